@@ -1,0 +1,74 @@
+// engine/graph.h — Graph: a static DAG of modules, run forward in insertion order and
+// backward in reverse (Caffe's Net).
+//
+// Node i reads the outputs of earlier nodes (or the graph input, index kGraphInput) and
+// writes one output. A Concat node computes nothing: when its output shape is known, each of
+// its producers is given a channel slice of the Concat's buffer as its own output, and the
+// same for the gradients. So a Concat costs no copy forward and no work backward — its
+// consumers' backward adds into the slices, which ARE the producers' gradients.
+//
+// Backward accumulates: every gradient buffer is zeroed first, each node adds into its
+// inputs' gradients. When node i's backward returns, the gradients of its parameters are
+// final (a parameter belongs to one node), and the graph says so through the callback: the
+// distributed reducer starts all-reducing them while the rest of backward runs.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/module.h"
+
+namespace bareyolo {
+
+class Graph {
+ public:
+  static constexpr int kGraphInput = -1;
+
+  // Appends a node computed by `module` from `inputs`; returns its index. `name` prefixes its
+  // state entries ("model.4.").
+  int add(std::string name, std::vector<int> inputs, std::unique_ptr<Module> module);
+  // Appends a channel concatenation of `inputs`, in order.
+  int add_concat(std::string name, std::vector<int> inputs);
+  void set_outputs(std::vector<int> nodes);
+
+  // Runs every node on `input`; returns the output nodes' tensors (valid until the next call).
+  // Buffers are planned for the input's shape, dtype and device, and reused while they stay.
+  const std::vector<Tensor>& forward(const Tensor& input, Mode mode);
+  // After forward(Mode::train): given dL/d(outputs), computes every parameter gradient (added
+  // into the parameters' gradient tensors). on_node_done(i) runs after node i's backward.
+  void backward(const std::vector<Tensor>& grad_outputs,
+                const std::function<void(int node)>& on_node_done = {});
+
+  // Every node's state entries in node order, names prefixed with the node's name.
+  std::vector<StateEntry> state();
+  int size() const { return static_cast<int>(nodes_.size()); }
+  Module* module(int node) { return nodes_.at(static_cast<size_t>(node)).module.get(); }
+  const Tensor& output_of(int node) const { return nodes_.at(static_cast<size_t>(node)).output; }
+  // Drops every activation and gradient buffer (before evaluation at another size, say).
+  void release_activations();
+
+ private:
+  struct Node {
+    std::string name;
+    std::vector<int> inputs;
+    std::unique_ptr<Module> module;  // null for a Concat
+    Shape4 shape;
+    Tensor output, grad;             // slices of the consuming Concat's buffers, if any
+    int concat_consumer = -1;        // the Concat node this node's output lives in
+  };
+
+  void plan(const Tensor& input);
+  std::vector<Tensor> input_tensors(const Node& node, const Tensor& graph_input) const;
+
+  std::vector<Node> nodes_;
+  std::vector<int> outputs_;
+  std::vector<Tensor> output_tensors_;
+  Tensor input_;  // the last forward's input (backward needs it for the first node)
+  Shape4 planned_shape_;
+  Device planned_device_;
+  DType planned_dtype_ = DType::f32;
+};
+
+}  // namespace bareyolo

@@ -1,0 +1,32 @@
+// engine/layers/batchnorm2d.h — BatchNorm2d: per-channel normalisation with batch statistics
+// in training and running statistics in evaluation. State, as PyTorch names it: "weight"
+// (gamma), "bias" (beta), "running_mean", "running_var", "num_batches_tracked" (int64).
+#pragma once
+
+#include "engine/module.h"
+#include "kernels/ops.h"
+
+namespace bareyolo {
+
+class BatchNorm2d : public Module {
+ public:
+  // gamma = 1, beta = 0, running_mean = 0, running_var = 1, as PyTorch initialises them.
+  BatchNorm2d(int channels, ops::BatchNormParams params, Device device = Device::cpu(),
+              DType dtype = DType::f32);
+
+  Shape4 output_shape(std::span<const Shape4> inputs) const override;
+  void forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) override;
+  void backward(std::span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
+                std::span<Tensor> grad_inputs) override;
+  void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
+
+ private:
+  int channels_;
+  ops::BatchNormParams params_;
+  Mode last_mode_ = Mode::train;
+  Tensor gamma_, gamma_grad_, beta_, beta_grad_, running_mean_, running_var_;
+  Tensor num_batches_tracked_;  // int64 scalar
+  Tensor save_mean_, save_invstd_;  // batch statistics of the last training forward
+};
+
+}  // namespace bareyolo

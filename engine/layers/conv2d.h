@@ -1,0 +1,37 @@
+// engine/layers/conv2d.h — Conv2d: a convolution with an optional bias (groups 1, dilation 1),
+// the module form of ops::conv2d_*. State: "weight" (c_out, c_in, k, k), "bias" (c_out).
+#pragma once
+
+#include <random>
+
+#include "engine/module.h"
+
+namespace bareyolo {
+
+struct Conv2dOptions {
+  int c_in = 0, c_out = 0, kernel = 1, stride = 1;
+  int pad = -1;  // -1: kernel / 2, YOLOv5's autopad
+  bool bias = false;
+};
+
+class Conv2d : public Module {
+ public:
+  // Weight and bias drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), PyTorch's default.
+  Conv2d(const Conv2dOptions& options, std::mt19937_64& rng, Device device = Device::cpu(),
+         DType dtype = DType::f32);
+
+  Shape4 output_shape(std::span<const Shape4> inputs) const override;
+  void forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) override;
+  void backward(std::span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
+                std::span<Tensor> grad_inputs) override;
+  void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
+
+  const Conv2dOptions& options() const { return options_; }
+  Tensor& bias() { return bias_; }
+
+ private:
+  Conv2dOptions options_;
+  Tensor weight_, weight_grad_, bias_, bias_grad_;
+};
+
+}  // namespace bareyolo

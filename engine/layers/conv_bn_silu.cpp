@@ -1,0 +1,57 @@
+// engine/layers/conv_bn_silu.cpp — see conv_bn_silu.h.
+//
+// Forward keeps the convolution output (BN's backward needs it) and the BN output (SiLU's
+// backward needs its input). Backward runs the three in reverse, each adding into a zeroed
+// gradient of its input.
+#include "engine/layers/conv_bn_silu.h"
+
+#include <array>
+
+#include "engine/layers/init.h"
+
+namespace bareyolo {
+
+ConvBnSilu::ConvBnSilu(int c_in, int c_out, int kernel, int stride, int pad,
+                       ops::BatchNormParams bn, std::mt19937_64& rng, Device device, DType dtype)
+    : conv_({.c_in = c_in, .c_out = c_out, .kernel = kernel, .stride = stride, .pad = pad},
+            rng, device, dtype),
+      bn_(c_out, bn, device, dtype) {}
+
+Shape4 ConvBnSilu::output_shape(std::span<const Shape4> inputs) const {
+  return conv_.output_shape(inputs);
+}
+
+void ConvBnSilu::forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) {
+  const Shape4 shape = output_shape(std::array{inputs[0].shape()});
+  ensure_tensor(conv_out_, shape, output);
+  ensure_tensor(bn_out_, shape, output);
+  conv_.forward(inputs, conv_out_, mode);
+  bn_.forward(std::span(&conv_out_, 1), bn_out_, mode);
+  with_float_type(output.dtype(), [&]<class T>() {
+    ops::silu_forward<T>(bn_out_.view<T>(), output.view<T>());
+  });
+}
+
+void ConvBnSilu::backward(std::span<const Tensor> inputs, const Tensor&,
+                          const Tensor& grad_output, std::span<Tensor> grad_inputs) {
+  ensure_tensor(grad_bn_out_, bn_out_.shape(), bn_out_);
+  ensure_tensor(grad_conv_out_, conv_out_.shape(), conv_out_);
+  grad_bn_out_.zero();
+  grad_conv_out_.zero();
+  with_float_type(grad_output.dtype(), [&]<class T>() {
+    ops::silu_backward<T>(bn_out_.view<T>(), grad_output.view<T>(), grad_bn_out_.view<T>());
+  });
+  bn_.backward(std::span(&conv_out_, 1), bn_out_, grad_bn_out_, std::span(&grad_conv_out_, 1));
+  conv_.backward(inputs, conv_out_, grad_conv_out_, grad_inputs);
+}
+
+void ConvBnSilu::collect_state(const std::string& prefix, std::vector<StateEntry>& state) {
+  conv_.collect_state(prefix + "conv.", state);
+  bn_.collect_state(prefix + "bn.", state);
+}
+
+void ConvBnSilu::release_activations() {
+  conv_out_ = bn_out_ = grad_conv_out_ = grad_bn_out_ = Tensor();
+}
+
+}  // namespace bareyolo

@@ -1,0 +1,62 @@
+// engine/module.h — Module: the unit a graph is built from (Caffe's Layer).
+//
+// A module computes one output tensor from its input tensors (forward) and, given the
+// gradient of the loss with respect to that output, ADDS the gradients with respect to its
+// inputs and its parameters (backward; the accumulate convention of kernels/ops.h). It keeps
+// whatever it needs between the two calls (a conv keeps its pre-activation). Composite modules
+// (YOLOv5's C3, SPPF) are modules made of modules.
+//
+// Outputs are written into tensors the caller provides, which may be channel slices of a
+// larger tensor: that is how a Concat costs nothing (engine/graph.h).
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace bareyolo {
+
+// How an optimizer treats a parameter: YOLOv5's three groups.
+enum class ParamGroup { weight, norm_weight, bias };  // weight decay only on `weight`
+
+// One entry of a module's state, named as in YOLOv5's state_dict ("conv.weight",
+// "bn.running_mean", ...). `value` points at the module's own tensor, so the model can move
+// every parameter into one flat buffer and re-point them (the optimizer and the gradient
+// reducer work on flat buffers). `dims` is the entry's shape as saved: Shape4 storage pads
+// a [c2] vector to (1, c2, 1, 1), a scalar to (1, 1, 1, 1).
+struct StateEntry {
+  std::string name;
+  Tensor* value = nullptr;
+  Tensor* grad = nullptr;  // null for buffers (running statistics, counters, anchors)
+  std::vector<int64_t> dims;
+  ParamGroup group = ParamGroup::weight;
+
+  bool trainable() const { return grad != nullptr; }
+};
+
+enum class Mode { train, eval };
+
+class Module {
+ public:
+  virtual ~Module() = default;
+
+  // The output shape for these input shapes; throws std::invalid_argument when they do not fit.
+  virtual Shape4 output_shape(std::span<const Shape4> inputs) const = 0;
+  // Writes the output (shape output_shape(...)) from the inputs.
+  virtual void forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) = 0;
+  // After forward in Mode::train on the same tensors: grad_inputs[i] += dL/d inputs[i],
+  // parameter gradients += dL/d parameter.
+  virtual void backward(std::span<const Tensor> inputs, const Tensor& output,
+                        const Tensor& grad_output, std::span<Tensor> grad_inputs) = 0;
+  // Appends this module's state entries, their names prefixed with `prefix`.
+  virtual void collect_state(const std::string& prefix, std::vector<StateEntry>& state) {
+    (void)prefix;
+    (void)state;
+  }
+  // Releases tensors kept between forward and backward (memory between steps, or before eval).
+  virtual void release_activations() {}
+};
+
+}  // namespace bareyolo

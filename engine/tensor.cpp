@@ -1,0 +1,205 @@
+// engine/tensor.cpp — storage allocation, zero-copy slicing, and copies between devices.
+#include "engine/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cuda/runtime.h"
+
+namespace bareyolo {
+
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 4;
+    case DType::f64:
+    case DType::i64: return 8;
+    case DType::f16:
+    case DType::bf16: return 2;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::i64: return "i64";
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
+  }
+  return "?";
+}
+
+// ---- Storage ----------------------------------------------------------------------------
+
+Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
+  if (device.is_cuda()) {
+    data_ = cuda::malloc_device(bytes == 0 ? 1 : bytes, device.index);
+    return;
+  }
+  // 64-byte alignment: a cache line, and the widest SIMD load.
+  size_t rounded = (bytes + 63) / 64 * 64;
+  data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (!data_) throw std::bad_alloc();
+}
+
+Storage::~Storage() {
+  if (device_.is_cuda())
+    cuda::free_device(data_, device_.index);
+  else
+    std::free(data_);
+}
+
+// ---- Tensor -----------------------------------------------------------------------------
+
+namespace {
+// Elements of a shape as the fewest contiguous blocks: one when the layouts involved are
+// dense, else one per image (an image is always contiguous).
+struct Blocks {
+  int64_t count;
+  size_t bytes;
+};
+Blocks contiguous_blocks(const Shape4& shape, bool all_dense, size_t element_bytes) {
+  if (all_dense) return {1, static_cast<size_t>(shape.numel()) * element_bytes};
+  return {shape.n, static_cast<size_t>(shape.image_numel()) * element_bytes};
+}
+}  // namespace
+
+Tensor Tensor::empty(Shape4 shape, Device device, DType dtype) {
+  if (shape.n < 0 || shape.c < 0 || shape.h < 0 || shape.w < 0)
+    throw std::invalid_argument("Tensor::empty: negative dimension in shape " + shape.str());
+  Tensor t;
+  t.storage_ = std::make_shared<Storage>(static_cast<size_t>(shape.numel()) * dtype_size(dtype),
+                                         device);
+  t.shape_ = shape;
+  t.batch_stride_ = shape.image_numel();
+  t.dtype_ = dtype;
+  return t;
+}
+
+Tensor Tensor::zeros(Shape4 shape, Device device, DType dtype) {
+  Tensor t = empty(shape, device, dtype);
+  t.zero();
+  return t;
+}
+
+template <class T>
+Tensor Tensor::from_vector(const std::vector<T>& values, Shape4 shape, Device device) {
+  if (static_cast<int64_t>(values.size()) != shape.numel())
+    throw std::invalid_argument("Tensor::from_vector: " + std::to_string(values.size()) +
+                                " values for shape " + shape.str());
+  Tensor host = empty(shape, Device::cpu(), dtype_of<T>());
+  std::memcpy(host.byte_pointer(), values.data(), values.size() * sizeof(T));
+  return device.is_cpu() ? host : host.to(device);
+}
+
+Tensor Tensor::channels(int64_t begin, int64_t end) const {
+  if (begin < 0 || end > shape_.c || begin > end)
+    throw std::out_of_range("Tensor::channels(" + std::to_string(begin) + ", " +
+                            std::to_string(end) + ") is outside the " +
+                            std::to_string(shape_.c) + " channels of " + shape_.str());
+  Tensor slice = *this;
+  slice.offset_ += begin * shape_.plane();
+  slice.shape_.c = end - begin;
+  return slice;  // batch_stride unchanged: images stay where they are in the parent
+}
+
+Tensor Tensor::images(int64_t begin, int64_t end) const {
+  if (begin < 0 || end > shape_.n || begin > end)
+    throw std::out_of_range("Tensor::images(" + std::to_string(begin) + ", " +
+                            std::to_string(end) + ") is outside the batch of " + shape_.str());
+  Tensor slice = *this;
+  slice.offset_ += begin * batch_stride_;
+  slice.shape_.n = end - begin;
+  return slice;
+}
+
+template <class T>
+void Tensor::require_dtype(const char* what) const {
+  if (!defined()) throw std::logic_error(std::string(what) + " on an undefined tensor");
+  if (dtype_ != dtype_of<T>())
+    throw std::invalid_argument(std::string(what) + ": tensor holds " + dtype_name(dtype_) +
+                                ", asked for " + dtype_name(dtype_of<T>()));
+}
+
+char* Tensor::byte_pointer() const {
+  return static_cast<char*>(storage_->data()) + offset_ * dtype_size(dtype_);
+}
+
+template <class T>
+View<T> Tensor::view() {
+  require_dtype<T>("Tensor::view");
+  return {reinterpret_cast<T*>(byte_pointer()), shape_, batch_stride_, device()};
+}
+
+template <class T>
+View<const T> Tensor::view() const {
+  require_dtype<T>("Tensor::view");
+  return {reinterpret_cast<const T*>(byte_pointer()), shape_, batch_stride_, device()};
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  if (!(src.shape_ == shape_) || src.dtype_ != dtype_)
+    throw std::invalid_argument("Tensor::copy_from: source " + src.shape_.str() + " " +
+                                dtype_name(src.dtype_) + " into " + shape_.str() + " " +
+                                dtype_name(dtype_));
+  const Device from = src.device(), to = device();
+  if (from.is_cuda() && to.is_cuda() && from.index != to.index)
+    throw std::invalid_argument("Tensor::copy_from: " + from.str() + " to " + to.str() +
+                                " directly is not supported; go through the host");
+  const size_t element = dtype_size(dtype_);
+  const Blocks blocks = contiguous_blocks(shape_, dense() && src.dense(), element);
+  for (int64_t i = 0; i < blocks.count; ++i) {
+    char* dst = byte_pointer() + i * batch_stride_ * element;
+    const char* source = src.byte_pointer() + i * src.batch_stride_ * element;
+    if (from.is_cpu() && to.is_cpu())
+      std::memcpy(dst, source, blocks.bytes);
+    else if (from.is_cpu())
+      cuda::copy(dst, source, blocks.bytes, cuda::CopyKind::host_to_device, to.index);
+    else if (to.is_cpu())
+      cuda::copy(dst, source, blocks.bytes, cuda::CopyKind::device_to_host, from.index);
+    else
+      cuda::copy(dst, source, blocks.bytes, cuda::CopyKind::device_to_device, to.index);
+  }
+}
+
+Tensor Tensor::to(Device device) const {
+  Tensor copy = empty(shape_, device, dtype_);
+  copy.copy_from(*this);
+  return copy;
+}
+
+void Tensor::zero() {
+  const size_t element = dtype_size(dtype_);
+  const Blocks blocks = contiguous_blocks(shape_, dense(), element);
+  for (int64_t i = 0; i < blocks.count; ++i) {
+    char* dst = byte_pointer() + i * batch_stride_ * element;
+    if (device().is_cuda())
+      cuda::fill_bytes(dst, 0, blocks.bytes, device().index);
+    else
+      std::memset(dst, 0, blocks.bytes);
+  }
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  require_dtype<T>("Tensor::to_vector");
+  Tensor host = to(Device::cpu());
+  const T* data = reinterpret_cast<const T*>(host.byte_pointer());
+  return std::vector<T>(data, data + numel());
+}
+
+template Tensor Tensor::from_vector<float>(const std::vector<float>&, Shape4, Device);
+template Tensor Tensor::from_vector<double>(const std::vector<double>&, Shape4, Device);
+template View<float> Tensor::view<float>();
+template View<double> Tensor::view<double>();
+template View<const float> Tensor::view<float>() const;
+template View<const double> Tensor::view<double>() const;
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template Tensor Tensor::from_vector<int64_t>(const std::vector<int64_t>&, Shape4, Device);
+template View<int64_t> Tensor::view<int64_t>();
+template View<const int64_t> Tensor::view<int64_t>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+
+}  // namespace bareyolo

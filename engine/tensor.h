@@ -1,0 +1,99 @@
+// engine/tensor.h — Tensor: an NCHW block of one dtype on one device, sharing its Storage.
+//
+// A Tensor is a View plus ownership: `storage` keeps the memory alive, `offset` says where in
+// it the first element is, `batch_stride` how far apart images are. Slicing channels or
+// images returns a Tensor on the same storage (no copy) — the producer of a Concat input
+// writes straight into its channel slice, and a gradient can be a view into an all-reduce
+// bucket.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/view.h"
+
+namespace bareyolo {
+
+// f32 is what the engine trains in; f64 is what gradient checks run in; i64 holds counters
+// (BatchNorm's num_batches_tracked). The 16-bit types are reserved names: storage can hold
+// them, no kernel takes them yet.
+enum class DType : uint8_t { f32, f64, i64, f16, bf16 };
+
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::f32; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
+
+// One allocation on one device: 64-byte aligned host memory, or device memory.
+class Storage {
+ public:
+  Storage(size_t bytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  const Device& device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  Device device_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: no storage
+
+  static Tensor empty(Shape4 shape, Device device = Device::cpu(), DType dtype = DType::f32);
+  static Tensor zeros(Shape4 shape, Device device = Device::cpu(), DType dtype = DType::f32);
+  // A dense tensor holding `values` (shape.numel() of them), on `device`.
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& values, Shape4 shape,
+                            Device device = Device::cpu());
+
+  bool defined() const { return storage_ != nullptr; }
+  const Shape4& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  Device device() const { return storage_ ? storage_->device() : Device::cpu(); }
+  int64_t numel() const { return shape_.numel(); }
+  int64_t batch_stride() const { return batch_stride_; }
+  int64_t offset() const { return offset_; }  // in elements from the start of the storage
+  bool dense() const { return shape_.n <= 1 || batch_stride_ == shape_.image_numel(); }
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+
+  // Zero-copy views: channels [begin, end) of every image; images [begin, end).
+  Tensor channels(int64_t begin, int64_t end) const;
+  Tensor images(int64_t begin, int64_t end) const;
+
+  // The kernels' view of this tensor; T must match dtype().
+  template <class T> View<T> view();
+  template <class T> View<const T> view() const;
+
+  // Copies src (same shape, any device, any layout) into this tensor's elements.
+  void copy_from(const Tensor& src);
+  // A dense copy on `device`.
+  Tensor to(Device device) const;
+  // Every element set to zero (bytes set to 0), on the tensor's device.
+  void zero();
+  // Dense host copy of the elements, image after image.
+  template <class T> std::vector<T> to_vector() const;
+
+ private:
+  template <class T> void require_dtype(const char* what) const;
+  char* byte_pointer() const;
+
+  std::shared_ptr<Storage> storage_;
+  Shape4 shape_;
+  int64_t batch_stride_ = 0;
+  int64_t offset_ = 0;
+  DType dtype_ = DType::f32;
+};
+
+}  // namespace bareyolo

@@ -1,0 +1,240 @@
+// kernels/cpu/batchnorm.cpp — batch normalisation on the CPU: the four phase ops that
+// SyncBatchNorm interleaves with its all-reduces, and the train/eval ops built from them.
+//
+// Per channel c, over the count = n*h*w elements of the batch:
+//   mean = sum(x) / count,  M2 = sum((x - mean)^2),  invstd = 1 / sqrt(M2 / count + eps)
+//   xhat = (x - mean) * invstd,  y = xhat * gamma + beta
+//   dx  += gamma * invstd * (dy - sum(dy) / count - xhat * sum(dy * xhat) / count)
+//   dgamma += sum(dy * xhat),  dbeta += sum(dy)
+// The moments take two passes (mean first, then squared deviations from it) instead of
+// sum(x^2) - count * mean^2, which cancels catastrophically when |mean| >> std. Every
+// per-channel sum runs in double even for float data: a channel of a 640x640 batch of 16
+// sums millions of values, beyond what a float accumulator keeps.
+//
+// Threads: one task per channel. A channel's sums run serially in a fixed order, so the
+// result does not depend on the thread count.
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/ops.h"
+#include "kernels/route.h"
+
+namespace bareyolo::ops {
+
+namespace {
+
+void require_same_shape(const char* op, const char* name, Shape4 shape, Shape4 x_shape) {
+  if (!(shape == x_shape))
+    throw std::invalid_argument(std::string(op) + ": " + name + " has shape " + shape.str() +
+                                " but x has shape " + x_shape.str() + "; they must match");
+}
+
+int64_t elements_per_channel(const char* op, Shape4 x, int64_t at_least) {
+  const int64_t count = x.n * x.h * x.w;
+  if (count < at_least)
+    throw std::invalid_argument(std::string(op) + ": x of shape " + x.str() + " has " +
+                                std::to_string(count) + " values per channel; at least " +
+                                std::to_string(at_least) + " are needed");
+  return count;
+}
+
+// Runs per_channel(c) for c in [0, channels), one channel per task on the thread pool.
+template <class PerChannel>
+void for_each_channel(int64_t channels, PerChannel per_channel) {
+  parallel_for(channels, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) per_channel(c);
+  });
+}
+
+// Calls visit(plane of views[0], plane of views[1], ...) for channel c of each of the
+// `batch` images, in image order. The views may have different batch strides.
+template <class Visit, class... Views>
+void for_each_plane(int64_t batch, int64_t c, Visit visit, const Views&... views) {
+  for (int64_t i = 0; i < batch; ++i) visit(views.channel(i, c)...);
+}
+
+// 1 / sqrt(variance + eps) for each channel.
+template <class T>
+std::vector<T> inverse_std(const T* variance, int64_t channels, double eps) {
+  std::vector<T> invstd(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c)
+    invstd[c] = static_cast<T>(1.0 / std::sqrt(static_cast<double>(variance[c]) + eps));
+  return invstd;
+}
+
+}  // namespace
+
+template <class T>
+void batchnorm_moments(View<const T> x, T* mean, T* m2) {
+  BAREYOLO_REQUIRE_CPU(batchnorm_moments, x.device);
+  const int64_t count = elements_per_channel("batchnorm_moments", x.shape, 1);
+  const int64_t plane = x.shape.plane();
+  for_each_channel(x.shape.c, [&](int64_t c) {
+    double sum = 0;
+    for_each_plane(x.shape.n, c, [&](const T* xs) {
+      for (int64_t j = 0; j < plane; ++j) sum += xs[j];
+    }, x);
+    const double channel_mean = sum / static_cast<double>(count);
+    double squared_deviations = 0;
+    for_each_plane(x.shape.n, c, [&](const T* xs) {
+      for (int64_t j = 0; j < plane; ++j) {
+        const double deviation = xs[j] - channel_mean;
+        squared_deviations += deviation * deviation;
+      }
+    }, x);
+    mean[c] = static_cast<T>(channel_mean);
+    m2[c] = static_cast<T>(squared_deviations);
+  });
+}
+
+template <class T>
+void batchnorm_apply(View<const T> x, const T* mean, const T* invstd, const T* gamma,
+                     const T* beta, View<T> y) {
+  BAREYOLO_REQUIRE_CPU(batchnorm_apply, detail::common_device("batchnorm_apply", x, y));
+  require_same_shape("batchnorm_apply", "y", y.shape, x.shape);
+  const int64_t plane = x.shape.plane();
+  for_each_channel(x.shape.c, [&](int64_t c) {
+    const T scale = invstd[c] * gamma[c], mu = mean[c], shift = beta[c];
+    for_each_plane(x.shape.n, c, [&](const T* xs, T* ys) {
+      for (int64_t j = 0; j < plane; ++j) ys[j] = (xs[j] - mu) * scale + shift;
+    }, x, y);
+  });
+}
+
+template <class T>
+void batchnorm_backward_reduce(View<const T> x, View<const T> dy, const T* mean,
+                               const T* invstd, T* sum_dy, T* sum_dy_xhat) {
+  BAREYOLO_REQUIRE_CPU(batchnorm_backward_reduce,
+                       detail::common_device("batchnorm_backward_reduce", x, dy));
+  require_same_shape("batchnorm_backward_reduce", "dy", dy.shape, x.shape);
+  const int64_t plane = x.shape.plane();
+  for_each_channel(x.shape.c, [&](int64_t c) {
+    const double mu = mean[c];
+    double dy_sum = 0, dy_centered_sum = 0;  // sum(dy), sum(dy * (x - mean))
+    for_each_plane(x.shape.n, c, [&](const T* xs, const T* dys) {
+      for (int64_t j = 0; j < plane; ++j) {
+        dy_sum += dys[j];
+        dy_centered_sum += dys[j] * (xs[j] - mu);
+      }
+    }, x, dy);
+    sum_dy[c] = static_cast<T>(dy_sum);
+    sum_dy_xhat[c] = static_cast<T>(dy_centered_sum * invstd[c]);
+  });
+}
+
+template <class T>
+void batchnorm_backward_apply(View<const T> x, View<const T> dy, const T* mean, const T* invstd,
+                              const T* gamma, const T* sum_dy, const T* sum_dy_xhat,
+                              int64_t count, View<T> dx) {
+  BAREYOLO_REQUIRE_CPU(batchnorm_backward_apply,
+                       detail::common_device("batchnorm_backward_apply", x, dy, dx));
+  require_same_shape("batchnorm_backward_apply", "dy", dy.shape, x.shape);
+  require_same_shape("batchnorm_backward_apply", "dx", dx.shape, x.shape);
+  const int64_t plane = x.shape.plane();
+  for_each_channel(x.shape.c, [&](int64_t c) {
+    const T scale = gamma[c] * invstd[c], mu = mean[c], inv = invstd[c];
+    const T mean_dy = sum_dy[c] / static_cast<T>(count);
+    const T mean_dy_xhat = sum_dy_xhat[c] / static_cast<T>(count);
+    for_each_plane(x.shape.n, c, [&](const T* xs, const T* dys, T* dxs) {
+      for (int64_t j = 0; j < plane; ++j)
+        dxs[j] += scale * (dys[j] - mean_dy - (xs[j] - mu) * inv * mean_dy_xhat);
+    }, x, dy, dx);
+  });
+}
+
+template <class T>
+void batchnorm_forward_train(View<const T> x, const T* gamma, const T* beta, BatchNormParams p,
+                             T* running_mean, T* running_var, T* save_mean, T* save_invstd,
+                             View<T> y) {
+  BAREYOLO_REQUIRE_CPU(batchnorm_forward_train,
+                       detail::common_device("batchnorm_forward_train", x, y));
+  // At least two values per channel: the unbiased variance divides by count - 1.
+  const int64_t count = elements_per_channel("batchnorm_forward_train", x.shape, 2);
+  const int64_t channels = x.shape.c;
+  std::vector<T> m2(static_cast<size_t>(channels));
+  batchnorm_moments(x, save_mean, m2.data());
+  for (int64_t c = 0; c < channels; ++c) {
+    const double m2_c = m2[c];
+    save_invstd[c] = static_cast<T>(1.0 / std::sqrt(m2_c / count + p.eps));
+    running_mean[c] =
+        static_cast<T>((1 - p.momentum) * running_mean[c] + p.momentum * save_mean[c]);
+    running_var[c] = static_cast<T>((1 - p.momentum) * running_var[c] +
+                                    p.momentum * m2_c / static_cast<double>(count - 1));
+  }
+  batchnorm_apply(x, save_mean, save_invstd, gamma, beta, y);
+}
+
+template <class T>
+void batchnorm_backward_train(View<const T> x, View<const T> dy, const T* gamma,
+                              const T* save_mean, const T* save_invstd, View<T> dx, T* dgamma,
+                              T* dbeta) {
+  BAREYOLO_REQUIRE_CPU(batchnorm_backward_train,
+                       detail::common_device("batchnorm_backward_train", x, dy, dx));
+  const int64_t count = elements_per_channel("batchnorm_backward_train", x.shape, 1);
+  const int64_t channels = x.shape.c;
+  std::vector<T> sum_dy(static_cast<size_t>(channels)), sum_dy_xhat(sum_dy.size());
+  batchnorm_backward_reduce(x, dy, save_mean, save_invstd, sum_dy.data(), sum_dy_xhat.data());
+  batchnorm_backward_apply(x, dy, save_mean, save_invstd, gamma, sum_dy.data(),
+                           sum_dy_xhat.data(), count, dx);
+  for (int64_t c = 0; c < channels; ++c) {
+    dgamma[c] += sum_dy_xhat[c];
+    dbeta[c] += sum_dy[c];
+  }
+}
+
+template <class T>
+void batchnorm_forward_eval(View<const T> x, const T* gamma, const T* beta,
+                            const T* running_mean, const T* running_var, BatchNormParams p,
+                            View<T> y) {
+  BAREYOLO_REQUIRE_CPU(batchnorm_forward_eval,
+                       detail::common_device("batchnorm_forward_eval", x, y));
+  const std::vector<T> invstd = inverse_std(running_var, x.shape.c, p.eps);
+  batchnorm_apply(x, running_mean, invstd.data(), gamma, beta, y);
+}
+
+template <class T>
+void batchnorm_backward_eval(View<const T> x, View<const T> dy, const T* gamma,
+                             const T* running_mean, const T* running_var, BatchNormParams p,
+                             View<T> dx, T* dgamma, T* dbeta) {
+  BAREYOLO_REQUIRE_CPU(batchnorm_backward_eval,
+                       detail::common_device("batchnorm_backward_eval", x, dy, dx));
+  require_same_shape("batchnorm_backward_eval", "dx", dx.shape, x.shape);
+  const int64_t channels = x.shape.c, plane = x.shape.plane();
+  const std::vector<T> invstd = inverse_std(running_var, channels, p.eps);
+  std::vector<T> sum_dy(static_cast<size_t>(channels)), sum_dy_xhat(sum_dy.size());
+  batchnorm_backward_reduce(x, dy, running_mean, invstd.data(), sum_dy.data(),
+                            sum_dy_xhat.data());
+  // The statistics are constants here, so dx is dy scaled per channel.
+  for_each_channel(channels, [&](int64_t c) {
+    const T scale = gamma[c] * invstd[c];
+    for_each_plane(x.shape.n, c, [&](const T* dys, T* dxs) {
+      for (int64_t j = 0; j < plane; ++j) dxs[j] += scale * dys[j];
+    }, dy, dx);
+    dgamma[c] += sum_dy_xhat[c];
+    dbeta[c] += sum_dy[c];
+  });
+}
+
+#define BAREYOLO_INSTANTIATE_BATCHNORM(T)                                                      \
+  template void batchnorm_moments<T>(View<const T>, T*, T*);                                   \
+  template void batchnorm_apply<T>(View<const T>, const T*, const T*, const T*, const T*,      \
+                                   View<T>);                                                   \
+  template void batchnorm_backward_reduce<T>(View<const T>, View<const T>, const T*, const T*, \
+                                             T*, T*);                                          \
+  template void batchnorm_backward_apply<T>(View<const T>, View<const T>, const T*, const T*,  \
+                                            const T*, const T*, const T*, int64_t, View<T>);   \
+  template void batchnorm_forward_train<T>(View<const T>, const T*, const T*, BatchNormParams, \
+                                           T*, T*, T*, T*, View<T>);                           \
+  template void batchnorm_backward_train<T>(View<const T>, View<const T>, const T*, const T*,  \
+                                            const T*, View<T>, T*, T*);                        \
+  template void batchnorm_forward_eval<T>(View<const T>, const T*, const T*, const T*,         \
+                                          const T*, BatchNormParams, View<T>);                 \
+  template void batchnorm_backward_eval<T>(View<const T>, View<const T>, const T*, const T*,   \
+                                           const T*, BatchNormParams, View<T>, T*, T*);
+BAREYOLO_INSTANTIATE_BATCHNORM(float)
+BAREYOLO_INSTANTIATE_BATCHNORM(double)
+
+}  // namespace bareyolo::ops

@@ -1,0 +1,164 @@
+// kernels/cpu/elementwise.cpp — SiLU, add, sigmoid and BCE-with-logits: the pointwise ops,
+// forward and backward, for any NCHW view (strided batches included).
+//
+// Math, with s = sigmoid(x) = 1 / (1 + e^-x):
+//   SiLU  y = x s            dy/dx = s (1 + x (1 - s))
+//   BCE   l = -(w t log s + (1 - t) log(1 - s)),  w = pos_weight
+//         = (1 - t) x + (w t + 1 - t) softplus(-x)        (using log s = -softplus(-x))
+//   with softplus(-x) = max(-x, 0) + log1p(e^-|x|), which never overflows, and
+//         dl/dx = (1 - t) s - w t (1 - s).
+#include <cmath>
+
+#include "kernels/cpu/loops.h"
+#include "kernels/ops.h"
+#include "kernels/route.h"
+#ifdef BAREYOLO_WITH_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
+
+namespace bareyolo::ops {
+
+namespace {
+template <class T>
+T sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+template <class T>
+T softplus_of_negative(T x) {  // log(1 + e^-x)
+  return std::max(-x, T(0)) + std::log1p(std::exp(-std::fabs(x)));
+}
+}  // namespace
+
+template <class T>
+void silu_forward(View<const T> x, View<T> y) {
+  cpu::require_same_shape("silu_forward", x, y);
+  BAREYOLO_ROUTE_TO_CUDA(silu_forward, detail::common_device("silu_forward", x, y), x, y);
+  cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {
+    const T* in = x.image(n);
+    T* out = y.image(n);
+    for (int64_t i = begin; i < end; ++i) out[i] = in[i] * sigmoid(in[i]);
+  });
+}
+
+template <class T>
+void silu_backward(View<const T> x, View<const T> dy, View<T> dx) {
+  cpu::require_same_shape("silu_backward", x, dy);
+  cpu::require_same_shape("silu_backward", x, dx);
+  BAREYOLO_ROUTE_TO_CUDA(silu_backward, detail::common_device("silu_backward", x, dy, dx), x, dy,
+                         dx);
+  cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {
+    const T* in = x.image(n);
+    const T* grad_out = dy.image(n);
+    T* grad_in = dx.image(n);
+    for (int64_t i = begin; i < end; ++i) {
+      T s = sigmoid(in[i]);
+      grad_in[i] += grad_out[i] * s * (T(1) + in[i] * (T(1) - s));
+    }
+  });
+}
+
+template <class T>
+void add_forward(View<const T> a, View<const T> b, View<T> y) {
+  cpu::require_same_shape("add_forward", a, b);
+  cpu::require_same_shape("add_forward", a, y);
+  BAREYOLO_ROUTE_TO_CUDA(add_forward, detail::common_device("add_forward", a, b, y), a, b, y);
+  cpu::parallel_over_elements(a.shape, [&](int64_t n, int64_t begin, int64_t end) {
+    const T* lhs = a.image(n);
+    const T* rhs = b.image(n);
+    T* out = y.image(n);
+    for (int64_t i = begin; i < end; ++i) out[i] = lhs[i] + rhs[i];
+  });
+}
+
+template <class T>
+void add_backward(View<const T> dy, View<T> da, View<T> db) {
+  cpu::require_same_shape("add_backward", dy, da);
+  cpu::require_same_shape("add_backward", dy, db);
+  BAREYOLO_ROUTE_TO_CUDA(add_backward, detail::common_device("add_backward", dy, da, db), dy, da,
+                         db);
+  cpu::parallel_over_elements(dy.shape, [&](int64_t n, int64_t begin, int64_t end) {
+    const T* grad_out = dy.image(n);
+    T* grad_a = da.image(n);
+    T* grad_b = db.image(n);
+    for (int64_t i = begin; i < end; ++i) {
+      grad_a[i] += grad_out[i];
+      grad_b[i] += grad_out[i];
+    }
+  });
+}
+
+template <class T>
+void sigmoid_forward(View<const T> x, View<T> y) {
+  cpu::require_same_shape("sigmoid_forward", x, y);
+  BAREYOLO_REQUIRE_CPU(sigmoid_forward, detail::common_device("sigmoid_forward", x, y));
+  cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {
+    const T* in = x.image(n);
+    T* out = y.image(n);
+    for (int64_t i = begin; i < end; ++i) out[i] = sigmoid(in[i]);
+  });
+}
+
+template <class T>
+void sigmoid_backward(View<const T> y, View<const T> dy, View<T> dx) {
+  cpu::require_same_shape("sigmoid_backward", y, dy);
+  cpu::require_same_shape("sigmoid_backward", y, dx);
+  BAREYOLO_REQUIRE_CPU(sigmoid_backward, detail::common_device("sigmoid_backward", y, dy, dx));
+  cpu::parallel_over_elements(y.shape, [&](int64_t n, int64_t begin, int64_t end) {
+    const T* out = y.image(n);
+    const T* grad_out = dy.image(n);
+    T* grad_in = dx.image(n);
+    for (int64_t i = begin; i < end; ++i) grad_in[i] += grad_out[i] * out[i] * (T(1) - out[i]);
+  });
+}
+
+template <class T>
+void bce_with_logits_forward(View<const T> x, View<const T> target, T pos_weight, View<T> loss) {
+  cpu::require_same_shape("bce_with_logits_forward", x, target);
+  cpu::require_same_shape("bce_with_logits_forward", x, loss);
+  BAREYOLO_REQUIRE_CPU(bce_with_logits_forward,
+                       detail::common_device("bce_with_logits_forward", x, target, loss));
+  cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {
+    const T* logit = x.image(n);
+    const T* t = target.image(n);
+    T* out = loss.image(n);
+    for (int64_t i = begin; i < end; ++i) {
+      T log_weight = pos_weight * t[i] + T(1) - t[i];
+      out[i] = (T(1) - t[i]) * logit[i] + log_weight * softplus_of_negative(logit[i]);
+    }
+  });
+}
+
+template <class T>
+void bce_with_logits_backward(View<const T> x, View<const T> target, T pos_weight,
+                              View<const T> dloss, View<T> dx) {
+  cpu::require_same_shape("bce_with_logits_backward", x, target);
+  cpu::require_same_shape("bce_with_logits_backward", x, dloss);
+  cpu::require_same_shape("bce_with_logits_backward", x, dx);
+  BAREYOLO_REQUIRE_CPU(bce_with_logits_backward,
+                       detail::common_device("bce_with_logits_backward", x, target, dloss, dx));
+  cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {
+    const T* logit = x.image(n);
+    const T* t = target.image(n);
+    const T* grad_out = dloss.image(n);
+    T* grad_in = dx.image(n);
+    for (int64_t i = begin; i < end; ++i) {
+      T s = sigmoid(logit[i]);
+      grad_in[i] += grad_out[i] * ((T(1) - t[i]) * s - pos_weight * t[i] * (T(1) - s));
+    }
+  });
+}
+
+#define BAREYOLO_INSTANTIATE_ELEMENTWISE(T)                                                   \
+  template void silu_forward<T>(View<const T>, View<T>);                                      \
+  template void silu_backward<T>(View<const T>, View<const T>, View<T>);                      \
+  template void add_forward<T>(View<const T>, View<const T>, View<T>);                        \
+  template void add_backward<T>(View<const T>, View<T>, View<T>);                             \
+  template void sigmoid_forward<T>(View<const T>, View<T>);                                   \
+  template void sigmoid_backward<T>(View<const T>, View<const T>, View<T>);                   \
+  template void bce_with_logits_forward<T>(View<const T>, View<const T>, T, View<T>);         \
+  template void bce_with_logits_backward<T>(View<const T>, View<const T>, T, View<const T>, \
+                                            View<T>);
+BAREYOLO_INSTANTIATE_ELEMENTWISE(float)
+BAREYOLO_INSTANTIATE_ELEMENTWISE(double)
+
+}  // namespace bareyolo::ops

@@ -1,0 +1,314 @@
+// kernels/cpu/gemm.cpp — the blocked GEMM behind kernels/cpu/gemm.h (GotoBLAS/BLIS scheme).
+//
+//   C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C
+//
+// Loops, outermost first, with what each keeps in which cache (one core of Zen 4: 32 KB L1d,
+// 1 MB L2):
+//   task (m-block x n-block, <= 256 x 512)  independent pieces of C, shared over the pool;
+//   p0   (depth block, <= kMaxDepth = 128 steps of k)  pack the task's rows of op(A) into
+//        MR-row panels (<= 256 x 128 floats, 128 KB) and its columns of op(B) into NR-column
+//        panels (<= 128 x 512 floats, 256 KB); both stay in L2 for the two loops below;
+//   j    (one B panel, 128 x 32 floats = 16 KB)  stays in L1 while
+//   i    (the A panels, 8 x 128 floats = 4 KB each)  stream past it through the micro-kernel,
+//        which keeps an MR x NR tile of C in registers over the depth block and adds it into C
+//        once (times beta for the first depth block, plain after).
+// Packing turns any lda/ldb and any transposition into contiguous, aligned, zero-padded
+// panels, so the micro-kernel has one code path; edge tiles go through a scratch tile.
+//
+// Reproducibility: the depth blocks are cut from k alone and each element of C is computed by
+// exactly one task, so the bits never depend on the thread count or on the m/n partition.
+#include "kernels/cpu/gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <type_traits>
+
+#include "kernels/cpu/gemm_kernels.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace bareyolo::cpu {
+namespace gemm_detail {
+namespace {
+
+// Depth of a packed panel: at 128 steps the 8 x 32 kernel's B panel is 16 KB, half of L1,
+// next to the A panels streaming past (256 would fill L1); the C tile is then loaded and
+// stored once per 128 x 16 FMAs, which is noise.
+constexpr int64_t kMaxDepth = 128;
+// Rows of op(A) packed at once: a yolov5n Cout (<= 256) is one block; taller products
+// (backward data, M = Cin*k*k) are cut into blocks that also become parallel tasks.
+constexpr int64_t kMaxBlockRows = 256;
+// Columns per task: wide enough that re-packing A once per task is noise, narrow enough
+// that the 80x80 and 40x40 products give both cores several tasks each.
+constexpr int64_t kMaxBlockCols = 512;
+// A product smaller than this runs on the calling thread: waking the pool costs more.
+constexpr double kMinParallelFlops = 2e6;
+// Products with fewer tasks than this are cut into narrower n-blocks (never under
+// kMinBlockCols columns), so the 20 x 20 layers split too; a constant, not the pool size.
+constexpr int64_t kMinTasks = 4;
+constexpr int64_t kMinBlockCols = 96;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t multiple) { return ceil_div(a, multiple) * multiple; }
+
+// Element (r, p) of op(A) (r = row) or of op(B) transposed (r = column): either r or p is the
+// contiguous index of the stored matrix.
+template <class T>
+struct Operand {
+  const T* data;
+  int64_t ld;
+  bool p_contiguous;  // element (r, p) at data[r * ld + p], else at data[p * ld + r]
+  const T* at(int64_t r, int64_t p) const {
+    return p_contiguous ? data + r * ld + p : data + p * ld + r;
+  }
+};
+
+// Grow-only scratch, 64-byte aligned so panels can be loaded with aligned vector loads.
+class PackBuffer {
+ public:
+  template <class T>
+  T* get(int64_t count) {
+    size_t bytes = static_cast<size_t>(round_up(count * static_cast<int64_t>(sizeof(T)), 64));
+    if (bytes > capacity_) {
+      storage_.reset(static_cast<std::byte*>(std::aligned_alloc(64, bytes)));
+      if (!storage_) throw std::bad_alloc();
+      capacity_ = bytes;
+    }
+    return reinterpret_cast<T*>(storage_.get());
+  }
+
+ private:
+  struct FreeDeleter {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::byte, FreeDeleter> storage_;
+  size_t capacity_ = 0;
+};
+thread_local PackBuffer tls_a_block, tls_b_block;
+
+// out[q * out_stride + r] = src[r * ld + q] for an 8 x 8 block of floats.
+void transpose_8x8(const float* src, int64_t ld, float* out, int64_t out_stride) {
+  __m256 r0 = _mm256_loadu_ps(src + 0 * ld), r1 = _mm256_loadu_ps(src + 1 * ld);
+  __m256 r2 = _mm256_loadu_ps(src + 2 * ld), r3 = _mm256_loadu_ps(src + 3 * ld);
+  __m256 r4 = _mm256_loadu_ps(src + 4 * ld), r5 = _mm256_loadu_ps(src + 5 * ld);
+  __m256 r6 = _mm256_loadu_ps(src + 6 * ld), r7 = _mm256_loadu_ps(src + 7 * ld);
+  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+  __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+  __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+  __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+  __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+  __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+  __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+  __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+  __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+  __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+  __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+  _mm256_storeu_ps(out + 0 * out_stride, _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_storeu_ps(out + 1 * out_stride, _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_storeu_ps(out + 2 * out_stride, _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_storeu_ps(out + 3 * out_stride, _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_storeu_ps(out + 4 * out_stride, _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_storeu_ps(out + 5 * out_stride, _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_storeu_ps(out + 6 * out_stride, _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_storeu_ps(out + 7 * out_stride, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+// Packing writes panels of W rows r (rows of op(A), or columns of op(B)): panel q holds
+// out[q * W * depth + p * W + r - q * W], zero for rows past `count`.
+
+// The operand's step p is a contiguous run over r: copy step by step across all panels, so
+// the source is read in long row-order streams the hardware prefetcher follows.
+template <class T, int W>
+void pack_by_steps(const Operand<T>& operand, int64_t r0, int64_t count, int64_t p0, int64_t depth,
+                   T* out) {
+  for (int64_t p = 0; p < depth; ++p) {
+    const T* src = operand.at(r0, p0 + p);
+    for (int64_t r = 0; r < count; r += W) {
+      T* dst = out + r * depth + p * W;
+      if (count - r >= W) {
+        for (int q = 0; q < W; ++q) dst[q] = src[r + q];  // fixed length: vectorized
+        continue;
+      }
+      for (int64_t q = 0; q < W; ++q) dst[q] = r + q < count ? src[r + q] : T(0);
+    }
+  }
+}
+
+// Each row r of the operand is contiguous over p: transpose panel by panel, by 8 x 8 blocks
+// where the type allows. The rows lie far apart (backward weight: one row per column of
+// op(B), HW floats long), too many streams for the hardware prefetcher, so each block
+// prefetches the same rows one depth block ahead, which is what the next call packs.
+template <class T, int W>
+void pack_by_rows(const Operand<T>& operand, int64_t r0, int64_t count, int64_t p0, int64_t depth,
+                  T* out) {
+  for (int64_t panel_r = 0; panel_r < count; panel_r += W, out += W * depth) {
+    const T* first = operand.at(r0 + panel_r, p0);
+    const int64_t ld = operand.ld, valid = std::min<int64_t>(W, count - panel_r);
+    int64_t r_done = 0, p_done = 0;
+    if constexpr (std::is_same_v<T, float> && W % 8 == 0) {
+      r_done = valid / 8 * 8;
+      p_done = depth / 8 * 8;
+      for (int64_t p = 0; p < p_done; p += 8)
+        for (int64_t r = 0; r < r_done; r += 8) {
+          if (p % 16 == 0)
+            for (int64_t q = r; q < r + 8; ++q)
+              _mm_prefetch(reinterpret_cast<const char*>(first + q * ld + p + depth), _MM_HINT_T0);
+          transpose_8x8(first + r * ld + p, ld, out + p * W + r, W);
+        }
+    }
+    for (int64_t p = 0; p < depth; ++p) {  // what the 8 x 8 blocks left, and the zero rows
+      T* dst = out + p * W;
+      for (int64_t r = p < p_done ? r_done : 0; r < valid; ++r) dst[r] = first[r * ld + p];
+      for (int64_t r = valid; r < W; ++r) dst[r] = T(0);
+    }
+  }
+}
+
+// The block [r0, r0 + count) x [p0, p0 + depth) of an operand as consecutive W-row panels.
+template <class T, int W>
+void pack_block(const Operand<T>& operand, int64_t r0, int64_t count, int64_t p0, int64_t depth,
+                T* out) {
+  if (operand.p_contiguous)
+    pack_by_rows<T, W>(operand, r0, count, p0, depth, out);
+  else
+    pack_by_steps<T, W>(operand, r0, count, p0, depth, out);
+}
+
+// A full-width micro-kernel and its narrow twin (gemm_kernels.h).
+template <class T>
+struct MicroKernels {
+  MicroKernel<T> full, narrow;
+};
+
+// The portable micro-kernel (double, and any type without a SIMD kernel): an MR x kCols tile
+// from B panels NR wide.
+template <class T, int MR, int NR, int kCols>
+void portable_micro_kernel(int64_t kc, const T* a_panel, const T* b_panel, T alpha, T beta, T* c,
+                           int64_t ldc) {
+  T acc[MR][kCols] = {};
+  for (int64_t p = 0; p < kc; ++p, a_panel += MR, b_panel += NR)
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < kCols; ++j) acc[i][j] = std::fma(a_panel[i], b_panel[j], acc[i][j]);
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < kCols; ++j)
+      c[i * ldc + j] =
+          beta == T(0) ? alpha * acc[i][j] : std::fma(beta, c[i * ldc + j], alpha * acc[i][j]);
+}
+
+// One task: C[row0.., col0..] (rows x cols) over all of k.
+template <class T, int MR, int NR>
+void multiply_block(const MicroKernels<T>& kernels, const Operand<T>& a, const Operand<T>& b,
+                    int64_t k, int64_t depth_step, int64_t row0, int64_t rows, int64_t col0,
+                    int64_t cols, T alpha, T beta, T* c, int64_t ldc) {
+  T* a_block = tls_a_block.get<T>(round_up(rows, MR) * depth_step);
+  T* b_block = tls_b_block.get<T>(round_up(cols, NR) * depth_step);
+  alignas(64) T edge_tile[MR * NR];
+  for (int64_t p0 = 0; p0 < k; p0 += depth_step) {
+    int64_t depth = std::min(depth_step, k - p0);
+    T beta_now = p0 == 0 ? beta : T(1);
+    pack_block<T, MR>(a, row0, rows, p0, depth, a_block);
+    pack_block<T, NR>(b, col0, cols, p0, depth, b_block);
+    for (int64_t j = 0; j < cols; j += NR) {
+      int64_t tile_cols = std::min<int64_t>(NR, cols - j);
+      const int64_t kernel_cols = tile_cols <= NR / 2 ? NR / 2 : NR;
+      MicroKernel<T> kernel = tile_cols <= NR / 2 ? kernels.narrow : kernels.full;
+      const T* b_panel = b_block + j * depth;
+      for (int64_t i = 0; i < rows; i += MR) {
+        int64_t tile_rows = std::min<int64_t>(MR, rows - i);
+        const T* a_panel = a_block + i * depth;
+        T* c_tile = c + (row0 + i) * ldc + col0 + j;
+        if (tile_rows == MR && tile_cols == kernel_cols) {
+          kernel(depth, a_panel, b_panel, alpha, beta_now, c_tile, ldc);
+          continue;
+        }
+        // Same arithmetic as the kernel's own store, so edge tiles round like full ones.
+        kernel(depth, a_panel, b_panel, T(1), T(0), edge_tile, NR);
+        for (int64_t r = 0; r < tile_rows; ++r)
+          for (int64_t col = 0; col < tile_cols; ++col) {
+            T product = alpha * edge_tile[r * NR + col];
+            T& out = c_tile[r * ldc + col];
+            out = beta_now == T(0) ? product : std::fma(beta_now, out, product);
+          }
+      }
+    }
+  }
+}
+
+// Cuts C into tasks from the shape alone and runs them, on the pool when worth it.
+template <class T, int MR, int NR>
+void multiply(const MicroKernels<T>& kernels, const Operand<T>& a, const Operand<T>& b, int64_t m,
+              int64_t n, int64_t k, T alpha, T beta, T* c, int64_t ldc) {
+  // Depth blocks of equal length (300 -> 150 + 150, not 256 + 44).
+  int64_t depth_step = ceil_div(k, ceil_div(k, kMaxDepth));
+  int64_t row_blocks = ceil_div(m, kMaxBlockRows);
+  int64_t block_rows = round_up(ceil_div(m, row_blocks), MR);
+  row_blocks = ceil_div(m, block_rows);
+  int64_t col_blocks = ceil_div(n, kMaxBlockCols);
+  if (row_blocks * col_blocks < kMinTasks)
+    col_blocks = std::max(col_blocks, std::min(ceil_div(kMinTasks, row_blocks), n / kMinBlockCols));
+  int64_t block_cols = round_up(ceil_div(n, std::max<int64_t>(1, col_blocks)), NR);
+  col_blocks = ceil_div(n, block_cols);
+
+  auto run_tasks = [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      int64_t row0 = task % row_blocks * block_rows, col0 = task / row_blocks * block_cols;
+      multiply_block<T, MR, NR>(kernels, a, b, k, depth_step, row0, std::min(block_rows, m - row0),
+                                col0, std::min(block_cols, n - col0), alpha, beta, c, ldc);
+    }
+  };
+  int64_t tasks = row_blocks * col_blocks;
+  if (2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <
+      kMinParallelFlops)
+    run_tasks(0, tasks);
+  else
+    parallel_for(tasks, 1, run_tasks);
+}
+
+// C = beta * C, the whole product when k == 0 or alpha == 0 (A and B are then not read).
+template <class T>
+void scale(int64_t m, int64_t n, T beta, T* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+}
+
+bool cpu_has_avx512() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+
+}  // namespace
+}  // namespace gemm_detail
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  using namespace gemm_detail;
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == T(0)) return scale(m, n, beta, c, ldc);
+  // op(A) is read by rows r = i, op(B) by columns r = j.
+  Operand<T> a_rows{a, lda, !trans_a}, b_cols{b, ldb, trans_b};
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu_has_avx512())
+      return multiply<float, kAvx512Rows, kAvx512Cols>(
+          {micro_kernel_avx512_8x32, micro_kernel_avx512_8x16}, a_rows, b_cols, m, n, k, alpha,
+          beta, c, ldc);
+    return multiply<float, kAvx2Rows, kAvx2Cols>({micro_kernel_avx2_6x16, micro_kernel_avx2_6x8},
+                                                 a_rows, b_cols, m, n, k, alpha, beta, c, ldc);
+  } else {
+    return multiply<T, 4, 8>({portable_micro_kernel<T, 4, 8, 8>, portable_micro_kernel<T, 4, 8, 4>},
+                             a_rows, b_cols, m, n, k, alpha, beta, c, ldc);
+  }
+}
+
+template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                          const float*, int64_t, float, float*, int64_t);
+template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
+                           const double*, int64_t, double, double*, int64_t);
+
+}  // namespace bareyolo::cpu

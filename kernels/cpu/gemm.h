@@ -1,0 +1,20 @@
+// kernels/cpu/gemm.h — general matrix multiply on the CPU, the engine of every convolution.
+//
+//   C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C
+//
+// Row-major. op(A) = A, stored m x k with row stride lda >= k, or (trans_a) A^T with A
+// stored k x m, lda >= m; likewise B. beta == 0 means C is only written, never read (it may
+// hold NaN). float runs a packed, cache-blocked, register-blocked SIMD kernel; double runs
+// the same blocking with a portable micro-kernel (the precision the gradient checks use).
+// Large products are split over the CPU thread pool.
+#pragma once
+
+#include <cstdint>
+
+namespace bareyolo::cpu {
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
+
+}  // namespace bareyolo::cpu

@@ -1,0 +1,47 @@
+// kernels/cpu/loops.h — the two loop shapes the CPU elementwise kernels share, and the shape
+// check they all start with. Both walk a View image by image (an image is contiguous; the
+// batch may not be) and split the work over the thread pool in shape-determined chunks.
+#pragma once
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/view.h"
+
+namespace bareyolo::cpu {
+
+template <class A, class B>
+void require_same_shape(const char* op, const View<A>& a, const View<B>& b) {
+  if (!(a.shape == b.shape))
+    throw std::invalid_argument(std::string(op) + ": shapes " + a.shape.str() + " and " +
+                                b.shape.str() + " differ; they must be equal");
+}
+
+// fn(image, begin, end) over every element range of `shape`, in chunks of at most
+// 16k elements so that one large image still spreads over all threads.
+template <class Fn>
+void parallel_over_elements(const Shape4& shape, Fn&& fn) {
+  constexpr int64_t grain = 1 << 14;
+  const int64_t per_image = shape.image_numel();
+  if (per_image == 0 || shape.n == 0) return;
+  const int64_t chunks_per_image = (per_image + grain - 1) / grain;
+  parallel_for(shape.n * chunks_per_image, 1, [&](int64_t first, int64_t last) {
+    for (int64_t chunk = first; chunk < last; ++chunk) {
+      int64_t image = chunk / chunks_per_image;
+      int64_t begin = (chunk % chunks_per_image) * grain;
+      fn(image, begin, std::min(per_image, begin + grain));
+    }
+  });
+}
+
+// fn(image, channel) over every (image, channel) plane of `shape`.
+template <class Fn>
+void parallel_over_planes(const Shape4& shape, Fn&& fn) {
+  parallel_for(shape.n * shape.c, 1, [&](int64_t first, int64_t last) {
+    for (int64_t plane = first; plane < last; ++plane) fn(plane / shape.c, plane % shape.c);
+  });
+}
+
+}  // namespace bareyolo::cpu

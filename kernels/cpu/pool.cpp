@@ -1,0 +1,110 @@
+// kernels/cpu/pool.cpp — 2-D max pooling on the CPU (SPPF's k=5 s=1 p=2 windows, and any
+// other square window).
+//
+//   y[oh, ow] = max of x over rows [oh*s - p, oh*s - p + k) x cols [ow*s - p, ow*s - p + k)
+// with padding as -infinity, i.e. the window clipped to the image. The backward sends each
+// dy to the FIRST maximum of its window in row-major order (the element PyTorch picks), found
+// again from x rather than kept from the forward: re-searching costs k*k compares per output,
+// an index tensor would cost one int64 per output held from forward to backward for every
+// pooling layer. Forward and backward share the one window search, so they agree on ties.
+//
+// Threads: one task per (image, channel) plane. Windows overlap only inside a plane, so
+// the backward's dx += writes never race.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/ops.h"
+#include "kernels/route.h"
+
+namespace bareyolo::ops {
+
+namespace {
+
+struct PoolGeometry {
+  int64_t height, width, out_h, out_w;
+};
+
+PoolGeometry pool_geometry(const char* op, Shape4 x, Pool2dParams p, Shape4 y) {
+  auto fail = [&](const std::string& why) {
+    throw std::invalid_argument(std::string(op) + ": " + why + " (input " + x.str() +
+                                ", output " + y.str() + ", kernel " + std::to_string(p.kernel) +
+                                ", stride " + std::to_string(p.stride) + ", padding " +
+                                std::to_string(p.pad) + ")");
+  };
+  // pad <= kernel / 2 (PyTorch's rule) keeps at least one image element in every window.
+  if (p.kernel < 1 || p.stride < 1 || p.pad < 0 || 2 * p.pad > p.kernel)
+    fail("the kernel and stride must be at least 1 and the padding between 0 and kernel/2");
+  PoolGeometry g{x.h, x.w, conv_out_size(x.h, p.kernel, p.stride, p.pad),
+                 conv_out_size(x.w, p.kernel, p.stride, p.pad)};
+  if (g.out_h < 1 || g.out_w < 1) fail("the window is larger than the padded input");
+  Shape4 expected_y{x.n, x.c, g.out_h, g.out_w};
+  if (!(y == expected_y)) fail("the output must have shape " + expected_y.str());
+  return g;
+}
+
+// Index in `plane` of the first maximum (row-major) of output (oh, ow)'s window.
+template <class T>
+int64_t window_argmax(const T* plane, const PoolGeometry& g, Pool2dParams p, int64_t oh,
+                      int64_t ow) {
+  const int64_t row_begin = std::max<int64_t>(0, oh * p.stride - p.pad);
+  const int64_t row_end = std::min<int64_t>(g.height, oh * p.stride - p.pad + p.kernel);
+  const int64_t col_begin = std::max<int64_t>(0, ow * p.stride - p.pad);
+  const int64_t col_end = std::min<int64_t>(g.width, ow * p.stride - p.pad + p.kernel);
+  int64_t best = row_begin * g.width + col_begin;
+  for (int64_t r = row_begin; r < row_end; ++r)
+    for (int64_t col = col_begin; col < col_end; ++col)
+      if (plane[r * g.width + col] > plane[best]) best = r * g.width + col;  // strict: first wins
+  return best;
+}
+
+// Runs per_window(image, channel, output index in the plane, index of its window's first
+// maximum in x's plane) for every output, one task per (image, channel) plane.
+template <class T, class PerWindow>
+void for_each_window(View<const T> x, const PoolGeometry& g, Pool2dParams p,
+                     PerWindow per_window) {
+  const int64_t channels = x.shape.c;
+  parallel_for(x.shape.n * channels, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t q = begin; q < end; ++q) {
+      const int64_t image = q / channels, channel = q % channels;
+      const T* plane = x.channel(image, channel);
+      for (int64_t oh = 0; oh < g.out_h; ++oh)
+        for (int64_t ow = 0; ow < g.out_w; ++ow)
+          per_window(image, channel, oh * g.out_w + ow, window_argmax(plane, g, p, oh, ow));
+    }
+  });
+}
+
+}  // namespace
+
+template <class T>
+void maxpool2d_forward(View<const T> x, Pool2dParams p, View<T> y) {
+  BAREYOLO_REQUIRE_CPU(maxpool2d_forward, detail::common_device("maxpool2d_forward", x, y));
+  const PoolGeometry g = pool_geometry("maxpool2d_forward", x.shape, p, y.shape);
+  for_each_window(x, g, p, [&](int64_t image, int64_t channel, int64_t out, int64_t argmax) {
+    y.channel(image, channel)[out] = x.channel(image, channel)[argmax];
+  });
+}
+
+template <class T>
+void maxpool2d_backward(View<const T> x, View<const T> dy, Pool2dParams p, View<T> dx) {
+  BAREYOLO_REQUIRE_CPU(maxpool2d_backward,
+                       detail::common_device("maxpool2d_backward", x, dy, dx));
+  const PoolGeometry g = pool_geometry("maxpool2d_backward", x.shape, p, dy.shape);
+  if (!(dx.shape == x.shape))
+    throw std::invalid_argument("maxpool2d_backward: dx has shape " + dx.shape.str() +
+                                " but x has shape " + x.shape.str() + "; they must match");
+  for_each_window(x, g, p, [&](int64_t image, int64_t channel, int64_t out, int64_t argmax) {
+    dx.channel(image, channel)[argmax] += dy.channel(image, channel)[out];
+  });
+}
+
+#define BAREYOLO_INSTANTIATE_MAXPOOL2D(T)                                           \
+  template void maxpool2d_forward<T>(View<const T>, Pool2dParams, View<T>);         \
+  template void maxpool2d_backward<T>(View<const T>, View<const T>, Pool2dParams, \
+                                      View<T>);
+BAREYOLO_INSTANTIATE_MAXPOOL2D(float)
+BAREYOLO_INSTANTIATE_MAXPOOL2D(double)
+
+}  // namespace bareyolo::ops

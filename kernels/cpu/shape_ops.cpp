@@ -1,0 +1,120 @@
+// kernels/cpu/shape_ops.cpp — channel concatenation and nearest-neighbour x2 upsampling.
+//
+// These only move data. Concat here is the reference copy; the graph avoids it by having
+// producers write straight into channel slices of the concatenated buffer (views with
+// batch_stride > c*h*w), which is why every kernel honours batch_stride.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/loops.h"
+#include "kernels/ops.h"
+#include "kernels/route.h"
+
+namespace bareyolo::ops {
+
+namespace {
+// Checks that `parts`, stacked along channels, make up `whole`; returns the channel offset of
+// each part.
+template <class Part, class Whole>
+std::vector<int64_t> channel_offsets(const char* op, const std::vector<View<Part>>& parts,
+                                     const View<Whole>& whole) {
+  std::vector<int64_t> offsets;
+  int64_t channels = 0;
+  for (const auto& part : parts) {
+    detail::common_device(op, part, whole);
+    const Shape4& s = part.shape;
+    if (s.n != whole.shape.n || s.h != whole.shape.h || s.w != whole.shape.w)
+      throw std::invalid_argument(std::string(op) + ": part " + s.str() +
+                                  " does not match the concatenation " + whole.shape.str() +
+                                  " in batch, height or width");
+    offsets.push_back(channels);
+    channels += s.c;
+  }
+  if (channels != whole.shape.c)
+    throw std::invalid_argument(std::string(op) + ": parts have " + std::to_string(channels) +
+                                " channels in all but the concatenation has " +
+                                std::to_string(whole.shape.c));
+  return offsets;
+}
+
+void require_upsampled(const char* op, const Shape4& small, const Shape4& large) {
+  if (large.n != small.n || large.c != small.c || large.h != 2 * small.h ||
+      large.w != 2 * small.w)
+    throw std::invalid_argument(std::string(op) + ": " + large.str() + " is not " +
+                                small.str() + " upsampled x2");
+}
+}  // namespace
+
+template <class T>
+void concat_forward(const std::vector<View<const T>>& inputs, View<T> y) {
+  BAREYOLO_REQUIRE_CPU(concat_forward, y.device);
+  std::vector<int64_t> offsets = channel_offsets("concat_forward", inputs, y);
+  const int64_t plane = y.shape.plane();
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const View<const T>& in = inputs[k];
+    cpu::parallel_over_elements(in.shape, [&](int64_t n, int64_t begin, int64_t end) {
+      std::copy(in.image(n) + begin, in.image(n) + end, y.image(n) + offsets[k] * plane + begin);
+    });
+  }
+}
+
+template <class T>
+void concat_backward(View<const T> dy, const std::vector<View<T>>& dx) {
+  BAREYOLO_REQUIRE_CPU(concat_backward, dy.device);
+  std::vector<int64_t> offsets = channel_offsets("concat_backward", dx, dy);
+  const int64_t plane = dy.shape.plane();
+  for (size_t k = 0; k < dx.size(); ++k) {
+    const View<T>& grad_in = dx[k];
+    cpu::parallel_over_elements(grad_in.shape, [&](int64_t n, int64_t begin, int64_t end) {
+      const T* grad_out = dy.image(n) + offsets[k] * plane;
+      T* grad = grad_in.image(n);
+      for (int64_t i = begin; i < end; ++i) grad[i] += grad_out[i];
+    });
+  }
+}
+
+template <class T>
+void upsample_nearest2x_forward(View<const T> x, View<T> y) {
+  BAREYOLO_REQUIRE_CPU(upsample_nearest2x_forward,
+                       detail::common_device("upsample_nearest2x_forward", x, y));
+  require_upsampled("upsample_nearest2x_forward", x.shape, y.shape);
+  const int64_t h = x.shape.h, w = x.shape.w;
+  cpu::parallel_over_planes(x.shape, [&](int64_t n, int64_t c) {
+    const T* in = x.channel(n, c);
+    T* out = y.channel(n, c);
+    for (int64_t i = 0; i < h; ++i) {
+      T* row = out + 2 * i * 2 * w;
+      for (int64_t j = 0; j < w; ++j) row[2 * j] = row[2 * j + 1] = in[i * w + j];
+      std::copy(row, row + 2 * w, row + 2 * w);  // the second output row repeats the first
+    }
+  });
+}
+
+template <class T>
+void upsample_nearest2x_backward(View<const T> dy, View<T> dx) {
+  BAREYOLO_REQUIRE_CPU(upsample_nearest2x_backward,
+                       detail::common_device("upsample_nearest2x_backward", dy, dx));
+  require_upsampled("upsample_nearest2x_backward", dx.shape, dy.shape);
+  const int64_t h = dx.shape.h, w = dx.shape.w;
+  cpu::parallel_over_planes(dx.shape, [&](int64_t n, int64_t c) {
+    const T* grad_out = dy.channel(n, c);
+    T* grad_in = dx.channel(n, c);
+    for (int64_t i = 0; i < h; ++i)
+      for (int64_t j = 0; j < w; ++j) {
+        const T* top = grad_out + 2 * i * 2 * w + 2 * j;
+        const T* bottom = top + 2 * w;
+        grad_in[i * w + j] += top[0] + top[1] + bottom[0] + bottom[1];
+      }
+  });
+}
+
+#define BAREYOLO_INSTANTIATE_SHAPE_OPS(T)                                                 \
+  template void concat_forward<T>(const std::vector<View<const T>>&, View<T>);           \
+  template void concat_backward<T>(View<const T>, const std::vector<View<T>>&);          \
+  template void upsample_nearest2x_forward<T>(View<const T>, View<T>);                   \
+  template void upsample_nearest2x_backward<T>(View<const T>, View<T>);
+BAREYOLO_INSTANTIATE_SHAPE_OPS(float)
+BAREYOLO_INSTANTIATE_SHAPE_OPS(double)
+
+}  // namespace bareyolo::ops

@@ -1,0 +1,130 @@
+// kernels/cpu/thread_pool.cpp — see thread_pool.h for the rules this keeps.
+#include "kernels/cpu/thread_pool.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace bareyolo {
+
+namespace {
+// Set while a thread is executing chunks of some loop; nested loops then run inline.
+thread_local bool tls_inside_loop = false;
+
+int threads_from_environment() {
+  if (const char* text = std::getenv("BAREYOLO_THREADS")) {
+    char* end = nullptr;
+    long value = std::strtol(text, &end, 10);
+    if (end == text || *end != '\0' || value < 1 || value > 1024)
+      throw std::invalid_argument("BAREYOLO_THREADS='" + std::string(text) +
+                                  "' is not a thread count between 1 and 1024");
+    return static_cast<int>(value);
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+}  // namespace
+
+ThreadPool::ThreadPool(int num_threads) { start_workers(std::max(1, num_threads) - 1); }
+
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+ThreadPool& ThreadPool::global() {
+  static ThreadPool pool(threads_from_environment());
+  return pool;
+}
+
+void ThreadPool::resize(int num_threads) {
+  std::lock_guard<std::mutex> one_caller(call_mutex_);
+  stop_workers();
+  start_workers(std::max(1, num_threads) - 1);
+}
+
+void ThreadPool::start_workers(int count) {
+  stopping_ = false;
+  for (int i = 0; i < count; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+void ThreadPool::stop_workers() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto& worker : workers_) worker.join();
+  workers_.clear();
+}
+
+void ThreadPool::worker_loop() {
+  uint64_t seen_generation = 0;
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stopping_ || generation_ != seen_generation; });
+    if (stopping_) return;
+    seen_generation = generation_;
+    ++busy_workers_;
+    lock.unlock();
+    run_chunks();
+    lock.lock();
+    if (--busy_workers_ == 0) done_.notify_all();
+  }
+}
+
+// Claims chunks until none are left. Called by the workers and by the caller.
+void ThreadPool::run_chunks() {
+  tls_inside_loop = true;
+  for (;;) {
+    int64_t chunk;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (next_chunk_ >= job_chunks_ || error_) break;
+      chunk = next_chunk_++;
+    }
+    int64_t begin = chunk * job_grain_;
+    int64_t end = std::min(job_n_, begin + job_grain_);
+    try {
+      (*job_)(begin, end);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+  }
+  tls_inside_loop = false;
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  int64_t chunks = (n + grain - 1) / grain;
+  if (tls_inside_loop || workers_.empty() || chunks == 1) {
+    // Same chunk boundaries as the parallel path, so reductions give the same bits.
+    for (int64_t begin = 0; begin < n; begin += grain) fn(begin, std::min(n, begin + grain));
+    return;
+  }
+  std::lock_guard<std::mutex> one_caller(call_mutex_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = &fn;
+    job_n_ = n;
+    job_grain_ = grain;
+    job_chunks_ = chunks;
+    next_chunk_ = 0;
+    error_ = nullptr;
+    ++generation_;
+  }
+  wake_.notify_all();
+  run_chunks();
+  std::exception_ptr error;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    // Workers that woke late find no chunk left and leave at once; wait for all of them
+    // so that none still holds job_ when this call returns.
+    done_.wait(lock, [&] { return busy_workers_ == 0; });
+    job_ = nullptr;
+    error = error_;
+    error_ = nullptr;
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace bareyolo

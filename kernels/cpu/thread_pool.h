@@ -1,0 +1,67 @@
+// kernels/cpu/thread_pool.h — the CPU kernels' execution resource: a fixed set of worker
+// threads that split a loop [0, n) into chunks.
+//
+// Rules that keep results reproducible and the pool deadlock-free:
+//  - a loop is cut into chunks by n and the grain alone, never by the thread count, so a
+//    kernel that reduces per chunk and combines the chunks in order gives the same bits for
+//    any number of threads;
+//  - the calling thread works too, and a parallel_for issued from inside a running loop
+//    (a GEMM inside a per-image convolution loop) runs serially on the thread that issued it.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace bareyolo {
+
+class ThreadPool {
+ public:
+  using RangeFn = std::function<void(int64_t begin, int64_t end)>;
+
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // The process-wide pool. Its size is $BAREYOLO_THREADS when set, else the number of cores.
+  static ThreadPool& global();
+
+  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+  // Replaces the workers; must not be called while a loop is running.
+  void resize(int num_threads);
+
+  // Calls fn(begin, end) on consecutive chunks of [0, n) of `grain` elements (the last one
+  // shorter) and returns when all are done. An exception thrown by fn is rethrown here.
+  void parallel_for(int64_t n, int64_t grain, const RangeFn& fn);
+
+ private:
+  void start_workers(int count);
+  void stop_workers();
+  void worker_loop();
+  void run_chunks();
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  uint64_t generation_ = 0;  // bumped per loop; workers wait for a new one
+  bool stopping_ = false;
+  // The loop being run (valid while busy_workers_ > 0 or the caller is in it).
+  const RangeFn* job_ = nullptr;
+  int64_t job_n_ = 0, job_grain_ = 1, job_chunks_ = 0;
+  int64_t next_chunk_ = 0;  // guarded by mutex_
+  int busy_workers_ = 0;
+  std::exception_ptr error_;
+  std::mutex call_mutex_;  // one loop at a time from outside the pool
+};
+
+// Shorthand for ThreadPool::global().parallel_for.
+inline void parallel_for(int64_t n, int64_t grain, const ThreadPool::RangeFn& fn) {
+  ThreadPool::global().parallel_for(n, grain, fn);
+}
+
+}  // namespace bareyolo

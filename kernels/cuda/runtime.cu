@@ -1,0 +1,96 @@
+// kernels/cuda/runtime.cu — device discovery, memory, copies and the per-device compute
+// stream (see runtime.h). A machine without a driver answers cudaGetDeviceCount with
+// cudaErrorInsufficientDriver and leaves the count unwritten: that is "0 GPUs", not a crash.
+#include <array>
+#include <mutex>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/runtime.h"
+
+namespace bareyolo::cuda {
+
+namespace {
+struct Discovery {
+  int count = 0;
+  std::string reason;
+};
+
+const Discovery& discovery() {
+  static const Discovery result = [] {
+    Discovery d;
+    int count = 0;  // left unwritten on failure
+    cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess) {
+      (void)cudaGetLastError();
+      d.reason = std::string("no usable CUDA driver or device (") + cudaGetErrorName(status) +
+                 ": " + cudaGetErrorString(status) + ")";
+    } else if (count == 0) {
+      d.reason = "the CUDA driver reports no devices";
+    }
+    d.count = status == cudaSuccess ? count : 0;
+    return d;
+  }();
+  return result;
+}
+
+void require_device(int device) {
+  if (device < 0 || device >= device_count())
+    throw std::runtime_error("CUDA device " + std::to_string(device) + " does not exist: " +
+                             (device_count() == 0 ? unavailable_reason()
+                                                  : std::to_string(device_count()) +
+                                                        " device(s) visible"));
+  BAREYOLO_CUDA_CHECK(cudaSetDevice(device));
+}
+}  // namespace
+
+bool compiled() { return true; }
+int device_count() { return discovery().count; }
+std::string unavailable_reason() { return discovery().reason; }
+
+void* malloc_device(size_t bytes, int device) {
+  require_device(device);
+  void* pointer = nullptr;
+  cudaError_t status = cudaMalloc(&pointer, bytes);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw std::runtime_error("cannot allocate " + std::to_string(bytes) + " bytes on cuda:" +
+                             std::to_string(device) + ": " + cudaGetErrorString(status));
+  }
+  return pointer;
+}
+
+void free_device(void* pointer, int device) noexcept {
+  if (!pointer) return;
+  cudaSetDevice(device);
+  cudaFree(pointer);
+}
+
+void* compute_stream(int device) {
+  static std::mutex mutex;
+  static std::array<cudaStream_t, 64> streams{};
+  require_device(device);
+  std::lock_guard<std::mutex> lock(mutex);
+  cudaStream_t& stream = streams.at(static_cast<size_t>(device));
+  if (!stream) BAREYOLO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return stream;
+}
+
+void copy(void* dst, const void* src, size_t bytes, CopyKind kind, int device) {
+  static constexpr cudaMemcpyKind kinds[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
+                                             cudaMemcpyDeviceToDevice};
+  auto stream = static_cast<cudaStream_t>(compute_stream(device));
+  BAREYOLO_CUDA_CHECK(
+      cudaMemcpyAsync(dst, src, bytes, kinds[static_cast<int>(kind)], stream));
+  BAREYOLO_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void fill_bytes(void* pointer, int byte, size_t bytes, int device) {
+  auto stream = static_cast<cudaStream_t>(compute_stream(device));
+  BAREYOLO_CUDA_CHECK(cudaMemsetAsync(pointer, byte, bytes, stream));
+}
+
+void synchronize(int device) {
+  BAREYOLO_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(compute_stream(device))));
+}
+
+}  // namespace bareyolo::cuda

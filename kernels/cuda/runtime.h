@@ -1,0 +1,31 @@
+// kernels/cuda/runtime.h — the CUDA runtime as the rest of the engine sees it: device
+// discovery that never crashes, device memory, copies, one compute stream per device.
+// Compiles in every build; without CUDA (WITH_CUDA=OFF) device_count() is 0 and the rest
+// throws a clear error (runtime_none.cpp).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace bareyolo::cuda {
+
+// True when this binary contains the CUDA backend.
+bool compiled();
+// Number of usable GPUs: 0 without CUDA, without a driver (cudaErrorInsufficientDriver) or
+// without a device. Never throws.
+int device_count();
+// Why device_count() is 0, as a sentence for the user ("" when it is not).
+std::string unavailable_reason();
+
+void* malloc_device(size_t bytes, int device);
+void free_device(void* pointer, int device) noexcept;
+enum class CopyKind { host_to_device, device_to_host, device_to_device };
+// Ordered on the device's compute stream, and complete when it returns.
+void copy(void* dst, const void* src, size_t bytes, CopyKind kind, int device);
+// Sets every byte of [pointer, pointer + bytes) to `byte` on the compute stream.
+void fill_bytes(void* pointer, int byte, size_t bytes, int device);
+// The stream every kernel of `device` is launched on (a cudaStream_t).
+void* compute_stream(int device);
+void synchronize(int device);
+
+}  // namespace bareyolo::cuda

@@ -1,0 +1,27 @@
+// kernels/cuda/runtime_none.cpp — runtime.h for a binary built without CUDA (WITH_CUDA=OFF):
+// no devices, and a clear error for anyone who asks for GPU memory anyway.
+#include <stdexcept>
+
+#include "kernels/cuda/runtime.h"
+
+namespace bareyolo::cuda {
+
+namespace {
+[[noreturn]] void built_without_cuda() {
+  throw std::runtime_error(
+      "this bareyolo was built without CUDA (WITH_CUDA=OFF); rebuild with nvcc on PATH or "
+      "use --device cpu");
+}
+}  // namespace
+
+bool compiled() { return false; }
+int device_count() { return 0; }
+std::string unavailable_reason() { return "this binary was built without CUDA"; }
+void* malloc_device(size_t, int) { built_without_cuda(); }
+void free_device(void*, int) noexcept {}
+void copy(void*, const void*, size_t, CopyKind, int) { built_without_cuda(); }
+void fill_bytes(void*, int, size_t, int) { built_without_cuda(); }
+void* compute_stream(int) { built_without_cuda(); }
+void synchronize(int) { built_without_cuda(); }
+
+}  // namespace bareyolo::cuda

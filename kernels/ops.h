@@ -1,0 +1,135 @@
+// kernels/ops.h — every op the detector needs, declared once. Each call runs on the device
+// its views live on: kernels/cpu/ holds the reference implementations (float and double),
+// kernels/cuda/ the GPU ones (float); ops.cpp routes a call to one of them.
+//
+// Conventions, the same for every op:
+//  - forward ops overwrite their outputs;
+//  - backward ops ADD into the gradients they produce (dx += ...). A tensor read by two
+//    layers gets both contributions without a temporary, and the caller zeroes a gradient
+//    once per step. (Caffe and llm.c overwrite activation gradients instead; accumulating
+//    everywhere costs one memset per step and removes a class of ordering bugs.)
+//  - inputs and outputs must not overlap unless an op says so;
+//  - every view of one call lives on the same device; a mismatch throws.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/view.h"
+
+namespace bareyolo::ops {
+
+// ---- elementwise ----------------------------------------------------------------------
+// y = x * sigmoid(x)
+template <class T> void silu_forward(View<const T> x, View<T> y);
+// dx += dy * sigmoid(x) * (1 + x * (1 - sigmoid(x)))
+template <class T> void silu_backward(View<const T> x, View<const T> dy, View<T> dx);
+// y = a + b (y may alias a or b)
+template <class T> void add_forward(View<const T> a, View<const T> b, View<T> y);
+// da += dy; db += dy
+template <class T> void add_backward(View<const T> dy, View<T> da, View<T> db);
+// y = 1 / (1 + exp(-x))
+template <class T> void sigmoid_forward(View<const T> x, View<T> y);
+// dx += dy * y * (1 - y), from the forward output y
+template <class T> void sigmoid_backward(View<const T> y, View<const T> dy, View<T> dx);
+// Binary cross-entropy on logits, elementwise, numerically stable for any |x|:
+//   loss = -(pos_weight * t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x)))
+template <class T>
+void bce_with_logits_forward(View<const T> x, View<const T> target, T pos_weight, View<T> loss);
+// dx += dloss * ((1 - t) * sigmoid(x) - pos_weight * t * (1 - sigmoid(x)))
+template <class T>
+void bce_with_logits_backward(View<const T> x, View<const T> target, T pos_weight,
+                              View<const T> dloss, View<T> dx);
+
+// ---- shape ops ------------------------------------------------------------------------
+// Copies the inputs, in order, into consecutive channel ranges of y.
+template <class T> void concat_forward(const std::vector<View<const T>>& inputs, View<T> y);
+// dx[i] += the channel range of dy that input i was copied to.
+template <class T> void concat_backward(View<const T> dy, const std::vector<View<T>>& dx);
+// Nearest-neighbour x2: y[n,c,2i+a,2j+b] = x[n,c,i,j]
+template <class T> void upsample_nearest2x_forward(View<const T> x, View<T> y);
+// dx[n,c,i,j] += sum over the 2x2 block of dy it was copied to
+template <class T> void upsample_nearest2x_backward(View<const T> dy, View<T> dx);
+
+struct Pool2dParams {
+  int kernel = 5, stride = 1, pad = 2;  // square windows; padding counts as -infinity
+};
+template <class T> void maxpool2d_forward(View<const T> x, Pool2dParams p, View<T> y);
+// dx += dy routed to the first maximum of each window (row-major order), recomputed from x.
+template <class T>
+void maxpool2d_backward(View<const T> x, View<const T> dy, Pool2dParams p, View<T> dx);
+
+// ---- convolution ----------------------------------------------------------------------
+// Cross-correlation, groups = 1, dilation = 1. weight is (c_out, c_in, kernel_h, kernel_w)
+// in a dense view; bias is c_out values or nullptr.
+struct Conv2dParams {
+  int stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+};
+// Output size of one spatial dimension.
+inline int64_t conv_out_size(int64_t in, int64_t kernel, int stride, int pad) {
+  return (in + 2 * pad - kernel) / stride + 1;
+}
+template <class T>
+void conv2d_forward(View<const T> x, View<const T> weight, const T* bias, Conv2dParams p,
+                    View<T> y);
+// dx += conv-transpose(dy, weight)
+template <class T>
+void conv2d_backward_data(View<const T> dy, View<const T> weight, Conv2dParams p, View<T> dx);
+// dweight += correlate(x, dy); dbias += sum of dy per channel (when dbias != nullptr)
+template <class T>
+void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p, View<T> dweight,
+                            T* dbias);
+
+// ---- batch normalisation --------------------------------------------------------------
+// Training mode normalises by the batch's own statistics: biased variance over (n, h, w)
+// per channel. Split in phases so SyncBatchNorm can combine the per-channel partials of
+// all ranks between them; the single-process ops below are the phases run back to back.
+//
+// Phase 1 (forward): per-channel count, mean and M2 = sum((x - mean)^2) of this view.
+// (count, mean, M2) triples combine exactly across ranks (Chan's parallel formula), where a
+// float sum of squares would lose the variance to cancellation.
+template <class T> void batchnorm_moments(View<const T> x, T* mean, T* m2);
+// Phase 2 (forward): y = (x - mean) * invstd * gamma + beta.
+template <class T>
+void batchnorm_apply(View<const T> x, const T* mean, const T* invstd, const T* gamma,
+                     const T* beta, View<T> y);
+// Phase 1 (backward): per-channel sum(dy) and sum(dy * (x - mean) * invstd).
+template <class T>
+void batchnorm_backward_reduce(View<const T> x, View<const T> dy, const T* mean,
+                               const T* invstd, T* sum_dy, T* sum_dy_xhat);
+// Phase 2 (backward), with `count` = number of elements per channel over ALL ranks:
+//   dx += gamma * invstd * (dy - sum_dy / count - xhat * sum_dy_xhat / count)
+template <class T>
+void batchnorm_backward_apply(View<const T> x, View<const T> dy, const T* mean, const T* invstd,
+                              const T* gamma, const T* sum_dy, const T* sum_dy_xhat,
+                              int64_t count, View<T> dx);
+
+struct BatchNormParams {
+  double eps = 1e-3;       // YOLOv5 sets eps 0.001 ...
+  double momentum = 0.03;  // ... and momentum 0.03 on every BatchNorm2d
+};
+// Training-mode forward on one process: phases 1 and 2, and the running statistics update
+//   running = (1 - momentum) * running + momentum * batch_stat
+// with the UNBIASED batch variance for running_var (as PyTorch does). Saves mean and invstd
+// (c values each) for the backward.
+template <class T>
+void batchnorm_forward_train(View<const T> x, const T* gamma, const T* beta, BatchNormParams p,
+                             T* running_mean, T* running_var, T* save_mean, T* save_invstd,
+                             View<T> y);
+// dx += ..., dgamma += sum(dy * xhat), dbeta += sum(dy)
+template <class T>
+void batchnorm_backward_train(View<const T> x, View<const T> dy, const T* gamma,
+                              const T* save_mean, const T* save_invstd, View<T> dx, T* dgamma,
+                              T* dbeta);
+// Eval mode: y = (x - running_mean) / sqrt(running_var + eps) * gamma + beta
+template <class T>
+void batchnorm_forward_eval(View<const T> x, const T* gamma, const T* beta,
+                            const T* running_mean, const T* running_var, BatchNormParams p,
+                            View<T> y);
+// dx += dy * gamma / sqrt(running_var + eps); dgamma += sum(dy * xhat); dbeta += sum(dy)
+template <class T>
+void batchnorm_backward_eval(View<const T> x, View<const T> dy, const T* gamma,
+                             const T* running_mean, const T* running_var, BatchNormParams p,
+                             View<T> dx, T* dgamma, T* dbeta);
+
+}  // namespace bareyolo::ops

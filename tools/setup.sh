@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# tools/setup.sh — set up a fresh Debian/Ubuntu machine and build bareyolo into build/.
+#
+# Installs the Debian packages the build needs (only those missing), then configures a
+# Release build (with CUDA when nvcc is found: WITH_CUDA=AUTO) and builds everything.
+# It only installs and builds. Extra arguments go to cmake's configure step, e.g.
+#   tools/setup.sh -DWITH_CUDA=OFF
+#   tools/setup.sh -DCMAKE_CUDA_ARCHITECTURES="80;90"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake g++ make libyaml-cpp-dev doctest-dev libstb-dev nlohmann-json3-dev libcli11-dev)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$package")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_if_needed=()
+  [ "$(id -u)" -eq 0 ] || sudo_if_needed=(sudo)
+  # Lock timeout: wait for a concurrent apt instead of failing at once.
+  "${sudo_if_needed[@]}" apt-get -o DPkg::Lock::Timeout=300 update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_if_needed[@]}" apt-get -o DPkg::Lock::Timeout=300 \
+    install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@"
+cmake --build build -j "$(nproc)"
+echo "setup: built $(pwd)/build/bareyolo"

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# tools/test.sh — run the tests (after tools/setup.sh).
+#
+#  1. every test of the Release build in build/ (CUDA tests report *skipped* without a GPU);
+#  2. the fast unit tests again in a CPU-only AddressSanitizer + UndefinedBehaviorSanitizer
+#     build (build-asan/), which stops at the first report.
+# Pass --release-only to skip step 2.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+echo "== Release build: all tests"
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+if [ "${1:-}" = "--release-only" ]; then exit 0; fi
+
+echo "== ASan+UBSan build (CPU only): fast tests"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWITH_CUDA=OFF \
+  -DBAREYOLO_SANITIZE=ON > build-asan.log
+cmake --build build-asan -j "$jobs" --target unit_tests >> build-asan.log ||
+  { tail -n 50 build-asan.log; exit 1; }
+ctest --test-dir build-asan -L fast --output-on-failure -j "$jobs"
