@@ -42,27 +42,34 @@ void Graph::set_outputs(std::vector<int> nodes) {
   outputs_ = std::move(nodes);
 }
 
-// Shapes every node for this input, then gives each node its output and gradient buffers.
-// Buffers are assigned from the last node to the first, so a Concat's buffer exists before
-// its producers take their slices of it.
-void Graph::plan(const Tensor& input) {
-  for (Node& node : nodes_) {
-    std::vector<Shape4> shapes;
-    for (int i : node.inputs)
-      shapes.push_back(i == kGraphInput ? input.shape() : nodes_[static_cast<size_t>(i)].shape);
+std::vector<Shape4> Graph::shapes(const Shape4& input) const {
+  std::vector<Shape4> result;
+  for (const Node& node : nodes_) {
+    std::vector<Shape4> in;
+    for (int i : node.inputs) in.push_back(i == kGraphInput ? input : result[static_cast<size_t>(i)]);
     if (node.module) {
-      node.shape = node.module->output_shape(shapes);
+      result.push_back(node.module->output_shape(in));
       continue;
     }
-    node.shape = shapes.at(0);
-    node.shape.c = 0;
-    for (const Shape4& s : shapes) {
-      if (s.n != node.shape.n || s.h != node.shape.h || s.w != node.shape.w)
+    Shape4 cat = in.at(0);
+    cat.c = 0;
+    for (const Shape4& s : in) {
+      if (s.n != cat.n || s.h != cat.h || s.w != cat.w)
         throw std::invalid_argument("graph node " + node.name + ": cannot concatenate " +
-                                    s.str() + " with " + shapes[0].str());
-      node.shape.c += s.c;
+                                    s.str() + " with " + in[0].str());
+      cat.c += s.c;
     }
+    result.push_back(cat);
   }
+  return result;
+}
+
+// Gives each node its output and gradient buffers for this input. Buffers are assigned from
+// the last node to the first, so a Concat's buffer exists before its producers take their
+// slices of it.
+void Graph::plan(const Tensor& input) {
+  const std::vector<Shape4> node_shapes = shapes(input.shape());
+  for (size_t i = 0; i < nodes_.size(); ++i) nodes_[i].shape = node_shapes[i];
   for (int index = size() - 1; index >= 0; --index) {
     Node& node = nodes_[static_cast<size_t>(index)];
     if (node.concat_consumer == -1) {

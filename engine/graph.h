@@ -41,6 +41,8 @@ class Graph {
   void backward(const std::vector<Tensor>& grad_outputs,
                 const std::function<void(int node)>& on_node_done = {});
 
+  // The output shape of every node for an input of `input` shape, computing nothing.
+  std::vector<Shape4> shapes(const Shape4& input) const;
   // Every node's state entries in node order, names prefixed with the node's name.
   std::vector<StateEntry> state();
   int size() const { return static_cast<int>(nodes_.size()); }

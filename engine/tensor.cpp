@@ -189,6 +189,23 @@ std::vector<T> Tensor::to_vector() const {
   return std::vector<T>(data, data + numel());
 }
 
+std::vector<double> Tensor::to_doubles() const {
+  switch (dtype_) {
+    case DType::f32: {
+      std::vector<float> values = to_vector<float>();
+      return {values.begin(), values.end()};
+    }
+    case DType::f64: return to_vector<double>();
+    case DType::i64: {
+      std::vector<int64_t> values = to_vector<int64_t>();
+      return {values.begin(), values.end()};
+    }
+    default:
+      throw std::invalid_argument(std::string("Tensor::to_doubles: no conversion from ") +
+                                  dtype_name(dtype_));
+  }
+}
+
 template Tensor Tensor::from_vector<float>(const std::vector<float>&, Shape4, Device);
 template Tensor Tensor::from_vector<double>(const std::vector<double>&, Shape4, Device);
 template View<float> Tensor::view<float>();

@@ -82,8 +82,10 @@ class Tensor {
   Tensor to(Device device) const;
   // Every element set to zero (bytes set to 0), on the tensor's device.
   void zero();
-  // Dense host copy of the elements, image after image.
+  // Dense host copy of the elements, image after image; T must match dtype().
   template <class T> std::vector<T> to_vector() const;
+  // The same, converted to double from any numeric dtype but the 16-bit ones.
+  std::vector<double> to_doubles() const;
 
  private:
   template <class T> void require_dtype(const char* what) const;

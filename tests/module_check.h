@@ -12,7 +12,8 @@
 namespace bareyolo::testing {
 
 inline void check_module_gradients(Module& module, const std::vector<Shape4>& input_shapes,
-                                   Mode mode, Rng& rng, bool input_gradients = true) {
+                                   Mode mode, Rng& rng, bool input_gradients = true,
+                                   int max_checks_per_input = 60) {
   std::vector<StateEntry> state;
   module.collect_state("", state);
   std::vector<StateEntry> params;
@@ -28,7 +29,7 @@ inline void check_module_gradients(Module& module, const std::vector<Shape4>& in
   }
   for (const StateEntry& p : params) {
     // Perturb parameters away from their initial values (gamma = 1, beta = 0 hide bugs).
-    std::vector<double> v = p.value->to_vector<double>();
+    std::vector<double> v = p.value->to_doubles();
     for (double& x : v) x += std::uniform_real_distribution<double>(-0.5, 0.5)(rng);
     values.push_back(v);
     names.push_back(p.name);
@@ -54,7 +55,7 @@ inline void check_module_gradients(Module& module, const std::vector<Shape4>& in
     check.inputs.push_back(&values[k]);
     check.names.push_back(names[k]);
   }
-  check.max_checks_per_input = 60;
+  check.max_checks_per_input = max_checks_per_input;
   check.forward = run_forward;
   const size_t first_checked = input_gradients ? 0 : n_inputs;
   check.backward = [&](const std::vector<double>& dout, std::vector<std::vector<double>>& checked) {
