@@ -1,0 +1,165 @@
+// models/loss.cpp — see loss.h. Host code in double precision, reading the head outputs
+// where they are; the CIoU gradient comes exactly from Dual numbers (models/ciou.h).
+#include "models/loss.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "models/ciou.h"
+
+namespace bareyolo {
+
+namespace {
+
+double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+// BCE with logits and its derivative, YOLOv5's pos_weight form (see kernels/ops.h).
+double bce(double x, double t, double pos_weight) {
+  const double softplus_neg = std::max(-x, 0.0) + std::log1p(std::exp(-std::fabs(x)));
+  return (1 - t) * x + (pos_weight * t + 1 - t) * softplus_neg;
+}
+double bce_grad(double x, double t, double pos_weight) {
+  const double s = sigmoid(x);
+  return (1 - t) * s - pos_weight * t * (1 - s);
+}
+
+// Reads and adds into the head output of one level at (image, anchor, field, gj, gi).
+template <class V>
+auto& at(const V& view, int outputs, int image, int anchor, int field, int gj, int gi) {
+  return view.channel(image, anchor * outputs + field)[gj * view.shape.w + gi];
+}
+
+}  // namespace
+
+LossHyp scale_loss_gains(LossHyp hyp, int levels, int classes, int image_size) {
+  hyp.box *= 3.0 / levels;
+  hyp.cls *= classes / 80.0 * 3.0 / levels;
+  hyp.obj *= (image_size / 640.0) * (image_size / 640.0) * 3.0 / levels;
+  return hyp;
+}
+
+LossNormalization local_normalization(const std::vector<std::vector<MatchedRow>>& targets,
+                                      int images) {
+  LossNormalization norm;
+  for (const auto& rows : targets) norm.matched_rows.push_back(static_cast<double>(rows.size()));
+  norm.images = images;
+  return norm;
+}
+
+template <class T>
+LossValues yolo_loss(const std::vector<View<const T>>& predictions,
+                     const std::vector<std::vector<MatchedRow>>& targets,
+                     const LossNormalization& norm, const LossOptions& options,
+                     const std::vector<View<T>>& gradients, DetachedTerms* detached) {
+  const size_t levels = predictions.size();
+  const int nc = options.classes, outputs = nc + 5;
+  if (targets.size() != levels || norm.matched_rows.size() != levels ||
+      options.balance.size() < levels || (!gradients.empty() && gradients.size() != levels))
+    throw std::invalid_argument("yolo_loss: " + std::to_string(levels) +
+                                " prediction levels but targets, counts, balance or gradients "
+                                "for a different number");
+  const bool use_detached = detached && !detached->empty();
+  if (detached && !use_detached) {
+    detached->alpha.assign(levels, {});
+    detached->iou.assign(levels, {});
+  }
+  const double positive = 1 - 0.5 * options.hyp.label_smoothing;  // YOLOv5's cp and cn
+  const double negative = 0.5 * options.hyp.label_smoothing;
+  const double scale_total = norm.images;  // total = (box + obj + cls) * images
+  const double grad_scale = scale_total * norm.gradient_scale;
+
+  double box = 0, obj = 0, cls = 0;
+  for (size_t level = 0; level < levels; ++level) {
+    const View<const T>& p = predictions[level];
+    if (p.shape.c % outputs != 0)
+      throw std::invalid_argument("yolo_loss: level " + std::to_string(level) + " has " +
+                                  std::to_string(p.shape.c) + " channels, not a multiple of " +
+                                  std::to_string(outputs) + " = nc + 5");
+    const int anchors = static_cast<int>(p.shape.c / outputs);
+    const int ny = static_cast<int>(p.shape.h), nx = static_cast<int>(p.shape.w);
+    const std::vector<MatchedRow>& rows = targets[level];
+    const double n_rows = norm.matched_rows[level];
+    // Objectness targets of the matched cells, written in row order (the last row wins).
+    std::vector<double> tobj(static_cast<size_t>(p.shape.n * anchors * ny * nx), 0.0);
+    auto cell = [&](const MatchedRow& r) {
+      return static_cast<size_t>(((r.image * anchors + r.anchor) * ny + r.gj) * nx + r.gi);
+    };
+
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const MatchedRow& r = rows[k];
+      double logit[4];
+      for (int f = 0; f < 4; ++f) logit[f] = at(p, outputs, r.image, r.anchor, f, r.gj, r.gi);
+      double s[4];
+      for (int f = 0; f < 4; ++f) s[f] = sigmoid(logit[f]);
+      // Predicted box and the derivative of each coordinate with respect to its logit.
+      const Dual<4> x = Dual<4>::variable(2 * s[0] - 0.5, 0);
+      const Dual<4> y = Dual<4>::variable(2 * s[1] - 0.5, 1);
+      const Dual<4> w = Dual<4>::variable(4 * s[2] * s[2] * r.anchor_w, 2);
+      const Dual<4> h = Dual<4>::variable(4 * s[3] * s[3] * r.anchor_h, 3);
+      const double dcoord_dlogit[4] = {2 * s[0] * (1 - s[0]), 2 * s[1] * (1 - s[1]),
+                                       8 * s[2] * s[2] * (1 - s[2]) * r.anchor_w,
+                                       8 * s[3] * s[3] * (1 - s[3]) * r.anchor_h};
+      const double fixed_alpha = use_detached ? detached->alpha[level][k] : -1;
+      const CiouTerms<Dual<4>> terms =
+          complete_iou(x, y, w, h, {r.tx, r.ty, r.tw, r.th}, fixed_alpha);
+      // The objectness target is the CIoU itself, detached.
+      const double ciou_target = use_detached ? detached->iou[level][k] : terms.ciou.value;
+      if (detached && !use_detached) {
+        detached->alpha[level].push_back(terms.alpha);
+        detached->iou[level].push_back(terms.ciou.value);
+      }
+      box += (1 - terms.ciou.value) / n_rows;
+      tobj[cell(r)] = std::max(ciou_target, 0.0);
+      if (!gradients.empty()) {
+        const double g = -options.hyp.box / n_rows * grad_scale;  // d total / d CIoU
+        for (int f = 0; f < 4; ++f)
+          at(gradients[level], outputs, r.image, r.anchor, f, r.gj, r.gi) +=
+              static_cast<T>(g * terms.ciou.d[size_t(f)] * dcoord_dlogit[f]);
+      }
+      if (nc > 1) {
+        const double per_element = 1.0 / (n_rows * nc);
+        for (int c = 0; c < nc; ++c) {
+          const double t = c == r.cls ? positive : negative;
+          const double logit_c = at(p, outputs, r.image, r.anchor, 5 + c, r.gj, r.gi);
+          cls += bce(logit_c, t, options.hyp.cls_pw) * per_element;
+          if (!gradients.empty())
+            at(gradients[level], outputs, r.image, r.anchor, 5 + c, r.gj, r.gi) +=
+                static_cast<T>(options.hyp.cls * per_element * grad_scale *
+                               bce_grad(logit_c, t, options.hyp.cls_pw));
+        }
+      }
+    }
+
+    const double per_cell = options.balance[level] / (norm.images * anchors * ny * nx);
+    for (int image = 0; image < p.shape.n; ++image)
+      for (int a = 0; a < anchors; ++a)
+        for (int gj = 0; gj < ny; ++gj)
+          for (int gi = 0; gi < nx; ++gi) {
+            const double t = tobj[static_cast<size_t>(((image * anchors + a) * ny + gj) * nx + gi)];
+            const double logit = at(p, outputs, image, a, 4, gj, gi);
+            obj += bce(logit, t, options.hyp.obj_pw) * per_cell;
+            if (!gradients.empty())
+              at(gradients[level], outputs, image, a, 4, gj, gi) += static_cast<T>(
+                  options.hyp.obj * per_cell * grad_scale * bce_grad(logit, t, options.hyp.obj_pw));
+          }
+  }
+
+  LossValues values;
+  values.box = box * options.hyp.box;
+  values.obj = obj * options.hyp.obj;
+  values.cls = cls * options.hyp.cls;
+  values.total = (values.box + values.obj + values.cls) * scale_total;
+  return values;
+}
+
+template LossValues yolo_loss<float>(const std::vector<View<const float>>&,
+                                     const std::vector<std::vector<MatchedRow>>&,
+                                     const LossNormalization&, const LossOptions&,
+                                     const std::vector<View<float>>&, DetachedTerms*);
+template LossValues yolo_loss<double>(const std::vector<View<const double>>&,
+                                      const std::vector<std::vector<MatchedRow>>&,
+                                      const LossNormalization&, const LossOptions&,
+                                      const std::vector<View<double>>&, DetachedTerms*);
+
+}  // namespace bareyolo
