@@ -47,6 +47,7 @@ class Graph {
   std::vector<StateEntry> state();
   int size() const { return static_cast<int>(nodes_.size()); }
   Module* module(int node) { return nodes_.at(static_cast<size_t>(node)).module.get(); }
+  const std::string& name(int node) const { return nodes_.at(static_cast<size_t>(node)).name; }
   const Tensor& output_of(int node) const { return nodes_.at(static_cast<size_t>(node)).output; }
   // Drops every activation and gradient buffer (before evaluation at another size, say).
   void release_activations();

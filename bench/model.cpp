@@ -1,0 +1,101 @@
+// bench/model.cpp — forward and training-step (forward + backward) time per image of a YOLOv5
+// model on the CPU, beside the model's convolution GFLOPs and the rate reached.
+//
+//   bench_model [--cfg models/yolov5n.yaml] [--imgsz 320] [--batch 8] [--reps 3] [--quick]
+//
+// FLOPs are counted from shapes: a convolution with weight (c_out, c_in, k, k) producing an
+// h x w map costs 2 * c_out * c_in * k * k * h * w per image forward, and a training step
+// adds the two backward products of the same size (3x). In YOLOv5 every convolution of a
+// graph node runs at that node's output resolution, which gives h and w.
+// Last line: RESULT fwd_ms_per_img=<x> train_ms_per_img=<y> gflops_per_s=<z>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "kernels/cpu/thread_pool.h"
+#include "models/yolo_model.h"
+
+using namespace bareyolo;
+
+namespace {
+
+double forward_gflops_per_image(DetectionModel& model, Shape4 input) {
+  const std::vector<Shape4> shapes = model.graph().shapes(input);
+  const std::vector<StateEntry> state = model.state();
+  double flops = 0;
+  for (int node = 0; node < model.graph().size(); ++node) {
+    const std::string& prefix = model.graph().name(node);
+    for (const StateEntry& e : state)
+      if (e.dims.size() == 4 && e.name.rfind(prefix, 0) == 0)
+        flops += 2.0 * double(e.dims[0] * e.dims[1] * e.dims[2] * e.dims[3]) *
+                 double(shapes[size_t(node)].plane());
+  }
+  return flops / 1e9;
+}
+
+// Best of `reps` timings of fn, in seconds.
+template <class Fn>
+double best_time(int reps, Fn fn) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                              .count());
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string cfg = std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5n.yaml";
+  int image_size = 320, batch = 8, reps = 3;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (arg == "--cfg" && has_value) cfg = argv[++i];
+    else if (arg == "--imgsz" && has_value) image_size = std::stoi(argv[++i]);
+    else if (arg == "--batch" && has_value) batch = std::stoi(argv[++i]);
+    else if (arg == "--reps" && has_value) reps = std::stoi(argv[++i]);
+    else if (arg == "--quick") image_size = 128, batch = 2, reps = 1;
+    else {
+      std::fprintf(stderr, "bench_model: unknown argument '%s'\n", arg.c_str());
+      return 2;
+    }
+  }
+  DetectionModel model(load_model_config(cfg));
+  const Shape4 input = {batch, 3, image_size, image_size};
+  std::mt19937 rng(0);
+  std::uniform_real_distribution<float> pixel(0, 1);
+  std::vector<float> values(size_t(input.numel()));
+  for (float& v : values) v = pixel(rng);
+  const Tensor images = Tensor::from_vector(values, input);
+
+  std::vector<Tensor> grads;  // d loss / d head outputs: a fixed random seed gradient
+  for (const Tensor& out : model.forward(images, Mode::train)) {
+    std::vector<float> g(size_t(out.numel()));
+    for (float& v : g) v = pixel(rng) - 0.5f;
+    grads.push_back(Tensor::from_vector(g, out.shape()));
+  }
+  const double gflops = forward_gflops_per_image(model, input);
+  const int threads = ThreadPool::global().num_threads();
+  std::printf("%s at %dx%d, batch %d, %d threads: %.3f GFLOP per image forward\n", cfg.c_str(),
+              image_size, image_size, batch, threads, gflops);
+
+  const double forward_s = best_time(reps, [&] { model.forward(images, Mode::eval); });
+  const double train_s = best_time(reps, [&] {
+    model.forward(images, Mode::train);
+    model.backward(grads);
+  });
+  const double fwd_ms = forward_s / batch * 1e3, train_ms = train_s / batch * 1e3;
+  const double train_rate = 3 * gflops * batch / train_s;
+  std::printf("forward        %8.2f ms/image  %6.1f GFLOP/s\n", fwd_ms, gflops * batch / forward_s);
+  std::printf("train step     %8.2f ms/image  %6.1f GFLOP/s (forward + backward, 3x the forward FLOPs)\n",
+              train_ms, train_rate);
+  std::printf("RESULT fwd_ms_per_img=%.3f train_ms_per_img=%.3f gflops_per_s=%.1f\n", fwd_ms,
+              train_ms, train_rate);
+  return 0;
+}
