@@ -18,6 +18,7 @@
 #include "models/yolo_model.h"
 
 using namespace bareyolo;
+using namespace bareyolo::models;
 
 namespace {
 

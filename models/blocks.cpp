@@ -7,7 +7,7 @@
 
 #include "engine/layers/init.h"
 
-namespace bareyolo {
+namespace bareyolo::models {
 
 namespace {
 // One-input shape check shared by the blocks.
@@ -195,4 +195,4 @@ void SPPF::release_activations() {
   cv2_->release_activations();
 }
 
-}  // namespace bareyolo
+}  // namespace bareyolo::models

@@ -16,7 +16,7 @@
 
 #include "engine/layers/conv_bn_silu.h"
 
-namespace bareyolo {
+namespace bareyolo::models {
 
 // What every block's convolutions share: initialisation stream, BN settings, device, dtype.
 struct BlockContext {
@@ -85,4 +85,4 @@ class SPPF : public Module {
   Tensor cat_, grad_cat_;  // [x1, pool(x1), pool^2(x1), pool^3(x1)] and its gradient
 };
 
-}  // namespace bareyolo
+}  // namespace bareyolo::models

@@ -17,7 +17,7 @@
 #include <array>
 #include <cmath>
 
-namespace bareyolo {
+namespace bareyolo::models {
 
 // A value and its derivatives with respect to N inputs (forward-mode differentiation).
 template <int N>
@@ -119,4 +119,4 @@ CiouTerms<S> complete_iou(const S& x, const S& y, const S& w, const S& h, const 
   return {iou - (rho2 / c2 + v * S(alpha)), alpha};
 }
 
-}  // namespace bareyolo
+}  // namespace bareyolo::models

@@ -8,7 +8,7 @@
 
 #include "models/ciou.h"
 
-namespace bareyolo {
+namespace bareyolo::models {
 
 namespace {
 
@@ -162,4 +162,4 @@ template LossValues yolo_loss<double>(const std::vector<View<const double>>&,
                                       const LossNormalization&, const LossOptions&,
                                       const std::vector<View<double>>&, DetachedTerms*);
 
-}  // namespace bareyolo
+}  // namespace bareyolo::models

@@ -20,7 +20,7 @@
 #include "kernels/view.h"
 #include "models/loss_targets.h"
 
-namespace bareyolo {
+namespace bareyolo::models {
 
 // hyp.scratch-low's loss entries.
 struct LossHyp {
@@ -75,4 +75,4 @@ LossValues yolo_loss(const std::vector<View<const T>>& predictions,
                      const LossNormalization& norm, const LossOptions& options,
                      const std::vector<View<T>>& gradients, DetachedTerms* detached = nullptr);
 
-}  // namespace bareyolo
+}  // namespace bareyolo::models

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace bareyolo {
+namespace bareyolo::models {
 
 std::vector<std::vector<MatchedRow>> build_targets(const std::vector<LabelRow>& labels,
                                                    const std::vector<LevelGrid>& levels,
@@ -46,4 +46,4 @@ std::vector<std::vector<MatchedRow>> build_targets(const std::vector<LabelRow>& 
   return result;
 }
 
-}  // namespace bareyolo
+}  // namespace bareyolo::models

@@ -15,7 +15,7 @@
 #include <array>
 #include <vector>
 
-namespace bareyolo {
+namespace bareyolo::models {
 
 // One label of a batch: YOLOv5's collate row [image_index, class, cx, cy, w, h], with the
 // box normalised to the network input (the letterboxed, augmented image).
@@ -41,4 +41,4 @@ std::vector<std::vector<MatchedRow>> build_targets(const std::vector<LabelRow>& 
                                                    const std::vector<LevelGrid>& levels,
                                                    double anchor_t);
 
-}  // namespace bareyolo
+}  // namespace bareyolo::models

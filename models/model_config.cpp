@@ -10,7 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace bareyolo {
+namespace bareyolo::models {
 
 namespace {
 
@@ -144,4 +144,4 @@ ModelConfig load_model_config(const std::string& path) {
   return parse_model_config(text.str(), path);
 }
 
-}  // namespace bareyolo
+}  // namespace bareyolo::models

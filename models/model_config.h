@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace bareyolo {
+namespace bareyolo::models {
 
 // One yaml argument: a number, a boolean, None, a bare name (nc, anchors) or a quoted string.
 struct ModelArg {
@@ -45,4 +45,4 @@ struct ModelConfig {
 ModelConfig load_model_config(const std::string& path);
 ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source);
 
-}  // namespace bareyolo
+}  // namespace bareyolo::models

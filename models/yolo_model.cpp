@@ -20,7 +20,7 @@
 #include "engine/layers/upsample.h"
 #include "models/blocks.h"
 
-namespace bareyolo {
+namespace bareyolo::models {
 
 namespace {
 
@@ -244,4 +244,4 @@ std::array<double, 2> DetectionModel::anchor(int level, int a) const {
   return {values[k], values[k + 1]};
 }
 
-}  // namespace bareyolo
+}  // namespace bareyolo::models

@@ -21,7 +21,7 @@
 #include "engine/graph.h"
 #include "models/model_config.h"
 
-namespace bareyolo {
+namespace bareyolo::models {
 
 struct ModelOptions {
   int nc = 0;          // number of classes; 0 keeps the yaml's nc
@@ -64,4 +64,4 @@ class DetectionModel {
   std::string detect_name_;  // "model.24."
 };
 
-}  // namespace bareyolo
+}  // namespace bareyolo::models

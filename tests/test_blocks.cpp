@@ -4,6 +4,7 @@
 #include "tests/module_check.h"
 
 using namespace bareyolo;
+using namespace bareyolo::models;
 using namespace bareyolo::testing;
 
 namespace {

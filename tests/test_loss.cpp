@@ -8,6 +8,7 @@
 #include "tests/testing.h"
 
 using namespace bareyolo;
+using namespace bareyolo::models;
 using namespace bareyolo::testing;
 
 namespace {

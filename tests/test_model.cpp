@@ -10,6 +10,7 @@
 #include "tests/module_check.h"
 
 using namespace bareyolo;
+using namespace bareyolo::models;
 using namespace bareyolo::testing;
 
 namespace {
