@@ -132,4 +132,23 @@ void batchnorm_backward_eval(View<const T> x, View<const T> dy, const T* gamma,
                              const T* running_mean, const T* running_var, BatchNormParams p,
                              View<T> dx, T* dgamma, T* dbeta);
 
+// ---- optimizer ------------------------------------------------------------------------
+// These work on flat parameter buffers (views of shape (1, 1, 1, count)); they update in
+// place, so the accumulate convention does not apply.
+struct SgdParams {
+  double lr = 0.01, momentum = 0.937, weight_decay = 0.0;
+  bool nesterov = true;
+};
+// PyTorch's SGD (dampening 0), with `velocity` starting at zero:
+//   g = grad + weight_decay * param;  velocity = momentum * velocity + g
+//   param -= lr * (nesterov ? g + momentum * velocity : velocity)
+template <class T>
+void sgd_step(View<T> param, View<const T> grad, View<T> velocity, SgdParams p);
+// Exponential moving average of weights: average = decay * average + (1 - decay) * value.
+template <class T> void ema_update(View<T> average, View<const T> value, double decay);
+// Sum of squares of the elements (double accumulation), for gradient-norm clipping.
+template <class T> double sum_of_squares(View<const T> x);
+// x *= factor
+template <class T> void scale_inplace(View<T> x, double factor);
+
 }  // namespace bareyolo::ops

@@ -19,11 +19,15 @@ void require_same_shape(const char* op, const View<A>& a, const View<B>& b) {
                                 b.shape.str() + " differ; they must be equal");
 }
 
+// Elements per chunk of parallel_over_elements: small enough that one large image still
+// spreads over all threads, large enough that a chunk outweighs the pool's bookkeeping.
+constexpr int64_t kElementGrain = 1 << 14;
+
 // fn(image, begin, end) over every element range of `shape`, in chunks of at most
-// 16k elements so that one large image still spreads over all threads.
+// kElementGrain elements that start at multiples of it within each image.
 template <class Fn>
 void parallel_over_elements(const Shape4& shape, Fn&& fn) {
-  constexpr int64_t grain = 1 << 14;
+  constexpr int64_t grain = kElementGrain;
   const int64_t per_image = shape.image_numel();
   if (per_image == 0 || shape.n == 0) return;
   const int64_t chunks_per_image = (per_image + grain - 1) / grain;

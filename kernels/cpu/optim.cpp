@@ -1,0 +1,79 @@
+// kernels/cpu/optim.cpp — the optimizer's arithmetic over flat buffers: SGD with Nesterov
+// momentum and weight decay, the EMA of weights, and the two halves of gradient-norm
+// clipping (sum of squares, scale). Pointwise loops on the thread pool; the sum of squares
+// reduces per chunk in double and combines the chunks in order, so it is the same for any
+// thread count.
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/loops.h"
+#include "kernels/ops.h"
+#include "kernels/route.h"
+
+namespace bareyolo::ops {
+
+template <class T>
+void sgd_step(View<T> param, View<const T> grad, View<T> velocity, SgdParams p) {
+  cpu::require_same_shape("sgd_step", param, grad);
+  cpu::require_same_shape("sgd_step", param, velocity);
+  BAREYOLO_REQUIRE_CPU(sgd_step, detail::common_device("sgd_step", param, grad, velocity));
+  const T lr = T(p.lr), momentum = T(p.momentum), decay = T(p.weight_decay);
+  cpu::parallel_over_elements(param.shape, [&](int64_t n, int64_t begin, int64_t end) {
+    T* w = param.image(n);
+    const T* g = grad.image(n);
+    T* v = velocity.image(n);
+    for (int64_t i = begin; i < end; ++i) {
+      const T step_grad = g[i] + decay * w[i];
+      v[i] = momentum * v[i] + step_grad;
+      w[i] -= lr * (p.nesterov ? step_grad + momentum * v[i] : v[i]);
+    }
+  });
+}
+
+template <class T>
+void ema_update(View<T> average, View<const T> value, double decay) {
+  cpu::require_same_shape("ema_update", average, value);
+  BAREYOLO_REQUIRE_CPU(ema_update, detail::common_device("ema_update", average, value));
+  const T d = T(decay), keep = T(1 - decay);
+  cpu::parallel_over_elements(average.shape, [&](int64_t n, int64_t begin, int64_t end) {
+    T* a = average.image(n);
+    const T* x = value.image(n);
+    for (int64_t i = begin; i < end; ++i) a[i] = d * a[i] + keep * x[i];
+  });
+}
+
+template <class T>
+double sum_of_squares(View<const T> x) {
+  BAREYOLO_REQUIRE_CPU(sum_of_squares, x.device);
+  const int64_t grain = cpu::kElementGrain;  // one partial sum per chunk of the loop below
+  const int64_t per_image = x.shape.image_numel();
+  const int64_t chunks_per_image = (per_image + grain - 1) / grain;
+  std::vector<double> partial(size_t(x.shape.n * chunks_per_image), 0.0);
+  cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {
+    double sum = 0;
+    for (int64_t i = begin; i < end; ++i) sum += double(x.image(n)[i]) * double(x.image(n)[i]);
+    partial[size_t(n * chunks_per_image + begin / grain)] = sum;
+  });
+  double total = 0;
+  for (double s : partial) total += s;
+  return total;
+}
+
+template <class T>
+void scale_inplace(View<T> x, double factor) {
+  BAREYOLO_REQUIRE_CPU(scale_inplace, x.device);
+  const T f = T(factor);
+  cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) x.image(n)[i] *= f;
+  });
+}
+
+#define BAREYOLO_INSTANTIATE_OPTIM(T)                                          \
+  template void sgd_step<T>(View<T>, View<const T>, View<T>, SgdParams);       \
+  template void ema_update<T>(View<T>, View<const T>, double);                 \
+  template double sum_of_squares<T>(View<const T>);                            \
+  template void scale_inplace<T>(View<T>, double);
+BAREYOLO_INSTANTIATE_OPTIM(float)
+BAREYOLO_INSTANTIATE_OPTIM(double)
+
+}  // namespace bareyolo::ops
