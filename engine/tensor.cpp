@@ -93,6 +93,16 @@ Tensor Tensor::from_vector(const std::vector<T>& values, Shape4 shape, Device de
   return device.is_cpu() ? host : host.to(device);
 }
 
+Tensor Tensor::reshape(Shape4 shape) const {
+  if (!dense() || shape.numel() != shape_.numel())
+    throw std::invalid_argument("Tensor::reshape: " + shape_.str() + (dense() ? "" : " (strided)") +
+                                " cannot be viewed as " + shape.str());
+  Tensor view = *this;
+  view.shape_ = shape;
+  view.batch_stride_ = shape.image_numel();
+  return view;
+}
+
 Tensor Tensor::channels(int64_t begin, int64_t end) const {
   if (begin < 0 || end > shape_.c || begin > end)
     throw std::out_of_range("Tensor::channels(" + std::to_string(begin) + ", " +

@@ -68,6 +68,8 @@ class Tensor {
   bool dense() const { return shape_.n <= 1 || batch_stride_ == shape_.image_numel(); }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
+  // A view of a dense tensor with another shape of the same element count.
+  Tensor reshape(Shape4 shape) const;
   // Zero-copy views: channels [begin, end) of every image; images [begin, end).
   Tensor channels(int64_t begin, int64_t end) const;
   Tensor images(int64_t begin, int64_t end) const;

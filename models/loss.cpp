@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <yaml-cpp/yaml.h>
+
 #include "models/ciou.h"
 
 namespace bareyolo::models {
@@ -31,6 +33,32 @@ auto& at(const V& view, int outputs, int image, int anchor, int field, int gj, i
 }
 
 }  // namespace
+
+LossHyp load_loss_hyp(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    throw std::invalid_argument(path + ": cannot read hyperparameters: " + e.what());
+  }
+  LossHyp hyp;
+  const std::pair<const char*, double*> keys[] = {
+      {"box", &hyp.box},       {"obj", &hyp.obj},       {"cls", &hyp.cls},
+      {"cls_pw", &hyp.cls_pw}, {"obj_pw", &hyp.obj_pw}, {"anchor_t", &hyp.anchor_t},
+      {"label_smoothing", &hyp.label_smoothing}};
+  for (const auto& [key, value] : keys) {
+    if (!root[key]) continue;
+    try {
+      *value = root[key].as<double>();
+    } catch (const YAML::Exception&) {
+      throw std::invalid_argument(path + ": '" + key + "' must be a number, got '" +
+                                  YAML::Dump(root[key]) + "'");
+    }
+  }
+  if (root["fl_gamma"] && root["fl_gamma"].as<double>(0) != 0)
+    throw std::invalid_argument(path + ": fl_gamma (focal loss) is not supported; set it to 0");
+  return hyp;
+}
 
 LossHyp scale_loss_gains(LossHyp hyp, int levels, int classes, int image_size) {
   hyp.box *= 3.0 / levels;

@@ -15,6 +15,7 @@
 // ranks' averaged gradient equal the one-process gradient.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "kernels/view.h"
@@ -29,6 +30,10 @@ struct LossHyp {
   double anchor_t = 4.0;
   double label_smoothing = 0.0;
 };
+
+// The loss entries of a hyperparameter yaml (YOLOv5's hyp.*.yaml); other keys are ignored,
+// missing ones keep hyp.scratch-low's values.
+LossHyp load_loss_hyp(const std::string& path);
 
 // The gains after train.py's scaling for nl levels, nc classes and image size:
 // box *= 3 / nl, cls *= nc / 80 * 3 / nl, obj *= (imgsz / 640)^2 * 3 / nl.

@@ -1,0 +1,121 @@
+// bench/data_loader.cpp — how fast the loader feeds training batches: augmented mosaic images
+// per second for 0 (inline), 1 and 2 worker threads, and the one-off verification pass.
+// The trainer needs ~30 img/s of 320 mosaics per core to keep a small model busy.
+//
+//   bench_data_loader [--data coco128/data.yaml] [--imgsz 320] [--batch 16] [--epochs 2] [--quick]
+//
+// Without --data it uses ../shared/datasets/coco128 if present, else a shapes dataset it
+// writes to a temporary folder. Last line: RESULT key=value ...
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "data/sampler.h"
+#include "data/shapes.h"
+#include "data/verify.h"
+
+using namespace bareyolo;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Options {
+  std::string data;
+  int imgsz = 320, batch = 16, epochs = 2;
+  bool quick = false;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Images per second over `epochs` epochs with `workers` threads.
+double images_per_second(const data::Dataset& dataset, const Options& options, int workers) {
+  data::SamplerOptions sampler;
+  sampler.dataset_size = dataset.size();
+  sampler.global_batch = options.batch;
+  data::LoaderOptions loader_options;
+  loader_options.imgsz = options.imgsz;
+  loader_options.workers = workers;
+  int64_t images = 0;
+  auto start = std::chrono::steady_clock::now();
+  for (int epoch = 0; epoch < options.epochs; ++epoch) {
+    std::vector<data::Step> plan = data::DistributedSampler(sampler).plan_epoch(epoch, options.imgsz);
+    if (options.quick) plan.resize(std::min<size_t>(plan.size(), 2));
+    data::Loader loader(dataset, plan, epoch, loader_options);
+    while (std::optional<data::Batch> batch = loader.next()) images += batch->size;
+  }
+  return double(images) / seconds_since(start);
+}
+
+Options parse(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&] {
+      if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
+      return std::string(argv[++i]);
+    };
+    if (arg == "--data") options.data = value();
+    else if (arg == "--imgsz") options.imgsz = std::stoi(value());
+    else if (arg == "--batch") options.batch = std::stoi(value());
+    else if (arg == "--epochs") options.epochs = std::stoi(value());
+    else if (arg == "--quick") options.quick = true, options.epochs = 1;
+    else throw std::invalid_argument("unknown argument " + arg);
+  }
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Options options = parse(argc, argv);
+    fs::path scratch;
+    if (options.data.empty()) {
+      fs::path coco = fs::path(BAREYOLO_SOURCE_DIR) / ".." / "shared" / "datasets" / "coco128";
+      if (fs::exists(coco / "data.yaml")) {
+        options.data = (coco / "data.yaml").string();
+      } else {
+        scratch = fs::temp_directory_path() / ("bareyolo-bench-shapes-" + std::to_string(::getpid()));
+        data::ShapesOptions shapes;
+        shapes.out = scratch.string();
+        shapes.n_train = 128, shapes.n_val = 8;
+        options.data = data::make_shapes_dataset(shapes);
+      }
+    }
+    data::DatasetConfig config = data::read_dataset_yaml(options.data);
+    data::OpenedSplit train = data::open_split(config, "train");
+
+    auto start = std::chrono::steady_clock::now();
+    std::vector<std::string> paths;
+    for (const data::ImageRecord& record : train.dataset.records()) paths.push_back(record.path);
+    data::SplitReport report = data::verify_images(paths, config.num_classes());
+    double verify_per_s = double(report.images.size()) / seconds_since(start);
+
+    std::printf("dataset %s: %s\n", options.data.c_str(), report.summary().c_str());
+    std::printf("verification pass: %.0f img/s\n", verify_per_s);
+    double rates[3];
+    for (int workers = 0; workers <= 2; ++workers) {
+      rates[workers] = images_per_second(train.dataset, options, workers);
+      std::printf("loader, %d worker(s), %dx%d mosaics, batch %d: %.1f img/s\n", workers,
+                  options.imgsz, options.imgsz, options.batch, rates[workers]);
+    }
+    if (!scratch.empty()) fs::remove_all(scratch);
+    std::printf("RESULT imgsz=%d batch=%d img_per_s_inline=%.1f img_per_s_1worker=%.1f "
+                "img_per_s_2workers=%.1f verify_img_per_s=%.0f\n",
+                options.imgsz, options.batch, rates[0], rates[1], rates[2], verify_per_s);
+    return 0;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "bench_data_loader: error: %s\n", error.what());
+    return 1;
+  }
+}

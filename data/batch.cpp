@@ -1,0 +1,48 @@
+// data/batch.cpp — collating samples into a batch (see batch.h).
+#include "data/batch.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace bareyolo::data {
+
+namespace {
+
+// HWC bytes -> CHW floats in [0, 1].
+void to_planar_float(const Image& image, float* out) {
+  const size_t plane = size_t(image.width) * image.height;
+  const uint8_t* p = image.pixels.data();
+  constexpr float kScale = 1.0f / 255.0f;
+  for (size_t i = 0; i < plane; ++i, p += 3) {
+    out[i] = p[0] * kScale;
+    out[plane + i] = p[1] * kScale;
+    out[2 * plane + i] = p[2] * kScale;
+  }
+}
+
+}  // namespace
+
+Batch collate(int64_t step, std::vector<Sample>& samples, int width, int height) {
+  Batch batch;
+  batch.step = step;
+  batch.size = int(samples.size());
+  batch.width = width;
+  batch.height = height;
+  batch.images = allocate_host_buffer(samples.size() * batch.image_floats());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    Sample& sample = samples[i];
+    if (sample.image.width != width || sample.image.height != height)
+      throw std::logic_error("sample " + sample.meta.path + " is " +
+                             std::to_string(sample.image.width) + "x" +
+                             std::to_string(sample.image.height) + ", the batch " +
+                             std::to_string(width) + "x" + std::to_string(height));
+    to_planar_float(sample.image, batch.images.get() + i * batch.image_floats());
+    for (const LabelBox& box : sample.labels)
+      batch.targets.insert(batch.targets.end(),
+                           {float(i), float(box.cls), box.cx, box.cy, box.w, box.h});
+    batch.meta.push_back(std::move(sample.meta));
+  }
+  return batch;
+}
+
+}  // namespace bareyolo::data

@@ -1,0 +1,33 @@
+// data/batch.h — what the trainer receives per step (YOLOv5's collate layout):
+//
+//   images   float32, NCHW, RGB, values in [0, 1] (byte / 255), size x 3 x height x width,
+//            in a HostBuffer (host_buffer.h: pinned when CUDA is used);
+//   targets  float32 rows [image_index, class, cx, cy, w, h], cx..h normalised to the image,
+//            image_index = the image's place in this batch;
+//   meta     per image: file, original size, letterbox gain and padding (validation).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "data/host_buffer.h"
+#include "data/sample.h"
+
+namespace bareyolo::data {
+
+struct Batch {
+  int64_t step = 0;
+  int size = 0, height = 0, width = 0;
+  HostBuffer images;
+  std::vector<float> targets;  // num_targets() rows of 6
+  std::vector<ImageMeta> meta;
+
+  int64_t num_targets() const { return int64_t(targets.size() / 6); }
+  size_t image_floats() const { return size_t(3) * height * width; }
+  const float* image(int i) const { return images.get() + size_t(i) * image_floats(); }
+};
+
+// Collates samples (all of the batch's size) into a Batch.
+Batch collate(int64_t step, std::vector<Sample>& samples, int width, int height);
+
+}  // namespace bareyolo::data

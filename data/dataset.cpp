@@ -1,0 +1,30 @@
+// data/dataset.cpp — opening a verified split (see dataset.h).
+#include "data/dataset.h"
+
+#include <stdexcept>
+
+namespace bareyolo::data {
+
+LoadedImage Dataset::load(int64_t index, int imgsz) const {
+  return load_resized(record(index).path, imgsz);
+}
+
+OpenedSplit open_split(const DatasetConfig& config, const std::string& split,
+                       const OpenOptions& options) {
+  const std::vector<std::string>& sources = split_sources(config, split);
+  CachedSplit verified =
+      options.rank == 0
+          ? load_or_build_split(sources, config.num_classes())
+          : wait_for_split(sources, config.num_classes(), options.wait_timeout_ms, options.rank);
+  if (verified.report.images.empty() && !(split == "test" && sources.empty())) {
+    std::string where;
+    for (const std::string& source : sources) where += (where.empty() ? "" : ", ") + source;
+    throw std::runtime_error(
+        config.yaml_file + ": the " + split + " split has no usable image (" +
+        verified.report.summary() + "); searched " + (where.empty() ? "nothing" : where) +
+        " for .jpg/.png/.bmp files (labels expected in the matching labels/ folder)");
+  }
+  return {Dataset(verified.report.images, config.names), std::move(verified)};
+}
+
+}  // namespace bareyolo::data

@@ -1,0 +1,48 @@
+// data/dataset.h — a verified split ready to be sampled: its usable images with their labels
+// and sizes, and the class names. Opening a split runs (or loads) the verification pass.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/dataset_yaml.h"
+#include "data/label_cache.h"
+#include "data/letterbox.h"
+#include "data/verify.h"
+
+namespace bareyolo::data {
+
+class Dataset {
+ public:
+  Dataset(std::vector<ImageRecord> records, std::vector<std::string> names)
+      : records_(std::move(records)), names_(std::move(names)) {}
+
+  int64_t size() const { return int64_t(records_.size()); }
+  const ImageRecord& record(int64_t index) const { return records_[size_t(index)]; }
+  const std::vector<ImageRecord>& records() const { return records_; }
+  const std::vector<std::string>& names() const { return names_; }
+  // Reads image `index` with its long side resized to imgsz (the place a RAM cache would go).
+  LoadedImage load(int64_t index, int imgsz) const;
+
+ private:
+  std::vector<ImageRecord> records_;
+  std::vector<std::string> names_;
+};
+
+struct OpenOptions {
+  int rank = 0;                         // 0 (or no DDP) verifies; others wait for its cache
+  int64_t wait_timeout_ms = 3600'000;   // how long rank > 0 waits for the cache
+};
+
+struct OpenedSplit {
+  Dataset dataset;
+  CachedSplit verification;  // summary, problems, where the cache is
+};
+
+// Opens "train", "val" or "test". A split with no usable image is an error naming the
+// sources it searched (for every split but an absent "test").
+OpenedSplit open_split(const DatasetConfig& config, const std::string& split,
+                       const OpenOptions& options = {});
+
+}  // namespace bareyolo::data

@@ -1,0 +1,70 @@
+// data/image.cpp — image files <-> Image, through stb_image / stb_image_write.
+#include "data/image.h"
+
+#include <stb/stb_image.h>
+#include <stb/stb_image_write.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+
+namespace bareyolo::data {
+
+namespace {
+
+Image from_stb(unsigned char* decoded, int width, int height, const std::string& name) {
+  if (decoded == nullptr)
+    throw ImageError("cannot decode image", name, stbi_failure_reason());
+  std::unique_ptr<unsigned char, void (*)(void*)> owner(decoded, stbi_image_free);
+  Image image;
+  image.width = width;
+  image.height = height;
+  image.pixels.assign(decoded, decoded + size_t(width) * height * 3);
+  return image;
+}
+
+std::string lower_extension(const std::string& path) {
+  size_t dot = path.find_last_of('.');
+  std::string ext = dot == std::string::npos ? "" : path.substr(dot + 1);
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext;
+}
+
+}  // namespace
+
+Image read_image(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw ImageError("cannot open image", path, std::strerror(errno));
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)),
+                             std::istreambuf_iterator<char>());
+  return decode_image(bytes.data(), bytes.size(), path);
+}
+
+Image decode_image(const uint8_t* bytes, size_t size, const std::string& name) {
+  if (size == 0) throw ImageError("cannot decode image", name, "the file is empty");
+  int width = 0, height = 0, channels_in_file = 0;
+  // desired_channels = 3: grayscale is replicated to RGB, alpha is dropped.
+  unsigned char* decoded = stbi_load_from_memory(bytes, static_cast<int>(size), &width, &height,
+                                                 &channels_in_file, 3);
+  return from_stb(decoded, width, height, name);
+}
+
+void write_image(const std::string& path, const Image& image, int jpeg_quality) {
+  std::string ext = lower_extension(path);
+  int ok = 0;
+  if (ext == "jpg" || ext == "jpeg")
+    ok = stbi_write_jpg(path.c_str(), image.width, image.height, 3, image.pixels.data(),
+                        jpeg_quality);
+  else if (ext == "png")
+    ok = stbi_write_png(path.c_str(), image.width, image.height, 3, image.pixels.data(),
+                        image.width * 3);
+  else
+    throw ImageError("cannot write", path, "use a .jpg or .png file name");
+  if (!ok) throw ImageError("cannot write image", path, "is the folder writable?");
+}
+
+}  // namespace bareyolo::data

@@ -1,0 +1,237 @@
+// data/label_cache.cpp — the on-disk verification cache (see label_cache.h).
+#include "data/label_cache.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "data/image_files.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace bareyolo::data {
+
+namespace {
+
+constexpr int kCacheVersion = 1;
+
+uint64_t fnv1a(const std::string& text, uint64_t hash = 0xcbf29ce484222325ull) {
+  for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ull;
+  return hash;
+}
+
+std::string hex(uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+std::string file_stamp(const std::string& path) {
+  std::error_code error;
+  auto size = fs::file_size(path, error);
+  if (error) return path + "|-";
+  auto mtime = fs::last_write_time(path, error).time_since_epoch().count();
+  return path + "|" + std::to_string(size) + "|" + std::to_string(mtime);
+}
+
+// The user cache folder for datasets whose own folder is read-only.
+fs::path user_cache_folder() {
+  if (const char* dir = std::getenv("BAREYOLO_CACHE_DIR"); dir && *dir) return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "bareyolo";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return fs::path(home) / ".cache" / "bareyolo";
+  return fs::temp_directory_path() / "bareyolo-cache";
+}
+
+std::string fallback_cache_file(const std::string& preferred) {
+  fs::path p = preferred;
+  return (user_cache_folder() / (p.stem().string() + "-" + hex(fnv1a(preferred)) + ".cache"))
+      .string();
+}
+
+json to_json(const SplitReport& report, const std::string& fingerprint) {
+  json images = json::array();
+  for (const ImageRecord& record : report.images) {
+    json boxes = json::array();
+    for (const LabelBox& b : record.boxes) boxes.push_back({b.cls, b.cx, b.cy, b.w, b.h});
+    images.push_back({record.path, record.width, record.height, std::move(boxes)});
+  }
+  json problems = json::array();
+  for (const Problem& p : report.problems)
+    problems.push_back({p.file, p.line, p.message, p.image_skipped});
+  return {{"version", kCacheVersion}, {"fingerprint", fingerprint},
+          {"backgrounds", report.backgrounds}, {"corrupt", report.corrupt},
+          {"labels", report.labels}, {"images", std::move(images)},
+          {"problems", std::move(problems)}};
+}
+
+SplitReport from_json(const json& doc) {
+  SplitReport report;
+  report.backgrounds = doc.at("backgrounds").get<int>();
+  report.corrupt = doc.at("corrupt").get<int>();
+  report.labels = doc.at("labels").get<int64_t>();
+  for (const json& item : doc.at("images")) {
+    ImageRecord record{item.at(0).get<std::string>(), item.at(1).get<int>(),
+                       item.at(2).get<int>(), {}};
+    for (const json& b : item.at(3))
+      record.boxes.push_back({b.at(0).get<int>(), b.at(1).get<float>(), b.at(2).get<float>(),
+                              b.at(3).get<float>(), b.at(4).get<float>()});
+    report.images.push_back(std::move(record));
+  }
+  for (const json& p : doc.at("problems"))
+    report.problems.push_back({p.at(0).get<std::string>(), p.at(1).get<int>(),
+                               p.at(2).get<std::string>(), p.at(3).get<bool>()});
+  return report;
+}
+
+// The report in `file` if it exists, parses, and carries `fingerprint`.
+std::optional<SplitReport> read_cache(const std::string& file, const std::string& fingerprint) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return std::nullopt;
+  try {
+    json doc = json::parse(in);
+    if (doc.at("version").get<int>() != kCacheVersion ||
+        doc.at("fingerprint").get<std::string>() != fingerprint)
+      return std::nullopt;
+    return from_json(doc);
+  } catch (const json::exception&) {
+    return std::nullopt;  // damaged or foreign file: rebuilt by the caller
+  }
+}
+
+// The current cache at its preferred place or in the user cache folder.
+std::optional<CachedSplit> find_cache(const std::string& preferred, const std::string& fingerprint) {
+  for (const std::string& file : {preferred, fallback_cache_file(preferred)}) {
+    if (std::optional<SplitReport> report = read_cache(file, fingerprint))
+      return CachedSplit{std::move(*report), file, true, {}};
+  }
+  return std::nullopt;
+}
+
+// A folder whose mode has no write bit at all is read-only by intent, even for root (who
+// may write anyway): a shared dataset is never written into.
+bool read_only_by_mode(const fs::path& folder) {
+  struct stat info;
+  return ::stat(folder.c_str(), &info) == 0 && (info.st_mode & 0222) == 0;
+}
+
+// Temp file + fsync + rename + fsync of the folder. Returns "" or why it failed.
+std::string write_atomically(const std::string& file, const std::string& text) {
+  fs::path target = file;
+  std::error_code ignored;
+  fs::create_directories(target.parent_path(), ignored);
+  if (read_only_by_mode(target.parent_path())) return "the folder is read-only";
+  std::string temp = file + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return std::strerror(errno);
+  size_t written = 0;
+  while (written < text.size()) {
+    ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string reason = std::strerror(errno);
+      ::close(fd);
+      ::unlink(temp.c_str());
+      return reason;
+    }
+    written += size_t(n);
+  }
+  bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  if (!synced || ::rename(temp.c_str(), file.c_str()) != 0) {
+    std::string reason = std::strerror(errno);
+    ::unlink(temp.c_str());
+    return reason;
+  }
+  int dir = ::open(target.parent_path().c_str(), O_RDONLY | O_DIRECTORY);
+  if (dir >= 0) ::fsync(dir), ::close(dir);
+  return {};
+}
+
+}  // namespace
+
+SplitFiles split_files(const std::vector<std::string>& sources) {
+  SplitFiles files;
+  files.images = list_image_files(sources);
+  if (sources.size() == 1 && fs::path(sources[0]).extension() == ".txt")
+    files.cache_file = fs::path(sources[0]).replace_extension(".cache").string();
+  else if (!files.images.empty())
+    files.cache_file = fs::path(label_path_for(files.images[0])).parent_path().string() + ".cache";
+  return files;
+}
+
+std::string dataset_fingerprint(const std::vector<std::string>& image_files, int num_classes) {
+  uint64_t hash = fnv1a("bareyolo labels v" + std::to_string(kCacheVersion) + " nc=" +
+                        std::to_string(num_classes));
+  for (const std::string& image : image_files) {
+    hash = fnv1a(file_stamp(image) + "\n", hash);
+    hash = fnv1a(file_stamp(label_path_for(image)) + "\n", hash);
+  }
+  return hex(hash);
+}
+
+CachedSplit load_or_build_split(const std::vector<std::string>& sources, int num_classes) {
+  SplitFiles files = split_files(sources);
+  CachedSplit result;
+  if (files.images.empty()) return result;  // nothing to verify; the caller decides
+  std::string fingerprint = dataset_fingerprint(files.images, num_classes);
+  if (std::optional<CachedSplit> cached = find_cache(files.cache_file, fingerprint))
+    return std::move(*cached);
+  std::string fallback = fallback_cache_file(files.cache_file);
+  result.report = verify_images(files.images, num_classes);
+  std::string text = to_json(result.report, fingerprint).dump();
+  std::string reason = write_atomically(files.cache_file, text);
+  if (reason.empty()) {
+    result.cache_file = files.cache_file;
+    return result;
+  }
+  std::string fallback_reason = write_atomically(fallback, text);
+  if (fallback_reason.empty()) {
+    result.cache_file = fallback;
+    result.notes.push_back("cannot write the label cache " + files.cache_file + " (" + reason +
+                           "); wrote " + fallback + " instead");
+  } else {
+    result.notes.push_back("cannot write the label cache " + files.cache_file + " (" + reason +
+                           ") nor " + fallback + " (" + fallback_reason +
+                           "); verification results are kept in memory only");
+  }
+  return result;
+}
+
+CachedSplit wait_for_split(const std::vector<std::string>& sources, int num_classes,
+                           int64_t timeout_ms, int rank) {
+  SplitFiles files = split_files(sources);
+  CachedSplit result;
+  if (files.images.empty()) return result;
+  std::string fingerprint = dataset_fingerprint(files.images, num_classes);
+  std::string fallback = fallback_cache_file(files.cache_file);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    if (std::optional<CachedSplit> cached = find_cache(files.cache_file, fingerprint))
+      return std::move(*cached);
+    if (std::chrono::steady_clock::now() >= deadline)
+      throw std::runtime_error(
+          "rank " + std::to_string(rank) + " waited " + std::to_string(timeout_ms / 1000) +
+          " s for the label cache " + files.cache_file + " (or " + fallback +
+          ") that rank 0 builds; check that rank 0 is running and can write one of them, or "
+          "run `bareyolo data-check` once before training");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace bareyolo::data

@@ -1,0 +1,51 @@
+// data/letterbox.cpp — load_resized and letterbox (see letterbox.h).
+#include "data/letterbox.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "data/perspective.h"
+#include "data/warp.h"
+
+namespace bareyolo::data {
+
+namespace {
+
+// Python's round(): half to even (nearbyint in the default rounding mode).
+int round_half_even(double x) { return static_cast<int>(std::nearbyint(x)); }
+
+}  // namespace
+
+LoadedImage load_resized(const std::string& path, int imgsz) {
+  LoadedImage loaded;
+  loaded.image = read_image(path);
+  loaded.original_width = loaded.image.width;
+  loaded.original_height = loaded.image.height;
+  double r = double(imgsz) / std::max(loaded.image.width, loaded.image.height);
+  if (r != 1) {
+    int width = static_cast<int>(std::ceil(loaded.image.width * r));
+    int height = static_cast<int>(std::ceil(loaded.image.height * r));
+    loaded.image = resize_bilinear(loaded.image, width, height);
+  }
+  return loaded;
+}
+
+Image letterbox(const Image& image, int width, int height, bool scale_up,
+                LetterboxPlacement& placement) {
+  double r = std::min(double(height) / image.height, double(width) / image.width);
+  if (!scale_up) r = std::min(r, 1.0);
+  int new_width = round_half_even(image.width * r), new_height = round_half_even(image.height * r);
+  double dw = (width - new_width) / 2.0, dh = (height - new_height) / 2.0;
+  placement = {r, dw, dh};
+  int left = round_half_even(dw - 0.1), top = round_half_even(dh - 0.1);
+  Image resized = (new_width == image.width && new_height == image.height)
+                      ? image
+                      : resize_bilinear(image, new_width, new_height);
+  Image out(width, height, kPadValue);
+  for (int y = 0; y < new_height; ++y)
+    std::memcpy(out.at(left, top + y), resized.row(y), size_t(new_width) * 3);
+  return out;
+}
+
+}  // namespace bareyolo::data

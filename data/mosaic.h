@@ -1,0 +1,22 @@
+// data/mosaic.h — YOLOv5's 4-image mosaic on a 2s x 2s canvas (s = imgsz) filled with 114.
+//
+// Draws, in order: the centre yc then xc, each int(U(s/2, 3s/2)); three partner images
+// uniformly from the whole dataset; a shuffle of the four. Tile t of size (w, h) goes to the
+// quadrant t around (xc, yc) — 0 top-left, 1 top-right, 2 bottom-left, 3 bottom-right — cut at
+// the canvas edge. Boxes move with their tile and are clipped to [0, 2s]. The caller then
+// applies random_perspective with border -s/2, which makes it s x s.
+#pragma once
+
+#include <vector>
+
+#include "data/boxes.h"
+#include "data/dataset.h"
+#include "data/image.h"
+#include "data/rng.h"
+
+namespace bareyolo::data {
+
+Image build_mosaic(const Dataset& dataset, int64_t index, int imgsz, SampleRng& rng,
+                   std::vector<PixelBox>& boxes);
+
+}  // namespace bareyolo::data

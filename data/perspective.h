@@ -1,0 +1,35 @@
+// data/perspective.h — YOLOv5's random_perspective: one random homography (centre, perspective,
+// rotation + zoom, shear, translation), the image warped with it and the boxes moved with it.
+//
+// Output size: in + 2 * border per axis (the mosaic passes border = -imgsz/2, so its 2s x 2s
+// canvas comes out s x s). Random draws, in this order (YOLOv5's): Px, Py, angle, zoom,
+// shear-x, shear-y, Tx, Ty — all eight always drawn. M = T * S * R * P * C. The image is
+// warped (bilinear, border 114) unless the border is 0 and M is the identity.
+// Boxes: the four corners are transformed, their min/max taken and clipped to the output;
+// boxes that no longer show their object (boxes.h: box_survives) are removed.
+#pragma once
+
+#include <vector>
+
+#include "data/augment_hyp.h"
+#include "data/boxes.h"
+#include "data/image.h"
+#include "data/rng.h"
+#include "data/warp.h"
+
+namespace bareyolo::data {
+
+inline constexpr uint8_t kPadValue = 114;  // YOLOv5's grey for letterbox, mosaic and warp borders
+
+// The random matrix alone (exposed for tests); also returns the zoom it drew.
+Mat3 random_perspective_matrix(const AugmentHyp& hyp, int in_width, int in_height, int out_width,
+                               int out_height, SampleRng& rng, double& zoom);
+
+// Transforms `boxes` by `m` into an out_width x out_height image and drops degenerate ones.
+std::vector<PixelBox> transform_boxes(const std::vector<PixelBox>& boxes, const Mat3& m,
+                                      double zoom, int out_width, int out_height);
+
+void random_perspective(Image& image, std::vector<PixelBox>& boxes, const AugmentHyp& hyp,
+                        int border, SampleRng& rng);
+
+}  // namespace bareyolo::data

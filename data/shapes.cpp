@@ -1,0 +1,165 @@
+// data/shapes.cpp — the synthetic shapes dataset (see shapes.h).
+#include "data/shapes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "data/hsv.h"
+#include "data/rng.h"
+
+namespace fs = std::filesystem;
+
+namespace bareyolo::data {
+
+namespace {
+
+constexpr int kMaxShapesPerImage = 6;
+constexpr double kBackgroundImageShare = 0.05;
+constexpr double kMaxOverlapIou = 0.35;  // a new shape may cover others, but not hide them
+
+// Is (u, v) in [-1, 1]^2 (the shape's box) inside shape `cls`?
+bool inside(int cls, double u, double v) {
+  double r2 = u * u + v * v;
+  switch (cls) {
+    case 0: return r2 <= 1;                                       // circle (ellipse)
+    case 1: return true;                                          // rectangle
+    case 2: return std::abs(u) <= (v + 1) / 2;                    // triangle, apex up
+    case 3: return std::abs(u) + std::abs(v) <= 1;                // diamond
+    case 4: return std::abs(u) <= 0.3 || std::abs(v) <= 0.3;      // cross
+    default: return r2 <= 1 && r2 >= 0.36;                        // ring
+  }
+}
+
+Rgb random_colour(SampleRng& rng, int min_saturation, int min_value) {
+  Hsv hsv = {uint8_t(rng.below(180)), uint8_t(min_saturation + rng.below(256 - min_saturation)),
+             uint8_t(min_value + rng.below(256 - min_value))};
+  return hsv_to_rgb(hsv);
+}
+
+// A base colour, a linear gradient, a faint stripe or checker texture, and pixel noise.
+void paint_background(Image& image, SampleRng& rng) {
+  Rgb base = random_colour(rng, 0, 40);
+  double gx = rng.uniform(-60, 60), gy = rng.uniform(-60, 60);
+  int texture = int(rng.below(3));  // 0 none, 1 stripes, 2 checker
+  int period = 6 + int(rng.below(20));
+  double texture_gain = rng.uniform(10, 35);
+  int noise = 4 + int(rng.below(24));
+  for (int y = 0; y < image.height; ++y)
+    for (int x = 0; x < image.width; ++x) {
+      double fx = double(x) / image.width - 0.5, fy = double(y) / image.height - 0.5;
+      double shade = gx * fx + gy * fy;
+      if (texture == 1 && ((x + y) / period) % 2) shade += texture_gain;
+      if (texture == 2 && ((x / period) + (y / period)) % 2) shade += texture_gain;
+      uint8_t* p = image.at(x, y);
+      for (int c = 0; c < 3; ++c) {
+        double jitter = double(rng.below(uint64_t(2 * noise + 1))) - noise;
+        p[c] = uint8_t(std::clamp(base[size_t(c)] + shade + jitter, 0.0, 255.0));
+      }
+    }
+}
+
+double iou(const LabelBox& a, const LabelBox& b) {
+  double w = std::min(a.cx + a.w / 2, b.cx + b.w / 2) - std::max(a.cx - a.w / 2, b.cx - b.w / 2);
+  double h = std::min(a.cy + a.h / 2, b.cy + b.h / 2) - std::max(a.cy - a.h / 2, b.cy - b.h / 2);
+  if (w <= 0 || h <= 0) return 0;
+  return w * h / (a.w * a.h + b.w * b.h - w * h);
+}
+
+void paint_shape(Image& image, const LabelBox& box, Rgb colour) {
+  int s = image.width;
+  int x1 = int(std::lround((box.cx - box.w / 2) * s)), x2 = int(std::lround((box.cx + box.w / 2) * s));
+  int y1 = int(std::lround((box.cy - box.h / 2) * s)), y2 = int(std::lround((box.cy + box.h / 2) * s));
+  for (int y = y1; y < y2; ++y)
+    for (int x = x1; x < x2; ++x) {
+      double u = (x + 0.5 - x1) / (x2 - x1) * 2 - 1, v = (y + 0.5 - y1) / (y2 - y1) * 2 - 1;
+      if (inside(box.cls, u, v)) std::copy(colour.begin(), colour.end(), image.at(x, y));
+    }
+}
+
+// A shape box in pixels snapped to whole pixels, so the label is exactly what was painted.
+LabelBox random_box(int imgsz, int classes, SampleRng& rng) {
+  int cls = int(rng.below(uint64_t(classes)));
+  double side = rng.uniform(0.08, 0.45) * imgsz;
+  double aspect = rng.uniform(0.6, 1.6);
+  int w = std::max(6, int(side * std::sqrt(aspect))), h = std::max(6, int(side / std::sqrt(aspect)));
+  w = std::min(w, imgsz), h = std::min(h, imgsz);
+  int x1 = int(rng.below(uint64_t(imgsz - w + 1))), y1 = int(rng.below(uint64_t(imgsz - h + 1)));
+  float s = float(imgsz);
+  return {cls, (x1 + w / 2.0f) / s, (y1 + h / 2.0f) / s, w / s, h / s};
+}
+
+void write_split(const ShapesOptions& options, const std::string& split, uint64_t split_id,
+                 int count) {
+  fs::path images = fs::path(options.out) / "images" / split;
+  fs::path labels = fs::path(options.out) / "labels" / split;
+  fs::create_directories(images);
+  fs::create_directories(labels);
+  for (int i = 0; i < count; ++i) {
+    std::vector<LabelBox> boxes;
+    Image image = make_shapes_image(options.imgsz, options.classes, options.seed, split_id,
+                                    uint64_t(i), boxes);
+    char stem[16];
+    std::snprintf(stem, sizeof stem, "%06d", i);
+    write_image((images / (std::string(stem) + ".jpg")).string(), image, 92);
+    std::ofstream out(labels / (std::string(stem) + ".txt"));
+    for (const LabelBox& b : boxes) {
+      char line[96];
+      std::snprintf(line, sizeof line, "%d %.6f %.6f %.6f %.6f\n", b.cls, b.cx, b.cy, b.w, b.h);
+      out << line;
+    }
+    if (!out) throw std::runtime_error("cannot write labels in " + labels.string());
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& shape_class_names() {
+  static const std::vector<std::string> names = {"circle", "rectangle", "triangle",
+                                                 "diamond", "cross", "ring"};
+  return names;
+}
+
+Image make_shapes_image(int imgsz, int classes, uint64_t seed, uint64_t split, uint64_t index,
+                        std::vector<LabelBox>& labels) {
+  SampleRng rng(seed, split, index);
+  Image image(imgsz, imgsz, 0);
+  paint_background(image, rng);
+  labels.clear();
+  if (rng.chance(kBackgroundImageShare)) return image;
+  int wanted = 1 + int(rng.below(kMaxShapesPerImage));
+  for (int attempt = 0; attempt < 4 * wanted && int(labels.size()) < wanted; ++attempt) {
+    LabelBox box = random_box(imgsz, classes, rng);
+    bool hides = std::any_of(labels.begin(), labels.end(),
+                             [&](const LabelBox& other) { return iou(box, other) > kMaxOverlapIou; });
+    if (hides) continue;
+    paint_shape(image, box, random_colour(rng, 120, 90));
+    labels.push_back(box);
+  }
+  return image;
+}
+
+std::string make_shapes_dataset(const ShapesOptions& options) {
+  const int max_classes = int(shape_class_names().size());
+  if (options.classes < 1 || options.classes > max_classes)
+    throw std::invalid_argument("--classes " + std::to_string(options.classes) +
+                                " is not in 1.." + std::to_string(max_classes));
+  if (options.imgsz < 32) throw std::invalid_argument("--imgsz must be at least 32");
+  if (options.n_train < 1 || options.n_val < 1)
+    throw std::invalid_argument("--n-train and --n-val must be at least 1");
+  write_split(options, "train", 0, options.n_train);
+  write_split(options, "val", 1, options.n_val);
+  fs::path yaml = fs::path(options.out) / "data.yaml";
+  std::ofstream out(yaml);
+  out << "# synthetic shapes, written by `bareyolo make-shapes` (seed " << options.seed << ")\n"
+      << "path: .\ntrain: images/train\nval: images/val\nnc: " << options.classes
+      << "\nnames:\n";
+  for (int c = 0; c < options.classes; ++c) out << "  - " << shape_class_names()[size_t(c)] << "\n";
+  if (!out) throw std::runtime_error("cannot write " + yaml.string());
+  return yaml.string();
+}
+
+}  // namespace bareyolo::data

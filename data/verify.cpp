@@ -1,0 +1,96 @@
+// data/verify.cpp — the parallel verification pass (see verify.h).
+#include "data/verify.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "data/image.h"
+#include "data/image_files.h"
+
+namespace bareyolo::data {
+
+namespace {
+
+// What one worker finds about one image.
+struct Finding {
+  ImageRecord record;
+  LabelFile labels;
+  bool image_ok = false;
+};
+
+Finding check_image(const std::string& path, int num_classes) {
+  Finding finding;
+  finding.record.path = path;
+  try {
+    Image image = read_image(path);
+    finding.record.width = image.width;
+    finding.record.height = image.height;
+    if (image.width < kMinImageSide || image.height < kMinImageSide)
+      finding.labels.problems.push_back(
+          {path, 0,
+           "image is " + std::to_string(image.width) + "x" + std::to_string(image.height) +
+               ", smaller than " + std::to_string(kMinImageSide) + " px on a side",
+           true});
+    else
+      finding.image_ok = true;
+  } catch (const ImageError& error) {
+    finding.labels.problems.push_back({path, 0, "unreadable image: " + error.reason, true});
+  }
+  if (finding.image_ok) {
+    LabelFile labels = read_label_file(label_path_for(path), num_classes);
+    finding.record.boxes = labels.boxes;
+    finding.labels = std::move(labels);
+  }
+  return finding;
+}
+
+}  // namespace
+
+std::string SplitReport::summary() const {
+  return std::to_string(images.size()) + " images, " + std::to_string(backgrounds) +
+         " backgrounds, " + std::to_string(corrupt) + " corrupt, " + std::to_string(labels) +
+         " labels";
+}
+
+SplitReport verify_images(const std::vector<std::string>& image_files, int num_classes,
+                          int threads) {
+  std::vector<Finding> findings(image_files.size());
+  std::atomic<size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto work = [&] {
+    try {
+      for (size_t i = next++; i < image_files.size(); i = next++)
+        findings[i] = check_image(image_files[i], num_classes);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(failure_mutex);  // e.g. out of memory; rethrown below
+      failure = std::current_exception();
+    }
+  };
+  int count = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  count = std::min<int>(count, int(std::max<size_t>(image_files.size(), 1)));
+  std::vector<std::thread> workers;
+  for (int t = 1; t < count; ++t) workers.emplace_back(work);
+  work();
+  for (std::thread& worker : workers) worker.join();
+  if (failure) std::rethrow_exception(failure);
+
+  // Combined in file order, so the report does not depend on the thread count.
+  SplitReport report;
+  for (Finding& finding : findings) {
+    for (Problem& problem : finding.labels.problems) report.problems.push_back(problem);
+    if (!finding.image_ok || !finding.labels.usable()) {
+      ++report.corrupt;
+      continue;
+    }
+    if (finding.record.boxes.empty()) ++report.backgrounds;
+    report.labels += int64_t(finding.record.boxes.size());
+    report.images.push_back(std::move(finding.record));
+  }
+  return report;
+}
+
+}  // namespace bareyolo::data

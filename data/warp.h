@@ -1,0 +1,35 @@
+// data/warp.h — geometric resampling of 8-bit RGB images: bilinear resize and the
+// affine/perspective warp of random_perspective, both with bilinear sampling.
+//
+// Conventions follow OpenCV's, which YOLOv5's numbers assume: pixel centres at integer
+// coordinates, resize maps dst x to src (x + 0.5) * src_w / dst_w - 0.5 and clamps at the
+// edges (INTER_LINEAR); a warp takes the forward matrix src -> dst, inverts it and samples
+// the source, taps outside the image reading a constant border value (BORDER_CONSTANT).
+// YOLOv5 shrinks validation images with INTER_AREA; we use bilinear for that too (a little
+// more aliasing on large downscales, never used for augmented training images).
+#pragma once
+
+#include <array>
+
+#include "data/image.h"
+
+namespace bareyolo::data {
+
+// A 3x3 homogeneous transform, row-major, acting on column vectors (x, y, 1).
+struct Mat3 {
+  std::array<double, 9> m{1, 0, 0, 0, 1, 0, 0, 0, 1};
+  double operator()(int r, int c) const { return m[size_t(r * 3 + c)]; }
+  double& operator()(int r, int c) { return m[size_t(r * 3 + c)]; }
+  static Mat3 identity() { return {}; }
+  bool is_identity() const { return m == Mat3{}.m; }
+  bool is_affine() const { return m[6] == 0 && m[7] == 0 && m[8] == 1; }
+  Mat3 inverse() const;  // throws std::invalid_argument for a singular matrix
+};
+Mat3 operator*(const Mat3& a, const Mat3& b);
+
+Image resize_bilinear(const Image& source, int width, int height);
+
+// dst(x, y) = src(M^-1 (x, y)); `border` fills what falls outside the source.
+Image warp(const Image& source, const Mat3& forward, int width, int height, uint8_t border);
+
+}  // namespace bareyolo::data

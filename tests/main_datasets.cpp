@@ -1,0 +1,34 @@
+// tests/main_datasets.cpp — the runner for the tests on the shared real datasets
+// (tests/datasets_*.cpp, e.g. ../shared/datasets/coco128). Where that folder is absent (the
+// GPU machine, a fresh clone) it exits with 77, which ctest reports as *skipped*
+// (SKIP_RETURN_CODE). Label caches go to a temporary folder, never into ~/.cache.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+#include <stdlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "tests/datasets_testing.h"
+
+int main(int argc, char** argv) {
+  bool only_listing = false;  // ctest's discovery lists the cases at build time
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]).rfind("--list", 0) == 0 || std::string(argv[i]) == "-ltc")
+      only_listing = true;
+  std::filesystem::path datasets = bareyolo::testing::shared_datasets();
+  if (!only_listing && !std::filesystem::is_directory(datasets / "coco128")) {
+    std::printf("skipped: no %s (set BAREYOLO_DATASETS to the folder holding coco128)\n",
+                (datasets / "coco128").c_str());
+    return 77;
+  }
+  std::string cache = (std::filesystem::temp_directory_path() / "bareyolo-dataset-tests-XXXXXX").string();
+  if (mkdtemp(cache.data()) == nullptr) return 1;
+  setenv("BAREYOLO_CACHE_DIR", cache.c_str(), 1);
+  doctest::Context context(argc, argv);
+  int result = context.run();
+  std::error_code ignored;
+  std::filesystem::remove_all(cache, ignored);
+  return result;
+}
