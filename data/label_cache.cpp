@@ -1,17 +1,13 @@
 // data/label_cache.cpp — the on-disk verification cache (see label_cache.h).
 #include "data/label_cache.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -20,6 +16,7 @@
 #include <thread>
 
 #include "data/image_files.h"
+#include "engine/atomic_file.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -130,36 +127,19 @@ bool read_only_by_mode(const fs::path& folder) {
   return ::stat(folder.c_str(), &info) == 0 && (info.st_mode & 0222) == 0;
 }
 
-// Temp file + fsync + rename + fsync of the folder. Returns "" or why it failed.
+// Writes the cache with engine/atomic_file.h's atomic replace. Returns "" or why it failed
+// (a cache that cannot be written is not an error: the caller falls back).
 std::string write_atomically(const std::string& file, const std::string& text) {
   fs::path target = file;
   std::error_code ignored;
   fs::create_directories(target.parent_path(), ignored);
   if (read_only_by_mode(target.parent_path())) return "the folder is read-only";
-  std::string temp = file + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return std::strerror(errno);
-  size_t written = 0;
-  while (written < text.size()) {
-    ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      std::string reason = std::strerror(errno);
-      ::close(fd);
-      ::unlink(temp.c_str());
-      return reason;
-    }
-    written += size_t(n);
+  try {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(text.data());
+    write_file_atomically(file, {std::span<const uint8_t>(bytes, text.size())});
+  } catch (const std::runtime_error& e) {
+    return e.what();
   }
-  bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (!synced || ::rename(temp.c_str(), file.c_str()) != 0) {
-    std::string reason = std::strerror(errno);
-    ::unlink(temp.c_str());
-    return reason;
-  }
-  int dir = ::open(target.parent_path().c_str(), O_RDONLY | O_DIRECTORY);
-  if (dir >= 0) ::fsync(dir), ::close(dir);
   return {};
 }
 
