@@ -65,6 +65,26 @@ void free_device(void* pointer, int device) noexcept {
   cudaFree(pointer);
 }
 
+void* malloc_pinned(size_t bytes) {
+  if (device_count() == 0) throw std::runtime_error("pinned memory needs a GPU: " + unavailable_reason());
+  void* pointer = nullptr;
+  BAREYOLO_CUDA_CHECK(cudaHostAlloc(&pointer, bytes == 0 ? 1 : bytes, cudaHostAllocPortable));
+  return pointer;
+}
+
+void free_pinned(void* pointer) noexcept {
+  if (pointer) cudaFreeHost(pointer);
+}
+
+bool is_pinned(const void* pointer) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeHost;
+}
+
 void* compute_stream(int device) {
   static std::mutex mutex;
   static std::array<cudaStream_t, 64> streams{};

@@ -19,6 +19,11 @@ std::string unavailable_reason();
 
 void* malloc_device(size_t bytes, int device);
 void free_device(void* pointer, int device) noexcept;
+// Page-locked host memory: copies from it to a GPU run asynchronously and at full speed.
+void* malloc_pinned(size_t bytes);
+void free_pinned(void* pointer) noexcept;
+// True when `pointer` is page-locked host memory (for tests).
+bool is_pinned(const void* pointer);
 enum class CopyKind { host_to_device, device_to_host, device_to_device };
 // Ordered on the device's compute stream, and complete when it returns.
 void copy(void* dst, const void* src, size_t bytes, CopyKind kind, int device);

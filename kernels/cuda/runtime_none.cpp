@@ -19,6 +19,9 @@ int device_count() { return 0; }
 std::string unavailable_reason() { return "this binary was built without CUDA"; }
 void* malloc_device(size_t, int) { built_without_cuda(); }
 void free_device(void*, int) noexcept {}
+void* malloc_pinned(size_t) { built_without_cuda(); }
+void free_pinned(void*) noexcept {}
+bool is_pinned(const void*) { return false; }
 void copy(void*, const void*, size_t, CopyKind, int) { built_without_cuda(); }
 void fill_bytes(void*, int, size_t, int) { built_without_cuda(); }
 void* compute_stream(int) { built_without_cuda(); }
