@@ -75,12 +75,17 @@ Image render_batch(const Batch& batch, const std::vector<std::string>& names) {
     int ox = (i % columns) * batch.width, oy = (i / columns) * batch.height;
     int x1 = ox + int((row[2] - row[4] / 2) * batch.width), x2 = ox + int((row[2] + row[4] / 2) * batch.width);
     int y1 = oy + int((row[3] - row[5] / 2) * batch.height), y2 = oy + int((row[3] + row[5] / 2) * batch.height);
-    Rgb colour = class_colour(cls);
-    outline(grid, x1, y1, x2, y2, 2, colour);
-    std::string name = cls < int(names.size()) ? names[size_t(cls)] : std::to_string(cls);
-    draw_label(grid, x1, std::max(oy, y1 - 10), name, colour);
+    draw_box(grid, x1, y1, x2, y2, cls,
+             cls < int(names.size()) ? names[size_t(cls)] : std::to_string(cls), oy);
   }
   return grid;
+}
+
+void draw_box(Image& image, int x1, int y1, int x2, int y2, int cls, const std::string& text,
+              int label_top) {
+  const Rgb colour = class_colour(cls);
+  outline(image, x1, y1, x2, y2, 2, colour);
+  draw_label(image, x1, std::max(label_top, y1 - 10), text, colour);
 }
 
 }  // namespace bareyolo::data

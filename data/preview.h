@@ -13,4 +13,9 @@ namespace bareyolo::data {
 
 Image render_batch(const Batch& batch, const std::vector<std::string>& names);
 
+// Outlines the box (x1, y1)-(x2, y2) in class `cls`'s colour and writes `text` above it,
+// but not above row `label_top` (the top of the box's tile in a grid).
+void draw_box(Image& image, int x1, int y1, int x2, int y2, int cls, const std::string& text,
+              int label_top = 0);
+
 }  // namespace bareyolo::data

@@ -4,8 +4,9 @@
 //   bareyolo demo         train a small network end to end with the CPU kernels
 //   bareyolo make-shapes, data-check, show-batch     datasets (tools/data_commands.h)
 //   bareyolo init, grads  weights and the golden check (tools/model_commands.h)
+//   bareyolo val, predict evaluation and inference (tools/eval_commands.h)
 //
-// (`train`, `val` and `predict` arrive with the trainer; see README.md.)
+// (`train` arrives with the trainer; see README.md.)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "kernels/cuda/runtime.h"     // defines: cuda::device_count, unavailable_reason
 #include "tools/data_commands.h"      // defines: add_data_commands, run_data_command
 #include "tools/demo.h"               // defines: run_demo
+#include "tools/eval_commands.h"      // defines: add_eval_commands, run_eval_command
 #include "tools/model_commands.h"     // defines: add_model_commands, run_model_command
 
 namespace {
@@ -53,12 +55,14 @@ int main(int argc, char** argv) {
 
   bareyolo::add_data_commands(app);
   bareyolo::add_model_commands(app);
+  bareyolo::add_eval_commands(app);
 
   CLI11_PARSE(app, argc, argv);
   try {
     if (app.got_subcommand("devices")) return print_devices();
     if (std::optional<int> code = bareyolo::run_data_command(app)) return *code;
     if (std::optional<int> code = bareyolo::run_model_command(app)) return *code;
+    if (std::optional<int> code = bareyolo::run_eval_command(app)) return *code;
     if (app.got_subcommand("demo")) {
       double accuracy = bareyolo::run_demo(demo);
       std::printf("demo finished: pixel accuracy %.3f (chance is about 0.5)\n", accuracy);
