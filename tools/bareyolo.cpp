@@ -5,8 +5,9 @@
 //   bareyolo make-shapes, data-check, show-batch     datasets (tools/data_commands.h)
 //   bareyolo init, grads  weights and the golden check (tools/model_commands.h)
 //   bareyolo val, predict evaluation and inference (tools/eval_commands.h)
+//   bareyolo train        YOLOv5's recipe on one process (tools/train_command.h)
 //
-// (`train` arrives with the trainer; see README.md.)
+// (Distributed training arrives with the distributed runtime; see README.md.)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "tools/demo.h"               // defines: run_demo
 #include "tools/eval_commands.h"      // defines: add_eval_commands, run_eval_command
 #include "tools/model_commands.h"     // defines: add_model_commands, run_model_command
+#include "tools/train_command.h"      // defines: add_train_command, run_train_command
 
 namespace {
 
@@ -56,6 +58,7 @@ int main(int argc, char** argv) {
   bareyolo::add_data_commands(app);
   bareyolo::add_model_commands(app);
   bareyolo::add_eval_commands(app);
+  bareyolo::add_train_command(app);
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -63,6 +66,7 @@ int main(int argc, char** argv) {
     if (std::optional<int> code = bareyolo::run_data_command(app)) return *code;
     if (std::optional<int> code = bareyolo::run_model_command(app)) return *code;
     if (std::optional<int> code = bareyolo::run_eval_command(app)) return *code;
+    if (std::optional<int> code = bareyolo::run_train_command(app)) return *code;
     if (app.got_subcommand("demo")) {
       double accuracy = bareyolo::run_demo(demo);
       std::printf("demo finished: pixel accuracy %.3f (chance is about 0.5)\n", accuracy);
