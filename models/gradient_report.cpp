@@ -1,6 +1,8 @@
 // models/gradient_report.cpp — see gradient_report.h.
 #include "models/gradient_report.h"
 
+#include "models/head_loss.h"
+
 #include <stdexcept>
 
 namespace bareyolo::models {
@@ -39,31 +41,15 @@ std::vector<LabelRow> label_rows(const SafetensorsFile& file, const std::string&
 SafetensorsFile gradient_report(DetectionModel& model, const Tensor& images,
                                 const std::vector<LabelRow>& labels, const LossHyp& hyp) {
   const std::vector<Tensor>& head = model.forward(images, Mode::train);
-  std::vector<LevelGrid> grids;
-  for (int level = 0; level < model.num_levels(); ++level) {
-    LevelGrid grid{int(head[size_t(level)].shape().h), int(head[size_t(level)].shape().w), {}};
-    for (int a = 0; a < model.num_anchors(); ++a) grid.anchors.push_back(model.anchor(level, a));
-    grids.push_back(grid);
-  }
   const LossOptions options{scale_loss_gains(hyp, model.num_levels(), model.num_classes(),
                                              int(images.shape().w)),
                             model.num_classes()};
-  const auto targets = build_targets(labels, grids, hyp.anchor_t);
-  std::vector<Tensor> head_grads;
-  std::vector<View<const float>> head_views;
-  std::vector<View<float>> grad_views;
-  for (const Tensor& h : head) {
-    head_grads.push_back(Tensor::zeros(h.shape()));
-    head_views.push_back(h.view<float>());
-    grad_views.push_back(head_grads.back().view<float>());
-  }
-  const LossValues loss = yolo_loss<float>(
-      head_views, targets, local_normalization(targets, int(images.shape().n)), options,
-      grad_views);
+  const HeadLoss loss_and_grads = head_loss(model, head, labels, options, int(images.shape().n));
+  const LossValues& loss = loss_and_grads.values;
   std::vector<StateEntry> state = model.state();
   for (const StateEntry& e : state)
     if (e.trainable()) e.grad->zero();
-  model.backward(head_grads);
+  model.backward(loss_and_grads.gradients);
 
   SafetensorsFile report;
   report.add_values<float>("loss", {float(loss.box), float(loss.obj), float(loss.cls)}, {3});

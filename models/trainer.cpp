@@ -15,6 +15,7 @@
 #include "data/loader.h"
 #include "engine/optim/ema.h"
 #include "engine/optim/sgd.h"
+#include "models/head_loss.h"
 #include "models/validate.h"
 #include "models/weights.h"
 
@@ -40,35 +41,14 @@ std::vector<LabelRow> batch_labels(const data::Batch& batch) {
   return labels;
 }
 
-std::vector<LevelGrid> level_grids(const DetectionModel& model, const std::vector<Tensor>& head) {
-  std::vector<LevelGrid> grids;
-  for (int level = 0; level < model.num_levels(); ++level) {
-    LevelGrid grid{int(head[size_t(level)].shape().h), int(head[size_t(level)].shape().w), {}};
-    for (int a = 0; a < model.num_anchors(); ++a) grid.anchors.push_back(model.anchor(level, a));
-    grids.push_back(grid);
-  }
-  return grids;
-}
-
 // Forward, loss and backward of one batch; returns the loss (box, obj, cls as YOLOv5
 // reports them).
 LossValues train_batch(DetectionModel& model, const data::Batch& batch,
-                       const LossOptions& loss_options, double anchor_t) {
+                       const LossOptions& loss_options) {
   const std::vector<Tensor>& head = model.forward(batch_tensor(batch), Mode::train);
-  const auto targets = build_targets(batch_labels(batch), level_grids(model, head), anchor_t);
-  std::vector<Tensor> head_grads;
-  std::vector<View<const float>> head_views;
-  std::vector<View<float>> grad_views;
-  for (const Tensor& h : head) {
-    head_grads.push_back(Tensor::zeros(h.shape()));
-    head_views.push_back(h.view<float>());
-    grad_views.push_back(head_grads.back().view<float>());
-  }
-  const LossValues loss = yolo_loss<float>(head_views, targets,
-                                           local_normalization(targets, batch.size),
-                                           loss_options, grad_views);
-  model.backward(head_grads);
-  return loss;
+  HeadLoss loss = head_loss(model, head, batch_labels(batch), loss_options, batch.size);
+  model.backward(loss.gradients);
+  return loss.values;
 }
 
 void save_weights(const std::vector<StateEntry>& state, const std::string& path, int nc,
@@ -143,7 +123,7 @@ TrainSummary train(const TrainOptions& options,
       for (int g : {Sgd::kWeights, Sgd::kNormWeights}) sgd.groups()[size_t(g)].lr = settings.lr;
       for (SgdGroup& g : sgd.groups()) g.momentum = settings.momentum;
 
-      const LossValues loss = train_batch(model, *batch, loss_options, options.loss.anchor_t);
+      const LossValues loss = train_batch(model, *batch, loss_options);
       if (!std::isfinite(loss.total))
         throw std::runtime_error("the loss became " + std::to_string(loss.total) +
                                  " at epoch " + std::to_string(epoch) + " batch " +

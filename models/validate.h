@@ -18,13 +18,23 @@
 
 namespace bareyolo::models {
 
+// YOLOv5's validation NMS: conf 0.001, IoU 0.6, at most 300 per image, every class above the
+// threshold (multi-label).
+inline NmsOptions validation_nms() {
+  NmsOptions nms;
+  nms.conf_threshold = 0.001f;
+  nms.iou_threshold = 0.6f;
+  nms.max_det = 300;
+  nms.multi_label = true;
+  return nms;
+}
+
 struct ValidationOptions {
   int batch = 32;
   int imgsz = 640;
   bool rect = true;  // YOLOv5's val: rectangular batches, pad 0.5
   int workers = 0;   // loader threads
-  NmsOptions nms{.conf_threshold = 0.001f, .iou_threshold = 0.6f, .max_det = 300,
-                 .multi_label = true};
+  NmsOptions nms = validation_nms();
   bool keep_detections = false;  // fill ValidationResult::detections (for --save-json)
 };
 

@@ -5,18 +5,15 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
-#include <string>
 
 #include "kernels/cuda/runtime.h"
+#include "tests/skip.h"
 
 int main(int argc, char** argv) {
-  bool only_listing = false;  // ctest's discovery lists the cases at build time
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]).rfind("--list", 0) == 0 || std::string(argv[i]) == "-ltc")
-      only_listing = true;
-  if (!only_listing && bareyolo::cuda::device_count() == 0) {
-    std::printf("skipped: %s\n", bareyolo::cuda::unavailable_reason().c_str());
-    return 77;
+  using namespace bareyolo;
+  if (!testing::only_listing_tests(argc, argv) && cuda::device_count() == 0) {
+    std::printf("skipped: %s\n", cuda::unavailable_reason().c_str());
+    return testing::kSkipExitCode;
   }
   doctest::Context context(argc, argv);
   return context.run();

@@ -11,17 +11,16 @@
 #include <string>
 
 #include "tests/datasets_testing.h"
+#include "tests/skip.h"
 
 int main(int argc, char** argv) {
-  bool only_listing = false;  // ctest's discovery lists the cases at build time
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]).rfind("--list", 0) == 0 || std::string(argv[i]) == "-ltc")
-      only_listing = true;
-  std::filesystem::path datasets = bareyolo::testing::shared_datasets();
-  if (!only_listing && !std::filesystem::is_directory(datasets / "coco128")) {
+  using namespace bareyolo;
+  std::filesystem::path datasets = testing::shared_datasets();
+  if (!testing::only_listing_tests(argc, argv) &&
+      !std::filesystem::is_directory(datasets / "coco128")) {
     std::printf("skipped: no %s (set BAREYOLO_DATASETS to the folder holding coco128)\n",
                 (datasets / "coco128").c_str());
-    return 77;
+    return testing::kSkipExitCode;
   }
   std::string cache = (std::filesystem::temp_directory_path() / "bareyolo-dataset-tests-XXXXXX").string();
   if (mkdtemp(cache.data()) == nullptr) return 1;

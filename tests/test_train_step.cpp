@@ -1,8 +1,7 @@
 // tests/test_train_step.cpp — the recipe's pieces working together: repeated SGD steps on one
 // fixed batch (no augmentation) must drive YOLOv5's loss down, as a model that can learn does.
 #include "engine/optim/sgd.h"
-#include "models/loss.h"
-#include "models/yolo_model.h"
+#include "models/head_loss.h"
 #include "tests/testing.h"
 
 using namespace bareyolo;
@@ -21,26 +20,12 @@ TEST_CASE("training steps on one fixed batch lower the loss") {
   Sgd sgd(state, 0.01, 0.9, 5e-4);
 
   auto step = [&] {
-    const std::vector<Tensor>& head = model.forward(images, Mode::train);
-    std::vector<LevelGrid> grids;
-    std::vector<Tensor> grads;
-    std::vector<View<const float>> in;
-    std::vector<View<float>> out;
-    for (int level = 0; level < 3; ++level) {
-      LevelGrid grid{int(head[size_t(level)].shape().h), int(head[size_t(level)].shape().w), {}};
-      for (int a = 0; a < 3; ++a) grid.anchors.push_back(model.anchor(level, a));
-      grids.push_back(grid);
-      grads.push_back(Tensor::zeros(head[size_t(level)].shape()));
-      in.push_back(head[size_t(level)].view<float>());
-      out.push_back(grads.back().view<float>());
-    }
-    const auto targets = build_targets(labels, grids, 4.0);
-    const LossValues loss = yolo_loss<float>(in, targets, local_normalization(targets, 4), options, out);
-    model.backward(grads);
+    const HeadLoss loss = head_loss(model, model.forward(images, Mode::train), labels, options, 4);
+    model.backward(loss.gradients);
     clip_gradient_norm(state, 10.0);
     sgd.step();
     sgd.zero_grad();
-    return loss.total;
+    return loss.values.total;
   };
   const double first = step();
   double last = first;
