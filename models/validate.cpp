@@ -46,8 +46,11 @@ ValidationResult validate(const data::Dataset& dataset, const ValidationOptions&
   const std::vector<data::Step> plan = data::validation_plan(
       dataset, {.batch = options.batch, .imgsz = options.imgsz, .rect = options.rect,
                 .stride = stride, .pad = 0.5});
-  data::Loader loader(dataset, plan, 0,
-                      {.imgsz = options.imgsz, .augment = false, .workers = options.workers});
+  data::LoaderOptions loader_options;
+  loader_options.imgsz = options.imgsz;
+  loader_options.augment = false;  // YOLOv5's val: letterbox only
+  loader_options.workers = options.workers;
+  data::Loader loader(dataset, plan, 0, loader_options);
   ValidationResult result;
   while (std::optional<data::Batch> batch = loader.next()) {
     const std::vector<std::vector<Detection>> detections = predict(*batch);
