@@ -10,14 +10,6 @@
 namespace bareyolo::models {
 
 namespace {
-// One-input shape check shared by the blocks.
-void require_channels(const char* block, std::span<const Shape4> inputs, int channels) {
-  if (inputs.size() != 1 || inputs[0].c != channels)
-    throw std::invalid_argument(std::string(block) + " expects one input with " +
-                                std::to_string(channels) + " channels, got " +
-                                (inputs.empty() ? std::string("none") : inputs[0].str()));
-}
-
 Shape4 with_channels(Shape4 s, int64_t channels) {
   s.c = channels;
   return s;

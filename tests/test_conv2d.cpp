@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/ops.h"
 #include "tests/testing.h"
 
@@ -39,6 +40,16 @@ const std::vector<ConvCase> kCases = {
     {{2, 2, 9, 7}, 3, 3, 1, {2, 1, 1, 0}, true},    // non-square kernel, stride, padding
     {{2, 2, 5, 6}, 2, 3, 3, {1, 1, 0, 0}, false},   // no padding
     {{1, 2, 4, 3}, 3, 5, 5, {1, 1, 2, 2}, true},    // kernel larger than the image
+    // larger batches and maps: backward weight's partial sums per image group (conv2d.cpp;
+    // batch 10 makes groups of two images) and products the GEMM splits over the pool
+    {{5, 3, 16, 16}, 4, 3, 3, {1, 1, 1, 1}, false},
+    {{10, 2, 6, 6}, 3, 3, 3, {1, 1, 1, 1}, false},
+    {{6, 4, 12, 12}, 3, 1, 1, {1, 1, 0, 0}, true},
+    {{3, 2, 24, 24}, 2, 3, 3, {1, 1, 1, 1}, false},
+    // column matrices over conv2d.cpp's band size: processed in bands of output rows, the
+    // last one shorter
+    {{1, 16, 40, 40}, 2, 3, 3, {1, 1, 1, 1}, true},
+    {{1, 3, 130, 130}, 2, 6, 6, {2, 2, 2, 2}, false},
 };
 
 // Gaps between images of the activation views: odd cases have strided inputs, cases
@@ -169,6 +180,21 @@ TEST_CASE("conv2d float backward matches the double backward on strided views") 
     check_close(single[0], reference[0], 1e-4, 1e-4, "conv2d float dx");
     check_close(single[1], reference[1], 1e-4, 1e-4, "conv2d float dweight");
     check_close(single[2], reference[2], 1e-4, 1e-4, "conv2d float dbias");
+  }
+}
+
+TEST_CASE("conv2d backward gives identical bits on one two and three threads") {
+  ThreadPool& pool = ThreadPool::global();
+  const int saved_threads = pool.num_threads();
+  for (size_t k = 0; k < kCases.size(); ++k) {
+    CAPTURE(k);
+    std::vector<std::vector<std::vector<double>>> results;
+    for (int threads : {1, 2, 3}) {
+      pool.resize(threads);
+      results.push_back(conv2d_gradients<float>(kCases[k], k));
+    }
+    pool.resize(saved_threads);
+    for (size_t t = 1; t < results.size(); ++t) CHECK(results[t] == results[0]);
   }
 }
 

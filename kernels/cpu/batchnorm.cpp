@@ -11,8 +11,14 @@
 // per-channel sum runs in double even for float data: a channel of a 640x640 batch of 16
 // sums millions of values, beyond what a float accumulator keeps.
 //
+// A double sum written as one accumulator is a chain of dependent adds the compiler may not
+// reorder (no -ffast-math): one element per add latency. The sums here keep kLanes partial
+// sums instead (element j of a plane goes to lane j % kLanes), which vectorize, and add the
+// lanes in a fixed order at the end.
+//
 // Threads: one task per channel. A channel's sums run serially in a fixed order, so the
 // result does not depend on the thread count.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -56,6 +62,29 @@ void for_each_plane(int64_t batch, int64_t c, Visit visit, const Views&... views
   for (int64_t i = 0; i < batch; ++i) visit(views.channel(i, c)...);
 }
 
+// Partial sums in double, see the header.
+constexpr int kLanes = 16;
+struct LaneSum {
+  double lanes[kLanes] = {};
+
+  // Adds term(j) for j in [0, count), element j into lane j % kLanes.
+  template <class Term>
+  void add(int64_t count, Term term) {
+    double acc[kLanes];  // a local copy the compiler can keep in registers
+    std::copy(lanes, lanes + kLanes, acc);
+    int64_t j = 0;
+    for (; j + kLanes <= count; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) acc[l] += term(j + l);
+    for (int l = 0; j < count; ++j, ++l) acc[l] += term(j);
+    std::copy(acc, acc + kLanes, lanes);
+  }
+  double total() const {
+    double sum = 0;
+    for (double lane : lanes) sum += lane;
+    return sum;
+  }
+};
+
 // 1 / sqrt(variance + eps) for each channel.
 template <class T>
 std::vector<T> inverse_std(const T* variance, int64_t channels, double eps) {
@@ -73,20 +102,20 @@ void batchnorm_moments(View<const T> x, T* mean, T* m2) {
   const int64_t count = elements_per_channel("batchnorm_moments", x.shape, 1);
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
-    double sum = 0;
+    LaneSum sum;
     for_each_plane(x.shape.n, c, [&](const T* xs) {
-      for (int64_t j = 0; j < plane; ++j) sum += xs[j];
+      sum.add(plane, [xs](int64_t j) { return static_cast<double>(xs[j]); });
     }, x);
-    const double channel_mean = sum / static_cast<double>(count);
-    double squared_deviations = 0;
+    const double channel_mean = sum.total() / static_cast<double>(count);
+    LaneSum squared_deviations;
     for_each_plane(x.shape.n, c, [&](const T* xs) {
-      for (int64_t j = 0; j < plane; ++j) {
+      squared_deviations.add(plane, [xs, channel_mean](int64_t j) {
         const double deviation = xs[j] - channel_mean;
-        squared_deviations += deviation * deviation;
-      }
+        return deviation * deviation;
+      });
     }, x);
     mean[c] = static_cast<T>(channel_mean);
-    m2[c] = static_cast<T>(squared_deviations);
+    m2[c] = static_cast<T>(squared_deviations.total());
   });
 }
 
@@ -113,15 +142,13 @@ void batchnorm_backward_reduce(View<const T> x, View<const T> dy, const T* mean,
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
     const double mu = mean[c];
-    double dy_sum = 0, dy_centered_sum = 0;  // sum(dy), sum(dy * (x - mean))
+    LaneSum dy_sum, dy_centered_sum;  // sum(dy), sum(dy * (x - mean))
     for_each_plane(x.shape.n, c, [&](const T* xs, const T* dys) {
-      for (int64_t j = 0; j < plane; ++j) {
-        dy_sum += dys[j];
-        dy_centered_sum += dys[j] * (xs[j] - mu);
-      }
+      dy_sum.add(plane, [dys](int64_t j) { return static_cast<double>(dys[j]); });
+      dy_centered_sum.add(plane, [xs, dys, mu](int64_t j) { return dys[j] * (xs[j] - mu); });
     }, x, dy);
-    sum_dy[c] = static_cast<T>(dy_sum);
-    sum_dy_xhat[c] = static_cast<T>(dy_centered_sum * invstd[c]);
+    sum_dy[c] = static_cast<T>(dy_sum.total());
+    sum_dy_xhat[c] = static_cast<T>(dy_centered_sum.total() * invstd[c]);
   });
 }
 

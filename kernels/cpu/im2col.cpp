@@ -2,6 +2,7 @@
 #include "kernels/cpu/im2col.h"
 
 #include <algorithm>
+#include <type_traits>
 
 namespace bareyolo::cpu {
 
@@ -31,16 +32,18 @@ struct Segment {
   int64_t col_offset, image_offset, ow_begin, ow_end;
 };
 
+// Visits the segments of the output rows [oh_begin, oh_end), laid out as that band's matrix.
 template <class Visit>
-void for_each_segment(const ConvGeometry& g, Visit visit) {
+void for_each_segment(const ConvGeometry& g, int64_t oh_begin, int64_t oh_end, Visit visit) {
+  const int64_t band_rows = oh_end - oh_begin;
   for (int64_t c = 0; c < g.channels; ++c)
     for (int64_t i = 0; i < g.kernel_h; ++i) {
       InsideRange rows = inside_outputs(g.out_h, g.height, i, g.stride_h, g.pad_h);
       for (int64_t j = 0; j < g.kernel_w; ++j) {
         InsideRange cols = inside_outputs(g.out_w, g.width, j, g.stride_w, g.pad_w);
         int64_t col_row = (c * g.kernel_h + i) * g.kernel_w + j;
-        for (int64_t oh = 0; oh < g.out_h; ++oh) {
-          Segment s{(col_row * g.out_h + oh) * g.out_w, 0, 0, 0};
+        for (int64_t oh = oh_begin; oh < oh_end; ++oh) {
+          Segment s{(col_row * band_rows + oh - oh_begin) * g.out_w, 0, 0, 0};
           if (oh >= rows.begin && oh < rows.end && cols.begin < cols.end) {
             int64_t ih = oh * g.stride_h - g.pad_h + i;
             int64_t iw = cols.begin * g.stride_w - g.pad_w + j;
@@ -52,33 +55,49 @@ void for_each_segment(const ConvGeometry& g, Visit visit) {
     }
 }
 
+// Calls body(std::integral_constant<int64_t, stride>) for the strides YOLOv5 uses (1 and 2)
+// and body(stride) otherwise: with the stride a constant the compiler turns the segment loops
+// into plain vector copies (stride 1) or shuffled loads (stride 2) instead of scalar gathers.
+template <class Body>
+void with_stride(int64_t stride, Body body) {
+  if (stride == 1) body(std::integral_constant<int64_t, 1>{});
+  else if (stride == 2) body(std::integral_constant<int64_t, 2>{});
+  else body(stride);
+}
+
 }  // namespace
 
 template <class T>
-void im2col(const T* image, const ConvGeometry& g, T* col) {
-  const int64_t stride_w = g.stride_w, out_w = g.out_w;
-  for_each_segment(g, [&](const Segment& s) {
-    T* out = col + s.col_offset;
-    const T* in = image + s.image_offset;
-    std::fill(out, out + s.ow_begin, T(0));
-    for (int64_t ow = s.ow_begin; ow < s.ow_end; ++ow) out[ow] = in[(ow - s.ow_begin) * stride_w];
-    std::fill(out + s.ow_end, out + out_w, T(0));
+void im2col(const T* image, const ConvGeometry& g, int64_t oh_begin, int64_t oh_end, T* col) {
+  const int64_t out_w = g.out_w;
+  with_stride(g.stride_w, [&](auto stride_w) {
+    for_each_segment(g, oh_begin, oh_end, [&](const Segment& s) {
+      T* out = col + s.col_offset;
+      const T* in = image + s.image_offset;
+      std::fill(out, out + s.ow_begin, T(0));
+      T* inside = out + s.ow_begin;
+      for (int64_t k = 0; k < s.ow_end - s.ow_begin; ++k) inside[k] = in[k * stride_w];
+      std::fill(out + s.ow_end, out + out_w, T(0));
+    });
   });
 }
 
 template <class T>
-void col2im_add(const T* col, const ConvGeometry& g, T* image) {
-  const int64_t stride_w = g.stride_w;
-  for_each_segment(g, [&](const Segment& s) {
-    const T* in = col + s.col_offset;
-    T* out = image + s.image_offset;
-    for (int64_t ow = s.ow_begin; ow < s.ow_end; ++ow) out[(ow - s.ow_begin) * stride_w] += in[ow];
+void col2im_add(const T* col, const ConvGeometry& g, int64_t oh_begin, int64_t oh_end,
+                T* image) {
+  with_stride(g.stride_w, [&](auto stride_w) {
+    for_each_segment(g, oh_begin, oh_end, [&](const Segment& s) {
+      const T* in = col + s.col_offset + s.ow_begin;
+      T* out = image + s.image_offset;
+      for (int64_t k = 0; k < s.ow_end - s.ow_begin; ++k) out[k * stride_w] += in[k];
+    });
   });
 }
 
-template void im2col<float>(const float*, const ConvGeometry&, float*);
-template void im2col<double>(const double*, const ConvGeometry&, double*);
-template void col2im_add<float>(const float*, const ConvGeometry&, float*);
-template void col2im_add<double>(const double*, const ConvGeometry&, double*);
+#define BAREYOLO_INSTANTIATE_IM2COL(T)                                                        \
+  template void im2col<T>(const T*, const ConvGeometry&, int64_t, int64_t, T*);               \
+  template void col2im_add<T>(const T*, const ConvGeometry&, int64_t, int64_t, T*);
+BAREYOLO_INSTANTIATE_IM2COL(float)
+BAREYOLO_INSTANTIATE_IM2COL(double)
 
 }  // namespace bareyolo::cpu

@@ -7,6 +7,10 @@
 // col2im_add is its transpose: it adds every column entry back onto the image pixel it was
 // copied from, which is how the data gradient dcol = W^T * dY returns to dx.
 //
+// Both work on a band of output rows [oh_begin, oh_end): the column matrix of the band is the
+// matrix above restricted to those output positions (col_rows x (oh_end - oh_begin) * out_w),
+// which lets a convolution process a large image in bands whose columns stay in cache.
+//
 // Both walk the same (row, output row) segments: the output columns whose input column lies
 // inside the image form one contiguous range [ow_begin, ow_end) per kernel column j, computed
 // once instead of testing bounds per element. That keeps the inner loops branch-free.
@@ -32,12 +36,15 @@ struct ConvGeometry {
   }
 };
 
-// col (col_rows x col_cols, dense) = the columns of `image` (channels x height x width, dense).
+// col (col_rows x band columns, dense) = the columns of `image` (channels x height x width,
+// dense) for the output rows [oh_begin, oh_end).
 template <class T>
-void im2col(const T* image, const ConvGeometry& g, T* col);
+void im2col(const T* image, const ConvGeometry& g, int64_t oh_begin, int64_t oh_end, T* col);
 
-// image += the columns in col, each added onto the pixel it was read from.
+// image += the columns of the band [oh_begin, oh_end) in col, each added onto the pixel it
+// was read from.
 template <class T>
-void col2im_add(const T* col, const ConvGeometry& g, T* image);
+void col2im_add(const T* col, const ConvGeometry& g, int64_t oh_begin, int64_t oh_end,
+                T* image);
 
 }  // namespace bareyolo::cpu
