@@ -120,7 +120,10 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
     // Workers that woke late find no chunk left and leave at once; wait for all of them
     // so that none still holds job_ when this call returns.
     done_.wait(lock, [&] { return busy_workers_ == 0; });
+    // A worker that wakes only now must find nothing to claim, also when an error left
+    // chunks unclaimed: it would call job_, which is about to dangle.
     job_ = nullptr;
+    job_chunks_ = next_chunk_ = 0;
     error = error_;
     error_ = nullptr;
   }
