@@ -1,6 +1,7 @@
 // engine/graph.cpp — see graph.h for the execution and zero-copy Concat rules.
 #include "engine/graph.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace bareyolo {
@@ -64,31 +65,118 @@ std::vector<Shape4> Graph::shapes(const Shape4& input) const {
   return result;
 }
 
-// Gives each node its output and gradient buffers for this input. Buffers are assigned from
-// the last node to the first, so a Concat's buffer exists before its producers take their
-// slices of it.
-void Graph::plan(const Tensor& input) {
+void Graph::plan(const Tensor& input, Mode mode) {
   const std::vector<Shape4> node_shapes = shapes(input.shape());
   for (size_t i = 0; i < nodes_.size(); ++i) nodes_[i].shape = node_shapes[i];
-  for (int index = size() - 1; index >= 0; --index) {
-    Node& node = nodes_[static_cast<size_t>(index)];
-    if (node.concat_consumer == -1) {
-      node.output = Tensor::empty(node.shape, input.device(), input.dtype());
-      node.grad = Tensor::empty(node.shape, input.device(), input.dtype());
-      continue;
-    }
-    const Node& concat = nodes_[static_cast<size_t>(node.concat_consumer)];
-    int64_t channel = 0;  // this producer's first channel in the Concat
-    for (int producer : concat.inputs) {
-      if (producer == index) break;
-      channel += nodes_[static_cast<size_t>(producer)].shape.c;
-    }
-    node.output = concat.output.channels(channel, channel + node.shape.c);
-    node.grad = concat.grad.channels(channel, channel + node.shape.c);
-  }
+  activation_buffers_.clear();
+  if (mode == Mode::train || keep_all_outputs_)
+    plan_training(input);
+  else
+    plan_evaluation(input);
   planned_shape_ = input.shape();
   planned_device_ = input.device();
   planned_dtype_ = input.dtype();
+  planned_mode_ = mode;
+}
+
+// The node whose buffer holds `node`'s output: itself, or the Concat (of a Concat ...) that
+// its output is a slice of.
+int Graph::storage_owner(int node) const {
+  while (nodes_[size_t(node)].concat_consumer != -1) node = nodes_[size_t(node)].concat_consumer;
+  return node;
+}
+
+// Where a node's output sits in its Concat's buffer: after the Concat's earlier inputs.
+static int64_t first_channel_in_concat(const std::vector<int>& concat_inputs, int producer,
+                                       const std::function<int64_t(int)>& channels_of) {
+  int64_t channel = 0;
+  for (int input : concat_inputs) {
+    if (input == producer) break;
+    channel += channels_of(input);
+  }
+  return channel;
+}
+
+// Training: every node keeps an output and a gradient buffer. They are assigned from the
+// last node to the first, so a Concat's buffers exist before its producers take slices.
+void Graph::plan_training(const Tensor& input) {
+  for (int index = size() - 1; index >= 0; --index) {
+    Node& node = nodes_[size_t(index)];
+    if (node.concat_consumer == -1) {
+      node.output = Tensor::empty(node.shape, input.device(), input.dtype());
+      node.grad = Tensor::empty(node.shape, input.device(), input.dtype());
+      activation_buffers_.push_back(node.output);
+      continue;
+    }
+    const Node& concat = nodes_[size_t(node.concat_consumer)];
+    const int64_t channel = first_channel_in_concat(
+        concat.inputs, index, [&](int i) { return nodes_[size_t(i)].shape.c; });
+    node.output = concat.output.channels(channel, channel + node.shape.c);
+    node.grad = concat.grad.channels(channel, channel + node.shape.c);
+  }
+}
+
+// Evaluation: each storage owner (a node or a Concat buffer) is live from the first node that
+// writes into it to the last node that reads any part of it (graph outputs: to the end).
+// Owners, in order of their first write, take the smallest free buffer that is big enough
+// and whose previous tenant's last reader has already run, else a new buffer.
+void Graph::plan_evaluation(const Tensor& input) {
+  const int n = size();
+  std::vector<int> first_write(size_t(n), n), last_read(size_t(n), -1);
+  for (int index = 0; index < n; ++index) {
+    const int owner = storage_owner(index);
+    first_write[size_t(owner)] = std::min(first_write[size_t(owner)], index);
+    for (int input : nodes_[size_t(index)].inputs)
+      if (input != kGraphInput)
+        last_read[size_t(storage_owner(input))] =
+            std::max(last_read[size_t(storage_owner(input))], index);
+  }
+  for (int output : outputs_) last_read[size_t(storage_owner(output))] = n;
+
+  struct Buffer {
+    Tensor storage;
+    int free_after;  // the last reader of its current tenant
+  };
+  std::vector<Buffer> buffers;
+  std::vector<int> owners;
+  for (int index = 0; index < n; ++index)
+    if (nodes_[size_t(index)].concat_consumer == -1) owners.push_back(index);
+  std::sort(owners.begin(), owners.end(),
+            [&](int a, int b) { return first_write[size_t(a)] < first_write[size_t(b)]; });
+  for (int owner : owners) {
+    Node& node = nodes_[size_t(owner)];
+    Buffer* best = nullptr;
+    for (Buffer& b : buffers)
+      if (b.free_after < first_write[size_t(owner)] && b.storage.numel() >= node.shape.numel() &&
+          (!best || b.storage.numel() < best->storage.numel()))
+        best = &b;
+    if (!best) {
+      buffers.push_back({Tensor::empty({1, 1, 1, node.shape.numel()}, input.device(),
+                                       input.dtype()),
+                         -1});
+      best = &buffers.back();
+    }
+    best->free_after = std::max(last_read[size_t(owner)], first_write[size_t(owner)]);
+    node.output = best->storage.prefix(node.shape);
+    node.grad = Tensor();  // no backward after an evaluation forward
+  }
+  // Producers of Concats take their slices, from the last node to the first as in training.
+  for (int index = n - 1; index >= 0; --index) {
+    Node& node = nodes_[size_t(index)];
+    if (node.concat_consumer == -1) continue;
+    const Node& concat = nodes_[size_t(node.concat_consumer)];
+    const int64_t channel = first_channel_in_concat(
+        concat.inputs, index, [&](int i) { return nodes_[size_t(i)].shape.c; });
+    node.output = concat.output.channels(channel, channel + node.shape.c);
+    node.grad = Tensor();
+  }
+  for (Buffer& b : buffers) activation_buffers_.push_back(b.storage);
+}
+
+int64_t Graph::planned_activation_elements() const {
+  int64_t total = 0;
+  for (const Tensor& t : activation_buffers_) total += t.numel();
+  return total;
 }
 
 std::vector<Tensor> Graph::input_tensors(const Node& node, const Tensor& graph_input) const {
@@ -101,8 +189,8 @@ std::vector<Tensor> Graph::input_tensors(const Node& node, const Tensor& graph_i
 const std::vector<Tensor>& Graph::forward(const Tensor& input, Mode mode) {
   if (outputs_.empty()) throw std::logic_error("Graph::forward: no outputs were set");
   if (!(planned_shape_ == input.shape()) || !(planned_device_ == input.device()) ||
-      planned_dtype_ != input.dtype())
-    plan(input);
+      planned_dtype_ != input.dtype() || planned_mode_ != mode)
+    plan(input, mode);
   input_ = input;
   for (Node& node : nodes_)
     if (node.module) node.module->forward(input_tensors(node, input), node.output, mode);
@@ -118,6 +206,9 @@ void Graph::backward(const std::vector<Tensor>& grad_outputs,
                                 " output gradients for " + std::to_string(outputs_.size()) +
                                 " outputs");
   if (!input_.defined()) throw std::logic_error("Graph::backward before forward");
+  if (planned_mode_ != Mode::train && !keep_all_outputs_)
+    throw std::logic_error("Graph::backward after an evaluation forward: run forward in "
+                           "Mode::train first");
   for (Node& node : nodes_)
     if (node.concat_consumer == -1) node.grad.zero();  // a slice is zeroed with its Concat
   for (size_t k = 0; k < outputs_.size(); ++k)
@@ -148,6 +239,7 @@ void Graph::release_activations() {
     if (node.module) node.module->release_activations();
   }
   output_tensors_.clear();
+  activation_buffers_.clear();
   input_ = Tensor();
   planned_shape_ = {};
 }

@@ -7,6 +7,10 @@
 // same for the gradients. So a Concat costs no copy forward and no work backward — its
 // consumers' backward adds into the slices, which ARE the producers' gradients.
 //
+// Memory: in training every output is kept (backward reads each node's inputs). In
+// evaluation an output is kept only until its last reader has run: outputs share a few
+// buffers, each reused once its previous tenant is dead (a greedy plan over live ranges).
+//
 // Backward accumulates: every gradient buffer is zeroed first, each node adds into its
 // inputs' gradients. When node i's backward returns, the gradients of its parameters are
 // final (a parameter belongs to one node), and the graph says so through the callback: the
@@ -34,7 +38,8 @@ class Graph {
   void set_outputs(std::vector<int> nodes);
 
   // Runs every node on `input`; returns the output nodes' tensors (valid until the next call).
-  // Buffers are planned for the input's shape, dtype and device, and reused while they stay.
+  // Buffers are planned for the input's shape, dtype, device and mode, and reused while
+  // those stay the same. After Mode::eval only the output nodes' tensors are meaningful.
   const std::vector<Tensor>& forward(const Tensor& input, Mode mode);
   // After forward(Mode::train): given dL/d(outputs), computes every parameter gradient (added
   // into the parameters' gradient tensors). on_node_done(i) runs after node i's backward.
@@ -51,6 +56,14 @@ class Graph {
   const Tensor& output_of(int node) const { return nodes_.at(static_cast<size_t>(node)).output; }
   // Drops every activation and gradient buffer (before evaluation at another size, say).
   void release_activations();
+  // Elements held by the planned activation buffers (for tests of the evaluation plan).
+  int64_t planned_activation_elements() const;
+  // Keep every output in evaluation too (the training plan): for debugging a node's output,
+  // and as the reference the shared-buffer evaluation plan is tested against.
+  void keep_all_outputs(bool keep) {
+    keep_all_outputs_ = keep;
+    planned_shape_ = {};
+  }
 
  private:
   struct Node {
@@ -62,7 +75,10 @@ class Graph {
     int concat_consumer = -1;        // the Concat node this node's output lives in
   };
 
-  void plan(const Tensor& input);
+  void plan(const Tensor& input, Mode mode);
+  void plan_training(const Tensor& input);
+  void plan_evaluation(const Tensor& input);
+  int storage_owner(int node) const;
   std::vector<Tensor> input_tensors(const Node& node, const Tensor& graph_input) const;
 
   std::vector<Node> nodes_;
@@ -72,6 +88,9 @@ class Graph {
   Shape4 planned_shape_;
   Device planned_device_;
   DType planned_dtype_ = DType::f32;
+  Mode planned_mode_ = Mode::train;
+  bool keep_all_outputs_ = false;
+  std::vector<Tensor> activation_buffers_;  // the distinct buffers of the current plan
 };
 
 }  // namespace bareyolo

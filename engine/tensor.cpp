@@ -103,6 +103,16 @@ Tensor Tensor::reshape(Shape4 shape) const {
   return view;
 }
 
+Tensor Tensor::prefix(Shape4 shape) const {
+  if (!dense() || shape.numel() > shape_.numel())
+    throw std::invalid_argument("Tensor::prefix: " + shape.str() + " does not fit in " +
+                                shape_.str() + (dense() ? "" : " (strided)"));
+  Tensor view = *this;
+  view.shape_ = shape;
+  view.batch_stride_ = shape.image_numel();
+  return view;
+}
+
 Tensor Tensor::channels(int64_t begin, int64_t end) const {
   if (begin < 0 || end > shape_.c || begin > end)
     throw std::out_of_range("Tensor::channels(" + std::to_string(begin) + ", " +

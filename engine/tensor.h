@@ -70,6 +70,9 @@ class Tensor {
 
   // A view of a dense tensor with another shape of the same element count.
   Tensor reshape(Shape4 shape) const;
+  // A dense view of `shape` over the first shape.numel() elements of this dense tensor (a
+  // buffer lent to tensors of several sizes, one at a time).
+  Tensor prefix(Shape4 shape) const;
   // Zero-copy views: channels [begin, end) of every image; images [begin, end).
   Tensor channels(int64_t begin, int64_t end) const;
   Tensor images(int64_t begin, int64_t end) const;
