@@ -1,10 +1,19 @@
 // data/batch.cpp — collating samples into a batch (see batch.h).
 #include "data/batch.h"
 
+#include <cstring>
+
 #include <stdexcept>
 #include <string>
 
 namespace bareyolo::data {
+
+Tensor Batch::images_tensor() const {
+  Tensor tensor = Tensor::empty({size, 3, height, width});
+  std::memcpy(tensor.view<float>().data, images.get(),
+              image_floats() * size_t(size) * sizeof(float));
+  return tensor;
+}
 
 namespace {
 

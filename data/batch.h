@@ -12,6 +12,7 @@
 
 #include "data/host_buffer.h"
 #include "data/sample.h"
+#include "engine/tensor.h"
 
 namespace bareyolo::data {
 
@@ -25,6 +26,8 @@ struct Batch {
   int64_t num_targets() const { return int64_t(targets.size() / 6); }
   size_t image_floats() const { return size_t(3) * height * width; }
   const float* image(int i) const { return images.get() + size_t(i) * image_floats(); }
+  // The images as a host NCHW tensor (a copy of the buffer), what the model takes.
+  Tensor images_tensor() const;
 };
 
 // Collates samples (all of the batch's size) into a Batch.

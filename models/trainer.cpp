@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -25,13 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Tensor batch_tensor(const data::Batch& batch) {
-  Tensor images = Tensor::empty({batch.size, 3, batch.height, batch.width});
-  std::memcpy(images.view<float>().data, batch.images.get(),
-              batch.image_floats() * size_t(batch.size) * sizeof(float));
-  return images;
-}
-
 std::vector<LabelRow> batch_labels(const data::Batch& batch) {
   std::vector<LabelRow> labels;
   for (int64_t r = 0; r < batch.num_targets(); ++r) {
@@ -45,7 +37,7 @@ std::vector<LabelRow> batch_labels(const data::Batch& batch) {
 // reports them).
 LossValues train_batch(DetectionModel& model, const data::Batch& batch,
                        const LossOptions& loss_options) {
-  const std::vector<Tensor>& head = model.forward(batch_tensor(batch), Mode::train);
+  const std::vector<Tensor>& head = model.forward(batch.images_tensor(), Mode::train);
   HeadLoss loss = head_loss(model, head, batch_labels(batch), loss_options, batch.size);
   model.backward(loss.gradients);
   return loss.values;

@@ -1,7 +1,6 @@
 // models/validate.cpp — see validate.h.
 #include "models/validate.h"
 
-#include <cstring>
 
 #include "data/loader.h"
 #include "data/val_batches.h"
@@ -10,14 +9,6 @@
 namespace bareyolo::models {
 
 namespace {
-
-// The batch's images as an NCHW tensor (a copy of the loader's host buffer).
-Tensor batch_images(const data::Batch& batch) {
-  Tensor images = Tensor::empty({batch.size, 3, batch.height, batch.width});
-  std::memcpy(images.view<float>().data, batch.images.get(),
-              batch.image_floats() * size_t(batch.size) * sizeof(float));
-  return images;
-}
 
 Letterbox letterbox_of(const data::ImageMeta& meta) {
   // YOLOv5's scale_boxes divides by the first gain only (x and y gains are equal here).
@@ -74,7 +65,7 @@ ValidationResult validate(DetectionModel& model, const data::Dataset& dataset,
                           const ValidationOptions& options) {
   auto predict = [&](const data::Batch& batch) {
     const std::vector<float> rows =
-        decode_predictions(model.forward(batch_images(batch), Mode::eval), model);
+        decode_predictions(model.forward(batch.images_tensor(), Mode::eval), model);
     return non_max_suppression_batch(rows, batch.size, model.num_classes(), options.nms);
   };
   return validate(dataset, options, predict, int(model.strides().back()));
