@@ -2,6 +2,7 @@
 // stream (see runtime.h). A machine without a driver answers cudaGetDeviceCount with
 // cudaErrorInsufficientDriver and leaves the count unwritten: that is "0 GPUs", not a crash.
 #include <array>
+#include <atomic>
 #include <mutex>
 
 #include "kernels/cuda/check.h"
@@ -10,6 +11,8 @@
 namespace bareyolo::cuda {
 
 namespace {
+std::atomic<bool> touched{false};
+
 struct Discovery {
   int count = 0;
   std::string reason;
@@ -17,6 +20,7 @@ struct Discovery {
 
 const Discovery& discovery() {
   static const Discovery result = [] {
+    touched = true;  // cudaGetDeviceCount initialises the driver
     Discovery d;
     int count = 0;  // left unwritten on failure
     cudaError_t status = cudaGetDeviceCount(&count);
@@ -45,6 +49,7 @@ void require_device(int device) {
 
 bool compiled() { return true; }
 int device_count() { return discovery().count; }
+bool initialized() { return touched; }
 std::string unavailable_reason() { return discovery().reason; }
 
 void* malloc_device(size_t bytes, int device) {

@@ -16,6 +16,10 @@ bool compiled();
 int device_count();
 // Why device_count() is 0, as a sentence for the user ("" when it is not).
 std::string unavailable_reason();
+// True once this process has called into the CUDA runtime (device_count() included). A
+// process that has must not fork workers that use CUDA: the driver's state does not survive
+// fork(), so the launcher checks this first.
+bool initialized();
 
 void* malloc_device(size_t bytes, int device);
 void free_device(void* pointer, int device) noexcept;

@@ -17,6 +17,7 @@ namespace {
 bool compiled() { return false; }
 int device_count() { return 0; }
 std::string unavailable_reason() { return "this binary was built without CUDA"; }
+bool initialized() { return false; }
 void* malloc_device(size_t, int) { built_without_cuda(); }
 void free_device(void*, int) noexcept {}
 void* malloc_pinned(size_t) { built_without_cuda(); }
