@@ -10,6 +10,7 @@
 // larger tensor: that is how a Concat costs nothing (engine/graph.h).
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,6 +58,14 @@ class Module {
   }
   // Releases tensors kept between forward and backward (memory between steps, or before eval).
   virtual void release_activations() {}
+  // Calls visit(child) for each module this one is made of (not recursively); a leaf has none.
+  virtual void for_each_child(const std::function<void(Module&)>& visit) { (void)visit; }
 };
+
+// Calls visit on `module` and, depth first, on every module inside it.
+inline void for_each_module(Module& module, const std::function<void(Module&)>& visit) {
+  visit(module);
+  module.for_each_child([&](Module& child) { for_each_module(child, visit); });
+}
 
 }  // namespace bareyolo

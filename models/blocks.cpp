@@ -61,6 +61,11 @@ void Bottleneck::collect_state(const std::string& prefix, std::vector<StateEntry
   cv2_->collect_state(prefix + "cv2.", state);
 }
 
+void Bottleneck::for_each_child(const std::function<void(Module&)>& visit) {
+  visit(*cv1_);
+  visit(*cv2_);
+}
+
 void Bottleneck::release_activations() {
   hidden_ = grad_hidden_ = Tensor();
   cv1_->release_activations();
@@ -125,6 +130,11 @@ void C3::collect_state(const std::string& prefix, std::vector<StateEntry>& state
     m_[i]->collect_state(prefix + "m." + std::to_string(i) + ".", state);
 }
 
+void C3::for_each_child(const std::function<void(Module&)>& visit) {
+  for (auto* conv : {cv1_.get(), cv2_.get(), cv3_.get()}) visit(*conv);
+  for (auto& bottleneck : m_) visit(*bottleneck);
+}
+
 void C3::release_activations() {
   stages_.clear();
   grad_stages_.clear();
@@ -179,6 +189,11 @@ void SPPF::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor&
 void SPPF::collect_state(const std::string& prefix, std::vector<StateEntry>& state) {
   cv1_->collect_state(prefix + "cv1.", state);
   cv2_->collect_state(prefix + "cv2.", state);
+}
+
+void SPPF::for_each_child(const std::function<void(Module&)>& visit) {
+  visit(*cv1_);
+  visit(*cv2_);
 }
 
 void SPPF::release_activations() {

@@ -40,6 +40,7 @@ class Bottleneck : public Module {
                 std::span<Tensor> grad_inputs) override;
   void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
   void release_activations() override;
+  void for_each_child(const std::function<void(Module&)>& visit) override;
 
  private:
   std::unique_ptr<ConvBnSilu> cv1_, cv2_;
@@ -57,6 +58,7 @@ class C3 : public Module {
                 std::span<Tensor> grad_inputs) override;
   void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
   void release_activations() override;
+  void for_each_child(const std::function<void(Module&)>& visit) override;
 
  private:
   int hidden_channels_;
@@ -77,6 +79,7 @@ class SPPF : public Module {
                 std::span<Tensor> grad_inputs) override;
   void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
   void release_activations() override;
+  void for_each_child(const std::function<void(Module&)>& visit) override;
 
  private:
   int hidden_channels_;

@@ -21,6 +21,10 @@
 #include "engine/graph.h"
 #include "models/model_config.h"
 
+namespace bareyolo::dist {
+class Communicator;
+}
+
 namespace bareyolo::models {
 
 struct ModelOptions {
@@ -51,6 +55,9 @@ class DetectionModel {
   // Anchor a of level l as (width, height) in grid cells of that level.
   std::array<double, 2> anchor(int level, int a) const;
   Graph& graph() { return graph_; }
+  // SyncBatchNorm: every BatchNorm2d of the model combines its training statistics over the
+  // ranks of `comm` (null: back to per-rank statistics). Returns the number of BN layers.
+  int set_sync_batchnorm(dist::Communicator* comm);
 
  private:
   void build(const ModelConfig& config, const ModelOptions& options);

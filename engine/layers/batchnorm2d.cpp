@@ -1,8 +1,10 @@
 // engine/layers/batchnorm2d.cpp — see batchnorm2d.h. The math is in kernels/cpu/batchnorm.cpp.
 #include "engine/layers/batchnorm2d.h"
 
+#include <cmath>
 #include <stdexcept>
 
+#include "engine/dist/sync_batchnorm.h"
 #include "engine/layers/init.h"
 
 namespace bareyolo {
@@ -32,7 +34,10 @@ Shape4 BatchNorm2d::output_shape(std::span<const Shape4> inputs) const {
 void BatchNorm2d::forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) {
   last_mode_ = mode;
   with_float_type(gamma_.dtype(), [&]<class T>() {
-    if (mode == Mode::train) {
+    if (mode == Mode::train && sync_) {
+      forward_train_synced<T>(inputs[0], output);
+      num_batches_tracked_.view<int64_t>().data[0] += 1;
+    } else if (mode == Mode::train) {
       ops::batchnorm_forward_train<T>(inputs[0].view<T>(), gamma_.view<T>().data,
                                       beta_.view<T>().data, params_, running_mean_.view<T>().data,
                                       running_var_.view<T>().data, save_mean_.view<T>().data,
@@ -49,7 +54,9 @@ void BatchNorm2d::forward(std::span<const Tensor> inputs, Tensor& output, Mode m
 void BatchNorm2d::backward(std::span<const Tensor> inputs, const Tensor&,
                            const Tensor& grad_output, std::span<Tensor> grad_inputs) {
   with_float_type(gamma_.dtype(), [&]<class T>() {
-    if (last_mode_ == Mode::train)
+    if (last_mode_ == Mode::train && sync_)
+      backward_train_synced<T>(inputs[0], grad_output, grad_inputs[0]);
+    else if (last_mode_ == Mode::train)
       ops::batchnorm_backward_train<T>(inputs[0].view<T>(), grad_output.view<T>(),
                                        gamma_.view<T>().data, save_mean_.view<T>().data,
                                        save_invstd_.view<T>().data, grad_inputs[0].view<T>(),
@@ -61,6 +68,76 @@ void BatchNorm2d::backward(std::span<const Tensor> inputs, const Tensor&,
                                       grad_inputs[0].view<T>(), gamma_grad_.view<T>().data,
                                       beta_grad_.view<T>().data);
   });
+}
+
+namespace {
+
+// One value per channel as a (1, C, 1, 1) tensor of T on `device`.
+template <class T>
+Tensor channel_tensor(const std::vector<double>& values, Device device) {
+  return Tensor::from_vector(std::vector<T>(values.begin(), values.end()),
+                             {1, int64_t(values.size()), 1, 1}, device);
+}
+
+}  // namespace
+
+// The synced forward: phase 1 on this rank's slice, the moments of the whole batch from
+// every rank's, then the same finish as the single-process op (running statistics with the
+// unbiased variance, then phase 2).
+template <class T>
+void BatchNorm2d::forward_train_synced(const Tensor& x, Tensor& y) {
+  const Shape4 s = x.shape();
+  Tensor m2 = Tensor::empty({1, channels_, 1, 1}, x.device(), x.dtype());
+  ops::batchnorm_moments<T>(x.view<T>(), save_mean_.view<T>().data, m2.view<T>().data);
+  const dist::ChannelMoments local{s.n * s.h * s.w, save_mean_.to_doubles(), m2.to_doubles()};
+  const dist::ChannelMoments global = dist::allgather_moments(*sync_, local, x.device());
+  if (global.count < 2)
+    throw std::invalid_argument("SyncBatchNorm: " + std::to_string(global.count) +
+                                " values per channel over all ranks; at least 2 are needed");
+  global_count_ = global.count;
+  std::vector<double> invstd(global.mean.size()), running_mean = running_mean_.to_doubles(),
+                                                  running_var = running_var_.to_doubles();
+  const double m = params_.momentum;
+  for (size_t c = 0; c < invstd.size(); ++c) {
+    invstd[c] = 1.0 / std::sqrt(global.m2[c] / double(global.count) + params_.eps);
+    running_mean[c] = (1 - m) * running_mean[c] + m * double(T(global.mean[c]));
+    running_var[c] = (1 - m) * running_var[c] + m * global.m2[c] / double(global.count - 1);
+  }
+  save_mean_.copy_from(channel_tensor<T>(global.mean, x.device()));
+  save_invstd_.copy_from(channel_tensor<T>(invstd, x.device()));
+  running_mean_.copy_from(channel_tensor<T>(running_mean, x.device()));
+  running_var_.copy_from(channel_tensor<T>(running_var, x.device()));
+  ops::batchnorm_apply<T>(x.view<T>(), save_mean_.view<T>().data, save_invstd_.view<T>().data,
+                          gamma_.view<T>().data, beta_.view<T>().data, y.view<T>());
+}
+
+// The synced backward: sum(dy) and sum(dy * xhat) over the whole batch feed dx; gamma and
+// beta keep this rank's own sums (the reducer averages them like any parameter gradient).
+template <class T>
+void BatchNorm2d::backward_train_synced(const Tensor& x, const Tensor& dy, Tensor& dx) {
+  const Shape4 vector = {1, channels_, 1, 1};
+  Tensor sum_dy = Tensor::empty(vector, x.device(), x.dtype());
+  Tensor sum_dy_xhat = Tensor::empty(vector, x.device(), x.dtype());
+  ops::batchnorm_backward_reduce<T>(x.view<T>(), dy.view<T>(), save_mean_.view<T>().data,
+                                    save_invstd_.view<T>().data, sum_dy.view<T>().data,
+                                    sum_dy_xhat.view<T>().data);
+  const std::vector<double> local_dy = sum_dy.to_doubles(), local_dy_xhat = sum_dy_xhat.to_doubles();
+  std::vector<double> global_dy = local_dy, global_dy_xhat = local_dy_xhat;
+  dist::allreduce_channel_sums(*sync_, global_dy, global_dy_xhat, x.device());
+  const Tensor global_sum_dy = channel_tensor<T>(global_dy, x.device());
+  const Tensor global_sum_dy_xhat = channel_tensor<T>(global_dy_xhat, x.device());
+  ops::batchnorm_backward_apply<T>(x.view<T>(), dy.view<T>(), save_mean_.view<T>().data,
+                                   save_invstd_.view<T>().data, gamma_.view<T>().data,
+                                   global_sum_dy.view<T>().data,
+                                   global_sum_dy_xhat.view<T>().data, global_count_,
+                                   dx.view<T>());
+  std::vector<double> dgamma = gamma_grad_.to_doubles(), dbeta = beta_grad_.to_doubles();
+  for (size_t c = 0; c < dgamma.size(); ++c) {
+    dgamma[c] += double(T(local_dy_xhat[c]));
+    dbeta[c] += double(T(local_dy[c]));
+  }
+  gamma_grad_.copy_from(channel_tensor<T>(dgamma, x.device()));
+  beta_grad_.copy_from(channel_tensor<T>(dbeta, x.device()));
 }
 
 void BatchNorm2d::collect_state(const std::string& prefix, std::vector<StateEntry>& state) {

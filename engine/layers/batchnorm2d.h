@@ -1,12 +1,20 @@
 // engine/layers/batchnorm2d.h — BatchNorm2d: per-channel normalisation with batch statistics
 // in training and running statistics in evaluation. State, as PyTorch names it: "weight"
 // (gamma), "bias" (beta), "running_mean", "running_var", "num_batches_tracked" (int64).
+//
+// SyncBatchNorm is this layer with a communicator set (set_sync): training then normalises
+// by the statistics of the batch over all ranks (engine/dist/sync_batchnorm.h), between the
+// two phases of the BN ops; evaluation is unchanged.
 #pragma once
 
 #include "engine/module.h"
 #include "kernels/ops.h"
 
 namespace bareyolo {
+
+namespace dist {
+class Communicator;
+}
 
 class BatchNorm2d : public Module {
  public:
@@ -20,8 +28,17 @@ class BatchNorm2d : public Module {
                 std::span<Tensor> grad_inputs) override;
   void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
 
+  // Synchronise the training statistics over the ranks of `comm` (null: this rank alone).
+  void set_sync(dist::Communicator* comm) { sync_ = comm; }
+  bool synced() const { return sync_ != nullptr; }
+
  private:
+  template <class T> void forward_train_synced(const Tensor& x, Tensor& y);
+  template <class T> void backward_train_synced(const Tensor& x, const Tensor& dy, Tensor& dx);
+
   int channels_;
+  dist::Communicator* sync_ = nullptr;
+  int64_t global_count_ = 0;  // values per channel over all ranks in the last synced forward
   ops::BatchNormParams params_;
   Mode last_mode_ = Mode::train;
   Tensor gamma_, gamma_grad_, beta_, beta_grad_, running_mean_, running_var_;

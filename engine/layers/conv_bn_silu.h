@@ -19,6 +19,10 @@ class ConvBnSilu : public Module {
                 std::span<Tensor> grad_inputs) override;
   void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
   void release_activations() override;
+  void for_each_child(const std::function<void(Module&)>& visit) override {
+    visit(conv_);
+    visit(bn_);
+  }
 
   int c_out() const { return conv_.options().c_out; }
 
