@@ -1,0 +1,117 @@
+// engine/dist/ring_link.h — one rank's two TCP connections in the ring, the framing on them,
+// and the failure protocol. The TCP ring communicator (tcp_ring.h) builds its collectives from
+// exchange() steps; this file knows nothing about reductions.
+//
+// Topology: rank r connects to its next neighbour (r + 1) % N and accepts a connection from
+// its previous one (r - 1 + N) % N; addresses go through the rendezvous store under
+// "ring/<rank>". Data flows one way round the ring: r sends on `to_next`, receives on
+// `from_prev`. The reverse direction of each socket carries only abort notices, so while a
+// step waits, both neighbours are watched and a lost one is seen at once (EOF or reset).
+//
+// Wire format: every payload travels in frames of at most kFrameBytes,
+//     FrameHeader {u32 kind, u32 payload_bytes, u64 sequence} | payload
+// where `sequence` is the collective's issue number (a rank that issues collectives in another
+// order than its neighbour is told so instead of reducing the wrong bytes). An abort notice
+// is FrameHeader {abort, text bytes, lost rank} | text; a rank that leaves cleanly sends
+// FrameHeader {goodbye, 0, 0} both ways, so a neighbour that is done with it too does not
+// take the closing connection for a death. All ranks run on one byte order.
+//
+// Failure protocol: the first error a rank sees (a neighbour's EOF or reset, a timeout, a
+// mismatched frame, an abort notice) is a RingFailure naming the lost rank. The rank then
+// sends an abort notice that names the same lost rank to each neighbour that is not the lost
+// one (completing a half-sent frame first so the notice is read as a frame), and shuts its
+// sockets. A notice received is forwarded the same way, so the cascade round the ring carries
+// the original cause: every rank's error names the rank that died.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "engine/dist/socket.h"
+#include "engine/dist/store.h"
+
+namespace bareyolo::dist {
+
+// Sub-chunk size: large enough that the per-frame syscalls vanish, small enough that a
+// received frame is reduced while the next one arrives (and stays in L2 while it is).
+inline constexpr size_t kFrameBytes = size_t{512} << 10;
+
+// A broken ring: `lost_rank` is the rank that died, stalled or misbehaved (this rank's own
+// number when the fault is local), named in what().
+class RingFailure : public std::runtime_error {
+ public:
+  RingFailure(int lost_rank, const std::string& message)
+      : std::runtime_error(message), lost_rank(lost_rank) {}
+  int lost_rank;
+};
+
+// One ring step on this rank: send `send_bytes` to the next rank while receiving `recv_bytes`
+// from the previous one. Both directions advance together in one poll loop.
+struct RingStep {
+  const char* send = nullptr;
+  size_t send_bytes = 0;
+  char* recv = nullptr;
+  size_t recv_bytes = 0;
+  // Broadcast's relay: send == recv, and a frame is forwarded as soon as it has arrived.
+  bool forward_received = false;
+  // Called with (offset, bytes) of each frame once it is wholly in `recv`; the reduction runs
+  // here while the kernel keeps receiving the next frame. Offsets are frame-aligned.
+  std::function<void(size_t offset, size_t bytes)> on_received = nullptr;
+};
+
+class RingLink {
+ public:
+  // Publishes this rank's listening address in `store`, connects to the next rank, accepts
+  // the previous one (presenting and checking `token`). N >= 2.
+  RingLink(Store& store, int rank, int world_size, const std::string& master_addr,
+           const std::string& token, std::chrono::milliseconds timeout);
+
+  int next() const { return (rank_ + 1) % world_size_; }
+  int prev() const { return (rank_ + world_size_ - 1) % world_size_; }
+
+  // Runs one step of collective number `sequence`. Throws RingFailure on a lost or
+  // misbehaving neighbour or at `deadline`, and std::runtime_error after interrupt().
+  void exchange(const RingStep& step, uint64_t sequence, Clock::time_point deadline);
+
+  // The failure protocol above: notify the surviving neighbours, then shut both sockets.
+  void abort(const RingFailure& failure);
+
+  // Tells both neighbours that this rank leaves cleanly (no collective in flight), so that
+  // its closing connections are not taken for a death, and shuts the sockets.
+  void say_goodbye();
+
+  // Makes a running or later exchange() return at once (the communicator is being destroyed).
+  void interrupt();
+
+ private:
+  struct SendState;
+  struct RecvState;
+  void handshake(Store& store, const std::string& master_addr, Clock::time_point deadline);
+  bool try_send(SendState& state, const RingStep& step, uint64_t sequence,
+                size_t frames_received);
+  bool try_recv(RecvState& state, const RingStep& step, uint64_t sequence);
+  void wait_for_progress(const SendState& send, const RecvState& recv, uint64_t sequence,
+                         Clock::time_point deadline);
+  void read_from_next();
+  [[noreturn]] void throw_notice(int fd, int from_rank, uint32_t text_bytes, uint64_t lost_rank);
+  void send_notice(int fd, const RingFailure& failure, Clock::time_point deadline);
+
+  int rank_;
+  int world_size_;
+  std::string token_;
+  std::chrono::milliseconds timeout_;
+  Fd to_next_, from_prev_;
+  Fd wake_read_, wake_write_;
+  bool next_left_ = false;  // the next rank said goodbye
+  // A frame this rank stopped sending half-way (its header, its size with the header, the
+  // bytes already sent): abort() completes it with filler so that the notice after it is
+  // read as a frame.
+  char partial_header_[16] = {};
+  size_t partial_total_ = 0, partial_sent_ = 0;
+};
+
+}  // namespace bareyolo::dist

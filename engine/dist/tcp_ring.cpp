@@ -1,0 +1,398 @@
+// engine/dist/tcp_ring.cpp — the TCP ring communicator: the collectives' schedules, the comm
+// thread, Work handles and staging of GPU buffers (overview: tcp_ring.h; sockets, frames and
+// the failure protocol: ring_link.h).
+//
+// Notation: N ranks, this is rank r, chunk/block indices are taken modulo N. Each step of a
+// schedule is one RingLink::exchange(): send a region to rank r+1 while receiving one from
+// rank r-1, both directions of the ring busy at once.
+#include "engine/dist/tcp_ring.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "engine/dist/ring_link.h"
+#include "kernels/cuda/runtime.h"
+
+namespace bareyolo::dist {
+namespace {
+
+int wrap(int index, int n) { return ((index % n) + n) % n; }
+
+// The N chunks of an allreduce: chunk i holds elements [count * i / N, count * (i + 1) / N),
+// so chunk sizes differ by at most one element and any count works — 0 and counts below N
+// included (empty chunks send nothing).
+struct Chunks {
+  int64_t count;
+  int parts;
+  size_t element_bytes;
+
+  size_t offset(int chunk) const { return size_t(count * chunk / parts) * element_bytes; }
+  size_t bytes(int chunk) const { return offset(chunk + 1) - offset(chunk); }
+  size_t largest() const { return size_t((count + parts - 1) / parts) * element_bytes; }
+};
+
+template <class T>
+void reduce_into(T* own, const T* received, size_t n, ReduceOp op) {
+  if (op == ReduceOp::max) {
+    for (size_t i = 0; i < n; ++i) own[i] = received[i] > own[i] ? received[i] : own[i];
+  } else {  // sum, and avg's sum before the division
+    for (size_t i = 0; i < n; ++i) own[i] += received[i];
+  }
+}
+
+template <class T>
+void divide(T* values, size_t n, int divisor) {
+  const T by = static_cast<T>(divisor);
+  for (size_t i = 0; i < n; ++i) values[i] /= by;
+}
+
+void reduce_bytes(char* own, const char* received, size_t bytes, DType dtype, ReduceOp op) {
+  switch (dtype) {
+    case DType::f32:
+      return reduce_into(reinterpret_cast<float*>(own), reinterpret_cast<const float*>(received),
+                         bytes / 4, op);
+    case DType::f64:
+      return reduce_into(reinterpret_cast<double*>(own), reinterpret_cast<const double*>(received),
+                         bytes / 8, op);
+    default:
+      return reduce_into(reinterpret_cast<int64_t*>(own),
+                         reinterpret_cast<const int64_t*>(received), bytes / 8, op);
+  }
+}
+
+// avg = sum / N, on the reduced chunk before the all-gather, so that every rank ends with the
+// same bits. For i64 this is integer division (truncating toward zero).
+void divide_bytes(char* values, size_t bytes, DType dtype, int divisor) {
+  switch (dtype) {
+    case DType::f32: return divide(reinterpret_cast<float*>(values), bytes / 4, divisor);
+    case DType::f64: return divide(reinterpret_cast<double*>(values), bytes / 8, divisor);
+    default: return divide(reinterpret_cast<int64_t*>(values), bytes / 8, divisor);
+  }
+}
+
+// A buffer's bytes in host memory: the buffer itself, or a host copy of a GPU buffer (made
+// when `copy_in`) that copy_back() returns to the GPU.
+class HostView {
+ public:
+  HostView(const CommBuffer& buffer, bool copy_in) : buffer_(buffer) {
+    if (buffer.device.is_cpu() || buffer.bytes() == 0) return;
+    staged_.reset(new char[size_t(buffer.bytes())]);
+    if (copy_in) {
+      cuda::copy(staged_.get(), buffer.data, size_t(buffer.bytes()), cuda::CopyKind::device_to_host,
+                 buffer.device.index);
+    }
+  }
+  char* data() const { return staged_ ? staged_.get() : static_cast<char*>(buffer_.data); }
+  void copy_back() const {
+    if (!staged_) return;
+    cuda::copy(buffer_.data, staged_.get(), size_t(buffer_.bytes()), cuda::CopyKind::host_to_device,
+               buffer_.device.index);
+  }
+
+ private:
+  CommBuffer buffer_;
+  std::unique_ptr<char[]> staged_;
+};
+
+class RingWork final : public Work {
+ public:
+  void wait() override {
+    std::unique_lock lock(mutex_);
+    finished_.wait(lock, [&] { return done_; });
+    if (!error_.empty()) throw std::runtime_error(error_);
+  }
+  bool completed() override {
+    std::lock_guard lock(mutex_);
+    return done_;
+  }
+  void finish(std::string error) {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+      error_ = std::move(error);
+    }
+    finished_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable finished_;
+  bool done_ = false;
+  std::string error_;
+};
+
+void check_buffer(const CommBuffer& buffer, const char* collective) {
+  if (buffer.dtype != DType::f32 && buffer.dtype != DType::f64 && buffer.dtype != DType::i64) {
+    throw std::invalid_argument(std::string(collective) + ": dtype " + dtype_name(buffer.dtype) +
+                                " is not supported by the TCP ring (use f32, f64 or i64)");
+  }
+  if (buffer.count < 0 || (buffer.count > 0 && buffer.data == nullptr)) {
+    throw std::invalid_argument(std::string(collective) + ": a buffer of " +
+                                std::to_string(buffer.count) + " elements at " +
+                                (buffer.data ? "a valid address" : "nullptr") + " is not a buffer");
+  }
+  if (buffer.device.is_cuda() && !cuda::compiled()) {
+    throw std::invalid_argument(std::string(collective) + ": the buffer is on " +
+                                buffer.device.str() + " but this build has no CUDA");
+  }
+}
+
+class TcpRingCommunicator final : public Communicator {
+ public:
+  TcpRingCommunicator(Store& store, int rank, int world_size, const std::string& master_addr,
+                      const std::string& token, std::chrono::milliseconds timeout)
+      : rank_(rank),
+        world_size_(world_size),
+        timeout_(timeout),
+        link_(store, rank, world_size, master_addr, token, timeout),
+        comm_thread_([this] { serve(); }) {}
+
+  ~TcpRingCommunicator() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    link_.interrupt();  // a collective waiting on a peer returns at once
+    queued_.notify_all();
+    comm_thread_.join();
+    // The neighbours may still be finishing their last collective: tell them this close is
+    // a clean exit, not a death.
+    if (broken_.empty()) link_.say_goodbye();
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  Backend backend() const override { return Backend::tcp; }
+
+  WorkHandle allreduce(CommBuffer buffer, ReduceOp op) override {
+    check_buffer(buffer, "allreduce");
+    return enqueue([this, buffer, op](uint64_t sequence, Clock::time_point deadline) {
+      HostView host(buffer, /*copy_in=*/true);
+      ring_allreduce(host.data(), buffer.count, buffer.dtype, op, sequence, deadline);
+      host.copy_back();
+    });
+  }
+
+  WorkHandle broadcast(CommBuffer buffer, int root) override {
+    check_buffer(buffer, "broadcast");
+    if (root < 0 || root >= world_size_) {
+      throw std::invalid_argument("broadcast root " + std::to_string(root) + " is not a rank of " +
+                                  std::to_string(world_size_) + " (0.." +
+                                  std::to_string(world_size_ - 1) + ")");
+    }
+    return enqueue([this, buffer, root](uint64_t sequence, Clock::time_point deadline) {
+      HostView host(buffer, /*copy_in=*/rank_ == root);
+      ring_broadcast(host.data(), size_t(buffer.bytes()), root, sequence, deadline);
+      if (rank_ != root) host.copy_back();
+    });
+  }
+
+  WorkHandle allgather(CommBuffer send, CommBuffer recv) override {
+    check_buffer(send, "allgather");
+    check_buffer(recv, "allgather");
+    if (recv.dtype != send.dtype || recv.count != send.count * world_size_) {
+      throw std::invalid_argument(
+          "allgather: the receive buffer holds " + std::to_string(recv.count) + " " +
+          dtype_name(recv.dtype) + " elements; it must hold world_size x send count = " +
+          std::to_string(world_size_) + " x " + std::to_string(send.count) + " " +
+          dtype_name(send.dtype) + " elements");
+    }
+    return enqueue([this, send, recv](uint64_t sequence, Clock::time_point deadline) {
+      HostView host_send(send, /*copy_in=*/true);
+      HostView host_recv(recv, /*copy_in=*/false);
+      ring_allgather(host_send.data(), host_recv.data(), size_t(send.bytes()), sequence, deadline);
+      host_recv.copy_back();
+    });
+  }
+
+  // An allgather of one value per rank: rank r can only complete it after a frame that every
+  // other rank sent after entering the barrier has travelled round to it.
+  WorkHandle barrier() override {
+    return enqueue([this](uint64_t sequence, Clock::time_point deadline) {
+      int64_t mine = rank_;
+      std::vector<int64_t> everyone(size_t(world_size_), -1);
+      ring_allgather(reinterpret_cast<char*>(&mine), reinterpret_cast<char*>(everyone.data()),
+                     sizeof mine, sequence, deadline);
+    });
+  }
+
+ private:
+  using Job = std::function<void(uint64_t sequence, Clock::time_point deadline)>;
+  struct Queued {
+    Job job;
+    uint64_t sequence;
+    std::shared_ptr<RingWork> work;
+  };
+
+  // Queues a collective behind those issued before it; its number travels in every frame.
+  WorkHandle enqueue(Job job) {
+    auto work = std::make_shared<RingWork>();
+    {
+      std::lock_guard lock(mutex_);
+      if (!broken_.empty()) throw std::runtime_error(broken_);
+      queue_.push_back({std::move(job), ++issued_, work});
+    }
+    queued_.notify_one();
+    return work;
+  }
+
+  // The comm thread: runs queued collectives one at a time, in issue order.
+  void serve() {
+    while (true) {
+      Queued next;
+      {
+        std::unique_lock lock(mutex_);
+        queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (stopping_) {
+          for (auto& abandoned : queue_)
+            abandoned.work->finish("the TCP ring communicator was destroyed before this collective ran");
+          return;
+        }
+        next = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      next.work->finish(run(next));
+    }
+  }
+
+  // Runs one collective; "" on success, else the error its Work throws.
+  std::string run(const Queued& queued) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!broken_.empty()) return broken_;
+    }
+    try {
+      queued.job(queued.sequence, Clock::now() + timeout_);
+      return {};
+    } catch (const RingFailure& failure) {
+      return break_ring(failure);
+    } catch (const std::exception& error) {
+      const std::string why = stopping_ ? "destroyed its communicator with collective #" +
+                                              std::to_string(queued.sequence) + " in flight"
+                                        : std::string("failed: ") + error.what();
+      return break_ring(RingFailure(rank_, "lost rank " + std::to_string(rank_) + ": it " + why));
+    }
+  }
+
+  // The failure protocol (ring_link.h): tell the neighbours, then refuse every later call.
+  std::string break_ring(const RingFailure& failure) {
+    link_.abort(failure);
+    std::lock_guard lock(mutex_);
+    broken_ = "TCP ring (rank " + std::to_string(rank_) + " of " + std::to_string(world_size_) +
+              "): " + failure.what();
+    return broken_;
+  }
+
+  void ring_allreduce(char* data, int64_t count, DType dtype, ReduceOp op, uint64_t sequence,
+                      Clock::time_point deadline) {
+    const int n = world_size_, r = rank_;
+    const Chunks chunks{count, n, dtype_size(dtype)};
+    if (scratch_.size() < chunks.largest()) scratch_.resize(chunks.largest());
+    char* scratch = scratch_.data();
+
+    // Reduce-scatter: at step s = 0 .. N-2, rank r sends chunk r-s and receives chunk r-s-1,
+    // the partial result its previous neighbour sent, adding its own values to it frame by
+    // frame as the frames arrive. Chunk c starts at rank c and picks up one rank's values per
+    // hop; after N-1 steps rank r holds chunk r+1 reduced over every rank.
+    for (int step = 0; step < n - 1; ++step) {
+      const int send_chunk = wrap(r - step, n), recv_chunk = wrap(r - step - 1, n);
+      char* own = data + chunks.offset(recv_chunk);
+      link_.exchange({.send = data + chunks.offset(send_chunk),
+                      .send_bytes = chunks.bytes(send_chunk),
+                      .recv = scratch,
+                      .recv_bytes = chunks.bytes(recv_chunk),
+                      .on_received =
+                          [&](size_t offset, size_t bytes) {
+                            reduce_bytes(own + offset, scratch + offset, bytes, dtype, op);
+                          }},
+                     sequence, deadline);
+    }
+    const int owned = wrap(r + 1, n);
+    if (op == ReduceOp::avg)
+      divide_bytes(data + chunks.offset(owned), chunks.bytes(owned), dtype, n);
+
+    // All-gather: at step s rank r sends chunk r+1-s (first its own reduced chunk, then the one
+    // it received at step s-1) and receives chunk r-s, straight into place.
+    for (int step = 0; step < n - 1; ++step) {
+      const int send_chunk = wrap(r + 1 - step, n), recv_chunk = wrap(r - step, n);
+      link_.exchange({.send = data + chunks.offset(send_chunk),
+                      .send_bytes = chunks.bytes(send_chunk),
+                      .recv = data + chunks.offset(recv_chunk),
+                      .recv_bytes = chunks.bytes(recv_chunk)},
+                     sequence, deadline);
+    }
+  }
+
+  // A pipeline from the root round the ring: root -> root+1 -> ... -> root-1. Every rank in
+  // between forwards each frame as soon as it has arrived, so for a large buffer every link
+  // carries data at once and the time is about one buffer's transfer, not N-1 of them.
+  void ring_broadcast(char* data, size_t bytes, int root, uint64_t sequence,
+                      Clock::time_point deadline) {
+    const int hops_from_root = wrap(rank_ - root, world_size_);
+    if (hops_from_root == 0) {
+      link_.exchange({.send = data, .send_bytes = bytes}, sequence, deadline);
+    } else if (hops_from_root == world_size_ - 1) {
+      link_.exchange({.recv = data, .recv_bytes = bytes}, sequence, deadline);
+    } else {
+      link_.exchange({.send = data, .send_bytes = bytes, .recv = data, .recv_bytes = bytes,
+                      .forward_received = true},
+                     sequence, deadline);
+    }
+  }
+
+  // Block q of `recv` is rank q's `send`. Rank r places its own block, then at step
+  // s = 0 .. N-2 sends block r-s (its own, then the one just received) and receives block r-s-1.
+  void ring_allgather(const char* send, char* recv, size_t block_bytes, uint64_t sequence,
+                      Clock::time_point deadline) {
+    const int n = world_size_, r = rank_;
+    char* own = recv + size_t(r) * block_bytes;
+    if (own != send && block_bytes > 0) std::memmove(own, send, block_bytes);
+    for (int step = 0; step < n - 1; ++step) {
+      const size_t send_block = size_t(wrap(r - step, n)), recv_block = size_t(wrap(r - step - 1, n));
+      link_.exchange({.send = recv + send_block * block_bytes,
+                      .send_bytes = block_bytes,
+                      .recv = recv + recv_block * block_bytes,
+                      .recv_bytes = block_bytes},
+                     sequence, deadline);
+    }
+  }
+
+  const int rank_;
+  const int world_size_;
+  const std::chrono::milliseconds timeout_;
+  RingLink link_;                // touched by the comm thread only (and interrupt())
+  std::vector<char> scratch_;    // the comm thread's receive buffer for reductions
+
+  std::mutex mutex_;             // guards the members below
+  std::condition_variable queued_;
+  std::deque<Queued> queue_;
+  uint64_t issued_ = 0;
+  std::string broken_;           // the error of a broken ring; "" while it works
+  std::atomic<bool> stopping_ = false;
+
+  std::thread comm_thread_;      // last: starts once everything above exists
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_tcp_ring_communicator(Store& store, int rank, int world_size,
+                                                         const std::string& master_addr,
+                                                         const std::string& token,
+                                                         std::chrono::milliseconds timeout) {
+  if (world_size < 2 || rank < 0 || rank >= world_size) {
+    throw std::invalid_argument("the TCP ring needs world_size >= 2 and 0 <= rank < world_size, "
+                                "not rank " + std::to_string(rank) + " of " +
+                                std::to_string(world_size));
+  }
+  return std::make_unique<TcpRingCommunicator>(store, rank, world_size, master_addr, token, timeout);
+}
+
+}  // namespace bareyolo::dist
