@@ -33,6 +33,8 @@ EnvMap process_environment();
 inline constexpr const char* kSpawnedVariable = "BAREYOLO_SPAWNED";
 // The per-run secret every store connection must present (see store.h).
 inline constexpr const char* kStoreTokenVariable = "BAREYOLO_STORE_TOKEN";
+// The store's listening socket, inherited by global rank 0 from bareyolo's launcher.
+inline constexpr const char* kStoreFdVariable = "BAREYOLO_STORE_FD";
 
 enum class Launcher { none, manual, torchrun, bareyolo, openmpi, slurm };
 const char* to_string(Launcher launcher);
