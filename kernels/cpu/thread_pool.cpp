@@ -1,8 +1,12 @@
 // kernels/cpu/thread_pool.cpp — see thread_pool.h for the rules this keeps.
 #include "kernels/cpu/thread_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <new>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -23,11 +27,82 @@ int threads_from_environment() {
   }
   return std::max(1u, std::thread::hardware_concurrency());
 }
+
+// Every live pool, so that a forked child can reset them all. The registry's lock is held
+// across fork() (atfork prepare, released in the parent and the child), so no pool is being
+// registered or removed while the child's copy of the registry is taken.
+struct PoolRegistry {
+  std::mutex mutex;
+  std::set<ThreadPool*> pools;
+};
+
+PoolRegistry& registry();
+
+void lock_registry() { registry().mutex.lock(); }
+void unlock_registry() { registry().mutex.unlock(); }
+
+PoolRegistry& registry() {
+  static PoolRegistry* instance = [] {
+    // Never destroyed: a pool destroyed during static destruction still finds it.
+    auto* created = new PoolRegistry;
+    pthread_atfork(lock_registry, unlock_registry, [] {
+      ThreadPool::forget_every_pool_after_fork();
+      unlock_registry();
+    });
+    return created;
+  }();
+  return *instance;
+}
+
+// Ends `object`'s lifetime without its destructor and constructs a fresh one in its storage
+// (the standard allows reusing storage without calling a destructor whose side effects
+// nobody depends on).
+template <class T>
+void recreate_in_place(T& object) {
+  ::new (static_cast<void*>(&object)) T();
+}
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) { start_workers(std::max(1, num_threads) - 1); }
+ThreadPool::ThreadPool(int num_threads) : wanted_workers_(std::max(1, num_threads) - 1) {
+  {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    registry().pools.insert(this);
+  }
+  start_workers(wanted_workers_);
+}
 
-ThreadPool::~ThreadPool() { stop_workers(); }
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    registry().pools.erase(this);
+  }
+  stop_workers();
+}
+
+void ThreadPool::forget_every_pool_after_fork() {
+  tls_inside_loop = false;  // fork() from inside a loop: the child's loops start afresh
+  for (ThreadPool* pool : registry().pools) pool->forget_workers_after_fork();
+}
+
+// The child has only the thread that called fork(). The worker threads these objects name and
+// the waiters the mutexes and condition variables count exist only in the parent: joining
+// them, or notifying a condition variable that counts them, would wait forever. So the
+// objects are abandoned, not destroyed, and the next parallel_for starts new workers.
+void ThreadPool::forget_workers_after_fork() {
+  for (std::thread& worker : workers_) recreate_in_place(worker);
+  workers_.clear();
+  recreate_in_place(mutex_);
+  recreate_in_place(wake_);
+  recreate_in_place(done_);
+  recreate_in_place(call_mutex_);
+  generation_ = 0;
+  stopping_ = false;
+  job_ = nullptr;
+  job_n_ = job_chunks_ = next_chunk_ = 0;
+  job_grain_ = 1;
+  busy_workers_ = 0;
+  error_ = nullptr;
+}
 
 ThreadPool& ThreadPool::global() {
   static ThreadPool pool(threads_from_environment());
@@ -37,7 +112,8 @@ ThreadPool& ThreadPool::global() {
 void ThreadPool::resize(int num_threads) {
   std::lock_guard<std::mutex> one_caller(call_mutex_);
   stop_workers();
-  start_workers(std::max(1, num_threads) - 1);
+  wanted_workers_ = std::max(1, num_threads) - 1;
+  start_workers(wanted_workers_);
 }
 
 void ThreadPool::start_workers(int count) {
@@ -96,12 +172,15 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   int64_t chunks = (n + grain - 1) / grain;
-  if (tls_inside_loop || workers_.empty() || chunks == 1) {
+  if (tls_inside_loop || wanted_workers_ == 0 || chunks == 1) {
     // Same chunk boundaries as the parallel path, so reductions give the same bits.
     for (int64_t begin = 0; begin < n; begin += grain) fn(begin, std::min(n, begin + grain));
     return;
   }
   std::lock_guard<std::mutex> one_caller(call_mutex_);
+  // Fewer workers than wanted only in a forked child that has not run a loop yet.
+  if (static_cast<int>(workers_.size()) < wanted_workers_)
+    start_workers(wanted_workers_ - static_cast<int>(workers_.size()));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     job_ = &fn;

@@ -6,7 +6,10 @@
 //    kernel that reduces per chunk and combines the chunks in order gives the same bits for
 //    any number of threads;
 //  - the calling thread works too, and a parallel_for issued from inside a running loop
-//    (a GEMM inside a per-image convolution loop) runs serially on the thread that issued it.
+//    (a GEMM inside a per-image convolution loop) runs serially on the thread that issued it;
+//  - fork-safe: a forked child (the launcher's workers) has none of the parent's threads, so
+//    every pool forgets its workers and its locks in the child (a pthread_atfork handler) and
+//    starts fresh workers at the child's first parallel loop.
 #pragma once
 
 #include <condition_variable>
@@ -30,7 +33,7 @@ class ThreadPool {
   // The process-wide pool. Its size is $BAREYOLO_THREADS when set, else the number of cores.
   static ThreadPool& global();
 
-  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+  int num_threads() const { return wanted_workers_ + 1; }
   // Replaces the workers; must not be called while a loop is running.
   void resize(int num_threads);
 
@@ -38,12 +41,20 @@ class ThreadPool {
   // shorter) and returns when all are done. An exception thrown by fn is rethrown here.
   void parallel_for(int64_t n, int64_t grain, const RangeFn& fn);
 
+  // Run in a forked child by the pthread_atfork handler this file installs (nobody else needs
+  // to call it): every live pool forgets the parent's threads and starts its own at its next
+  // loop.
+  static void forget_every_pool_after_fork();
+
  private:
   void start_workers(int count);
   void stop_workers();
   void worker_loop();
   void run_chunks();
+  // In a forked child: drops the parent's threads and locks without touching them.
+  void forget_workers_after_fork();
 
+  int wanted_workers_ = 0;  // workers_ may be fewer only in a forked child, until its next loop
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
