@@ -1,27 +1,53 @@
 // models/head_loss.cpp — see head_loss.h.
 #include "models/head_loss.h"
 
+#include "engine/dist/communicator.h"
+
 namespace bareyolo::models {
 
-HeadLoss head_loss(const DetectionModel& model, const std::vector<Tensor>& head,
-                   const std::vector<LabelRow>& labels, const LossOptions& options, int images) {
+LevelTargets head_targets(const DetectionModel& model, const std::vector<Tensor>& head,
+                          const std::vector<LabelRow>& labels, const LossOptions& options) {
   std::vector<LevelGrid> grids;
-  HeadLoss result;
-  std::vector<View<const float>> outputs;
-  std::vector<View<float>> gradients;
   for (int level = 0; level < model.num_levels(); ++level) {
     const Tensor& h = head[size_t(level)];
     LevelGrid grid{int(h.shape().h), int(h.shape().w), {}};
     for (int a = 0; a < model.num_anchors(); ++a) grid.anchors.push_back(model.anchor(level, a));
     grids.push_back(grid);
+  }
+  return build_targets(labels, grids, options.hyp.anchor_t);
+}
+
+LossNormalization global_normalization(dist::Communicator& comm, const LevelTargets& targets,
+                                       int images) {
+  LossNormalization norm = local_normalization(targets, images);
+  std::vector<double> counts = norm.matched_rows;
+  counts.push_back(norm.images);
+  comm.allreduce(dist::CommBuffer::of(counts.data(), int64_t(counts.size())), dist::ReduceOp::sum)
+      ->wait();
+  norm.matched_rows.assign(counts.begin(), counts.end() - 1);
+  norm.images = counts.back();
+  norm.gradient_scale = comm.world_size();
+  return norm;
+}
+
+HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets, const LossNormalization& norm,
+                   const LossOptions& options) {
+  HeadLoss result;
+  std::vector<View<const float>> outputs;
+  std::vector<View<float>> gradients;
+  for (const Tensor& h : head) {
     result.gradients.push_back(Tensor::zeros(h.shape(), h.device(), h.dtype()));
     outputs.push_back(h.view<float>());
     gradients.push_back(result.gradients.back().view<float>());
   }
-  const auto targets = build_targets(labels, grids, options.hyp.anchor_t);
-  result.values = yolo_loss<float>(outputs, targets, local_normalization(targets, images), options,
-                                   gradients);
+  result.values = yolo_loss<float>(outputs, targets, norm, options, gradients);
   return result;
+}
+
+HeadLoss head_loss(const DetectionModel& model, const std::vector<Tensor>& head,
+                   const std::vector<LabelRow>& labels, const LossOptions& options, int images) {
+  const LevelTargets targets = head_targets(model, head, labels, options);
+  return head_loss(head, targets, local_normalization(targets, images), options);
 }
 
 }  // namespace bareyolo::models
