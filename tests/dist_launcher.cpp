@@ -479,11 +479,20 @@ TEST_CASE("dist launcher: a probe child computes a value without touching the pa
                        "probing took longer than 0.3 s in a probe process: it was killed",
                        std::runtime_error);
   CHECK(seconds_since(start) < 3.0);
+}
 
+TEST_CASE("dist launcher: GPUs are counted in a probe child; a parent that touched CUDA cannot "
+          "fork workers") {
   int gpus = count_gpus_without_initializing();
   CHECK_FALSE(cuda::initialized());
   if (!cuda::compiled()) CHECK(gpus == 0);
   MESSAGE("GPUs counted in a probe child: " << gpus);
+  if (!cuda::compiled()) return;  // without CUDA nothing can initialise it
+  LauncherProcess launcher(LaunchPlan{}, [](int) { return 0; }, [] { cuda::device_count(); });
+  CHECK(launcher.finish() == 99);
+  CHECK(launcher.out().find("launch_workers threw: cannot fork workers: this process has "
+                            "already initialised CUDA") != std::string::npos);
+  CHECK(launcher.out().find("torchrun") != std::string::npos);
 }
 
 }  // namespace

@@ -18,6 +18,9 @@
 //
 // Threads: one task per channel. A channel's sums run serially in a fixed order, so the
 // result does not depend on the thread count.
+//
+// Views on a GPU go to kernels/cuda/batchnorm.cu after the shape checks here; there every
+// per-channel pointer is device memory.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -27,6 +30,9 @@
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
+#ifdef BAREYOLO_WITH_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace bareyolo::ops {
 
@@ -98,8 +104,8 @@ std::vector<T> inverse_std(const T* variance, int64_t channels, double eps) {
 
 template <class T>
 void batchnorm_moments(View<const T> x, T* mean, T* m2) {
-  BAREYOLO_REQUIRE_CPU(batchnorm_moments, x.device);
   const int64_t count = elements_per_channel("batchnorm_moments", x.shape, 1);
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_moments, x.device, x, mean, m2);
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
     LaneSum sum;
@@ -122,8 +128,9 @@ void batchnorm_moments(View<const T> x, T* mean, T* m2) {
 template <class T>
 void batchnorm_apply(View<const T> x, const T* mean, const T* invstd, const T* gamma,
                      const T* beta, View<T> y) {
-  BAREYOLO_REQUIRE_CPU(batchnorm_apply, detail::common_device("batchnorm_apply", x, y));
+  const Device device = detail::common_device("batchnorm_apply", x, y);
   require_same_shape("batchnorm_apply", "y", y.shape, x.shape);
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_apply, device, x, mean, invstd, gamma, beta, y);
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
     const T scale = invstd[c] * gamma[c], mu = mean[c], shift = beta[c];
@@ -136,9 +143,10 @@ void batchnorm_apply(View<const T> x, const T* mean, const T* invstd, const T* g
 template <class T>
 void batchnorm_backward_reduce(View<const T> x, View<const T> dy, const T* mean,
                                const T* invstd, T* sum_dy, T* sum_dy_xhat) {
-  BAREYOLO_REQUIRE_CPU(batchnorm_backward_reduce,
-                       detail::common_device("batchnorm_backward_reduce", x, dy));
+  const Device device = detail::common_device("batchnorm_backward_reduce", x, dy);
   require_same_shape("batchnorm_backward_reduce", "dy", dy.shape, x.shape);
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_backward_reduce, device, x, dy, mean, invstd, sum_dy,
+                         sum_dy_xhat);
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
     const double mu = mean[c];
@@ -156,10 +164,11 @@ template <class T>
 void batchnorm_backward_apply(View<const T> x, View<const T> dy, const T* mean, const T* invstd,
                               const T* gamma, const T* sum_dy, const T* sum_dy_xhat,
                               int64_t count, View<T> dx) {
-  BAREYOLO_REQUIRE_CPU(batchnorm_backward_apply,
-                       detail::common_device("batchnorm_backward_apply", x, dy, dx));
+  const Device device = detail::common_device("batchnorm_backward_apply", x, dy, dx);
   require_same_shape("batchnorm_backward_apply", "dy", dy.shape, x.shape);
   require_same_shape("batchnorm_backward_apply", "dx", dx.shape, x.shape);
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_backward_apply, device, x, dy, mean, invstd, gamma, sum_dy,
+                         sum_dy_xhat, count, dx);
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
     const T scale = gamma[c] * invstd[c], mu = mean[c], inv = invstd[c];
@@ -176,10 +185,12 @@ template <class T>
 void batchnorm_forward_train(View<const T> x, const T* gamma, const T* beta, BatchNormParams p,
                              T* running_mean, T* running_var, T* save_mean, T* save_invstd,
                              View<T> y) {
-  BAREYOLO_REQUIRE_CPU(batchnorm_forward_train,
-                       detail::common_device("batchnorm_forward_train", x, y));
+  const Device device = detail::common_device("batchnorm_forward_train", x, y);
   // At least two values per channel: the unbiased variance divides by count - 1.
   const int64_t count = elements_per_channel("batchnorm_forward_train", x.shape, 2);
+  require_same_shape("batchnorm_forward_train", "y", y.shape, x.shape);
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_forward_train, device, x, gamma, beta, p, running_mean,
+                         running_var, save_mean, save_invstd, y);
   const int64_t channels = x.shape.c;
   std::vector<T> m2(static_cast<size_t>(channels));
   batchnorm_moments(x, save_mean, m2.data());
@@ -198,9 +209,12 @@ template <class T>
 void batchnorm_backward_train(View<const T> x, View<const T> dy, const T* gamma,
                               const T* save_mean, const T* save_invstd, View<T> dx, T* dgamma,
                               T* dbeta) {
-  BAREYOLO_REQUIRE_CPU(batchnorm_backward_train,
-                       detail::common_device("batchnorm_backward_train", x, dy, dx));
+  const Device device = detail::common_device("batchnorm_backward_train", x, dy, dx);
   const int64_t count = elements_per_channel("batchnorm_backward_train", x.shape, 1);
+  require_same_shape("batchnorm_backward_train", "dy", dy.shape, x.shape);
+  require_same_shape("batchnorm_backward_train", "dx", dx.shape, x.shape);
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_backward_train, device, x, dy, gamma, save_mean,
+                         save_invstd, dx, dgamma, dbeta);
   const int64_t channels = x.shape.c;
   std::vector<T> sum_dy(static_cast<size_t>(channels)), sum_dy_xhat(sum_dy.size());
   batchnorm_backward_reduce(x, dy, save_mean, save_invstd, sum_dy.data(), sum_dy_xhat.data());
@@ -216,8 +230,10 @@ template <class T>
 void batchnorm_forward_eval(View<const T> x, const T* gamma, const T* beta,
                             const T* running_mean, const T* running_var, BatchNormParams p,
                             View<T> y) {
-  BAREYOLO_REQUIRE_CPU(batchnorm_forward_eval,
-                       detail::common_device("batchnorm_forward_eval", x, y));
+  const Device device = detail::common_device("batchnorm_forward_eval", x, y);
+  require_same_shape("batchnorm_forward_eval", "y", y.shape, x.shape);
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_forward_eval, device, x, gamma, beta, running_mean,
+                         running_var, p, y);
   const std::vector<T> invstd = inverse_std(running_var, x.shape.c, p.eps);
   batchnorm_apply(x, running_mean, invstd.data(), gamma, beta, y);
 }
@@ -226,9 +242,11 @@ template <class T>
 void batchnorm_backward_eval(View<const T> x, View<const T> dy, const T* gamma,
                              const T* running_mean, const T* running_var, BatchNormParams p,
                              View<T> dx, T* dgamma, T* dbeta) {
-  BAREYOLO_REQUIRE_CPU(batchnorm_backward_eval,
-                       detail::common_device("batchnorm_backward_eval", x, dy, dx));
+  const Device device = detail::common_device("batchnorm_backward_eval", x, dy, dx);
+  require_same_shape("batchnorm_backward_eval", "dy", dy.shape, x.shape);
   require_same_shape("batchnorm_backward_eval", "dx", dx.shape, x.shape);
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_backward_eval, device, x, dy, gamma, running_mean,
+                         running_var, p, dx, dgamma, dbeta);
   const int64_t channels = x.shape.c, plane = x.shape.plane();
   const std::vector<T> invstd = inverse_std(running_var, channels, p.eps);
   std::vector<T> sum_dy(static_cast<size_t>(channels)), sum_dy_xhat(sum_dy.size());

@@ -39,6 +39,9 @@
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
+#ifdef BAREYOLO_WITH_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace bareyolo::ops {
 
@@ -147,9 +150,10 @@ void for_each_image(int64_t batch, PerImage per_image) {
 template <class T>
 void conv2d_forward(View<const T> x, View<const T> weight, const T* bias, Conv2dParams p,
                     View<T> y) {
-  BAREYOLO_REQUIRE_CPU(conv2d_forward, detail::common_device("conv2d_forward", x, weight, y));
+  const Device device = detail::common_device("conv2d_forward", x, weight, y);
   const ConvGeometry g =
       conv_geometry("conv2d_forward", x.shape, weight.shape, weight.dense(), p, y.shape);
+  BAREYOLO_ROUTE_TO_CUDA(conv2d_forward, device, x, weight, bias, p, y);
   const int64_t c_out = weight.shape.n, k = g.col_rows(), hw = g.col_cols();
   for_each_image(x.shape.n, [&](int64_t i) {
     T* out = y.image(i);
@@ -165,10 +169,10 @@ void conv2d_forward(View<const T> x, View<const T> weight, const T* bias, Conv2d
 
 template <class T>
 void conv2d_backward_data(View<const T> dy, View<const T> weight, Conv2dParams p, View<T> dx) {
-  BAREYOLO_REQUIRE_CPU(conv2d_backward_data,
-                       detail::common_device("conv2d_backward_data", dy, weight, dx));
+  const Device device = detail::common_device("conv2d_backward_data", dy, weight, dx);
   const ConvGeometry g = conv_geometry("conv2d_backward_data", dx.shape, weight.shape,
                                        weight.dense(), p, dy.shape);
+  BAREYOLO_ROUTE_TO_CUDA(conv2d_backward_data, device, dy, weight, p, dx);
   const int64_t c_out = weight.shape.n, k = g.col_rows(), hw = g.col_cols();
   for_each_image(dx.shape.n, [&](int64_t i) {
     // For a 1x1 stride-1 convolution dx_i is its own column matrix: the GEMM adds into it.
@@ -187,10 +191,10 @@ void conv2d_backward_data(View<const T> dy, View<const T> weight, Conv2dParams p
 template <class T>
 void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p, View<T> dweight,
                             T* dbias) {
-  BAREYOLO_REQUIRE_CPU(conv2d_backward_weight,
-                       detail::common_device("conv2d_backward_weight", x, dy, dweight));
+  const Device device = detail::common_device("conv2d_backward_weight", x, dy, dweight);
   const ConvGeometry g = conv_geometry("conv2d_backward_weight", x.shape, dweight.shape,
                                        dweight.dense(), p, dy.shape);
+  BAREYOLO_ROUTE_TO_CUDA(conv2d_backward_weight, device, x, dy, p, dweight, dbias);
   const int64_t c_out = dweight.shape.n, k = g.col_rows(), hw = g.col_cols();
   const int64_t batch = x.shape.n, weights = c_out * k;
   const int64_t groups = weights <= kMaxPartialWeights ? std::min(batch, kMaxWeightGroups) : 1;

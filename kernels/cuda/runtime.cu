@@ -1,10 +1,14 @@
-// kernels/cuda/runtime.cu — device discovery, memory, copies and the per-device compute
-// stream (see runtime.h). A machine without a driver answers cudaGetDeviceCount with
-// cudaErrorInsufficientDriver and leaves the count unwritten: that is "0 GPUs", not a crash.
+// kernels/cuda/runtime.cu — device discovery, memory (through the caching allocator), copies
+// and the per-device compute stream (see runtime.h). A machine without a driver answers
+// cudaGetDeviceCount with cudaErrorInsufficientDriver and leaves the count unwritten: that
+// is "0 GPUs", not a crash.
 #include <array>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
+#include "kernels/cuda/allocator.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/runtime.h"
 
@@ -52,22 +56,22 @@ int device_count() { return discovery().count; }
 bool initialized() { return touched; }
 std::string unavailable_reason() { return discovery().reason; }
 
+// Device memory comes from the device's caching allocator (allocator.h), cached per compute
+// stream: every kernel of the engine runs on that stream.
 void* malloc_device(size_t bytes, int device) {
   require_device(device);
-  void* pointer = nullptr;
-  cudaError_t status = cudaMalloc(&pointer, bytes);
-  if (status != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw std::runtime_error("cannot allocate " + std::to_string(bytes) + " bytes on cuda:" +
-                             std::to_string(device) + ": " + cudaGetErrorString(status));
-  }
-  return pointer;
+  return device_allocator(device).allocate(bytes, compute_stream(device));
 }
 
 void free_device(void* pointer, int device) noexcept {
   if (!pointer) return;
-  cudaSetDevice(device);
-  cudaFree(pointer);
+  try {
+    device_allocator(device).release(pointer);
+  } catch (const std::exception& error) {
+    // A foreign or doubly freed pointer is a bug in the caller; memory is already corrupt.
+    std::fprintf(stderr, "bareyolo: free_device: %s\n", error.what());
+    std::abort();
+  }
 }
 
 void* malloc_pinned(size_t bytes) {

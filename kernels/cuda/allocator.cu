@@ -1,0 +1,65 @@
+// kernels/cuda/allocator.cu — one CachingAllocator per device (allocator.h), backed by
+// cudaMalloc/cudaFree, and the scoped DeviceBuffer. The allocators are created on first use
+// and never destroyed: tensors freed during static destruction still find theirs.
+#include <array>
+#include <memory>
+#include <mutex>
+
+#include "kernels/cuda/allocator.h"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/runtime.h"
+
+namespace bareyolo::cuda {
+
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+CachingAllocator::Backing cuda_backing(int device) {
+  return {
+      "cuda:" + std::to_string(device),
+      [device](size_t bytes) -> void* {
+        BAREYOLO_CUDA_CHECK(cudaSetDevice(device));
+        void* pointer = nullptr;
+        const cudaError_t status = cudaMalloc(&pointer, bytes);
+        if (status == cudaErrorMemoryAllocation) {
+          (void)cudaGetLastError();  // out of memory is an answer here, not an error
+          return nullptr;
+        }
+        BAREYOLO_CUDA_CHECK(status);
+        return pointer;
+      },
+      [device](void* pointer) {
+        BAREYOLO_CUDA_CHECK(cudaSetDevice(device));
+        BAREYOLO_CUDA_CHECK(cudaFree(pointer));
+      },
+      [device] {
+        BAREYOLO_CUDA_CHECK(cudaSetDevice(device));
+        BAREYOLO_CUDA_CHECK(cudaDeviceSynchronize());
+      },
+  };
+}
+
+}  // namespace
+
+CachingAllocator& device_allocator(int device) {
+  static std::mutex mutex;
+  static std::array<CachingAllocator*, kMaxDevices> allocators{};
+  if (device < 0 || device >= device_count())
+    throw std::runtime_error("CUDA device " + std::to_string(device) + " does not exist (" +
+                             std::to_string(device_count()) + " visible)");
+  std::lock_guard<std::mutex> lock(mutex);
+  CachingAllocator*& allocator = allocators.at(static_cast<size_t>(device));
+  if (!allocator) allocator = new CachingAllocator(cuda_backing(device));  // never deleted
+  return *allocator;
+}
+
+MemoryStats memory_stats(int device) { return device_allocator(device).stats(); }
+void empty_cache(int device) { device_allocator(device).empty_cache(); }
+
+DeviceBuffer::DeviceBuffer(size_t bytes, int device)
+    : pointer_(malloc_device(bytes, device)), bytes_(bytes), device_(device) {}
+
+DeviceBuffer::~DeviceBuffer() { free_device(pointer_, device_); }
+
+}  // namespace bareyolo::cuda

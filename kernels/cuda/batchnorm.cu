@@ -1,0 +1,387 @@
+// kernels/cuda/batchnorm.cu — batch normalisation on the GPU: the four phase ops SyncBatchNorm
+// interleaves with its all-reduces, the train/eval ops built from them, and the fused
+// BatchNorm + SiLU apply. The math is the CPU reference's (kernels/cpu/batchnorm.cpp).
+//
+// Per-channel reductions (moments, backward sums) run in two launches, both deterministic:
+//  1. grid (splits, channels): block (s, c) takes the s-th contiguous range of channel c's
+//     count = n*h*w values (flat index e = image * plane + offset). Each thread walks its
+//     range with a stride of the block size, keeping at most ~kValuesPerThread values in a
+//     running float accumulator, then the block combines its threads as a fixed tree;
+//  2. one block per channel combines that channel's split partials as a fixed tree.
+// So every float sum is short runs plus log-depth trees: error ~ (64 + log2 count) ulps of
+// the summed magnitudes, where one float accumulator over a million values would lose digits.
+// The moments use Welford's update per thread and Chan's formula to combine (count, mean, M2)
+// triples: no sum(x^2) - count * mean^2, which cancels when |mean| >> std.
+//
+// Elementwise passes (apply, backward apply) run one block row per (image, channel) plane
+// (grid.x = n*c planes, grid.y = chunks of the plane): the channel's parameters are fixed
+// per block and no 64-bit division runs per element.
+// Every launch goes on the device's compute stream; scratch comes from the caching allocator.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/allocator.h"
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/runtime.h"
+
+namespace bareyolo::cuda {
+
+namespace {
+
+constexpr int kValuesPerThread = 64;  // the longest run one float accumulator sums serially
+constexpr int kRowThreads = 256;
+
+cudaStream_t stream_of(const Device& device) {
+  return static_cast<cudaStream_t>(compute_stream(device.index));
+}
+
+// ---- per-channel reductions -----------------------------------------------------------
+
+struct ChannelSplit {
+  int64_t count = 0;      // values per channel
+  int64_t per_block = 0;  // values per block of phase 1
+  unsigned splits = 1;    // blocks per channel
+};
+
+ChannelSplit channel_split(const Shape4& shape, int device) {
+  if (shape.c > 65535)
+    throw std::invalid_argument("batchnorm on CUDA: " + std::to_string(shape.c) +
+                                " channels; at most 65535 are supported");
+  ChannelSplit split;
+  split.count = shape.n * shape.plane();
+  const int64_t per_pass = int64_t{kReduceThreads} * kValuesPerThread;
+  const int64_t for_accuracy = (split.count + per_pass - 1) / per_pass;
+  // A few blocks per multiprocessor in all, so that a few wide channels still fill the GPU.
+  const int64_t for_occupancy =
+      (4 * int64_t{multiprocessor_count(device)} + shape.c - 1) / std::max<int64_t>(shape.c, 1);
+  const int64_t at_most = std::max<int64_t>(1, split.count / kReduceThreads);
+  split.splits =
+      static_cast<unsigned>(std::clamp<int64_t>(std::max(for_accuracy, for_occupancy), 1, at_most));
+  split.per_block = (split.count + split.splits - 1) / split.splits;
+  return split;
+}
+
+// Calls visit(image, offset) for the flat indices begin + threadIdx.x, + kReduceThreads, ...
+// below end, where flat index e is (e / plane, e % plane); the division runs only when a step
+// crosses into another image.
+template <class Visit>
+__device__ void for_each_in_range(int64_t begin, int64_t end, int64_t plane, Visit visit) {
+  int64_t e = begin + threadIdx.x;
+  if (e >= end) return;
+  int64_t image = e / plane, offset = e - image * plane;
+  for (; e < end; e += kReduceThreads) {
+    visit(image, offset);
+    offset += kReduceThreads;
+    if (offset >= plane) {
+      image += offset / plane;
+      offset %= plane;
+    }
+  }
+}
+
+// (count, mean, M2) of a set of values; no constructor, so it can live in shared memory.
+struct Moments {
+  int64_t count;
+  float mean, m2;
+};
+
+struct MergeMoments {
+  __device__ Moments operator()(Moments a, Moments b) const {  // Chan et al.
+    const int64_t count = a.count + b.count;
+    if (count == 0) return a;
+    const float delta = b.mean - a.mean;
+    const float b_share = float(b.count) / float(count);
+    return {count, a.mean + delta * b_share, a.m2 + b.m2 + delta * delta * float(a.count) * b_share};
+  }
+};
+
+__global__ void __launch_bounds__(kReduceThreads)
+    moments_partial_kernel(View<const float> x, int64_t per_block, Moments* partials) {
+  const int64_t c = blockIdx.y, plane = x.shape.plane(), count = x.shape.n * plane;
+  const int64_t begin = blockIdx.x * per_block, end = min(count, begin + per_block);
+  Moments m{0, 0.0f, 0.0f};
+  for_each_in_range(begin, end, plane, [&](int64_t image, int64_t offset) {
+    const float v = x.channel(image, c)[offset];  // Welford
+    m.count += 1;
+    const float delta = v - m.mean;
+    m.mean += delta / float(m.count);
+    m.m2 += delta * (v - m.mean);
+  });
+  m = block_reduce(m, MergeMoments{});
+  if (threadIdx.x == 0) partials[c * gridDim.x + blockIdx.x] = m;
+}
+
+__global__ void __launch_bounds__(kReduceThreads)
+    moments_final_kernel(const Moments* partials, unsigned splits, float* mean, float* m2) {
+  const int64_t c = blockIdx.x;
+  Moments m{0, 0.0f, 0.0f};
+  for (unsigned s = threadIdx.x; s < splits; s += kReduceThreads)
+    m = MergeMoments{}(m, partials[c * splits + s]);
+  m = block_reduce(m, MergeMoments{});
+  if (threadIdx.x == 0) {
+    mean[c] = m.mean;
+    m2[c] = m.m2;
+  }
+}
+
+// sum(dy) and sum(dy * (x - mean)) of a set of values.
+struct GradientSums {
+  float dy, dy_centered;
+  __device__ GradientSums operator+(GradientSums other) const {
+    return {dy + other.dy, dy_centered + other.dy_centered};
+  }
+};
+
+__global__ void __launch_bounds__(kReduceThreads)
+    gradient_sums_partial_kernel(View<const float> x, View<const float> dy, const float* mean,
+                                 int64_t per_block, GradientSums* partials) {
+  const int64_t c = blockIdx.y, plane = x.shape.plane(), count = x.shape.n * plane;
+  const int64_t begin = blockIdx.x * per_block, end = min(count, begin + per_block);
+  const float mu = mean[c];
+  GradientSums sums{0.0f, 0.0f};
+  for_each_in_range(begin, end, plane, [&](int64_t image, int64_t offset) {
+    const float g = dy.channel(image, c)[offset];
+    sums.dy += g;
+    sums.dy_centered += g * (x.channel(image, c)[offset] - mu);
+  });
+  sums = block_reduce(sums, Plus{});
+  if (threadIdx.x == 0) partials[c * gridDim.x + blockIdx.x] = sums;
+}
+
+// sum_dy = sum(dy), sum_dy_xhat = sum(dy * (x - mean)) * invstd; also added into dgamma and
+// dbeta when they are given.
+__global__ void __launch_bounds__(kReduceThreads)
+    gradient_sums_final_kernel(const GradientSums* partials, unsigned splits,
+                               const float* invstd, float* sum_dy, float* sum_dy_xhat,
+                               float* dgamma, float* dbeta) {
+  const int64_t c = blockIdx.x;
+  GradientSums sums{0.0f, 0.0f};
+  for (unsigned s = threadIdx.x; s < splits; s += kReduceThreads)
+    sums = sums + partials[c * splits + s];
+  sums = block_reduce(sums, Plus{});
+  if (threadIdx.x == 0) {
+    const float dy_xhat = sums.dy_centered * invstd[c];
+    sum_dy[c] = sums.dy;
+    sum_dy_xhat[c] = dy_xhat;
+    if (dgamma) dgamma[c] += dy_xhat;
+    if (dbeta) dbeta[c] += sums.dy;
+  }
+}
+
+void gradient_sums(View<const float> x, View<const float> dy, const float* mean,
+                   const float* invstd, float* sum_dy, float* sum_dy_xhat, float* dgamma,
+                   float* dbeta) {
+  const int64_t channels = x.shape.c;
+  if (channels == 0) return;
+  const ChannelSplit split = channel_split(x.shape, x.device.index);
+  DeviceBuffer partials(sizeof(GradientSums) * split.splits * channels, x.device.index);
+  const cudaStream_t stream = stream_of(x.device);
+  gradient_sums_partial_kernel<<<dim3(split.splits, unsigned(channels)), kReduceThreads, 0,
+                                 stream>>>(x, dy, mean, split.per_block,
+                                           partials.as<GradientSums>());
+  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  gradient_sums_final_kernel<<<unsigned(channels), kReduceThreads, 0, stream>>>(
+      partials.as<GradientSums>(), split.splits, invstd, sum_dy, sum_dy_xhat, dgamma, dbeta);
+  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+}
+
+// ---- per-channel statistics -------------------------------------------------------------
+
+// invstd, and the running statistics' update with the unbiased variance, in double as the
+// CPU does it.
+__global__ void train_statistics_kernel(int64_t channels, int64_t count, double eps,
+                                        double momentum, const float* mean, const float* m2,
+                                        float* invstd, float* running_mean,
+                                        float* running_var) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= channels) return;
+  const double m2_c = m2[c];
+  invstd[c] = float(1.0 / sqrt(m2_c / double(count) + eps));
+  running_mean[c] = float((1 - momentum) * running_mean[c] + momentum * mean[c]);
+  running_var[c] = float((1 - momentum) * running_var[c] + momentum * m2_c / double(count - 1));
+}
+
+__global__ void inverse_std_kernel(int64_t channels, const float* variance, double eps,
+                                   float* invstd) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c < channels) invstd[c] = float(1.0 / sqrt(double(variance[c]) + eps));
+}
+
+unsigned blocks_for(int64_t count, int threads) {
+  return static_cast<unsigned>((count + threads - 1) / threads);
+}
+
+// invstd of the running variance, in a scratch buffer.
+DeviceBuffer running_inverse_std(const float* running_var, int64_t channels, double eps,
+                                 const Device& device) {
+  DeviceBuffer invstd(sizeof(float) * channels, device.index);
+  if (channels > 0) {
+    inverse_std_kernel<<<blocks_for(channels, 128), 128, 0, stream_of(device)>>>(
+        channels, running_var, eps, invstd.as<float>());
+    BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  }
+  return invstd;
+}
+
+// ---- elementwise passes, one block row per (image, channel) plane ----------------------
+
+template <class Op>
+__global__ void __launch_bounds__(kRowThreads)
+    plane_kernel(int64_t channels, int64_t plane, Op op) {
+  const int64_t row = blockIdx.x, image = row / channels, c = row - image * channels;
+  for (int64_t j = blockIdx.y * int64_t(kRowThreads) + threadIdx.x; j < plane;
+       j += int64_t(gridDim.y) * kRowThreads)
+    op(image, c, j);
+}
+
+template <class Op>
+void launch_planes(const Shape4& shape, const Device& device, Op op) {
+  const int64_t rows = shape.n * shape.c, plane = shape.plane();
+  if (rows == 0 || plane == 0) return;
+  if (rows > 0x7fffffff)
+    throw std::invalid_argument("batchnorm on CUDA: " + shape.str() + " has too many planes");
+  // Up to 4 values per thread; the loop covers planes beyond 65535 chunks.
+  const int64_t chunks = std::min<int64_t>((plane + 4 * kRowThreads - 1) / (4 * kRowThreads), 65535);
+  plane_kernel<<<dim3(unsigned(rows), unsigned(chunks)), kRowThreads, 0, stream_of(device)>>>(
+      shape.c, plane, op);
+  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+}
+
+// y = (x - mean) * (invstd * gamma) + beta; with kSilu, y = silu of that, and the
+// pre-activation also goes to bn when bn.data is set.
+template <bool kSilu>
+struct Apply {
+  View<const float> x;
+  View<float> bn, y;
+  const float *mean, *invstd, *gamma, *beta;
+  __device__ void operator()(int64_t image, int64_t c, int64_t j) const {
+    const float v = (x.channel(image, c)[j] - mean[c]) * (invstd[c] * gamma[c]) + beta[c];
+    if constexpr (kSilu) {
+      if (bn.data) bn.channel(image, c)[j] = v;
+      y.channel(image, c)[j] = v * (1.0f / (1.0f + expf(-v)));
+    } else {
+      y.channel(image, c)[j] = v;
+    }
+  }
+};
+
+// dx += gamma * invstd * (dy - sum_dy / count - xhat * sum_dy_xhat / count)
+struct BackwardApply {
+  View<const float> x, dy;
+  View<float> dx;
+  const float *mean, *invstd, *gamma, *sum_dy, *sum_dy_xhat;
+  float count;
+  __device__ void operator()(int64_t image, int64_t c, int64_t j) const {
+    const float scale = gamma[c] * invstd[c], inv = invstd[c];
+    const float mean_dy = sum_dy[c] / count, mean_dy_xhat = sum_dy_xhat[c] / count;
+    const float xc = x.channel(image, c)[j] - mean[c];
+    dx.channel(image, c)[j] += scale * (dy.channel(image, c)[j] - mean_dy - xc * inv * mean_dy_xhat);
+  }
+};
+
+// dx += dy * gamma * invstd (evaluation: the statistics are constants)
+struct ScaleAdd {
+  View<const float> dy;
+  View<float> dx;
+  const float *gamma, *invstd;
+  __device__ void operator()(int64_t image, int64_t c, int64_t j) const {
+    dx.channel(image, c)[j] += gamma[c] * invstd[c] * dy.channel(image, c)[j];
+  }
+};
+
+}  // namespace
+
+// ---- the ops ----------------------------------------------------------------------------
+
+void batchnorm_moments(View<const float> x, float* mean, float* m2) {
+  const int64_t channels = x.shape.c;
+  if (channels == 0) return;
+  const ChannelSplit split = channel_split(x.shape, x.device.index);
+  DeviceBuffer partials(sizeof(Moments) * split.splits * channels, x.device.index);
+  const cudaStream_t stream = stream_of(x.device);
+  moments_partial_kernel<<<dim3(split.splits, unsigned(channels)), kReduceThreads, 0, stream>>>(
+      x, split.per_block, partials.as<Moments>());
+  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  moments_final_kernel<<<unsigned(channels), kReduceThreads, 0, stream>>>(
+      partials.as<Moments>(), split.splits, mean, m2);
+  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+}
+
+void batchnorm_apply(View<const float> x, const float* mean, const float* invstd,
+                     const float* gamma, const float* beta, View<float> y) {
+  launch_planes(x.shape, x.device, Apply<false>{x, {}, y, mean, invstd, gamma, beta});
+}
+
+void batchnorm_silu_apply(View<const float> x, const float* mean, const float* invstd,
+                          const float* gamma, const float* beta, View<float> bn, View<float> y) {
+  if (!(y.shape == x.shape) || (bn.data && !(bn.shape == x.shape)))
+    throw std::invalid_argument("batchnorm_silu_apply: x has shape " + x.shape.str() +
+                                " but y has " + y.shape.str() + " and bn " + bn.shape.str() +
+                                "; they must match");
+  launch_planes(x.shape, x.device, Apply<true>{x, bn, y, mean, invstd, gamma, beta});
+}
+
+void batchnorm_backward_reduce(View<const float> x, View<const float> dy, const float* mean,
+                               const float* invstd, float* sum_dy, float* sum_dy_xhat) {
+  gradient_sums(x, dy, mean, invstd, sum_dy, sum_dy_xhat, nullptr, nullptr);
+}
+
+void batchnorm_backward_apply(View<const float> x, View<const float> dy, const float* mean,
+                              const float* invstd, const float* gamma, const float* sum_dy,
+                              const float* sum_dy_xhat, int64_t count, View<float> dx) {
+  launch_planes(x.shape, x.device,
+                BackwardApply{x, dy, dx, mean, invstd, gamma, sum_dy, sum_dy_xhat,
+                              static_cast<float>(count)});
+}
+
+void batchnorm_forward_train(View<const float> x, const float* gamma, const float* beta,
+                             ops::BatchNormParams p, float* running_mean, float* running_var,
+                             float* save_mean, float* save_invstd, View<float> y) {
+  const int64_t channels = x.shape.c;
+  if (channels == 0) return;
+  DeviceBuffer m2(sizeof(float) * channels, x.device.index);
+  batchnorm_moments(x, save_mean, m2.as<float>());
+  train_statistics_kernel<<<blocks_for(channels, 128), 128, 0, stream_of(x.device)>>>(
+      channels, x.shape.n * x.shape.plane(), p.eps, p.momentum, save_mean, m2.as<float>(),
+      save_invstd, running_mean, running_var);
+  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  batchnorm_apply(x, save_mean, save_invstd, gamma, beta, y);
+}
+
+void batchnorm_backward_train(View<const float> x, View<const float> dy, const float* gamma,
+                              const float* save_mean, const float* save_invstd, View<float> dx,
+                              float* dgamma, float* dbeta) {
+  const int64_t channels = x.shape.c;
+  if (channels == 0) return;
+  DeviceBuffer sums(2 * sizeof(float) * channels, x.device.index);
+  float* sum_dy = sums.as<float>();
+  float* sum_dy_xhat = sum_dy + channels;
+  gradient_sums(x, dy, save_mean, save_invstd, sum_dy, sum_dy_xhat, dgamma, dbeta);
+  batchnorm_backward_apply(x, dy, save_mean, save_invstd, gamma, sum_dy, sum_dy_xhat,
+                           x.shape.n * x.shape.plane(), dx);
+}
+
+void batchnorm_forward_eval(View<const float> x, const float* gamma, const float* beta,
+                            const float* running_mean, const float* running_var,
+                            ops::BatchNormParams p, View<float> y) {
+  const DeviceBuffer invstd = running_inverse_std(running_var, x.shape.c, p.eps, x.device);
+  batchnorm_apply(x, running_mean, invstd.as<float>(), gamma, beta, y);
+}
+
+void batchnorm_backward_eval(View<const float> x, View<const float> dy, const float* gamma,
+                             const float* running_mean, const float* running_var,
+                             ops::BatchNormParams p, View<float> dx, float* dgamma,
+                             float* dbeta) {
+  const int64_t channels = x.shape.c;
+  if (channels == 0) return;
+  const DeviceBuffer invstd = running_inverse_std(running_var, channels, p.eps, x.device);
+  DeviceBuffer sums(2 * sizeof(float) * channels, x.device.index);
+  gradient_sums(x, dy, running_mean, invstd.as<float>(), sums.as<float>(),
+                sums.as<float>() + channels, dgamma, dbeta);
+  launch_planes(x.shape, x.device, ScaleAdd{dy, dx, gamma, invstd.as<float>()});
+}
+
+}  // namespace bareyolo::cuda
