@@ -120,7 +120,7 @@ void add_backward(View<const T> dy, View<T> da, View<T> db) {
 template <class T>
 void sigmoid_forward(View<const T> x, View<T> y) {
   cpu::require_same_shape("sigmoid_forward", x, y);
-  BAREYOLO_REQUIRE_CPU(sigmoid_forward, detail::common_device("sigmoid_forward", x, y));
+  BAREYOLO_ROUTE_TO_CUDA(sigmoid_forward, detail::common_device("sigmoid_forward", x, y), x, y);
   cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {
     sigmoid_forward_span(x.image(n) + begin, y.image(n) + begin, end - begin);
   });
@@ -130,7 +130,8 @@ template <class T>
 void sigmoid_backward(View<const T> y, View<const T> dy, View<T> dx) {
   cpu::require_same_shape("sigmoid_backward", y, dy);
   cpu::require_same_shape("sigmoid_backward", y, dx);
-  BAREYOLO_REQUIRE_CPU(sigmoid_backward, detail::common_device("sigmoid_backward", y, dy, dx));
+  BAREYOLO_ROUTE_TO_CUDA(sigmoid_backward, detail::common_device("sigmoid_backward", y, dy, dx),
+                         y, dy, dx);
   cpu::parallel_over_elements(y.shape, [&](int64_t n, int64_t begin, int64_t end) {
     const T* out = y.image(n);
     const T* grad_out = dy.image(n);
@@ -143,8 +144,9 @@ template <class T>
 void bce_with_logits_forward(View<const T> x, View<const T> target, T pos_weight, View<T> loss) {
   cpu::require_same_shape("bce_with_logits_forward", x, target);
   cpu::require_same_shape("bce_with_logits_forward", x, loss);
-  BAREYOLO_REQUIRE_CPU(bce_with_logits_forward,
-                       detail::common_device("bce_with_logits_forward", x, target, loss));
+  BAREYOLO_ROUTE_TO_CUDA(bce_with_logits_forward,
+                         detail::common_device("bce_with_logits_forward", x, target, loss), x,
+                         target, pos_weight, loss);
   cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {
     const T* logit = x.image(n);
     const T* t = target.image(n);
@@ -162,8 +164,9 @@ void bce_with_logits_backward(View<const T> x, View<const T> target, T pos_weigh
   cpu::require_same_shape("bce_with_logits_backward", x, target);
   cpu::require_same_shape("bce_with_logits_backward", x, dloss);
   cpu::require_same_shape("bce_with_logits_backward", x, dx);
-  BAREYOLO_REQUIRE_CPU(bce_with_logits_backward,
-                       detail::common_device("bce_with_logits_backward", x, target, dloss, dx));
+  BAREYOLO_ROUTE_TO_CUDA(bce_with_logits_backward,
+                         detail::common_device("bce_with_logits_backward", x, target, dloss, dx),
+                         x, target, pos_weight, dloss, dx);
   cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {
     const T* logit = x.image(n);
     const T* t = target.image(n);

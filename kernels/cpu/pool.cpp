@@ -17,6 +17,9 @@
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
+#ifdef BAREYOLO_WITH_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace bareyolo::ops {
 
@@ -80,8 +83,9 @@ void for_each_window(View<const T> x, const PoolGeometry& g, Pool2dParams p,
 
 template <class T>
 void maxpool2d_forward(View<const T> x, Pool2dParams p, View<T> y) {
-  BAREYOLO_REQUIRE_CPU(maxpool2d_forward, detail::common_device("maxpool2d_forward", x, y));
   const PoolGeometry g = pool_geometry("maxpool2d_forward", x.shape, p, y.shape);
+  BAREYOLO_ROUTE_TO_CUDA(maxpool2d_forward, detail::common_device("maxpool2d_forward", x, y), x,
+                         p, y);
   for_each_window(x, g, p, [&](int64_t image, int64_t channel, int64_t out, int64_t argmax) {
     y.channel(image, channel)[out] = x.channel(image, channel)[argmax];
   });
@@ -89,12 +93,12 @@ void maxpool2d_forward(View<const T> x, Pool2dParams p, View<T> y) {
 
 template <class T>
 void maxpool2d_backward(View<const T> x, View<const T> dy, Pool2dParams p, View<T> dx) {
-  BAREYOLO_REQUIRE_CPU(maxpool2d_backward,
-                       detail::common_device("maxpool2d_backward", x, dy, dx));
   const PoolGeometry g = pool_geometry("maxpool2d_backward", x.shape, p, dy.shape);
   if (!(dx.shape == x.shape))
     throw std::invalid_argument("maxpool2d_backward: dx has shape " + dx.shape.str() +
                                 " but x has shape " + x.shape.str() + "; they must match");
+  BAREYOLO_ROUTE_TO_CUDA(maxpool2d_backward,
+                         detail::common_device("maxpool2d_backward", x, dy, dx), x, dy, p, dx);
   for_each_window(x, g, p, [&](int64_t image, int64_t channel, int64_t out, int64_t argmax) {
     dx.channel(image, channel)[argmax] += dy.channel(image, channel)[out];
   });

@@ -10,6 +10,9 @@
 #include "kernels/cpu/loops.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
+#ifdef BAREYOLO_WITH_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace bareyolo::ops {
 
@@ -76,9 +79,9 @@ void concat_backward(View<const T> dy, const std::vector<View<T>>& dx) {
 
 template <class T>
 void upsample_nearest2x_forward(View<const T> x, View<T> y) {
-  BAREYOLO_REQUIRE_CPU(upsample_nearest2x_forward,
-                       detail::common_device("upsample_nearest2x_forward", x, y));
   require_upsampled("upsample_nearest2x_forward", x.shape, y.shape);
+  BAREYOLO_ROUTE_TO_CUDA(upsample_nearest2x_forward,
+                         detail::common_device("upsample_nearest2x_forward", x, y), x, y);
   const int64_t h = x.shape.h, w = x.shape.w;
   cpu::parallel_over_planes(x.shape, [&](int64_t n, int64_t c) {
     const T* in = x.channel(n, c);
@@ -93,9 +96,9 @@ void upsample_nearest2x_forward(View<const T> x, View<T> y) {
 
 template <class T>
 void upsample_nearest2x_backward(View<const T> dy, View<T> dx) {
-  BAREYOLO_REQUIRE_CPU(upsample_nearest2x_backward,
-                       detail::common_device("upsample_nearest2x_backward", dy, dx));
   require_upsampled("upsample_nearest2x_backward", dx.shape, dy.shape);
+  BAREYOLO_ROUTE_TO_CUDA(upsample_nearest2x_backward,
+                         detail::common_device("upsample_nearest2x_backward", dy, dx), dy, dx);
   const int64_t h = dx.shape.h, w = dx.shape.w;
   cpu::parallel_over_planes(dx.shape, [&](int64_t n, int64_t c) {
     const T* grad_out = dy.channel(n, c);

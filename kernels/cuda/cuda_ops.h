@@ -3,6 +3,9 @@
 // views on a GPU here. Kernels run on the device's compute stream (runtime.h).
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "kernels/ops.h"  // the ops' parameter structs
 #include "kernels/view.h"
 
@@ -58,5 +61,51 @@ void batchnorm_backward_eval(View<const float> x, View<const float> dy, const fl
 // invstd * gamma + beta is also stored in `bn` unless bn is empty (SiLU's backward reads it).
 void batchnorm_silu_apply(View<const float> x, const float* mean, const float* invstd,
                           const float* gamma, const float* beta, View<float> bn, View<float> y);
+
+// ---- pooling, upsampling, loss pieces, optimizer, decode, NMS (CUDA part B) -----------
+// pool.cu
+void maxpool2d_forward(View<const float> x, ops::Pool2dParams p, View<float> y);
+void maxpool2d_backward(View<const float> x, View<const float> dy, ops::Pool2dParams p,
+                        View<float> dx);
+// SPPF's three chained pools in one pass: y1 = pool(x), y2 = pool(y1), y3 = pool(y2), for
+// stride 1 and padding (kernel - 1) / 2; equal to three maxpool2d_forward calls.
+void maxpool2d_chain3_forward(View<const float> x, ops::Pool2dParams p, View<float> y1,
+                              View<float> y2, View<float> y3);
+// upsample.cu
+void upsample_nearest2x_forward(View<const float> x, View<float> y);
+void upsample_nearest2x_backward(View<const float> dy, View<float> dx);
+// loss.cu
+void sigmoid_forward(View<const float> x, View<float> y);
+void sigmoid_backward(View<const float> y, View<const float> dy, View<float> dx);
+void bce_with_logits_forward(View<const float> x, View<const float> target, float pos_weight,
+                             View<float> loss);
+void bce_with_logits_backward(View<const float> x, View<const float> target, float pos_weight,
+                              View<const float> dloss, View<float> dx);
+// optim.cu
+void sgd_step(View<float> param, View<const float> grad, View<float> velocity,
+              ops::SgdParams p);
+void ema_update(View<float> average, View<const float> value, double decay);
+// Deterministic: a fixed grid and a fixed reduction order, whatever the GPU.
+double sum_of_squares(View<const float> x);
+void scale_inplace(View<float> x, double factor);
+// decode.cu — the Detect head's inference decode of one level (the formulas of
+// models/decode.h) into `rows` (device memory, [images][rows_per_image][outputs]), starting
+// at row `first_row` of each image. `head` is (images, anchors * outputs, ny, nx);
+// `anchors_grid` holds (w, h) per anchor in grid units.
+constexpr int kMaxDecodeAnchors = 16;
+struct DecodeLevel {
+  int anchors = 3, outputs = 85;
+  float stride = 8;
+  float anchors_grid[2 * kMaxDecodeAnchors] = {};
+  int64_t first_row = 0, rows_per_image = 0;
+};
+void detect_decode_level(View<const float> head, const DecodeLevel& level, float* rows);
+// nms.cu — greedy NMS over `count` boxes (x1, y1, x2, y2 per box, device memory of
+// `device`) already sorted by score descending: the indices of the kept boxes, in order, as
+// models::greedy_nms (IoU as torchvision's, no eps; a box is dropped when its IoU with an
+// earlier kept box exceeds iou_threshold; at most max_keep kept). The IoU test of every pair
+// runs on the GPU as a bit matrix; the greedy walk over it, inherently sequential, on the host.
+std::vector<int64_t> greedy_nms(const float* boxes, int64_t count, float iou_threshold,
+                                int64_t max_keep, int device);
 
 }  // namespace bareyolo::cuda

@@ -1,0 +1,205 @@
+// bench/gpu_kernels.cpp — bench_gpu_kernels: the hand-written memory-bound CUDA kernels at the
+// shapes of yolov5s at 640 x 640, batch 32, against a device-to-device cudaMemcpy measured in
+// the same run (the practical bandwidth limit of this GPU).
+//
+// For each kernel: the least bytes it must move (every input read once, every output written
+// once, an accumulated output read and written), its time (mean of kReps launches after
+// kWarmup, CUDA events on the compute stream), the achieved bandwidth bytes / time, and the
+// ratio to the copy's bandwidth (2 x bytes copied / time). NMS is timed but not in the ratios:
+// its cost is the IoU tests and the host walk, not memory traffic.
+// Without a usable GPU it prints why and exits 77 (skipped).
+// The last line is machine-readable:
+//   RESULT min_bw_ratio=<x> median_bw_ratio=<y>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"         // defines: Tensor
+#include "kernels/cuda/check.h"    // defines: BAREYOLO_CUDA_CHECK
+#include "kernels/cuda/cuda_ops.h" // defines: the CUDA kernels not reached through ops.h
+#include "kernels/cuda/runtime.h"  // defines: device_count, compute_stream
+#include "kernels/ops.h"           // defines: the ops, routed to CUDA for device views
+
+namespace {
+
+using namespace bareyolo;
+
+constexpr int kWarmup = 3, kReps = 20;
+const Device kGpu = Device::cuda(0);
+
+// Values in [-2, 2) from a cheap generator (the bench needs finite, varied data, not quality).
+Tensor filled(Shape4 shape, uint32_t seed) {
+  std::vector<float> values(size_t(shape.numel()));
+  uint32_t state = seed * 2654435761u + 1;
+  for (float& v : values) {
+    state = state * 1664525u + 1013904223u;
+    v = float(state >> 8) / float(1 << 24) * 4.0f - 2.0f;
+  }
+  return Tensor::from_vector(values, shape, kGpu);
+}
+
+// Mean milliseconds of one call of `body` on the compute stream.
+double time_ms(const std::function<void()>& body) {
+  auto stream = static_cast<cudaStream_t>(cuda::compute_stream(0));
+  for (int i = 0; i < kWarmup; ++i) body();
+  cudaEvent_t start, stop;
+  BAREYOLO_CUDA_CHECK(cudaEventCreate(&start));
+  BAREYOLO_CUDA_CHECK(cudaEventCreate(&stop));
+  BAREYOLO_CUDA_CHECK(cudaEventRecord(start, stream));
+  for (int i = 0; i < kReps; ++i) body();
+  BAREYOLO_CUDA_CHECK(cudaEventRecord(stop, stream));
+  BAREYOLO_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  BAREYOLO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return double(ms) / kReps;
+}
+
+struct Row {
+  std::string name;
+  double bytes, ms;
+};
+
+}  // namespace
+
+int main() {
+  if (cuda::device_count() == 0) {
+    std::printf("skipped: bench_gpu_kernels needs a GPU: %s\n", cuda::unavailable_reason().c_str());
+    return 77;
+  }
+  cudaDeviceProp prop{};
+  BAREYOLO_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("bench_gpu_kernels: %s, yolov5s at 640 x 640, batch 32, float32\n", prop.name);
+
+  // The copy reference: 256 MiB device to device.
+  const int64_t copy_floats = int64_t(64) << 20;
+  Tensor copy_src = filled({1, 1, 1, copy_floats}, 1), copy_dst = Tensor::empty({1, 1, 1, copy_floats}, kGpu);
+  auto stream = static_cast<cudaStream_t>(cuda::compute_stream(0));
+  const double copy_ms = time_ms([&] {
+    BAREYOLO_CUDA_CHECK(cudaMemcpyAsync(copy_dst.view<float>().data, copy_src.view<float>().data,
+                                        size_t(copy_floats) * 4, cudaMemcpyDeviceToDevice, stream));
+  });
+  const double copy_gbps = 2.0 * double(copy_floats) * 4 / (copy_ms * 1e6);
+  std::printf("device-to-device copy: %.1f GB/s (read + write of %lld MiB in %.3f ms)\n\n",
+              copy_gbps, (long long)(copy_floats * 4 >> 20), copy_ms);
+
+  std::vector<Row> rows;
+  auto bench = [&](const std::string& name, double bytes, const std::function<void()>& body) {
+    rows.push_back({name, bytes, time_ms(body)});
+  };
+  const double f = 4;  // bytes per float
+
+  {  // SPPF of yolov5s: cv1 gives 256 channels at 20 x 20
+    const Shape4 s{32, 256, 20, 20};
+    const double n = double(s.numel());
+    const ops::Pool2dParams p{5, 1, 2};
+    Tensor x = filled(s, 2), y1 = Tensor::empty(s, kGpu), y2 = Tensor::empty(s, kGpu),
+           y3 = Tensor::empty(s, kGpu), dy = filled(s, 3), dx = filled(s, 4);
+    bench("maxpool 5x5 fwd (32,256,20,20)", 2 * n * f,
+          [&] { ops::maxpool2d_forward<float>(x.view<float>(), p, y1.view<float>()); });
+    bench("SPPF 3 pools fused (32,256,20,20)", 4 * n * f, [&] {
+      cuda::maxpool2d_chain3_forward(x.view<float>(), p, y1.view<float>(), y2.view<float>(),
+                                     y3.view<float>());
+    });
+    bench("maxpool 5x5 bwd (32,256,20,20)", 4 * n * f, [&] {
+      ops::maxpool2d_backward<float>(x.view<float>(), dy.view<float>(), p, dx.view<float>());
+    });
+  }
+  for (Shape4 s : {Shape4{32, 256, 20, 20}, Shape4{32, 128, 40, 40}}) {  // the two Upsamples
+    const double n = double(s.numel());
+    const Shape4 big{s.n, s.c, 2 * s.h, 2 * s.w};
+    Tensor x = filled(s, 5), y = Tensor::empty(big, kGpu), dy = filled(big, 6), dx = filled(s, 7);
+    bench("upsample x2 fwd " + s.str(), 5 * n * f,
+          [&] { ops::upsample_nearest2x_forward<float>(x.view<float>(), y.view<float>()); });
+    bench("upsample x2 bwd " + s.str(), 6 * n * f,
+          [&] { ops::upsample_nearest2x_backward<float>(dy.view<float>(), dx.view<float>()); });
+  }
+  {  // the P3 head output (32, 3 x 85, 80, 80): the loss's pointwise ops and the decode
+    const Shape4 s{32, 255, 80, 80};
+    const double n = double(s.numel());
+    Tensor x = filled(s, 8), t = filled(s, 9), out = Tensor::empty(s, kGpu), g = filled(s, 10),
+           dx = filled(s, 11);
+    bench("sigmoid fwd (32,255,80,80)", 2 * n * f,
+          [&] { ops::sigmoid_forward<float>(x.view<float>(), out.view<float>()); });
+    bench("BCE-with-logits fwd (32,255,80,80)", 3 * n * f, [&] {
+      ops::bce_with_logits_forward<float>(x.view<float>(), t.view<float>(), 1.0f, out.view<float>());
+    });
+    bench("BCE-with-logits bwd (32,255,80,80)", 5 * n * f, [&] {
+      ops::bce_with_logits_backward<float>(x.view<float>(), t.view<float>(), 1.0f,
+                                           g.view<float>(), dx.view<float>());
+    });
+    cuda::DecodeLevel level;
+    level.stride = 8;
+    for (int a = 0; a < 6; ++a) level.anchors_grid[a] = 1.5f + float(a);
+    level.rows_per_image = 3 * 80 * 80;
+    bench("Detect decode P3 (32,255,80,80)", 2 * n * f,
+          [&] { cuda::detect_decode_level(x.view<float>(), level, out.view<float>().data); });
+  }
+  {  // the stem's activations (32, 32, 320, 320): SiLU and add
+    const Shape4 s{32, 32, 320, 320};
+    const double n = double(s.numel());
+    Tensor x = filled(s, 12), y = Tensor::empty(s, kGpu), dy = filled(s, 13), dx = filled(s, 14);
+    bench("SiLU fwd (32,32,320,320)", 2 * n * f,
+          [&] { ops::silu_forward<float>(x.view<float>(), y.view<float>()); });
+    bench("SiLU bwd (32,32,320,320)", 4 * n * f,
+          [&] { ops::silu_backward<float>(x.view<float>(), dy.view<float>(), dx.view<float>()); });
+    bench("add fwd (32,32,320,320)", 3 * n * f,
+          [&] { ops::add_forward<float>(x.view<float>(), dy.view<float>(), y.view<float>()); });
+  }
+  {  // yolov5s's 7,235,389 parameters as one flat buffer
+    const Shape4 s{1, 1, 1, 7235389};
+    const double n = double(s.numel());
+    Tensor w = filled(s, 15), g = filled(s, 16), v = filled(s, 17), ema = filled(s, 18);
+    bench("SGD nesterov + decay (7.2M params)", 5 * n * f, [&] {
+      ops::sgd_step<float>(w.view<float>(), g.view<float>(), v.view<float>(),
+                           {1e-6, 0.937, 5e-4, true});
+    });
+    bench("EMA update (7.2M params)", 3 * n * f,
+          [&] { ops::ema_update<float>(ema.view<float>(), w.view<float>(), 0.9999); });
+    bench("scale (7.2M params)", 2 * n * f,
+          [&] { ops::scale_inplace<float>(g.view<float>(), 1.0); });
+    bench("sum of squares (7.2M params)", n * f,
+          [&] { (void)ops::sum_of_squares<float>(g.view<float>()); });
+  }
+
+  std::printf("%-40s %12s %10s %10s %8s\n", "kernel", "MB moved", "ms", "GB/s", "vs copy");
+  std::vector<double> ratios;
+  for (const Row& r : rows) {
+    const double gbps = r.bytes / (r.ms * 1e6), ratio = gbps / copy_gbps;
+    ratios.push_back(ratio);
+    std::printf("%-40s %12.1f %10.4f %10.1f %8.2f\n", r.name.c_str(), r.bytes / 1e6, r.ms, gbps,
+                ratio);
+  }
+
+  {  // NMS at validation's scale: 3000 candidate boxes (IoU tests + host walk; not in ratios)
+    const int64_t count = 3000;
+    std::vector<float> corners;
+    uint32_t state = 7;
+    for (int64_t i = 0; i < count; ++i) {
+      state = state * 1664525u + 1013904223u;
+      const float x = float(state >> 16) / 65536.0f * 600, y = float(state & 0xFFFF) / 65536.0f * 600;
+      corners.insert(corners.end(), {x, y, x + 40, y + 30});
+    }
+    Tensor boxes = Tensor::from_vector(corners, {1, 1, 1, 4 * count}, kGpu);
+    const double ms = time_ms([&] {
+      (void)cuda::greedy_nms(boxes.view<float>().data, count, 0.45f, 300, 0);
+    });
+    std::printf("\nNMS of %lld sorted boxes (bit matrix on the GPU, walk on the host): %.3f ms\n",
+                (long long)count, ms);
+  }
+  std::printf("conv2d: no comparison in this build — the CUDA convolution (cuDNN and the "
+              "hand-written path) is not part of it yet\n");
+
+  std::vector<double> sorted = ratios;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t k = sorted.size();
+  const double median = k % 2 ? sorted[k / 2] : 0.5 * (sorted[k / 2 - 1] + sorted[k / 2]);
+  std::printf("RESULT min_bw_ratio=%.3f median_bw_ratio=%.3f\n", sorted.front(), median);
+  return 0;
+}

@@ -1,0 +1,55 @@
+// kernels/cuda/pointwise.cuh — the launcher the pointwise CUDA kernels share (loss, optimizer):
+// a grid-stride loop that calls op(image, offset in image) for every element of a shape, on
+// the device's compute stream.
+//
+// When every view of the call is dense, the caller says so and the loop runs over one flat
+// index (image 0, offset = index): no 64-bit division per element, which is most of the cost
+// of a memory-bound kernel's index arithmetic. Strided views (channel slices, batch_stride >
+// c*h*w) take the (image, offset) path.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/runtime.h"
+#include "kernels/view.h"
+
+namespace bareyolo::cuda {
+
+template <bool kFlat, class Op>
+__global__ void pointwise_loop(int64_t total, int64_t per_image, Op op) {
+  for (int64_t index = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; index < total;
+       index += int64_t(gridDim.x) * blockDim.x) {
+    if constexpr (kFlat)
+      op(0, index);
+    else
+      op(index / per_image, index % per_image);
+  }
+}
+
+// Runs op over every element of `shape` on `device`'s compute stream. `all_dense`: every view
+// the op touches is dense, so image(0)[i] reaches every element.
+template <class Op>
+void launch_pointwise(const Shape4& shape, const Device& device, bool all_dense, Op op) {
+  const int64_t total = shape.numel();
+  if (total == 0) return;
+  constexpr int threads = 256;
+  // A few waves of blocks; the grid-stride loop covers the rest.
+  const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 8192);
+  auto stream = static_cast<cudaStream_t>(compute_stream(device.index));
+  if (all_dense)
+    pointwise_loop<true><<<unsigned(blocks), threads, 0, stream>>>(total, total, op);
+  else
+    pointwise_loop<false><<<unsigned(blocks), threads, 0, stream>>>(total, shape.image_numel(),
+                                                                    op);
+  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+}
+
+// True when every view is dense.
+template <class... Views>
+bool all_dense(const Views&... views) {
+  return (views.dense() && ...);
+}
+
+}  // namespace bareyolo::cuda

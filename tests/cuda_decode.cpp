@@ -1,0 +1,75 @@
+// tests/cuda_decode.cpp — the Detect decode kernel against models::decode_predictions (the CPU
+// reference) on random logits, for a three-level model, rows poisoned first. Tolerance:
+// float32, kFloatRtol / kFloatAtol (the GPU's expf is within 2 ulps of the CPU's).
+#include "kernels/cuda/cuda_ops.h"
+#include "models/decode.h"
+#include "models/model_config.h"
+#include "tests/cuda_testing.h"
+
+using namespace bareyolo;
+using namespace bareyolo::testing;
+
+namespace {
+// Three strided convs give the P3/8, P4/16 and P5/32 levels; YOLOv5's default anchors.
+constexpr const char* kThreeLevelModel = R"(
+nc: 3
+depth_multiple: 1.0
+width_multiple: 1.0
+anchors:
+  - [10,13, 16,30, 33,23]
+  - [30,61, 62,45, 59,119]
+  - [116,90, 156,198, 373,326]
+backbone:
+  - [-1, 1, Conv, [8, 3, 8]]
+  - [-1, 1, Conv, [8, 3, 2]]
+  - [-1, 1, Conv, [8, 3, 2]]
+head:
+  - [[0, 1, 2], 1, Detect, [nc, anchors]]
+)";
+}  // namespace
+
+TEST_CASE("cuda detect decode equals the cpu decode") {
+  models::DetectionModel model(models::parse_model_config(kThreeLevelModel, "three-level test model"));
+  const int na = model.num_anchors(), no = model.outputs_per_anchor();
+  Rng rng(91);
+  const int64_t images = 2;
+  std::vector<Tensor> head;
+  int64_t rows_per_image = 0;
+  for (int64_t size : {12, 6, 3}) {
+    head.push_back(random_tensor(rng, {images, na * no, size, size}, -6, 6));
+    rows_per_image += na * size * size;
+  }
+  const std::vector<float> expected = models::decode_predictions(head, model);
+
+  Tensor rows = Tensor::empty({1, 1, 1, images * rows_per_image * no}, Device::cuda(0));
+  cuda::fill_bytes(rows.view<float>().data, 0xFF, size_t(rows.numel()) * 4, 0);  // NaN
+  int64_t first_row = 0;
+  for (int level = 0; level < model.num_levels(); ++level) {
+    cuda::DecodeLevel d;
+    d.anchors = na;
+    d.outputs = no;
+    d.stride = float(model.strides()[size_t(level)]);
+    for (int a = 0; a < na; ++a) {
+      d.anchors_grid[2 * a] = float(model.anchor(level, a)[0]);
+      d.anchors_grid[2 * a + 1] = float(model.anchor(level, a)[1]);
+    }
+    d.first_row = first_row;
+    d.rows_per_image = rows_per_image;
+    const Tensor level_on_gpu = head[size_t(level)].to(Device::cuda(0));
+    cuda::detect_decode_level(level_on_gpu.view<float>(), d, rows.view<float>().data);
+    first_row += na * head[size_t(level)].shape().plane();
+  }
+  cuda::synchronize(0);
+  check_close(rows.to_vector<float>(), expected, kFloatRtol, kFloatAtol, "decoded rows");
+}
+
+TEST_CASE("cuda detect decode refuses a head that does not match the level") {
+  Tensor head = Tensor::zeros({1, 20, 4, 4}, Device::cuda(0));
+  Tensor rows = Tensor::zeros({1, 1, 1, 48 * 7}, Device::cuda(0));
+  cuda::DecodeLevel d;
+  d.anchors = 3;
+  d.outputs = 7;  // 21 channels expected
+  d.rows_per_image = 48;
+  CHECK_THROWS_AS(cuda::detect_decode_level(head.view<float>(), d, rows.view<float>().data),
+                  std::invalid_argument);
+}
