@@ -1,49 +1,52 @@
-// models/trainer.h — YOLOv5's training recipe on one process (`bareyolo train`).
+// models/trainer.h — YOLOv5's training recipe (`bareyolo train` and the C++ API).
 //
 // One epoch: the sampler's global sequence in batches; per batch, warmup/LR/momentum and
 // accumulation from the schedule (engine/optim/schedule.h), a training forward, YOLOv5's
-// loss and backward, and every `accumulate` batches gradient-norm clipping at 10, an SGD
-// step and an EMA update. After each epoch the EMA weights are validated (mAP50,
-// mAP50-95), fitness = 0.1 mAP50 + 0.9 mAP50-95 picks the best, and the run directory gets
-// weights/last.safetensors, weights/best.safetensors (the EMA's, as YOLOv5 saves them) and
-// a results.csv row. Data parallelism, checkpoints with optimizer state and resume come with
-// the distributed runtime (the project's issues).
+// loss and backward, and every `accumulate` batches gradient-norm clipping at 10, an
+// optimizer step (SGD or AdamW, train_optimizer.h) and an EMA update. After each epoch the
+// EMA weights are validated (mAP50, mAP50-95, val losses), fitness = 0.1 mAP50 + 0.9
+// mAP50-95 picks the best and drives early stopping (--patience), and the run directory gets
+//   weights/last.safetensors, best.safetensors   checkpoints (checkpoint.h), model.* = EMA
+//   weights/epoch<N>, step<N>.safetensors         periodic checkpoints (--save-period/-steps)
+//   weights/final.safetensors                    the best weights alone, once training finished
+//   results.csv, results.jsonl, report.html      per-epoch metrics (callbacks.h, report.h)
+//
+// Resuming (options.resume) restores every tensor and counter of the checkpoint, including
+// the position inside an epoch, and continues with the checkpoint's configuration in its run
+// directory: on the CPU the weights end bit for bit as in an uninterrupted run (the data's
+// randomness is keyed by (seed, epoch, sample position), so nothing else carries state).
+//
+// Only rank 0 writes files, prints and fires callbacks (options.rank; the distributed
+// runtime sets it).
 #pragma once
 
 #include <functional>
 #include <string>
+#include <vector>
 
-#include "data/augment_hyp.h"
-#include "engine/optim/schedule.h"
-#include "models/loss.h"
+#include "engine/module.h"
+#include "models/train_options.h"
 
 namespace bareyolo::models {
-
-struct TrainOptions {
-  std::string data;  // dataset yaml
-  std::string cfg;   // model yaml
-  std::string weights;  // initial weights (.safetensors); empty: from scratch
-  std::string run_dir;  // outputs (created)
-  int epochs = 100, batch = 16, imgsz = 640, workers = 2, nbs = 64, patience = 100;
-  uint64_t seed = 0;
-  int64_t max_steps = 0;  // stop after this many optimizer steps (0: no limit)
-  bool validate = true;   // validate every epoch (else only after the last)
-  LossHyp loss;
-  ScheduleHyp schedule;
-  data::AugmentHyp augment;
-  double weight_decay = 5e-4;
-};
 
 struct TrainSummary {
   double best_fitness = 0, best_map50 = 0, best_map50_95 = 0;
   double last_map50 = 0, last_map50_95 = 0;
-  int epochs_run = 0;
-  int64_t optimizer_steps = 0;
+  int epochs_run = 0;  // epochs completed in this call
+  int64_t optimizer_steps = 0;  // in the whole run (a resumed run counts the earlier ones)
   double seconds = 0;
+  bool finished = false;  // false: --max-steps ended it with a resumable checkpoint
+  std::string run_dir;
 };
 
-// Trains; progress lines go to `log` (one per epoch and per few batches).
+// Trains; progress lines go to `log` (rank 0 only).
 TrainSummary train(const TrainOptions& options,
                    const std::function<void(const std::string&)>& log);
+
+// Which state entries --freeze N freezes: those of model layers 0 .. N-1 (names starting
+// "model.<k>."), as YOLOv5 does. Frozen parameters get no optimizer step, no weight decay and
+// no part in gradient clipping (and the gradient reducer skips them); the EMA still follows
+// them.
+std::vector<bool> frozen_entries(const std::vector<StateEntry>& state, int freeze_layers);
 
 }  // namespace bareyolo::models

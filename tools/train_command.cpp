@@ -1,11 +1,16 @@
 // tools/train_command.cpp — see train_command.h.
 #include "tools/train_command.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 #include "data/shapes.h"
+#include "models/run_dir.h"
+#include "models/train_options.h"
 #include "models/trainer.h"
 
 namespace bareyolo {
@@ -16,19 +21,11 @@ namespace fs = std::filesystem;
 
 struct TrainCommandOptions {
   models::TrainOptions train;
-  std::string project = "runs/train", name = "exp";
+  std::string project = "runs/train", name = "exp", hyp, config, optimizer = "SGD";
   bool exist_ok = false, no_val = false;
+  CLI::App* command = nullptr;
+  CLI::Option* resume = nullptr;
 } options;
-
-// <project>/<name>, or the first free <project>/<name>N (N = 2, 3, ...), as YOLOv5 names runs.
-std::string run_directory() {
-  const fs::path base = fs::path(options.project) / options.name;
-  if (options.exist_ok || !fs::exists(base)) return base.string();
-  for (int n = 2;; ++n) {
-    const fs::path candidate = fs::path(options.project) / (options.name + std::to_string(n));
-    if (!fs::exists(candidate)) return candidate.string();
-  }
-}
 
 // The built-in shapes dataset, generated on first use.
 std::string default_dataset() {
@@ -38,17 +35,63 @@ std::string default_dataset() {
   return data::make_shapes_dataset({.out = (fs::path("datasets") / "shapes").string()});
 }
 
+// --config FILE: each `key: value` of the yaml is the flag --key (underscores may stand for
+// dashes), applied only where the command line did not give that flag, so the command line
+// wins. Validators run as for the command line.
+void apply_config_yaml(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    throw std::invalid_argument("--config " + path + ": cannot read it as yaml: " + e.what());
+  }
+  if (!root.IsMap()) throw std::invalid_argument("--config " + path + ": expected key: value lines");
+  for (const auto& item : root) {
+    std::string key = item.first.as<std::string>();
+    for (char& c : key) c = c == '_' ? '-' : c;
+    CLI::Option* flag = options.command->get_option_no_throw("--" + key);
+    if (flag == nullptr || key == "config" || key == "help")
+      throw std::invalid_argument("--config " + path + ": '" + key + "' is not a flag of "
+                                  "`bareyolo train` (see bareyolo train --help)");
+    if (flag->count() > 0) continue;  // given on the command line
+    if (!item.second.IsScalar())
+      throw std::invalid_argument("--config " + path + ": '" + key + "' must be a single value");
+    try {
+      flag->add_result(item.second.as<std::string>());
+      flag->run_callback();
+    } catch (const CLI::Error& e) {
+      throw std::invalid_argument("--config " + path + ": '" + key + "': " + e.what());
+    }
+  }
+}
+
 int train() {
+  if (!options.config.empty()) apply_config_yaml(options.config);
   models::TrainOptions& t = options.train;
-  if (t.data.empty()) t.data = default_dataset();
-  t.validate = !options.no_val;
-  t.run_dir = run_directory();
-  const models::TrainSummary summary =
-      models::train(t, [](const std::string& line) { std::printf("%s\n", line.c_str()); std::fflush(stdout); });
-  std::printf("done: %d epochs, %lld optimizer steps in %.0f s; best mAP50 %.3f, mAP50-95 %.3f; "
+  if (options.resume->count() > 0) {
+    // Everything else comes from the checkpoint's saved configuration.
+    t.resume = models::find_resume_checkpoint(options.resume->as<std::string>(), options.project);
+    std::printf("resuming from %s\n", t.resume.c_str());
+  } else {
+    if (t.data.empty()) t.data = default_dataset();
+    // Absolute, so that a resume from another directory finds them.
+    t.data = fs::absolute(t.data).string();
+    t.cfg = fs::absolute(t.cfg).string();
+    if (!t.weights.empty()) t.weights = fs::absolute(t.weights).string();
+    if (!options.hyp.empty()) models::load_hyp_yaml(options.hyp, t);
+    t.optimizer = models::parse_optimizer_name(options.optimizer);
+    t.validate = !options.no_val;
+    t.run_dir = models::resolve_run_dir(options.project, options.name, options.exist_ok);
+  }
+  const models::TrainSummary summary = models::train(t, [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  });
+  std::printf("%s: %d epochs, %lld optimizer steps in %.0f s; best mAP50 %.3f, mAP50-95 %.3f; "
               "weights in %s/weights\n",
-              summary.epochs_run, static_cast<long long>(summary.optimizer_steps),
-              summary.seconds, summary.best_map50, summary.best_map50_95, t.run_dir.c_str());
+              summary.finished ? "done" : "stopped", summary.epochs_run,
+              static_cast<long long>(summary.optimizer_steps), summary.seconds, summary.best_map50,
+              summary.best_map50_95, summary.run_dir.c_str());
   return 0;
 }
 
@@ -57,29 +100,63 @@ int train() {
 void add_train_command(CLI::App& app) {
   models::TrainOptions& t = options.train;
   t.cfg = std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5n.yaml";
-  CLI::App* cmd = app.add_subcommand("train", "Train a detector (YOLOv5's recipe, one process)");
-  cmd->add_option("--data", t.data, "Dataset yaml (default: the built-in shapes data)")
+  CLI::App* cmd = app.add_subcommand("train", "Train a detector with YOLOv5's recipe");
+  options.command = cmd;
+  cmd->add_option("--data", t.data, "Dataset yaml (default: the built-in shapes data, generated "
+                                    "in datasets/shapes on first use)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--cfg", t.cfg, "Model yaml")->check(CLI::ExistingFile)->capture_default_str();
   cmd->add_option("--weights", t.weights, "Initial weights (.safetensors); default: from scratch")
       ->check(CLI::ExistingFile);
   cmd->add_option("--epochs", t.epochs, "Epochs")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--batch", t.batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--imgsz", t.imgsz, "Image size (pixels)")->check(CLI::Range(32, 8192))
-      ->capture_default_str();
+  cmd->add_option("--batch", t.batch, "Batch size (global: all ranks together)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--imgsz", t.imgsz, "Image size in pixels (rounded up to a multiple of 32)")
+      ->check(CLI::Range(32, 8192))->capture_default_str();
   cmd->add_option("--workers", t.workers, "Data loader threads")->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--project", options.project, "Folder of runs")->capture_default_str();
-  cmd->add_option("--name", options.name, "Run name")->capture_default_str();
+  cmd->add_option("--name", options.name, "Run name: <project>/<name>, numbered <name>2, 3, ... "
+                                          "when it exists")
+      ->capture_default_str();
   cmd->add_flag("--exist-ok", options.exist_ok, "Reuse <project>/<name> instead of numbering");
-  cmd->add_option("--seed", t.seed, "Seed of initialisation, shuffling and augmentation");
-  cmd->add_option("--nbs", t.nbs, "Nominal batch size (accumulation target)")
+  cmd->add_option("--seed", t.seed, "Seed of initialisation, shuffling and augmentation")
+      ->capture_default_str();
+  cmd->add_option("--nbs", t.nbs, "Nominal batch size: gradients accumulate to it")
       ->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--patience", t.patience, "Stop after this many epochs without improvement")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--max-steps", t.max_steps, "Stop after this many optimizer steps");
-  cmd->add_flag("--no-val", options.no_val, "Validate only after the last epoch");
-  cmd->add_flag("--cos-lr", t.schedule.cosine, "Cosine learning-rate schedule");
+  cmd->add_option("--patience", t.patience,
+                  "Stop after this many epochs without a better fitness (0: never)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--optimizer", options.optimizer, "SGD (Nesterov) or AdamW, YOLOv5's groups")
+      ->check(CLI::IsMember({"SGD", "AdamW"}))->capture_default_str();
+  cmd->add_flag("--cos-lr", t.schedule.cosine, "Cosine learning-rate schedule (default: linear)");
+  cmd->add_option("--freeze", t.freeze, "Freeze the first N model layers (model.0 ... model.N-1)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--hyp", options.hyp, "Hyperparameter yaml in YOLOv5's format "
+                                        "(default: hyp.scratch-low's values)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--save-period", t.save_period,
+                  "Also save weights/epoch<N>.safetensors every N epochs (0: never)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--save-steps", t.save_steps,
+                  "Also save weights/step<N>.safetensors every N optimizer steps (0: never)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--save-total-limit", t.save_total_limit,
+                  "Keep only the newest N periodic checkpoints (0: keep all)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  options.resume =
+      cmd->add_option("--resume", "Continue a run: PATH is a checkpoint or a run directory; "
+                                  "alone, the newest <project>/*/weights/last.safetensors. The "
+                                  "run keeps its directory and configuration")
+          ->expected(0, 1);
+  cmd->add_option("--max-steps", t.max_steps,
+                  "End after N optimizer steps in all, with a resumable weights/last.safetensors "
+                  "(not saved in the configuration)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-val", options.no_val, "Validate only the final epoch");
+  cmd->add_option("--config", options.config,
+                  "A yaml of flags (key: value, e.g. epochs: 30); the command line wins")
+      ->check(CLI::ExistingFile);
 }
 
 std::optional<int> run_train_command(const CLI::App& app) {

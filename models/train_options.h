@@ -1,0 +1,63 @@
+// models/train_options.h — everything a training run is configured by (the C++ API of
+// `bareyolo train`), YOLOv5's hyperparameter yaml (--hyp), and the resolved configuration as
+// JSON, which checkpoints carry so that --resume continues with the original settings.
+//
+// What is NOT part of the saved configuration: max_steps (a resumed run continues to the
+// configured epochs), resume, rank and world_size (the launch decides them), callbacks and
+// show_progress (the caller's).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/augment_hyp.h"
+#include "engine/optim/schedule.h"
+#include "models/callbacks.h"
+#include "models/loss.h"
+
+namespace bareyolo::models {
+
+enum class OptimizerKind { sgd, adamw };
+
+struct TrainOptions {
+  std::string data;     // dataset yaml
+  std::string cfg;      // model yaml
+  std::string weights;  // initial weights (.safetensors); empty: from scratch
+  std::string run_dir;  // outputs (created); resolve with resolve_run_dir (run_dir.h)
+  int epochs = 100, batch = 16, imgsz = 640, workers = 2, nbs = 64, patience = 100;
+  uint64_t seed = 0;
+  bool validate = true;  // validate every epoch (else only the final one)
+  OptimizerKind optimizer = OptimizerKind::sgd;
+  int freeze = 0;  // the first `freeze` model layers (model.0. ... model.<freeze-1>.) are frozen
+  int save_period = 0;       // weights/epoch<N>.safetensors every N epochs (0: never)
+  int64_t save_steps = 0;    // weights/step<N>.safetensors every N optimizer steps (0: never)
+  int save_total_limit = 0;  // keep the newest this many periodic checkpoints (0: all)
+  LossHyp loss;
+  ScheduleHyp schedule;
+  data::AugmentHyp augment;
+  double weight_decay = 5e-4;  // before YOLOv5's batch * accumulate / nbs scaling
+
+  // ---- not saved in checkpoints ----
+  int64_t max_steps = 0;  // end after this many optimizer steps in all (0: no limit), resumable
+  std::string resume;     // checkpoint to continue from: its run dir and configuration win
+  int rank = 0, world_size = 1;  // this process in a data-parallel run
+  std::vector<TrainCallbacks> callbacks;
+  bool show_progress = true;  // the progress bar (rank 0, on stdout)
+};
+
+// Applies a YOLOv5 hyp yaml (hyp.scratch-low.yaml's keys) to `options`: lr0, lrf, momentum,
+// weight_decay, warmup_*, loss gains, augmentation. Keys YOLOv5 keeps but does not use in
+// training (iou_t) are accepted; features bareyolo lacks (mixup, copy_paste, fl_gamma) must
+// be 0; an unknown key is an error naming it.
+void load_hyp_yaml(const std::string& path, TrainOptions& options);
+
+// The saved part of the options as a JSON object string, and back onto `options` (fields
+// not saved are kept). The parse names the key that is missing or mistyped.
+std::string options_to_json(const TrainOptions& options);
+void options_from_json(const std::string& json, TrainOptions& options);
+
+const char* optimizer_name(OptimizerKind kind);            // "SGD", "AdamW"
+OptimizerKind parse_optimizer_name(const std::string& name);  // throws for others
+
+}  // namespace bareyolo::models
