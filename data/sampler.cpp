@@ -10,6 +10,17 @@
 
 namespace bareyolo::data {
 
+void require_divisible_batch(int batch, int world_size) {
+  const int b = batch, w = world_size;
+  if (b >= 1 && b % w == 0) return;
+  const int lower = std::max(w, b / w * w);
+  const int upper = std::max((b / w + 1) * w, lower + w);  // batch < world: world and 2 world
+  throw std::invalid_argument(
+      "batch=" + std::to_string(b) + " is the global batch and must be divisible by world_size=" +
+      std::to_string(w) + " (each rank takes batch/world_size images); use batch=" +
+      std::to_string(lower) + " or batch=" + std::to_string(upper));
+}
+
 DistributedSampler::DistributedSampler(const SamplerOptions& options) : options_(options) {
   const int b = options.global_batch, w = options.world_size;
   if (options.dataset_size <= 0)
@@ -17,13 +28,7 @@ DistributedSampler::DistributedSampler(const SamplerOptions& options) : options_
   if (w < 1 || options.rank < 0 || options.rank >= w)
     throw std::invalid_argument("rank=" + std::to_string(options.rank) +
                                 " is not in [0, world_size=" + std::to_string(w) + ")");
-  if (b < 1 || b % w != 0) {
-    int lower = std::max(w, b / w * w), upper = (b / w + 1) * w;
-    throw std::invalid_argument(
-        "batch=" + std::to_string(b) + " is the global batch and must be divisible by world_size=" +
-        std::to_string(w) + " (each rank takes batch/world_size images); use batch=" +
-        std::to_string(lower) + " or batch=" + std::to_string(upper));
-  }
+  require_divisible_batch(b, w);
   steps_ = options.drop_last ? options.dataset_size / b : (options.dataset_size + b - 1) / b;
   if (steps_ == 0)
     throw std::invalid_argument("drop_last with batch=" + std::to_string(b) + " and only " +

@@ -55,6 +55,10 @@ class DistributedSampler {
   int64_t steps_ = 0;
 };
 
+// Throws std::invalid_argument naming the two nearest valid batches when the global `batch`
+// does not split evenly over `world_size` ranks (checked before any worker starts).
+void require_divisible_batch(int batch, int world_size);
+
 // The RNG stream index of the shuffle (sample positions never reach it).
 inline constexpr uint64_t kShuffleStream = ~0ull;
 
