@@ -259,7 +259,7 @@ TrainSummary train(const TrainOptions& request,
   TrainSummary summary;
   summary.run_dir = options.run_dir;
   bool max_steps_reached = false;
-  for (int epoch = progress.epoch; epoch < options.epochs && !max_steps_reached; ++epoch) {
+  for (int epoch = progress.epoch; epoch < options.epochs; ++epoch) {
     // ---- the epoch's batches, from where a resumed run left off ----
     std::vector<data::Step> plan = sampler.plan_epoch(epoch, imgsz);
     plan.erase(plan.begin(), plan.begin() + progress.batches_done);
@@ -300,11 +300,13 @@ TrainSummary train(const TrainOptions& request,
         ema.update(state);
         progress.last_step_iteration = iteration;
         ++progress.optimizer_steps;
-        if (options.save_steps > 0 && progress.optimizer_steps % options.save_steps == 0)
-          step_checkpoints = {"step" + std::to_string(progress.optimizer_steps) + ".safetensors",
-                              "last.safetensors"};
+        const bool periodic =
+            options.save_steps > 0 && progress.optimizer_steps % options.save_steps == 0;
         max_steps_reached = options.max_steps > 0 && progress.optimizer_steps >= options.max_steps;
-        if (max_steps_reached) step_checkpoints.push_back("last.safetensors");
+        if (periodic)
+          step_checkpoints.push_back("step" + std::to_string(progress.optimizer_steps) +
+                                     ".safetensors");
+        if (periodic || max_steps_reached) step_checkpoints.push_back("last.safetensors");
       }
       progress.train_seconds = seconds_before + seconds_since(epoch_start);
       if (bar)

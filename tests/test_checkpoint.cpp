@@ -284,3 +284,56 @@ TEST_CASE("frozen layers keep their weights and resuming a finished run is refus
   CHECK_THROWS_WITH_AS(models::train(again, quiet), doctest::Contains("already finished"),
                        std::invalid_argument);
 }
+
+TEST_CASE("callbacks fire in order on rank 0, and any other rank writes and fires nothing") {
+  TempDir dir;
+  models::TrainOptions options = tiny_run(dir.path() / "run");
+  options.epochs = 2;
+  options.save_steps = 3;
+  options.save_total_limit = 1;
+  std::vector<std::string> events;
+  models::TrainCallbacks recorder;
+  recorder.on_train_start = [&](const models::TrainStartInfo& i) {
+    events.push_back("start " + std::to_string(i.start_epoch));
+  };
+  recorder.on_epoch_end = [&](int e) { events.push_back("epoch " + std::to_string(e)); };
+  recorder.on_fit_epoch_end = [&](const models::EpochMetrics& m) {
+    events.push_back("fit " + std::to_string(m.epoch));
+  };
+  recorder.on_model_save = [&](const std::string& path) {
+    events.push_back("save " + fs::path(path).filename().string());
+  };
+  recorder.on_train_end = [&](const models::TrainEndInfo& i) {
+    events.push_back(std::string("end ") + (i.finished ? "finished" : "stopped"));
+  };
+  options.callbacks = {recorder};
+  int log_lines = 0;
+  models::train(options, [&](const std::string&) { ++log_lines; });
+  // 8 batches, steps after iterations 0 1 2 3 | 5 7: step 3 in epoch 0, step 6 in epoch 1.
+  const std::vector<std::string> expected = {
+      "start 0",
+      "save step3.safetensors", "save last.safetensors",
+      "epoch 0", "fit 0", "save last.safetensors", "save best.safetensors",
+      "save step6.safetensors", "save last.safetensors",
+      "epoch 1", "fit 1", "save last.safetensors", "save best.safetensors",
+      "save final.safetensors", "end finished"};
+  CHECK(events == expected);
+  CHECK(log_lines > 0);
+  const fs::path weights = dir.path() / "run" / "weights";
+  CHECK_FALSE(fs::exists(weights / "step3.safetensors"));  // --save-total-limit 1
+  CHECK(fs::exists(weights / "step6.safetensors"));
+  for (const char* file : {"results.csv", "results.jsonl", "report.html"})
+    CHECK(fs::exists(dir.path() / "run" / file));
+
+  // The same run as rank 1 of 2 (no communicator: it only computes its half of each batch).
+  events.clear();
+  log_lines = 0;
+  options.run_dir = (dir.path() / "rank1").string();
+  options.rank = 1;
+  options.world_size = 2;
+  const models::TrainSummary summary = models::train(options, [&](const std::string&) { ++log_lines; });
+  CHECK(summary.finished);
+  CHECK(events.empty());
+  CHECK(log_lines == 0);
+  CHECK_FALSE(fs::exists(dir.path() / "rank1"));
+}
