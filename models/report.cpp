@@ -14,7 +14,7 @@ namespace bareyolo::models {
 namespace {
 
 constexpr double kWidth = 460, kHeight = 260;
-constexpr double kLeft = 64, kRight = 12, kTop = 28, kBottom = 44;  // plot margins
+constexpr double kLeft = 64, kRight = 12, kTop = 28, kBottom = 58;  // plot margins
 
 std::string html_escape(const std::string& text) {
   std::string out;
@@ -89,7 +89,7 @@ std::string svg_line_chart(const std::string& title, const std::vector<double>& 
   svg += "<text x=\"" + coordinate(kLeft + plot_w / 2) + "\" y=\"" +
          coordinate(kTop + plot_h + 14) + "\" font-size=\"11\" text-anchor=\"middle\">epoch</text>\n";
 
-  double legend_x = kLeft;
+  double legend_x = kLeft, legend_y = kHeight - 24;  // legend rows under the x labels
   for (const ChartSeries& s : series) {
     const std::string dash = s.dashed ? " stroke-dasharray=\"5 3\"" : "";
     // Runs of finite values become polylines; a lone point becomes a dot.
@@ -111,13 +111,15 @@ std::string svg_line_chart(const std::string& title, const std::vector<double>& 
       else flush();
     }
     flush();
-    const double legend_y = kHeight - 10;
+    const double legend_width = 30 + 6.5 * double(s.name.size());
+    if (legend_x > kLeft && legend_x + legend_width > kWidth - kRight)
+      legend_x = kLeft, legend_y += 14;  // wrap to a second row
     svg += "<line x1=\"" + coordinate(legend_x) + "\" y1=\"" + coordinate(legend_y - 4) +
            "\" x2=\"" + coordinate(legend_x + 16) + "\" y2=\"" + coordinate(legend_y - 4) +
            "\" stroke=\"" + s.color + "\" stroke-width=\"2\"" + dash + "/>\n";
     svg += "<text x=\"" + coordinate(legend_x + 20) + "\" y=\"" + coordinate(legend_y) +
            "\" font-size=\"11\">" + html_escape(s.name) + "</text>\n";
-    legend_x += 30 + 6.5 * double(s.name.size());
+    legend_x += legend_width;
   }
   return svg + "</svg>\n";
 }
