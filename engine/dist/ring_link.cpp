@@ -1,5 +1,5 @@
 // engine/dist/ring_link.cpp — the ring's connections, frames and failure protocol (described in
-// ring_link.h). Sockets are non-blocking; a step sends and receives in one loop and sleeps in
+// ring_link.h). Sockets are non-blocking; run() sends and receives in one loop and sleeps in
 // poll() only when neither direction can move.
 #include "engine/dist/ring_link.h"
 
@@ -36,13 +36,8 @@ constexpr char kHelloMagic[16] = "bareyolo-ring-1";
 constexpr size_t kMaxNoticeBytes = 4096;
 // How long a failing rank spends telling its neighbours: they may be failing too.
 constexpr auto kNoticeTimeout = std::chrono::seconds(1);
-// Frames handed to one sendmsg(): 64 frames = 32 MB, so a step is a handful of syscalls.
+// Frames handed to one sendmsg(): up to 64 frames = 32 MB, so large sends take few syscalls.
 constexpr size_t kFramesPerSend = 64;
-
-size_t frame_count(size_t bytes) { return (bytes + kFrameBytes - 1) / kFrameBytes; }
-size_t frame_payload(size_t bytes, size_t frame) {
-  return std::min(kFrameBytes, bytes - frame * kFrameBytes);
-}
 
 RingFailure lost(int peer, const std::string& what) {
   return RingFailure(peer, "lost rank " + std::to_string(peer) + ": " + what);
@@ -110,13 +105,30 @@ void set_no_delay(int fd) {
 
 }  // namespace
 
-// Progress of one direction of a step, in frames: `frame` is the one in transit, `offset` the
-// bytes of it (header included) already through the socket.
+void RingPlan::send(const char* data, size_t bytes) {
+  for (size_t offset = 0; offset < bytes; offset += kFrameBytes)
+    out.push_back({data + offset, std::min(kFrameBytes, bytes - offset), 0});
+}
+
+void RingPlan::forward(const char* data, size_t bytes, size_t first_in) {
+  for (size_t offset = 0, k = first_in; offset < bytes; offset += kFrameBytes, ++k)
+    out.push_back({data + offset, std::min(kFrameBytes, bytes - offset), k + 1});
+}
+
+size_t RingPlan::receive(char* data, size_t bytes, bool one_frame_buffer) {
+  const size_t first = in.size();
+  for (size_t offset = 0; offset < bytes; offset += kFrameBytes)
+    in.push_back({one_frame_buffer ? data : data + offset, std::min(kFrameBytes, bytes - offset)});
+  return first;
+}
+
+// Progress of one direction: `frame` is the one in transit, `offset` the bytes of it (header
+// included) already through the socket.
 struct RingLink::SendState {
-  size_t frames = 0, frame = 0, offset = 0;
+  size_t frame = 0, offset = 0;
 };
 struct RingLink::RecvState {
-  size_t frames = 0, frame = 0, offset = 0;
+  size_t frame = 0, offset = 0;
   FrameHeader header{};
 };
 
@@ -166,42 +178,48 @@ void RingLink::handshake(Store& store, const std::string& master_addr,
     if (read_hello(candidate.get(), token_, hello_deadline) == prev()) from_prev_ = std::move(candidate);
   }
   set_no_delay(from_prev_.get());
+  set_no_delay(to_next_.get());
 }
 
-void RingLink::exchange(const RingStep& step, uint64_t sequence, Clock::time_point deadline) {
-  SendState send{frame_count(step.send_bytes)};
-  RecvState recv{frame_count(step.recv_bytes)};
-  while (send.frame < send.frames || recv.frame < recv.frames) {
-    // Receive first: a frame taken (and reduced) now frees the kernel's buffer for the next.
-    bool moved = try_recv(recv, step, sequence);
-    moved = try_send(send, step, sequence, recv.frame) || moved;
-    if (!moved) wait_for_progress(send, recv, sequence, deadline);
+void RingLink::run(const RingPlan& plan, uint64_t sequence, Clock::time_point deadline) {
+  SendState send;
+  RecvState recv;
+  while (send.frame < plan.out.size() || recv.frame < plan.in.size()) {
+    // Receive first: a frame taken (and reduced) now frees the kernel's buffer for the next,
+    // and may make an outgoing frame ready.
+    bool moved = try_recv(recv, plan, sequence);
+    moved = try_send(send, plan, sequence, recv.frame) || moved;
+    if (moved) continue;
+    const bool send_ready = send.frame < plan.out.size() && plan.out[send.frame].after <= recv.frame;
+    wait_for_progress(send.frame < plan.out.size(), send_ready, recv.frame < plan.in.size(),
+                      sequence, deadline);
   }
   partial_total_ = 0;
 }
 
-// Hands the kernel every frame that is ready (up to kFramesPerSend) in one sendmsg(): header
+// Hands the kernel the frames that are ready (up to kFramesPerSend) in one sendmsg(): header
 // and payload of each frame are separate iovecs, the payload straight from the caller's
 // buffer. True when some bytes went out.
-bool RingLink::try_send(SendState& state, const RingStep& step, uint64_t sequence,
+bool RingLink::try_send(SendState& state, const RingPlan& plan, uint64_t sequence,
                         size_t frames_received) {
-  const size_t ready = step.forward_received ? std::min(state.frames, frames_received) : state.frames;
-  const size_t last = std::min(ready, state.frame + kFramesPerSend);
+  size_t last = state.frame;
+  while (last < plan.out.size() && last < state.frame + kFramesPerSend &&
+         plan.out[last].after <= frames_received)
+    ++last;
   if (state.frame >= last) return false;
 
   FrameHeader headers[kFramesPerSend];
   iovec pieces[2 * kFramesPerSend];
   size_t piece_count = 0;
   for (size_t frame = state.frame; frame < last; ++frame) {
-    const size_t payload = frame_payload(step.send_bytes, frame);
+    const RingPlan::Out& out = plan.out[frame];
     FrameHeader& header = headers[frame - state.frame];
-    header = {kData, static_cast<uint32_t>(payload), sequence};
+    header = {kData, static_cast<uint32_t>(out.bytes), sequence};
     const size_t skip = frame == state.frame ? state.offset : 0;  // only the first is begun
     if (skip < kHeaderBytes)
       pieces[piece_count++] = {reinterpret_cast<char*>(&header) + skip, kHeaderBytes - skip};
     const size_t payload_skip = skip > kHeaderBytes ? skip - kHeaderBytes : 0;
-    pieces[piece_count++] = {const_cast<char*>(step.send) + frame * kFrameBytes + payload_skip,
-                             payload - payload_skip};
+    pieces[piece_count++] = {const_cast<char*>(out.data) + payload_skip, out.bytes - payload_skip};
   }
   msghdr message{};
   message.msg_iov = pieces;
@@ -215,7 +233,7 @@ bool RingLink::try_send(SendState& state, const RingStep& step, uint64_t sequenc
   // Advance over the bytes the kernel took, frame by frame.
   size_t left = static_cast<size_t>(sent);
   while (left > 0) {
-    const size_t frame_total = kHeaderBytes + frame_payload(step.send_bytes, state.frame);
+    const size_t frame_total = kHeaderBytes + plan.out[state.frame].bytes;
     const size_t take = std::min(left, frame_total - state.offset);
     state.offset += take;
     left -= take;
@@ -227,8 +245,7 @@ bool RingLink::try_send(SendState& state, const RingStep& step, uint64_t sequenc
   // Remember a half-sent frame for abort().
   partial_total_ = 0;
   if (state.offset > 0) {
-    FrameHeader header{kData, static_cast<uint32_t>(frame_payload(step.send_bytes, state.frame)),
-                       sequence};
+    FrameHeader header{kData, static_cast<uint32_t>(plan.out[state.frame].bytes), sequence};
     std::memcpy(partial_header_, &header, kHeaderBytes);
     partial_total_ = kHeaderBytes + header.payload_bytes;
     partial_sent_ = state.offset;
@@ -237,16 +254,17 @@ bool RingLink::try_send(SendState& state, const RingStep& step, uint64_t sequenc
 }
 
 // One recv() into the header or the payload of the frame in transit. True on progress.
-bool RingLink::try_recv(RecvState& state, const RingStep& step, uint64_t sequence) {
-  if (state.frame >= state.frames) return false;
-  const size_t payload = frame_payload(step.recv_bytes, state.frame);
+bool RingLink::try_recv(RecvState& state, const RingPlan& plan, uint64_t sequence) {
+  if (state.frame >= plan.in.size()) return false;
+  const RingPlan::In& in = plan.in[state.frame];
+  const size_t payload = in.bytes;
   char* target;
   size_t wanted;
   if (state.offset < kHeaderBytes) {
     target = reinterpret_cast<char*>(&state.header) + state.offset;
     wanted = kHeaderBytes - state.offset;
   } else {
-    target = step.recv + state.frame * kFrameBytes + (state.offset - kHeaderBytes);
+    target = in.data + (state.offset - kHeaderBytes);
     wanted = kHeaderBytes + payload - state.offset;
   }
   const ssize_t got = ::recv(from_prev_.get(), target, wanted, MSG_DONTWAIT);
@@ -289,7 +307,7 @@ bool RingLink::try_recv(RecvState& state, const RingStep& step, uint64_t sequenc
     }
   }
   if (state.offset == kHeaderBytes + payload) {
-    if (step.on_received) step.on_received(state.frame * kFrameBytes, payload);
+    if (plan.on_received) plan.on_received(state.frame);
     ++state.frame;
     state.offset = 0;
   }
@@ -298,9 +316,8 @@ bool RingLink::try_recv(RecvState& state, const RingStep& step, uint64_t sequenc
 
 // Sleeps until a socket can move, a neighbour closes or sends a notice, interrupt() is called,
 // or `deadline` passes (then the rank being waited for is named).
-void RingLink::wait_for_progress(const SendState& send, const RecvState& recv, uint64_t sequence,
+void RingLink::wait_for_progress(bool sending, bool send_ready, bool receiving, uint64_t sequence,
                                  Clock::time_point deadline) {
-  const bool receiving = recv.frame < recv.frames, sending = send.frame < send.frames;
   if (sending && next_left_) {
     throw RingFailure(next(), "rank " + std::to_string(next()) +
                                   " left the job (destroyed its communicator) while rank " +
@@ -311,7 +328,7 @@ void RingLink::wait_for_progress(const SendState& send, const RecvState& recv, u
   pollfd entries[3] = {
       // The next rank never sends data back: readable means a notice, a goodbye, EOF or a
       // reset. Once it said goodbye, nothing more is read there.
-      {to_next_.get(), static_cast<short>((next_left_ ? 0 : POLLIN) | (sending ? POLLOUT : 0)), 0},
+      {to_next_.get(), static_cast<short>((next_left_ ? 0 : POLLIN) | (send_ready ? POLLOUT : 0)), 0},
       {from_prev_.get(), static_cast<short>(receiving ? POLLIN : 0), 0},
       {wake_read_.get(), POLLIN, 0},
   };

@@ -1,6 +1,7 @@
 // engine/dist/ring_link.h — one rank's two TCP connections in the ring, the framing on them,
-// and the failure protocol. The TCP ring communicator (tcp_ring.h) builds its collectives from
-// exchange() steps; this file knows nothing about reductions.
+// and the failure protocol. The TCP ring communicator (tcp_ring.h) describes each collective
+// as a RingPlan of frames to send and receive; this file moves them and knows nothing about
+// reductions.
 //
 // Topology: rank r connects to its next neighbour (r + 1) % N and accepts a connection from
 // its previous one (r - 1 + N) % N; addresses go through the rendezvous store under
@@ -30,6 +31,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "engine/dist/socket.h"
 #include "engine/dist/store.h"
@@ -49,18 +51,36 @@ class RingFailure : public std::runtime_error {
   int lost_rank;
 };
 
-// One ring step on this rank: send `send_bytes` to the next rank while receiving `recv_bytes`
-// from the previous one. Both directions advance together in one poll loop.
-struct RingStep {
-  const char* send = nullptr;
-  size_t send_bytes = 0;
-  char* recv = nullptr;
-  size_t recv_bytes = 0;
-  // Broadcast's relay: send == recv, and a frame is forwarded as soon as it has arrived.
-  bool forward_received = false;
-  // Called with (offset, bytes) of each frame once it is wholly in `recv`; the reduction runs
-  // here while the kernel keeps receiving the next frame. Offsets are frame-aligned.
-  std::function<void(size_t offset, size_t bytes)> on_received = nullptr;
+// One collective's traffic on this rank, as two streams of frames: `out` to the next rank,
+// `in` from the previous one. The ring is one pipeline: what a rank receives (and reduces) at
+// one step is what it sends at the next, so an outgoing frame may wait for an incoming one
+// (`after`), and goes out as soon as that one has arrived and been consumed — while it is still
+// in cache, and without a pause between steps.
+struct RingPlan {
+  struct Out {
+    const char* data;
+    size_t bytes;
+    size_t after;  // sendable once incoming frames [0, after) are done
+  };
+  struct In {
+    char* data;
+    size_t bytes;
+  };
+  std::vector<Out> out;
+  std::vector<In> in;
+  // Called with the index of each incoming frame once it is wholly received (the reduction
+  // runs here, while the kernel keeps receiving the next frame).
+  std::function<void(size_t frame)> on_received = nullptr;
+
+  // Adds `bytes` from `data` to send, ready at once.
+  void send(const char* data, size_t bytes);
+  // Adds `bytes` from `data` to send, frame k once incoming frame `first_in + k` is done: the
+  // bytes that frame brought (or that its on_received produced) go on round the ring.
+  void forward(const char* data, size_t bytes, size_t first_in);
+  // Adds `bytes` to receive, frame k landing at data + k * kFrameBytes — or at `data` itself
+  // for every frame when `one_frame_buffer` (each consumed by on_received before the next).
+  // Returns the index of its first frame.
+  size_t receive(char* data, size_t bytes, bool one_frame_buffer = false);
 };
 
 class RingLink {
@@ -73,9 +93,10 @@ class RingLink {
   int next() const { return (rank_ + 1) % world_size_; }
   int prev() const { return (rank_ + world_size_ - 1) % world_size_; }
 
-  // Runs one step of collective number `sequence`. Throws RingFailure on a lost or
-  // misbehaving neighbour or at `deadline`, and std::runtime_error after interrupt().
-  void exchange(const RingStep& step, uint64_t sequence, Clock::time_point deadline);
+  // Moves the frames of collective number `sequence`, both directions in one poll loop.
+  // Throws RingFailure on a lost or misbehaving neighbour or at `deadline`, and
+  // std::runtime_error after interrupt().
+  void run(const RingPlan& plan, uint64_t sequence, Clock::time_point deadline);
 
   // The failure protocol above: notify the surviving neighbours, then shut both sockets.
   void abort(const RingFailure& failure);
@@ -84,17 +105,16 @@ class RingLink {
   // its closing connections are not taken for a death, and shuts the sockets.
   void say_goodbye();
 
-  // Makes a running or later exchange() return at once (the communicator is being destroyed).
+  // Makes a running or later run() return at once (the communicator is being destroyed).
   void interrupt();
 
  private:
   struct SendState;
   struct RecvState;
   void handshake(Store& store, const std::string& master_addr, Clock::time_point deadline);
-  bool try_send(SendState& state, const RingStep& step, uint64_t sequence,
-                size_t frames_received);
-  bool try_recv(RecvState& state, const RingStep& step, uint64_t sequence);
-  void wait_for_progress(const SendState& send, const RecvState& recv, uint64_t sequence,
+  bool try_send(SendState& state, const RingPlan& plan, uint64_t sequence, size_t frames_received);
+  bool try_recv(RecvState& state, const RingPlan& plan, uint64_t sequence);
+  void wait_for_progress(bool sending, bool send_ready, bool receiving, uint64_t sequence,
                          Clock::time_point deadline);
   void read_from_next();
   [[noreturn]] void throw_notice(int fd, int from_rank, uint32_t text_bytes, uint64_t lost_rank);

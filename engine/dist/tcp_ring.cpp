@@ -2,9 +2,9 @@
 // thread, Work handles and staging of GPU buffers (overview: tcp_ring.h; sockets, frames and
 // the failure protocol: ring_link.h).
 //
-// Notation: N ranks, this is rank r, chunk/block indices are taken modulo N. Each step of a
-// schedule is one RingLink::exchange(): send a region to rank r+1 while receiving one from
-// rank r-1, both directions of the ring busy at once.
+// Notation: N ranks, this is rank r, chunk/block indices are taken modulo N. At each step of
+// a schedule a rank sends a region to rank r+1 while it receives one from rank r-1; the steps
+// of a collective form one RingPlan that RingLink::run() moves as a pipeline of frames.
 #include "engine/dist/tcp_ring.h"
 
 #include <algorithm>
@@ -36,7 +36,6 @@ struct Chunks {
 
   size_t offset(int chunk) const { return size_t(count * chunk / parts) * element_bytes; }
   size_t bytes(int chunk) const { return offset(chunk + 1) - offset(chunk); }
-  size_t largest() const { return size_t((count + parts - 1) / parts) * element_bytes; }
 };
 
 template <class T>
@@ -291,44 +290,48 @@ class TcpRingCommunicator final : public Communicator {
     return broken_;
   }
 
+  // The allreduce as one pipeline (RingPlan): rank r sends its own chunk r, then keeps
+  // passing on what it receives, frame by frame, each frame as soon as it is in.
+  //   Reduce-scatter, steps s = 0 .. N-2: rank r receives chunk r-s-1 — the partial result
+  //   its previous neighbour holds — adds it into its own values of that chunk, and sends the
+  //   sum on at step s+1. Chunk c starts at rank c and gains one rank's values per hop; after
+  //   N-1 hops rank r holds chunk r+1 reduced over every rank (divided by N for avg).
+  //   All-gather, steps s = 0 .. N-2: rank r sends chunk r+1 (step 0), then passes on the
+  //   finished chunk r-s it received at step s, which lands straight in place.
+  // Every rank's result is bit-identical: each chunk is reduced once, by its owner's chain.
   void ring_allreduce(char* data, int64_t count, DType dtype, ReduceOp op, uint64_t sequence,
                       Clock::time_point deadline) {
     const int n = world_size_, r = rank_;
     const Chunks chunks{count, n, dtype_size(dtype)};
-    if (scratch_.size() < chunks.largest()) scratch_.resize(chunks.largest());
-    char* scratch = scratch_.data();
+    auto chunk = [&](int index) { return data + chunks.offset(wrap(index, n)); };
+    auto chunk_bytes = [&](int index) { return chunks.bytes(wrap(index, n)); };
 
-    // Reduce-scatter: at step s = 0 .. N-2, rank r sends chunk r-s and receives chunk r-s-1,
-    // the partial result its previous neighbour sent, adding its own values to it frame by
-    // frame as the frames arrive. Chunk c starts at rank c and picks up one rank's values per
-    // hop; after N-1 steps rank r holds chunk r+1 reduced over every rank.
+    RingPlan plan;
+    std::vector<char*> reduce_into;  // per incoming frame: own values it is added to, or null
+    size_t first_final = 0;          // the first incoming frame of chunk r+1's last hop
+    plan.send(chunk(r), chunk_bytes(r));
     for (int step = 0; step < n - 1; ++step) {
-      const int send_chunk = wrap(r - step, n), recv_chunk = wrap(r - step - 1, n);
-      char* own = data + chunks.offset(recv_chunk);
-      link_.exchange({.send = data + chunks.offset(send_chunk),
-                      .send_bytes = chunks.bytes(send_chunk),
-                      .recv = scratch,
-                      .recv_bytes = chunks.bytes(recv_chunk),
-                      .on_received =
-                          [&](size_t offset, size_t bytes) {
-                            reduce_bytes(own + offset, scratch + offset, bytes, dtype, op);
-                          }},
-                     sequence, deadline);
+      const int c = r - step - 1;
+      const size_t first = plan.receive(scratch_.data(), chunk_bytes(c), /*one_frame_buffer=*/true);
+      for (size_t offset = 0; offset < chunk_bytes(c); offset += kFrameBytes)
+        reduce_into.push_back(chunk(c) + offset);
+      plan.forward(chunk(c), chunk_bytes(c), first);
+      first_final = first;
     }
-    const int owned = wrap(r + 1, n);
-    if (op == ReduceOp::avg)
-      divide_bytes(data + chunks.offset(owned), chunks.bytes(owned), dtype, n);
-
-    // All-gather: at step s rank r sends chunk r+1-s (first its own reduced chunk, then the one
-    // it received at step s-1) and receives chunk r-s, straight into place.
     for (int step = 0; step < n - 1; ++step) {
-      const int send_chunk = wrap(r + 1 - step, n), recv_chunk = wrap(r - step, n);
-      link_.exchange({.send = data + chunks.offset(send_chunk),
-                      .send_bytes = chunks.bytes(send_chunk),
-                      .recv = data + chunks.offset(recv_chunk),
-                      .recv_bytes = chunks.bytes(recv_chunk)},
-                     sequence, deadline);
+      const int c = r - step;
+      const size_t first = plan.receive(chunk(c), chunk_bytes(c));
+      if (step < n - 2) plan.forward(chunk(c), chunk_bytes(c), first);
     }
+    reduce_into.resize(plan.in.size(), nullptr);
+    plan.on_received = [&](size_t frame) {
+      char* own = reduce_into[frame];
+      if (own == nullptr) return;
+      const size_t bytes = plan.in[frame].bytes;
+      reduce_bytes(own, scratch_.data(), bytes, dtype, op);
+      if (op == ReduceOp::avg && frame >= first_final) divide_bytes(own, bytes, dtype, n);
+    };
+    link_.run(plan, sequence, deadline);
   }
 
   // A pipeline from the root round the ring: root -> root+1 -> ... -> root-1. Every rank in
@@ -337,39 +340,38 @@ class TcpRingCommunicator final : public Communicator {
   void ring_broadcast(char* data, size_t bytes, int root, uint64_t sequence,
                       Clock::time_point deadline) {
     const int hops_from_root = wrap(rank_ - root, world_size_);
+    RingPlan plan;
     if (hops_from_root == 0) {
-      link_.exchange({.send = data, .send_bytes = bytes}, sequence, deadline);
-    } else if (hops_from_root == world_size_ - 1) {
-      link_.exchange({.recv = data, .recv_bytes = bytes}, sequence, deadline);
+      plan.send(data, bytes);
     } else {
-      link_.exchange({.send = data, .send_bytes = bytes, .recv = data, .recv_bytes = bytes,
-                      .forward_received = true},
-                     sequence, deadline);
+      const size_t first = plan.receive(data, bytes);
+      if (hops_from_root < world_size_ - 1) plan.forward(data, bytes, first);
     }
+    link_.run(plan, sequence, deadline);
   }
 
-  // Block q of `recv` is rank q's `send`. Rank r places its own block, then at step
-  // s = 0 .. N-2 sends block r-s (its own, then the one just received) and receives block r-s-1.
+  // Block q of `recv` is rank q's `send`. Rank r places its own block and sends it; at step
+  // s = 0 .. N-2 it receives block r-s-1 and passes it on at step s+1 (all but the last).
   void ring_allgather(const char* send, char* recv, size_t block_bytes, uint64_t sequence,
                       Clock::time_point deadline) {
     const int n = world_size_, r = rank_;
-    char* own = recv + size_t(r) * block_bytes;
-    if (own != send && block_bytes > 0) std::memmove(own, send, block_bytes);
+    auto block = [&](int index) { return recv + size_t(wrap(index, n)) * block_bytes; };
+    if (block(r) != send && block_bytes > 0) std::memmove(block(r), send, block_bytes);
+    RingPlan plan;
+    plan.send(block(r), block_bytes);
     for (int step = 0; step < n - 1; ++step) {
-      const size_t send_block = size_t(wrap(r - step, n)), recv_block = size_t(wrap(r - step - 1, n));
-      link_.exchange({.send = recv + send_block * block_bytes,
-                      .send_bytes = block_bytes,
-                      .recv = recv + recv_block * block_bytes,
-                      .recv_bytes = block_bytes},
-                     sequence, deadline);
+      const size_t first = plan.receive(block(r - step - 1), block_bytes);
+      if (step < n - 2) plan.forward(block(r - step - 1), block_bytes, first);
     }
+    link_.run(plan, sequence, deadline);
   }
 
   const int rank_;
   const int world_size_;
   const std::chrono::milliseconds timeout_;
   RingLink link_;                // touched by the comm thread only (and interrupt())
-  std::vector<char> scratch_;    // the comm thread's receive buffer for reductions
+  // The comm thread's landing place for one received frame, reduced from there.
+  std::vector<char> scratch_ = std::vector<char>(kFrameBytes);
 
   std::mutex mutex_;             // guards the members below
   std::condition_variable queued_;

@@ -1,0 +1,228 @@
+// bench/allreduce.cpp — bench_allreduce: the TCP ring's float32 allreduce (avg) between 2
+// ranks on loopback, sizes 4 KB .. 64 MB, beside memcpy's bandwidth measured in the same run
+// and, when Python with torch is installed, torch.distributed's gloo all_reduce on the same
+// sizes (bench/gloo_allreduce.py, run after ours, in the same run).
+//
+// Bus bandwidth = bytes x 2(N-1)/N / time: the bytes each rank sends (and receives) in a ring
+// allreduce, per second — comparable across N and with the link's own rate. For 2 ranks on
+// loopback every byte also costs the kernel a copy on each side, so memcpy's rate is the
+// ceiling to keep in mind. The last line is machine-readable:
+//   RESULT busbw_64MB_GBps=<x> memcpy_GBps=<m> gloo_busbw_64MB_GBps=<g> ratio_vs_gloo=<x/g>
+// (g and the ratio are nan without torch).
+//
+//   bench_allreduce            every size, ours and gloo (about half a minute)
+//   bench_allreduce --quick    4 KB, 1 MB and 64 MB, a few calls each, no gloo (a second)
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/dist/process_group.h"  // defines: init_process_group, ProcessGroup
+#include "engine/dist/socket.h"         // defines: listen_tcp, bound_port
+
+namespace {
+
+using namespace bareyolo;
+using namespace bareyolo::dist;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kWorld = 2;
+constexpr int64_t kHeadlineBytes = int64_t{64} << 20;
+
+struct Plan {
+  std::vector<int64_t> sizes;  // bytes
+  double seconds_per_size;
+  bool with_gloo;
+};
+
+Plan plan_for(bool quick) {
+  if (quick) return {{4 << 10, 1 << 20, kHeadlineBytes}, 0.0, false};
+  Plan plan{{}, 0.4, true};
+  for (int64_t bytes = 4 << 10; bytes <= kHeadlineBytes; bytes *= 2) plan.sizes.push_back(bytes);
+  return plan;
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// memcpy between two 64 MB buffers (already touched), best of a few: bytes copied per second.
+double memcpy_gbps() {
+  std::vector<char> from(size_t(kHeadlineBytes), 1), to(size_t(kHeadlineBytes), 0);
+  double best = 1e30;
+  for (int round = 0; round < 5; ++round) {
+    auto start = Clock::now();
+    std::memcpy(to.data(), from.data(), from.size());
+    best = std::min(best, seconds_since(start));
+  }
+  return double(kHeadlineBytes) / best / 1e9;
+}
+
+// One rank: for each size, warm-up calls, then timed calls; rank 0 writes "bytes seconds"
+// lines to `report_fd`. Every rank makes the same number of calls (rank 0 decides and
+// broadcasts it), as collectives must be issued alike.
+void run_rank(ProcessGroup& group, const Plan& plan, int report_fd) {
+  Communicator& comm = *group.comm;
+  for (int64_t bytes : plan.sizes) {
+    std::vector<float> values(size_t(bytes / 4), 1.0f);
+    const CommBuffer buffer = CommBuffer::of(values.data(), int64_t(values.size()));
+    comm.allreduce(buffer, ReduceOp::avg)->wait();
+    auto start = Clock::now();
+    comm.allreduce(buffer, ReduceOp::avg)->wait();
+    int64_t calls = std::clamp<int64_t>(int64_t(plan.seconds_per_size / seconds_since(start)), 3, 2000);
+    comm.broadcast(CommBuffer::of(&calls, 1), 0)->wait();
+
+    comm.barrier()->wait();
+    start = Clock::now();
+    for (int64_t call = 0; call < calls; ++call) comm.allreduce(buffer, ReduceOp::avg)->wait();
+    const double seconds = seconds_since(start) / double(calls);
+    if (group.rank() == 0) dprintf(report_fd, "%lld %.9f\n", (long long)bytes, seconds);
+  }
+}
+
+// Forks the ranks (rank 0 serves the store on a socket bound here, as the launcher does) and
+// returns rank 0's seconds per call by size; exits on a failed rank.
+std::map<int64_t, double> run_ours(const Plan& plan) {
+  Fd store_socket = listen_tcp("127.0.0.1", 0);
+  const int port = bound_port(store_socket.get());
+  int report[2];
+  if (::pipe(report) != 0) std::exit(1);
+  std::vector<pid_t> pids;
+  std::fflush(stdout);
+  for (int rank = 0; rank < kWorld; ++rank) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(report[0]);
+      if (rank == 0) ::setenv(kStoreFdVariable, std::to_string(store_socket.get()).c_str(), 1);
+      int status = 0;
+      try {
+        LaunchEnv env;
+        env.launcher = Launcher::manual;
+        env.rank = env.local_rank = rank;
+        env.world_size = env.local_world_size = kWorld;
+        env.master_port = port;
+        env.store_token = "bench-allreduce";
+        ProcessGroup group = init_process_group(env, {.backend = Backend::tcp});
+        run_rank(group, plan, report[1]);
+      } catch (const std::exception& error) {
+        std::fprintf(stderr, "bench_allreduce rank %d: %s\n", rank, error.what());
+        status = 1;
+      }
+      ::_exit(status);
+    }
+    pids.push_back(pid);
+  }
+  store_socket.reset();
+  ::close(report[1]);
+
+  std::string lines;
+  char chunk[4096];
+  ssize_t got;
+  while ((got = ::read(report[0], chunk, sizeof chunk)) > 0) lines.append(chunk, size_t(got));
+  ::close(report[0]);
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      std::fprintf(stderr, "bench_allreduce: a rank failed (status %d)\n", status);
+      std::exit(1);
+    }
+  }
+  std::map<int64_t, double> seconds;
+  long long bytes;
+  double value;
+  for (const char* line = lines.c_str(); std::sscanf(line, "%lld %lf", &bytes, &value) == 2;) {
+    seconds[bytes] = value;
+    line = std::strchr(line, '\n');
+    if (!line) break;
+    ++line;
+  }
+  return seconds;
+}
+
+// The first Python that imports torch.distributed (Debian's python3-torch lives in
+// /usr/bin/python3's dist-packages; -I keeps the current folder and PYTHON* out of it).
+std::string python_with_torch() {
+  for (const char* python : {"/usr/bin/python3", "python3", "/opt/yv5/bin/python"}) {
+    const std::string probe = std::string(python) +
+                              " -I -c 'import torch.distributed as d; assert d.is_available()' "
+                              ">/dev/null 2>&1";
+    if (std::system(probe.c_str()) == 0) return python;
+  }
+  return "";
+}
+
+// gloo's seconds per call by size, from bench/gloo_allreduce.py; empty without torch.
+std::map<int64_t, double> run_gloo(const Plan& plan) {
+  std::map<int64_t, double> seconds;
+  const std::string python = python_with_torch();
+  if (python.empty()) {
+    std::printf("gloo: no Python with torch.distributed found: its columns are nan\n");
+    return seconds;
+  }
+  int port;
+  {
+    Fd probe = listen_tcp("127.0.0.1", 0);
+    port = bound_port(probe.get());
+  }
+  std::string sizes;
+  for (int64_t bytes : plan.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(bytes);
+  const std::string command = python + " -I " BAREYOLO_SOURCE_DIR "/bench/gloo_allreduce.py --port " +
+                              std::to_string(port) + " --sizes " + sizes +
+                              " --seconds-per-size " + std::to_string(plan.seconds_per_size);
+  std::fflush(stdout);
+  FILE* output = ::popen(command.c_str(), "r");
+  if (!output) return seconds;
+  char line[256];
+  long long bytes;
+  double value;
+  while (std::fgets(line, sizeof line, output)) {
+    if (std::sscanf(line, "gloo bytes=%lld seconds=%lf", &bytes, &value) == 2) seconds[bytes] = value;
+  }
+  if (::pclose(output) != 0) std::printf("gloo: %s failed; its columns are partial\n", command.c_str());
+  return seconds;
+}
+
+double bus_gbps(int64_t bytes, double seconds) {
+  return double(bytes) * 2.0 * (kWorld - 1) / kWorld / seconds / 1e9;
+}
+
+double lookup_busbw(const std::map<int64_t, double>& seconds, int64_t bytes) {
+  auto found = seconds.find(bytes);
+  return found == seconds.end() ? std::nan("") : bus_gbps(bytes, found->second);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const Plan plan = plan_for(quick);
+  const double memcpy_rate = memcpy_gbps();
+  std::printf("float32 allreduce (avg) between %d ranks on loopback TCP; memcpy %.2f GB/s\n",
+              kWorld, memcpy_rate);
+  const auto ours = run_ours(plan);
+  const auto gloo = plan.with_gloo ? run_gloo(plan) : std::map<int64_t, double>{};
+
+  std::printf("%10s %12s %14s %16s %10s\n", "bytes", "time_us", "busbw_GBps", "gloo_busbw_GBps",
+              "ratio");
+  for (int64_t bytes : plan.sizes) {
+    const double busbw = lookup_busbw(ours, bytes), gloo_busbw = lookup_busbw(gloo, bytes);
+    std::printf("%10lld %12.1f %14.3f %16.3f %10.2f\n", (long long)bytes,
+                ours.count(bytes) ? ours.at(bytes) * 1e6 : std::nan(""), busbw, gloo_busbw,
+                busbw / gloo_busbw);
+  }
+  const double headline = lookup_busbw(ours, kHeadlineBytes);
+  const double gloo_headline = lookup_busbw(gloo, kHeadlineBytes);
+  std::printf("RESULT busbw_64MB_GBps=%.3f memcpy_GBps=%.2f gloo_busbw_64MB_GBps=%.3f "
+              "ratio_vs_gloo=%.2f\n",
+              headline, memcpy_rate, gloo_headline, headline / gloo_headline);
+  return std::isfinite(headline) ? 0 : 1;
+}
