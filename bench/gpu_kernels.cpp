@@ -6,7 +6,9 @@
 // once, an accumulated output read and written), its time (mean of kReps launches after
 // kWarmup, CUDA events on the compute stream), the achieved bandwidth bytes / time, and the
 // ratio to the copy's bandwidth (2 x bytes copied / time). NMS is timed but not in the ratios:
-// its cost is the IoU tests and the host walk, not memory traffic.
+// its cost is the IoU tests and the host walk, not memory traffic. Then yolov5s's convolutions
+// (forward, backward-data, backward-weight) through cuDNN and through the hand-written
+// im2col + cuBLAS path, side by side.
 // Without a usable GPU it prints why and exits 77 (skipped).
 // The last line is machine-readable:
 //   RESULT min_bw_ratio=<x> median_bw_ratio=<y>
@@ -44,21 +46,53 @@ Tensor filled(Shape4 shape, uint32_t seed) {
 }
 
 // Mean milliseconds of one call of `body` on the compute stream.
-double time_ms(const std::function<void()>& body) {
+double time_ms(const std::function<void()>& body, int reps = kReps) {
   auto stream = static_cast<cudaStream_t>(cuda::compute_stream(0));
   for (int i = 0; i < kWarmup; ++i) body();
   cudaEvent_t start, stop;
   BAREYOLO_CUDA_CHECK(cudaEventCreate(&start));
   BAREYOLO_CUDA_CHECK(cudaEventCreate(&stop));
   BAREYOLO_CUDA_CHECK(cudaEventRecord(start, stream));
-  for (int i = 0; i < kReps; ++i) body();
+  for (int i = 0; i < reps; ++i) body();
   BAREYOLO_CUDA_CHECK(cudaEventRecord(stop, stream));
   BAREYOLO_CUDA_CHECK(cudaEventSynchronize(stop));
   float ms = 0;
   BAREYOLO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  return double(ms) / kReps;
+  return double(ms) / reps;
+}
+
+struct ConvShape {
+  const char* name;
+  int64_t c_in, c_out, kernel, stride, in_size;
+};
+// yolov5s at 640: the stem, the strided convs and one C3 3x3 conv per scale, and SPPF's cv2.
+const ConvShape kYolov5sConvs[] = {
+    {"L0 6x6 s2 3->32 @640", 3, 32, 6, 2, 640},     {"L1 3x3 s2 32->64 @320", 32, 64, 3, 2, 320},
+    {"C3 1x1 64->32 @160", 64, 32, 1, 1, 160},      {"C3 3x3 32->32 @160", 32, 32, 3, 1, 160},
+    {"L3 3x3 s2 64->128 @160", 64, 128, 3, 2, 160}, {"C3 3x3 64->64 @80", 64, 64, 3, 1, 80},
+    {"L5 3x3 s2 128->256 @80", 128, 256, 3, 2, 80}, {"C3 3x3 128->128 @40", 128, 128, 3, 1, 40},
+    {"L7 3x3 s2 256->512 @40", 256, 512, 3, 2, 40}, {"C3 3x3 256->256 @20", 256, 256, 3, 1, 20},
+    {"SPPF cv2 1x1 1024->512 @20", 1024, 512, 1, 1, 20},
+};
+
+// Forward + backward-data + backward-weight of one convolution at batch 32, through `path`.
+double conv_step_ms(const ConvShape& c, cuda::ConvPath path) {
+  // YOLOv5's padding: kernel / 2, except the stem's 6x6, which is given 2.
+  const int pad = int(c.kernel / 2) - (c.kernel % 2 == 0 ? 1 : 0);
+  const ops::Conv2dParams p{int(c.stride), int(c.stride), pad, pad};
+  const int64_t out = ops::conv_out_size(c.in_size, c.kernel, p.stride_h, p.pad_h);
+  Tensor x = filled({32, c.c_in, c.in_size, c.in_size}, 21), dx = filled(x.shape(), 22);
+  Tensor w = filled({c.c_out, c.c_in, c.kernel, c.kernel}, 23), dw = filled(w.shape(), 24);
+  Tensor y = Tensor::empty({32, c.c_out, out, out}, kGpu), dy = filled(y.shape(), 25);
+  cuda::set_conv_path(path);
+  return time_ms([&] {
+    ops::conv2d_forward<float>(x.view<float>(), w.view<float>(), nullptr, p, y.view<float>());
+    ops::conv2d_backward_data<float>(dy.view<float>(), w.view<float>(), p, dx.view<float>());
+    ops::conv2d_backward_weight<float>(x.view<float>(), dy.view<float>(), p, dw.view<float>(),
+                                       nullptr);
+  }, 5);
 }
 
 struct Row {
@@ -193,8 +227,19 @@ int main() {
     std::printf("\nNMS of %lld sorted boxes (bit matrix on the GPU, walk on the host): %.3f ms\n",
                 (long long)count, ms);
   }
-  std::printf("conv2d: no comparison in this build — the CUDA convolution (cuDNN and the "
-              "hand-written path) is not part of it yet\n");
+  std::printf("\n%-32s %12s %12s %10s\n", "conv2d fwd+bwd, batch 32", "cuDNN ms", "im2col ms",
+              "im2col/cuDNN");
+  double cudnn_total = 0, gemm_total = 0;
+  for (const ConvShape& c : kYolov5sConvs) {
+    const double cudnn = conv_step_ms(c, cuda::ConvPath::cudnn);
+    const double gemm = conv_step_ms(c, cuda::ConvPath::gemm);
+    cudnn_total += cudnn;
+    gemm_total += gemm;
+    std::printf("%-32s %12.3f %12.3f %10.2f\n", c.name, cudnn, gemm, gemm / cudnn);
+  }
+  std::printf("%-32s %12.3f %12.3f %10.2f\n", "total", cudnn_total, gemm_total,
+              gemm_total / cudnn_total);
+  cuda::set_conv_path(cuda::ConvPath::cudnn);
 
   std::vector<double> sorted = ratios;
   std::sort(sorted.begin(), sorted.end());

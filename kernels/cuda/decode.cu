@@ -3,40 +3,61 @@
 //   cx = (2 s_x - 0.5 + gx) * stride      cy = (2 s_y - 0.5 + gy) * stride
 //   w  = (2 s_w)^2 * anchor_w * stride    h  = (2 s_h)^2 * anchor_h * stride
 //   objectness and class scores = s       (s = sigmoid of the field)
-// One thread per head element (coalesced reads); it writes field k of its row. The products
-// are rounded in the CPU's order ((2 s)^2 * anchor, then * stride).
+// The products are rounded in the CPU's order ((2 s)^2 * anchor, then * stride).
+//
+// The head is field-major (one plane per field) and the rows are cell-major (all fields of a
+// cell together), so the decode is a transpose. One block takes a run of cells of one
+// (image, anchor): it reads each field's run of cells (coalesced), decodes into a row-major
+// tile in shared memory, and writes the tile's rows, which are consecutive in the output, as
+// one contiguous range (coalesced).
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/pointwise.cuh"
+#include "kernels/cuda/runtime.h"
 
 namespace bareyolo::cuda {
 
 namespace {
 
-struct Decode {
-  View<const float> head;
-  DecodeLevel level;
-  float* rows;
-  __device__ void operator()(int64_t image, int64_t i) const {
-    const int64_t nx = head.shape.w, ny = head.shape.h, plane = nx * ny;
-    const int channel = int(i / plane);
-    const int anchor = channel / level.outputs, field = channel % level.outputs;
-    const int64_t cell = i % plane, gy = cell / nx, gx = cell % nx;
-    const float s = 1.0f / (1.0f + expf(-head.image(image)[i]));
+constexpr size_t kMaxSharedBytes = 48 * 1024;
+constexpr int kThreads = 256;
+
+__global__ void decode_kernel(View<const float> head, DecodeLevel level, int cells_per_block,
+                              int64_t chunks_per_plane, float* rows) {
+  extern __shared__ float tile[];  // cells_per_block rows of level.outputs values
+  const int64_t nx = head.shape.w, plane = head.shape.h * nx;
+  const int outputs = level.outputs;
+  const int64_t chunk = blockIdx.x % chunks_per_plane;
+  const int64_t anchor = (blockIdx.x / chunks_per_plane) % level.anchors;
+  const int64_t image = blockIdx.x / (chunks_per_plane * level.anchors);
+  const int64_t first_cell = chunk * cells_per_block;
+  const int cells = plane - first_cell < cells_per_block ? int(plane - first_cell) : cells_per_block;
+  const float* fields = head.image(image) + anchor * outputs * plane + first_cell;
+
+  for (int i = threadIdx.x; i < outputs * cells; i += blockDim.x) {
+    const int field = i / cells, c = i % cells;
+    const int64_t cell = first_cell + c;
+    const float s = 1.0f / (1.0f + expf(-fields[field * plane + c]));
     float value;
     switch (field) {
-      case 0: value = (2 * s - 0.5f + float(gx)) * level.stride; break;
-      case 1: value = (2 * s - 0.5f + float(gy)) * level.stride; break;
+      case 0: value = (2 * s - 0.5f + float(cell % nx)) * level.stride; break;
+      case 1: value = (2 * s - 0.5f + float(cell / nx)) * level.stride; break;
       case 2:
-      case 3: value = (2 * s) * (2 * s) * level.anchors_grid[2 * anchor + field - 2] * level.stride; break;
+      case 3:
+        value = (2 * s) * (2 * s) * level.anchors_grid[2 * anchor + field - 2] * level.stride;
+        break;
       default: value = s;
     }
-    const int64_t row = level.first_row + anchor * plane + cell;
-    rows[(image * level.rows_per_image + row) * level.outputs + field] = value;
+    tile[c * outputs + field] = value;
   }
-};
+  __syncthreads();
+  float* out = rows + (image * level.rows_per_image + level.first_row + anchor * plane +
+                       first_cell) * outputs;
+  for (int i = threadIdx.x; i < outputs * cells; i += blockDim.x) out[i] = tile[i];
+}
 
 }  // namespace
 
@@ -50,7 +71,20 @@ void detect_decode_level(View<const float> head, const DecodeLevel& level, float
         " outputs fitting rows [" + std::to_string(level.first_row) + ", " +
         std::to_string(level.rows_per_image) + ") (at most " +
         std::to_string(kMaxDecodeAnchors) + " anchors)");
-  launch_pointwise(head.shape, head.device, false, Decode{head, level, rows});
+  const int64_t plane = head.shape.plane();
+  if (head.shape.n == 0 || plane == 0) return;
+  // 32 cells per block, fewer when the rows are too long for shared memory.
+  const int cells_per_block = int(std::min<size_t>(32, kMaxSharedBytes / (size_t(level.outputs) * 4)));
+  if (cells_per_block < 1)
+    throw std::invalid_argument("detect_decode_level: rows of " + std::to_string(level.outputs) +
+                                " outputs are too long for the CUDA decode");
+  const int64_t chunks = (plane + cells_per_block - 1) / cells_per_block;
+  const int64_t blocks = head.shape.n * level.anchors * chunks;
+  const size_t bytes = size_t(cells_per_block) * size_t(level.outputs) * sizeof(float);
+  auto stream = static_cast<cudaStream_t>(compute_stream(head.device.index));
+  decode_kernel<<<unsigned(blocks), kThreads, bytes, stream>>>(head, level, cells_per_block,
+                                                               chunks, rows);
+  BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace bareyolo::cuda

@@ -1,8 +1,11 @@
 // kernels/cuda/pool.cu — 2-D max pooling on the GPU: forward (any square window), SPPF's three
 // chained stride-1 pools in one pass, and the backward; same meaning as kernels/cpu/pool.cpp.
 //
+// Tiles are 32x32, or the plane itself when it is smaller (SPPF's planes are 20x20 at 640):
+// a tile larger than the plane would spend most of its shared memory on padding.
+//
 // Forward, stride 1 with "same" padding (2 * pad = kernel - 1, SPPF's 5/1/2): one block per
-// 32x32 output tile of one (image, channel) plane loads the tile plus a halo of
+// output tile of one (image, channel) plane loads the tile plus a halo of
 // stages * pad into shared memory, with -infinity outside the image (so a window is the
 // window clipped to the image, as on the CPU), and applies the pool `stages` times there,
 // each a row pass then a column pass (2k compares per output instead of k*k). After each
@@ -13,13 +16,14 @@
 // Other strides and paddings take a direct kernel: one thread per output, window in global
 // memory through the read-only cache.
 //
-// Backward, no atomics and no index buffer: one block per 32x32 tile of the INPUT plane
+// Backward, no atomics and no index buffer: one block per tile of the INPUT plane
 // loads the part of x that the windows covering the tile read, finds each of those windows'
 // first maximum (row-major, strictly greater: the CPU's choice) in shared memory, loads dy
 // of those outputs, and then each input element sums, in output row-major order, the dy of
 // the windows whose maximum it is — the same additions in the same order as the CPU's
 // scatter, so dx matches it bit for bit. (NaN inputs are not handled as on the CPU: fmaxf
 // skips a NaN that the CPU's first-element start would keep.)
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -32,12 +36,13 @@ namespace bareyolo::cuda {
 
 namespace {
 
-constexpr int kTile = 32;                 // output (forward) or input (backward) tile side
+constexpr int kMaxTile = 32;              // output (forward) or input (backward) tile side
 constexpr int kThreadsX = 32, kThreadsY = 8;
 constexpr size_t kMaxSharedBytes = 48 * 1024;  // without opting in to more per block
 
 struct PlaneGeometry {
   int height, width, out_h, out_w;
+  int tile_h, tile_w;    // tile size (the plane's, up to kMaxTile)
   int tiles_x, tiles_y;  // tiles per plane
   int64_t channels;      // planes = images * channels
 };
@@ -64,16 +69,17 @@ struct ChainOutputs {
 };
 
 // `stages` stride-1 pools of radius `pad` over an output tile, in shared memory. The region is
-// side x side floats with side = kTile + 2 * stages * pad; stage s is valid on
+// side_h x side_w floats with side = tile + 2 * stages * pad; stage s is valid on
 // [s * pad, side - s * pad) in both directions.
 __global__ void pool_chain_kernel(View<const float> x, ChainOutputs outputs, int stages, int pad,
                                   PlaneGeometry g) {
   extern __shared__ float shared[];
-  const int side = kTile + 2 * stages * pad;
-  float* values = shared;               // the current stage, side x side
-  float* row_max = shared + side * side;  // the row pass of the next stage
+  const int halo = stages * pad;
+  const int side_h = g.tile_h + 2 * halo, side_w = g.tile_w + 2 * halo;
+  float* values = shared;                     // the current stage, side_h x side_w
+  float* row_max = shared + side_h * side_w;  // the row pass of the next stage
   const TileIndex t = tile_of_block(g);
-  const int origin_y = t.tile_y * kTile - stages * pad, origin_x = t.tile_x * kTile - stages * pad;
+  const int origin_y = t.tile_y * g.tile_h - halo, origin_x = t.tile_x * g.tile_w - halo;
   const int thread = threadIdx.y * blockDim.x + threadIdx.x;
   const int threads = blockDim.x * blockDim.y;
   auto inside = [&](int r, int c) {
@@ -82,37 +88,37 @@ __global__ void pool_chain_kernel(View<const float> x, ChainOutputs outputs, int
   };
 
   const float* plane = x.channel(t.image, t.channel);
-  for (int i = thread; i < side * side; i += threads) {
-    const int r = i / side, c = i % side;
+  for (int i = thread; i < side_h * side_w; i += threads) {
+    const int r = i / side_w, c = i % side_w;
     values[i] = inside(r, c) ? plane[(origin_y + r) * g.width + origin_x + c] : -INFINITY;
   }
   __syncthreads();
 
   for (int stage = 1; stage <= stages; ++stage) {
-    const int lo = stage * pad, hi = side - stage * pad;  // this stage's valid square
-    // Row pass: rows of the previous stage's square, columns of this stage's.
-    for (int i = thread; i < (hi - lo + 2 * pad) * (hi - lo); i += threads) {
-      const int r = lo - pad + i / (hi - lo), c = lo + i % (hi - lo);
-      float m = values[r * side + c - pad];
-      for (int d = 1 - pad; d <= pad; ++d) m = fmaxf(m, values[r * side + c + d]);
-      row_max[r * side + c] = m;
+    // This stage's valid rectangle: rows [lo, lo + rows), columns [lo, lo + cols).
+    const int lo = stage * pad, rows = side_h - 2 * lo, cols = side_w - 2 * lo;
+    // Row pass: rows of the previous stage's rectangle, columns of this stage's.
+    for (int i = thread; i < (rows + 2 * pad) * cols; i += threads) {
+      const int r = lo - pad + i / cols, c = lo + i % cols;
+      float m = values[r * side_w + c - pad];
+      for (int d = 1 - pad; d <= pad; ++d) m = fmaxf(m, values[r * side_w + c + d]);
+      row_max[r * side_w + c] = m;
     }
     __syncthreads();
     // Column pass, back into `values`; outside the image stays -infinity.
-    for (int i = thread; i < (hi - lo) * (hi - lo); i += threads) {
-      const int r = lo + i / (hi - lo), c = lo + i % (hi - lo);
-      float m = row_max[(r - pad) * side + c];
-      for (int d = 1 - pad; d <= pad; ++d) m = fmaxf(m, row_max[(r + d) * side + c]);
-      values[r * side + c] = inside(r, c) ? m : -INFINITY;
+    for (int i = thread; i < rows * cols; i += threads) {
+      const int r = lo + i / cols, c = lo + i % cols;
+      float m = row_max[(r - pad) * side_w + c];
+      for (int d = 1 - pad; d <= pad; ++d) m = fmaxf(m, row_max[(r + d) * side_w + c]);
+      values[r * side_w + c] = inside(r, c) ? m : -INFINITY;
     }
     __syncthreads();
     // The tile itself goes to this stage's output.
     const View<float>& y = outputs.y[stage - 1];
     float* out = y.channel(t.image, t.channel);
-    const int tile_lo = stages * pad;
-    for (int i = thread; i < kTile * kTile; i += threads) {
-      const int r = tile_lo + i / kTile, c = tile_lo + i % kTile;
-      if (inside(r, c)) out[(origin_y + r) * g.width + origin_x + c] = values[r * side + c];
+    for (int i = thread; i < g.tile_h * g.tile_w; i += threads) {
+      const int r = halo + i / g.tile_w, c = halo + i % g.tile_w;
+      if (inside(r, c)) out[(origin_y + r) * g.width + origin_x + c] = values[r * side_w + c];
     }
     // No barrier needed here: the next row pass writes only row_max, and `values` is
     // rewritten only after the barrier that follows it.
@@ -146,32 +152,34 @@ __global__ void pool_direct_kernel(View<const float> x, View<float> y, ops::Pool
 // Shared memory of the backward for an input tile: the x region the covering windows read,
 // and per covering output its window's argmax and its dy.
 struct BackwardLayout {
-  int max_outputs;  // covering outputs per tile side, at most
-  int max_rows;     // x rows (and columns) those windows read, at most
+  int outputs_h, outputs_w;  // covering outputs per tile, at most
+  int rows, cols;            // x rows and columns those windows read, at most
   size_t bytes() const {
-    return size_t(max_rows) * max_rows * sizeof(float) +
-           size_t(max_outputs) * max_outputs * (sizeof(int) + sizeof(float));
+    return size_t(rows) * cols * sizeof(float) +
+           size_t(outputs_h) * outputs_w * (sizeof(int) + sizeof(float));
   }
 };
-__host__ __device__ BackwardLayout backward_layout(ops::Pool2dParams p) {
-  const int outputs = (kTile - 1 + p.kernel) / p.stride + 1;
-  return {outputs, (outputs - 1) * p.stride + p.kernel};
+__host__ __device__ BackwardLayout backward_layout(ops::Pool2dParams p, const PlaneGeometry& g) {
+  const int outputs_h = (g.tile_h - 1 + p.kernel) / p.stride + 1;
+  const int outputs_w = (g.tile_w - 1 + p.kernel) / p.stride + 1;
+  return {outputs_h, outputs_w, (outputs_h - 1) * p.stride + p.kernel,
+          (outputs_w - 1) * p.stride + p.kernel};
 }
 
 __global__ void pool_backward_kernel(View<const float> x, View<const float> dy, View<float> dx,
                                      ops::Pool2dParams p, PlaneGeometry g) {
   extern __shared__ float shared[];
-  const BackwardLayout layout = backward_layout(p);
+  const BackwardLayout layout = backward_layout(p, g);
   float* x_region = shared;
-  int* argmax = reinterpret_cast<int*>(x_region + layout.max_rows * layout.max_rows);
-  float* grad = reinterpret_cast<float*>(argmax + layout.max_outputs * layout.max_outputs);
+  int* argmax = reinterpret_cast<int*>(x_region + layout.rows * layout.cols);
+  float* grad = reinterpret_cast<float*>(argmax + layout.outputs_h * layout.outputs_w);
   const TileIndex t = tile_of_block(g);
   const int thread = threadIdx.y * blockDim.x + threadIdx.x;
   const int threads = blockDim.x * blockDim.y;
 
-  // Input tile [h0, h0 + kTile) x [w0, w0 + kTile), clipped to the plane.
-  const int h0 = t.tile_y * kTile, w0 = t.tile_x * kTile;
-  const int h1 = min(g.height, h0 + kTile), w1 = min(g.width, w0 + kTile);
+  // Input tile [h0, h0 + tile_h) x [w0, w0 + tile_w), clipped to the plane.
+  const int h0 = t.tile_y * g.tile_h, w0 = t.tile_x * g.tile_w;
+  const int h1 = min(g.height, h0 + g.tile_h), w1 = min(g.width, w0 + g.tile_w);
   // Outputs whose window meets the tile: oh * s - p <= h < oh * s - p + k.
   const int oh0 = max(0, floor_div(h0 + p.pad - p.kernel, p.stride) + 1);
   const int oh1 = min(g.out_h - 1, floor_div(h1 - 1 + p.pad, p.stride));
@@ -214,8 +222,8 @@ __global__ void pool_backward_kernel(View<const float> x, View<const float> dy, 
 
   // Gather: each input element of the tile adds the dy of the windows it is the maximum of.
   float* grad_in = dx.channel(t.image, t.channel);
-  for (int i = thread; i < kTile * kTile; i += threads) {
-    const int h = h0 + i / kTile, w = w0 + i % kTile;
+  for (int i = thread; i < g.tile_h * g.tile_w; i += threads) {
+    const int h = h0 + i / g.tile_w, w = w0 + i % g.tile_w;
     if (h >= h1 || w >= w1) continue;
     const int me = h * g.width + w;
     const int first_oh = max(oh0, floor_div(h + p.pad - p.kernel, p.stride) + 1);
@@ -232,9 +240,13 @@ __global__ void pool_backward_kernel(View<const float> x, View<const float> dy, 
   }
 }
 
-PlaneGeometry plane_geometry(const Shape4& x, const Shape4& y, int tile_h_of, int tile_w_of) {
-  return {int(x.h), int(x.w), int(y.h), int(y.w), (tile_w_of + kTile - 1) / kTile,
-          (tile_h_of + kTile - 1) / kTile, x.c};
+// Geometry of x -> y, with tiles over a plane of tiled_h x tiled_w (the output's in the
+// forward, the input's in the backward).
+PlaneGeometry plane_geometry(const Shape4& x, const Shape4& y, int64_t tiled_h, int64_t tiled_w) {
+  const int tile_h = int(std::min<int64_t>(kMaxTile, tiled_h));
+  const int tile_w = int(std::min<int64_t>(kMaxTile, tiled_w));
+  return {int(x.h), int(x.w), int(y.h), int(y.w), tile_h, tile_w,
+          int((tiled_w + tile_w - 1) / tile_w), int((tiled_h + tile_h - 1) / tile_h), x.c};
 }
 
 // Planes are addressed with int offsets inside the kernels.
@@ -253,13 +265,13 @@ cudaStream_t stream_of(const Device& device) {
 }
 
 void launch_chain(View<const float> x, int pad, const ChainOutputs& outputs, int stages) {
-  const int side = kTile + 2 * stages * pad;
-  const size_t bytes = size_t(2) * side * side * sizeof(float);
+  const PlaneGeometry g = plane_geometry(x.shape, x.shape, x.shape.h, x.shape.w);
+  const int halo = stages * pad;
+  const size_t bytes = size_t(2) * (g.tile_h + 2 * halo) * (g.tile_w + 2 * halo) * sizeof(float);
   if (bytes > kMaxSharedBytes)
     throw std::invalid_argument("maxpool on CUDA: a window of " + std::to_string(2 * pad + 1) +
                                 " chained " + std::to_string(stages) +
                                 " times needs more shared memory than a block has");
-  const PlaneGeometry g = plane_geometry(x.shape, x.shape, int(x.shape.h), int(x.shape.w));
   pool_chain_kernel<<<tile_grid(g, x.shape.n), dim3(kThreadsX, kThreadsY), bytes,
                       stream_of(x.device)>>>(x, outputs, stages, pad, g);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
@@ -274,7 +286,7 @@ void maxpool2d_forward(View<const float> x, ops::Pool2dParams p, View<float> y) 
     launch_chain(x, p.pad, ChainOutputs{{y, {}, {}}}, 1);
     return;
   }
-  const PlaneGeometry g = plane_geometry(x.shape, y.shape, int(y.shape.h), int(y.shape.w));
+  const PlaneGeometry g = plane_geometry(x.shape, y.shape, y.shape.h, y.shape.w);
   const int64_t total = y.shape.numel();
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, 8192);
   pool_direct_kernel<<<unsigned(blocks), 256, 0, stream_of(x.device)>>>(x, y, p, g);
@@ -301,12 +313,12 @@ void maxpool2d_backward(View<const float> x, View<const float> dy, ops::Pool2dPa
                         View<float> dx) {
   if (x.shape.numel() == 0 || dy.shape.numel() == 0) return;
   require_int_planes("maxpool2d_backward", x.shape);
-  const BackwardLayout layout = backward_layout(p);
+  const PlaneGeometry g = plane_geometry(x.shape, dy.shape, x.shape.h, x.shape.w);
+  const BackwardLayout layout = backward_layout(p, g);
   if (layout.bytes() > kMaxSharedBytes)
     throw std::invalid_argument("maxpool2d_backward on CUDA: kernel " + std::to_string(p.kernel) +
                                 " stride " + std::to_string(p.stride) +
                                 " needs more shared memory than a block has");
-  const PlaneGeometry g = plane_geometry(x.shape, dy.shape, int(x.shape.h), int(x.shape.w));
   pool_backward_kernel<<<tile_grid(g, x.shape.n), dim3(kThreadsX, kThreadsY), layout.bytes(),
                          stream_of(x.device)>>>(x, dy, dx, p, g);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
