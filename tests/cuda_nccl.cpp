@@ -1,14 +1,16 @@
-// tests/cuda_nccl.cpp — the NCCL communicator on one GPU: the world-size-1 contract with a real
-// NCCL communicator (allreduce sum/avg/max, broadcast, allgather, barrier; sizes 0, 1, 7 and
-// 1M+3; results visible to kernels issued after wait()), the errors for host buffers and bad
-// arguments, and the timeout: a world of 2 where the second rank never comes must end with an
-// error naming what it waited for, not hang.
+// tests/cuda_nccl.cpp — the NCCL communicator on one GPU: the communicator contract suite
+// (tests/communicator_contract.h) at world size 1 with a real NCCL communicator, f32/f64/i64,
+// sizes 0, 1, 7 and 1M+3, device buffers; the stream ordering (a collective sees the kernel
+// before it, a kernel after wait() sees the collective's result); the errors for host buffers
+// and bad arguments; and the timeout: a world of 2 where the second rank never comes must end
+// with an error naming what it waited for, not hang.
 #include <chrono>
 #include <string>
 
 #include "engine/dist/nccl_communicator.h"
 #include "engine/dist/store.h"
 #include "kernels/ops.h"
+#include "tests/communicator_contract.h"
 #include "tests/cuda_testing.h"
 
 using namespace bareyolo;
@@ -28,41 +30,46 @@ TEST_CASE("nccl world size 1 keeps the communicator contract") {
   CHECK(comm->rank() == 0);
   CHECK(comm->world_size() == 1);
   CHECK(comm->backend() == Backend::nccl);
-  Rng rng(111);
-  for (int64_t count : kCounts) {
-    INFO(count << " elements");
-    const Shape4 s{1, 1, 1, count};
-    const Tensor values = random_tensor(rng, s);
-    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
-      // Written on the compute stream just before: the comm stream must wait for it.
-      Tensor buffer = Tensor::empty(s, Device::cuda(0));
-      buffer.copy_from(values);
-      comm->allreduce(CommBuffer::of(buffer), op)->wait();
-      check_close(buffer.to_vector<float>(), values.to_vector<float>(), 0, 0, to_string(op));
+  // The suite every backend is held to (tests/communicator_contract.h), on device buffers.
+  const Device gpu = Device::cuda(0);
+  auto for_each_dtype = [](auto check) {
+    check(float{});
+    check(double{});
+    check(int64_t{});
+  };
+  for_each_dtype([&]<class T>(T) {
+    for (int64_t count : kCounts) {
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max})
+        contract::check_allreduce<T>(*comm, op, count, gpu);
+      contract::check_broadcast<T>(*comm, 0, count, gpu);
+      contract::check_allgather<T>(*comm, count, gpu);
     }
-    Tensor buffer = values.to(Device::cuda(0));
-    WorkHandle work = comm->broadcast(CommBuffer::of(buffer), 0);
-    work->wait();
-    CHECK(work->completed());
-    check_close(buffer.to_vector<float>(), values.to_vector<float>(), 0, 0, "broadcast");
+  });
+  contract::check_barrier(*comm, 0ms, gpu);
+  for (int64_t count : kCounts) contract::check_issue_order(*comm, count, gpu);
+}
 
-    Tensor received = Tensor::empty(s, Device::cuda(0));
-    if (count > 0) cuda::fill_bytes(received.view<float>().data, 0xFF, size_t(count) * 4, 0);
-    comm->allgather(CommBuffer::of(buffer), CommBuffer::of(received))->wait();
-    // A kernel after wait() sees the gathered values (compute stream ordered after comm).
-    Tensor doubled = Tensor::empty(s, Device::cuda(0));
-    ops::add_forward<float>(received.view<float>(), received.view<float>(), doubled.view<float>());
-    std::vector<float> expected = values.to_vector<float>();
-    for (float& v : expected) v *= 2;
-    check_close(doubled.to_vector<float>(), expected, 0, 0, "allgather, then a kernel");
-  }
-  comm->barrier()->wait();
-  // Collectives complete in order: waiting on the last implies the earlier ones are done.
-  Tensor a = random_tensor(rng, {1, 1, 1, 1000}).to(Device::cuda(0));
-  WorkHandle first = comm->allreduce(CommBuffer::of(a), ReduceOp::sum);
-  WorkHandle last = comm->barrier();
-  last->wait();
-  CHECK(first->completed());
+TEST_CASE("nccl orders the comm stream after the compute stream, and back") {
+  StoreServer server(kHost, 0, kToken);
+  Store store(kHost, server.port(), kToken, 10s);
+  std::unique_ptr<Communicator> comm = make_nccl_communicator(store, 0, 1, 0, 30s);
+  Rng rng(111);
+  const Shape4 s{1, 1, 1, (1 << 22) + 5};
+  const Tensor values = random_tensor(rng, s);
+  // The buffer is written by a kernel on the compute stream just before the collective: the
+  // comm stream must wait for it.
+  const Tensor on_gpu = values.to(Device::cuda(0));
+  Tensor buffer = Tensor::empty(s, Device::cuda(0));
+  ops::add_forward<float>(on_gpu.view<float>(), on_gpu.view<float>(), buffer.view<float>());
+  Tensor received = Tensor::empty(s, Device::cuda(0));
+  cuda::fill_bytes(received.view<float>().data, 0xFF, size_t(s.numel()) * 4, 0);  // NaN
+  comm->allgather(CommBuffer::of(buffer), CommBuffer::of(received))->wait();
+  // And a kernel issued after wait() sees the gathered values.
+  Tensor doubled = Tensor::empty(s, Device::cuda(0));
+  ops::add_forward<float>(received.view<float>(), received.view<float>(), doubled.view<float>());
+  std::vector<float> expected = values.to_vector<float>();
+  for (float& v : expected) v *= 4;
+  check_close(doubled.to_vector<float>(), expected, 0, 0, "add, allgather, add");
 }
 
 TEST_CASE("nccl rejects host buffers and bad arguments with a sentence") {
