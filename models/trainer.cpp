@@ -205,6 +205,12 @@ TrainSummary train(const TrainOptions& request,
     optimizer.set_steps(resumed->optimizer_updates);
     progress = resumed->progress;
     history = resumed->history;
+    if (progress.batches_done > batches || progress.epoch >= options.epochs)
+      throw std::invalid_argument(
+          request.resume + ": saved at epoch " + std::to_string(progress.epoch) + " batch " +
+          std::to_string(progress.batches_done) + ", but this dataset gives " +
+          std::to_string(batches) + " batches per epoch for " + std::to_string(options.epochs) +
+          " epochs; was the dataset changed since? Start a new run with --weights instead");
     checkpoint.reset();  // its tensors are copied; free the memory
   }
 

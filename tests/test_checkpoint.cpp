@@ -225,7 +225,7 @@ TEST_CASE("pruning keeps the newest periodic checkpoints only") {
   for (const char* name : {"epoch1.safetensors", "step4.safetensors", "epoch2.safetensors",
                            "step8.safetensors"}) {
     write_text(dir.path() / name, name);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // distinct modification times
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));  // past the clock tick of mtimes
   }
   write_text(dir.path() / "last.safetensors", "last");
   const std::vector<std::string> removed = models::prune_periodic_checkpoints(dir.path().string(), 2);

@@ -31,7 +31,7 @@ TEST_CASE("--resume takes a checkpoint, a run directory, or the newest run of th
   CHECK_THROWS_WITH_AS(models::find_resume_checkpoint("", project.string()),
                        doctest::Contains("no run in"), std::invalid_argument);
   write_text(project / "exp" / "weights" / "last.safetensors", "a");
-  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(25));  // past the clock tick of mtimes
   write_text(project / "exp2" / "weights" / "last.safetensors", "b");
   write_text(project / "exp3" / "weights" / "best.safetensors", "no last here");
   CHECK(fs::path(models::find_resume_checkpoint("", project.string())) ==
