@@ -18,6 +18,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>  // sigabbrev_np
 #include <optional>
 #include <random>
 #include <stdexcept>
