@@ -6,24 +6,16 @@
 //
 // Without --data it uses ../shared/datasets/coco128 if present, else a shapes dataset it
 // writes to a temporary folder. Last line: RESULT key=value ...
-#include <unistd.h>
-
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <stdexcept>
 #include <string>
 
+#include "bench/loader_rate.h"  // defines: BenchDataset, loader_images_per_second
 #include "data/dataset.h"
-#include "data/loader.h"
-#include "data/sampler.h"
-#include "data/shapes.h"
 #include "data/verify.h"
 
 using namespace bareyolo;
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -35,25 +27,6 @@ struct Options {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// Images per second over `epochs` epochs with `workers` threads.
-double images_per_second(const data::Dataset& dataset, const Options& options, int workers) {
-  data::SamplerOptions sampler;
-  sampler.dataset_size = dataset.size();
-  sampler.global_batch = options.batch;
-  data::LoaderOptions loader_options;
-  loader_options.imgsz = options.imgsz;
-  loader_options.workers = workers;
-  int64_t images = 0;
-  auto start = std::chrono::steady_clock::now();
-  for (int epoch = 0; epoch < options.epochs; ++epoch) {
-    std::vector<data::Step> plan = data::DistributedSampler(sampler).plan_epoch(epoch, options.imgsz);
-    if (options.quick) plan.resize(std::min<size_t>(plan.size(), 2));
-    data::Loader loader(dataset, plan, epoch, loader_options);
-    while (std::optional<data::Batch> batch = loader.next()) images += batch->size;
-  }
-  return double(images) / seconds_since(start);
 }
 
 Options parse(int argc, char** argv) {
@@ -79,19 +52,8 @@ Options parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     Options options = parse(argc, argv);
-    fs::path scratch;
-    if (options.data.empty()) {
-      fs::path coco = fs::path(BAREYOLO_SOURCE_DIR) / ".." / "shared" / "datasets" / "coco128";
-      if (fs::exists(coco / "data.yaml")) {
-        options.data = (coco / "data.yaml").string();
-      } else {
-        scratch = fs::temp_directory_path() / ("bareyolo-bench-shapes-" + std::to_string(::getpid()));
-        data::ShapesOptions shapes;
-        shapes.out = scratch.string();
-        shapes.n_train = 128, shapes.n_val = 8;
-        options.data = data::make_shapes_dataset(shapes);
-      }
-    }
+    const bench::BenchDataset bench_data(options.data, BAREYOLO_SOURCE_DIR "/../shared/datasets");
+    options.data = bench_data.data_yaml();
     data::DatasetConfig config = data::read_dataset_yaml(options.data);
     data::OpenedSplit train = data::open_split(config, "train");
 
@@ -105,11 +67,12 @@ int main(int argc, char** argv) {
     std::printf("verification pass: %.0f img/s\n", verify_per_s);
     double rates[3];
     for (int workers = 0; workers <= 2; ++workers) {
-      rates[workers] = images_per_second(train.dataset, options, workers);
+      rates[workers] = bench::loader_images_per_second(
+          train.dataset, {.imgsz = options.imgsz, .batch = options.batch, .epochs = options.epochs,
+                          .workers = workers, .max_batches = options.quick ? 2 : 0});
       std::printf("loader, %d worker(s), %dx%d mosaics, batch %d: %.1f img/s\n", workers,
                   options.imgsz, options.imgsz, options.batch, rates[workers]);
     }
-    if (!scratch.empty()) fs::remove_all(scratch);
     std::printf("RESULT imgsz=%d batch=%d img_per_s_inline=%.1f img_per_s_1worker=%.1f "
                 "img_per_s_2workers=%.1f verify_img_per_s=%.0f\n",
                 options.imgsz, options.batch, rates[0], rates[1], rates[2], verify_per_s);

@@ -1,0 +1,42 @@
+// bench/loader_rate.h — the data loader's throughput, shared by bench_data_loader (its own
+// subject) and bench_train (beside the training step's, to show the loader keeps up).
+//
+// The dataset is ../shared/datasets/coco128 when present (real JPEGs, real decode cost), else
+// a small shapes dataset written to a temporary folder that BenchDataset removes on
+// destruction. The rate counts augmented training images (mosaics) delivered by
+// Loader::next() over whole epochs of the DistributedSampler's plan.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "data/dataset.h"
+
+namespace bareyolo::bench {
+
+// The data.yaml a loader benchmark reads; owns the scratch folder when it had to write one.
+class BenchDataset {
+ public:
+  // `data_yaml` empty: coco128 under `shared_datasets` if it exists, else generated shapes.
+  BenchDataset(std::string data_yaml, const std::filesystem::path& shared_datasets);
+  ~BenchDataset();
+  BenchDataset(const BenchDataset&) = delete;
+  BenchDataset& operator=(const BenchDataset&) = delete;
+
+  const std::string& data_yaml() const { return data_yaml_; }
+
+ private:
+  std::string data_yaml_;
+  std::filesystem::path scratch_;  // empty unless generated here
+};
+
+struct LoaderRateOptions {
+  int imgsz = 320, batch = 16, epochs = 1;
+  int workers = 2;
+  int max_batches = 0;  // > 0: at most this many batches per epoch (quick runs)
+};
+
+// Images per second the loader delivers with `options.workers` threads.
+double loader_images_per_second(const data::Dataset& dataset, const LoaderRateOptions& options);
+
+}  // namespace bareyolo::bench

@@ -1,0 +1,330 @@
+// bench/train.cpp — bench_train: training images per second of a YOLOv5 model on the CPU, one
+// process and data-parallel, beside the data loader's rate and PyTorch's on the same network.
+//
+//   bench_train [--cfg models/yolov5n.yaml] [--imgsz 320] [--batch 16] [--warmup 2]
+//               [--steps 6] [--no-torch] [--quick]
+//   --quick: 128 px, batch 4, 1 warm-up and 2 timed steps, 2 loader batches (the ctest smoke)
+//
+// A step is the trainer's: forward_backward (forward, YOLOv5's loss, backward with the
+// reducer's hook), reducer finish, gradient clipping at norm 10, SGD with Nesterov momentum,
+// zero_grad and the EMA update. Batches are synthetic and made once, in memory (random pixels,
+// three random boxes per image), so no loader competes for the cores. Each figure is the
+// batch over the median time of `steps` steps after `warmup` steps. Configurations:
+//   1 rank  x 2 threads, batch B           the headline, compared with PyTorch at 2 threads
+//   1 rank  x 1 thread,  batch B/2         the baseline of the scaling
+//   2 ranks x 1 thread,  batch B/2 each    SyncBN on, gradients through the TCP ring
+//   scaling = rate(2 ranks) / rate(1 rank x 1 thread)
+// Then the loader's rate on real images (coco128 when present; 2 workers, mosaics at the same
+// size and batch) against the headline rate, and bench/torch_train.py (same architecture,
+// random data, same batch, 2 threads, a simple loss) when a Python with torch exists — run
+// last, so that nothing competes with it or with ours.
+// Last line: RESULT ours_img_s=<x> torch_img_s=<t> ratio_vs_torch=<x/t> ddp2_scaling=<s>
+// (t and the ratio are nan without torch).
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/loader_rate.h"          // defines: BenchDataset, loader_images_per_second
+#include "bench/python_peer.h"          // defines: find_python_running
+#include "data/dataset.h"               // defines: read_dataset_yaml, open_split
+#include "engine/dist/launcher.h"       // defines: launch_workers, LaunchPlan
+#include "engine/dist/process_group.h"  // defines: init_process_group
+#include "engine/dist/reducer.h"        // defines: Reducer, graph_parameters, broadcast_state
+#include "engine/optim/ema.h"           // defines: ModelEma
+#include "engine/optim/sgd.h"           // defines: Sgd, clip_gradient_norm
+#include "kernels/cpu/thread_pool.h"    // defines: ThreadPool
+#include "models/train_step.h"          // defines: forward_backward, DataParallel
+
+using namespace bareyolo;
+using namespace bareyolo::models;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kHeadlineThreads = 2;  // the machine's cores; PyTorch gets the same
+constexpr int kRanks = 2;
+constexpr int kBoxesPerImage = 3;
+
+struct Options {
+  std::string cfg = BAREYOLO_SOURCE_DIR "/models/yolov5n.yaml";
+  int imgsz = 320, batch = 16, warmup = 2, steps = 6;
+  bool torch = true, quick = false;
+};
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
+struct SyntheticBatch {
+  Tensor images;  // (batch, 3, imgsz, imgsz), values in [0, 1)
+  std::vector<LabelRow> labels;
+};
+
+SyntheticBatch synthetic_batch(int batch, int imgsz, int classes, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> unit(0, 1), centre(0.2f, 0.8f), side(0.05f, 0.4f);
+  std::uniform_int_distribution<int> cls(0, classes - 1);
+  std::vector<float> pixels(size_t(batch) * 3 * imgsz * imgsz);
+  for (float& v : pixels) v = unit(rng);
+  SyntheticBatch out{Tensor::from_vector(pixels, {batch, 3, imgsz, imgsz}), {}};
+  for (int image = 0; image < batch; ++image)
+    for (int box = 0; box < kBoxesPerImage; ++box)
+      out.labels.push_back({image, float(cls(rng)), centre(rng), centre(rng), side(rng), side(rng)});
+  return out;
+}
+
+// What every configuration shares: the model's config and loss settings, the step counts.
+struct Setup {
+  ModelConfig config;
+  LossOptions loss;
+  Options options;
+
+  explicit Setup(const Options& o) : config(load_model_config(o.cfg)), options(o) {
+    DetectionModel probe(config);
+    loss = {scale_loss_gains({}, probe.num_levels(), probe.num_classes(), o.imgsz),
+            probe.num_classes()};
+  }
+  SyntheticBatch batch(int images, uint32_t seed) const {
+    return synthetic_batch(images, options.imgsz, loss.classes, seed);
+  }
+};
+
+// Median seconds of a full training step of `model` on `batch`, over the timed steps.
+double median_step_seconds(DetectionModel& model, const SyntheticBatch& batch, const Setup& setup,
+                           const DataParallel& parallel) {
+  const std::vector<StateEntry> state = model.state();
+  std::vector<StateEntry> trainable;
+  for (const StateEntry& e : state)
+    if (e.trainable()) trainable.push_back(e);
+  Sgd sgd(trainable, 0.01, 0.937, 5e-4);
+  ModelEma ema(state);
+  std::vector<double> seconds;
+  for (int step = 0; step < setup.options.warmup + setup.options.steps; ++step) {
+    const auto start = Clock::now();
+    forward_backward(model, batch.images, batch.labels, setup.loss, parallel);
+    if (parallel.reducer) parallel.reducer->finish();
+    clip_gradient_norm(trainable, 10.0);
+    sgd.step();
+    sgd.zero_grad();
+    ema.update(state);
+    if (step >= setup.options.warmup) seconds.push_back(seconds_since(start));
+  }
+  return median(seconds);
+}
+
+// One process with `threads` threads training on batches of `batch`: images per second.
+// `loss_fraction`, when given, receives the share of the step YOLOv5's loss (target matching,
+// loss and its gradient) takes, measured on the same model and batch.
+double single_rank_images_per_second(const Setup& setup, int batch, int threads,
+                                     double* loss_fraction = nullptr) {
+  ThreadPool::global().resize(threads);
+  DetectionModel model(setup.config);
+  const SyntheticBatch data = setup.batch(batch, 1);
+  const double step_s = median_step_seconds(model, data, setup, {});
+  if (loss_fraction) {
+    const std::vector<Tensor>& head = model.forward(data.images, Mode::train);
+    std::vector<double> seconds;
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto start = Clock::now();
+      head_loss(model, head, data.labels, setup.loss, batch);
+      seconds.push_back(seconds_since(start));
+    }
+    *loss_fraction = median(seconds) / step_s;
+  }
+  return batch / step_s;
+}
+
+// kRanks forked ranks (bareyolo's launcher, TCP ring), 1 thread each, `per_rank_batch` images
+// each, SyncBN on: global images per second, as rank 0 times its steps.
+double data_parallel_images_per_second(const Setup& setup, int per_rank_batch) {
+  // Rank 0 reports through memory shared with this process across the fork.
+  void* shared = ::mmap(nullptr, sizeof(double), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) throw std::runtime_error("mmap of the result slot failed");
+  double& rank0_step_s = *static_cast<double*>(shared);
+  rank0_step_s = std::nan("");
+  dist::LaunchPlan plan;
+  plan.nproc = kRanks;
+  std::fflush(stdout);
+  const int status = dist::launch_workers(plan, [&](int) {
+    ThreadPool::global().resize(1);
+    dist::ProcessGroup group =
+        dist::init_process_group(dist::read_launch_env(dist::process_environment()));
+    DetectionModel model(setup.config);
+    model.set_sync_batchnorm(group.comm.get());
+    dist::broadcast_state(*group.comm, model.state());
+    dist::Reducer reducer(dist::graph_parameters(model.graph()), *group.comm);
+    const SyntheticBatch data = setup.batch(per_rank_batch, 100 + uint32_t(group.rank()));
+    const double step_s = median_step_seconds(model, data, setup, {group.comm.get(), &reducer});
+    if (group.rank() == 0) rank0_step_s = step_s;
+    return 0;
+  });
+  const double step_s = rank0_step_s;
+  ::munmap(shared, sizeof(double));
+  if (status != 0)
+    throw std::runtime_error("the " + std::to_string(kRanks) + "-rank run failed (status " +
+                             std::to_string(status) + "); its ranks' messages are above");
+  return kRanks * per_rank_batch / step_s;
+}
+
+// The loader's rate (2 workers, mosaics at the bench's size and batch) on the bench dataset.
+double loader_images_per_second(const Options& options, std::string* described) {
+  const bench::BenchDataset bench_data("", BAREYOLO_SOURCE_DIR "/../shared/datasets");
+  const data::OpenedSplit train =
+      data::open_split(data::read_dataset_yaml(bench_data.data_yaml()), "train");
+  *described = bench_data.data_yaml() + ", " + std::to_string(train.dataset.size()) + " images";
+  return bench::loader_images_per_second(
+      train.dataset, {.imgsz = options.imgsz, .batch = options.batch, .epochs = 1,
+                      .workers = kHeadlineThreads, .max_batches = options.quick ? 2 : 0});
+}
+
+// bench/torch_train.py's images per second (its lines are shown prefixed "torch: "); nan
+// when no Python imports torch or the script fails.
+double torch_images_per_second(const Options& options) {
+  const std::string python = bench::find_python_running("import torch");
+  if (python.empty()) {
+    std::printf("torch: no Python that imports torch (Debian: apt-get install python3-torch); "
+                "torch_img_s is nan\n");
+    return std::nan("");
+  }
+  const std::string command = python + " -I " BAREYOLO_SOURCE_DIR "/bench/torch_train.py" +
+                              " --imgsz " + std::to_string(options.imgsz) +
+                              " --batch " + std::to_string(options.batch) +
+                              " --threads " + std::to_string(kHeadlineThreads) +
+                              " --warmup " + std::to_string(options.warmup) +
+                              " --steps " + std::to_string(options.steps) + " 2>&1";
+  std::fflush(stdout);
+  FILE* output = ::popen(command.c_str(), "r");
+  if (!output) return std::nan("");
+  double rate = std::nan("");
+  char line[1024];
+  while (std::fgets(line, sizeof line, output)) {
+    std::printf("torch: %s", line);
+    if (const char* found = std::strstr(line, "torch_img_s=")) rate = std::atof(found + 12);
+  }
+  if (::pclose(output) != 0) {
+    std::printf("torch: %s failed; torch_img_s is nan\n", command.c_str());
+    return std::nan("");
+  }
+  return rate;
+}
+
+std::string fixed(double value, int decimals = 2) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+std::string percent(double fraction) { return fixed(100 * fraction, 1) + "%"; }
+
+void print_rate(const std::string& configuration, double images_per_second,
+                const std::string& note) {
+  std::printf("%-44s %7.1f img/s%s%s\n", configuration.c_str(), images_per_second,
+              note.empty() ? "" : "  ", note.c_str());
+}
+
+// The 1-minute load average and the core count: on a shared machine, other work above the
+// core count slows every figure here (the ratios less so when both sides ran alike).
+std::string machine_load() {
+  double load = std::nan("");
+  if (FILE* file = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(file, "%lf", &load) != 1) load = std::nan("");
+    std::fclose(file);
+  }
+  char text[96];
+  std::snprintf(text, sizeof text, "load average %.1f on %u cores", load,
+                std::thread::hardware_concurrency());
+  return text;
+}
+
+Options parse(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&] {
+      if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
+      return std::stoi(argv[++i]);
+    };
+    if (arg == "--cfg" && i + 1 < argc) options.cfg = argv[++i];
+    else if (arg == "--imgsz") options.imgsz = value();
+    else if (arg == "--batch") options.batch = value();
+    else if (arg == "--warmup") options.warmup = value();
+    else if (arg == "--steps") options.steps = value();
+    else if (arg == "--no-torch") options.torch = false;
+    else if (arg == "--quick") options.quick = true, options.imgsz = 128, options.batch = 4,
+                               options.warmup = 1, options.steps = 2;
+    else throw std::invalid_argument("unknown argument '" + arg + "'");
+  }
+  if (options.batch < kRanks || options.batch % kRanks != 0)
+    throw std::invalid_argument("--batch " + std::to_string(options.batch) + " must be a positive "
+                                "multiple of " + std::to_string(kRanks) + " (it is split over " +
+                                std::to_string(kRanks) + " ranks)");
+  if (options.imgsz % 32 != 0 || options.imgsz <= 0)
+    throw std::invalid_argument("--imgsz " + std::to_string(options.imgsz) +
+                                " must be a positive multiple of 32 (the largest stride)");
+  if (options.steps < 1 || options.warmup < 0)
+    throw std::invalid_argument("--steps must be >= 1 and --warmup >= 0");
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Options options = parse(argc, argv);
+    const Setup setup(options);
+    const int half = options.batch / kRanks;
+    std::printf("%s (%lld parameters, %d classes) at %dx%d; synthetic in-memory batches, %d "
+                "boxes per image; step = forward + YOLOv5 loss + backward + clip + SGD "
+                "(Nesterov) + EMA; median of %d steps after %d warm-up; %s\n",
+                options.cfg.c_str(), (long long)DetectionModel(setup.config).parameter_count(),
+                setup.loss.classes, options.imgsz, options.imgsz, kBoxesPerImage, options.steps,
+                options.warmup, machine_load().c_str());
+
+    double loss_fraction = 0;
+    const double ours = single_rank_images_per_second(setup, options.batch, kHeadlineThreads,
+                                                      &loss_fraction);
+    print_rate(std::to_string(kHeadlineThreads) + " threads, 1 rank, batch " +
+                   std::to_string(options.batch), ours,
+               "YOLOv5's loss takes " + percent(loss_fraction) + " of the step");
+    const double one_thread = single_rank_images_per_second(setup, half, 1);
+    print_rate("1 thread, 1 rank, batch " + std::to_string(half), one_thread, "");
+    const double ddp = data_parallel_images_per_second(setup, half);
+    const double scaling = ddp / one_thread;
+    print_rate("1 thread x " + std::to_string(kRanks) + " ranks, batch " + std::to_string(half) +
+                   " each, SyncBN", ddp, "scaling " + fixed(scaling) + "x (target >= 1.9)");
+
+    std::string dataset;
+    const double loader = loader_images_per_second(options, &dataset);
+    print_rate("loader, " + std::to_string(kHeadlineThreads) + " workers, mosaics", loader,
+               fixed(loader / ours, 1) + "x the " + std::to_string(kHeadlineThreads) +
+                   "-thread training rate: feeding it takes ~" + percent(ours / loader) +
+                   " of the cores (" + dataset + ")");
+
+    if (!options.torch) std::printf("torch: skipped (--no-torch)\n");
+    const double torch = options.torch ? torch_images_per_second(options) : std::nan("");
+    std::printf("ours / torch: %.2f (target >= 1.1); at the end: %s\n", ours / torch,
+                machine_load().c_str());
+    std::printf("RESULT ours_img_s=%.2f torch_img_s=%.2f ratio_vs_torch=%.2f ddp2_scaling=%.2f\n",
+                ours, torch, ours / torch, scaling);
+    return 0;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "bench_train: error: %s\n", error.what());
+    return 1;
+  }
+}
