@@ -138,8 +138,8 @@ int main() {
     bench("maxpool 5x5 fwd (32,256,20,20)", 2 * n * f,
           [&] { ops::maxpool2d_forward<float>(x.view<float>(), p, y1.view<float>()); });
     bench("SPPF 3 pools fused (32,256,20,20)", 4 * n * f, [&] {
-      cuda::maxpool2d_chain3_forward(x.view<float>(), p, y1.view<float>(), y2.view<float>(),
-                                     y3.view<float>());
+      ops::maxpool2d_chain3_forward<float>(x.view<float>(), p, y1.view<float>(), y2.view<float>(),
+                                           y3.view<float>());
     });
     bench("maxpool 5x5 bwd (32,256,20,20)", 4 * n * f, [&] {
       ops::maxpool2d_backward<float>(x.view<float>(), dy.view<float>(), p, dx.view<float>());

@@ -58,6 +58,12 @@ template <class T> void maxpool2d_forward(View<const T> x, Pool2dParams p, View<
 // dx += dy routed to the first maximum of each window (row-major order), recomputed from x.
 template <class T>
 void maxpool2d_backward(View<const T> x, View<const T> dy, Pool2dParams p, View<T> dx);
+// SPPF's three chained pools: y1 = pool(x), y2 = pool(y1), y3 = pool(y2), for stride 1 and
+// padding (kernel - 1) / 2 (outputs the input's shape). The same as three maxpool2d_forward
+// calls; on a GPU one kernel computes all three from one read of x.
+template <class T>
+void maxpool2d_chain3_forward(View<const T> x, Pool2dParams p, View<T> y1, View<T> y2,
+                              View<T> y3);
 
 // ---- convolution ----------------------------------------------------------------------
 // Cross-correlation, groups = 1, dilation = 1. weight is (c_out, c_in, kernel_h, kernel_w)

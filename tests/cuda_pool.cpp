@@ -6,7 +6,6 @@
 // compare and copy, and the backward adds in the CPU's order, so results must be bit-equal.
 #include <cmath>
 
-#include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "tests/cuda_testing.h"
 
@@ -105,19 +104,12 @@ TEST_CASE("cuda SPPF chain (three 5x5 pools in one kernel) equals three cpu pool
             Tensor first = o[0].channels(0, c);
             first.copy_from(in[0]);
             auto slice = [&](int64_t k) { return o[0].channels(k * c, (k + 1) * c); };
-            if (o[0].device().is_cuda()) {
-              Tensor y1 = slice(1), y2 = slice(2), y3 = slice(3);
-              cuda::maxpool2d_chain3_forward(first.template view<float>(), p,
-                                             y1.template view<float>(),
-                                             y2.template view<float>(),
-                                             y3.template view<float>());
-            } else {
-              for (int64_t k = 0; k < 3; ++k) {
-                Tensor out = slice(k + 1);
-                ops::maxpool2d_forward<float>(slice(k).template view<float>(), p,
-                                              out.template view<float>());
-              }
-            }
+            // GPU: the one fused kernel; CPU: three maxpool2d_forward calls.
+            Tensor y1 = slice(1), y2 = slice(2), y3 = slice(3);
+            ops::maxpool2d_chain3_forward<float>(first.template view<float>(), p,
+                                                 y1.template view<float>(),
+                                                 y2.template view<float>(),
+                                                 y3.template view<float>());
           },
           "SPPF chained pools", true, kExact, kExact);
     }
@@ -127,7 +119,8 @@ TEST_CASE("cuda SPPF chain (three 5x5 pools in one kernel) equals three cpu pool
 TEST_CASE("cuda SPPF chain refuses windows it cannot chain") {
   Tensor x = Tensor::zeros({1, 1, 8, 8}, Device::cuda(0));
   Tensor y = Tensor::zeros({1, 1, 8, 8}, Device::cuda(0));
-  CHECK_THROWS_WITH_AS(cuda::maxpool2d_chain3_forward(x.view<float>(), {3, 2, 1}, y.view<float>(),
-                                                      y.view<float>(), y.view<float>()),
+  CHECK_THROWS_WITH_AS(ops::maxpool2d_chain3_forward<float>(x.view<float>(), {3, 2, 1},
+                                                            y.view<float>(), y.view<float>(),
+                                                            y.view<float>()),
                        doctest::Contains("stride 1"), std::invalid_argument);
 }

@@ -104,10 +104,30 @@ void maxpool2d_backward(View<const T> x, View<const T> dy, Pool2dParams p, View<
   });
 }
 
+template <class T>
+void maxpool2d_chain3_forward(View<const T> x, Pool2dParams p, View<T> y1, View<T> y2,
+                              View<T> y3) {
+  if (p.stride != 1 || 2 * p.pad + 1 != p.kernel)
+    throw std::invalid_argument(
+        "maxpool2d_chain3_forward: chained pools need stride 1 and padding (kernel - 1) / 2 "
+        "(SPPF's), got kernel " + std::to_string(p.kernel) + ", stride " +
+        std::to_string(p.stride) + ", padding " + std::to_string(p.pad));
+  for (const View<T>* y : {&y1, &y2, &y3})
+    pool_geometry("maxpool2d_chain3_forward", x.shape, p, y->shape);
+  BAREYOLO_ROUTE_TO_CUDA(maxpool2d_chain3_forward,
+                         detail::common_device("maxpool2d_chain3_forward", x, y1, y2, y3), x, p,
+                         y1, y2, y3);
+  maxpool2d_forward<T>(x, p, y1);
+  maxpool2d_forward<T>(y1, p, y2);
+  maxpool2d_forward<T>(y2, p, y3);
+}
+
 #define BAREYOLO_INSTANTIATE_MAXPOOL2D(T)                                           \
   template void maxpool2d_forward<T>(View<const T>, Pool2dParams, View<T>);         \
   template void maxpool2d_backward<T>(View<const T>, View<const T>, Pool2dParams, \
-                                      View<T>);
+                                      View<T>);                                     \
+  template void maxpool2d_chain3_forward<T>(View<const T>, Pool2dParams, View<T>, View<T>, \
+                                            View<T>);
 BAREYOLO_INSTANTIATE_MAXPOOL2D(float)
 BAREYOLO_INSTANTIATE_MAXPOOL2D(double)
 

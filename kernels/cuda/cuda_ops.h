@@ -67,8 +67,7 @@ void batchnorm_silu_apply(View<const float> x, const float* mean, const float* i
 void maxpool2d_forward(View<const float> x, ops::Pool2dParams p, View<float> y);
 void maxpool2d_backward(View<const float> x, View<const float> dy, ops::Pool2dParams p,
                         View<float> dx);
-// SPPF's three chained pools in one pass: y1 = pool(x), y2 = pool(y1), y3 = pool(y2), for
-// stride 1 and padding (kernel - 1) / 2; equal to three maxpool2d_forward calls.
+// SPPF's three chained pools in one kernel (one read of x).
 void maxpool2d_chain3_forward(View<const float> x, ops::Pool2dParams p, View<float> y1,
                               View<float> y2, View<float> y3);
 // upsample.cu

@@ -293,17 +293,9 @@ void maxpool2d_forward(View<const float> x, ops::Pool2dParams p, View<float> y) 
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 
-void maxpool2d_chain3_forward(View<const float> x, ops::Pool2dParams p, View<float> y1, View<float> y2,
-                              View<float> y3) {
-  if (p.stride != 1 || 2 * p.pad + 1 != p.kernel)
-    throw std::invalid_argument(
-        "maxpool2d_chain3_forward: chained pools need stride 1 and padding (kernel - 1) / 2 "
-        "(SPPF's), got kernel " + std::to_string(p.kernel) + ", stride " +
-        std::to_string(p.stride) + ", padding " + std::to_string(p.pad));
-  for (const View<float>* y : {&y1, &y2, &y3})
-    if (!(y->shape == x.shape) || !(y->device == x.device))
-      throw std::invalid_argument("maxpool2d_chain3_forward: every output must have the input's "
-                                  "shape " + x.shape.str() + " and device " + x.device.str());
+// Window, shapes and devices are checked by the op (kernels/cpu/pool.cpp).
+void maxpool2d_chain3_forward(View<const float> x, ops::Pool2dParams p, View<float> y1,
+                              View<float> y2, View<float> y3) {
   if (x.shape.numel() == 0) return;
   require_int_planes("maxpool2d_chain3_forward", x.shape);
   launch_chain(x, p.pad, ChainOutputs{{y1, y2, y3}}, 3);
