@@ -54,6 +54,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int kHeadlineThreads = 2;  // the machine's cores; PyTorch gets the same
 constexpr int kRanks = 2;
 constexpr int kBoxesPerImage = 3;
+constexpr std::chrono::minutes kCollectiveTimeout{5};
 
 struct Options {
   std::string cfg = BAREYOLO_SOURCE_DIR "/models/yolov5n.yaml";
@@ -164,8 +165,9 @@ double data_parallel_images_per_second(const Setup& setup, int per_rank_batch) {
   std::fflush(stdout);
   const int status = dist::launch_workers(plan, [&](int) {
     ThreadPool::global().resize(1);
-    dist::ProcessGroup group =
-        dist::init_process_group(dist::read_launch_env(dist::process_environment()));
+    // A bench that hangs on a dead rank helps nobody: every collective gives up after this.
+    dist::ProcessGroup group = dist::init_process_group(
+        dist::read_launch_env(dist::process_environment()), {.timeout = kCollectiveTimeout});
     DetectionModel model(setup.config);
     model.set_sync_batchnorm(group.comm.get());
     dist::broadcast_state(*group.comm, model.state());
