@@ -8,17 +8,33 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "data/augment_hyp.h"
 #include "engine/optim/schedule.h"
+#include "kernels/view.h"
 #include "models/callbacks.h"
 #include "models/loss.h"
 
 namespace bareyolo::models {
 
 enum class OptimizerKind { sgd, adamw };
+
+// `--device` as the C++ API takes it: a string, one CUDA index, or a list of indices.
+struct DeviceArg {
+  std::string text = "auto";
+  DeviceArg() = default;
+  DeviceArg(const char* device) : text(device) {}
+  DeviceArg(std::string device) : text(std::move(device)) {}
+  DeviceArg(int index) : text(std::to_string(index)) {}
+  DeviceArg(std::initializer_list<int> indices) {
+    text.clear();
+    for (int i : indices) text += (text.empty() ? "" : ",") + std::to_string(i);
+  }
+};
 
 struct TrainOptions {
   std::string data;     // dataset yaml
@@ -38,12 +54,28 @@ struct TrainOptions {
   data::AugmentHyp augment;
   double weight_decay = 5e-4;  // before YOLOv5's batch * accumulate / nbs scaling
 
+  // SyncBatchNorm when distributed: nullopt = on (the model family is BN-heavy), false = per
+  // rank statistics (a warning below 16 images per rank).
+  std::optional<bool> sync_bn;
+  double bucket_mb = 25;  // gradient bucket size of the reducer (engine/dist/reducer.h)
+
   // ---- not saved in checkpoints ----
   int64_t max_steps = 0;  // end after this many optimizer steps in all (0: no limit), resumable
   std::string resume;     // checkpoint to continue from: its run dir and configuration win
-  int rank = 0, world_size = 1;  // this process in a data-parallel run
   std::vector<TrainCallbacks> callbacks;
   bool show_progress = true;  // the progress bar (rank 0, on stdout)
+  // Where a new run's outputs go when run_dir is empty: <project>/<name>, <name>2, ...
+  std::string project = "runs/train", name = "exp";
+  bool exist_ok = false;
+
+  // ---- the launch (models/train_launch.h); not saved either ----
+  DeviceArg device;        // "auto", "cpu", "0", "0,1", "cuda:0"; or 0; or {0, 1}
+  int nproc_per_node = 0;  // CPU ranks; 0: one for "cpu", as many as fit the cores for "auto"
+  std::string backend = "auto";  // "auto", "tcp" or "nccl"
+  double timeout_s = 3 * 3600;   // bounds every rendezvous wait and collective
+  // Set by the launch for the rank this process trains.
+  int rank = 0, world_size = 1;
+  Device device_of_rank = Device::cpu();
 };
 
 // Applies a YOLOv5 hyp yaml (hyp.scratch-low.yaml's keys) to `options`: lr0, lrf, momentum,

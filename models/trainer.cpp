@@ -14,10 +14,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "data/dataset.h"                // defines: read_dataset_yaml, open_split
 #include "data/loader.h"                 // defines: Loader (threaded, deterministic batches)
+#include "engine/dist/process_group.h"   // defines: ProcessGroup (this rank's communicator)
+#include "engine/dist/reducer.h"         // defines: Reducer (averages gradients in buckets)
 #include "engine/optim/ema.h"            // defines: ModelEma
 #include "engine/optim/sgd.h"            // defines: clip_gradient_norm
 #include "models/checkpoint.h"           // defines: make_checkpoint, restore_checkpoint, ...
@@ -27,6 +30,7 @@
 #include "models/report.h"               // defines: write_report_html, validation_table
 #include "models/run_dir.h"              // defines: run_dir_of_checkpoint
 #include "models/train_optimizer.h"      // defines: TrainOptimizer (SGD or AdamW)
+#include "models/train_step.h"           // defines: forward_backward (one rank's micro-batch)
 #include "models/validate.h"             // defines: validate
 #include "models/weights.h"              // defines: load_state
 
@@ -64,14 +68,14 @@ std::vector<LabelRow> batch_labels(const data::Batch& batch) {
   return labels;
 }
 
-// Forward, loss and backward of one batch; returns the loss (box, obj, cls as YOLOv5
-// reports them).
-LossValues train_batch(DetectionModel& model, const data::Batch& batch,
-                       const LossOptions& loss_options) {
-  const std::vector<Tensor>& head = model.forward(batch.images_tensor(), Mode::train);
-  HeadLoss loss = head_loss(model, head, batch_labels(batch), loss_options, batch.size);
-  model.backward(loss.gradients);
-  return loss.values;
+// Rank 0's `values` on every rank (rank 0 validates; the others follow its decisions).
+void from_rank0(dist::Communicator* comm, std::vector<double>& values) {
+  if (comm) comm->broadcast(dist::CommBuffer::of(values.data(), int64_t(values.size())), 0)->wait();
+}
+
+// The sum over ranks of each rank's share of the loss: the global batch's loss.
+void sum_over_ranks(dist::Communicator* comm, double* values, int count) {
+  if (comm) comm->allreduce(dist::CommBuffer::of(values, count), dist::ReduceOp::sum)->wait();
 }
 
 struct Validation {
@@ -139,7 +143,7 @@ std::vector<bool> frozen_entries(const std::vector<StateEntry>& state, int freez
 }
 
 TrainSummary train(const TrainOptions& request,
-                   const std::function<void(const std::string&)>& log) {
+                   const std::function<void(const std::string&)>& log, dist::ProcessGroup* group) {
   const auto start = Clock::now();
 
   // ---- configuration: the request, or the checkpoint's when resuming ----
@@ -174,6 +178,31 @@ TrainSummary train(const TrainOptions& request,
   if (trainable.empty())
     throw std::invalid_argument("--freeze " + std::to_string(options.freeze) +
                                 " freezes every parameter; freeze fewer layers");
+
+  // ---- data parallelism: identical start, SyncBN, the gradient reducer ----
+  dist::Communicator* comm =
+      group && group->world_size() > 1 ? group->comm.get() : nullptr;  // null: one process
+  std::optional<dist::Reducer> reducer;
+  if (comm) {
+    dist::broadcast_state(*comm, state);
+    const bool sync_bn = options.sync_bn.value_or(true);
+    if (sync_bn) model.set_sync_batchnorm(comm);
+    const int per_rank = options.batch / options.world_size;
+    if (!sync_bn && per_rank < 16)
+      rank0([&] {
+        log("warning: BatchNorm runs unsynced on " + std::to_string(per_rank) +
+            " images per rank (fewer than 16): its statistics are noisy; drop --no-sync-bn");
+      });
+    std::set<const Tensor*> frozen_grads;
+    for (size_t i = 0; i < state.size(); ++i)
+      if (frozen[i]) frozen_grads.insert(state[i].grad);
+    reducer.emplace(dist::graph_parameters(model.graph(),
+                                           [&](const StateEntry& e) {
+                                             return !frozen_grads.count(e.grad);
+                                           }),
+                    *comm, dist::ReducerOptions{.bucket_mb = options.bucket_mb});
+  }
+  const DataParallel parallel{comm, reducer ? &*reducer : nullptr};
 
   // YOLOv5: image size a multiple of the largest stride (at least 2 strides).
   const int gs = std::max(int(model.strides().back()), 32);
@@ -288,18 +317,24 @@ TrainSummary train(const TrainOptions& request,
       const StepSettings settings = schedule.at(iteration);
       optimizer.apply(settings);
 
-      const LossValues loss = train_batch(model, *batch, loss_options);
-      if (!std::isfinite(loss.total))
-        throw std::runtime_error("the loss became " + std::to_string(loss.total) + " at epoch " +
+      // Only the last micro-batch of an accumulation communicates (no_sync on the others).
+      const bool boundary = iteration - progress.last_step_iteration >= settings.accumulate;
+      if (reducer) reducer->set_sync(boundary);
+      const LossValues loss = forward_backward(model, batch->images_tensor(), batch_labels(*batch),
+                                               loss_options, parallel);
+      double items[4] = {loss.box, loss.obj, loss.cls, loss.total};
+      sum_over_ranks(comm, items, 4);
+      if (!std::isfinite(items[3]))
+        throw std::runtime_error("the loss became " + std::to_string(items[3]) + " at epoch " +
                                  std::to_string(epoch) + " batch " + std::to_string(batch->step) +
                                  "; lower lr0 or check the labels");
-      const double items[3] = {loss.box, loss.obj, loss.cls};
       ++progress.batches_done;
       for (int k = 0; k < 3; ++k)
         progress.loss_mean[k] += (items[k] - progress.loss_mean[k]) / double(progress.batches_done);
 
       std::vector<std::string> step_checkpoints;
-      if (iteration - progress.last_step_iteration >= settings.accumulate) {
+      if (boundary) {
+        if (reducer) reducer->finish();  // every gradient is now the mean over the ranks
         clip_gradient_norm(trainable, 10.0);
         optimizer.step();
         optimizer.zero_grad();
@@ -339,19 +374,28 @@ TrainSummary train(const TrainOptions& request,
                          .lr2 = last_settings.lr,
                          .epoch_seconds = progress.train_seconds,
                          .step_seconds = progress.train_seconds / double(batches)};
+    // Rank 0 validates; the others take its metrics, so that best, patience and the stop
+    // decision are the same on every rank and all leave the loop together.
     std::optional<Validation> validation;
     if (options.validate || final_epoch) {
-      for (size_t i = 0; i < ema_state.size(); ++i) ema_state[i].value->copy_from(ema.values()[i]);
-      validation = validate_with_loss(
-          ema_model, val_split.dataset,
-          {.batch = std::max(1, options.batch / options.world_size * 2), .imgsz = imgsz,
-           .workers = options.workers},
-          loss_options);
-      const DetectionMetrics& m = validation->result.metrics;
-      metrics.precision = m.mean_precision, metrics.recall = m.mean_recall;
-      metrics.map50 = m.map50, metrics.map50_95 = m.map50_95;
-      metrics.val_box = validation->loss[0], metrics.val_obj = validation->loss[1],
-      metrics.val_cls = validation->loss[2];
+      rank0([&] {
+        for (size_t i = 0; i < ema_state.size(); ++i) ema_state[i].value->copy_from(ema.values()[i]);
+        validation = validate_with_loss(
+            ema_model, val_split.dataset,
+            {.batch = std::max(1, options.batch / options.world_size * 2), .imgsz = imgsz,
+             .workers = options.workers},
+            loss_options);
+      });
+      std::vector<double> shared(7, 0.0);
+      if (validation) {
+        const DetectionMetrics& m = validation->result.metrics;
+        shared = {m.mean_precision, m.mean_recall, m.map50, m.map50_95,
+                  validation->loss[0], validation->loss[1], validation->loss[2]};
+      }
+      from_rank0(comm, shared);
+      metrics.precision = shared[0], metrics.recall = shared[1];
+      metrics.map50 = shared[2], metrics.map50_95 = shared[3];
+      metrics.val_box = shared[4], metrics.val_obj = shared[5], metrics.val_cls = shared[6];
       metrics.validated = true;
     }
     metrics.fitness = 0.1 * metrics.map50 + 0.9 * metrics.map50_95;

@@ -27,6 +27,10 @@
 #include "engine/module.h"
 #include "models/train_options.h"
 
+namespace bareyolo::dist {
+struct ProcessGroup;
+}
+
 namespace bareyolo::models {
 
 struct TrainSummary {
@@ -39,9 +43,11 @@ struct TrainSummary {
   std::string run_dir;
 };
 
-// Trains; progress lines go to `log` (rank 0 only).
+// Trains this rank; progress lines go to `log` (rank 0 only). `group`: the data-parallel job
+// this process is a rank of (models/train_launch.h sets it up), or null for one process.
 TrainSummary train(const TrainOptions& options,
-                   const std::function<void(const std::string&)>& log);
+                   const std::function<void(const std::string&)>& log,
+                   dist::ProcessGroup* group = nullptr);
 
 // Which state entries --freeze N freezes: those of model layers 0 .. N-1 (names starting
 // "model.<k>."), as YOLOv5 does. Frozen parameters get no optimizer step, no weight decay and

@@ -10,8 +10,8 @@
 
 #include "data/shapes.h"
 #include "models/run_dir.h"
+#include "models/train_launch.h"
 #include "models/train_options.h"
-#include "models/trainer.h"
 
 namespace bareyolo {
 
@@ -21,8 +21,8 @@ namespace fs = std::filesystem;
 
 struct TrainCommandOptions {
   models::TrainOptions train;
-  std::string project = "runs/train", name = "exp", hyp, config, optimizer = "SGD";
-  bool exist_ok = false, no_val = false;
+  std::string hyp, config, optimizer = "SGD", device = "auto";
+  bool no_val = false;
   CLI::App* command = nullptr;
   CLI::Option* resume = nullptr;
 } options;
@@ -70,7 +70,7 @@ int train() {
   models::TrainOptions& t = options.train;
   if (options.resume->count() > 0) {
     // Everything else comes from the checkpoint's saved configuration.
-    t.resume = models::find_resume_checkpoint(options.resume->as<std::string>(), options.project);
+    t.resume = models::find_resume_checkpoint(options.resume->as<std::string>(), t.project);
     std::printf("resuming from %s\n", t.resume.c_str());
   } else {
     if (t.data.empty()) t.data = default_dataset();
@@ -81,9 +81,9 @@ int train() {
     if (!options.hyp.empty()) models::load_hyp_yaml(options.hyp, t);
     t.optimizer = models::parse_optimizer_name(options.optimizer);
     t.validate = !options.no_val;
-    t.run_dir = models::resolve_run_dir(options.project, options.name, options.exist_ok);
   }
-  const models::TrainSummary summary = models::train(t, [](const std::string& line) {
+  t.device = options.device;
+  const models::TrainSummary summary = models::run_training(t, [](const std::string& line) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   });
@@ -109,17 +109,33 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--weights", t.weights, "Initial weights (.safetensors); default: from scratch")
       ->check(CLI::ExistingFile);
   cmd->add_option("--epochs", t.epochs, "Epochs")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--batch", t.batch, "Batch size (global: all ranks together)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--batch", t.batch, "Batch size, global: all ranks together, each rank "
+                                      "trains batch/ranks images; -1: AutoBatch (GPU memory)")
+      ->check(CLI::PositiveNumber | CLI::IsMember({-1}))->capture_default_str();
   cmd->add_option("--imgsz", t.imgsz, "Image size in pixels (rounded up to a multiple of 32)")
       ->check(CLI::Range(32, 8192))->capture_default_str();
   cmd->add_option("--workers", t.workers, "Data loader threads")->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--project", options.project, "Folder of runs")->capture_default_str();
-  cmd->add_option("--name", options.name, "Run name: <project>/<name>, numbered <name>2, 3, ... "
-                                          "when it exists")
+  cmd->add_option("--device", options.device,
+                  "auto (every GPU, else CPU ranks to fit the cores), cpu, 0, 0,1, cuda:0, 0,0 "
+                  "(two ranks on one GPU); more than one rank forks workers unless a launcher "
+                  "(torchrun, srun, mpirun) started this process")
       ->capture_default_str();
-  cmd->add_flag("--exist-ok", options.exist_ok, "Reuse <project>/<name> instead of numbering");
+  cmd->add_option("--nproc-per-node", t.nproc_per_node,
+                  "CPU ranks (with --device cpu or auto on a machine without GPUs); 0: auto")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_flag("--sync-bn,!--no-sync-bn", t.sync_bn,
+                "SyncBatchNorm when distributed: statistics over the global batch (default on)");
+  cmd->add_option("--backend", t.backend, "Communication: auto (NCCL for distinct GPUs, else "
+                                          "TCP), tcp or nccl")
+      ->check(CLI::IsMember({"auto", "tcp", "nccl"}))->capture_default_str();
+  cmd->add_option("--timeout", t.timeout_s, "Seconds any rank waits for the others before failing")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--project", t.project, "Folder of runs")->capture_default_str();
+  cmd->add_option("--name", t.name, "Run name: <project>/<name>, numbered <name>2, 3, ... "
+                                    "when it exists")
+      ->capture_default_str();
+  cmd->add_flag("--exist-ok", t.exist_ok, "Reuse <project>/<name> instead of numbering");
   cmd->add_option("--seed", t.seed, "Seed of initialisation, shuffling and augmentation")
       ->capture_default_str();
   cmd->add_option("--nbs", t.nbs, "Nominal batch size: gradients accumulate to it")
