@@ -19,12 +19,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The main job's settings on the built-in shapes data (README): YOLOv5's recipe from
+// scratch needs its whole LR schedule, and 128 px is what these images need.
+constexpr int kShapesEpochs = 80, kShapesImgsz = 128;
+
 struct TrainCommandOptions {
   models::TrainOptions train;
   std::string hyp, config, optimizer = "SGD", device = "auto";
   bool no_val = false;
   CLI::App* command = nullptr;
-  CLI::Option* resume = nullptr;
+  CLI::Option *resume = nullptr, *epochs = nullptr, *imgsz = nullptr;
 } options;
 
 // The built-in shapes dataset, generated on first use.
@@ -73,7 +77,13 @@ int train() {
     t.resume = models::find_resume_checkpoint(options.resume->as<std::string>(), t.project);
     std::printf("resuming from %s\n", t.resume.c_str());
   } else {
-    if (t.data.empty()) t.data = default_dataset();
+    if (t.data.empty()) {
+      // The built-in data's own schedule, unless asked otherwise: small synthetic images
+      // need neither 640 px nor more epochs than YOLOv5's recipe takes to converge on them.
+      t.data = default_dataset();
+      if (options.epochs->count() == 0) t.epochs = kShapesEpochs;
+      if (options.imgsz->count() == 0) t.imgsz = kShapesImgsz;
+    }
     // Absolute, so that a resume from another directory finds them.
     t.data = fs::absolute(t.data).string();
     t.cfg = fs::absolute(t.cfg).string();
@@ -108,11 +118,15 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--cfg", t.cfg, "Model yaml")->check(CLI::ExistingFile)->capture_default_str();
   cmd->add_option("--weights", t.weights, "Initial weights (.safetensors); default: from scratch")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--epochs", t.epochs, "Epochs")->check(CLI::PositiveNumber)->capture_default_str();
+  options.epochs = cmd->add_option("--epochs", t.epochs, "Epochs (the built-in data: " +
+                                                          std::to_string(kShapesEpochs) + ")")
+                       ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--batch", t.batch, "Batch size, global: all ranks together, each rank "
                                       "trains batch/ranks images; -1: AutoBatch (GPU memory)")
       ->check(CLI::PositiveNumber | CLI::IsMember({-1}))->capture_default_str();
-  cmd->add_option("--imgsz", t.imgsz, "Image size in pixels (rounded up to a multiple of 32)")
+  options.imgsz = cmd->add_option("--imgsz", t.imgsz, "Image size in pixels, rounded up to a "
+                                                     "multiple of 32 (the built-in data: " +
+                                                     std::to_string(kShapesImgsz) + ")")
       ->check(CLI::Range(32, 8192))->capture_default_str();
   cmd->add_option("--workers", t.workers, "Data loader threads")->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -124,8 +138,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--nproc-per-node", t.nproc_per_node,
                   "CPU ranks (with --device cpu or auto on a machine without GPUs); 0: auto")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_flag("--sync-bn,!--no-sync-bn", t.sync_bn,
-                "SyncBatchNorm when distributed: statistics over the global batch (default on)");
+  cmd->add_flag_callback("--sync-bn", [&t] { t.sync_bn = true; },
+                         "SyncBatchNorm when distributed: BN statistics over the global batch "
+                         "(the default with more than one rank)");
+  cmd->add_flag_callback("--no-sync-bn", [&t] { t.sync_bn = false; },
+                         "BatchNorm statistics per rank (warned below 16 images per rank)");
   cmd->add_option("--backend", t.backend, "Communication: auto (NCCL for distinct GPUs, else "
                                           "TCP), tcp or nccl")
       ->check(CLI::IsMember({"auto", "tcp", "nccl"}))->capture_default_str();
