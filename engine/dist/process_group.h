@@ -33,7 +33,7 @@ struct ProcessGroupOptions {
 struct ProcessGroup {
   LaunchEnv env;
   std::unique_ptr<StoreServer> server;  // rank 0 only
-  std::unique_ptr<Store> store;
+  std::unique_ptr<Store> store;         // null for world_size 1: nobody to meet
   // Declared last, so destroyed first: the communicator may still talk to the store.
   std::unique_ptr<Communicator> comm;
 

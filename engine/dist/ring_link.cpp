@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -36,6 +37,8 @@ constexpr char kHelloMagic[16] = "bareyolo-ring-1";
 constexpr size_t kMaxNoticeBytes = 4096;
 // How long a failing rank spends telling its neighbours: they may be failing too.
 constexpr auto kNoticeTimeout = std::chrono::seconds(1);
+// From this many incoming bytes on, a collective receives on the link's receiving thread.
+constexpr size_t kThreadedBytes = size_t{1} << 20;
 // Frames handed to one sendmsg(): up to 64 frames = 32 MB, so large sends take few syscalls.
 constexpr size_t kFramesPerSend = 64;
 
@@ -98,6 +101,16 @@ int read_hello(int fd, const std::string& token, Clock::time_point deadline) {
   }
 }
 
+void signal_event(int eventfd) {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t written = ::write(eventfd, &one, sizeof one);
+}
+
+void drain_event(int eventfd) {
+  uint64_t count;
+  [[maybe_unused]] ssize_t got = ::read(eventfd, &count, sizeof count);
+}
+
 void set_no_delay(int fd) {
   int yes = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
@@ -140,7 +153,21 @@ RingLink::RingLink(Store& store, int rank, int world_size, const std::string& ma
     throw std::runtime_error(errno_message("cannot create the TCP ring's wake-up pipe"));
   wake_read_.reset(wake[0]);
   wake_write_.reset(wake[1]);
+  received_event_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  stop_receiving_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!received_event_ || !stop_receiving_)
+    throw std::runtime_error(errno_message("cannot create the TCP ring's eventfds"));
   handshake(store, master_addr, Clock::now() + timeout);
+  receiver_ = std::thread([this] { serve_receiving(); });
+}
+
+RingLink::~RingLink() {
+  {
+    std::lock_guard lock(handover_mutex_);
+    closing_ = true;
+  }
+  handover_.notify_all();
+  if (receiver_.joinable()) receiver_.join();
 }
 
 void RingLink::handshake(Store& store, const std::string& master_addr,
@@ -182,19 +209,65 @@ void RingLink::handshake(Store& store, const std::string& master_addr,
 }
 
 void RingLink::run(const RingPlan& plan, uint64_t sequence, Clock::time_point deadline) {
+  size_t incoming_bytes = 0;
+  for (const auto& frame : plan.in) incoming_bytes += frame.bytes;
+  // Small collectives stay on this thread: handing over to the receiver would cost more than
+  // the bytes.
+  const bool threaded = incoming_bytes >= kThreadedBytes;
+  drain_event(stop_receiving_.get());
+  drain_event(received_event_.get());
+  frames_received_.store(0);
+  receiver_failed_.store(false);
+  receiver_done_.store(!threaded);
+  if (threaded) {
+    {
+      std::lock_guard lock(handover_mutex_);
+      receiving_plan_ = &plan;
+      receiving_sequence_ = sequence;
+      receiving_deadline_ = deadline;
+      receive_error_ = nullptr;
+    }
+    handover_.notify_all();
+  }
+
+  std::exception_ptr send_error;
+  try {
+    send_frames(plan, sequence, deadline, /*receive_here=*/!threaded);
+  } catch (...) {
+    send_error = std::current_exception();
+    signal_event(stop_receiving_.get());
+  }
+  // The plan must outlive the receiver's use of it: wait until it is done (it stops at once
+  // on stop_receiving_, and at its deadline otherwise).
+  std::unique_lock lock(handover_mutex_);
+  handover_.wait(lock, [&] { return receiving_plan_ == nullptr; });
+  if (receive_error_) std::rethrow_exception(receive_error_);  // the first cause: prev failed
+  if (send_error) std::rethrow_exception(send_error);
+  partial_total_ = 0;
+}
+
+// Sends every outgoing frame of `plan` as it becomes ready, and returns once the receiving is
+// done too — by the receiving thread, or here in the same loop when `receive_here`.
+void RingLink::send_frames(const RingPlan& plan, uint64_t sequence, Clock::time_point deadline,
+                           bool receive_here) {
   SendState send;
   RecvState recv;
-  while (send.frame < plan.out.size() || recv.frame < plan.in.size()) {
-    // Receive first: a frame taken (and reduced) now frees the kernel's buffer for the next,
-    // and may make an outgoing frame ready.
-    bool moved = try_recv(recv, plan, sequence);
-    moved = try_send(send, plan, sequence, recv.frame) || moved;
+  while (true) {
+    bool moved = false;
+    if (receive_here && try_recv(recv, plan, sequence)) {
+      frames_received_.store(recv.frame);
+      moved = true;
+    }
+    const bool receiving = receive_here ? recv.frame < plan.in.size() : !receiver_done_.load();
+    if (!receiving && receiver_failed_.load()) return;  // run() reports the receiver's error
+    const bool sending = send.frame < plan.out.size();
+    if (!sending && !receiving) return;
+    if (sending && try_send(send, plan, sequence, frames_received_.load(std::memory_order_acquire)))
+      moved = true;
     if (moved) continue;
-    const bool send_ready = send.frame < plan.out.size() && plan.out[send.frame].after <= recv.frame;
-    wait_for_progress(send.frame < plan.out.size(), send_ready, recv.frame < plan.in.size(),
-                      sequence, deadline);
+    const bool send_ready = sending && plan.out[send.frame].after <= frames_received_.load();
+    wait_to_send(sending, send_ready, receive_here && receiving, sequence, deadline);
   }
-  partial_total_ = 0;
 }
 
 // Hands the kernel the frames that are ready (up to kFramesPerSend) in one sendmsg(): header
@@ -227,7 +300,11 @@ bool RingLink::try_send(SendState& state, const RingPlan& plan, uint64_t sequenc
   const ssize_t sent = ::sendmsg(to_next_.get(), &message, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (sent < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
-    throw lost(next(), errno_message("rank " + std::to_string(rank_) + " could not send to it"));
+    const std::string failure = errno_message("rank " + std::to_string(rank_) + " could not send to it");
+    // A neighbour that fails sends its abort notice before it closes: read it, so that the
+    // error names the rank that died rather than the messenger.
+    read_from_next();
+    throw lost(next(), failure);
   }
 
   // Advance over the bytes the kernel took, frame by frame.
@@ -314,10 +391,11 @@ bool RingLink::try_recv(RecvState& state, const RingPlan& plan, uint64_t sequenc
   return true;
 }
 
-// Sleeps until a socket can move, a neighbour closes or sends a notice, interrupt() is called,
-// or `deadline` passes (then the rank being waited for is named).
-void RingLink::wait_for_progress(bool sending, bool send_ready, bool receiving, uint64_t sequence,
-                                 Clock::time_point deadline) {
+// Sleeps until the next rank's socket takes more bytes (when a frame is ready), a frame
+// arrives (here or on the receiving thread, or that thread ends), the next rank sends a
+// notice, a goodbye, EOF or a reset, interrupt() is called, or `deadline` passes.
+void RingLink::wait_to_send(bool sending, bool send_ready, bool receiving_here, uint64_t sequence,
+                            Clock::time_point deadline) {
   if (sending && next_left_) {
     throw RingFailure(next(), "rank " + std::to_string(next()) +
                                   " left the job (destroyed its communicator) while rank " +
@@ -325,31 +403,92 @@ void RingLink::wait_for_progress(bool sending, bool send_ready, bool receiving, 
                                   std::to_string(sequence) +
                                   " for it: did the ranks issue different numbers of collectives?");
   }
-  pollfd entries[3] = {
+  pollfd entries[4] = {
       // The next rank never sends data back: readable means a notice, a goodbye, EOF or a
       // reset. Once it said goodbye, nothing more is read there.
       {to_next_.get(), static_cast<short>((next_left_ ? 0 : POLLIN) | (send_ready ? POLLOUT : 0)), 0},
-      {from_prev_.get(), static_cast<short>(receiving ? POLLIN : 0), 0},
+      {received_event_.get(), POLLIN, 0},
       {wake_read_.get(), POLLIN, 0},
+      {from_prev_.get(), static_cast<short>(receiving_here ? POLLIN : 0), 0},
   };
-  const int ready = ::poll(entries, 3, milliseconds_until(deadline));
+  const int ready = ::poll(entries, 4, milliseconds_until(deadline));
   if (ready < 0 && errno != EINTR) throw std::runtime_error(errno_message("poll failed in the TCP ring"));
   if (entries[2].revents != 0)
     throw std::runtime_error("the TCP ring communicator was destroyed while a collective was in flight");
-  if (!next_left_ && (entries[0].revents & (POLLIN | POLLERR | POLLHUP))) read_from_next();
-  if (ready == 0 && Clock::now() >= deadline) {
-    const int waited_for = receiving ? prev() : next();
-    throw RingFailure(waited_for, "timed out: rank " + std::to_string(rank_) + " waited " +
-                                      seconds_text(timeout_) + " (the timeout) for rank " +
-                                      std::to_string(waited_for) + " in collective #" +
-                                      std::to_string(sequence) + "; is that rank stalled?");
+  if (entries[1].revents != 0) drain_event(received_event_.get());
+  if (!next_left_ && (entries[0].revents & (POLLIN | POLLERR | POLLHUP)))
+    read_from_next(send_ready ? -1 : prev());
+  // Waiting for the receiving thread is bounded by its own deadline.
+  if (ready == 0 && Clock::now() >= deadline && (send_ready || receiving_here)) {
+    const int waited_for = send_ready ? next() : prev();
+    throw timed_out(waited_for, sequence);
+  }
+}
+
+void RingLink::serve_receiving() {
+  while (true) {
+    const RingPlan* plan;
+    uint64_t sequence;
+    Clock::time_point deadline;
+    {
+      std::unique_lock lock(handover_mutex_);
+      handover_.wait(lock, [&] { return closing_ || (receiving_plan_ && !receiver_done_.load()); });
+      if (closing_) return;
+      plan = receiving_plan_;
+      sequence = receiving_sequence_;
+      deadline = receiving_deadline_;
+    }
+    std::exception_ptr error;
+    try {
+      receive_frames(*plan, sequence, deadline);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard lock(handover_mutex_);
+      receive_error_ = error;
+      receiver_failed_.store(error != nullptr);
+      receiving_plan_ = nullptr;
+      receiver_done_.store(true);
+    }
+    handover_.notify_all();
+    signal_event(received_event_.get());
+  }
+}
+
+// Receives every incoming frame of `plan`, calling on_received for each, and publishes the
+// count. Returns early, without error, when the sender asks it to stop.
+void RingLink::receive_frames(const RingPlan& plan, uint64_t sequence, Clock::time_point deadline) {
+  RecvState recv;
+  while (recv.frame < plan.in.size()) {
+    const size_t before = recv.frame;
+    if (try_recv(recv, plan, sequence)) {
+      if (recv.frame != before) {
+        frames_received_.store(recv.frame, std::memory_order_release);
+        signal_event(received_event_.get());
+      }
+      continue;
+    }
+    pollfd entries[3] = {
+        {from_prev_.get(), POLLIN, 0},
+        {stop_receiving_.get(), POLLIN, 0},
+        {wake_read_.get(), POLLIN, 0},
+    };
+    const int ready = ::poll(entries, 3, milliseconds_until(deadline));
+    if (ready < 0 && errno != EINTR) throw std::runtime_error(errno_message("poll failed in the TCP ring"));
+    if (entries[1].revents != 0) return;
+    if (entries[2].revents != 0)
+      throw std::runtime_error("the TCP ring communicator was destroyed while a collective was in flight");
+    if (ready == 0 && Clock::now() >= deadline) {
+      throw timed_out(prev(), sequence);
+    }
   }
 }
 
 // The next rank wrote on the channel that carries only notices and goodbyes: note a goodbye
 // (it finished cleanly: only an error if this rank still has data for it), throw a notice,
 // or report the rank lost on EOF or a reset.
-void RingLink::read_from_next() {
+void RingLink::read_from_next(int waiting_for) {
   FrameHeader header{};
   bool got_header = false;
   try {
@@ -361,14 +500,15 @@ void RingLink::read_from_next() {
     return;
   }
   if (got_header && header.kind == kAbort)
-    throw_notice(to_next_.get(), next(), header.payload_bytes, header.sequence);
+    throw_notice(to_next_.get(), next(), header.payload_bytes, header.sequence, waiting_for);
   throw lost(next(), "it closed or broke its connection with rank " + std::to_string(rank_) +
                          " (the process exited or was killed)");
 }
 
 // Reads the text of an abort notice whose header came from `from_rank` and throws it, with
 // who reported it, naming the lost rank the notice names.
-void RingLink::throw_notice(int fd, int from_rank, uint32_t text_bytes, uint64_t lost_rank) {
+void RingLink::throw_notice(int fd, int from_rank, uint32_t text_bytes, uint64_t lost_rank,
+                            int waiting_for) {
   std::string text(std::min<size_t>(text_bytes, kMaxNoticeBytes), '\0');
   bool complete = false;
   try {
@@ -376,6 +516,14 @@ void RingLink::throw_notice(int fd, int from_rank, uint32_t text_bytes, uint64_t
   } catch (const std::exception&) {
   }
   if (!complete) text = "lost rank " + std::to_string(lost_rank);
+  // A timeout that blames this rank, received while this rank itself waits for its previous
+  // neighbour: the wait runs on down the chain, so the blame passes on to that neighbour.
+  if (static_cast<int>(lost_rank) == rank_ && waiting_for >= 0 && waiting_for != rank_) {
+    throw RingFailure(waiting_for, "timed out waiting for rank " + std::to_string(waiting_for) +
+                                       ": rank " + std::to_string(rank_) +
+                                       " was still waiting for it when rank " +
+                                       std::to_string(from_rank) + " gave up (" + text + ")");
+  }
   throw RingFailure(static_cast<int>(lost_rank),
                     text + " (reported to rank " + std::to_string(rank_) + " by rank " +
                         std::to_string(from_rank) + ")");
@@ -395,7 +543,9 @@ void RingLink::send_notice(int fd, const RingFailure& failure, Clock::time_point
 
 void RingLink::abort(const RingFailure& failure) {
   const auto deadline = Clock::now() + kNoticeTimeout;
-  if (next() != failure.lost_rank && to_next_) {
+  // Both neighbours are told, the lost one included: a rank named by a timeout is alive (it
+  // may itself be waiting for another), and a dead one just refuses the bytes at once.
+  if (to_next_) {
     try {
       // Complete the half-sent frame (its payload no longer matters) so the notice parses.
       bool sent = true;
@@ -415,7 +565,7 @@ void RingLink::abort(const RingFailure& failure) {
     }
   }
   // The previous rank reads this socket only for notices, so no frame is ever half-sent here.
-  if (prev() != failure.lost_rank && from_prev_) send_notice(from_prev_.get(), failure, deadline);
+  if (from_prev_) send_notice(from_prev_.get(), failure, deadline);
   if (to_next_) ::shutdown(to_next_.get(), SHUT_WR);
   if (from_prev_) ::shutdown(from_prev_.get(), SHUT_WR);
   partial_total_ = 0;
@@ -431,6 +581,13 @@ void RingLink::say_goodbye() {
     }
     ::shutdown(socket->get(), SHUT_WR);
   }
+}
+
+RingFailure RingLink::timed_out(int waited_for, uint64_t sequence) const {
+  return RingFailure(waited_for, "timed out waiting for rank " + std::to_string(waited_for) +
+                                     ": rank " + std::to_string(rank_) + " waited " +
+                                     seconds_text(timeout_) + " (the timeout) for it in collective #" +
+                                     std::to_string(sequence) + "; is it stalled?");
 }
 
 void RingLink::interrupt() {

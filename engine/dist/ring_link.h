@@ -6,8 +6,9 @@
 // Topology: rank r connects to its next neighbour (r + 1) % N and accepts a connection from
 // its previous one (r - 1 + N) % N; addresses go through the rendezvous store under
 // "ring/<rank>". Data flows one way round the ring: r sends on `to_next`, receives on
-// `from_prev`. The reverse direction of each socket carries only abort notices, so while a
-// step waits, both neighbours are watched and a lost one is seen at once (EOF or reset).
+// `from_prev`, each on its own thread, so both directions run at once (on two cores when there
+// are). The reverse direction of each socket carries only abort notices, so while a
+// collective runs both neighbours are watched and a lost one is seen at once (EOF or reset).
 //
 // Wire format: every payload travels in frames of at most kFrameBytes,
 //     FrameHeader {u32 kind, u32 payload_bytes, u64 sequence} | payload
@@ -19,18 +20,25 @@
 //
 // Failure protocol: the first error a rank sees (a neighbour's EOF or reset, a timeout, a
 // mismatched frame, an abort notice) is a RingFailure naming the lost rank. The rank then
-// sends an abort notice that names the same lost rank to each neighbour that is not the lost
-// one (completing a half-sent frame first so the notice is read as a frame), and shuts its
-// sockets. A notice received is forwarded the same way, so the cascade round the ring carries
-// the original cause: every rank's error names the rank that died.
+// sends an abort notice that names the same lost rank to both neighbours (completing a
+// half-sent frame first so the notice is read as a frame; a dead neighbour just refuses it),
+// and shuts its sockets. A notice received is forwarded the same way, so the cascade round
+// the ring carries the original cause: every rank's error names the rank that died. A
+// timeout is the one cause a rank can misjudge (its neighbour may itself be waiting): a rank
+// blamed by a timeout notice while it waits for its previous neighbour passes the blame on.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/dist/socket.h"
@@ -93,7 +101,14 @@ class RingLink {
   int next() const { return (rank_ + 1) % world_size_; }
   int prev() const { return (rank_ + world_size_ - 1) % world_size_; }
 
-  // Moves the frames of collective number `sequence`, both directions in one poll loop.
+  // Stops the receiving thread; the sockets close.
+  ~RingLink();
+  RingLink(const RingLink&) = delete;
+  RingLink& operator=(const RingLink&) = delete;
+
+  // Moves the frames of collective number `sequence`: the calling thread sends (and watches
+  // the next rank) while the link's receiving thread receives and runs on_received — or, for
+  // a small collective, the calling thread does both in one loop.
   // Throws RingFailure on a lost or misbehaving neighbour or at `deadline`, and
   // std::runtime_error after interrupt().
   void run(const RingPlan& plan, uint64_t sequence, Clock::time_point deadline);
@@ -112,13 +127,21 @@ class RingLink {
   struct SendState;
   struct RecvState;
   void handshake(Store& store, const std::string& master_addr, Clock::time_point deadline);
+  void send_frames(const RingPlan& plan, uint64_t sequence, Clock::time_point deadline,
+                   bool receive_here);
   bool try_send(SendState& state, const RingPlan& plan, uint64_t sequence, size_t frames_received);
+  void wait_to_send(bool sending, bool send_ready, bool receiving_here, uint64_t sequence,
+                    Clock::time_point deadline);
+  // The receiving thread: serves one plan at a time, handed over by run().
+  void serve_receiving();
+  void receive_frames(const RingPlan& plan, uint64_t sequence, Clock::time_point deadline);
   bool try_recv(RecvState& state, const RingPlan& plan, uint64_t sequence);
-  void wait_for_progress(bool sending, bool send_ready, bool receiving, uint64_t sequence,
-                         Clock::time_point deadline);
-  void read_from_next();
-  [[noreturn]] void throw_notice(int fd, int from_rank, uint32_t text_bytes, uint64_t lost_rank);
+  // `waiting_for`: the neighbour this rank is waiting for, when it is (-1: none).
+  void read_from_next(int waiting_for = -1);
+  [[noreturn]] void throw_notice(int fd, int from_rank, uint32_t text_bytes, uint64_t lost_rank,
+                                 int waiting_for = -1);
   void send_notice(int fd, const RingFailure& failure, Clock::time_point deadline);
+  RingFailure timed_out(int waited_for, uint64_t sequence) const;
 
   int rank_;
   int world_size_;
@@ -132,6 +155,22 @@ class RingLink {
   // read as a frame.
   char partial_header_[16] = {};
   size_t partial_total_ = 0, partial_sent_ = 0;
+
+  // Hand-over between run() and the receiving thread. The receiver publishes its progress in
+  // `frames_received_` (release: the frames' bytes, reduced, are visible to the sender that
+  // reads it with acquire) and writes `received_event_` (an eventfd) so a sender waiting in
+  // poll() wakes; the sender writes `stop_receiving_` when it fails.
+  std::mutex handover_mutex_;
+  std::condition_variable handover_;
+  const RingPlan* receiving_plan_ = nullptr;  // set by run(), cleared by the receiver when done
+  uint64_t receiving_sequence_ = 0;
+  Clock::time_point receiving_deadline_;
+  std::exception_ptr receive_error_;
+  bool closing_ = false;
+  std::atomic<size_t> frames_received_ = 0;
+  std::atomic<bool> receiver_done_ = true, receiver_failed_ = false;
+  Fd received_event_, stop_receiving_;
+  std::thread receiver_;  // last: starts once everything above exists
 };
 
 }  // namespace bareyolo::dist
