@@ -177,9 +177,10 @@ TrainSummary run_training(TrainOptions options, const Log& log) {
     spec = device_spec(options, gpus);  // the CPU rank count follows the resolved batch
 
   if (env.launched()) {
-    log(std::string("launched by ") + dist::to_string(env.launcher) + ": rank " +
-        std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
-        " (the launcher owns the processes; --device picks this rank's device, no spawn)");
+    if (env.rank == 0)
+      log(std::string("launched by ") + dist::to_string(env.launcher) + ": rank 0 of " +
+          std::to_string(env.world_size) +
+          " (the launcher owns the processes; --device picks each rank's device, no spawn)");
     return train_rank(options, spec, log);
   }
   if (spec.wants_spawn(env)) return spawn_ranks(options, spec, log);

@@ -293,6 +293,7 @@ TrainSummary train(const TrainOptions& request,
 
   TrainSummary summary;
   summary.run_dir = options.run_dir;
+  summary.rank0 = options.rank == 0;
   bool max_steps_reached = false;
   for (int epoch = progress.epoch; epoch < options.epochs; ++epoch) {
     // ---- the epoch's batches, from where a resumed run left off ----

@@ -41,6 +41,7 @@ struct TrainSummary {
   double seconds = 0;
   bool finished = false;  // false: --max-steps ended it with a resumable checkpoint
   std::string run_dir;
+  bool rank0 = true;  // false on the other ranks of a data-parallel run (they report nothing)
 };
 
 // Trains this rank; progress lines go to `log` (rank 0 only). `group`: the data-parallel job

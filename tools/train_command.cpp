@@ -97,6 +97,7 @@ int train() {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   });
+  if (!summary.rank0) return 0;
   std::printf("%s: %d epochs, %lld optimizer steps in %.0f s; best mAP50 %.3f, mAP50-95 %.3f; "
               "weights in %s/weights\n",
               summary.finished ? "done" : "stopped", summary.epochs_run,
