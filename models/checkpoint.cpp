@@ -23,8 +23,10 @@ std::vector<StateEntry> optimizer_entries(const CheckpointTensors& tensors) {
   return entries;
 }
 
-void add_common_metadata(SafetensorsFile& file, int nc, const std::vector<std::string>& names) {
+void add_common_metadata(SafetensorsFile& file, int nc, const std::vector<std::string>& names,
+                         const std::string& cfg) {
   file.metadata()["format"] = "bareyolo";
+  if (!cfg.empty()) file.metadata()["cfg"] = cfg;  // the model yaml the weights belong to
   file.metadata()["nc"] = std::to_string(nc);
   std::string joined;
   for (const std::string& n : names) joined += (joined.empty() ? "" : "\n") + n;
@@ -60,15 +62,15 @@ TrainingProgress parse_progress(const nlohmann::json& j) {
 }  // namespace
 
 SafetensorsFile make_weights_file(const std::vector<StateEntry>& weights, int nc,
-                                  const std::vector<std::string>& names) {
+                                  const std::vector<std::string>& names, const std::string& cfg) {
   SafetensorsFile file;
   add_state(file, weights);
-  add_common_metadata(file, nc, names);
+  add_common_metadata(file, nc, names, cfg);
   return file;
 }
 
 SafetensorsFile make_checkpoint(const CheckpointTensors& tensors, const CheckpointInfo& info) {
-  SafetensorsFile file = make_weights_file(tensors.ema, info.nc, info.names);
+  SafetensorsFile file = make_weights_file(tensors.ema, info.nc, info.names, info.cfg);
   add_state(file, tensors.model, kTrainingModelPrefix);
   add_state(file, optimizer_entries(tensors), kOptimizerPrefix);
   std::map<std::string, std::string>& meta = file.metadata();

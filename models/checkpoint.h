@@ -55,6 +55,7 @@ struct CheckpointInfo {
   int nc = 0;
   std::vector<std::string> names;
   uint64_t seed = 0;
+  std::string cfg;  // the model yaml (metadata "cfg")
 };
 
 // Where the tensors come from when saving and go to when restoring.
@@ -69,8 +70,11 @@ inline constexpr const char* kOptimizerPrefix = "optimizer.";
 
 SafetensorsFile make_checkpoint(const CheckpointTensors& tensors, const CheckpointInfo& info);
 // Weights alone (weights/final.safetensors): model.* and format/nc/names.
+// `cfg`: the model yaml, saved as metadata "cfg" so that bareyolo::Model can rebuild the
+// network from the file alone.
 SafetensorsFile make_weights_file(const std::vector<StateEntry>& weights, int nc,
-                                  const std::vector<std::string>& names);
+                                  const std::vector<std::string>& names,
+                                  const std::string& cfg = "");
 
 // Reads a checkpoint's metadata; throws std::invalid_argument naming `source` when it is
 // plain weights (not resumable) or a field is missing.

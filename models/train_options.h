@@ -3,8 +3,8 @@
 // JSON, which checkpoints carry so that --resume continues with the original settings.
 //
 // What is NOT part of the saved configuration: max_steps (a resumed run continues to the
-// configured epochs), resume, rank and world_size (the launch decides them), callbacks and
-// show_progress (the caller's).
+// configured epochs), resume, the launch (device, ranks, backend, timeout, rank, world_size:
+// a resumed run is launched anew), where a new run goes, callbacks and show_progress.
 #pragma once
 
 #include <cstdint>
@@ -54,25 +54,25 @@ struct TrainOptions {
   data::AugmentHyp augment;
   double weight_decay = 5e-4;  // before YOLOv5's batch * accumulate / nbs scaling
 
-  // SyncBatchNorm when distributed: nullopt = on (the model family is BN-heavy), false = per
-  // rank statistics (a warning below 16 images per rank).
-  std::optional<bool> sync_bn;
-  double bucket_mb = 25;  // gradient bucket size of the reducer (engine/dist/reducer.h)
-
-  // ---- not saved in checkpoints ----
-  int64_t max_steps = 0;  // end after this many optimizer steps in all (0: no limit), resumable
-  std::string resume;     // checkpoint to continue from: its run dir and configuration win
-  std::vector<TrainCallbacks> callbacks;
-  bool show_progress = true;  // the progress bar (rank 0, on stdout)
-  // Where a new run's outputs go when run_dir is empty: <project>/<name>, <name>2, ...
-  std::string project = "runs/train", name = "exp";
-  bool exist_ok = false;
-
-  // ---- the launch (models/train_launch.h); not saved either ----
+  // ---- the launch (models/train_launch.h): not saved, a resumed run is launched anew ----
   DeviceArg device;        // "auto", "cpu", "0", "0,1", "cuda:0"; or 0; or {0, 1}
   int nproc_per_node = 0;  // CPU ranks; 0: one for "cpu", as many as fit the cores for "auto"
   std::string backend = "auto";  // "auto", "tcp" or "nccl"
   double timeout_s = 3 * 3600;   // bounds every rendezvous wait and collective
+
+  // SyncBatchNorm when distributed: nullopt = on (the model family is BN-heavy), false = per
+  // rank statistics (a warning below 16 images per rank). Saved.
+  std::optional<bool> sync_bn;
+  double bucket_mb = 25;  // gradient bucket size of the reducer (engine/dist/reducer.h); saved
+
+  // ---- not saved in checkpoints ----
+  std::vector<TrainCallbacks> callbacks;
+  int64_t max_steps = 0;  // end after this many optimizer steps in all (0: no limit), resumable
+  std::string resume;     // checkpoint to continue from: its run dir and configuration win
+  bool show_progress = true;  // the progress bar (rank 0, on stdout)
+  // Where a new run's outputs go when run_dir is empty: <project>/<name>, <name>2, ...
+  std::string project = "runs/train", name = "exp";
+  bool exist_ok = false;
   // Set by the launch for the rank this process trains.
   int rank = 0, world_size = 1;
   Device device_of_rank = Device::cpu();

@@ -266,7 +266,8 @@ TrainSummary train(const TrainOptions& request,
           tensors, {.progress = progress, .ema_updates = ema.updates(),
                     .optimizer = optimizer_name(options.optimizer),
                     .optimizer_updates = optimizer.steps(), .config_json = config_json,
-                    .history = history, .nc = nc, .names = config.names, .seed = options.seed});
+                    .history = history, .nc = nc, .names = config.names, .seed = options.seed,
+                    .cfg = options.cfg});
       for (const std::string& name : files) {
         const std::string path = weights_path(options, name).string();
         file.save(path);
@@ -452,7 +453,7 @@ TrainSummary train(const TrainOptions& request,
       const std::string best = weights_path(options, "best.safetensors").string();
       load_state(SafetensorsFile::load(best), ema_state, best);
       const std::string final_path = weights_path(options, "final.safetensors").string();
-      make_weights_file(ema_state, nc, config.names).save(final_path);
+      make_weights_file(ema_state, nc, config.names, options.cfg).save(final_path);
       fire(&TrainCallbacks::on_model_save, final_path);
     });
   else
