@@ -303,7 +303,7 @@ bool RingLink::try_send(SendState& state, const RingPlan& plan, uint64_t sequenc
     const std::string failure = errno_message("rank " + std::to_string(rank_) + " could not send to it");
     // A neighbour that fails sends its abort notice before it closes: read it, so that the
     // error names the rank that died rather than the messenger.
-    read_from_next();
+    read_from_next(/*still_sending=*/true);
     throw lost(next(), failure);
   }
 
@@ -396,17 +396,11 @@ bool RingLink::try_recv(RecvState& state, const RingPlan& plan, uint64_t sequenc
 // notice, a goodbye, EOF or a reset, interrupt() is called, or `deadline` passes.
 void RingLink::wait_to_send(bool sending, bool send_ready, bool receiving_here, uint64_t sequence,
                             Clock::time_point deadline) {
-  if (sending && next_left_) {
-    throw RingFailure(next(), "rank " + std::to_string(next()) +
-                                  " left the job (destroyed its communicator) while rank " +
-                                  std::to_string(rank_) + " had data of collective #" +
-                                  std::to_string(sequence) +
-                                  " for it: did the ranks issue different numbers of collectives?");
-  }
+  if (sending && !next_gone_.empty()) throw RingFailure(next(), next_gone_);
   pollfd entries[4] = {
       // The next rank never sends data back: readable means a notice, a goodbye, EOF or a
-      // reset. Once it said goodbye, nothing more is read there.
-      {to_next_.get(), static_cast<short>((next_left_ ? 0 : POLLIN) | (send_ready ? POLLOUT : 0)), 0},
+      // reset. Once it is gone, nothing more is read there.
+      {to_next_.get(), static_cast<short>((next_gone_.empty() ? POLLIN : 0) | (send_ready ? POLLOUT : 0)), 0},
       {received_event_.get(), POLLIN, 0},
       {wake_read_.get(), POLLIN, 0},
       {from_prev_.get(), static_cast<short>(receiving_here ? POLLIN : 0), 0},
@@ -416,8 +410,8 @@ void RingLink::wait_to_send(bool sending, bool send_ready, bool receiving_here, 
   if (entries[2].revents != 0)
     throw std::runtime_error("the TCP ring communicator was destroyed while a collective was in flight");
   if (entries[1].revents != 0) drain_event(received_event_.get());
-  if (!next_left_ && (entries[0].revents & (POLLIN | POLLERR | POLLHUP)))
-    read_from_next(send_ready ? -1 : prev());
+  if (next_gone_.empty() && (entries[0].revents & (POLLIN | POLLERR | POLLHUP)))
+    read_from_next(sending, send_ready ? -1 : prev());
   // Waiting for the receiving thread is bounded by its own deadline.
   if (ready == 0 && Clock::now() >= deadline && (send_ready || receiving_here)) {
     const int waited_for = send_ready ? next() : prev();
@@ -485,24 +479,27 @@ void RingLink::receive_frames(const RingPlan& plan, uint64_t sequence, Clock::ti
   }
 }
 
-// The next rank wrote on the channel that carries only notices and goodbyes: note a goodbye
-// (it finished cleanly: only an error if this rank still has data for it), throw a notice,
-// or report the rank lost on EOF or a reset.
-void RingLink::read_from_next(int waiting_for) {
+// The next rank wrote on the channel that carries only notices and goodbyes: throw a notice;
+// on a goodbye (it finished cleanly) or EOF (it exited, perhaps right after its last
+// collective) note it as gone — an error only once this rank has data for it, so while this
+// rank still sends it is reported at once.
+void RingLink::read_from_next(bool still_sending, int waiting_for) {
   FrameHeader header{};
   bool got_header = false;
   try {
     got_header = recv_all(to_next_.get(), &header, kHeaderBytes, Clock::now() + kNoticeTimeout, "");
   } catch (const std::exception&) {  // EOF or a reset: reported below
   }
-  if (got_header && header.kind == kGoodbye) {
-    next_left_ = true;
-    return;
-  }
   if (got_header && header.kind == kAbort)
     throw_notice(to_next_.get(), next(), header.payload_bytes, header.sequence, waiting_for);
-  throw lost(next(), "it closed or broke its connection with rank " + std::to_string(rank_) +
-                         " (the process exited or was killed)");
+  const std::string who = "rank " + std::to_string(next());
+  next_gone_ = got_header && header.kind == kGoodbye
+                   ? who + " left the job (destroyed its communicator) while rank " +
+                         std::to_string(rank_) + " had data for it: did the ranks issue " +
+                         "different numbers of collectives?"
+                   : "lost " + who + ": it closed or broke its connection with rank " +
+                         std::to_string(rank_) + " (the process exited or was killed)";
+  if (still_sending) throw RingFailure(next(), next_gone_);
 }
 
 // Reads the text of an abort notice whose header came from `from_rank` and throws it, with

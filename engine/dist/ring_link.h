@@ -137,7 +137,7 @@ class RingLink {
   void receive_frames(const RingPlan& plan, uint64_t sequence, Clock::time_point deadline);
   bool try_recv(RecvState& state, const RingPlan& plan, uint64_t sequence);
   // `waiting_for`: the neighbour this rank is waiting for, when it is (-1: none).
-  void read_from_next(int waiting_for = -1);
+  void read_from_next(bool still_sending, int waiting_for = -1);
   [[noreturn]] void throw_notice(int fd, int from_rank, uint32_t text_bytes, uint64_t lost_rank,
                                  int waiting_for = -1);
   void send_notice(int fd, const RingFailure& failure, Clock::time_point deadline);
@@ -149,7 +149,9 @@ class RingLink {
   std::chrono::milliseconds timeout_;
   Fd to_next_, from_prev_;
   Fd wake_read_, wake_write_;
-  bool next_left_ = false;  // the next rank said goodbye
+  // Why the next rank can take no more data (it said goodbye, or closed after it was done
+  // with this rank); "" while it can.
+  std::string next_gone_;
   // A frame this rank stopped sending half-way (its header, its size with the header, the
   // bytes already sent): abort() completes it with filler so that the notice after it is
   // read as a frame.

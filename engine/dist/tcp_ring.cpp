@@ -24,6 +24,9 @@
 namespace bareyolo::dist {
 namespace {
 
+// An allreduce segment's chunks hold at most this much (see ring_allreduce).
+constexpr size_t kSegmentChunkBytes = size_t{1} << 20;
+
 int wrap(int index, int n) { return ((index % n) + n) % n; }
 
 // The N chunks of an allreduce: chunk i holds elements [count * i / N, count * (i + 1) / N),
@@ -290,8 +293,44 @@ class TcpRingCommunicator final : public Communicator {
     return broken_;
   }
 
-  // The allreduce as one pipeline (RingPlan): rank r sends its own chunk r, then keeps
-  // passing on what it receives, frame by frame, each frame as soon as it is in.
+  // The allreduce as one pipeline (RingPlan). A large buffer is cut into segments whose
+  // chunks hold at most kSegmentChunkBytes, and the ring schedule below runs on one segment
+  // after the other within the same pipeline: a reduced chunk is sent on while it is still in
+  // cache, instead of after the whole buffer went past (measured with 2 ranks at 64 MB:
+  // 1 MB chunks beat 512 KB, 2 MB, 4 MB and unsegmented).
+  void ring_allreduce(char* data, int64_t count, DType dtype, ReduceOp op, uint64_t sequence,
+                      Clock::time_point deadline) {
+    const size_t element_bytes = dtype_size(dtype);
+    const int64_t per_segment = int64_t(kSegmentChunkBytes / element_bytes) * world_size_;
+    const int64_t segments = std::max<int64_t>(1, (count + per_segment - 1) / per_segment);
+    RingPlan plan;
+    std::vector<Reduction> reductions;  // one per incoming frame
+    for (int64_t segment = 0; segment < segments; ++segment) {
+      const int64_t begin = count * segment / segments, end = count * (segment + 1) / segments;
+      plan_allreduce_segment(plan, reductions, data + size_t(begin) * element_bytes, end - begin,
+                             element_bytes);
+    }
+    reductions.resize(plan.in.size());
+    plan.on_received = [&](size_t frame) {
+      const Reduction& reduction = reductions[frame];
+      if (reduction.own == nullptr) return;  // an all-gather frame: it landed in place
+      const size_t bytes = plan.in[frame].bytes;
+      reduce_bytes(reduction.own, scratch_.data(), bytes, dtype, op);
+      if (op == ReduceOp::avg && reduction.last_hop)
+        divide_bytes(reduction.own, bytes, dtype, world_size_);
+    };
+    link_.run(plan, sequence, deadline);
+  }
+
+  // What an incoming allreduce frame is for: added into `own` (null: nothing to do, an
+  // all-gather frame), then divided by N for avg when it is its chunk's last hop.
+  struct Reduction {
+    char* own = nullptr;
+    bool last_hop = false;
+  };
+
+  // The ring schedule of one segment, appended to `plan`: rank r sends its own chunk r, then
+  // keeps passing on what it receives, frame by frame, each frame as soon as it is in.
   //   Reduce-scatter, steps s = 0 .. N-2: rank r receives chunk r-s-1 — the partial result
   //   its previous neighbour holds — adds it into its own values of that chunk, and sends the
   //   sum on at step s+1. Chunk c starts at rank c and gains one rank's values per hop; after
@@ -299,39 +338,27 @@ class TcpRingCommunicator final : public Communicator {
   //   All-gather, steps s = 0 .. N-2: rank r sends chunk r+1 (step 0), then passes on the
   //   finished chunk r-s it received at step s, which lands straight in place.
   // Every rank's result is bit-identical: each chunk is reduced once, by its owner's chain.
-  void ring_allreduce(char* data, int64_t count, DType dtype, ReduceOp op, uint64_t sequence,
-                      Clock::time_point deadline) {
+  void plan_allreduce_segment(RingPlan& plan, std::vector<Reduction>& reductions, char* data,
+                              int64_t count, size_t element_bytes) {
     const int n = world_size_, r = rank_;
-    const Chunks chunks{count, n, dtype_size(dtype)};
+    const Chunks chunks{count, n, element_bytes};
     auto chunk = [&](int index) { return data + chunks.offset(wrap(index, n)); };
     auto chunk_bytes = [&](int index) { return chunks.bytes(wrap(index, n)); };
 
-    RingPlan plan;
-    std::vector<char*> reduce_into;  // per incoming frame: own values it is added to, or null
-    size_t first_final = 0;          // the first incoming frame of chunk r+1's last hop
     plan.send(chunk(r), chunk_bytes(r));
     for (int step = 0; step < n - 1; ++step) {
       const int c = r - step - 1;
       const size_t first = plan.receive(scratch_.data(), chunk_bytes(c), /*one_frame_buffer=*/true);
+      reductions.resize(first);
       for (size_t offset = 0; offset < chunk_bytes(c); offset += kFrameBytes)
-        reduce_into.push_back(chunk(c) + offset);
+        reductions.push_back({chunk(c) + offset, step == n - 2});
       plan.forward(chunk(c), chunk_bytes(c), first);
-      first_final = first;
     }
     for (int step = 0; step < n - 1; ++step) {
       const int c = r - step;
       const size_t first = plan.receive(chunk(c), chunk_bytes(c));
       if (step < n - 2) plan.forward(chunk(c), chunk_bytes(c), first);
     }
-    reduce_into.resize(plan.in.size(), nullptr);
-    plan.on_received = [&](size_t frame) {
-      char* own = reduce_into[frame];
-      if (own == nullptr) return;
-      const size_t bytes = plan.in[frame].bytes;
-      reduce_bytes(own, scratch_.data(), bytes, dtype, op);
-      if (op == ReduceOp::avg && frame >= first_final) divide_bytes(own, bytes, dtype, n);
-    };
-    link_.run(plan, sequence, deadline);
   }
 
   // A pipeline from the root round the ring: root -> root+1 -> ... -> root-1. Every rank in
