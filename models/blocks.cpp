@@ -163,9 +163,10 @@ void SPPF::forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) {
   Tensor first = cat_.channels(0, c);
   cv1_->forward(inputs, first, mode);
   with_float_type(output.dtype(), [&]<class T>() {
-    for (int64_t k = 0; k < 3; ++k)  // pooled k+1 times = pool of the previous slice
-      ops::maxpool2d_forward<T>(cat_.channels(k * c, (k + 1) * c).view<T>(),
-                                pool_, cat_.channels((k + 1) * c, (k + 2) * c).view<T>());
+    // Slice k+1 = slice k pooled once more; one op, so a GPU reads x once for all three.
+    ops::maxpool2d_chain3_forward<T>(first.view<T>(), pool_, cat_.channels(c, 2 * c).view<T>(),
+                                     cat_.channels(2 * c, 3 * c).view<T>(),
+                                     cat_.channels(3 * c, 4 * c).view<T>());
   });
   cv2_->forward(std::span(&cat_, 1), output, mode);
 }

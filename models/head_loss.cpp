@@ -1,6 +1,8 @@
 // models/head_loss.cpp — see head_loss.h.
 #include "models/head_loss.h"
 
+#include <utility>
+
 #include "engine/dist/communicator.h"
 
 namespace bareyolo::models {
@@ -30,17 +32,24 @@ LossNormalization global_normalization(dist::Communicator& comm, const LevelTarg
   return norm;
 }
 
-HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets, const LossNormalization& norm,
-                   const LossOptions& options) {
+HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
+                   const LossNormalization& norm, const LossOptions& options) {
+  // yolo_loss runs on the host: a head on a GPU comes over (a few MB), its gradient goes back.
   HeadLoss result;
+  std::vector<Tensor> host_head, host_gradients;
   std::vector<View<const float>> outputs;
   std::vector<View<float>> gradients;
   for (const Tensor& h : head) {
-    result.gradients.push_back(Tensor::zeros(h.shape(), h.device(), h.dtype()));
-    outputs.push_back(h.view<float>());
-    gradients.push_back(result.gradients.back().view<float>());
+    host_head.push_back(h.device().is_cpu() ? h : h.to(Device::cpu()));
+    host_gradients.push_back(Tensor::zeros(h.shape(), Device::cpu(), h.dtype()));
+    outputs.push_back(std::as_const(host_head.back()).view<float>());
+    gradients.push_back(host_gradients.back().view<float>());
   }
   result.values = yolo_loss<float>(outputs, targets, norm, options, gradients);
+  for (size_t level = 0; level < head.size(); ++level)
+    result.gradients.push_back(head[level].device().is_cpu()
+                                   ? host_gradients[level]
+                                   : host_gradients[level].to(head[level].device()));
   return result;
 }
 

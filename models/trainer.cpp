@@ -68,6 +68,11 @@ std::vector<LabelRow> batch_labels(const data::Batch& batch) {
   return labels;
 }
 
+// `tensor` on `device` (itself when it is there already).
+Tensor on_device(const Tensor& tensor, Device device) {
+  return tensor.device() == device ? tensor : tensor.to(device);
+}
+
 // Rank 0's `values` on every rank (rank 0 validates; the others follow its decisions).
 void from_rank0(dist::Communicator* comm, std::vector<double>& values) {
   if (comm) comm->broadcast(dist::CommBuffer::of(values.data(), int64_t(values.size())), 0)->wait();
@@ -89,7 +94,10 @@ Validation validate_with_loss(DetectionModel& model, const data::Dataset& datase
   Validation validation;
   int64_t batches = 0;
   auto predict = [&](const data::Batch& batch) {
-    const std::vector<Tensor>& head = model.forward(batch.images_tensor(), Mode::eval);
+    const std::vector<Tensor>& device_head =
+        model.forward(on_device(batch.images_tensor(), model.device()), Mode::eval);
+    std::vector<Tensor> head;  // decode and NMS run on the host
+    for (const Tensor& h : device_head) head.push_back(on_device(h, Device::cpu()));
     const LossValues loss = head_loss(model, head, batch_labels(batch), loss_options, batch.size).values;
     ++batches;
     validation.loss[0] += loss.box, validation.loss[1] += loss.obj, validation.loss[2] += loss.cls;
@@ -166,8 +174,10 @@ TrainSummary train(const TrainOptions& request,
   const data::OpenedSplit val_split = data::open_split(config, "val");
   const int nc = config.num_classes();
   const ModelConfig model_config = load_model_config(options.cfg);
-  DetectionModel model(model_config, {.nc = nc, .seed = options.seed});
-  DetectionModel ema_model(model_config, {.nc = nc, .seed = options.seed});
+  // The model lives on this rank's device; the loss and the metrics are computed on the host.
+  const Device device = options.device_of_rank;
+  DetectionModel model(model_config, {.nc = nc, .seed = options.seed, .device = device});
+  DetectionModel ema_model(model_config, {.nc = nc, .seed = options.seed, .device = device});
   if (!options.weights.empty() && !checkpoint)
     load_state(SafetensorsFile::load(options.weights), model.state(), options.weights);
   const std::vector<StateEntry> state = model.state();
@@ -322,7 +332,8 @@ TrainSummary train(const TrainOptions& request,
       // Only the last micro-batch of an accumulation communicates (no_sync on the others).
       const bool boundary = iteration - progress.last_step_iteration >= settings.accumulate;
       if (reducer) reducer->set_sync(boundary);
-      const LossValues loss = forward_backward(model, batch->images_tensor(), batch_labels(*batch),
+      const LossValues loss = forward_backward(model, on_device(batch->images_tensor(), device),
+                                               batch_labels(*batch),
                                                loss_options, parallel);
       double items[4] = {loss.box, loss.obj, loss.cls, loss.total};
       sum_over_ranks(comm, items, 4);

@@ -61,7 +61,8 @@ float round_to_half(float x) { return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEARE
 
 }  // namespace
 
-DetectionModel::DetectionModel(const ModelConfig& config, const ModelOptions& options) {
+DetectionModel::DetectionModel(const ModelConfig& config, const ModelOptions& options)
+    : device_(options.device) {
   build(config, options);
   initialise_like_yolov5();
 }

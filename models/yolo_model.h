@@ -55,6 +55,7 @@ class DetectionModel {
   // Anchor a of level l as (width, height) in grid cells of that level.
   std::array<double, 2> anchor(int level, int a) const;
   Graph& graph() { return graph_; }
+  Device device() const { return device_; }  // where every parameter and activation lives
   // SyncBatchNorm: every BatchNorm2d of the model combines its training statistics over the
   // ranks of `comm` (null: back to per-rank statistics). Returns the number of BN layers.
   int set_sync_batchnorm(dist::Communicator* comm);
@@ -63,6 +64,7 @@ class DetectionModel {
   void build(const ModelConfig& config, const ModelOptions& options);
   void initialise_like_yolov5();
 
+  Device device_;
   Graph graph_;
   int nc_ = 0, na_ = 0;
   std::vector<double> strides_;
