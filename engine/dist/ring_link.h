@@ -6,8 +6,8 @@
 // Topology: rank r connects to its next neighbour (r + 1) % N and accepts a connection from
 // its previous one (r - 1 + N) % N; addresses go through the rendezvous store under
 // "ring/<rank>". Data flows one way round the ring: r sends on `to_next`, receives on
-// `from_prev`, each on its own thread, so both directions run at once (on two cores when there
-// are). The reverse direction of each socket carries only abort notices, so while a
+// `from_prev` — for a large collective each on its own thread, so both directions run at once
+// (on two cores when there are). The reverse direction of each socket carries only abort notices, so while a
 // collective runs both neighbours are watched and a lost one is seen at once (EOF or reset).
 //
 // Wire format: every payload travels in frames of at most kFrameBytes,

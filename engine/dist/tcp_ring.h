@@ -2,9 +2,11 @@
 // Communicator contract (communicator.h), for CPU ranks and for ranks sharing a GPU.
 //
 // Collectives run on one background comm thread per rank, in issue order; allreduce() and the
-// others only queue the work and return, so the caller computes while the bytes move. The
-// connections, frames and failure protocol are in ring_link.h; the schedules of the
-// collectives (which chunk goes where at which step) are commented in tcp_ring.cpp.
+// others only queue the work and return, so the caller computes while the bytes move. (For a
+// large collective the link's own receiving thread takes the incoming direction, so sending
+// and receiving run at once.) The connections, frames and failure protocol are in
+// ring_link.h; the schedules of the collectives (which chunk goes where at which step) are
+// commented in tcp_ring.cpp.
 //
 // Buffers in GPU memory are staged through host memory on the comm thread (copies on the
 // GPU's compute stream), which is what `--device 0,0` (two ranks on one GPU) runs on.
