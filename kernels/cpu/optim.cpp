@@ -9,6 +9,9 @@
 #include "kernels/cpu/loops.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
+#ifdef BAREYOLO_WITH_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace bareyolo::ops {
 
@@ -16,7 +19,8 @@ template <class T>
 void sgd_step(View<T> param, View<const T> grad, View<T> velocity, SgdParams p) {
   cpu::require_same_shape("sgd_step", param, grad);
   cpu::require_same_shape("sgd_step", param, velocity);
-  BAREYOLO_REQUIRE_CPU(sgd_step, detail::common_device("sgd_step", param, grad, velocity));
+  BAREYOLO_ROUTE_TO_CUDA(sgd_step, detail::common_device("sgd_step", param, grad, velocity),
+                         param, grad, velocity, p);
   const T lr = T(p.lr), momentum = T(p.momentum), decay = T(p.weight_decay);
   cpu::parallel_over_elements(param.shape, [&](int64_t n, int64_t begin, int64_t end) {
     T* w = param.image(n);
@@ -61,7 +65,8 @@ void adamw_step(View<T> param, View<const T> grad, View<T> exp_avg, View<T> exp_
 template <class T>
 void ema_update(View<T> average, View<const T> value, double decay) {
   cpu::require_same_shape("ema_update", average, value);
-  BAREYOLO_REQUIRE_CPU(ema_update, detail::common_device("ema_update", average, value));
+  BAREYOLO_ROUTE_TO_CUDA(ema_update, detail::common_device("ema_update", average, value),
+                         average, value, decay);
   const T d = T(decay), keep = T(1 - decay);
   cpu::parallel_over_elements(average.shape, [&](int64_t n, int64_t begin, int64_t end) {
     T* a = average.image(n);
@@ -72,7 +77,7 @@ void ema_update(View<T> average, View<const T> value, double decay) {
 
 template <class T>
 double sum_of_squares(View<const T> x) {
-  BAREYOLO_REQUIRE_CPU(sum_of_squares, x.device);
+  BAREYOLO_ROUTE_TO_CUDA(sum_of_squares, x.device, x);
   const int64_t grain = cpu::kElementGrain;  // one partial sum per chunk of the loop below
   const int64_t per_image = x.shape.image_numel();
   const int64_t chunks_per_image = (per_image + grain - 1) / grain;
@@ -89,7 +94,7 @@ double sum_of_squares(View<const T> x) {
 
 template <class T>
 void scale_inplace(View<T> x, double factor) {
-  BAREYOLO_REQUIRE_CPU(scale_inplace, x.device);
+  BAREYOLO_ROUTE_TO_CUDA(scale_inplace, x.device, x, factor);
   const T f = T(factor);
   cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) x.image(n)[i] *= f;
