@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/python_peer.h"          // defines: bench::find_python_running
 #include "engine/dist/process_group.h"  // defines: init_process_group, ProcessGroup
 #include "engine/dist/socket.h"         // defines: listen_tcp, bound_port
 
@@ -158,22 +159,11 @@ std::map<int64_t, double> run_ours(const Plan& plan) {
   return seconds;
 }
 
-// The first Python that imports torch.distributed (Debian's python3-torch lives in
-// /usr/bin/python3's dist-packages; -I keeps the current folder and PYTHON* out of it).
-std::string python_with_torch() {
-  for (const char* python : {"/usr/bin/python3", "python3", "/opt/yv5/bin/python"}) {
-    const std::string probe = std::string(python) +
-                              " -I -c 'import torch.distributed as d; assert d.is_available()' "
-                              ">/dev/null 2>&1";
-    if (std::system(probe.c_str()) == 0) return python;
-  }
-  return "";
-}
-
 // gloo's seconds per call by size, from bench/gloo_allreduce.py; empty without torch.
 std::map<int64_t, double> run_gloo(const Plan& plan) {
   std::map<int64_t, double> seconds;
-  const std::string python = python_with_torch();
+  const std::string python =
+      bench::find_python_running("import torch.distributed as d; assert d.is_available()");
   if (python.empty()) {
     std::printf("gloo: no Python with torch.distributed found: its columns are nan\n");
     return seconds;
