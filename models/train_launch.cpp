@@ -15,7 +15,11 @@
 #include "engine/dist/launcher.h"
 #include "engine/dist/process_group.h"
 #include "kernels/cuda/runtime.h"
+#ifdef BAREYOLO_WITH_CUDA
+#include "kernels/cuda/allocator.h"
+#endif
 #include "models/autobatch.h"
+#include "models/train_step.h"
 #include "models/model_config.h"
 #include "models/run_dir.h"
 
@@ -50,19 +54,59 @@ dist::DeviceSpec device_spec(const TrainOptions& options, int gpus) {
   return dist::DeviceSpec::parse(options.device.text, gpus, nproc);
 }
 
-// `--batch -1` becomes a global batch. AutoBatch measures GPU memory; the CPU has no such
-// limit worth probing, so it takes YOLOv5's default.
-void resolve_autobatch(TrainOptions& options, const dist::DeviceSpec& spec, const Log& log) {
+// YOLOv5's AutoBatch on GPU `device`: training steps on blank images at growing batches, the
+// allocator's peak reserved memory after each. Returns the per-device batch.
+int probe_batch_on_gpu(const TrainOptions& options, int device, const Log& log) {
+#ifdef BAREYOLO_WITH_CUDA
+  const int nc = data::read_dataset_yaml(options.data).num_classes();
+  DetectionModel model(load_model_config(options.cfg), {.nc = nc, .device = Device::cuda(device)});
+  const int imgsz = std::max((options.imgsz + 31) / 32 * 32, 64);
+  const LossOptions loss{scale_loss_gains(options.loss, model.num_levels(), nc, imgsz), nc};
+  const cuda::MemoryStats before = cuda::memory_stats(device);
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  const DeviceMemory memory{double(cuda::memory_info(device).total) / kGiB,
+                            double(before.reserved) / kGiB, double(before.allocated) / kGiB};
+  const AutobatchResult result = autobatch_per_device(memory, [&](int batch) -> std::optional<double> {
+    try {
+      cuda::device_allocator(device).reset_peaks();
+      for (int pass = 0; pass < 3; ++pass)
+        forward_backward(model, Tensor::zeros({batch, 3, imgsz, imgsz}, Device::cuda(device)), {},
+                         loss);
+      cuda::synchronize(device);
+      return double(cuda::memory_stats(device).peak_reserved) / 1e9;
+    } catch (const std::exception&) {  // out of memory: this size does not fit
+      cuda::empty_cache(device);
+      return std::nullopt;
+    }
+  });
+  log(result.message);
+  return result.batch;
+#else
+  (void)options, (void)device, (void)log;
+  throw std::logic_error("probe_batch_on_gpu in a build without CUDA");
+#endif
+}
+
+// `--batch -1` becomes a global batch for `world` ranks. AutoBatch measures GPU memory once,
+// on the first GPU: in a probe child when this process must stay free of CUDA (it forks the
+// workers), in this process when it is a launched rank 0. On the CPU there is no memory limit
+// worth probing, so it takes YOLOv5's default 16.
+void resolve_autobatch(TrainOptions& options, const dist::DeviceSpec& spec, int world,
+                       bool probe_in_child, const Log& log) {
   if (options.batch != -1) return;
   std::string message;
   if (spec.kind == dist::DeviceKind::cpu) {
-    options.batch = global_autobatch(16 / std::min(16, spec.ranks), spec.ranks, options.nbs, &message);
+    options.batch = global_autobatch(std::max(1, 16 / world), world, options.nbs, &message);
     log("AutoBatch measures GPU memory; on the CPU it uses YOLOv5's default 16: " + message);
     return;
   }
-  throw std::invalid_argument(
-      "--batch -1 on GPUs needs the CUDA memory probe of the training step, which this build "
-      "does not have yet (issue: CUDA backend); give the batch explicitly");
+  const int gpu = spec.cuda_indices.front();
+  const int per_device =
+      probe_in_child ? dist::run_in_probe_child([&] { return probe_batch_on_gpu(options, gpu, log); },
+                                                "the AutoBatch memory probe", std::chrono::minutes(10))
+                     : probe_batch_on_gpu(options, gpu, log);
+  options.batch = global_autobatch(per_device, world, options.nbs, &message);
+  log(message);
 }
 
 // What the process that owns the run (one process, or the parent of spawned workers) checks
@@ -92,11 +136,16 @@ TrainSummary train_rank(TrainOptions options, const dist::DeviceSpec& spec, cons
   options.world_size = group.world_size();
   options.device_of_rank = device;
   // Rank 0 decides where the run goes (it alone creates directories); the others are told.
+  // So does AutoBatch, probed on rank 0 alone.
   constexpr const char* kRunDirKey = "bareyolo/run_dir";
+  constexpr const char* kBatchKey = "bareyolo/batch";
   if (group.rank() == 0) {
+    resolve_autobatch(options, spec, group.world_size(), false, log);
     prepare_run(options, group.world_size());
+    group.store->set(kBatchKey, std::to_string(options.batch));
     group.store->set(kRunDirKey, options.run_dir);
   } else {
+    options.batch = std::stoi(group.store->get(kBatchKey));
     options.run_dir = group.store->get(kRunDirKey);
   }
   return train(options, log, &group);
@@ -172,7 +221,7 @@ TrainSummary run_training(TrainOptions options, const Log& log) {
   // must not, so it counts GPUs in a probe child.
   const int gpus = env.launched() ? cuda::device_count() : dist::count_gpus_without_initializing();
   dist::DeviceSpec spec = device_spec(options, gpus);
-  resolve_autobatch(options, spec, log);
+  if (!env.launched()) resolve_autobatch(options, spec, spec.ranks, true, log);
   if (options.batch > 0 && options.nproc_per_node <= 0 && options.device.text == "auto" && gpus == 0)
     spec = device_spec(options, gpus);  // the CPU rank count follows the resolved batch
 

@@ -58,6 +58,13 @@ std::string unavailable_reason() { return discovery().reason; }
 
 // Device memory comes from the device's caching allocator (allocator.h), cached per compute
 // stream: every kernel of the engine runs on that stream.
+MemoryInfo memory_info(int device) {
+  require_device(device);
+  MemoryInfo info;
+  BAREYOLO_CUDA_CHECK(cudaMemGetInfo(&info.free, &info.total));
+  return info;
+}
+
 void* malloc_device(size_t bytes, int device) {
   require_device(device);
   return device_allocator(device).allocate(bytes, compute_stream(device));

@@ -21,6 +21,12 @@ std::string unavailable_reason();
 // fork(), so the launcher checks this first.
 bool initialized();
 
+// Free and total memory of `device` as the driver reports them (cudaMemGetInfo).
+struct MemoryInfo {
+  size_t free = 0, total = 0;
+};
+MemoryInfo memory_info(int device);
+
 void* malloc_device(size_t bytes, int device);
 void free_device(void* pointer, int device) noexcept;
 // Page-locked host memory: copies from it to a GPU run asynchronously and at full speed.

@@ -18,6 +18,7 @@ bool compiled() { return false; }
 int device_count() { return 0; }
 std::string unavailable_reason() { return "this binary was built without CUDA"; }
 bool initialized() { return false; }
+MemoryInfo memory_info(int) { built_without_cuda(); }
 void* malloc_device(size_t, int) { built_without_cuda(); }
 void free_device(void*, int) noexcept {}
 void* malloc_pinned(size_t) { built_without_cuda(); }
