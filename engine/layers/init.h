@@ -25,6 +25,13 @@ void with_float_type(DType dtype, Fn&& fn) {
 }
 
 // A tensor of `dtype` holding `values`.
+// A dense tensor as one flat (1, 1, 1, numel) view: optimizers do not care about shapes.
+template <class T>
+View<T> flat_tensor_view(Tensor& t) {
+  View<T> v = t.view<T>();
+  return flat_view(v.data, v.shape.numel(), v.device);
+}
+
 inline Tensor make_tensor(const std::vector<double>& values, Shape4 shape, Device device,
                           DType dtype) {
   if (dtype == DType::f64) return Tensor::from_vector(values, shape, device);

@@ -6,15 +6,6 @@
 
 namespace bareyolo {
 
-namespace {
-// A tensor as a flat (1, 1, 1, n) view: the optimizer does not care about its shape.
-template <class T>
-View<T> flat(Tensor& t) {
-  View<T> v = t.view<T>();
-  return flat_view(v.data, v.shape.numel(), v.device);
-}
-}  // namespace
-
 AdamW::AdamW(const std::vector<StateEntry>& state, double lr, double beta1, double weight_decay,
              double beta2, double eps)
     : beta1_(beta1), beta2_(beta2), eps_(eps) {
@@ -38,8 +29,9 @@ void AdamW::step() {
     const AdamWGroup& g = groups_[size_t(group_of_[i])];
     const ops::AdamWParams p{g.lr, beta1_, beta2_, eps_, g.weight_decay, steps_};
     with_float_type(params_[i].value->dtype(), [&]<class T>() {
-      ops::adamw_step<T>(flat<T>(*params_[i].value), flat<T>(*params_[i].grad),
-                         flat<T>(exp_avg_[i]), flat<T>(exp_avg_sq_[i]), p);
+      ops::adamw_step<T>(flat_tensor_view<T>(*params_[i].value),
+                         flat_tensor_view<T>(*params_[i].grad), flat_tensor_view<T>(exp_avg_[i]),
+                         flat_tensor_view<T>(exp_avg_sq_[i]), p);
     });
   }
 }

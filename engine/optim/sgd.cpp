@@ -7,15 +7,6 @@
 
 namespace bareyolo {
 
-namespace {
-// A parameter as a flat (1, 1, 1, n) view: the optimizer does not care about its shape.
-template <class T>
-View<T> flat(Tensor& t) {
-  View<T> v = t.view<T>();
-  return flat_view(v.data, v.shape.numel(), v.device);
-}
-}  // namespace
-
 Sgd::Sgd(const std::vector<StateEntry>& state, double lr, double momentum, double weight_decay,
          bool nesterov)
     : nesterov_(nesterov) {
@@ -37,8 +28,8 @@ void Sgd::step() {
     const SgdGroup& g = groups_[size_t(group_of_[i])];
     const ops::SgdParams p{g.lr, g.momentum, g.weight_decay, nesterov_};
     with_float_type(params_[i].value->dtype(), [&]<class T>() {
-      ops::sgd_step<T>(flat<T>(*params_[i].value), flat<T>(*params_[i].grad),
-                       flat<T>(velocity_[i]), p);
+      ops::sgd_step<T>(flat_tensor_view<T>(*params_[i].value),
+                       flat_tensor_view<T>(*params_[i].grad), flat_tensor_view<T>(velocity_[i]), p);
     });
   }
 }
@@ -52,7 +43,7 @@ double clip_gradient_norm(const std::vector<StateEntry>& parameters, double max_
   for (const StateEntry& e : parameters)
     if (e.trainable())
       with_float_type(e.grad->dtype(), [&]<class T>() {
-        squares += ops::sum_of_squares<T>(flat<T>(*e.grad));
+        squares += ops::sum_of_squares<T>(flat_tensor_view<T>(*e.grad));
       });
   const double norm = std::sqrt(squares);
   const double factor = max_norm / (norm + 1e-6);
@@ -60,7 +51,7 @@ double clip_gradient_norm(const std::vector<StateEntry>& parameters, double max_
     for (const StateEntry& e : parameters)
       if (e.trainable())
         with_float_type(e.grad->dtype(), [&]<class T>() {
-          ops::scale_inplace<T>(flat<T>(*e.grad), factor);
+          ops::scale_inplace<T>(flat_tensor_view<T>(*e.grad), factor);
         });
   return norm;
 }
