@@ -220,7 +220,8 @@ std::vector<std::string> fields(const std::string& out, const std::string& name)
   return values;
 }
 
-TEST_CASE("dist launcher: workers get their ranks, rank 0 the store's socket; output prefixed") {
+// (No ';' in test names: ctest's doctest discovery splits names there.)
+TEST_CASE("dist launcher: workers get their ranks, rank 0 the store's socket, output prefixed") {
   LaunchPlan plan;
   plan.nproc = 3;
   LauncherProcess launcher(plan, report_and_rendezvous);
@@ -481,7 +482,7 @@ TEST_CASE("dist launcher: a probe child computes a value without touching the pa
   CHECK(seconds_since(start) < 3.0);
 }
 
-TEST_CASE("dist launcher: GPUs are counted in a probe child; a parent that touched CUDA cannot "
+TEST_CASE("dist launcher: GPUs are counted in a probe child, a parent that touched CUDA cannot "
           "fork workers") {
   int gpus = count_gpus_without_initializing();
   CHECK_FALSE(cuda::initialized());
