@@ -423,28 +423,43 @@ TEST_CASE("dist launcher: a worker cannot launch workers (the recursion guard)")
                           "own workers") != std::string::npos);
 }
 
+// The number of threads that ran chunks of one loop over `pool`, all 64 chunks covered (-1
+// otherwise). Each chunk waits, a few seconds at most, until every thread of the pool has
+// joined the loop, so a slow thread start (sanitizers, a busy machine) is not mistaken for a
+// missing thread; the pool's threads are then all idle again when the loop returns.
+int threads_joining_a_loop(ThreadPool& pool) {
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  std::atomic<int64_t> covered{0};
+  Clock::time_point deadline = Clock::now() + 5s;
+  pool.parallel_for(64, 1, [&](int64_t begin, int64_t end) {
+    covered += end - begin;
+    std::unique_lock<std::mutex> lock(mutex);
+    threads.insert(std::this_thread::get_id());
+    while (static_cast<int>(threads.size()) < pool.num_threads() && Clock::now() < deadline) {
+      lock.unlock();
+      std::this_thread::sleep_for(1ms);
+      lock.lock();
+    }
+  });
+  return covered.load() == 64 ? static_cast<int>(threads.size()) : -1;
+}
+
 TEST_CASE("dist launcher: the thread pool works in a child forked after the parent used it") {
   ThreadPool pool(3);
-  ThreadPool idle(3);  // never runs a loop in the child before it is resized
-  std::atomic<int64_t> covered{0};
-  pool.parallel_for(64, 1, [&](int64_t begin, int64_t end) { covered += end - begin; });
-  REQUIRE(covered.load() == 64);
+  ThreadPool idle(3);  // runs no loop in the child before it is resized
+  // Every thread of both pools has started and is parked when fork() copies them (a thread
+  // still starting may hold the sanitizers' allocator lock, which their fork does not reset).
+  REQUIRE(threads_joining_a_loop(pool) == 3);
+  REQUIRE(threads_joining_a_loop(idle) == 3);
   std::fflush(nullptr);
   pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {
-    std::mutex mutex;
-    std::set<std::thread::id> threads;
-    std::atomic<int64_t> sum{0};
-    pool.parallel_for(64, 1, [&](int64_t begin, int64_t end) {
-      std::this_thread::sleep_for(2ms);
-      sum += end - begin;
-      std::lock_guard<std::mutex> lock(mutex);
-      threads.insert(std::this_thread::get_id());
-    });
+    int threads = threads_joining_a_loop(pool);
     idle.resize(2);  // would join the parent's threads, which do not exist here
-    // 0: right sum on several threads; 1: wrong sum; 2: one thread only.
-    ::_exit(sum.load() != 64 ? 1 : threads.size() < 2 ? 2 : 0);
+    // 0: every chunk, on all 3 threads; else the number of threads seen (-1: chunks missed).
+    ::_exit(threads == 3 ? 0 : 10 + threads);
   }
   int status = -1;
   Clock::time_point deadline = Clock::now() + kTimeout;
