@@ -14,6 +14,8 @@
 //   1 rank  x 1 thread,  batch B/2         the baseline of the scaling
 //   2 ranks x 1 thread,  batch B/2 each    SyncBN on, gradients through the TCP ring
 //   scaling = rate(2 ranks) / rate(1 rank x 1 thread)
+//   2 independent processes x 1 thread, batch B/2 each, no communication: the most 2 processes
+//                                          reach here (shared caches, memory bandwidth, clocks)
 // Then the loader's rate on real images (coco128 when present; 2 workers, mosaics at the same
 // size and batch) against the headline rate, and bench/torch_train.py (same architecture,
 // random data, same batch, 2 threads, a simple loss) when a Python with torch exists — run
@@ -151,38 +153,45 @@ double single_rank_images_per_second(const Setup& setup, int batch, int threads,
   return batch / step_s;
 }
 
-// kRanks forked ranks (bareyolo's launcher, TCP ring), 1 thread each, `per_rank_batch` images
-// each, SyncBN on: global images per second, as rank 0 times its steps.
-double data_parallel_images_per_second(const Setup& setup, int per_rank_batch) {
-  // Rank 0 reports through memory shared with this process across the fork.
-  void* shared = ::mmap(nullptr, sizeof(double), PROT_READ | PROT_WRITE,
+// kRanks forked ranks (bareyolo's launcher), 1 thread each, `per_rank_batch` images each:
+// the images per second of all ranks together. `data_parallel`: one job — SyncBN on,
+// gradients averaged through the TCP ring; otherwise the ranks train independent models
+// without communicating, which is the most kRanks processes can reach on this machine.
+double multi_rank_images_per_second(const Setup& setup, int per_rank_batch, bool data_parallel) {
+  // Each rank reports its median step time through memory shared across the fork.
+  void* shared = ::mmap(nullptr, kRanks * sizeof(double), PROT_READ | PROT_WRITE,
                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (shared == MAP_FAILED) throw std::runtime_error("mmap of the result slot failed");
-  double& rank0_step_s = *static_cast<double*>(shared);
-  rank0_step_s = std::nan("");
+  if (shared == MAP_FAILED) throw std::runtime_error("mmap of the result slots failed");
+  double* step_s = static_cast<double*>(shared);
+  std::fill(step_s, step_s + kRanks, std::nan(""));
   dist::LaunchPlan plan;
   plan.nproc = kRanks;
   std::fflush(stdout);
-  const int status = dist::launch_workers(plan, [&](int) {
+  const int status = dist::launch_workers(plan, [&](int local_rank) {
     ThreadPool::global().resize(1);
-    // A bench that hangs on a dead rank helps nobody: every collective gives up after this.
-    dist::ProcessGroup group = dist::init_process_group(
-        dist::read_launch_env(dist::process_environment()), {.timeout = kCollectiveTimeout});
     DetectionModel model(setup.config);
+    const SyntheticBatch data = setup.batch(per_rank_batch, 100 + uint32_t(local_rank));
+    if (!data_parallel) {
+      step_s[local_rank] = median_step_seconds(model, data, setup, {});
+      return 0;
+    }
+    // A bench that hangs on a dead rank helps nobody: every collective gives up after this.
+    dist::ProcessGroup group =
+        dist::init_process_group(dist::read_launch_env(dist::process_environment()),
+                                 {.backend = std::nullopt, .timeout = kCollectiveTimeout});
     model.set_sync_batchnorm(group.comm.get());
     dist::broadcast_state(*group.comm, model.state());
     dist::Reducer reducer(dist::graph_parameters(model.graph()), *group.comm);
-    const SyntheticBatch data = setup.batch(per_rank_batch, 100 + uint32_t(group.rank()));
-    const double step_s = median_step_seconds(model, data, setup, {group.comm.get(), &reducer});
-    if (group.rank() == 0) rank0_step_s = step_s;
+    step_s[local_rank] = median_step_seconds(model, data, setup, {group.comm.get(), &reducer});
     return 0;
   });
-  const double step_s = rank0_step_s;
-  ::munmap(shared, sizeof(double));
+  double images_per_second = 0;
+  for (int rank = 0; rank < kRanks; ++rank) images_per_second += per_rank_batch / step_s[rank];
+  ::munmap(shared, kRanks * sizeof(double));
   if (status != 0)
     throw std::runtime_error("the " + std::to_string(kRanks) + "-rank run failed (status " +
                              std::to_string(status) + "); its ranks' messages are above");
-  return kRanks * per_rank_batch / step_s;
+  return images_per_second;
 }
 
 // The loader's rate (2 workers, mosaics at the bench's size and batch) on the bench dataset.
@@ -236,7 +245,7 @@ std::string percent(double fraction) { return fixed(100 * fraction, 1) + "%"; }
 
 void print_rate(const std::string& configuration, double images_per_second,
                 const std::string& note) {
-  std::printf("%-44s %7.1f img/s%s%s\n", configuration.c_str(), images_per_second,
+  std::printf("%-50s %7.1f img/s%s%s\n", configuration.c_str(), images_per_second,
               note.empty() ? "" : "  ", note.c_str());
 }
 
@@ -306,10 +315,15 @@ int main(int argc, char** argv) {
                "YOLOv5's loss takes " + percent(loss_fraction) + " of the step");
     const double one_thread = single_rank_images_per_second(setup, half, 1);
     print_rate("1 thread, 1 rank, batch " + std::to_string(half), one_thread, "");
-    const double ddp = data_parallel_images_per_second(setup, half);
+    const double ddp = multi_rank_images_per_second(setup, half, true);
     const double scaling = ddp / one_thread;
     print_rate("1 thread x " + std::to_string(kRanks) + " ranks, batch " + std::to_string(half) +
                    " each, SyncBN", ddp, "scaling " + fixed(scaling) + "x (target >= 1.9)");
+    const double independent = multi_rank_images_per_second(setup, half, false);
+    print_rate("1 thread x " + std::to_string(kRanks) + " independent processes, batch " +
+                   std::to_string(half) + " each", independent,
+               fixed(independent / one_thread) + "x: the machine's ceiling for the scaling "
+               "(no communication)");
 
     std::string dataset;
     const double loader = loader_images_per_second(options, &dataset);
