@@ -505,6 +505,10 @@ TEST_CASE("dist launcher: GPUs are counted in a probe child, a parent that touch
   MESSAGE("GPUs counted in a probe child: " << gpus);
   if (!cuda::compiled()) return;  // without CUDA nothing can initialise it
   LauncherProcess launcher(LaunchPlan{}, [](int) { return 0; }, [] { cuda::device_count(); });
+  if (gpus == 0) {  // no driver or no device: no CUDA state to inherit, so forking is fine
+    CHECK(launcher.finish() == 0);
+    return;
+  }
   CHECK(launcher.finish() == 99);
   CHECK(launcher.out().find("launch_workers threw: cannot fork workers: this process has "
                             "already initialised CUDA") != std::string::npos);

@@ -24,7 +24,6 @@ struct Discovery {
 
 const Discovery& discovery() {
   static const Discovery result = [] {
-    touched = true;  // cudaGetDeviceCount initialises the driver
     Discovery d;
     int count = 0;  // left unwritten on failure
     cudaError_t status = cudaGetDeviceCount(&count);
@@ -36,6 +35,9 @@ const Discovery& discovery() {
       d.reason = "the CUDA driver reports no devices";
     }
     d.count = status == cudaSuccess ? count : 0;
+    // A driver that found a device is initialised now, and its state does not survive fork();
+    // without a driver or a device there is nothing a child could inherit.
+    touched = d.count > 0;
     return d;
   }();
   return result;

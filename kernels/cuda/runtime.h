@@ -16,9 +16,10 @@ bool compiled();
 int device_count();
 // Why device_count() is 0, as a sentence for the user ("" when it is not).
 std::string unavailable_reason();
-// True once this process has called into the CUDA runtime (device_count() included). A
-// process that has must not fork workers that use CUDA: the driver's state does not survive
-// fork(), so the launcher checks this first.
+// True once this process has initialised CUDA on a machine with a GPU (device_count()
+// included). A process that has must not fork workers that use CUDA: the driver's state does
+// not survive fork(), so the launcher checks this first. Without a driver or a device there is
+// no such state, and it stays false.
 bool initialized();
 
 // Free and total memory of `device` as the driver reports them (cudaMemGetInfo).
