@@ -57,6 +57,7 @@ constexpr int kHeadlineThreads = 2;  // the machine's cores; PyTorch gets the sa
 constexpr int kRanks = 2;
 constexpr int kBoxesPerImage = 3;
 constexpr std::chrono::minutes kCollectiveTimeout{5};
+constexpr double kBusyLoad = 1.0;  // 1-minute load average above which the figures are suspect
 
 struct Options {
   std::string cfg = BAREYOLO_SOURCE_DIR "/models/yolov5n.yaml";
@@ -249,18 +250,20 @@ void print_rate(const std::string& configuration, double images_per_second,
               note.empty() ? "" : "  ", note.c_str());
 }
 
-// The 1-minute load average and the core count: on a shared machine, other work above the
-// core count slows every figure here (the ratios less so when both sides ran alike).
-std::string machine_load() {
+// The 1-minute load average: on a shared machine, other work slows every figure here, and
+// PyTorch's most (its OpenMP threads spin while waiting for a descheduled peer).
+double load_average() {
   double load = std::nan("");
   if (FILE* file = std::fopen("/proc/loadavg", "r")) {
     if (std::fscanf(file, "%lf", &load) != 1) load = std::nan("");
     std::fclose(file);
   }
-  char text[96];
-  std::snprintf(text, sizeof text, "load average %.1f on %u cores", load,
-                std::thread::hardware_concurrency());
-  return text;
+  return load;
+}
+
+std::string describe_load(double load) {
+  return "load average " + fixed(load, 1) + " on " +
+         std::to_string(std::thread::hardware_concurrency()) + " cores";
 }
 
 Options parse(int argc, char** argv) {
@@ -299,13 +302,14 @@ int main(int argc, char** argv) {
   try {
     const Options options = parse(argc, argv);
     const Setup setup(options);
+    const double load_before = load_average();
     const int half = options.batch / kRanks;
     std::printf("%s (%lld parameters, %d classes) at %dx%d; synthetic in-memory batches, %d "
                 "boxes per image; step = forward + YOLOv5 loss + backward + clip + SGD "
                 "(Nesterov) + EMA; median of %d steps after %d warm-up; %s\n",
                 options.cfg.c_str(), (long long)DetectionModel(setup.config).parameter_count(),
                 setup.loss.classes, options.imgsz, options.imgsz, kBoxesPerImage, options.steps,
-                options.warmup, machine_load().c_str());
+                options.warmup, describe_load(load_before).c_str());
 
     double loss_fraction = 0;
     const double ours = single_rank_images_per_second(setup, options.batch, kHeadlineThreads,
@@ -334,8 +338,12 @@ int main(int argc, char** argv) {
 
     if (!options.torch) std::printf("torch: skipped (--no-torch)\n");
     const double torch = options.torch ? torch_images_per_second(options) : std::nan("");
-    std::printf("ours / torch: %.2f (target >= 1.1); at the end: %s\n", ours / torch,
-                machine_load().c_str());
+    std::printf("ours / torch: %.2f (target >= 1.1)\n", ours / torch);
+    // Only the load before the run tells of other work: by the end it counts this bench too.
+    if (load_before > kBusyLoad)
+      std::printf("warning: the machine was busy (%s at the start): other work shared the "
+                  "cores, so these figures understate both sides, PyTorch's most; rerun when "
+                  "idle\n", describe_load(load_before).c_str());
     std::printf("RESULT ours_img_s=%.2f torch_img_s=%.2f ratio_vs_torch=%.2f ddp2_scaling=%.2f\n",
                 ours, torch, ours / torch, scaling);
     return 0;
