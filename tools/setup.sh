@@ -9,7 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake g++ make libyaml-cpp-dev doctest-dev libstb-dev nlohmann-json3-dev libcli11-dev)
+# libopenblas0-pthread: not for bareyolo itself, but so that bench_train's PyTorch peer (Debian's
+# python3-torch, when installed) gets an optimised BLAS instead of the reference one.
+packages=(cmake g++ make libyaml-cpp-dev doctest-dev libstb-dev nlohmann-json3-dev libcli11-dev
+          libopenblas0-pthread)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
