@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
@@ -156,7 +157,7 @@ nlohmann::json summary_json(const TrainSummary& s) {
           {"best_map50_95", s.best_map50_95}, {"last_map50", s.last_map50},
           {"last_map50_95", s.last_map50_95}, {"epochs_run", s.epochs_run},
           {"optimizer_steps", s.optimizer_steps}, {"seconds", s.seconds},
-          {"finished", s.finished}, {"run_dir", s.run_dir}};
+          {"finished", s.finished}, {"run_dir", s.run_dir}, {"rank0", s.rank0}};
 }
 
 TrainSummary summary_from_json(const nlohmann::json& j) {
@@ -171,20 +172,33 @@ TrainSummary summary_from_json(const nlohmann::json& j) {
   s.seconds = j.at("seconds");
   s.finished = j.at("finished");
   s.run_dir = j.at("run_dir");
+  s.rank0 = j.at("rank0");
   return s;
 }
 
 // More ranks than one and no launcher: fork them. Rank 0 sends its summary back through a
 // pipe (a few hundred bytes: it fits the pipe's buffer, so rank 0 never blocks on it).
 TrainSummary spawn_ranks(TrainOptions options, const dist::DeviceSpec& spec, const Log& log) {
-  prepare_run(options, spec.ranks);
+  // Node 0's launcher checks and creates the run directory; rank 0 tells the other nodes.
+  if (options.node_rank == 0) prepare_run(options, spec.ranks * options.nnodes);
   int summary_pipe[2];
   if (::pipe(summary_pipe) != 0) throw std::runtime_error("cannot create a pipe for the workers");
   dist::LaunchPlan plan;
   plan.nproc = spec.ranks;
   plan.cuda_indices = spec.cuda_indices;
-  log("starting " + std::to_string(spec.ranks) + " ranks on " + spec.describe() + " -> " +
-      options.run_dir);
+  plan.nnodes = options.nnodes;
+  plan.node_rank = options.node_rank;
+  plan.master_addr = options.master_addr;
+  plan.master_port = options.master_port;
+  // Every node's workers must present the same store token: several nodes share it through
+  // the environment (BAREYOLO_STORE_TOKEN), one node makes up a random one.
+  if (const char* token = std::getenv(dist::kStoreTokenVariable); token && options.nnodes > 1)
+    plan.store_token = token;
+  log("starting " + std::to_string(spec.ranks) + " ranks on " + spec.describe() +
+      (options.nnodes > 1 ? " (node " + std::to_string(options.node_rank) + " of " +
+                                std::to_string(options.nnodes) + ")"
+                          : "") +
+      (options.run_dir.empty() ? "" : " -> " + options.run_dir));
   const int status = dist::launch_workers(plan, [&](int local_rank) {
     ::close(summary_pipe[0]);
     const TrainSummary summary = train_rank(options, spec, log);
@@ -232,7 +246,7 @@ TrainSummary run_training(TrainOptions options, const Log& log) {
           " (the launcher owns the processes; --device picks each rank's device, no spawn)");
     return train_rank(options, spec, log);
   }
-  if (spec.wants_spawn(env)) return spawn_ranks(options, spec, log);
+  if (spec.wants_spawn(env) || options.nnodes > 1) return spawn_ranks(options, spec, log);
   prepare_run(options, 1);
   if (spec.kind == dist::DeviceKind::cuda) options.device_of_rank = Device::cuda(spec.cuda_indices[0]);
   return train(options, log, nullptr);

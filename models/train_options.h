@@ -59,6 +59,11 @@ struct TrainOptions {
   int nproc_per_node = 0;  // CPU ranks; 0: one for "cpu", as many as fit the cores for "auto"
   std::string backend = "auto";  // "auto", "tcp" or "nccl"
   double timeout_s = 3 * 3600;   // bounds every rendezvous wait and collective
+  // Several machines, each running `bareyolo train` with the same flags but its node_rank:
+  // global rank = node_rank x ranks per node + local rank. master_port is required then.
+  int nnodes = 1, node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: one machine, a free port picked by the launcher
 
   // SyncBatchNorm when distributed: nullopt = on (the model family is BN-heavy), false = per
   // rank statistics (a warning below 16 images per rank). Saved.

@@ -8,6 +8,7 @@
 #      final weights byte-identical to an uninterrupted run's; so does a --max-steps stop;
 #   4. a torchrun-style environment (RANK, WORLD_SIZE, MASTER_*, TORCHELASTIC_RUN_ID set by
 #      this script) starts 2 ranks without spawning, and rank 1 writes no file;
+#   6. --nnodes 2 --node-rank 0/1 on one machine: global ranks across two launchers;
 #   5. where Debian's python3-torch is installed, the real torchrun does the same (torch 1.13
 #      spells the flag --no_python; newer releases take --no-python as well; its default
 #      --redirects "0" fails on Python 3.11, whose flag enums no longer list the zero member,
@@ -85,6 +86,20 @@ grep -q "launched by torchrun: rank 0 of 2" "$work/launched0.txt" || fail "no la
 test -z "$(ls -A "$work/rank1")" || fail "rank 1 wrote into its directory: $(ls -A "$work/rank1")"
 test -s "$work/runs/launched/weights/final.safetensors" || fail "no final weights from rank 0"
 test ! -e "$work/runs/launched2" || fail "a second run directory appeared"
+
+# 6. two "machines" (--nnodes 2, one rank each) on this one: node 0 serves the store on the
+# given port, both present the same token; one run directory, written by global rank 0.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+for r in 0 1; do
+  BAREYOLO_STORE_TOKEN=two-nodes "$bareyolo" train "${common[@]}" --device cpu --nproc-per-node 1 \
+    --nnodes 2 --node-rank $r --master-port "$port" --epochs 1 --project "$work/runs" \
+    --name nodes > "$work/node$r.txt" 2>&1 &
+done
+wait %1 || fail "node 0 failed: $(tail -5 "$work/node0.txt")"
+wait %2 || fail "node 1 failed: $(tail -5 "$work/node1.txt")"
+grep -q "starting 1 ranks on cpu (node 1 of 2)" "$work/node1.txt" || fail "node 1 did not start"
+test -s "$work/runs/nodes/weights/final.safetensors" || fail "two nodes: no final weights"
+test ! -e "$work/runs/nodes2" || fail "two nodes: a second run directory appeared"
 
 # 5. the real torchrun, where Debian's python3-torch is installed.
 if /usr/bin/python3 -c "import torch.distributed.run" 2> /dev/null; then

@@ -149,6 +149,17 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "tcp", "nccl"}))->capture_default_str();
   cmd->add_option("--timeout", t.timeout_s, "Seconds any rank waits for the others before failing")
       ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--nnodes", t.nnodes, "Machines in the run, each running this command with "
+                                        "its --node-rank (needs --master-addr, --master-port "
+                                        "and the same BAREYOLO_STORE_TOKEN on every machine)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--node-rank", t.node_rank, "This machine's index in 0 .. nnodes-1")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--master-addr", t.master_addr, "Host of global rank 0 (its rendezvous store)")
+      ->capture_default_str();
+  cmd->add_option("--master-port", t.master_port, "Port of the rendezvous store (0: a free one, "
+                                                  "one machine only)")
+      ->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--project", t.project, "Folder of runs")->capture_default_str();
   cmd->add_option("--name", t.name, "Run name: <project>/<name>, numbered <name>2, 3, ... "
                                     "when it exists")
