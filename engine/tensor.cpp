@@ -90,7 +90,7 @@ Tensor Tensor::from_vector(const std::vector<T>& values, Shape4 shape, Device de
                                 " values for shape " + shape.str());
   Tensor host = empty(shape, Device::cpu(), dtype_of<T>());
   std::memcpy(host.byte_pointer(), values.data(), values.size() * sizeof(T));
-  return device.is_cpu() ? host : host.to(device);
+  return host.on(device);
 }
 
 Tensor Tensor::reshape(Shape4 shape) const {

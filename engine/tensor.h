@@ -85,6 +85,8 @@ class Tensor {
   void copy_from(const Tensor& src);
   // A dense copy on `device`.
   Tensor to(Device device) const;
+  // This tensor on `device`: itself (no copy) when it is there already, else to(device).
+  Tensor on(Device device) const { return this->device() == device ? *this : to(device); }
   // Every element set to zero (bytes set to 0), on the tensor's device.
   void zero();
   // Dense host copy of the elements, image after image; T must match dtype().

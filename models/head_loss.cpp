@@ -40,16 +40,14 @@ HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
   std::vector<View<const float>> outputs;
   std::vector<View<float>> gradients;
   for (const Tensor& h : head) {
-    host_head.push_back(h.device().is_cpu() ? h : h.to(Device::cpu()));
+    host_head.push_back(h.on(Device::cpu()));
     host_gradients.push_back(Tensor::zeros(h.shape(), Device::cpu(), h.dtype()));
     outputs.push_back(std::as_const(host_head.back()).view<float>());
     gradients.push_back(host_gradients.back().view<float>());
   }
   result.values = yolo_loss<float>(outputs, targets, norm, options, gradients);
   for (size_t level = 0; level < head.size(); ++level)
-    result.gradients.push_back(head[level].device().is_cpu()
-                                   ? host_gradients[level]
-                                   : host_gradients[level].to(head[level].device()));
+    result.gradients.push_back(host_gradients[level].on(head[level].device()));
   return result;
 }
 

@@ -68,11 +68,6 @@ std::vector<LabelRow> batch_labels(const data::Batch& batch) {
   return labels;
 }
 
-// `tensor` on `device` (itself when it is there already).
-Tensor on_device(const Tensor& tensor, Device device) {
-  return tensor.device() == device ? tensor : tensor.to(device);
-}
-
 // Rank 0's `values` on every rank (rank 0 validates; the others follow its decisions).
 void from_rank0(dist::Communicator* comm, std::vector<double>& values) {
   if (comm) comm->broadcast(dist::CommBuffer::of(values.data(), int64_t(values.size())), 0)->wait();
@@ -95,9 +90,9 @@ Validation validate_with_loss(DetectionModel& model, const data::Dataset& datase
   int64_t batches = 0;
   auto predict = [&](const data::Batch& batch) {
     const std::vector<Tensor>& device_head =
-        model.forward(on_device(batch.images_tensor(), model.device()), Mode::eval);
+        model.forward(batch.images_tensor().on(model.device()), Mode::eval);
     std::vector<Tensor> head;  // decode and NMS run on the host
-    for (const Tensor& h : device_head) head.push_back(on_device(h, Device::cpu()));
+    for (const Tensor& h : device_head) head.push_back(h.on(Device::cpu()));
     const LossValues loss = head_loss(model, head, batch_labels(batch), loss_options, batch.size).values;
     ++batches;
     validation.loss[0] += loss.box, validation.loss[1] += loss.obj, validation.loss[2] += loss.cls;
@@ -332,7 +327,7 @@ TrainSummary train(const TrainOptions& request,
       // Only the last micro-batch of an accumulation communicates (no_sync on the others).
       const bool boundary = iteration - progress.last_step_iteration >= settings.accumulate;
       if (reducer) reducer->set_sync(boundary);
-      const LossValues loss = forward_backward(model, on_device(batch->images_tensor(), device),
+      const LossValues loss = forward_backward(model, batch->images_tensor().on(device),
                                                batch_labels(*batch),
                                                loss_options, parallel);
       double items[4] = {loss.box, loss.obj, loss.cls, loss.total};
