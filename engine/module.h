@@ -22,6 +22,12 @@ namespace bareyolo {
 // How an optimizer treats a parameter: YOLOv5's three groups.
 enum class ParamGroup { weight, norm_weight, bias };  // weight decay only on `weight`
 
+// A group's index in YOLOv5's optimizer order (SGD and AdamW alike): 0 biases, 1 weights,
+// 2 normalisation weights.
+inline int optimizer_group_index(ParamGroup group) {
+  return group == ParamGroup::bias ? 0 : group == ParamGroup::weight ? 1 : 2;
+}
+
 // One entry of a module's state, named as in YOLOv5's state_dict ("conv.weight",
 // "bn.running_mean", ...). `value` points at the module's own tensor, so the model can move
 // every parameter into one flat buffer and re-point them (the optimizer and the gradient

@@ -15,9 +15,7 @@ AdamW::AdamW(const std::vector<StateEntry>& state, double lr, double beta1, doub
   for (const StateEntry& e : state) {
     if (!e.trainable()) continue;
     params_.push_back(e);
-    group_of_.push_back(e.group == ParamGroup::bias     ? kBiases
-                        : e.group == ParamGroup::weight ? kWeights
-                                                        : kNormWeights);
+    group_of_.push_back(optimizer_group_index(e.group));
     exp_avg_.push_back(Tensor::zeros(e.value->shape(), e.value->device(), e.value->dtype()));
     exp_avg_sq_.push_back(Tensor::zeros(e.value->shape(), e.value->device(), e.value->dtype()));
   }

@@ -16,9 +16,7 @@ Sgd::Sgd(const std::vector<StateEntry>& state, double lr, double momentum, doubl
   for (const StateEntry& e : state) {
     if (!e.trainable()) continue;
     params_.push_back(e);
-    group_of_.push_back(e.group == ParamGroup::bias     ? kBiases
-                        : e.group == ParamGroup::weight ? kWeights
-                                                        : kNormWeights);
+    group_of_.push_back(optimizer_group_index(e.group));
     velocity_.push_back(Tensor::zeros(e.value->shape(), e.value->device(), e.value->dtype()));
   }
 }

@@ -20,6 +20,7 @@ struct SgdGroup {
 
 class Sgd {
  public:
+  // Group indices, as optimizer_group_index (engine/module.h) orders them.
   static constexpr int kBiases = 0, kWeights = 1, kNormWeights = 2;
 
   // `state`: a model's state entries; the trainable ones are optimised.
