@@ -8,16 +8,10 @@ namespace bareyolo::dist {
 
 namespace {
 
-// Runs one collective on `values` (host doubles). A backend that reduces only device
-// buffers (NCCL) gets a copy staged on `staging`; the TCP ring works on host memory.
-template <class Collective>
-void on_staging_buffer(std::vector<double>& values, Device staging, int64_t result_count,
-                       Collective collective) {
-  const Shape4 shape{1, int64_t(values.size()), 1, 1};
-  Tensor send = Tensor::from_vector(values, shape, staging);
-  Tensor result = Tensor::zeros({1, result_count, 1, 1}, staging, DType::f64);
-  collective(send, result);
-  values = result.to_doubles();
+// `values` as a tensor on `staging`: a backend that reduces only device buffers (NCCL) gets
+// them on the GPU; the TCP ring works on host memory.
+Tensor staged(const std::vector<double>& values, Device staging) {
+  return Tensor::from_vector(values, {1, int64_t(values.size()), 1, 1}, staging);
 }
 
 }  // namespace
@@ -53,9 +47,10 @@ ChannelMoments allgather_moments(Communicator& comm, const ChannelMoments& local
   values.push_back(double(local.count));
   values.insert(values.end(), local.mean.begin(), local.mean.end());
   values.insert(values.end(), local.m2.begin(), local.m2.end());
-  on_staging_buffer(values, staging, record * world, [&](Tensor& send, Tensor& gathered) {
-    comm.allgather(CommBuffer::of(send), CommBuffer::of(gathered))->wait();
-  });
+  Tensor send = staged(values, staging);
+  Tensor gathered = Tensor::zeros({1, record * world, 1, 1}, staging, DType::f64);
+  comm.allgather(CommBuffer::of(send), CommBuffer::of(gathered))->wait();
+  values = gathered.to_doubles();
   ChannelMoments total;
   for (int r = 0; r < world; ++r) {  // rank order: the same bits on every rank
     const double* rec = values.data() + r * record;
@@ -73,10 +68,9 @@ void allreduce_channel_sums(Communicator& comm, std::vector<double>& a, std::vec
   if (comm.world_size() == 1) return;
   std::vector<double> both(a);
   both.insert(both.end(), b.begin(), b.end());
-  on_staging_buffer(both, staging, int64_t(both.size()), [&](Tensor& send, Tensor& sum) {
-    sum.copy_from(send);
-    comm.allreduce(CommBuffer::of(sum), ReduceOp::sum)->wait();
-  });
+  Tensor sums = staged(both, staging);
+  comm.allreduce(CommBuffer::of(sums), ReduceOp::sum)->wait();
+  both = sums.to_doubles();
   a.assign(both.begin(), both.begin() + int64_t(a.size()));
   b.assign(both.begin() + int64_t(a.size()), both.end());
 }
