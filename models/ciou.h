@@ -11,11 +11,16 @@
 // prediction's coordinates may be Dual numbers, which carry the partial derivatives with
 // respect to (cx, cy, w, h) through every operation: the gradient of the loss is then exact
 // and follows the same branch choices (min, max, clamp) as the forward.
+//
+// Everything here is also device code (BAREYOLO_HOST_DEVICE): the CUDA loss
+// (models/head_loss.cu) runs these same functions, in double, so host and device share one
+// definition of the formulas. Hence plain arrays and ::atan (CUDA declares it for both sides;
+// on the host it is the C library's, as std::atan(double)).
 #pragma once
 
-#include <algorithm>
-#include <array>
-#include <cmath>
+#include <math.h>
+
+#include "kernels/view.h"  // BAREYOLO_HOST_DEVICE
 
 namespace bareyolo::models {
 
@@ -23,60 +28,62 @@ namespace bareyolo::models {
 template <int N>
 struct Dual {
   double value = 0;
-  std::array<double, N> d{};
+  double d[N] = {};
 
-  static Dual variable(double v, int which) {
-    Dual x{v, {}};
-    x.d[size_t(which)] = 1;
+  BAREYOLO_HOST_DEVICE static Dual variable(double v, int which) {
+    Dual x(v);
+    x.d[which] = 1;
     return x;
   }
-  friend Dual operator+(Dual a, const Dual& b) {
+  BAREYOLO_HOST_DEVICE friend Dual operator+(Dual a, const Dual& b) {
     a.value += b.value;
     for (int i = 0; i < N; ++i) a.d[i] += b.d[i];
     return a;
   }
-  friend Dual operator-(Dual a, const Dual& b) {
+  BAREYOLO_HOST_DEVICE friend Dual operator-(Dual a, const Dual& b) {
     a.value -= b.value;
     for (int i = 0; i < N; ++i) a.d[i] -= b.d[i];
     return a;
   }
-  friend Dual operator*(const Dual& a, const Dual& b) {
-    Dual r{a.value * b.value, {}};
+  BAREYOLO_HOST_DEVICE friend Dual operator*(const Dual& a, const Dual& b) {
+    Dual r(a.value * b.value);
     for (int i = 0; i < N; ++i) r.d[i] = a.d[i] * b.value + a.value * b.d[i];
     return r;
   }
-  friend Dual operator/(const Dual& a, const Dual& b) {
-    Dual r{a.value / b.value, {}};
+  BAREYOLO_HOST_DEVICE friend Dual operator/(const Dual& a, const Dual& b) {
+    Dual r(a.value / b.value);
     for (int i = 0; i < N; ++i) r.d[i] = (a.d[i] * b.value - a.value * b.d[i]) / (b.value * b.value);
     return r;
   }
-  Dual(double v = 0, std::array<double, N> derivatives = {}) : value(v), d(derivatives) {}
+  // A constant: all derivatives 0.
+  BAREYOLO_HOST_DEVICE Dual(double v = 0) : value(v) {}
 };
 
+BAREYOLO_HOST_DEVICE inline double atan_of(double x) { return ::atan(x); }
 template <int N>
-Dual<N> atan(const Dual<N>& x) {
-  Dual<N> r{std::atan(x.value), {}};
+BAREYOLO_HOST_DEVICE Dual<N> atan_of(const Dual<N>& x) {
+  Dual<N> r(::atan(x.value));
   for (int i = 0; i < N; ++i) r.d[i] = x.d[i] / (1 + x.value * x.value);
   return r;
 }
 
-inline double value_of(double x) { return x; }
+BAREYOLO_HOST_DEVICE inline double value_of(double x) { return x; }
 template <int N>
-double value_of(const Dual<N>& x) {
+BAREYOLO_HOST_DEVICE double value_of(const Dual<N>& x) {
   return x.value;
 }
 
 // min/max/clamp pick an operand by value; its derivatives come along.
 template <class S>
-S min_of(const S& a, const S& b) {
+BAREYOLO_HOST_DEVICE S min_of(const S& a, const S& b) {
   return value_of(b) < value_of(a) ? b : a;
 }
 template <class S>
-S max_of(const S& a, const S& b) {
+BAREYOLO_HOST_DEVICE S max_of(const S& a, const S& b) {
   return value_of(b) > value_of(a) ? b : a;
 }
 template <class S>
-S clamp_min_zero(const S& a) {
+BAREYOLO_HOST_DEVICE S clamp_min_zero(const S& a) {
   return value_of(a) < 0 ? S(0) : a;
 }
 
@@ -93,7 +100,7 @@ struct CiouTerms {
 // CIoU of prediction (x, y, w, h) against `target`. When `fixed_alpha` is given (>= 0) it
 // replaces alpha: finite-difference checks hold it at the value of the unperturbed point.
 template <class S>
-CiouTerms<S> complete_iou(const S& x, const S& y, const S& w, const S& h, const Box& target,
+BAREYOLO_HOST_DEVICE CiouTerms<S> complete_iou(const S& x, const S& y, const S& w, const S& h, const Box& target,
                           double fixed_alpha = -1) {
   constexpr double eps = 1e-7;
   const S half(0.5);
@@ -110,8 +117,7 @@ CiouTerms<S> complete_iou(const S& x, const S& y, const S& w, const S& h, const 
   const S c2 = cw * cw + ch * ch + S(eps);
   const S dx = S(b2x1 + b2x2) - b1x1 - b1x2, dy = S(b2y1 + b2y2) - b1y1 - b1y2;
   const S rho2 = (dx * dx + dy * dy) * S(0.25);
-  using std::atan;
-  const S angle = S(std::atan(target.w / target.h)) - atan(w / h);
+  const S angle = S(atan_of(target.w / target.h)) - atan_of(w / h);
   const S v = S(4 / (M_PI * M_PI)) * angle * angle;
   const double alpha = fixed_alpha >= 0
                            ? fixed_alpha

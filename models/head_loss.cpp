@@ -1,7 +1,7 @@
 // models/head_loss.cpp — see head_loss.h.
 #include "models/head_loss.h"
 
-#include <utility>
+#include <stdexcept>
 
 #include "engine/dist/communicator.h"
 
@@ -34,21 +34,28 @@ LossNormalization global_normalization(dist::Communicator& comm, const LevelTarg
 
 HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
                    const LossNormalization& norm, const LossOptions& options) {
-  // yolo_loss runs on the host: a head on a GPU comes over (a few MB), its gradient goes back.
+  const bool on_gpu = !head.empty() && head[0].device().is_cuda();
   HeadLoss result;
-  std::vector<Tensor> host_head, host_gradients;
   std::vector<View<const float>> outputs;
   std::vector<View<float>> gradients;
   for (const Tensor& h : head) {
-    host_head.push_back(h.on(Device::cpu()));
-    host_gradients.push_back(Tensor::zeros(h.shape(), Device::cpu(), h.dtype()));
-    outputs.push_back(std::as_const(host_head.back()).view<float>());
-    gradients.push_back(host_gradients.back().view<float>());
+    // The host loss adds into its gradient; the device loss writes every element.
+    result.gradients.push_back(on_gpu ? Tensor::empty(h.shape(), h.device(), h.dtype())
+                                      : Tensor::zeros(h.shape(), h.device(), h.dtype()));
+    outputs.push_back(h.view<float>());
+    gradients.push_back(result.gradients.back().view<float>());
   }
-  result.values = yolo_loss<float>(outputs, targets, norm, options, gradients);
-  for (size_t level = 0; level < head.size(); ++level)
-    result.gradients.push_back(host_gradients[level].on(head[level].device()));
+  if (!on_gpu) {
+    result.values = yolo_loss<float>(outputs, targets, norm, options, gradients);
+    return result;
+  }
+#ifdef BAREYOLO_WITH_CUDA
+  result.values = yolo_loss_cuda(outputs, targets, norm, options, gradients);
   return result;
+#else
+  throw std::runtime_error("head_loss: the head is on " + head[0].device().str() +
+                           " but this binary was built without CUDA");
+#endif
 }
 
 HeadLoss head_loss(const DetectionModel& model, const std::vector<Tensor>& head,

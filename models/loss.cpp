@@ -1,30 +1,20 @@
 // models/loss.cpp — see loss.h. Host code in double precision, reading the head outputs
-// where they are; the CIoU gradient comes exactly from Dual numbers (models/ciou.h).
+// where they are; the CIoU gradient comes exactly from Dual numbers (models/ciou.h). The
+// per-element math is models/loss_terms.h, shared with the CUDA loss (models/head_loss.cu).
 #include "models/loss.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
 #include <yaml-cpp/yaml.h>
 
-#include "models/ciou.h"
+#include "models/loss_terms.h"
 
 namespace bareyolo::models {
 
 namespace {
-
-double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
-
-// BCE with logits and its derivative, YOLOv5's pos_weight form (see kernels/ops.h).
-double bce(double x, double t, double pos_weight) {
-  const double softplus_neg = std::max(-x, 0.0) + std::log1p(std::exp(-std::fabs(x)));
-  return (1 - t) * x + (pos_weight * t + 1 - t) * softplus_neg;
-}
-double bce_grad(double x, double t, double pos_weight) {
-  const double s = sigmoid(x);
-  return (1 - t) * s - pos_weight * t * (1 - s);
-}
 
 // Reads and adds into the head output of one level at (image, anchor, field, gj, gi).
 template <class V>
@@ -118,32 +108,22 @@ LossValues yolo_loss(const std::vector<View<const T>>& predictions,
       const MatchedRow& r = rows[k];
       double logit[4];
       for (int f = 0; f < 4; ++f) logit[f] = at(p, outputs, r.image, r.anchor, f, r.gj, r.gi);
-      double s[4];
-      for (int f = 0; f < 4; ++f) s[f] = sigmoid(logit[f]);
-      // Predicted box and the derivative of each coordinate with respect to its logit.
-      const Dual<4> x = Dual<4>::variable(2 * s[0] - 0.5, 0);
-      const Dual<4> y = Dual<4>::variable(2 * s[1] - 0.5, 1);
-      const Dual<4> w = Dual<4>::variable(4 * s[2] * s[2] * r.anchor_w, 2);
-      const Dual<4> h = Dual<4>::variable(4 * s[3] * s[3] * r.anchor_h, 3);
-      const double dcoord_dlogit[4] = {2 * s[0] * (1 - s[0]), 2 * s[1] * (1 - s[1]),
-                                       8 * s[2] * s[2] * (1 - s[2]) * r.anchor_w,
-                                       8 * s[3] * s[3] * (1 - s[3]) * r.anchor_h};
       const double fixed_alpha = use_detached ? detached->alpha[level][k] : -1;
-      const CiouTerms<Dual<4>> terms =
-          complete_iou(x, y, w, h, {r.tx, r.ty, r.tw, r.th}, fixed_alpha);
+      const RowBox terms =
+          row_box(logit, {r.tx, r.ty, r.tw, r.th}, r.anchor_w, r.anchor_h, fixed_alpha);
       // The objectness target is the CIoU itself, detached.
-      const double ciou_target = use_detached ? detached->iou[level][k] : terms.ciou.value;
+      const double ciou_target = use_detached ? detached->iou[level][k] : terms.ciou;
       if (detached && !use_detached) {
         detached->alpha[level].push_back(terms.alpha);
-        detached->iou[level].push_back(terms.ciou.value);
+        detached->iou[level].push_back(terms.ciou);
       }
-      box += (1 - terms.ciou.value) / n_rows;
+      box += (1 - terms.ciou) / n_rows;
       tobj[cell(r)] = std::max(ciou_target, 0.0);
       if (!gradients.empty()) {
         const double g = -options.hyp.box / n_rows * grad_scale;  // d total / d CIoU
         for (int f = 0; f < 4; ++f)
           at(gradients[level], outputs, r.image, r.anchor, f, r.gj, r.gi) +=
-              static_cast<T>(g * terms.ciou.d[size_t(f)] * dcoord_dlogit[f]);
+              static_cast<T>(g * terms.dciou[f] * terms.dcoord[f]);
       }
       if (nc > 1) {
         const double per_element = 1.0 / (n_rows * nc);

@@ -80,4 +80,13 @@ LossValues yolo_loss(const std::vector<View<const T>>& predictions,
                      const LossNormalization& norm, const LossOptions& options,
                      const std::vector<View<T>>& gradients, DetachedTerms* detached = nullptr);
 
+// yolo_loss for head outputs on one GPU (CUDA builds only; models/head_loss.cu): the same
+// values and gradient, each element evaluated with the same double formulas
+// (models/loss_terms.h), but the gradient is WRITTEN, not added: `gradients` are dense
+// device views of the predictions' shapes, and every element of them is set.
+LossValues yolo_loss_cuda(const std::vector<View<const float>>& predictions,
+                          const std::vector<std::vector<MatchedRow>>& targets,
+                          const LossNormalization& norm, const LossOptions& options,
+                          const std::vector<View<float>>& gradients);
+
 }  // namespace bareyolo::models
