@@ -1,14 +1,20 @@
 // tests/cuda_batchnorm.cpp — the CUDA BatchNorm kernels against the CPU reference on random
 // inputs, outputs poisoned with NaN first (accumulated outputs start random instead): the four
 // SyncBatchNorm phases, training and evaluation forward and backward, the fused BN + SiLU,
-// channel-slice views, and a batch whose mean dwarfs its spread.
+// channel-slice views, and a batch whose mean dwarfs its spread; and the ConvBnSilu layer,
+// which fuses BN's apply with SiLU on a GPU, against the same layer on the CPU (train and eval,
+// alone and as SyncBatchNorm over one rank).
 //
 // Tolerances (float32; the CPU sums in double, the GPU in float as short runs plus trees):
 //  - elementwise outputs (y, dx): 1e-4 relative + 1e-5 absolute (values are O(1));
 //  - per-channel sums over `count` values of size <= 1: 1e-4 relative + 1e-6 * count absolute
 //    (float summation error is a few ulps of the summed magnitudes, which are <= count).
+#include <array>
+#include <memory>
 #include <string>
 
+#include "engine/dist/communicator.h"
+#include "engine/layers/conv_bn_silu.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "tests/cuda_testing.h"
@@ -266,4 +272,65 @@ TEST_CASE("cuda batchnorm moments stay accurate when the mean dwarfs the spread"
                                                         data(out[0]), data(out[1]));
                         },
                         "moments of a large-mean batch", true, 1e-3, 0.0);
+}
+
+TEST_CASE("cuda ConvBnSilu with the fused BN + SiLU equals the cpu layer") {
+  const std::unique_ptr<dist::Communicator> one_rank = dist::make_single_rank_communicator();
+  for (bool synced : {false, true})
+    for (Mode mode : {Mode::train, Mode::eval}) {
+      CAPTURE(synced);
+      CAPTURE(mode == Mode::train);
+      Rng rng(86);
+      const Shape4 in_shape{3, 5, 11, 9};
+      Tensor x = random_tensor(rng, in_shape, -2, 2);
+      std::unique_ptr<ConvBnSilu> blocks[2];
+      Tensor outputs[2], grad_inputs[2];
+      std::vector<StateEntry> states[2];
+      for (int d = 0; d < 2; ++d) {
+        const Device device = d == 0 ? Device::cpu() : Device::cuda(0);
+        std::mt19937_64 init(7);  // the same weights on both devices
+        blocks[d] = std::make_unique<ConvBnSilu>(5, 6, 3, 2, -1, ops::BatchNormParams{}, init,
+                                                 device);
+        if (synced)
+          blocks[d]->for_each_child([&](Module& child) {
+            if (auto* bn = dynamic_cast<BatchNorm2d*>(&child)) bn->set_sync(one_rank.get());
+          });
+        blocks[d]->collect_state("", states[d]);
+        // Running statistics away from their initial 0 and 1, so that eval uses them.
+        Rng stats_rng(87);
+        for (StateEntry& e : states[d])
+          if (e.name == "bn.running_mean")
+            e.value->copy_from(random_tensor(stats_rng, e.value->shape(), -0.3, 0.3).to(device));
+          else if (e.name == "bn.running_var")
+            e.value->copy_from(random_tensor(stats_rng, e.value->shape(), 0.5, 2).to(device));
+        const Tensor input = x.to(device);
+        const Shape4 out_shape = blocks[d]->output_shape(std::array{in_shape});
+        outputs[d] = Tensor::empty(out_shape, device);
+        if (device.is_cuda())
+          cuda::fill_bytes(data(outputs[d]), 0xFF, size_t(outputs[d].numel()) * 4, 0);  // NaN
+        blocks[d]->forward(std::span(&input, 1), outputs[d], mode);
+        Rng grad_rng(88);
+        const Tensor grad_output = random_tensor(grad_rng, out_shape, -1, 1).to(device);
+        grad_inputs[d] = Tensor::zeros(in_shape, device);
+        blocks[d]->backward(std::span(&input, 1), outputs[d], grad_output,
+                            std::span(&grad_inputs[d], 1));
+      }
+      cuda::synchronize(0);
+      check_close(outputs[1].to_vector<float>(), outputs[0].to_vector<float>(), kRtol, kAtol,
+                  "ConvBnSilu output");
+      check_close(grad_inputs[1].to_vector<float>(), grad_inputs[0].to_vector<float>(), kRtol,
+                  kAtol, "ConvBnSilu input gradient");
+      for (size_t i = 0; i < states[0].size(); ++i) {
+        CAPTURE(states[0][i].name);
+        if (states[0][i].value->dtype() == DType::f32)
+          check_close(states[1][i].value->to_vector<float>(),
+                      states[0][i].value->to_vector<float>(), kRtol, kAtol, "state");
+        else
+          CHECK(states[1][i].value->to_vector<int64_t>() ==
+                states[0][i].value->to_vector<int64_t>());
+        if (states[0][i].grad)  // sums over 3 x 6 x 5 values per channel (conv: more)
+          check_close(states[1][i].grad->to_vector<float>(),
+                      states[0][i].grad->to_vector<float>(), kRtol, 1e-4, "state gradient");
+      }
+    }
 }

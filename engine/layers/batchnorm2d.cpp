@@ -1,4 +1,5 @@
-// engine/layers/batchnorm2d.cpp — see batchnorm2d.h. The math is in kernels/cpu/batchnorm.cpp.
+// engine/layers/batchnorm2d.cpp — see batchnorm2d.h. The math is in kernels/cpu/batchnorm.cpp
+// (and kernels/cuda/batchnorm.cu, which forward_silu calls directly: the fused form has no CPU op).
 #include "engine/layers/batchnorm2d.h"
 
 #include <cmath>
@@ -6,6 +7,9 @@
 
 #include "engine/dist/sync_batchnorm.h"
 #include "engine/layers/init.h"
+#ifdef BAREYOLO_WITH_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace bareyolo {
 
@@ -81,11 +85,11 @@ Tensor channel_tensor(const std::vector<double>& values, Device device) {
 
 }  // namespace
 
-// The synced forward: phase 1 on this rank's slice, the moments of the whole batch from
+// The synced statistics: phase 1 on this rank's slice, the moments of the whole batch from
 // every rank's, then the same finish as the single-process op (running statistics with the
-// unbiased variance, then phase 2).
+// unbiased variance); the synced forward then runs phase 2.
 template <class T>
-void BatchNorm2d::forward_train_synced(const Tensor& x, Tensor& y) {
+void BatchNorm2d::synced_statistics(const Tensor& x) {
   const Shape4 s = x.shape();
   Tensor m2 = Tensor::empty({1, channels_, 1, 1}, x.device(), x.dtype());
   ops::batchnorm_moments<T>(x.view<T>(), save_mean_.view<T>().data, m2.view<T>().data);
@@ -107,8 +111,50 @@ void BatchNorm2d::forward_train_synced(const Tensor& x, Tensor& y) {
   save_invstd_.copy_from(channel_tensor<T>(invstd, x.device()));
   running_mean_.copy_from(channel_tensor<T>(running_mean, x.device()));
   running_var_.copy_from(channel_tensor<T>(running_var, x.device()));
+}
+
+template <class T>
+void BatchNorm2d::forward_train_synced(const Tensor& x, Tensor& y) {
+  synced_statistics<T>(x);
   ops::batchnorm_apply<T>(x.view<T>(), save_mean_.view<T>().data, save_invstd_.view<T>().data,
                           gamma_.view<T>().data, beta_.view<T>().data, y.view<T>());
+}
+
+void BatchNorm2d::forward_silu(const Tensor& x, Tensor& normalized, Tensor& output, Mode mode) {
+#ifdef BAREYOLO_WITH_CUDA
+  if (!x.device().is_cuda() || gamma_.dtype() != DType::f32)
+    throw std::invalid_argument("BatchNorm2d::forward_silu: the fused BN + SiLU runs on float "
+                                "tensors on a GPU; x is on " + x.device().str() +
+                                " (use forward, then silu_forward)");
+  last_mode_ = mode;
+  const float* mean = save_mean_.view<float>().data;
+  const float* invstd = save_invstd_.view<float>().data;
+  Tensor running_invstd;
+  if (mode == Mode::train) {
+    if (sync_)
+      synced_statistics<float>(x);
+    else
+      cuda::batchnorm_train_statistics(x.view<float>(), params_, running_mean_.view<float>().data,
+                                       running_var_.view<float>().data,
+                                       save_mean_.view<float>().data,
+                                       save_invstd_.view<float>().data);
+    num_batches_tracked_.view<int64_t>().data[0] += 1;
+  } else {
+    running_invstd = Tensor::empty({1, channels_, 1, 1}, x.device());
+    cuda::batchnorm_running_inverse_std(running_var_.view<float>().data, channels_, params_.eps,
+                                        x.device().index, running_invstd.view<float>().data);
+    mean = running_mean_.view<float>().data;
+    invstd = running_invstd.view<float>().data;
+  }
+  // Kernels run in stream order: running_invstd's block is reused only by later work.
+  cuda::batchnorm_silu_apply(x.view<float>(), mean, invstd, gamma_.view<float>().data,
+                             beta_.view<float>().data, normalized.view<float>(),
+                             output.view<float>());
+#else
+  (void)normalized, (void)output, (void)mode;
+  throw std::invalid_argument("BatchNorm2d::forward_silu: x is on " + x.device().str() +
+                              " but this binary was built without CUDA");
+#endif
 }
 
 // The synced backward: sum(dy) and sum(dy * xhat) over the whole batch feed dx; gamma and

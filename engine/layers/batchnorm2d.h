@@ -32,7 +32,16 @@ class BatchNorm2d : public Module {
   void set_sync(dist::Communicator* comm) { sync_ = comm; }
   bool synced() const { return sync_ != nullptr; }
 
+  // forward, then SiLU, fused into one elementwise pass (float tensors on a GPU; ConvBnSilu):
+  // `normalized` receives this layer's output (SiLU's backward reads it), `output` SiLU of it.
+  // The statistics are forward's: the batch's, over the ranks when synced, with the running
+  // update, in training; the running ones in evaluation. backward() then applies as usual.
+  void forward_silu(const Tensor& x, Tensor& normalized, Tensor& output, Mode mode);
+
  private:
+  // Training statistics over the ranks: save_mean_ / save_invstd_ of the whole batch and the
+  // running statistics' update (the phase before the apply).
+  template <class T> void synced_statistics(const Tensor& x);
   template <class T> void forward_train_synced(const Tensor& x, Tensor& y);
   template <class T> void backward_train_synced(const Tensor& x, const Tensor& dy, Tensor& dx);
 

@@ -1,8 +1,8 @@
 // engine/layers/conv_bn_silu.cpp — see conv_bn_silu.h.
 //
 // Forward keeps the convolution output (BN's backward needs it) and the BN output (SiLU's
-// backward needs its input). Backward runs the three in reverse, each adding into a zeroed
-// gradient of its input.
+// backward needs its input); on a GPU, BN's apply and SiLU run fused (one pass writing both).
+// Backward runs the three in reverse, each adding into a zeroed gradient of its input.
 #include "engine/layers/conv_bn_silu.h"
 
 #include <array>
@@ -26,6 +26,10 @@ void ConvBnSilu::forward(std::span<const Tensor> inputs, Tensor& output, Mode mo
   ensure_tensor(conv_out_, shape, output);
   ensure_tensor(bn_out_, shape, output);
   conv_.forward(inputs, conv_out_, mode);
+  if (output.device().is_cuda()) {  // BN and SiLU in one pass over the tensor
+    bn_.forward_silu(conv_out_, bn_out_, output, mode);
+    return;
+  }
   bn_.forward(std::span(&conv_out_, 1), bn_out_, mode);
   with_float_type(output.dtype(), [&]<class T>() {
     ops::silu_forward<T>(bn_out_.view<T>(), output.view<T>());

@@ -218,11 +218,7 @@ unsigned blocks_for(int64_t count, int threads) {
 DeviceBuffer running_inverse_std(const float* running_var, int64_t channels, double eps,
                                  const Device& device) {
   DeviceBuffer invstd(sizeof(float) * channels, device.index);
-  if (channels > 0) {
-    inverse_std_kernel<<<blocks_for(channels, 128), 128, 0, stream_of(device)>>>(
-        channels, running_var, eps, invstd.as<float>());
-    BAREYOLO_CUDA_CHECK(cudaGetLastError());
-  }
+  batchnorm_running_inverse_std(running_var, channels, eps, device.index, invstd.as<float>());
   return invstd;
 }
 
@@ -337,9 +333,9 @@ void batchnorm_backward_apply(View<const float> x, View<const float> dy, const f
                               static_cast<float>(count)});
 }
 
-void batchnorm_forward_train(View<const float> x, const float* gamma, const float* beta,
-                             ops::BatchNormParams p, float* running_mean, float* running_var,
-                             float* save_mean, float* save_invstd, View<float> y) {
+void batchnorm_train_statistics(View<const float> x, ops::BatchNormParams p,
+                                float* running_mean, float* running_var, float* save_mean,
+                                float* save_invstd) {
   const int64_t channels = x.shape.c;
   if (channels == 0) return;
   DeviceBuffer m2(sizeof(float) * channels, x.device.index);
@@ -348,6 +344,22 @@ void batchnorm_forward_train(View<const float> x, const float* gamma, const floa
       channels, x.shape.n * x.shape.plane(), p.eps, p.momentum, save_mean, m2.as<float>(),
       save_invstd, running_mean, running_var);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
+}
+
+void batchnorm_running_inverse_std(const float* running_var, int64_t channels, double eps,
+                                   int device, float* invstd) {
+  if (channels == 0) return;
+  inverse_std_kernel<<<blocks_for(channels, 128), 128, 0,
+                       static_cast<cudaStream_t>(compute_stream(device))>>>(channels, running_var,
+                                                                            eps, invstd);
+  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+}
+
+void batchnorm_forward_train(View<const float> x, const float* gamma, const float* beta,
+                             ops::BatchNormParams p, float* running_mean, float* running_var,
+                             float* save_mean, float* save_invstd, View<float> y) {
+  if (x.shape.c == 0) return;
+  batchnorm_train_statistics(x, p, running_mean, running_var, save_mean, save_invstd);
   batchnorm_apply(x, save_mean, save_invstd, gamma, beta, y);
 }
 

@@ -61,6 +61,14 @@ void batchnorm_backward_eval(View<const float> x, View<const float> dy, const fl
 // invstd * gamma + beta is also stored in `bn` unless bn is empty (SiLU's backward reads it).
 void batchnorm_silu_apply(View<const float> x, const float* mean, const float* invstd,
                           const float* gamma, const float* beta, View<float> bn, View<float> y);
+// The statistics half of batchnorm_forward_train (which is this, then batchnorm_apply):
+// the batch's mean and invstd into save_*, and the running statistics' update.
+void batchnorm_train_statistics(View<const float> x, ops::BatchNormParams p,
+                                float* running_mean, float* running_var, float* save_mean,
+                                float* save_invstd);
+// invstd = 1 / sqrt(running_var + eps) per channel, as batchnorm_forward_eval normalises.
+void batchnorm_running_inverse_std(const float* running_var, int64_t channels, double eps,
+                                   int device, float* invstd);
 
 // ---- pooling, upsampling, loss pieces, optimizer, decode, NMS (CUDA part B) -----------
 // pool.cu
