@@ -1,14 +1,64 @@
 // models/validate.cpp — see validate.h.
 #include "models/validate.h"
 
+#include <stdexcept>
 
 #include "data/loader.h"
 #include "data/val_batches.h"
 #include "models/decode.h"
+#ifdef BAREYOLO_WITH_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace bareyolo::models {
 
 namespace {
+
+#ifdef BAREYOLO_WITH_CUDA
+// detect() for a head on a GPU: the rows decoded into device memory in decode_predictions'
+// layout, then NMS per image there.
+std::vector<std::vector<Detection>> detect_on_device(const std::vector<Tensor>& head,
+                                                     const DetectionModel& model,
+                                                     const NmsOptions& nms) {
+  const int na = model.num_anchors(), no = model.outputs_per_anchor();
+  const Device device = head[0].device();
+  const int64_t images = head[0].shape().n;
+  int64_t rows_per_image = 0;
+  for (const Tensor& level : head) rows_per_image += na * level.shape().plane();
+  Tensor rows = Tensor::empty({1, 1, 1, images * rows_per_image * no}, device);
+  int64_t first_row = 0;
+  for (int level = 0; level < model.num_levels(); ++level) {
+    cuda::DecodeLevel decode;
+    decode.anchors = na;
+    decode.outputs = no;
+    decode.stride = float(model.strides()[size_t(level)]);
+    for (int a = 0; a < na && a < cuda::kMaxDecodeAnchors; ++a) {
+      decode.anchors_grid[2 * a] = float(model.anchor(level, a)[0]);
+      decode.anchors_grid[2 * a + 1] = float(model.anchor(level, a)[1]);
+    }
+    decode.first_row = first_row;
+    decode.rows_per_image = rows_per_image;
+    cuda::detect_decode_level(head[size_t(level)].view<float>(), decode, rows.view<float>().data);
+    first_row += na * head[size_t(level)].shape().plane();
+  }
+  cuda::NmsParams params;
+  params.conf_threshold = nms.conf_threshold;
+  params.iou_threshold = nms.iou_threshold;
+  params.max_det = nms.max_det;
+  params.max_nms = nms.max_nms;
+  params.multi_label = nms.multi_label;
+  params.agnostic = nms.agnostic;
+  params.classes = nms.classes;
+  params.class_offset = nms.class_offset;
+  std::vector<std::vector<Detection>> detections(static_cast<size_t>(images));
+  for (int64_t image = 0; image < images; ++image)
+    for (const cuda::NmsDetection& d : cuda::non_max_suppression(
+             rows.view<float>().data + image * rows_per_image * no, rows_per_image,
+             model.num_classes(), params, device.index))
+      detections[size_t(image)].push_back({{d.x1, d.y1, d.x2, d.y2}, d.conf, d.class_id});
+  return detections;
+}
+#endif
 
 Letterbox letterbox_of(const data::ImageMeta& meta) {
   // YOLOv5's scale_boxes divides by the first gain only (x and y gains are equal here).
@@ -61,12 +111,29 @@ ValidationResult validate(const data::Dataset& dataset, const ValidationOptions&
   return result;
 }
 
+std::vector<std::vector<Detection>> detect(const std::vector<Tensor>& head,
+                                           const DetectionModel& model, const NmsOptions& nms) {
+  if (head.empty() || head.size() != model.strides().size())
+    throw std::invalid_argument("detect: " + std::to_string(head.size()) +
+                                " head outputs for a model with " +
+                                std::to_string(model.strides().size()) + " levels");
+  if (head[0].device().is_cuda()) {
+#ifdef BAREYOLO_WITH_CUDA
+    return detect_on_device(head, model, nms);
+#else
+    throw std::invalid_argument("detect: the head is on " + head[0].device().str() +
+                                " but this binary was built without CUDA");
+#endif
+  }
+  return non_max_suppression_batch(decode_predictions(head, model), head[0].shape().n,
+                                   model.num_classes(), nms);
+}
+
 ValidationResult validate(DetectionModel& model, const data::Dataset& dataset,
                           const ValidationOptions& options) {
   auto predict = [&](const data::Batch& batch) {
-    const std::vector<float> rows =
-        decode_predictions(model.forward(batch.images_tensor(), Mode::eval), model);
-    return non_max_suppression_batch(rows, batch.size, model.num_classes(), options.nms);
+    return detect(model.forward(batch.images_tensor().on(model.device()), Mode::eval), model,
+                  options.nms);
   };
   return validate(dataset, options, predict, int(model.strides().back()));
 }

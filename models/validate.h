@@ -53,7 +53,14 @@ struct ValidationResult {
 // Detections of each image of a batch, in the batch canvas's pixels.
 using BatchPredictor = std::function<std::vector<std::vector<Detection>>(const data::Batch&)>;
 
-// Validation of any predictor (tests use an oracle), and of a model (decode + NMS).
+// Detections of each image of the batch whose head outputs (eval mode) are `head`: Detect
+// decode, then NMS, on the head's device — for a head on a GPU, decode and NMS run there
+// (kernels/cuda: detect_decode_level, non_max_suppression) and only the kept detections
+// come back.
+std::vector<std::vector<Detection>> detect(const std::vector<Tensor>& head,
+                                           const DetectionModel& model, const NmsOptions& nms);
+
+// Validation of any predictor (tests use an oracle), and of a model (detect() of its head).
 ValidationResult validate(const data::Dataset& dataset, const ValidationOptions& options,
                           const BatchPredictor& predict, int stride);
 ValidationResult validate(DetectionModel& model, const data::Dataset& dataset,

@@ -111,8 +111,29 @@ void detect_decode_level(View<const float> head, const DecodeLevel& level, float
 // `device`) already sorted by score descending: the indices of the kept boxes, in order, as
 // models::greedy_nms (IoU as torchvision's, no eps; a box is dropped when its IoU with an
 // earlier kept box exceeds iou_threshold; at most max_keep kept). The IoU test of every pair
-// runs on the GPU as a bit matrix; the greedy walk over it, inherently sequential, on the host.
+// runs on the GPU as a bit matrix, and so does the greedy walk over it (one block); only the
+// kept indices come back.
 std::vector<int64_t> greedy_nms(const float* boxes, int64_t count, float iou_threshold,
                                 int64_t max_keep, int device);
+// detections.cu — YOLOv5's non_max_suppression (models/nms.h, steps 1-7, same semantics and
+// the same float operations, so the same detections from the same rows) of one image's
+// decoded rows in device memory of `device` (`count` rows of 5 + classes floats, as
+// detect_decode_level writes them): candidates, their stable sort by score, the cut to
+// max_nms, the class offsets and greedy_nms all run on the GPU; only the kept detections come
+// back, sorted by conf descending.
+struct NmsParams {
+  float conf_threshold = 0.25f, iou_threshold = 0.45f;
+  int64_t max_det = 300, max_nms = 30000;
+  bool multi_label = false, agnostic = false;
+  std::vector<int> classes;  // keep only these classes; empty = all
+  float class_offset = 7680.0f;
+};
+struct NmsDetection {
+  float x1, y1, x2, y2;  // pixels of the network input
+  float conf;
+  int class_id;
+};
+std::vector<NmsDetection> non_max_suppression(const float* rows, int64_t count, int classes,
+                                              const NmsParams& params, int device);
 
 }  // namespace bareyolo::cuda

@@ -4,13 +4,16 @@
 // loads column block b's boxes into shared memory and thread t tests box i = 64 r + t against
 // each of them: bit k of word mask[i][b] says that box 64 b + k comes after i and overlaps it
 // by more than the threshold. The greedy walk is sequential (whether box i survives depends
-// on every earlier decision), so it runs on the host over the copied bit matrix: one OR of
-// a row of words per kept box. The IoU is computed with the same float operations in the
+// on every earlier decision): one block walks the boxes in order, a removed box costs one
+// bit test, a kept one an OR of its row of words into the removed set by all threads, then a
+// barrier. Only the kept indices (at most max_keep) come back to the host, not the matrix. The IoU is computed with the same float operations in the
 // same order as models::greedy_nms (explicitly rounded intrinsics, so nvcc cannot fuse a
 // multiply-add the CPU rounds twice): a pair exactly on the threshold falls on the same side.
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/allocator.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/runtime.h"
@@ -54,6 +57,32 @@ __global__ void overlap_mask_kernel(const Box* boxes, int64_t count, float thres
   mask[i * words_per_row + column_block] = bits;
 }
 
+constexpr int kWalkThreads = 256;
+
+// The greedy walk over the bit matrix: kept[0 .. *kept_count) = the kept boxes in order.
+// `removed` (words_per_row words, global memory) is this block's own; __syncthreads makes
+// the ORs of one kept box visible to every thread before the next box is tested, and a
+// barrier before them keeps the ORs from racing with the slower threads' test of box i.
+__global__ void __launch_bounds__(kWalkThreads)
+    greedy_walk_kernel(const uint64_t* mask, int64_t count, int64_t words_per_row,
+                       int64_t max_keep, uint64_t* removed, int64_t* kept,
+                       int64_t* kept_count) {
+  for (int64_t w = threadIdx.x; w < words_per_row; w += blockDim.x) removed[w] = 0;
+  __syncthreads();
+  int64_t kept_so_far = 0;  // the same in every thread: every branch below is uniform
+  for (int64_t i = 0; i < count && kept_so_far < max_keep; ++i) {
+    if (removed[i / kBlockBoxes] >> (i % kBlockBoxes) & 1) continue;
+    if (threadIdx.x == 0) kept[kept_so_far] = i;
+    ++kept_so_far;
+    __syncthreads();  // every thread has tested bit i before any word changes
+    const uint64_t* row = mask + i * words_per_row;
+    for (int64_t w = i / kBlockBoxes + threadIdx.x; w < words_per_row; w += blockDim.x)
+      removed[w] |= row[w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *kept_count = kept_so_far;
+}
+
 }  // namespace
 
 std::vector<int64_t> greedy_nms(const float* boxes, int64_t count, float iou_threshold,
@@ -65,27 +94,29 @@ std::vector<int64_t> greedy_nms(const float* boxes, int64_t count, float iou_thr
     throw std::invalid_argument("greedy_nms on CUDA: " + std::to_string(count) +
                                 " boxes; at most " + std::to_string(65535 * kBlockBoxes) +
                                 " (keep fewer candidates: max_nms)");
+  const int64_t most_kept = std::min(count, max_keep);
   const size_t mask_bytes = size_t(count) * size_t(words) * sizeof(uint64_t);
-  struct Scratch {
-    void* pointer;
-    int device;
-    ~Scratch() { free_device(pointer, device); }
-  } scratch{malloc_device(mask_bytes, device), device};
+  // One scratch block: the matrix, the walk's removed set, the kept indices and their count.
+  DeviceBuffer scratch(mask_bytes + sizeof(uint64_t) * size_t(words) +
+                           sizeof(int64_t) * size_t(most_kept + 1),
+                       device);
+  uint64_t* mask = scratch.as<uint64_t>();
+  uint64_t* removed = mask + size_t(count) * size_t(words);
+  int64_t* kept_on_device = reinterpret_cast<int64_t*>(removed + words);
+  int64_t* kept_count = kept_on_device + most_kept;
   auto stream = static_cast<cudaStream_t>(compute_stream(device));
   overlap_mask_kernel<<<dim3(unsigned(words), unsigned(words)), kBlockBoxes, 0, stream>>>(
-      reinterpret_cast<const Box*>(boxes), count, iou_threshold, words,
-      static_cast<uint64_t*>(scratch.pointer));
+      reinterpret_cast<const Box*>(boxes), count, iou_threshold, words, mask);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
-  std::vector<uint64_t> mask(size_t(count) * size_t(words));
-  copy(mask.data(), scratch.pointer, mask_bytes, CopyKind::device_to_host, device);
-
-  std::vector<uint64_t> removed(size_t(words), 0);
-  for (int64_t i = 0; i < count && int64_t(kept.size()) < max_keep; ++i) {
-    if (removed[size_t(i / kBlockBoxes)] >> (i % kBlockBoxes) & 1) continue;
-    kept.push_back(i);
-    const uint64_t* row = mask.data() + size_t(i) * size_t(words);
-    for (int64_t w = i / kBlockBoxes; w < words; ++w) removed[size_t(w)] |= row[w];
-  }
+  greedy_walk_kernel<<<1, kWalkThreads, 0, stream>>>(mask, count, words, most_kept, removed,
+                                                     kept_on_device, kept_count);
+  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  int64_t kept_total = 0;
+  copy(&kept_total, kept_count, sizeof(kept_total), CopyKind::device_to_host, device);
+  kept.resize(size_t(kept_total));
+  if (kept_total > 0)
+    copy(kept.data(), kept_on_device, sizeof(int64_t) * size_t(kept_total),
+         CopyKind::device_to_host, device);
   return kept;
 }
 
