@@ -1,7 +1,9 @@
 // kernels/cpu/thread_pool.cpp — see thread_pool.h for the rules this keeps.
 #include "kernels/cpu/thread_pool.h"
 
+#include <immintrin.h>
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -26,6 +28,25 @@ int threads_from_environment() {
     return static_cast<int>(value);
   }
   return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// Waits awake until ready() or ThreadPool::kSpinBeforeSleep has passed; returns ready(). The
+// first checks are a tight spin with the CPU's pause hint; after that the thread yields
+// between checks, so that on a busy machine another thread can have the core meanwhile.
+template <class Ready>
+bool spin_until(Ready ready) {
+  using Clock = std::chrono::steady_clock;
+  constexpr int kTightSpins = 256;
+  const Clock::time_point deadline = Clock::now() + ThreadPool::kSpinBeforeSleep;
+  for (int spins = 0;; ++spins) {
+    if (ready()) return true;
+    if (spins < kTightSpins) {
+      _mm_pause();
+      continue;
+    }
+    if (Clock::now() >= deadline) return ready();
+    sched_yield();
+  }
 }
 
 // Every live pool, so that a forked child can reset them all. The registry's lock is held
@@ -101,6 +122,7 @@ void ThreadPool::forget_workers_after_fork() {
   job_n_ = job_chunks_ = next_chunk_ = 0;
   job_grain_ = 1;
   busy_workers_ = 0;
+  failed_ = false;
   error_ = nullptr;
 }
 
@@ -135,6 +157,11 @@ void ThreadPool::worker_loop() {
   uint64_t seen_generation = 0;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
+    // The next loop usually comes within microseconds: look for it before sleeping. Joining
+    // still happens under the lock, so the caller's bookkeeping below is unchanged.
+    lock.unlock();
+    spin_until([&] { return stopping_ || generation_ != seen_generation; });
+    lock.lock();
     wake_.wait(lock, [&] { return stopping_ || generation_ != seen_generation; });
     if (stopping_) return;
     seen_generation = generation_;
@@ -150,12 +177,9 @@ void ThreadPool::worker_loop() {
 void ThreadPool::run_chunks() {
   tls_inside_loop = true;
   for (;;) {
-    int64_t chunk;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (next_chunk_ >= job_chunks_ || error_) break;
-      chunk = next_chunk_++;
-    }
+    if (failed_.load(std::memory_order_relaxed)) break;
+    const int64_t chunk = next_chunk_.fetch_add(1);
+    if (chunk >= job_chunks_) break;
     int64_t begin = chunk * job_grain_;
     int64_t end = std::min(job_n_, begin + job_grain_);
     try {
@@ -163,6 +187,7 @@ void ThreadPool::run_chunks() {
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!error_) error_ = std::current_exception();
+      failed_ = true;
     }
   }
   tls_inside_loop = false;
@@ -188,11 +213,14 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
     job_grain_ = grain;
     job_chunks_ = chunks;
     next_chunk_ = 0;
+    failed_ = false;
     error_ = nullptr;
     ++generation_;
   }
   wake_.notify_all();
   run_chunks();
+  // The workers still in the loop are finishing their last chunks: wait for them awake.
+  spin_until([&] { return busy_workers_ == 0; });
   std::exception_ptr error;
   {
     std::unique_lock<std::mutex> lock(mutex_);
