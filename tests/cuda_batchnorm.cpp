@@ -2,8 +2,9 @@
 // inputs, outputs poisoned with NaN first (accumulated outputs start random instead): the four
 // SyncBatchNorm phases, training and evaluation forward and backward, the fused BN + SiLU,
 // channel-slice views, and a batch whose mean dwarfs its spread; and the ConvBnSilu layer,
-// which fuses BN's apply with SiLU on a GPU, against the same layer on the CPU (train and eval,
-// alone and as SyncBatchNorm over one rank).
+// which fuses BN with SiLU on a GPU (forward: one apply pass; backward: SiLU's gradient
+// computed inside BN's reduce and apply, batchnorm_silu_backward_*), against the same layer
+// on the CPU (train and eval, alone and as SyncBatchNorm over one rank).
 //
 // Tolerances (float32; the CPU sums in double, the GPU in float as short runs plus trees):
 //  - elementwise outputs (y, dx): 1e-4 relative + 1e-5 absolute (values are O(1));

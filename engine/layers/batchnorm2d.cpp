@@ -59,7 +59,20 @@ void BatchNorm2d::backward(std::span<const Tensor> inputs, const Tensor&,
                            const Tensor& grad_output, std::span<Tensor> grad_inputs) {
   with_float_type(gamma_.dtype(), [&]<class T>() {
     if (last_mode_ == Mode::train && sync_)
-      backward_train_synced<T>(inputs[0], grad_output, grad_inputs[0]);
+      backward_train_synced<T>(
+          inputs[0],
+          [&](T* sum_dy, T* sum_dy_xhat) {
+            ops::batchnorm_backward_reduce<T>(inputs[0].view<T>(), grad_output.view<T>(),
+                                              save_mean_.view<T>().data,
+                                              save_invstd_.view<T>().data, sum_dy, sum_dy_xhat);
+          },
+          [&](const T* sum_dy, const T* sum_dy_xhat) {
+            ops::batchnorm_backward_apply<T>(inputs[0].view<T>(), grad_output.view<T>(),
+                                             save_mean_.view<T>().data,
+                                             save_invstd_.view<T>().data, gamma_.view<T>().data,
+                                             sum_dy, sum_dy_xhat, global_count_,
+                                             grad_inputs[0].view<T>());
+          });
     else if (last_mode_ == Mode::train)
       ops::batchnorm_backward_train<T>(inputs[0].view<T>(), grad_output.view<T>(),
                                        gamma_.view<T>().data, save_mean_.view<T>().data,
@@ -157,26 +170,59 @@ void BatchNorm2d::forward_silu(const Tensor& x, Tensor& normalized, Tensor& outp
 #endif
 }
 
+void BatchNorm2d::backward_silu(const Tensor& x, const Tensor& normalized,
+                                const Tensor& grad_output, Tensor& grad_input) {
+#ifdef BAREYOLO_WITH_CUDA
+  if (!x.device().is_cuda() || gamma_.dtype() != DType::f32)
+    throw std::invalid_argument("BatchNorm2d::backward_silu: the fused BN + SiLU runs on float "
+                                "tensors on a GPU; x is on " + x.device().str() +
+                                " (use silu_backward, then backward)");
+  const View<const float> xv = x.view<float>(), bn = normalized.view<float>();
+  const View<const float> dy = grad_output.view<float>();
+  const float* mean = save_mean_.view<float>().data;
+  const float* invstd = save_invstd_.view<float>().data;
+  const float* gamma = gamma_.view<float>().data;
+  if (last_mode_ == Mode::train && sync_)
+    backward_train_synced<float>(
+        x,
+        [&](float* sum_dy, float* sum_dy_xhat) {
+          cuda::batchnorm_silu_backward_reduce(xv, bn, dy, mean, invstd, sum_dy, sum_dy_xhat);
+        },
+        [&](const float* sum_dy, const float* sum_dy_xhat) {
+          cuda::batchnorm_silu_backward_apply(xv, bn, dy, mean, invstd, gamma, sum_dy,
+                                              sum_dy_xhat, global_count_,
+                                              grad_input.view<float>());
+        });
+  else if (last_mode_ == Mode::train)
+    cuda::batchnorm_silu_backward_train(xv, bn, dy, gamma, mean, invstd, grad_input.view<float>(),
+                                        gamma_grad_.view<float>().data,
+                                        beta_grad_.view<float>().data);
+  else
+    cuda::batchnorm_silu_backward_eval(xv, bn, dy, gamma, running_mean_.view<float>().data,
+                                       running_var_.view<float>().data, params_,
+                                       grad_input.view<float>(), gamma_grad_.view<float>().data,
+                                       beta_grad_.view<float>().data);
+#else
+  (void)normalized, (void)grad_output, (void)grad_input;
+  throw std::invalid_argument("BatchNorm2d::backward_silu: x is on " + x.device().str() +
+                              " but this binary was built without CUDA");
+#endif
+}
+
 // The synced backward: sum(dy) and sum(dy * xhat) over the whole batch feed dx; gamma and
 // beta keep this rank's own sums (the reducer averages them like any parameter gradient).
-template <class T>
-void BatchNorm2d::backward_train_synced(const Tensor& x, const Tensor& dy, Tensor& dx) {
+template <class T, class Reduce, class Apply>
+void BatchNorm2d::backward_train_synced(const Tensor& x, Reduce reduce, Apply apply) {
   const Shape4 vector = {1, channels_, 1, 1};
   Tensor sum_dy = Tensor::empty(vector, x.device(), x.dtype());
   Tensor sum_dy_xhat = Tensor::empty(vector, x.device(), x.dtype());
-  ops::batchnorm_backward_reduce<T>(x.view<T>(), dy.view<T>(), save_mean_.view<T>().data,
-                                    save_invstd_.view<T>().data, sum_dy.view<T>().data,
-                                    sum_dy_xhat.view<T>().data);
+  reduce(sum_dy.view<T>().data, sum_dy_xhat.view<T>().data);
   const std::vector<double> local_dy = sum_dy.to_doubles(), local_dy_xhat = sum_dy_xhat.to_doubles();
   std::vector<double> global_dy = local_dy, global_dy_xhat = local_dy_xhat;
   dist::allreduce_channel_sums(*sync_, global_dy, global_dy_xhat, x.device());
   const Tensor global_sum_dy = channel_tensor<T>(global_dy, x.device());
   const Tensor global_sum_dy_xhat = channel_tensor<T>(global_dy_xhat, x.device());
-  ops::batchnorm_backward_apply<T>(x.view<T>(), dy.view<T>(), save_mean_.view<T>().data,
-                                   save_invstd_.view<T>().data, gamma_.view<T>().data,
-                                   global_sum_dy.view<T>().data,
-                                   global_sum_dy_xhat.view<T>().data, global_count_,
-                                   dx.view<T>());
+  apply(global_sum_dy.view<T>().data, global_sum_dy_xhat.view<T>().data);
   std::vector<double> dgamma = gamma_grad_.to_doubles(), dbeta = beta_grad_.to_doubles();
   for (size_t c = 0; c < dgamma.size(); ++c) {
     dgamma[c] += double(T(local_dy_xhat[c]));

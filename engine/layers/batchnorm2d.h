@@ -37,13 +37,22 @@ class BatchNorm2d : public Module {
   // The statistics are forward's: the batch's, over the ranks when synced, with the running
   // update, in training; the running ones in evaluation. backward() then applies as usual.
   void forward_silu(const Tensor& x, Tensor& normalized, Tensor& output, Mode mode);
+  // The backward of forward_silu, fused likewise: adds dL/dx into grad_input from dL/d(SiLU
+  // output) and `normalized`, the dL/d(BN output) between them computed on the fly; the
+  // parameter gradients and SyncBN's all-reduce as in backward().
+  void backward_silu(const Tensor& x, const Tensor& normalized, const Tensor& grad_output,
+                     Tensor& grad_input);
 
  private:
   // Training statistics over the ranks: save_mean_ / save_invstd_ of the whole batch and the
   // running statistics' update (the phase before the apply).
   template <class T> void synced_statistics(const Tensor& x);
   template <class T> void forward_train_synced(const Tensor& x, Tensor& y);
-  template <class T> void backward_train_synced(const Tensor& x, const Tensor& dy, Tensor& dx);
+  // The synced backward around a BN backward's two phases (plain, or behind a fused SiLU):
+  // reduce(sum_dy, sum_dy_xhat) over this rank's slice, apply(global sums) after the
+  // all-reduce.
+  template <class T, class Reduce, class Apply>
+  void backward_train_synced(const Tensor& x, Reduce reduce, Apply apply);
 
   int channels_;
   dist::Communicator* sync_ = nullptr;

@@ -2,7 +2,8 @@
 //
 // Forward keeps the convolution output (BN's backward needs it) and the BN output (SiLU's
 // backward needs its input); on a GPU, BN's apply and SiLU run fused (one pass writing both).
-// Backward runs the three in reverse, each adding into a zeroed gradient of its input.
+// Backward runs the three in reverse, each adding into a zeroed gradient of its input; on a
+// GPU, SiLU's backward is computed inside BN's passes (BatchNorm2d::backward_silu).
 #include "engine/layers/conv_bn_silu.h"
 
 #include <array>
@@ -38,14 +39,18 @@ void ConvBnSilu::forward(std::span<const Tensor> inputs, Tensor& output, Mode mo
 
 void ConvBnSilu::backward(std::span<const Tensor> inputs, const Tensor&,
                           const Tensor& grad_output, std::span<Tensor> grad_inputs) {
-  ensure_tensor(grad_bn_out_, bn_out_.shape(), bn_out_);
   ensure_tensor(grad_conv_out_, conv_out_.shape(), conv_out_);
-  grad_bn_out_.zero();
   grad_conv_out_.zero();
-  with_float_type(grad_output.dtype(), [&]<class T>() {
-    ops::silu_backward<T>(bn_out_.view<T>(), grad_output.view<T>(), grad_bn_out_.view<T>());
-  });
-  bn_.backward(std::span(&conv_out_, 1), bn_out_, grad_bn_out_, std::span(&grad_conv_out_, 1));
+  if (grad_output.device().is_cuda()) {  // SiLU's backward inside BN's: no grad_bn_out_
+    bn_.backward_silu(conv_out_, bn_out_, grad_output, grad_conv_out_);
+  } else {
+    ensure_tensor(grad_bn_out_, bn_out_.shape(), bn_out_);
+    grad_bn_out_.zero();
+    with_float_type(grad_output.dtype(), [&]<class T>() {
+      ops::silu_backward<T>(bn_out_.view<T>(), grad_output.view<T>(), grad_bn_out_.view<T>());
+    });
+    bn_.backward(std::span(&conv_out_, 1), bn_out_, grad_bn_out_, std::span(&grad_conv_out_, 1));
+  }
   conv_.backward(inputs, conv_out_, grad_conv_out_, grad_inputs);
 }
 

@@ -2,6 +2,10 @@
 // interleaves with its all-reduces, the train/eval ops built from them, and the fused
 // BatchNorm + SiLU apply. The math is the CPU reference's (kernels/cpu/batchnorm.cpp).
 //
+// The backward ops read dL/d(BN output) through a gradient source: the gradient itself, or,
+// for the fused BN + SiLU, SiLU's backward of dL/d(SiLU output) computed on the fly from the
+// stored pre-activation (no dL/d(BN output) tensor is written and read back).
+//
 // Per-channel reductions (moments, backward sums) run in two launches, both deterministic:
 //  1. grid (splits, channels): block (s, c) takes the s-th contiguous range of channel c's
 //     count = n*h*w values (flat index e = image * plane + offset). Each thread walks its
@@ -127,6 +131,24 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
+// Where BatchNorm's backward reads dL/d(its output): the gradient itself, or — behind a fused
+// SiLU (batchnorm_silu_*) — SiLU's backward of it, computed on the fly from the stored
+// pre-activation: dy * s * (1 + v * (1 - s)), s = sigmoid(v), the formula of silu_backward.
+struct PlainGradient {
+  View<const float> dy;
+  __device__ float operator()(int64_t image, int64_t c, int64_t j) const {
+    return dy.channel(image, c)[j];
+  }
+};
+struct SiluGradient {
+  View<const float> dy, bn;  // dL/d silu(bn), and bn
+  __device__ float operator()(int64_t image, int64_t c, int64_t j) const {
+    const float v = bn.channel(image, c)[j];
+    const float s = 1.0f / (1.0f + expf(-v));
+    return dy.channel(image, c)[j] * s * (1.0f + v * (1.0f - s));
+  }
+};
+
 // sum(dy) and sum(dy * (x - mean)) of a set of values.
 struct GradientSums {
   float dy, dy_centered;
@@ -135,15 +157,16 @@ struct GradientSums {
   }
 };
 
+template <class Gradient>
 __global__ void __launch_bounds__(kReduceThreads)
-    gradient_sums_partial_kernel(View<const float> x, View<const float> dy, const float* mean,
+    gradient_sums_partial_kernel(View<const float> x, Gradient dy, const float* mean,
                                  int64_t per_block, GradientSums* partials) {
   const int64_t c = blockIdx.y, plane = x.shape.plane(), count = x.shape.n * plane;
   const int64_t begin = blockIdx.x * per_block, end = min(count, begin + per_block);
   const float mu = mean[c];
   GradientSums sums{0.0f, 0.0f};
   for_each_in_range(begin, end, plane, [&](int64_t image, int64_t offset) {
-    const float g = dy.channel(image, c)[offset];
+    const float g = dy(image, c, offset);
     sums.dy += g;
     sums.dy_centered += g * (x.channel(image, c)[offset] - mu);
   });
@@ -171,7 +194,8 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
-void gradient_sums(View<const float> x, View<const float> dy, const float* mean,
+template <class Gradient>
+void gradient_sums(View<const float> x, Gradient dy, const float* mean,
                    const float* invstd, float* sum_dy, float* sum_dy_xhat, float* dgamma,
                    float* dbeta) {
   const int64_t channels = x.shape.c;
@@ -265,8 +289,10 @@ struct Apply {
 };
 
 // dx += gamma * invstd * (dy - sum_dy / count - xhat * sum_dy_xhat / count)
+template <class Gradient>
 struct BackwardApply {
-  View<const float> x, dy;
+  View<const float> x;
+  Gradient dy;
   View<float> dx;
   const float *mean, *invstd, *gamma, *sum_dy, *sum_dy_xhat;
   float count;
@@ -274,19 +300,62 @@ struct BackwardApply {
     const float scale = gamma[c] * invstd[c], inv = invstd[c];
     const float mean_dy = sum_dy[c] / count, mean_dy_xhat = sum_dy_xhat[c] / count;
     const float xc = x.channel(image, c)[j] - mean[c];
-    dx.channel(image, c)[j] += scale * (dy.channel(image, c)[j] - mean_dy - xc * inv * mean_dy_xhat);
+    dx.channel(image, c)[j] += scale * (dy(image, c, j) - mean_dy - xc * inv * mean_dy_xhat);
   }
 };
 
 // dx += dy * gamma * invstd (evaluation: the statistics are constants)
+template <class Gradient>
 struct ScaleAdd {
-  View<const float> dy;
+  Gradient dy;
   View<float> dx;
   const float *gamma, *invstd;
   __device__ void operator()(int64_t image, int64_t c, int64_t j) const {
-    dx.channel(image, c)[j] += gamma[c] * invstd[c] * dy.channel(image, c)[j];
+    dx.channel(image, c)[j] += gamma[c] * invstd[c] * dy(image, c, j);
   }
 };
+
+// The backward ops for either gradient source; the public ops below pick one.
+template <class Gradient>
+void backward_apply(View<const float> x, Gradient dy, const float* mean, const float* invstd,
+                    const float* gamma, const float* sum_dy, const float* sum_dy_xhat,
+                    int64_t count, View<float> dx) {
+  launch_planes(x.shape, x.device,
+                BackwardApply<Gradient>{x, dy, dx, mean, invstd, gamma, sum_dy, sum_dy_xhat,
+                                        static_cast<float>(count)});
+}
+
+template <class Gradient>
+void backward_train(View<const float> x, Gradient dy, const float* gamma, const float* save_mean,
+                    const float* save_invstd, View<float> dx, float* dgamma, float* dbeta) {
+  const int64_t channels = x.shape.c;
+  if (channels == 0) return;
+  DeviceBuffer sums(2 * sizeof(float) * channels, x.device.index);
+  float* sum_dy = sums.as<float>();
+  float* sum_dy_xhat = sum_dy + channels;
+  gradient_sums(x, dy, save_mean, save_invstd, sum_dy, sum_dy_xhat, dgamma, dbeta);
+  backward_apply(x, dy, save_mean, save_invstd, gamma, sum_dy, sum_dy_xhat,
+                 x.shape.n * x.shape.plane(), dx);
+}
+
+template <class Gradient>
+void backward_eval(View<const float> x, Gradient dy, const float* gamma,
+                   const float* running_mean, const float* running_var, ops::BatchNormParams p,
+                   View<float> dx, float* dgamma, float* dbeta) {
+  const int64_t channels = x.shape.c;
+  if (channels == 0) return;
+  const DeviceBuffer invstd = running_inverse_std(running_var, channels, p.eps, x.device);
+  DeviceBuffer sums(2 * sizeof(float) * channels, x.device.index);
+  gradient_sums(x, dy, running_mean, invstd.as<float>(), sums.as<float>(),
+                sums.as<float>() + channels, dgamma, dbeta);
+  launch_planes(x.shape, x.device, ScaleAdd<Gradient>{dy, dx, gamma, invstd.as<float>()});
+}
+
+void require_silu_shapes(const char* op, const Shape4& x, const Shape4& bn, const Shape4& dy) {
+  if (!(bn == x) || !(dy == x))
+    throw std::invalid_argument(std::string(op) + ": x has shape " + x.str() + " but bn has " +
+                                bn.str() + " and dy " + dy.str() + "; they must match");
+}
 
 }  // namespace
 
@@ -322,15 +391,45 @@ void batchnorm_silu_apply(View<const float> x, const float* mean, const float* i
 
 void batchnorm_backward_reduce(View<const float> x, View<const float> dy, const float* mean,
                                const float* invstd, float* sum_dy, float* sum_dy_xhat) {
-  gradient_sums(x, dy, mean, invstd, sum_dy, sum_dy_xhat, nullptr, nullptr);
+  gradient_sums(x, PlainGradient{dy}, mean, invstd, sum_dy, sum_dy_xhat, nullptr, nullptr);
 }
 
 void batchnorm_backward_apply(View<const float> x, View<const float> dy, const float* mean,
                               const float* invstd, const float* gamma, const float* sum_dy,
                               const float* sum_dy_xhat, int64_t count, View<float> dx) {
-  launch_planes(x.shape, x.device,
-                BackwardApply{x, dy, dx, mean, invstd, gamma, sum_dy, sum_dy_xhat,
-                              static_cast<float>(count)});
+  backward_apply(x, PlainGradient{dy}, mean, invstd, gamma, sum_dy, sum_dy_xhat, count, dx);
+}
+
+void batchnorm_silu_backward_reduce(View<const float> x, View<const float> bn,
+                                    View<const float> dy, const float* mean, const float* invstd,
+                                    float* sum_dy, float* sum_dy_xhat) {
+  require_silu_shapes("batchnorm_silu_backward_reduce", x.shape, bn.shape, dy.shape);
+  gradient_sums(x, SiluGradient{dy, bn}, mean, invstd, sum_dy, sum_dy_xhat, nullptr, nullptr);
+}
+
+void batchnorm_silu_backward_apply(View<const float> x, View<const float> bn,
+                                   View<const float> dy, const float* mean, const float* invstd,
+                                   const float* gamma, const float* sum_dy,
+                                   const float* sum_dy_xhat, int64_t count, View<float> dx) {
+  require_silu_shapes("batchnorm_silu_backward_apply", x.shape, bn.shape, dy.shape);
+  backward_apply(x, SiluGradient{dy, bn}, mean, invstd, gamma, sum_dy, sum_dy_xhat, count, dx);
+}
+
+void batchnorm_silu_backward_train(View<const float> x, View<const float> bn,
+                                   View<const float> dy, const float* gamma,
+                                   const float* save_mean, const float* save_invstd,
+                                   View<float> dx, float* dgamma, float* dbeta) {
+  require_silu_shapes("batchnorm_silu_backward_train", x.shape, bn.shape, dy.shape);
+  backward_train(x, SiluGradient{dy, bn}, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+}
+
+void batchnorm_silu_backward_eval(View<const float> x, View<const float> bn,
+                                  View<const float> dy, const float* gamma,
+                                  const float* running_mean, const float* running_var,
+                                  ops::BatchNormParams p, View<float> dx, float* dgamma,
+                                  float* dbeta) {
+  require_silu_shapes("batchnorm_silu_backward_eval", x.shape, bn.shape, dy.shape);
+  backward_eval(x, SiluGradient{dy, bn}, gamma, running_mean, running_var, p, dx, dgamma, dbeta);
 }
 
 void batchnorm_train_statistics(View<const float> x, ops::BatchNormParams p,
@@ -366,14 +465,7 @@ void batchnorm_forward_train(View<const float> x, const float* gamma, const floa
 void batchnorm_backward_train(View<const float> x, View<const float> dy, const float* gamma,
                               const float* save_mean, const float* save_invstd, View<float> dx,
                               float* dgamma, float* dbeta) {
-  const int64_t channels = x.shape.c;
-  if (channels == 0) return;
-  DeviceBuffer sums(2 * sizeof(float) * channels, x.device.index);
-  float* sum_dy = sums.as<float>();
-  float* sum_dy_xhat = sum_dy + channels;
-  gradient_sums(x, dy, save_mean, save_invstd, sum_dy, sum_dy_xhat, dgamma, dbeta);
-  batchnorm_backward_apply(x, dy, save_mean, save_invstd, gamma, sum_dy, sum_dy_xhat,
-                           x.shape.n * x.shape.plane(), dx);
+  backward_train(x, PlainGradient{dy}, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
 }
 
 void batchnorm_forward_eval(View<const float> x, const float* gamma, const float* beta,
@@ -387,13 +479,7 @@ void batchnorm_backward_eval(View<const float> x, View<const float> dy, const fl
                              const float* running_mean, const float* running_var,
                              ops::BatchNormParams p, View<float> dx, float* dgamma,
                              float* dbeta) {
-  const int64_t channels = x.shape.c;
-  if (channels == 0) return;
-  const DeviceBuffer invstd = running_inverse_std(running_var, channels, p.eps, x.device);
-  DeviceBuffer sums(2 * sizeof(float) * channels, x.device.index);
-  gradient_sums(x, dy, running_mean, invstd.as<float>(), sums.as<float>(),
-                sums.as<float>() + channels, dgamma, dbeta);
-  launch_planes(x.shape, x.device, ScaleAdd{dy, dx, gamma, invstd.as<float>()});
+  backward_eval(x, PlainGradient{dy}, gamma, running_mean, running_var, p, dx, dgamma, dbeta);
 }
 
 }  // namespace bareyolo::cuda

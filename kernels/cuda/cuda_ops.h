@@ -61,6 +61,26 @@ void batchnorm_backward_eval(View<const float> x, View<const float> dy, const fl
 // invstd * gamma + beta is also stored in `bn` unless bn is empty (SiLU's backward reads it).
 void batchnorm_silu_apply(View<const float> x, const float* mean, const float* invstd,
                           const float* gamma, const float* beta, View<float> bn, View<float> y);
+// The backward of y = silu(bn), bn = batchnorm(x), from dy = dL/dy and the stored `bn`:
+// each is the BatchNorm backward op of the same name with dL/dbn = silu_backward(bn, dy)
+// computed on the fly instead of read (SyncBN's reduce and apply, the training op, the
+// evaluation op); dL/dbn is never materialised.
+void batchnorm_silu_backward_reduce(View<const float> x, View<const float> bn,
+                                    View<const float> dy, const float* mean, const float* invstd,
+                                    float* sum_dy, float* sum_dy_xhat);
+void batchnorm_silu_backward_apply(View<const float> x, View<const float> bn,
+                                   View<const float> dy, const float* mean, const float* invstd,
+                                   const float* gamma, const float* sum_dy,
+                                   const float* sum_dy_xhat, int64_t count, View<float> dx);
+void batchnorm_silu_backward_train(View<const float> x, View<const float> bn,
+                                   View<const float> dy, const float* gamma,
+                                   const float* save_mean, const float* save_invstd,
+                                   View<float> dx, float* dgamma, float* dbeta);
+void batchnorm_silu_backward_eval(View<const float> x, View<const float> bn,
+                                  View<const float> dy, const float* gamma,
+                                  const float* running_mean, const float* running_var,
+                                  ops::BatchNormParams p, View<float> dx, float* dgamma,
+                                  float* dbeta);
 // The statistics half of batchnorm_forward_train (which is this, then batchnorm_apply):
 // the batch's mean and invstd into save_*, and the running statistics' update.
 void batchnorm_train_statistics(View<const float> x, ops::BatchNormParams p,
