@@ -80,7 +80,8 @@ struct Rows {
 class PackedRows {
  public:
   // Rows of every level, stably sorted by (level, cell).
-  PackedRows(const std::vector<std::vector<MatchedRow>>& targets, const std::vector<LevelArgs>& levels) {
+  PackedRows(const std::vector<std::vector<MatchedRow>>& targets,
+             const std::vector<LevelArgs>& levels) {
     std::vector<std::pair<int, const MatchedRow*>> sorted;
     std::vector<int64_t> keys;
     for (size_t level = 0; level < targets.size(); ++level) {
@@ -109,11 +110,11 @@ class PackedRows {
       }
     }
     count_ = int64_t(sorted.size());
+    if (count_ > int64_t(std::numeric_limits<int>::max()))
+      throw std::invalid_argument("yolo_loss_cuda: " + std::to_string(count_) +
+                                  " matched rows; at most 2^31 - 1 per call (use a smaller batch)");
     groups_ = int64_t(group_first_.size());
     group_first_.push_back(int(count_));
-    if (count_ > int64_t(std::numeric_limits<int>::max() / 2))
-      throw std::invalid_argument("yolo_loss_cuda: " + std::to_string(count_) +
-                                  " matched rows; too many for one batch");
     auto doubles = [&](auto field) {
       std::vector<double> v;
       for (const auto& [level, r] : sorted) v.push_back(field(*r));
@@ -176,7 +177,8 @@ class PackedRows {
     const size_t offset = (bytes_.size() + 7) / 8 * 8;
     offsets_.push_back(offset);
     bytes_.resize(offset + values.size() * sizeof(T));
-    if (!values.empty()) std::memcpy(bytes_.data() + offset, values.data(), values.size() * sizeof(T));
+    if (!values.empty())
+      std::memcpy(bytes_.data() + offset, values.data(), values.size() * sizeof(T));
   }
 
   std::vector<int> group_first_;
@@ -271,8 +273,9 @@ void check_launch() { BAREYOLO_CUDA_CHECK(cudaGetLastError()); }
 }  // namespace
 
 LossValues yolo_loss_cuda(const std::vector<View<const float>>& predictions,
-                          const std::vector<std::vector<MatchedRow>>& targets, const LossNormalization& norm,
-                          const LossOptions& options, const std::vector<View<float>>& gradients) {
+                          const std::vector<std::vector<MatchedRow>>& targets,
+                          const LossNormalization& norm, const LossOptions& options,
+                          const std::vector<View<float>>& gradients) {
   const size_t level_count = predictions.size();
   const int nc = options.classes, outputs = nc + 5;
   if (targets.size() != level_count || norm.matched_rows.size() != level_count ||

@@ -156,8 +156,8 @@ void check_device_loss_equals_host(const std::vector<Tensor>& head,
   }
   for (size_t level = 0; level < head.size(); ++level) {
     CAPTURE(level);
-    check_close(device_gradients[level].to_vector<float>(), host_gradients[level].to_vector<float>(),
-                kFloatRtol, kFloatAtol, "loss gradient");
+    check_close(device_gradients[level].to_vector<float>(),
+                host_gradients[level].to_vector<float>(), kFloatRtol, kFloatAtol, "loss gradient");
   }
 }
 
@@ -172,7 +172,8 @@ TEST_CASE("cuda yolo loss equals the cpu loss on random heads and rows") {
     std::vector<Tensor> head;
     models::LevelTargets targets;
     for (int level = 0; level < 3; ++level) {
-      head.push_back(random_tensor(rng, {images, anchors * outputs, sizes[level], sizes[level]}, -4, 4));
+      const Shape4 shape{images, anchors * outputs, sizes[level], sizes[level]};
+      head.push_back(random_tensor(rng, shape, -4, 4));
       // Level 2 matches nothing: its objectness targets are all 0.
       targets.push_back(level == 2 ? std::vector<models::MatchedRow>{}
                                    : random_rows(rng, level == 0 ? 60 : 25, images, anchors,
@@ -207,7 +208,8 @@ TEST_CASE("cuda head_loss of build_targets' rows equals the cpu head_loss") {
   std::vector<Tensor> head;
   for (int size : {16, 8, 4}) {
     models::LevelGrid grid{size, size, {}};
-    for (int a = 0; a < 3; ++a) grid.anchors.push_back({0.5 + 1.5 * a * 16 / size, 0.8 + a * 16.0 / size});
+    for (int a = 0; a < 3; ++a)
+      grid.anchors.push_back({0.5 + 1.5 * a * 16 / size, 0.8 + a * 16.0 / size});
     grids.push_back(grid);
     head.push_back(random_tensor(rng, {images, 3 * outputs, size, size}, -3, 3));
   }

@@ -72,7 +72,8 @@ std::vector<float> random_rows(Rng& rng, int64_t count, int classes) {
     if (i > 0 && u[0] < 0.1) {  // an earlier row's scores, or all of it
       const int64_t j = int64_t(u[1] * double(i));
       const auto earlier = rows.begin() + j * outputs;
-      std::copy(earlier + (u[2] < 0.5 ? 0 : 4), earlier + outputs, row.begin() + (u[2] < 0.5 ? 0 : 4));
+      const int from = u[2] < 0.5 ? 0 : 4;  // the whole row, or its scores
+      std::copy(earlier + from, earlier + outputs, row.begin() + from);
     }
     rows.insert(rows.end(), row.begin(), row.end());
   }
@@ -91,7 +92,8 @@ TEST_CASE("cuda non_max_suppression keeps exactly the detections the cpu keeps")
   const int classes = 4;
   for (int64_t count : {int64_t(1), int64_t(70), int64_t(900)}) {
     const std::vector<float> rows = random_rows(rng, count, classes);
-    const Tensor on_gpu = Tensor::from_vector(rows, {1, 1, 1, int64_t(rows.size())}, Device::cuda(0));
+    const Tensor on_gpu =
+        Tensor::from_vector(rows, {1, 1, 1, int64_t(rows.size())}, Device::cuda(0));
     for (int variant = 0; variant < 6; ++variant) {
       models::NmsOptions options;
       options.conf_threshold = variant % 2 ? 0.25f : 0.001f;

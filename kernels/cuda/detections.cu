@@ -60,7 +60,8 @@ __global__ void candidate_kernel(CandidateSlots c, float* score, int* class_of,
       if (score_of(k) > score_of(cls)) cls = k;
   }
   const float s = score_of(cls);
-  flag[slot] = objectness > c.conf_threshold && s > c.conf_threshold && (!c.wanted || c.wanted[cls]);
+  flag[slot] =
+      objectness > c.conf_threshold && s > c.conf_threshold && (!c.wanted || c.wanted[cls]);
   score[slot] = s;
   class_of[slot] = cls;
   slot_index[slot] = slot;
