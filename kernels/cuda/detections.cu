@@ -178,7 +178,7 @@ std::vector<NmsDetection> non_max_suppression(const float* rows, int64_t count, 
   BAREYOLO_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(
       nullptr, sort_bytes, (const float*)nullptr, (float*)nullptr, (const int64_t*)nullptr,
       (int64_t*)nullptr, slots, 0, int(sizeof(float) * 8), stream));
-  size_t cub_bytes = std::max(select_bytes, sort_bytes);
+  const size_t cub_bytes = std::max(select_bytes, sort_bytes);
   Carver measure(nullptr);
   (void)Scratch(measure, slots, cub_bytes);
   DeviceBuffer block(measure.used(), device);
@@ -188,7 +188,8 @@ std::vector<NmsDetection> non_max_suppression(const float* rows, int64_t count, 
   candidate_kernel<<<blocks_for(slots), kThreads, 0, stream>>>(c, t.score, t.class_of, t.flag,
                                                                t.slot_index);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
-  BAREYOLO_CUDA_CHECK(cub::DeviceSelect::Flagged(t.cub, cub_bytes, t.slot_index, t.flag,
+  size_t select_space = cub_bytes;  // CUB takes the size by reference: each call its own copy
+  BAREYOLO_CUDA_CHECK(cub::DeviceSelect::Flagged(t.cub, select_space, t.slot_index, t.flag,
                                                  t.selected, t.selected_count, slots, stream));
   int64_t candidates = 0;
   copy(&candidates, t.selected_count, sizeof(candidates), CopyKind::device_to_host, device);
@@ -197,8 +198,9 @@ std::vector<NmsDetection> non_max_suppression(const float* rows, int64_t count, 
   gather_scores_kernel<<<blocks_for(candidates), kThreads, 0, stream>>>(t.selected, candidates,
                                                                        t.score, t.keys);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  size_t sort_space = cub_bytes;
   BAREYOLO_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(
-      t.cub, cub_bytes, t.keys, t.sorted_keys, t.selected, t.sorted_slots, candidates, 0,
+      t.cub, sort_space, t.keys, t.sorted_keys, t.selected, t.sorted_slots, candidates, 0,
       int(sizeof(float) * 8), stream));
   const int64_t ranked = std::min(candidates, params.max_nms);
   offset_boxes_kernel<<<blocks_for(ranked), kThreads, 0, stream>>>(
