@@ -11,14 +11,16 @@
 //             YOLOv5's "a later row overwrites", deterministically.
 //   2. cls    one thread per (group, class): BCE against the one-hot (smoothed) target of
 //             every row of the group, its sum and the gradient (nc > 1 only).
-//   3. obj    per level, every cell: BCE of the objectness logit against the target of 1.,
+//   3. obj    per level, every cell: BCE of the objectness logit against the target from 1,
 //             gradient written, values summed per block by a fixed tree.
 //   4. sum    one block: the per-row box terms, the per-(group, class) class terms and the
 //             obj block sums, each in a fixed order, to three doubles the host reads.
 // No atomics: every gradient element has one writer and every sum a fixed order, so the
 // result is the same bits on every run. Gradients are zeroed first (one memset per level),
 // so every element is written. The host's sums run in row/cell order and these in a tree:
-// the values agree to double rounding, not bit for bit.
+// the values agree to double rounding, not bit for bit. The per-level arguments, the packing
+// and the per-thread bodies are plain C++ in head_loss.cuh (tests/test_cuda_loss_logic.cpp
+// runs them without a GPU).
 #include <algorithm>
 #include <stdexcept>
 #include <string>
