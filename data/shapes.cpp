@@ -34,32 +34,42 @@ bool inside(int cls, double u, double v) {
   }
 }
 
-Rgb random_colour(SampleRng& rng, int min_saturation, int min_value) {
-  Hsv hsv = {uint8_t(rng.below(180)), uint8_t(min_saturation + rng.below(256 - min_saturation)),
-             uint8_t(min_value + rng.below(256 - min_value))};
-  return hsv_to_rgb(hsv);
+// The background: any hue but weakly saturated, so that it never takes a class's colour.
+Rgb background_colour(SampleRng& rng) {
+  return hsv_to_rgb({uint8_t(rng.below(180)), uint8_t(rng.below(90)), uint8_t(40 + rng.below(216))});
 }
 
-// A base colour, a linear gradient, a faint stripe or checker texture, and pixel noise.
-void paint_background(Image& image, SampleRng& rng) {
-  Rgb base = random_colour(rng, 0, 40);
+// A base colour, a linear gradient and pixel noise.
+Rgb paint_background(Image& image, SampleRng& rng) {
+  const Rgb base = background_colour(rng);
   double gx = rng.uniform(-60, 60), gy = rng.uniform(-60, 60);
-  int texture = int(rng.below(3));  // 0 none, 1 stripes, 2 checker
-  int period = 6 + int(rng.below(20));
-  double texture_gain = rng.uniform(10, 35);
   int noise = 4 + int(rng.below(24));
   for (int y = 0; y < image.height; ++y)
     for (int x = 0; x < image.width; ++x) {
       double fx = double(x) / image.width - 0.5, fy = double(y) / image.height - 0.5;
       double shade = gx * fx + gy * fy;
-      if (texture == 1 && ((x + y) / period) % 2) shade += texture_gain;
-      if (texture == 2 && ((x / period) + (y / period)) % 2) shade += texture_gain;
       uint8_t* p = image.at(x, y);
       for (int c = 0; c < 3; ++c) {
         double jitter = double(rng.below(uint64_t(2 * noise + 1))) - noise;
         p[c] = uint8_t(std::clamp(base[size_t(c)] + shade + jitter, 0.0, 255.0));
       }
     }
+  return base;
+}
+
+// A strongly saturated colour from the class's own band of hues, redrawn (a few times at
+// most) until it stands out from the background.
+Rgb class_colour(SampleRng& rng, int cls, int classes, Rgb background) {
+  const double band = 180.0 / classes;
+  Rgb colour{};
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    int hue = int(std::lround(cls * band + rng.uniform(-0.3, 0.3) * band + 180)) % 180;
+    colour = hsv_to_rgb({uint8_t(hue), uint8_t(150 + rng.below(106)), uint8_t(110 + rng.below(146))});
+    int distance = 0;
+    for (size_t c = 0; c < 3; ++c) distance += std::abs(int(colour[c]) - int(background[c]));
+    if (distance >= 120) break;
+  }
+  return colour;
 }
 
 double iou(const LabelBox& a, const LabelBox& b) {
@@ -83,7 +93,7 @@ void paint_shape(Image& image, const LabelBox& box, Rgb colour) {
 // A shape box in pixels snapped to whole pixels, so the label is exactly what was painted.
 LabelBox random_box(int imgsz, int classes, SampleRng& rng) {
   int cls = int(rng.below(uint64_t(classes)));
-  double side = rng.uniform(0.08, 0.45) * imgsz;
+  double side = rng.uniform(0.12, 0.4) * imgsz;
   double aspect = rng.uniform(0.6, 1.6);
   int w = std::max(6, int(side * std::sqrt(aspect))), h = std::max(6, int(side / std::sqrt(aspect)));
   w = std::min(w, imgsz), h = std::min(h, imgsz);
@@ -127,7 +137,7 @@ Image make_shapes_image(int imgsz, int classes, uint64_t seed, uint64_t split, u
                         std::vector<LabelBox>& labels) {
   SampleRng rng(seed, split, index);
   Image image(imgsz, imgsz, 0);
-  paint_background(image, rng);
+  const Rgb background = paint_background(image, rng);
   labels.clear();
   if (rng.chance(kBackgroundImageShare)) return image;
   int wanted = 1 + int(rng.below(kMaxShapesPerImage));
@@ -136,7 +146,7 @@ Image make_shapes_image(int imgsz, int classes, uint64_t seed, uint64_t split, u
     bool hides = std::any_of(labels.begin(), labels.end(),
                              [&](const LabelBox& other) { return iou(box, other) > kMaxOverlapIou; });
     if (hides) continue;
-    paint_shape(image, box, random_colour(rng, 120, 90));
+    paint_shape(image, box, class_colour(rng, box.cls, classes, background));
     labels.push_back(box);
   }
   return image;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "data/dataset.h"
+#include "data/hsv.h"
 #include "data/shapes.h"
 #include "tests/test_data_fixtures.h"
 
@@ -58,6 +59,28 @@ TEST_CASE("shapes: same seed same image and another seed another with boxes insi
   }
   CHECK(backgrounds > 2);
   CHECK(backgrounds < 30);
+}
+
+TEST_CASE("shapes: each class is painted in its own band of hues") {
+  // The centre pixel of a box shows its shape unless a later shape covers it (overlaps are
+  // allowed up to IoU 0.35), so most centres, not all, must carry the class's hue.
+  const int classes = 4;
+  const double band = 180.0 / classes;
+  int boxes_seen = 0, in_band = 0;
+  for (uint64_t i = 0; i < 100; ++i) {
+    std::vector<data::LabelBox> boxes;
+    data::Image image = data::make_shapes_image(128, classes, 0, 0, i, boxes);
+    for (const data::LabelBox& box : boxes) {
+      const uint8_t* p = image.at(int(box.cx * 128), int(box.cy * 128));
+      data::Hsv hsv = data::rgb_to_hsv({p[0], p[1], p[2]});
+      double off = std::abs(hsv[0] - box.cls * band);
+      off = std::min(off, 180 - off);  // hue is circular
+      boxes_seen += 1;
+      in_band += off <= 0.3 * band + 2;  // +2: the colour conversions round the hue
+    }
+  }
+  REQUIRE(boxes_seen > 150);
+  CHECK(in_band > 0.85 * boxes_seen);  // random hues would put about 60 % in band
 }
 
 TEST_CASE("make-shapes rejects options it cannot honour") {
