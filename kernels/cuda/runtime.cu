@@ -1,7 +1,7 @@
-// kernels/cuda/runtime.cu — device discovery, memory (through the caching allocator), copies
-// and the per-device compute stream (see runtime.h). A machine without a driver answers
-// cudaGetDeviceCount with cudaErrorInsufficientDriver and leaves the count unwritten: that
-// is "0 GPUs", not a crash.
+// kernels/cuda/runtime.cu — device discovery, memory (through the caching allocator), copies,
+// the per-device compute stream and events on it (see runtime.h). A machine without a driver
+// answers cudaGetDeviceCount with cudaErrorInsufficientDriver and leaves the count
+// unwritten: that is "0 GPUs", not a crash.
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -113,13 +113,16 @@ void* compute_stream(int device) {
   return stream;
 }
 
-void copy(void* dst, const void* src, size_t bytes, CopyKind kind, int device) {
+void copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, int device) {
   static constexpr cudaMemcpyKind kinds[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
                                              cudaMemcpyDeviceToDevice};
-  auto stream = static_cast<cudaStream_t>(compute_stream(device));
-  BAREYOLO_CUDA_CHECK(
-      cudaMemcpyAsync(dst, src, bytes, kinds[static_cast<int>(kind)], stream));
-  BAREYOLO_CUDA_CHECK(cudaStreamSynchronize(stream));
+  BAREYOLO_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kinds[static_cast<int>(kind)],
+                                      static_cast<cudaStream_t>(compute_stream(device))));
+}
+
+void copy(void* dst, const void* src, size_t bytes, CopyKind kind, int device) {
+  copy_async(dst, src, bytes, kind, device);
+  synchronize(device);
 }
 
 void fill_bytes(void* pointer, int byte, size_t bytes, int device) {
@@ -129,6 +132,42 @@ void fill_bytes(void* pointer, int byte, size_t bytes, int device) {
 
 void synchronize(int device) {
   BAREYOLO_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(compute_stream(device))));
+}
+
+// Events are created without timing (cudaEventDisableTiming): they only order work, and
+// timing makes cudaEventRecord slower.
+Event Event::record(int device) {
+  auto stream = static_cast<cudaStream_t>(compute_stream(device));  // sets the device
+  cudaEvent_t event = nullptr;
+  BAREYOLO_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  Event marked(event, device);  // destroyed if recording fails
+  BAREYOLO_CUDA_CHECK(cudaEventRecord(event, stream));
+  return marked;
+}
+
+Event::~Event() {
+  if (event_) (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+
+bool Event::complete() const {
+  if (!event_) return true;
+  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event_));
+  if (status == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  BAREYOLO_CUDA_CHECK(status);
+  return true;
+}
+
+void Event::synchronize() const {
+  if (event_) BAREYOLO_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
+}
+
+void Event::wait(int device) const {
+  if (!event_) return;
+  BAREYOLO_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(compute_stream(device)),
+                                          static_cast<cudaEvent_t>(event_), 0));
 }
 
 }  // namespace bareyolo::cuda

@@ -1,11 +1,13 @@
 // kernels/cuda/runtime.h — the CUDA runtime as the rest of the engine sees it: device
-// discovery that never crashes, device memory, copies, one compute stream per device.
-// Compiles in every build; without CUDA (WITH_CUDA=OFF) device_count() is 0 and the rest
-// throws a clear error (runtime_none.cpp).
+// discovery that never crashes, device memory, copies, one compute stream per device and
+// events on it. Compiles in every build; without CUDA (WITH_CUDA=OFF) device_count() is 0,
+// no Event can be recorded (an empty one is complete) and the rest throws a clear error
+// (runtime_none.cpp).
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <utility>
 
 namespace bareyolo::cuda {
 
@@ -38,10 +40,52 @@ bool is_pinned(const void* pointer);
 enum class CopyKind { host_to_device, device_to_host, device_to_device };
 // Ordered on the device's compute stream, and complete when it returns.
 void copy(void* dst, const void* src, size_t bytes, CopyKind kind, int device);
+// Queued on the device's compute stream; returns at once. Host memory on either side must
+// stay as it is (and allocated) until an Event recorded after this call completes; pinned
+// host memory makes the copy truly asynchronous (pageable memory is staged before return).
+void copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, int device);
 // Sets every byte of [pointer, pointer + bytes) to `byte` on the compute stream.
 void fill_bytes(void* pointer, int byte, size_t bytes, int device);
 // The stream every kernel of `device` is launched on (a cudaStream_t).
 void* compute_stream(int device);
 void synchronize(int device);
+
+// A point in a device's compute stream: the work queued there before Event::record. A
+// default-constructed Event marks no work and is complete. Move-only; destroying one whose
+// work is still pending is safe (the driver releases it when the work completes).
+class Event {
+ public:
+  Event() = default;
+  // Marks everything queued so far on `device`'s compute stream.
+  static Event record(int device);
+  ~Event();
+  Event(Event&& other) noexcept
+      : event_(std::exchange(other.event_, nullptr)), device_(other.device_) {}
+  Event& operator=(Event&& other) noexcept {
+    if (this != &other) {
+      Event replaced(std::move(*this));  // released when this scope ends
+      event_ = std::exchange(other.event_, nullptr);
+      device_ = other.device_;
+    }
+    return *this;
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  bool recorded() const { return event_ != nullptr; }
+  int device() const { return device_; }
+  // The marked work has finished; never blocks.
+  bool complete() const;
+  // The host waits until the marked work has finished.
+  void synchronize() const;
+  // Work queued on `device`'s compute stream after this call starts only once the marked
+  // work has finished; the host does not wait.
+  void wait(int device) const;
+
+ private:
+  Event(void* event, int device) : event_(event), device_(device) {}
+  void* event_ = nullptr;  // a cudaEvent_t
+  int device_ = -1;
+};
 
 }  // namespace bareyolo::cuda

@@ -1,5 +1,6 @@
 // kernels/cuda/runtime_none.cpp — runtime.h for a binary built without CUDA (WITH_CUDA=OFF):
-// no devices, and a clear error for anyone who asks for GPU memory anyway.
+// no devices, and a clear error for anyone who asks for GPU memory anyway. No Event can be
+// recorded, so every Event is the empty one: complete, nothing to wait for.
 #include <stdexcept>
 
 #include "kernels/cuda/runtime.h"
@@ -25,8 +26,14 @@ void* malloc_pinned(size_t) { built_without_cuda(); }
 void free_pinned(void*) noexcept {}
 bool is_pinned(const void*) { return false; }
 void copy(void*, const void*, size_t, CopyKind, int) { built_without_cuda(); }
+void copy_async(void*, const void*, size_t, CopyKind, int) { built_without_cuda(); }
 void fill_bytes(void*, int, size_t, int) { built_without_cuda(); }
 void* compute_stream(int) { built_without_cuda(); }
 void synchronize(int) { built_without_cuda(); }
+Event Event::record(int) { built_without_cuda(); }
+Event::~Event() = default;
+bool Event::complete() const { return true; }
+void Event::synchronize() const {}
+void Event::wait(int) const {}
 
 }  // namespace bareyolo::cuda
