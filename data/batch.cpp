@@ -6,12 +6,20 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/runtime.h"
+
 namespace bareyolo::data {
 
-Tensor Batch::images_tensor() const {
-  Tensor tensor = Tensor::empty({size, 3, height, width});
-  std::memcpy(tensor.view<float>().data, images.get(),
-              image_floats() * size_t(size) * sizeof(float));
+Tensor Batch::images_tensor(Device device) const {
+  Tensor tensor = Tensor::empty({size, 3, height, width}, device);
+  const size_t bytes = image_floats() * size_t(size) * sizeof(float);
+  if (device.is_cpu()) {
+    std::memcpy(tensor.view<float>().data, images.get(), bytes);
+    return tensor;
+  }
+  cuda::copy_async(tensor.view<float>().data, images.get(), bytes,
+                   cuda::CopyKind::host_to_device, device.index);
+  read_by_device(images, cuda::Event::record(device.index));
   return tensor;
 }
 

@@ -1,7 +1,8 @@
 // data/batch.h — what the trainer receives per step (YOLOv5's collate layout):
 //
 //   images   float32, NCHW, RGB, values in [0, 1] (byte / 255), size x 3 x height x width,
-//            in a HostBuffer (host_buffer.h: pinned when CUDA is used);
+//            in a HostBuffer (host_buffer.h: pinned when CUDA is used), read by the device
+//            straight from there (images_tensor);
 //   targets  float32 rows [image_index, class, cx, cy, w, h], cx..h normalised to the image,
 //            image_index = the image's place in this batch;
 //   meta     per image: file, original size, letterbox gain and padding (validation).
@@ -26,8 +27,10 @@ struct Batch {
   int64_t num_targets() const { return int64_t(targets.size() / 6); }
   size_t image_floats() const { return size_t(3) * height * width; }
   const float* image(int i) const { return images.get() + size_t(i) * image_floats(); }
-  // The images as a host NCHW tensor (a copy of the buffer), what the model takes.
-  Tensor images_tensor() const;
+  // The images as an NCHW tensor on `device`, what the model takes: a copy of the buffer on
+  // the host; on a GPU a copy from the pinned buffer queued on the compute stream (the host
+  // does not wait; the buffer is not reused before the copy completes, host_buffer.h).
+  Tensor images_tensor(Device device = Device::cpu()) const;
 };
 
 // Collates samples (all of the batch's size) into a Batch.
