@@ -24,14 +24,13 @@
 #include "engine/optim/ema.h"            // defines: ModelEma
 #include "engine/optim/sgd.h"            // defines: clip_gradient_norm
 #include "models/checkpoint.h"           // defines: make_checkpoint, restore_checkpoint, ...
-#include "models/decode.h"               // defines: decode_predictions
 #include "models/head_loss.h"            // defines: head_loss (YOLOv5's loss of the head)
 #include "models/progress.h"             // defines: ProgressBar
 #include "models/report.h"               // defines: write_report_html, validation_table
 #include "models/run_dir.h"              // defines: run_dir_of_checkpoint
 #include "models/train_optimizer.h"      // defines: TrainOptimizer (SGD or AdamW)
 #include "models/train_step.h"           // defines: forward_backward (one rank's micro-batch)
-#include "models/validate.h"             // defines: validate
+#include "models/validate.h"             // defines: validate, detect
 #include "models/weights.h"              // defines: load_state
 
 namespace bareyolo::models {
@@ -88,16 +87,16 @@ Validation validate_with_loss(DetectionModel& model, const data::Dataset& datase
                               const ValidationOptions& options, const LossOptions& loss_options) {
   Validation validation;
   int64_t batches = 0;
+  // The loss, decode and NMS run where the head is: from a GPU only three sums and the kept
+  // detections come back.
   auto predict = [&](const data::Batch& batch) {
-    const std::vector<Tensor>& device_head =
-        model.forward(batch.images_tensor().on(model.device()), Mode::eval);
-    std::vector<Tensor> head;  // decode and NMS run on the host
-    for (const Tensor& h : device_head) head.push_back(h.on(Device::cpu()));
-    const LossValues loss = head_loss(model, head, batch_labels(batch), loss_options, batch.size).values;
+    const std::vector<Tensor>& head =
+        model.forward(batch.images_tensor(model.device()), Mode::eval);
+    const LossValues loss =
+        head_loss(model, head, batch_labels(batch), loss_options, batch.size).values;
     ++batches;
     validation.loss[0] += loss.box, validation.loss[1] += loss.obj, validation.loss[2] += loss.cls;
-    return non_max_suppression_batch(decode_predictions(head, model), batch.size,
-                                     model.num_classes(), options.nms);
+    return detect(head, model, options.nms);
   };
   validation.result = validate(dataset, options, predict, int(model.strides().back()));
   for (double& l : validation.loss) l /= double(std::max<int64_t>(batches, 1));
@@ -169,7 +168,7 @@ TrainSummary train(const TrainOptions& request,
   const data::OpenedSplit val_split = data::open_split(config, "val");
   const int nc = config.num_classes();
   const ModelConfig model_config = load_model_config(options.cfg);
-  // The model lives on this rank's device; the loss and the metrics are computed on the host.
+  // The model and the loss live on this rank's device; the metrics are computed on the host.
   const Device device = options.device_of_rank;
   DetectionModel model(model_config, {.nc = nc, .seed = options.seed, .device = device});
   DetectionModel ema_model(model_config, {.nc = nc, .seed = options.seed, .device = device});
@@ -327,7 +326,7 @@ TrainSummary train(const TrainOptions& request,
       // Only the last micro-batch of an accumulation communicates (no_sync on the others).
       const bool boundary = iteration - progress.last_step_iteration >= settings.accumulate;
       if (reducer) reducer->set_sync(boundary);
-      const LossValues loss = forward_backward(model, batch->images_tensor().on(device),
+      const LossValues loss = forward_backward(model, batch->images_tensor(device),
                                                batch_labels(*batch),
                                                loss_options, parallel);
       double items[4] = {loss.box, loss.obj, loss.cls, loss.total};
