@@ -118,9 +118,8 @@ void ThreadPool::forget_workers_after_fork() {
   recreate_in_place(call_mutex_);
   generation_ = 0;
   stopping_ = false;
-  job_ = nullptr;
-  job_n_ = job_chunks_ = next_chunk_ = 0;
-  job_grain_ = 1;
+  job_ = {};
+  next_chunk_ = 0;
   busy_workers_ = 0;
   failed_ = false;
   error_ = nullptr;
@@ -165,25 +164,26 @@ void ThreadPool::worker_loop() {
     wake_.wait(lock, [&] { return stopping_ || generation_ != seen_generation; });
     if (stopping_) return;
     seen_generation = generation_;
+    const Job job = job_;
     ++busy_workers_;
     lock.unlock();
-    run_chunks();
+    if (job.chunks > 0) run_chunks(job);
     lock.lock();
     if (--busy_workers_ == 0) done_.notify_all();
   }
 }
 
 // Claims chunks until none are left. Called by the workers and by the caller.
-void ThreadPool::run_chunks() {
+void ThreadPool::run_chunks(const Job& job) {
   tls_inside_loop = true;
   for (;;) {
     if (failed_.load(std::memory_order_relaxed)) break;
     const int64_t chunk = next_chunk_.fetch_add(1);
-    if (chunk >= job_chunks_) break;
-    int64_t begin = chunk * job_grain_;
-    int64_t end = std::min(job_n_, begin + job_grain_);
+    if (chunk >= job.chunks) break;
+    int64_t begin = chunk * job.grain;
+    int64_t end = std::min(job.n, begin + job.grain);
     try {
-      (*job_)(begin, end);
+      (*job.fn)(begin, end);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!error_) error_ = std::current_exception();
@@ -208,17 +208,14 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
     start_workers(wanted_workers_ - static_cast<int>(workers_.size()));
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    job_n_ = n;
-    job_grain_ = grain;
-    job_chunks_ = chunks;
+    job_ = {&fn, n, grain, chunks};
     next_chunk_ = 0;
     failed_ = false;
     error_ = nullptr;
     ++generation_;
   }
   wake_.notify_all();
-  run_chunks();
+  run_chunks({&fn, n, grain, chunks});
   // The workers still in the loop are finishing their last chunks: wait for them awake.
   spin_until([&] { return busy_workers_ == 0; });
   std::exception_ptr error;
@@ -229,8 +226,8 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
     done_.wait(lock, [&] { return busy_workers_ == 0; });
     // A worker that wakes only now must find nothing to claim, also when an error left
     // chunks unclaimed: it would call job_, which is about to dangle.
-    job_ = nullptr;
-    job_chunks_ = next_chunk_ = 0;
+    job_ = {};
+    next_chunk_ = 0;
     error = error_;
     error_ = nullptr;
   }

@@ -60,7 +60,12 @@ class ThreadPool {
   void start_workers(int count);
   void stop_workers();
   void worker_loop();
-  void run_chunks();
+  // A loop: fn over [0, n) in `chunks` chunks of `grain` elements.
+  struct Job {
+    const RangeFn* fn = nullptr;
+    int64_t n = 0, grain = 1, chunks = 0;
+  };
+  void run_chunks(const Job& job);
   // In a forked child: drops the parent's threads and locks without touching them.
   void forget_workers_after_fork();
 
@@ -73,10 +78,11 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};  // bumped per loop; workers wait for a new one
   std::atomic<bool> stopping_{false};
   std::atomic<int> busy_workers_{0};  // workers that joined the current loop and are in it
-  // The loop being run (valid while busy_workers_ > 0 or the caller is in it).
-  const RangeFn* job_ = nullptr;
-  int64_t job_n_ = 0, job_grain_ = 1, job_chunks_ = 0;
-  std::atomic<int64_t> next_chunk_{0};  // claimed by fetch_add; >= job_chunks_ when none left
+  // The loop being run (valid while busy_workers_ > 0 or the caller is in it), guarded by
+  // mutex_: a worker copies it when it joins, so one that joins after the loop ended (a
+  // copy with no chunks) never touches next_chunk_, which the next loop may be resetting.
+  Job job_;
+  std::atomic<int64_t> next_chunk_{0};  // claimed by fetch_add; >= job_.chunks when none left
   std::atomic<bool> failed_{false};     // a chunk threw: claim no more
   std::exception_ptr error_;            // guarded by mutex_
   std::mutex call_mutex_;  // one loop at a time from outside the pool
