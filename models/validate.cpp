@@ -132,7 +132,7 @@ std::vector<std::vector<Detection>> detect(const std::vector<Tensor>& head,
 ValidationResult validate(DetectionModel& model, const data::Dataset& dataset,
                           const ValidationOptions& options) {
   auto predict = [&](const data::Batch& batch) {
-    return detect(model.forward(batch.images_tensor().on(model.device()), Mode::eval), model,
+    return detect(model.forward(batch.images_tensor(model.device()), Mode::eval), model,
                   options.nms);
   };
   return validate(dataset, options, predict, int(model.strides().back()));
