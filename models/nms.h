@@ -22,6 +22,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/nms_options.h"
 #include "models/boxes.h"
 
 namespace bareyolo::models {
@@ -32,16 +33,7 @@ struct Detection {
   int class_id = 0;
 };
 
-struct NmsOptions {
-  float conf_threshold = 0.25f;
-  float iou_threshold = 0.45f;
-  int max_det = 300;
-  bool multi_label = false;     // validation: true
-  bool agnostic = false;        // one suppression across classes (single_cls)
-  std::vector<int> classes;     // keep only these classes; empty = all
-  int max_nms = 30000;          // rows that enter the suppression at most
-  float class_offset = 7680.0f; // max_wh: larger than any image side
-};
+using bareyolo::NmsOptions;  // kernels/nms_options.h
 
 // Detections of one image. `rows` holds `rows.size() / (5 + num_classes)` predictions, each
 // [cx, cy, w, h, objectness, class_0 .. class_{num_classes-1}], decoded to pixels.

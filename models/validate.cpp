@@ -41,20 +41,11 @@ std::vector<std::vector<Detection>> detect_on_device(const std::vector<Tensor>& 
     cuda::detect_decode_level(head[size_t(level)].view<float>(), decode, rows.view<float>().data);
     first_row += na * head[size_t(level)].shape().plane();
   }
-  cuda::NmsParams params;
-  params.conf_threshold = nms.conf_threshold;
-  params.iou_threshold = nms.iou_threshold;
-  params.max_det = nms.max_det;
-  params.max_nms = nms.max_nms;
-  params.multi_label = nms.multi_label;
-  params.agnostic = nms.agnostic;
-  params.classes = nms.classes;
-  params.class_offset = nms.class_offset;
   std::vector<std::vector<Detection>> detections(static_cast<size_t>(images));
   for (int64_t image = 0; image < images; ++image)
     for (const cuda::NmsDetection& d : cuda::non_max_suppression(
              rows.view<float>().data + image * rows_per_image * no, rows_per_image,
-             model.num_classes(), params, device.index))
+             model.num_classes(), nms, device.index))
       detections[size_t(image)].push_back({{d.x1, d.y1, d.x2, d.y2}, d.conf, d.class_id});
   return detections;
 }

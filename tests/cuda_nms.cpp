@@ -107,17 +107,8 @@ TEST_CASE("cuda non_max_suppression keeps exactly the detections the cpu keeps")
       CAPTURE(variant);
       const std::vector<models::Detection> expected =
           models::non_max_suppression(rows, classes, options);
-      cuda::NmsParams params;
-      params.conf_threshold = options.conf_threshold;
-      params.iou_threshold = options.iou_threshold;
-      params.max_det = options.max_det;
-      params.max_nms = options.max_nms;
-      params.multi_label = options.multi_label;
-      params.agnostic = options.agnostic;
-      params.classes = options.classes;
-      params.class_offset = options.class_offset;
       const std::vector<cuda::NmsDetection> kept =
-          cuda::non_max_suppression(on_gpu.view<float>().data, count, classes, params, 0);
+          cuda::non_max_suppression(on_gpu.view<float>().data, count, classes, options, 0);
       REQUIRE(kept.size() == expected.size());
       for (size_t k = 0; k < kept.size(); ++k) {
         CAPTURE(k);

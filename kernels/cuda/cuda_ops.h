@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/nms_options.h"
 #include "kernels/ops.h"  // the ops' parameter structs
 #include "kernels/view.h"
 
@@ -141,19 +142,12 @@ std::vector<int64_t> greedy_nms(const float* boxes, int64_t count, float iou_thr
 // detect_decode_level writes them): candidates, their stable sort by score, the cut to
 // max_nms, the class offsets and greedy_nms all run on the GPU; only the kept detections come
 // back, sorted by conf descending.
-struct NmsParams {
-  float conf_threshold = 0.25f, iou_threshold = 0.45f;
-  int64_t max_det = 300, max_nms = 30000;
-  bool multi_label = false, agnostic = false;
-  std::vector<int> classes;  // keep only these classes; empty = all
-  float class_offset = 7680.0f;
-};
 struct NmsDetection {
   float x1, y1, x2, y2;  // pixels of the network input
   float conf;
   int class_id;
 };
 std::vector<NmsDetection> non_max_suppression(const float* rows, int64_t count, int classes,
-                                              const NmsParams& params, int device);
+                                              const NmsOptions& params, int device);
 
 }  // namespace bareyolo::cuda

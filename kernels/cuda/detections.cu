@@ -148,7 +148,7 @@ struct Scratch {
 }  // namespace
 
 std::vector<NmsDetection> non_max_suppression(const float* rows, int64_t count, int classes,
-                                              const NmsParams& params, int device) {
+                                              const NmsOptions& params, int device) {
   if (classes < 1 || count < 0)
     throw std::invalid_argument("non_max_suppression on CUDA: " + std::to_string(count) +
                                 " rows of " + std::to_string(classes) +
@@ -202,7 +202,7 @@ std::vector<NmsDetection> non_max_suppression(const float* rows, int64_t count, 
   BAREYOLO_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(
       t.cub, sort_space, t.keys, t.sorted_keys, t.selected, t.sorted_slots, candidates, 0,
       int(sizeof(float) * 8), stream));
-  const int64_t ranked = std::min(candidates, params.max_nms);
+  const int64_t ranked = std::min(candidates, int64_t(params.max_nms));
   offset_boxes_kernel<<<blocks_for(ranked), kThreads, 0, stream>>>(
       c, t.sorted_slots, ranked, t.class_of, params.class_offset, params.agnostic, t.boxes);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
