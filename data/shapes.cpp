@@ -17,6 +17,10 @@ namespace bareyolo::data {
 
 namespace {
 
+// The first line of data.yaml; the number changes whenever the generator draws other images.
+constexpr const char* kYamlSignature = "# synthetic shapes, generator 2, written by `bareyolo make-shapes`";
+constexpr const char* kOlderYamlSignature = "# synthetic shapes, written by `bareyolo make-shapes`";
+
 constexpr int kMaxShapesPerImage = 6;
 constexpr double kBackgroundImageShare = 0.05;
 constexpr double kMaxOverlapIou = 0.35;  // a new shape may cover others, but not hide them
@@ -152,6 +156,15 @@ Image make_shapes_image(int imgsz, int classes, uint64_t seed, uint64_t split, u
   return image;
 }
 
+ShapesDatasetAge shapes_dataset_age(const std::string& yaml) {
+  std::ifstream in(yaml);
+  std::string first_line;
+  std::getline(in, first_line);
+  if (first_line.starts_with(kYamlSignature)) return ShapesDatasetAge::current;
+  if (first_line.starts_with(kOlderYamlSignature)) return ShapesDatasetAge::older;
+  return ShapesDatasetAge::not_shapes;
+}
+
 std::string make_shapes_dataset(const ShapesOptions& options) {
   const int max_classes = int(shape_class_names().size());
   if (options.classes < 1 || options.classes > max_classes)
@@ -164,7 +177,7 @@ std::string make_shapes_dataset(const ShapesOptions& options) {
   write_split(options, "val", 1, options.n_val);
   fs::path yaml = fs::path(options.out) / "data.yaml";
   std::ofstream out(yaml);
-  out << "# synthetic shapes, written by `bareyolo make-shapes` (seed " << options.seed << ")\n"
+  out << kYamlSignature << " (seed " << options.seed << ")\n"
       << "path: .\ntrain: images/train\nval: images/val\nnc: " << options.classes
       << "\nnames:\n";
   for (int c = 0; c < options.classes; ++c) out << "  - " << shape_class_names()[size_t(c)] << "\n";

@@ -39,6 +39,11 @@ const std::vector<std::string>& shape_class_names();  // all six
 Image make_shapes_image(int imgsz, int classes, uint64_t seed, uint64_t split, uint64_t index,
                         std::vector<LabelBox>& labels);
 
+// Who wrote the dataset of `yaml`: this generator, an older one (other images: regenerate it),
+// or not make-shapes at all (e.g. the user's own data in that folder).
+enum class ShapesDatasetAge { current, older, not_shapes };
+ShapesDatasetAge shapes_dataset_age(const std::string& yaml);
+
 // Writes the dataset; returns the path of its data.yaml. Throws std::invalid_argument for
 // bad options and std::runtime_error when OUT cannot be written.
 std::string make_shapes_dataset(const ShapesOptions& options);

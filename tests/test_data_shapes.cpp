@@ -1,6 +1,7 @@
 // tests/test_data_shapes.cpp — the built-in shapes dataset: a valid YOLO dataset on disk that
 // verifies cleanly, deterministic from its seed, with labels on the painted shapes.
 #include <algorithm>
+#include <fstream>
 
 #include "data/dataset.h"
 #include "data/hsv.h"
@@ -81,6 +82,24 @@ TEST_CASE("shapes: each class is painted in its own band of hues") {
   }
   REQUIRE(boxes_seen > 150);
   CHECK(in_band > 0.85 * boxes_seen);  // random hues would put about 60 % in band
+}
+
+TEST_CASE("shapes: a dataset written by an older generator is told apart from a current one") {
+  TempDir dir;
+  data::ShapesOptions options;
+  options.out = (dir.path() / "shapes").string();
+  options.n_train = 2;
+  options.n_val = 1;
+  options.imgsz = 32;
+  const std::string yaml = data::make_shapes_dataset(options);
+  CHECK(data::shapes_dataset_age(yaml) == data::ShapesDatasetAge::current);
+  const std::string older = (dir.path() / "older.yaml").string(), other = (dir.path() / "other.yaml").string();
+  std::ofstream(older) << "# synthetic shapes, written by `bareyolo make-shapes` (seed 0)\npath: .\n";
+  std::ofstream(other) << "path: ../coco128\ntrain: images/train2017\n";
+  CHECK(data::shapes_dataset_age(older) == data::ShapesDatasetAge::older);
+  CHECK(data::shapes_dataset_age(other) == data::ShapesDatasetAge::not_shapes);
+  CHECK(data::shapes_dataset_age((dir.path() / "missing.yaml").string()) ==
+        data::ShapesDatasetAge::not_shapes);
 }
 
 TEST_CASE("make-shapes rejects options it cannot honour") {

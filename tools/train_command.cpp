@@ -31,12 +31,18 @@ struct TrainCommandOptions {
   CLI::Option *resume = nullptr, *epochs = nullptr, *imgsz = nullptr;
 } options;
 
-// The built-in shapes dataset, generated on first use.
+// The built-in shapes dataset, generated on first use, and again when an older bareyolo's
+// generator wrote the one there (its images differ from what the README's numbers used).
 std::string default_dataset() {
-  const fs::path yaml = fs::path("datasets") / "shapes" / "data.yaml";
-  if (fs::exists(yaml)) return yaml.string();
+  const fs::path folder = fs::path("datasets") / "shapes", yaml = folder / "data.yaml";
+  if (fs::exists(yaml)) {
+    if (data::shapes_dataset_age(yaml.string()) != data::ShapesDatasetAge::older)
+      return yaml.string();
+    std::printf("datasets/shapes was written by an older bareyolo: replacing it\n");
+    fs::remove_all(folder);
+  }
   std::printf("generating the built-in shapes dataset in datasets/shapes ...\n");
-  return data::make_shapes_dataset({.out = (fs::path("datasets") / "shapes").string()});
+  return data::make_shapes_dataset({.out = folder.string()});
 }
 
 // --config FILE: each `key: value` of the yaml is the flag --key (underscores may stand for
