@@ -1,7 +1,10 @@
 // tests/test_dist_store.cpp — the rendezvous store over loopback on ports the OS picks:
 // threads (and one forked process) act as ranks. Every call has a short timeout, so a broken
 // store fails a test instead of hanging the suite.
+#include <arpa/inet.h>
 #include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +17,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "engine/dist/socket.h"
 #include "engine/dist/store.h"
 
 namespace bareyolo::dist {
@@ -50,6 +54,22 @@ int free_port() {
 size_t open_fd_count() {
   return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
                                            std::filesystem::directory_iterator()));
+}
+
+TEST_CASE("dist socket: a socket connected to itself is told apart from a real connection") {
+  // Bound to a port the OS picked and connected to that same port, a socket connects to
+  // itself (TCP's simultaneous open) — what a retrying connect on loopback can run into.
+  Fd self(::socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(self.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+  address.sin_port = htons(uint16_t(bound_port(self.get())));
+  REQUIRE(::connect(self.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+  CHECK(is_self_connection(self.get()));
+  Fd listener = listen_tcp(kHost, 0);
+  Fd client = connect_tcp(kHost, bound_port(listener.get()), Clock::now() + kTimeout);
+  CHECK_FALSE(is_self_connection(client.get()));
 }
 
 TEST_CASE("dist store: set and get across ranks; check never waits") {

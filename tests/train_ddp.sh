@@ -40,7 +40,7 @@ grep -q "must not spawn workers itself" "$work/nested.txt" || fail "no recursion
 
 # 3. uninterrupted, then killed and resumed, then stopped by --max-steps and resumed.
 "$bareyolo" train "${common[@]}" "${cpu2[@]}" --epochs 20 --project "$work/runs" --name whole \
-  > "$work/whole.txt" 2>&1 || fail "2-rank run failed: $(tail -5 "$work/whole.txt")"
+  > "$work/whole.txt" 2>&1 || fail "2-rank run failed: $(tail -n 5 "$work/whole.txt")"
 grep -q "starting 2 ranks on cpu x2" "$work/whole.txt" || fail "no spawn notice"
 grep -q "^\[rank0\]: " "$work/whole.txt" || fail "worker output is not prefixed [rank0]:"
 test -s "$work/runs/whole/weights/final.safetensors" || fail "no final weights"
@@ -57,9 +57,9 @@ rank1=$(pgrep -P "$launcher" | sort -n | sed -n 2p)  # workers are forked in ran
 test -n "$rank1" || fail "rank 1's process not found"
 kill -9 "$rank1"
 if wait "$launcher"; then fail "the run survived a killed rank"; fi
-grep -q "rank 1 was killed by signal 9 (SIGKILL)" "$work/killed.txt" || fail "no message naming the dead rank: $(tail -5 "$work/killed.txt")"
+grep -q "rank 1 was killed by signal 9 (SIGKILL)" "$work/killed.txt" || fail "no message naming the dead rank: $(tail -n 5 "$work/killed.txt")"
 "$bareyolo" train --resume "$work/runs/killed" > "$work/resumed.txt" 2>&1 \
-  || fail "resume after the kill failed: $(tail -5 "$work/resumed.txt")"
+  || fail "resume after the kill failed: $(tail -n 5 "$work/resumed.txt")"
 cmp "$work/runs/whole/weights/final.safetensors" "$work/runs/killed/weights/final.safetensors" \
   || fail "killed-and-resumed final weights differ from the uninterrupted run's"
 
@@ -79,8 +79,8 @@ for r in 0 1; do
      "$bareyolo" train "${common[@]}" --device cpu --epochs 1 --project "$work/runs" \
      --name launched > "$work/launched$r.txt" 2>&1) &
 done
-wait %1 || fail "torchrun-style rank failed: $(tail -5 "$work/launched0.txt" "$work/launched1.txt")"
-wait %2 || fail "torchrun-style rank failed: $(tail -5 "$work/launched1.txt")"
+wait %1 || fail "torchrun-style rank failed: $(tail -n 5 "$work/launched0.txt" "$work/launched1.txt")"
+wait %2 || fail "torchrun-style rank failed: $(tail -n 5 "$work/launched1.txt")"
 grep -q "launched by torchrun: rank 0 of 2" "$work/launched0.txt" || fail "no launcher notice"
 ! grep -q "starting 2 ranks" "$work/launched0.txt" || fail "spawned under a launcher"
 test -z "$(ls -A "$work/rank1")" || fail "rank 1 wrote into its directory: $(ls -A "$work/rank1")"
@@ -95,8 +95,8 @@ for r in 0 1; do
     --nnodes 2 --node-rank $r --master-port "$port" --epochs 1 --project "$work/runs" \
     --name nodes > "$work/node$r.txt" 2>&1 &
 done
-wait %1 || fail "node 0 failed: $(tail -5 "$work/node0.txt")"
-wait %2 || fail "node 1 failed: $(tail -5 "$work/node1.txt")"
+wait %1 || fail "node 0 failed: $(tail -n 5 "$work/node0.txt")"
+wait %2 || fail "node 1 failed: $(tail -n 5 "$work/node1.txt")"
 grep -q "starting 1 ranks on cpu (node 1 of 2)" "$work/node1.txt" || fail "node 1 did not start"
 test -s "$work/runs/nodes/weights/final.safetensors" || fail "two nodes: no final weights"
 test ! -e "$work/runs/nodes2" || fail "two nodes: a second run directory appeared"

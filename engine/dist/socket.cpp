@@ -67,15 +67,17 @@ bool wait_for(int fd, short events, Clock::time_point deadline) {
   }
 }
 
-// One connection attempt; returns the errno that made it fail (0 on success).
+// One connection attempt; returns the errno that made it fail (0 on success). A socket
+// connected to itself counts as refused: nobody was listening.
 int try_connect(const Fd& fd, const sockaddr_in& address, Clock::time_point deadline) {
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0)
-    return 0;
-  if (errno != EINPROGRESS) return errno;
-  if (!wait_for(fd.get(), POLLOUT, deadline)) return ETIMEDOUT;
   int error = 0;
-  socklen_t length = sizeof error;
-  ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    if (errno != EINPROGRESS) return errno;
+    if (!wait_for(fd.get(), POLLOUT, deadline)) return ETIMEDOUT;
+    socklen_t length = sizeof error;
+    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
+  }
+  if (error == 0 && is_self_connection(fd.get())) return ECONNREFUSED;
   return error;
 }
 
@@ -119,6 +121,15 @@ int bound_port(int fd) {
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0)
     throw std::runtime_error(errno_message("getsockname failed on the store's socket"));
   return ntohs(address.sin_port);
+}
+
+bool is_self_connection(int fd) {
+  sockaddr_in local{}, peer{};
+  socklen_t local_length = sizeof local, peer_length = sizeof peer;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_length) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_length) != 0)
+    return false;
+  return local.sin_port == peer.sin_port && local.sin_addr.s_addr == peer.sin_addr.s_addr;
 }
 
 Fd connect_tcp(const std::string& host, int port, Clock::time_point deadline) {

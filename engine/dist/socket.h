@@ -49,6 +49,12 @@ int bound_port(int fd);
 // Throws naming the peer and the seconds waited.
 Fd connect_tcp(const std::string& host, int port, Clock::time_point deadline);
 
+// Is the connected socket `fd` connected to itself? On loopback, a connect to a port nobody
+// listens on yet may be given that very port as its own ephemeral port, and TCP's simultaneous
+// open then connects the socket to itself: a rank would read its own hello back as the
+// store's answer. connect_tcp treats such a connection as refused and retries.
+bool is_self_connection(int fd);
+
 // Sends or receives exactly `bytes`, waiting at most until `deadline`. Return false on the
 // deadline; throw when the peer closes or the socket fails (`peer` names it in the message).
 bool send_all(int fd, const void* data, size_t bytes, Clock::time_point deadline,
