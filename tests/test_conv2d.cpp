@@ -38,6 +38,7 @@ const std::vector<ConvCase> kCases = {
     {{2, 2, 8, 9}, 3, 5, 5, {1, 1, 2, 2}, false},   // padding 2
     {{2, 3, 7, 6}, 2, 1, 1, {2, 2, 1, 1}, false},   // 1x1 with stride and padding
     {{2, 2, 9, 7}, 3, 3, 1, {2, 1, 1, 0}, true},    // non-square kernel, stride, padding
+    {{2, 3, 12, 37}, 3, 3, 3, {2, 2, 1, 1}, false}, // downsampling, rows long enough for SIMD
     {{2, 2, 5, 6}, 2, 3, 3, {1, 1, 0, 0}, false},   // no padding
     {{1, 2, 4, 3}, 3, 5, 5, {1, 1, 2, 2}, true},    // kernel larger than the image
     // larger batches and maps: backward weight's partial sums per image group (conv2d.cpp;

@@ -159,31 +159,50 @@ TEST_CASE("gemm with m or n equal to zero touches nothing") {
   testing::check_close(c, std::vector<double>(4, 1.0), 0.0, 0.0, "empty product");
 }
 
+// The dot-product path (backward weight's products: only B transposed, few rows of C, a deep
+// sum): partial 4 x 6 tiles at both edges, a depth that is not a multiple of 16, several
+// depth blocks, and a task edge in the columns (130 > 126).
+TEST_CASE("gemm's dot-product path matches a double reference on edge tiles and deep sums") {
+  Rng rng(31);
+  int case_index = 0;
+  for (int64_t m : {1, 5, 32})
+    for (int64_t n : {1, 7, 130})
+      for (int64_t k : {256, 1100}) {
+        const bool accumulate = case_index++ % 2 == 1;
+        GemmCase gc{false, true, m, n, k, accumulate ? -0.5 : 1.0, accumulate ? 1.0 : 0.0, 3};
+        check_gemm<float>(rng, gc, 1e-5, 1e-5);
+      }
+}
+
 // The product is split into several tasks over the pool; the result must be correct and the
 // same bits whatever the number of threads.
 TEST_CASE("gemm gives identical bits on one and two threads for a product split into tasks") {
   ThreadPool& pool = ThreadPool::global();
   const int saved_threads = pool.num_threads();
-  for (int trans = 0; trans < 4; ++trans) {
-    GemmCase gc{(trans & 1) != 0, (trans & 2) != 0, 70, 3000, 300, 0.5, 0.25, 1};
-    std::vector<std::vector<float>> results;
-    for (int threads : {1, 2}) {
-      pool.resize(threads);
-      Rng rng(99);  // same inputs for both runs
-      StoredMatrix<float> a(rng, gc.trans_a ? gc.k : gc.m, gc.trans_a ? gc.m : gc.k, 1, kNaN);
-      StoredMatrix<float> b(rng, gc.trans_b ? gc.n : gc.k, gc.trans_b ? gc.k : gc.n, 1, kNaN);
-      StoredMatrix<float> c(rng, gc.m, gc.n, 1, kCSentinel);
-      cpu::gemm<float>(gc.trans_a, gc.trans_b, gc.m, gc.n, gc.k, 0.5f, a.values.data(), a.ld,
-                       b.values.data(), b.ld, 0.25f, c.values.data(), c.ld);
-      results.push_back(c.values);
+  // The second shape goes through the dot-product path when only B is transposed.
+  const int64_t shapes[][3] = {{70, 3000, 300}, {32, 1000, 1100}};
+  for (const auto& shape : shapes) {
+    for (int trans = 0; trans < 4; ++trans) {
+      GemmCase gc{(trans & 1) != 0, (trans & 2) != 0, shape[0], shape[1], shape[2], 0.5, 0.25, 1};
+      std::vector<std::vector<float>> results;
+      for (int threads : {1, 2}) {
+        pool.resize(threads);
+        Rng rng(99);  // same inputs for both runs
+        StoredMatrix<float> a(rng, gc.trans_a ? gc.k : gc.m, gc.trans_a ? gc.m : gc.k, 1, kNaN);
+        StoredMatrix<float> b(rng, gc.trans_b ? gc.n : gc.k, gc.trans_b ? gc.k : gc.n, 1, kNaN);
+        StoredMatrix<float> c(rng, gc.m, gc.n, 1, kCSentinel);
+        cpu::gemm<float>(gc.trans_a, gc.trans_b, gc.m, gc.n, gc.k, 0.5f, a.values.data(), a.ld,
+                         b.values.data(), b.ld, 0.25f, c.values.data(), c.ld);
+        results.push_back(c.values);
+      }
+      pool.resize(saved_threads);
+      REQUIRE(results[0].size() == results[1].size());
+      CHECK_MESSAGE(
+          std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)) == 0,
+          gc.str() << " differs between 1 and 2 threads");
+      Rng rng(5);
+      check_gemm<float>(rng, gc, 1e-5, 1e-5);
     }
-    pool.resize(saved_threads);
-    REQUIRE(results[0].size() == results[1].size());
-    CHECK_MESSAGE(
-        std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)) == 0,
-        gc.str() << " differs between 1 and 2 threads");
-    Rng rng(5);
-    check_gemm<float>(rng, gc, 1e-5, 1e-5);
   }
 }
 
@@ -247,6 +266,38 @@ TEST_CASE("gemm micro-kernels compute their tile from packed panels") {
                              what + " wrote past its tile");
       }
     }
+  }
+}
+
+// The dot-product tile on its own: rows at any alignment, depths below, at and past one
+// vector (the masked tail), each sum against the double reference.
+TEST_CASE("gemm dot-product tile sums every pair of its rows") {
+  using namespace cpu::gemm_detail;
+  if (!__builtin_cpu_supports("avx512f")) return;
+  Rng rng(4);
+  for (int64_t kc : {1, 15, 16, 37, 300}) {
+    // Rows one float apart from a multiple of 16, so no load is aligned; a NaN after each row
+    // poisons any sum that reads past kc.
+    const int64_t stride = kc + 17;
+    std::vector<float> storage = testing::random_vector<float>(rng, (kDotRows + kDotCols) * stride);
+    const float* a_rows[kDotRows];
+    const float* b_rows[kDotCols];
+    for (int r = 0; r < kDotRows + kDotCols; ++r) {
+      float* row = storage.data() + r * stride + 1;
+      row[kc] = std::numeric_limits<float>::quiet_NaN();
+      (r < kDotRows ? a_rows[r] : b_rows[r - kDotRows]) = row;
+    }
+    float sums[kDotRows * kDotCols];
+    dot_tile_avx512_4x6(kc, a_rows, b_rows, sums);
+    std::vector<double> actual(sums, sums + kDotRows * kDotCols), expected;
+    for (int i = 0; i < kDotRows; ++i)
+      for (int j = 0; j < kDotCols; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < kc; ++p) sum += double(a_rows[i][p]) * double(b_rows[j][p]);
+        expected.push_back(sum);
+      }
+    testing::check_close(actual, expected, 1e-5, 1e-5 * std::sqrt(double(kc)),
+                         "dot tile kc=" + std::to_string(kc));
   }
 }
 

@@ -15,8 +15,13 @@
 // Packing turns any lda/ldb and any transposition into contiguous, aligned, zero-padded
 // panels, so the micro-kernel has one code path; edge tiles go through a scratch tile.
 //
+// Products with op(A)'s rows and op(B)'s columns both contiguous over k (only B transposed:
+// backward weight, dW += dY col^T) and few rows go through the dot-product path further down
+// instead, which reads both operands in place.
+//
 // Reproducibility: the depth blocks are cut from k alone and each element of C is computed by
 // exactly one task, so the bits never depend on the thread count or on the m/n partition.
+// Which path runs depends on the shape (and on the CPU having AVX-512) alone.
 #include "kernels/cpu/gemm.h"
 
 #include <immintrin.h>
@@ -25,6 +30,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <type_traits>
@@ -122,6 +128,13 @@ void transpose_8x8(const float* src, int64_t ld, float* out, int64_t out_stride)
 // Packing writes panels of W rows r (rows of op(A), or columns of op(B)): panel q holds
 // out[q * W * depth + p * W + r - q * W], zero for rows past `count`.
 
+// dst[0, W) = src[0, W), as a fixed-size memcpy, which the compiler turns into a few vector
+// moves (as a loop, the 8-value copy of A's panels compiled to 8 scalar moves).
+template <class T, int W>
+void copy_step(const T* src, T* dst) {
+  std::memcpy(dst, src, W * sizeof(T));
+}
+
 // The operand's step p is a contiguous run over r: copy step by step across all panels, so
 // the source is read in long row-order streams the hardware prefetcher follows.
 template <class T, int W>
@@ -132,7 +145,7 @@ void pack_by_steps(const Operand<T>& operand, int64_t r0, int64_t count, int64_t
     for (int64_t r = 0; r < count; r += W) {
       T* dst = out + r * depth + p * W;
       if (count - r >= W) {
-        for (int q = 0; q < W; ++q) dst[q] = src[r + q];  // fixed length: vectorized
+        copy_step<T, W>(src + r, dst);
         continue;
       }
       for (int64_t q = 0; q < W; ++q) dst[q] = r + q < count ? src[r + q] : T(0);
@@ -240,6 +253,16 @@ void multiply_block(const MicroKernels<T>& kernels, const Operand<T>& a, const O
   }
 }
 
+// Runs run_tasks(begin, end) over [0, tasks), on the pool when the product is worth it.
+template <class RunTasks>
+void run_product(int64_t m, int64_t n, int64_t k, int64_t tasks, const RunTasks& run_tasks) {
+  if (2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <
+      kMinParallelFlops)
+    run_tasks(0, tasks);
+  else
+    parallel_for(tasks, 1, run_tasks);
+}
+
 // Cuts C into tasks from the shape alone and runs them, on the pool when worth it.
 template <class T, int MR, int NR>
 void multiply(const MicroKernels<T>& kernels, const Operand<T>& a, const Operand<T>& b, int64_t m,
@@ -262,12 +285,70 @@ void multiply(const MicroKernels<T>& kernels, const Operand<T>& a, const Operand
                                 col0, std::min(block_cols, n - col0), alpha, beta, c, ldc);
     }
   };
-  int64_t tasks = row_blocks * col_blocks;
-  if (2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <
-      kMinParallelFlops)
-    run_tasks(0, tasks);
-  else
-    parallel_for(tasks, 1, run_tasks);
+  run_product(m, n, k, row_blocks * col_blocks, run_tasks);
+}
+
+// The dot-product path (gemm_kernels.h): op(A)'s rows and op(B)'s columns both contiguous
+// over p, read where they lie in 4 x 6 tiles. Packing them would transpose both (each row
+// of a packed panel holds one step p); for backward weight that was as much work as the
+// FMAs. Loops per task: depth blocks of <= kDotDepth steps; 4 rows of op(A) (8 KB, in L1)
+// against every 6 columns of op(B) in the task (<= kDotBlockCols x kDotDepth floats,
+// 256 KB, in L2).
+constexpr int64_t kDotDepth = 512;
+constexpr int64_t kDotBlockRows = 32, kDotBlockCols = 126;  // whole tiles
+// When the dot path runs: op(A) of at most kMaxDotRows rows, where a packed panel of op(B)
+// would serve only a few micro-kernel calls (the early layers' c_out of 16 and 32; measured
+// per layer of yolov5n at 320, batch 8: 6-59% faster there, and 0-11% slower at c_out >= 128,
+// where packing is well amortised), and a depth of at least kMinDotDepth: a dot tile ends
+// with a reduction of its 24 accumulators (some 70 instructions), which a short depth does
+// not amortise.
+constexpr int64_t kMaxDotRows = 32;
+constexpr int64_t kMinDotDepth = 256;
+
+// One task: C[row0.., col0..] (rows x cols) over all of k.
+void multiply_dot_block(const Operand<float>& a, const Operand<float>& b, int64_t k,
+                        int64_t depth_step, int64_t row0, int64_t rows, int64_t col0,
+                        int64_t cols, float alpha, float beta, float* c, int64_t ldc) {
+  alignas(64) float sums[kDotRows * kDotCols];
+  for (int64_t p0 = 0; p0 < k; p0 += depth_step) {
+    const int64_t depth = std::min(depth_step, k - p0);
+    const float beta_now = p0 == 0 ? beta : 1.0f;
+    for (int64_t i = 0; i < rows; i += kDotRows) {
+      const int64_t tile_rows = std::min<int64_t>(kDotRows, rows - i);
+      // Past the edge a tile reads its first row again; those sums are never stored.
+      const float* a_rows[kDotRows];
+      for (int r = 0; r < kDotRows; ++r) a_rows[r] = a.at(row0 + i + (r < tile_rows ? r : 0), p0);
+      for (int64_t j = 0; j < cols; j += kDotCols) {
+        const int64_t tile_cols = std::min<int64_t>(kDotCols, cols - j);
+        const float* b_rows[kDotCols];
+        for (int q = 0; q < kDotCols; ++q)
+          b_rows[q] = b.at(col0 + j + (q < tile_cols ? q : 0), p0);
+        dot_tile_avx512_4x6(depth, a_rows, b_rows, sums);
+        // The SIMD kernels' store arithmetic: alpha * sum, plus beta * C unless beta is 0.
+        for (int64_t r = 0; r < tile_rows; ++r)
+          for (int64_t q = 0; q < tile_cols; ++q) {
+            const float product = alpha * sums[r * kDotCols + q];
+            float& out = c[(row0 + i + r) * ldc + col0 + j + q];
+            out = beta_now == 0.0f ? product : std::fma(beta_now, out, product);
+          }
+      }
+    }
+  }
+}
+
+void multiply_dot(const Operand<float>& a, const Operand<float>& b, int64_t m, int64_t n,
+                  int64_t k, float alpha, float beta, float* c, int64_t ldc) {
+  const int64_t depth_step = ceil_div(k, ceil_div(k, kDotDepth));
+  const int64_t row_blocks = ceil_div(m, kDotBlockRows);
+  const int64_t col_blocks = ceil_div(n, kDotBlockCols);
+  run_product(m, n, k, row_blocks * col_blocks, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t row0 = task % row_blocks * kDotBlockRows;
+      const int64_t col0 = task / row_blocks * kDotBlockCols;
+      multiply_dot_block(a, b, k, depth_step, row0, std::min(kDotBlockRows, m - row0), col0,
+                         std::min(kDotBlockCols, n - col0), alpha, beta, c, ldc);
+    }
+  });
 }
 
 // C = beta * C, the whole product when k == 0 or alpha == 0 (A and B are then not read).
@@ -294,6 +375,9 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
   // op(A) is read by rows r = i, op(B) by columns r = j.
   Operand<T> a_rows{a, lda, !trans_a}, b_cols{b, ldb, trans_b};
   if constexpr (std::is_same_v<T, float>) {
+    if (cpu_has_avx512() && a_rows.p_contiguous && b_cols.p_contiguous && m <= kMaxDotRows &&
+        k >= kMinDotDepth)
+      return multiply_dot(a_rows, b_cols, m, n, k, alpha, beta, c, ldc);
     if (cpu_has_avx512())
       return multiply<float, kAvx512Rows, kAvx512Cols>(
           {micro_kernel_avx512_8x32, micro_kernel_avx512_8x16}, a_rows, b_cols, m, n, k, alpha,

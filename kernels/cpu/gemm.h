@@ -4,8 +4,10 @@
 //
 // Row-major. op(A) = A, stored m x k with row stride lda >= k, or (trans_a) A^T with A
 // stored k x m, lda >= m; likewise B. beta == 0 means C is only written, never read (it may
-// hold NaN). float runs a packed, cache-blocked, register-blocked SIMD kernel; double runs
-// the same blocking with a portable micro-kernel (the precision the gradient checks use).
+// hold NaN). float runs a packed, cache-blocked, register-blocked SIMD kernel (on AVX-512,
+// products with only B transposed, few rows and a deep sum, backward weight's shape, run
+// dot-product tiles that read A and B in place instead); double runs the packed blocking with
+// a portable micro-kernel (the precision the gradient checks use).
 // Large products are split over the CPU thread pool.
 #pragma once
 

@@ -37,4 +37,13 @@ void micro_kernel_avx512_8x32(int64_t kc, const float* a_panel, const float* b_p
 void micro_kernel_avx512_8x16(int64_t kc, const float* a_panel, const float* b_panel, float alpha,
                               float beta, float* c, int64_t ldc);
 
+// The dot-product tile, for C = op(A) * op(B) where the rows of op(A) and the columns of
+// op(B) are both contiguous over p (gemm(false, true, ...): backward weight, dW += dY col^T),
+// so that neither needs packing: sums[i * kDotCols + j] = sum over p < kc of
+// a_rows[i][p] * b_rows[j][p], each sum reduced in a fixed order that depends on kc alone.
+// AVX-512F, 4 x 6: 24 zmm accumulators, 10 vector loads per 24 FMAs.
+inline constexpr int kDotRows = 4, kDotCols = 6;
+void dot_tile_avx512_4x6(int64_t kc, const float* const* a_rows, const float* const* b_rows,
+                         float* sums);
+
 }  // namespace bareyolo::cpu::gemm_detail
