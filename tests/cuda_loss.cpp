@@ -17,6 +17,7 @@
 #include "kernels/ops.h"
 #include "models/head_loss.h"
 #include "tests/cuda_testing.h"
+#include "tests/random_matched_rows.h"
 
 using namespace bareyolo;
 using namespace bareyolo::testing;
@@ -82,31 +83,6 @@ TEST_CASE("cuda BCE on channel slices equals the cpu") {
 }
 
 namespace {
-
-// Random matched rows on a head of `images` x `anchors` x ny x nx cells: `count` rows, about
-// a third of them on the cell of an earlier row (with their own targets and class).
-std::vector<models::MatchedRow> random_rows(Rng& rng, int count, int images, int anchors, int ny,
-                                            int nx, int classes) {
-  std::vector<models::MatchedRow> rows;
-  for (int k = 0; k < count; ++k) {
-    const std::vector<double> u = random_vector(rng, 6, 0, 1);
-    models::MatchedRow r{random_int(rng, 0, images - 1), random_int(rng, 0, anchors - 1),
-                         random_int(rng, 0, ny - 1),     random_int(rng, 0, nx - 1),
-                         -0.5 + 2 * u[0],                -0.5 + 2 * u[1],
-                         0.2 + 6 * u[2],                 0.2 + 6 * u[3],
-                         0.5 + 4 * u[4],                 0.5 + 4 * u[5],
-                         random_int(rng, 0, classes - 1)};
-    if (!rows.empty() && random_int(rng, 0, 2) == 0) {  // the cell of an earlier row
-      const models::MatchedRow& earlier = rows[size_t(random_int(rng, 0, int(rows.size()) - 1))];
-      r.image = earlier.image;
-      r.anchor = earlier.anchor;
-      r.gj = earlier.gj;
-      r.gi = earlier.gi;
-    }
-    rows.push_back(r);
-  }
-  return rows;
-}
 
 // Cells named by more than one row, over all levels.
 int shared_cells(const models::LevelTargets& targets) {
@@ -176,8 +152,9 @@ TEST_CASE("cuda yolo loss equals the cpu loss on random heads and rows") {
       head.push_back(random_tensor(rng, shape, -4, 4));
       // Level 2 matches nothing: its objectness targets are all 0.
       targets.push_back(level == 2 ? std::vector<models::MatchedRow>{}
-                                   : random_rows(rng, level == 0 ? 60 : 25, images, anchors,
-                                                 sizes[level], sizes[level], classes));
+                                   : random_matched_rows(rng, level == 0 ? 60 : 25, images,
+                                                         anchors, sizes[level], sizes[level],
+                                                         classes));
     }
     REQUIRE(shared_cells(targets) >= 10);
     models::LossOptions options{models::scale_loss_gains({}, 3, classes, 320), classes};

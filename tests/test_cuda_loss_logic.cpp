@@ -15,35 +15,12 @@
 #include <vector>
 
 #include "models/head_loss.cuh"
+#include "tests/random_matched_rows.h"
 #include "tests/testing.h"
 
 using namespace bareyolo;
 using namespace bareyolo::models;
 using namespace bareyolo::testing;
-
-namespace {
-
-std::vector<MatchedRow> random_rows(Rng& rng, int count, int images, int anchors, int size,
-                                    int classes) {
-  std::vector<MatchedRow> rows;
-  for (int k = 0; k < count; ++k) {
-    const std::vector<double> u = random_vector(rng, 6, 0, 1);
-    MatchedRow r{random_int(rng, 0, images - 1), random_int(rng, 0, anchors - 1),
-                 random_int(rng, 0, size - 1),   random_int(rng, 0, size - 1),
-                 -0.5 + 2 * u[0],                -0.5 + 2 * u[1],
-                 0.2 + 6 * u[2],                 0.2 + 6 * u[3],
-                 0.5 + 4 * u[4],                 0.5 + 4 * u[5],
-                 random_int(rng, 0, classes - 1)};
-    if (!rows.empty() && random_int(rng, 0, 2) == 0) {  // the cell of an earlier row
-      const MatchedRow& earlier = rows[size_t(random_int(rng, 0, int(rows.size()) - 1))];
-      r.image = earlier.image, r.anchor = earlier.anchor, r.gj = earlier.gj, r.gi = earlier.gi;
-    }
-    rows.push_back(r);
-  }
-  return rows;
-}
-
-}  // namespace
 
 TEST_CASE("the cuda loss's per-thread bodies run serially equal yolo_loss") {
   for (int classes : {1, 4})
@@ -62,8 +39,8 @@ TEST_CASE("the cuda loss's per-thread bodies run serially equal yolo_loss") {
         expected_grad.emplace_back(head.back().size(), 0.0f);
         grad.emplace_back(head.back().size(), std::numeric_limits<float>::quiet_NaN());
         // Level 2 matches nothing.
-        targets.push_back(random_rows(rng, level == 2 ? 0 : 60 / (level + 1), images, anchors,
-                                      sizes[level], classes));
+        targets.push_back(random_matched_rows(rng, level == 2 ? 0 : 60 / (level + 1), images,
+                                              anchors, sizes[level], sizes[level], classes));
       }
       LossOptions options{scale_loss_gains({}, 3, classes, 320), classes};
       options.hyp.label_smoothing = 0.1;
