@@ -4,21 +4,30 @@
 #include <cmath>
 #include <stdexcept>
 
+#ifdef BAREYOLO_WITH_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
+
 namespace bareyolo::models {
 
 namespace {
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 }  // namespace
 
-std::vector<float> decode_predictions(const std::vector<Tensor>& head, const DetectionModel& model) {
-  const int no = model.outputs_per_anchor(), na = model.num_anchors();
-  if (head.size() != model.strides().size())
-    throw std::invalid_argument("decode_predictions: " + std::to_string(head.size()) +
+int64_t decoded_rows_per_image(const std::vector<Tensor>& head, const DetectionModel& model) {
+  if (head.empty() || head.size() != model.strides().size())
+    throw std::invalid_argument("decode: " + std::to_string(head.size()) +
                                 " head outputs for a model with " +
                                 std::to_string(model.strides().size()) + " levels");
-  const int64_t images = head[0].shape().n;
   int64_t rows_per_image = 0;
-  for (const Tensor& level : head) rows_per_image += na * level.shape().plane();
+  for (const Tensor& level : head) rows_per_image += model.num_anchors() * level.shape().plane();
+  return rows_per_image;
+}
+
+std::vector<float> decode_predictions(const std::vector<Tensor>& head, const DetectionModel& model) {
+  const int no = model.outputs_per_anchor(), na = model.num_anchors();
+  const int64_t rows_per_image = decoded_rows_per_image(head, model);
+  const int64_t images = head[0].shape().n;
 
   std::vector<float> rows(size_t(images * rows_per_image * no));
   int64_t level_first_row = 0;
@@ -47,5 +56,26 @@ std::vector<float> decode_predictions(const std::vector<Tensor>& head, const Det
   }
   return rows;
 }
+
+#ifdef BAREYOLO_WITH_CUDA
+void decode_predictions_on_device(const std::vector<Tensor>& head, const DetectionModel& model,
+                                  float* rows) {
+  const int na = model.num_anchors();
+  cuda::DecodeLevel decode;
+  decode.anchors = na;
+  decode.outputs = model.outputs_per_anchor();
+  decode.rows_per_image = decoded_rows_per_image(head, model);
+  for (size_t level = 0; level < head.size(); ++level) {
+    decode.stride = float(model.strides()[level]);
+    // More anchors than the kernel holds: detect_decode_level refuses them with a message.
+    for (int a = 0; a < na && a < cuda::kMaxDecodeAnchors; ++a) {
+      decode.anchors_grid[2 * a] = float(model.anchor(int(level), a)[0]);
+      decode.anchors_grid[2 * a + 1] = float(model.anchor(int(level), a)[1]);
+    }
+    cuda::detect_decode_level(head[level].view<float>(), decode, rows);
+    decode.first_row += na * head[level].shape().plane();
+  }
+}
+#endif
 
 }  // namespace bareyolo::models

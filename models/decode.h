@@ -14,7 +14,17 @@
 
 namespace bareyolo::models {
 
+// Rows per image: anchors x cells, summed over the levels.
+int64_t decoded_rows_per_image(const std::vector<Tensor>& head, const DetectionModel& model);
+
 // [images][rows][5 + nc] floats: (cx, cy, w, h, objectness, class scores) per row.
 std::vector<float> decode_predictions(const std::vector<Tensor>& head, const DetectionModel& model);
+
+#ifdef BAREYOLO_WITH_CUDA
+// The same rows, decoded on the GPU that holds `head` into `rows` (device memory there, room
+// for images x decoded_rows_per_image x (5 + nc) floats): one detect_decode_level per level.
+void decode_predictions_on_device(const std::vector<Tensor>& head, const DetectionModel& model,
+                                  float* rows);
+#endif
 
 }  // namespace bareyolo::models

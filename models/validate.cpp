@@ -20,27 +20,11 @@ namespace {
 std::vector<std::vector<Detection>> detect_on_device(const std::vector<Tensor>& head,
                                                      const DetectionModel& model,
                                                      const NmsOptions& nms) {
-  const int na = model.num_anchors(), no = model.outputs_per_anchor();
+  const int64_t no = model.outputs_per_anchor(), images = head[0].shape().n;
+  const int64_t rows_per_image = decoded_rows_per_image(head, model);
   const Device device = head[0].device();
-  const int64_t images = head[0].shape().n;
-  int64_t rows_per_image = 0;
-  for (const Tensor& level : head) rows_per_image += na * level.shape().plane();
   Tensor rows = Tensor::empty({1, 1, 1, images * rows_per_image * no}, device);
-  int64_t first_row = 0;
-  for (int level = 0; level < model.num_levels(); ++level) {
-    cuda::DecodeLevel decode;
-    decode.anchors = na;
-    decode.outputs = no;
-    decode.stride = float(model.strides()[size_t(level)]);
-    for (int a = 0; a < na && a < cuda::kMaxDecodeAnchors; ++a) {
-      decode.anchors_grid[2 * a] = float(model.anchor(level, a)[0]);
-      decode.anchors_grid[2 * a + 1] = float(model.anchor(level, a)[1]);
-    }
-    decode.first_row = first_row;
-    decode.rows_per_image = rows_per_image;
-    cuda::detect_decode_level(head[size_t(level)].view<float>(), decode, rows.view<float>().data);
-    first_row += na * head[size_t(level)].shape().plane();
-  }
+  decode_predictions_on_device(head, model, rows.view<float>().data);
   std::vector<std::vector<Detection>> detections(static_cast<size_t>(images));
   for (int64_t image = 0; image < images; ++image)
     for (const cuda::NmsDetection& d : cuda::non_max_suppression(
@@ -104,10 +88,7 @@ ValidationResult validate(const data::Dataset& dataset, const ValidationOptions&
 
 std::vector<std::vector<Detection>> detect(const std::vector<Tensor>& head,
                                            const DetectionModel& model, const NmsOptions& nms) {
-  if (head.empty() || head.size() != model.strides().size())
-    throw std::invalid_argument("detect: " + std::to_string(head.size()) +
-                                " head outputs for a model with " +
-                                std::to_string(model.strides().size()) + " levels");
+  decoded_rows_per_image(head, model);  // refuses a head that does not fit the model
   if (head[0].device().is_cuda()) {
 #ifdef BAREYOLO_WITH_CUDA
     return detect_on_device(head, model, nms);

@@ -1,6 +1,7 @@
-// tests/cuda_decode.cpp — the Detect decode kernel against models::decode_predictions (the CPU
-// reference) on random logits, for a three-level model, rows poisoned first. Tolerance:
-// float32, kFloatRtol / kFloatAtol (the GPU's expf is within 2 ulps of the CPU's).
+// tests/cuda_decode.cpp — the Detect decode kernel, through models::decode_predictions_on_device,
+// against models::decode_predictions (the CPU reference) on random logits, for a three-level
+// model, rows poisoned first. Tolerance: float32, kFloatRtol / kFloatAtol (the GPU's expf is
+// within 2 ulps of the CPU's).
 #include "kernels/cuda/cuda_ops.h"
 #include "models/decode.h"
 #include "models/model_config.h"
@@ -33,32 +34,17 @@ TEST_CASE("cuda detect decode equals the cpu decode") {
   const int na = model.num_anchors(), no = model.outputs_per_anchor();
   Rng rng(91);
   const int64_t images = 2;
-  std::vector<Tensor> head;
-  int64_t rows_per_image = 0;
+  std::vector<Tensor> head, head_on_gpu;
   for (int64_t size : {12, 6, 3}) {
     head.push_back(random_tensor(rng, {images, na * no, size, size}, -6, 6));
-    rows_per_image += na * size * size;
+    head_on_gpu.push_back(head.back().to(Device::cuda(0)));
   }
   const std::vector<float> expected = models::decode_predictions(head, model);
 
+  const int64_t rows_per_image = models::decoded_rows_per_image(head, model);
   Tensor rows = Tensor::empty({1, 1, 1, images * rows_per_image * no}, Device::cuda(0));
   cuda::fill_bytes(rows.view<float>().data, 0xFF, size_t(rows.numel()) * 4, 0);  // NaN
-  int64_t first_row = 0;
-  for (int level = 0; level < model.num_levels(); ++level) {
-    cuda::DecodeLevel d;
-    d.anchors = na;
-    d.outputs = no;
-    d.stride = float(model.strides()[size_t(level)]);
-    for (int a = 0; a < na; ++a) {
-      d.anchors_grid[2 * a] = float(model.anchor(level, a)[0]);
-      d.anchors_grid[2 * a + 1] = float(model.anchor(level, a)[1]);
-    }
-    d.first_row = first_row;
-    d.rows_per_image = rows_per_image;
-    const Tensor level_on_gpu = head[size_t(level)].to(Device::cuda(0));
-    cuda::detect_decode_level(level_on_gpu.view<float>(), d, rows.view<float>().data);
-    first_row += na * head[size_t(level)].shape().plane();
-  }
+  models::decode_predictions_on_device(head_on_gpu, model, rows.view<float>().data);
   cuda::synchronize(0);
   check_close(rows.to_vector<float>(), expected, kFloatRtol, kFloatAtol, "decoded rows");
 }
