@@ -140,7 +140,7 @@ Event Event::record(int device) {
   auto stream = static_cast<cudaStream_t>(compute_stream(device));  // sets the device
   cudaEvent_t event = nullptr;
   BAREYOLO_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  Event marked(event, device);  // destroyed if recording fails
+  Event marked(event);  // destroyed if recording fails
   BAREYOLO_CUDA_CHECK(cudaEventRecord(event, stream));
   return marked;
 }
@@ -162,12 +162,6 @@ bool Event::complete() const {
 
 void Event::synchronize() const {
   if (event_) BAREYOLO_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
-}
-
-void Event::wait(int device) const {
-  if (!event_) return;
-  BAREYOLO_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(compute_stream(device)),
-                                          static_cast<cudaEvent_t>(event_), 0));
 }
 
 }  // namespace bareyolo::cuda

@@ -59,13 +59,11 @@ class Event {
   // Marks everything queued so far on `device`'s compute stream.
   static Event record(int device);
   ~Event();
-  Event(Event&& other) noexcept
-      : event_(std::exchange(other.event_, nullptr)), device_(other.device_) {}
+  Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
   Event& operator=(Event&& other) noexcept {
     if (this != &other) {
       Event replaced(std::move(*this));  // released when this scope ends
       event_ = std::exchange(other.event_, nullptr);
-      device_ = other.device_;
     }
     return *this;
   }
@@ -73,19 +71,14 @@ class Event {
   Event& operator=(const Event&) = delete;
 
   bool recorded() const { return event_ != nullptr; }
-  int device() const { return device_; }
   // The marked work has finished; never blocks.
   bool complete() const;
   // The host waits until the marked work has finished.
   void synchronize() const;
-  // Work queued on `device`'s compute stream after this call starts only once the marked
-  // work has finished; the host does not wait.
-  void wait(int device) const;
 
  private:
-  Event(void* event, int device) : event_(event), device_(device) {}
+  explicit Event(void* event) : event_(event) {}
   void* event_ = nullptr;  // a cudaEvent_t
-  int device_ = -1;
 };
 
 }  // namespace bareyolo::cuda

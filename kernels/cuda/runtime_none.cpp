@@ -1,6 +1,6 @@
 // kernels/cuda/runtime_none.cpp — runtime.h for a binary built without CUDA (WITH_CUDA=OFF):
 // no devices, and a clear error for anyone who asks for GPU memory anyway. No Event can be
-// recorded, so every Event is the empty one: complete, nothing to wait for.
+// recorded, so every Event is the empty one: complete.
 #include <stdexcept>
 
 #include "kernels/cuda/runtime.h"
@@ -34,6 +34,5 @@ Event Event::record(int) { built_without_cuda(); }
 Event::~Event() = default;
 bool Event::complete() const { return true; }
 void Event::synchronize() const {}
-void Event::wait(int) const {}
 
 }  // namespace bareyolo::cuda
