@@ -100,8 +100,8 @@ struct CiouTerms {
 // CIoU of prediction (x, y, w, h) against `target`. When `fixed_alpha` is given (>= 0) it
 // replaces alpha: finite-difference checks hold it at the value of the unperturbed point.
 template <class S>
-BAREYOLO_HOST_DEVICE CiouTerms<S> complete_iou(const S& x, const S& y, const S& w, const S& h, const Box& target,
-                          double fixed_alpha = -1) {
+BAREYOLO_HOST_DEVICE CiouTerms<S> complete_iou(const S& x, const S& y, const S& w, const S& h,
+                                               const Box& target, double fixed_alpha = -1) {
   constexpr double eps = 1e-7;
   const S half(0.5);
   const S b1x1 = x - w * half, b1x2 = x + w * half, b1y1 = y - h * half, b1y2 = y + h * half;

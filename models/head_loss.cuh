@@ -82,7 +82,7 @@ class PackedRows {
         rows.push_back(&r);
       }
       auto cell = [&](const MatchedRow* r) {
-        return ((int64_t(r->image) * l.anchors + r->anchor) * l.ny + r->gj) * l.nx + r->gi;
+        return l.cell_index(r->image, r->anchor, r->gj, r->gi);
       };
       std::stable_sort(rows.begin(), rows.end(),
                        [&](const MatchedRow* a, const MatchedRow* b) { return cell(a) < cell(b); });
