@@ -18,8 +18,10 @@ namespace bareyolo::data {
 namespace {
 
 // The first line of data.yaml; the number changes whenever the generator draws other images.
-constexpr const char* kYamlSignature = "# synthetic shapes, generator 2, written by `bareyolo make-shapes`";
-constexpr const char* kOlderYamlSignature = "# synthetic shapes, written by `bareyolo make-shapes`";
+constexpr const char* kYamlSignature =
+    "# synthetic shapes, generator 2, written by `bareyolo make-shapes`";
+constexpr const char* kOlderYamlSignature =
+    "# synthetic shapes, written by `bareyolo make-shapes`";
 
 constexpr int kMaxShapesPerImage = 6;
 constexpr double kBackgroundImageShare = 0.05;
@@ -40,7 +42,8 @@ bool inside(int cls, double u, double v) {
 
 // The background: any hue but weakly saturated, so that it never takes a class's colour.
 Rgb background_colour(SampleRng& rng) {
-  return hsv_to_rgb({uint8_t(rng.below(180)), uint8_t(rng.below(90)), uint8_t(40 + rng.below(216))});
+  return hsv_to_rgb(
+      {uint8_t(rng.below(180)), uint8_t(rng.below(90)), uint8_t(40 + rng.below(216))});
 }
 
 // A base colour, a linear gradient and pixel noise.
@@ -68,7 +71,8 @@ Rgb class_colour(SampleRng& rng, int cls, int classes, Rgb background) {
   Rgb colour{};
   for (int attempt = 0; attempt < 16; ++attempt) {
     int hue = int(std::lround(cls * band + rng.uniform(-0.3, 0.3) * band + 180)) % 180;
-    colour = hsv_to_rgb({uint8_t(hue), uint8_t(150 + rng.below(106)), uint8_t(110 + rng.below(146))});
+    colour = hsv_to_rgb(
+        {uint8_t(hue), uint8_t(150 + rng.below(106)), uint8_t(110 + rng.below(146))});
     int distance = 0;
     for (size_t c = 0; c < 3; ++c) distance += std::abs(int(colour[c]) - int(background[c]));
     if (distance >= 120) break;

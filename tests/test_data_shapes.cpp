@@ -86,15 +86,13 @@ TEST_CASE("shapes: each class is painted in its own band of hues") {
 
 TEST_CASE("shapes: a dataset written by an older generator is told apart from a current one") {
   TempDir dir;
-  data::ShapesOptions options;
-  options.out = (dir.path() / "shapes").string();
-  options.n_train = 2;
-  options.n_val = 1;
-  options.imgsz = 32;
-  const std::string yaml = data::make_shapes_dataset(options);
+  const std::string yaml = data::make_shapes_dataset(
+      {.out = (dir.path() / "shapes").string(), .n_train = 2, .n_val = 1, .imgsz = 32});
   CHECK(data::shapes_dataset_age(yaml) == data::ShapesDatasetAge::current);
-  const std::string older = (dir.path() / "older.yaml").string(), other = (dir.path() / "other.yaml").string();
-  std::ofstream(older) << "# synthetic shapes, written by `bareyolo make-shapes` (seed 0)\npath: .\n";
+  const std::string older = (dir.path() / "older.yaml").string();
+  const std::string other = (dir.path() / "other.yaml").string();
+  std::ofstream(older) << "# synthetic shapes, written by `bareyolo make-shapes` (seed 0)\n"
+                          "path: .\n";
   std::ofstream(other) << "path: ../coco128\ntrain: images/train2017\n";
   CHECK(data::shapes_dataset_age(older) == data::ShapesDatasetAge::older);
   CHECK(data::shapes_dataset_age(other) == data::ShapesDatasetAge::not_shapes);
