@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/gemm.h"         // defines: cpu::gemm
+#include "kernels/cpu/gemm/gemm.h"         // defines: cpu::gemm
 #include "kernels/cpu/thread_pool.h"  // defines: ThreadPool
 
 namespace {

@@ -22,9 +22,10 @@
 #include <vector>
 
 #include "engine/tensor.h"         // defines: Tensor
-#include "kernels/cuda/check.h"    // defines: BAREYOLO_CUDA_CHECK
+#include "kernels/cuda/runtime/check.h"    // defines: BAREYOLO_CUDA_CHECK
 #include "kernels/cuda/cuda_ops.h" // defines: the CUDA kernels not reached through ops.h
-#include "kernels/cuda/runtime.h"  // defines: device_count, compute_stream
+#include "models/eval/detect_cuda.h" // defines: decode and NMS on the GPU
+#include "kernels/cuda/runtime/runtime.h"  // defines: device_count, compute_stream
 #include "kernels/ops.h"           // defines: the ops, routed to CUDA for device views
 
 namespace {

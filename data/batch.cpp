@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::data {
 

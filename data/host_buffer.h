@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::data {
 

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo {
 

@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #ifdef BAREYOLO_WITH_CUDA
-#include "kernels/cuda/cuda_ops.h"
+#include "models/eval/detect_cuda.h"
 #endif
 
 namespace bareyolo::models {

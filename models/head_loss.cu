@@ -26,10 +26,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/allocator.h"
+#include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/check.h"
+#include "kernels/cuda/runtime/runtime.h"
 #include "models/head_loss.cuh"
 
 namespace bareyolo::models {

@@ -22,7 +22,7 @@
 #include <span>
 #include <vector>
 
-#include "kernels/nms_options.h"
+#include "models/eval/nms_options.h"
 #include "models/boxes.h"
 
 namespace bareyolo::models {
@@ -33,7 +33,7 @@ struct Detection {
   int class_id = 0;
 };
 
-using bareyolo::NmsOptions;  // kernels/nms_options.h
+using bareyolo::NmsOptions;  // models/eval/nms_options.h
 
 // Detections of one image. `rows` holds `rows.size() / (5 + num_classes)` predictions, each
 // [cx, cy, w, h, objectness, class_0 .. class_{num_classes-1}], decoded to pixels.

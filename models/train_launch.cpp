@@ -15,9 +15,9 @@
 #include "engine/dist/device_spec.h"
 #include "engine/dist/launcher.h"
 #include "engine/dist/process_group.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/runtime.h"
 #ifdef BAREYOLO_WITH_CUDA
-#include "kernels/cuda/allocator.h"
+#include "kernels/cuda/runtime/allocator.h"
 #endif
 #include "models/autobatch.h"
 #include "models/train_step.h"

@@ -7,7 +7,7 @@
 #include "data/val_batches.h"
 #include "models/decode.h"
 #ifdef BAREYOLO_WITH_CUDA
-#include "kernels/cuda/cuda_ops.h"
+#include "models/eval/detect_cuda.h"
 #endif
 
 namespace bareyolo::models {

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "engine/tensor.h"
-#include "kernels/cuda/allocator.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/allocator.h"
+#include "kernels/cuda/runtime/runtime.h"
 #include "tests/testing.h"
 
 using namespace bareyolo;

@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "data/batch.h"
-#include "kernels/cuda/allocator.h"
+#include "kernels/cuda/runtime/allocator.h"
 #include "tests/cuda_testing.h"
 
 using namespace bareyolo;

@@ -9,7 +9,7 @@
 // A wrong index or a missed element errs by O(1) (or is NaN), far outside that.
 #include <string>
 
-#include "kernels/cuda/allocator.h"
+#include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "tests/cuda_testing.h"

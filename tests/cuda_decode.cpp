@@ -2,7 +2,7 @@
 // against models::decode_predictions (the CPU reference) on random logits, for a three-level
 // model, rows poisoned first. Tolerance: float32, kFloatRtol / kFloatAtol (the GPU's expf is
 // within 2 ulps of the CPU's).
-#include "kernels/cuda/cuda_ops.h"
+#include "models/eval/detect_cuda.h"
 #include "models/decode.h"
 #include "models/model_config.h"
 #include "tests/cuda_testing.h"

@@ -1,7 +1,7 @@
 // tests/cuda_host_buffer.cpp — with a GPU, batch buffers are pinned (page-locked) memory and
 // freed ones are reused for the next batch of the same size.
 #include "data/host_buffer.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/runtime.h"
 #include "tests/testing.h"
 
 TEST_CASE("cuda batch host buffers are pinned and pooled") {

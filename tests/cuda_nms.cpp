@@ -12,7 +12,7 @@
 //    head has few candidates with well separated scores, so no near tie can reorder them).
 #include <algorithm>
 
-#include "kernels/cuda/cuda_ops.h"
+#include "models/eval/detect_cuda.h"
 #include "models/model_config.h"
 #include "models/nms.h"
 #include "models/validate.h"

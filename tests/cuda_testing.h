@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/runtime.h"
 #include "tests/testing.h"
 
 namespace bareyolo::testing {

@@ -25,7 +25,7 @@
 #include "engine/dist/launcher.h"
 #include "engine/dist/socket.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::dist {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/runtime.h"
 #include "tests/skip.h"
 
 int main(int argc, char** argv) {

@@ -1,5 +1,5 @@
 // tests/test_cuda_allocator_logic.cpp — the caching device allocator's bookkeeping
-// (kernels/cuda/allocator.h), driven by a fake backing allocator so it runs without a GPU:
+// (kernels/cuda/runtime/allocator.h), driven by a fake backing allocator so it runs without a GPU:
 // size classes, reuse per stream, no backing calls in a steady state, statistics, emptying
 // the cache, the out-of-memory retry, and misuse.
 #include <doctest/doctest.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/allocator.h"
+#include "kernels/cuda/runtime/allocator.h"
 
 using bareyolo::cuda::CachingAllocator;
 

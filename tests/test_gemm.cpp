@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/gemm_kernels.h"
+#include "kernels/cpu/gemm/gemm.h"
+#include "kernels/cpu/gemm/gemm_kernels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "tests/testing.h"
 

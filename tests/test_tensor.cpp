@@ -4,7 +4,7 @@
 
 #include "engine/tensor.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/runtime.h"
 #include "kernels/ops.h"
 #include "tests/testing.h"
 

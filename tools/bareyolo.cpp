@@ -15,7 +15,7 @@
 #include <optional>
 
 #include "kernels/cpu/thread_pool.h"  // defines: ThreadPool (CPU kernels' threads)
-#include "kernels/cuda/runtime.h"     // defines: cuda::device_count, unavailable_reason
+#include "kernels/cuda/runtime/runtime.h"     // defines: cuda::device_count, unavailable_reason
 #include "tools/data_commands.h"      // defines: add_data_commands, run_data_command
 #include "tools/demo.h"               // defines: run_demo
 #include "tools/eval_commands.h"      // defines: add_eval_commands, run_eval_command

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::dist {
 namespace {

@@ -29,7 +29,7 @@
 #include "engine/dist/socket.h"
 #include "engine/dist/store.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::dist {
 namespace {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "engine/dist/ring_link.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::dist {
 namespace {

@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm/gemm.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/ops.h"

@@ -25,11 +25,11 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/allocator.h"
+#include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/check.h"
+#include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::cuda {
 

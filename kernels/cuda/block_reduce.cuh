@@ -11,7 +11,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "kernels/cuda/check.h"
+#include "kernels/cuda/runtime/check.h"
 
 namespace bareyolo::cuda {
 

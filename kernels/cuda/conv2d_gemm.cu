@@ -16,12 +16,12 @@
 // no atomics, the same bits every run.
 #include <algorithm>
 
-#include "kernels/cuda/allocator.h"
+#include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/check.h"
+#include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/conv2d_paths.h"
-#include "kernels/cuda/cublas.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/cublas.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::cuda {
 

@@ -1,12 +1,11 @@
 // kernels/cuda/cuda_ops.h — the ops of kernels/ops.h that have a CUDA kernel, for float.
 // Same meaning and conventions as there; callers go through kernels/ops.h, which routes
-// views on a GPU here. Kernels run on the device's compute stream (runtime.h).
+// views on a GPU here. Kernels run on the device's compute stream (runtime/runtime.h).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "kernels/nms_options.h"
 #include "kernels/ops.h"  // the ops' parameter structs
 #include "kernels/view.h"
 
@@ -17,7 +16,7 @@ void silu_backward(View<const float> x, View<const float> dy, View<float> dx);
 void add_forward(View<const float> a, View<const float> b, View<float> y);
 void add_backward(View<const float> dy, View<float> da, View<float> db);
 
-// ---- convolution and batch normalisation (CUDA part A) -------------------------------
+// ---- convolution and batch normalisation ---------------------------------------------
 // conv2d.cu: shapes already checked by kernels/cpu/conv2d.cpp. Two implementations, chosen
 // per call by conv_path(): cuDNN (cudnn_conv.cpp: algorithm searched once per shape and
 // cached, deterministic algorithms, workspace from the caching allocator), or im2col +
@@ -91,7 +90,7 @@ void batchnorm_train_statistics(View<const float> x, ops::BatchNormParams p,
 void batchnorm_running_inverse_std(const float* running_var, int64_t channels, double eps,
                                    int device, float* invstd);
 
-// ---- pooling, upsampling, loss pieces, optimizer, decode, NMS (CUDA part B) -----------
+// ---- pooling, upsampling, sigmoid and BCE, optimizer ---------------------------------
 // pool.cu
 void maxpool2d_forward(View<const float> x, ops::Pool2dParams p, View<float> y);
 void maxpool2d_backward(View<const float> x, View<const float> dy, ops::Pool2dParams p,
@@ -102,7 +101,7 @@ void maxpool2d_chain3_forward(View<const float> x, ops::Pool2dParams p, View<flo
 // upsample.cu
 void upsample_nearest2x_forward(View<const float> x, View<float> y);
 void upsample_nearest2x_backward(View<const float> dy, View<float> dx);
-// loss.cu
+// sigmoid_bce.cu
 void sigmoid_forward(View<const float> x, View<float> y);
 void sigmoid_backward(View<const float> y, View<const float> dy, View<float> dx);
 void bce_with_logits_forward(View<const float> x, View<const float> target, float pos_weight,
@@ -116,38 +115,5 @@ void ema_update(View<float> average, View<const float> value, double decay);
 // Deterministic: a fixed grid and a fixed reduction order, whatever the GPU.
 double sum_of_squares(View<const float> x);
 void scale_inplace(View<float> x, double factor);
-// decode.cu — the Detect head's inference decode of one level (the formulas of
-// models/decode.h) into `rows` (device memory, [images][rows_per_image][outputs]), starting
-// at row `first_row` of each image. `head` is (images, anchors * outputs, ny, nx);
-// `anchors_grid` holds (w, h) per anchor in grid units.
-constexpr int kMaxDecodeAnchors = 16;
-struct DecodeLevel {
-  int anchors = 3, outputs = 85;
-  float stride = 8;
-  float anchors_grid[2 * kMaxDecodeAnchors] = {};
-  int64_t first_row = 0, rows_per_image = 0;
-};
-void detect_decode_level(View<const float> head, const DecodeLevel& level, float* rows);
-// nms.cu — greedy NMS over `count` boxes (x1, y1, x2, y2 per box, device memory of
-// `device`) already sorted by score descending: the indices of the kept boxes, in order, as
-// models::greedy_nms (IoU as torchvision's, no eps; a box is dropped when its IoU with an
-// earlier kept box exceeds iou_threshold; at most max_keep kept). The IoU test of every pair
-// runs on the GPU as a bit matrix, and so does the greedy walk over it (one block); only the
-// kept indices come back.
-std::vector<int64_t> greedy_nms(const float* boxes, int64_t count, float iou_threshold,
-                                int64_t max_keep, int device);
-// detections.cu — YOLOv5's non_max_suppression (models/nms.h, steps 1-7, same semantics and
-// the same float operations, so the same detections from the same rows) of one image's
-// decoded rows in device memory of `device` (`count` rows of 5 + classes floats, as
-// detect_decode_level writes them): candidates, their stable sort by score, the cut to
-// max_nms, the class offsets and greedy_nms all run on the GPU; only the kept detections come
-// back, sorted by conf descending.
-struct NmsDetection {
-  float x1, y1, x2, y2;  // pixels of the network input
-  float conf;
-  int class_id;
-};
-std::vector<NmsDetection> non_max_suppression(const float* rows, int64_t count, int classes,
-                                              const NmsOptions& params, int device);
 
 }  // namespace bareyolo::cuda

@@ -23,11 +23,11 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/allocator.h"
-#include "kernels/cuda/check.h"
+#include "kernels/cuda/runtime/allocator.h"
+#include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/conv2d_paths.h"
-#include "kernels/cuda/cudnn.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/cudnn.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::cuda {
 

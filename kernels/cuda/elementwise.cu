@@ -6,9 +6,9 @@
 // than __expf so results stay within a few ulps of it.
 #include <algorithm>
 
-#include "kernels/cuda/check.h"
+#include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::cuda {
 

@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/check.h"
+#include "kernels/cuda/runtime/runtime.h"
 #include "kernels/view.h"
 
 namespace bareyolo::cuda {

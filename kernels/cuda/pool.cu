@@ -28,9 +28,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/check.h"
+#include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::cuda {
 

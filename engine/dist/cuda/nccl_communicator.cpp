@@ -30,8 +30,8 @@
 #include <thread>
 
 #include "engine/dist/nccl_communicator.h"
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/check.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::dist {
 

@@ -1,4 +1,4 @@
-// kernels/cuda/cudnn.h — cuDNN for the engine: one handle per device, bound to that device's
+// kernels/cuda/runtime/cudnn.h — cuDNN for the engine: one handle per device, bound to that device's
 // compute stream, and BAREYOLO_CUDNN_CHECK, which turns a failed call into an exception
 // naming the call, file:line, cuDNN's message for the status and its last detailed error.
 // A handle must not be used by two host threads at once; the engine issues each device's work

@@ -1,13 +1,13 @@
-// kernels/cuda/allocator.cu — one CachingAllocator per device (allocator.h), backed by
+// kernels/cuda/runtime/allocator.cu — one CachingAllocator per device (allocator.h), backed by
 // cudaMalloc/cudaFree, and the scoped DeviceBuffer. The allocators are created on first use
 // and never destroyed: tensors freed during static destruction still find theirs.
 #include <array>
 #include <memory>
 #include <mutex>
 
-#include "kernels/cuda/allocator.h"
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/allocator.h"
+#include "kernels/cuda/runtime/check.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::cuda {
 

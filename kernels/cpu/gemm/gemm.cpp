@@ -1,4 +1,4 @@
-// kernels/cpu/gemm.cpp — the blocked GEMM behind kernels/cpu/gemm.h (GotoBLAS/BLIS scheme).
+// kernels/cpu/gemm/gemm.cpp — the blocked GEMM behind kernels/cpu/gemm/gemm.h (GotoBLAS/BLIS scheme).
 //
 //   C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C
 //
@@ -22,7 +22,7 @@
 // Reproducibility: the depth blocks are cut from k alone and each element of C is computed by
 // exactly one task, so the bits never depend on the thread count or on the m/n partition.
 // Which path runs depends on the shape (and on the CPU having AVX-512) alone.
-#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm/gemm.h"
 
 #include <immintrin.h>
 
@@ -35,7 +35,7 @@
 #include <new>
 #include <type_traits>
 
-#include "kernels/cpu/gemm_kernels.h"
+#include "kernels/cpu/gemm/gemm_kernels.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace bareyolo::cpu {

@@ -1,4 +1,4 @@
-// kernels/cpu/gemm_dot_avx512.cpp — the AVX-512 dot-product tile (contract: gemm_kernels.h).
+// kernels/cpu/gemm/gemm_dot_avx512.cpp — the AVX-512 dot-product tile (contract: gemm_kernels.h).
 // Compiled for avx512f function by function; gemm.cpp calls it only when the CPU has it.
 //
 // 4 x 6 dot products of rows contiguous over p: per 16 steps of p, 4 vector loads of A rows
@@ -8,7 +8,7 @@
 // every addition is a function of kc alone.
 #include <immintrin.h>
 
-#include "kernels/cpu/gemm_kernels.h"
+#include "kernels/cpu/gemm/gemm_kernels.h"
 
 // GCC 12's AVX-512 shuffle and unpack intrinsics start from _mm512_undefined_ps(), which
 // initialises itself and trips -Wuninitialized when inlined here (GCC bug 105593).

@@ -1,6 +1,6 @@
-// kernels/nms_options.h — the options of YOLOv5's non-maximum suppression, shared by the
+// models/eval/nms_options.h — the options of YOLOv5's non-maximum suppression, shared by the
 // host implementation (models/nms.h, which documents the steps) and the CUDA one
-// (kernels/cuda/detections.cu), so that both read one struct and cannot drift apart.
+// (models/eval/nms.cu), so that both read one struct and cannot drift apart.
 #pragma once
 
 #include <vector>

@@ -1,4 +1,4 @@
-// kernels/cuda/cublas.h — cuBLAS for the engine: one handle per device, bound to that device's
+// kernels/cuda/runtime/cublas.h — cuBLAS for the engine: one handle per device, bound to that device's
 // compute stream, and BAREYOLO_CUBLAS_CHECK, which turns a failed call into an exception
 // naming the call, file:line and cuBLAS's own message.
 //

@@ -1,13 +1,13 @@
-// kernels/cuda/cublas.cpp — see cublas.h.
-#include "kernels/cuda/cublas.h"
+// kernels/cuda/runtime/cublas.cpp — see cublas.h.
+#include "kernels/cuda/runtime/cublas.h"
 
 #include <array>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/check.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::cuda {
 

@@ -1,4 +1,4 @@
-// kernels/cuda/runtime.cu — device discovery, memory (through the caching allocator), copies,
+// kernels/cuda/runtime/runtime.cu — device discovery, memory (through the caching allocator), copies,
 // the per-device compute stream and events on it (see runtime.h). A machine without a driver
 // answers cudaGetDeviceCount with cudaErrorInsufficientDriver and leaves the count
 // unwritten: that is "0 GPUs", not a crash.
@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "kernels/cuda/allocator.h"
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/allocator.h"
+#include "kernels/cuda/runtime/check.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::cuda {
 

@@ -1,13 +1,13 @@
-// kernels/cuda/cudnn.cpp — see cudnn.h.
-#include "kernels/cuda/cudnn.h"
+// kernels/cuda/runtime/cudnn.cpp — see cudnn.h.
+#include "kernels/cuda/runtime/cudnn.h"
 
 #include <array>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/check.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::cuda {
 

@@ -1,4 +1,4 @@
-// kernels/cuda/runtime.h — the CUDA runtime as the rest of the engine sees it: device
+// kernels/cuda/runtime/runtime.h — the CUDA runtime as the rest of the engine sees it: device
 // discovery that never crashes, device memory, copies, one compute stream per device and
 // events on it. Compiles in every build; without CUDA (WITH_CUDA=OFF) device_count() is 0,
 // no Event can be recorded (an empty one is complete) and the rest throws a clear error

@@ -1,4 +1,4 @@
-// kernels/cuda/check.h — every CUDA runtime call goes through BAREYOLO_CUDA_CHECK, which turns
+// kernels/cuda/runtime/check.h — every CUDA runtime call goes through BAREYOLO_CUDA_CHECK, which turns
 // a failure into an exception naming the call, file:line and the runtime's own message.
 #pragma once
 

@@ -1,4 +1,4 @@
-// kernels/cuda/nms.cu — greedy NMS with the pairwise IoU tests on the GPU (see cuda_ops.h).
+// models/eval/greedy_nms.cu — greedy NMS with the pairwise IoU tests on the GPU (detect_cuda.h).
 //
 // The boxes, sorted by score, are cut into blocks of 64. Block (column b, row r) of the grid
 // loads column block b's boxes into shared memory and thread t tests box i = 64 r + t against
@@ -13,10 +13,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/allocator.h"
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/allocator.h"
+#include "kernels/cuda/runtime/check.h"
+#include "models/eval/detect_cuda.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::cuda {
 

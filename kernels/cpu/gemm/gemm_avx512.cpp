@@ -1,4 +1,4 @@
-// kernels/cpu/gemm_avx512.cpp — the AVX-512 float micro-kernel (contract: gemm_kernels.h).
+// kernels/cpu/gemm/gemm_avx512.cpp — the AVX-512 float micro-kernel (contract: gemm_kernels.h).
 // Compiled for avx512f function by function; gemm.cpp calls it only when the CPU has it.
 //
 // 8 x 32: 16 zmm accumulators out of 32 registers. Eight rows, not the six of the AVX2
@@ -8,7 +8,7 @@
 // cycle; 16 independent chains cover the 4-cycle FMA latency.
 #include <immintrin.h>
 
-#include "kernels/cpu/gemm_kernels.h"
+#include "kernels/cpu/gemm/gemm_kernels.h"
 
 namespace bareyolo::cpu::gemm_detail {
 

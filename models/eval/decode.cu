@@ -1,4 +1,4 @@
-// kernels/cuda/decode.cu — the Detect head's inference decode on the GPU, one level per call;
+// models/eval/decode.cu — the Detect head's inference decode on the GPU, one level per call;
 // the formulas and the row order of models/decode.h:
 //   cx = (2 s_x - 0.5 + gx) * stride      cy = (2 s_y - 0.5 + gy) * stride
 //   w  = (2 s_w)^2 * anchor_w * stride    h  = (2 s_h)^2 * anchor_h * stride
@@ -14,9 +14,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/check.h"
+#include "models/eval/detect_cuda.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::cuda {
 

@@ -1,4 +1,4 @@
-// kernels/cpu/gemm.h — general matrix multiply on the CPU, the engine of every convolution.
+// kernels/cpu/gemm/gemm.h — general matrix multiply on the CPU, the engine of every convolution.
 //
 //   C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C
 //

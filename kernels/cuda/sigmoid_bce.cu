@@ -1,4 +1,4 @@
-// kernels/cuda/loss.cu — the pointwise pieces of the loss on the GPU: sigmoid and
+// kernels/cuda/sigmoid_bce.cu — the pointwise pieces of the loss on the GPU: sigmoid and
 // BCE-with-logits, forward and backward; same formulas as kernels/cpu/elementwise.cpp:
 //   sigmoid  s = 1 / (1 + e^-x)                       ds: dx += dy * s (1 - s)
 //   BCE      l = (1 - t) x + (w t + 1 - t) softplus(-x), softplus(-x) = max(-x, 0) + log1p(e^-|x|)

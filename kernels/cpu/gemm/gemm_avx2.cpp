@@ -1,4 +1,4 @@
-// kernels/cpu/gemm_avx2.cpp — the AVX2 + FMA float micro-kernel (contract: gemm_kernels.h).
+// kernels/cpu/gemm/gemm_avx2.cpp — the AVX2 + FMA float micro-kernel (contract: gemm_kernels.h).
 //
 // 6 x 16 is the classic Haswell-to-Zen shape: 12 accumulators fill 12 of the 16 ymm
 // registers and hide the FMA latency (4 cycles x 2 pipes = 8 chains needed), leaving room
@@ -6,7 +6,7 @@
 // what two load ports sustain.
 #include <immintrin.h>
 
-#include "kernels/cpu/gemm_kernels.h"
+#include "kernels/cpu/gemm/gemm_kernels.h"
 
 namespace bareyolo::cpu::gemm_detail {
 

@@ -1,4 +1,4 @@
-// kernels/cuda/allocator.h — the caching device allocator: every device Tensor's memory
+// kernels/cuda/runtime/allocator.h — the caching device allocator: every device Tensor's memory
 // (cuda::malloc_device / free_device) comes from here, so a training step that repeats the
 // same allocations never calls cudaMalloc or cudaFree (each of those synchronises the device).
 //

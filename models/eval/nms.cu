@@ -1,5 +1,5 @@
-// kernels/cuda/detections.cu — non_max_suppression of one image's decoded rows on the GPU
-// (cuda_ops.h), step for step as models/nms.cpp:
+// models/eval/nms.cu — non_max_suppression of one image's decoded rows on the GPU
+// (detect_cuda.h), step for step as models/nms.cpp:
 //   1-4 candidate_kernel: one thread per candidate slot — (row, class) with multi_label, else
 //       (row, its first best class) — tests objectness and score against conf_threshold and
 //       the class filter, as the host does (score = class score * objectness, one rounded
@@ -8,7 +8,7 @@
 //       score descending (cub::DeviceRadixSort, stable: ties keep slot order, as the host's
 //       std::stable_sort), cut to max_nms;
 //   6   offset_boxes_kernel: corners (cx -+ w / 2) shifted by class * class_offset, then
-//       greedy_nms (nms.cu), which returns only the kept indices;
+//       greedy_nms (greedy_nms.cu), which returns only the kept indices;
 //   7   gather_kernel: the kept detections (unshifted boxes), copied back.
 // The multiplies and adds are explicitly rounded (__fmul_rn, __fadd_rn) where nvcc could fuse
 // them into an FMA the host rounds twice.
@@ -19,10 +19,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/allocator.h"
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/runtime/allocator.h"
+#include "kernels/cuda/runtime/check.h"
+#include "models/eval/detect_cuda.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::cuda {
 
