@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "bench/python_peer.h"          // defines: bench::find_python_running
-#include "engine/dist/process_group.h"  // defines: init_process_group, ProcessGroup
-#include "engine/dist/socket.h"         // defines: listen_tcp, bound_port
+#include "engine/distributed/launch/process_group.h"  // defines: init_process_group, ProcessGroup
+#include "engine/distributed/comm/socket.h"         // defines: listen_tcp, bound_port
 
 namespace {
 

@@ -38,9 +38,9 @@
 #include "bench/loader_rate.h"          // defines: BenchDataset, loader_images_per_second
 #include "bench/python_peer.h"          // defines: find_python_running
 #include "data/dataset.h"               // defines: read_dataset_yaml, open_split
-#include "engine/dist/launcher.h"       // defines: launch_workers, LaunchPlan
-#include "engine/dist/process_group.h"  // defines: init_process_group
-#include "engine/dist/reducer.h"        // defines: Reducer, graph_parameters, broadcast_state
+#include "engine/distributed/launch/launcher.h"       // defines: launch_workers, LaunchPlan
+#include "engine/distributed/launch/process_group.h"  // defines: init_process_group
+#include "engine/distributed/ddp/reducer.h"        // defines: Reducer, graph_parameters, broadcast_state
 #include "engine/optim/ema.h"           // defines: ModelEma
 #include "engine/optim/sgd.h"           // defines: Sgd, clip_gradient_norm
 #include "kernels/cpu/thread_pool.h"    // defines: ThreadPool

@@ -5,7 +5,7 @@
 #include <array>
 #include <stdexcept>
 
-#include "engine/layers/init.h"
+#include "engine/tensor_factories.h"
 
 namespace bareyolo::models {
 

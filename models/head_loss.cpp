@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "engine/dist/communicator.h"
+#include "engine/distributed/comm/communicator.h"
 
 namespace bareyolo::models {
 

@@ -12,9 +12,9 @@
 
 #include "data/dataset.h"
 #include "data/sampler.h"
-#include "engine/dist/device_spec.h"
-#include "engine/dist/launcher.h"
-#include "engine/dist/process_group.h"
+#include "engine/distributed/launch/device_spec.h"
+#include "engine/distributed/launch/launcher.h"
+#include "engine/distributed/launch/process_group.h"
 #include "kernels/cuda/runtime/runtime.h"
 #ifdef BAREYOLO_WITH_CUDA
 #include "kernels/cuda/runtime/allocator.h"

@@ -68,7 +68,7 @@ struct TrainOptions {
   // SyncBatchNorm when distributed: nullopt = on (the model family is BN-heavy), false = per
   // rank statistics (a warning below 16 images per rank). Saved.
   std::optional<bool> sync_bn;
-  double bucket_mb = 25;  // gradient bucket size of the reducer (engine/dist/reducer.h); saved
+  double bucket_mb = 25;  // gradient bucket size of the reducer (engine/distributed/ddp/reducer.h); saved
 
   // ---- not saved in checkpoints ----
   std::vector<TrainCallbacks> callbacks;

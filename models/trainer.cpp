@@ -19,8 +19,8 @@
 
 #include "data/dataset.h"                // defines: read_dataset_yaml, open_split
 #include "data/loader.h"                 // defines: Loader (threaded, deterministic batches)
-#include "engine/dist/process_group.h"   // defines: ProcessGroup (this rank's communicator)
-#include "engine/dist/reducer.h"         // defines: Reducer (averages gradients in buckets)
+#include "engine/distributed/launch/process_group.h"   // defines: ProcessGroup (this rank's communicator)
+#include "engine/distributed/ddp/reducer.h"         // defines: Reducer (averages gradients in buckets)
 #include "engine/optim/ema.h"            // defines: ModelEma
 #include "engine/optim/sgd.h"            // defines: clip_gradient_norm
 #include "models/checkpoint.h"           // defines: make_checkpoint, restore_checkpoint, ...

@@ -17,7 +17,7 @@
 
 #include "engine/layers/batchnorm2d.h"
 #include "engine/layers/conv2d.h"
-#include "engine/layers/init.h"
+#include "engine/tensor_factories.h"
 #include "engine/layers/upsample.h"
 #include "models/blocks.h"
 

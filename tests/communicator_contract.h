@@ -1,4 +1,4 @@
-// tests/communicator_contract.h — the Communicator contract (engine/dist/communicator.h) as
+// tests/communicator_contract.h — the Communicator contract (engine/distributed/comm/communicator.h) as
 // checks one rank runs against any backend: the TCP ring and the single-rank communicator in
 // tests/dist_communicator.cpp, NCCL in tests/cuda_nccl.cpp.
 //
@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/dist/communicator.h"
+#include "engine/distributed/comm/communicator.h"
 #include "engine/tensor.h"
 
 namespace bareyolo::dist::contract {

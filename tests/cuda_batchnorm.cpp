@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/dist/communicator.h"
+#include "engine/distributed/comm/communicator.h"
 #include "engine/layers/conv_bn_silu.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"

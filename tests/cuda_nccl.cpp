@@ -7,8 +7,8 @@
 #include <chrono>
 #include <string>
 
-#include "engine/dist/nccl_communicator.h"
-#include "engine/dist/store.h"
+#include "engine/distributed/comm/nccl_communicator.h"
+#include "engine/distributed/comm/store.h"
 #include "kernels/ops.h"
 #include "tests/communicator_contract.h"
 #include "tests/cuda_testing.h"

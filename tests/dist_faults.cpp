@@ -1,6 +1,6 @@
 // tests/dist_faults.cpp — the TCP ring under faults: a rank killed in the middle of a
 // collective, a rank that stalls past the timeout, ranks that disagree on a buffer's size.
-// The contract (engine/dist/communicator.h): every surviving rank fails promptly — a lost
+// The contract (engine/distributed/comm/communicator.h): every surviving rank fails promptly — a lost
 // connection is seen as such, not by waiting out the 3-hour default timeout — with a message
 // naming the rank at fault, and every later call repeats that message.
 #include <doctest/doctest.h>

@@ -22,8 +22,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "engine/dist/launcher.h"
-#include "engine/dist/socket.h"
+#include "engine/distributed/launch/launcher.h"
+#include "engine/distributed/comm/socket.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda/runtime/runtime.h"
 

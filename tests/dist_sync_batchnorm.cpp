@@ -3,7 +3,7 @@
 //
 // Every rank builds the whole batch from one seed (so it can compute the single-process
 // reference itself), trains its own slice through a synced BatchNorm2d, and compares.
-#include "engine/dist/sync_batchnorm.h"
+#include "engine/distributed/ddp/sync_batchnorm.h"
 #include "engine/layers/batchnorm2d.h"
 #include "tests/dist_testing.h"
 #include "tests/testing.h"

@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/dist/process_group.h"
-#include "engine/dist/socket.h"
+#include "engine/distributed/launch/process_group.h"
+#include "engine/distributed/comm/socket.h"
 
 namespace bareyolo::dist::testing {
 

@@ -3,7 +3,7 @@
 // gradients), here for three SGD steps of the tiny model, with one rank's micro-batch holding
 // every label and the other none. The trainer-level test (tests/train_ddp.sh) repeats it
 // with real data, augmentation and accumulation.
-#include "engine/dist/reducer.h"
+#include "engine/distributed/ddp/reducer.h"
 #include "engine/optim/sgd.h"
 #include "models/train_step.h"
 #include "tests/dist_testing.h"

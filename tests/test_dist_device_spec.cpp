@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-#include "engine/dist/device_spec.h"
+#include "engine/distributed/launch/device_spec.h"
 
 namespace bareyolo::dist {
 namespace {

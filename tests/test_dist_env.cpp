@@ -6,7 +6,7 @@
 
 #include <stdexcept>
 
-#include "engine/dist/env.h"
+#include "engine/distributed/launch/env.h"
 
 namespace bareyolo::dist {
 namespace {

@@ -7,7 +7,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "engine/dist/launcher.h"
+#include "engine/distributed/launch/launcher.h"
 
 namespace bareyolo::dist {
 namespace {

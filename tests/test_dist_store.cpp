@@ -17,8 +17,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "engine/dist/socket.h"
-#include "engine/dist/store.h"
+#include "engine/distributed/comm/socket.h"
+#include "engine/distributed/comm/store.h"
 
 namespace bareyolo::dist {
 namespace {

@@ -5,8 +5,8 @@
 // an averaged bucket must come back as exactly 2x what backward wrote. It also records, per
 // all-reduce, how many nodes backward had finished: the proof that buckets go out during
 // backward, not in a loop after it.
-#include "engine/dist/reducer.h"
-#include "engine/dist/sync_batchnorm.h"
+#include "engine/distributed/ddp/reducer.h"
+#include "engine/distributed/ddp/sync_batchnorm.h"
 #include "models/yolo_model.h"
 #include "tests/testing.h"
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "engine/dist/sync_batchnorm.h"
-#include "engine/layers/init.h"
+#include "engine/distributed/ddp/sync_batchnorm.h"
+#include "engine/tensor_factories.h"
 #ifdef BAREYOLO_WITH_CUDA
 #include "kernels/cuda/cuda_ops.h"
 #endif

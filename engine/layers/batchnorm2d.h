@@ -3,7 +3,7 @@
 // (gamma), "bias" (beta), "running_mean", "running_var", "num_batches_tracked" (int64).
 //
 // SyncBatchNorm is this layer with a communicator set (set_sync): training then normalises
-// by the statistics of the batch over all ranks (engine/dist/sync_batchnorm.h), between the
+// by the statistics of the batch over all ranks (engine/distributed/ddp/sync_batchnorm.h), between the
 // two phases of the BN ops; evaluation is unchanged.
 #pragma once
 

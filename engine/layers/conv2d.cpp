@@ -4,7 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "engine/layers/init.h"
+#include "engine/tensor_factories.h"
 #include "kernels/ops.h"
 
 namespace bareyolo {

@@ -8,7 +8,7 @@
 
 #include <array>
 
-#include "engine/layers/init.h"
+#include "engine/tensor_factories.h"
 
 namespace bareyolo {
 

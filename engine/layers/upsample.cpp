@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "engine/layers/init.h"
+#include "engine/tensor_factories.h"
 #include "kernels/ops.h"
 
 namespace bareyolo {

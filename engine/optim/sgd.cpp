@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "engine/layers/init.h"
+#include "engine/tensor_factories.h"
 
 namespace bareyolo {
 

@@ -1,0 +1,85 @@
+// engine/distributed/comm/communicator.h — the collectives every backend offers, and the contract they keep.
+//
+// A Communicator connects the `world_size` ranks of a job. Each collective is issued by every
+// rank, in the same order on every rank (the training step is a static sequence, so this holds
+// by construction), and returns a Work handle at once; the data may move in the background
+// (the TCP ring's comm thread, NCCL's comm stream) until wait() returns. Until then the buffer
+// belongs to the communicator: the caller neither reads nor writes it.
+//
+// Contract, held by one test suite for every backend (tests/dist_communicator.cpp):
+//   - allreduce(buf, op): every rank ends with the element-wise sum / mean / max of all ranks'
+//     buffers. Any count, including 0 and counts not divisible by world_size.
+//   - broadcast(buf, root): every rank ends with root's buffer.
+//   - allgather(send, recv): recv (world_size x send.count elements) ends with rank r's send
+//     buffer at [r * send.count, (r + 1) * send.count), on every rank.
+//   - barrier(): returns on a rank only once every rank has entered it.
+//   - Collectives complete in issue order; wait() on a later Work implies the earlier are done.
+//   - A peer that dies or a wait that exceeds the timeout makes wait() throw, with a message
+//     naming the rank that was lost or waited for; it never hangs. After such an error the
+//     communicator is broken: every later call throws the same error.
+//   - world_size 1: every collective is a no-op that completes at once.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/distributed/launch/device_spec.h"
+#include "engine/tensor.h"
+
+namespace bareyolo::dist {
+
+enum class ReduceOp { sum, avg, max };
+const char* to_string(ReduceOp op);
+
+// A contiguous buffer of `count` elements of `dtype` (f32, f64 or i64) in host memory or in the
+// memory of GPU `device.index` (NCCL only; the TCP ring stages device buffers through the host).
+struct CommBuffer {
+  void* data = nullptr;
+  int64_t count = 0;
+  DType dtype = DType::f32;
+  Device device = Device::cpu();
+
+  int64_t bytes() const { return count * int64_t(dtype_size(dtype)); }
+  // The whole of a contiguous tensor.
+  static CommBuffer of(Tensor& tensor);
+  template <class T>
+  static CommBuffer of(T* data, int64_t count, Device device = Device::cpu());
+};
+
+// One collective in flight.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until the collective is complete on this rank (its result is in the buffer).
+  // Throws as the contract says on a lost peer or a timeout.
+  virtual void wait() = 0;
+  // True once wait() would return at once (or throw).
+  virtual bool completed() = 0;
+};
+using WorkHandle = std::shared_ptr<Work>;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual Backend backend() const = 0;
+
+  virtual WorkHandle allreduce(CommBuffer buffer, ReduceOp op) = 0;
+  virtual WorkHandle broadcast(CommBuffer buffer, int root) = 0;
+  virtual WorkHandle allgather(CommBuffer send, CommBuffer recv) = 0;
+  virtual WorkHandle barrier() = 0;
+};
+
+// The communicator of a one-rank job: every collective returns a completed Work.
+std::unique_ptr<Communicator> make_single_rank_communicator(Backend backend = Backend::tcp);
+
+template <class T>
+CommBuffer CommBuffer::of(T* data, int64_t count, Device device) {
+  return {static_cast<void*>(data), count, dtype_of<T>(), device};
+}
+
+}  // namespace bareyolo::dist

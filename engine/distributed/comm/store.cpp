@@ -1,0 +1,111 @@
+// engine/distributed/comm/store.cpp — the store's client: one connection, one request at a time, every
+// wait bounded by the timeout (protocol and invariants: store.h; the server:
+// store_server.cpp).
+#include "engine/distributed/comm/store.h"
+
+#include <charconv>
+#include <stdexcept>
+
+#include "engine/distributed/comm/store_protocol.h"
+
+namespace bareyolo::dist {
+namespace {
+
+using namespace store_protocol;
+
+std::string quoted_keys(const std::vector<std::string>& keys) {
+  std::string text;
+  for (const auto& key : keys) text += (text.empty() ? "'" : ", '") + key + "'";
+  return text;
+}
+
+}  // namespace
+
+Store::Store(std::string host, int port, std::string token, std::chrono::milliseconds timeout)
+    : host_(std::move(host)), port_(port), token_(std::move(token)), timeout_(timeout) {
+  connect(Clock::now() + timeout_);
+}
+
+std::string Store::address() const { return host_ + ":" + std::to_string(port_); }
+
+void Store::connect(Clock::time_point deadline) {
+  socket_ = connect_tcp(host_, port_, deadline);
+  request(kHello, {kMagic, token_}, "the answer to this process's token", deadline);
+}
+
+std::string Store::request(uint8_t tag, const std::vector<std::string_view>& fields,
+                           const std::string& waiting_for, Clock::time_point deadline) {
+  if (!socket_) connect(deadline);
+  Frame reply;
+  try {
+    reply = exchange(encode_frame(tag, fields), waiting_for, deadline);
+  } catch (...) {
+    socket_.reset();  // a reply may still come: this connection is out of step now
+    throw;
+  }
+  std::string payload = reply.fields.empty() ? "" : std::move(reply.fields[0]);
+  if (reply.tag == kRefused) socket_.reset();
+  if (reply.tag != kOk) throw std::runtime_error("the store at " + address() + ": " + payload);
+  return payload;
+}
+
+std::string Store::request(uint8_t tag, const std::vector<std::string_view>& fields,
+                           const std::string& waiting_for) {
+  return request(tag, fields, waiting_for, Clock::now() + timeout_);
+}
+
+Frame Store::exchange(const std::string& frame, const std::string& waiting_for,
+                      Clock::time_point deadline) {
+  const std::string peer = "the store at " + address();
+  std::string header(kHeaderBytes, '\0');
+  std::string body;
+  bool in_time = send_all(socket_.get(), frame.data(), frame.size(), deadline, peer) &&
+                 recv_all(socket_.get(), header.data(), header.size(), deadline, peer);
+  if (in_time) {
+    uint64_t body_bytes = read_u64(header.data());
+    if (body_bytes == 0 || body_bytes > kMaxBodyBytes) {
+      throw std::runtime_error(peer + " sent a reply of " + std::to_string(body_bytes) +
+                               " bytes: it is not bareyolo's store (check MASTER_PORT)");
+    }
+    body.resize(body_bytes);
+    in_time = recv_all(socket_.get(), body.data(), body.size(), deadline, peer);
+  }
+  if (!in_time) {
+    throw std::runtime_error("timed out after " + seconds_text(timeout_) + " waiting for " +
+                             waiting_for + " from " + peer +
+                             " (the timeout is settable; is every rank running?)");
+  }
+  auto reply = decode_body(body);
+  if (!reply || reply->fields.size() > 1)
+    throw std::runtime_error(peer + " sent a malformed reply to the request for " + waiting_for);
+  return std::move(*reply);
+}
+
+void Store::set(const std::string& key, std::string_view value) {
+  request(kSet, {key, value}, "the acknowledgement of set('" + key + "')");
+}
+
+std::string Store::get(const std::string& key) { return request(kGet, {key}, "key '" + key + "'"); }
+
+void Store::wait(const std::vector<std::string>& keys) {
+  if (keys.empty()) return;
+  std::vector<std::string_view> fields(keys.begin(), keys.end());
+  request(kWait, fields, "keys " + quoted_keys(keys));
+}
+
+int64_t Store::add(const std::string& key, int64_t delta) {
+  std::string payload =
+      request(kAdd, {key, std::to_string(delta)}, "the new value of counter '" + key + "'");
+  int64_t value = 0;
+  auto [stop, error] = std::from_chars(payload.data(), payload.data() + payload.size(), value);
+  if (error != std::errc() || stop != payload.data() + payload.size())
+    throw std::runtime_error("the store at " + address() + " answered add('" + key + "') with '" +
+                             payload + "', not an integer");
+  return value;
+}
+
+bool Store::check(const std::string& key) {
+  return request(kCheck, {key}, "check('" + key + "')") == "1";
+}
+
+}  // namespace bareyolo::dist

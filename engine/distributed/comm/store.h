@@ -1,0 +1,111 @@
+// engine/distributed/comm/store.h — the rendezvous store: a small TCP key/value server that rank 0 runs
+// on a background thread, and the client every rank (rank 0 included) talks to it with.
+// Ranks publish their addresses and the NCCL unique id here, and count arrivals with add()
+// to build barriers.
+//
+// Protocol (every integer little-endian). A frame is
+//     u64 body_bytes | u8 tag | fields...      each field: u64 bytes | bytes
+// Client -> server: the first frame of a connection is HELLO {magic, token}; the server
+// answers OK, or REFUSED {reason} and closes the connection — a stranger (wrong token,
+// another protocol, a port scanner) costs the server one closed socket, never a crash or a
+// hang. Then one request at a time, each answered by one reply:
+//     SET {key, value} -> OK          GET {key} -> OK {value}, sent once the key exists
+//     WAIT {key...} -> OK, once all exist         CHECK {key} -> OK {"1" | "0"}
+//     ADD {key, decimal delta} -> OK {decimal new value}   (a missing key counts as 0)
+// A request the server cannot serve (ADD to a key that holds no integer) is answered
+// ERROR {sentence}; a frame outside the protocol is answered REFUSED and the connection closed.
+//
+// Invariants: the server alone touches the table, from its one thread, so SET and ADD are
+// atomic without locks; a GET or WAIT parks its connection until a SET or ADD makes it
+// servable. Every blocking client call ends by its timeout with a std::runtime_error naming
+// what it waited for, the store's address and the seconds; after a timeout the client drops
+// its connection (the server may still answer the abandoned request) and reconnects on its
+// next call.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "engine/distributed/comm/socket.h"
+#include "engine/distributed/comm/store_protocol.h"
+
+namespace bareyolo::dist {
+
+inline constexpr std::chrono::milliseconds kDefaultStoreTimeout = std::chrono::hours(3);
+
+// The address the store binds for a given MASTER_ADDR: loopback when the master is this
+// machine's loopback name ("", "localhost", 127.x.x.x), every interface (0.0.0.0) otherwise —
+// the other nodes must reach it, and the token keeps strangers out.
+std::string store_bind_host(std::string_view master_addr);
+
+class StoreServer {
+ public:
+  // Binds host:port (port 0: the OS picks one; see port()) and starts serving.
+  StoreServer(const std::string& host, int port, std::string token);
+  // Serves on an already bound and listening socket and takes ownership of it: the launcher
+  // binds port 0 before forking, so no other process can take the port in between.
+  StoreServer(Fd listening_socket, std::string token);
+  // Stops the serving thread, joins it and closes every connection.
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  int port() const { return port_; }
+
+ private:
+  void serve();
+
+  Fd listening_;
+  Fd wake_read_, wake_write_;  // a byte on this pipe tells serve() to return
+  std::string token_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// One connection to the store; not thread-safe (one Store per thread or per rank).
+class Store {
+ public:
+  // Connects to the server at host:port, retrying until `timeout` (the server may start
+  // later), and presents `token`.
+  Store(std::string host, int port, std::string token,
+        std::chrono::milliseconds timeout = kDefaultStoreTimeout);
+
+  void set(const std::string& key, std::string_view value);
+  // The value of `key`, waiting until some client sets it.
+  std::string get(const std::string& key);
+  // Returns once every key exists.
+  void wait(const std::vector<std::string>& keys);
+  // Adds `delta` to the counter `key` (missing: 0) and returns the new value, atomically.
+  int64_t add(const std::string& key, int64_t delta);
+  // Whether `key` exists now; never waits for it.
+  bool check(const std::string& key);
+
+  // The bound of every later call (connection, request and reply).
+  void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ private:
+  // Sends one request and returns the reply's payload; `waiting_for` names it in errors.
+  // Connects first when the connection was dropped. Any failure but an ERROR reply drops it.
+  std::string request(uint8_t tag, const std::vector<std::string_view>& fields,
+                      const std::string& waiting_for);
+  std::string request(uint8_t tag, const std::vector<std::string_view>& fields,
+                      const std::string& waiting_for, Clock::time_point deadline);
+  // Sends `frame` and reads the reply, by `deadline`.
+  store_protocol::Frame exchange(const std::string& frame, const std::string& waiting_for,
+                                 Clock::time_point deadline);
+  void connect(Clock::time_point deadline);
+  std::string address() const;
+
+  std::string host_;
+  int port_;
+  std::string token_;
+  std::chrono::milliseconds timeout_;
+  Fd socket_;
+};
+
+}  // namespace bareyolo::dist

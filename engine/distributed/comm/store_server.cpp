@@ -1,0 +1,278 @@
+// engine/distributed/comm/store_server.cpp — the store's server: one thread, one poll() over the listening
+// socket, a wake-up pipe and every connection (protocol and invariants: store.h).
+//
+// Each connection is non-blocking with its own input and output buffer, so a slow or silent
+// client never stalls the others; a request that cannot be served yet (GET or WAIT of a
+// missing key) parks its connection, and every SET or ADD retries the parked ones.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <stdexcept>
+
+#include "engine/distributed/comm/store.h"
+#include "engine/distributed/comm/store_protocol.h"
+
+namespace bareyolo::dist {
+namespace {
+
+using namespace store_protocol;
+
+constexpr size_t kReadChunkBytes = 1 << 16;
+
+struct Connection {
+  Fd fd;
+  bool greeted = false;  // showed the right token
+  bool closing = false;  // close once `output` is sent
+  bool dropped = false;
+  std::string input;
+  std::string output;
+  std::optional<Frame> parked;  // a GET or WAIT that waits for a key
+};
+
+using Table = std::map<std::string, std::string, std::less<>>;
+
+std::optional<int64_t> parse_int64(std::string_view text) {
+  int64_t value = 0;
+  auto [stop, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || stop != text.data() + text.size())
+    return std::nullopt;
+  return value;
+}
+
+class Server {
+ public:
+  Server(int listening, int wake, const std::string& token)
+      : listening_(listening), wake_(wake), token_(token) {}
+
+  void run() {
+    while (true) {
+      std::vector<pollfd> polled = poll_set();
+      if (::poll(polled.data(), polled.size(), -1) < 0) {
+        if (errno == EINTR) continue;
+        throw std::runtime_error(errno_message("poll failed"));
+      }
+      if (polled[0].revents != 0) return;  // the destructor asks us to stop
+      if (polled[1].revents != 0) accept_all();
+      for (size_t i = 2; i < polled.size(); ++i) {
+        Connection& connection = *connections_[i - 2];
+        if (polled[i].revents & (POLLIN | POLLHUP | POLLERR)) read_from(connection);
+        if (polled[i].revents & POLLOUT) flush(connection);
+      }
+      std::erase_if(connections_, [](const auto& c) { return c->dropped; });
+    }
+  }
+
+ private:
+  std::vector<pollfd> poll_set() const {
+    std::vector<pollfd> polled{{wake_, POLLIN, 0}, {listening_, POLLIN, 0}};
+    for (const auto& connection : connections_) {
+      short events = connection->parked || connection->closing ? 0 : POLLIN;
+      if (!connection->output.empty()) events |= POLLOUT;
+      polled.push_back({connection->fd.get(), events, 0});
+    }
+    return polled;
+  }
+
+  void accept_all() {
+    while (true) {
+      int fd = ::accept4(listening_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;  // EAGAIN: no more; other errors: the client retries
+      connections_.push_back(std::make_unique<Connection>());
+      connections_.back()->fd.reset(fd);
+    }
+  }
+
+  // Reads what arrived and serves it; requests sent just before the peer closed are served
+  // too (their replies are lost, their effects are not).
+  void read_from(Connection& connection) {
+    char chunk[kReadChunkBytes];
+    bool closed = false;
+    while (!closed) {
+      ssize_t got = ::recv(connection.fd.get(), chunk, sizeof chunk, 0);
+      if (got > 0) {
+        connection.input.append(chunk, static_cast<size_t>(got));
+      } else if (got < 0 && (errno == EAGAIN || errno == EINTR)) {
+        break;
+      } else {  // closed by the peer, or failed
+        closed = true;
+      }
+    }
+    serve_input(connection);
+    if (closed) connection.dropped = true;
+  }
+
+  // Serves every complete frame in the connection's input, until one parks it.
+  void serve_input(Connection& connection) {
+    while (!connection.parked && !connection.closing && connection.input.size() >= kHeaderBytes) {
+      uint64_t body_bytes = read_u64(connection.input.data());
+      uint64_t limit = connection.greeted ? kMaxBodyBytes : kMaxHelloBodyBytes;
+      if (body_bytes > limit) return refuse(connection, "the frame is larger than allowed");
+      if (connection.input.size() - kHeaderBytes < body_bytes) return;
+      auto frame = decode_body(std::string_view(connection.input).substr(kHeaderBytes, body_bytes));
+      connection.input.erase(0, kHeaderBytes + body_bytes);
+      if (!frame) return refuse(connection, "the frame is malformed");
+      if (!connection.greeted) {
+        greet(connection, *frame);
+      } else {
+        serve_request(connection, std::move(*frame));
+      }
+    }
+    flush(connection);
+  }
+
+  void greet(Connection& connection, const Frame& frame) {
+    bool valid = frame.tag == kHello && frame.fields.size() == 2 && frame.fields[0] == kMagic;
+    if (!valid) return refuse(connection, "it does not speak bareyolo's store protocol");
+    if (frame.fields[1] != token_)
+      return refuse(connection,
+                    "its token differs from this run's (another run, or a stale "
+                    "BAREYOLO_STORE_TOKEN)");
+    connection.greeted = true;
+    reply(connection, kOk, {});
+  }
+
+  void refuse(Connection& connection, const std::string& reason) {
+    reply(connection, kRefused, {"refused this connection: " + reason});
+    connection.closing = true;
+    connection.input.clear();
+    flush(connection);
+  }
+
+  void serve_request(Connection& connection, Frame frame) {
+    const auto& fields = frame.fields;
+    bool one_key = fields.size() == 1;
+    switch (frame.tag) {
+      case kSet:
+        if (fields.size() != 2) break;
+        table_[fields[0]] = fields[1];
+        reply(connection, kOk, {});
+        return serve_parked();
+      case kAdd:
+        if (fields.size() != 2) break;
+        return add(connection, fields[0], fields[1]);
+      case kCheck:
+        if (!one_key) break;
+        return reply(connection, kOk, {table_.contains(fields[0]) ? "1" : "0"});
+      case kGet:
+      case kWait:
+        if (fields.empty() || (frame.tag == kGet && !one_key)) break;
+        connection.parked = std::move(frame);
+        return try_unpark(connection);
+    }
+    refuse(connection, "request tag " + std::to_string(frame.tag) + " with " +
+                           std::to_string(fields.size()) + " fields is not in the protocol");
+  }
+
+  void add(Connection& connection, const std::string& key, const std::string& delta_text) {
+    auto delta = parse_int64(delta_text);
+    auto found = table_.find(key);
+    auto current = found == table_.end() ? std::optional<int64_t>(0) : parse_int64(found->second);
+    int64_t sum = 0;
+    if (!delta || !current || __builtin_add_overflow(*current, *delta, &sum)) {
+      return reply(connection, kError,
+                   {"add('" + key + "', '" + delta_text +
+                    "') needs an integer delta and a key that holds an integer, and a sum "
+                    "within 64 bits; set() a counter only through add()"});
+    }
+    std::string value = std::to_string(sum);
+    table_[key] = value;
+    reply(connection, kOk, {value});
+    serve_parked();
+  }
+
+  // Answers a parked GET or WAIT when its keys exist, and resumes reading its input.
+  void try_unpark(Connection& connection) {
+    const Frame& frame = *connection.parked;
+    for (const auto& key : frame.fields)
+      if (!table_.contains(key)) return;
+    if (frame.tag == kGet) {
+      reply(connection, kOk, {table_.find(frame.fields[0])->second});
+    } else {
+      reply(connection, kOk, {});
+    }
+    connection.parked.reset();
+    serve_input(connection);
+  }
+
+  void serve_parked() {
+    for (auto& connection : connections_)
+      if (connection->parked && !connection->dropped) try_unpark(*connection);
+  }
+
+  void reply(Connection& connection, uint8_t tag, const std::vector<std::string_view>& fields) {
+    connection.output += encode_frame(tag, fields);
+  }
+
+  // Sends what the socket takes now; the rest waits for POLLOUT.
+  void flush(Connection& connection) {
+    while (!connection.output.empty()) {
+      ssize_t sent = ::send(connection.fd.get(), connection.output.data(), connection.output.size(),
+                            MSG_NOSIGNAL);
+      if (sent < 0 && (errno == EAGAIN || errno == EINTR)) return;
+      if (sent <= 0) {
+        connection.dropped = true;
+        return;
+      }
+      connection.output.erase(0, static_cast<size_t>(sent));
+    }
+    if (connection.closing) connection.dropped = true;
+  }
+
+  int listening_;
+  int wake_;
+  const std::string& token_;
+  Table table_;
+  std::vector<std::unique_ptr<Connection>> connections_;
+};
+
+}  // namespace
+
+std::string store_bind_host(std::string_view master_addr) {
+  bool loopback = master_addr.empty() || master_addr == "localhost" ||
+                  master_addr.starts_with("127.") || master_addr == "::1";
+  return loopback ? "127.0.0.1" : "0.0.0.0";
+}
+
+StoreServer::StoreServer(const std::string& host, int port, std::string token)
+    : StoreServer(listen_tcp(host, port), std::move(token)) {}
+
+StoreServer::StoreServer(Fd listening_socket, std::string token)
+    : listening_(std::move(listening_socket)), token_(std::move(token)) {
+  port_ = bound_port(listening_.get());
+  int flags = ::fcntl(listening_.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(listening_.get(), F_SETFL, flags | O_NONBLOCK) != 0)
+    throw std::runtime_error(errno_message("the store's listening socket is not usable"));
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw std::runtime_error(errno_message("cannot create the store's wake-up pipe"));
+  wake_read_.reset(pipe_fds[0]);
+  wake_write_.reset(pipe_fds[1]);
+  thread_ = std::thread([this] { serve(); });
+}
+
+StoreServer::~StoreServer() {
+  char stop = 1;
+  while (::write(wake_write_.get(), &stop, 1) < 0 && errno == EINTR) {
+  }
+  thread_.join();
+}
+
+void StoreServer::serve() {
+  try {
+    Server(listening_.get(), wake_read_.get(), token_).run();
+  } catch (const std::exception& error) {
+    // Clients see the store vanish and time out naming it; say why here.
+    std::fprintf(stderr, "bareyolo: the rendezvous store on port %d stopped: %s\n", port_,
+                 error.what());
+  }
+}
+
+}  // namespace bareyolo::dist

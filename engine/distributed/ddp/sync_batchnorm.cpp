@@ -1,0 +1,78 @@
+// engine/distributed/ddp/sync_batchnorm.cpp — see sync_batchnorm.h.
+#include "engine/distributed/ddp/sync_batchnorm.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace bareyolo::dist {
+
+namespace {
+
+// `values` as a tensor on `staging`: a backend that reduces only device buffers (NCCL) gets
+// them on the GPU; the TCP ring works on host memory.
+Tensor staged(const std::vector<double>& values, Device staging) {
+  return Tensor::from_vector(values, {1, int64_t(values.size()), 1, 1}, staging);
+}
+
+}  // namespace
+
+ChannelMoments merge_moments(const ChannelMoments& a, const ChannelMoments& b) {
+  if (a.count == 0) return b;
+  if (b.count == 0) return a;
+  if (a.mean.size() != b.mean.size())
+    throw std::invalid_argument("merge_moments: " + std::to_string(a.mean.size()) + " and " +
+                                std::to_string(b.mean.size()) + " channels");
+  ChannelMoments merged;
+  merged.count = a.count + b.count;
+  merged.mean.resize(a.mean.size());
+  merged.m2.resize(a.mean.size());
+  const double na = double(a.count), nb = double(b.count), n = double(merged.count);
+  for (size_t c = 0; c < a.mean.size(); ++c) {
+    const double delta = b.mean[c] - a.mean[c];
+    merged.mean[c] = a.mean[c] + delta * (nb / n);
+    merged.m2[c] = a.m2[c] + b.m2[c] + delta * delta * (na * nb / n);
+  }
+  return merged;
+}
+
+ChannelMoments allgather_moments(Communicator& comm, const ChannelMoments& local,
+                                 Device staging) {
+  const int world = comm.world_size();
+  if (world == 1) return local;
+  // One record per rank: [count, mean_0 .. mean_{C-1}, M2_0 .. M2_{C-1}].
+  const size_t channels = local.mean.size();
+  const int64_t record = 1 + 2 * int64_t(channels);
+  std::vector<double> values;
+  values.reserve(size_t(record));
+  values.push_back(double(local.count));
+  values.insert(values.end(), local.mean.begin(), local.mean.end());
+  values.insert(values.end(), local.m2.begin(), local.m2.end());
+  Tensor send = staged(values, staging);
+  Tensor gathered = Tensor::zeros({1, record * world, 1, 1}, staging, DType::f64);
+  comm.allgather(CommBuffer::of(send), CommBuffer::of(gathered))->wait();
+  values = gathered.to_doubles();
+  ChannelMoments total;
+  for (int r = 0; r < world; ++r) {  // rank order: the same bits on every rank
+    const double* rec = values.data() + r * record;
+    ChannelMoments part;
+    part.count = int64_t(rec[0]);
+    part.mean.assign(rec + 1, rec + 1 + channels);
+    part.m2.assign(rec + 1 + channels, rec + 1 + 2 * channels);
+    total = merge_moments(total, part);
+  }
+  return total;
+}
+
+void allreduce_channel_sums(Communicator& comm, std::vector<double>& a, std::vector<double>& b,
+                            Device staging) {
+  if (comm.world_size() == 1) return;
+  std::vector<double> both(a);
+  both.insert(both.end(), b.begin(), b.end());
+  Tensor sums = staged(both, staging);
+  comm.allreduce(CommBuffer::of(sums), ReduceOp::sum)->wait();
+  both = sums.to_doubles();
+  a.assign(both.begin(), both.begin() + int64_t(a.size()));
+  b.assign(both.begin() + int64_t(a.size()), both.end());
+}
+
+}  // namespace bareyolo::dist

@@ -1,0 +1,46 @@
+// engine/distributed/ddp/sync_batchnorm.h — how SyncBatchNorm's per-channel statistics cross ranks.
+//
+// Each rank holds a slice of the batch. BatchNorm in training normalises by the statistics
+// of the WHOLE batch, so between the two phases of the BN ops (kernels/ops.h) the ranks
+// combine their partial statistics:
+//
+//   forward:  every rank computes (count, mean, M2) per channel over its own slice
+//             (batchnorm_moments); allgather_moments() collects every rank's triple and
+//             merges them in rank order with Chan's parallel formula
+//                 n = na + nb,  d = mean_b - mean_a,
+//                 mean = mean_a + d * nb / n,  M2 = M2_a + M2_b + d^2 * na * nb / n
+//             in double. This is exact algebra (no sum of squares that cancels when
+//             |mean| >> std), handles unequal slices through the counts, and gives the same
+//             bits on every rank — so the running statistics stay identical everywhere.
+//   backward: the input gradient needs sum(dy) and sum(dy * xhat) over the whole batch;
+//             allreduce_channel_sums() sums each rank's per-channel values.
+//
+// The gradients of gamma and beta are NOT combined here: each rank keeps the sums over its
+// own slice, and the gradient reducer averages them with every other parameter gradient.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/distributed/comm/communicator.h"
+
+namespace bareyolo::dist {
+
+// Per-channel statistics of `count` values per channel.
+struct ChannelMoments {
+  int64_t count = 0;
+  std::vector<double> mean, m2;  // m2 = sum of squared deviations from the mean
+};
+
+// The moments of the union of two disjoint sets (either may be empty).
+ChannelMoments merge_moments(const ChannelMoments& a, const ChannelMoments& b);
+
+// Every rank passes the moments of its slice; every rank gets the moments of the whole batch.
+ChannelMoments allgather_moments(Communicator& comm, const ChannelMoments& local,
+                                 Device staging = Device::cpu());
+
+// Sums `a` and `b` (one value per channel) over all ranks, in place.
+void allreduce_channel_sums(Communicator& comm, std::vector<double>& a, std::vector<double>& b,
+                            Device staging = Device::cpu());
+
+}  // namespace bareyolo::dist

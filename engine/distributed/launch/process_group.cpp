@@ -1,0 +1,91 @@
+// engine/distributed/launch/process_group.cpp — store, then communicator, for one rank (see process_group.h).
+#include "engine/distributed/launch/process_group.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "engine/distributed/comm/nccl_communicator.h"
+#include "engine/distributed/comm/tcp_ring.h"
+
+namespace bareyolo::dist {
+namespace {
+
+// The listening socket named by BAREYOLO_STORE_FD, taken over by this process (the variable is
+// removed so that nothing else in it claims the same descriptor); an empty Fd when unset.
+Fd inherited_store_socket() {
+  const char* text = std::getenv(kStoreFdVariable);
+  if (text == nullptr) return Fd();
+  const std::string value = text;
+  char* end = nullptr;
+  const long fd = std::strtol(value.c_str(), &end, 10);
+  int listening = 0;
+  socklen_t length = sizeof listening;
+  if (value.empty() || *end != '\0' || fd < 0 ||
+      ::getsockopt(int(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &length) != 0 || !listening) {
+    throw std::runtime_error(std::string(kStoreFdVariable) + "=" + value +
+                             " is not a listening socket this process inherited; it is set by "
+                             "bareyolo's launcher for rank 0 only — unset it to bind MASTER_PORT");
+  }
+  ::unsetenv(kStoreFdVariable);
+  return Fd(int(fd));
+}
+
+std::unique_ptr<StoreServer> serve_store(const LaunchEnv& env) {
+  Fd inherited = inherited_store_socket();
+  if (inherited) return std::make_unique<StoreServer>(std::move(inherited), env.store_token);
+  return std::make_unique<StoreServer>(store_bind_host(env.master_addr), env.store_port(),
+                                       env.store_token);
+}
+
+// Backend auto, decided alike on every rank from what every rank published: NCCL only when
+// this build has it and each rank holds a GPU of its own.
+Backend agree_on_backend(Store& store, const LaunchEnv& env, const Device& device) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  store.set("pg/device/" + std::to_string(env.rank), std::string(host) + "/" + device.str());
+  bool distinct_gpus = nccl_compiled();
+  std::vector<std::string> seen;
+  for (int rank = 0; rank < env.world_size; ++rank) {
+    std::string placed = store.get("pg/device/" + std::to_string(rank));
+    if (placed.ends_with("/cpu")) distinct_gpus = false;
+    for (const auto& other : seen) distinct_gpus = distinct_gpus && other != placed;
+    seen.push_back(std::move(placed));
+  }
+  return distinct_gpus ? Backend::nccl : Backend::tcp;
+}
+
+}  // namespace
+
+ProcessGroup init_process_group(const LaunchEnv& env, const ProcessGroupOptions& options) {
+  ProcessGroup group;
+  group.env = env;
+  if (env.world_size == 1) {
+    group.comm = make_single_rank_communicator(options.backend.value_or(Backend::tcp));
+    return group;
+  }
+  if (env.rank == 0) group.server = serve_store(env);
+  group.store = std::make_unique<Store>(env.master_addr, env.store_port(), env.store_token,
+                                        options.timeout);
+
+  const Backend backend = options.backend ? *options.backend
+                                          : agree_on_backend(*group.store, env, options.device);
+  if (backend == Backend::nccl) {
+    if (!options.device.is_cuda()) {
+      throw std::runtime_error("rank " + std::to_string(env.rank) +
+                               ": the NCCL backend needs a GPU, but this rank's device is " +
+                               options.device.str() + " (use --backend tcp for CPU ranks)");
+    }
+    group.comm = make_nccl_communicator(*group.store, env.rank, env.world_size,
+                                        options.device.index, options.timeout);
+  } else {
+    group.comm = make_tcp_ring_communicator(*group.store, env.rank, env.world_size,
+                                            env.master_addr, env.store_token, options.timeout);
+  }
+  return group;
+}
+
+}  // namespace bareyolo::dist

@@ -1,0 +1,49 @@
+// engine/distributed/launch/process_group.h — joining the job: the rendezvous store and the communicator a
+// rank trains with, from its launch environment (env.h) in one call.
+//
+// Rank 0 serves the store (store.h) on store_bind_host(MASTER_ADDR):store_port() — or, when
+// BAREYOLO_STORE_FD=<fd> is set, on that already listening socket, which bareyolo's launcher
+// bound on port 0 before forking (so no other process can take the port in between). Every
+// rank, rank 0 included, connects a Store client with the run's token, then the communicator
+// is built: the single-rank one for world_size 1, else the TCP ring (tcp_ring.h) or NCCL
+// (nccl_communicator.h).
+//
+// Backend "auto" (no backend in the options) is decided the same way on every rank: each rank
+// publishes its host and device in the store; NCCL when this build has it and every rank is on
+// a GPU no other rank shares, the TCP ring otherwise (CPU ranks, "--device 0,0").
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include "engine/distributed/comm/communicator.h"
+#include "engine/distributed/launch/env.h"
+#include "engine/distributed/comm/store.h"
+
+namespace bareyolo::dist {
+
+struct ProcessGroupOptions {
+  std::optional<Backend> backend;  // nullopt: auto, as above
+  // Bounds the rendezvous, every store call and every collective.
+  std::chrono::milliseconds timeout = kDefaultStoreTimeout;
+  Device device = Device::cpu();  // this rank's device: NCCL's GPU
+};
+
+struct ProcessGroup {
+  LaunchEnv env;
+  std::unique_ptr<StoreServer> server;  // rank 0 only
+  std::unique_ptr<Store> store;         // null for world_size 1: nobody to meet
+  // Declared last, so destroyed first: the communicator may still talk to the store.
+  std::unique_ptr<Communicator> comm;
+
+  int rank() const { return env.rank; }
+  int world_size() const { return env.world_size; }
+};
+
+// Joins the job `env` describes. Throws std::runtime_error with the cause (a malformed
+// BAREYOLO_STORE_FD, an unreachable store, a rank that never joined within the timeout, NCCL
+// asked for on the CPU, ...).
+ProcessGroup init_process_group(const LaunchEnv& env, const ProcessGroupOptions& options = {});
+
+}  // namespace bareyolo::dist
