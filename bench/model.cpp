@@ -15,7 +15,7 @@
 #include <string>
 
 #include "kernels/cpu/thread_pool.h"
-#include "models/yolo_model.h"
+#include "models/yolo/yolo_model.h"
 
 using namespace bareyolo;
 using namespace bareyolo::models;

@@ -44,7 +44,7 @@
 #include "engine/optim/ema.h"           // defines: ModelEma
 #include "engine/optim/sgd.h"           // defines: Sgd, clip_gradient_norm
 #include "kernels/cpu/thread_pool.h"    // defines: ThreadPool
-#include "models/train_step.h"          // defines: forward_backward, DataParallel
+#include "models/train/step.h"          // defines: forward_backward, DataParallel
 
 using namespace bareyolo;
 using namespace bareyolo::models;

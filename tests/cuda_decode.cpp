@@ -3,8 +3,8 @@
 // model, rows poisoned first. Tolerance: float32, kFloatRtol / kFloatAtol (the GPU's expf is
 // within 2 ulps of the CPU's).
 #include "models/eval/detect_cuda.h"
-#include "models/decode.h"
-#include "models/model_config.h"
+#include "models/eval/decode.h"
+#include "models/yolo/model_config.h"
 #include "tests/cuda_testing.h"
 
 using namespace bareyolo;

@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "kernels/ops.h"
-#include "models/head_loss.h"
+#include "models/loss/head_loss.h"
 #include "tests/cuda_testing.h"
 #include "tests/random_matched_rows.h"
 

@@ -13,9 +13,9 @@
 #include <algorithm>
 
 #include "models/eval/detect_cuda.h"
-#include "models/model_config.h"
-#include "models/nms.h"
-#include "models/validate.h"
+#include "models/yolo/model_config.h"
+#include "models/eval/nms.h"
+#include "models/eval/validate.h"
 #include "tests/cuda_testing.h"
 
 using namespace bareyolo;

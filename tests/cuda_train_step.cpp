@@ -1,13 +1,13 @@
 // tests/cuda_train_step.cpp — one whole training step of the tiny model on the GPU against the
 // same step on the CPU: forward, YOLOv5's loss, backward, gradient clipping and the SGD step
-// (models/train_step.h, engine/optim/sgd.h), from the same initial weights and batch; the
+// (models/train/step.h, engine/optim/sgd.h), from the same initial weights and batch; the
 // parameters after the step must agree.
 //
 // Tolerance: every kernel is within a few float ulps of its CPU reference; through ~25 layers
 // forward and back and one SGD step (lr 0.01) the parameters stay within 1e-4 relative
 // (norm-wise per tensor), while a wrong gradient anywhere moves a tensor by far more.
 #include "engine/optim/sgd.h"
-#include "models/train_step.h"
+#include "models/train/step.h"
 #include "tests/cuda_testing.h"
 
 using namespace bareyolo;

@@ -1,5 +1,5 @@
 // tests/cuda_train_validation.cpp — the trainer's validation (validate_with_loss in
-// models/trainer.cpp: the EMA's forward, YOLOv5's loss, decode and NMS, all on the model's
+// models/train/trainer.cpp: the EMA's forward, YOLOv5's loss, decode and NMS, all on the model's
 // device) on a GPU against the same run on the CPU: one epoch of the tiny model on a small
 // shapes dataset, the batches uploaded from pinned memory (Batch::images_tensor).
 //
@@ -10,7 +10,7 @@
 #include <filesystem>
 
 #include "data/shapes.h"
-#include "models/trainer.h"
+#include "models/train/trainer.h"
 #include "tests/cuda_testing.h"
 #include "tests/test_data_fixtures.h"
 

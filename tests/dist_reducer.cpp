@@ -5,7 +5,7 @@
 // Every rank can compute every other rank's gradient itself (the inputs come from seeds), so
 // the reference mean is computed locally, in double, by plain backward passes.
 #include "engine/distributed/ddp/reducer.h"
-#include "models/yolo_model.h"
+#include "models/yolo/yolo_model.h"
 #include "tests/dist_testing.h"
 #include "tests/testing.h"
 

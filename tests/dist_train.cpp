@@ -11,7 +11,7 @@
 
 #include "data/shapes.h"
 #include "engine/safetensors.h"
-#include "models/train_launch.h"
+#include "models/train/launch.h"
 #include "tests/testing.h"
 
 using namespace bareyolo;

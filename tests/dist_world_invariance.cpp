@@ -5,7 +5,7 @@
 // with real data, augmentation and accumulation.
 #include "engine/distributed/ddp/reducer.h"
 #include "engine/optim/sgd.h"
-#include "models/train_step.h"
+#include "models/train/step.h"
 #include "tests/dist_testing.h"
 #include "tests/testing.h"
 

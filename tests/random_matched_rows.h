@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "models/loss_targets.h"
+#include "models/loss/loss_targets.h"
 #include "tests/testing.h"
 
 namespace bareyolo::testing {

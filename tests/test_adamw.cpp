@@ -5,7 +5,7 @@
 
 #include "engine/optim/adamw.h"
 #include "kernels/ops.h"
-#include "models/yolo_model.h"
+#include "models/yolo/yolo_model.h"
 #include "tests/testing.h"
 
 using namespace bareyolo;

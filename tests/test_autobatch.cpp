@@ -1,6 +1,6 @@
 // tests/test_autobatch.cpp — AutoBatch's arithmetic with an injected memory probe (no GPU):
 // the fit, the failure bound, the fallbacks, and the global batch for several ranks.
-#include "models/autobatch.h"
+#include "models/train/autobatch.h"
 #include "tests/testing.h"
 
 using namespace bareyolo::models;

@@ -1,6 +1,6 @@
 // tests/test_blocks.cpp — YOLOv5's Bottleneck, C3 and SPPF: state names in YOLOv5's order,
 // output shapes, and backward against finite differences through the whole block.
-#include "models/blocks.h"
+#include "models/yolo/blocks.h"
 #include "tests/module_check.h"
 
 using namespace bareyolo;

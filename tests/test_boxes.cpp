@@ -2,7 +2,7 @@
 // boxes whose answers are worked out by hand.
 #include <doctest/doctest.h>
 
-#include "models/boxes.h"
+#include "models/eval/boxes.h"
 
 namespace bareyolo::models {
 

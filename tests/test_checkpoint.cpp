@@ -12,10 +12,10 @@
 #include <thread>
 
 #include "data/shapes.h"
-#include "models/checkpoint.h"
-#include "models/run_dir.h"
-#include "models/trainer.h"
-#include "models/weights.h"
+#include "models/train/checkpoint.h"
+#include "models/train/run_dir.h"
+#include "models/train/trainer.h"
+#include "models/yolo/weights.h"
 #include "tests/test_data_fixtures.h"
 
 using namespace bareyolo;

@@ -1,4 +1,4 @@
-// tests/test_cuda_loss_logic.cpp — the CUDA loss's plain-C++ half (models/head_loss.cuh), run
+// tests/test_cuda_loss_logic.cpp — the CUDA loss's plain-C++ half (models/loss/head_loss.cuh), run
 // without a GPU: the rows packed and grouped by cell, the per-level coefficients, and the
 // kernels' per-thread bodies called serially over the indices the kernels cover, against
 // yolo_loss<float> on random heads and random matched rows with several rows on one cell
@@ -14,7 +14,7 @@
 #include <limits>
 #include <vector>
 
-#include "models/head_loss.cuh"
+#include "models/loss/head_loss.cuh"
 #include "tests/random_matched_rows.h"
 #include "tests/testing.h"
 

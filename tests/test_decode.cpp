@@ -2,7 +2,7 @@
 // hand-set logits, and the row order (level, anchor, y, x).
 #include <cmath>
 
-#include "models/decode.h"
+#include "models/eval/decode.h"
 #include "tests/testing.h"
 
 using namespace bareyolo;

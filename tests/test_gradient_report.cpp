@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <map>
 
-#include "models/gradient_report.h"
-#include "models/weights.h"
+#include "models/loss/gradient_report.h"
+#include "models/yolo/weights.h"
 #include "tests/testing.h"
 
 using namespace bareyolo;

@@ -3,8 +3,8 @@
 // held fixed), and the normalisation that lets a batch split over ranks add up exactly.
 #include <cmath>
 
-#include "models/ciou.h"
-#include "models/loss.h"
+#include "models/loss/ciou.h"
+#include "models/loss/loss.h"
 #include "tests/testing.h"
 
 using namespace bareyolo;

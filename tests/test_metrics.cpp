@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-#include "models/metrics.h"
+#include "models/eval/metrics.h"
 
 namespace bareyolo::models {
 namespace {

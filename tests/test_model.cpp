@@ -6,7 +6,7 @@
 
 #include <map>
 
-#include "models/yolo_model.h"
+#include "models/yolo/yolo_model.h"
 #include "tests/module_check.h"
 
 using namespace bareyolo;

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "models/nms.h"
+#include "models/eval/nms.h"
 
 namespace bareyolo::models {
 namespace {

@@ -5,7 +5,7 @@
 #include "engine/optim/ema.h"
 #include "engine/optim/schedule.h"
 #include "engine/optim/sgd.h"
-#include "models/yolo_model.h"
+#include "models/yolo/yolo_model.h"
 #include "tests/testing.h"
 
 using namespace bareyolo;

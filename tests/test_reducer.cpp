@@ -7,7 +7,7 @@
 // backward, not in a loop after it.
 #include "engine/distributed/ddp/reducer.h"
 #include "engine/distributed/ddp/sync_batchnorm.h"
-#include "models/yolo_model.h"
+#include "models/yolo/yolo_model.h"
 #include "tests/testing.h"
 
 using namespace bareyolo;

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <fstream>
 
-#include "models/callbacks.h"
-#include "models/progress.h"
-#include "models/report.h"
+#include "models/train/callbacks.h"
+#include "models/train/outputs/progress.h"
+#include "models/train/outputs/report.h"
 #include "tests/test_data_fixtures.h"
 
 using namespace bareyolo;

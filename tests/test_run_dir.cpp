@@ -2,7 +2,7 @@
 // --exist-ok) and how --resume finds its checkpoint.
 #include <thread>
 
-#include "models/run_dir.h"
+#include "models/train/run_dir.h"
 #include "tests/test_data_fixtures.h"
 
 using namespace bareyolo;

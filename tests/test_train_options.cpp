@@ -1,8 +1,8 @@
 // tests/test_train_options.cpp — YOLOv5 hyp yamls (--hyp) and the configuration that
 // checkpoints carry (every saved field round-trips; what is not saved stays the caller's).
-#include "models/train_options.h"
-#include "models/trainer.h"
-#include "models/yolo_model.h"
+#include "models/train/options.h"
+#include "models/train/trainer.h"
+#include "models/yolo/yolo_model.h"
 #include "tests/test_data_fixtures.h"
 
 using namespace bareyolo;

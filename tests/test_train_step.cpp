@@ -1,7 +1,7 @@
 // tests/test_train_step.cpp — the recipe's pieces working together: repeated SGD steps on one
 // fixed batch (no augmentation) must drive YOLOv5's loss down, as a model that can learn does.
 #include "engine/optim/sgd.h"
-#include "models/head_loss.h"
+#include "models/loss/head_loss.h"
 #include "tests/testing.h"
 
 using namespace bareyolo;

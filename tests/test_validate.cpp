@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "data/shapes.h"
-#include "models/validate.h"
+#include "models/eval/validate.h"
 #include "tests/testing.h"
 
 using namespace bareyolo;

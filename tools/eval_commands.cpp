@@ -1,5 +1,5 @@
 // tools/eval_commands.cpp — `val` and `predict` (see eval_commands.h). The work is in
-// models/validate.h, models/decode.h and models/nms.h; this file reads the command line,
+// models/eval/validate.h, models/eval/decode.h and models/eval/nms.h; this file reads the command line,
 // the files, and prints or writes the results.
 //
 // COCO results JSON (--save-json, and predict's detections.json): one object per detection,
@@ -20,9 +20,9 @@
 #include "data/letterbox.h"
 #include "data/preview.h"
 #include "engine/safetensors.h"
-#include "models/decode.h"
-#include "models/validate.h"
-#include "models/weights.h"
+#include "models/eval/decode.h"
+#include "models/eval/validate.h"
+#include "models/yolo/weights.h"
 
 namespace bareyolo {
 

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "engine/safetensors.h"
-#include "models/gradient_report.h"
-#include "models/weights.h"
+#include "models/loss/gradient_report.h"
+#include "models/yolo/weights.h"
 
 namespace bareyolo {
 

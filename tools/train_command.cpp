@@ -9,9 +9,9 @@
 #include <string>
 
 #include "data/shapes.h"
-#include "models/run_dir.h"
-#include "models/train_launch.h"
-#include "models/train_options.h"
+#include "models/train/run_dir.h"
+#include "models/train/launch.h"
+#include "models/train/options.h"
 
 namespace bareyolo {
 

@@ -1,4 +1,4 @@
-// docs/examples/train_api.cpp — training through the C++ API, bareyolo::Model (models/model.h).
+// docs/examples/train_api.cpp — training through the C++ API, bareyolo::Model (models/api/model.h).
 //
 //   example_train_api [MODEL_YAML [EPOCHS]]
 //
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "data/shapes.h"
-#include "models/model.h"
+#include "models/api/model.h"
 
 int main(int argc, char** argv) {
   const std::string cfg = argc > 1 ? argv[1] : "models/yolov5n.yaml";

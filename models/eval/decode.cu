@@ -1,5 +1,5 @@
 // models/eval/decode.cu — the Detect head's inference decode on the GPU, one level per call;
-// the formulas and the row order of models/decode.h:
+// the formulas and the row order of models/eval/decode.h:
 //   cx = (2 s_x - 0.5 + gx) * stride      cy = (2 s_y - 0.5 + gy) * stride
 //   w  = (2 s_w)^2 * anchor_w * stride    h  = (2 s_h)^2 * anchor_h * stride
 //   objectness and class scores = s       (s = sigmoid of the field)

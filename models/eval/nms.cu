@@ -1,5 +1,5 @@
 // models/eval/nms.cu — non_max_suppression of one image's decoded rows on the GPU
-// (detect_cuda.h), step for step as models/nms.cpp:
+// (detect_cuda.h), step for step as models/eval/nms.cpp:
 //   1-4 candidate_kernel: one thread per candidate slot — (row, class) with multi_label, else
 //       (row, its first best class) — tests objectness and score against conf_threshold and
 //       the class filter, as the host does (score = class score * objectness, one rounded

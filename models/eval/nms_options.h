@@ -1,5 +1,5 @@
 // models/eval/nms_options.h — the options of YOLOv5's non-maximum suppression, shared by the
-// host implementation (models/nms.h, which documents the steps) and the CUDA one
+// host implementation (models/eval/nms.h, which documents the steps) and the CUDA one
 // (models/eval/nms.cu), so that both read one struct and cannot drift apart.
 #pragma once
 

@@ -1,0 +1,85 @@
+// models/api/model.cpp — see model.h.
+#include "models/api/model.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "engine/safetensors.h"
+#include "models/train/checkpoint.h"
+#include "models/yolo/weights.h"
+
+namespace bareyolo {
+
+namespace fs = std::filesystem;
+
+Model::Model(const std::string& cfg_or_weights, int nc) {
+  if (fs::path(cfg_or_weights).extension() == ".safetensors") {
+    load_weights(cfg_or_weights);
+    return;
+  }
+  cfg_ = fs::absolute(cfg_or_weights).string();
+  network_ = std::make_unique<models::DetectionModel>(models::load_model_config(cfg_),
+                                                      models::ModelOptions{.nc = nc});
+}
+
+void Model::load_weights(const std::string& path) {
+  const SafetensorsFile file = SafetensorsFile::load(path);
+  const auto& meta = file.metadata();
+  if (!meta.count("cfg") || !meta.count("nc"))
+    throw std::invalid_argument(path + " does not say which model yaml it belongs to (no 'cfg' "
+                                "metadata): build the Model from the yaml instead");
+  cfg_ = meta.at("cfg");
+  names_.clear();
+  if (meta.count("names")) {
+    std::string names = meta.at("names");
+    for (size_t start = 0, end; start <= names.size(); start = end + 1) {
+      end = names.find('\n', start);
+      if (end == std::string::npos) end = names.size();
+      if (end > start) names_.push_back(names.substr(start, end - start));
+    }
+  }
+  network_ = std::make_unique<models::DetectionModel>(
+      models::load_model_config(cfg_), models::ModelOptions{.nc = std::stoi(meta.at("nc"))});
+  models::load_state(file, network_->state(), path);
+  weights_loaded_ = true;
+}
+
+models::TrainSummary Model::train(models::TrainOptions options) {
+  options.cfg = cfg_;
+  // Every rank starts from this model's weights, through a file (a spawned worker rebuilds the
+  // network from it). A model fresh from its yaml trains from scratch, as `bareyolo train`.
+  std::string start_weights;
+  if (weights_loaded_ && options.resume.empty()) {
+    start_weights = (fs::temp_directory_path() /
+                     ("bareyolo-start-" + std::to_string(::getpid()) + ".safetensors"))
+                        .string();
+    save(start_weights);
+    options.weights = start_weights;
+  }
+  models::TrainSummary summary;
+  try {
+    summary = models::run_training(options, [](const std::string& line) {
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    });
+  } catch (...) {
+    if (!start_weights.empty()) fs::remove(start_weights);
+    throw;
+  }
+  if (!start_weights.empty()) fs::remove(start_weights);
+  if (summary.rank0) {
+    const fs::path weights = fs::path(summary.run_dir) / "weights";
+    load_weights((fs::exists(weights / "best.safetensors") ? weights / "best.safetensors"
+                                                           : weights / "last.safetensors")
+                     .string());
+  }
+  return summary;
+}
+
+void Model::save(const std::string& path) {
+  models::make_weights_file(network_->state(), network_->num_classes(), names_, cfg_).save(path);
+}
+
+}  // namespace bareyolo

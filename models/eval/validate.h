@@ -1,0 +1,69 @@
+// models/eval/validate.h — YOLOv5's validation (val.py as train.py calls it): the split in
+// letterboxed (optionally rectangular) batches, the model in eval mode, Detect decode, NMS
+// (multi-label, conf 0.001, IoU 0.6, 300 per image), predictions and labels mapped back to
+// each original image, then matching at IoU 0.5:0.95 and AP per class (models/eval/metrics.h).
+//
+// Validation reads datasets, so this file is where models/ uses data/.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "data/batch.h"
+#include "data/dataset.h"
+#include "models/eval/metrics.h"
+#include "models/eval/nms.h"
+#include "models/yolo/yolo_model.h"
+
+namespace bareyolo::models {
+
+// YOLOv5's validation NMS: conf 0.001, IoU 0.6, at most 300 per image, every class above the
+// threshold (multi-label).
+inline NmsOptions validation_nms() {
+  NmsOptions nms;
+  nms.conf_threshold = 0.001f;
+  nms.iou_threshold = 0.6f;
+  nms.max_det = 300;
+  nms.multi_label = true;
+  return nms;
+}
+
+struct ValidationOptions {
+  int batch = 32;
+  int imgsz = 640;
+  bool rect = true;  // YOLOv5's val: rectangular batches, pad 0.5
+  int workers = 0;   // loader threads
+  NmsOptions nms = validation_nms();
+  bool keep_detections = false;  // fill ValidationResult::detections (for --save-json)
+};
+
+struct ImageDetections {
+  std::string path;
+  std::vector<Detection> detections;  // boxes in the original image's pixels
+};
+
+struct ValidationResult {
+  DetectionMetrics metrics;
+  DetectionStats stats;  // the raw statistics (ranks can merge theirs)
+  int64_t images = 0, labels = 0;
+  std::vector<ImageDetections> detections;  // when keep_detections
+};
+
+// Detections of each image of a batch, in the batch canvas's pixels.
+using BatchPredictor = std::function<std::vector<std::vector<Detection>>(const data::Batch&)>;
+
+// Detections of each image of the batch whose head outputs (eval mode) are `head`: Detect
+// decode, then NMS, on the head's device — for a head on a GPU, decode and NMS run there
+// (kernels/cuda: detect_decode_level, non_max_suppression) and only the kept detections
+// come back.
+std::vector<std::vector<Detection>> detect(const std::vector<Tensor>& head,
+                                           const DetectionModel& model, const NmsOptions& nms);
+
+// Validation of any predictor (tests use an oracle), and of a model (detect() of its head).
+ValidationResult validate(const data::Dataset& dataset, const ValidationOptions& options,
+                          const BatchPredictor& predict, int stride);
+ValidationResult validate(DetectionModel& model, const data::Dataset& dataset,
+                          const ValidationOptions& options);
+
+}  // namespace bareyolo::models

@@ -1,0 +1,67 @@
+// models/loss/head_loss.cpp — see head_loss.h.
+#include "models/loss/head_loss.h"
+
+#include <stdexcept>
+
+#include "engine/distributed/comm/communicator.h"
+
+namespace bareyolo::models {
+
+LevelTargets head_targets(const DetectionModel& model, const std::vector<Tensor>& head,
+                          const std::vector<LabelRow>& labels, const LossOptions& options) {
+  std::vector<LevelGrid> grids;
+  for (int level = 0; level < model.num_levels(); ++level) {
+    const Tensor& h = head[size_t(level)];
+    LevelGrid grid{int(h.shape().h), int(h.shape().w), {}};
+    for (int a = 0; a < model.num_anchors(); ++a) grid.anchors.push_back(model.anchor(level, a));
+    grids.push_back(grid);
+  }
+  return build_targets(labels, grids, options.hyp.anchor_t);
+}
+
+LossNormalization global_normalization(dist::Communicator& comm, const LevelTargets& targets,
+                                       int images) {
+  LossNormalization norm = local_normalization(targets, images);
+  std::vector<double> counts = norm.matched_rows;
+  counts.push_back(norm.images);
+  comm.allreduce(dist::CommBuffer::of(counts.data(), int64_t(counts.size())), dist::ReduceOp::sum)
+      ->wait();
+  norm.matched_rows.assign(counts.begin(), counts.end() - 1);
+  norm.images = counts.back();
+  norm.gradient_scale = comm.world_size();
+  return norm;
+}
+
+HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
+                   const LossNormalization& norm, const LossOptions& options) {
+  const bool on_gpu = !head.empty() && head[0].device().is_cuda();
+  HeadLoss result;
+  std::vector<View<const float>> outputs;
+  std::vector<View<float>> gradients;
+  for (const Tensor& h : head) {
+    // The host loss adds into its gradient; the device loss writes every element.
+    result.gradients.push_back(on_gpu ? Tensor::empty(h.shape(), h.device(), h.dtype())
+                                      : Tensor::zeros(h.shape(), h.device(), h.dtype()));
+    outputs.push_back(h.view<float>());
+    gradients.push_back(result.gradients.back().view<float>());
+  }
+  if (!on_gpu) {
+    result.values = yolo_loss<float>(outputs, targets, norm, options, gradients);
+    return result;
+  }
+#ifdef BAREYOLO_WITH_CUDA
+  result.values = yolo_loss_cuda(outputs, targets, norm, options, gradients);
+  return result;
+#else
+  throw std::runtime_error("head_loss: the head is on " + head[0].device().str() +
+                           " but this binary was built without CUDA");
+#endif
+}
+
+HeadLoss head_loss(const DetectionModel& model, const std::vector<Tensor>& head,
+                   const std::vector<LabelRow>& labels, const LossOptions& options, int images) {
+  const LevelTargets targets = head_targets(model, head, labels, options);
+  return head_loss(head, targets, local_normalization(targets, images), options);
+}
+
+}  // namespace bareyolo::models

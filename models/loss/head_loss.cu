@@ -1,0 +1,179 @@
+// models/loss/head_loss.cu — yolo_loss_cuda (models/loss/loss.h): YOLOv5's loss of head outputs on a GPU,
+// for head_loss() (models/loss/head_loss.h) when the head is on a device.
+//
+// The host matches the labels (build_targets) and uploads the matched rows once per call as
+// a struct of arrays, sorted stably by (level, cell): the rows of one cell form a *group*,
+// in their original order. Per-element math is models/loss/loss_terms.h, in double, as the host
+// loss evaluates it. Kernels, all on the device's compute stream:
+//   1. box    one thread per group: CIoU of each of its rows (row order), the per-row box
+//             terms, the box gradient (added in float in row order, as the host adds it) and
+//             the objectness target of the cell = max(CIoU of the group's LAST row, 0) —
+//             YOLOv5's "a later row overwrites", deterministically.
+//   2. cls    one thread per (group, class): BCE against the one-hot (smoothed) target of
+//             every row of the group, its sum and the gradient (nc > 1 only).
+//   3. obj    per level, every cell: BCE of the objectness logit against the target from 1,
+//             gradient written, values summed per block by a fixed tree.
+//   4. sum    one block: the per-row box terms, the per-(group, class) class terms and the
+//             obj block sums, each in a fixed order, to three doubles the host reads.
+// No atomics: every gradient element has one writer and every sum a fixed order, so the
+// result is the same bits on every run. Gradients are zeroed first (one memset per level),
+// so every element is written. The host's sums run in row/cell order and these in a tree:
+// the values agree to double rounding, not bit for bit. The per-level arguments, the packing
+// and the per-thread bodies are plain C++ in head_loss.cuh (tests/test_cuda_loss_logic.cpp
+// runs them without a GPU).
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/runtime/allocator.h"
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/runtime/check.h"
+#include "kernels/cuda/runtime/runtime.h"
+#include "models/loss/head_loss.cuh"
+
+namespace bareyolo::models {
+
+namespace {
+
+using namespace loss_cuda;
+
+constexpr int kRowThreads = 128;
+constexpr int kThreads = cuda::kReduceThreads;
+constexpr int64_t kMaxObjBlocks = 1024;  // per level; fixed by the shape, not by the GPU
+
+__global__ void box_kernel(Levels levels, Rows rows, double* tobj, double* row_terms) {
+  const int64_t group = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (group < rows.groups) box_group(levels, rows, group, tobj, row_terms);
+}
+
+__global__ void cls_kernel(Levels levels, Rows rows, ClassTargets targets, double* cls_terms) {
+  const int64_t index = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (index < rows.groups * targets.classes) cls_element(levels, rows, targets, index, cls_terms);
+}
+
+__global__ void obj_kernel(LevelArgs l, double pos_weight, const double* tobj,
+                           double* block_sums) {
+  const int64_t cells = l.head.shape.n * l.anchors * int64_t(l.ny) * l.nx;
+  double sum = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < cells;
+       i += int64_t(gridDim.x) * blockDim.x)
+    sum += obj_cell(l, pos_weight, tobj, i);
+  sum = cuda::block_reduce(sum, cuda::Plus{});
+  if (threadIdx.x == 0) block_sums[blockIdx.x] = sum;
+}
+
+// out[k] = the sum of terms[k][0 .. count[k]), in a fixed order.
+struct Sums {
+  const double* terms[3];
+  int64_t count[3];
+};
+
+__global__ void sum_kernel(Sums sums, double* out) {
+  for (int k = 0; k < 3; ++k) {
+    double sum = 0;
+    for (int64_t i = threadIdx.x; i < sums.count[k]; i += blockDim.x) sum += sums.terms[k][i];
+    sum = cuda::block_reduce(sum, cuda::Plus{});
+    if (threadIdx.x == 0) out[k] = sum;
+  }
+}
+
+void check_launch() { BAREYOLO_CUDA_CHECK(cudaGetLastError()); }
+
+}  // namespace
+
+LossValues yolo_loss_cuda(const std::vector<View<const float>>& predictions,
+                          const std::vector<std::vector<MatchedRow>>& targets,
+                          const LossNormalization& norm, const LossOptions& options,
+                          const std::vector<View<float>>& gradients) {
+  const size_t level_count = predictions.size();
+  const int nc = options.classes;
+  if (targets.size() != level_count || norm.matched_rows.size() != level_count ||
+      options.balance.size() < level_count || gradients.size() != level_count)
+    throw std::invalid_argument("yolo_loss_cuda: " + std::to_string(level_count) +
+                                " prediction levels but targets, counts, balance or gradients "
+                                "for a different number");
+  if (level_count == 0 || level_count > size_t(kMaxLevels))
+    throw std::invalid_argument("yolo_loss_cuda: " + std::to_string(level_count) +
+                                " levels; 1 to " + std::to_string(kMaxLevels) + " are supported");
+  const Device device = predictions[0].device;
+  const double scale_total = norm.images;
+
+  std::vector<LevelArgs> levels;
+  int64_t cells = 0, obj_blocks = 0;
+  std::vector<int64_t> first_obj_block;
+  for (size_t level = 0; level < level_count; ++level) {
+    const View<const float>& p = predictions[level];
+    const View<float>& g = gradients[level];
+    if (!p.device.is_cuda() || !(p.device == device) || !(g.device == device))
+      throw std::invalid_argument("yolo_loss_cuda: level " + std::to_string(level) +
+                                  " is on " + p.device.str() + " with its gradient on " +
+                                  g.device.str() + "; every level must be on " + device.str());
+    levels.push_back(level_args(p, g, int(level), norm, options, cells));
+    const int64_t level_cells = p.shape.n * levels.back().anchors * p.shape.h * p.shape.w;
+    cells += level_cells;
+    first_obj_block.push_back(obj_blocks);
+    obj_blocks += std::clamp<int64_t>((level_cells + kThreads - 1) / kThreads, 1, kMaxObjBlocks);
+  }
+  Levels level_table;
+  std::copy(levels.begin(), levels.end(), level_table.at);
+
+  const PackedRows packed(targets, levels);
+  const bool with_classes = nc > 1;
+  const int64_t cls_terms = with_classes ? packed.groups() * nc : 0;
+  const int index = device.index;
+  // The rows go up in one copy.
+  cuda::DeviceBuffer row_buffer(std::max<size_t>(packed.bytes().size(), 1), index);
+  if (!packed.bytes().empty())
+    cuda::copy(row_buffer.get(), packed.bytes().data(), packed.bytes().size(),
+               cuda::CopyKind::host_to_device, index);
+  const Rows rows = packed.rows_at(static_cast<const std::byte*>(row_buffer.get()));
+  // Scratch: objectness targets, per-row box terms, per-(group, class) class terms, obj block
+  // sums, the three results.
+  cuda::DeviceBuffer scratch(sizeof(double) * size_t(cells + packed.count() + cls_terms +
+                                                     obj_blocks + 3),
+                             index);
+  double* tobj = scratch.as<double>();
+  double* row_terms = tobj + cells;
+  double* class_terms = row_terms + packed.count();
+  double* obj_sums = class_terms + cls_terms;
+  double* results = obj_sums + obj_blocks;
+
+  auto stream = static_cast<cudaStream_t>(cuda::compute_stream(index));
+  cuda::fill_bytes(tobj, 0, sizeof(double) * size_t(cells), index);  // 0.0: unmatched cells
+  for (const View<float>& g : gradients)
+    cuda::fill_bytes(g.data, 0, sizeof(float) * size_t(g.shape.numel()), index);
+  if (packed.groups() > 0) {
+    box_kernel<<<unsigned((packed.groups() + kRowThreads - 1) / kRowThreads), kRowThreads, 0,
+                 stream>>>(level_table, rows, tobj, row_terms);
+    check_launch();
+  }
+  if (cls_terms > 0) {
+    const double positive = 1 - 0.5 * options.hyp.label_smoothing;  // YOLOv5's cp and cn
+    const double negative = 0.5 * options.hyp.label_smoothing;
+    cls_kernel<<<unsigned((cls_terms + kRowThreads - 1) / kRowThreads), kRowThreads, 0,
+                 stream>>>(level_table, rows, {nc, positive, negative, options.hyp.cls_pw},
+                           class_terms);
+    check_launch();
+  }
+  for (size_t level = 0; level < level_count; ++level) {
+    const int64_t next = level + 1 < level_count ? first_obj_block[level + 1] : obj_blocks;
+    obj_kernel<<<unsigned(next - first_obj_block[level]), kThreads, 0, stream>>>(
+        levels[level], options.hyp.obj_pw, tobj, obj_sums + first_obj_block[level]);
+    check_launch();
+  }
+  sum_kernel<<<1, kThreads, 0, stream>>>(
+      Sums{{row_terms, obj_sums, class_terms}, {packed.count(), obj_blocks, cls_terms}}, results);
+  check_launch();
+  double sums[3];
+  cuda::copy(sums, results, sizeof(sums), cuda::CopyKind::device_to_host, index);
+
+  LossValues values;
+  values.box = sums[0] * options.hyp.box;
+  values.obj = sums[1] * options.hyp.obj;
+  values.cls = sums[2] * options.hyp.cls;
+  values.total = (values.box + values.obj + values.cls) * scale_total;
+  return values;
+}
+
+}  // namespace bareyolo::models

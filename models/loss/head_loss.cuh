@@ -1,0 +1,269 @@
+// models/loss/head_loss.cuh — the pieces of the CUDA loss (models/loss/head_loss.cu) that are plain C++:
+// the per-level arguments, the matched rows packed as a struct of arrays grouped by cell, and
+// the per-thread bodies of the kernels as __host__ __device__ functions. The kernels call
+// them once per thread; a host loop over the same indices computes the same thing, which is
+// how the index math and the grouping are checked on a machine without a GPU.
+//
+// Invariants: rows are sorted stably by (level, cell), so a group holds every row of one
+// cell in its original order; each gradient element has one writer (box: fields 0-3 of a
+// group's cell, cls: field 5 + c, obj: field 4 of every cell).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/view.h"
+#include "models/loss/loss.h"
+#include "models/loss/loss_terms.h"
+
+namespace bareyolo::models::loss_cuda {
+
+constexpr int kMaxLevels = 8;
+
+struct LevelArgs {
+  View<const float> head;
+  View<float> grad;  // dense, the head's shape
+  int anchors = 0, ny = 0, nx = 0, outputs = 0;
+  int64_t first_cell = 0;  // of this level in the objectness-target buffer
+  double rows = 0;         // n_i, the box mean's count
+  double box_grad = 0;     // d total / d CIoU of one row
+  double per_element = 0, cls_grad = 0;  // class terms: mean weight, d total / d BCE
+  double per_cell = 0, obj_grad = 0;     // objectness terms likewise
+
+  BAREYOLO_HOST_DEVICE int64_t cell_index(int image, int anchor, int gj, int gi) const {
+    return ((int64_t(image) * anchors + anchor) * ny + gj) * nx + gi;
+  }
+  BAREYOLO_HOST_DEVICE const float* logit(int image, int anchor, int field, int gj, int gi) const {
+    return head.channel(image, int64_t(anchor) * outputs + field) + int64_t(gj) * nx + gi;
+  }
+  BAREYOLO_HOST_DEVICE float* gradient(int image, int anchor, int field, int gj, int gi) const {
+    return grad.channel(image, int64_t(anchor) * outputs + field) + int64_t(gj) * nx + gi;
+  }
+};
+
+struct Levels {
+  LevelArgs at[kMaxLevels];
+};
+
+// The matched rows in device memory: row r of group g is in [first[g], first[g + 1]).
+struct Rows {
+  const double *tx, *ty, *tw, *th, *anchor_w, *anchor_h;
+  const int *level, *image, *anchor, *gj, *gi, *cls;
+  const int* first;
+  int64_t count = 0, groups = 0;
+};
+
+// The host side of Rows: every array in one buffer, uploaded in one copy.
+class PackedRows {
+ public:
+  // Rows of every level, stably sorted by (level, cell).
+  PackedRows(const std::vector<std::vector<MatchedRow>>& targets,
+             const std::vector<LevelArgs>& levels) {
+    std::vector<std::pair<int, const MatchedRow*>> sorted;
+    std::vector<int64_t> keys;
+    for (size_t level = 0; level < targets.size(); ++level) {
+      const LevelArgs& l = levels[level];
+      std::vector<const MatchedRow*> rows;
+      for (const MatchedRow& r : targets[level]) {
+        if (r.image < 0 || r.image >= l.head.shape.n || r.anchor < 0 || r.anchor >= l.anchors ||
+            r.gj < 0 || r.gj >= l.ny || r.gi < 0 || r.gi >= l.nx)
+          throw std::invalid_argument(
+              "yolo_loss_cuda: a matched row of level " + std::to_string(level) + " names cell (" +
+              std::to_string(r.image) + ", " + std::to_string(r.anchor) + ", " +
+              std::to_string(r.gj) + ", " + std::to_string(r.gi) +
+              ") outside the head of shape " + l.head.shape.str());
+        rows.push_back(&r);
+      }
+      auto cell = [&](const MatchedRow* r) {
+        return l.cell_index(r->image, r->anchor, r->gj, r->gi);
+      };
+      std::stable_sort(rows.begin(), rows.end(),
+                       [&](const MatchedRow* a, const MatchedRow* b) { return cell(a) < cell(b); });
+      for (const MatchedRow* r : rows) {
+        if (sorted.empty() || sorted.back().first != int(level) || keys.back() != cell(r))
+          group_first_.push_back(int(sorted.size()));
+        sorted.emplace_back(int(level), r);
+        keys.push_back(cell(r));
+      }
+    }
+    count_ = int64_t(sorted.size());
+    if (count_ > int64_t(std::numeric_limits<int>::max()))
+      throw std::invalid_argument("yolo_loss_cuda: " + std::to_string(count_) +
+                                  " matched rows; at most 2^31 - 1 per call (use a smaller batch)");
+    groups_ = int64_t(group_first_.size());
+    group_first_.push_back(int(count_));
+    auto doubles = [&](auto field) {
+      std::vector<double> v;
+      for (const auto& [level, r] : sorted) v.push_back(field(*r));
+      append(v);
+    };
+    auto ints = [&](auto field) {
+      std::vector<int> v;
+      for (const auto& [level, r] : sorted) v.push_back(field(level, *r));
+      append(v);
+    };
+    doubles([](const MatchedRow& r) { return r.tx; });
+    doubles([](const MatchedRow& r) { return r.ty; });
+    doubles([](const MatchedRow& r) { return r.tw; });
+    doubles([](const MatchedRow& r) { return r.th; });
+    doubles([](const MatchedRow& r) { return r.anchor_w; });
+    doubles([](const MatchedRow& r) { return r.anchor_h; });
+    ints([](int level, const MatchedRow&) { return level; });
+    ints([](int, const MatchedRow& r) { return r.image; });
+    ints([](int, const MatchedRow& r) { return r.anchor; });
+    ints([](int, const MatchedRow& r) { return r.gj; });
+    ints([](int, const MatchedRow& r) { return r.gi; });
+    ints([](int, const MatchedRow& r) { return r.cls; });
+    append(group_first_);
+  }
+
+  int64_t count() const { return count_; }
+  int64_t groups() const { return groups_; }
+
+  // The packed arrays, to be copied as they are.
+  const std::vector<std::byte>& bytes() const { return bytes_; }
+
+  // The arrays at their places in a copy of bytes() that starts at `base`.
+  Rows rows_at(const std::byte* base) const {
+    auto at = [&](int array) { return base + offsets_[size_t(array)]; };
+    Rows rows;
+    rows.tx = reinterpret_cast<const double*>(at(0));
+    rows.ty = reinterpret_cast<const double*>(at(1));
+    rows.tw = reinterpret_cast<const double*>(at(2));
+    rows.th = reinterpret_cast<const double*>(at(3));
+    rows.anchor_w = reinterpret_cast<const double*>(at(4));
+    rows.anchor_h = reinterpret_cast<const double*>(at(5));
+    rows.level = reinterpret_cast<const int*>(at(6));
+    rows.image = reinterpret_cast<const int*>(at(7));
+    rows.anchor = reinterpret_cast<const int*>(at(8));
+    rows.gj = reinterpret_cast<const int*>(at(9));
+    rows.gi = reinterpret_cast<const int*>(at(10));
+    rows.cls = reinterpret_cast<const int*>(at(11));
+    rows.first = reinterpret_cast<const int*>(at(12));
+    rows.count = count_;
+    rows.groups = groups_;
+    return rows;
+  }
+
+ private:
+  // Appends an array at the next 8-byte boundary.
+  template <class T>
+  void append(const std::vector<T>& values) {
+    const size_t offset = (bytes_.size() + 7) / 8 * 8;
+    offsets_.push_back(offset);
+    bytes_.resize(offset + values.size() * sizeof(T));
+    if (!values.empty())
+      std::memcpy(bytes_.data() + offset, values.data(), values.size() * sizeof(T));
+  }
+
+  std::vector<int> group_first_;
+  int64_t count_ = 0, groups_ = 0;
+  std::vector<std::byte> bytes_;
+  std::vector<size_t> offsets_;
+};
+
+// The per-thread bodies of the kernels (head_loss.cu), so that a host loop can run them too.
+
+// Group `group`: its rows' box terms and box gradient, and the objectness target of its cell.
+BAREYOLO_HOST_DEVICE inline void box_group(const Levels& levels, const Rows& rows,
+                                           int64_t group, double* tobj, double* row_terms) {
+  const int first = rows.first[group], end = rows.first[group + 1];
+  const LevelArgs& l = levels.at[rows.level[first]];
+  const int image = rows.image[first], anchor = rows.anchor[first];
+  const int gj = rows.gj[first], gi = rows.gi[first];
+  double logit[4];
+  for (int f = 0; f < 4; ++f) logit[f] = *l.logit(image, anchor, f, gj, gi);
+  float gradient[4] = {0, 0, 0, 0};  // the memset's zeros, then the rows' terms in order
+  double last_ciou = 0;
+  for (int r = first; r < end; ++r) {
+    const RowBox box = row_box(logit, {rows.tx[r], rows.ty[r], rows.tw[r], rows.th[r]},
+                               rows.anchor_w[r], rows.anchor_h[r]);
+    row_terms[r] = (1 - box.ciou) / l.rows;
+    for (int f = 0; f < 4; ++f) gradient[f] += float(l.box_grad * box.dciou[f] * box.dcoord[f]);
+    last_ciou = box.ciou;
+  }
+  for (int f = 0; f < 4; ++f) *l.gradient(image, anchor, f, gj, gi) = gradient[f];
+  tobj[l.first_cell + l.cell_index(image, anchor, gj, gi)] = last_ciou < 0 ? 0.0 : last_ciou;
+}
+
+struct ClassTargets {
+  int classes;
+  double positive, negative, pos_weight;
+};
+
+// Element `index` = (group, class): the class term of the group's rows and its gradient.
+BAREYOLO_HOST_DEVICE inline void cls_element(const Levels& levels, const Rows& rows,
+                                             const ClassTargets& targets, int64_t index,
+                                             double* cls_terms) {
+  const int64_t group = index / targets.classes;
+  const int c = int(index % targets.classes);
+  const int first = rows.first[group], end = rows.first[group + 1];
+  const LevelArgs& l = levels.at[rows.level[first]];
+  const int image = rows.image[first], anchor = rows.anchor[first];
+  const int gj = rows.gj[first], gi = rows.gi[first];
+  const double logit = *l.logit(image, anchor, 5 + c, gj, gi);
+  float gradient = 0;
+  double sum = 0;
+  for (int r = first; r < end; ++r) {
+    const double t = c == rows.cls[r] ? targets.positive : targets.negative;
+    sum += bce(logit, t, targets.pos_weight) * l.per_element;
+    gradient += float(l.cls_grad * bce_grad(logit, t, targets.pos_weight));
+  }
+  *l.gradient(image, anchor, 5 + c, gj, gi) = gradient;
+  cls_terms[index] = sum;
+}
+
+// Cell i of level l (image-major, then anchor, gj, gi): writes the objectness gradient and
+// returns the objectness term.
+BAREYOLO_HOST_DEVICE inline double obj_cell(const LevelArgs& l, double pos_weight,
+                                            const double* tobj, int64_t i) {
+  const int64_t plane = int64_t(l.ny) * l.nx;
+  const int64_t in_plane = i % plane, image_anchor = i / plane;
+  const int gj = int(in_plane / l.nx), gi = int(in_plane % l.nx);
+  const int anchor = int(image_anchor % l.anchors), image = int(image_anchor / l.anchors);
+  const double t = tobj[l.first_cell + i];
+  const double logit = *l.logit(image, anchor, 4, gj, gi);
+  *l.gradient(image, anchor, 4, gj, gi) = float(l.obj_grad * bce_grad(logit, t, pos_weight));
+  return bce(logit, t, pos_weight) * l.per_cell;
+}
+
+// The arguments of one level: views, shapes and the coefficients, computed as the host loss
+// computes them (same expressions, same order).
+inline LevelArgs level_args(const View<const float>& p, const View<float>& g, int level,
+                            const LossNormalization& norm, const LossOptions& options,
+                            int64_t first_cell) {
+  const int nc = options.classes, outputs = nc + 5;
+  const double grad_scale = norm.images * norm.gradient_scale;
+  if (p.shape.c % outputs != 0)
+    throw std::invalid_argument("yolo_loss_cuda: level " + std::to_string(level) + " has " +
+                                std::to_string(p.shape.c) + " channels, not a multiple of " +
+                                std::to_string(outputs) + " = nc + 5");
+  if (!(g.shape == p.shape) || !g.dense())
+    throw std::invalid_argument("yolo_loss_cuda: the gradient of level " +
+                                std::to_string(level) + " must be a dense " + p.shape.str() +
+                                " view, got " + g.shape.str());
+  LevelArgs l;
+  l.head = p;
+  l.grad = g;
+  l.anchors = int(p.shape.c / outputs);
+  l.ny = int(p.shape.h);
+  l.nx = int(p.shape.w);
+  l.outputs = outputs;
+  l.first_cell = first_cell;
+  l.rows = norm.matched_rows[size_t(level)];
+  l.box_grad = -options.hyp.box / l.rows * grad_scale;
+  l.per_element = 1.0 / (l.rows * nc);
+  l.cls_grad = options.hyp.cls * l.per_element * grad_scale;
+  l.per_cell = options.balance[size_t(level)] / (norm.images * l.anchors * l.ny * l.nx);
+  l.obj_grad = options.hyp.obj * l.per_cell * grad_scale;
+  return l;
+}
+
+}  // namespace bareyolo::models::loss_cuda

@@ -1,0 +1,48 @@
+// models/loss/head_loss.h — YOLOv5's loss of a DetectionModel's head outputs for a batch's labels,
+// with the gradient to feed to DetectionModel::backward: the glue between the model (grid
+// sizes and anchors), build_targets and yolo_loss, shared by training and `grads`.
+//
+// Data parallelism splits it in two: head_targets() matches this rank's labels,
+// global_normalization() sums the counts over the ranks (docs/ddp.md, section 5), and
+// head_loss() computes this rank's share of the global-batch loss.
+#pragma once
+
+#include <vector>
+
+#include "models/loss/loss.h"
+#include "models/yolo/yolo_model.h"
+
+namespace bareyolo::dist {
+class Communicator;
+}
+
+namespace bareyolo::models {
+
+struct HeadLoss {
+  LossValues values;
+  std::vector<Tensor> gradients;  // d total / d head output, one per level
+};
+
+using LevelTargets = std::vector<std::vector<MatchedRow>>;  // per level, the matched rows
+
+// The labels (normalised to the network input) matched to the grids of `head`, the model's
+// latest training-mode outputs.
+LevelTargets head_targets(const DetectionModel& model, const std::vector<Tensor>& head,
+                          const std::vector<LabelRow>& labels, const LossOptions& options);
+
+// The counts of the whole batch over the ranks of `comm` (sums of matched rows per level and
+// of images), with gradient_scale = world size: the reducer averages, so each rank's gradient
+// is scaled up to make the average the sum of the ranks' shares.
+LossNormalization global_normalization(dist::Communicator& comm, const LevelTargets& targets,
+                                       int images);
+
+// On the head's device: yolo_loss on the host for a host head, yolo_loss_cuda for a GPU one
+// (only the matched rows go up and three sums come back).
+HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets, const LossNormalization& norm,
+                   const LossOptions& options);
+
+// One process: YOLOv5's loss with this batch's own counts.
+HeadLoss head_loss(const DetectionModel& model, const std::vector<Tensor>& head,
+                   const std::vector<LabelRow>& labels, const LossOptions& options, int images);
+
+}  // namespace bareyolo::models

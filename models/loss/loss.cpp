@@ -1,0 +1,173 @@
+// models/loss/loss.cpp — see loss.h. Host code in double precision, reading the head outputs
+// where they are; the CIoU gradient comes exactly from Dual numbers (models/loss/ciou.h). The
+// per-element math is models/loss/loss_terms.h, shared with the CUDA loss (models/loss/head_loss.cu).
+#include "models/loss/loss.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include <yaml-cpp/yaml.h>
+
+#include "models/loss/loss_terms.h"
+
+namespace bareyolo::models {
+
+namespace {
+
+// Reads and adds into the head output of one level at (image, anchor, field, gj, gi).
+template <class V>
+auto& at(const V& view, int outputs, int image, int anchor, int field, int gj, int gi) {
+  return view.channel(image, anchor * outputs + field)[gj * view.shape.w + gi];
+}
+
+}  // namespace
+
+LossHyp load_loss_hyp(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    throw std::invalid_argument(path + ": cannot read hyperparameters: " + e.what());
+  }
+  LossHyp hyp;
+  const std::pair<const char*, double*> keys[] = {
+      {"box", &hyp.box},       {"obj", &hyp.obj},       {"cls", &hyp.cls},
+      {"cls_pw", &hyp.cls_pw}, {"obj_pw", &hyp.obj_pw}, {"anchor_t", &hyp.anchor_t},
+      {"label_smoothing", &hyp.label_smoothing}};
+  for (const auto& [key, value] : keys) {
+    if (!root[key]) continue;
+    try {
+      *value = root[key].as<double>();
+    } catch (const YAML::Exception&) {
+      throw std::invalid_argument(path + ": '" + key + "' must be a number, got '" +
+                                  YAML::Dump(root[key]) + "'");
+    }
+  }
+  if (root["fl_gamma"] && root["fl_gamma"].as<double>(0) != 0)
+    throw std::invalid_argument(path + ": fl_gamma (focal loss) is not supported; set it to 0");
+  return hyp;
+}
+
+LossHyp scale_loss_gains(LossHyp hyp, int levels, int classes, int image_size) {
+  hyp.box *= 3.0 / levels;
+  hyp.cls *= classes / 80.0 * 3.0 / levels;
+  hyp.obj *= (image_size / 640.0) * (image_size / 640.0) * 3.0 / levels;
+  return hyp;
+}
+
+LossNormalization local_normalization(const std::vector<std::vector<MatchedRow>>& targets,
+                                      int images) {
+  LossNormalization norm;
+  for (const auto& rows : targets) norm.matched_rows.push_back(static_cast<double>(rows.size()));
+  norm.images = images;
+  return norm;
+}
+
+template <class T>
+LossValues yolo_loss(const std::vector<View<const T>>& predictions,
+                     const std::vector<std::vector<MatchedRow>>& targets,
+                     const LossNormalization& norm, const LossOptions& options,
+                     const std::vector<View<T>>& gradients, DetachedTerms* detached) {
+  const size_t levels = predictions.size();
+  const int nc = options.classes, outputs = nc + 5;
+  if (targets.size() != levels || norm.matched_rows.size() != levels ||
+      options.balance.size() < levels || (!gradients.empty() && gradients.size() != levels))
+    throw std::invalid_argument("yolo_loss: " + std::to_string(levels) +
+                                " prediction levels but targets, counts, balance or gradients "
+                                "for a different number");
+  const bool use_detached = detached && !detached->empty();
+  if (detached && !use_detached) {
+    detached->alpha.assign(levels, {});
+    detached->iou.assign(levels, {});
+  }
+  const double positive = 1 - 0.5 * options.hyp.label_smoothing;  // YOLOv5's cp and cn
+  const double negative = 0.5 * options.hyp.label_smoothing;
+  const double scale_total = norm.images;  // total = (box + obj + cls) * images
+  const double grad_scale = scale_total * norm.gradient_scale;
+
+  double box = 0, obj = 0, cls = 0;
+  for (size_t level = 0; level < levels; ++level) {
+    const View<const T>& p = predictions[level];
+    if (p.shape.c % outputs != 0)
+      throw std::invalid_argument("yolo_loss: level " + std::to_string(level) + " has " +
+                                  std::to_string(p.shape.c) + " channels, not a multiple of " +
+                                  std::to_string(outputs) + " = nc + 5");
+    const int anchors = static_cast<int>(p.shape.c / outputs);
+    const int ny = static_cast<int>(p.shape.h), nx = static_cast<int>(p.shape.w);
+    const std::vector<MatchedRow>& rows = targets[level];
+    const double n_rows = norm.matched_rows[level];
+    // Objectness targets of the matched cells, written in row order (the last row wins).
+    std::vector<double> tobj(static_cast<size_t>(p.shape.n * anchors * ny * nx), 0.0);
+    auto cell = [&](const MatchedRow& r) {
+      return static_cast<size_t>(((r.image * anchors + r.anchor) * ny + r.gj) * nx + r.gi);
+    };
+
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const MatchedRow& r = rows[k];
+      double logit[4];
+      for (int f = 0; f < 4; ++f) logit[f] = at(p, outputs, r.image, r.anchor, f, r.gj, r.gi);
+      const double fixed_alpha = use_detached ? detached->alpha[level][k] : -1;
+      const RowBox terms =
+          row_box(logit, {r.tx, r.ty, r.tw, r.th}, r.anchor_w, r.anchor_h, fixed_alpha);
+      // The objectness target is the CIoU itself, detached.
+      const double ciou_target = use_detached ? detached->iou[level][k] : terms.ciou;
+      if (detached && !use_detached) {
+        detached->alpha[level].push_back(terms.alpha);
+        detached->iou[level].push_back(terms.ciou);
+      }
+      box += (1 - terms.ciou) / n_rows;
+      tobj[cell(r)] = std::max(ciou_target, 0.0);
+      if (!gradients.empty()) {
+        const double g = -options.hyp.box / n_rows * grad_scale;  // d total / d CIoU
+        for (int f = 0; f < 4; ++f)
+          at(gradients[level], outputs, r.image, r.anchor, f, r.gj, r.gi) +=
+              static_cast<T>(g * terms.dciou[f] * terms.dcoord[f]);
+      }
+      if (nc > 1) {
+        const double per_element = 1.0 / (n_rows * nc);
+        for (int c = 0; c < nc; ++c) {
+          const double t = c == r.cls ? positive : negative;
+          const double logit_c = at(p, outputs, r.image, r.anchor, 5 + c, r.gj, r.gi);
+          cls += bce(logit_c, t, options.hyp.cls_pw) * per_element;
+          if (!gradients.empty())
+            at(gradients[level], outputs, r.image, r.anchor, 5 + c, r.gj, r.gi) +=
+                static_cast<T>(options.hyp.cls * per_element * grad_scale *
+                               bce_grad(logit_c, t, options.hyp.cls_pw));
+        }
+      }
+    }
+
+    const double per_cell = options.balance[level] / (norm.images * anchors * ny * nx);
+    for (int image = 0; image < p.shape.n; ++image)
+      for (int a = 0; a < anchors; ++a)
+        for (int gj = 0; gj < ny; ++gj)
+          for (int gi = 0; gi < nx; ++gi) {
+            const double t = tobj[static_cast<size_t>(((image * anchors + a) * ny + gj) * nx + gi)];
+            const double logit = at(p, outputs, image, a, 4, gj, gi);
+            obj += bce(logit, t, options.hyp.obj_pw) * per_cell;
+            if (!gradients.empty())
+              at(gradients[level], outputs, image, a, 4, gj, gi) += static_cast<T>(
+                  options.hyp.obj * per_cell * grad_scale * bce_grad(logit, t, options.hyp.obj_pw));
+          }
+  }
+
+  LossValues values;
+  values.box = box * options.hyp.box;
+  values.obj = obj * options.hyp.obj;
+  values.cls = cls * options.hyp.cls;
+  values.total = (values.box + values.obj + values.cls) * scale_total;
+  return values;
+}
+
+template LossValues yolo_loss<float>(const std::vector<View<const float>>&,
+                                     const std::vector<std::vector<MatchedRow>>&,
+                                     const LossNormalization&, const LossOptions&,
+                                     const std::vector<View<float>>&, DetachedTerms*);
+template LossValues yolo_loss<double>(const std::vector<View<const double>>&,
+                                      const std::vector<std::vector<MatchedRow>>&,
+                                      const LossNormalization&, const LossOptions&,
+                                      const std::vector<View<double>>&, DetachedTerms*);
+
+}  // namespace bareyolo::models

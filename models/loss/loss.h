@@ -1,0 +1,92 @@
+// models/loss/loss.h — YOLOv5's training loss (utils/loss.py ComputeLoss), forward and backward.
+//
+// Per level i, over the rows matched by build_targets (n_i of them):
+//   box  mean over rows of (1 - CIoU(pred, target)),  pred xy = 2 s(t_xy) - 0.5,
+//        pred wh = (2 s(t_wh))^2 * anchor  (s = sigmoid)
+//   cls  mean over rows x classes of BCE(logits, one-hot)           (only when nc > 1)
+//   obj  balance_i * mean over all batch x anchors x cells of BCE(obj logit, tobj), where
+//        tobj = max(CIoU, 0) at matched cells (detached; a later row overwrites), else 0
+// then box, obj, cls times their gains, and total = (box + obj + cls) * batch.
+//
+// The means divide by the counts in `LossNormalization`. With the local counts (the
+// default) this is YOLOv5's loss exactly. Under data parallelism every rank passes the
+// GLOBAL counts (matched rows per level and images, summed over ranks) so that its value is
+// its share of the global-batch loss; docs/ddp.md derives the gradient scale that makes the
+// ranks' averaged gradient equal the one-process gradient.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/view.h"
+#include "models/loss/loss_targets.h"
+
+namespace bareyolo::models {
+
+// hyp.scratch-low's loss entries.
+struct LossHyp {
+  double box = 0.05, obj = 1.0, cls = 0.5;
+  double cls_pw = 1.0, obj_pw = 1.0;  // BCE pos_weight
+  double anchor_t = 4.0;
+  double label_smoothing = 0.0;
+};
+
+// The loss entries of a hyperparameter yaml (YOLOv5's hyp.*.yaml); other keys are ignored,
+// missing ones keep hyp.scratch-low's values.
+LossHyp load_loss_hyp(const std::string& path);
+
+// The gains after train.py's scaling for nl levels, nc classes and image size:
+// box *= 3 / nl, cls *= nc / 80 * 3 / nl, obj *= (imgsz / 640)^2 * 3 / nl.
+LossHyp scale_loss_gains(LossHyp hyp, int levels, int classes, int image_size);
+
+struct LossNormalization {
+  std::vector<double> matched_rows;  // per level, the n_i the means divide by
+  double images = 0;                 // the batch the obj means and the total use
+  // Multiplies every gradient (not the reported values): the world size under data
+  // parallelism, so that averaging the ranks' gradients gives the global-batch gradient.
+  double gradient_scale = 1;
+};
+
+// The local normalisation: this batch's own counts (single-process YOLOv5).
+LossNormalization local_normalization(const std::vector<std::vector<MatchedRow>>& targets,
+                                      int images);
+
+struct LossValues {
+  double box = 0, obj = 0, cls = 0;  // after the gains, as YOLOv5 reports them
+  double total = 0;                  // (box + obj + cls) * images
+};
+
+// What YOLOv5 detaches, per level and matched row: CIoU's alpha, and the CIoU value used as
+// the objectness target. Finite-difference checks fill it at the
+// unperturbed point and pass it back so that the perturbed losses hold them fixed.
+struct DetachedTerms {
+  std::vector<std::vector<double>> alpha, iou;
+  bool empty() const { return alpha.empty(); }
+};
+
+struct LossOptions {
+  LossHyp hyp;  // already scaled (scale_loss_gains)
+  int classes = 80;
+  std::vector<double> balance = {4.0, 1.0, 0.4};  // per level; YOLOv5's for 3 levels
+};
+
+// Computes the loss of the head outputs `predictions` (one NCHW view per level, channel
+// a * (nc + 5) + k) and, when `gradients` is not empty, ADDS d(total)/d(predictions) times
+// norm.gradient_scale into it (same layout). `detached`: null, or filled when empty, or
+// used when filled.
+template <class T>
+LossValues yolo_loss(const std::vector<View<const T>>& predictions,
+                     const std::vector<std::vector<MatchedRow>>& targets,
+                     const LossNormalization& norm, const LossOptions& options,
+                     const std::vector<View<T>>& gradients, DetachedTerms* detached = nullptr);
+
+// yolo_loss for head outputs on one GPU (CUDA builds only; models/loss/head_loss.cu): the same
+// values and gradient, each element evaluated with the same double formulas
+// (models/loss/loss_terms.h), but the gradient is WRITTEN, not added: `gradients` are dense
+// device views of the predictions' shapes, and every element of them is set.
+LossValues yolo_loss_cuda(const std::vector<View<const float>>& predictions,
+                          const std::vector<std::vector<MatchedRow>>& targets,
+                          const LossNormalization& norm, const LossOptions& options,
+                          const std::vector<View<float>>& gradients);
+
+}  // namespace bareyolo::models

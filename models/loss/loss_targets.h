@@ -1,0 +1,44 @@
+// models/loss/loss_targets.h — YOLOv5's build_targets: which prediction cells answer for which
+// label. It depends only on the labels, the grid sizes and the anchors, never on the
+// predictions, so the number of matched rows per level is known before the forward pass —
+// the trainer all-reduces those counts and normalises the loss by the global ones.
+//
+// Per level, a label (cx, cy, w, h in grid cells) matches anchor a when
+// max(w / aw, aw / w, h / ah, ah / h) < anchor_t. Each match yields its own cell plus the
+// nearer horizontal and vertical neighbour cells (when those exist), so a box centred near a
+// cell edge is also predicted from the next cell: offsets (0,0), then (+0.5,0) "left" if
+// frac(gx) < 0.5 and gx > 1, (0,+0.5) "up", (-0.5,0) "right", (0,-0.5) "down" likewise
+// measured from the far edges. Rows are ordered as YOLOv5 orders them: all centre rows,
+// then left, up, right, down; within a block anchor-major, then label order.
+#pragma once
+
+#include <array>
+#include <vector>
+
+namespace bareyolo::models {
+
+// One label of a batch: YOLOv5's collate row [image_index, class, cx, cy, w, h], with the
+// box normalised to the network input (the letterboxed, augmented image).
+struct LabelRow {
+  int image = 0;
+  float cls = 0;
+  float cx = 0, cy = 0, w = 0, h = 0;
+};
+
+struct MatchedRow {
+  int image, anchor, gj, gi;  // the prediction cell: p[image, anchor, gj, gi]
+  double tx, ty, tw, th;      // target box: xy offset from the cell corner, wh (grid units)
+  double anchor_w, anchor_h;  // the matched anchor (grid units)
+  int cls;
+};
+
+struct LevelGrid {
+  int ny, nx;
+  std::vector<std::array<double, 2>> anchors;  // (w, h) in grid units of this level
+};
+
+std::vector<std::vector<MatchedRow>> build_targets(const std::vector<LabelRow>& labels,
+                                                   const std::vector<LevelGrid>& levels,
+                                                   double anchor_t);
+
+}  // namespace bareyolo::models

@@ -1,0 +1,55 @@
+// models/loss/loss_terms.h — the per-element math of YOLOv5's loss (models/loss/loss.h), shared by the
+// host loss (models/loss/loss.cpp) and the CUDA loss (models/loss/head_loss.cu) so both evaluate the
+// same formulas in the same order, in double:
+//   BCE with logits, YOLOv5's pos_weight form (see kernels/ops.h), and its derivative;
+//   the box term of one matched row: CIoU of the decoded prediction against the target and
+//   the derivative of CIoU with respect to each of the four box logits.
+#pragma once
+
+#include <math.h>
+
+#include "models/loss/ciou.h"
+
+namespace bareyolo::models {
+
+BAREYOLO_HOST_DEVICE inline double sigmoid(double x) { return 1 / (1 + ::exp(-x)); }
+
+BAREYOLO_HOST_DEVICE inline double bce(double x, double t, double pos_weight) {
+  const double neg = -x;  // max(-x, 0) as std::max picks it (also for -0 and NaN)
+  const double softplus_neg = (neg < 0.0 ? 0.0 : neg) + ::log1p(::exp(-::fabs(x)));
+  return (1 - t) * x + (pos_weight * t + 1 - t) * softplus_neg;
+}
+BAREYOLO_HOST_DEVICE inline double bce_grad(double x, double t, double pos_weight) {
+  const double s = sigmoid(x);
+  return (1 - t) * s - pos_weight * t * (1 - s);
+}
+
+// The box term of one matched row.
+struct RowBox {
+  double ciou;       // CIoU of the prediction against the target
+  double alpha;      // CIoU's detached aspect-ratio weight
+  double dciou[4];   // d CIoU / d (cx, cy, w, h) of the prediction
+  double dcoord[4];  // d (cx, cy, w, h) / d logit: the chain to the head's four box logits
+};
+
+// The prediction decoded from its box logits: xy = 2 s - 0.5, wh = (2 s)^2 * anchor
+// (s = sigmoid), then CIoU against `target` (xy offsets from the cell corner, wh, in grid
+// units). fixed_alpha >= 0 replaces alpha (see complete_iou).
+BAREYOLO_HOST_DEVICE inline RowBox row_box(const double logit[4], const Box& target,
+                                           double anchor_w, double anchor_h,
+                                           double fixed_alpha = -1) {
+  double s[4];
+  for (int f = 0; f < 4; ++f) s[f] = sigmoid(logit[f]);
+  const Dual<4> x = Dual<4>::variable(2 * s[0] - 0.5, 0);
+  const Dual<4> y = Dual<4>::variable(2 * s[1] - 0.5, 1);
+  const Dual<4> w = Dual<4>::variable(4 * s[2] * s[2] * anchor_w, 2);
+  const Dual<4> h = Dual<4>::variable(4 * s[3] * s[3] * anchor_h, 3);
+  const CiouTerms<Dual<4>> terms = complete_iou(x, y, w, h, target, fixed_alpha);
+  RowBox box{terms.ciou.value, terms.alpha,
+             {terms.ciou.d[0], terms.ciou.d[1], terms.ciou.d[2], terms.ciou.d[3]},
+             {2 * s[0] * (1 - s[0]), 2 * s[1] * (1 - s[1]),
+              8 * s[2] * s[2] * (1 - s[2]) * anchor_w, 8 * s[3] * s[3] * (1 - s[3]) * anchor_h}};
+  return box;
+}
+
+}  // namespace bareyolo::models

@@ -1,0 +1,84 @@
+// models/train/autobatch.cpp — see autobatch.h.
+#include "models/train/autobatch.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace bareyolo::models {
+
+namespace {
+
+std::string format(const char* pattern, double a, double b = 0, double c = 0) {
+  char text[160];
+  std::snprintf(text, sizeof text, pattern, a, b, c);
+  return text;
+}
+
+}  // namespace
+
+AutobatchResult autobatch_per_device(const DeviceMemory& memory, const MemoryProbe& probe) {
+  constexpr double kFraction = 0.8;
+  const std::vector<int> sizes = {1, 2, 4, 8, 16};
+  const double free_gib = memory.total_gib - (memory.reserved_gib + memory.allocated_gib);
+  std::vector<double> x, y;
+  int first_failure = 0;
+  for (int b : sizes) {
+    const std::optional<double> used = probe(b);
+    if (used) {
+      x.push_back(b);
+      y.push_back(*used);
+    } else if (!first_failure) {
+      first_failure = b;
+    }
+  }
+  AutobatchResult result;
+  if (x.size() < 2) {
+    result.message = "AutoBatch: fewer than two batch sizes could be measured; using 16";
+    return result;
+  }
+  // Least-squares line through the measured points.
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    mx += x[i] / double(x.size());
+    my += y[i] / double(x.size());
+  }
+  double sxy = 0, sxx = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+  }
+  const double p0 = sxy / sxx, p1 = my - p0 * mx;
+  int b = p0 > 0 ? int((free_gib * kFraction - p1) / p0) : 0;
+  if (first_failure && b >= first_failure) {
+    const auto at = std::find(sizes.begin(), sizes.end(), first_failure);
+    b = at == sizes.begin() ? sizes.front() : *(at - 1);
+  }
+  if (b < 1 || b > 1024) {
+    result.message = "AutoBatch: the memory measurements look wrong (predicted batch " +
+                     std::to_string(b) + "); using 16";
+    return result;
+  }
+  result.batch = b;
+  result.message = format("AutoBatch: %.2f GiB free of %.2f GiB; ", free_gib, memory.total_gib) +
+                   "batch " + std::to_string(b) +
+                   format(" uses %.0f%% of the memory", 100 * (p0 * b + p1 + memory.reserved_gib +
+                                                               memory.allocated_gib) /
+                                                              memory.total_gib);
+  return result;
+}
+
+int global_autobatch(int per_device, int world, int nbs, std::string* message) {
+  const int wanted = per_device * world;
+  int batch = std::min(wanted, std::max(nbs, world));
+  batch = std::max(batch / world * world, world);
+  if (message) {
+    *message = "AutoBatch: " + std::to_string(per_device) + " per device x " +
+               std::to_string(world) + " rank(s) = " + std::to_string(wanted);
+    if (wanted > nbs) *message += ", capped at nbs " + std::to_string(nbs);
+    *message += " -> global batch " + std::to_string(batch) + " (" +
+                std::to_string(batch / world) + " per rank)";
+  }
+  return batch;
+}
+
+}  // namespace bareyolo::models

@@ -1,0 +1,164 @@
+// models/train/checkpoint.cpp — see checkpoint.h.
+#include "models/train/checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <stdexcept>
+
+#include "models/yolo/weights.h"
+
+namespace bareyolo::models {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Optimizer buffers as state entries saved flat ([numel]): their shape is their parameter's.
+std::vector<StateEntry> optimizer_entries(const CheckpointTensors& tensors) {
+  std::vector<StateEntry> entries;
+  for (const auto& [name, tensor] : tensors.optimizer)
+    entries.push_back({name, tensor, nullptr, {tensor->numel()}});
+  return entries;
+}
+
+void add_common_metadata(SafetensorsFile& file, int nc, const std::vector<std::string>& names,
+                         const std::string& cfg) {
+  file.metadata()["format"] = "bareyolo";
+  if (!cfg.empty()) file.metadata()["cfg"] = cfg;  // the model yaml the weights belong to
+  file.metadata()["nc"] = std::to_string(nc);
+  std::string joined;
+  for (const std::string& n : names) joined += (joined.empty() ? "" : "\n") + n;
+  file.metadata()["names"] = joined;  // one per line
+}
+
+nlohmann::json progress_json(const TrainingProgress& p) {
+  return {{"epoch", p.epoch},
+          {"batches_done", p.batches_done},
+          {"optimizer_steps", p.optimizer_steps},
+          {"last_step_iteration", p.last_step_iteration},
+          {"loss_mean", {p.loss_mean[0], p.loss_mean[1], p.loss_mean[2]}},
+          {"train_seconds", p.train_seconds},
+          {"best_fitness", p.best_fitness},
+          {"best_epoch", p.best_epoch},
+          {"finished", p.finished}};
+}
+
+TrainingProgress parse_progress(const nlohmann::json& j) {
+  TrainingProgress p;
+  j.at("epoch").get_to(p.epoch);
+  j.at("batches_done").get_to(p.batches_done);
+  j.at("optimizer_steps").get_to(p.optimizer_steps);
+  j.at("last_step_iteration").get_to(p.last_step_iteration);
+  for (int k = 0; k < 3; ++k) j.at("loss_mean").at(size_t(k)).get_to(p.loss_mean[k]);
+  j.at("train_seconds").get_to(p.train_seconds);
+  j.at("best_fitness").get_to(p.best_fitness);
+  j.at("best_epoch").get_to(p.best_epoch);
+  j.at("finished").get_to(p.finished);
+  return p;
+}
+
+}  // namespace
+
+SafetensorsFile make_weights_file(const std::vector<StateEntry>& weights, int nc,
+                                  const std::vector<std::string>& names, const std::string& cfg) {
+  SafetensorsFile file;
+  add_state(file, weights);
+  add_common_metadata(file, nc, names, cfg);
+  return file;
+}
+
+SafetensorsFile make_checkpoint(const CheckpointTensors& tensors, const CheckpointInfo& info) {
+  SafetensorsFile file = make_weights_file(tensors.ema, info.nc, info.names, info.cfg);
+  add_state(file, tensors.model, kTrainingModelPrefix);
+  add_state(file, optimizer_entries(tensors), kOptimizerPrefix);
+  std::map<std::string, std::string>& meta = file.metadata();
+  meta["checkpoint"] = "1";
+  meta["progress"] = progress_json(info.progress).dump();
+  meta["sampler"] =
+      nlohmann::json{{"epoch", info.progress.epoch}, {"batch", info.progress.batches_done}}.dump();
+  meta["rng"] = nlohmann::json{{"seed", info.seed},
+                               {"streams", "SampleRng(seed, epoch, sample position)"}}
+                    .dump();
+  meta["ema_updates"] = std::to_string(info.ema_updates);
+  meta["optimizer"] = info.optimizer;
+  meta["optimizer_steps"] = std::to_string(info.optimizer_updates);
+  meta["config"] = info.config_json;
+  nlohmann::json history = nlohmann::json::array();
+  for (const EpochMetrics& m : info.history)
+    history.push_back(nlohmann::json::parse(epoch_metrics_json(m)));
+  meta["history"] = history.dump();
+  return file;
+}
+
+CheckpointInfo read_checkpoint_info(const SafetensorsFile& file, const std::string& source) {
+  const std::map<std::string, std::string>& meta = file.metadata();
+  if (!meta.count("checkpoint"))
+    throw std::invalid_argument(source + " holds weights only, not a training checkpoint; "
+                                "resume from a run's weights/last.safetensors, or start a new "
+                                "run with --weights " + source);
+  auto field = [&](const char* key) -> const std::string& {
+    if (!meta.count(key)) throw std::invalid_argument(std::string("no '") + key + "' entry");
+    return meta.at(key);
+  };
+  CheckpointInfo info;
+  try {
+    info.progress = parse_progress(nlohmann::json::parse(field("progress")));
+    info.ema_updates = std::stoll(field("ema_updates"));
+    info.optimizer = field("optimizer");
+    info.optimizer_updates = std::stoll(field("optimizer_steps"));
+    info.config_json = field("config");
+    for (const nlohmann::json& m : nlohmann::json::parse(field("history")))
+      info.history.push_back(parse_epoch_metrics_json(m.dump()));
+    info.nc = std::stoi(field("nc"));
+    const std::string& names = field("names");
+    for (size_t begin = 0; begin <= names.size() && !names.empty();) {
+      size_t end = names.find('\n', begin);
+      if (end == std::string::npos) end = names.size();
+      info.names.push_back(names.substr(begin, end - begin));
+      begin = end + 1;
+    }
+    nlohmann::json::parse(field("rng")).at("seed").get_to(info.seed);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(source + ": damaged checkpoint metadata (" + e.what() + ")");
+  }
+  return info;
+}
+
+void restore_checkpoint(const SafetensorsFile& file, const CheckpointTensors& tensors,
+                        const std::string& source) {
+  // Every name of the three groups is checked before anything is copied (load_state then
+  // checks shapes, group by group), so a checkpoint of another model changes nothing.
+  std::vector<std::pair<const std::vector<StateEntry>*, std::string>> groups;
+  const std::vector<StateEntry> optimizer = optimizer_entries(tensors);
+  groups.emplace_back(&tensors.ema, "");
+  groups.emplace_back(&tensors.model, kTrainingModelPrefix);
+  groups.emplace_back(&optimizer, kOptimizerPrefix);
+  for (const auto& [entries, prefix] : groups)
+    for (const StateEntry& e : *entries)
+      if (!file.contains(prefix + e.name))
+        throw std::invalid_argument(source + ": missing '" + prefix + e.name +
+                                    "' (a checkpoint of another model, nc, optimizer or "
+                                    "--freeze?)");
+  for (const auto& [entries, prefix] : groups) load_state(file, *entries, source, prefix);
+}
+
+std::vector<std::string> prune_periodic_checkpoints(const std::string& weights_dir, int keep) {
+  std::vector<std::string> removed;
+  if (keep <= 0 || !fs::is_directory(weights_dir)) return removed;
+  static const std::regex periodic(R"((epoch|step)[0-9]+\.safetensors)");
+  std::vector<std::pair<fs::file_time_type, fs::path>> found;
+  for (const fs::directory_entry& entry : fs::directory_iterator(weights_dir))
+    if (entry.is_regular_file() &&
+        std::regex_match(entry.path().filename().string(), periodic))
+      found.emplace_back(entry.last_write_time(), entry.path());
+  std::sort(found.begin(), found.end());
+  for (size_t i = 0; i + size_t(keep) < found.size(); ++i) {
+    fs::remove(found[i].second);
+    removed.push_back(found[i].second.string());
+  }
+  return removed;
+}
+
+}  // namespace bareyolo::models

@@ -1,0 +1,90 @@
+// models/train/checkpoint.h — training checkpoints: one safetensors file that is both the weights
+// to use and everything needed to continue the run bit for bit.
+//
+//   tensors   model.*                   the EMA weights (YOLOv5's names: what val/predict load)
+//             train.model.*             the raw training weights and BN buffers
+//             optimizer.<buffer>.<name> optimizer state (momentum_buffer.*, or AdamW's
+//                                       exp_avg.* / exp_avg_sq.*), trainable entries only
+//   metadata  format, nc, names          as in plain weights files
+//             checkpoint               "1": this file can be resumed from
+//             progress                 JSON: epoch, batches of it done, optimizer steps, last
+//                                      step's iteration, running loss means, best fitness and
+//                                      its epoch (the patience counter), finished
+//             ema_updates, optimizer, optimizer_steps
+//             sampler                  JSON: epoch and batch index to continue at
+//             rng                      JSON: the seed; every random draw of training is keyed
+//                                      by (seed, epoch, sample position), so the position
+//                                      above is the whole RNG state
+//             config                   JSON: the resolved TrainOptions (options.h)
+//             history                  JSON array: the finished epochs' metrics
+//
+// Writes are atomic (engine/atomic_file.h): a failed write throws and leaves the previous
+// file at that path intact.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/module.h"
+#include "engine/safetensors.h"
+#include "models/train/callbacks.h"
+
+namespace bareyolo::models {
+
+struct TrainingProgress {
+  int epoch = 0;                     // the epoch in progress
+  int64_t batches_done = 0;          // of it; = batches per epoch once its training is done
+  int64_t optimizer_steps = 0;       // in the whole run
+  int64_t last_step_iteration = -1;  // iteration (batch + epoch * batches) of the last step
+  double loss_mean[3] = {0, 0, 0};   // box, obj, cls running means over batches_done
+  double train_seconds = 0;          // of this epoch's batches so far (step time)
+  double best_fitness = -1;          // EarlyStopping: strict improvement over this
+  int best_epoch = 0;
+  bool finished = false;  // the run ended (all epochs or early stop): nothing to resume
+};
+
+// The non-tensor contents.
+struct CheckpointInfo {
+  TrainingProgress progress;
+  int64_t ema_updates = 0;
+  std::string optimizer;  // "SGD" or "AdamW"
+  int64_t optimizer_updates = 0;
+  std::string config_json;  // options_to_json (options.h)
+  std::vector<EpochMetrics> history;
+  int nc = 0;
+  std::vector<std::string> names;
+  uint64_t seed = 0;
+  std::string cfg;  // the model yaml (metadata "cfg")
+};
+
+// Where the tensors come from when saving and go to when restoring.
+struct CheckpointTensors {
+  std::vector<StateEntry> ema;    // model.*: the EMA's values under the model's names
+  std::vector<StateEntry> model;  // train.model.*
+  std::vector<std::pair<std::string, Tensor*>> optimizer;  // optimizer.<name>
+};
+
+inline constexpr const char* kTrainingModelPrefix = "train.";
+inline constexpr const char* kOptimizerPrefix = "optimizer.";
+
+SafetensorsFile make_checkpoint(const CheckpointTensors& tensors, const CheckpointInfo& info);
+// Weights alone (weights/final.safetensors): model.* and format/nc/names.
+// `cfg`: the model yaml, saved as metadata "cfg" so that bareyolo::Model can rebuild the
+// network from the file alone.
+SafetensorsFile make_weights_file(const std::vector<StateEntry>& weights, int nc,
+                                  const std::vector<std::string>& names,
+                                  const std::string& cfg = "");
+
+// Reads a checkpoint's metadata; throws std::invalid_argument naming `source` when it is
+// plain weights (not resumable) or a field is missing.
+CheckpointInfo read_checkpoint_info(const SafetensorsFile& file, const std::string& source);
+// Copies every tensor back; checks all names and shapes before copying anything.
+void restore_checkpoint(const SafetensorsFile& file, const CheckpointTensors& tensors,
+                        const std::string& source);
+
+// Deletes the oldest periodic checkpoints (epoch<N>/step<N>.safetensors) in `weights_dir`
+// beyond the newest `keep` (by modification time, then name); returns the removed paths.
+std::vector<std::string> prune_periodic_checkpoints(const std::string& weights_dir, int keep);
+
+}  // namespace bareyolo::models

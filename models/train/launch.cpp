@@ -1,0 +1,255 @@
+// models/train/launch.cpp — see launch.h.
+#include "models/train/launch.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <thread>
+
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "engine/distributed/launch/device_spec.h"
+#include "engine/distributed/launch/launcher.h"
+#include "engine/distributed/launch/process_group.h"
+#include "kernels/cuda/runtime/runtime.h"
+#ifdef BAREYOLO_WITH_CUDA
+#include "kernels/cuda/runtime/allocator.h"
+#endif
+#include "models/train/autobatch.h"
+#include "models/train/step.h"
+#include "models/yolo/model_config.h"
+#include "models/train/run_dir.h"
+
+namespace bareyolo::models {
+
+namespace {
+
+using Log = std::function<void(const std::string&)>;
+
+int cores() { return std::max(1, int(std::thread::hardware_concurrency())); }
+
+std::optional<dist::Backend> backend_of(const std::string& name) {
+  if (name == "auto") return std::nullopt;
+  if (name == "tcp") return dist::Backend::tcp;
+  if (name == "nccl") return dist::Backend::nccl;
+  throw std::invalid_argument("--backend " + name + " is not one of auto, tcp, nccl");
+}
+
+std::chrono::milliseconds timeout_of(const TrainOptions& options) {
+  if (!(options.timeout_s > 0))
+    throw std::invalid_argument("--timeout " + std::to_string(options.timeout_s) +
+                                " must be a positive number of seconds");
+  return std::chrono::milliseconds(int64_t(options.timeout_s * 1000));
+}
+
+// The devices and rank count the options ask for on this machine.
+dist::DeviceSpec device_spec(const TrainOptions& options, int gpus) {
+  int nproc = options.nproc_per_node;
+  if (nproc <= 0)
+    nproc = options.device.text == "auto" && gpus == 0 ? default_cpu_ranks(cores(), options.batch)
+                                                       : 1;
+  return dist::DeviceSpec::parse(options.device.text, gpus, nproc);
+}
+
+// YOLOv5's AutoBatch on GPU `device`: training steps on blank images at growing batches, the
+// allocator's peak reserved memory after each. Returns the per-device batch.
+int probe_batch_on_gpu(const TrainOptions& options, int device, const Log& log) {
+#ifdef BAREYOLO_WITH_CUDA
+  const int nc = data::read_dataset_yaml(options.data).num_classes();
+  DetectionModel model(load_model_config(options.cfg), {.nc = nc, .device = Device::cuda(device)});
+  const int imgsz = std::max((options.imgsz + 31) / 32 * 32, 64);
+  const LossOptions loss{scale_loss_gains(options.loss, model.num_levels(), nc, imgsz), nc};
+  const cuda::MemoryStats before = cuda::memory_stats(device);
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  const DeviceMemory memory{double(cuda::memory_info(device).total) / kGiB,
+                            double(before.reserved) / kGiB, double(before.allocated) / kGiB};
+  const AutobatchResult result = autobatch_per_device(memory, [&](int batch) -> std::optional<double> {
+    try {
+      cuda::device_allocator(device).reset_peaks();
+      for (int pass = 0; pass < 3; ++pass)
+        forward_backward(model, Tensor::zeros({batch, 3, imgsz, imgsz}, Device::cuda(device)), {},
+                         loss);
+      cuda::synchronize(device);
+      return double(cuda::memory_stats(device).peak_reserved) / 1e9;
+    } catch (const std::exception&) {  // out of memory: this size does not fit
+      cuda::empty_cache(device);
+      return std::nullopt;
+    }
+  });
+  log(result.message);
+  return result.batch;
+#else
+  (void)options, (void)device, (void)log;
+  throw std::logic_error("probe_batch_on_gpu in a build without CUDA");
+#endif
+}
+
+// `--batch -1` becomes a global batch for `world` ranks. AutoBatch measures GPU memory once,
+// on the first GPU: in a probe child when this process must stay free of CUDA (it forks the
+// workers), in this process when it is a launched rank 0. On the CPU there is no memory limit
+// worth probing, so it takes YOLOv5's default 16.
+void resolve_autobatch(TrainOptions& options, const dist::DeviceSpec& spec, int world,
+                       bool probe_in_child, const Log& log) {
+  if (options.batch != -1) return;
+  std::string message;
+  if (spec.kind == dist::DeviceKind::cpu) {
+    options.batch = global_autobatch(std::max(1, 16 / world), world, options.nbs, &message);
+    log("AutoBatch measures GPU memory; on the CPU it uses YOLOv5's default 16: " + message);
+    return;
+  }
+  const int gpu = spec.cuda_indices.front();
+  const int per_device =
+      probe_in_child ? dist::run_in_probe_child([&] { return probe_batch_on_gpu(options, gpu, log); },
+                                                "the AutoBatch memory probe", std::chrono::minutes(10))
+                     : probe_batch_on_gpu(options, gpu, log);
+  options.batch = global_autobatch(per_device, world, options.nbs, &message);
+  log(message);
+}
+
+// What the process that owns the run (one process, or the parent of spawned workers) checks
+// before any worker starts, and where the outputs go.
+void prepare_run(TrainOptions& options, int world_size) {
+  if (options.resume.empty()) {
+    const data::DatasetConfig data = data::read_dataset_yaml(options.data);
+    data::open_split(data, "train");
+    load_model_config(options.cfg);
+    data::require_divisible_batch(options.batch, world_size);
+    if (options.run_dir.empty())
+      options.run_dir = resolve_run_dir(options.project, options.name, options.exist_ok);
+  }
+}
+
+// One rank of a launched job: join it, agree on the run directory, train.
+TrainSummary train_rank(TrainOptions options, const dist::DeviceSpec& spec, const Log& log) {
+  const dist::LaunchEnv env = dist::read_launch_env(dist::process_environment());
+  Device device = Device::cpu();
+  if (spec.kind == dist::DeviceKind::cuda)
+    device = Device::cuda(size_t(env.local_rank) < spec.cuda_indices.size()
+                              ? spec.cuda_indices[size_t(env.local_rank)]
+                              : env.local_rank);
+  dist::ProcessGroup group = dist::init_process_group(
+      env, {.backend = backend_of(options.backend), .timeout = timeout_of(options), .device = device});
+  options.rank = group.rank();
+  options.world_size = group.world_size();
+  options.device_of_rank = device;
+  // Rank 0 decides where the run goes (it alone creates directories); the others are told.
+  // So does AutoBatch, probed on rank 0 alone.
+  constexpr const char* kRunDirKey = "bareyolo/run_dir";
+  constexpr const char* kBatchKey = "bareyolo/batch";
+  if (group.rank() == 0) {
+    resolve_autobatch(options, spec, group.world_size(), false, log);
+    prepare_run(options, group.world_size());
+    group.store->set(kBatchKey, std::to_string(options.batch));
+    group.store->set(kRunDirKey, options.run_dir);
+  } else {
+    options.batch = std::stoi(group.store->get(kBatchKey));
+    options.run_dir = group.store->get(kRunDirKey);
+  }
+  return train(options, log, &group);
+}
+
+nlohmann::json summary_json(const TrainSummary& s) {
+  return {{"best_fitness", s.best_fitness}, {"best_map50", s.best_map50},
+          {"best_map50_95", s.best_map50_95}, {"last_map50", s.last_map50},
+          {"last_map50_95", s.last_map50_95}, {"epochs_run", s.epochs_run},
+          {"optimizer_steps", s.optimizer_steps}, {"seconds", s.seconds},
+          {"finished", s.finished}, {"run_dir", s.run_dir}, {"rank0", s.rank0}};
+}
+
+TrainSummary summary_from_json(const nlohmann::json& j) {
+  TrainSummary s;
+  s.best_fitness = j.at("best_fitness");
+  s.best_map50 = j.at("best_map50");
+  s.best_map50_95 = j.at("best_map50_95");
+  s.last_map50 = j.at("last_map50");
+  s.last_map50_95 = j.at("last_map50_95");
+  s.epochs_run = j.at("epochs_run");
+  s.optimizer_steps = j.at("optimizer_steps");
+  s.seconds = j.at("seconds");
+  s.finished = j.at("finished");
+  s.run_dir = j.at("run_dir");
+  s.rank0 = j.at("rank0");
+  return s;
+}
+
+// More ranks than one and no launcher: fork them. Rank 0 sends its summary back through a
+// pipe (a few hundred bytes: it fits the pipe's buffer, so rank 0 never blocks on it).
+TrainSummary spawn_ranks(TrainOptions options, const dist::DeviceSpec& spec, const Log& log) {
+  // Node 0's launcher checks and creates the run directory; rank 0 tells the other nodes.
+  if (options.node_rank == 0) prepare_run(options, spec.ranks * options.nnodes);
+  int summary_pipe[2];
+  if (::pipe(summary_pipe) != 0) throw std::runtime_error("cannot create a pipe for the workers");
+  dist::LaunchPlan plan;
+  plan.nproc = spec.ranks;
+  plan.cuda_indices = spec.cuda_indices;
+  plan.nnodes = options.nnodes;
+  plan.node_rank = options.node_rank;
+  plan.master_addr = options.master_addr;
+  plan.master_port = options.master_port;
+  // Every node's workers must present the same store token: several nodes share it through
+  // the environment (BAREYOLO_STORE_TOKEN), one node makes up a random one.
+  if (const char* token = std::getenv(dist::kStoreTokenVariable); token && options.nnodes > 1)
+    plan.store_token = token;
+  log("starting " + std::to_string(spec.ranks) + " ranks on " + spec.describe() +
+      (options.nnodes > 1 ? " (node " + std::to_string(options.node_rank) + " of " +
+                                std::to_string(options.nnodes) + ")"
+                          : "") +
+      (options.run_dir.empty() ? "" : " -> " + options.run_dir));
+  const int status = dist::launch_workers(plan, [&](int local_rank) {
+    ::close(summary_pipe[0]);
+    const TrainSummary summary = train_rank(options, spec, log);
+    if (local_rank == 0) {
+      const std::string text = summary_json(summary).dump();
+      if (::write(summary_pipe[1], text.data(), text.size()) != ssize_t(text.size()))
+        throw std::runtime_error("rank 0 could not report its summary to the launcher");
+    }
+    return 0;
+  });
+  ::close(summary_pipe[1]);
+  std::string text;
+  char chunk[4096];
+  for (ssize_t got; (got = ::read(summary_pipe[0], chunk, sizeof chunk)) > 0;)
+    text.append(chunk, size_t(got));
+  ::close(summary_pipe[0]);
+  if (status != 0)
+    throw std::runtime_error("training stopped: a worker failed (see the message above); the "
+                             "last checkpoint in " + options.run_dir + "/weights is intact");
+  return summary_from_json(nlohmann::json::parse(text));
+}
+
+}  // namespace
+
+int default_cpu_ranks(int cores, int batch) {
+  int ranks = std::clamp(cores, 1, 8);
+  while (ranks > 1 && batch > 0 && batch % ranks != 0) --ranks;
+  return ranks;
+}
+
+TrainSummary run_training(TrainOptions options, const Log& log) {
+  const dist::LaunchEnv env = dist::read_launch_env(dist::process_environment());
+  // A launched worker may touch CUDA (it is the process that trains); the parent of a spawn
+  // must not, so it counts GPUs in a probe child.
+  const int gpus = env.launched() ? cuda::device_count() : dist::count_gpus_without_initializing();
+  dist::DeviceSpec spec = device_spec(options, gpus);
+  if (!env.launched()) resolve_autobatch(options, spec, spec.ranks, true, log);
+  if (options.batch > 0 && options.nproc_per_node <= 0 && options.device.text == "auto" && gpus == 0)
+    spec = device_spec(options, gpus);  // the CPU rank count follows the resolved batch
+
+  if (env.launched()) {
+    if (env.rank == 0)
+      log(std::string("launched by ") + dist::to_string(env.launcher) + ": rank 0 of " +
+          std::to_string(env.world_size) +
+          " (the launcher owns the processes; --device picks each rank's device, no spawn)");
+    return train_rank(options, spec, log);
+  }
+  if (spec.wants_spawn(env) || options.nnodes > 1) return spawn_ranks(options, spec, log);
+  prepare_run(options, 1);
+  if (spec.kind == dist::DeviceKind::cuda) options.device_of_rank = Device::cuda(spec.cuda_indices[0]);
+  return train(options, log, nullptr);
+}
+
+}  // namespace bareyolo::models

@@ -1,0 +1,35 @@
+// models/train/launch.h — from `--device` to training ranks: the one entry point of
+// `bareyolo train` and of the C++ API.
+//
+// run_training() decides, from the options and the environment, how this process trains:
+//   - a launcher's worker (torchrun, srun, mpirun, or bareyolo's own spawn): join the job
+//     (dist::init_process_group) and train one rank; rank 0 resolves the run directory and
+//     publishes it through the store, so every rank writes (rank 0) or reads the same one;
+//   - more than one rank asked for and no launcher: check what can be checked here (dataset,
+//     model, batch divisibility — before any worker starts), resolve the run directory, and
+//     fork one worker per rank (dist::launch_workers); the workers train and _exit; this
+//     process waits, supervises, and returns what rank 0 left in the run directory;
+//   - one rank: train here.
+// `--batch -1` (AutoBatch) is resolved first: on the CPU a default with a message; on GPUs
+// the probe runs once (in a probe child, so this process never initialises CUDA) and the
+// global batch is derived by models::global_autobatch.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "models/train/trainer.h"
+
+namespace bareyolo::models {
+
+// Trains as described above; returns rank 0's summary (in a spawned run: best fitness and
+// epochs read back from the run directory). Throws on bad input before any worker starts
+// where it can, and when a worker failed (naming it).
+TrainSummary run_training(TrainOptions options,
+                          const std::function<void(const std::string&)>& log);
+
+// The CPU rank count of `--device auto` on a machine without GPUs: as many ranks as there
+// are cores (at most 8), lowered until the global batch divides evenly.
+int default_cpu_ranks(int cores, int batch);
+
+}  // namespace bareyolo::models

@@ -1,0 +1,100 @@
+// models/train/options.h — everything a training run is configured by (the C++ API of
+// `bareyolo train`), YOLOv5's hyperparameter yaml (--hyp), and the resolved configuration as
+// JSON, which checkpoints carry so that --resume continues with the original settings.
+//
+// What is NOT part of the saved configuration: max_steps (a resumed run continues to the
+// configured epochs), resume, the launch (device, ranks, backend, timeout, rank, world_size:
+// a resumed run is launched anew), where a new run goes, callbacks and show_progress.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/augment_hyp.h"
+#include "engine/optim/schedule.h"
+#include "kernels/view.h"
+#include "models/train/callbacks.h"
+#include "models/loss/loss.h"
+
+namespace bareyolo::models {
+
+enum class OptimizerKind { sgd, adamw };
+
+// `--device` as the C++ API takes it: a string, one CUDA index, or a list of indices.
+struct DeviceArg {
+  std::string text = "auto";
+  DeviceArg() = default;
+  DeviceArg(const char* device) : text(device) {}
+  DeviceArg(std::string device) : text(std::move(device)) {}
+  DeviceArg(int index) : text(std::to_string(index)) {}
+  DeviceArg(std::initializer_list<int> indices) {
+    text.clear();
+    for (int i : indices) text += (text.empty() ? "" : ",") + std::to_string(i);
+  }
+};
+
+struct TrainOptions {
+  std::string data;     // dataset yaml
+  std::string cfg;      // model yaml
+  std::string weights;  // initial weights (.safetensors); empty: from scratch
+  std::string run_dir;  // outputs (created); resolve with resolve_run_dir (run_dir.h)
+  int epochs = 100, batch = 16, imgsz = 640, workers = 2, nbs = 64, patience = 100;
+  uint64_t seed = 0;
+  bool validate = true;  // validate every epoch (else only the final one)
+  OptimizerKind optimizer = OptimizerKind::sgd;
+  int freeze = 0;  // the first `freeze` model layers (model.0. ... model.<freeze-1>.) are frozen
+  int save_period = 0;       // weights/epoch<N>.safetensors every N epochs (0: never)
+  int64_t save_steps = 0;    // weights/step<N>.safetensors every N optimizer steps (0: never)
+  int save_total_limit = 0;  // keep the newest this many periodic checkpoints (0: all)
+  LossHyp loss;
+  ScheduleHyp schedule;
+  data::AugmentHyp augment;
+  double weight_decay = 5e-4;  // before YOLOv5's batch * accumulate / nbs scaling
+
+  // ---- the launch (models/train/launch.h): not saved, a resumed run is launched anew ----
+  DeviceArg device;        // "auto", "cpu", "0", "0,1", "cuda:0"; or 0; or {0, 1}
+  int nproc_per_node = 0;  // CPU ranks; 0: one for "cpu", as many as fit the cores for "auto"
+  std::string backend = "auto";  // "auto", "tcp" or "nccl"
+  double timeout_s = 3 * 3600;   // bounds every rendezvous wait and collective
+  // Several machines, each running `bareyolo train` with the same flags but its node_rank:
+  // global rank = node_rank x ranks per node + local rank. master_port is required then.
+  int nnodes = 1, node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: one machine, a free port picked by the launcher
+
+  // SyncBatchNorm when distributed: nullopt = on (the model family is BN-heavy), false = per
+  // rank statistics (a warning below 16 images per rank). Saved.
+  std::optional<bool> sync_bn;
+  double bucket_mb = 25;  // gradient bucket size of the reducer (engine/distributed/ddp/reducer.h); saved
+
+  // ---- not saved in checkpoints ----
+  std::vector<TrainCallbacks> callbacks;
+  int64_t max_steps = 0;  // end after this many optimizer steps in all (0: no limit), resumable
+  std::string resume;     // checkpoint to continue from: its run dir and configuration win
+  bool show_progress = true;  // the progress bar (rank 0, on stdout)
+  // Where a new run's outputs go when run_dir is empty: <project>/<name>, <name>2, ...
+  std::string project = "runs/train", name = "exp";
+  bool exist_ok = false;
+  // Set by the launch for the rank this process trains.
+  int rank = 0, world_size = 1;
+  Device device_of_rank = Device::cpu();
+};
+
+// Applies a YOLOv5 hyp yaml (hyp.scratch-low.yaml's keys) to `options`: lr0, lrf, momentum,
+// weight_decay, warmup_*, loss gains, augmentation. Keys YOLOv5 keeps but does not use in
+// training (iou_t) are accepted; features bareyolo lacks (mixup, copy_paste, fl_gamma) must
+// be 0; an unknown key is an error naming it.
+void load_hyp_yaml(const std::string& path, TrainOptions& options);
+
+// The saved part of the options as a JSON object string, and back onto `options` (fields
+// not saved are kept). The parse names the key that is missing or mistyped.
+std::string options_to_json(const TrainOptions& options);
+void options_from_json(const std::string& json, TrainOptions& options);
+
+const char* optimizer_name(OptimizerKind kind);            // "SGD", "AdamW"
+OptimizerKind parse_optimizer_name(const std::string& name);  // throws for others
+
+}  // namespace bareyolo::models

@@ -1,0 +1,217 @@
+// models/train/outputs/report.cpp — see report.h.
+#include "models/train/outputs/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <span>
+
+#include "engine/atomic_file.h"
+
+namespace bareyolo::models {
+
+namespace {
+
+constexpr double kWidth = 460, kHeight = 260;
+constexpr double kLeft = 64, kRight = 12, kTop = 28, kBottom = 58;  // plot margins
+
+std::string html_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4g", v);
+  return text;
+}
+
+std::string coordinate(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", v);
+  return text;
+}
+
+// [min, max] of the finite values, widened when flat so the line sits mid-plot.
+std::pair<double, double> value_range(const std::vector<ChartSeries>& series) {
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (const ChartSeries& s : series)
+    for (double v : s.values)
+      if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+  if (!std::isfinite(lo)) return {0, 1};
+  if (hi - lo < 1e-12 * std::max(1.0, std::abs(hi))) {
+    const double pad = std::max(std::abs(hi) * 0.05, 1e-6);
+    return {lo - pad, hi + pad};
+  }
+  return {lo, hi};
+}
+
+}  // namespace
+
+std::string svg_line_chart(const std::string& title, const std::vector<double>& x,
+                           const std::vector<ChartSeries>& series) {
+  const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
+  const double x_lo = x.empty() ? 0 : x.front(), x_hi = x.empty() ? 1 : x.back();
+  const double x_span = x_hi > x_lo ? x_hi - x_lo : 1;
+  const auto [y_lo, y_hi] = value_range(series);
+  auto px = [&](double v) { return kLeft + (x.size() > 1 ? (v - x_lo) / x_span : 0.5) * plot_w; };
+  auto py = [&](double v) { return kTop + (1 - (v - y_lo) / (y_hi - y_lo)) * plot_h; };
+
+  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + coordinate(kWidth) +
+                    "\" height=\"" + coordinate(kHeight) + "\" viewBox=\"0 0 " +
+                    coordinate(kWidth) + " " + coordinate(kHeight) + "\" role=\"img\">\n";
+  svg += "<title>" + html_escape(title) + "</title>\n";
+  svg += "<text x=\"" + coordinate(kLeft) + "\" y=\"18\" font-size=\"14\" font-weight=\"bold\">" +
+         html_escape(title) + "</text>\n";
+  svg += "<rect x=\"" + coordinate(kLeft) + "\" y=\"" + coordinate(kTop) + "\" width=\"" +
+         coordinate(plot_w) + "\" height=\"" + coordinate(plot_h) +
+         "\" fill=\"none\" stroke=\"#999\"/>\n";
+  // Axis labels: y at bottom, middle, top; x at both ends.
+  for (double f : {0.0, 0.5, 1.0}) {
+    const double v = y_lo + f * (y_hi - y_lo);
+    svg += "<text x=\"" + coordinate(kLeft - 4) + "\" y=\"" + coordinate(py(v) + 4) +
+           "\" font-size=\"11\" text-anchor=\"end\">" + number(v) + "</text>\n";
+  }
+  svg += "<text x=\"" + coordinate(kLeft) + "\" y=\"" + coordinate(kTop + plot_h + 14) +
+         "\" font-size=\"11\">" + number(x_lo) + "</text>\n";
+  svg += "<text x=\"" + coordinate(kLeft + plot_w) + "\" y=\"" + coordinate(kTop + plot_h + 14) +
+         "\" font-size=\"11\" text-anchor=\"end\">" + number(x_hi) + "</text>\n";
+  svg += "<text x=\"" + coordinate(kLeft + plot_w / 2) + "\" y=\"" +
+         coordinate(kTop + plot_h + 14) + "\" font-size=\"11\" text-anchor=\"middle\">epoch</text>\n";
+
+  double legend_x = kLeft, legend_y = kHeight - 24;  // legend rows under the x labels
+  for (const ChartSeries& s : series) {
+    const std::string dash = s.dashed ? " stroke-dasharray=\"5 3\"" : "";
+    // Runs of finite values become polylines; a lone point becomes a dot.
+    std::vector<std::pair<double, double>> run;
+    auto flush = [&] {
+      if (run.size() == 1)
+        svg += "<circle cx=\"" + coordinate(run[0].first) + "\" cy=\"" +
+               coordinate(run[0].second) + "\" r=\"2.5\" fill=\"" + s.color + "\"/>\n";
+      if (run.size() > 1) {
+        svg += "<polyline fill=\"none\" stroke=\"" + s.color + "\" stroke-width=\"1.8\"" + dash +
+               " points=\"";
+        for (const auto& [a, b] : run) svg += coordinate(a) + "," + coordinate(b) + " ";
+        svg += "\"/>\n";
+      }
+      run.clear();
+    };
+    for (size_t i = 0; i < s.values.size() && i < x.size(); ++i) {
+      if (std::isfinite(s.values[i])) run.emplace_back(px(x[i]), py(s.values[i]));
+      else flush();
+    }
+    flush();
+    const double legend_width = 30 + 6.5 * double(s.name.size());
+    if (legend_x > kLeft && legend_x + legend_width > kWidth - kRight)
+      legend_x = kLeft, legend_y += 14;  // wrap to a second row
+    svg += "<line x1=\"" + coordinate(legend_x) + "\" y1=\"" + coordinate(legend_y - 4) +
+           "\" x2=\"" + coordinate(legend_x + 16) + "\" y2=\"" + coordinate(legend_y - 4) +
+           "\" stroke=\"" + s.color + "\" stroke-width=\"2\"" + dash + "/>\n";
+    svg += "<text x=\"" + coordinate(legend_x + 20) + "\" y=\"" + coordinate(legend_y) +
+           "\" font-size=\"11\">" + html_escape(s.name) + "</text>\n";
+    legend_x += legend_width;
+  }
+  return svg + "</svg>\n";
+}
+
+std::string render_report_html(const std::vector<EpochMetrics>& history,
+                               const std::string& title, const std::string& config_json) {
+  std::vector<double> x;
+  auto column = [&](double EpochMetrics::*field, bool validated_only = false) {
+    std::vector<double> values;
+    for (const EpochMetrics& m : history)
+      values.push_back(validated_only && !m.validated ? std::nan("") : m.*field);
+    return values;
+  };
+  for (const EpochMetrics& m : history) x.push_back(m.epoch);
+  const char* blue = "#1f77b4";
+  const char* orange = "#ff7f0e";
+  const char* green = "#2ca02c";
+  const char* red = "#d62728";
+  std::string charts;
+  charts += svg_line_chart("Losses", x,
+                           {{"train box", blue, column(&EpochMetrics::train_box)},
+                            {"train obj", orange, column(&EpochMetrics::train_obj)},
+                            {"train cls", green, column(&EpochMetrics::train_cls)},
+                            {"val box", blue, column(&EpochMetrics::val_box, true), true},
+                            {"val obj", orange, column(&EpochMetrics::val_obj, true), true},
+                            {"val cls", green, column(&EpochMetrics::val_cls, true), true}});
+  charts += svg_line_chart("Validation (EMA weights)", x,
+                           {{"mAP50", blue, column(&EpochMetrics::map50, true)},
+                            {"mAP50-95", orange, column(&EpochMetrics::map50_95, true)},
+                            {"precision", green, column(&EpochMetrics::precision, true)},
+                            {"recall", red, column(&EpochMetrics::recall, true)}});
+  charts += svg_line_chart("Learning rates", x,
+                           {{"lr0 (biases)", blue, column(&EpochMetrics::lr0)},
+                            {"lr1 (weights)", orange, column(&EpochMetrics::lr1)},
+                            {"lr2 (BN weights)", green, column(&EpochMetrics::lr2), true}});
+  charts += svg_line_chart("Step time (s per batch)", x,
+                           {{"s/batch", blue, column(&EpochMetrics::step_seconds)}});
+
+  std::string table =
+      "<table><tr><th>epoch</th><th>box</th><th>obj</th><th>cls</th><th>P</th><th>R</th>"
+      "<th>mAP50</th><th>mAP50-95</th><th>val box</th><th>val obj</th><th>val cls</th>"
+      "<th>lr0</th><th>lr1</th><th>lr2</th><th>s/batch</th></tr>\n";
+  for (const EpochMetrics& m : history) {
+    table += "<tr><td>" + std::to_string(m.epoch) + "</td>";
+    for (double v : {m.train_box, m.train_obj, m.train_cls}) table += "<td>" + number(v) + "</td>";
+    for (double v : {m.precision, m.recall, m.map50, m.map50_95, m.val_box, m.val_obj, m.val_cls})
+      table += "<td>" + (m.validated ? number(v) : std::string("-")) + "</td>";
+    for (double v : {m.lr0, m.lr1, m.lr2, m.step_seconds}) table += "<td>" + number(v) + "</td>";
+    table += "</tr>\n";
+  }
+  table += "</table>\n";
+
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" +
+         html_escape(title) +
+         "</title>\n<style>body{font-family:sans-serif;margin:1.5em}"
+         "svg{margin:0 1em 1em 0;border:1px solid #ddd}"
+         "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
+         "padding:2px 6px;text-align:right}pre{background:#f6f6f6;padding:1em;"
+         "white-space:pre-wrap}</style>\n</head><body>\n<h1>" +
+         html_escape(title) + "</h1>\n<p>" + std::to_string(history.size()) +
+         " epoch(s). Dashed: validation losses. Validation skipped (--no-val) shows as gaps.</p>\n" +
+         "<div>\n" + charts + "</div>\n<h2>Epochs</h2>\n" + table +
+         "<h2>Configuration</h2>\n<pre>" + html_escape(config_json) + "</pre>\n</body></html>\n";
+}
+
+void write_report_html(const std::string& path, const std::vector<EpochMetrics>& history,
+                       const std::string& title, const std::string& config_json) {
+  const std::string page = render_report_html(history, title, config_json);
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(page.data()), page.size());
+  write_file_atomically(path, {bytes});
+}
+
+std::string validation_table(const DetectionMetrics& metrics, int64_t images, int64_t labels,
+                             const std::vector<std::string>& names) {
+  char line[256];
+  std::snprintf(line, sizeof line, "%22s%11s%11s%11s%11s%11s%11s\n", "Class", "Images",
+                "Instances", "P", "R", "mAP50", "mAP50-95");
+  std::string text = line;
+  std::snprintf(line, sizeof line, "%22s%11lld%11lld%11.3g%11.3g%11.3g%11.3g\n", "all",
+                static_cast<long long>(images), static_cast<long long>(labels),
+                metrics.mean_precision, metrics.mean_recall, metrics.map50, metrics.map50_95);
+  text += line;
+  for (const ClassMetrics& c : metrics.classes) {
+    const std::string name = c.class_id >= 0 && size_t(c.class_id) < names.size()
+                                 ? names[size_t(c.class_id)]
+                                 : std::to_string(c.class_id);
+    std::snprintf(line, sizeof line, "%22s%11lld%11lld%11.3g%11.3g%11.3g%11.3g\n", name.c_str(),
+                  static_cast<long long>(images), static_cast<long long>(c.labels), c.precision,
+                  c.recall, c.ap50, c.ap50_95);
+    text += line;
+  }
+  return text;
+}
+
+}  // namespace bareyolo::models

@@ -1,0 +1,55 @@
+// models/train/run_dir.cpp — see run_dir.h.
+#include "models/train/run_dir.h"
+
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
+
+namespace bareyolo::models {
+
+namespace fs = std::filesystem;
+
+std::string resolve_run_dir(const std::string& project, const std::string& name, bool exist_ok) {
+  fs::create_directories(project.empty() ? "." : project);
+  for (int n = 1;; ++n) {
+    const fs::path candidate =
+        fs::path(project) / (n == 1 ? name : name + std::to_string(n));
+    std::error_code error;
+    // create_directory is the claim: false when it already existed (another run's).
+    const bool created = fs::create_directory(candidate, error);
+    if (error)
+      throw std::runtime_error("cannot create the run directory '" + candidate.string() +
+                               "': " + error.message());
+    if (created || (n == 1 && exist_ok)) return candidate.string();
+  }
+}
+
+std::string find_resume_checkpoint(const std::string& path, const std::string& project) {
+  if (!path.empty()) {
+    if (fs::is_regular_file(path)) return path;
+    const fs::path last = fs::path(path) / "weights" / "last.safetensors";
+    if (fs::is_directory(path) && fs::is_regular_file(last)) return last.string();
+    throw std::invalid_argument("--resume " + path + ": neither a checkpoint file nor a run " +
+                                "directory with weights/last.safetensors");
+  }
+  fs::path newest;
+  fs::file_time_type newest_time;
+  std::error_code error;
+  if (fs::is_directory(project, error))
+    for (const fs::directory_entry& run : fs::directory_iterator(project, error)) {
+      const fs::path last = run.path() / "weights" / "last.safetensors";
+      if (!fs::is_regular_file(last, error)) continue;
+      const fs::file_time_type time = fs::last_write_time(last, error);
+      if (!error && (newest.empty() || time > newest_time)) newest = last, newest_time = time;
+    }
+  if (newest.empty())
+    throw std::invalid_argument("--resume: no run in '" + project + "' has " +
+                                "weights/last.safetensors; give the checkpoint's path");
+  return newest.string();
+}
+
+std::string run_dir_of_checkpoint(const std::string& checkpoint) {
+  return fs::absolute(checkpoint).parent_path().parent_path().lexically_normal().string();
+}
+
+}  // namespace bareyolo::models

@@ -1,0 +1,27 @@
+// models/train/run_dir.h — where a run's outputs go, named as YOLOv5 names them, and where
+// `--resume` finds the run to continue.
+//
+//   <project>/<name>            when it does not exist yet, or with exist_ok
+//   <project>/<name>2, 3, ...   otherwise, the first that does not exist
+// In a data-parallel run rank 0 resolves it (and creates it, so a second run started at
+// the same moment gets the next number) and the others receive it.
+#pragma once
+
+#include <string>
+
+namespace bareyolo::models {
+
+// Resolves and creates the run directory; returns its path. Throws std::runtime_error
+// naming the path when it cannot be created.
+std::string resolve_run_dir(const std::string& project, const std::string& name, bool exist_ok);
+
+// The checkpoint `--resume` continues from: `path` itself when it is a file; the run's
+// weights/last.safetensors when it is a run directory; with an empty path, the most recently
+// written <project>/*/weights/last.safetensors. Throws std::invalid_argument saying what was
+// looked for when there is none.
+std::string find_resume_checkpoint(const std::string& path, const std::string& project);
+
+// The run directory of a checkpoint at <run>/weights/<file>.
+std::string run_dir_of_checkpoint(const std::string& checkpoint);
+
+}  // namespace bareyolo::models

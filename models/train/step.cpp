@@ -1,0 +1,23 @@
+// models/train/step.cpp — see step.h.
+#include "models/train/step.h"
+
+namespace bareyolo::models {
+
+LossValues forward_backward(DetectionModel& model, const Tensor& images,
+                            const std::vector<LabelRow>& labels, const LossOptions& options,
+                            const DataParallel& parallel) {
+  const std::vector<Tensor>& head = model.forward(images, Mode::train);
+  const LevelTargets targets = head_targets(model, head, labels, options);
+  const int batch = int(images.shape().n);
+  const LossNormalization norm = parallel.comm
+                                     ? global_normalization(*parallel.comm, targets, batch)
+                                     : local_normalization(targets, batch);
+  const HeadLoss loss = head_loss(head, targets, norm, options);
+  if (parallel.reducer)
+    model.backward(loss.gradients, [&](int node) { parallel.reducer->node_done(node); });
+  else
+    model.backward(loss.gradients);
+  return loss.values;
+}
+
+}  // namespace bareyolo::models

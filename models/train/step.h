@@ -1,0 +1,34 @@
+// models/train/step.h — one rank's forward and backward of one micro-batch: the part of the
+// training step that data parallelism changes. The trainer (trainer.cpp) and bench_train
+// share it.
+//
+//   images -> model.forward(train) -> head_targets (this rank's labels matched to the grids)
+//          -> normalisation: this batch's counts on one process; on several ranks the counts
+//             summed over all of them, gradient x world (docs/ddp.md, section 5)
+//          -> head_loss (this rank's share of the global-batch loss, and its gradient)
+//          -> model.backward, whose per-node hook hands finished gradients to the reducer,
+//             which all-reduces them in buckets while backward goes on (engine/distributed/ddp/reducer.h)
+//
+// Whether this micro-batch ends an accumulation (and so communicates) is the reducer's sync
+// flag, which the caller sets; after the backward of a boundary micro-batch the caller calls
+// reducer->finish() before the optimizer step.
+#pragma once
+
+#include <vector>
+
+#include "engine/distributed/ddp/reducer.h"
+#include "models/loss/head_loss.h"
+
+namespace bareyolo::models {
+
+struct DataParallel {
+  dist::Communicator* comm = nullptr;  // null: one process
+  dist::Reducer* reducer = nullptr;    // null: one process
+};
+
+// Returns this rank's loss values (its share; the sum over ranks is the global-batch loss).
+LossValues forward_backward(DetectionModel& model, const Tensor& images,
+                            const std::vector<LabelRow>& labels, const LossOptions& options,
+                            const DataParallel& parallel = {});
+
+}  // namespace bareyolo::models

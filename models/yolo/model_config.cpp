@@ -1,0 +1,147 @@
+// models/yolo/model_config.cpp — yaml-cpp reading of a model yaml (see model_config.h).
+//
+// yaml-cpp's own errors say "bad conversion" without the key, so every read here names the
+// key, the file and the row itself.
+#include "models/yolo/model_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace bareyolo::models {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& where, const std::string& what) {
+  throw std::invalid_argument(where + ": " + what);
+}
+
+double number_of(const YAML::Node& node, const std::string& where, const std::string& key) {
+  try {
+    return node.as<double>();
+  } catch (const YAML::Exception&) {
+    fail(where, key + " must be a number, got '" + YAML::Dump(node) + "'");
+  }
+}
+
+int integer_of(const YAML::Node& node, const std::string& where, const std::string& key) {
+  double value = number_of(node, where, key);
+  if (value != static_cast<int>(value))
+    fail(where, key + " must be a whole number, got " + YAML::Dump(node));
+  return static_cast<int>(value);
+}
+
+ModelArg parse_arg(const YAML::Node& node, const std::string& where) {
+  ModelArg arg;
+  if (!node.IsScalar()) fail(where, "argument '" + YAML::Dump(node) + "' is not a scalar");
+  const std::string text = node.Scalar();
+  if (node.Tag() == "!") {  // quoted: a plain string such as "nearest"
+    arg.kind = ModelArg::Kind::text;
+    arg.text = text;
+  } else if (text == "None" || text == "null" || text == "~") {
+    arg.kind = ModelArg::Kind::none;
+  } else if (text == "True" || text == "true" || text == "False" || text == "false") {
+    arg.kind = ModelArg::Kind::boolean;
+    arg.flag = text[0] == 'T' || text[0] == 't';
+  } else {
+    std::istringstream in(text);
+    double value;
+    if (in >> value && in.eof()) {
+      arg.kind = ModelArg::Kind::number;
+      arg.number = value;
+    } else {  // a name the builder resolves (nc, anchors) or rejects
+      arg.kind = ModelArg::Kind::name;
+      arg.text = text;
+    }
+  }
+  return arg;
+}
+
+ModelRow parse_row(const YAML::Node& node, int index, const ModelConfig& config) {
+  ModelRow row;
+  row.index = index;
+  row.line = node.Mark().line + 1;
+  const std::string where = config.source + ", row " + std::to_string(index) + " (line " +
+                            std::to_string(row.line) + ")";
+  if (!node.IsSequence() || node.size() != 4)
+    fail(where, "a row must be [from, number, module, args], got " + YAML::Dump(node));
+  const YAML::Node& from = node[0];
+  if (from.IsSequence()) {
+    for (const auto& f : from) row.from.push_back(integer_of(f, where, "from"));
+  } else {
+    row.from.push_back(integer_of(from, where, "from"));
+  }
+  if (row.from.empty()) fail(where, "from must name at least one layer");
+  row.number = integer_of(node[1], where, "number");
+  if (row.number < 1) fail(where, "number must be at least 1, got " + std::to_string(row.number));
+  if (!node[2].IsScalar()) fail(where, "module must be a name, got " + YAML::Dump(node[2]));
+  row.module = node[2].Scalar();
+  if (!node[3].IsSequence()) fail(where, "args must be a list, got " + YAML::Dump(node[3]));
+  for (const auto& a : node[3]) row.args.push_back(parse_arg(a, where));
+  return row;
+}
+
+}  // namespace
+
+std::string ModelConfig::where(const ModelRow& row) const {
+  return source + ", row " + std::to_string(row.index) + " (line " + std::to_string(row.line) +
+         ")";
+}
+
+ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source) {
+  ModelConfig config;
+  config.source = source;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    fail(source, std::string("not valid yaml: ") + e.what());
+  }
+  if (!root.IsMap()) fail(source, "a model yaml must be a map with nc, anchors, backbone, head");
+  for (const char* key : {"nc", "depth_multiple", "width_multiple", "anchors", "backbone", "head"})
+    if (!root[key]) fail(source, std::string("missing key '") + key + "'");
+
+  config.nc = integer_of(root["nc"], source, "nc");
+  config.depth_multiple = number_of(root["depth_multiple"], source, "depth_multiple");
+  config.width_multiple = number_of(root["width_multiple"], source, "width_multiple");
+  if (root["channel_multiple"])
+    config.channel_multiple = integer_of(root["channel_multiple"], source, "channel_multiple");
+  if (root["ch"]) config.input_channels = integer_of(root["ch"], source, "ch");
+  if (config.nc < 1) fail(source, "nc must be at least 1, got " + std::to_string(config.nc));
+  if (config.depth_multiple <= 0 || config.width_multiple <= 0)
+    fail(source, "depth_multiple and width_multiple must be positive");
+
+  const YAML::Node& anchors = root["anchors"];
+  if (!anchors.IsSequence() || anchors.size() == 0)
+    fail(source, "anchors must be a list of levels, each [w0,h0, w1,h1, ...] in pixels "
+                 "(a number of anchors per level is not supported: it needs AutoAnchor)");
+  for (const auto& level : anchors) {
+    std::vector<double> sizes;
+    if (level.IsSequence())
+      for (const auto& v : level) sizes.push_back(number_of(v, source, "anchors"));
+    if (sizes.empty() || sizes.size() % 2 != 0 || sizes.size() != anchors[0].size())
+      fail(source, "every anchors level must hold the same even number of values, got " +
+                       YAML::Dump(level));
+    config.anchors.push_back(sizes);
+  }
+
+  int index = 0;
+  for (const char* section : {"backbone", "head"}) {
+    if (!root[section].IsSequence()) fail(source, std::string(section) + " must be a list of rows");
+    for (const auto& row : root[section]) config.rows.push_back(parse_row(row, index++, config));
+  }
+  if (config.rows.empty()) fail(source, "the model has no layers");
+  return config;
+}
+
+ModelConfig load_model_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument("cannot open model config '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_model_config(text.str(), path);
+}
+
+}  // namespace bareyolo::models

@@ -1,0 +1,48 @@
+// models/yolo/model_config.h — a YOLOv5 model yaml, read and checked (nothing built yet).
+//
+// Keys: nc, depth_multiple, width_multiple, anchors (per level [w0,h0, w1,h1, ...] in input
+// pixels), backbone and head (rows [from, number, module, args]), and the optional
+// channel_multiple (8) and ch (3). Errors name the file, the row and the problem.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace bareyolo::models {
+
+// One yaml argument: a number, a boolean, None, a bare name (nc, anchors) or a quoted string.
+struct ModelArg {
+  enum class Kind { number, boolean, none, name, text } kind = Kind::none;
+  double number = 0;
+  bool flag = false;
+  std::string text;  // for name and text
+
+  bool is_name(const char* name) const { return kind == Kind::name && text == name; }
+};
+
+struct ModelRow {
+  int index = 0;          // position in backbone + head
+  int line = 0;           // 1-based line in the yaml, for messages
+  std::vector<int> from;  // as written (-1 = the previous row)
+  int number = 1;         // repeats before depth scaling
+  std::string module;     // "Conv", "C3", "SPPF", "nn.Upsample", "Concat", "Detect"
+  std::vector<ModelArg> args;
+};
+
+struct ModelConfig {
+  std::string source;  // file path (or "<string>") for messages
+  int nc = 80;
+  double depth_multiple = 1.0, width_multiple = 1.0;
+  int channel_multiple = 8;
+  int input_channels = 3;
+  std::vector<std::vector<double>> anchors;  // per level, pixels
+  std::vector<ModelRow> rows;
+
+  // "file.yaml, row 12 (line 40)"
+  std::string where(const ModelRow& row) const;
+};
+
+ModelConfig load_model_config(const std::string& path);
+ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source);
+
+}  // namespace bareyolo::models

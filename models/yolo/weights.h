@@ -1,0 +1,24 @@
+// models/yolo/weights.h — a model's state_dict to and from a safetensors file, under YOLOv5's
+// names and shapes (so weights move to and from PyTorch YOLOv5 with a few lines).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/safetensors.h"
+#include "models/yolo/yolo_model.h"
+
+namespace bareyolo::models {
+
+// Adds every state entry under `prefix` + its name: floating entries as F32, counters as I64.
+void add_state(SafetensorsFile& file, const std::vector<StateEntry>& state,
+               const std::string& prefix = "");
+
+// Copies the entries named `prefix` + name from `file` into `state`. Every entry must be
+// present with its shape before anything is copied, so a file that does not fit leaves the
+// model untouched; the error names the file, the entry and what is wrong.
+void load_state(const SafetensorsFile& file, const std::vector<StateEntry>& state,
+                const std::string& source, const std::string& prefix = "");
+
+}  // namespace bareyolo::models

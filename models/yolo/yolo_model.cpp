@@ -1,0 +1,263 @@
+// models/yolo/yolo_model.cpp — YOLOv5's parse_model and DetectionModel construction.
+//
+// Per row i (backbone then head), as YOLOv5 does it:
+//   repeats  n = max(round_half_even(number * depth_multiple), 1) when number > 1
+//   channels c2 = ceil(args[0] * width_multiple / channel_multiple) * channel_multiple for
+//            Conv, C3 and SPPF (the Detect outputs na * (nc + 5) are never rounded)
+//   inputs   from -1 = the previous row, other negatives count back from row i
+// Strides come from the shapes of the Detect inputs for a 256x256 input (no computation).
+#include "models/yolo/yolo_model.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "engine/layers/batchnorm2d.h"
+#include "engine/layers/conv2d.h"
+#include "engine/tensor_factories.h"
+#include "engine/layers/upsample.h"
+#include "models/yolo/blocks.h"
+
+namespace bareyolo::models {
+
+namespace {
+
+[[noreturn]] void fail(const ModelConfig& config, const ModelRow& row, const std::string& what) {
+  throw std::invalid_argument(config.where(row) + ", " + row.module + ": " + what);
+}
+
+// args[k] as a whole number, or `fallback` when absent.
+int int_arg(const ModelConfig& config, const ModelRow& row, size_t k, int fallback) {
+  if (k >= row.args.size()) return fallback;
+  const ModelArg& arg = row.args[k];
+  if (arg.kind != ModelArg::Kind::number || arg.number != std::floor(arg.number))
+    fail(config, row, "argument " + std::to_string(k) + " must be a whole number");
+  return static_cast<int>(arg.number);
+}
+
+bool bool_arg(const ModelConfig& config, const ModelRow& row, size_t k, bool fallback) {
+  if (k >= row.args.size()) return fallback;
+  if (row.args[k].kind != ModelArg::Kind::boolean)
+    fail(config, row, "argument " + std::to_string(k) + " must be True or False");
+  return row.args[k].flag;
+}
+
+// The single input of a row, as an absolute row index (-1 = the network input).
+int resolve_from(const ModelConfig& config, const ModelRow& row, int from) {
+  int index = from < 0 ? row.index + from : from;
+  if (row.index == 0 && from == -1) return Graph::kGraphInput;
+  if (index < 0 || index >= row.index)
+    fail(config, row, "from index " + std::to_string(from) +
+                          " does not name an earlier row (this is row " +
+                          std::to_string(row.index) + ")");
+  return index;
+}
+
+// The value YOLOv5's half().float() leaves: the nearest fp16 (ties to even), as float.
+float round_to_half(float x) { return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT)); }
+
+}  // namespace
+
+DetectionModel::DetectionModel(const ModelConfig& config, const ModelOptions& options)
+    : device_(options.device) {
+  build(config, options);
+  initialise_like_yolov5();
+}
+
+void DetectionModel::build(const ModelConfig& config, const ModelOptions& options) {
+  nc_ = options.nc > 0 ? options.nc : config.nc;
+  na_ = static_cast<int>(config.anchors[0].size() / 2);
+  const int outputs = na_ * (nc_ + 5);
+  std::mt19937_64 rng(options.seed);
+  const BlockContext context{rng, {.eps = 1e-3, .momentum = 0.03}, options.device,
+                             options.dtype};
+
+  std::vector<int> channels;  // output channels of each row
+  std::vector<int> node_of_row;
+  for (const ModelRow& row : config.rows) {
+    const int repeats =
+        row.number > 1
+            ? std::max(static_cast<int>(std::nearbyint(row.number * config.depth_multiple)), 1)
+            : row.number;
+    std::vector<int> inputs;
+    for (int f : row.from) inputs.push_back(resolve_from(config, row, f));
+    auto input_channels = [&](int input) {
+      return input == Graph::kGraphInput ? config.input_channels
+                                         : channels[static_cast<size_t>(input)];
+    };
+    const int c1 = input_channels(inputs[0]);
+    auto scaled_width = [&] {
+      const int c2 = int_arg(config, row, 0, 0);
+      if (c2 < 1) fail(config, row, "the first argument must be the output channels");
+      if (c2 == outputs) return c2;
+      const double divisor = config.channel_multiple;
+      return static_cast<int>(std::ceil(c2 * config.width_multiple / divisor) * divisor);
+    };
+    if (row.module != "C3" && repeats > 1)
+      fail(config, row, "a repeat count above 1 is only supported for C3");
+    if (row.module != "Concat" && row.module != "Detect" && inputs.size() != 1)
+      fail(config, row, "takes exactly one input");
+    const std::string name = "model." + std::to_string(row.index) + ".";
+    std::vector<int> nodes;
+    for (int input : inputs)
+      nodes.push_back(input == Graph::kGraphInput ? input : node_of_row[size_t(input)]);
+
+    int c2 = c1;
+    if (row.module == "Conv") {
+      c2 = scaled_width();
+      const int kernel = int_arg(config, row, 1, 1), stride = int_arg(config, row, 2, 1);
+      const bool auto_pad = row.args.size() < 4 || row.args[3].kind == ModelArg::Kind::none;
+      if (int_arg(config, row, 4, 1) != 1 || int_arg(config, row, 5, 1) != 1)
+        fail(config, row, "groups and dilation other than 1 are not supported");
+      node_of_row.push_back(graph_.add(
+          name, nodes,
+          std::make_unique<ConvBnSilu>(c1, c2, kernel, stride,
+                                       auto_pad ? -1 : int_arg(config, row, 3, 0), context.bn,
+                                       rng, options.device, options.dtype)));
+    } else if (row.module == "C3") {
+      c2 = scaled_width();
+      node_of_row.push_back(graph_.add(
+          name, nodes, std::make_unique<C3>(c1, c2, repeats, bool_arg(config, row, 1, true),
+                                            context)));
+    } else if (row.module == "SPPF") {
+      c2 = scaled_width();
+      node_of_row.push_back(graph_.add(
+          name, nodes, std::make_unique<SPPF>(c1, c2, int_arg(config, row, 1, 5), context)));
+    } else if (row.module == "nn.Upsample") {
+      const bool nearest2 = row.args.size() >= 3 && row.args[1].kind == ModelArg::Kind::number &&
+                            row.args[1].number == 2 && row.args[2].text == "nearest";
+      if (!nearest2) fail(config, row, "only [None, 2, \"nearest\"] is supported");
+      node_of_row.push_back(graph_.add(name, nodes, std::make_unique<Upsample>()));
+    } else if (row.module == "Concat") {
+      if (int_arg(config, row, 0, 1) != 1) fail(config, row, "only dimension 1 is supported");
+      c2 = 0;
+      for (int input : inputs) c2 += input_channels(input);
+      node_of_row.push_back(graph_.add_concat(name, nodes));
+    } else if (row.module == "Detect") {
+      if (&row != &config.rows.back()) fail(config, row, "Detect must be the last row");
+      if (inputs.size() != config.anchors.size())
+        fail(config, row, std::to_string(inputs.size()) + " inputs but " +
+                              std::to_string(config.anchors.size()) + " anchor levels");
+      detect_name_ = name;
+      for (size_t level = 0; level < inputs.size(); ++level)
+        detect_nodes_.push_back(graph_.add(
+            name + "m." + std::to_string(level) + ".", {nodes[level]},
+            std::make_unique<Conv2d>(Conv2dOptions{.c_in = input_channels(inputs[level]),
+                                                   .c_out = outputs, .kernel = 1, .bias = true},
+                                     rng, options.device, options.dtype)));
+      node_of_row.push_back(detect_nodes_.front());
+      c2 = outputs;
+    } else {
+      fail(config, row, "unknown module (supported: Conv, C3, SPPF, nn.Upsample, Concat, Detect)");
+    }
+    channels.push_back(c2);
+  }
+  if (detect_nodes_.empty())
+    throw std::invalid_argument(config.source + ": the model has no Detect row");
+  graph_.set_outputs(detect_nodes_);
+
+  // Strides from the Detect inputs' sizes for a 256x256 input, as YOLOv5's probe finds them.
+  const std::vector<Shape4> shapes = graph_.shapes({1, config.input_channels, 256, 256});
+  for (int node : detect_nodes_) strides_.push_back(256.0 / shapes[size_t(node)].w);
+
+  // Anchors: pixels -> grid units; flipped when their size order disagrees with the strides'.
+  const size_t levels = config.anchors.size();
+  auto area = [&](size_t level) {
+    double total = 0;
+    for (size_t k = 0; k + 1 < config.anchors[level].size(); k += 2)
+      total += config.anchors[level][k] * config.anchors[level][k + 1];
+    return total;
+  };
+  const bool flip = (area(levels - 1) - area(0) > 0) != (strides_.back() - strides_.front() > 0);
+  std::vector<double> grid_anchors;
+  for (size_t level = 0; level < levels; ++level)
+    for (double v : config.anchors[flip ? levels - 1 - level : level])
+      grid_anchors.push_back(v / strides_[level]);
+  anchors_ = make_tensor(grid_anchors, {1, 1, 1, int64_t(grid_anchors.size())}, Device::cpu(),
+                         DType::f64);
+}
+
+void DetectionModel::initialise_like_yolov5() {
+  std::vector<StateEntry> entries = state();
+  for (const StateEntry& e : entries) {
+    if (e.value->dtype() == DType::i64 || e.value == &anchors_) continue;
+    std::vector<double> values = e.value->to_doubles();
+    const std::string& name = e.name;
+    auto ends_with = [&](const char* suffix) {
+      return name.size() >= std::strlen(suffix) &&
+             name.compare(name.size() - std::strlen(suffix), std::string::npos, suffix) == 0;
+    };
+    if (ends_with("running_var")) {
+      // YOLOv5's stride probe runs one training forward of a zero image with PyTorch's
+      // default BN momentum 0.1: every running_var becomes 0.9 (the batch variance is 0).
+      for (double& v : values) v = 0.9;
+    }
+    if (name.rfind(detect_name_, 0) == 0 && ends_with(".bias")) {
+      // Detect bias priors: objectness log(8 / cells), classes log(0.6 / (nc - 0.99999)).
+      const int level = name[detect_name_.size() + 2] - '0';
+      const double cells = std::pow(640.0 / strides_[size_t(level)], 2);
+      for (int a = 0; a < na_; ++a) {
+        values[size_t(a * (nc_ + 5) + 4)] += std::log(8.0 / cells);
+        for (int c = 0; c < nc_; ++c)
+          values[size_t(a * (nc_ + 5) + 5 + c)] += std::log(0.6 / (nc_ - 0.99999));
+      }
+    }
+    for (double& v : values) v = round_to_half(static_cast<float>(v));  // train.py's half()
+    e.value->copy_from(make_tensor(values, e.value->shape(), e.value->device(),
+                                   e.value->dtype()));
+  }
+  for (const StateEntry& e : entries)
+    if (e.value->dtype() == DType::i64) e.value->view<int64_t>().data[0] = 1;  // the probe
+}
+
+const std::vector<Tensor>& DetectionModel::forward(const Tensor& images, Mode mode) {
+  return graph_.forward(images, mode);
+}
+
+int DetectionModel::set_sync_batchnorm(dist::Communicator* comm) {
+  int layers = 0;
+  for (int node = 0; node < graph_.size(); ++node) {
+    if (Module* module = graph_.module(node))
+      for_each_module(*module, [&](Module& m) {
+        if (auto* bn = dynamic_cast<BatchNorm2d*>(&m)) {
+          bn->set_sync(comm);
+          ++layers;
+        }
+      });
+  }
+  return layers;
+}
+
+void DetectionModel::backward(const std::vector<Tensor>& grad_outputs,
+                              const std::function<void(int node)>& on_node_done) {
+  graph_.backward(grad_outputs, on_node_done);
+}
+
+std::vector<StateEntry> DetectionModel::state() {
+  std::vector<StateEntry> entries = graph_.state();
+  // Detect registers its anchors buffer before its convolutions.
+  auto first_detect = std::find_if(entries.begin(), entries.end(), [&](const StateEntry& e) {
+    return e.name.rfind(detect_name_, 0) == 0;
+  });
+  entries.insert(first_detect, StateEntry{detect_name_ + "anchors", &anchors_, nullptr,
+                                          {num_levels(), na_, 2}});
+  return entries;
+}
+
+int64_t DetectionModel::parameter_count() {
+  int64_t count = 0;
+  for (const StateEntry& e : state())
+    if (e.trainable()) count += e.value->numel();
+  return count;
+}
+
+std::array<double, 2> DetectionModel::anchor(int level, int a) const {
+  const std::vector<double> values = anchors_.to_doubles();
+  const size_t k = size_t((level * na_ + a) * 2);
+  return {values[k], values[k + 1]};
+}
+
+}  // namespace bareyolo::models

@@ -1,0 +1,76 @@
+// models/yolo/yolo_model.h — DetectionModel: a YOLOv5 model built from a model yaml.
+//
+// The yaml rows become graph nodes in order (YOLOv5's parse_model rules: depth and width
+// multiples, channel rounding, `from` indices); the Detect row becomes one 1x1 convolution
+// with bias per level. forward() returns the raw head outputs, one NCHW tensor per level of
+// shape (batch, na * (nc + 5), ny, nx): channel a * (nc + 5) + k is anchor a, field k, with
+// fields [tx, ty, tw, th, obj, cls_0 ...] — YOLOv5's (batch, na, ny, nx, no) layout before
+// its permute, which the loss indexes directly.
+//
+// A fresh model holds YOLOv5's from-scratch state (see yolo_model.cpp): uniform conv init,
+// Detect bias priors, BN eps 1e-3 / momentum 0.03, the stride probe's side effect on BN
+// buffers, and every value rounded to fp16 precision.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "engine/graph.h"
+#include "models/yolo/model_config.h"
+
+namespace bareyolo::dist {
+class Communicator;
+}
+
+namespace bareyolo::models {
+
+struct ModelOptions {
+  int nc = 0;          // number of classes; 0 keeps the yaml's nc
+  uint64_t seed = 0;   // weight initialisation
+  Device device = Device::cpu();
+  DType dtype = DType::f32;
+};
+
+class DetectionModel {
+ public:
+  explicit DetectionModel(const ModelConfig& config, const ModelOptions& options = {});
+
+  const std::vector<Tensor>& forward(const Tensor& images, Mode mode);
+  // After forward(Mode::train): adds parameter gradients; on_node_done as Graph::backward.
+  void backward(const std::vector<Tensor>& grad_outputs,
+                const std::function<void(int node)>& on_node_done = {});
+
+  // YOLOv5's state_dict: every parameter and buffer, in its order and with its names.
+  std::vector<StateEntry> state();
+  int64_t parameter_count();  // trainable values
+
+  int num_classes() const { return nc_; }
+  int num_anchors() const { return na_; }
+  int num_levels() const { return static_cast<int>(strides_.size()); }
+  int outputs_per_anchor() const { return nc_ + 5; }
+  const std::vector<double>& strides() const { return strides_; }  // 8, 16, 32
+  // Anchor a of level l as (width, height) in grid cells of that level.
+  std::array<double, 2> anchor(int level, int a) const;
+  Graph& graph() { return graph_; }
+  Device device() const { return device_; }  // where every parameter and activation lives
+  // SyncBatchNorm: every BatchNorm2d of the model combines its training statistics over the
+  // ranks of `comm` (null: back to per-rank statistics). Returns the number of BN layers.
+  int set_sync_batchnorm(dist::Communicator* comm);
+
+ private:
+  void build(const ModelConfig& config, const ModelOptions& options);
+  void initialise_like_yolov5();
+
+  Device device_;
+  Graph graph_;
+  int nc_ = 0, na_ = 0;
+  std::vector<double> strides_;
+  Tensor anchors_;  // (nl * na * 2) grid units, saved as [nl, na, 2]
+  std::vector<int> detect_nodes_;
+  std::string detect_name_;  // "model.24."
+};
+
+}  // namespace bareyolo::models
