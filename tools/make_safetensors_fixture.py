@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerates the safetensors fixture embedded in tests/test_safetensors.cpp.
+"""Regenerates the safetensors fixture embedded in tests/unit/safetensors.cpp.
 
 The fixture is a small file written by the reference implementation (the `safetensors`
 package: `pip install safetensors numpy`). The C++ test checks that our reader gets these

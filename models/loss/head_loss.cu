@@ -19,7 +19,7 @@
 // result is the same bits on every run. Gradients are zeroed first (one memset per level),
 // so every element is written. The host's sums run in row/cell order and these in a tree:
 // the values agree to double rounding, not bit for bit. The per-level arguments, the packing
-// and the per-thread bodies are plain C++ in head_loss.cuh (tests/test_cuda_loss_logic.cpp
+// and the per-thread bodies are plain C++ in head_loss.cuh (tests/unit/cuda_loss_logic.cpp
 // runs them without a GPU).
 #include <algorithm>
 #include <stdexcept>

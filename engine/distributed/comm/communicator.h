@@ -6,7 +6,7 @@
 // (the TCP ring's comm thread, NCCL's comm stream) until wait() returns. Until then the buffer
 // belongs to the communicator: the caller neither reads nor writes it.
 //
-// Contract, held by one test suite for every backend (tests/dist_communicator.cpp):
+// Contract, held by one test suite for every backend (tests/dist/communicator.cpp):
 //   - allreduce(buf, op): every rank ends with the element-wise sum / mean / max of all ranks'
 //     buffers. Any count, including 0 and counts not divisible by world_size.
 //   - broadcast(buf, root): every rank ends with root's buffer.

@@ -3,7 +3,7 @@
 // same allocations never calls cudaMalloc or cudaFree (each of those synchronises the device).
 //
 // Bookkeeping, kept free of CUDA so that a unit test drives it with a fake backing allocator
-// (tests/test_cuda_allocator_logic.cpp); the CUDA instances live in allocator.cu:
+// (tests/unit/cuda_allocator_logic.cpp); the CUDA instances live in allocator.cu:
 //  - a request is rounded up to its size class: 8 classes per power of two from 512 bytes
 //    up (512, 576, 640, ..., 960, 1024, 1152, ...), so at most 1/8 of a block is slack;
 //  - a freed block goes on the free list of (its stream, its class) and is handed out again

@@ -1,0 +1,20 @@
+// tests/cuda/main.cpp — the runner for the CUDA-vs-CPU tests (tests/cuda_*.cpp). Without a
+// usable GPU it exits with 77, which ctest reports as *skipped* (SKIP_RETURN_CODE): the
+// tests are compiled everywhere but never counted as passed where they could not run.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cstdio>
+
+#include "kernels/cuda/runtime/runtime.h"
+#include "tests/support/skip.h"
+
+int main(int argc, char** argv) {
+  using namespace bareyolo;
+  if (!testing::only_listing_tests(argc, argv) && cuda::device_count() == 0) {
+    std::printf("skipped: %s\n", cuda::unavailable_reason().c_str());
+    return testing::kSkipExitCode;
+  }
+  doctest::Context context(argc, argv);
+  return context.run();
+}

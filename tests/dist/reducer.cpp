@@ -1,0 +1,106 @@
+// tests/dist/reducer.cpp — the gradient reducer over forked ranks: after finish() every rank
+// holds the mean of all ranks' gradients, with a frozen parameter (left alone) and an unused
+// one (its bucket completes without it); broadcast_state makes every rank start as rank 0.
+//
+// Every rank can compute every other rank's gradient itself (the inputs come from seeds), so
+// the reference mean is computed locally, in double, by plain backward passes.
+#include "engine/distributed/ddp/reducer.h"
+#include "models/yolo/yolo_model.h"
+#include "tests/support/dist_testing.h"
+#include "tests/support/testing.h"
+
+using namespace bareyolo;
+using namespace bareyolo::dist;
+using namespace bareyolo::dist::testing;
+
+namespace {
+
+models::DetectionModel tiny_model(uint64_t seed) {
+  return models::DetectionModel(
+      models::load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"),
+      {.nc = 2, .seed = seed, .dtype = DType::f64});
+}
+
+// The head gradients of rank `rank`'s batch; the last level's are zero when `unused_level`
+// (its Detect convolution then gets no gradient, and its node is never reported).
+void backward_of_rank(models::DetectionModel& model, int rank, bool unused_level,
+                      Reducer* reducer) {
+  bareyolo::testing::Rng rng(100 + uint64_t(rank));
+  const Tensor images = Tensor::from_vector(
+      bareyolo::testing::random_vector<double>(rng, 2 * 3 * 64 * 64, -1, 1), {2, 3, 64, 64});
+  std::vector<Tensor> grads;
+  for (const Tensor& head : model.forward(images, Mode::train))
+    grads.push_back(Tensor::from_vector(
+        bareyolo::testing::random_vector<double>(rng, head.numel(), -1, 1), head.shape()));
+  const int last_level_node = model.graph().size() - 1;
+  if (unused_level) grads.back().zero();
+  model.backward(grads, [&](int node) {
+    if (reducer && !(unused_level && node == last_level_node)) reducer->node_done(node);
+  });
+}
+
+std::vector<std::vector<double>> gradients(models::DetectionModel& model) {
+  std::vector<std::vector<double>> values;
+  for (const StateEntry& e : model.state())
+    if (e.trainable()) values.push_back(e.grad->to_doubles());
+  return values;
+}
+
+void check_reducer(int world, bool frozen_and_unused) {
+  check_ranks_ok(run_ranks(world, [&](ProcessGroup& group) {
+    const std::string frozen = "model.0.conv.weight";
+    // The reference: every rank's plain gradient, averaged here.
+    std::vector<std::vector<double>> mean;
+    for (int r = 0; r < world; ++r) {
+      models::DetectionModel model = tiny_model(1);
+      backward_of_rank(model, r, frozen_and_unused, nullptr);
+      std::vector<std::vector<double>> g = gradients(model);
+      if (mean.empty()) mean.assign(g.size(), {});
+      for (size_t p = 0; p < g.size(); ++p) {
+        mean[p].resize(g[p].size());
+        for (size_t k = 0; k < g[p].size(); ++k) mean[p][k] += g[p][k] / world;
+      }
+    }
+    models::DetectionModel model = tiny_model(1 + uint64_t(group.rank()));  // different init
+    broadcast_state(*group.comm, model.state());
+    models::DetectionModel rank0_model = tiny_model(1);
+    const std::vector<StateEntry> got_state = model.state(), want_state = rank0_model.state();
+    for (size_t i = 0; i < got_state.size(); ++i)
+      if (got_state[i].value->to_doubles() != want_state[i].value->to_doubles())
+        throw std::runtime_error(got_state[i].name + " differs from rank 0's after broadcast");
+    Reducer reducer(graph_parameters(model.graph(),
+                                     [&](const StateEntry& e) {
+                                       return !(frozen_and_unused && e.name == frozen);
+                                     }),
+                    *group.comm, {.bucket_mb = 0.2, .first_bucket_mb = 0.05});
+    backward_of_rank(model, group.rank(), frozen_and_unused, &reducer);
+    reducer.finish();
+
+    const std::vector<std::vector<double>> got = gradients(model);
+    for (size_t p = 0; p < got.size(); ++p) {
+      const bool is_frozen = frozen_and_unused && p == 0;
+      models::DetectionModel local = tiny_model(1);
+      std::vector<double> own;
+      if (is_frozen) {  // not reduced: this rank's own gradient
+        backward_of_rank(local, group.rank(), frozen_and_unused, nullptr);
+        own = gradients(local)[0];
+      }
+      const std::vector<double>& want = is_frozen ? own : mean[p];
+      for (size_t k = 0; k < got[p].size(); ++k)
+        if (std::abs(got[p][k] - want[k]) > 1e-12 * (1 + std::abs(want[k])))
+          throw std::runtime_error("gradient " + std::to_string(p) + "[" + std::to_string(k) +
+                                   "] = " + std::to_string(got[p][k]) + ", want " +
+                                   std::to_string(want[k]));
+    }
+  }, std::chrono::seconds(90)));
+}
+
+}  // namespace
+
+TEST_CASE("reducer over 2 ranks: every gradient is the mean of the ranks' gradients") {
+  check_reducer(2, false);
+}
+
+TEST_CASE("reducer over 3 ranks with a frozen and an unused parameter") {
+  check_reducer(3, true);
+}

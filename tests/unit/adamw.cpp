@@ -1,0 +1,77 @@
+// tests/unit/adamw.cpp — AdamW as PyTorch defines it (decoupled weight decay, bias-corrected
+// moments), against the textbook form of the same update computed here in double, and
+// YOLOv5's parameter groups.
+#include <cmath>
+
+#include "engine/optim/adamw.h"
+#include "kernels/ops.h"
+#include "models/yolo/yolo_model.h"
+#include "tests/support/testing.h"
+
+using namespace bareyolo;
+using namespace bareyolo::testing;
+
+TEST_CASE("adamw groups yolov5n's parameters as YOLOv5 does, decay on conv weights only") {
+  models::DetectionModel model(
+      models::load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5n.yaml"));
+  AdamW adamw(model.state(), 0.001, 0.937, 5e-4);
+  int counts[3] = {0, 0, 0};
+  for (size_t i = 0; i < adamw.parameters().size(); ++i) counts[adamw.group_of(i)]++;
+  CHECK(counts[AdamW::kBiases] == 60);
+  CHECK(counts[AdamW::kWeights] == 60);
+  CHECK(counts[AdamW::kNormWeights] == 57);
+  CHECK(adamw.groups()[AdamW::kWeights].weight_decay == 5e-4);
+  CHECK(adamw.groups()[AdamW::kBiases].weight_decay == 0);
+  CHECK(adamw.groups()[AdamW::kNormWeights].weight_decay == 0);
+}
+
+TEST_CASE("adamw steps match the textbook bias-corrected update over several steps") {
+  Rng rng(11);
+  const int n = 37;
+  const double lr = 0.01, beta1 = 0.937, beta2 = 0.999, eps = 1e-8, decay = 0.05;
+  std::vector<double> w = random_vector(rng, n), m(n, 0.0), v(n, 0.0);
+  Tensor weight = Tensor::from_vector(w, {1, 1, 1, n});
+  Tensor grad = Tensor::zeros({1, 1, 1, n}, Device::cpu(), DType::f64);
+  std::vector<StateEntry> state = {{"w", &weight, &grad, {n}, ParamGroup::weight}};
+  AdamW adamw(state, lr, beta1, decay, beta2, eps);
+  for (int t = 1; t <= 4; ++t) {
+    const std::vector<double> g = random_vector(rng, n);
+    grad.copy_from(Tensor::from_vector(g, {1, 1, 1, n}));
+    adamw.step();
+    for (int i = 0; i < n; ++i) {  // reference: Loshchilov & Hutter's AdamW
+      w[i] -= lr * decay * w[i];
+      m[i] = beta1 * m[i] + (1 - beta1) * g[i];
+      v[i] = beta2 * v[i] + (1 - beta2) * g[i] * g[i];
+      const double m_hat = m[i] / (1 - std::pow(beta1, t)), v_hat = v[i] / (1 - std::pow(beta2, t));
+      w[i] -= lr * m_hat / (std::sqrt(v_hat) + eps);
+    }
+    CHECK(adamw.steps() == t);
+    const std::vector<double> got = weight.to_vector<double>();
+    for (int i = 0; i < n; ++i) CHECK(got[size_t(i)] == doctest::Approx(w[i]).epsilon(1e-12));
+  }
+  CHECK(adamw.exp_avgs()[0].to_vector<double>()[3] == doctest::Approx(m[3]).epsilon(1e-12));
+  CHECK(adamw.exp_avg_sqs()[0].to_vector<double>()[3] == doctest::Approx(v[3]).epsilon(1e-12));
+  adamw.zero_grad();
+  CHECK(grad.to_vector<double>() == std::vector<double>(n, 0.0));
+}
+
+TEST_CASE("adamw's first step moves every parameter by about lr against its gradient's sign") {
+  // After one step m_hat = g and v_hat = g^2, so the update is lr * g / (|g| + eps).
+  Tensor w = Tensor::from_vector(std::vector<float>{1.0f, -2.0f, 0.5f}, {1, 1, 1, 3});
+  Tensor g = Tensor::from_vector(std::vector<float>{3.0f, -0.01f, 100.0f}, {1, 1, 1, 3});
+  std::vector<StateEntry> state = {{"b", &w, &g, {3}, ParamGroup::bias}};
+  AdamW adamw(state, 0.1, 0.9, 0.5);  // biases: no decay whatever the decay argument
+  adamw.step();
+  const std::vector<float> after = w.to_vector<float>();
+  CHECK(after[0] == doctest::Approx(0.9).epsilon(1e-6));
+  CHECK(after[1] == doctest::Approx(-1.9).epsilon(1e-5));
+  CHECK(after[2] == doctest::Approx(0.4).epsilon(1e-6));
+}
+
+TEST_CASE("adamw_step refuses buffers of different shapes") {
+  Tensor w = Tensor::zeros({1, 1, 1, 3}), g = Tensor::zeros({1, 1, 1, 3});
+  Tensor m = Tensor::zeros({1, 1, 1, 2}), v = Tensor::zeros({1, 1, 1, 3});
+  CHECK_THROWS_AS(ops::adamw_step<float>(w.view<float>(), g.view<float>(), m.view<float>(),
+                                         v.view<float>(), {}),
+                  std::invalid_argument);
+}

@@ -1,0 +1,212 @@
+// tests/unit/augment.cpp — image decoding, resize and warp against naive references,
+// OpenCV-compatible HSV, letterbox geometry, box conversions and the degenerate-box filter,
+// and the whole training pipeline keeping every label on its object.
+#include <stb/stb_image_write.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "data/boxes.h"
+#include "data/hsv.h"
+#include "data/image.h"
+#include "data/letterbox.h"
+#include "data/perspective.h"
+#include "data/sample.h"
+#include "data/verify.h"
+#include "data/warp.h"
+#include "tests/support/data_fixtures.h"
+
+using namespace bareyolo;
+using namespace bareyolo::testing;
+
+namespace {
+
+data::Image gradient_image(int width, int height) {
+  data::Image image(width, height, 0);
+  for (int y = 0; y < height; ++y)
+    for (int x = 0; x < width; ++x) {
+      uint8_t* p = image.at(x, y);
+      p[0] = uint8_t((x * 37 + y * 11) % 256), p[1] = uint8_t((x * y) % 256), p[2] = uint8_t(y * 5 % 256);
+    }
+  return image;
+}
+
+// OpenCV's INTER_LINEAR in plain doubles: the reference for resize_bilinear.
+double reference_resize(const data::Image& src, int width, int height, int x, int y, int c) {
+  auto coordinate = [](int d, int src_size, int dst_size, int& s0, double& frac) {
+    double s = (d + 0.5) * src_size / dst_size - 0.5;
+    s0 = int(std::floor(s));
+    frac = s - s0;
+    if (s0 < 0) s0 = 0, frac = 0;
+    if (s0 >= src_size - 1) s0 = src_size - 1, frac = 0;
+  };
+  int x0, y0;
+  double fx, fy;
+  coordinate(x, src.width, width, x0, fx);
+  coordinate(y, src.height, height, y0, fy);
+  int x1 = std::min(x0 + 1, src.width - 1), y1 = std::min(y0 + 1, src.height - 1);
+  return (1 - fy) * ((1 - fx) * src.at(x0, y0)[c] + fx * src.at(x1, y0)[c]) +
+         fy * ((1 - fx) * src.at(x0, y1)[c] + fx * src.at(x1, y1)[c]);
+}
+
+}  // namespace
+
+TEST_CASE("a grayscale PNG decodes to three equal channels") {
+  TempDir dir;
+  std::vector<uint8_t> gray(12 * 10);
+  for (size_t i = 0; i < gray.size(); ++i) gray[i] = uint8_t(i * 2);
+  std::string file = (dir.path() / "gray.png").string();
+  REQUIRE(stbi_write_png(file.c_str(), 12, 10, 1, gray.data(), 12));
+  data::Image image = data::read_image(file);
+  CHECK(image.width == 12);
+  CHECK(image.height == 10);
+  CHECK(image.at(5, 3)[0] == gray[3 * 12 + 5]);
+  CHECK(image.at(5, 3)[1] == gray[3 * 12 + 5]);
+  CHECK(image.at(5, 3)[2] == gray[3 * 12 + 5]);
+}
+
+TEST_CASE("bilinear resize matches OpenCV's INTER_LINEAR formula within one level") {
+  data::Image src = gradient_image(37, 23);
+  for (auto [w, h] : {std::pair{20, 11}, std::pair{64, 50}, std::pair{37, 9}}) {
+    data::Image out = data::resize_bilinear(src, w, h);
+    double worst = 0;
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x)
+        for (int c = 0; c < 3; ++c)
+          worst = std::max(worst, std::abs(out.at(x, y)[c] - reference_resize(src, w, h, x, y, c)));
+    CHECK(worst <= 1.0);
+  }
+}
+
+TEST_CASE("warp: an integer translation shifts pixels and fills the border with the pad value") {
+  data::Image src = gradient_image(30, 20);
+  data::Mat3 shift;
+  shift(0, 2) = 5, shift(1, 2) = -3;
+  data::Image out = data::warp(src, shift, 30, 20, data::kPadValue);
+  CHECK(std::equal(out.at(5, 0), out.at(5, 0) + 3, src.at(0, 3)));
+  CHECK(std::equal(out.at(29, 16), out.at(29, 16) + 3, src.at(24, 19)));
+  CHECK(out.at(4, 0)[0] == 114);   // left of the shifted image
+  CHECK(out.at(10, 17)[1] == 114); // below it
+  // A half-pixel shift averages neighbours.
+  data::Mat3 half;
+  half(0, 2) = 0.5;
+  data::Image blended = data::warp(src, half, 30, 20, 0);
+  CHECK(std::abs(blended.at(10, 4)[0] - (src.at(9, 4)[0] + src.at(10, 4)[0]) / 2.0) <= 1.0);
+}
+
+TEST_CASE("HSV: OpenCV's 8-bit values and a round trip within quantisation") {
+  using Hsv = data::Hsv;
+  CHECK(data::rgb_to_hsv({255, 0, 0}) == Hsv{0, 255, 255});
+  CHECK(data::rgb_to_hsv({0, 255, 0}) == Hsv{60, 255, 255});
+  CHECK(data::rgb_to_hsv({0, 0, 255}) == Hsv{120, 255, 255});
+  CHECK(data::rgb_to_hsv({255, 255, 0}) == Hsv{30, 255, 255});
+  CHECK(data::rgb_to_hsv({128, 128, 128}) == Hsv{0, 0, 128});
+  CHECK(data::rgb_to_hsv({200, 100, 50}) == Hsv{10, 191, 200});  // cv2.cvtColor gives this
+  int worst = 0;
+  for (int r = 0; r < 256; r += 5)
+    for (int g = 0; g < 256; g += 7)
+      for (int b = 0; b < 256; b += 3) {
+        data::Rgb back = data::hsv_to_rgb(data::rgb_to_hsv({uint8_t(r), uint8_t(g), uint8_t(b)}));
+        worst = std::max({worst, std::abs(back[0] - r), std::abs(back[1] - g), std::abs(back[2] - b)});
+      }
+  CHECK(worst <= 6);  // hue has 180 levels, so saturated colours move by a few levels
+}
+
+TEST_CASE("HSV jitter with zero gains changes nothing and draws nothing") {
+  data::Image image = gradient_image(8, 8), before = image;
+  data::AugmentHyp hyp;
+  hyp.hsv_h = hyp.hsv_s = hyp.hsv_v = 0;
+  data::SampleRng rng(1, 2, 3), untouched(1, 2, 3);
+  data::augment_hsv(image, hyp, rng);
+  CHECK(image.pixels == before.pixels);
+  CHECK(rng.next() == untouched.next());
+}
+
+TEST_CASE("letterbox: YOLOv5's padding split and rounding") {
+  data::Image wide(200, 100, 50);
+  data::LetterboxPlacement placement;
+  data::Image out = data::letterbox(wide, 64, 64, true, placement);
+  CHECK(placement.ratio == doctest::Approx(0.32));
+  CHECK(placement.pad_x == 0);
+  CHECK(placement.pad_y == doctest::Approx(16));  // 64 - round(32) = 32, split 16/16
+  CHECK(out.at(10, 15)[0] == 114);
+  CHECK(out.at(10, 16)[0] == 50);
+  CHECK(out.at(10, 47)[0] == 50);
+  CHECK(out.at(10, 48)[0] == 114);
+  // Odd padding puts the extra pixel at the bottom; scale_up=false never enlarges.
+  data::Image small(20, 13, 50);
+  data::Image kept = data::letterbox(small, 32, 32, false, placement);
+  CHECK(placement.ratio == 1.0);
+  CHECK(placement.pad_y == doctest::Approx(9.5));
+  CHECK(kept.at(16, 8)[0] == 114);
+  CHECK(kept.at(16, 9)[0] == 50);   // top = round(9.4) = 9
+  CHECK(kept.at(16, 21)[0] == 50);
+  CHECK(kept.at(16, 22)[0] == 114); // bottom = round(9.6) = 10
+}
+
+TEST_CASE("box conversions and the degenerate-box filter") {
+  data::PixelBox p = data::to_pixels({2, 0.5f, 0.25f, 0.2f, 0.1f}, 100, 200, 10, 20);
+  CHECK(p.x1 == doctest::Approx(50));
+  CHECK(p.y1 == doctest::Approx(60));
+  CHECK(p.x2 == doctest::Approx(70));
+  CHECK(p.y2 == doctest::Approx(80));
+  data::LabelBox n = data::to_normalised({1, -5, 10, 60, 250}, 50, 100);
+  CHECK(n.cx == doctest::Approx((0 + 49.999) / 2 / 50));
+  CHECK(n.h == doctest::Approx((99.999 - 10) / 100));
+  data::PixelBox before{0, 0, 0, 10, 10};
+  CHECK(data::box_survives(before, {0, 0, 0, 10, 10}));
+  CHECK_FALSE(data::box_survives(before, {0, 0, 0, 2, 10}));     // 2 px wide
+  CHECK_FALSE(data::box_survives(before, {0, 0, 0, 3, 3}));      // 9 % of the area left
+  CHECK_FALSE(data::box_survives({0, 0, 0, 1000, 10}, {0, 0, 0, 1000, 9.9f}));  // aspect >= 100
+}
+
+TEST_CASE("random perspective with every range zero and no border is the identity") {
+  data::AugmentHyp hyp;
+  hyp.translate = hyp.scale = 0;
+  data::Image image = gradient_image(40, 30), before = image;
+  std::vector<data::PixelBox> boxes = {{1, 5, 5, 20, 25}};
+  data::SampleRng rng(0, 0, 0);
+  data::random_perspective(image, boxes, hyp, 0, rng);
+  CHECK(image.pixels == before.pixels);
+  REQUIRE(boxes.size() == 1);
+  CHECK(boxes[0].x1 == doctest::Approx(5));
+  CHECK(boxes[0].y2 == doctest::Approx(25));
+}
+
+TEST_CASE("training pipeline: labels sit on their white objects after mosaic and zoom and translation and flips") {
+  TempDir dir;
+  data::DatasetConfig config = data::read_dataset_yaml(make_box_dataset(dir.path(), 6));
+  data::OpenedSplit train = data::open_split(config, "train");
+  data::AugmentHyp hyp;
+  hyp.hsv_h = hyp.hsv_s = hyp.hsv_v = 0;  // keep white white
+  hyp.flipud = 0.5;                       // exercise both flips
+  int64_t bright = 0, bright_covered = 0, inside = 0, inside_bright = 0, mosaics = 0;
+  for (uint64_t position = 0; position < 24; ++position) {
+    hyp.mosaic = position % 2 ? 1.0 : 0.0;
+    mosaics += position % 2;
+    data::SampleRng rng(7, 0, position);
+    data::Sample sample = data::make_train_sample(train.dataset, int64_t(position % 6), 128, hyp, rng);
+    REQUIRE(sample.image.width == 128);
+    REQUIRE(sample.image.height == 128);
+    auto in_box = [](const data::LabelBox& b, int x, int y, double slack) {
+      return std::abs(x + 0.5 - b.cx * 128) <= b.w * 64 + slack &&
+             std::abs(y + 0.5 - b.cy * 128) <= b.h * 64 + slack;
+    };
+    for (int y = 0; y < 128; ++y)
+      for (int x = 0; x < 128; ++x) {
+        bool white = sample.image.at(x, y)[0] > 200;
+        bool covered = std::any_of(sample.labels.begin(), sample.labels.end(),
+                                   [&](const data::LabelBox& b) { return in_box(b, x, y, 1.5); });
+        bool well_inside = std::any_of(sample.labels.begin(), sample.labels.end(),
+                                       [&](const data::LabelBox& b) { return in_box(b, x, y, -1.5); });
+        bright += white, bright_covered += white && covered;
+        inside += well_inside, inside_bright += well_inside && white;
+      }
+  }
+  CHECK(mosaics == 12);
+  REQUIRE(inside > 1000);
+  // Boxes are filled by their objects, and objects are labelled; the few uncovered bright
+  // pixels are remnants of boxes the filter dropped (cut to < 10 % or <= 2 px).
+  CHECK(double(inside_bright) / inside > 0.98);
+  CHECK(double(bright_covered) / bright > 0.97);
+}

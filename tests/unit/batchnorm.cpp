@@ -1,0 +1,312 @@
+// tests/unit/batchnorm.cpp — batch normalisation: moments, train and eval forwards and the
+// running statistics against their formulas, both backwards against finite differences
+// (double) and float against double, and the phase ops composed by hand against the train
+// ops they make up (the composition SyncBatchNorm relies on).
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <type_traits>
+
+#include "kernels/ops.h"
+#include "tests/support/testing.h"
+
+using namespace bareyolo;
+using namespace bareyolo::testing;
+
+namespace {
+
+// Odd sizes, batch 1, a 1-wide image; all with at least two values per channel.
+const std::vector<Shape4> kShapes = {{2, 3, 4, 5}, {1, 4, 3, 3}, {3, 2, 5, 1}, {4, 5, 2, 3}};
+const ops::BatchNormParams kParams{1e-4, 0.1};  // not the defaults: both must be used
+
+int64_t gap_of(size_t shape_index) { return shape_index % 2 ? 0 : 6; }
+
+// Per-channel statistics, written out directly from dense values.
+struct ChannelMoments {
+  std::vector<double> mean, m2;
+};
+ChannelMoments naive_moments(const std::vector<double>& x, Shape4 s) {
+  ChannelMoments m{std::vector<double>(s.c, 0.0), std::vector<double>(s.c, 0.0)};
+  const double count = static_cast<double>(s.n * s.h * s.w);
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t c = 0; c < s.c; ++c)
+      for (int64_t j = 0; j < s.plane(); ++j)
+        m.mean[c] += x[(n * s.c + c) * s.plane() + j] / count;
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t c = 0; c < s.c; ++c)
+      for (int64_t j = 0; j < s.plane(); ++j)
+        m.m2[c] += std::pow(x[(n * s.c + c) * s.plane() + j] - m.mean[c], 2);
+  return m;
+}
+
+// y = (x - mean[c]) * invstd[c] * gamma[c] + beta[c] on dense values.
+std::vector<double> normalise(const std::vector<double>& x, Shape4 s,
+                              const std::vector<double>& mean,
+                              const std::vector<double>& invstd,
+                              const std::vector<double>& gamma,
+                              const std::vector<double>& beta) {
+  std::vector<double> y(x.size());
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t c = 0; c < s.c; ++c)
+      for (int64_t j = 0; j < s.plane(); ++j) {
+        const int64_t at = (n * s.c + c) * s.plane() + j;
+        y[at] = (x[at] - mean[c]) * invstd[c] * gamma[c] + beta[c];
+      }
+  return y;
+}
+
+// StridedBuffer::seeded, with every value moved by `offset` (real activations' means are
+// not zero).
+template <class T>
+StridedBuffer<T> seeded_buffer(Shape4 shape, int64_t gap, uint64_t seed, double offset = 0) {
+  StridedBuffer<T> buffer = StridedBuffer<T>::seeded(shape, gap, seed);
+  for (T& v : buffer.storage) v = static_cast<T>(v + offset);
+  return buffer;
+}
+
+template <class T>
+constexpr double tolerance() {
+  return std::is_same_v<T, float> ? 2e-5 : 1e-12;
+}
+
+// Per-channel parameters of one test: gamma, beta, and running statistics (var > 0).
+struct ChannelParams {
+  std::vector<double> gamma, beta, running_mean, running_var;
+};
+ChannelParams random_channel_params(Rng& rng, int64_t channels) {
+  return {random_vector(rng, channels, 0.5, 1.5), random_vector(rng, channels),
+          random_vector(rng, channels), random_vector(rng, channels, 0.2, 2.0)};
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("batchnorm moments match a naive two-pass computation", T, float, double) {
+  for (size_t k = 0; k < kShapes.size(); ++k) {
+    CAPTURE(k);
+    StridedBuffer<T> x = seeded_buffer<T>(kShapes[k], gap_of(k), 200 + k, 3.0);
+    std::vector<T> mean(kShapes[k].c), m2(kShapes[k].c);
+    ops::batchnorm_moments<T>(x.view(), mean.data(), m2.data());
+    ChannelMoments expected = naive_moments(x.values(), kShapes[k]);
+    check_close(mean, expected.mean, tolerance<T>(), tolerance<T>(), "batchnorm mean");
+    check_close(m2, expected.m2, tolerance<T>(), tolerance<T>(), "batchnorm M2");
+  }
+}
+
+TEST_CASE_TEMPLATE("batchnorm forward_train matches the formula and updates running stats", T,
+                   float, double) {
+  Rng rng(201);
+  for (size_t k = 0; k < kShapes.size(); ++k) {
+    CAPTURE(k);
+    const Shape4 s = kShapes[k];
+    StridedBuffer<T> x = seeded_buffer<T>(s, gap_of(k), 210 + k, 2.0);
+    StridedBuffer<T> y(s, gap_of(k + 1), rng);
+    y.poison();
+    ChannelParams cp = random_channel_params(rng, s.c);
+    std::vector<T> gamma = convert<T>(cp.gamma), beta = convert<T>(cp.beta);
+    std::vector<T> running_mean = convert<T>(cp.running_mean);
+    std::vector<T> running_var = convert<T>(cp.running_var);
+    std::vector<T> save_mean(s.c), save_invstd(s.c);
+    ops::batchnorm_forward_train<T>(x.view(), gamma.data(), beta.data(), kParams,
+                                    running_mean.data(), running_var.data(), save_mean.data(),
+                                    save_invstd.data(), y.view());
+
+    const double count = static_cast<double>(s.n * s.h * s.w), m = kParams.momentum;
+    ChannelMoments moments = naive_moments(x.values(), s);
+    std::vector<double> invstd(s.c), expected_running_mean(s.c), expected_running_var(s.c);
+    for (int64_t c = 0; c < s.c; ++c) {
+      invstd[c] = 1 / std::sqrt(moments.m2[c] / count + kParams.eps);
+      expected_running_mean[c] = (1 - m) * cp.running_mean[c] + m * moments.mean[c];
+      expected_running_var[c] = (1 - m) * cp.running_var[c] + m * moments.m2[c] / (count - 1);
+    }
+    const double tol = tolerance<T>();
+    check_close(save_mean, moments.mean, tol, tol, "batchnorm save_mean");
+    check_close(save_invstd, invstd, tol, tol, "batchnorm save_invstd");
+    check_close(running_mean, expected_running_mean, tol, tol, "batchnorm running_mean");
+    check_close(running_var, expected_running_var, tol, tol, "batchnorm running_var");
+    check_close(y.values(),
+                normalise(x.values(), s, moments.mean, invstd, convert<double>(gamma),
+                          convert<double>(beta)),
+                tol, tol, "batchnorm train y");
+  }
+}
+
+TEST_CASE_TEMPLATE("batchnorm forward_eval matches the formula", T, float, double) {
+  Rng rng(202);
+  for (size_t k = 0; k < kShapes.size(); ++k) {
+    CAPTURE(k);
+    const Shape4 s = kShapes[k];
+    StridedBuffer<T> x(s, gap_of(k), rng), y(s, gap_of(k + 1), rng);
+    y.poison();
+    ChannelParams cp = random_channel_params(rng, s.c);
+    std::vector<T> gamma = convert<T>(cp.gamma), beta = convert<T>(cp.beta);
+    std::vector<T> running_mean = convert<T>(cp.running_mean);
+    std::vector<T> running_var = convert<T>(cp.running_var);
+    ops::batchnorm_forward_eval<T>(x.view(), gamma.data(), beta.data(), running_mean.data(),
+                                   running_var.data(), kParams, y.view());
+    std::vector<double> invstd(s.c);
+    for (int64_t c = 0; c < s.c; ++c)
+      invstd[c] = 1 / std::sqrt(static_cast<double>(running_var[c]) + kParams.eps);
+    check_close(y.values(),
+                normalise(x.values(), s, convert<double>(running_mean), invstd,
+                          convert<double>(gamma), convert<double>(beta)),
+                tolerance<T>(), tolerance<T>(), "batchnorm eval y");
+  }
+}
+
+namespace {
+
+enum class Mode { train, eval };
+
+// y = batchnorm(x) in `mode`; the running statistics are inputs in eval mode and scratch
+// (updated, then discarded) in train mode.
+std::vector<double> batchnorm_forward(Mode mode, const std::vector<double>& x, Shape4 s,
+                                      const ChannelParams& cp, const std::vector<double>& gamma,
+                                      const std::vector<double>& beta) {
+  std::vector<double> y(x.size()), running_mean = cp.running_mean, running_var = cp.running_var;
+  std::vector<double> save_mean(s.c), save_invstd(s.c);
+  View<const double> xv = dense_view(x.data(), s);
+  if (mode == Mode::train)
+    ops::batchnorm_forward_train<double>(xv, gamma.data(), beta.data(), kParams,
+                                         running_mean.data(), running_var.data(),
+                                         save_mean.data(), save_invstd.data(),
+                                         dense_view(y.data(), s));
+  else
+    ops::batchnorm_forward_eval<double>(xv, gamma.data(), beta.data(), running_mean.data(),
+                                        running_var.data(), kParams, dense_view(y.data(), s));
+  return y;
+}
+
+// Adds dx, dgamma, dbeta of `mode` for x, dy in precision T (x, dy, dx may be strided).
+template <class T>
+void batchnorm_backward(Mode mode, View<const T> x, View<const T> dy, const ChannelParams& cp,
+                        View<T> dx, T* dgamma, T* dbeta) {
+  const int64_t channels = x.shape.c;
+  std::vector<T> gamma = convert<T>(cp.gamma), running_mean = convert<T>(cp.running_mean),
+                 running_var = convert<T>(cp.running_var);
+  if (mode == Mode::eval) {
+    ops::batchnorm_backward_eval<T>(x, dy, gamma.data(), running_mean.data(), running_var.data(),
+                                    kParams, dx, dgamma, dbeta);
+    return;
+  }
+  std::vector<T> beta(channels), save_mean(channels), save_invstd(channels);
+  std::vector<T> y(static_cast<size_t>(x.shape.numel()));
+  ops::batchnorm_forward_train<T>(x, gamma.data(), beta.data(), kParams, running_mean.data(),
+                                  running_var.data(), save_mean.data(), save_invstd.data(),
+                                  dense_view(y.data(), x.shape));
+  ops::batchnorm_backward_train<T>(x, dy, gamma.data(), save_mean.data(), save_invstd.data(), dx,
+                                   dgamma, dbeta);
+}
+
+}  // namespace
+
+TEST_CASE("batchnorm train and eval backward pass the gradient check") {
+  Rng rng(203);
+  for (Mode mode : {Mode::train, Mode::eval})
+    for (size_t k = 0; k < kShapes.size(); ++k) {
+      CAPTURE(k);
+      CAPTURE(mode == Mode::train);
+      const Shape4 s = kShapes[k];
+      std::vector<double> x = random_vector(rng, s.numel(), -1.0, 3.0);
+      ChannelParams cp = random_channel_params(rng, s.c);
+      GradCheck check;
+      check.inputs = {&x, &cp.gamma, &cp.beta};
+      check.names = {"x", "gamma", "beta"};
+      check.max_checks_per_input = 80;
+      check.forward = [&] { return batchnorm_forward(mode, x, s, cp, cp.gamma, cp.beta); };
+      check.backward = [&](const std::vector<double>& dy, std::vector<std::vector<double>>& d) {
+        batchnorm_backward<double>(mode, dense_view(x.data(), s), dense_view(dy.data(), s), cp,
+                                   dense_view(d[0].data(), s), d[1].data(), d[2].data());
+      };
+      check.run(rng);
+    }
+}
+
+namespace {
+
+// dx, dgamma, dbeta (added onto fixed starting values) in precision T on strided views; the
+// data depends only on the shape index.
+template <class T>
+std::vector<std::vector<double>> batchnorm_gradients(Mode mode, size_t k) {
+  const Shape4 s = kShapes[k];
+  const uint64_t seed = 300 + k;
+  StridedBuffer<T> x = seeded_buffer<T>(s, gap_of(k), seed, 1.0);
+  StridedBuffer<T> dy = seeded_buffer<T>(s, gap_of(k + 1), seed + 1);
+  StridedBuffer<T> dx = seeded_buffer<T>(s, 3, seed + 2);
+  Rng rng(seed + 3);
+  ChannelParams cp = random_channel_params(rng, s.c);
+  std::vector<T> dgamma = random_vector<T>(rng, s.c), dbeta = random_vector<T>(rng, s.c);
+  batchnorm_backward<T>(mode, x.view(), dy.view(), cp, dx.view(), dgamma.data(), dbeta.data());
+  return {dx.values(), convert<double>(dgamma), convert<double>(dbeta)};
+}
+
+}  // namespace
+
+TEST_CASE("batchnorm float backward matches the double backward on strided views") {
+  for (Mode mode : {Mode::train, Mode::eval})
+    for (size_t k = 0; k < kShapes.size(); ++k) {
+      CAPTURE(k);
+      CAPTURE(mode == Mode::train);
+      auto single = batchnorm_gradients<float>(mode, k);
+      auto reference = batchnorm_gradients<double>(mode, k);
+      check_close(single[0], reference[0], 1e-4, 1e-4, "batchnorm float dx");
+      check_close(single[1], reference[1], 1e-4, 1e-4, "batchnorm float dgamma");
+      check_close(single[2], reference[2], 1e-4, 1e-4, "batchnorm float dbeta");
+    }
+}
+
+TEST_CASE_TEMPLATE("batchnorm phase ops composed by hand equal the train ops", T, float, double) {
+  Rng rng(204);
+  for (size_t k = 0; k < kShapes.size(); ++k) {
+    CAPTURE(k);
+    const Shape4 s = kShapes[k];
+    const int64_t count = s.n * s.h * s.w;
+    StridedBuffer<T> x(s, gap_of(k), rng), dy(s, gap_of(k + 1), rng);
+    ChannelParams cp = random_channel_params(rng, s.c);
+    std::vector<T> gamma = convert<T>(cp.gamma), beta = convert<T>(cp.beta);
+
+    // The train ops.
+    std::vector<T> running_mean(s.c), running_var(s.c, T(1)), save_mean(s.c), save_invstd(s.c);
+    std::vector<T> y_train(s.numel()), dx_train(s.numel()), dgamma(s.c), dbeta(s.c);
+    ops::batchnorm_forward_train<T>(x.view(), gamma.data(), beta.data(), kParams,
+                                    running_mean.data(), running_var.data(), save_mean.data(),
+                                    save_invstd.data(), dense_view(y_train.data(), s));
+    ops::batchnorm_backward_train<T>(x.view(), dy.view(), gamma.data(), save_mean.data(),
+                                     save_invstd.data(), dense_view(dx_train.data(), s),
+                                     dgamma.data(), dbeta.data());
+
+    // The same through the phases.
+    std::vector<T> mean(s.c), m2(s.c), invstd(s.c), sum_dy(s.c), sum_dy_xhat(s.c);
+    std::vector<T> y_phases(s.numel()), dx_phases(s.numel());
+    ops::batchnorm_moments<T>(x.view(), mean.data(), m2.data());
+    for (int64_t c = 0; c < s.c; ++c)
+      invstd[c] = static_cast<T>(1 / std::sqrt(double(m2[c]) / count + kParams.eps));
+    ops::batchnorm_apply<T>(x.view(), mean.data(), invstd.data(), gamma.data(), beta.data(),
+                            dense_view(y_phases.data(), s));
+    ops::batchnorm_backward_reduce<T>(x.view(), dy.view(), mean.data(), invstd.data(),
+                                      sum_dy.data(), sum_dy_xhat.data());
+    ops::batchnorm_backward_apply<T>(x.view(), dy.view(), mean.data(), invstd.data(),
+                                     gamma.data(), sum_dy.data(), sum_dy_xhat.data(), count,
+                                     dense_view(dx_phases.data(), s));
+
+    const double tol = tolerance<T>();
+    check_close(mean, save_mean, tol, tol, "batchnorm phases mean");
+    check_close(invstd, save_invstd, tol, tol, "batchnorm phases invstd");
+    check_close(y_phases, y_train, tol, tol, "batchnorm phases y");
+    check_close(dx_phases, dx_train, tol, tol, "batchnorm phases dx");
+    check_close(sum_dy_xhat, dgamma, tol, tol, "batchnorm phases dgamma");
+    check_close(sum_dy, dbeta, tol, tol, "batchnorm phases dbeta");
+  }
+}
+
+TEST_CASE("batchnorm rejects mismatched shapes and too few values per channel") {
+  std::vector<float> x(2 * 3 * 4 * 4), y(x.size()), stats(3 * 6, 1.0f);
+  float *gamma = stats.data(), *beta = gamma + 3, *rm = beta + 3, *rv = rm + 3, *sm = rv + 3,
+        *si = sm + 3;
+  auto train = [&](Shape4 x_shape, Shape4 y_shape) {
+    ops::batchnorm_forward_train<float>(dense_view<const float>(x.data(), x_shape), gamma, beta,
+                                        {}, rm, rv, sm, si, dense_view(y.data(), y_shape));
+  };
+  CHECK_NOTHROW(train({2, 3, 4, 4}, {2, 3, 4, 4}));
+  CHECK_THROWS_AS(train({2, 3, 4, 4}, {2, 3, 4, 3}), std::invalid_argument);
+  CHECK_THROWS_AS(train({1, 3, 1, 1}, {1, 3, 1, 1}), std::invalid_argument);
+}

@@ -1,0 +1,349 @@
+// tests/unit/checkpoint.cpp — training checkpoints: what they hold and that it round-trips
+// exactly, that plain weights are refused for resuming, that a failed write leaves the
+// previous file intact, periodic-checkpoint pruning, and the invariant they exist for:
+// kill-and-resume (--max-steps, then --resume) ends with the same weights, bit for bit, as an
+// uninterrupted run — mid-epoch and at an epoch boundary, with SGD and with AdamW + freeze.
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "data/shapes.h"
+#include "models/train/checkpoint.h"
+#include "models/train/run_dir.h"
+#include "models/train/trainer.h"
+#include "models/yolo/weights.h"
+#include "tests/support/data_fixtures.h"
+
+using namespace bareyolo;
+using namespace bareyolo::testing;
+
+namespace {
+
+const std::string kTinyCfg = std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml";
+
+models::DetectionModel tiny_model(uint64_t seed) {
+  return models::DetectionModel(models::load_model_config(kTinyCfg), {.nc = 2, .seed = seed});
+}
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A small shapes dataset (16 train, 4 val images of 64 px, 2 classes), once per test binary.
+const std::string& shapes_yaml() {
+  static TempDir dir;
+  static const std::string yaml = data::make_shapes_dataset(
+      {.out = (dir.path() / "shapes").string(), .n_train = 16, .n_val = 4, .imgsz = 64,
+       .classes = 2});
+  return yaml;
+}
+
+models::TrainOptions tiny_run(const fs::path& run_dir) {
+  models::TrainOptions o;
+  o.data = shapes_yaml();
+  o.cfg = kTinyCfg;
+  o.run_dir = run_dir.string();
+  o.epochs = 3;
+  o.batch = 4;  // 4 batches per epoch
+  o.nbs = 64;   // warmup ramps accumulation 1 -> 16 over 100 iterations: 2 from iteration 4
+  o.imgsz = 64;
+  o.workers = 2;
+  o.validate = false;
+  o.show_progress = false;
+  return o;
+}
+
+void quiet(const std::string&) {}
+
+// Every tensor of a checkpoint (weights, EMA, optimizer state) as bytes, by name.
+std::map<std::string, std::vector<uint8_t>> tensors_of(const fs::path& path) {
+  std::map<std::string, std::vector<uint8_t>> tensors;
+  const SafetensorsFile file = SafetensorsFile::load(path.string());
+  for (const TensorRecord& r : file.records())
+    tensors[r.name] = r.bytes;
+  return tensors;
+}
+
+// An uninterrupted run against one stopped by --max-steps at `stop_step` and resumed.
+void check_resume_is_bitwise(models::TrainOptions options, int64_t stop_step) {
+  TempDir dir;
+  options.run_dir = (dir.path() / "whole").string();
+  const models::TrainSummary whole = models::train(options, quiet);
+  REQUIRE(whole.finished);
+  CHECK(whole.optimizer_steps == 7);
+
+  options.run_dir = (dir.path() / "split").string();
+  options.max_steps = stop_step;
+  const models::TrainSummary first = models::train(options, quiet);
+  CHECK_FALSE(first.finished);
+  CHECK(first.optimizer_steps == stop_step);
+  CHECK_FALSE(fs::exists(dir.path() / "split" / "weights" / "final.safetensors"));
+
+  models::TrainOptions resume;
+  resume.resume = (dir.path() / "split" / "weights" / "last.safetensors").string();
+  resume.show_progress = false;
+  resume.epochs = 1000;  // ignored: the checkpoint's configuration wins
+  const models::TrainSummary rest = models::train(resume, quiet);
+  CHECK(rest.finished);
+  CHECK(rest.optimizer_steps == whole.optimizer_steps);
+  CHECK(fs::equivalent(rest.run_dir, dir.path() / "split"));
+
+  const auto expected = tensors_of(dir.path() / "whole" / "weights" / "last.safetensors");
+  const auto resumed = tensors_of(dir.path() / "split" / "weights" / "last.safetensors");
+  REQUIRE(expected.size() == resumed.size());
+  int differing = 0;
+  for (const auto& [name, bytes] : expected) {
+    REQUIRE(resumed.count(name));
+    if (resumed.at(name) != bytes) {
+      ++differing;
+      MESSAGE("differs: " << name);
+    }
+  }
+  CHECK(differing == 0);
+  CHECK(tensors_of(dir.path() / "whole" / "weights" / "final.safetensors") ==
+        tensors_of(dir.path() / "split" / "weights" / "final.safetensors"));
+  CHECK(file_bytes(dir.path() / "whole" / "results.csv") ==
+        file_bytes(dir.path() / "split" / "results.csv"));
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint round-trips every tensor and counter exactly") {
+  models::DetectionModel model = tiny_model(1), ema_model = tiny_model(2);
+  std::vector<StateEntry> state = model.state();
+  Tensor momentum = Tensor::from_vector(std::vector<float>{0.25f, -1.5f, 3.0f}, {1, 1, 1, 3});
+  models::CheckpointInfo info;
+  info.progress = {.epoch = 2, .batches_done = 5, .optimizer_steps = 17,
+                   .last_step_iteration = 20, .loss_mean = {0.1, 0.2, 1.0 / 3},
+                   .best_fitness = 0.125, .best_epoch = 1};
+  info.ema_updates = 17;
+  info.optimizer = "SGD";
+  info.optimizer_updates = 17;
+  info.config_json = R"({"epochs": 3})";
+  info.history = {{.epoch = 0, .train_box = 0.5, .map50 = 0.25, .lr0 = 0.01, .validated = true},
+                  {.epoch = 1, .train_box = 0.4, .map50 = 1.0 / 3}};
+  info.nc = 2;
+  info.names = {"circle", "rectangle"};
+  info.seed = 7;
+  const models::CheckpointTensors saved{ema_model.state(), state, {{"momentum_buffer.x", &momentum}}};
+  TempDir dir;
+  const std::string path = (dir.path() / "c.safetensors").string();
+  models::make_checkpoint(saved, info).save(path);
+
+  const SafetensorsFile file = SafetensorsFile::load(path);
+  CHECK(file.contains("model.0.conv.weight"));        // the EMA: what val/predict load
+  CHECK(file.contains("train.model.0.conv.weight"));  // raw training weights
+  CHECK(file.contains("optimizer.momentum_buffer.x"));
+  CHECK(file.metadata().at("nc") == "2");
+  const models::CheckpointInfo read = models::read_checkpoint_info(file, path);
+  CHECK(read.progress.epoch == 2);
+  CHECK(read.progress.batches_done == 5);
+  CHECK(read.progress.optimizer_steps == 17);
+  CHECK(read.progress.last_step_iteration == 20);
+  CHECK(read.progress.loss_mean[2] == 1.0 / 3);  // doubles survive exactly
+  CHECK(read.progress.best_fitness == 0.125);
+  CHECK(read.progress.best_epoch == 1);
+  CHECK(read.ema_updates == 17);
+  CHECK(read.config_json == info.config_json);
+  CHECK(read.names == info.names);
+  CHECK(read.seed == 7);
+  REQUIRE(read.history.size() == 2);
+  CHECK(read.history[1].map50 == 1.0 / 3);
+  CHECK(read.history[0].validated);
+
+  // Restore into different models: every value comes back bit for bit.
+  models::DetectionModel model2 = tiny_model(3), ema2 = tiny_model(4);
+  Tensor momentum2 = Tensor::zeros({1, 1, 1, 3});
+  models::restore_checkpoint(file, {ema2.state(), model2.state(), {{"momentum_buffer.x", &momentum2}}},
+                             path);
+  CHECK(momentum2.to_vector<float>() == momentum.to_vector<float>());
+  std::vector<StateEntry> a = model.state(), b = model2.state(), c = ema_model.state(),
+                          d = ema2.state();
+  for (size_t i = 0; i < a.size(); ++i) {
+    CHECK(a[i].value->to_doubles() == b[i].value->to_doubles());
+    CHECK(c[i].value->to_doubles() == d[i].value->to_doubles());
+  }
+  // A checkpoint of another optimizer's buffers is refused before anything is copied.
+  CHECK_THROWS_WITH_AS(models::restore_checkpoint(file, {ema2.state(), model2.state(),
+                                                         {{"exp_avg.x", &momentum2}}}, path),
+                       doctest::Contains("missing 'optimizer.exp_avg.x'"), std::invalid_argument);
+}
+
+TEST_CASE("plain weights are not a checkpoint to resume from") {
+  models::DetectionModel model = tiny_model(1);
+  const SafetensorsFile weights = models::make_weights_file(model.state(), 2, {"a", "b"});
+  CHECK_THROWS_WITH_AS(models::read_checkpoint_info(weights, "w.safetensors"),
+                       doctest::Contains("weights only"), std::invalid_argument);
+}
+
+TEST_CASE("a failed checkpoint write leaves the previous checkpoint intact") {
+  models::DetectionModel model = tiny_model(1);
+  models::CheckpointInfo info;
+  info.optimizer = "SGD";
+  info.nc = 2;
+  TempDir dir;
+  const fs::path path = dir.path() / "last.safetensors";
+  models::make_checkpoint({model.state(), model.state(), {}}, info).save(path.string());
+  const std::string before = file_bytes(path);
+
+  // Inject "disk full": a file-size limit makes write() fail with EFBIG (works as root too).
+  info.progress.epoch = 1;
+  const SafetensorsFile next = models::make_checkpoint({model.state(), model.state(), {}}, info);
+  rlimit old_limit{};
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &old_limit) == 0);
+  const auto old_handler = signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old_limit;
+  small.rlim_cur = 4096;
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+  bool threw = false;
+  try {
+    next.save(path.string());
+  } catch (const std::runtime_error& e) {
+    threw = true;
+    CHECK(std::string(e.what()).find("unchanged") != std::string::npos);
+  }
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &old_limit) == 0);
+  signal(SIGXFSZ, old_handler);
+  CHECK(threw);
+  CHECK(file_bytes(path) == before);
+  int leftovers = 0;
+  for (const auto& entry : fs::directory_iterator(dir.path())) leftovers += entry.path() != path;
+  CHECK(leftovers == 0);  // the temporary file is gone
+
+  // An unwritable place (a file where the directory should be) is an error naming the path.
+  write_text(dir.path() / "not-a-dir", "x");
+  CHECK_THROWS_WITH_AS(next.save((dir.path() / "not-a-dir" / "last.safetensors").string()),
+                       doctest::Contains("not-a-dir"), std::runtime_error);
+}
+
+TEST_CASE("pruning keeps the newest periodic checkpoints only") {
+  TempDir dir;
+  for (const char* name : {"epoch1.safetensors", "step4.safetensors", "epoch2.safetensors",
+                           "step8.safetensors"}) {
+    write_text(dir.path() / name, name);
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));  // past the clock tick of mtimes
+  }
+  write_text(dir.path() / "last.safetensors", "last");
+  const std::vector<std::string> removed = models::prune_periodic_checkpoints(dir.path().string(), 2);
+  CHECK(removed.size() == 2);
+  CHECK_FALSE(fs::exists(dir.path() / "epoch1.safetensors"));
+  CHECK_FALSE(fs::exists(dir.path() / "step4.safetensors"));
+  CHECK(fs::exists(dir.path() / "epoch2.safetensors"));
+  CHECK(fs::exists(dir.path() / "step8.safetensors"));
+  CHECK(fs::exists(dir.path() / "last.safetensors"));  // never a periodic one
+  CHECK(models::prune_periodic_checkpoints(dir.path().string(), 0).empty());  // 0 keeps all
+}
+
+TEST_CASE("kill and resume mid-epoch equals an uninterrupted run bit for bit (SGD)") {
+  // 3 epochs x 4 batches; with warmup's accumulation ramp, steps come after iterations
+  // 0 1 2 3 | 5 7 | 9 (7 in all). Step 5 (iteration 5) stops in the middle of epoch 1, and
+  // the batch after it accumulates without a step.
+  check_resume_is_bitwise(tiny_run(""), 5);
+}
+
+TEST_CASE("kill and resume equals an uninterrupted run bit for bit (AdamW, freeze, cosine)") {
+  models::TrainOptions options = tiny_run("");
+  options.optimizer = models::OptimizerKind::adamw;
+  options.schedule.lr0 = 0.001;
+  options.freeze = 2;
+  options.schedule.cosine = true;
+  options.validate = true;
+  check_resume_is_bitwise(options, 4);  // step 4 = epoch 0's last batch: resumes at its end
+}
+
+TEST_CASE("frozen layers keep their weights and resuming a finished run is refused") {
+  TempDir dir;
+  models::TrainOptions options = tiny_run(dir.path() / "run");
+  options.epochs = 1;
+  options.freeze = 3;
+  models::DetectionModel initial = tiny_model(options.seed);
+  models::train(options, quiet);
+  const SafetensorsFile last =
+      SafetensorsFile::load((dir.path() / "run" / "weights" / "last.safetensors").string());
+  const std::vector<StateEntry> state = initial.state();
+  const std::vector<bool> frozen = models::frozen_entries(state, options.freeze);
+  int frozen_params = 0, moved_params = 0;
+  for (size_t i = 0; i < state.size(); ++i) {
+    if (!state[i].trainable()) continue;
+    INFO(state[i].name);
+    const bool same = last.tensor("train." + state[i].name).to_doubles() == state[i].value->to_doubles();
+    const std::string momentum = "optimizer.momentum_buffer." + state[i].name;
+    CHECK(last.contains(momentum) == !frozen[i]);
+    if (frozen[i]) {
+      CHECK(same);
+    } else {
+      // Trained: it got gradients. (Its value may still round back to the start after the
+      // warmup's tiny first learning rates, e.g. a BN weight of 1.0, so the momentum says it.)
+      const std::vector<double> buffer = last.tensor(momentum).to_doubles();
+      CHECK(std::any_of(buffer.begin(), buffer.end(), [](double v) { return v != 0; }));
+    }
+    frozen_params += frozen[i], moved_params += !same;
+  }
+  CHECK(frozen_params > 0);
+  CHECK(moved_params > 0);
+  CHECK(frozen[0]);  // model.0.conv.weight
+  CHECK(state[0].name.rfind("model.0.", 0) == 0);
+
+  models::TrainOptions again;
+  again.resume = (dir.path() / "run" / "weights" / "last.safetensors").string();
+  CHECK_THROWS_WITH_AS(models::train(again, quiet), doctest::Contains("already finished"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("callbacks fire in order on rank 0, and any other rank writes and fires nothing") {
+  TempDir dir;
+  models::TrainOptions options = tiny_run(dir.path() / "run");
+  options.epochs = 2;
+  options.save_steps = 3;
+  options.save_total_limit = 1;
+  std::vector<std::string> events;
+  models::TrainCallbacks recorder;
+  recorder.on_train_start = [&](const models::TrainStartInfo& i) {
+    events.push_back("start " + std::to_string(i.start_epoch));
+  };
+  recorder.on_epoch_end = [&](int e) { events.push_back("epoch " + std::to_string(e)); };
+  recorder.on_fit_epoch_end = [&](const models::EpochMetrics& m) {
+    events.push_back("fit " + std::to_string(m.epoch));
+  };
+  recorder.on_model_save = [&](const std::string& path) {
+    events.push_back("save " + fs::path(path).filename().string());
+  };
+  recorder.on_train_end = [&](const models::TrainEndInfo& i) {
+    events.push_back(std::string("end ") + (i.finished ? "finished" : "stopped"));
+  };
+  options.callbacks = {recorder};
+  int log_lines = 0;
+  models::train(options, [&](const std::string&) { ++log_lines; });
+  // 8 batches, steps after iterations 0 1 2 3 | 5 7: step 3 in epoch 0, step 6 in epoch 1.
+  const std::vector<std::string> expected = {
+      "start 0",
+      "save step3.safetensors", "save last.safetensors",
+      "epoch 0", "fit 0", "save last.safetensors", "save best.safetensors",
+      "save step6.safetensors", "save last.safetensors",
+      "epoch 1", "fit 1", "save last.safetensors", "save best.safetensors",
+      "save final.safetensors", "end finished"};
+  CHECK(events == expected);
+  CHECK(log_lines > 0);
+  const fs::path weights = dir.path() / "run" / "weights";
+  CHECK_FALSE(fs::exists(weights / "step3.safetensors"));  // --save-total-limit 1
+  CHECK(fs::exists(weights / "step6.safetensors"));
+  for (const char* file : {"results.csv", "results.jsonl", "report.html"})
+    CHECK(fs::exists(dir.path() / "run" / file));
+
+  // The same run as rank 1 of 2 (no communicator: it only computes its half of each batch).
+  events.clear();
+  log_lines = 0;
+  options.run_dir = (dir.path() / "rank1").string();
+  options.rank = 1;
+  options.world_size = 2;
+  const models::TrainSummary summary = models::train(options, [&](const std::string&) { ++log_lines; });
+  CHECK(summary.finished);
+  CHECK(events.empty());
+  CHECK(log_lines == 0);
+  CHECK_FALSE(fs::exists(dir.path() / "rank1"));
+}

@@ -1,0 +1,60 @@
+// tests/unit/layers.cpp — the engine's modules (Conv2d, BatchNorm2d, ConvBnSilu): state names
+// and shapes, and backward against finite differences through the whole module.
+#include "engine/layers/conv_bn_silu.h"
+#include "tests/unit/module_check.h"
+
+using namespace bareyolo;
+using namespace bareyolo::testing;
+
+TEST_CASE("ConvBnSilu state is named and shaped as YOLOv5's Conv") {
+  std::mt19937_64 init(1);
+  ConvBnSilu block(3, 16, 6, 2, 2, {}, init);
+  std::vector<StateEntry> state;
+  block.collect_state("model.0.", state);
+  std::vector<std::string> names;
+  for (auto& e : state) names.push_back(e.name);
+  CHECK(names == std::vector<std::string>{"model.0.conv.weight", "model.0.bn.weight",
+                                          "model.0.bn.bias", "model.0.bn.running_mean",
+                                          "model.0.bn.running_var",
+                                          "model.0.bn.num_batches_tracked"});
+  CHECK(state[0].dims == std::vector<int64_t>{16, 3, 6, 6});
+  CHECK(state[5].dims.empty());
+  CHECK(state[5].value->dtype() == DType::i64);
+  CHECK(state[0].group == ParamGroup::weight);
+  CHECK(state[1].group == ParamGroup::norm_weight);
+  CHECK(state[2].group == ParamGroup::bias);
+  const Shape4 in = {2, 3, 64, 48};
+  CHECK(block.output_shape(std::array{in}) == Shape4{2, 16, 32, 24});
+}
+
+TEST_CASE("ConvBnSilu backward matches finite differences in train and eval mode") {
+  Rng rng(61);
+  for (Mode mode : {Mode::train, Mode::eval}) {
+    std::mt19937_64 init(2);
+    ConvBnSilu block(3, 4, 3, 2, -1, {}, init, Device::cpu(), DType::f64);
+    check_module_gradients(block, {{2, 3, 7, 6}}, mode, rng);
+  }
+}
+
+TEST_CASE("Conv2d with bias backward matches finite differences") {
+  Rng rng(62);
+  std::mt19937_64 init(3);
+  Conv2d conv({.c_in = 5, .c_out = 7, .kernel = 1, .bias = true}, init, Device::cpu(),
+              DType::f64);
+  check_module_gradients(conv, {{2, 5, 3, 4}}, Mode::train, rng);
+}
+
+TEST_CASE("BatchNorm2d counts batches and updates running statistics only in training") {
+  BatchNorm2d bn(2, {.eps = 1e-3, .momentum = 0.5});
+  Tensor x = Tensor::from_vector(std::vector<float>{1, 3, 10, 30}, {2, 2, 1, 1});
+  Tensor y = Tensor::empty(x.shape());
+  bn.forward(std::array{x}, y, Mode::train);
+  std::vector<StateEntry> state;
+  bn.collect_state("", state);
+  // channel 0 holds {1, 10}: mean 5.5, unbiased variance 40.5
+  CHECK(state[2].value->to_vector<float>()[0] == doctest::Approx(0.5 * 0 + 0.5 * 5.5));
+  CHECK(state[3].value->to_vector<float>()[0] == doctest::Approx(0.5 * 1 + 0.5 * 40.5));
+  CHECK(state[4].value->to_vector<int64_t>()[0] == 1);
+  bn.forward(std::array{x}, y, Mode::eval);
+  CHECK(state[4].value->to_vector<int64_t>()[0] == 1);
+}

@@ -1,0 +1,158 @@
+// tests/unit/loader.cpp — the threaded loader: batches identical for any worker count
+// and any world size (N ranks' micro-batches == the single-rank batch, pixels and targets),
+// distinct augmentations for repeated images, the collate layout, validation metadata, and
+// errors from workers reaching the caller.
+#include <algorithm>
+#include <cstring>
+
+#include "data/loader.h"
+#include "data/val_batches.h"
+#include "tests/support/data_fixtures.h"
+
+using namespace bareyolo;
+using namespace bareyolo::testing;
+
+namespace {
+
+std::vector<data::Batch> load_epoch(const data::Dataset& dataset, int global_batch, int world,
+                                    int rank, int workers, int64_t epoch = 1) {
+  data::SamplerOptions sampler;
+  sampler.dataset_size = dataset.size();
+  sampler.global_batch = global_batch;
+  sampler.world_size = world;
+  sampler.rank = rank;
+  sampler.seed = 5;
+  data::LoaderOptions options;
+  options.imgsz = 96;
+  options.seed = 5;
+  options.workers = workers;
+  options.hyp.flipud = 0.5;
+  data::Loader loader(dataset, data::DistributedSampler(sampler).plan_epoch(epoch, 96), epoch,
+                      options);
+  std::vector<data::Batch> batches;
+  while (std::optional<data::Batch> batch = loader.next()) batches.push_back(std::move(*batch));
+  return batches;
+}
+
+bool same_image(const data::Batch& a, int i, const data::Batch& b, int j) {
+  return std::memcmp(a.image(i), b.image(j), a.image_floats() * sizeof(float)) == 0;
+}
+
+// Target rows of image i, without the image index column.
+std::vector<float> targets_of(const data::Batch& batch, int i) {
+  std::vector<float> rows;
+  for (int64_t t = 0; t < batch.num_targets(); ++t)
+    if (batch.targets[size_t(t * 6)] == float(i))
+      rows.insert(rows.end(), batch.targets.begin() + t * 6 + 1, batch.targets.begin() + t * 6 + 6);
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("loader: batches are identical for 0 or 1 or 3 workers") {
+  TempDir dir;
+  data::OpenedSplit train =
+      data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 11)), "train");
+  std::vector<data::Batch> inline_built = load_epoch(train.dataset, 4, 1, 0, 0);
+  REQUIRE(inline_built.size() == 3);  // 11 images, batch 4: the last batch is padded
+  for (int workers : {1, 3}) {
+    std::vector<data::Batch> threaded = load_epoch(train.dataset, 4, 1, 0, workers);
+    REQUIRE(threaded.size() == inline_built.size());
+    for (size_t s = 0; s < threaded.size(); ++s) {
+      CHECK(threaded[s].step == int64_t(s));
+      CHECK(threaded[s].targets == inline_built[s].targets);
+      for (int i = 0; i < 4; ++i) CHECK(same_image(threaded[s], i, inline_built[s], i));
+    }
+  }
+}
+
+TEST_CASE("loader: 2 and 4 ranks' micro-batches together are the single-rank batch in pixels and targets") {
+  TempDir dir;
+  data::OpenedSplit train =
+      data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 7)), "train");
+  std::vector<data::Batch> single = load_epoch(train.dataset, 4, 1, 0, 2);
+  for (int world : {2, 4}) {
+    int share = 4 / world;
+    for (int rank = 0; rank < world; ++rank) {
+      std::vector<data::Batch> mine = load_epoch(train.dataset, 4, world, rank, 1);
+      REQUIRE(mine.size() == single.size());
+      for (size_t s = 0; s < single.size(); ++s)
+        for (int i = 0; i < share; ++i) {
+          int global_i = rank * share + i;
+          CHECK(same_image(mine[s], i, single[s], global_i));
+          CHECK(targets_of(mine[s], i) == targets_of(single[s], global_i));
+          CHECK(mine[s].meta[size_t(i)].path == single[s].meta[size_t(global_i)].path);
+        }
+    }
+  }
+}
+
+TEST_CASE("loader: the same image at two positions gets two different augmentations") {
+  TempDir dir;
+  data::OpenedSplit train =
+      data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 1)), "train");
+  std::vector<data::Batch> batches = load_epoch(train.dataset, 4, 1, 0, 0);  // 1 image, padded to 4
+  REQUIRE(batches.size() == 1);
+  for (int i = 0; i < 4; ++i)
+    for (int j = i + 1; j < 4; ++j) CHECK_FALSE(same_image(batches[0], i, batches[0], j));
+  // And a different epoch changes them too.
+  CHECK_FALSE(same_image(batches[0], 0, load_epoch(train.dataset, 4, 1, 0, 0, 2)[0], 0));
+}
+
+TEST_CASE("loader: collate layout is NCHW floats in 0..1 and target rows of image class cx cy w h") {
+  TempDir dir;
+  data::OpenedSplit train =
+      data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 5)), "train");
+  data::Batch batch = std::move(load_epoch(train.dataset, 4, 1, 0, 0)[0]);
+  CHECK(batch.size == 4);
+  CHECK(batch.height == 96);
+  CHECK(batch.width == 96);
+  size_t floats = 4 * batch.image_floats();
+  CHECK(std::all_of(batch.images.get(), batch.images.get() + floats,
+                    [](float v) { return v >= 0 && v <= 1; }));
+  CHECK(reinterpret_cast<uintptr_t>(batch.images.get()) % 64 == 0);
+  REQUIRE(batch.num_targets() > 0);
+  for (int64_t t = 0; t < batch.num_targets(); ++t) {
+    const float* row = batch.targets.data() + t * 6;
+    CHECK(row[0] >= 0);
+    CHECK(row[0] < 4);
+    CHECK(row[1] < 3);
+    for (int k = 2; k < 6; ++k) CHECK((row[k] >= 0 && row[k] <= 1));
+  }
+}
+
+TEST_CASE("loader: validation letterboxes and records how to map boxes back") {
+  TempDir dir;
+  data::OpenedSplit val =
+      data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 2)), "val");
+  data::ValBatchOptions plan_options;
+  plan_options.batch = 2;
+  plan_options.imgsz = 64;
+  data::LoaderOptions options;
+  options.imgsz = 64;
+  options.augment = false;
+  data::Loader loader(val.dataset, data::validation_plan(val.dataset, plan_options), 0, options);
+  data::Batch batch = *loader.next();
+  CHECK_FALSE(loader.next().has_value());
+  REQUIRE(batch.size == 2);
+  const data::ImageMeta& wide = batch.meta[0];  // v0: 200 x 100 -> 64 x 32 in a 64 x 64 canvas
+  CHECK(wide.letterboxed);
+  CHECK(wide.original_width == 200);
+  CHECK(wide.gain_x == doctest::Approx(0.32));
+  CHECK(wide.pad_y == doctest::Approx(16));
+  // v0's label (0.5, 0.5, 0.4, 0.4) in the letterboxed image.
+  REQUIRE(batch.num_targets() == 2);
+  CHECK(batch.targets[2] == doctest::Approx(0.5));
+  CHECK(batch.targets[4] == doctest::Approx(0.4));
+  CHECK(batch.targets[5] == doctest::Approx(0.2));
+}
+
+TEST_CASE("loader: an image that disappeared after verification is an error naming it") {
+  TempDir dir;
+  data::OpenedSplit train =
+      data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 4)), "train");
+  for (const auto& entry : fs::directory_iterator(dir.path() / "images" / "train"))
+    fs::remove(entry.path());
+  CHECK_THROWS_WITH_AS(load_epoch(train.dataset, 2, 1, 0, 2), doctest::Contains("cannot open image"),
+                       data::ImageError);
+}

@@ -1,0 +1,224 @@
+// tests/unit/loss.cpp — YOLOv5's loss: target building by hand-worked cases, CIoU by its
+// definition, the loss gradient against finite differences (with YOLOv5's detached terms
+// held fixed), and the normalisation that lets a batch split over ranks add up exactly.
+#include <cmath>
+
+#include "models/loss/ciou.h"
+#include "models/loss/loss.h"
+#include "tests/support/testing.h"
+
+using namespace bareyolo;
+using namespace bareyolo::models;
+using namespace bareyolo::testing;
+
+namespace {
+
+const std::vector<std::array<double, 2>> kAnchors = {{1.25, 1.625}, {2.0, 3.75}, {4.125, 2.875}};
+
+std::vector<LabelRow> random_labels(Rng& rng, int images, int count, int classes) {
+  std::vector<LabelRow> labels;
+  std::uniform_real_distribution<float> centre(0.05f, 0.95f), size(0.05f, 0.5f);
+  for (int k = 0; k < count; ++k)
+    labels.push_back({random_int(rng, 0, images - 1), float(random_int(rng, 0, classes - 1)),
+                      centre(rng), centre(rng), size(rng), size(rng)});
+  return labels;
+}
+
+std::vector<LevelGrid> grids(int size) {  // three levels of strides 8, 16, 32
+  return {{size / 8, size / 8, kAnchors}, {size / 16, size / 16, kAnchors},
+          {size / 32, size / 32, kAnchors}};
+}
+
+}  // namespace
+
+TEST_CASE("build_targets matches anchors by ratio and adds the two nearer neighbour cells") {
+  // One level, 10x10 grid. Label centre (2.3, 5.8) cells, size 2x3 cells.
+  LevelGrid grid{10, 10, kAnchors};
+  LabelRow label{1, 3, 0.23f, 0.58f, 0.2f, 0.3f};
+  auto rows = build_targets({label}, {grid}, 4.0)[0];
+  // Ratios to the anchors: (1.6, 1.85), (1, 0.8), (0.48, 1.04): all below 4, all match.
+  // frac(gx) = 0.3 < 0.5 and gx > 1: left neighbour; frac(gy) = 0.8: no up; far edges:
+  // 10 - 2.3 = 7.7 (frac 0.7: no right), 10 - 5.8 = 4.2 (frac 0.2: down neighbour).
+  REQUIRE(rows.size() == 9);
+  for (int a = 0; a < 3; ++a) {
+    CHECK(rows[size_t(a)].anchor == a);
+    CHECK(rows[size_t(a)].gi == 2);
+    CHECK(rows[size_t(a)].gj == 5);
+    CHECK(rows[size_t(3 + a)].gi == 1);  // left: the cell to the left
+    CHECK(rows[size_t(3 + a)].gj == 5);
+    CHECK(rows[size_t(6 + a)].gi == 2);  // down: the cell below
+    CHECK(rows[size_t(6 + a)].gj == 6);
+  }
+  CHECK(rows[3].tx == doctest::Approx(1.3).epsilon(1e-6));  // offset from the left cell
+  CHECK(rows[6].ty == doctest::Approx(-0.2).epsilon(1e-5));
+  CHECK(rows[0].tw == doctest::Approx(2.0).epsilon(1e-6));
+  CHECK(rows[0].image == 1);
+  CHECK(rows[0].cls == 3);
+}
+
+TEST_CASE("build_targets rejects anchors at ratio 4 and keeps cells inside the grid") {
+  LevelGrid grid{4, 4, {{1.0, 1.0}}};
+  // w = 4 cells exactly: ratio 4 is not below anchor_t = 4.
+  CHECK(build_targets({{0, 0, 0.5f, 0.5f, 1.0f, 0.25f}}, {grid}, 4.0)[0].empty());
+  // Centre on the bottom-right edge: the cell is clamped to (3, 3) and tbox uses it.
+  auto rows = build_targets({{0, 0, 1.0f, 1.0f, 0.25f, 0.25f}}, {grid}, 4.0)[0];
+  REQUIRE(!rows.empty());
+  CHECK(rows[0].gi == 3);
+  CHECK(rows[0].gj == 3);
+  CHECK(rows[0].tx == doctest::Approx(1.0));
+  // A centre in the first cell (gx <= 1) gets no left or up neighbour.
+  auto corner = build_targets({{0, 0, 0.1f, 0.1f, 0.25f, 0.25f}}, {grid}, 4.0)[0];
+  CHECK(corner.size() == 1);
+}
+
+TEST_CASE("complete_iou follows its definition and its Dual derivatives are exact") {
+  const Box target{2.0, 3.0, 1.5, 2.5};
+  // Identical boxes: IoU 1, no centre distance, no aspect difference -> CIoU ~ 1.
+  CHECK(complete_iou(2.0, 3.0, 1.5, 2.5, target).ciou == doctest::Approx(1.0).epsilon(1e-6));
+  // A worked case: pred (2.5, 3, 1, 2.2) against target x in [1.25, 2.75], y in [1.75, 4.25].
+  // (No coordinate ties with the target: there min/max have a kink finite differences see.)
+  const double x = 2.5, y = 3.0, w = 1.0, h = 2.2;
+  const double inter = (2.75 - 2.0) * (4.1 - 1.9);
+  const double iou = inter / (w * h + 1.5 * 2.5 - inter + 1e-7);
+  const double c2 = std::pow(3.0 - 1.25, 2) + std::pow(4.25 - 1.75, 2) + 1e-7;
+  const double rho2 = 0.25;  // centres 0.5 apart in x
+  const double v = 4 / (M_PI * M_PI) * std::pow(std::atan(1.5 / 2.5) - std::atan(w / h), 2);
+  const double alpha = v / (v - iou + 1 + 1e-7);
+  CHECK(complete_iou(x, y, w, h, target).ciou ==
+        doctest::Approx(iou - (rho2 / c2 + v * alpha)).epsilon(1e-12));
+  // Derivatives against central differences with alpha held fixed.
+  const auto terms = complete_iou(Dual<4>::variable(x, 0), Dual<4>::variable(y, 1),
+                                  Dual<4>::variable(w, 2), Dual<4>::variable(h, 3), target);
+  double point[4] = {x, y, w, h};
+  for (int k = 0; k < 4; ++k) {
+    double plus[4], minus[4];
+    std::copy(point, point + 4, plus);
+    std::copy(point, point + 4, minus);
+    plus[k] += 1e-6;
+    minus[k] -= 1e-6;
+    double numeric = (complete_iou(plus[0], plus[1], plus[2], plus[3], target, terms.alpha).ciou -
+                      complete_iou(minus[0], minus[1], minus[2], minus[3], target, terms.alpha)
+                          .ciou) / 2e-6;
+    CAPTURE(k);
+    CHECK(terms.ciou.d[size_t(k)] == doctest::Approx(numeric).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("loss gains scale with levels classes and image size as train.py does") {
+  LossHyp scaled = scale_loss_gains({}, 3, 4, 320);
+  CHECK(scaled.box == doctest::Approx(0.05));
+  CHECK(scaled.cls == doctest::Approx(0.5 * 4 / 80));
+  CHECK(scaled.obj == doctest::Approx(0.25));
+}
+
+TEST_CASE("loss backward matches finite differences with detached terms held") {
+  Rng rng(101);
+  const int images = 2, classes = 3, size = 64, outputs = classes + 5;
+  const std::vector<LevelGrid> levels = grids(size);
+  const auto targets = build_targets(random_labels(rng, images, 5, classes), levels, 4.0);
+  std::vector<std::vector<double>> values;
+  std::vector<Shape4> shapes;
+  for (const LevelGrid& g : levels) {
+    shapes.push_back({images, 3 * outputs, g.ny, g.nx});
+    values.push_back(random_vector(rng, shapes.back().numel(), -2, 2));
+  }
+  LossOptions options{scale_loss_gains({}, 3, classes, size), classes};
+  options.hyp.label_smoothing = 0.1;  // exercise both target values
+  options.hyp.obj_pw = 1.5;
+  const LossNormalization norm = local_normalization(targets, images);
+  auto views = [&] {
+    std::vector<View<const double>> v;
+    for (size_t l = 0; l < values.size(); ++l) v.push_back(dense_view<const double>(values[l].data(), shapes[l]));
+    return v;
+  };
+  DetachedTerms detached;
+  yolo_loss<double>(views(), targets, norm, options, {}, &detached);
+  REQUIRE(!detached.alpha[0].empty());
+
+  GradCheck check;
+  for (auto& v : values) check.inputs.push_back(&v);
+  check.names = {"p3", "p4", "p5"};
+  check.forward = [&] {
+    return std::vector<double>{yolo_loss<double>(views(), targets, norm, options, {}, &detached).total};
+  };
+  check.backward = [&](const std::vector<double>& dout, std::vector<std::vector<double>>& d) {
+    std::vector<double> grads_scaled;
+    std::vector<std::vector<double>> g(3);
+    std::vector<View<double>> grad_views;
+    for (size_t l = 0; l < 3; ++l) {
+      g[l].assign(values[l].size(), 0.0);
+      grad_views.push_back(dense_view(g[l].data(), shapes[l]));
+    }
+    yolo_loss<double>(views(), targets, norm, options, grad_views, &detached);
+    for (size_t l = 0; l < 3; ++l)
+      for (size_t i = 0; i < g[l].size(); ++i) d[l][i] += dout[0] * g[l][i];
+  };
+  check.max_checks_per_input = 400;
+  check.tolerance = 1e-8;  // the loss gradients are small (means over many cells)
+  check.run(rng);
+}
+
+TEST_CASE("loss with global counts splits a batch into shares that add up exactly") {
+  // One batch of 4 images, and the same batch as two ranks of 2 images each: every rank
+  // normalises by the global counts, so the shares sum to the whole and the gradients of
+  // each half equal the corresponding slice of the whole batch's gradient.
+  Rng rng(102);
+  const int classes = 2, size = 64, outputs = classes + 5;
+  const std::vector<LevelGrid> levels = grids(size);
+  std::vector<LabelRow> labels = random_labels(rng, 4, 9, classes);
+  labels.erase(std::remove_if(labels.begin(), labels.end(), [](auto& l) { return l.image == 3; }),
+               labels.end());  // image 3 (on rank 1) has no labels at all
+  const LossOptions options{scale_loss_gains({}, 3, classes, size), classes};
+
+  std::vector<std::vector<double>> full(3), full_grad(3);
+  std::vector<Shape4> shapes;
+  for (size_t l = 0; l < 3; ++l) {
+    shapes.push_back({4, 3 * outputs, levels[l].ny, levels[l].nx});
+    full[l] = random_vector(rng, shapes[l].numel(), -3, 3);
+    full_grad[l].assign(full[l].size(), 0.0);
+  }
+  auto whole_targets = build_targets(labels, levels, 4.0);
+  std::vector<View<const double>> in;
+  std::vector<View<double>> grad;
+  for (size_t l = 0; l < 3; ++l) {
+    in.push_back(dense_view<const double>(full[l].data(), shapes[l]));
+    grad.push_back(dense_view(full_grad[l].data(), shapes[l]));
+  }
+  const LossValues whole = yolo_loss<double>(in, whole_targets, local_normalization(whole_targets, 4),
+                                             options, grad);
+
+  LossNormalization global = local_normalization(whole_targets, 4);
+  LossValues sum;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<LabelRow> mine;
+    for (LabelRow l : labels)
+      if (l.image / 2 == rank) mine.push_back({l.image % 2, l.cls, l.cx, l.cy, l.w, l.h});
+    auto rank_targets = build_targets(mine, levels, 4.0);
+    std::vector<View<const double>> rank_in;
+    std::vector<std::vector<double>> rank_grad(3);
+    std::vector<View<double>> rank_grad_views;
+    for (size_t l = 0; l < 3; ++l) {
+      Shape4 half = shapes[l];
+      half.n = 2;
+      rank_in.push_back(dense_view<const double>(full[l].data() + rank * half.numel(), half));
+      rank_grad[l].assign(size_t(half.numel()), 0.0);
+      rank_grad_views.push_back(dense_view(rank_grad[l].data(), half));
+    }
+    LossValues share = yolo_loss<double>(rank_in, rank_targets, global, options, rank_grad_views);
+    sum.box += share.box;
+    sum.obj += share.obj;
+    sum.cls += share.cls;
+    sum.total += share.total;
+    for (size_t l = 0; l < 3; ++l) {
+      std::vector<double> slice(full_grad[l].begin() + long(rank * rank_grad[l].size()),
+                                full_grad[l].begin() + long((rank + 1) * rank_grad[l].size()));
+      check_close(rank_grad[l], slice, 1e-12, 1e-15, "rank gradient");
+    }
+  }
+  CHECK(sum.box == doctest::Approx(whole.box).epsilon(1e-12));
+  CHECK(sum.obj == doctest::Approx(whole.obj).epsilon(1e-12));
+  CHECK(sum.cls == doctest::Approx(whole.cls).epsilon(1e-12));
+  CHECK(sum.total == doctest::Approx(whole.total).epsilon(1e-12));
+  CHECK(whole.box > 0);
+  CHECK(whole.cls > 0);
+}

@@ -1,0 +1,111 @@
+// tests/unit/optim.cpp — YOLOv5's optimizer groups, LR schedule with warmup and its
+// off-by-one, accumulation, gradient-norm clipping and ModelEMA.
+#include <cmath>
+
+#include "engine/optim/ema.h"
+#include "engine/optim/schedule.h"
+#include "engine/optim/sgd.h"
+#include "models/yolo/yolo_model.h"
+#include "tests/support/testing.h"
+
+using namespace bareyolo;
+using namespace bareyolo::testing;
+
+namespace {
+models::DetectionModel yolov5n() {
+  return models::DetectionModel(
+      models::load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5n.yaml"));
+}
+}  // namespace
+
+TEST_CASE("sgd groups yolov5n's parameters as YOLOv5 does: 60 biases 60 weights 57 BN weights") {
+  models::DetectionModel model = yolov5n();
+  Sgd sgd(model.state(), 0.01, 0.937, 5e-4);
+  int counts[3] = {0, 0, 0};
+  for (size_t i = 0; i < sgd.parameters().size(); ++i) counts[sgd.group_of(i)]++;
+  CHECK(counts[Sgd::kBiases] == 60);
+  CHECK(counts[Sgd::kWeights] == 60);
+  CHECK(counts[Sgd::kNormWeights] == 57);
+  CHECK(sgd.groups()[Sgd::kWeights].weight_decay == 5e-4);
+  CHECK(sgd.groups()[Sgd::kBiases].weight_decay == 0);
+}
+
+TEST_CASE("sgd step applies each group's settings and zero_grad clears") {
+  Tensor w = Tensor::from_vector(std::vector<double>{1.0, -2.0}, {1, 1, 1, 2});
+  Tensor gw = Tensor::from_vector(std::vector<double>{0.5, 0.5}, {1, 1, 1, 2});
+  Tensor b = Tensor::from_vector(std::vector<double>{3.0}, {1, 1, 1, 1});
+  Tensor gb = Tensor::from_vector(std::vector<double>{1.0}, {1, 1, 1, 1});
+  std::vector<StateEntry> state = {{"w", &w, &gw, {2}, ParamGroup::weight},
+                                   {"b", &b, &gb, {1}, ParamGroup::bias}};
+  Sgd sgd(state, 0.1, 0.5, 0.01);
+  sgd.groups()[Sgd::kBiases].lr = 1.0;
+  sgd.step();
+  // weight: g = 0.5 + 0.01 * 1 = 0.51; v = 0.51; nesterov update g + 0.5 v = 0.765
+  CHECK(w.to_vector<double>()[0] == doctest::Approx(1.0 - 0.1 * 0.765));
+  // bias: no decay, lr 1: g = 1, v = 1, update 1.5
+  CHECK(b.to_vector<double>()[0] == doctest::Approx(3.0 - 1.5));
+  sgd.zero_grad();
+  CHECK(gw.to_vector<double>() == std::vector<double>{0.0, 0.0});
+}
+
+TEST_CASE("clip_gradient_norm scales the global norm down to the limit only") {
+  Tensor a = Tensor::from_vector(std::vector<double>{30.0, 0.0}, {1, 1, 1, 2});
+  Tensor ga = Tensor::from_vector(std::vector<double>{30.0, 0.0}, {1, 1, 1, 2});
+  Tensor gb = Tensor::from_vector(std::vector<double>{40.0}, {1, 1, 1, 1});
+  std::vector<StateEntry> state = {{"a", &a, &ga, {2}}, {"b", &a, &gb, {1}}};
+  CHECK(clip_gradient_norm(state, 10.0) == doctest::Approx(50.0));
+  CHECK(ga.to_vector<double>()[0] == doctest::Approx(30.0 * 10 / (50 + 1e-6)));
+  CHECK(gb.to_vector<double>()[0] == doctest::Approx(40.0 * 10 / (50 + 1e-6)));
+  CHECK(clip_gradient_norm(state, 100.0) == doctest::Approx(10.0));
+  CHECK(gb.to_vector<double>()[0] == doctest::Approx(8.0));  // untouched below the limit
+}
+
+TEST_CASE("schedule follows YOLOv5's warmup and its epoch off-by-one") {
+  ScheduleHyp hyp;  // lr0 0.01, lrf 0.01, warmup 3 epochs, bias lr 0.1, momentum 0.8 -> 0.937
+  const int epochs = 10;
+  Schedule schedule(hyp, epochs, /*batches_per_epoch=*/50, /*batch=*/16, /*nbs=*/64);
+  CHECK(schedule.warmup_iterations() == 150);
+  CHECK(schedule.accumulate() == 4);
+  CHECK(schedule.lr_factor(0) == doctest::Approx(1.0));
+  CHECK(schedule.lr_factor(5) == doctest::Approx(0.5 * 0.99 + 0.01));
+
+  StepSettings first = schedule.at(0);
+  CHECK(first.bias_lr == doctest::Approx(0.1));
+  CHECK(first.lr == 0.0);
+  CHECK(first.momentum == doctest::Approx(0.8));
+  CHECK(first.accumulate == 1);
+  StepSettings middle = schedule.at(75);  // epoch 1, halfway through warmup
+  CHECK(middle.lr == doctest::Approx(0.5 * 0.01 * schedule.lr_factor(1)));
+  CHECK(middle.bias_lr == doctest::Approx(0.1 + 0.5 * (0.01 * schedule.lr_factor(1) - 0.1)));
+  CHECK(middle.accumulate == 2);  // round(2.5) = 2, half to even
+  // Warmup ends at iteration 150, the first of epoch 3: epoch 3 keeps lr0 * lf(3) ...
+  CHECK(schedule.at(170).lr == doctest::Approx(0.01 * schedule.lr_factor(3)));
+  // ... and epoch 4 on trains at lr0 * lf(e - 1).
+  CHECK(schedule.at(210).lr == doctest::Approx(0.01 * schedule.lr_factor(3)));
+  CHECK(schedule.at(499).lr == doctest::Approx(0.01 * schedule.lr_factor(8)));
+  CHECK(schedule.at(499).momentum == doctest::Approx(0.937));
+  CHECK(schedule.at(499).accumulate == 4);
+
+  hyp.cosine = true;
+  Schedule cosine(hyp, epochs, 50, 16, 64);
+  CHECK(cosine.lr_factor(5) == doctest::Approx(0.5 * (0.01 - 1) + 1));
+  CHECK(Schedule(ScheduleHyp{}, 10, 50, 128, 64).accumulate() == 1);  // round(0.5) = 0 -> 1
+  CHECK(Schedule(ScheduleHyp{}, 10, 50, 24, 64).accumulate() == 3);
+}
+
+TEST_CASE("model ema averages floating state with YOLOv5's decay and copies counters") {
+  Tensor w = Tensor::from_vector(std::vector<float>{2.0f}, {1, 1, 1, 1});
+  Tensor count = Tensor::from_vector(std::vector<int64_t>{5}, {1, 1, 1, 1});
+  std::vector<StateEntry> state = {{"w", &w, nullptr, {1}}, {"n", &count, nullptr, {}}};
+  ModelEma ema(state);
+  CHECK(ema.decay() == doctest::Approx(0.9999 * (1 - std::exp(-1.0 / 2000))));
+  w.copy_from(Tensor::from_vector(std::vector<float>{4.0f}, {1, 1, 1, 1}));
+  count.copy_from(Tensor::from_vector(std::vector<int64_t>{6}, {1, 1, 1, 1}));
+  const double d = ema.decay();
+  ema.update(state);
+  CHECK(ema.values()[0].to_vector<float>()[0] == doctest::Approx(d * 2 + (1 - d) * 4));
+  CHECK(ema.values()[1].to_vector<int64_t>()[0] == 6);
+  CHECK(ema.updates() == 1);
+  ModelEma later(state, 99);
+  CHECK(later.decay() == doctest::Approx(0.0488).epsilon(1e-3));
+}

@@ -1,0 +1,156 @@
+// tests/unit/reducer.cpp — the gradient reducer on one process, against a recording stand-in
+// for the communicator (the multi-process tests in tests/dist/reducer.cpp reduce for real).
+//
+// The stand-in plays a two-rank job whose other rank's gradient is always 3x this one's, so
+// an averaged bucket must come back as exactly 2x what backward wrote. It also records, per
+// all-reduce, how many nodes backward had finished: the proof that buckets go out during
+// backward, not in a loop after it.
+#include "engine/distributed/ddp/reducer.h"
+#include "engine/distributed/ddp/sync_batchnorm.h"
+#include "models/yolo/yolo_model.h"
+#include "tests/support/testing.h"
+
+using namespace bareyolo;
+using namespace bareyolo::dist;
+using namespace bareyolo::testing;
+
+namespace {
+
+class CompletedWork final : public Work {
+ public:
+  void wait() override {}
+  bool completed() override { return true; }
+};
+
+class TwoRankStandIn final : public Communicator {
+ public:
+  int nodes_done = 0;
+  std::vector<int> launched_after_nodes;  // per allreduce
+  std::vector<void*> launched_buffers;
+
+  int rank() const override { return 0; }
+  int world_size() const override { return 2; }
+  Backend backend() const override { return Backend::tcp; }
+  WorkHandle allreduce(CommBuffer buffer, ReduceOp op) override {
+    REQUIRE(op == ReduceOp::avg);
+    REQUIRE(buffer.dtype == DType::f64);
+    double* values = static_cast<double*>(buffer.data);
+    for (int64_t i = 0; i < buffer.count; ++i) values[i] = (values[i] + 3 * values[i]) / 2;
+    launched_after_nodes.push_back(nodes_done);
+    launched_buffers.push_back(buffer.data);
+    return std::make_shared<CompletedWork>();
+  }
+  WorkHandle broadcast(CommBuffer, int) override { return std::make_shared<CompletedWork>(); }
+  WorkHandle allgather(CommBuffer, CommBuffer) override { throw std::logic_error("unused"); }
+  WorkHandle barrier() override { return std::make_shared<CompletedWork>(); }
+};
+
+models::DetectionModel tiny_model() {
+  return models::DetectionModel(
+      models::load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"),
+      {.nc = 2, .seed = 5, .dtype = DType::f64});
+}
+
+// Forward + backward of random head gradients; returns each trainable gradient's values.
+std::vector<std::vector<double>> run_backward(models::DetectionModel& model, Reducer* reducer,
+                                              TwoRankStandIn* comm) {
+  Rng rng(17);
+  const Tensor images = Tensor::from_vector(random_vector<double>(rng, 2 * 3 * 64 * 64, -1, 1),
+                                            {2, 3, 64, 64});
+  std::vector<Tensor> grads;
+  for (const Tensor& head : model.forward(images, Mode::train))
+    grads.push_back(Tensor::from_vector(random_vector<double>(rng, size_t(head.numel()), -1, 1),
+                                        head.shape()));
+  model.backward(grads, [&](int node) {
+    if (reducer) reducer->node_done(node);
+    if (comm) ++comm->nodes_done;
+  });
+  if (reducer) reducer->finish();
+  std::vector<std::vector<double>> values;
+  for (const StateEntry& e : model.state())
+    if (e.trainable()) values.push_back(e.grad->to_doubles());
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("reducer: gradients live in the buckets, buckets go out during backward, the mean comes back") {
+  models::DetectionModel reference = tiny_model();
+  const std::vector<std::vector<double>> plain = run_backward(reference, nullptr, nullptr);
+
+  models::DetectionModel model = tiny_model();
+  TwoRankStandIn comm;
+  std::vector<Reducer::Parameter> parameters = graph_parameters(model.graph());
+  Reducer reducer(parameters, comm, {.bucket_mb = 0.05, .first_bucket_mb = 0.01});
+  REQUIRE(reducer.bucket_count() >= 3);
+
+  // Every gradient's memory lies inside its bucket's buffer.
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const Tensor& bucket = reducer.bucket_buffer(reducer.bucket_of(i));
+    const double* begin = bucket.view<double>().data;
+    const double* grad = parameters[i].grad->view<double>().data;
+    CHECK(grad >= begin);
+    CHECK(grad + parameters[i].grad->numel() <= begin + bucket.numel());
+  }
+  // Reverse registration order: the last parameter is in bucket 0, the first in the last.
+  CHECK(reducer.bucket_of(parameters.size() - 1) == 0);
+  CHECK(reducer.bucket_of(0) == reducer.bucket_count() - 1);
+
+  const std::vector<std::vector<double>> reduced = run_backward(model, &reducer, &comm);
+  REQUIRE(comm.launched_after_nodes.size() == size_t(reducer.bucket_count()));
+  // Overlap is real: the first bucket left while most of backward was still to run.
+  CHECK(comm.launched_after_nodes.front() < model.graph().size() / 2);
+  CHECK(comm.launched_after_nodes.front() < comm.launched_after_nodes.back());
+  REQUIRE(reduced.size() == plain.size());
+  for (size_t p = 0; p < plain.size(); ++p)
+    for (size_t k = 0; k < plain[p].size(); ++k) REQUIRE(reduced[p][k] == 2 * plain[p][k]);
+}
+
+TEST_CASE("reducer: no_sync accumulates locally, a frozen parameter is left alone") {
+  models::DetectionModel model = tiny_model();
+  TwoRankStandIn comm;
+  const std::string frozen = model.state().front().name;  // model.0.conv.weight
+  Reducer reducer(graph_parameters(model.graph(),
+                                   [&](const StateEntry& e) { return e.name != frozen; }),
+                  comm);
+  reducer.set_sync(false);
+  const std::vector<std::vector<double>> once = run_backward(model, &reducer, nullptr);
+  CHECK(comm.launched_buffers.empty());
+  reducer.set_sync(true);
+  const std::vector<std::vector<double>> twice = run_backward(model, &reducer, nullptr);
+  CHECK_FALSE(comm.launched_buffers.empty());
+  // Frozen (first entry): two local backwards, never averaged; the rest: 2 x (sum of two).
+  for (size_t k = 0; k < once[0].size(); ++k) REQUIRE(twice[0][k] == 2 * once[0][k]);
+  for (size_t p = 1; p < once.size(); ++p)
+    for (size_t k = 0; k < once[p].size(); ++k) REQUIRE(twice[p][k] == 2 * (2 * once[p][k]));
+}
+
+TEST_CASE("reducer: a bucket whose parameter got no gradient still completes at finish") {
+  models::DetectionModel model = tiny_model();
+  TwoRankStandIn comm;
+  Reducer reducer(graph_parameters(model.graph()), comm, {.bucket_mb = 0.05, .first_bucket_mb = 0.01});
+  // Backward never reports node 0 (as if its parameters were unused this step).
+  for (int node = model.graph().size() - 1; node >= 1; --node) reducer.node_done(node);
+  CHECK(reducer.launched_buckets() < reducer.bucket_count());
+  reducer.finish();
+  CHECK(comm.launched_buffers.size() == size_t(reducer.bucket_count()));
+}
+
+TEST_CASE("merge_moments equals the moments of the concatenated values") {
+  Rng rng(3);
+  const std::vector<double> a = random_vector<double>(rng, 7, 1000, 1001);
+  const std::vector<double> b = random_vector<double>(rng, 12, 999, 1003);
+  auto moments = [](const std::vector<double>& v) {
+    double mean = 0, m2 = 0;
+    for (double x : v) mean += x / double(v.size());
+    for (double x : v) m2 += (x - mean) * (x - mean);
+    return ChannelMoments{int64_t(v.size()), {mean}, {m2}};
+  };
+  std::vector<double> both = a;
+  both.insert(both.end(), b.begin(), b.end());
+  const ChannelMoments merged = merge_moments(moments(a), moments(b)), direct = moments(both);
+  CHECK(merged.count == 19);
+  CHECK(merged.mean[0] == doctest::Approx(direct.mean[0]).epsilon(1e-14));
+  CHECK(merged.m2[0] == doctest::Approx(direct.m2[0]).epsilon(1e-10));
+  CHECK(merge_moments(ChannelMoments{}, moments(a)).m2[0] == moments(a).m2[0]);
+}

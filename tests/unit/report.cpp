@@ -1,0 +1,156 @@
+// tests/unit/report.cpp — what a run shows: results.csv with YOLOv5's columns, the JSON-lines
+// log, report.html (self-contained inline SVG), the validation table and the progress bar.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "models/train/callbacks.h"
+#include "models/train/outputs/progress.h"
+#include "models/train/outputs/report.h"
+#include "tests/support/data_fixtures.h"
+
+using namespace bareyolo;
+using namespace bareyolo::testing;
+
+namespace {
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+models::EpochMetrics epoch(int e, double map50) {
+  return {.epoch = e, .train_box = 0.1 / (e + 1), .train_obj = 0.05, .train_cls = 0.02,
+          .precision = 0.5, .recall = 0.4, .map50 = map50, .map50_95 = map50 / 2,
+          .val_box = 0.09, .val_obj = 0.04, .val_cls = 0.01, .lr0 = 0.09, .lr1 = 0.001,
+          .lr2 = 0.001, .fitness = map50 / 2, .validated = true, .epoch_seconds = 3,
+          .step_seconds = 0.25};
+}
+
+}  // namespace
+
+TEST_CASE("results.csv has YOLOv5's 14 columns and one row per epoch") {
+  const std::string header = models::results_csv_header();
+  CHECK(header.rfind("epoch,train/box_loss,train/obj_loss,train/cls_loss,metrics/precision,", 0) == 0);
+  CHECK(count(header, ",") == 13);
+  CHECK(header.find("val/cls_loss,x/lr0,x/lr1,x/lr2\n") != std::string::npos);
+  const std::string row = models::results_csv_row(epoch(3, 0.25));
+  CHECK(count(row, ",") == 13);
+  CHECK(row.rfind("3,0.025,", 0) == 0);
+}
+
+TEST_CASE("the loggers rewrite a resumed run's history, then append each epoch") {
+  TempDir dir;
+  const fs::path csv = dir.path() / "results.csv", jsonl = dir.path() / "results.jsonl";
+  write_text(csv, "stale rows of an epoch that never reached its checkpoint\n");
+  models::TrainCallbacks csv_log = models::csv_logger(csv.string());
+  models::TrainCallbacks json_log = models::jsonl_logger(jsonl.string());
+  const models::TrainStartInfo start{dir.path().string(), 1, 3, {epoch(0, 0.1)}};
+  csv_log.on_train_start(start);
+  json_log.on_train_start(start);
+  csv_log.on_fit_epoch_end(epoch(1, 0.2));
+  json_log.on_fit_epoch_end(epoch(1, 0.2));
+  CHECK(read_text(csv) == models::results_csv_header() + models::results_csv_row(epoch(0, 0.1)) +
+                              models::results_csv_row(epoch(1, 0.2)));
+  std::ifstream lines(jsonl);
+  std::string line;
+  std::vector<models::EpochMetrics> parsed;
+  while (std::getline(lines, line)) parsed.push_back(models::parse_epoch_metrics_json(line));
+  REQUIRE(parsed.size() == 2);
+  CHECK(parsed[1].map50 == 0.2);
+  CHECK(parsed[1].step_seconds == 0.25);
+  CHECK(parsed[0].validated);
+  CHECK_THROWS_WITH_AS(models::parse_epoch_metrics_json(R"({"epoch": 1})"),
+                       doctest::Contains("train/box_loss"), std::invalid_argument);
+}
+
+TEST_CASE("svg charts draw one polyline per series and leave gaps for skipped values") {
+  const std::vector<double> x = {0, 1, 2, 3};
+  const std::string svg = models::svg_line_chart(
+      "t<1>", x,
+      {{"a", "#111", {1, 2, 3, 4}},
+       {"b", "#222", {1, std::nan(""), 3, 4}},  // a gap: one dot and one 2-point line
+       {"c", "#333", {5, 5, 5, 5}, true}});     // flat: still drawn inside the plot
+  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(count(svg, "<polyline") == 3);
+  CHECK(count(svg, "<circle") == 1);
+  CHECK(count(svg, "stroke-dasharray") == 2);  // the series and its legend
+  CHECK(svg.find("t&lt;1&gt;") != std::string::npos);  // escaped
+  CHECK(svg.find("nan") == std::string::npos);
+}
+
+TEST_CASE("report.html is one self-contained page with the four charts and every epoch") {
+  TempDir dir;
+  const fs::path path = dir.path() / "report.html";
+  std::vector<models::EpochMetrics> history = {epoch(0, 0.1), epoch(1, 0.3), epoch(2, 0.2)};
+  history[1].validated = false;  // --no-val: a gap in the validation charts, '-' in the table
+  models::write_report_html(path.string(), history, "run <x>", R"({"epochs": 3})");
+  const std::string html = read_text(path);
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(count(html, "<svg") == 4);
+  for (const char* title : {"Losses", "Validation", "Learning rates", "Step time"})
+    CHECK(html.find(title) != std::string::npos);
+  CHECK(count(html, "<tr><td>") == 3);
+  CHECK(html.find("<td>-</td>") != std::string::npos);
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK(html.find("src=") == std::string::npos);  // nothing loaded from elsewhere
+  CHECK(html.find("run &lt;x&gt;") != std::string::npos);
+  CHECK(html.find("{&quot;epochs&quot;: 3}") != std::string::npos);
+}
+
+TEST_CASE("the validation table has an all row and a named row per class") {
+  models::DetectionMetrics metrics;
+  metrics.map50 = 0.5;
+  metrics.classes = {{.class_id = 0, .labels = 7, .ap50 = 0.25}, {.class_id = 5, .labels = 2}};
+  const std::string table = models::validation_table(metrics, 10, 9, {"circle", "square"});
+  CHECK(table.find("mAP50-95") != std::string::npos);
+  CHECK(table.find("all") != std::string::npos);
+  CHECK(table.find("circle") != std::string::npos);
+  CHECK(table.find("\n                     5") != std::string::npos);  // no name: the id
+  CHECK(count(table, "\n") == 4);
+}
+
+TEST_CASE("the progress bar prints plain lines per tenth of an epoch when not on a terminal") {
+  TempDir dir;
+  const fs::path log = dir.path() / "log.txt";
+  std::FILE* out = std::fopen(log.c_str(), "w");
+  REQUIRE(out != nullptr);
+  {
+    models::ProgressBar bar(out, /*interactive=*/false, "2/5", 40, /*start=*/10);
+    for (int done = 11; done <= 40; ++done) bar.update(done, {0.1, 0.2, 0.3, 17, 64});
+    bar.finish();
+  }
+  std::fclose(out);
+  const std::string text = read_text(log);
+  CHECK(count(text, "\n") == 9);  // one line per decile reached: 11/40 is decile 2, then 3 .. 10
+  CHECK(text.find("2/5") != std::string::npos);
+  CHECK(text.find("40/40") != std::string::npos);
+  CHECK(text.find("100%|##########|") != std::string::npos);
+  CHECK(text.find('\r') == std::string::npos);
+  CHECK(models::ProgressBar::header().find("box_loss") != std::string::npos);
+  CHECK(models::resident_memory_bytes() > 0);
+}
+
+TEST_CASE("on a terminal the bar redraws in place and ends its line once") {
+  TempDir dir;
+  const fs::path log = dir.path() / "tty.txt";
+  std::FILE* out = std::fopen(log.c_str(), "w");
+  REQUIRE(out != nullptr);
+  {
+    models::ProgressBar bar(out, /*interactive=*/true, "1/1", 3);
+    bar.update(1, {});
+    bar.update(3, {});  // the last batch is always drawn
+    bar.finish();
+  }
+  std::fclose(out);
+  const std::string text = read_text(log);
+  CHECK(count(text, "\r") == 2);
+  CHECK(count(text, "\n") == 1);
+  CHECK(text.find("3/3") != std::string::npos);
+}

@@ -1,0 +1,46 @@
+// tests/unit/run_dir.cpp — run directories named as YOLOv5 names them (exp, exp2, ...,
+// --exist-ok) and how --resume finds its checkpoint.
+#include <thread>
+
+#include "models/train/run_dir.h"
+#include "tests/support/data_fixtures.h"
+
+using namespace bareyolo;
+using namespace bareyolo::testing;
+
+TEST_CASE("run directories are numbered exp, exp2, exp3 and created") {
+  TempDir dir;
+  const std::string project = (dir.path() / "runs").string();
+  const std::string first = models::resolve_run_dir(project, "exp", false);
+  const std::string second = models::resolve_run_dir(project, "exp", false);
+  const std::string third = models::resolve_run_dir(project, "exp", false);
+  CHECK(fs::path(first).filename() == "exp");
+  CHECK(fs::path(second).filename() == "exp2");
+  CHECK(fs::path(third).filename() == "exp3");
+  CHECK(fs::is_directory(third));
+  CHECK(fs::path(models::resolve_run_dir(project, "exp", true)).filename() == "exp");
+  CHECK(fs::path(models::resolve_run_dir(project, "other", true)).filename() == "other");
+  // A file where the project should be is an error naming the path.
+  write_text(dir.path() / "file", "x");
+  CHECK_THROWS(models::resolve_run_dir((dir.path() / "file").string(), "exp", false));
+}
+
+TEST_CASE("--resume takes a checkpoint, a run directory, or the newest run of the project") {
+  TempDir dir;
+  const fs::path project = dir.path() / "runs";
+  CHECK_THROWS_WITH_AS(models::find_resume_checkpoint("", project.string()),
+                       doctest::Contains("no run in"), std::invalid_argument);
+  write_text(project / "exp" / "weights" / "last.safetensors", "a");
+  std::this_thread::sleep_for(std::chrono::milliseconds(25));  // past the clock tick of mtimes
+  write_text(project / "exp2" / "weights" / "last.safetensors", "b");
+  write_text(project / "exp3" / "weights" / "best.safetensors", "no last here");
+  CHECK(fs::path(models::find_resume_checkpoint("", project.string())) ==
+        project / "exp2" / "weights" / "last.safetensors");
+  CHECK(fs::path(models::find_resume_checkpoint((project / "exp").string(), "")) ==
+        project / "exp" / "weights" / "last.safetensors");
+  const std::string file = (project / "exp3" / "weights" / "best.safetensors").string();
+  CHECK(models::find_resume_checkpoint(file, "") == file);
+  CHECK_THROWS_WITH_AS(models::find_resume_checkpoint((project / "exp3").string(), ""),
+                       doctest::Contains("neither a checkpoint"), std::invalid_argument);
+  CHECK(fs::equivalent(models::run_dir_of_checkpoint(file), project / "exp3"));
+}

@@ -1,0 +1,270 @@
+// tests/unit/store.cpp — the rendezvous store over loopback on ports the OS picks:
+// threads (and one forked process) act as ranks. Every call has a short timeout, so a broken
+// store fails a test instead of hanging the suite.
+#include <arpa/inet.h>
+#include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <stdexcept>
+#include <thread>
+
+#include "engine/distributed/comm/socket.h"
+#include "engine/distributed/comm/store.h"
+
+namespace bareyolo::dist {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kHost = "127.0.0.1";
+const std::string kToken = "run-7f3a";
+constexpr auto kTimeout = 5s;  // for calls that must succeed: only reached when broken
+
+Store client_of(const StoreServer& server, std::chrono::milliseconds timeout = kTimeout) {
+  return Store(kHost, server.port(), kToken, timeout);
+}
+
+// Runs `body` on a thread acting as one rank; an exception fails the test instead of
+// terminating the test program; it is joined even when the test body throws.
+std::jthread as_rank(std::function<void()> body) {
+  return std::jthread([body = std::move(body)] {
+    try {
+      body();
+    } catch (const std::exception& error) {
+      FAIL_CHECK("a rank thread failed: " << error.what());
+    }
+  });
+}
+
+// A port nobody listens on (at the moment of the call).
+int free_port() {
+  Fd probe = listen_tcp(kHost, 0);
+  return bound_port(probe.get());
+}
+
+size_t open_fd_count() {
+  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                                           std::filesystem::directory_iterator()));
+}
+
+TEST_CASE("dist socket: a socket connected to itself is told apart from a real connection") {
+  // Bound to a port the OS picked and connected to that same port, a socket connects to
+  // itself (TCP's simultaneous open) — what a retrying connect on loopback can run into.
+  Fd self(::socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(self.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+  address.sin_port = htons(uint16_t(bound_port(self.get())));
+  REQUIRE(::connect(self.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+  CHECK(is_self_connection(self.get()));
+  Fd listener = listen_tcp(kHost, 0);
+  Fd client = connect_tcp(kHost, bound_port(listener.get()), Clock::now() + kTimeout);
+  CHECK_FALSE(is_self_connection(client.get()));
+}
+
+TEST_CASE("dist store: set and get across ranks; check never waits") {
+  StoreServer server(kHost, 0, kToken);
+  CHECK(server.port() > 0);
+  Store rank0 = client_of(server);  // rank 0 is a client of its own server
+  std::jthread rank1 = as_rank([&] {
+    Store store = client_of(server);
+    store.set("rank1/address", "10.0.0.2:4000");
+    CHECK(store.get("rank0/address") == "10.0.0.1:4000");
+  });
+  rank0.set("rank0/address", "10.0.0.1:4000");
+  CHECK(rank0.get("rank1/address") == "10.0.0.2:4000");
+  rank1.join();
+  CHECK(rank0.check("rank1/address"));
+  CHECK_FALSE(rank0.check("never/set"));
+  rank0.set("empty", "");
+  CHECK(rank0.get("empty").empty());
+  rank0.set("rank0/address", "overwritten");
+  CHECK(rank0.get("rank0/address") == "overwritten");
+}
+
+TEST_CASE("dist store: wait blocks until another client sets every key") {
+  StoreServer server(kHost, 0, kToken);
+  Store waiter = client_of(server);
+  std::atomic<bool> both_set = false;
+  std::jthread setter = as_rank([&] {
+    Store store = client_of(server);
+    store.set("a", "1");
+    std::this_thread::sleep_for(50ms);
+    both_set = true;
+    store.set("b", "2");
+  });
+  waiter.wait({"a", "b"});
+  CHECK(both_set);
+  setter.join();
+  waiter.wait({});
+}
+
+TEST_CASE("dist store: add is atomic under concurrent clients") {
+  StoreServer server(kHost, 0, kToken);
+  std::vector<std::jthread> ranks;
+  for (int rank = 0; rank < 4; ++rank) {
+    ranks.push_back(as_rank([&] {
+      Store store = client_of(server);
+      for (int i = 0; i < 100; ++i) store.add("arrivals", 1);
+    }));
+  }
+  for (auto& rank : ranks) rank.join();
+  Store store = client_of(server);
+  CHECK(store.add("arrivals", 0) == 400);
+  CHECK(store.get("arrivals") == "400");
+  CHECK(store.add("arrivals", -401) == -1);
+  store.set("text", "abc");
+  CHECK_THROWS_WITH_AS(store.add("text", 1), doctest::Contains("add('text', '1')"),
+                       std::runtime_error);
+  CHECK(store.add("fresh", INT64_MAX) == INT64_MAX);
+  CHECK_THROWS_WITH_AS(store.add("fresh", 1), doctest::Contains("within 64 bits"),
+                       std::runtime_error);
+  CHECK(store.add("fresh", -INT64_MAX) == 0);  // the connection survives an ERROR reply
+}
+
+TEST_CASE("dist store: a missing key times out naming the key and the store and the seconds") {
+  StoreServer server(kHost, 0, kToken);
+  Store store = client_of(server, 200ms);
+  auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(store.get("nccl/unique_id"),
+                       doctest::Contains(("timed out after 0.2 s waiting for key "
+                                          "'nccl/unique_id' from the store at 127.0.0.1:" +
+                                          std::to_string(server.port()))
+                                             .c_str()),
+                       std::runtime_error);
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+  CHECK_THROWS_WITH_AS(store.wait({"x", "y"}), doctest::Contains("keys 'x', 'y'"),
+                       std::runtime_error);
+  store.set("late", "v");  // reconnects after the abandoned request
+  CHECK(store.get("late") == "v");
+}
+
+TEST_CASE("dist store: a wrong token is refused and the server keeps serving") {
+  StoreServer server(kHost, 0, kToken);
+  Store good = client_of(server);
+  CHECK_THROWS_WITH_AS(Store(kHost, server.port(), "another-run", 1s),
+                       doctest::Contains("its token differs"), std::runtime_error);
+  {  // a stranger that speaks another protocol, and one that connects and leaves
+    Fd stranger = connect_tcp(kHost, server.port(), Clock::now() + 1s);
+    const std::string garbage = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    CHECK(send_all(stranger.get(), garbage.data(), garbage.size(), Clock::now() + 1s, "server"));
+    char header[8];  // answered at once (refused), not left waiting for a 5 GB "frame"
+    CHECK(recv_all(stranger.get(), header, sizeof header, Clock::now() + 1s, "the store"));
+    Fd leaver = connect_tcp(kHost, server.port(), Clock::now() + 1s);
+  }
+  good.set("still", "serving");
+  CHECK(client_of(server).get("still") == "serving");
+}
+
+TEST_CASE("dist store: a request sent just before its client closes still takes effect") {
+  StoreServer server(kHost, 0, kToken);
+  {
+    using namespace store_protocol;
+    Fd hasty = connect_tcp(kHost, server.port(), Clock::now() + 1s);
+    std::string frames = encode_frame(kHello, {kMagic, kToken}) + encode_frame(kSet, {"k", "v"});
+    CHECK(send_all(hasty.get(), frames.data(), frames.size(), Clock::now() + 1s, "the store"));
+  }
+  CHECK(client_of(server).get("k") == "v");
+}
+
+TEST_CASE("dist store: a client started before its server connects once it listens") {
+  const int port = free_port();
+  std::unique_ptr<StoreServer> server;
+  std::jthread late_rank0 = as_rank([&] {
+    std::this_thread::sleep_for(100ms);
+    server = std::make_unique<StoreServer>(kHost, port, kToken);
+  });
+  Store early(kHost, port, kToken, kTimeout);
+  late_rank0.join();
+  early.set("k", "v");
+  CHECK(early.get("k") == "v");
+  CHECK_THROWS_WITH_AS(Store(kHost, free_port(), kToken, 100ms),
+                       doctest::Contains("cannot connect to the store at 127.0.0.1:"),
+                       std::runtime_error);
+}
+
+TEST_CASE("dist store: values of several megabytes round-trip") {
+  StoreServer server(kHost, 0, kToken);
+  std::string value(6 << 20, '\0');
+  for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<char>(i * 131 + (i >> 12));
+  Store writer = client_of(server);
+  Store reader = client_of(server);
+  std::jthread read_first = as_rank([&] { CHECK(reader.get("weights") == value); });
+  writer.set("weights", value);
+  read_first.join();
+  CHECK(writer.get("weights") == value);
+}
+
+TEST_CASE("dist store: a server given a pre-bound socket serves on it") {
+  Fd listening = listen_tcp(kHost, 0);
+  int port = bound_port(listening.get());
+  StoreServer server(std::move(listening), kToken);
+  CHECK(server.port() == port);
+  Store store(kHost, port, kToken, kTimeout);
+  CHECK(store.add("n", 2) == 2);
+}
+
+TEST_CASE("dist store: a forked process acts as rank 1") {
+  StoreServer server(kHost, 0, kToken);
+  Store rank0 = client_of(server);
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // rank 1: no doctest, no return into the parent's code
+    ::alarm(10);
+    int status = 1;
+    try {
+      Store store(kHost, server.port(), kToken, kTimeout);
+      store.set("rank1/pid", std::to_string(::getpid()));
+      status = store.get("rank0/ready") == "yes" ? 0 : 2;
+    } catch (...) {
+      status = 3;
+    }
+    ::_exit(status);
+  }
+  CHECK(rank0.get("rank1/pid") == std::to_string(child));
+  rank0.set("rank0/ready", "yes");
+  int status = -1;
+  auto deadline = std::chrono::steady_clock::now() + kTimeout;
+  while (::waitpid(child, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  if (!WIFEXITED(status)) {  // hung: do not leave it behind
+    ::kill(child, SIGKILL);
+    ::waitpid(child, &status, 0);
+  }
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("dist store: shutdown closes every descriptor") {
+  size_t before = open_fd_count();
+  {
+    StoreServer server(kHost, 0, kToken);
+    Store a = client_of(server);
+    Store b = client_of(server);
+    a.set("k", "v");
+    CHECK(b.get("k") == "v");
+    CHECK(open_fd_count() > before);
+  }
+  CHECK(open_fd_count() == before);
+}
+
+TEST_CASE("dist store: the bind address follows MASTER_ADDR") {
+  CHECK(store_bind_host("127.0.0.1") == "127.0.0.1");
+  CHECK(store_bind_host("localhost") == "127.0.0.1");
+  CHECK(store_bind_host("") == "127.0.0.1");
+  CHECK(store_bind_host("node01") == "0.0.0.0");
+  CHECK(store_bind_host("10.1.2.3") == "0.0.0.0");
+}
+
+}  // namespace
+}  // namespace bareyolo::dist

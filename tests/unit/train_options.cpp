@@ -1,0 +1,105 @@
+// tests/unit/train_options.cpp — YOLOv5 hyp yamls (--hyp) and the configuration that
+// checkpoints carry (every saved field round-trips; what is not saved stays the caller's).
+#include "models/train/options.h"
+#include "models/train/trainer.h"
+#include "models/yolo/yolo_model.h"
+#include "tests/support/data_fixtures.h"
+
+using namespace bareyolo;
+using namespace bareyolo::testing;
+
+TEST_CASE("a YOLOv5 hyp yaml sets the schedule, loss gains and augmentation") {
+  TempDir dir;
+  const fs::path hyp = dir.path() / "hyp.yaml";
+  write_text(hyp, "lr0: 0.02\nlrf: 0.1\nmomentum: 0.9\nweight_decay: 0.001\nwarmup_epochs: 2.0\n"
+                  "warmup_momentum: 0.7\nwarmup_bias_lr: 0.05\nbox: 0.06\ncls: 0.3\ncls_pw: 1.1\n"
+                  "obj: 0.7\nobj_pw: 1.2\niou_t: 0.2\nanchor_t: 3.5\nfl_gamma: 0.0\nhsv_h: 0.01\n"
+                  "hsv_s: 0.6\nhsv_v: 0.3\ndegrees: 1.0\ntranslate: 0.2\nscale: 0.9\nshear: 0.5\n"
+                  "perspective: 0.0\nflipud: 0.1\nfliplr: 0.4\nmosaic: 0.8\nmixup: 0.0\n"
+                  "copy_paste: 0.0\n");
+  models::TrainOptions o;
+  models::load_hyp_yaml(hyp.string(), o);
+  CHECK(o.schedule.lr0 == 0.02);
+  CHECK(o.schedule.lrf == 0.1);
+  CHECK(o.schedule.momentum == 0.9);
+  CHECK(o.weight_decay == 0.001);
+  CHECK(o.schedule.warmup_epochs == 2.0);
+  CHECK(o.schedule.warmup_bias_lr == 0.05);
+  CHECK(o.loss.box == 0.06);
+  CHECK(o.loss.obj_pw == 1.2);
+  CHECK(o.loss.anchor_t == 3.5);
+  CHECK(o.augment.scale == 0.9);
+  CHECK(o.augment.mosaic == 0.8);
+  CHECK(o.augment.flipud == 0.1);
+
+  write_text(hyp, "mixup: 0.1\n");
+  CHECK_THROWS_WITH_AS(models::load_hyp_yaml(hyp.string(), o), doctest::Contains("mixup=0.1"),
+                       std::invalid_argument);
+  write_text(hyp, "lr_zero: 0.1\n");
+  CHECK_THROWS_WITH_AS(models::load_hyp_yaml(hyp.string(), o), doctest::Contains("'lr_zero'"),
+                       std::invalid_argument);
+  write_text(hyp, "lr0: fast\n");
+  CHECK_THROWS_WITH_AS(models::load_hyp_yaml(hyp.string(), o), doctest::Contains("must be a number"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("the saved configuration round-trips and leaves run-time fields alone") {
+  models::TrainOptions o;
+  o.data = "/d/data.yaml";
+  o.cfg = "/m/yolov5n.yaml";
+  o.run_dir = "/runs/exp4";
+  o.epochs = 7, o.batch = 24, o.imgsz = 320, o.workers = 3, o.nbs = 32, o.patience = 5;
+  o.seed = 123456789012345ull;
+  o.validate = false;
+  o.optimizer = models::OptimizerKind::adamw;
+  o.freeze = 10, o.save_period = 2, o.save_steps = 50, o.save_total_limit = 3;
+  o.schedule.cosine = true;
+  o.schedule.lr0 = 1.0 / 3;
+  o.augment.hsv_h = 0.0123;
+  o.loss.label_smoothing = 0.1;
+  o.max_steps = 99;
+  const std::string json = models::options_to_json(o);
+  CHECK(json.find("max_steps") == std::string::npos);  // never part of the configuration
+
+  models::TrainOptions back;
+  back.max_steps = 5;
+  back.rank = 1;
+  models::options_from_json(json, back);
+  CHECK(back.data == o.data);
+  CHECK(back.run_dir == o.run_dir);
+  CHECK(back.epochs == 7);
+  CHECK(back.batch == 24);
+  CHECK(back.seed == o.seed);
+  CHECK_FALSE(back.validate);
+  CHECK(back.optimizer == models::OptimizerKind::adamw);
+  CHECK(back.freeze == 10);
+  CHECK(back.save_steps == 50);
+  CHECK(back.schedule.cosine);
+  CHECK(back.schedule.lr0 == 1.0 / 3);  // exact
+  CHECK(back.augment.hsv_h == 0.0123);
+  CHECK(back.loss.label_smoothing == 0.1);
+  CHECK(back.max_steps == 5);  // the caller's
+  CHECK(back.rank == 1);
+  CHECK_THROWS_WITH_AS(models::options_from_json(R"({"data": "x"})", back),
+                       doctest::Contains("'cfg'"), std::invalid_argument);
+  CHECK_THROWS_AS(models::parse_optimizer_name("Adam"), std::invalid_argument);
+}
+
+TEST_CASE("--freeze N marks exactly the entries of layers 0 .. N-1") {
+  models::DetectionModel model(
+      models::load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"));
+  const std::vector<StateEntry> state = model.state();
+  const std::vector<bool> none = models::frozen_entries(state, 0);
+  CHECK(std::count(none.begin(), none.end(), true) == 0);
+  const std::vector<bool> frozen = models::frozen_entries(state, 2);
+  for (size_t i = 0; i < state.size(); ++i) {
+    const bool in_layer_0_or_1 =
+        state[i].name.rfind("model.0.", 0) == 0 || state[i].name.rfind("model.1.", 0) == 0;
+    CHECK(frozen[i] == in_layer_0_or_1);
+  }
+  CHECK(std::count(frozen.begin(), frozen.end(), true) == 12);  // two Conv blocks x 6 entries
+  // "model.1." must not catch model.10 .. model.19.
+  for (size_t i = 0; i < state.size(); ++i)
+    if (state[i].name.rfind("model.1", 0) == 0 && state[i].name.rfind("model.1.", 0) != 0)
+      CHECK_FALSE(frozen[i]);
+}

@@ -1,0 +1,177 @@
+// tests/unit/verify.cpp — label checks (file:line problems, NaN/Inf, class >= nc,
+// tolerance, duplicates), the verification pass over a dataset with a corrupt image, the
+// cache (written, reused, rebuilt on change, read-only fallback, waiting ranks), and the
+// error for a split with no usable image.
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "data/dataset.h"
+#include "data/image_files.h"
+#include "data/label_cache.h"
+#include "data/label_file.h"
+#include "data/verify.h"
+#include "tests/support/data_fixtures.h"
+
+using namespace bareyolo;
+using namespace bareyolo::testing;
+
+namespace {
+
+bool has_problem(const std::vector<data::Problem>& problems, const std::string& file, int line,
+                 const std::string& text) {
+  return std::any_of(problems.begin(), problems.end(), [&](const data::Problem& p) {
+    return p.file == file && p.line == line && p.message.find(text) != std::string::npos;
+  });
+}
+
+}  // namespace
+
+TEST_CASE("label lines: every kind of bad value is reported with its line") {
+  const char* text =
+      "0 0.5 0.5 0.2 0.2\n"   // 1 good
+      "1 0.5 0.5 0.2\n"       // 2 four columns
+      "1 0.5 abc 0.2 0.2\n"   // 3 not a number
+      "1 nan 0.5 0.2 0.2\n"   // 4 NaN (passes a naive range test)
+      "1 0.5 0.5 inf 0.2\n"   // 5 Inf
+      "3 0.5 0.5 0.2 0.2\n"   // 6 class >= nc
+      "1.5 0.5 0.5 0.2 0.2\n" // 7 fractional class
+      "2 0.5 1.2 0.2 0.2\n"   // 8 outside [0, 1]
+      "-1 0.5 0.5 0.2 0.2\n"  // 9 negative class
+      "\n"                    // 10 blank: ignored
+      "1 0.5 0.5 0.2 0.2 0.1 0.3\n";  // 11 polygon-like
+  data::LabelFile parsed = data::parse_labels(text, "x.txt", 3);
+  CHECK_FALSE(parsed.usable());
+  CHECK(parsed.problems.size() == 9);
+  CHECK(has_problem(parsed.problems, "x.txt", 2, "expected 5 columns"));
+  CHECK(has_problem(parsed.problems, "x.txt", 3, "'abc' is not a number"));
+  CHECK(has_problem(parsed.problems, "x.txt", 4, "not a finite number"));
+  CHECK(has_problem(parsed.problems, "x.txt", 5, "not a finite number"));
+  CHECK(has_problem(parsed.problems, "x.txt", 6, "class 3 is out of range: the dataset has nc=3"));
+  CHECK(has_problem(parsed.problems, "x.txt", 7, "not a whole number"));
+  CHECK(has_problem(parsed.problems, "x.txt", 8, "cy = 1.2 is outside [0, 1]"));
+  CHECK(has_problem(parsed.problems, "x.txt", 9, "not a whole number >= 0"));
+  CHECK(has_problem(parsed.problems, "x.txt", 11, "polygon labels are not supported"));
+  CHECK(parsed.problems[0].to_string() ==
+        "x.txt:2: expected 5 columns (class cx cy w h), found 4 (image skipped)");
+}
+
+TEST_CASE("label lines: tolerance is clamped and duplicates dropped with a warning") {
+  data::LabelFile parsed = data::parse_labels(
+      "0 1.0005 0.5 0.2 0.2\n0 0.3 0.3 0.1 0.1\n0 0.3 0.3 0.1 0.1\n1 -0.0004 0.5 0.2 0.2\n",
+      "y.txt", 2);
+  CHECK(parsed.usable());
+  REQUIRE(parsed.boxes.size() == 3);
+  CHECK(parsed.boxes[0].cx == 1.0f);
+  CHECK(parsed.boxes[2].cx == 0.0f);
+  REQUIRE(parsed.problems.size() == 1);
+  CHECK(parsed.problems[0].line == 3);
+  CHECK_FALSE(parsed.problems[0].image_skipped);
+  CHECK(data::parse_labels("0 1.01 0.5 0.2 0.2\n", "z.txt", 1).problems.size() == 1);
+}
+
+TEST_CASE("verification pass: corrupt and tiny images skipped and bad labels reported and backgrounds counted") {
+  TempDir dir;
+  fs::path root = dir.path();
+  add_image(root, "train", "good", 64, 48, {{0, 0.5f, 0.5f, 0.2f, 0.2f}, {1, 0.3f, 0.3f, 0.1f, 0.1f}});
+  add_image(root, "train", "gray", 40, 40, {{1, 0.5f, 0.5f, 0.5f, 0.5f}});
+  add_image(root, "train", "empty", 30, 30, {});
+  add_image(root, "train", "nolabel", 30, 30, {});
+  fs::remove(root / "labels" / "train" / "nolabel.txt");
+  add_image(root, "train", "badlabel", 30, 30, {});
+  write_text(root / "labels" / "train" / "badlabel.txt", "0 0.5 0.5 0.2 0.2\n0 nan 0.5 0.1 0.1\n");
+  write_text(root / "images" / "train" / "corrupt.jpg", "this is not a JPEG");
+  write_text(root / "images" / "train" / "zero.png", "");
+  add_image(root, "train", "tiny", 8, 30, {});
+  std::vector<std::string> files = data::list_image_files({(root / "images" / "train").string()});
+  REQUIRE(files.size() == 8);
+
+  data::SplitReport report = data::verify_images(files, 2, 3);
+  CHECK(report.summary() == "4 images, 2 backgrounds, 4 corrupt, 3 labels");
+  std::string bad_label = (root / "labels" / "train" / "badlabel.txt").string();
+  CHECK(has_problem(report.problems, bad_label, 2, "cx is 'nan'"));
+  CHECK(has_problem(report.problems, (root / "images" / "train" / "corrupt.jpg").string(), 0,
+                    "unreadable image: unknown image type"));
+  CHECK(has_problem(report.problems, (root / "images" / "train" / "zero.png").string(), 0,
+                    "the file is empty"));
+  CHECK(has_problem(report.problems, (root / "images" / "train" / "tiny.png").string(), 0,
+                    "smaller than 10 px"));
+  // Sizes are recorded; the report does not depend on the thread count.
+  auto good = std::find_if(report.images.begin(), report.images.end(),
+                           [](const data::ImageRecord& r) { return r.path.find("good") != std::string::npos; });
+  REQUIRE(good != report.images.end());
+  CHECK(good->width == 64);
+  CHECK(good->height == 48);
+  CHECK(data::verify_images(files, 2, 1).summary() == report.summary());
+}
+
+TEST_CASE("label cache: written next to the labels then reused then rebuilt when a label changes") {
+  TempDir dir;
+  make_box_dataset(dir.path(), 5);
+  std::vector<std::string> sources = {(dir.path() / "images" / "train").string()};
+  data::CachedSplit first = data::load_or_build_split(sources, 3);
+  CHECK_FALSE(first.from_cache);
+  CHECK(first.cache_file == (dir.path() / "labels" / "train.cache").string());
+  CHECK(fs::exists(first.cache_file));
+  data::CachedSplit second = data::load_or_build_split(sources, 3);
+  CHECK(second.from_cache);
+  CHECK(second.report.summary() == first.report.summary());
+  CHECK(second.report.images[2].boxes == first.report.images[2].boxes);
+  // A changed label file changes the fingerprint (size differs), so the pass runs again.
+  write_text(dir.path() / "labels" / "train" / "im0.txt", "0 0.5 0.5 0.1 0.1\n1 0.2 0.2 0.1 0.1\n");
+  data::CachedSplit third = data::load_or_build_split(sources, 3);
+  CHECK_FALSE(third.from_cache);
+  CHECK(third.report.labels == first.report.labels + 1);
+  // nc is part of the fingerprint: class 2 is an error with nc=2.
+  CHECK(data::load_or_build_split(sources, 2).report.corrupt > 0);
+}
+
+TEST_CASE("label cache: a read-only labels folder falls back to the user cache folder") {
+  TempDir dir, cache_home;
+  make_box_dataset(dir.path(), 3);
+  fs::permissions(dir.path() / "labels", fs::perms::owner_write | fs::perms::group_write |
+                                             fs::perms::others_write,
+                  fs::perm_options::remove);
+  setenv("BAREYOLO_CACHE_DIR", cache_home.path().c_str(), 1);
+  std::vector<std::string> sources = {(dir.path() / "images" / "train").string()};
+  data::CachedSplit built = data::load_or_build_split(sources, 3);
+  unsetenv("BAREYOLO_CACHE_DIR");
+  CHECK_FALSE(fs::exists(dir.path() / "labels" / "train.cache"));
+  CHECK(built.cache_file.rfind(cache_home.path().string(), 0) == 0);
+  REQUIRE(built.notes.size() == 1);
+  CHECK(built.notes[0].find("read-only") != std::string::npos);
+  setenv("BAREYOLO_CACHE_DIR", cache_home.path().c_str(), 1);
+  CHECK(data::load_or_build_split(sources, 3).from_cache);
+  unsetenv("BAREYOLO_CACHE_DIR");
+}
+
+TEST_CASE("label cache: other ranks wait for rank 0's cache or time out with a clear error") {
+  TempDir dir;
+  make_box_dataset(dir.path(), 4);
+  std::vector<std::string> sources = {(dir.path() / "images" / "train").string()};
+  CHECK_THROWS_WITH_AS(data::wait_for_split(sources, 3, 150, 1),
+                       doctest::Contains("rank 1 waited 0 s for the label cache"),
+                       std::runtime_error);
+  std::thread rank0([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    data::load_or_build_split(sources, 3);
+  });
+  data::CachedSplit waited = data::wait_for_split(sources, 3, 20000, 1);
+  rank0.join();
+  CHECK(waited.from_cache);
+  CHECK(waited.report.images.size() == 4);
+}
+
+TEST_CASE("a split with no usable image is an error that says where it looked") {
+  TempDir dir;
+  std::string yaml = write_yaml(dir.path(), 1);
+  write_text(dir.path() / "images" / "train" / "broken.jpg", "garbage");
+  data::DatasetConfig config = data::read_dataset_yaml(yaml);
+  std::string expected = "the train split has no usable image (0 images, 0 backgrounds, 1 "
+                         "corrupt, 0 labels); searched " +
+                         (dir.path() / "images" / "train").string();
+  CHECK_THROWS_WITH_AS(data::open_split(config, "train"), doctest::Contains(expected.c_str()),
+                       std::runtime_error);
+}

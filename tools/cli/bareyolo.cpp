@@ -1,0 +1,80 @@
+// tools/cli/bareyolo.cpp — the bareyolo command line.
+//
+//   bareyolo devices      what this machine offers: CPU threads and SIMD, CUDA devices
+//   bareyolo demo         train a small network end to end with the CPU kernels
+//   bareyolo make-shapes, data-check, show-batch     datasets (tools/cli/data_commands.h)
+//   bareyolo init, grads  weights and the golden check (tools/cli/model_commands.h)
+//   bareyolo val, predict evaluation and inference (tools/cli/eval_commands.h)
+//   bareyolo train        YOLOv5's recipe on one process (tools/cli/train_command.h)
+//
+// (Distributed training arrives with the distributed runtime; see README.md.)
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <optional>
+
+#include "kernels/cpu/thread_pool.h"  // defines: ThreadPool (CPU kernels' threads)
+#include "kernels/cuda/runtime/runtime.h"     // defines: cuda::device_count, unavailable_reason
+#include "tools/cli/data_commands.h"      // defines: add_data_commands, run_data_command
+#include "tools/cli/demo.h"               // defines: run_demo
+#include "tools/cli/eval_commands.h"      // defines: add_eval_commands, run_eval_command
+#include "tools/cli/model_commands.h"     // defines: add_model_commands, run_model_command
+#include "tools/cli/train_command.h"      // defines: add_train_command, run_train_command
+
+namespace {
+
+int print_devices() {
+  std::printf("cpu: %d threads, AVX2+FMA%s\n", bareyolo::ThreadPool::global().num_threads(),
+              __builtin_cpu_supports("avx512f") ? ", AVX-512" : "");
+  int gpus = bareyolo::cuda::device_count();
+  if (gpus > 0)
+    std::printf("cuda: %d device(s)\n", gpus);
+  else
+    std::printf("cuda: none (%s)\n", bareyolo::cuda::unavailable_reason().c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bareyolo: a framework-free YOLOv5 training engine"};
+  app.set_version_flag("--version", "bareyolo 0.1.0");
+  app.require_subcommand(1);
+
+  app.add_subcommand("devices", "List the CPU and CUDA devices this binary can use");
+
+  bareyolo::DemoOptions demo;
+  CLI::App* demo_cmd =
+      app.add_subcommand("demo", "Train a small conv/BN/SiLU network on synthetic images (CPU)");
+  demo_cmd->add_option("--steps", demo.steps, "Optimizer steps")->check(CLI::PositiveNumber);
+  demo_cmd->add_option("--batch", demo.batch, "Images per step")->check(CLI::PositiveNumber);
+  demo_cmd->add_option("--imgsz", demo.image_size, "Image side in pixels")
+      ->check(CLI::Range(3, 512));
+  demo_cmd->add_option("--lr", demo.learning_rate, "SGD learning rate")
+      ->check(CLI::PositiveNumber);
+  demo_cmd->add_option("--seed", demo.seed, "Random seed");
+
+  bareyolo::add_data_commands(app);
+  bareyolo::add_model_commands(app);
+  bareyolo::add_eval_commands(app);
+  bareyolo::add_train_command(app);
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (app.got_subcommand("devices")) return print_devices();
+    if (std::optional<int> code = bareyolo::run_data_command(app)) return *code;
+    if (std::optional<int> code = bareyolo::run_model_command(app)) return *code;
+    if (std::optional<int> code = bareyolo::run_eval_command(app)) return *code;
+    if (std::optional<int> code = bareyolo::run_train_command(app)) return *code;
+    if (app.got_subcommand("demo")) {
+      double accuracy = bareyolo::run_demo(demo);
+      std::printf("demo finished: pixel accuracy %.3f (chance is about 0.5)\n", accuracy);
+      return 0;
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "bareyolo: error: %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}

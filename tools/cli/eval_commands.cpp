@@ -1,0 +1,193 @@
+// tools/cli/eval_commands.cpp — `val` and `predict` (see eval_commands.h). The work is in
+// models/eval/validate.h, models/eval/decode.h and models/eval/nms.h; this file reads the command line,
+// the files, and prints or writes the results.
+//
+// COCO results JSON (--save-json, and predict's detections.json): one object per detection,
+// {"image_id", "category_id", "bbox": [x, y, w, h] in original-image pixels, "score"}, as
+// YOLOv5's val writes it; image_id is the file's stem as a number when it is one (COCO's
+// ids), else the stem; category_id is the class index (YOLOv5 maps COCO's 80 classes to
+// its 91 ids only for COCO itself; do that mapping yourself for pycocotools on COCO).
+#include "tools/cli/eval_commands.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "data/image_files.h"
+#include "data/letterbox.h"
+#include "data/preview.h"
+#include "engine/safetensors.h"
+#include "models/eval/decode.h"
+#include "models/eval/validate.h"
+#include "models/yolo/weights.h"
+
+namespace bareyolo {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct EvalOptions {
+  std::string cfg, weights, data, split = "val", save_json, source, out = "runs/predict", names;
+  int imgsz = 640, batch = 32, workers = 0;
+  float conf = -1, iou = -1;  // -1: the command's default
+  bool no_rect = false;
+} options;
+
+// A model with `nc` classes holding the weights file's state.
+models::DetectionModel load_model(int nc) {
+  models::DetectionModel model(models::load_model_config(options.cfg), {.nc = nc});
+  models::load_state(SafetensorsFile::load(options.weights), model.state(), options.weights);
+  return model;
+}
+
+nlohmann::json coco_detection(const std::string& path, const models::Detection& d) {
+  const std::string stem = fs::path(path).stem().string();
+  const bool numeric = !stem.empty() && stem.find_first_not_of("0123456789") == std::string::npos;
+  nlohmann::json image_id = numeric ? nlohmann::json(std::stoll(stem)) : nlohmann::json(stem);
+  return {{"image_id", image_id},
+          {"category_id", d.class_id},
+          {"bbox", {d.box.x1, d.box.y1, d.box.x2 - d.box.x1, d.box.y2 - d.box.y1}},
+          {"score", d.conf}};
+}
+
+void write_json(const std::string& path, const nlohmann::json& json) {
+  std::ofstream out(path);
+  out << json.dump() << "\n";
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+int run_val() {
+  const data::DatasetConfig config = data::read_dataset_yaml(options.data);
+  const data::OpenedSplit split = data::open_split(config, options.split);
+  models::DetectionModel model = load_model(config.num_classes());
+  models::ValidationOptions val;
+  val.batch = options.batch;
+  val.imgsz = options.imgsz;
+  val.rect = !options.no_rect;
+  val.workers = options.workers;
+  if (options.conf >= 0) val.nms.conf_threshold = options.conf;
+  if (options.iou >= 0) val.nms.iou_threshold = options.iou;
+  val.keep_detections = !options.save_json.empty();
+  const models::ValidationResult result = models::validate(model, split.dataset, val);
+
+  const auto& m = result.metrics;
+  std::printf("%22s %11s %11s %11s %11s %11s %11s\n", "Class", "Images", "Instances", "P", "R",
+              "mAP50", "mAP50-95");
+  std::printf("%22s %11lld %11lld %11.3f %11.3f %11.3f %11.3f\n", "all",
+              static_cast<long long>(result.images), static_cast<long long>(result.labels),
+              m.mean_precision, m.mean_recall, m.map50, m.map50_95);
+  for (const models::ClassMetrics& c : m.classes)
+    std::printf("%22s %11lld %11lld %11.3f %11.3f %11.3f %11.3f\n",
+                config.names.at(size_t(c.class_id)).c_str(), static_cast<long long>(result.images),
+                static_cast<long long>(c.labels), c.precision, c.recall, c.ap50, c.ap50_95);
+  std::printf("(AP is YOLOv5's: 101-point interpolation with a (recall 1, precision 0) end point,"
+              " so perfect detections score 0.995)\n");
+  if (!options.save_json.empty()) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const models::ImageDetections& image : result.detections)
+      for (const models::Detection& d : image.detections) all.push_back(coco_detection(image.path, d));
+    write_json(options.save_json, all);
+    std::printf("wrote %zu detections to %s\n", all.size(), options.save_json.c_str());
+  }
+  return 0;
+}
+
+int run_predict() {
+  std::vector<std::string> names;
+  if (!options.names.empty()) names = data::read_dataset_yaml(options.names).names;
+  const SafetensorsFile weights = SafetensorsFile::load(options.weights);
+  const int nc = !names.empty() ? int(names.size())
+                 : weights.metadata().count("nc") ? std::stoi(weights.metadata().at("nc")) : 0;
+  models::DetectionModel model = load_model(nc);
+  const std::vector<std::string> images =
+      fs::is_directory(options.source) ? data::list_image_files({options.source})
+                                       : std::vector<std::string>{options.source};
+  if (images.empty()) throw std::invalid_argument("no images found in " + options.source);
+  models::NmsOptions nms;
+  if (options.conf >= 0) nms.conf_threshold = options.conf;
+  if (options.iou >= 0) nms.iou_threshold = options.iou;
+  fs::create_directories(options.out);
+  const int canvas = int(std::ceil(options.imgsz / model.strides().back()) * model.strides().back());
+
+  nlohmann::json all = nlohmann::json::array();
+  for (const std::string& path : images) {
+    const data::LoadedImage loaded = data::load_resized(path, canvas);
+    data::LetterboxPlacement placement;
+    const data::Image input = data::letterbox(loaded.image, canvas, canvas, true, placement);
+    std::vector<float> chw(size_t(3) * canvas * canvas);
+    for (int y = 0; y < canvas; ++y)
+      for (int x = 0; x < canvas; ++x)
+        for (int c = 0; c < 3; ++c)
+          chw[(size_t(c) * canvas + y) * canvas + x] = input.at(x, y)[c] / 255.0f;
+    const std::vector<float> rows = models::decode_predictions(
+        model.forward(Tensor::from_vector(chw, {1, 3, canvas, canvas}), Mode::eval), model);
+    std::vector<models::Detection> detections =
+        models::non_max_suppression(rows, model.num_classes(), nms);
+    const float gain = float(placement.ratio * loaded.image.width / loaded.original_width);
+    data::Image drawn = data::read_image(path);
+    for (models::Detection& d : detections) {
+      d.box = models::scale_box_to_original(
+          d.box, {gain, float(placement.pad_x), float(placement.pad_y),
+                  float(loaded.original_width), float(loaded.original_height)});
+      const std::string name =
+          d.class_id < int(names.size()) ? names[size_t(d.class_id)] : std::to_string(d.class_id);
+      char text[96];
+      std::snprintf(text, sizeof text, "%s %.2f", name.c_str(), d.conf);
+      data::draw_box(drawn, int(d.box.x1), int(d.box.y1), int(d.box.x2), int(d.box.y2),
+                     d.class_id, text);
+      all.push_back(coco_detection(path, d));
+    }
+    const std::string out = (fs::path(options.out) / fs::path(path).filename()).replace_extension(".jpg");
+    data::write_image(out, drawn);
+    std::printf("%s: %zu detections -> %s\n", path.c_str(), detections.size(), out.c_str());
+  }
+  write_json((fs::path(options.out) / "detections.json").string(), all);
+  return 0;
+}
+
+void add_model_options(CLI::App* command) {
+  command->add_option("--cfg", options.cfg, "Model yaml")->required()->check(CLI::ExistingFile);
+  command->add_option("--weights", options.weights, "Weights (.safetensors)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  command->add_option("--imgsz", options.imgsz, "Inference size in pixels")
+      ->check(CLI::Range(32, 8192));
+  command->add_option("--iou", options.iou, "NMS IoU threshold")->check(CLI::Range(0.0, 1.0));
+}
+
+}  // namespace
+
+void add_eval_commands(CLI::App& app) {
+  CLI::App* val = app.add_subcommand("val", "mAP of weights on a dataset split (YOLOv5's val)");
+  add_model_options(val);
+  val->add_option("--data", options.data, "Dataset yaml")->required()->check(CLI::ExistingFile);
+  val->add_option("--split", options.split, "Split to evaluate: val, train or test");
+  val->add_option("--batch", options.batch, "Images per batch")->check(CLI::PositiveNumber);
+  val->add_option("--conf", options.conf, "Confidence threshold (default 0.001)")
+      ->check(CLI::Range(0.0, 1.0));
+  val->add_option("--workers", options.workers, "Loader threads")->check(CLI::NonNegativeNumber);
+  val->add_flag("--no-rect", options.no_rect, "Square batches instead of rectangular ones");
+  val->add_option("--save-json", options.save_json, "Write detections as COCO results JSON");
+
+  CLI::App* predict = app.add_subcommand("predict", "Detect objects in images, draw them");
+  add_model_options(predict);
+  predict->add_option("--source", options.source, "An image or a folder of images")
+      ->required()
+      ->check(CLI::ExistingPath);
+  predict->add_option("--conf", options.conf, "Confidence threshold (default 0.25)")
+      ->check(CLI::Range(0.0, 1.0));
+  predict->add_option("--out", options.out, "Output folder");
+  predict->add_option("--names", options.names, "Dataset yaml whose class names to draw");
+}
+
+std::optional<int> run_eval_command(const CLI::App& app) {
+  if (app.got_subcommand("val")) return run_val();
+  if (app.got_subcommand("predict")) return run_predict();
+  return std::nullopt;
+}
+
+}  // namespace bareyolo

@@ -1,0 +1,84 @@
+// tools/cli/model_commands.cpp — `init` and `grads` (see model_commands.h); the work is in
+// models/ (weights.h, gradient_report.h), this file reads the command line and the files.
+#include "tools/cli/model_commands.h"
+
+#include <cstdio>
+#include <string>
+
+#include "engine/safetensors.h"
+#include "models/loss/gradient_report.h"
+#include "models/yolo/weights.h"
+
+namespace bareyolo {
+
+namespace {
+
+struct ModelCommandOptions {
+  std::string cfg, weights, batch, out, hyp;
+  int nc = 0;
+  uint64_t seed = 0;
+} options;
+
+int init_weights() {
+  models::DetectionModel model(models::load_model_config(options.cfg),
+                               {.nc = options.nc, .seed = options.seed});
+  SafetensorsFile file;
+  models::add_state(file, model.state());
+  file.metadata()["format"] = "bareyolo";
+  file.metadata()["nc"] = std::to_string(model.num_classes());
+  file.save(options.out);
+  std::printf("wrote %s: %s, nc=%d, %lld parameters\n", options.out.c_str(), options.cfg.c_str(),
+              model.num_classes(), static_cast<long long>(model.parameter_count()));
+  return 0;
+}
+
+int compute_grads() {
+  const SafetensorsFile weights = SafetensorsFile::load(options.weights);
+  int nc = options.nc;
+  if (nc == 0 && weights.metadata().count("nc")) nc = std::stoi(weights.metadata().at("nc"));
+  models::DetectionModel model(models::load_model_config(options.cfg), {.nc = nc});
+  models::load_state(weights, model.state(), options.weights);
+  const SafetensorsFile batch = SafetensorsFile::load(options.batch);
+  const models::LossHyp hyp =
+      options.hyp.empty() ? models::LossHyp{} : models::load_loss_hyp(options.hyp);
+  SafetensorsFile report = models::gradient_report(
+      model, batch.tensor("images"), models::label_rows(batch, "targets", options.batch), hyp);
+  report.save(options.out);
+  const std::vector<float> loss = report.values<float>("loss");
+  std::printf("wrote %s: loss box %.6f obj %.6f cls %.6f total %.6f\n", options.out.c_str(),
+              loss[0], loss[1], loss[2], report.values<float>("loss_total")[0]);
+  return 0;
+}
+
+}  // namespace
+void add_model_commands(CLI::App& app) {
+  CLI::App* init = app.add_subcommand("init", "Write freshly initialised weights (safetensors)");
+  init->add_option("--cfg", options.cfg, "Model yaml")->required()->check(CLI::ExistingFile);
+  init->add_option("--nc", options.nc, "Number of classes (default: the yaml's)");
+  init->add_option("--seed", options.seed, "Initialisation seed");
+  init->add_option("--out", options.out, "Output .safetensors")->required();
+
+  CLI::App* grads = app.add_subcommand(
+      "grads", "One training forward, YOLOv5's loss and backward on a batch; write the loss, "
+               "head outputs and parameter gradients");
+  grads->add_option("--cfg", options.cfg, "Model yaml")->required()->check(CLI::ExistingFile);
+  grads->add_option("--weights", options.weights, "Weights (.safetensors, YOLOv5 names)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  grads->add_option("--batch", options.batch,
+                    "Batch (.safetensors): images [b,3,H,W] in 0..1, targets [n,6]")
+      ->required()
+      ->check(CLI::ExistingFile);
+  grads->add_option("--out", options.out, "Output .safetensors")->required();
+  grads->add_option("--nc", options.nc, "Number of classes (default: the weights' metadata)");
+  grads->add_option("--hyp", options.hyp, "Hyperparameter yaml (default: hyp.scratch-low)")
+      ->check(CLI::ExistingFile);
+}
+
+std::optional<int> run_model_command(const CLI::App& app) {
+  if (app.got_subcommand("init")) return init_weights();
+  if (app.got_subcommand("grads")) return compute_grads();
+  return std::nullopt;
+}
+
+}  // namespace bareyolo

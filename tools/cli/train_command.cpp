@@ -1,0 +1,218 @@
+// tools/cli/train_command.cpp — see train_command.h.
+#include "tools/cli/train_command.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+
+#include "data/shapes.h"
+#include "models/train/run_dir.h"
+#include "models/train/launch.h"
+#include "models/train/options.h"
+
+namespace bareyolo {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The main job's settings on the built-in shapes data (README): YOLOv5's recipe from
+// scratch needs its whole LR schedule, and 128 px is what these images need.
+constexpr int kShapesEpochs = 80, kShapesImgsz = 128;
+
+struct TrainCommandOptions {
+  models::TrainOptions train;
+  std::string hyp, config, optimizer = "SGD", device = "auto";
+  bool no_val = false;
+  CLI::App* command = nullptr;
+  CLI::Option *resume = nullptr, *epochs = nullptr, *imgsz = nullptr;
+} options;
+
+// The built-in shapes dataset, generated on first use, and again when an older bareyolo's
+// generator wrote the one there (its images differ from what the README's numbers used).
+std::string default_dataset() {
+  const fs::path folder = fs::path("datasets") / "shapes", yaml = folder / "data.yaml";
+  if (fs::exists(yaml)) {
+    if (data::shapes_dataset_age(yaml.string()) != data::ShapesDatasetAge::older)
+      return yaml.string();
+    std::printf("datasets/shapes was written by an older bareyolo: replacing it\n");
+    fs::remove_all(folder);
+  }
+  std::printf("generating the built-in shapes dataset in datasets/shapes ...\n");
+  return data::make_shapes_dataset({.out = folder.string()});
+}
+
+// --config FILE: each `key: value` of the yaml is the flag --key (underscores may stand for
+// dashes), applied only where the command line did not give that flag, so the command line
+// wins. Validators run as for the command line.
+void apply_config_yaml(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    throw std::invalid_argument("--config " + path + ": cannot read it as yaml: " + e.what());
+  }
+  if (!root.IsMap()) throw std::invalid_argument("--config " + path + ": expected key: value lines");
+  for (const auto& item : root) {
+    std::string key = item.first.as<std::string>();
+    for (char& c : key) c = c == '_' ? '-' : c;
+    CLI::Option* flag = options.command->get_option_no_throw("--" + key);
+    if (flag == nullptr || key == "config" || key == "help")
+      throw std::invalid_argument("--config " + path + ": '" + key + "' is not a flag of "
+                                  "`bareyolo train` (see bareyolo train --help)");
+    if (flag->count() > 0) continue;  // given on the command line
+    if (!item.second.IsScalar())
+      throw std::invalid_argument("--config " + path + ": '" + key + "' must be a single value");
+    try {
+      flag->add_result(item.second.as<std::string>());
+      flag->run_callback();
+    } catch (const CLI::Error& e) {
+      throw std::invalid_argument("--config " + path + ": '" + key + "': " + e.what());
+    }
+  }
+}
+
+int train() {
+  if (!options.config.empty()) apply_config_yaml(options.config);
+  models::TrainOptions& t = options.train;
+  if (options.resume->count() > 0) {
+    // Everything else comes from the checkpoint's saved configuration.
+    t.resume = models::find_resume_checkpoint(options.resume->as<std::string>(), t.project);
+    std::printf("resuming from %s\n", t.resume.c_str());
+  } else {
+    if (t.data.empty()) {
+      // The built-in data's own schedule, unless asked otherwise: small synthetic images
+      // need neither 640 px nor more epochs than YOLOv5's recipe takes to converge on them.
+      t.data = default_dataset();
+      if (options.epochs->count() == 0) t.epochs = kShapesEpochs;
+      if (options.imgsz->count() == 0) t.imgsz = kShapesImgsz;
+    }
+    // Absolute, so that a resume from another directory finds them.
+    t.data = fs::absolute(t.data).string();
+    t.cfg = fs::absolute(t.cfg).string();
+    if (!t.weights.empty()) t.weights = fs::absolute(t.weights).string();
+    if (!options.hyp.empty()) models::load_hyp_yaml(options.hyp, t);
+    t.optimizer = models::parse_optimizer_name(options.optimizer);
+    t.validate = !options.no_val;
+  }
+  t.device = options.device;
+  const models::TrainSummary summary = models::run_training(t, [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  });
+  if (!summary.rank0) return 0;
+  std::printf("%s: %d epochs, %lld optimizer steps in %.0f s; best mAP50 %.3f, mAP50-95 %.3f; "
+              "weights in %s/weights\n",
+              summary.finished ? "done" : "stopped", summary.epochs_run,
+              static_cast<long long>(summary.optimizer_steps), summary.seconds, summary.best_map50,
+              summary.best_map50_95, summary.run_dir.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  models::TrainOptions& t = options.train;
+  t.cfg = std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5n.yaml";
+  CLI::App* cmd = app.add_subcommand("train", "Train a detector with YOLOv5's recipe");
+  options.command = cmd;
+  cmd->add_option("--data", t.data, "Dataset yaml (default: the built-in shapes data, generated "
+                                    "in datasets/shapes on first use)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--cfg", t.cfg, "Model yaml")->check(CLI::ExistingFile)->capture_default_str();
+  cmd->add_option("--weights", t.weights, "Initial weights (.safetensors); default: from scratch")
+      ->check(CLI::ExistingFile);
+  options.epochs = cmd->add_option("--epochs", t.epochs, "Epochs (the built-in data: " +
+                                                          std::to_string(kShapesEpochs) + ")")
+                       ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--batch", t.batch, "Batch size, global: all ranks together, each rank "
+                                      "trains batch/ranks images; -1: AutoBatch (GPU memory)")
+      ->check(CLI::PositiveNumber | CLI::IsMember({-1}))->capture_default_str();
+  options.imgsz = cmd->add_option("--imgsz", t.imgsz, "Image size in pixels, rounded up to a "
+                                                     "multiple of 32 (the built-in data: " +
+                                                     std::to_string(kShapesImgsz) + ")")
+      ->check(CLI::Range(32, 8192))->capture_default_str();
+  cmd->add_option("--workers", t.workers, "Data loader threads")->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--device", options.device,
+                  "auto (every GPU, else CPU ranks to fit the cores), cpu, 0, 0,1, cuda:0, 0,0 "
+                  "(two ranks on one GPU); more than one rank forks workers unless a launcher "
+                  "(torchrun, srun, mpirun) started this process")
+      ->capture_default_str();
+  cmd->add_option("--nproc-per-node", t.nproc_per_node,
+                  "CPU ranks (with --device cpu or auto on a machine without GPUs); 0: auto")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_flag_callback("--sync-bn", [&t] { t.sync_bn = true; },
+                         "SyncBatchNorm when distributed: BN statistics over the global batch "
+                         "(the default with more than one rank)");
+  cmd->add_flag_callback("--no-sync-bn", [&t] { t.sync_bn = false; },
+                         "BatchNorm statistics per rank (warned below 16 images per rank)");
+  cmd->add_option("--backend", t.backend, "Communication: auto (NCCL for distinct GPUs, else "
+                                          "TCP), tcp or nccl")
+      ->check(CLI::IsMember({"auto", "tcp", "nccl"}))->capture_default_str();
+  cmd->add_option("--timeout", t.timeout_s, "Seconds any rank waits for the others before failing")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--nnodes", t.nnodes, "Machines in the run, each running this command with "
+                                        "its --node-rank (needs --master-addr, --master-port "
+                                        "and the same BAREYOLO_STORE_TOKEN on every machine)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--node-rank", t.node_rank, "This machine's index in 0 .. nnodes-1")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--master-addr", t.master_addr, "Host of global rank 0 (its rendezvous store)")
+      ->capture_default_str();
+  cmd->add_option("--master-port", t.master_port, "Port of the rendezvous store (0: a free one, "
+                                                  "one machine only)")
+      ->check(CLI::Range(0, 65535))->capture_default_str();
+  cmd->add_option("--project", t.project, "Folder of runs")->capture_default_str();
+  cmd->add_option("--name", t.name, "Run name: <project>/<name>, numbered <name>2, 3, ... "
+                                    "when it exists")
+      ->capture_default_str();
+  cmd->add_flag("--exist-ok", t.exist_ok, "Reuse <project>/<name> instead of numbering");
+  cmd->add_option("--seed", t.seed, "Seed of initialisation, shuffling and augmentation")
+      ->capture_default_str();
+  cmd->add_option("--nbs", t.nbs, "Nominal batch size: gradients accumulate to it")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--patience", t.patience,
+                  "Stop after this many epochs without a better fitness (0: never)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--optimizer", options.optimizer, "SGD (Nesterov) or AdamW, YOLOv5's groups")
+      ->check(CLI::IsMember({"SGD", "AdamW"}))->capture_default_str();
+  cmd->add_flag("--cos-lr", t.schedule.cosine, "Cosine learning-rate schedule (default: linear)");
+  cmd->add_option("--freeze", t.freeze, "Freeze the first N model layers (model.0 ... model.N-1)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--hyp", options.hyp, "Hyperparameter yaml in YOLOv5's format "
+                                        "(default: hyp.scratch-low's values)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--save-period", t.save_period,
+                  "Also save weights/epoch<N>.safetensors every N epochs (0: never)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--save-steps", t.save_steps,
+                  "Also save weights/step<N>.safetensors every N optimizer steps (0: never)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--save-total-limit", t.save_total_limit,
+                  "Keep only the newest N periodic checkpoints (0: keep all)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  options.resume =
+      cmd->add_option("--resume", "Continue a run: PATH is a checkpoint or a run directory; "
+                                  "alone, the newest <project>/*/weights/last.safetensors. The "
+                                  "run keeps its directory and configuration")
+          ->expected(0, 1);
+  cmd->add_option("--max-steps", t.max_steps,
+                  "End after N optimizer steps in all, with a resumable weights/last.safetensors "
+                  "(not saved in the configuration)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-val", options.no_val, "Validate only the final epoch");
+  cmd->add_option("--config", options.config,
+                  "A yaml of flags (key: value, e.g. epochs: 30); the command line wins")
+      ->check(CLI::ExistingFile);
+}
+
+std::optional<int> run_train_command(const CLI::App& app) {
+  if (app.got_subcommand("train")) return train();
+  return std::nullopt;
+}
+
+}  // namespace bareyolo
