@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # tools/test.sh — run the tests (after tools/setup.sh).
 #
-#  1. every test of the Release build in build/ (CUDA tests report *skipped* without a GPU);
-#  2. the fast unit tests again in a CPU-only AddressSanitizer + UndefinedBehaviorSanitizer
+#  1. the static checks: every include goes down a layer (tools/check_layers.sh);
+#  2. every test of the Release build in build/ (CUDA tests report *skipped* without a GPU);
+#  3. the fast unit tests again in a CPU-only AddressSanitizer + UndefinedBehaviorSanitizer
 #     build (build-asan/), which stops at the first report.
-# Pass --release-only to skip step 2.
+# Pass --release-only to skip step 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+
+echo "== Static checks"
+tools/check_layers.sh
 
 echo "== Release build: all tests"
 ctest --test-dir build --output-on-failure -j "$jobs"
