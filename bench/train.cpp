@@ -89,7 +89,7 @@ SyntheticBatch synthetic_batch(int batch, int imgsz, int classes, uint32_t seed)
   SyntheticBatch out{Tensor::from_vector(pixels, {batch, 3, imgsz, imgsz}), {}};
   for (int image = 0; image < batch; ++image)
     for (int box = 0; box < kBoxesPerImage; ++box)
-      out.labels.push_back({image, float(cls(rng)), centre(rng), centre(rng), side(rng), side(rng)});
+      out.labels.push_back({image, cls(rng), centre(rng), centre(rng), side(rng), side(rng)});
   return out;
 }
 

@@ -56,7 +56,7 @@ Batch collate(int64_t step, std::vector<Sample>& samples, int width, int height)
     to_planar_float(sample.image, batch.images.get() + i * batch.image_floats());
     for (const LabelBox& box : sample.labels)
       batch.targets.insert(batch.targets.end(),
-                           {float(i), float(box.cls), box.cx, box.cy, box.w, box.h});
+                           {float(i), float(box.class_id), box.cx, box.cy, box.w, box.h});
     batch.meta.push_back(std::move(sample.meta));
   }
   return batch;

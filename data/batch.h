@@ -17,6 +17,14 @@
 
 namespace bareyolo::data {
 
+// One label of a batch: a row of Batch::targets, YOLOv5's collate row [image_index, class, cx,
+// cy, w, h], with the box normalised to the batch image (letterboxed, augmented).
+struct LabelRow {
+  int image = 0;
+  int class_id = 0;
+  float cx = 0, cy = 0, w = 0, h = 0;
+};
+
 struct Batch {
   int64_t step = 0;
   int size = 0, height = 0, width = 0;
@@ -25,6 +33,11 @@ struct Batch {
   std::vector<ImageMeta> meta;
 
   int64_t num_targets() const { return int64_t(targets.size() / 6); }
+  // Row r of `targets` (collate writes the rows; this reads them).
+  LabelRow label(int64_t r) const {
+    const float* row = targets.data() + r * 6;
+    return {int(row[0]), int(row[1]), row[2], row[3], row[4], row[5]};
+  }
   size_t image_floats() const { return size_t(3) * height * width; }
   const float* image(int i) const { return images.get() + size_t(i) * image_floats(); }
   // The images as an NCHW tensor on `device`, what the model takes: a copy of the buffer on

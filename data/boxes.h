@@ -10,7 +10,7 @@
 namespace bareyolo::data {
 
 struct PixelBox {
-  int cls = 0;
+  int class_id = 0;
   float x1 = 0, y1 = 0, x2 = 0, y2 = 0;
 };
 

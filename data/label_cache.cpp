@@ -65,7 +65,7 @@ json to_json(const SplitReport& report, const std::string& fingerprint) {
   json images = json::array();
   for (const ImageRecord& record : report.images) {
     json boxes = json::array();
-    for (const LabelBox& b : record.boxes) boxes.push_back({b.cls, b.cx, b.cy, b.w, b.h});
+    for (const LabelBox& b : record.boxes) boxes.push_back({b.class_id, b.cx, b.cy, b.w, b.h});
     images.push_back({record.path, record.width, record.height, std::move(boxes)});
   }
   json problems = json::array();

@@ -21,7 +21,7 @@ namespace bareyolo::data {
 inline constexpr float kCoordinateTolerance = 1e-3f;
 
 struct LabelBox {
-  int cls = 0;
+  int class_id = 0;
   float cx = 0, cy = 0, w = 0, h = 0;  // normalised xywh
   bool operator==(const LabelBox&) const = default;
 };

@@ -54,11 +54,11 @@ std::vector<PixelBox> transform_boxes(const std::vector<PixelBox>& boxes, const 
       x_min = std::min(x_min, tx), x_max = std::max(x_max, tx);
       y_min = std::min(y_min, ty), y_max = std::max(y_max, ty);
     }
-    PixelBox moved{box.cls, float(std::clamp(x_min, 0.0, double(out_width))),
+    PixelBox moved{box.class_id, float(std::clamp(x_min, 0.0, double(out_width))),
                    float(std::clamp(y_min, 0.0, double(out_height))),
                    float(std::clamp(x_max, 0.0, double(out_width))),
                    float(std::clamp(y_max, 0.0, double(out_height)))};
-    PixelBox zoomed{box.cls, float(box.x1 * zoom), float(box.y1 * zoom), float(box.x2 * zoom),
+    PixelBox zoomed{box.class_id, float(box.x1 * zoom), float(box.y1 * zoom), float(box.x2 * zoom),
                     float(box.y2 * zoom)};
     if (box_survives(zoomed, moved)) kept.push_back(moved);
   }

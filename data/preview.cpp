@@ -70,11 +70,13 @@ Image render_batch(const Batch& batch, const std::vector<std::string>& names) {
     outline(grid, ox, oy, ox + batch.width, oy + batch.height, 1, Rgb{255, 255, 255});
   }
   for (int64_t t = 0; t < batch.num_targets(); ++t) {
-    const float* row = batch.targets.data() + t * 6;
-    int i = int(row[0]), cls = int(row[1]);
-    int ox = (i % columns) * batch.width, oy = (i / columns) * batch.height;
-    int x1 = ox + int((row[2] - row[4] / 2) * batch.width), x2 = ox + int((row[2] + row[4] / 2) * batch.width);
-    int y1 = oy + int((row[3] - row[5] / 2) * batch.height), y2 = oy + int((row[3] + row[5] / 2) * batch.height);
+    const LabelRow label = batch.label(t);
+    const int cls = label.class_id;
+    int ox = (label.image % columns) * batch.width, oy = (label.image / columns) * batch.height;
+    int x1 = ox + int((label.cx - label.w / 2) * batch.width);
+    int x2 = ox + int((label.cx + label.w / 2) * batch.width);
+    int y1 = oy + int((label.cy - label.h / 2) * batch.height);
+    int y2 = oy + int((label.cy + label.h / 2) * batch.height);
     draw_box(grid, x1, y1, x2, y2, cls,
              cls < int(names.size()) ? names[size_t(cls)] : std::to_string(cls), oy);
   }

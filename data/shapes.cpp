@@ -94,7 +94,7 @@ void paint_shape(Image& image, const LabelBox& box, Rgb colour) {
   for (int y = y1; y < y2; ++y)
     for (int x = x1; x < x2; ++x) {
       double u = (x + 0.5 - x1) / (x2 - x1) * 2 - 1, v = (y + 0.5 - y1) / (y2 - y1) * 2 - 1;
-      if (inside(box.cls, u, v)) std::copy(colour.begin(), colour.end(), image.at(x, y));
+      if (inside(box.class_id, u, v)) std::copy(colour.begin(), colour.end(), image.at(x, y));
     }
 }
 
@@ -126,7 +126,7 @@ void write_split(const ShapesOptions& options, const std::string& split, uint64_
     std::ofstream out(labels / (std::string(stem) + ".txt"));
     for (const LabelBox& b : boxes) {
       char line[96];
-      std::snprintf(line, sizeof line, "%d %.6f %.6f %.6f %.6f\n", b.cls, b.cx, b.cy, b.w, b.h);
+      std::snprintf(line, sizeof line, "%d %.6f %.6f %.6f %.6f\n", b.class_id, b.cx, b.cy, b.w, b.h);
       out << line;
     }
     if (!out) throw std::runtime_error("cannot write labels in " + labels.string());
@@ -154,7 +154,7 @@ Image make_shapes_image(int imgsz, int classes, uint64_t seed, uint64_t split, u
     bool hides = std::any_of(labels.begin(), labels.end(),
                              [&](const LabelBox& other) { return iou(box, other) > kMaxOverlapIou; });
     if (hides) continue;
-    paint_shape(image, box, class_colour(rng, box.cls, classes, background));
+    paint_shape(image, box, class_colour(rng, box.class_id, classes, background));
     labels.push_back(box);
   }
   return image;

@@ -29,10 +29,10 @@ inline int optimizer_group_index(ParamGroup group) {
 }
 
 // One entry of a module's state, named as in YOLOv5's state_dict ("conv.weight",
-// "bn.running_mean", ...). `value` points at the module's own tensor, so the model can move
-// every parameter into one flat buffer and re-point them (the optimizer and the gradient
-// reducer work on flat buffers). `dims` is the entry's shape as saved: Shape4 storage pads
-// a [c2] vector to (1, c2, 1, 1), a scalar to (1, 1, 1, 1).
+// "bn.running_mean", ...). `value` and `grad` point at the module's own tensors, which the
+// gradient reducer re-points into its bucket buffers (engine/distributed/ddp/reducer.h).
+// `dims` is the entry's shape as saved: Shape4 storage pads a [c2] vector to (1, c2, 1, 1),
+// a scalar to (1, 1, 1, 1).
 struct StateEntry {
   std::string name;
   Tensor* value = nullptr;

@@ -105,4 +105,22 @@ class Tensor {
   DType dtype_ = DType::f32;
 };
 
+// Calls fn.template operator()<T>() with T the C++ type of a floating dtype.
+template <class Fn>
+void with_float_type(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::f32: fn.template operator()<float>(); return;
+    case DType::f64: fn.template operator()<double>(); return;
+    default:
+      throw std::invalid_argument(std::string("no kernels for dtype ") + dtype_name(dtype));
+  }
+}
+
+// A dense tensor as one flat (1, 1, 1, numel) view: optimizers do not care about shapes.
+template <class T>
+View<T> flat_tensor_view(Tensor& t) {
+  View<T> v = t.view<T>();
+  return flat_view(v.data, v.shape.numel(), v.device);
+}
+
 }  // namespace bareyolo

@@ -1,4 +1,4 @@
-// engine/tensor_factories.h — what modules share to create tensors and to call the typed kernels.
+// engine/tensor_factories.h — how modules create their tensors for a device and dtype.
 //
 // Modules hold f32 tensors for training; the same modules built with f64 tensors run the
 // double-precision CPU kernels, which is how whole blocks and the loss are checked against
@@ -13,25 +13,7 @@
 
 namespace bareyolo {
 
-// Calls fn.template operator()<T>() with T the C++ type of a floating dtype.
-template <class Fn>
-void with_float_type(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::f32: fn.template operator()<float>(); return;
-    case DType::f64: fn.template operator()<double>(); return;
-    default:
-      throw std::invalid_argument(std::string("no kernels for dtype ") + dtype_name(dtype));
-  }
-}
-
 // A tensor of `dtype` holding `values`.
-// A dense tensor as one flat (1, 1, 1, numel) view: optimizers do not care about shapes.
-template <class T>
-View<T> flat_tensor_view(Tensor& t) {
-  View<T> v = t.view<T>();
-  return flat_view(v.data, v.shape.numel(), v.device);
-}
-
 inline Tensor make_tensor(const std::vector<double>& values, Shape4 shape, Device device,
                           DType dtype) {
   if (dtype == DType::f64) return Tensor::from_vector(values, shape, device);

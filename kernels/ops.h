@@ -1,6 +1,7 @@
 // kernels/ops.h — every op the detector needs, declared once. Each call runs on the device
 // its views live on: kernels/cpu/ holds the reference implementations (float and double),
-// kernels/cuda/ the GPU ones (float); ops.cpp routes a call to one of them.
+// kernels/cuda/ the GPU ones (float); each CPU implementation's first statement routes a call
+// on GPU views to its CUDA twin (kernels/route.h).
 //
 // Conventions, the same for every op:
 //  - forward ops overwrite their outputs;
@@ -110,9 +111,10 @@ void batchnorm_backward_apply(View<const T> x, View<const T> dy, const T* mean, 
                               const T* gamma, const T* sum_dy, const T* sum_dy_xhat,
                               int64_t count, View<T> dx);
 
+// No defaults: the model chooses (YOLOv5 sets eps 0.001 and momentum 0.03, models/yolo/).
 struct BatchNormParams {
-  double eps = 1e-3;       // YOLOv5 sets eps 0.001 ...
-  double momentum = 0.03;  // ... and momentum 0.03 on every BatchNorm2d
+  double eps;       // added to the variance: 1 / sqrt(var + eps)
+  double momentum;  // weight of the batch statistic in the running statistics' update
 };
 // Training-mode forward on one process: phases 1 and 2, and the running statistics update
 //   running = (1 - momentum) * running + momentum * batch_stat

@@ -15,6 +15,10 @@ namespace bareyolo {
 
 BatchNorm2d::BatchNorm2d(int channels, ops::BatchNormParams params, Device device, DType dtype)
     : channels_(channels), params_(params) {
+  if (!(params.eps > 0) || !(params.momentum > 0 && params.momentum <= 1))
+    throw std::invalid_argument("BatchNorm2d: eps " + std::to_string(params.eps) +
+                                " must be > 0 and momentum " + std::to_string(params.momentum) +
+                                " in (0, 1]");
   const Shape4 vector = {1, channels, 1, 1};
   gamma_ = filled_tensor(vector, 1.0, device, dtype);
   beta_ = Tensor::zeros(vector, device, dtype);

@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "engine/tensor_factories.h"
+#include "engine/tensor.h"
 #include "kernels/ops.h"
 
 namespace bareyolo {

@@ -1,7 +1,7 @@
 // engine/optim/adamw.cpp — see adamw.h.
 #include "engine/optim/adamw.h"
 
-#include "engine/tensor_factories.h"
+#include "engine/tensor.h"
 #include "kernels/ops.h"
 
 namespace bareyolo {

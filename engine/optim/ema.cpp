@@ -4,7 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "engine/tensor_factories.h"
+#include "engine/tensor.h"
 #include "kernels/ops.h"
 
 namespace bareyolo {

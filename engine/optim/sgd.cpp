@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "engine/tensor_factories.h"
+#include "engine/tensor.h"
 
 namespace bareyolo {
 

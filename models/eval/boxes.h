@@ -1,6 +1,6 @@
 // models/eval/boxes.h — axis-aligned boxes in pixels: the two encodings (centre + size as the
 // Detect head predicts them, corners as NMS and the metrics use them), IoU, and the undoing
-// of a letterbox (spec §5.13, §6).
+// of a letterbox, as YOLOv5's utils/general.py does them.
 //
 // Arithmetic is in float, in the order YOLOv5 does it, so that a box sitting exactly on an
 // IoU threshold falls on the same side here as there.

@@ -153,10 +153,10 @@ std::array<float, kIouThresholdCount> iou_thresholds() {
 }
 
 std::vector<uint8_t> match_detections(std::span<const Detection> detections,
-                                      std::span<const LabelBox> labels) {
+                                      std::span<const GroundTruth> labels) {
   std::vector<uint8_t> correct(detections.size() * kIouThresholdCount, 0);
   std::vector<BoxXYXY> label_boxes, detection_boxes;
-  for (const LabelBox& l : labels) label_boxes.push_back(l.box);
+  for (const GroundTruth& l : labels) label_boxes.push_back(l.box);
   for (const Detection& d : detections) detection_boxes.push_back(d.box);
   const std::vector<float> iou = box_iou_matrix(label_boxes, detection_boxes);
 
@@ -202,7 +202,7 @@ std::vector<uint8_t> match_detections(std::span<const Detection> detections,
 }
 
 void DetectionStats::add_image(std::span<const Detection> detections,
-                               std::span<const LabelBox> labels) {
+                               std::span<const GroundTruth> labels) {
   ++images_seen;
   std::vector<uint8_t> image_correct = match_detections(detections, labels);
   correct.insert(correct.end(), image_correct.begin(), image_correct.end());
@@ -210,7 +210,7 @@ void DetectionStats::add_image(std::span<const Detection> detections,
     conf.push_back(d.conf);
     pred_class.push_back(d.class_id);
   }
-  for (const LabelBox& l : labels) target_class.push_back(l.class_id);
+  for (const GroundTruth& l : labels) target_class.push_back(l.class_id);
 }
 
 void DetectionStats::merge(const DetectionStats& other) {

@@ -1,4 +1,4 @@
-// models/eval/metrics.h — detection metrics as YOLOv5's validation computes them (spec §6):
+// models/eval/metrics.h — detection metrics as YOLOv5's validation computes them (val.py, utils/metrics.py):
 // matching detections to labels at ten IoU thresholds, then precision, recall and AP per
 // class, then their means (mP, mR, mAP@0.5, mAP@0.5:0.95).
 //
@@ -31,7 +31,8 @@ constexpr int kIouThresholdCount = 10;
 // 0.50, 0.55, ..., 0.95 as float32 (torch.linspace(0.5, 0.95, 10)).
 std::array<float, kIouThresholdCount> iou_thresholds();
 
-struct LabelBox {
+// A labelled object, what the detections of its image are matched against.
+struct GroundTruth {
   int class_id = 0;
   BoxXYXY box;  // same pixel space as the detections
 };
@@ -44,7 +45,7 @@ struct LabelBox {
 //   2. each label then keeps the pair of the lowest-index detection left.
 // `detections` are in NMS order (conf descending), so lowest index = most confident.
 std::vector<uint8_t> match_detections(std::span<const Detection> detections,
-                                      std::span<const LabelBox> labels);
+                                      std::span<const GroundTruth> labels);
 
 // The statistics validation collects, kept as plain vectors: one entry per detection in
 // correct (kIouThresholdCount flags each), conf and pred_class; one per label in
@@ -57,7 +58,7 @@ struct DetectionStats {
   int64_t images_seen = 0;
 
   // One image: matches its detections (NMS order) against its labels and appends.
-  void add_image(std::span<const Detection> detections, std::span<const LabelBox> labels);
+  void add_image(std::span<const Detection> detections, std::span<const GroundTruth> labels);
   // Appends another collection (another rank's, another batch's).
   void merge(const DetectionStats& other);
   int64_t detection_count() const { return static_cast<int64_t>(conf.size()); }

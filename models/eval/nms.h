@@ -1,5 +1,5 @@
 // models/eval/nms.h — non-maximum suppression: from the Detect head's decoded rows to the final
-// detections of each image (YOLOv5's non_max_suppression, spec §6).
+// detections of each image (YOLOv5's non_max_suppression in utils/general.py).
 //
 // Per image:
 //   1. candidates: objectness > conf_threshold;

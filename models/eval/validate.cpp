@@ -42,15 +42,15 @@ Letterbox letterbox_of(const data::ImageMeta& meta) {
 }
 
 // Image i's labels: normalised xywh on the batch image -> pixels -> the original image.
-std::vector<LabelBox> labels_of(const data::Batch& batch, int image) {
-  std::vector<LabelBox> labels;
+std::vector<GroundTruth> labels_of(const data::Batch& batch, int image) {
+  std::vector<GroundTruth> labels;
   const Letterbox placement = letterbox_of(batch.meta[size_t(image)]);
   for (int64_t r = 0; r < batch.num_targets(); ++r) {
-    const float* row = batch.targets.data() + r * 6;
-    if (int(row[0]) != image) continue;
-    const BoxXYXY on_canvas = xywh_to_xyxy({row[2] * batch.width, row[3] * batch.height,
-                                            row[4] * batch.width, row[5] * batch.height});
-    labels.push_back({int(row[1]), scale_box_to_original(on_canvas, placement)});
+    const data::LabelRow label = batch.label(r);
+    if (label.image != image) continue;
+    const BoxXYXY on_canvas = xywh_to_xyxy({label.cx * batch.width, label.cy * batch.height,
+                                            label.w * batch.width, label.h * batch.height});
+    labels.push_back({label.class_id, scale_box_to_original(on_canvas, placement)});
   }
   return labels;
 }
@@ -74,7 +74,7 @@ ValidationResult validate(const data::Dataset& dataset, const ValidationOptions&
       const Letterbox placement = letterbox_of(batch->meta[size_t(i)]);
       std::vector<Detection> mapped = detections.at(size_t(i));
       for (Detection& d : mapped) d.box = scale_box_to_original(d.box, placement);
-      const std::vector<LabelBox> labels = labels_of(*batch, i);
+      const std::vector<GroundTruth> labels = labels_of(*batch, i);
       result.stats.add_image(mapped, labels);
       result.labels += int64_t(labels.size());
       if (options.keep_detections)

@@ -34,7 +34,7 @@ std::vector<LabelRow> label_rows(const SafetensorsFile& file, const std::string&
   const std::vector<float> rows = file.values<float>(name);
   std::vector<LabelRow> labels;
   for (size_t r = 0; r + 5 < rows.size(); r += 6)
-    labels.push_back({int(rows[r]), rows[r + 1], rows[r + 2], rows[r + 3], rows[r + 4], rows[r + 5]});
+    labels.push_back({int(rows[r]), int(rows[r + 1]), rows[r + 2], rows[r + 3], rows[r + 4], rows[r + 5]});
   return labels;
 }
 

@@ -55,7 +55,7 @@ struct Levels {
 // The matched rows in device memory: row r of group g is in [first[g], first[g + 1]).
 struct Rows {
   const double *tx, *ty, *tw, *th, *anchor_w, *anchor_h;
-  const int *level, *image, *anchor, *gj, *gi, *cls;
+  const int *level, *image, *anchor, *gj, *gi, *class_id;
   const int* first;
   int64_t count = 0, groups = 0;
 };
@@ -120,7 +120,7 @@ class PackedRows {
     ints([](int, const MatchedRow& r) { return r.anchor; });
     ints([](int, const MatchedRow& r) { return r.gj; });
     ints([](int, const MatchedRow& r) { return r.gi; });
-    ints([](int, const MatchedRow& r) { return r.cls; });
+    ints([](int, const MatchedRow& r) { return r.class_id; });
     append(group_first_);
   }
 
@@ -145,7 +145,7 @@ class PackedRows {
     rows.anchor = reinterpret_cast<const int*>(at(8));
     rows.gj = reinterpret_cast<const int*>(at(9));
     rows.gi = reinterpret_cast<const int*>(at(10));
-    rows.cls = reinterpret_cast<const int*>(at(11));
+    rows.class_id = reinterpret_cast<const int*>(at(11));
     rows.first = reinterpret_cast<const int*>(at(12));
     rows.count = count_;
     rows.groups = groups_;
@@ -212,7 +212,7 @@ BAREYOLO_HOST_DEVICE inline void cls_element(const Levels& levels, const Rows& r
   float gradient = 0;
   double sum = 0;
   for (int r = first; r < end; ++r) {
-    const double t = c == rows.cls[r] ? targets.positive : targets.negative;
+    const double t = c == rows.class_id[r] ? targets.positive : targets.negative;
     sum += bce(logit, t, targets.pos_weight) * l.per_element;
     gradient += float(l.cls_grad * bce_grad(logit, t, targets.pos_weight));
   }

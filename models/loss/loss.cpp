@@ -128,7 +128,7 @@ LossValues yolo_loss(const std::vector<View<const T>>& predictions,
       if (nc > 1) {
         const double per_element = 1.0 / (n_rows * nc);
         for (int c = 0; c < nc; ++c) {
-          const double t = c == r.cls ? positive : negative;
+          const double t = c == r.class_id ? positive : negative;
           const double logit_c = at(p, outputs, r.image, r.anchor, 5 + c, r.gj, r.gi);
           cls += bce(logit_c, t, options.hyp.cls_pw) * per_element;
           if (!gradients.empty())

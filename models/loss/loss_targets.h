@@ -15,21 +15,17 @@
 #include <array>
 #include <vector>
 
+#include "data/batch.h"
+
 namespace bareyolo::models {
 
-// One label of a batch: YOLOv5's collate row [image_index, class, cx, cy, w, h], with the
-// box normalised to the network input (the letterboxed, augmented image).
-struct LabelRow {
-  int image = 0;
-  float cls = 0;
-  float cx = 0, cy = 0, w = 0, h = 0;
-};
+using data::LabelRow;  // one label of a batch (data/batch.h)
 
 struct MatchedRow {
   int image, anchor, gj, gi;  // the prediction cell: p[image, anchor, gj, gi]
   double tx, ty, tw, th;      // target box: xy offset from the cell corner, wh (grid units)
   double anchor_w, anchor_h;  // the matched anchor (grid units)
-  int cls;
+  int class_id;
 };
 
 struct LevelGrid {

@@ -60,10 +60,7 @@ double seconds_since(Clock::time_point start) {
 
 std::vector<LabelRow> batch_labels(const data::Batch& batch) {
   std::vector<LabelRow> labels;
-  for (int64_t r = 0; r < batch.num_targets(); ++r) {
-    const float* row = batch.targets.data() + r * 6;
-    labels.push_back({int(row[0]), row[1], row[2], row[3], row[4], row[5]});
-  }
+  for (int64_t r = 0; r < batch.num_targets(); ++r) labels.push_back(batch.label(r));
   return labels;
 }
 

@@ -94,7 +94,7 @@ TEST_CASE("cuda batchnorm phases equal the cpu (moments, apply, backward reduce 
 
 TEST_CASE("cuda batchnorm training forward and backward equal the cpu") {
   Rng rng(82);
-  const ops::BatchNormParams params;  // YOLOv5's eps and momentum
+  const ops::BatchNormParams params{.eps = 1e-3, .momentum = 0.03};  // YOLOv5's
   for (const Shape4& s : kShapes) {
     CAPTURE(s.str());
     const int64_t c = s.c;
@@ -153,7 +153,7 @@ TEST_CASE("cuda batchnorm training forward and backward equal the cpu") {
 
 TEST_CASE("cuda batchnorm evaluation forward and backward equal the cpu") {
   Rng rng(83);
-  const ops::BatchNormParams params;
+  const ops::BatchNormParams params{.eps = 1e-3, .momentum = 0.03};
   for (const Shape4& s : kShapes) {
     CAPTURE(s.str());
     const int64_t c = s.c;
@@ -223,7 +223,7 @@ TEST_CASE("cuda fused batchnorm + silu equals the cpu's apply then silu") {
 
 TEST_CASE("cuda batchnorm on channel slices equals the cpu") {
   Rng rng(85);
-  const ops::BatchNormParams params;
+  const ops::BatchNormParams params{.eps = 1e-3, .momentum = 0.03};
   const Shape4 parent{3, 24, 9, 13};
   const Shape4 per_channel{1, 8, 1, 1};
   Tensor x = random_tensor(rng, parent, -2, 3), dy = random_tensor(rng, parent, -1, 1);
@@ -290,7 +290,7 @@ TEST_CASE("cuda ConvBnSilu with the fused BN + SiLU equals the cpu layer") {
       for (int d = 0; d < 2; ++d) {
         const Device device = d == 0 ? Device::cpu() : Device::cuda(0);
         std::mt19937_64 init(7);  // the same weights on both devices
-        blocks[d] = std::make_unique<ConvBnSilu>(5, 6, 3, 2, -1, ops::BatchNormParams{}, init,
+        blocks[d] = std::make_unique<ConvBnSilu>(5, 6, 3, 2, -1, ops::BatchNormParams{.eps = 1e-3, .momentum = 0.03}, init,
                                                  device);
         if (synced)
           blocks[d]->for_each_child([&](Module& child) {

@@ -177,7 +177,7 @@ TEST_CASE("cuda head_loss of build_targets' rows equals the cpu head_loss") {
   std::vector<models::LabelRow> labels;
   for (int k = 0; k < 40; ++k) {
     const std::vector<double> u = random_vector(rng, 4, 0, 1);
-    labels.push_back({random_int(rng, 0, images - 1), float(random_int(rng, 0, classes - 1)),
+    labels.push_back({random_int(rng, 0, images - 1), random_int(rng, 0, classes - 1),
                       float(0.05 + 0.9 * u[0]), float(0.05 + 0.9 * u[1]), float(0.02 + 0.4 * u[2]),
                       float(0.02 + 0.4 * u[3])});
   }

@@ -1,5 +1,5 @@
 // tests/datasets/main.cpp — the runner for the tests on the shared real datasets
-// (tests/datasets_*.cpp, e.g. ../shared/datasets/coco128). Where that folder is absent (the
+// (tests/datasets/*.cpp, e.g. coco128 in the datasets folder beside the checkout). Where that folder is absent (the
 // GPU machine, a fresh clone) it exits with 77, which ctest reports as *skipped*
 // (SKIP_RETURN_CODE). Label caches go to a temporary folder, never into ~/.cache.
 #define DOCTEST_CONFIG_IMPLEMENT

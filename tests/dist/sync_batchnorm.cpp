@@ -15,6 +15,7 @@ using namespace bareyolo::dist::testing;
 namespace {
 
 constexpr int kChannels = 5, kHeight = 3, kWidth = 4;
+constexpr ops::BatchNormParams kBn{.eps = 1e-3, .momentum = 0.03};  // YOLOv5's
 
 void require_close(const std::vector<double>& got, const std::vector<double>& want,
                    const std::string& what) {
@@ -65,10 +66,10 @@ void check_sync_batchnorm(int world, std::vector<int> images_per_rank) {
     const Tensor dy = Tensor::from_vector(
         bareyolo::testing::random_vector<double>(rng, shape.numel(), -1, 1), shape);
 
-    BatchNorm2d plain(kChannels, {}, Device::cpu(), DType::f64);
+    BatchNorm2d plain(kChannels, kBn, Device::cpu(), DType::f64);
     const BnResult want = train_step(plain, x, dy);
 
-    BatchNorm2d synced(kChannels, {}, Device::cpu(), DType::f64);
+    BatchNorm2d synced(kChannels, kBn, Device::cpu(), DType::f64);
     synced.set_sync(group.comm.get());
     Tensor my_x = x.images(first, first + mine), my_dy = dy.images(first, first + mine);
     const BnResult got = train_step(synced, my_x.to(Device::cpu()), my_dy.to(Device::cpu()));

@@ -64,7 +64,7 @@ inline data::Image boxes_image(int width, int height, const std::vector<data::La
 inline std::string label_text(const std::vector<data::LabelBox>& boxes) {
   std::string text;
   for (const data::LabelBox& b : boxes)
-    text += std::to_string(b.cls) + " " + std::to_string(b.cx) + " " + std::to_string(b.cy) +
+    text += std::to_string(b.class_id) + " " + std::to_string(b.cx) + " " + std::to_string(b.cy) +
             " " + std::to_string(b.w) + " " + std::to_string(b.h) + "\n";
   return text;
 }

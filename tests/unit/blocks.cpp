@@ -19,7 +19,7 @@ std::vector<std::string> state_names(Module& m, const std::string& prefix) {
 
 TEST_CASE("C3 state follows YOLOv5's registration order") {
   std::mt19937_64 init(1);
-  BlockContext context{init, {}, Device::cpu(), DType::f32};
+  BlockContext context{init, kYolov5Bn, Device::cpu(), DType::f32};
   C3 block(32, 32, 2, true, context);
   std::vector<std::string> names = state_names(block, "model.2.");
   REQUIRE(names.size() == 7 * 6);
@@ -37,7 +37,7 @@ TEST_CASE("Bottleneck backward matches finite differences with and without short
   Rng rng(81);
   for (bool shortcut : {true, false}) {
     std::mt19937_64 init(2);
-    BlockContext context{init, {}, Device::cpu(), DType::f64};
+    BlockContext context{init, kYolov5Bn, Device::cpu(), DType::f64};
     Bottleneck block(4, 4, shortcut, 0.5, context);
     check_module_gradients(block, {{2, 4, 5, 4}}, Mode::train, rng);
   }
@@ -47,7 +47,7 @@ TEST_CASE("C3 backward matches finite differences") {
   Rng rng(82);
   for (bool shortcut : {true, false}) {
     std::mt19937_64 init(3);
-    BlockContext context{init, {}, Device::cpu(), DType::f64};
+    BlockContext context{init, kYolov5Bn, Device::cpu(), DType::f64};
     C3 block(6, 4, 2, shortcut, context);
     check_module_gradients(block, {{2, 6, 4, 5}}, Mode::train, rng);
   }
@@ -56,7 +56,7 @@ TEST_CASE("C3 backward matches finite differences") {
 TEST_CASE("SPPF backward matches finite differences") {
   Rng rng(83);
   std::mt19937_64 init(4);
-  BlockContext context{init, {}, Device::cpu(), DType::f64};
+  BlockContext context{init, kYolov5Bn, Device::cpu(), DType::f64};
   SPPF block(8, 6, 5, context);
   CHECK(state_names(block, "").size() == 12);
   check_module_gradients(block, {{2, 8, 6, 5}}, Mode::train, rng);

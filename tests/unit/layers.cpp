@@ -8,7 +8,7 @@ using namespace bareyolo::testing;
 
 TEST_CASE("ConvBnSilu state is named and shaped as YOLOv5's Conv") {
   std::mt19937_64 init(1);
-  ConvBnSilu block(3, 16, 6, 2, 2, {}, init);
+  ConvBnSilu block(3, 16, 6, 2, 2, kYolov5Bn, init);
   std::vector<StateEntry> state;
   block.collect_state("model.0.", state);
   std::vector<std::string> names;
@@ -31,7 +31,7 @@ TEST_CASE("ConvBnSilu backward matches finite differences in train and eval mode
   Rng rng(61);
   for (Mode mode : {Mode::train, Mode::eval}) {
     std::mt19937_64 init(2);
-    ConvBnSilu block(3, 4, 3, 2, -1, {}, init, Device::cpu(), DType::f64);
+    ConvBnSilu block(3, 4, 3, 2, -1, kYolov5Bn, init, Device::cpu(), DType::f64);
     check_module_gradients(block, {{2, 3, 7, 6}}, mode, rng);
   }
 }

@@ -19,7 +19,7 @@ std::vector<LabelRow> random_labels(Rng& rng, int images, int count, int classes
   std::vector<LabelRow> labels;
   std::uniform_real_distribution<float> centre(0.05f, 0.95f), size(0.05f, 0.5f);
   for (int k = 0; k < count; ++k)
-    labels.push_back({random_int(rng, 0, images - 1), float(random_int(rng, 0, classes - 1)),
+    labels.push_back({random_int(rng, 0, images - 1), random_int(rng, 0, classes - 1),
                       centre(rng), centre(rng), size(rng), size(rng)});
   return labels;
 }
@@ -53,7 +53,7 @@ TEST_CASE("build_targets matches anchors by ratio and adds the two nearer neighb
   CHECK(rows[6].ty == doctest::Approx(-0.2).epsilon(1e-5));
   CHECK(rows[0].tw == doctest::Approx(2.0).epsilon(1e-6));
   CHECK(rows[0].image == 1);
-  CHECK(rows[0].cls == 3);
+  CHECK(rows[0].class_id == 3);
 }
 
 TEST_CASE("build_targets rejects anchors at ratio 4 and keeps cells inside the grid") {
@@ -192,7 +192,7 @@ TEST_CASE("loss with global counts splits a batch into shares that add up exactl
   for (int rank = 0; rank < 2; ++rank) {
     std::vector<LabelRow> mine;
     for (LabelRow l : labels)
-      if (l.image / 2 == rank) mine.push_back({l.image % 2, l.cls, l.cx, l.cy, l.w, l.h});
+      if (l.image / 2 == rank) mine.push_back({l.image % 2, l.class_id, l.cx, l.cy, l.w, l.h});
     auto rank_targets = build_targets(mine, levels, 4.0);
     std::vector<View<const double>> rank_in;
     std::vector<std::vector<double>> rank_grad(3);

@@ -11,7 +11,7 @@ namespace bareyolo::models {
 namespace {
 
 Detection detection(BoxXYXY box, float conf, int class_id = 0) { return {box, conf, class_id}; }
-LabelBox label(BoxXYXY box, int class_id = 0) { return {class_id, box}; }
+GroundTruth label(BoxXYXY box, int class_id = 0) { return {class_id, box}; }
 
 // Detection d's row of the correct matrix.
 std::vector<int> correct_row(const std::vector<uint8_t>& correct, size_t d) {
@@ -34,7 +34,7 @@ TEST_CASE("map iou thresholds run from 0.50 to 0.95") {
 
 TEST_CASE("map matching marks a detection correct only up to its IoU") {
   const std::vector<Detection> detections = {detection(part_of_square(6.8f), 0.9f)};  // IoU 0.68
-  const auto correct = match_detections(detections, std::vector<LabelBox>{label(kSquare)});
+  const auto correct = match_detections(detections, std::vector<GroundTruth>{label(kSquare)});
   CHECK(correct_row(correct, 0) == std::vector<int>{1, 1, 1, 1, 0, 0, 0, 0, 0, 0});
 }
 
@@ -44,7 +44,7 @@ TEST_CASE("map matching gives a label to the lowest detection index not the high
   // the label only where detection 0 does not qualify.
   const std::vector<Detection> detections = {detection(part_of_square(6.2f), 0.9f),
                                              detection(part_of_square(9.3f), 0.8f)};
-  const auto correct = match_detections(detections, std::vector<LabelBox>{label(kSquare)});
+  const auto correct = match_detections(detections, std::vector<GroundTruth>{label(kSquare)});
   CHECK(correct_row(correct, 0) == std::vector<int>{1, 1, 1, 0, 0, 0, 0, 0, 0, 0});
   CHECK(correct_row(correct, 1) == std::vector<int>{0, 0, 0, 1, 1, 1, 1, 1, 1, 0});
 }
@@ -52,7 +52,7 @@ TEST_CASE("map matching gives a label to the lowest detection index not the high
 TEST_CASE("map matching lets each detection take its best label first") {
   // Detection 0 overlaps both labels but is closer to label 1; detection 1 overlaps only
   // label 0. Both are correct: detection 0 claims label 1, leaving label 0 to detection 1.
-  const std::vector<LabelBox> labels = {label({0, 0, 10, 10}), label({0, 2, 10, 12})};
+  const std::vector<GroundTruth> labels = {label({0, 0, 10, 10}), label({0, 2, 10, 12})};
   const std::vector<Detection> detections = {detection({0, 1.5f, 10, 11.5f}, 0.9f),
                                              detection({0, -0.5f, 10, 9.5f}, 0.8f)};
   const auto correct = match_detections(detections, labels);
@@ -63,7 +63,7 @@ TEST_CASE("map matching lets each detection take its best label first") {
 TEST_CASE("map matching credits a duplicate once and never another class") {
   const std::vector<Detection> detections = {detection(kSquare, 0.9f), detection(kSquare, 0.8f),
                                              detection(kSquare, 0.7f, 1)};
-  const auto correct = match_detections(detections, std::vector<LabelBox>{label(kSquare)});
+  const auto correct = match_detections(detections, std::vector<GroundTruth>{label(kSquare)});
   CHECK(correct_row(correct, 0) == std::vector<int>(10, 1));
   CHECK(correct_row(correct, 1) == std::vector<int>(10, 0));  // duplicate
   CHECK(correct_row(correct, 2) == std::vector<int>(10, 0));  // wrong class
@@ -75,9 +75,9 @@ TEST_CASE("map of a perfect detector is 0.995 as in YOLOv5") {
   DetectionStats stats;
   stats.add_image(std::vector<Detection>{detection(kSquare, 0.9f, 0),
                                          detection({20, 20, 40, 40}, 0.8f, 1)},
-                  std::vector<LabelBox>{label(kSquare, 0), label({20, 20, 40, 40}, 1)});
+                  std::vector<GroundTruth>{label(kSquare, 0), label({20, 20, 40, 40}, 1)});
   stats.add_image(std::vector<Detection>{detection({5, 5, 25, 25}, 0.7f, 0)},
-                  std::vector<LabelBox>{label({5, 5, 25, 25}, 0)});
+                  std::vector<GroundTruth>{label({5, 5, 25, 25}, 0)});
   const DetectionMetrics metrics = ap_per_class(stats);
   CHECK(metrics.map50 == doctest::Approx(0.995));
   CHECK(metrics.map50_95 == doctest::Approx(0.995));
@@ -97,7 +97,7 @@ TEST_CASE("map with a miss and a false positive matches the hand-computed area")
   DetectionStats stats;
   stats.add_image(
       std::vector<Detection>{detection(kSquare, 0.9f), detection({200, 200, 210, 210}, 0.8f)},
-      std::vector<LabelBox>{label(kSquare), label({100, 100, 110, 110})});
+      std::vector<GroundTruth>{label(kSquare), label({100, 100, 110, 110})});
   const DetectionMetrics metrics = ap_per_class(stats);
   CHECK(metrics.map50 == doctest::Approx(0.6225));
   CHECK(metrics.map50_95 == doctest::Approx(0.6225));
@@ -114,7 +114,7 @@ TEST_CASE("map envelope lifts the precision of a false positive ranked first") {
   DetectionStats stats;
   stats.add_image(
       std::vector<Detection>{detection({50, 50, 60, 60}, 0.9f), detection(kSquare, 0.8f)},
-      std::vector<LabelBox>{label(kSquare)});
+      std::vector<GroundTruth>{label(kSquare)});
   CHECK(ap_per_class(stats).map50 == doctest::Approx(0.4975));
 }
 
@@ -126,7 +126,7 @@ TEST_CASE("map scores a confused class 0 and ignores classes without labels") {
   stats.add_image(std::vector<Detection>{detection(kSquare, 0.9f, 0),
                                          detection({50, 50, 60, 60}, 0.8f, 0),
                                          detection({80, 80, 90, 90}, 0.95f, 2)},
-                  std::vector<LabelBox>{label(kSquare, 0), label({50, 50, 60, 60}, 1)});
+                  std::vector<GroundTruth>{label(kSquare, 0), label({50, 50, 60, 60}, 1)});
   const DetectionMetrics metrics = ap_per_class(stats);
   REQUIRE(metrics.classes.size() == 2);
   CHECK(metrics.classes[0].ap50 == doctest::Approx(0.995));
@@ -141,7 +141,7 @@ TEST_CASE("map scores a confused class 0 and ignores classes without labels") {
 TEST_CASE("map is zero without a true positive") {
   DetectionStats stats;
   stats.add_image(std::vector<Detection>{detection({50, 50, 60, 60}, 0.9f)},
-                  std::vector<LabelBox>{label(kSquare)});
+                  std::vector<GroundTruth>{label(kSquare)});
   const DetectionMetrics metrics = ap_per_class(stats);
   CHECK(metrics.map50 == 0);
   CHECK(metrics.mean_precision == 0);
@@ -152,8 +152,8 @@ TEST_CASE("map is zero without a true positive") {
 TEST_CASE("map statistics accumulate per image and merge across collections") {
   const std::vector<Detection> image0 = {detection(kSquare, 0.9f),
                                         detection({50, 0, 60, 10}, 0.3f)};
-  const std::vector<LabelBox> labels0 = {label(kSquare), label({20, 0, 30, 10}, 1)};
-  const std::vector<LabelBox> labels1 = {label({20, 0, 30, 10})};  // missed
+  const std::vector<GroundTruth> labels0 = {label(kSquare), label({20, 0, 30, 10}, 1)};
+  const std::vector<GroundTruth> labels1 = {label({20, 0, 30, 10})};  // missed
 
   DetectionStats one;
   one.add_image(image0, labels0);

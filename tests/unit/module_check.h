@@ -7,9 +7,13 @@
 #include <span>
 
 #include "engine/module.h"
+#include "kernels/ops.h"
 #include "tests/support/testing.h"
 
 namespace bareyolo::testing {
+
+// YOLOv5's BatchNorm settings, which the model builds its layers with.
+inline constexpr ops::BatchNormParams kYolov5Bn{.eps = 1e-3, .momentum = 0.03};
 
 inline void check_module_gradients(Module& module, const std::vector<Shape4>& input_shapes,
                                    Mode mode, Rng& rng, bool input_gradients = true,

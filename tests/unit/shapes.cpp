@@ -35,7 +35,7 @@ TEST_CASE("make-shapes writes a dataset that verifies cleanly with its labels on
   const std::vector<data::LabelBox>& stored = train.dataset.record(3).boxes;
   REQUIRE(stored.size() == boxes.size());
   for (size_t i = 0; i < boxes.size(); ++i) {
-    CHECK(stored[i].cls == boxes[i].cls);
+    CHECK(stored[i].class_id == boxes[i].class_id);
     CHECK(stored[i].cx == doctest::Approx(boxes[i].cx).epsilon(1e-5));
   }
 }
@@ -54,7 +54,7 @@ TEST_CASE("shapes: same seed same image and another seed another with boxes insi
     data::Image image = data::make_shapes_image(64, 3, 0, 0, i, boxes);
     backgrounds += boxes.empty();
     for (const data::LabelBox& box : boxes) {
-      CHECK(box.cls < 3);
+      CHECK(box.class_id < 3);
       CHECK((box.w > 0 && box.h > 0 && box.cx - box.w / 2 >= 0 && box.cx + box.w / 2 <= 1.0001f));
     }
   }
@@ -74,7 +74,7 @@ TEST_CASE("shapes: each class is painted in its own band of hues") {
     for (const data::LabelBox& box : boxes) {
       const uint8_t* p = image.at(int(box.cx * 128), int(box.cy * 128));
       data::Hsv hsv = data::rgb_to_hsv({p[0], p[1], p[2]});
-      double off = std::abs(hsv[0] - box.cls * band);
+      double off = std::abs(hsv[0] - box.class_id * band);
       off = std::min(off, 180 - off);  // hue is circular
       boxes_seen += 1;
       in_band += off <= 0.3 * band + 2;  // +2: the colour conversions round the hue

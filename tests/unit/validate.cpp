@@ -75,7 +75,7 @@ TEST_CASE("validation of an oracle predictor scores 0.995 and a wrong-class one 
       const BoxXYXY& got = image.detections[k].box;
       CHECK(std::fabs(got.x1 - std::max(expected.x1, 0.0f)) < 0.6f);
       CHECK(std::fabs(got.y2 - std::min(expected.y2, float(record->height))) < 0.6f);
-      CHECK(image.detections[k].class_id == label.cls);
+      CHECK(image.detections[k].class_id == label.class_id);
     }
   }
   std::filesystem::remove_all(root);

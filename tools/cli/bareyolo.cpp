@@ -5,9 +5,8 @@
 //   bareyolo make-shapes, data-check, show-batch     datasets (tools/cli/data_commands.h)
 //   bareyolo init, grads  weights and the golden check (tools/cli/model_commands.h)
 //   bareyolo val, predict evaluation and inference (tools/cli/eval_commands.h)
-//   bareyolo train        YOLOv5's recipe on one process (tools/cli/train_command.h)
-//
-// (Distributed training arrives with the distributed runtime; see README.md.)
+//   bareyolo train        YOLOv5's recipe on one process, CPU ranks or GPUs, spawned or under
+//                         torchrun/srun/mpirun (tools/cli/train_command.h; docs/ddp.md)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>

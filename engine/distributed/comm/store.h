@@ -84,8 +84,7 @@ class Store {
   // Whether `key` exists now; never waits for it.
   bool check(const std::string& key);
 
-  // The bound of every later call (connection, request and reply).
-  void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+  // The bound of every call (connection, request and reply), set at construction.
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  private:

@@ -243,7 +243,8 @@ class LineForwarder {
 // (compute, pool, communicator) then never land on another rank's core. Unbound, with one
 // rank per core, a rank woken from a collective was often placed on the core where the other
 // rank was computing and waited there for a time slice: SyncBN's 114 collectives a step then
-// cost yolov5n@320 2 ranks x 8 images ~17-21% of its throughput (bench, busy machine).
+// cost yolov5n@320 2 ranks x 8 images ~17-21% of its throughput (build/bench_train's
+// ddp2_scaling with this function's binding left out, commit da8994d).
 void share_cores_among_workers(int workers_on_node, int local_rank) {
   cpu_set_t allowed;
   std::vector<int> cores;  // the cores this process may run on

@@ -298,7 +298,8 @@ constexpr int64_t kDotDepth = 512;
 constexpr int64_t kDotBlockRows = 32, kDotBlockCols = 126;  // whole tiles
 // When the dot path runs: op(A) of at most kMaxDotRows rows, where a packed panel of op(B)
 // would serve only a few micro-kernel calls (the early layers' c_out of 16 and 32; measured
-// per layer of yolov5n at 320, batch 8: 6-59% faster there, and 0-11% slower at c_out >= 128,
+// per layer of yolov5n at 320, batch 8, by build/bench_gemm's table against kMaxDotRows = 0:
+// 6-59% faster there, and 0-11% slower at c_out >= 128,
 // where packing is well amortised), and a depth of at least kMinDotDepth: a dot tile ends
 // with a reduction of its 24 accumulators (some 70 instructions), which a short depth does
 // not amortise.
