@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/python_peer.h"          // defines: bench::find_python_running
+#include "bench/python_peer.h"                        // defines: bench::find_python_running
+#include "engine/distributed/comm/socket.h"           // defines: listen_tcp, bound_port
 #include "engine/distributed/launch/process_group.h"  // defines: init_process_group, ProcessGroup
-#include "engine/distributed/comm/socket.h"         // defines: listen_tcp, bound_port
 
 namespace {
 
@@ -175,9 +175,10 @@ std::map<int64_t, double> run_gloo(const Plan& plan) {
   }
   std::string sizes;
   for (int64_t bytes : plan.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(bytes);
-  const std::string command = python + " -I " BAREYOLO_SOURCE_DIR "/bench/gloo_allreduce.py --port " +
-                              std::to_string(port) + " --sizes " + sizes +
-                              " --seconds-per-size " + std::to_string(plan.seconds_per_size);
+  const std::string command = python +
+                              " -I " BAREYOLO_SOURCE_DIR "/bench/gloo_allreduce.py --port " +
+                              std::to_string(port) + " --sizes " + sizes + " --seconds-per-size " +
+                              std::to_string(plan.seconds_per_size);
   std::fflush(stdout);
   FILE* output = ::popen(command.c_str(), "r");
   if (!output) return seconds;
@@ -185,9 +186,11 @@ std::map<int64_t, double> run_gloo(const Plan& plan) {
   long long bytes;
   double value;
   while (std::fgets(line, sizeof line, output)) {
-    if (std::sscanf(line, "gloo bytes=%lld seconds=%lf", &bytes, &value) == 2) seconds[bytes] = value;
+    if (std::sscanf(line, "gloo bytes=%lld seconds=%lf", &bytes, &value) == 2)
+      seconds[bytes] = value;
   }
-  if (::pclose(output) != 0) std::printf("gloo: %s failed; its columns are partial\n", command.c_str());
+  if (::pclose(output) != 0)
+    std::printf("gloo: %s failed; its columns are partial\n", command.c_str());
   return seconds;
 }
 
@@ -228,8 +231,9 @@ int main(int argc, char** argv) {
   }
   const double headline = lookup_busbw(ours, kHeadlineBytes);
   const double gloo_headline = lookup_busbw(gloo, kHeadlineBytes);
-  std::printf("RESULT busbw_64MB_GBps=%.3f memcpy_GBps=%.2f gloo_busbw_64MB_GBps=%.3f "
-              "ratio_vs_gloo=%.2f\n",
-              headline, memcpy_rate, gloo_headline, headline / gloo_headline);
+  std::printf(
+      "RESULT busbw_64MB_GBps=%.3f memcpy_GBps=%.2f gloo_busbw_64MB_GBps=%.3f "
+      "ratio_vs_gloo=%.2f\n",
+      headline, memcpy_rate, gloo_headline, headline / gloo_headline);
   return std::isfinite(headline) ? 0 : 1;
 }

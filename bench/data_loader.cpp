@@ -37,12 +37,18 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
       return std::string(argv[++i]);
     };
-    if (arg == "--data") options.data = value();
-    else if (arg == "--imgsz") options.imgsz = std::stoi(value());
-    else if (arg == "--batch") options.batch = std::stoi(value());
-    else if (arg == "--epochs") options.epochs = std::stoi(value());
-    else if (arg == "--quick") options.quick = true, options.epochs = 1;
-    else throw std::invalid_argument("unknown argument " + arg);
+    if (arg == "--data")
+      options.data = value();
+    else if (arg == "--imgsz")
+      options.imgsz = std::stoi(value());
+    else if (arg == "--batch")
+      options.batch = std::stoi(value());
+    else if (arg == "--epochs")
+      options.epochs = std::stoi(value());
+    else if (arg == "--quick")
+      options.quick = true, options.epochs = 1;
+    else
+      throw std::invalid_argument("unknown argument " + arg);
   }
   return options;
 }
@@ -67,15 +73,19 @@ int main(int argc, char** argv) {
     std::printf("verification pass: %.0f img/s\n", verify_per_s);
     double rates[3];
     for (int workers = 0; workers <= 2; ++workers) {
-      rates[workers] = bench::loader_images_per_second(
-          train.dataset, {.imgsz = options.imgsz, .batch = options.batch, .epochs = options.epochs,
-                          .workers = workers, .max_batches = options.quick ? 2 : 0});
+      rates[workers] =
+          bench::loader_images_per_second(train.dataset, {.imgsz = options.imgsz,
+                                                          .batch = options.batch,
+                                                          .epochs = options.epochs,
+                                                          .workers = workers,
+                                                          .max_batches = options.quick ? 2 : 0});
       std::printf("loader, %d worker(s), %dx%d mosaics, batch %d: %.1f img/s\n", workers,
                   options.imgsz, options.imgsz, options.batch, rates[workers]);
     }
-    std::printf("RESULT imgsz=%d batch=%d img_per_s_inline=%.1f img_per_s_1worker=%.1f "
-                "img_per_s_2workers=%.1f verify_img_per_s=%.0f\n",
-                options.imgsz, options.batch, rates[0], rates[1], rates[2], verify_per_s);
+    std::printf(
+        "RESULT imgsz=%d batch=%d img_per_s_inline=%.1f img_per_s_1worker=%.1f "
+        "img_per_s_2workers=%.1f verify_img_per_s=%.0f\n",
+        options.imgsz, options.batch, rates[0], rates[1], rates[2], verify_per_s);
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bench_data_loader: error: %s\n", error.what());

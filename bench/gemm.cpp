@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/gemm/gemm.h"         // defines: cpu::gemm
+#include "kernels/cpu/gemm/gemm.h"    // defines: cpu::gemm
 #include "kernels/cpu/thread_pool.h"  // defines: ThreadPool
 
 namespace {
@@ -147,21 +147,21 @@ double time_product(const Product& product, const Timing& timing) {
 constexpr int kChains = 12;
 volatile float g_sink;
 
-#define BAREYOLO_FMA_CHAINS(Vector, fma, add, set1, iterations)                         \
-  Vector c0 = set1(0.5f), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0, \
-         c8 = c0, c9 = c0, c10 = c0, c11 = c0;                                            \
-  const Vector scale = set1(0.9999999f), offset = set1(1e-7f);                           \
-  for (int64_t it = 0; it < (iterations); ++it) {                                        \
-    c0 = fma(c0, scale, offset), c1 = fma(c1, scale, offset);                            \
-    c2 = fma(c2, scale, offset), c3 = fma(c3, scale, offset);                            \
-    c4 = fma(c4, scale, offset), c5 = fma(c5, scale, offset);                            \
-    c6 = fma(c6, scale, offset), c7 = fma(c7, scale, offset);                            \
-    c8 = fma(c8, scale, offset), c9 = fma(c9, scale, offset);                            \
-    c10 = fma(c10, scale, offset), c11 = fma(c11, scale, offset);                        \
-    asm volatile("" : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5));       \
-    asm volatile("" : "+v"(c6), "+v"(c7), "+v"(c8), "+v"(c9), "+v"(c10), "+v"(c11));     \
-  }                                                                                      \
-  Vector sum = add(add(add(add(c0, c1), add(c2, c3)), add(add(c4, c5), add(c6, c7))),    \
+#define BAREYOLO_FMA_CHAINS(Vector, fma, add, set1, iterations)                                   \
+  Vector c0 = set1(0.5f), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0, \
+         c9 = c0, c10 = c0, c11 = c0;                                                             \
+  const Vector scale = set1(0.9999999f), offset = set1(1e-7f);                                    \
+  for (int64_t it = 0; it < (iterations); ++it) {                                                 \
+    c0 = fma(c0, scale, offset), c1 = fma(c1, scale, offset);                                     \
+    c2 = fma(c2, scale, offset), c3 = fma(c3, scale, offset);                                     \
+    c4 = fma(c4, scale, offset), c5 = fma(c5, scale, offset);                                     \
+    c6 = fma(c6, scale, offset), c7 = fma(c7, scale, offset);                                     \
+    c8 = fma(c8, scale, offset), c9 = fma(c9, scale, offset);                                     \
+    c10 = fma(c10, scale, offset), c11 = fma(c11, scale, offset);                                 \
+    asm volatile("" : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5));                \
+    asm volatile("" : "+v"(c6), "+v"(c7), "+v"(c8), "+v"(c9), "+v"(c10), "+v"(c11));              \
+  }                                                                                               \
+  Vector sum = add(add(add(add(c0, c1), add(c2, c3)), add(add(c4, c5), add(c6, c7))),             \
                    add(add(c8, c9), add(c10, c11)))
 
 __attribute__((target("avx512f"), noinline)) float fma_chains_avx512(int64_t iterations) {
@@ -217,8 +217,8 @@ int main(int argc, char** argv) {
 
   pool.resize(1);
   std::printf("cpu::gemm<float>, one thread, GFLOP/s (M = Cout, K = Cin*k*k, N = Hout*Wout)\n");
-  std::printf("%-26s %5s %6s %5s %8s %9s %9s %10s\n", "convolution", "M", "N", "K", "MFLOP",
-              "fwd", "bwd-data", "bwd-weight");
+  std::printf("%-26s %5s %6s %5s %8s %9s %9s %10s\n", "convolution", "M", "N", "K", "MFLOP", "fwd",
+              "bwd-data", "bwd-weight");
   std::vector<Product> headline;
   double headline_flops = 0, headline_seconds = 0;
   for (const ConvShape* conv : convs) {
@@ -237,9 +237,10 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   double gemm_gflops = headline_flops / headline_seconds * 1e-9;
-  std::printf("\nheadline: the %zu products of >= %.0f MFLOP above (flop-weighted: total flops / "
-              "total time), one thread: %.1f GFLOP/s = %.0f%% of peak\n",
-              headline.size(), kHeadlineMflop, gemm_gflops, 100 * gemm_gflops / peak_gflops);
+  std::printf(
+      "\nheadline: the %zu products of >= %.0f MFLOP above (flop-weighted: total flops / "
+      "total time), one thread: %.1f GFLOP/s = %.0f%% of peak\n",
+      headline.size(), kHeadlineMflop, gemm_gflops, 100 * gemm_gflops / peak_gflops);
 
   if (!quick) {
     pool.resize(2);

@@ -21,12 +21,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/tensor.h"         // defines: Tensor
+#include "engine/tensor.h"                 // defines: Tensor
+#include "kernels/cuda/cuda_ops.h"         // defines: the CUDA kernels not reached through ops.h
 #include "kernels/cuda/runtime/check.h"    // defines: BAREYOLO_CUDA_CHECK
-#include "kernels/cuda/cuda_ops.h" // defines: the CUDA kernels not reached through ops.h
-#include "models/eval/detect_cuda.h" // defines: decode and NMS on the GPU
 #include "kernels/cuda/runtime/runtime.h"  // defines: device_count, compute_stream
-#include "kernels/ops.h"           // defines: the ops, routed to CUDA for device views
+#include "kernels/ops.h"                   // defines: the ops, routed to CUDA for device views
+#include "models/eval/detect_cuda.h"       // defines: decode and NMS on the GPU
 
 namespace {
 
@@ -70,11 +70,16 @@ struct ConvShape {
 };
 // yolov5s at 640: the stem, the strided convs and one C3 3x3 conv per scale, and SPPF's cv2.
 const ConvShape kYolov5sConvs[] = {
-    {"L0 6x6 s2 3->32 @640", 3, 32, 6, 2, 640},     {"L1 3x3 s2 32->64 @320", 32, 64, 3, 2, 320},
-    {"C3 1x1 64->32 @160", 64, 32, 1, 1, 160},      {"C3 3x3 32->32 @160", 32, 32, 3, 1, 160},
-    {"L3 3x3 s2 64->128 @160", 64, 128, 3, 2, 160}, {"C3 3x3 64->64 @80", 64, 64, 3, 1, 80},
-    {"L5 3x3 s2 128->256 @80", 128, 256, 3, 2, 80}, {"C3 3x3 128->128 @40", 128, 128, 3, 1, 40},
-    {"L7 3x3 s2 256->512 @40", 256, 512, 3, 2, 40}, {"C3 3x3 256->256 @20", 256, 256, 3, 1, 20},
+    {"L0 6x6 s2 3->32 @640", 3, 32, 6, 2, 640},
+    {"L1 3x3 s2 32->64 @320", 32, 64, 3, 2, 320},
+    {"C3 1x1 64->32 @160", 64, 32, 1, 1, 160},
+    {"C3 3x3 32->32 @160", 32, 32, 3, 1, 160},
+    {"L3 3x3 s2 64->128 @160", 64, 128, 3, 2, 160},
+    {"C3 3x3 64->64 @80", 64, 64, 3, 1, 80},
+    {"L5 3x3 s2 128->256 @80", 128, 256, 3, 2, 80},
+    {"C3 3x3 128->128 @40", 128, 128, 3, 1, 40},
+    {"L7 3x3 s2 256->512 @40", 256, 512, 3, 2, 40},
+    {"C3 3x3 256->256 @20", 256, 256, 3, 1, 20},
     {"SPPF cv2 1x1 1024->512 @20", 1024, 512, 1, 1, 20},
 };
 
@@ -88,12 +93,14 @@ double conv_step_ms(const ConvShape& c, cuda::ConvPath path) {
   Tensor w = filled({c.c_out, c.c_in, c.kernel, c.kernel}, 23), dw = filled(w.shape(), 24);
   Tensor y = Tensor::empty({32, c.c_out, out, out}, kGpu), dy = filled(y.shape(), 25);
   cuda::set_conv_path(path);
-  return time_ms([&] {
-    ops::conv2d_forward<float>(x.view<float>(), w.view<float>(), nullptr, p, y.view<float>());
-    ops::conv2d_backward_data<float>(dy.view<float>(), w.view<float>(), p, dx.view<float>());
-    ops::conv2d_backward_weight<float>(x.view<float>(), dy.view<float>(), p, dw.view<float>(),
-                                       nullptr);
-  }, 5);
+  return time_ms(
+      [&] {
+        ops::conv2d_forward<float>(x.view<float>(), w.view<float>(), nullptr, p, y.view<float>());
+        ops::conv2d_backward_data<float>(dy.view<float>(), w.view<float>(), p, dx.view<float>());
+        ops::conv2d_backward_weight<float>(x.view<float>(), dy.view<float>(), p, dw.view<float>(),
+                                           nullptr);
+      },
+      5);
 }
 
 struct Row {
@@ -114,7 +121,8 @@ int main() {
 
   // The copy reference: 256 MiB device to device.
   const int64_t copy_floats = int64_t(64) << 20;
-  Tensor copy_src = filled({1, 1, 1, copy_floats}, 1), copy_dst = Tensor::empty({1, 1, 1, copy_floats}, kGpu);
+  Tensor copy_src = filled({1, 1, 1, copy_floats}, 1),
+         copy_dst = Tensor::empty({1, 1, 1, copy_floats}, kGpu);
   auto stream = static_cast<cudaStream_t>(cuda::compute_stream(0));
   const double copy_ms = time_ms([&] {
     BAREYOLO_CUDA_CHECK(cudaMemcpyAsync(copy_dst.view<float>().data, copy_src.view<float>().data,
@@ -163,11 +171,12 @@ int main() {
     bench("sigmoid fwd (32,255,80,80)", 2 * n * f,
           [&] { ops::sigmoid_forward<float>(x.view<float>(), out.view<float>()); });
     bench("BCE-with-logits fwd (32,255,80,80)", 3 * n * f, [&] {
-      ops::bce_with_logits_forward<float>(x.view<float>(), t.view<float>(), 1.0f, out.view<float>());
+      ops::bce_with_logits_forward<float>(x.view<float>(), t.view<float>(), 1.0f,
+                                          out.view<float>());
     });
     bench("BCE-with-logits bwd (32,255,80,80)", 5 * n * f, [&] {
-      ops::bce_with_logits_backward<float>(x.view<float>(), t.view<float>(), 1.0f,
-                                           g.view<float>(), dx.view<float>());
+      ops::bce_with_logits_backward<float>(x.view<float>(), t.view<float>(), 1.0f, g.view<float>(),
+                                           dx.view<float>());
     });
     cuda::DecodeLevel level;
     level.stride = 8;
@@ -218,13 +227,13 @@ int main() {
     uint32_t state = 7;
     for (int64_t i = 0; i < count; ++i) {
       state = state * 1664525u + 1013904223u;
-      const float x = float(state >> 16) / 65536.0f * 600, y = float(state & 0xFFFF) / 65536.0f * 600;
+      const float x = float(state >> 16) / 65536.0f * 600,
+                  y = float(state & 0xFFFF) / 65536.0f * 600;
       corners.insert(corners.end(), {x, y, x + 40, y + 30});
     }
     Tensor boxes = Tensor::from_vector(corners, {1, 1, 1, 4 * count}, kGpu);
-    const double ms = time_ms([&] {
-      (void)cuda::greedy_nms(boxes.view<float>().data, count, 0.45f, 300, 0);
-    });
+    const double ms =
+        time_ms([&] { (void)cuda::greedy_nms(boxes.view<float>().data, count, 0.45f, 300, 0); });
     std::printf("\nNMS of %lld sorted boxes (bit matrix on the GPU, walk on the host): %.3f ms\n",
                 (long long)count, ms);
   }

@@ -44,7 +44,8 @@ double loader_images_per_second(const data::Dataset& dataset, const LoaderRateOp
   int64_t images = 0;
   const auto start = std::chrono::steady_clock::now();
   for (int epoch = 0; epoch < options.epochs; ++epoch) {
-    std::vector<data::Step> plan = data::DistributedSampler(sampler).plan_epoch(epoch, options.imgsz);
+    std::vector<data::Step> plan =
+        data::DistributedSampler(sampler).plan_epoch(epoch, options.imgsz);
     if (options.max_batches > 0) plan.resize(std::min(plan.size(), size_t(options.max_batches)));
     data::Loader loader(dataset, plan, epoch, loader_options);
     while (std::optional<data::Batch> batch = loader.next()) images += batch->size;

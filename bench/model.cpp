@@ -43,8 +43,8 @@ double best_time(int reps, Fn fn) {
   for (int r = 0; r < reps; ++r) {
     auto start = std::chrono::steady_clock::now();
     fn();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                              .count());
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return best;
 }
@@ -57,11 +57,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const bool has_value = i + 1 < argc;
-    if (arg == "--cfg" && has_value) cfg = argv[++i];
-    else if (arg == "--imgsz" && has_value) image_size = std::stoi(argv[++i]);
-    else if (arg == "--batch" && has_value) batch = std::stoi(argv[++i]);
-    else if (arg == "--reps" && has_value) reps = std::stoi(argv[++i]);
-    else if (arg == "--quick") image_size = 128, batch = 2, reps = 1;
+    if (arg == "--cfg" && has_value)
+      cfg = argv[++i];
+    else if (arg == "--imgsz" && has_value)
+      image_size = std::stoi(argv[++i]);
+    else if (arg == "--batch" && has_value)
+      batch = std::stoi(argv[++i]);
+    else if (arg == "--reps" && has_value)
+      reps = std::stoi(argv[++i]);
+    else if (arg == "--quick")
+      image_size = 128, batch = 2, reps = 1;
     else {
       std::fprintf(stderr, "bench_model: unknown argument '%s'\n", arg.c_str());
       return 2;
@@ -94,8 +99,9 @@ int main(int argc, char** argv) {
   const double fwd_ms = forward_s / batch * 1e3, train_ms = train_s / batch * 1e3;
   const double train_rate = 3 * gflops * batch / train_s;
   std::printf("forward        %8.2f ms/image  %6.1f GFLOP/s\n", fwd_ms, gflops * batch / forward_s);
-  std::printf("train step     %8.2f ms/image  %6.1f GFLOP/s (forward + backward, 3x the forward FLOPs)\n",
-              train_ms, train_rate);
+  std::printf(
+      "train step     %8.2f ms/image  %6.1f GFLOP/s (forward + backward, 3x the forward FLOPs)\n",
+      train_ms, train_rate);
   std::printf("RESULT fwd_ms_per_img=%.3f train_ms_per_img=%.3f gflops_per_s=%.1f\n", fwd_ms,
               train_ms, train_rate);
   return 0;

@@ -35,16 +35,16 @@
 #include <thread>
 #include <vector>
 
-#include "bench/loader_rate.h"          // defines: BenchDataset, loader_images_per_second
-#include "bench/python_peer.h"          // defines: find_python_running
-#include "data/dataset.h"               // defines: read_dataset_yaml, open_split
+#include "bench/loader_rate.h"               // defines: BenchDataset, loader_images_per_second
+#include "bench/python_peer.h"               // defines: find_python_running
+#include "data/dataset.h"                    // defines: read_dataset_yaml, open_split
+#include "engine/distributed/ddp/reducer.h"  // defines: Reducer, graph_parameters, broadcast_state
 #include "engine/distributed/launch/launcher.h"       // defines: launch_workers, LaunchPlan
 #include "engine/distributed/launch/process_group.h"  // defines: init_process_group
-#include "engine/distributed/ddp/reducer.h"        // defines: Reducer, graph_parameters, broadcast_state
-#include "engine/optim/ema.h"           // defines: ModelEma
-#include "engine/optim/sgd.h"           // defines: Sgd, clip_gradient_norm
-#include "kernels/cpu/thread_pool.h"    // defines: ThreadPool
-#include "models/train/step.h"          // defines: forward_backward, DataParallel
+#include "engine/optim/ema.h"                         // defines: ModelEma
+#include "engine/optim/sgd.h"                         // defines: Sgd, clip_gradient_norm
+#include "kernels/cpu/thread_pool.h"                  // defines: ThreadPool
+#include "models/train/step.h"                        // defines: forward_backward, DataParallel
 
 using namespace bareyolo;
 using namespace bareyolo::models;
@@ -201,9 +201,11 @@ double loader_images_per_second(const Options& options, std::string* described) 
   const data::OpenedSplit train =
       data::open_split(data::read_dataset_yaml(bench_data.data_yaml()), "train");
   *described = bench_data.data_yaml() + ", " + std::to_string(train.dataset.size()) + " images";
-  return bench::loader_images_per_second(
-      train.dataset, {.imgsz = options.imgsz, .batch = options.batch, .epochs = 1,
-                      .workers = kHeadlineThreads, .max_batches = options.quick ? 2 : 0});
+  return bench::loader_images_per_second(train.dataset, {.imgsz = options.imgsz,
+                                                         .batch = options.batch,
+                                                         .epochs = 1,
+                                                         .workers = kHeadlineThreads,
+                                                         .max_batches = options.quick ? 2 : 0});
 }
 
 // bench/torch_train.py's images per second (its lines are shown prefixed "torch: "); nan
@@ -211,16 +213,16 @@ double loader_images_per_second(const Options& options, std::string* described) 
 double torch_images_per_second(const Options& options) {
   const std::string python = bench::find_python_running("import torch");
   if (python.empty()) {
-    std::printf("torch: no Python that imports torch (Debian: apt-get install python3-torch); "
-                "torch_img_s is nan\n");
+    std::printf(
+        "torch: no Python that imports torch (Debian: apt-get install python3-torch); "
+        "torch_img_s is nan\n");
     return std::nan("");
   }
-  const std::string command = python + " -I " BAREYOLO_SOURCE_DIR "/bench/torch_train.py" +
-                              " --imgsz " + std::to_string(options.imgsz) +
-                              " --batch " + std::to_string(options.batch) +
-                              " --threads " + std::to_string(kHeadlineThreads) +
-                              " --warmup " + std::to_string(options.warmup) +
-                              " --steps " + std::to_string(options.steps) + " 2>&1";
+  const std::string command =
+      python + " -I " BAREYOLO_SOURCE_DIR "/bench/torch_train.py" + " --imgsz " +
+      std::to_string(options.imgsz) + " --batch " + std::to_string(options.batch) + " --threads " +
+      std::to_string(kHeadlineThreads) + " --warmup " + std::to_string(options.warmup) +
+      " --steps " + std::to_string(options.steps) + " 2>&1";
   std::fflush(stdout);
   FILE* output = ::popen(command.c_str(), "r");
   if (!output) return std::nan("");
@@ -274,19 +276,29 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
       return std::stoi(argv[++i]);
     };
-    if (arg == "--cfg" && i + 1 < argc) options.cfg = argv[++i];
-    else if (arg == "--imgsz") options.imgsz = value();
-    else if (arg == "--batch") options.batch = value();
-    else if (arg == "--warmup") options.warmup = value();
-    else if (arg == "--steps") options.steps = value();
-    else if (arg == "--no-torch") options.torch = false;
-    else if (arg == "--quick") options.quick = true, options.imgsz = 128, options.batch = 4,
-                               options.warmup = 1, options.steps = 2;
-    else throw std::invalid_argument("unknown argument '" + arg + "'");
+    if (arg == "--cfg" && i + 1 < argc)
+      options.cfg = argv[++i];
+    else if (arg == "--imgsz")
+      options.imgsz = value();
+    else if (arg == "--batch")
+      options.batch = value();
+    else if (arg == "--warmup")
+      options.warmup = value();
+    else if (arg == "--steps")
+      options.steps = value();
+    else if (arg == "--no-torch")
+      options.torch = false;
+    else if (arg == "--quick")
+      options.quick = true, options.imgsz = 128, options.batch = 4, options.warmup = 1,
+      options.steps = 2;
+    else
+      throw std::invalid_argument("unknown argument '" + arg + "'");
   }
   if (options.batch < kRanks || options.batch % kRanks != 0)
-    throw std::invalid_argument("--batch " + std::to_string(options.batch) + " must be a positive "
-                                "multiple of " + std::to_string(kRanks) + " (it is split over " +
+    throw std::invalid_argument("--batch " + std::to_string(options.batch) +
+                                " must be a positive "
+                                "multiple of " +
+                                std::to_string(kRanks) + " (it is split over " +
                                 std::to_string(kRanks) + " ranks)");
   if (options.imgsz % 32 != 0 || options.imgsz <= 0)
     throw std::invalid_argument("--imgsz " + std::to_string(options.imgsz) +
@@ -304,30 +316,34 @@ int main(int argc, char** argv) {
     const Setup setup(options);
     const double load_before = load_average();
     const int half = options.batch / kRanks;
-    std::printf("%s (%lld parameters, %d classes) at %dx%d; synthetic in-memory batches, %d "
-                "boxes per image; step = forward + YOLOv5 loss + backward + clip + SGD "
-                "(Nesterov) + EMA; median of %d steps after %d warm-up; %s\n",
-                options.cfg.c_str(), (long long)DetectionModel(setup.config).parameter_count(),
-                setup.loss.classes, options.imgsz, options.imgsz, kBoxesPerImage, options.steps,
-                options.warmup, describe_load(load_before).c_str());
+    std::printf(
+        "%s (%lld parameters, %d classes) at %dx%d; synthetic in-memory batches, %d "
+        "boxes per image; step = forward + YOLOv5 loss + backward + clip + SGD "
+        "(Nesterov) + EMA; median of %d steps after %d warm-up; %s\n",
+        options.cfg.c_str(), (long long)DetectionModel(setup.config).parameter_count(),
+        setup.loss.classes, options.imgsz, options.imgsz, kBoxesPerImage, options.steps,
+        options.warmup, describe_load(load_before).c_str());
 
     double loss_fraction = 0;
-    const double ours = single_rank_images_per_second(setup, options.batch, kHeadlineThreads,
-                                                      &loss_fraction);
+    const double ours =
+        single_rank_images_per_second(setup, options.batch, kHeadlineThreads, &loss_fraction);
     print_rate(std::to_string(kHeadlineThreads) + " threads, 1 rank, batch " +
-                   std::to_string(options.batch), ours,
-               "YOLOv5's loss takes " + percent(loss_fraction) + " of the step");
+                   std::to_string(options.batch),
+               ours, "YOLOv5's loss takes " + percent(loss_fraction) + " of the step");
     const double one_thread = single_rank_images_per_second(setup, half, 1);
     print_rate("1 thread, 1 rank, batch " + std::to_string(half), one_thread, "");
     const double ddp = multi_rank_images_per_second(setup, half, true);
     const double scaling = ddp / one_thread;
     print_rate("1 thread x " + std::to_string(kRanks) + " ranks, batch " + std::to_string(half) +
-                   " each, SyncBN", ddp, "scaling " + fixed(scaling) + "x (target >= 1.9)");
+                   " each, SyncBN",
+               ddp, "scaling " + fixed(scaling) + "x (target >= 1.9)");
     const double independent = multi_rank_images_per_second(setup, half, false);
     print_rate("1 thread x " + std::to_string(kRanks) + " independent processes, batch " +
-                   std::to_string(half) + " each", independent,
-               fixed(independent / one_thread) + "x: the machine's ceiling for the scaling "
-               "(no communication)");
+                   std::to_string(half) + " each",
+               independent,
+               fixed(independent / one_thread) +
+                   "x: the machine's ceiling for the scaling "
+                   "(no communication)");
 
     std::string dataset;
     const double loader = loader_images_per_second(options, &dataset);
@@ -341,9 +357,11 @@ int main(int argc, char** argv) {
     std::printf("ours / torch: %.2f (target >= 1.1)\n", ours / torch);
     // Only the load before the run tells of other work: by the end it counts this bench too.
     if (load_before > kBusyLoad)
-      std::printf("warning: the machine was busy (%s at the start): other work shared the "
-                  "cores, so these figures understate both sides, PyTorch's most; rerun when "
-                  "idle\n", describe_load(load_before).c_str());
+      std::printf(
+          "warning: the machine was busy (%s at the start): other work shared the "
+          "cores, so these figures understate both sides, PyTorch's most; rerun when "
+          "idle\n",
+          describe_load(load_before).c_str());
     std::printf("RESULT ours_img_s=%.2f torch_img_s=%.2f ratio_vs_torch=%.2f ddp2_scaling=%.2f\n",
                 ours, torch, ours / torch, scaling);
     return 0;

@@ -17,8 +17,8 @@ Tensor Batch::images_tensor(Device device) const {
     std::memcpy(tensor.view<float>().data, images.get(), bytes);
     return tensor;
   }
-  cuda::copy_async(tensor.view<float>().data, images.get(), bytes,
-                   cuda::CopyKind::host_to_device, device.index);
+  cuda::copy_async(tensor.view<float>().data, images.get(), bytes, cuda::CopyKind::host_to_device,
+                   device.index);
   read_by_device(images, cuda::Event::record(device.index));
   return tensor;
 }

@@ -13,7 +13,8 @@ PixelBox to_pixels(const LabelBox& box, float w, float h, float pad_x, float pad
 LabelBox to_normalised(const PixelBox& box, int width, int height) {
   constexpr float kEdge = 1e-3f;
   float x1 = std::clamp(box.x1, 0.0f, width - kEdge), x2 = std::clamp(box.x2, 0.0f, width - kEdge);
-  float y1 = std::clamp(box.y1, 0.0f, height - kEdge), y2 = std::clamp(box.y2, 0.0f, height - kEdge);
+  float y1 = std::clamp(box.y1, 0.0f, height - kEdge),
+        y2 = std::clamp(box.y2, 0.0f, height - kEdge);
   return {box.class_id, (x1 + x2) / 2 / width, (y1 + y2) / 2 / height, (x2 - x1) / width,
           (y2 - y1) / height};
 }

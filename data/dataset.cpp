@@ -12,10 +12,9 @@ LoadedImage Dataset::load(int64_t index, int imgsz) const {
 OpenedSplit open_split(const DatasetConfig& config, const std::string& split,
                        const OpenOptions& options) {
   const std::vector<std::string>& sources = split_sources(config, split);
-  CachedSplit verified =
-      options.rank == 0
-          ? load_or_build_split(sources, config.num_classes())
-          : wait_for_split(sources, config.num_classes(), options.wait_timeout_ms, options.rank);
+  CachedSplit verified = options.rank == 0 ? load_or_build_split(sources, config.num_classes())
+                                           : wait_for_split(sources, config.num_classes(),
+                                                            options.wait_timeout_ms, options.rank);
   if (verified.report.images.empty() && !(split == "test" && sources.empty())) {
     std::string where;
     for (const std::string& source : sources) where += (where.empty() ? "" : ", ") + source;

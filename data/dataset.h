@@ -31,8 +31,8 @@ class Dataset {
 };
 
 struct OpenOptions {
-  int rank = 0;                         // 0 (or no DDP) verifies; others wait for its cache
-  int64_t wait_timeout_ms = 3600'000;   // how long rank > 0 waits for the cache
+  int rank = 0;                        // 0 (or no DDP) verifies; others wait for its cache
+  int64_t wait_timeout_ms = 3600'000;  // how long rank > 0 waits for the cache
 };
 
 struct OpenedSplit {

@@ -19,9 +19,9 @@ namespace bareyolo::data {
 
 struct DatasetConfig {
   std::string yaml_file;
-  std::string root;                        // `path`, absolute
+  std::string root;                           // `path`, absolute
   std::vector<std::string> train, val, test;  // sources, absolute; test may be empty
-  std::vector<std::string> names;          // class names, index = class id
+  std::vector<std::string> names;             // class names, index = class id
   int num_classes() const { return static_cast<int>(names.size()); }
 };
 

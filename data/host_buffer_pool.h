@@ -41,9 +41,8 @@ class HostBufferPool {
       std::lock_guard<std::mutex> lock(mutex_);
       const auto [first, last] = kept_.equal_range(bytes);
       if (first == last) return nullptr;
-      auto it = std::find_if(first, last, [](const auto& entry) {
-        return entry.second.last_read.complete();
-      });
+      auto it = std::find_if(first, last,
+                             [](const auto& entry) { return entry.second.last_read.complete(); });
       if (it == last) it = first;  // equal keys keep insertion order: the oldest
       chosen.emplace(std::move(it->second));
       kept_.erase(it);

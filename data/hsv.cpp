@@ -31,9 +31,12 @@ Hsv rgb_to_hsv(Rgb rgb) {
   int diff = v - std::min({r, g, b});
   int s = (diff * kTables.saturation[size_t(v)] + (1 << (kShift - 1))) >> kShift;
   int h;
-  if (v == r) h = g - b;
-  else if (v == g) h = b - r + 2 * diff;
-  else h = r - g + 4 * diff;
+  if (v == r)
+    h = g - b;
+  else if (v == g)
+    h = b - r + 2 * diff;
+  else
+    h = r - g + 4 * diff;
   h = (h * kTables.hue[size_t(diff)] + (1 << (kShift - 1))) >> kShift;
   if (h < 0) h += 180;
   return {uint8_t(h), uint8_t(s), uint8_t(v)};
@@ -55,9 +58,7 @@ Rgb hsv_to_rgb(Hsv hsv) {
                                       {0, 2, 1}, {0, 1, 3}, {2, 1, 0}};
     b = tab[kSector[sector][0]], g = tab[kSector[sector][1]], r = tab[kSector[sector][2]];
   }
-  auto to_byte = [](float x) {
-    return uint8_t(std::clamp<long>(std::lrint(x * 255.0f), 0, 255));
-  };
+  auto to_byte = [](float x) { return uint8_t(std::clamp<long>(std::lrint(x * 255.0f), 0, 255)); };
   return {to_byte(r), to_byte(g), to_byte(b)};
 }
 

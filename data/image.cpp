@@ -16,8 +16,7 @@ namespace bareyolo::data {
 namespace {
 
 Image from_stb(unsigned char* decoded, int width, int height, const std::string& name) {
-  if (decoded == nullptr)
-    throw ImageError("cannot decode image", name, stbi_failure_reason());
+  if (decoded == nullptr) throw ImageError("cannot decode image", name, stbi_failure_reason());
   std::unique_ptr<unsigned char, void (*)(void*)> owner(decoded, stbi_image_free);
   Image image;
   image.width = width;
@@ -48,8 +47,8 @@ Image decode_image(const uint8_t* bytes, size_t size, const std::string& name) {
   if (size == 0) throw ImageError("cannot decode image", name, "the file is empty");
   int width = 0, height = 0, channels_in_file = 0;
   // desired_channels = 3: grayscale is replicated to RGB, alpha is dropped.
-  unsigned char* decoded = stbi_load_from_memory(bytes, static_cast<int>(size), &width, &height,
-                                                 &channels_in_file, 3);
+  unsigned char* decoded =
+      stbi_load_from_memory(bytes, static_cast<int>(size), &width, &height, &channels_in_file, 3);
   return from_stb(decoded, width, height, name);
 }
 

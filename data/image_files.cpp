@@ -14,8 +14,8 @@ namespace bareyolo::data {
 
 namespace {
 
-constexpr std::array<const char*, 10> kImageExtensions = {
-    "bmp", "dng", "jpeg", "jpg", "mpo", "png", "tif", "tiff", "webp", "pfm"};
+constexpr std::array<const char*, 10> kImageExtensions = {"bmp", "dng", "jpeg", "jpg",  "mpo",
+                                                          "png", "tif", "tiff", "webp", "pfm"};
 
 void add_listed_images(const fs::path& list_file, std::vector<std::string>& images) {
   std::ifstream in(list_file);
@@ -39,8 +39,7 @@ bool has_image_extension(const std::string& path) {
   ext.erase(0, 1);
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return std::find(kImageExtensions.begin(), kImageExtensions.end(), ext) !=
-         kImageExtensions.end();
+  return std::find(kImageExtensions.begin(), kImageExtensions.end(), ext) != kImageExtensions.end();
 }
 
 std::vector<std::string> list_image_files(const std::vector<std::string>& sources) {
@@ -48,8 +47,8 @@ std::vector<std::string> list_image_files(const std::vector<std::string>& source
   for (const std::string& source : sources) {
     fs::path path = source;
     if (fs::is_directory(path)) {
-      for (const auto& entry : fs::recursive_directory_iterator(
-               path, fs::directory_options::follow_directory_symlink))
+      for (const auto& entry :
+           fs::recursive_directory_iterator(path, fs::directory_options::follow_directory_symlink))
         if (entry.is_regular_file() && has_image_extension(entry.path().string()))
           images.push_back(entry.path().lexically_normal().string());
     } else if (fs::is_regular_file(path) && path.extension() == ".txt") {

@@ -49,7 +49,8 @@ std::string file_stamp(const std::string& path) {
 // The user cache folder for datasets whose own folder is read-only.
 fs::path user_cache_folder() {
   if (const char* dir = std::getenv("BAREYOLO_CACHE_DIR"); dir && *dir) return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "bareyolo";
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return fs::path(xdg) / "bareyolo";
   if (const char* home = std::getenv("HOME"); home && *home)
     return fs::path(home) / ".cache" / "bareyolo";
   return fs::temp_directory_path() / "bareyolo-cache";
@@ -71,9 +72,9 @@ json to_json(const SplitReport& report, const std::string& fingerprint) {
   json problems = json::array();
   for (const Problem& p : report.problems)
     problems.push_back({p.file, p.line, p.message, p.image_skipped});
-  return {{"version", kCacheVersion}, {"fingerprint", fingerprint},
+  return {{"version", kCacheVersion},          {"fingerprint", fingerprint},
           {"backgrounds", report.backgrounds}, {"corrupt", report.corrupt},
-          {"labels", report.labels}, {"images", std::move(images)},
+          {"labels", report.labels},           {"images", std::move(images)},
           {"problems", std::move(problems)}};
 }
 
@@ -83,8 +84,8 @@ SplitReport from_json(const json& doc) {
   report.corrupt = doc.at("corrupt").get<int>();
   report.labels = doc.at("labels").get<int64_t>();
   for (const json& item : doc.at("images")) {
-    ImageRecord record{item.at(0).get<std::string>(), item.at(1).get<int>(),
-                       item.at(2).get<int>(), {}};
+    ImageRecord record{
+        item.at(0).get<std::string>(), item.at(1).get<int>(), item.at(2).get<int>(), {}};
     for (const json& b : item.at(3))
       record.boxes.push_back({b.at(0).get<int>(), b.at(1).get<float>(), b.at(2).get<float>(),
                               b.at(3).get<float>(), b.at(4).get<float>()});
@@ -112,7 +113,8 @@ std::optional<SplitReport> read_cache(const std::string& file, const std::string
 }
 
 // The current cache at its preferred place or in the user cache folder.
-std::optional<CachedSplit> find_cache(const std::string& preferred, const std::string& fingerprint) {
+std::optional<CachedSplit> find_cache(const std::string& preferred,
+                                      const std::string& fingerprint) {
   for (const std::string& file : {preferred, fallback_cache_file(preferred)}) {
     if (std::optional<SplitReport> report = read_cache(file, fingerprint))
       return CachedSplit{std::move(*report), file, true, {}};
@@ -156,8 +158,8 @@ SplitFiles split_files(const std::vector<std::string>& sources) {
 }
 
 std::string dataset_fingerprint(const std::vector<std::string>& image_files, int num_classes) {
-  uint64_t hash = fnv1a("bareyolo labels v" + std::to_string(kCacheVersion) + " nc=" +
-                        std::to_string(num_classes));
+  uint64_t hash = fnv1a("bareyolo labels v" + std::to_string(kCacheVersion) +
+                        " nc=" + std::to_string(num_classes));
   for (const std::string& image : image_files) {
     hash = fnv1a(file_stamp(image) + "\n", hash);
     hash = fnv1a(file_stamp(label_path_for(image)) + "\n", hash);

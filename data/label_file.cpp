@@ -42,9 +42,9 @@ std::string parse_line(const std::vector<std::string>& fields, int num_classes, 
   if (cls != std::floor(cls) || cls < 0)
     return "class '" + fields[0] + "' is not a whole number >= 0";
   if (cls >= static_cast<float>(num_classes))
-    return "class " + fields[0] + " is out of range: the dataset has nc=" +
-           std::to_string(num_classes) + " classes (0.." + std::to_string(num_classes - 1) +
-           "); fix the label or the yaml's names";
+    return "class " + fields[0] +
+           " is out of range: the dataset has nc=" + std::to_string(num_classes) + " classes (0.." +
+           std::to_string(num_classes - 1) + "); fix the label or the yaml's names";
   for (int i = 1; i < 5; ++i) {
     if (values[i] < -kCoordinateTolerance || values[i] > 1 + kCoordinateTolerance)
       return std::string(kColumnNames[i]) + " = " + fields[size_t(i)] +

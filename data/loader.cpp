@@ -36,8 +36,8 @@ Batch Loader::build(const Step& step) const {
       samples.push_back(
           make_train_sample(dataset_, step.indices[i], options_.imgsz, options_.hyp, rng));
     } else {
-      samples.push_back(make_val_sample(dataset_, step.indices[i], options_.imgsz, step.width,
-                                        step.height));
+      samples.push_back(
+          make_val_sample(dataset_, step.indices[i], options_.imgsz, step.width, step.height));
     }
   }
   return collate(step.step, samples, step.width, step.height);

@@ -28,8 +28,8 @@ namespace bareyolo::data {
 
 struct LoaderOptions {
   int imgsz = 640;
-  bool augment = true;    // training pipeline; false: validation letterbox
-  AugmentHyp hyp;         // used when augment
+  bool augment = true;  // training pipeline; false: validation letterbox
+  AugmentHyp hyp;       // used when augment
   uint64_t seed = 0;
   int workers = 0;        // --workers
   int queue_batches = 0;  // batches built ahead; 0 means max(2, workers)

@@ -44,8 +44,8 @@ std::vector<PixelBox> transform_boxes(const std::vector<PixelBox>& boxes, const 
                                       double zoom, int out_width, int out_height) {
   std::vector<PixelBox> kept;
   for (const PixelBox& box : boxes) {
-    const double corners[4][2] = {{box.x1, box.y1}, {box.x2, box.y2}, {box.x1, box.y2},
-                                  {box.x2, box.y1}};
+    const double corners[4][2] = {
+        {box.x1, box.y1}, {box.x2, box.y2}, {box.x1, box.y2}, {box.x2, box.y1}};
     double x_min = INFINITY, y_min = INFINITY, x_max = -INFINITY, y_max = -INFINITY;
     for (const auto& [x, y] : corners) {
       double w = m(2, 0) * x + m(2, 1) * y + m(2, 2);
@@ -69,8 +69,8 @@ void random_perspective(Image& image, std::vector<PixelBox>& boxes, const Augmen
                         int border, SampleRng& rng) {
   int out_width = image.width + 2 * border, out_height = image.height + 2 * border;
   double zoom = 1;
-  Mat3 m = random_perspective_matrix(hyp, image.width, image.height, out_width, out_height, rng,
-                                     zoom);
+  Mat3 m =
+      random_perspective_matrix(hyp, image.width, image.height, out_width, out_height, rng, zoom);
   if (border != 0 || !m.is_identity()) image = warp(image, m, out_width, out_height, kPadValue);
   boxes = transform_boxes(boxes, m, zoom, out_width, out_height);
 }

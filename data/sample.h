@@ -35,8 +35,8 @@ struct ImageMeta {
 };
 
 struct Sample {
-  Image image;                     // RGB, the size the batch asks for
-  std::vector<LabelBox> labels;    // normalised xywh on `image`
+  Image image;                   // RGB, the size the batch asks for
+  std::vector<LabelBox> labels;  // normalised xywh on `image`
   ImageMeta meta;
 };
 

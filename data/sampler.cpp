@@ -16,9 +16,10 @@ void require_divisible_batch(int batch, int world_size) {
   const int lower = std::max(w, b / w * w);
   const int upper = std::max((b / w + 1) * w, lower + w);  // batch < world: world and 2 world
   throw std::invalid_argument(
-      "batch=" + std::to_string(b) + " is the global batch and must be divisible by world_size=" +
-      std::to_string(w) + " (each rank takes batch/world_size images); use batch=" +
-      std::to_string(lower) + " or batch=" + std::to_string(upper));
+      "batch=" + std::to_string(b) +
+      " is the global batch and must be divisible by world_size=" + std::to_string(w) +
+      " (each rank takes batch/world_size images); use batch=" + std::to_string(lower) +
+      " or batch=" + std::to_string(upper));
 }
 
 DistributedSampler::DistributedSampler(const SamplerOptions& options) : options_(options) {
@@ -42,7 +43,8 @@ std::vector<int64_t> DistributedSampler::epoch_sequence(int64_t epoch) const {
   std::iota(order.begin(), order.end(), 0);
   if (options_.shuffle) {
     SampleRng rng(options_.seed, uint64_t(epoch), kShuffleStream);
-    for (int64_t i = n - 1; i > 0; --i) std::swap(order[size_t(i)], order[rng.below(uint64_t(i) + 1)]);
+    for (int64_t i = n - 1; i > 0; --i)
+      std::swap(order[size_t(i)], order[rng.below(uint64_t(i) + 1)]);
   }
   std::vector<int64_t> sequence(static_cast<size_t>(steps_ * options_.global_batch));
   for (size_t i = 0; i < sequence.size(); ++i) sequence[i] = order[i % size_t(n)];

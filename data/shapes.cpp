@@ -20,8 +20,7 @@ namespace {
 // The first line of data.yaml; the number changes whenever the generator draws other images.
 constexpr const char* kYamlSignature =
     "# synthetic shapes, generator 2, written by `bareyolo make-shapes`";
-constexpr const char* kOlderYamlSignature =
-    "# synthetic shapes, written by `bareyolo make-shapes`";
+constexpr const char* kOlderYamlSignature = "# synthetic shapes, written by `bareyolo make-shapes`";
 
 constexpr int kMaxShapesPerImage = 6;
 constexpr double kBackgroundImageShare = 0.05;
@@ -31,12 +30,18 @@ constexpr double kMaxOverlapIou = 0.35;  // a new shape may cover others, but no
 bool inside(int cls, double u, double v) {
   double r2 = u * u + v * v;
   switch (cls) {
-    case 0: return r2 <= 1;                                       // circle (ellipse)
-    case 1: return true;                                          // rectangle
-    case 2: return std::abs(u) <= (v + 1) / 2;                    // triangle, apex up
-    case 3: return std::abs(u) + std::abs(v) <= 1;                // diamond
-    case 4: return std::abs(u) <= 0.3 || std::abs(v) <= 0.3;      // cross
-    default: return r2 <= 1 && r2 >= 0.36;                        // ring
+    case 0:
+      return r2 <= 1;  // circle (ellipse)
+    case 1:
+      return true;  // rectangle
+    case 2:
+      return std::abs(u) <= (v + 1) / 2;  // triangle, apex up
+    case 3:
+      return std::abs(u) + std::abs(v) <= 1;  // diamond
+    case 4:
+      return std::abs(u) <= 0.3 || std::abs(v) <= 0.3;  // cross
+    default:
+      return r2 <= 1 && r2 >= 0.36;  // ring
   }
 }
 
@@ -71,8 +76,8 @@ Rgb class_colour(SampleRng& rng, int cls, int classes, Rgb background) {
   Rgb colour{};
   for (int attempt = 0; attempt < 16; ++attempt) {
     int hue = int(std::lround(cls * band + rng.uniform(-0.3, 0.3) * band + 180)) % 180;
-    colour = hsv_to_rgb(
-        {uint8_t(hue), uint8_t(150 + rng.below(106)), uint8_t(110 + rng.below(146))});
+    colour =
+        hsv_to_rgb({uint8_t(hue), uint8_t(150 + rng.below(106)), uint8_t(110 + rng.below(146))});
     int distance = 0;
     for (size_t c = 0; c < 3; ++c) distance += std::abs(int(colour[c]) - int(background[c]));
     if (distance >= 120) break;
@@ -89,8 +94,10 @@ double iou(const LabelBox& a, const LabelBox& b) {
 
 void paint_shape(Image& image, const LabelBox& box, Rgb colour) {
   int s = image.width;
-  int x1 = int(std::lround((box.cx - box.w / 2) * s)), x2 = int(std::lround((box.cx + box.w / 2) * s));
-  int y1 = int(std::lround((box.cy - box.h / 2) * s)), y2 = int(std::lround((box.cy + box.h / 2) * s));
+  int x1 = int(std::lround((box.cx - box.w / 2) * s)),
+      x2 = int(std::lround((box.cx + box.w / 2) * s));
+  int y1 = int(std::lround((box.cy - box.h / 2) * s)),
+      y2 = int(std::lround((box.cy + box.h / 2) * s));
   for (int y = y1; y < y2; ++y)
     for (int x = x1; x < x2; ++x) {
       double u = (x + 0.5 - x1) / (x2 - x1) * 2 - 1, v = (y + 0.5 - y1) / (y2 - y1) * 2 - 1;
@@ -103,7 +110,8 @@ LabelBox random_box(int imgsz, int classes, SampleRng& rng) {
   int cls = int(rng.below(uint64_t(classes)));
   double side = rng.uniform(0.12, 0.4) * imgsz;
   double aspect = rng.uniform(0.6, 1.6);
-  int w = std::max(6, int(side * std::sqrt(aspect))), h = std::max(6, int(side / std::sqrt(aspect)));
+  int w = std::max(6, int(side * std::sqrt(aspect))),
+      h = std::max(6, int(side / std::sqrt(aspect)));
   w = std::min(w, imgsz), h = std::min(h, imgsz);
   int x1 = int(rng.below(uint64_t(imgsz - w + 1))), y1 = int(rng.below(uint64_t(imgsz - h + 1)));
   float s = float(imgsz);
@@ -126,7 +134,8 @@ void write_split(const ShapesOptions& options, const std::string& split, uint64_
     std::ofstream out(labels / (std::string(stem) + ".txt"));
     for (const LabelBox& b : boxes) {
       char line[96];
-      std::snprintf(line, sizeof line, "%d %.6f %.6f %.6f %.6f\n", b.class_id, b.cx, b.cy, b.w, b.h);
+      std::snprintf(line, sizeof line, "%d %.6f %.6f %.6f %.6f\n", b.class_id, b.cx, b.cy, b.w,
+                    b.h);
       out << line;
     }
     if (!out) throw std::runtime_error("cannot write labels in " + labels.string());
@@ -136,8 +145,8 @@ void write_split(const ShapesOptions& options, const std::string& split, uint64_
 }  // namespace
 
 const std::vector<std::string>& shape_class_names() {
-  static const std::vector<std::string> names = {"circle", "rectangle", "triangle",
-                                                 "diamond", "cross", "ring"};
+  static const std::vector<std::string> names = {"circle",  "rectangle", "triangle",
+                                                 "diamond", "cross",     "ring"};
   return names;
 }
 
@@ -151,8 +160,9 @@ Image make_shapes_image(int imgsz, int classes, uint64_t seed, uint64_t split, u
   int wanted = 1 + int(rng.below(kMaxShapesPerImage));
   for (int attempt = 0; attempt < 4 * wanted && int(labels.size()) < wanted; ++attempt) {
     LabelBox box = random_box(imgsz, classes, rng);
-    bool hides = std::any_of(labels.begin(), labels.end(),
-                             [&](const LabelBox& other) { return iou(box, other) > kMaxOverlapIou; });
+    bool hides = std::any_of(labels.begin(), labels.end(), [&](const LabelBox& other) {
+      return iou(box, other) > kMaxOverlapIou;
+    });
     if (hides) continue;
     paint_shape(image, box, class_colour(rng, box.class_id, classes, background));
     labels.push_back(box);
@@ -172,8 +182,8 @@ ShapesDatasetAge shapes_dataset_age(const std::string& yaml) {
 std::string make_shapes_dataset(const ShapesOptions& options) {
   const int max_classes = int(shape_class_names().size());
   if (options.classes < 1 || options.classes > max_classes)
-    throw std::invalid_argument("--classes " + std::to_string(options.classes) +
-                                " is not in 1.." + std::to_string(max_classes));
+    throw std::invalid_argument("--classes " + std::to_string(options.classes) + " is not in 1.." +
+                                std::to_string(max_classes));
   if (options.imgsz < 32) throw std::invalid_argument("--imgsz must be at least 32");
   if (options.n_train < 1 || options.n_val < 1)
     throw std::invalid_argument("--n-train and --n-val must be at least 1");
@@ -182,8 +192,7 @@ std::string make_shapes_dataset(const ShapesOptions& options) {
   fs::path yaml = fs::path(options.out) / "data.yaml";
   std::ofstream out(yaml);
   out << kYamlSignature << " (seed " << options.seed << ")\n"
-      << "path: .\ntrain: images/train\nval: images/val\nnc: " << options.classes
-      << "\nnames:\n";
+      << "path: .\ntrain: images/train\nval: images/val\nnc: " << options.classes << "\nnames:\n";
   for (int c = 0; c < options.classes; ++c) out << "  - " << shape_class_names()[size_t(c)] << "\n";
   if (!out) throw std::runtime_error("cannot write " + yaml.string());
   return yaml.string();

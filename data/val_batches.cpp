@@ -22,8 +22,10 @@ void set_rect_shape(const Dataset& dataset, Step& step, const ValBatchOptions& o
     min_ar = std::min(min_ar, ar), max_ar = std::max(max_ar, ar);
   }
   double h = 1, w = 1;
-  if (max_ar < 1) h = max_ar;
-  else if (min_ar > 1) w = 1 / min_ar;
+  if (max_ar < 1)
+    h = max_ar;
+  else if (min_ar > 1)
+    w = 1 / min_ar;
   step.height = stride_multiple(h, options);
   step.width = stride_multiple(w, options);
 }

@@ -29,11 +29,11 @@ Finding check_image(const std::string& path, int num_classes) {
     finding.record.width = image.width;
     finding.record.height = image.height;
     if (image.width < kMinImageSide || image.height < kMinImageSide)
-      finding.labels.problems.push_back(
-          {path, 0,
-           "image is " + std::to_string(image.width) + "x" + std::to_string(image.height) +
-               ", smaller than " + std::to_string(kMinImageSide) + " px on a side",
-           true});
+      finding.labels.problems.push_back({path, 0,
+                                         "image is " + std::to_string(image.width) + "x" +
+                                             std::to_string(image.height) + ", smaller than " +
+                                             std::to_string(kMinImageSide) + " px on a side",
+                                         true});
     else
       finding.image_ok = true;
   } catch (const ImageError& error) {

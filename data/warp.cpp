@@ -91,8 +91,10 @@ Image resize_bilinear(const Image& source, int width, int height) {
   for (int y = 0; y < height; ++y) {
     int s0 = ys.first[size_t(y)], s1 = std::min(s0 + 1, source.height - 1);
     if (upper_row != s0) {
-      if (lower_row == s0) std::swap(upper, lower), std::swap(upper_row, lower_row);
-      else horizontal_pass(source.row(s0), source.width, xs, upper.data()), upper_row = s0;
+      if (lower_row == s0)
+        std::swap(upper, lower), std::swap(upper_row, lower_row);
+      else
+        horizontal_pass(source.row(s0), source.width, xs, upper.data()), upper_row = s0;
     }
     if (lower_row != s1)
       horizontal_pass(source.row(s1), source.width, xs, lower.data()), lower_row = s1;

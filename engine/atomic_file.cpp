@@ -42,8 +42,8 @@ void write_file_atomically(const std::string& path,
   static std::atomic<uint64_t> counter{0};
   std::filesystem::path target(path);
   std::filesystem::path directory = target.parent_path().empty() ? "." : target.parent_path();
-  std::string temp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                     std::to_string(counter.fetch_add(1));
+  std::string temp =
+      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
 
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0)

@@ -47,7 +47,8 @@ std::vector<Shape4> Graph::shapes(const Shape4& input) const {
   std::vector<Shape4> result;
   for (const Node& node : nodes_) {
     std::vector<Shape4> in;
-    for (int i : node.inputs) in.push_back(i == kGraphInput ? input : result[static_cast<size_t>(i)]);
+    for (int i : node.inputs)
+      in.push_back(i == kGraphInput ? input : result[static_cast<size_t>(i)]);
     if (node.module) {
       result.push_back(node.module->output_shape(in));
       continue;
@@ -56,8 +57,8 @@ std::vector<Shape4> Graph::shapes(const Shape4& input) const {
     cat.c = 0;
     for (const Shape4& s : in) {
       if (s.n != cat.n || s.h != cat.h || s.w != cat.w)
-        throw std::invalid_argument("graph node " + node.name + ": cannot concatenate " +
-                                    s.str() + " with " + in[0].str());
+        throw std::invalid_argument("graph node " + node.name + ": cannot concatenate " + s.str() +
+                                    " with " + in[0].str());
       cat.c += s.c;
     }
     result.push_back(cat);
@@ -151,9 +152,8 @@ void Graph::plan_evaluation(const Tensor& input) {
           (!best || b.storage.numel() < best->storage.numel()))
         best = &b;
     if (!best) {
-      buffers.push_back({Tensor::empty({1, 1, 1, node.shape.numel()}, input.device(),
-                                       input.dtype()),
-                         -1});
+      buffers.push_back(
+          {Tensor::empty({1, 1, 1, node.shape.numel()}, input.device(), input.dtype()), -1});
       best = &buffers.back();
     }
     best->free_after = std::max(last_read[size_t(owner)], first_write[size_t(owner)]);
@@ -207,8 +207,9 @@ void Graph::backward(const std::vector<Tensor>& grad_outputs,
                                 " outputs");
   if (!input_.defined()) throw std::logic_error("Graph::backward before forward");
   if (planned_mode_ != Mode::train && !keep_all_outputs_)
-    throw std::logic_error("Graph::backward after an evaluation forward: run forward in "
-                           "Mode::train first");
+    throw std::logic_error(
+        "Graph::backward after an evaluation forward: run forward in "
+        "Mode::train first");
   for (Node& node : nodes_)
     if (node.concat_consumer == -1) node.grad.zero();  // a slice is zeroed with its Concat
   for (size_t k = 0; k < outputs_.size(); ++k)

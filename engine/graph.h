@@ -71,8 +71,8 @@ class Graph {
     std::vector<int> inputs;
     std::unique_ptr<Module> module;  // null for a Concat
     Shape4 shape;
-    Tensor output, grad;             // slices of the consuming Concat's buffers, if any
-    int concat_consumer = -1;        // the Concat node this node's output lives in
+    Tensor output, grad;       // slices of the consuming Concat's buffers, if any
+    int concat_consumer = -1;  // the Concat node this node's output lives in
   };
 
   void plan(const Tensor& input, Mode mode);

@@ -85,8 +85,8 @@ HeaderEntry parse_entry(const std::string& name, const OrderedJson& info,
   entry.begin = non_negative_integer(offsets[0], source, where + ": data_offsets begin");
   entry.end = non_negative_integer(offsets[1], source, where + ": data_offsets end");
   if (entry.end < entry.begin)
-    fail(source, where + ": data_offsets " + range_str(entry.begin, entry.end) +
-                     " end before they begin");
+    fail(source,
+         where + ": data_offsets " + range_str(entry.begin, entry.end) + " end before they begin");
 
   uint64_t expected_bytes = 0;
   int64_t numel = 0;
@@ -100,8 +100,8 @@ HeaderEntry parse_entry(const std::string& name, const OrderedJson& info,
   if (entry.end - entry.begin != expected_bytes)
     fail(source, where + ": data_offsets " + range_str(entry.begin, entry.end) + " hold " +
                      std::to_string(entry.end - entry.begin) + " bytes, but dtype " +
-                     entry.record.dtype + " with " + std::to_string(numel) +
-                     " elements needs " + std::to_string(expected_bytes));
+                     entry.record.dtype + " with " + std::to_string(numel) + " elements needs " +
+                     std::to_string(expected_bytes));
   return entry;
 }
 
@@ -112,8 +112,7 @@ std::map<std::string, std::string> parse_metadata(const OrderedJson& value,
   for (const auto& [key, item] : value.items()) {
     if (!item.is_string())
       fail(source, "\"__metadata__\" value for \"" + key +
-                       "\" must be a string (put nested data in as JSON text), got " +
-                       item.dump());
+                       "\" must be a string (put nested data in as JSON text), got " + item.dump());
     metadata[key] = item.get<std::string>();
   }
   return metadata;
@@ -135,8 +134,8 @@ OrderedJson parse_header_json(std::span<const uint8_t> header, const std::string
   } catch (const nlohmann::json::exception& e) {
     fail(source, std::string("header is not valid JSON: ") + e.what());
   }
-  if (!json.is_object()) fail(source, "header must be a JSON object, got a " +
-                                           std::string(json.type_name()));
+  if (!json.is_object())
+    fail(source, "header must be a JSON object, got a " + std::string(json.type_name()));
   return json;
 }
 
@@ -163,8 +162,8 @@ void check_layout(const std::vector<HeaderEntry>& entries, uint64_t buffer_bytes
   }
   if (covered != buffer_bytes)
     fail(source, "the tensors cover " + std::to_string(covered) +
-                     " bytes of data but the file has " +
-                     std::to_string(buffer_bytes) + " after the header (trailing bytes)");
+                     " bytes of data but the file has " + std::to_string(buffer_bytes) +
+                     " after the header (trailing bytes)");
 }
 
 }  // namespace
@@ -205,9 +204,11 @@ Shape4 shape4_from_dims(const std::vector<int64_t>& dims) {
 
 namespace {
 // The safetensors names of the dtypes the engine's Tensor can hold.
-constexpr std::pair<DType, const char*> kEngineDtypes[] = {
-    {DType::f32, "F32"}, {DType::f64, "F64"}, {DType::i64, "I64"},
-    {DType::f16, "F16"}, {DType::bf16, "BF16"}};
+constexpr std::pair<DType, const char*> kEngineDtypes[] = {{DType::f32, "F32"},
+                                                           {DType::f64, "F64"},
+                                                           {DType::i64, "I64"},
+                                                           {DType::f16, "F16"},
+                                                           {DType::bf16, "BF16"}};
 
 DType engine_dtype(const std::string& dtype, const std::string& name) {
   for (const auto& [engine, safetensors] : kEngineDtypes)
@@ -234,8 +235,8 @@ void SafetensorsFile::add(TensorRecord record) {
   const std::string where = "safetensors: tensor '" + record.name + "'";
   if (record.name == kMetadataKey) throw std::invalid_argument(where + ": the name is reserved");
   if (contains(record.name)) throw std::invalid_argument(where + " added twice");
-  size_t expected = static_cast<size_t>(shape_numel(record.shape)) *
-                    safetensors_dtype_size(record.dtype);
+  size_t expected =
+      static_cast<size_t>(shape_numel(record.shape)) * safetensors_dtype_size(record.dtype);
   if (record.bytes.size() != expected)
     throw std::invalid_argument(where + ": " + std::to_string(record.bytes.size()) +
                                 " bytes given, dtype and shape need " + std::to_string(expected));
@@ -257,13 +258,12 @@ void SafetensorsFile::add_tensor(const std::string& name, const Tensor& tensor,
     throw std::invalid_argument("safetensors: tensor '" + name + "' is undefined");
   if (shape_numel(shape) != tensor.numel())
     throw std::invalid_argument("safetensors: tensor '" + name + "' has " +
-                                std::to_string(tensor.numel()) +
-                                " elements, which shape [" + OrderedJson(shape).dump() +
-                                "] does not hold");
+                                std::to_string(tensor.numel()) + " elements, which shape [" +
+                                OrderedJson(shape).dump() + "] does not hold");
   Tensor host = tensor.to(Device::cpu());  // dense
   size_t item_bytes = dtype_size(host.dtype());
-  const auto* first = static_cast<const uint8_t*>(host.storage()->data()) +
-                      host.offset() * item_bytes;
+  const auto* first =
+      static_cast<const uint8_t*>(host.storage()->data()) + host.offset() * item_bytes;
   add({name, safetensors_dtype_name(host.dtype()), std::move(shape),
        std::vector<uint8_t>(first, first + host.numel() * item_bytes)});
 }
@@ -274,8 +274,7 @@ bool SafetensorsFile::contains(const std::string& name) const { return index_.co
 
 const TensorRecord& SafetensorsFile::record(const std::string& name) const {
   auto it = index_.find(name);
-  if (it == index_.end())
-    throw std::out_of_range("safetensors: no tensor named '" + name + "'");
+  if (it == index_.end()) throw std::out_of_range("safetensors: no tensor named '" + name + "'");
   return records_[it->second];
 }
 
@@ -292,15 +291,15 @@ std::vector<T> SafetensorsFile::values(const std::string& name) const {
 
 Tensor SafetensorsFile::tensor(const std::string& name) const {
   const TensorRecord& r = record(name);
-  Tensor result = Tensor::empty(shape4_from_dims(r.shape), Device::cpu(),
-                                engine_dtype(r.dtype, name));
+  Tensor result =
+      Tensor::empty(shape4_from_dims(r.shape), Device::cpu(), engine_dtype(r.dtype, name));
   copy_record_bytes(r, result.storage()->data());
   return result;
 }
 
-#define BAREYOLO_SAFETENSORS_VALUE_TYPE(T)                                                   \
-  template void SafetensorsFile::add_values<T>(const std::string&, const std::vector<T>&,  \
-                                               std::vector<int64_t>);                      \
+#define BAREYOLO_SAFETENSORS_VALUE_TYPE(T)                                                \
+  template void SafetensorsFile::add_values<T>(const std::string&, const std::vector<T>&, \
+                                               std::vector<int64_t>);                     \
   template std::vector<T> SafetensorsFile::values<T>(const std::string&) const;
 BAREYOLO_SAFETENSORS_VALUE_TYPE(float)
 BAREYOLO_SAFETENSORS_VALUE_TYPE(double)
@@ -351,13 +350,13 @@ SafetensorsFile SafetensorsFile::parse(std::span<const uint8_t> file_bytes,
 SafetensorsFile SafetensorsFile::load(const std::string& path) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error))
-    throw std::runtime_error("cannot load safetensors file '" + path + "': " +
-                             (error ? error.message() : "not a regular file"));
+    throw std::runtime_error("cannot load safetensors file '" + path +
+                             "': " + (error ? error.message() : "not a regular file"));
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   std::vector<uint8_t> bytes(in ? static_cast<size_t>(in.tellg()) : 0);
   in.seekg(0);
-  if (!in || !in.read(reinterpret_cast<char*>(bytes.data()),
-                      static_cast<std::streamsize>(bytes.size())))
+  if (!in ||
+      !in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size())))
     throw std::runtime_error("cannot read safetensors file '" + path +
                              "': " + std::strerror(errno));
   return parse(bytes, path);

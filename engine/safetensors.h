@@ -39,12 +39,28 @@ namespace bareyolo {
 size_t safetensors_dtype_size(const std::string& dtype);
 
 // The safetensors dtype name of a C++ element type.
-template <class T> constexpr const char* safetensors_dtype_of();
-template <> constexpr const char* safetensors_dtype_of<float>() { return "F32"; }
-template <> constexpr const char* safetensors_dtype_of<double>() { return "F64"; }
-template <> constexpr const char* safetensors_dtype_of<int64_t>() { return "I64"; }
-template <> constexpr const char* safetensors_dtype_of<int32_t>() { return "I32"; }
-template <> constexpr const char* safetensors_dtype_of<uint8_t>() { return "U8"; }
+template <class T>
+constexpr const char* safetensors_dtype_of();
+template <>
+constexpr const char* safetensors_dtype_of<float>() {
+  return "F32";
+}
+template <>
+constexpr const char* safetensors_dtype_of<double>() {
+  return "F64";
+}
+template <>
+constexpr const char* safetensors_dtype_of<int64_t>() {
+  return "I64";
+}
+template <>
+constexpr const char* safetensors_dtype_of<int32_t>() {
+  return "I32";
+}
+template <>
+constexpr const char* safetensors_dtype_of<uint8_t>() {
+  return "U8";
+}
 
 // Product of the dimensions (1 for a 0-d scalar); throws on a negative dimension or overflow.
 int64_t shape_numel(const std::vector<int64_t>& shape);
@@ -79,7 +95,8 @@ class SafetensorsFile {
   bool contains(const std::string& name) const;
   const TensorRecord& record(const std::string& name) const;  // throws if absent
   // The values of a record whose dtype is T's (throws otherwise).
-  template <class T> std::vector<T> values(const std::string& name) const;
+  template <class T>
+  std::vector<T> values(const std::string& name) const;
   // A dense CPU Tensor of a F32/F64/I64/F16/BF16 record of 0 to 4 dimensions.
   Tensor tensor(const std::string& name) const;
 

@@ -10,22 +10,30 @@ namespace bareyolo {
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::f32: return 4;
+    case DType::f32:
+      return 4;
     case DType::f64:
-    case DType::i64: return 8;
+    case DType::i64:
+      return 8;
     case DType::f16:
-    case DType::bf16: return 2;
+    case DType::bf16:
+      return 2;
   }
   return 0;
 }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::i64: return "i64";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::i64:
+      return "i64";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
   }
   return "?";
 }
@@ -69,8 +77,8 @@ Tensor Tensor::empty(Shape4 shape, Device device, DType dtype) {
   if (shape.n < 0 || shape.c < 0 || shape.h < 0 || shape.w < 0)
     throw std::invalid_argument("Tensor::empty: negative dimension in shape " + shape.str());
   Tensor t;
-  t.storage_ = std::make_shared<Storage>(static_cast<size_t>(shape.numel()) * dtype_size(dtype),
-                                         device);
+  t.storage_ =
+      std::make_shared<Storage>(static_cast<size_t>(shape.numel()) * dtype_size(dtype), device);
   t.shape_ = shape;
   t.batch_stride_ = shape.image_numel();
   t.dtype_ = dtype;
@@ -116,8 +124,8 @@ Tensor Tensor::prefix(Shape4 shape) const {
 Tensor Tensor::channels(int64_t begin, int64_t end) const {
   if (begin < 0 || end > shape_.c || begin > end)
     throw std::out_of_range("Tensor::channels(" + std::to_string(begin) + ", " +
-                            std::to_string(end) + ") is outside the " +
-                            std::to_string(shape_.c) + " channels of " + shape_.str());
+                            std::to_string(end) + ") is outside the " + std::to_string(shape_.c) +
+                            " channels of " + shape_.str());
   Tensor slice = *this;
   slice.offset_ += begin * shape_.plane();
   slice.shape_.c = end - begin;
@@ -126,8 +134,8 @@ Tensor Tensor::channels(int64_t begin, int64_t end) const {
 
 Tensor Tensor::images(int64_t begin, int64_t end) const {
   if (begin < 0 || end > shape_.n || begin > end)
-    throw std::out_of_range("Tensor::images(" + std::to_string(begin) + ", " +
-                            std::to_string(end) + ") is outside the batch of " + shape_.str());
+    throw std::out_of_range("Tensor::images(" + std::to_string(begin) + ", " + std::to_string(end) +
+                            ") is outside the batch of " + shape_.str());
   Tensor slice = *this;
   slice.offset_ += begin * batch_stride_;
   slice.shape_.n = end - begin;
@@ -215,7 +223,8 @@ std::vector<double> Tensor::to_doubles() const {
       std::vector<float> values = to_vector<float>();
       return {values.begin(), values.end()};
     }
-    case DType::f64: return to_vector<double>();
+    case DType::f64:
+      return to_vector<double>();
     case DType::i64: {
       std::vector<int64_t> values = to_vector<int64_t>();
       return {values.begin(), values.end()};

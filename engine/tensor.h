@@ -24,10 +24,20 @@ enum class DType : uint8_t { f32, f64, i64, f16, bf16 };
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
-template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
+template <class T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::f64;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
 
 // One allocation on one device: 64-byte aligned host memory, or device memory.
 class Storage {
@@ -78,8 +88,10 @@ class Tensor {
   Tensor images(int64_t begin, int64_t end) const;
 
   // The kernels' view of this tensor; T must match dtype().
-  template <class T> View<T> view();
-  template <class T> View<const T> view() const;
+  template <class T>
+  View<T> view();
+  template <class T>
+  View<const T> view() const;
 
   // Copies src (same shape, any device, any layout) into this tensor's elements.
   void copy_from(const Tensor& src);
@@ -90,12 +102,14 @@ class Tensor {
   // Every element set to zero (bytes set to 0), on the tensor's device.
   void zero();
   // Dense host copy of the elements, image after image; T must match dtype().
-  template <class T> std::vector<T> to_vector() const;
+  template <class T>
+  std::vector<T> to_vector() const;
   // The same, converted to double from any numeric dtype but the 16-bit ones.
   std::vector<double> to_doubles() const;
 
  private:
-  template <class T> void require_dtype(const char* what) const;
+  template <class T>
+  void require_dtype(const char* what) const;
   char* byte_pointer() const;
 
   std::shared_ptr<Storage> storage_;
@@ -109,8 +123,12 @@ class Tensor {
 template <class Fn>
 void with_float_type(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::f32: fn.template operator()<float>(); return;
-    case DType::f64: fn.template operator()<double>(); return;
+    case DType::f32:
+      fn.template operator()<float>();
+      return;
+    case DType::f64:
+      fn.template operator()<double>();
+      return;
     default:
       throw std::invalid_argument(std::string("no kernels for dtype ") + dtype_name(dtype));
   }

@@ -31,8 +31,8 @@ inline Tensor uniform_tensor(Shape4 shape, float bound, std::mt19937_64& rng, De
 }
 
 inline Tensor filled_tensor(Shape4 shape, double value, Device device, DType dtype) {
-  return make_tensor(std::vector<double>(static_cast<size_t>(shape.numel()), value), shape,
-                     device, dtype);
+  return make_tensor(std::vector<double>(static_cast<size_t>(shape.numel()), value), shape, device,
+                     dtype);
 }
 
 // Makes `t` a dense tensor of `shape` like `like` (device, dtype), reallocating only when

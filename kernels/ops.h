@@ -22,17 +22,23 @@ namespace bareyolo::ops {
 
 // ---- elementwise ----------------------------------------------------------------------
 // y = x * sigmoid(x)
-template <class T> void silu_forward(View<const T> x, View<T> y);
+template <class T>
+void silu_forward(View<const T> x, View<T> y);
 // dx += dy * sigmoid(x) * (1 + x * (1 - sigmoid(x)))
-template <class T> void silu_backward(View<const T> x, View<const T> dy, View<T> dx);
+template <class T>
+void silu_backward(View<const T> x, View<const T> dy, View<T> dx);
 // y = a + b (y may alias a or b)
-template <class T> void add_forward(View<const T> a, View<const T> b, View<T> y);
+template <class T>
+void add_forward(View<const T> a, View<const T> b, View<T> y);
 // da += dy; db += dy
-template <class T> void add_backward(View<const T> dy, View<T> da, View<T> db);
+template <class T>
+void add_backward(View<const T> dy, View<T> da, View<T> db);
 // y = 1 / (1 + exp(-x))
-template <class T> void sigmoid_forward(View<const T> x, View<T> y);
+template <class T>
+void sigmoid_forward(View<const T> x, View<T> y);
 // dx += dy * y * (1 - y), from the forward output y
-template <class T> void sigmoid_backward(View<const T> y, View<const T> dy, View<T> dx);
+template <class T>
+void sigmoid_backward(View<const T> y, View<const T> dy, View<T> dx);
 // Binary cross-entropy on logits, elementwise, numerically stable for any |x|:
 //   loss = -(pos_weight * t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x)))
 template <class T>
@@ -44,18 +50,23 @@ void bce_with_logits_backward(View<const T> x, View<const T> target, T pos_weigh
 
 // ---- shape ops ------------------------------------------------------------------------
 // Copies the inputs, in order, into consecutive channel ranges of y.
-template <class T> void concat_forward(const std::vector<View<const T>>& inputs, View<T> y);
+template <class T>
+void concat_forward(const std::vector<View<const T>>& inputs, View<T> y);
 // dx[i] += the channel range of dy that input i was copied to.
-template <class T> void concat_backward(View<const T> dy, const std::vector<View<T>>& dx);
+template <class T>
+void concat_backward(View<const T> dy, const std::vector<View<T>>& dx);
 // Nearest-neighbour x2: y[n,c,2i+a,2j+b] = x[n,c,i,j]
-template <class T> void upsample_nearest2x_forward(View<const T> x, View<T> y);
+template <class T>
+void upsample_nearest2x_forward(View<const T> x, View<T> y);
 // dx[n,c,i,j] += sum over the 2x2 block of dy it was copied to
-template <class T> void upsample_nearest2x_backward(View<const T> dy, View<T> dx);
+template <class T>
+void upsample_nearest2x_backward(View<const T> dy, View<T> dx);
 
 struct Pool2dParams {
   int kernel = 5, stride = 1, pad = 2;  // square windows; padding counts as -infinity
 };
-template <class T> void maxpool2d_forward(View<const T> x, Pool2dParams p, View<T> y);
+template <class T>
+void maxpool2d_forward(View<const T> x, Pool2dParams p, View<T> y);
 // dx += dy routed to the first maximum of each window (row-major order), recomputed from x.
 template <class T>
 void maxpool2d_backward(View<const T> x, View<const T> dy, Pool2dParams p, View<T> dx);
@@ -63,8 +74,7 @@ void maxpool2d_backward(View<const T> x, View<const T> dy, Pool2dParams p, View<
 // padding (kernel - 1) / 2 (outputs the input's shape). The same as three maxpool2d_forward
 // calls; on a GPU one kernel computes all three from one read of x.
 template <class T>
-void maxpool2d_chain3_forward(View<const T> x, Pool2dParams p, View<T> y1, View<T> y2,
-                              View<T> y3);
+void maxpool2d_chain3_forward(View<const T> x, Pool2dParams p, View<T> y1, View<T> y2, View<T> y3);
 
 // ---- convolution ----------------------------------------------------------------------
 // Cross-correlation, groups = 1, dilation = 1. weight is (c_out, c_in, kernel_h, kernel_w)
@@ -95,21 +105,22 @@ void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p, V
 // Phase 1 (forward): per-channel count, mean and M2 = sum((x - mean)^2) of this view.
 // (count, mean, M2) triples combine exactly across ranks (Chan's parallel formula), where a
 // float sum of squares would lose the variance to cancellation.
-template <class T> void batchnorm_moments(View<const T> x, T* mean, T* m2);
+template <class T>
+void batchnorm_moments(View<const T> x, T* mean, T* m2);
 // Phase 2 (forward): y = (x - mean) * invstd * gamma + beta.
 template <class T>
-void batchnorm_apply(View<const T> x, const T* mean, const T* invstd, const T* gamma,
-                     const T* beta, View<T> y);
+void batchnorm_apply(View<const T> x, const T* mean, const T* invstd, const T* gamma, const T* beta,
+                     View<T> y);
 // Phase 1 (backward): per-channel sum(dy) and sum(dy * (x - mean) * invstd).
 template <class T>
-void batchnorm_backward_reduce(View<const T> x, View<const T> dy, const T* mean,
-                               const T* invstd, T* sum_dy, T* sum_dy_xhat);
+void batchnorm_backward_reduce(View<const T> x, View<const T> dy, const T* mean, const T* invstd,
+                               T* sum_dy, T* sum_dy_xhat);
 // Phase 2 (backward), with `count` = number of elements per channel over ALL ranks:
 //   dx += gamma * invstd * (dy - sum_dy / count - xhat * sum_dy_xhat / count)
 template <class T>
 void batchnorm_backward_apply(View<const T> x, View<const T> dy, const T* mean, const T* invstd,
-                              const T* gamma, const T* sum_dy, const T* sum_dy_xhat,
-                              int64_t count, View<T> dx);
+                              const T* gamma, const T* sum_dy, const T* sum_dy_xhat, int64_t count,
+                              View<T> dx);
 
 // No defaults: the model chooses (YOLOv5 sets eps 0.001 and momentum 0.03, models/yolo/).
 struct BatchNormParams {
@@ -126,14 +137,12 @@ void batchnorm_forward_train(View<const T> x, const T* gamma, const T* beta, Bat
                              View<T> y);
 // dx += ..., dgamma += sum(dy * xhat), dbeta += sum(dy)
 template <class T>
-void batchnorm_backward_train(View<const T> x, View<const T> dy, const T* gamma,
-                              const T* save_mean, const T* save_invstd, View<T> dx, T* dgamma,
-                              T* dbeta);
+void batchnorm_backward_train(View<const T> x, View<const T> dy, const T* gamma, const T* save_mean,
+                              const T* save_invstd, View<T> dx, T* dgamma, T* dbeta);
 // Eval mode: y = (x - running_mean) / sqrt(running_var + eps) * gamma + beta
 template <class T>
-void batchnorm_forward_eval(View<const T> x, const T* gamma, const T* beta,
-                            const T* running_mean, const T* running_var, BatchNormParams p,
-                            View<T> y);
+void batchnorm_forward_eval(View<const T> x, const T* gamma, const T* beta, const T* running_mean,
+                            const T* running_var, BatchNormParams p, View<T> y);
 // dx += dy * gamma / sqrt(running_var + eps); dgamma += sum(dy * xhat); dbeta += sum(dy)
 template <class T>
 void batchnorm_backward_eval(View<const T> x, View<const T> dy, const T* gamma,
@@ -165,10 +174,13 @@ template <class T>
 void adamw_step(View<T> param, View<const T> grad, View<T> exp_avg, View<T> exp_avg_sq,
                 AdamWParams p);
 // Exponential moving average of weights: average = decay * average + (1 - decay) * value.
-template <class T> void ema_update(View<T> average, View<const T> value, double decay);
+template <class T>
+void ema_update(View<T> average, View<const T> value, double decay);
 // Sum of squares of the elements (double accumulation), for gradient-norm clipping.
-template <class T> double sum_of_squares(View<const T> x);
+template <class T>
+double sum_of_squares(View<const T> x);
 // x *= factor
-template <class T> void scale_inplace(View<T> x, double factor);
+template <class T>
+void scale_inplace(View<T> x, double factor);
 
 }  // namespace bareyolo::ops

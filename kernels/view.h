@@ -63,8 +63,7 @@ struct View {
   bool empty() const { return data == nullptr; }
   // A mutable view converts to a read-only one.
   template <class U = T>
-    requires(!std::is_const_v<U>)
-  operator View<const U>() const {
+  requires(!std::is_const_v<U>) operator View<const U>() const {
     return {data, shape, batch_stride, device};
   }
 };

@@ -25,19 +25,26 @@ int main(int argc, char** argv) {
     };
 
     bareyolo::Model model(cfg);
-    const bareyolo::models::TrainSummary summary =
-        model.train({.data = data, .epochs = epochs, .batch = 8, .imgsz = 64, .workers = 1,
-                     .device = "cpu", .nproc_per_node = 2, .sync_bn = true,
-                     .callbacks = {report}, .show_progress = false,
-                     .project = "runs/api"});
+    const bareyolo::models::TrainSummary summary = model.train({.data = data,
+                                                                .epochs = epochs,
+                                                                .batch = 8,
+                                                                .imgsz = 64,
+                                                                .workers = 1,
+                                                                .device = "cpu",
+                                                                .nproc_per_node = 2,
+                                                                .sync_bn = true,
+                                                                .callbacks = {report},
+                                                                .show_progress = false,
+                                                                .project = "runs/api"});
 
     model.save("api-trained.safetensors");
     const bareyolo::Model reloaded("api-trained.safetensors");
-    std::printf("trained %d epochs in %s; best mAP50 %.3f; the model now holds rank 0's best "
-                "weights (%d classes: %s, %s), saved to api-trained.safetensors\n",
-                summary.epochs_run, summary.run_dir.c_str(), summary.best_map50,
-                reloaded.names().empty() ? 0 : int(reloaded.names().size()),
-                reloaded.names().at(0).c_str(), reloaded.names().at(1).c_str());
+    std::printf(
+        "trained %d epochs in %s; best mAP50 %.3f; the model now holds rank 0's best "
+        "weights (%d classes: %s, %s), saved to api-trained.safetensors\n",
+        summary.epochs_run, summary.run_dir.c_str(), summary.best_map50,
+        reloaded.names().empty() ? 0 : int(reloaded.names().size()), reloaded.names().at(0).c_str(),
+        reloaded.names().at(1).c_str());
   } catch (const std::exception& error) {
     std::fprintf(stderr, "error: %s\n", error.what());
     return 1;

@@ -33,8 +33,8 @@ BatchNorm2d::BatchNorm2d(int channels, ops::BatchNormParams params, Device devic
 
 Shape4 BatchNorm2d::output_shape(std::span<const Shape4> inputs) const {
   if (inputs.size() != 1 || inputs[0].c != channels_)
-    throw std::invalid_argument("BatchNorm2d expects one input with " +
-                                std::to_string(channels_) + " channels, got " +
+    throw std::invalid_argument("BatchNorm2d expects one input with " + std::to_string(channels_) +
+                                " channels, got " +
                                 (inputs.empty() ? std::string("none") : inputs[0].str()));
   return inputs[0];
 }
@@ -59,8 +59,8 @@ void BatchNorm2d::forward(std::span<const Tensor> inputs, Tensor& output, Mode m
   });
 }
 
-void BatchNorm2d::backward(std::span<const Tensor> inputs, const Tensor&,
-                           const Tensor& grad_output, std::span<Tensor> grad_inputs) {
+void BatchNorm2d::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
+                           std::span<Tensor> grad_inputs) {
   with_float_type(gamma_.dtype(), [&]<class T>() {
     if (last_mode_ == Mode::train && sync_)
       backward_train_synced<T>(
@@ -72,10 +72,9 @@ void BatchNorm2d::backward(std::span<const Tensor> inputs, const Tensor&,
           },
           [&](const T* sum_dy, const T* sum_dy_xhat) {
             ops::batchnorm_backward_apply<T>(inputs[0].view<T>(), grad_output.view<T>(),
-                                             save_mean_.view<T>().data,
-                                             save_invstd_.view<T>().data, gamma_.view<T>().data,
-                                             sum_dy, sum_dy_xhat, global_count_,
-                                             grad_inputs[0].view<T>());
+                                             save_mean_.view<T>().data, save_invstd_.view<T>().data,
+                                             gamma_.view<T>().data, sum_dy, sum_dy_xhat,
+                                             global_count_, grad_inputs[0].view<T>());
           });
     else if (last_mode_ == Mode::train)
       ops::batchnorm_backward_train<T>(inputs[0].view<T>(), grad_output.view<T>(),
@@ -83,11 +82,10 @@ void BatchNorm2d::backward(std::span<const Tensor> inputs, const Tensor&,
                                        save_invstd_.view<T>().data, grad_inputs[0].view<T>(),
                                        gamma_grad_.view<T>().data, beta_grad_.view<T>().data);
     else
-      ops::batchnorm_backward_eval<T>(inputs[0].view<T>(), grad_output.view<T>(),
-                                      gamma_.view<T>().data, running_mean_.view<T>().data,
-                                      running_var_.view<T>().data, params_,
-                                      grad_inputs[0].view<T>(), gamma_grad_.view<T>().data,
-                                      beta_grad_.view<T>().data);
+      ops::batchnorm_backward_eval<T>(
+          inputs[0].view<T>(), grad_output.view<T>(), gamma_.view<T>().data,
+          running_mean_.view<T>().data, running_var_.view<T>().data, params_,
+          grad_inputs[0].view<T>(), gamma_grad_.view<T>().data, beta_grad_.view<T>().data);
   });
 }
 
@@ -140,9 +138,10 @@ void BatchNorm2d::forward_train_synced(const Tensor& x, Tensor& y) {
 void BatchNorm2d::forward_silu(const Tensor& x, Tensor& normalized, Tensor& output, Mode mode) {
 #ifdef BAREYOLO_WITH_CUDA
   if (!x.device().is_cuda() || gamma_.dtype() != DType::f32)
-    throw std::invalid_argument("BatchNorm2d::forward_silu: the fused BN + SiLU runs on float "
-                                "tensors on a GPU; x is on " + x.device().str() +
-                                " (use forward, then silu_forward)");
+    throw std::invalid_argument(
+        "BatchNorm2d::forward_silu: the fused BN + SiLU runs on float "
+        "tensors on a GPU; x is on " +
+        x.device().str() + " (use forward, then silu_forward)");
   last_mode_ = mode;
   const float* mean = save_mean_.view<float>().data;
   const float* invstd = save_invstd_.view<float>().data;
@@ -178,9 +177,10 @@ void BatchNorm2d::backward_silu(const Tensor& x, const Tensor& normalized,
                                 const Tensor& grad_output, Tensor& grad_input) {
 #ifdef BAREYOLO_WITH_CUDA
   if (!x.device().is_cuda() || gamma_.dtype() != DType::f32)
-    throw std::invalid_argument("BatchNorm2d::backward_silu: the fused BN + SiLU runs on float "
-                                "tensors on a GPU; x is on " + x.device().str() +
-                                " (use silu_backward, then backward)");
+    throw std::invalid_argument(
+        "BatchNorm2d::backward_silu: the fused BN + SiLU runs on float "
+        "tensors on a GPU; x is on " +
+        x.device().str() + " (use silu_backward, then backward)");
   const View<const float> xv = x.view<float>(), bn = normalized.view<float>();
   const View<const float> dy = grad_output.view<float>();
   const float* mean = save_mean_.view<float>().data;
@@ -193,9 +193,8 @@ void BatchNorm2d::backward_silu(const Tensor& x, const Tensor& normalized,
           cuda::batchnorm_silu_backward_reduce(xv, bn, dy, mean, invstd, sum_dy, sum_dy_xhat);
         },
         [&](const float* sum_dy, const float* sum_dy_xhat) {
-          cuda::batchnorm_silu_backward_apply(xv, bn, dy, mean, invstd, gamma, sum_dy,
-                                              sum_dy_xhat, global_count_,
-                                              grad_input.view<float>());
+          cuda::batchnorm_silu_backward_apply(xv, bn, dy, mean, invstd, gamma, sum_dy, sum_dy_xhat,
+                                              global_count_, grad_input.view<float>());
         });
   else if (last_mode_ == Mode::train)
     cuda::batchnorm_silu_backward_train(xv, bn, dy, gamma, mean, invstd, grad_input.view<float>(),
@@ -221,7 +220,8 @@ void BatchNorm2d::backward_train_synced(const Tensor& x, Reduce reduce, Apply ap
   Tensor sum_dy = Tensor::empty(vector, x.device(), x.dtype());
   Tensor sum_dy_xhat = Tensor::empty(vector, x.device(), x.dtype());
   reduce(sum_dy.view<T>().data, sum_dy_xhat.view<T>().data);
-  const std::vector<double> local_dy = sum_dy.to_doubles(), local_dy_xhat = sum_dy_xhat.to_doubles();
+  const std::vector<double> local_dy = sum_dy.to_doubles(),
+                            local_dy_xhat = sum_dy_xhat.to_doubles();
   std::vector<double> global_dy = local_dy, global_dy_xhat = local_dy_xhat;
   dist::allreduce_channel_sums(*sync_, global_dy, global_dy_xhat, x.device());
   const Tensor global_sum_dy = channel_tensor<T>(global_dy, x.device());

@@ -3,8 +3,8 @@
 // (gamma), "bias" (beta), "running_mean", "running_var", "num_batches_tracked" (int64).
 //
 // SyncBatchNorm is this layer with a communicator set (set_sync): training then normalises
-// by the statistics of the batch over all ranks (engine/distributed/ddp/sync_batchnorm.h), between the
-// two phases of the BN ops; evaluation is unchanged.
+// by the statistics of the batch over all ranks (engine/distributed/ddp/sync_batchnorm.h), between
+// the two phases of the BN ops; evaluation is unchanged.
 #pragma once
 
 #include "engine/module.h"
@@ -46,8 +46,10 @@ class BatchNorm2d : public Module {
  private:
   // Training statistics over the ranks: save_mean_ / save_invstd_ of the whole batch and the
   // running statistics' update (the phase before the apply).
-  template <class T> void synced_statistics(const Tensor& x);
-  template <class T> void forward_train_synced(const Tensor& x, Tensor& y);
+  template <class T>
+  void synced_statistics(const Tensor& x);
+  template <class T>
+  void forward_train_synced(const Tensor& x, Tensor& y);
   // The synced backward around a BN backward's two phases (plain, or behind a fused SiLU):
   // reduce(sum_dy, sum_dy_xhat) over this rank's slice, apply(global sums) after the
   // all-reduce.
@@ -60,7 +62,7 @@ class BatchNorm2d : public Module {
   ops::BatchNormParams params_;
   Mode last_mode_ = Mode::train;
   Tensor gamma_, gamma_grad_, beta_, beta_grad_, running_mean_, running_var_;
-  Tensor num_batches_tracked_;  // int64 scalar
+  Tensor num_batches_tracked_;      // int64 scalar
   Tensor save_mean_, save_invstd_;  // batch statistics of the last training forward
 };
 

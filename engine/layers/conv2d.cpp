@@ -20,12 +20,12 @@ Conv2d::Conv2d(const Conv2dOptions& options, std::mt19937_64& rng, Device device
     : options_(options) {
   if (options.c_in < 1 || options.c_out < 1 || options.kernel < 1 || options.stride < 1)
     throw std::invalid_argument("Conv2d: channels, kernel and stride must be positive (c_in=" +
-                                std::to_string(options.c_in) + " c_out=" +
-                                std::to_string(options.c_out) + " kernel=" +
-                                std::to_string(options.kernel) + ")");
+                                std::to_string(options.c_in) +
+                                " c_out=" + std::to_string(options.c_out) +
+                                " kernel=" + std::to_string(options.kernel) + ")");
   const Shape4 weight_shape = {options.c_out, options.c_in, options.kernel, options.kernel};
-  const float bound = 1.0f / std::sqrt(static_cast<float>(options.c_in * options.kernel *
-                                                          options.kernel));
+  const float bound =
+      1.0f / std::sqrt(static_cast<float>(options.c_in * options.kernel * options.kernel));
   weight_ = uniform_tensor(weight_shape, bound, rng, device, dtype);
   weight_grad_ = Tensor::zeros(weight_shape, device, dtype);
   if (options.bias) {
@@ -36,8 +36,8 @@ Conv2d::Conv2d(const Conv2dOptions& options, std::mt19937_64& rng, Device device
 
 Shape4 Conv2d::output_shape(std::span<const Shape4> inputs) const {
   if (inputs.size() != 1 || inputs[0].c != options_.c_in)
-    throw std::invalid_argument("Conv2d expects one input with " +
-                                std::to_string(options_.c_in) + " channels, got " +
+    throw std::invalid_argument("Conv2d expects one input with " + std::to_string(options_.c_in) +
+                                " channels, got " +
                                 (inputs.empty() ? std::string("none") : inputs[0].str()));
   const ops::Conv2dParams p = conv_params(options_);
   return {inputs[0].n, options_.c_out,
@@ -48,8 +48,8 @@ Shape4 Conv2d::output_shape(std::span<const Shape4> inputs) const {
 void Conv2d::forward(std::span<const Tensor> inputs, Tensor& output, Mode) {
   with_float_type(weight_.dtype(), [&]<class T>() {
     ops::conv2d_forward<T>(inputs[0].view<T>(), weight_.view<T>(),
-                           options_.bias ? bias_.view<T>().data : nullptr,
-                           conv_params(options_), output.view<T>());
+                           options_.bias ? bias_.view<T>().data : nullptr, conv_params(options_),
+                           output.view<T>());
   });
 }
 
@@ -60,13 +60,15 @@ void Conv2d::backward(std::span<const Tensor> inputs, const Tensor&, const Tenso
                                    conv_params(options_), weight_grad_.view<T>(),
                                    options_.bias ? bias_grad_.view<T>().data : nullptr);
     if (grad_inputs[0].defined())  // undefined for the network input: no gradient wanted
-      ops::conv2d_backward_data<T>(grad_output.view<T>(), weight_.view<T>(),
-                                   conv_params(options_), grad_inputs[0].view<T>());
+      ops::conv2d_backward_data<T>(grad_output.view<T>(), weight_.view<T>(), conv_params(options_),
+                                   grad_inputs[0].view<T>());
   });
 }
 
 void Conv2d::collect_state(const std::string& prefix, std::vector<StateEntry>& state) {
-  state.push_back({prefix + "weight", &weight_, &weight_grad_,
+  state.push_back({prefix + "weight",
+                   &weight_,
+                   &weight_grad_,
                    {options_.c_out, options_.c_in, options_.kernel, options_.kernel},
                    ParamGroup::weight});
   if (options_.bias)

@@ -14,8 +14,8 @@ namespace bareyolo {
 
 ConvBnSilu::ConvBnSilu(int c_in, int c_out, int kernel, int stride, int pad,
                        ops::BatchNormParams bn, std::mt19937_64& rng, Device device, DType dtype)
-    : conv_({.c_in = c_in, .c_out = c_out, .kernel = kernel, .stride = stride, .pad = pad},
-            rng, device, dtype),
+    : conv_({.c_in = c_in, .c_out = c_out, .kernel = kernel, .stride = stride, .pad = pad}, rng,
+            device, dtype),
       bn_(c_out, bn, device, dtype) {}
 
 Shape4 ConvBnSilu::output_shape(std::span<const Shape4> inputs) const {
@@ -32,13 +32,12 @@ void ConvBnSilu::forward(std::span<const Tensor> inputs, Tensor& output, Mode mo
     return;
   }
   bn_.forward(std::span(&conv_out_, 1), bn_out_, mode);
-  with_float_type(output.dtype(), [&]<class T>() {
-    ops::silu_forward<T>(bn_out_.view<T>(), output.view<T>());
-  });
+  with_float_type(output.dtype(),
+                  [&]<class T>() { ops::silu_forward<T>(bn_out_.view<T>(), output.view<T>()); });
 }
 
-void ConvBnSilu::backward(std::span<const Tensor> inputs, const Tensor&,
-                          const Tensor& grad_output, std::span<Tensor> grad_inputs) {
+void ConvBnSilu::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
+                          std::span<Tensor> grad_inputs) {
   ensure_tensor(grad_conv_out_, conv_out_.shape(), conv_out_);
   grad_conv_out_.zero();
   if (grad_output.device().is_cuda()) {  // SiLU's backward inside BN's: no grad_bn_out_

@@ -27,10 +27,11 @@ Schedule::Schedule(const ScheduleHyp& hyp, int epochs, int64_t batches_per_epoch
       nbs_over_batch_(double(nbs) / batch),
       accumulate_(std::max(round_half_even(double(nbs) / batch), 1)) {
   if (epochs < 1 || batches_per_epoch < 1 || batch < 1 || nbs < 1)
-    throw std::invalid_argument("Schedule: epochs, batches per epoch, batch and nbs must be "
-                                "positive (got " + std::to_string(epochs) + ", " +
-                                std::to_string(batches_per_epoch) + ", " +
-                                std::to_string(batch) + ", " + std::to_string(nbs) + ")");
+    throw std::invalid_argument(
+        "Schedule: epochs, batches per epoch, batch and nbs must be "
+        "positive (got " +
+        std::to_string(epochs) + ", " + std::to_string(batches_per_epoch) + ", " +
+        std::to_string(batch) + ", " + std::to_string(nbs) + ")");
 }
 
 double Schedule::lr_factor(int epoch) const {

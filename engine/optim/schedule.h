@@ -26,7 +26,7 @@ struct ScheduleHyp {
 struct StepSettings {
   double bias_lr, lr;  // optimizer group 0 (biases); groups 1 and 2
   double momentum;
-  int accumulate;      // batches whose gradients are summed per optimizer step
+  int accumulate;  // batches whose gradients are summed per optimizer step
 };
 
 class Schedule {

@@ -109,40 +109,49 @@ void batchnorm_moments(View<const T> x, T* mean, T* m2) {
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
     LaneSum sum;
-    for_each_plane(x.shape.n, c, [&](const T* xs) {
-      sum.add(plane, [xs](int64_t j) { return static_cast<double>(xs[j]); });
-    }, x);
+    for_each_plane(
+        x.shape.n, c,
+        [&](const T* xs) {
+          sum.add(plane, [xs](int64_t j) { return static_cast<double>(xs[j]); });
+        },
+        x);
     const double channel_mean = sum.total() / static_cast<double>(count);
     LaneSum squared_deviations;
-    for_each_plane(x.shape.n, c, [&](const T* xs) {
-      squared_deviations.add(plane, [xs, channel_mean](int64_t j) {
-        const double deviation = xs[j] - channel_mean;
-        return deviation * deviation;
-      });
-    }, x);
+    for_each_plane(
+        x.shape.n, c,
+        [&](const T* xs) {
+          squared_deviations.add(plane, [xs, channel_mean](int64_t j) {
+            const double deviation = xs[j] - channel_mean;
+            return deviation * deviation;
+          });
+        },
+        x);
     mean[c] = static_cast<T>(channel_mean);
     m2[c] = static_cast<T>(squared_deviations.total());
   });
 }
 
 template <class T>
-void batchnorm_apply(View<const T> x, const T* mean, const T* invstd, const T* gamma,
-                     const T* beta, View<T> y) {
+void batchnorm_apply(View<const T> x, const T* mean, const T* invstd, const T* gamma, const T* beta,
+                     View<T> y) {
   const Device device = detail::common_device("batchnorm_apply", x, y);
   require_same_shape("batchnorm_apply", "y", y.shape, x.shape);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_apply, device, x, mean, invstd, gamma, beta, y);
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
     const T scale = invstd[c] * gamma[c], mu = mean[c], shift = beta[c];
-    for_each_plane(x.shape.n, c, [&](const T* xs, T* ys) {
-      for (int64_t j = 0; j < plane; ++j) ys[j] = (xs[j] - mu) * scale + shift;
-    }, x, y);
+    for_each_plane(
+        x.shape.n, c,
+        [&](const T* xs, T* ys) {
+          for (int64_t j = 0; j < plane; ++j) ys[j] = (xs[j] - mu) * scale + shift;
+        },
+        x, y);
   });
 }
 
 template <class T>
-void batchnorm_backward_reduce(View<const T> x, View<const T> dy, const T* mean,
-                               const T* invstd, T* sum_dy, T* sum_dy_xhat) {
+void batchnorm_backward_reduce(View<const T> x, View<const T> dy, const T* mean, const T* invstd,
+                               T* sum_dy, T* sum_dy_xhat) {
   const Device device = detail::common_device("batchnorm_backward_reduce", x, dy);
   require_same_shape("batchnorm_backward_reduce", "dy", dy.shape, x.shape);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_backward_reduce, device, x, dy, mean, invstd, sum_dy,
@@ -151,10 +160,13 @@ void batchnorm_backward_reduce(View<const T> x, View<const T> dy, const T* mean,
   for_each_channel(x.shape.c, [&](int64_t c) {
     const double mu = mean[c];
     LaneSum dy_sum, dy_centered_sum;  // sum(dy), sum(dy * (x - mean))
-    for_each_plane(x.shape.n, c, [&](const T* xs, const T* dys) {
-      dy_sum.add(plane, [dys](int64_t j) { return static_cast<double>(dys[j]); });
-      dy_centered_sum.add(plane, [xs, dys, mu](int64_t j) { return dys[j] * (xs[j] - mu); });
-    }, x, dy);
+    for_each_plane(
+        x.shape.n, c,
+        [&](const T* xs, const T* dys) {
+          dy_sum.add(plane, [dys](int64_t j) { return static_cast<double>(dys[j]); });
+          dy_centered_sum.add(plane, [xs, dys, mu](int64_t j) { return dys[j] * (xs[j] - mu); });
+        },
+        x, dy);
     sum_dy[c] = static_cast<T>(dy_sum.total());
     sum_dy_xhat[c] = static_cast<T>(dy_centered_sum.total() * invstd[c]);
   });
@@ -162,8 +174,8 @@ void batchnorm_backward_reduce(View<const T> x, View<const T> dy, const T* mean,
 
 template <class T>
 void batchnorm_backward_apply(View<const T> x, View<const T> dy, const T* mean, const T* invstd,
-                              const T* gamma, const T* sum_dy, const T* sum_dy_xhat,
-                              int64_t count, View<T> dx) {
+                              const T* gamma, const T* sum_dy, const T* sum_dy_xhat, int64_t count,
+                              View<T> dx) {
   const Device device = detail::common_device("batchnorm_backward_apply", x, dy, dx);
   require_same_shape("batchnorm_backward_apply", "dy", dy.shape, x.shape);
   require_same_shape("batchnorm_backward_apply", "dx", dx.shape, x.shape);
@@ -174,10 +186,13 @@ void batchnorm_backward_apply(View<const T> x, View<const T> dy, const T* mean, 
     const T scale = gamma[c] * invstd[c], mu = mean[c], inv = invstd[c];
     const T mean_dy = sum_dy[c] / static_cast<T>(count);
     const T mean_dy_xhat = sum_dy_xhat[c] / static_cast<T>(count);
-    for_each_plane(x.shape.n, c, [&](const T* xs, const T* dys, T* dxs) {
-      for (int64_t j = 0; j < plane; ++j)
-        dxs[j] += scale * (dys[j] - mean_dy - (xs[j] - mu) * inv * mean_dy_xhat);
-    }, x, dy, dx);
+    for_each_plane(
+        x.shape.n, c,
+        [&](const T* xs, const T* dys, T* dxs) {
+          for (int64_t j = 0; j < plane; ++j)
+            dxs[j] += scale * (dys[j] - mean_dy - (xs[j] - mu) * inv * mean_dy_xhat);
+        },
+        x, dy, dx);
   });
 }
 
@@ -206,20 +221,19 @@ void batchnorm_forward_train(View<const T> x, const T* gamma, const T* beta, Bat
 }
 
 template <class T>
-void batchnorm_backward_train(View<const T> x, View<const T> dy, const T* gamma,
-                              const T* save_mean, const T* save_invstd, View<T> dx, T* dgamma,
-                              T* dbeta) {
+void batchnorm_backward_train(View<const T> x, View<const T> dy, const T* gamma, const T* save_mean,
+                              const T* save_invstd, View<T> dx, T* dgamma, T* dbeta) {
   const Device device = detail::common_device("batchnorm_backward_train", x, dy, dx);
   const int64_t count = elements_per_channel("batchnorm_backward_train", x.shape, 1);
   require_same_shape("batchnorm_backward_train", "dy", dy.shape, x.shape);
   require_same_shape("batchnorm_backward_train", "dx", dx.shape, x.shape);
-  BAREYOLO_ROUTE_TO_CUDA(batchnorm_backward_train, device, x, dy, gamma, save_mean,
-                         save_invstd, dx, dgamma, dbeta);
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_backward_train, device, x, dy, gamma, save_mean, save_invstd, dx,
+                         dgamma, dbeta);
   const int64_t channels = x.shape.c;
   std::vector<T> sum_dy(static_cast<size_t>(channels)), sum_dy_xhat(sum_dy.size());
   batchnorm_backward_reduce(x, dy, save_mean, save_invstd, sum_dy.data(), sum_dy_xhat.data());
-  batchnorm_backward_apply(x, dy, save_mean, save_invstd, gamma, sum_dy.data(),
-                           sum_dy_xhat.data(), count, dx);
+  batchnorm_backward_apply(x, dy, save_mean, save_invstd, gamma, sum_dy.data(), sum_dy_xhat.data(),
+                           count, dx);
   for (int64_t c = 0; c < channels; ++c) {
     dgamma[c] += sum_dy_xhat[c];
     dbeta[c] += sum_dy[c];
@@ -227,13 +241,12 @@ void batchnorm_backward_train(View<const T> x, View<const T> dy, const T* gamma,
 }
 
 template <class T>
-void batchnorm_forward_eval(View<const T> x, const T* gamma, const T* beta,
-                            const T* running_mean, const T* running_var, BatchNormParams p,
-                            View<T> y) {
+void batchnorm_forward_eval(View<const T> x, const T* gamma, const T* beta, const T* running_mean,
+                            const T* running_var, BatchNormParams p, View<T> y) {
   const Device device = detail::common_device("batchnorm_forward_eval", x, y);
   require_same_shape("batchnorm_forward_eval", "y", y.shape, x.shape);
-  BAREYOLO_ROUTE_TO_CUDA(batchnorm_forward_eval, device, x, gamma, beta, running_mean,
-                         running_var, p, y);
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_forward_eval, device, x, gamma, beta, running_mean, running_var,
+                         p, y);
   const std::vector<T> invstd = inverse_std(running_var, x.shape.c, p.eps);
   batchnorm_apply(x, running_mean, invstd.data(), gamma, beta, y);
 }
@@ -245,39 +258,41 @@ void batchnorm_backward_eval(View<const T> x, View<const T> dy, const T* gamma,
   const Device device = detail::common_device("batchnorm_backward_eval", x, dy, dx);
   require_same_shape("batchnorm_backward_eval", "dy", dy.shape, x.shape);
   require_same_shape("batchnorm_backward_eval", "dx", dx.shape, x.shape);
-  BAREYOLO_ROUTE_TO_CUDA(batchnorm_backward_eval, device, x, dy, gamma, running_mean,
-                         running_var, p, dx, dgamma, dbeta);
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_backward_eval, device, x, dy, gamma, running_mean, running_var,
+                         p, dx, dgamma, dbeta);
   const int64_t channels = x.shape.c, plane = x.shape.plane();
   const std::vector<T> invstd = inverse_std(running_var, channels, p.eps);
   std::vector<T> sum_dy(static_cast<size_t>(channels)), sum_dy_xhat(sum_dy.size());
-  batchnorm_backward_reduce(x, dy, running_mean, invstd.data(), sum_dy.data(),
-                            sum_dy_xhat.data());
+  batchnorm_backward_reduce(x, dy, running_mean, invstd.data(), sum_dy.data(), sum_dy_xhat.data());
   // The statistics are constants here, so dx is dy scaled per channel.
   for_each_channel(channels, [&](int64_t c) {
     const T scale = gamma[c] * invstd[c];
-    for_each_plane(x.shape.n, c, [&](const T* dys, T* dxs) {
-      for (int64_t j = 0; j < plane; ++j) dxs[j] += scale * dys[j];
-    }, dy, dx);
+    for_each_plane(
+        x.shape.n, c,
+        [&](const T* dys, T* dxs) {
+          for (int64_t j = 0; j < plane; ++j) dxs[j] += scale * dys[j];
+        },
+        dy, dx);
     dgamma[c] += sum_dy_xhat[c];
     dbeta[c] += sum_dy[c];
   });
 }
 
-#define BAREYOLO_INSTANTIATE_BATCHNORM(T)                                                      \
-  template void batchnorm_moments<T>(View<const T>, T*, T*);                                   \
-  template void batchnorm_apply<T>(View<const T>, const T*, const T*, const T*, const T*,      \
-                                   View<T>);                                                   \
-  template void batchnorm_backward_reduce<T>(View<const T>, View<const T>, const T*, const T*, \
-                                             T*, T*);                                          \
-  template void batchnorm_backward_apply<T>(View<const T>, View<const T>, const T*, const T*,  \
-                                            const T*, const T*, const T*, int64_t, View<T>);   \
-  template void batchnorm_forward_train<T>(View<const T>, const T*, const T*, BatchNormParams, \
-                                           T*, T*, T*, T*, View<T>);                           \
-  template void batchnorm_backward_train<T>(View<const T>, View<const T>, const T*, const T*,  \
-                                            const T*, View<T>, T*, T*);                        \
-  template void batchnorm_forward_eval<T>(View<const T>, const T*, const T*, const T*,         \
-                                          const T*, BatchNormParams, View<T>);                 \
-  template void batchnorm_backward_eval<T>(View<const T>, View<const T>, const T*, const T*,   \
+#define BAREYOLO_INSTANTIATE_BATCHNORM(T)                                                          \
+  template void batchnorm_moments<T>(View<const T>, T*, T*);                                       \
+  template void batchnorm_apply<T>(View<const T>, const T*, const T*, const T*, const T*,          \
+                                   View<T>);                                                       \
+  template void batchnorm_backward_reduce<T>(View<const T>, View<const T>, const T*, const T*, T*, \
+                                             T*);                                                  \
+  template void batchnorm_backward_apply<T>(View<const T>, View<const T>, const T*, const T*,      \
+                                            const T*, const T*, const T*, int64_t, View<T>);       \
+  template void batchnorm_forward_train<T>(View<const T>, const T*, const T*, BatchNormParams, T*, \
+                                           T*, T*, T*, View<T>);                                   \
+  template void batchnorm_backward_train<T>(View<const T>, View<const T>, const T*, const T*,      \
+                                            const T*, View<T>, T*, T*);                            \
+  template void batchnorm_forward_eval<T>(View<const T>, const T*, const T*, const T*, const T*,   \
+                                          BatchNormParams, View<T>);                               \
+  template void batchnorm_backward_eval<T>(View<const T>, View<const T>, const T*, const T*,       \
                                            const T*, BatchNormParams, View<T>, T*, T*);
 BAREYOLO_INSTANTIATE_BATCHNORM(float)
 BAREYOLO_INSTANTIATE_BATCHNORM(double)

@@ -29,7 +29,8 @@
 // grouping and the summation order follow from the shape alone: the bits are the same for
 // any thread count.
 //
-// Column matrices and partials live in a per-thread grow-only buffer: no allocation after the first step.
+// Column matrices and partials live in a per-thread grow-only buffer: no allocation after the first
+// step.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -54,22 +55,29 @@ using cpu::ConvGeometry;
 ConvGeometry conv_geometry(const char* op, Shape4 x, Shape4 weight, bool weight_dense,
                            Conv2dParams p, Shape4 y) {
   auto fail = [&](const std::string& why) {
-    throw std::invalid_argument(std::string(op) + ": " + why + " (input " + x.str() +
-                                ", weight " + weight.str() + ", output " + y.str() +
-                                ", stride " + std::to_string(p.stride_h) + "x" +
-                                std::to_string(p.stride_w) + ", padding " +
-                                std::to_string(p.pad_h) + "x" + std::to_string(p.pad_w) + ")");
+    throw std::invalid_argument(std::string(op) + ": " + why + " (input " + x.str() + ", weight " +
+                                weight.str() + ", output " + y.str() + ", stride " +
+                                std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) +
+                                ", padding " + std::to_string(p.pad_h) + "x" +
+                                std::to_string(p.pad_w) + ")");
   };
   if (p.stride_h < 1 || p.stride_w < 1 || p.pad_h < 0 || p.pad_w < 0)
     fail("strides must be at least 1 and paddings at least 0");
   if (weight.n < 1 || weight.h < 1 || weight.w < 1)
     fail("the weight must hold at least one kernel of at least 1x1");
-  if (!weight_dense)
-    fail("the weight must be one dense (c_out, c_in, kernel_h, kernel_w) block");
+  if (!weight_dense) fail("the weight must be one dense (c_out, c_in, kernel_h, kernel_w) block");
   if (x.c != weight.c)
     fail("the input has " + std::to_string(x.c) + " channels but the weight expects " +
          std::to_string(weight.c));
-  ConvGeometry g{x.c, x.h, x.w, weight.h, weight.w, p.stride_h, p.stride_w, p.pad_h, p.pad_w,
+  ConvGeometry g{x.c,
+                 x.h,
+                 x.w,
+                 weight.h,
+                 weight.w,
+                 p.stride_h,
+                 p.stride_w,
+                 p.pad_h,
+                 p.pad_w,
                  conv_out_size(x.h, weight.h, p.stride_h, p.pad_h),
                  conv_out_size(x.w, weight.w, p.stride_w, p.pad_w)};
   if (g.out_h < 1 || g.out_w < 1) fail("the kernel is larger than the padded input");
@@ -128,8 +136,8 @@ constexpr int64_t kMaxWeightGroups = 8;
 
 // dweight += sum over images [first, last) of dY_i * col_i^T, image after image.
 template <class T>
-void add_weight_gradient(View<const T> x, View<const T> dy, const ConvGeometry& g,
-                         int64_t first, int64_t last, T* dweight) {
+void add_weight_gradient(View<const T> x, View<const T> dy, const ConvGeometry& g, int64_t first,
+                         int64_t last, T* dweight) {
   const int64_t c_out = dy.shape.c, k = g.col_rows(), hw = g.col_cols();
   for (int64_t i = first; i < last; ++i)
     for_each_column_band(x.image(i), g, [&](int64_t offset, int64_t cols, const T* col) {
@@ -171,8 +179,8 @@ void conv2d_forward(View<const T> x, View<const T> weight, const T* bias, Conv2d
 template <class T>
 void conv2d_backward_data(View<const T> dy, View<const T> weight, Conv2dParams p, View<T> dx) {
   const Device device = detail::common_device("conv2d_backward_data", dy, weight, dx);
-  const ConvGeometry g = conv_geometry("conv2d_backward_data", dx.shape, weight.shape,
-                                       weight.dense(), p, dy.shape);
+  const ConvGeometry g =
+      conv_geometry("conv2d_backward_data", dx.shape, weight.shape, weight.dense(), p, dy.shape);
   BAREYOLO_ROUTE_TO_CUDA(conv2d_backward_data, device, dy, weight, p, dx);
   const int64_t c_out = weight.shape.n, k = g.col_rows(), hw = g.col_cols();
   for_each_image(dx.shape.n, [&](int64_t i) {
@@ -193,8 +201,8 @@ template <class T>
 void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p, View<T> dweight,
                             T* dbias) {
   const Device device = detail::common_device("conv2d_backward_weight", x, dy, dweight);
-  const ConvGeometry g = conv_geometry("conv2d_backward_weight", x.shape, dweight.shape,
-                                       dweight.dense(), p, dy.shape);
+  const ConvGeometry g =
+      conv_geometry("conv2d_backward_weight", x.shape, dweight.shape, dweight.dense(), p, dy.shape);
   BAREYOLO_ROUTE_TO_CUDA(conv2d_backward_weight, device, x, dy, p, dweight, dbias);
   const int64_t c_out = dweight.shape.n, k = g.col_rows(), hw = g.col_cols();
   const int64_t batch = x.shape.n, weights = c_out * k;
@@ -230,12 +238,10 @@ void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p, V
   });
 }
 
-#define BAREYOLO_INSTANTIATE_CONV2D(T)                                                        \
-  template void conv2d_forward<T>(View<const T>, View<const T>, const T*, Conv2dParams,       \
-                                  View<T>);                                                   \
-  template void conv2d_backward_data<T>(View<const T>, View<const T>, Conv2dParams, View<T>); \
-  template void conv2d_backward_weight<T>(View<const T>, View<const T>, Conv2dParams, View<T>, \
-                                          T*);
+#define BAREYOLO_INSTANTIATE_CONV2D(T)                                                            \
+  template void conv2d_forward<T>(View<const T>, View<const T>, const T*, Conv2dParams, View<T>); \
+  template void conv2d_backward_data<T>(View<const T>, View<const T>, Conv2dParams, View<T>);     \
+  template void conv2d_backward_weight<T>(View<const T>, View<const T>, Conv2dParams, View<T>, T*);
 BAREYOLO_INSTANTIATE_CONV2D(float)
 BAREYOLO_INSTANTIATE_CONV2D(double)
 

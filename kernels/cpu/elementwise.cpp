@@ -53,11 +53,14 @@ void silu_forward_span(const float* x, float* y, int64_t count) {
   cpu::map8(count, cpu::silu8, y, x);
 }
 void silu_backward_span(const float* x, const float* dy, float* dx, int64_t count) {
-  cpu::map8(count, [](__m256 v, __m256 grad_out, __m256 grad_in) {
-    const __m256 s = cpu::sigmoid8(v), one = _mm256_set1_ps(1.0f);
-    const __m256 slope = _mm256_fmadd_ps(v, _mm256_sub_ps(one, s), one);  // 1 + x (1 - s)
-    return _mm256_fmadd_ps(_mm256_mul_ps(grad_out, s), slope, grad_in);
-  }, dx, x, dy, static_cast<const float*>(dx));
+  cpu::map8(
+      count,
+      [](__m256 v, __m256 grad_out, __m256 grad_in) {
+        const __m256 s = cpu::sigmoid8(v), one = _mm256_set1_ps(1.0f);
+        const __m256 slope = _mm256_fmadd_ps(v, _mm256_sub_ps(one, s), one);  // 1 + x (1 - s)
+        return _mm256_fmadd_ps(_mm256_mul_ps(grad_out, s), slope, grad_in);
+      },
+      dx, x, dy, static_cast<const float*>(dx));
 }
 void sigmoid_forward_span(const float* x, float* y, int64_t count) {
   cpu::map8(count, cpu::sigmoid8, y, x);
@@ -82,8 +85,7 @@ void silu_backward(View<const T> x, View<const T> dy, View<T> dx) {
   BAREYOLO_ROUTE_TO_CUDA(silu_backward, detail::common_device("silu_backward", x, dy, dx), x, dy,
                          dx);
   cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {
-    silu_backward_span(x.image(n) + begin, dy.image(n) + begin, dx.image(n) + begin,
-                       end - begin);
+    silu_backward_span(x.image(n) + begin, dy.image(n) + begin, dx.image(n) + begin, end - begin);
   });
 }
 
@@ -130,8 +132,8 @@ template <class T>
 void sigmoid_backward(View<const T> y, View<const T> dy, View<T> dx) {
   cpu::require_same_shape("sigmoid_backward", y, dy);
   cpu::require_same_shape("sigmoid_backward", y, dx);
-  BAREYOLO_ROUTE_TO_CUDA(sigmoid_backward, detail::common_device("sigmoid_backward", y, dy, dx),
-                         y, dy, dx);
+  BAREYOLO_ROUTE_TO_CUDA(sigmoid_backward, detail::common_device("sigmoid_backward", y, dy, dx), y,
+                         dy, dx);
   cpu::parallel_over_elements(y.shape, [&](int64_t n, int64_t begin, int64_t end) {
     const T* out = y.image(n);
     const T* grad_out = dy.image(n);
@@ -165,8 +167,8 @@ void bce_with_logits_backward(View<const T> x, View<const T> target, T pos_weigh
   cpu::require_same_shape("bce_with_logits_backward", x, dloss);
   cpu::require_same_shape("bce_with_logits_backward", x, dx);
   BAREYOLO_ROUTE_TO_CUDA(bce_with_logits_backward,
-                         detail::common_device("bce_with_logits_backward", x, target, dloss, dx),
-                         x, target, pos_weight, dloss, dx);
+                         detail::common_device("bce_with_logits_backward", x, target, dloss, dx), x,
+                         target, pos_weight, dloss, dx);
   cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {
     const T* logit = x.image(n);
     const T* t = target.image(n);
@@ -179,14 +181,14 @@ void bce_with_logits_backward(View<const T> x, View<const T> target, T pos_weigh
   });
 }
 
-#define BAREYOLO_INSTANTIATE_ELEMENTWISE(T)                                                   \
-  template void silu_forward<T>(View<const T>, View<T>);                                      \
-  template void silu_backward<T>(View<const T>, View<const T>, View<T>);                      \
-  template void add_forward<T>(View<const T>, View<const T>, View<T>);                        \
-  template void add_backward<T>(View<const T>, View<T>, View<T>);                             \
-  template void sigmoid_forward<T>(View<const T>, View<T>);                                   \
-  template void sigmoid_backward<T>(View<const T>, View<const T>, View<T>);                   \
-  template void bce_with_logits_forward<T>(View<const T>, View<const T>, T, View<T>);         \
+#define BAREYOLO_INSTANTIATE_ELEMENTWISE(T)                                                 \
+  template void silu_forward<T>(View<const T>, View<T>);                                    \
+  template void silu_backward<T>(View<const T>, View<const T>, View<T>);                    \
+  template void add_forward<T>(View<const T>, View<const T>, View<T>);                      \
+  template void add_backward<T>(View<const T>, View<T>, View<T>);                           \
+  template void sigmoid_forward<T>(View<const T>, View<T>);                                 \
+  template void sigmoid_backward<T>(View<const T>, View<const T>, View<T>);                 \
+  template void bce_with_logits_forward<T>(View<const T>, View<const T>, T, View<T>);       \
   template void bce_with_logits_backward<T>(View<const T>, View<const T>, T, View<const T>, \
                                             View<T>);
 BAREYOLO_INSTANTIATE_ELEMENTWISE(float)

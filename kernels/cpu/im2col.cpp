@@ -64,9 +64,12 @@ void for_each_segment(const ConvGeometry& g, int64_t oh_begin, int64_t oh_end, V
 // into plain vector copies (stride 1) or shuffled loads (stride 2) instead of scalar gathers.
 template <class Body>
 void with_stride(int64_t stride, Body body) {
-  if (stride == 1) body(std::integral_constant<int64_t, 1>{});
-  else if (stride == 2) body(std::integral_constant<int64_t, 2>{});
-  else body(stride);
+  if (stride == 1)
+    body(std::integral_constant<int64_t, 1>{});
+  else if (stride == 2)
+    body(std::integral_constant<int64_t, 2>{});
+  else
+    body(stride);
 }
 
 // out[k * stride] += in[k] for k < count: col2im_add's inner loop.
@@ -90,8 +93,8 @@ void add_strided(const float* __restrict in, int64_t count, std::integral_consta
     const __m256 low = _mm256_unpacklo_ps(values, minus_zero);   // k, k+1 | k+4, k+5
     const __m256 high = _mm256_unpackhi_ps(values, minus_zero);  // k+2, k+3 | k+6, k+7
     float* target = out + 2 * k;
-    _mm256_storeu_ps(target, _mm256_add_ps(_mm256_loadu_ps(target),
-                                           _mm256_permute2f128_ps(low, high, 0x20)));
+    _mm256_storeu_ps(
+        target, _mm256_add_ps(_mm256_loadu_ps(target), _mm256_permute2f128_ps(low, high, 0x20)));
     _mm256_storeu_ps(target + 8, _mm256_add_ps(_mm256_loadu_ps(target + 8),
                                                _mm256_permute2f128_ps(low, high, 0x31)));
   }
@@ -117,8 +120,7 @@ void im2col(const T* image, const ConvGeometry& g, int64_t oh_begin, int64_t oh_
 }
 
 template <class T>
-void col2im_add(const T* col, const ConvGeometry& g, int64_t oh_begin, int64_t oh_end,
-                T* image) {
+void col2im_add(const T* col, const ConvGeometry& g, int64_t oh_begin, int64_t oh_end, T* image) {
   with_stride(g.stride_w, [&](auto stride_w) {
     for_each_segment(g, oh_begin, oh_end, [&](const Segment& s) {
       add_strided(col + s.col_offset + s.ow_begin, s.ow_end - s.ow_begin, stride_w,
@@ -127,8 +129,8 @@ void col2im_add(const T* col, const ConvGeometry& g, int64_t oh_begin, int64_t o
   });
 }
 
-#define BAREYOLO_INSTANTIATE_IM2COL(T)                                                        \
-  template void im2col<T>(const T*, const ConvGeometry&, int64_t, int64_t, T*);               \
+#define BAREYOLO_INSTANTIATE_IM2COL(T)                                          \
+  template void im2col<T>(const T*, const ConvGeometry&, int64_t, int64_t, T*); \
   template void col2im_add<T>(const T*, const ConvGeometry&, int64_t, int64_t, T*);
 BAREYOLO_INSTANTIATE_IM2COL(float)
 BAREYOLO_INSTANTIATE_IM2COL(double)

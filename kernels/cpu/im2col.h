@@ -44,7 +44,6 @@ void im2col(const T* image, const ConvGeometry& g, int64_t oh_begin, int64_t oh_
 // image += the columns of the band [oh_begin, oh_end) in col, each added onto the pixel it
 // was read from.
 template <class T>
-void col2im_add(const T* col, const ConvGeometry& g, int64_t oh_begin, int64_t oh_end,
-                T* image);
+void col2im_add(const T* col, const ConvGeometry& g, int64_t oh_begin, int64_t oh_end, T* image);
 
 }  // namespace bareyolo::cpu

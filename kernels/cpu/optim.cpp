@@ -19,8 +19,8 @@ template <class T>
 void sgd_step(View<T> param, View<const T> grad, View<T> velocity, SgdParams p) {
   cpu::require_same_shape("sgd_step", param, grad);
   cpu::require_same_shape("sgd_step", param, velocity);
-  BAREYOLO_ROUTE_TO_CUDA(sgd_step, detail::common_device("sgd_step", param, grad, velocity),
-                         param, grad, velocity, p);
+  BAREYOLO_ROUTE_TO_CUDA(sgd_step, detail::common_device("sgd_step", param, grad, velocity), param,
+                         grad, velocity, p);
   const T lr = T(p.lr), momentum = T(p.momentum), decay = T(p.weight_decay);
   cpu::parallel_over_elements(param.shape, [&](int64_t n, int64_t begin, int64_t end) {
     T* w = param.image(n);
@@ -65,8 +65,8 @@ void adamw_step(View<T> param, View<const T> grad, View<T> exp_avg, View<T> exp_
 template <class T>
 void ema_update(View<T> average, View<const T> value, double decay) {
   cpu::require_same_shape("ema_update", average, value);
-  BAREYOLO_ROUTE_TO_CUDA(ema_update, detail::common_device("ema_update", average, value),
-                         average, value, decay);
+  BAREYOLO_ROUTE_TO_CUDA(ema_update, detail::common_device("ema_update", average, value), average,
+                         value, decay);
   const T d = T(decay), keep = T(1 - decay);
   cpu::parallel_over_elements(average.shape, [&](int64_t n, int64_t begin, int64_t end) {
     T* a = average.image(n);
@@ -101,12 +101,11 @@ void scale_inplace(View<T> x, double factor) {
   });
 }
 
-#define BAREYOLO_INSTANTIATE_OPTIM(T)                                          \
-  template void sgd_step<T>(View<T>, View<const T>, View<T>, SgdParams);       \
-  template void adamw_step<T>(View<T>, View<const T>, View<T>, View<T>,        \
-                              AdamWParams);                                    \
-  template void ema_update<T>(View<T>, View<const T>, double);                 \
-  template double sum_of_squares<T>(View<const T>);                            \
+#define BAREYOLO_INSTANTIATE_OPTIM(T)                                                 \
+  template void sgd_step<T>(View<T>, View<const T>, View<T>, SgdParams);              \
+  template void adamw_step<T>(View<T>, View<const T>, View<T>, View<T>, AdamWParams); \
+  template void ema_update<T>(View<T>, View<const T>, double);                        \
+  template double sum_of_squares<T>(View<const T>);                                   \
   template void scale_inplace<T>(View<T>, double);
 BAREYOLO_INSTANTIATE_OPTIM(float)
 BAREYOLO_INSTANTIATE_OPTIM(double)

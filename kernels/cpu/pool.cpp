@@ -31,10 +31,10 @@ struct PoolGeometry {
 
 PoolGeometry pool_geometry(const char* op, Shape4 x, Pool2dParams p, Shape4 y) {
   auto fail = [&](const std::string& why) {
-    throw std::invalid_argument(std::string(op) + ": " + why + " (input " + x.str() +
-                                ", output " + y.str() + ", kernel " + std::to_string(p.kernel) +
-                                ", stride " + std::to_string(p.stride) + ", padding " +
-                                std::to_string(p.pad) + ")");
+    throw std::invalid_argument(std::string(op) + ": " + why + " (input " + x.str() + ", output " +
+                                y.str() + ", kernel " + std::to_string(p.kernel) + ", stride " +
+                                std::to_string(p.stride) + ", padding " + std::to_string(p.pad) +
+                                ")");
   };
   // pad <= kernel / 2 (PyTorch's rule) keeps at least one image element in every window.
   if (p.kernel < 1 || p.stride < 1 || p.pad < 0 || 2 * p.pad > p.kernel)
@@ -65,8 +65,7 @@ int64_t window_argmax(const T* plane, const PoolGeometry& g, Pool2dParams p, int
 // Runs per_window(image, channel, output index in the plane, index of its window's first
 // maximum in x's plane) for every output, one task per (image, channel) plane.
 template <class T, class PerWindow>
-void for_each_window(View<const T> x, const PoolGeometry& g, Pool2dParams p,
-                     PerWindow per_window) {
+void for_each_window(View<const T> x, const PoolGeometry& g, Pool2dParams p, PerWindow per_window) {
   const int64_t channels = x.shape.c;
   parallel_for(x.shape.n * channels, 1, [&](int64_t begin, int64_t end) {
     for (int64_t q = begin; q < end; ++q) {
@@ -84,8 +83,8 @@ void for_each_window(View<const T> x, const PoolGeometry& g, Pool2dParams p,
 template <class T>
 void maxpool2d_forward(View<const T> x, Pool2dParams p, View<T> y) {
   const PoolGeometry g = pool_geometry("maxpool2d_forward", x.shape, p, y.shape);
-  BAREYOLO_ROUTE_TO_CUDA(maxpool2d_forward, detail::common_device("maxpool2d_forward", x, y), x,
-                         p, y);
+  BAREYOLO_ROUTE_TO_CUDA(maxpool2d_forward, detail::common_device("maxpool2d_forward", x, y), x, p,
+                         y);
   for_each_window(x, g, p, [&](int64_t image, int64_t channel, int64_t out, int64_t argmax) {
     y.channel(image, channel)[out] = x.channel(image, channel)[argmax];
   });
@@ -97,37 +96,35 @@ void maxpool2d_backward(View<const T> x, View<const T> dy, Pool2dParams p, View<
   if (!(dx.shape == x.shape))
     throw std::invalid_argument("maxpool2d_backward: dx has shape " + dx.shape.str() +
                                 " but x has shape " + x.shape.str() + "; they must match");
-  BAREYOLO_ROUTE_TO_CUDA(maxpool2d_backward,
-                         detail::common_device("maxpool2d_backward", x, dy, dx), x, dy, p, dx);
+  BAREYOLO_ROUTE_TO_CUDA(maxpool2d_backward, detail::common_device("maxpool2d_backward", x, dy, dx),
+                         x, dy, p, dx);
   for_each_window(x, g, p, [&](int64_t image, int64_t channel, int64_t out, int64_t argmax) {
     dx.channel(image, channel)[argmax] += dy.channel(image, channel)[out];
   });
 }
 
 template <class T>
-void maxpool2d_chain3_forward(View<const T> x, Pool2dParams p, View<T> y1, View<T> y2,
-                              View<T> y3) {
+void maxpool2d_chain3_forward(View<const T> x, Pool2dParams p, View<T> y1, View<T> y2, View<T> y3) {
   if (p.stride != 1 || 2 * p.pad + 1 != p.kernel)
     throw std::invalid_argument(
         "maxpool2d_chain3_forward: chained pools need stride 1 and padding (kernel - 1) / 2 "
-        "(SPPF's), got kernel " + std::to_string(p.kernel) + ", stride " +
-        std::to_string(p.stride) + ", padding " + std::to_string(p.pad));
+        "(SPPF's), got kernel " +
+        std::to_string(p.kernel) + ", stride " + std::to_string(p.stride) + ", padding " +
+        std::to_string(p.pad));
   for (const View<T>* y : {&y1, &y2, &y3})
     pool_geometry("maxpool2d_chain3_forward", x.shape, p, y->shape);
   BAREYOLO_ROUTE_TO_CUDA(maxpool2d_chain3_forward,
-                         detail::common_device("maxpool2d_chain3_forward", x, y1, y2, y3), x, p,
-                         y1, y2, y3);
+                         detail::common_device("maxpool2d_chain3_forward", x, y1, y2, y3), x, p, y1,
+                         y2, y3);
   maxpool2d_forward<T>(x, p, y1);
   maxpool2d_forward<T>(y1, p, y2);
   maxpool2d_forward<T>(y2, p, y3);
 }
 
-#define BAREYOLO_INSTANTIATE_MAXPOOL2D(T)                                           \
-  template void maxpool2d_forward<T>(View<const T>, Pool2dParams, View<T>);         \
-  template void maxpool2d_backward<T>(View<const T>, View<const T>, Pool2dParams, \
-                                      View<T>);                                     \
-  template void maxpool2d_chain3_forward<T>(View<const T>, Pool2dParams, View<T>, View<T>, \
-                                            View<T>);
+#define BAREYOLO_INSTANTIATE_MAXPOOL2D(T)                                                   \
+  template void maxpool2d_forward<T>(View<const T>, Pool2dParams, View<T>);                 \
+  template void maxpool2d_backward<T>(View<const T>, View<const T>, Pool2dParams, View<T>); \
+  template void maxpool2d_chain3_forward<T>(View<const T>, Pool2dParams, View<T>, View<T>, View<T>);
 BAREYOLO_INSTANTIATE_MAXPOOL2D(float)
 BAREYOLO_INSTANTIATE_MAXPOOL2D(double)
 

@@ -42,10 +42,9 @@ std::vector<int64_t> channel_offsets(const char* op, const std::vector<View<Part
 }
 
 void require_upsampled(const char* op, const Shape4& small, const Shape4& large) {
-  if (large.n != small.n || large.c != small.c || large.h != 2 * small.h ||
-      large.w != 2 * small.w)
-    throw std::invalid_argument(std::string(op) + ": " + large.str() + " is not " +
-                                small.str() + " upsampled x2");
+  if (large.n != small.n || large.c != small.c || large.h != 2 * small.h || large.w != 2 * small.w)
+    throw std::invalid_argument(std::string(op) + ": " + large.str() + " is not " + small.str() +
+                                " upsampled x2");
 }
 }  // namespace
 
@@ -112,10 +111,10 @@ void upsample_nearest2x_backward(View<const T> dy, View<T> dx) {
   });
 }
 
-#define BAREYOLO_INSTANTIATE_SHAPE_OPS(T)                                                 \
-  template void concat_forward<T>(const std::vector<View<const T>>&, View<T>);           \
-  template void concat_backward<T>(View<const T>, const std::vector<View<T>>&);          \
-  template void upsample_nearest2x_forward<T>(View<const T>, View<T>);                   \
+#define BAREYOLO_INSTANTIATE_SHAPE_OPS(T)                                       \
+  template void concat_forward<T>(const std::vector<View<const T>>&, View<T>);  \
+  template void concat_backward<T>(View<const T>, const std::vector<View<T>>&); \
+  template void upsample_nearest2x_forward<T>(View<const T>, View<T>);          \
   template void upsample_nearest2x_backward<T>(View<const T>, View<T>);
 BAREYOLO_INSTANTIATE_SHAPE_OPS(float)
 BAREYOLO_INSTANTIATE_SHAPE_OPS(double)

@@ -85,7 +85,7 @@ class ThreadPool {
   std::atomic<int64_t> next_chunk_{0};  // claimed by fetch_add; >= job_.chunks when none left
   std::atomic<bool> failed_{false};     // a chunk threw: claim no more
   std::exception_ptr error_;            // guarded by mutex_
-  std::mutex call_mutex_;  // one loop at a time from outside the pool
+  std::mutex call_mutex_;               // one loop at a time from outside the pool
 };
 
 // Shorthand for ThreadPool::global().parallel_for.

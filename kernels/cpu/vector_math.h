@@ -30,7 +30,7 @@ namespace bareyolo::cpu {
 
 inline __m256 exp8(__m256 x) {
   const __m256 max_input = _mm256_set1_ps(88.72283935546875f);  // ln(FLT_MAX), rounded down
-  const __m256 min_input = _mm256_set1_ps(-86.6f);  // keeps n >= -125
+  const __m256 min_input = _mm256_set1_ps(-86.6f);              // keeps n >= -125
   // min/max return their second operand when either is NaN, so a NaN x passes through.
   const __m256 clamped = _mm256_max_ps(min_input, _mm256_min_ps(max_input, x));
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(clamped, _mm256_set1_ps(1.44269504088896341f)),
@@ -43,8 +43,8 @@ inline __m256 exp8(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  const __m256 exp_r = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r),
-                                     _mm256_set1_ps(1.0f));
+  const __m256 exp_r =
+      _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
   // 2^(n-1): n - 1 + 127 in the exponent field; n - 1 lies in [-126, 127] after the clamp.
   const __m256i biased = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(126));
   const __m256 half_scale = _mm256_castsi256_ps(_mm256_slli_epi32(biased, 23));
@@ -59,12 +59,9 @@ inline __m256 exp8(__m256 x) {
 // x * sigmoid(x)). Below x = -88.7 the denominator is +inf and the result a signed zero.
 inline __m256 divide_by_one_plus_exp_neg8(__m256 numerator, __m256 x) {
   const __m256 one = _mm256_set1_ps(1.0f);
-  return _mm256_div_ps(numerator,
-                       _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+  return _mm256_div_ps(numerator, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
 }
-inline __m256 sigmoid8(__m256 x) {
-  return divide_by_one_plus_exp_neg8(_mm256_set1_ps(1.0f), x);
-}
+inline __m256 sigmoid8(__m256 x) { return divide_by_one_plus_exp_neg8(_mm256_set1_ps(1.0f), x); }
 inline __m256 silu8(__m256 x) { return divide_by_one_plus_exp_neg8(x, x); }
 
 // out[i] = f(in[i]...) for i in [0, count), 8 lanes at a time. The tail goes through masked

@@ -25,10 +25,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/runtime/allocator.h"
+#include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::cuda {
@@ -98,7 +98,8 @@ struct MergeMoments {
     if (count == 0) return a;
     const float delta = b.mean - a.mean;
     const float b_share = float(b.count) / float(count);
-    return {count, a.mean + delta * b_share, a.m2 + b.m2 + delta * delta * float(a.count) * b_share};
+    return {count, a.mean + delta * b_share,
+            a.m2 + b.m2 + delta * delta * float(a.count) * b_share};
   }
 };
 
@@ -177,9 +178,8 @@ __global__ void __launch_bounds__(kReduceThreads)
 // sum_dy = sum(dy), sum_dy_xhat = sum(dy * (x - mean)) * invstd; also added into dgamma and
 // dbeta when they are given.
 __global__ void __launch_bounds__(kReduceThreads)
-    gradient_sums_final_kernel(const GradientSums* partials, unsigned splits,
-                               const float* invstd, float* sum_dy, float* sum_dy_xhat,
-                               float* dgamma, float* dbeta) {
+    gradient_sums_final_kernel(const GradientSums* partials, unsigned splits, const float* invstd,
+                               float* sum_dy, float* sum_dy_xhat, float* dgamma, float* dbeta) {
   const int64_t c = blockIdx.x;
   GradientSums sums{0.0f, 0.0f};
   for (unsigned s = threadIdx.x; s < splits; s += kReduceThreads)
@@ -195,9 +195,8 @@ __global__ void __launch_bounds__(kReduceThreads)
 }
 
 template <class Gradient>
-void gradient_sums(View<const float> x, Gradient dy, const float* mean,
-                   const float* invstd, float* sum_dy, float* sum_dy_xhat, float* dgamma,
-                   float* dbeta) {
+void gradient_sums(View<const float> x, Gradient dy, const float* mean, const float* invstd,
+                   float* sum_dy, float* sum_dy_xhat, float* dgamma, float* dbeta) {
   const int64_t channels = x.shape.c;
   if (channels == 0) return;
   const ChannelSplit split = channel_split(x.shape, x.device.index);
@@ -218,8 +217,7 @@ void gradient_sums(View<const float> x, Gradient dy, const float* mean,
 // CPU does it.
 __global__ void train_statistics_kernel(int64_t channels, int64_t count, double eps,
                                         double momentum, const float* mean, const float* m2,
-                                        float* invstd, float* running_mean,
-                                        float* running_var) {
+                                        float* invstd, float* running_mean, float* running_var) {
   const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (c >= channels) return;
   const double m2_c = m2[c];
@@ -264,7 +262,8 @@ void launch_planes(const Shape4& shape, const Device& device, Op op) {
   if (rows > 0x7fffffff)
     throw std::invalid_argument("batchnorm on CUDA: " + shape.str() + " has too many planes");
   // Up to 4 values per thread; the loop covers planes beyond 65535 chunks.
-  const int64_t chunks = std::min<int64_t>((plane + 4 * kRowThreads - 1) / (4 * kRowThreads), 65535);
+  const int64_t chunks =
+      std::min<int64_t>((plane + 4 * kRowThreads - 1) / (4 * kRowThreads), 65535);
   plane_kernel<<<dim3(unsigned(rows), unsigned(chunks)), kRowThreads, 0, stream_of(device)>>>(
       shape.c, plane, op);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
@@ -339,9 +338,9 @@ void backward_train(View<const float> x, Gradient dy, const float* gamma, const 
 }
 
 template <class Gradient>
-void backward_eval(View<const float> x, Gradient dy, const float* gamma,
-                   const float* running_mean, const float* running_var, ops::BatchNormParams p,
-                   View<float> dx, float* dgamma, float* dbeta) {
+void backward_eval(View<const float> x, Gradient dy, const float* gamma, const float* running_mean,
+                   const float* running_var, ops::BatchNormParams p, View<float> dx, float* dgamma,
+                   float* dbeta) {
   const int64_t channels = x.shape.c;
   if (channels == 0) return;
   const DeviceBuffer invstd = running_inverse_std(running_var, channels, p.eps, x.device);
@@ -370,8 +369,8 @@ void batchnorm_moments(View<const float> x, float* mean, float* m2) {
   moments_partial_kernel<<<dim3(split.splits, unsigned(channels)), kReduceThreads, 0, stream>>>(
       x, split.per_block, partials.as<Moments>());
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
-  moments_final_kernel<<<unsigned(channels), kReduceThreads, 0, stream>>>(
-      partials.as<Moments>(), split.splits, mean, m2);
+  moments_final_kernel<<<unsigned(channels), kReduceThreads, 0, stream>>>(partials.as<Moments>(),
+                                                                          split.splits, mean, m2);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -400,41 +399,39 @@ void batchnorm_backward_apply(View<const float> x, View<const float> dy, const f
   backward_apply(x, PlainGradient{dy}, mean, invstd, gamma, sum_dy, sum_dy_xhat, count, dx);
 }
 
-void batchnorm_silu_backward_reduce(View<const float> x, View<const float> bn,
-                                    View<const float> dy, const float* mean, const float* invstd,
-                                    float* sum_dy, float* sum_dy_xhat) {
+void batchnorm_silu_backward_reduce(View<const float> x, View<const float> bn, View<const float> dy,
+                                    const float* mean, const float* invstd, float* sum_dy,
+                                    float* sum_dy_xhat) {
   require_silu_shapes("batchnorm_silu_backward_reduce", x.shape, bn.shape, dy.shape);
   gradient_sums(x, SiluGradient{dy, bn}, mean, invstd, sum_dy, sum_dy_xhat, nullptr, nullptr);
 }
 
-void batchnorm_silu_backward_apply(View<const float> x, View<const float> bn,
-                                   View<const float> dy, const float* mean, const float* invstd,
-                                   const float* gamma, const float* sum_dy,
-                                   const float* sum_dy_xhat, int64_t count, View<float> dx) {
+void batchnorm_silu_backward_apply(View<const float> x, View<const float> bn, View<const float> dy,
+                                   const float* mean, const float* invstd, const float* gamma,
+                                   const float* sum_dy, const float* sum_dy_xhat, int64_t count,
+                                   View<float> dx) {
   require_silu_shapes("batchnorm_silu_backward_apply", x.shape, bn.shape, dy.shape);
   backward_apply(x, SiluGradient{dy, bn}, mean, invstd, gamma, sum_dy, sum_dy_xhat, count, dx);
 }
 
-void batchnorm_silu_backward_train(View<const float> x, View<const float> bn,
-                                   View<const float> dy, const float* gamma,
-                                   const float* save_mean, const float* save_invstd,
-                                   View<float> dx, float* dgamma, float* dbeta) {
+void batchnorm_silu_backward_train(View<const float> x, View<const float> bn, View<const float> dy,
+                                   const float* gamma, const float* save_mean,
+                                   const float* save_invstd, View<float> dx, float* dgamma,
+                                   float* dbeta) {
   require_silu_shapes("batchnorm_silu_backward_train", x.shape, bn.shape, dy.shape);
   backward_train(x, SiluGradient{dy, bn}, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
 }
 
-void batchnorm_silu_backward_eval(View<const float> x, View<const float> bn,
-                                  View<const float> dy, const float* gamma,
-                                  const float* running_mean, const float* running_var,
-                                  ops::BatchNormParams p, View<float> dx, float* dgamma,
-                                  float* dbeta) {
+void batchnorm_silu_backward_eval(View<const float> x, View<const float> bn, View<const float> dy,
+                                  const float* gamma, const float* running_mean,
+                                  const float* running_var, ops::BatchNormParams p, View<float> dx,
+                                  float* dgamma, float* dbeta) {
   require_silu_shapes("batchnorm_silu_backward_eval", x.shape, bn.shape, dy.shape);
   backward_eval(x, SiluGradient{dy, bn}, gamma, running_mean, running_var, p, dx, dgamma, dbeta);
 }
 
-void batchnorm_train_statistics(View<const float> x, ops::BatchNormParams p,
-                                float* running_mean, float* running_var, float* save_mean,
-                                float* save_invstd) {
+void batchnorm_train_statistics(View<const float> x, ops::BatchNormParams p, float* running_mean,
+                                float* running_var, float* save_mean, float* save_invstd) {
   const int64_t channels = x.shape.c;
   if (channels == 0) return;
   DeviceBuffer m2(sizeof(float) * channels, x.device.index);
@@ -477,8 +474,7 @@ void batchnorm_forward_eval(View<const float> x, const float* gamma, const float
 
 void batchnorm_backward_eval(View<const float> x, View<const float> dy, const float* gamma,
                              const float* running_mean, const float* running_var,
-                             ops::BatchNormParams p, View<float> dx, float* dgamma,
-                             float* dbeta) {
+                             ops::BatchNormParams p, View<float> dx, float* dgamma, float* dbeta) {
   backward_eval(x, PlainGradient{dy}, gamma, running_mean, running_var, p, dx, dgamma, dbeta);
 }
 

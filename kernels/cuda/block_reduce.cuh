@@ -38,7 +38,9 @@ __device__ T block_reduce(T value, Merge merge) {
 
 struct Plus {
   template <class T>
-  __device__ T operator()(T a, T b) const { return a + b; }
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 
 // Multiprocessors of `device`, read once: grids are sized to fill them.

@@ -52,8 +52,7 @@ void conv2d_backward_data(View<const float> dy, View<const float> weight, ops::C
 
 void conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,
                             View<float> dweight, float* dbias) {
-  if (conv_path() == ConvPath::gemm)
-    return gemm_conv2d_backward_weight(x, dy, p, dweight, dbias);
+  if (conv_path() == ConvPath::gemm) return gemm_conv2d_backward_weight(x, dy, p, dweight, dbias);
   cudnn_conv2d_backward_weight(x, dy, p, dweight, dbias);
 }
 

@@ -16,10 +16,10 @@
 // no atomics, the same bits every run.
 #include <algorithm>
 
-#include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/conv2d_paths.h"
+#include "kernels/cuda/runtime/allocator.h"
+#include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/cublas.h"
 #include "kernels/cuda/runtime/runtime.h"
 
@@ -90,8 +90,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // y[n][o][p] = bias[o] for every image.
-__global__ void __launch_bounds__(kThreads)
-    fill_bias_kernel(const float* bias, View<float> y) {
+__global__ void __launch_bounds__(kThreads) fill_bias_kernel(const float* bias, View<float> y) {
   const int64_t plane = y.shape.plane(), per_image = y.shape.image_numel();
   const int64_t total = y.shape.n * per_image;
   for (int64_t index = blockIdx.x * int64_t(kThreads) + threadIdx.x; index < total;
@@ -139,7 +138,7 @@ void gemm_conv2d_forward(View<const float> x, View<const float> weight, const fl
     long long column_stride = x.batch_stride;
     if (!g.image_is_col()) {
       im2col_kernel<<<grid_for(images * k * hw), kThreads, 0, stream>>>(x, g, first, images,
-                                                                         col.as<float>());
+                                                                        col.as<float>());
       BAREYOLO_CUDA_CHECK(cudaGetLastError());
       columns = col.as<float>();
       column_stride = static_cast<long long>(k) * hw;
@@ -147,13 +146,12 @@ void gemm_conv2d_forward(View<const float> x, View<const float> weight, const fl
     // Y_i (HW x c_out, column-major) = col_i (HW x K) * W (K x c_out)
     BAREYOLO_CUBLAS_CHECK(cublasSgemmStridedBatched(
         handle, CUBLAS_OP_N, CUBLAS_OP_N, hw, c_out, k, &one, columns, hw, column_stride,
-        weight.data, k, 0, &beta, y.image(first), hw, y.batch_stride,
-        as_int(images, "images")));
+        weight.data, k, 0, &beta, y.image(first), hw, y.batch_stride, as_int(images, "images")));
   }
 }
 
-void gemm_conv2d_backward_data(View<const float> dy, View<const float> weight,
-                               ops::Conv2dParams p, View<float> dx) {
+void gemm_conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
+                               View<float> dx) {
   const ConvShape g = conv_shape(dx.shape, weight.shape, p);
   if (g.images == 0) return;
   const int device = dx.device.index;
@@ -174,9 +172,9 @@ void gemm_conv2d_backward_data(View<const float> dy, View<const float> weight,
   for (int64_t first = 0; first < g.images; first += chunk) {
     const int64_t images = std::min(chunk, g.images - first);
     BAREYOLO_CUBLAS_CHECK(cublasSgemmStridedBatched(
-        handle, CUBLAS_OP_N, CUBLAS_OP_T, hw, k, c_out, &one, dy.image(first), hw,
-        dy.batch_stride, weight.data, k, 0, &zero, dcol.as<float>(), hw,
-        static_cast<long long>(k) * hw, as_int(images, "images")));
+        handle, CUBLAS_OP_N, CUBLAS_OP_T, hw, k, c_out, &one, dy.image(first), hw, dy.batch_stride,
+        weight.data, k, 0, &zero, dcol.as<float>(), hw, static_cast<long long>(k) * hw,
+        as_int(images, "images")));
     col2im_add_kernel<<<grid_for(images * g.c_in * g.height * g.width), kThreads, 0, stream>>>(
         dcol.as<float>(), g, first, images, dx);
     BAREYOLO_CUDA_CHECK(cudaGetLastError());
@@ -199,7 +197,7 @@ void gemm_conv2d_backward_weight(View<const float> x, View<const float> dy, ops:
     const int64_t images = std::min(chunk, g.images - first);
     if (!g.image_is_col()) {
       im2col_kernel<<<grid_for(images * k * hw), kThreads, 0, stream>>>(x, g, first, images,
-                                                                         col.as<float>());
+                                                                        col.as<float>());
       BAREYOLO_CUDA_CHECK(cudaGetLastError());
     }
     for (int64_t m = 0; m < images; ++m) {

@@ -32,9 +32,18 @@ struct ConvShape {
 };
 
 inline ConvShape conv_shape(const Shape4& x, const Shape4& weight, ops::Conv2dParams p) {
-  return {x.n,        x.c,        x.h,     x.w,     weight.n,
-          weight.h,   weight.w,   p.stride_h, p.stride_w, p.pad_h,
-          p.pad_w,    ops::conv_out_size(x.h, weight.h, p.stride_h, p.pad_h),
+  return {x.n,
+          x.c,
+          x.h,
+          x.w,
+          weight.n,
+          weight.h,
+          weight.w,
+          p.stride_h,
+          p.stride_w,
+          p.pad_h,
+          p.pad_w,
+          ops::conv_out_size(x.h, weight.h, p.stride_h, p.pad_h),
           ops::conv_out_size(x.w, weight.w, p.stride_w, p.pad_w)};
 }
 
@@ -42,22 +51,23 @@ inline ConvShape conv_shape(const Shape4& x, const Shape4& weight, ops::Conv2dPa
 inline int as_int(int64_t value, const char* what) {
   if (value < 0 || value > INT_MAX)
     throw std::invalid_argument(std::string("conv2d on CUDA: ") + what + " = " +
-                                std::to_string(value) + " exceeds the libraries' int range; "
+                                std::to_string(value) +
+                                " exceeds the libraries' int range; "
                                 "use a smaller batch or image size");
   return static_cast<int>(value);
 }
 
 void cudnn_conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
                           ops::Conv2dParams p, View<float> y);
-void cudnn_conv2d_backward_data(View<const float> dy, View<const float> weight,
-                                ops::Conv2dParams p, View<float> dx);
-void cudnn_conv2d_backward_weight(View<const float> x, View<const float> dy,
-                                  ops::Conv2dParams p, View<float> dweight, float* dbias);
+void cudnn_conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
+                                View<float> dx);
+void cudnn_conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,
+                                  View<float> dweight, float* dbias);
 
 void gemm_conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
                          ops::Conv2dParams p, View<float> y);
-void gemm_conv2d_backward_data(View<const float> dy, View<const float> weight,
-                               ops::Conv2dParams p, View<float> dx);
+void gemm_conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
+                               View<float> dx);
 void gemm_conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,
                                  View<float> dweight, float* dbias);
 

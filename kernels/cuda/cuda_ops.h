@@ -55,8 +55,7 @@ void batchnorm_forward_eval(View<const float> x, const float* gamma, const float
                             ops::BatchNormParams p, View<float> y);
 void batchnorm_backward_eval(View<const float> x, View<const float> dy, const float* gamma,
                              const float* running_mean, const float* running_var,
-                             ops::BatchNormParams p, View<float> dx, float* dgamma,
-                             float* dbeta);
+                             ops::BatchNormParams p, View<float> dx, float* dgamma, float* dbeta);
 // Fused batchnorm_apply + silu_forward in one pass: y = silu(bn), where bn = (x - mean) *
 // invstd * gamma + beta is also stored in `bn` unless bn is empty (SiLU's backward reads it).
 void batchnorm_silu_apply(View<const float> x, const float* mean, const float* invstd,
@@ -65,27 +64,25 @@ void batchnorm_silu_apply(View<const float> x, const float* mean, const float* i
 // each is the BatchNorm backward op of the same name with dL/dbn = silu_backward(bn, dy)
 // computed on the fly instead of read (SyncBN's reduce and apply, the training op, the
 // evaluation op); dL/dbn is never materialised.
-void batchnorm_silu_backward_reduce(View<const float> x, View<const float> bn,
-                                    View<const float> dy, const float* mean, const float* invstd,
-                                    float* sum_dy, float* sum_dy_xhat);
-void batchnorm_silu_backward_apply(View<const float> x, View<const float> bn,
-                                   View<const float> dy, const float* mean, const float* invstd,
-                                   const float* gamma, const float* sum_dy,
-                                   const float* sum_dy_xhat, int64_t count, View<float> dx);
-void batchnorm_silu_backward_train(View<const float> x, View<const float> bn,
-                                   View<const float> dy, const float* gamma,
-                                   const float* save_mean, const float* save_invstd,
-                                   View<float> dx, float* dgamma, float* dbeta);
-void batchnorm_silu_backward_eval(View<const float> x, View<const float> bn,
-                                  View<const float> dy, const float* gamma,
-                                  const float* running_mean, const float* running_var,
-                                  ops::BatchNormParams p, View<float> dx, float* dgamma,
-                                  float* dbeta);
+void batchnorm_silu_backward_reduce(View<const float> x, View<const float> bn, View<const float> dy,
+                                    const float* mean, const float* invstd, float* sum_dy,
+                                    float* sum_dy_xhat);
+void batchnorm_silu_backward_apply(View<const float> x, View<const float> bn, View<const float> dy,
+                                   const float* mean, const float* invstd, const float* gamma,
+                                   const float* sum_dy, const float* sum_dy_xhat, int64_t count,
+                                   View<float> dx);
+void batchnorm_silu_backward_train(View<const float> x, View<const float> bn, View<const float> dy,
+                                   const float* gamma, const float* save_mean,
+                                   const float* save_invstd, View<float> dx, float* dgamma,
+                                   float* dbeta);
+void batchnorm_silu_backward_eval(View<const float> x, View<const float> bn, View<const float> dy,
+                                  const float* gamma, const float* running_mean,
+                                  const float* running_var, ops::BatchNormParams p, View<float> dx,
+                                  float* dgamma, float* dbeta);
 // The statistics half of batchnorm_forward_train (which is this, then batchnorm_apply):
 // the batch's mean and invstd into save_*, and the running statistics' update.
-void batchnorm_train_statistics(View<const float> x, ops::BatchNormParams p,
-                                float* running_mean, float* running_var, float* save_mean,
-                                float* save_invstd);
+void batchnorm_train_statistics(View<const float> x, ops::BatchNormParams p, float* running_mean,
+                                float* running_var, float* save_mean, float* save_invstd);
 // invstd = 1 / sqrt(running_var + eps) per channel, as batchnorm_forward_eval normalises.
 void batchnorm_running_inverse_std(const float* running_var, int64_t channels, double eps,
                                    int device, float* invstd);
@@ -109,8 +106,7 @@ void bce_with_logits_forward(View<const float> x, View<const float> target, floa
 void bce_with_logits_backward(View<const float> x, View<const float> target, float pos_weight,
                               View<const float> dloss, View<float> dx);
 // optim.cu
-void sgd_step(View<float> param, View<const float> grad, View<float> velocity,
-              ops::SgdParams p);
+void sgd_step(View<float> param, View<const float> grad, View<float> velocity, ops::SgdParams p);
 void ema_update(View<float> average, View<const float> value, double decay);
 // Deterministic: a fixed grid and a fixed reduction order, whatever the GPU.
 double sum_of_squares(View<const float> x);

@@ -23,9 +23,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/conv2d_paths.h"
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/check.h"
-#include "kernels/cuda/conv2d_paths.h"
 #include "kernels/cuda/runtime/cudnn.h"
 #include "kernels/cuda/runtime/runtime.h"
 
@@ -46,7 +46,8 @@ class TensorDescriptor {
         as_int(shape.plane(), "plane"), as_int(shape.w, "width"), 1));
   }
   template <class T>
-  explicit TensorDescriptor(const View<T>& view) : TensorDescriptor(view.shape, view.batch_stride) {}
+  explicit TensorDescriptor(const View<T>& view)
+      : TensorDescriptor(view.shape, view.batch_stride) {}
   ~TensorDescriptor() { cudnnDestroyTensorDescriptor(handle_); }
   TensorDescriptor(const TensorDescriptor&) = delete;
   TensorDescriptor& operator=(const TensorDescriptor&) = delete;
@@ -79,8 +80,7 @@ class ConvolutionDescriptor {
   explicit ConvolutionDescriptor(ops::Conv2dParams p) {
     BAREYOLO_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&handle_));
     BAREYOLO_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(handle_, p.pad_h, p.pad_w, p.stride_h,
-                                                         p.stride_w, 1, 1,
-                                                         CUDNN_CROSS_CORRELATION,
+                                                         p.stride_w, 1, 1, CUDNN_CROSS_CORRELATION,
                                                          CUDNN_DATA_FLOAT));
     BAREYOLO_CUDNN_CHECK(cudnnSetConvolutionMathType(handle_, CUDNN_FMA_MATH));
   }
@@ -98,8 +98,8 @@ struct Descriptors {
   TensorDescriptor x, y;
   FilterDescriptor w;
   ConvolutionDescriptor conv;
-  Descriptors(const Shape4& x_shape, int64_t x_stride, const Shape4& w_shape,
-              const Shape4& y_shape, int64_t y_stride, ops::Conv2dParams p)
+  Descriptors(const Shape4& x_shape, int64_t x_stride, const Shape4& w_shape, const Shape4& y_shape,
+              int64_t y_stride, ops::Conv2dParams p)
       : x(x_shape, x_stride), y(y_shape, y_stride), w(w_shape), conv(p) {}
 };
 
@@ -116,8 +116,14 @@ using ChoiceKey = std::array<int64_t, 16>;
 
 ChoiceKey choice_key(int device, Pass pass, const Shape4& x, int64_t x_stride, const Shape4& w,
                      int64_t y_stride, ops::Conv2dParams p, bool aligned) {
-  return {device, static_cast<int64_t>(pass), x.n, x.c, x.h, x.w, x_stride, y_stride, w.n,
-          w.h, w.w, p.stride_h, p.stride_w, p.pad_h, p.pad_w, aligned ? 1 : 0};
+  return {device,     static_cast<int64_t>(pass),
+          x.n,        x.c,
+          x.h,        x.w,
+          x_stride,   y_stride,
+          w.n,        w.h,
+          w.w,        p.stride_h,
+          p.stride_w, p.pad_h,
+          p.pad_w,    aligned ? 1 : 0};
 }
 
 // True when every pointer is 16-byte aligned: some algorithms need it, so it is part of the key.
@@ -159,8 +165,7 @@ size_t search_workspace_limit(int device) {
 // The fastest deterministic result that ran (cuDNN sorts them by time); the fastest of any
 // kind when none is deterministic.
 template <class Perf>
-Choice pick(const Perf* results, int count, const char* pass, const Shape4& x,
-            const Shape4& w) {
+Choice pick(const Perf* results, int count, const char* pass, const Shape4& x, const Shape4& w) {
   for (bool require_determinism : {true, false})
     for (int i = 0; i < count; ++i)
       if (results[i].status == CUDNN_STATUS_SUCCESS &&
@@ -205,8 +210,7 @@ void cudnn_conv2d_forward(View<const float> x, View<const float> weight, const f
         int count = 0;
         BAREYOLO_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
             handle, d.x.get(), x.data, d.w.get(), weight.data, d.conv.get(), d.y.get(), y.data,
-            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, results, workspace.get(),
-            workspace.bytes()));
+            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, results, workspace.get(), workspace.bytes()));
         return pick(results, count, "forward", x.shape, weight.shape);
       });
   DeviceBuffer workspace(choice.workspace, device);
@@ -221,8 +225,8 @@ void cudnn_conv2d_forward(View<const float> x, View<const float> weight, const f
   }
 }
 
-void cudnn_conv2d_backward_data(View<const float> dy, View<const float> weight,
-                                ops::Conv2dParams p, View<float> dx) {
+void cudnn_conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
+                                View<float> dx) {
   if (dx.shape.n == 0) return;
   const int device = dx.device.index;
   const cudnnHandle_t handle = cudnn_handle(device);
@@ -237,8 +241,8 @@ void cudnn_conv2d_backward_data(View<const float> dy, View<const float> weight,
         int count = 0;
         BAREYOLO_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
             handle, d.w.get(), weight.data, d.y.get(), dy.data, d.conv.get(), d.x.get(),
-            scratch.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, results,
-            workspace.get(), workspace.bytes()));
+            scratch.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, results, workspace.get(),
+            workspace.bytes()));
         return pick(results, count, "backward-data", dx.shape, weight.shape);
       });
   DeviceBuffer workspace(choice.workspace, device);
@@ -248,8 +252,8 @@ void cudnn_conv2d_backward_data(View<const float> dy, View<const float> weight,
       choice.workspace, &kOne, d.x.get(), dx.data));  // beta 1: dx +=
 }
 
-void cudnn_conv2d_backward_weight(View<const float> x, View<const float> dy,
-                                  ops::Conv2dParams p, View<float> dweight, float* dbias) {
+void cudnn_conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,
+                                  View<float> dweight, float* dbias) {
   if (x.shape.n == 0) return;
   const int device = x.device.index;
   const cudnnHandle_t handle = cudnn_handle(device);
@@ -263,9 +267,9 @@ void cudnn_conv2d_backward_weight(View<const float> x, View<const float> dy,
         cudnnConvolutionBwdFilterAlgoPerf_t results[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
         int count = 0;
         BAREYOLO_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-            handle, d.x.get(), x.data, d.y.get(), dy.data, d.conv.get(), d.w.get(),
-            scratch.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, results,
-            workspace.get(), workspace.bytes()));
+            handle, d.x.get(), x.data, d.y.get(), dy.data, d.conv.get(), d.w.get(), scratch.get(),
+            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, results, workspace.get(),
+            workspace.bytes()));
         return pick(results, count, "backward-weight", x.shape, dweight.shape);
       });
   DeviceBuffer workspace(choice.workspace, device);

@@ -6,8 +6,8 @@
 // than __expf so results stay within a few ulps of it.
 #include <algorithm>
 
-#include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::cuda {
@@ -29,8 +29,8 @@ void launch_pointwise(const Shape4& shape, const Device& device, Op op) {
   constexpr int threads = 256;
   const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 65535);
   auto stream = static_cast<cudaStream_t>(compute_stream(device.index));
-  pointwise_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
-      total, shape.image_numel(), op);
+  pointwise_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(total,
+                                                                          shape.image_numel(), op);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 

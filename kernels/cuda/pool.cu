@@ -28,15 +28,15 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::cuda {
 
 namespace {
 
-constexpr int kMaxTile = 32;              // output (forward) or input (backward) tile side
+constexpr int kMaxTile = 32;  // output (forward) or input (backward) tile side
 constexpr int kThreadsX = 32, kThreadsY = 8;
 constexpr size_t kMaxSharedBytes = 48 * 1024;  // without opting in to more per block
 
@@ -137,8 +137,10 @@ __global__ void pool_direct_kernel(View<const float> x, View<float> y, ops::Pool
     const int oh = out / g.out_w, ow = out % g.out_w;
     const int64_t image = plane_index / g.channels, channel = plane_index % g.channels;
     const float* plane = x.channel(image, channel);
-    const int r0 = max(0, oh * p.stride - p.pad), r1 = min(g.height, oh * p.stride - p.pad + p.kernel);
-    const int c0 = max(0, ow * p.stride - p.pad), c1 = min(g.width, ow * p.stride - p.pad + p.kernel);
+    const int r0 = max(0, oh * p.stride - p.pad),
+              r1 = min(g.height, oh * p.stride - p.pad + p.kernel);
+    const int c0 = max(0, ow * p.stride - p.pad),
+              c1 = min(g.width, ow * p.stride - p.pad + p.kernel);
     float best = __ldg(plane + r0 * g.width + c0);
     for (int r = r0; r < r1; ++r)
       for (int c = c0; c < c1; ++c) {
@@ -188,8 +190,10 @@ __global__ void pool_backward_kernel(View<const float> x, View<const float> dy, 
   if (oh0 > oh1 || ow0 > ow1) return;  // no window reads this tile: dx keeps its values
   const int rows_out = oh1 - oh0 + 1, cols_out = ow1 - ow0 + 1;
   // The x those windows read, clipped to the plane.
-  const int r0 = max(0, oh0 * p.stride - p.pad), r1 = min(g.height, oh1 * p.stride - p.pad + p.kernel);
-  const int c0 = max(0, ow0 * p.stride - p.pad), c1 = min(g.width, ow1 * p.stride - p.pad + p.kernel);
+  const int r0 = max(0, oh0 * p.stride - p.pad),
+            r1 = min(g.height, oh1 * p.stride - p.pad + p.kernel);
+  const int c0 = max(0, ow0 * p.stride - p.pad),
+            c1 = min(g.width, ow1 * p.stride - p.pad + p.kernel);
   const int region_w = c1 - c0;
 
   const float* plane = x.channel(t.image, t.channel);
@@ -203,8 +207,10 @@ __global__ void pool_backward_kernel(View<const float> x, View<const float> dy, 
   // Each covering window's first maximum in row-major order, as a row-major index in x's plane.
   for (int i = thread; i < rows_out * cols_out; i += threads) {
     const int oh = oh0 + i / cols_out, ow = ow0 + i % cols_out;
-    const int wr0 = max(0, oh * p.stride - p.pad), wr1 = min(g.height, oh * p.stride - p.pad + p.kernel);
-    const int wc0 = max(0, ow * p.stride - p.pad), wc1 = min(g.width, ow * p.stride - p.pad + p.kernel);
+    const int wr0 = max(0, oh * p.stride - p.pad),
+              wr1 = min(g.height, oh * p.stride - p.pad + p.kernel);
+    const int wc0 = max(0, ow * p.stride - p.pad),
+              wc1 = min(g.width, ow * p.stride - p.pad + p.kernel);
     int best_r = wr0, best_c = wc0;
     float best = x_region[(wr0 - r0) * region_w + wc0 - c0];
     for (int r = wr0; r < wr1; ++r)
@@ -245,8 +251,15 @@ __global__ void pool_backward_kernel(View<const float> x, View<const float> dy, 
 PlaneGeometry plane_geometry(const Shape4& x, const Shape4& y, int64_t tiled_h, int64_t tiled_w) {
   const int tile_h = int(std::min<int64_t>(kMaxTile, tiled_h));
   const int tile_w = int(std::min<int64_t>(kMaxTile, tiled_w));
-  return {int(x.h), int(x.w), int(y.h), int(y.w), tile_h, tile_w,
-          int((tiled_w + tile_w - 1) / tile_w), int((tiled_h + tile_h - 1) / tile_h), x.c};
+  return {int(x.h),
+          int(x.w),
+          int(y.h),
+          int(y.w),
+          tile_h,
+          tile_w,
+          int((tiled_w + tile_w - 1) / tile_w),
+          int((tiled_h + tile_h - 1) / tile_h),
+          x.c};
 }
 
 // Planes are addressed with int offsets inside the kernels.

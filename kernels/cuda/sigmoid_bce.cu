@@ -16,7 +16,9 @@ __device__ float sigmoid_of(float x) { return 1.0f / (1.0f + expf(-x)); }
 struct SigmoidForward {
   View<const float> x;
   View<float> y;
-  __device__ void operator()(int64_t n, int64_t i) const { y.image(n)[i] = sigmoid_of(x.image(n)[i]); }
+  __device__ void operator()(int64_t n, int64_t i) const {
+    y.image(n)[i] = sigmoid_of(x.image(n)[i]);
+  }
 };
 
 struct SigmoidBackward {

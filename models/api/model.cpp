@@ -28,7 +28,8 @@ void Model::load_weights(const std::string& path) {
   const SafetensorsFile file = SafetensorsFile::load(path);
   const auto& meta = file.metadata();
   if (!meta.count("cfg") || !meta.count("nc"))
-    throw std::invalid_argument(path + " does not say which model yaml it belongs to (no 'cfg' "
+    throw std::invalid_argument(path +
+                                " does not say which model yaml it belongs to (no 'cfg' "
                                 "metadata): build the Model from the yaml instead");
   cfg_ = meta.at("cfg");
   names_.clear();

@@ -1,7 +1,8 @@
 // models/api/model.h — the C++ API: a detector you can build, train and save in a few lines.
 //
-//   bareyolo::Model model("models/yolov5n.yaml");            // or "runs/train/exp/weights/best.safetensors"
-//   model.train({.data = "data.yaml", .epochs = 100, .batch = 32, .device = "0,1",
+//   bareyolo::Model model("models/yolov5n.yaml");            // or
+//   "runs/train/exp/weights/best.safetensors" model.train({.data = "data.yaml", .epochs = 100,
+//   .batch = 32, .device = "0,1",
 //                .sync_bn = true, .callbacks = {my_callbacks}});
 //   model.save("yolov5n-trained.safetensors");
 //

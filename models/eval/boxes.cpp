@@ -27,8 +27,7 @@ float box_iou(const BoxXYXY& a, const BoxXYXY& b) {
   return inter / (box_area(a) + box_area(b) - inter + eps);
 }
 
-std::vector<float> box_iou_matrix(std::span<const BoxXYXY> first,
-                                  std::span<const BoxXYXY> second) {
+std::vector<float> box_iou_matrix(std::span<const BoxXYXY> first, std::span<const BoxXYXY> second) {
   std::vector<float> iou;
   iou.reserve(first.size() * second.size());
   for (const BoxXYXY& a : first)

@@ -31,8 +31,7 @@ float intersection_area(const BoxXYXY& a, const BoxXYXY& b);
 // boxes at IoU 0 instead of NaN.
 float box_iou(const BoxXYXY& a, const BoxXYXY& b);
 // IoU of every pair, row-major [first.size() x second.size()].
-std::vector<float> box_iou_matrix(std::span<const BoxXYXY> first,
-                                  std::span<const BoxXYXY> second);
+std::vector<float> box_iou_matrix(std::span<const BoxXYXY> first, std::span<const BoxXYXY> second);
 
 // How an original image of (original_width x original_height) was placed on the network's
 // input canvas: resized by `gain`, then shifted by (pad_x, pad_y).

@@ -24,7 +24,8 @@ int64_t decoded_rows_per_image(const std::vector<Tensor>& head, const DetectionM
   return rows_per_image;
 }
 
-std::vector<float> decode_predictions(const std::vector<Tensor>& head, const DetectionModel& model) {
+std::vector<float> decode_predictions(const std::vector<Tensor>& head,
+                                      const DetectionModel& model) {
   const int no = model.outputs_per_anchor(), na = model.num_anchors();
   const int64_t rows_per_image = decoded_rows_per_image(head, model);
   const int64_t images = head[0].shape().n;

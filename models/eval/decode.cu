@@ -15,8 +15,8 @@
 #include <string>
 
 #include "kernels/cuda/runtime/check.h"
-#include "models/eval/detect_cuda.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "models/eval/detect_cuda.h"
 
 namespace bareyolo::cuda {
 
@@ -34,7 +34,8 @@ __global__ void decode_kernel(View<const float> head, DecodeLevel level, int cel
   const int64_t anchor = (blockIdx.x / chunks_per_plane) % level.anchors;
   const int64_t image = blockIdx.x / (chunks_per_plane * level.anchors);
   const int64_t first_cell = chunk * cells_per_block;
-  const int cells = plane - first_cell < cells_per_block ? int(plane - first_cell) : cells_per_block;
+  const int cells =
+      plane - first_cell < cells_per_block ? int(plane - first_cell) : cells_per_block;
   const float* fields = head.image(image) + anchor * outputs * plane + first_cell;
 
   for (int i = threadIdx.x; i < outputs * cells; i += blockDim.x) {
@@ -43,19 +44,25 @@ __global__ void decode_kernel(View<const float> head, DecodeLevel level, int cel
     const float s = 1.0f / (1.0f + expf(-fields[field * plane + c]));
     float value;
     switch (field) {
-      case 0: value = (2 * s - 0.5f + float(cell % nx)) * level.stride; break;
-      case 1: value = (2 * s - 0.5f + float(cell / nx)) * level.stride; break;
+      case 0:
+        value = (2 * s - 0.5f + float(cell % nx)) * level.stride;
+        break;
+      case 1:
+        value = (2 * s - 0.5f + float(cell / nx)) * level.stride;
+        break;
       case 2:
       case 3:
         value = (2 * s) * (2 * s) * level.anchors_grid[2 * anchor + field - 2] * level.stride;
         break;
-      default: value = s;
+      default:
+        value = s;
     }
     tile[c * outputs + field] = value;
   }
   __syncthreads();
-  float* out = rows + (image * level.rows_per_image + level.first_row + anchor * plane +
-                       first_cell) * outputs;
+  float* out =
+      rows +
+      (image * level.rows_per_image + level.first_row + anchor * plane + first_cell) * outputs;
   for (int i = threadIdx.x; i < outputs * cells; i += blockDim.x) out[i] = tile[i];
 }
 
@@ -65,16 +72,17 @@ void detect_decode_level(View<const float> head, const DecodeLevel& level, float
   if (level.anchors < 1 || level.anchors > kMaxDecodeAnchors || level.outputs < 5 ||
       head.shape.c != int64_t(level.anchors) * level.outputs ||
       level.first_row + level.anchors * head.shape.plane() > level.rows_per_image)
-    throw std::invalid_argument(
-        "detect_decode_level: head " + head.shape.str() + " does not hold " +
-        std::to_string(level.anchors) + " anchors x " + std::to_string(level.outputs) +
-        " outputs fitting rows [" + std::to_string(level.first_row) + ", " +
-        std::to_string(level.rows_per_image) + ") (at most " +
-        std::to_string(kMaxDecodeAnchors) + " anchors)");
+    throw std::invalid_argument("detect_decode_level: head " + head.shape.str() +
+                                " does not hold " + std::to_string(level.anchors) + " anchors x " +
+                                std::to_string(level.outputs) + " outputs fitting rows [" +
+                                std::to_string(level.first_row) + ", " +
+                                std::to_string(level.rows_per_image) + ") (at most " +
+                                std::to_string(kMaxDecodeAnchors) + " anchors)");
   const int64_t plane = head.shape.plane();
   if (head.shape.n == 0 || plane == 0) return;
   // 32 cells per block, fewer when the rows are too long for shared memory.
-  const int cells_per_block = int(std::min<size_t>(32, kMaxSharedBytes / (size_t(level.outputs) * 4)));
+  const int cells_per_block =
+      int(std::min<size_t>(32, kMaxSharedBytes / (size_t(level.outputs) * 4)));
   if (cells_per_block < 1)
     throw std::invalid_argument("detect_decode_level: rows of " + std::to_string(level.outputs) +
                                 " outputs are too long for the CUDA decode");
@@ -82,8 +90,8 @@ void detect_decode_level(View<const float> head, const DecodeLevel& level, float
   const int64_t blocks = head.shape.n * level.anchors * chunks;
   const size_t bytes = size_t(cells_per_block) * size_t(level.outputs) * sizeof(float);
   auto stream = static_cast<cudaStream_t>(compute_stream(head.device.index));
-  decode_kernel<<<unsigned(blocks), kThreads, bytes, stream>>>(head, level, cells_per_block,
-                                                               chunks, rows);
+  decode_kernel<<<unsigned(blocks), kThreads, bytes, stream>>>(head, level, cells_per_block, chunks,
+                                                               rows);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 

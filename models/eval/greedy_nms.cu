@@ -6,17 +6,18 @@
 // by more than the threshold. The greedy walk is sequential (whether box i survives depends
 // on every earlier decision): one block walks the boxes in order, a removed box costs one
 // bit test, a kept one an OR of its row of words into the removed set by all threads, then a
-// barrier. Only the kept indices (at most max_keep) come back to the host, not the matrix. The IoU is computed with the same float operations in the
-// same order as models::greedy_nms (explicitly rounded intrinsics, so nvcc cannot fuse a
-// multiply-add the CPU rounds twice): a pair exactly on the threshold falls on the same side.
+// barrier. Only the kept indices (at most max_keep) come back to the host, not the matrix. The IoU
+// is computed with the same float operations in the same order as models::greedy_nms (explicitly
+// rounded intrinsics, so nvcc cannot fuse a multiply-add the CPU rounds twice): a pair exactly on
+// the threshold falls on the same side.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/check.h"
-#include "models/eval/detect_cuda.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "models/eval/detect_cuda.h"
 
 namespace bareyolo::cuda {
 
@@ -64,9 +65,8 @@ constexpr int kWalkThreads = 256;
 // the ORs of one kept box visible to every thread before the next box is tested, and a
 // barrier before them keeps the ORs from racing with the slower threads' test of box i.
 __global__ void __launch_bounds__(kWalkThreads)
-    greedy_walk_kernel(const uint64_t* mask, int64_t count, int64_t words_per_row,
-                       int64_t max_keep, uint64_t* removed, int64_t* kept,
-                       int64_t* kept_count) {
+    greedy_walk_kernel(const uint64_t* mask, int64_t count, int64_t words_per_row, int64_t max_keep,
+                       uint64_t* removed, int64_t* kept, int64_t* kept_count) {
   for (int64_t w = threadIdx.x; w < words_per_row; w += blockDim.x) removed[w] = 0;
   __syncthreads();
   int64_t kept_so_far = 0;  // the same in every thread: every branch below is uniform
@@ -97,9 +97,9 @@ std::vector<int64_t> greedy_nms(const float* boxes, int64_t count, float iou_thr
   const int64_t most_kept = std::min(count, max_keep);
   const size_t mask_bytes = size_t(count) * size_t(words) * sizeof(uint64_t);
   // One scratch block: the matrix, the walk's removed set, the kept indices and their count.
-  DeviceBuffer scratch(mask_bytes + sizeof(uint64_t) * size_t(words) +
-                           sizeof(int64_t) * size_t(most_kept + 1),
-                       device);
+  DeviceBuffer scratch(
+      mask_bytes + sizeof(uint64_t) * size_t(words) + sizeof(int64_t) * size_t(most_kept + 1),
+      device);
   uint64_t* mask = scratch.as<uint64_t>();
   uint64_t* removed = mask + size_t(count) * size_t(words);
   int64_t* kept_on_device = reinterpret_cast<int64_t*>(removed + words);

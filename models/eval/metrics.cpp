@@ -16,9 +16,9 @@ namespace bareyolo::models {
 
 namespace {
 
-constexpr double kEps = 1e-16;          // ap_per_class's guard against 0/0
-constexpr int kCurvePoints = 1000;      // the confidence grid of the P, R and F1 curves
-constexpr int kApPoints = 101;          // the recall grid AP is integrated on
+constexpr double kEps = 1e-16;      // ap_per_class's guard against 0/0
+constexpr int kCurvePoints = 1000;  // the confidence grid of the P, R and F1 curves
+constexpr int kApPoints = 101;      // the recall grid AP is integrated on
 constexpr double kF1SmoothFraction = 0.1;
 
 // numpy.linspace: start + i * step, with the last point exactly `stop`.
@@ -58,8 +58,9 @@ std::vector<double> box_filter(const std::vector<double>& y, double fraction) {
 }
 
 double mean(std::span<const double> values) {
-  return values.empty() ? 0.0 : std::accumulate(values.begin(), values.end(), 0.0) /
-                                    static_cast<double>(values.size());
+  return values.empty() ? 0.0
+                        : std::accumulate(values.begin(), values.end(), 0.0) /
+                              static_cast<double>(values.size());
 }
 
 // One class's precision and recall after each of its detections (conf descending), at one
@@ -136,11 +137,11 @@ void check_consistent(const DetectionStats& stats) {
   const size_t detections = stats.conf.size();
   if (stats.pred_class.size() != detections ||
       stats.correct.size() != detections * kIouThresholdCount)
-    throw std::invalid_argument(
-        "DetectionStats: " + std::to_string(detections) + " confidences, " +
-        std::to_string(stats.pred_class.size()) + " predicted classes and " +
-        std::to_string(stats.correct.size()) + " correct flags do not describe the same " +
-        "detections (" + std::to_string(kIouThresholdCount) + " flags each)");
+    throw std::invalid_argument("DetectionStats: " + std::to_string(detections) + " confidences, " +
+                                std::to_string(stats.pred_class.size()) +
+                                " predicted classes and " + std::to_string(stats.correct.size()) +
+                                " correct flags do not describe the same " + "detections (" +
+                                std::to_string(kIouThresholdCount) + " flags each)");
 }
 
 }  // namespace

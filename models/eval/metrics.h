@@ -1,6 +1,6 @@
-// models/eval/metrics.h — detection metrics as YOLOv5's validation computes them (val.py, utils/metrics.py):
-// matching detections to labels at ten IoU thresholds, then precision, recall and AP per
-// class, then their means (mP, mR, mAP@0.5, mAP@0.5:0.95).
+// models/eval/metrics.h — detection metrics as YOLOv5's validation computes them (val.py,
+// utils/metrics.py): matching detections to labels at ten IoU thresholds, then precision, recall
+// and AP per class, then their means (mP, mR, mAP@0.5, mAP@0.5:0.95).
 //
 // The pipeline:
 //   per image   match_detections(detections, labels) -> correct[detection][threshold]
@@ -66,7 +66,7 @@ struct DetectionStats {
 
 struct ClassMetrics {
   int class_id = 0;
-  int64_t labels = 0;  // instances in the targets
+  int64_t labels = 0;                        // instances in the targets
   double precision = 0, recall = 0, f1 = 0;  // at the operating point (max mean F1)
   double ap50 = 0, ap50_95 = 0;
 };

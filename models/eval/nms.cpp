@@ -15,9 +15,8 @@ std::vector<Detection> select_candidates(std::span<const float> rows, int num_cl
                                          const NmsOptions& options) {
   const size_t stride = 5 + static_cast<size_t>(num_classes);
   auto wanted = [&](int class_id) {
-    return options.classes.empty() ||
-           std::find(options.classes.begin(), options.classes.end(), class_id) !=
-               options.classes.end();
+    return options.classes.empty() || std::find(options.classes.begin(), options.classes.end(),
+                                                class_id) != options.classes.end();
   };
   std::vector<Detection> candidates;
   for (size_t start = 0; start < rows.size(); start += stride) {
@@ -67,9 +66,9 @@ std::vector<Detection> non_max_suppression(std::span<const float> rows, int num_
                                            const NmsOptions& options) {
   const size_t stride = 5 + static_cast<size_t>(num_classes);
   if (num_classes < 1 || rows.size() % stride != 0)
-    throw std::invalid_argument("non_max_suppression: " + std::to_string(rows.size()) +
-                                " values do not form rows of 5 + num_classes=" +
-                                std::to_string(num_classes));
+    throw std::invalid_argument(
+        "non_max_suppression: " + std::to_string(rows.size()) +
+        " values do not form rows of 5 + num_classes=" + std::to_string(num_classes));
   std::vector<Detection> candidates = select_candidates(rows, num_classes, options);
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const Detection& a, const Detection& b) { return a.conf > b.conf; });
@@ -96,14 +95,12 @@ std::vector<std::vector<Detection>> non_max_suppression_batch(std::span<const fl
                                                               const NmsOptions& options) {
   if (images <= 0 || batch.size() % static_cast<size_t>(images) != 0)
     throw std::invalid_argument("non_max_suppression_batch: " + std::to_string(batch.size()) +
-                                " values do not split into " + std::to_string(images) +
-                                " images");
+                                " values do not split into " + std::to_string(images) + " images");
   const size_t per_image = batch.size() / static_cast<size_t>(images);
   std::vector<std::vector<Detection>> detections;
   for (int64_t i = 0; i < images; ++i)
-    detections.push_back(
-        non_max_suppression(batch.subspan(static_cast<size_t>(i) * per_image, per_image),
-                            num_classes, options));
+    detections.push_back(non_max_suppression(
+        batch.subspan(static_cast<size_t>(i) * per_image, per_image), num_classes, options));
   return detections;
 }
 

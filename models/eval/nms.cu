@@ -21,8 +21,8 @@
 
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/check.h"
-#include "models/eval/detect_cuda.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "models/eval/detect_cuda.h"
 
 namespace bareyolo::cuda {
 
@@ -45,8 +45,8 @@ __device__ int64_t row_of(const CandidateSlots& c, int64_t slot) {
   return c.multi_label ? slot / c.classes : slot;
 }
 
-__global__ void candidate_kernel(CandidateSlots c, float* score, int* class_of,
-                                 unsigned char* flag, int64_t* slot_index) {
+__global__ void candidate_kernel(CandidateSlots c, float* score, int* class_of, unsigned char* flag,
+                                 int64_t* slot_index) {
   const int64_t slot = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (slot >= c.slots) return;
   const float* row = c.rows + row_of(c, slot) * (5 + c.classes);
@@ -94,8 +94,8 @@ __global__ void offset_boxes_kernel(CandidateSlots c, const int64_t* sorted_slot
 }
 
 __global__ void gather_kernel(CandidateSlots c, const int64_t* sorted_slots,
-                              const float* sorted_scores, const int* class_of,
-                              const int64_t* kept, int64_t count, NmsDetection* out) {
+                              const float* sorted_scores, const int* class_of, const int64_t* kept,
+                              int64_t count, NmsDetection* out) {
   const int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (k >= count) return;
   const int64_t j = kept[k], slot = sorted_slots[j];
@@ -166,15 +166,14 @@ std::vector<NmsDetection> non_max_suppression(const float* rows, int64_t count, 
     wanted = DeviceBuffer(mask.size(), device);
     copy(wanted.get(), mask.data(), mask.size(), CopyKind::host_to_device, device);
   }
-  const CandidateSlots c{rows, slots, classes, params.multi_label, params.conf_threshold,
-                         wanted.as<unsigned char>()};
+  const CandidateSlots c{
+      rows, slots, classes, params.multi_label, params.conf_threshold, wanted.as<unsigned char>()};
 
   // CUB's scratch for the largest selection and sort.
   size_t select_bytes = 0, sort_bytes = 0;
   BAREYOLO_CUDA_CHECK(cub::DeviceSelect::Flagged(nullptr, select_bytes, (const int64_t*)nullptr,
-                                                 (const unsigned char*)nullptr,
-                                                 (int64_t*)nullptr, (int64_t*)nullptr, slots,
-                                                 stream));
+                                                 (const unsigned char*)nullptr, (int64_t*)nullptr,
+                                                 (int64_t*)nullptr, slots, stream));
   BAREYOLO_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(
       nullptr, sort_bytes, (const float*)nullptr, (float*)nullptr, (const int64_t*)nullptr,
       (int64_t*)nullptr, slots, 0, int(sizeof(float) * 8), stream));
@@ -196,7 +195,7 @@ std::vector<NmsDetection> non_max_suppression(const float* rows, int64_t count, 
   if (candidates == 0) return detections;
 
   gather_scores_kernel<<<blocks_for(candidates), kThreads, 0, stream>>>(t.selected, candidates,
-                                                                       t.score, t.keys);
+                                                                        t.score, t.keys);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
   size_t sort_space = cub_bytes;
   BAREYOLO_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(

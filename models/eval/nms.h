@@ -22,13 +22,13 @@
 #include <span>
 #include <vector>
 
-#include "models/eval/nms_options.h"
 #include "models/eval/boxes.h"
+#include "models/eval/nms_options.h"
 
 namespace bareyolo::models {
 
 struct Detection {
-  BoxXYXY box;    // pixels of the network input
+  BoxXYXY box;     // pixels of the network input
   float conf = 0;  // objectness * class score
   int class_id = 0;
 };
@@ -51,6 +51,6 @@ std::vector<std::vector<Detection>> non_max_suppression_batch(std::span<const fl
 // box is greater than iou_threshold. Stops once max_keep boxes are kept, which gives the
 // first max_keep of the full result at a fraction of the cost.
 std::vector<int64_t> greedy_nms(std::span<const BoxXYXY> sorted_boxes, float iou_threshold,
-                                 int64_t max_keep);
+                                int64_t max_keep);
 
 }  // namespace bareyolo::models

@@ -11,11 +11,11 @@ struct NmsOptions {
   float conf_threshold = 0.25f;
   float iou_threshold = 0.45f;
   int max_det = 300;
-  bool multi_label = false;     // validation: true
-  bool agnostic = false;        // one suppression across classes (single_cls)
-  std::vector<int> classes;     // keep only these classes; empty = all
-  int max_nms = 30000;          // rows that enter the suppression at most
-  float class_offset = 7680.0f; // max_wh: larger than any image side
+  bool multi_label = false;      // validation: true
+  bool agnostic = false;         // one suppression across classes (single_cls)
+  std::vector<int> classes;      // keep only these classes; empty = all
+  int max_nms = 30000;           // rows that enter the suppression at most
+  float class_offset = 7680.0f;  // max_wh: larger than any image side
 };
 
 }  // namespace bareyolo

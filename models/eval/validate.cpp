@@ -27,9 +27,9 @@ std::vector<std::vector<Detection>> detect_on_device(const std::vector<Tensor>& 
   decode_predictions_on_device(head, model, rows.view<float>().data);
   std::vector<std::vector<Detection>> detections(static_cast<size_t>(images));
   for (int64_t image = 0; image < images; ++image)
-    for (const cuda::NmsDetection& d : cuda::non_max_suppression(
-             rows.view<float>().data + image * rows_per_image * no, rows_per_image,
-             model.num_classes(), nms, device.index))
+    for (const cuda::NmsDetection& d :
+         cuda::non_max_suppression(rows.view<float>().data + image * rows_per_image * no,
+                                   rows_per_image, model.num_classes(), nms, device.index))
       detections[size_t(image)].push_back({{d.x1, d.y1, d.x2, d.y2}, d.conf, d.class_id});
   return detections;
 }
@@ -59,9 +59,11 @@ std::vector<GroundTruth> labels_of(const data::Batch& batch, int image) {
 
 ValidationResult validate(const data::Dataset& dataset, const ValidationOptions& options,
                           const BatchPredictor& predict, int stride) {
-  const std::vector<data::Step> plan = data::validation_plan(
-      dataset, {.batch = options.batch, .imgsz = options.imgsz, .rect = options.rect,
-                .stride = stride, .pad = 0.5});
+  const std::vector<data::Step> plan = data::validation_plan(dataset, {.batch = options.batch,
+                                                                       .imgsz = options.imgsz,
+                                                                       .rect = options.rect,
+                                                                       .stride = stride,
+                                                                       .pad = 0.5});
   data::LoaderOptions loader_options;
   loader_options.imgsz = options.imgsz;
   loader_options.augment = false;  // YOLOv5's val: letterbox only

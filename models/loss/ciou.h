@@ -52,7 +52,8 @@ struct Dual {
   }
   BAREYOLO_HOST_DEVICE friend Dual operator/(const Dual& a, const Dual& b) {
     Dual r(a.value / b.value);
-    for (int i = 0; i < N; ++i) r.d[i] = (a.d[i] * b.value - a.value * b.d[i]) / (b.value * b.value);
+    for (int i = 0; i < N; ++i)
+      r.d[i] = (a.d[i] * b.value - a.value * b.d[i]) / (b.value * b.value);
     return r;
   }
   // A constant: all derivatives 0.
@@ -119,9 +120,8 @@ BAREYOLO_HOST_DEVICE CiouTerms<S> complete_iou(const S& x, const S& y, const S& 
   const S rho2 = (dx * dx + dy * dy) * S(0.25);
   const S angle = S(atan_of(target.w / target.h)) - atan_of(w / h);
   const S v = S(4 / (M_PI * M_PI)) * angle * angle;
-  const double alpha = fixed_alpha >= 0
-                           ? fixed_alpha
-                           : value_of(v) / (value_of(v) - value_of(iou) + (1 + eps));
+  const double alpha =
+      fixed_alpha >= 0 ? fixed_alpha : value_of(v) / (value_of(v) - value_of(iou) + (1 + eps));
   return {iou - (rho2 / c2 + v * S(alpha)), alpha};
 }
 

@@ -34,16 +34,17 @@ std::vector<LabelRow> label_rows(const SafetensorsFile& file, const std::string&
   const std::vector<float> rows = file.values<float>(name);
   std::vector<LabelRow> labels;
   for (size_t r = 0; r + 5 < rows.size(); r += 6)
-    labels.push_back({int(rows[r]), int(rows[r + 1]), rows[r + 2], rows[r + 3], rows[r + 4], rows[r + 5]});
+    labels.push_back(
+        {int(rows[r]), int(rows[r + 1]), rows[r + 2], rows[r + 3], rows[r + 4], rows[r + 5]});
   return labels;
 }
 
 SafetensorsFile gradient_report(DetectionModel& model, const Tensor& images,
                                 const std::vector<LabelRow>& labels, const LossHyp& hyp) {
   const std::vector<Tensor>& head = model.forward(images, Mode::train);
-  const LossOptions options{scale_loss_gains(hyp, model.num_levels(), model.num_classes(),
-                                             int(images.shape().w)),
-                            model.num_classes()};
+  const LossOptions options{
+      scale_loss_gains(hyp, model.num_levels(), model.num_classes(), int(images.shape().w)),
+      model.num_classes()};
   const HeadLoss loss_and_grads = head_loss(model, head, labels, options, int(images.shape().n));
   const LossValues& loss = loss_and_grads.values;
   std::vector<StateEntry> state = model.state();

@@ -1,5 +1,5 @@
-// models/loss/head_loss.cu — yolo_loss_cuda (models/loss/loss.h): YOLOv5's loss of head outputs on a GPU,
-// for head_loss() (models/loss/head_loss.h) when the head is on a device.
+// models/loss/head_loss.cu — yolo_loss_cuda (models/loss/loss.h): YOLOv5's loss of head outputs on
+// a GPU, for head_loss() (models/loss/head_loss.h) when the head is on a device.
 //
 // The host matches the labels (build_targets) and uploads the matched rows once per call as
 // a struct of arrays, sorted stably by (level, cell): the rows of one cell form a *group*,
@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
 #include "models/loss/head_loss.cuh"
@@ -52,8 +52,7 @@ __global__ void cls_kernel(Levels levels, Rows rows, ClassTargets targets, doubl
   if (index < rows.groups * targets.classes) cls_element(levels, rows, targets, index, cls_terms);
 }
 
-__global__ void obj_kernel(LevelArgs l, double pos_weight, const double* tobj,
-                           double* block_sums) {
+__global__ void obj_kernel(LevelArgs l, double pos_weight, const double* tobj, double* block_sums) {
   const int64_t cells = l.head.shape.n * l.anchors * int64_t(l.ny) * l.nx;
   double sum = 0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < cells;
@@ -106,9 +105,9 @@ LossValues yolo_loss_cuda(const std::vector<View<const float>>& predictions,
     const View<const float>& p = predictions[level];
     const View<float>& g = gradients[level];
     if (!p.device.is_cuda() || !(p.device == device) || !(g.device == device))
-      throw std::invalid_argument("yolo_loss_cuda: level " + std::to_string(level) +
-                                  " is on " + p.device.str() + " with its gradient on " +
-                                  g.device.str() + "; every level must be on " + device.str());
+      throw std::invalid_argument("yolo_loss_cuda: level " + std::to_string(level) + " is on " +
+                                  p.device.str() + " with its gradient on " + g.device.str() +
+                                  "; every level must be on " + device.str());
     levels.push_back(level_args(p, g, int(level), norm, options, cells));
     const int64_t level_cells = p.shape.n * levels.back().anchors * p.shape.h * p.shape.w;
     cells += level_cells;
@@ -130,9 +129,8 @@ LossValues yolo_loss_cuda(const std::vector<View<const float>>& predictions,
   const Rows rows = packed.rows_at(static_cast<const std::byte*>(row_buffer.get()));
   // Scratch: objectness targets, per-row box terms, per-(group, class) class terms, obj block
   // sums, the three results.
-  cuda::DeviceBuffer scratch(sizeof(double) * size_t(cells + packed.count() + cls_terms +
-                                                     obj_blocks + 3),
-                             index);
+  cuda::DeviceBuffer scratch(
+      sizeof(double) * size_t(cells + packed.count() + cls_terms + obj_blocks + 3), index);
   double* tobj = scratch.as<double>();
   double* row_terms = tobj + cells;
   double* class_terms = row_terms + packed.count();
@@ -151,9 +149,8 @@ LossValues yolo_loss_cuda(const std::vector<View<const float>>& predictions,
   if (cls_terms > 0) {
     const double positive = 1 - 0.5 * options.hyp.label_smoothing;  // YOLOv5's cp and cn
     const double negative = 0.5 * options.hyp.label_smoothing;
-    cls_kernel<<<unsigned((cls_terms + kRowThreads - 1) / kRowThreads), kRowThreads, 0,
-                 stream>>>(level_table, rows, {nc, positive, negative, options.hyp.cls_pw},
-                           class_terms);
+    cls_kernel<<<unsigned((cls_terms + kRowThreads - 1) / kRowThreads), kRowThreads, 0, stream>>>(
+        level_table, rows, {nc, positive, negative, options.hyp.cls_pw}, class_terms);
     check_launch();
   }
   for (size_t level = 0; level < level_count; ++level) {

@@ -1,5 +1,5 @@
-// models/loss/head_loss.cuh — the pieces of the CUDA loss (models/loss/head_loss.cu) that are plain C++:
-// the per-level arguments, the matched rows packed as a struct of arrays grouped by cell, and
+// models/loss/head_loss.cuh — the pieces of the CUDA loss (models/loss/head_loss.cu) that are plain
+// C++: the per-level arguments, the matched rows packed as a struct of arrays grouped by cell, and
 // the per-thread bodies of the kernels as __host__ __device__ functions. The kernels call
 // them once per thread; a host loop over the same indices computes the same thing, which is
 // how the index math and the grouping are checked on a machine without a GPU.
@@ -31,9 +31,9 @@ struct LevelArgs {
   View<const float> head;
   View<float> grad;  // dense, the head's shape
   int anchors = 0, ny = 0, nx = 0, outputs = 0;
-  int64_t first_cell = 0;  // of this level in the objectness-target buffer
-  double rows = 0;         // n_i, the box mean's count
-  double box_grad = 0;     // d total / d CIoU of one row
+  int64_t first_cell = 0;                // of this level in the objectness-target buffer
+  double rows = 0;                       // n_i, the box mean's count
+  double box_grad = 0;                   // d total / d CIoU of one row
   double per_element = 0, cls_grad = 0;  // class terms: mean weight, d total / d BCE
   double per_cell = 0, obj_grad = 0;     // objectness terms likewise
 
@@ -74,11 +74,11 @@ class PackedRows {
       for (const MatchedRow& r : targets[level]) {
         if (r.image < 0 || r.image >= l.head.shape.n || r.anchor < 0 || r.anchor >= l.anchors ||
             r.gj < 0 || r.gj >= l.ny || r.gi < 0 || r.gi >= l.nx)
-          throw std::invalid_argument(
-              "yolo_loss_cuda: a matched row of level " + std::to_string(level) + " names cell (" +
-              std::to_string(r.image) + ", " + std::to_string(r.anchor) + ", " +
-              std::to_string(r.gj) + ", " + std::to_string(r.gi) +
-              ") outside the head of shape " + l.head.shape.str());
+          throw std::invalid_argument("yolo_loss_cuda: a matched row of level " +
+                                      std::to_string(level) + " names cell (" +
+                                      std::to_string(r.image) + ", " + std::to_string(r.anchor) +
+                                      ", " + std::to_string(r.gj) + ", " + std::to_string(r.gi) +
+                                      ") outside the head of shape " + l.head.shape.str());
         rows.push_back(&r);
       }
       auto cell = [&](const MatchedRow* r) {
@@ -172,8 +172,8 @@ class PackedRows {
 // The per-thread bodies of the kernels (head_loss.cu), so that a host loop can run them too.
 
 // Group `group`: its rows' box terms and box gradient, and the objectness target of its cell.
-BAREYOLO_HOST_DEVICE inline void box_group(const Levels& levels, const Rows& rows,
-                                           int64_t group, double* tobj, double* row_terms) {
+BAREYOLO_HOST_DEVICE inline void box_group(const Levels& levels, const Rows& rows, int64_t group,
+                                           double* tobj, double* row_terms) {
   const int first = rows.first[group], end = rows.first[group + 1];
   const LevelArgs& l = levels.at[rows.level[first]];
   const int image = rows.image[first], anchor = rows.anchor[first];
@@ -246,9 +246,9 @@ inline LevelArgs level_args(const View<const float>& p, const View<float>& g, in
                                 std::to_string(p.shape.c) + " channels, not a multiple of " +
                                 std::to_string(outputs) + " = nc + 5");
   if (!(g.shape == p.shape) || !g.dense())
-    throw std::invalid_argument("yolo_loss_cuda: the gradient of level " +
-                                std::to_string(level) + " must be a dense " + p.shape.str() +
-                                " view, got " + g.shape.str());
+    throw std::invalid_argument("yolo_loss_cuda: the gradient of level " + std::to_string(level) +
+                                " must be a dense " + p.shape.str() + " view, got " +
+                                g.shape.str());
   LevelArgs l;
   l.head = p;
   l.grad = g;

@@ -38,8 +38,8 @@ LossNormalization global_normalization(dist::Communicator& comm, const LevelTarg
 
 // On the head's device: yolo_loss on the host for a host head, yolo_loss_cuda for a GPU one
 // (only the matched rows go up and three sums come back).
-HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets, const LossNormalization& norm,
-                   const LossOptions& options);
+HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
+                   const LossNormalization& norm, const LossOptions& options);
 
 // One process: YOLOv5's loss with this batch's own counts.
 HeadLoss head_loss(const DetectionModel& model, const std::vector<Tensor>& head,

@@ -1,6 +1,7 @@
 // models/loss/loss.cpp — see loss.h. Host code in double precision, reading the head outputs
 // where they are; the CIoU gradient comes exactly from Dual numbers (models/loss/ciou.h). The
-// per-element math is models/loss/loss_terms.h, shared with the CUDA loss (models/loss/head_loss.cu).
+// per-element math is models/loss/loss_terms.h, shared with the CUDA loss
+// (models/loss/head_loss.cu).
 #include "models/loss/loss.h"
 
 #include <algorithm>
@@ -32,10 +33,13 @@ LossHyp load_loss_hyp(const std::string& path) {
     throw std::invalid_argument(path + ": cannot read hyperparameters: " + e.what());
   }
   LossHyp hyp;
-  const std::pair<const char*, double*> keys[] = {
-      {"box", &hyp.box},       {"obj", &hyp.obj},       {"cls", &hyp.cls},
-      {"cls_pw", &hyp.cls_pw}, {"obj_pw", &hyp.obj_pw}, {"anchor_t", &hyp.anchor_t},
-      {"label_smoothing", &hyp.label_smoothing}};
+  const std::pair<const char*, double*> keys[] = {{"box", &hyp.box},
+                                                  {"obj", &hyp.obj},
+                                                  {"cls", &hyp.cls},
+                                                  {"cls_pw", &hyp.cls_pw},
+                                                  {"obj_pw", &hyp.obj_pw},
+                                                  {"anchor_t", &hyp.anchor_t},
+                                                  {"label_smoothing", &hyp.label_smoothing}};
   for (const auto& [key, value] : keys) {
     if (!root[key]) continue;
     try {

@@ -37,8 +37,7 @@ std::vector<std::vector<MatchedRow>> build_targets(const std::vector<LabelRow>& 
                                    static_cast<double>(gx - static_cast<float>(gi)),
                                    static_cast<double>(gy - static_cast<float>(gj)),
                                    static_cast<double>(gw), static_cast<double>(gh),
-                                   grid.anchors[a][0], grid.anchors[a][1],
-                                   label.class_id});
+                                   grid.anchors[a][0], grid.anchors[a][1], label.class_id});
         }
       }
     }

@@ -1,6 +1,6 @@
-// models/loss/loss_terms.h — the per-element math of YOLOv5's loss (models/loss/loss.h), shared by the
-// host loss (models/loss/loss.cpp) and the CUDA loss (models/loss/head_loss.cu) so both evaluate the
-// same formulas in the same order, in double:
+// models/loss/loss_terms.h — the per-element math of YOLOv5's loss (models/loss/loss.h), shared by
+// the host loss (models/loss/loss.cpp) and the CUDA loss (models/loss/head_loss.cu) so both
+// evaluate the same formulas in the same order, in double:
 //   BCE with logits, YOLOv5's pos_weight form (see kernels/ops.h), and its derivative;
 //   the box term of one matched row: CIoU of the decoded prediction against the target and
 //   the derivative of CIoU with respect to each of the four box logits.
@@ -45,10 +45,11 @@ BAREYOLO_HOST_DEVICE inline RowBox row_box(const double logit[4], const Box& tar
   const Dual<4> w = Dual<4>::variable(4 * s[2] * s[2] * anchor_w, 2);
   const Dual<4> h = Dual<4>::variable(4 * s[3] * s[3] * anchor_h, 3);
   const CiouTerms<Dual<4>> terms = complete_iou(x, y, w, h, target, fixed_alpha);
-  RowBox box{terms.ciou.value, terms.alpha,
+  RowBox box{terms.ciou.value,
+             terms.alpha,
              {terms.ciou.d[0], terms.ciou.d[1], terms.ciou.d[2], terms.ciou.d[3]},
-             {2 * s[0] * (1 - s[0]), 2 * s[1] * (1 - s[1]),
-              8 * s[2] * s[2] * (1 - s[2]) * anchor_w, 8 * s[3] * s[3] * (1 - s[3]) * anchor_h}};
+             {2 * s[0] * (1 - s[0]), 2 * s[1] * (1 - s[1]), 8 * s[2] * s[2] * (1 - s[2]) * anchor_w,
+              8 * s[3] * s[3] * (1 - s[3]) * anchor_h}};
   return box;
 }
 

@@ -59,11 +59,11 @@ AutobatchResult autobatch_per_device(const DeviceMemory& memory, const MemoryPro
     return result;
   }
   result.batch = b;
-  result.message = format("AutoBatch: %.2f GiB free of %.2f GiB; ", free_gib, memory.total_gib) +
-                   "batch " + std::to_string(b) +
-                   format(" uses %.0f%% of the memory", 100 * (p0 * b + p1 + memory.reserved_gib +
-                                                               memory.allocated_gib) /
-                                                              memory.total_gib);
+  result.message =
+      format("AutoBatch: %.2f GiB free of %.2f GiB; ", free_gib, memory.total_gib) + "batch " +
+      std::to_string(b) +
+      format(" uses %.0f%% of the memory",
+             100 * (p0 * b + p1 + memory.reserved_gib + memory.allocated_gib) / memory.total_gib);
   return result;
 }
 
@@ -75,8 +75,8 @@ int global_autobatch(int per_device, int world, int nbs, std::string* message) {
     *message = "AutoBatch: " + std::to_string(per_device) + " per device x " +
                std::to_string(world) + " rank(s) = " + std::to_string(wanted);
     if (wanted > nbs) *message += ", capped at nbs " + std::to_string(nbs);
-    *message += " -> global batch " + std::to_string(batch) + " (" +
-                std::to_string(batch / world) + " per rank)";
+    *message += " -> global batch " + std::to_string(batch) + " (" + std::to_string(batch / world) +
+                " per rank)";
   }
   return batch;
 }

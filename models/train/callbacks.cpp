@@ -30,15 +30,24 @@ struct LogFile {
 };
 
 nlohmann::json to_json(const EpochMetrics& m) {
-  return {{"epoch", m.epoch},         {"train/box_loss", m.train_box},
-          {"train/obj_loss", m.train_obj}, {"train/cls_loss", m.train_cls},
-          {"metrics/precision", m.precision}, {"metrics/recall", m.recall},
-          {"metrics/mAP_0.5", m.map50},   {"metrics/mAP_0.5:0.95", m.map50_95},
-          {"val/box_loss", m.val_box},    {"val/obj_loss", m.val_obj},
-          {"val/cls_loss", m.val_cls},    {"x/lr0", m.lr0},
-          {"x/lr1", m.lr1},               {"x/lr2", m.lr2},
-          {"fitness", m.fitness},         {"validated", m.validated},
-          {"epoch_seconds", m.epoch_seconds}, {"step_seconds", m.step_seconds}};
+  return {{"epoch", m.epoch},
+          {"train/box_loss", m.train_box},
+          {"train/obj_loss", m.train_obj},
+          {"train/cls_loss", m.train_cls},
+          {"metrics/precision", m.precision},
+          {"metrics/recall", m.recall},
+          {"metrics/mAP_0.5", m.map50},
+          {"metrics/mAP_0.5:0.95", m.map50_95},
+          {"val/box_loss", m.val_box},
+          {"val/obj_loss", m.val_obj},
+          {"val/cls_loss", m.val_cls},
+          {"x/lr0", m.lr0},
+          {"x/lr1", m.lr1},
+          {"x/lr2", m.lr2},
+          {"fitness", m.fitness},
+          {"validated", m.validated},
+          {"epoch_seconds", m.epoch_seconds},
+          {"step_seconds", m.step_seconds}};
 }
 
 }  // namespace

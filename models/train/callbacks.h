@@ -2,8 +2,8 @@
 //
 // TrainCallbacks is a set of optional hooks (std::function, empty = not called). The trainer
 // fires them on rank 0 only, in this order:
-//   on_train_start(info)         once, after setup (info.history: epochs already done when resuming)
-//   on_epoch_end(epoch)          after an epoch's last batch, before validation
+//   on_train_start(info)         once, after setup (info.history: epochs already done when
+//   resuming) on_epoch_end(epoch)          after an epoch's last batch, before validation
 //   on_fit_epoch_end(metrics)    after validation: the epoch's row of results.csv
 //   on_model_save(path)          after each checkpoint file is written
 //   on_train_end(summary)        once, when the run ends (finished, stopped early or --max-steps)
@@ -23,13 +23,13 @@ namespace bareyolo::models {
 
 // One epoch's numbers: YOLOv5's results.csv row plus timing and fitness.
 struct EpochMetrics {
-  int epoch = 0;  // 0-based, as YOLOv5's results.csv
+  int epoch = 0;                                       // 0-based, as YOLOv5's results.csv
   double train_box = 0, train_obj = 0, train_cls = 0;  // running means over the epoch
   double precision = 0, recall = 0, map50 = 0, map50_95 = 0;
   double val_box = 0, val_obj = 0, val_cls = 0;
-  double lr0 = 0, lr1 = 0, lr2 = 0;  // the optimizer groups' lr at the epoch's last batch
-  double fitness = 0;                // 0.1 mAP50 + 0.9 mAP50-95
-  bool validated = false;            // false: --no-val skipped this epoch's validation
+  double lr0 = 0, lr1 = 0, lr2 = 0;            // the optimizer groups' lr at the epoch's last batch
+  double fitness = 0;                          // 0.1 mAP50 + 0.9 mAP50-95
+  bool validated = false;                      // false: --no-val skipped this epoch's validation
   double epoch_seconds = 0, step_seconds = 0;  // wall time; mean per batch
 };
 

@@ -78,9 +78,9 @@ SafetensorsFile make_checkpoint(const CheckpointTensors& tensors, const Checkpoi
   meta["progress"] = progress_json(info.progress).dump();
   meta["sampler"] =
       nlohmann::json{{"epoch", info.progress.epoch}, {"batch", info.progress.batches_done}}.dump();
-  meta["rng"] = nlohmann::json{{"seed", info.seed},
-                               {"streams", "SampleRng(seed, epoch, sample position)"}}
-                    .dump();
+  meta["rng"] =
+      nlohmann::json{{"seed", info.seed}, {"streams", "SampleRng(seed, epoch, sample position)"}}
+          .dump();
   meta["ema_updates"] = std::to_string(info.ema_updates);
   meta["optimizer"] = info.optimizer;
   meta["optimizer_steps"] = std::to_string(info.optimizer_updates);
@@ -95,9 +95,11 @@ SafetensorsFile make_checkpoint(const CheckpointTensors& tensors, const Checkpoi
 CheckpointInfo read_checkpoint_info(const SafetensorsFile& file, const std::string& source) {
   const std::map<std::string, std::string>& meta = file.metadata();
   if (!meta.count("checkpoint"))
-    throw std::invalid_argument(source + " holds weights only, not a training checkpoint; "
+    throw std::invalid_argument(source +
+                                " holds weights only, not a training checkpoint; "
                                 "resume from a run's weights/last.safetensors, or start a new "
-                                "run with --weights " + source);
+                                "run with --weights " +
+                                source);
   auto field = [&](const char* key) -> const std::string& {
     if (!meta.count(key)) throw std::invalid_argument(std::string("no '") + key + "' entry");
     return meta.at(key);
@@ -150,8 +152,7 @@ std::vector<std::string> prune_periodic_checkpoints(const std::string& weights_d
   static const std::regex periodic(R"((epoch|step)[0-9]+\.safetensors)");
   std::vector<std::pair<fs::file_time_type, fs::path>> found;
   for (const fs::directory_entry& entry : fs::directory_iterator(weights_dir))
-    if (entry.is_regular_file() &&
-        std::regex_match(entry.path().filename().string(), periodic))
+    if (entry.is_regular_file() && std::regex_match(entry.path().filename().string(), periodic))
       found.emplace_back(entry.last_write_time(), entry.path());
   std::sort(found.begin(), found.end());
   for (size_t i = 0; i + size_t(keep) < found.size(); ++i) {

@@ -20,9 +20,9 @@
 #include "kernels/cuda/runtime/allocator.h"
 #endif
 #include "models/train/autobatch.h"
+#include "models/train/run_dir.h"
 #include "models/train/step.h"
 #include "models/yolo/model_config.h"
-#include "models/train/run_dir.h"
 
 namespace bareyolo::models {
 
@@ -50,8 +50,8 @@ std::chrono::milliseconds timeout_of(const TrainOptions& options) {
 dist::DeviceSpec device_spec(const TrainOptions& options, int gpus) {
   int nproc = options.nproc_per_node;
   if (nproc <= 0)
-    nproc = options.device.text == "auto" && gpus == 0 ? default_cpu_ranks(cores(), options.batch)
-                                                       : 1;
+    nproc =
+        options.device.text == "auto" && gpus == 0 ? default_cpu_ranks(cores(), options.batch) : 1;
   return dist::DeviceSpec::parse(options.device.text, gpus, nproc);
 }
 
@@ -67,19 +67,20 @@ int probe_batch_on_gpu(const TrainOptions& options, int device, const Log& log) 
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   const DeviceMemory memory{double(cuda::memory_info(device).total) / kGiB,
                             double(before.reserved) / kGiB, double(before.allocated) / kGiB};
-  const AutobatchResult result = autobatch_per_device(memory, [&](int batch) -> std::optional<double> {
-    try {
-      cuda::device_allocator(device).reset_peaks();
-      for (int pass = 0; pass < 3; ++pass)
-        forward_backward(model, Tensor::zeros({batch, 3, imgsz, imgsz}, Device::cuda(device)), {},
-                         loss);
-      cuda::synchronize(device);
-      return double(cuda::memory_stats(device).peak_reserved) / 1e9;
-    } catch (const std::exception&) {  // out of memory: this size does not fit
-      cuda::empty_cache(device);
-      return std::nullopt;
-    }
-  });
+  const AutobatchResult result =
+      autobatch_per_device(memory, [&](int batch) -> std::optional<double> {
+        try {
+          cuda::device_allocator(device).reset_peaks();
+          for (int pass = 0; pass < 3; ++pass)
+            forward_backward(model, Tensor::zeros({batch, 3, imgsz, imgsz}, Device::cuda(device)),
+                             {}, loss);
+          cuda::synchronize(device);
+          return double(cuda::memory_stats(device).peak_reserved) / 1e9;
+        } catch (const std::exception&) {  // out of memory: this size does not fit
+          cuda::empty_cache(device);
+          return std::nullopt;
+        }
+      });
   log(result.message);
   return result.batch;
 #else
@@ -103,9 +104,10 @@ void resolve_autobatch(TrainOptions& options, const dist::DeviceSpec& spec, int 
   }
   const int gpu = spec.cuda_indices.front();
   const int per_device =
-      probe_in_child ? dist::run_in_probe_child([&] { return probe_batch_on_gpu(options, gpu, log); },
-                                                "the AutoBatch memory probe", std::chrono::minutes(10))
-                     : probe_batch_on_gpu(options, gpu, log);
+      probe_in_child
+          ? dist::run_in_probe_child([&] { return probe_batch_on_gpu(options, gpu, log); },
+                                     "the AutoBatch memory probe", std::chrono::minutes(10))
+          : probe_batch_on_gpu(options, gpu, log);
   options.batch = global_autobatch(per_device, world, options.nbs, &message);
   log(message);
 }
@@ -132,7 +134,8 @@ TrainSummary train_rank(TrainOptions options, const dist::DeviceSpec& spec, cons
                               ? spec.cuda_indices[size_t(env.local_rank)]
                               : env.local_rank);
   dist::ProcessGroup group = dist::init_process_group(
-      env, {.backend = backend_of(options.backend), .timeout = timeout_of(options), .device = device});
+      env,
+      {.backend = backend_of(options.backend), .timeout = timeout_of(options), .device = device});
   options.rank = group.rank();
   options.world_size = group.world_size();
   options.device_of_rank = device;
@@ -153,11 +156,17 @@ TrainSummary train_rank(TrainOptions options, const dist::DeviceSpec& spec, cons
 }
 
 nlohmann::json summary_json(const TrainSummary& s) {
-  return {{"best_fitness", s.best_fitness}, {"best_map50", s.best_map50},
-          {"best_map50_95", s.best_map50_95}, {"last_map50", s.last_map50},
-          {"last_map50_95", s.last_map50_95}, {"epochs_run", s.epochs_run},
-          {"optimizer_steps", s.optimizer_steps}, {"seconds", s.seconds},
-          {"finished", s.finished}, {"run_dir", s.run_dir}, {"rank0", s.rank0}};
+  return {{"best_fitness", s.best_fitness},
+          {"best_map50", s.best_map50},
+          {"best_map50_95", s.best_map50_95},
+          {"last_map50", s.last_map50},
+          {"last_map50_95", s.last_map50_95},
+          {"epochs_run", s.epochs_run},
+          {"optimizer_steps", s.optimizer_steps},
+          {"seconds", s.seconds},
+          {"finished", s.finished},
+          {"run_dir", s.run_dir},
+          {"rank0", s.rank0}};
 }
 
 TrainSummary summary_from_json(const nlohmann::json& j) {
@@ -216,8 +225,10 @@ TrainSummary spawn_ranks(TrainOptions options, const dist::DeviceSpec& spec, con
     text.append(chunk, size_t(got));
   ::close(summary_pipe[0]);
   if (status != 0)
-    throw std::runtime_error("training stopped: a worker failed (see the message above); the "
-                             "last checkpoint in " + options.run_dir + "/weights is intact");
+    throw std::runtime_error(
+        "training stopped: a worker failed (see the message above); the "
+        "last checkpoint in " +
+        options.run_dir + "/weights is intact");
   return summary_from_json(nlohmann::json::parse(text));
 }
 
@@ -236,7 +247,8 @@ TrainSummary run_training(TrainOptions options, const Log& log) {
   const int gpus = env.launched() ? cuda::device_count() : dist::count_gpus_without_initializing();
   dist::DeviceSpec spec = device_spec(options, gpus);
   if (!env.launched()) resolve_autobatch(options, spec, spec.ranks, true, log);
-  if (options.batch > 0 && options.nproc_per_node <= 0 && options.device.text == "auto" && gpus == 0)
+  if (options.batch > 0 && options.nproc_per_node <= 0 && options.device.text == "auto" &&
+      gpus == 0)
     spec = device_spec(options, gpus);  // the CPU rank count follows the resolved batch
 
   if (env.launched()) {
@@ -248,7 +260,8 @@ TrainSummary run_training(TrainOptions options, const Log& log) {
   }
   if (spec.wants_spawn(env) || options.nnodes > 1) return spawn_ranks(options, spec, log);
   prepare_run(options, 1);
-  if (spec.kind == dist::DeviceKind::cuda) options.device_of_rank = Device::cuda(spec.cuda_indices[0]);
+  if (spec.kind == dist::DeviceKind::cuda)
+    options.device_of_rank = Device::cuda(spec.cuda_indices[0]);
   return train(options, log, nullptr);
 }
 

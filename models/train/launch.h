@@ -25,8 +25,7 @@ namespace bareyolo::models {
 // Trains as described above; returns rank 0's summary (in a spawned run: best fitness and
 // epochs read back from the run directory). Throws on bad input before any worker starts
 // where it can, and when a worker failed (naming it).
-TrainSummary run_training(TrainOptions options,
-                          const std::function<void(const std::string&)>& log);
+TrainSummary run_training(TrainOptions options, const std::function<void(const std::string&)>& log);
 
 // The CPU rank count of `--device auto` on a machine without GPUs: as many ranks as there
 // are cores (at most 8), lowered until the global batch divides evenly.

@@ -34,8 +34,10 @@ void TrainOptimizer::step() {
 }
 
 void TrainOptimizer::zero_grad() {
-  if (sgd_) sgd_->zero_grad();
-  else adamw_->zero_grad();
+  if (sgd_)
+    sgd_->zero_grad();
+  else
+    adamw_->zero_grad();
 }
 
 double TrainOptimizer::lr(int group) const {

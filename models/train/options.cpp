@@ -158,8 +158,10 @@ void options_from_json(const std::string& text, TrainOptions& o) {
   read(j, "save_total_limit", o.save_total_limit);
   read(j, "cos_lr", o.schedule.cosine);
   read(j, "bucket_mb", o.bucket_mb);
-  if (!j.contains("sync_bn")) throw std::invalid_argument("the saved configuration has no 'sync_bn'");
-  o.sync_bn = j.at("sync_bn").is_null() ? std::nullopt : std::optional<bool>(j.at("sync_bn").get<bool>());
+  if (!j.contains("sync_bn"))
+    throw std::invalid_argument("the saved configuration has no 'sync_bn'");
+  o.sync_bn =
+      j.at("sync_bn").is_null() ? std::nullopt : std::optional<bool>(j.at("sync_bn").get<bool>());
   if (!j.contains("hyp")) throw std::invalid_argument("the saved configuration has no 'hyp'");
   for (auto& [name, value] : hyp_fields(o)) read(j.at("hyp"), name, *value);
 }

@@ -16,8 +16,8 @@
 #include "data/augment_hyp.h"
 #include "engine/optim/schedule.h"
 #include "kernels/view.h"
-#include "models/train/callbacks.h"
 #include "models/loss/loss.h"
+#include "models/train/callbacks.h"
 
 namespace bareyolo::models {
 
@@ -55,8 +55,8 @@ struct TrainOptions {
   double weight_decay = 5e-4;  // before YOLOv5's batch * accumulate / nbs scaling
 
   // ---- the launch (models/train/launch.h): not saved, a resumed run is launched anew ----
-  DeviceArg device;        // "auto", "cpu", "0", "0,1", "cuda:0"; or 0; or {0, 1}
-  int nproc_per_node = 0;  // CPU ranks; 0: one for "cpu", as many as fit the cores for "auto"
+  DeviceArg device;              // "auto", "cpu", "0", "0,1", "cuda:0"; or 0; or {0, 1}
+  int nproc_per_node = 0;        // CPU ranks; 0: one for "cpu", as many as fit the cores for "auto"
   std::string backend = "auto";  // "auto", "tcp" or "nccl"
   double timeout_s = 3 * 3600;   // bounds every rendezvous wait and collective
   // Several machines, each running `bareyolo train` with the same flags but its node_rank:
@@ -68,12 +68,13 @@ struct TrainOptions {
   // SyncBatchNorm when distributed: nullopt = on (the model family is BN-heavy), false = per
   // rank statistics (a warning below 16 images per rank). Saved.
   std::optional<bool> sync_bn;
-  double bucket_mb = 25;  // gradient bucket size of the reducer (engine/distributed/ddp/reducer.h); saved
+  double bucket_mb =
+      25;  // gradient bucket size of the reducer (engine/distributed/ddp/reducer.h); saved
 
   // ---- not saved in checkpoints ----
   std::vector<TrainCallbacks> callbacks;
-  int64_t max_steps = 0;  // end after this many optimizer steps in all (0: no limit), resumable
-  std::string resume;     // checkpoint to continue from: its run dir and configuration win
+  int64_t max_steps = 0;      // end after this many optimizer steps in all (0: no limit), resumable
+  std::string resume;         // checkpoint to continue from: its run dir and configuration win
   bool show_progress = true;  // the progress bar (rank 0, on stdout)
   // Where a new run's outputs go when run_dir is empty: <project>/<name>, <name>2, ...
   std::string project = "runs/train", name = "exp";
@@ -94,7 +95,7 @@ void load_hyp_yaml(const std::string& path, TrainOptions& options);
 std::string options_to_json(const TrainOptions& options);
 void options_from_json(const std::string& json, TrainOptions& options);
 
-const char* optimizer_name(OptimizerKind kind);            // "SGD", "AdamW"
+const char* optimizer_name(OptimizerKind kind);               // "SGD", "AdamW"
 OptimizerKind parse_optimizer_name(const std::string& name);  // throws for others
 
 }  // namespace bareyolo::models

@@ -12,8 +12,7 @@ namespace fs = std::filesystem;
 std::string resolve_run_dir(const std::string& project, const std::string& name, bool exist_ok) {
   fs::create_directories(project.empty() ? "." : project);
   for (int n = 1;; ++n) {
-    const fs::path candidate =
-        fs::path(project) / (n == 1 ? name : name + std::to_string(n));
+    const fs::path candidate = fs::path(project) / (n == 1 ? name : name + std::to_string(n));
     std::error_code error;
     // create_directory is the claim: false when it already existed (another run's).
     const bool created = fs::create_directory(candidate, error);

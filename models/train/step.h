@@ -7,7 +7,8 @@
 //             summed over all of them, gradient x world (docs/ddp.md, section 5)
 //          -> head_loss (this rank's share of the global-batch loss, and its gradient)
 //          -> model.backward, whose per-node hook hands finished gradients to the reducer,
-//             which all-reduces them in buckets while backward goes on (engine/distributed/ddp/reducer.h)
+//             which all-reduces them in buckets while backward goes on
+//             (engine/distributed/ddp/reducer.h)
 //
 // Whether this micro-batch ends an accumulation (and so communicates) is the reducer's sync
 // flag, which the caller sets; after the backward of a boundary micro-batch the caller calls

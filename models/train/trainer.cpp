@@ -17,21 +17,21 @@
 #include <set>
 #include <sstream>
 
-#include "data/dataset.h"                // defines: read_dataset_yaml, open_split
-#include "data/loader.h"                 // defines: Loader (threaded, deterministic batches)
-#include "engine/distributed/launch/process_group.h"   // defines: ProcessGroup (this rank's communicator)
-#include "engine/distributed/ddp/reducer.h"         // defines: Reducer (averages gradients in buckets)
-#include "engine/optim/ema.h"            // defines: ModelEma
-#include "engine/optim/sgd.h"            // defines: clip_gradient_norm
-#include "models/train/checkpoint.h"           // defines: make_checkpoint, restore_checkpoint, ...
-#include "models/loss/head_loss.h"            // defines: head_loss (YOLOv5's loss of the head)
-#include "models/train/outputs/progress.h"             // defines: ProgressBar
-#include "models/train/outputs/report.h"               // defines: write_report_html, validation_table
-#include "models/train/run_dir.h"              // defines: run_dir_of_checkpoint
-#include "models/train/optimizer.h"      // defines: TrainOptimizer (SGD or AdamW)
-#include "models/train/step.h"           // defines: forward_backward (one rank's micro-batch)
-#include "models/eval/validate.h"             // defines: validate, detect
-#include "models/yolo/weights.h"              // defines: load_state
+#include "data/dataset.h"                    // defines: read_dataset_yaml, open_split
+#include "data/loader.h"                     // defines: Loader (threaded, deterministic batches)
+#include "engine/distributed/ddp/reducer.h"  // defines: Reducer (averages gradients in buckets)
+#include "engine/distributed/launch/process_group.h"  // defines: ProcessGroup (this rank's communicator)
+#include "engine/optim/ema.h"                         // defines: ModelEma
+#include "engine/optim/sgd.h"                         // defines: clip_gradient_norm
+#include "models/eval/validate.h"                     // defines: validate, detect
+#include "models/loss/head_loss.h"          // defines: head_loss (YOLOv5's loss of the head)
+#include "models/train/checkpoint.h"        // defines: make_checkpoint, restore_checkpoint, ...
+#include "models/train/optimizer.h"         // defines: TrainOptimizer (SGD or AdamW)
+#include "models/train/outputs/progress.h"  // defines: ProgressBar
+#include "models/train/outputs/report.h"    // defines: write_report_html, validation_table
+#include "models/train/run_dir.h"           // defines: run_dir_of_checkpoint
+#include "models/train/step.h"              // defines: forward_backward (one rank's micro-batch)
+#include "models/yolo/weights.h"            // defines: load_state
 
 namespace bareyolo::models {
 
@@ -120,10 +120,9 @@ TrainOptions resolve_options(const TrainOptions& request, const CheckpointInfo* 
   if (options.run_dir.empty())
     throw std::invalid_argument("TrainOptions::run_dir is empty; resolve_run_dir gives one");
   if (options.epochs < 1 || options.batch < 1 || options.nbs < 1)
-    throw std::invalid_argument("epochs, batch and nbs must be positive (got " +
-                                std::to_string(options.epochs) + ", " +
-                                std::to_string(options.batch) + ", " +
-                                std::to_string(options.nbs) + ")");
+    throw std::invalid_argument(
+        "epochs, batch and nbs must be positive (got " + std::to_string(options.epochs) + ", " +
+        std::to_string(options.batch) + ", " + std::to_string(options.nbs) + ")");
   return options;
 }
 
@@ -141,8 +140,8 @@ std::vector<bool> frozen_entries(const std::vector<StateEntry>& state, int freez
   return frozen;
 }
 
-TrainSummary train(const TrainOptions& request,
-                   const std::function<void(const std::string&)>& log, dist::ProcessGroup* group) {
+TrainSummary train(const TrainOptions& request, const std::function<void(const std::string&)>& log,
+                   dist::ProcessGroup* group) {
   const auto start = Clock::now();
 
   // ---- configuration: the request, or the checkpoint's when resuming ----
@@ -153,8 +152,10 @@ TrainSummary train(const TrainOptions& request,
     resumed = read_checkpoint_info(*checkpoint, request.resume);
     if (resumed->progress.finished)
       throw std::invalid_argument(request.resume + ": this run already finished (" +
-                                  std::to_string(resumed->history.size()) + " epochs); nothing "
-                                  "to resume. Start a new run with --weights " + request.resume);
+                                  std::to_string(resumed->history.size()) +
+                                  " epochs); nothing "
+                                  "to resume. Start a new run with --weights " +
+                                  request.resume);
   }
   const TrainOptions options = resolve_options(request, resumed ? &*resumed : nullptr);
   const RankZero rank0(options.rank);
@@ -197,11 +198,10 @@ TrainSummary train(const TrainOptions& request,
     std::set<const Tensor*> frozen_grads;
     for (size_t i = 0; i < state.size(); ++i)
       if (frozen[i]) frozen_grads.insert(state[i].grad);
-    reducer.emplace(dist::graph_parameters(model.graph(),
-                                           [&](const StateEntry& e) {
-                                             return !frozen_grads.count(e.grad);
-                                           }),
-                    *comm, dist::ReducerOptions{.bucket_mb = options.bucket_mb});
+    reducer.emplace(
+        dist::graph_parameters(model.graph(),
+                               [&](const StateEntry& e) { return !frozen_grads.count(e.grad); }),
+        *comm, dist::ReducerOptions{.bucket_mb = options.bucket_mb});
   }
   const DataParallel parallel{comm, reducer ? &*reducer : nullptr};
 
@@ -229,8 +229,10 @@ TrainSummary train(const TrainOptions& request,
   std::vector<EpochMetrics> history;
   if (checkpoint) {
     if (resumed->optimizer != optimizer_name(options.optimizer))
-      throw std::invalid_argument(request.resume + ": saved by " + resumed->optimizer + ", but "
-                                  "its configuration says " + optimizer_name(options.optimizer));
+      throw std::invalid_argument(request.resume + ": saved by " + resumed->optimizer +
+                                  ", but "
+                                  "its configuration says " +
+                                  optimizer_name(options.optimizer));
     restore_checkpoint(*checkpoint, tensors, request.resume);
     optimizer.set_steps(resumed->optimizer_updates);
     progress = resumed->progress;
@@ -263,12 +265,17 @@ TrainSummary train(const TrainOptions& request,
   auto save_checkpoints = [&](const std::vector<std::string>& files) {
     rank0([&] {
       if (files.empty()) return;
-      const SafetensorsFile file = make_checkpoint(
-          tensors, {.progress = progress, .ema_updates = ema.updates(),
-                    .optimizer = optimizer_name(options.optimizer),
-                    .optimizer_updates = optimizer.steps(), .config_json = config_json,
-                    .history = history, .nc = nc, .names = config.names, .seed = options.seed,
-                    .cfg = options.cfg});
+      const SafetensorsFile file =
+          make_checkpoint(tensors, {.progress = progress,
+                                    .ema_updates = ema.updates(),
+                                    .optimizer = optimizer_name(options.optimizer),
+                                    .optimizer_updates = optimizer.steps(),
+                                    .config_json = config_json,
+                                    .history = history,
+                                    .nc = nc,
+                                    .names = config.names,
+                                    .seed = options.seed,
+                                    .cfg = options.cfg});
       for (const std::string& name : files) {
         const std::string path = weights_path(options, name).string();
         file.save(path);
@@ -283,11 +290,11 @@ TrainSummary train(const TrainOptions& request,
        TrainStartInfo{options.run_dir, progress.epoch, options.epochs, history});
   rank0([&] {
     std::ostringstream line;
-    line << (resumed ? "resuming " : "training ") << options.cfg << " ("
-         << model.parameter_count() << " parameters) on " << train_split.dataset.size()
-         << " images, " << nc << " classes, " << imgsz << " px, batch " << options.batch
-         << ", accumulate " << schedule.accumulate() << ", " << optimizer_name(options.optimizer)
-         << ", " << options.epochs << " epochs -> " << options.run_dir;
+    line << (resumed ? "resuming " : "training ") << options.cfg << " (" << model.parameter_count()
+         << " parameters) on " << train_split.dataset.size() << " images, " << nc << " classes, "
+         << imgsz << " px, batch " << options.batch << ", accumulate " << schedule.accumulate()
+         << ", " << optimizer_name(options.optimizer) << ", " << options.epochs << " epochs -> "
+         << options.run_dir;
     if (resumed)
       line << " (from epoch " << progress.epoch + 1 << ", batch " << progress.batches_done << ")";
     log(line.str());
@@ -302,8 +309,11 @@ TrainSummary train(const TrainOptions& request,
     std::vector<data::Step> plan = sampler.plan_epoch(epoch, imgsz);
     plan.erase(plan.begin(), plan.begin() + progress.batches_done);
     data::Loader loader(train_split.dataset, std::move(plan), epoch,
-                        {.imgsz = imgsz, .augment = true, .hyp = options.augment,
-                         .seed = options.seed, .workers = options.workers});
+                        {.imgsz = imgsz,
+                         .augment = true,
+                         .hyp = options.augment,
+                         .seed = options.seed,
+                         .workers = options.workers});
     std::optional<ProgressBar> bar;
     rank0([&] {
       if (!options.show_progress) return;
@@ -324,8 +334,7 @@ TrainSummary train(const TrainOptions& request,
       const bool boundary = iteration - progress.last_step_iteration >= settings.accumulate;
       if (reducer) reducer->set_sync(boundary);
       const LossValues loss = forward_backward(model, batch->images_tensor(device),
-                                               batch_labels(*batch),
-                                               loss_options, parallel);
+                                               batch_labels(*batch), loss_options, parallel);
       double items[4] = {loss.box, loss.obj, loss.cls, loss.total};
       sum_over_ranks(comm, items, 4);
       if (!std::isfinite(items[3]))
@@ -366,7 +375,8 @@ TrainSummary train(const TrainOptions& request,
     fire(&TrainCallbacks::on_epoch_end, epoch);
 
     // ---- validate the EMA; fitness and early stopping (YOLOv5's EarlyStopping) ----
-    const bool patience_ran_out = options.patience > 0 && epoch - progress.best_epoch >= options.patience;
+    const bool patience_ran_out =
+        options.patience > 0 && epoch - progress.best_epoch >= options.patience;
     const bool final_epoch = epoch + 1 == options.epochs || patience_ran_out;
     const StepSettings last_settings = schedule.at(batches * epoch + batches - 1);
     EpochMetrics metrics{.epoch = epoch,
@@ -383,18 +393,20 @@ TrainSummary train(const TrainOptions& request,
     std::optional<Validation> validation;
     if (options.validate || final_epoch) {
       rank0([&] {
-        for (size_t i = 0; i < ema_state.size(); ++i) ema_state[i].value->copy_from(ema.values()[i]);
-        validation = validate_with_loss(
-            ema_model, val_split.dataset,
-            {.batch = std::max(1, options.batch / options.world_size * 2), .imgsz = imgsz,
-             .workers = options.workers},
-            loss_options);
+        for (size_t i = 0; i < ema_state.size(); ++i)
+          ema_state[i].value->copy_from(ema.values()[i]);
+        validation =
+            validate_with_loss(ema_model, val_split.dataset,
+                               {.batch = std::max(1, options.batch / options.world_size * 2),
+                                .imgsz = imgsz,
+                                .workers = options.workers},
+                               loss_options);
       });
       std::vector<double> shared(7, 0.0);
       if (validation) {
         const DetectionMetrics& m = validation->result.metrics;
-        shared = {m.mean_precision, m.mean_recall, m.map50, m.map50_95,
-                  validation->loss[0], validation->loss[1], validation->loss[2]};
+        shared = {m.mean_precision,    m.mean_recall,      m.map50, m.map50_95, validation->loss[0],
+                  validation->loss[1], validation->loss[2]};
       }
       from_rank0(comm, shared);
       metrics.precision = shared[0], metrics.recall = shared[1];
@@ -408,8 +420,7 @@ TrainSummary train(const TrainOptions& request,
       progress.best_fitness = metrics.fitness;
       progress.best_epoch = epoch;
     }
-    const bool stop_early =
-        options.patience > 0 && epoch - progress.best_epoch >= options.patience;
+    const bool stop_early = options.patience > 0 && epoch - progress.best_epoch >= options.patience;
     history.push_back(metrics);
     progress = {.epoch = epoch + 1,
                 .optimizer_steps = progress.optimizer_steps,
@@ -468,7 +479,8 @@ TrainSummary train(const TrainOptions& request,
   summary.optimizer_steps = progress.optimizer_steps;
   summary.best_fitness = progress.best_fitness;
   for (const EpochMetrics& m : history)
-    if (m.epoch == progress.best_epoch) summary.best_map50 = m.map50, summary.best_map50_95 = m.map50_95;
+    if (m.epoch == progress.best_epoch)
+      summary.best_map50 = m.map50, summary.best_map50_95 = m.map50_95;
   summary.seconds = seconds_since(start);
   fire(&TrainCallbacks::on_train_end,
        TrainEndInfo{options.run_dir, summary.epochs_run, summary.finished, summary.best_fitness});

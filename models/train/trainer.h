@@ -36,7 +36,7 @@ namespace bareyolo::models {
 struct TrainSummary {
   double best_fitness = 0, best_map50 = 0, best_map50_95 = 0;
   double last_map50 = 0, last_map50_95 = 0;
-  int epochs_run = 0;  // epochs completed in this call
+  int epochs_run = 0;           // epochs completed in this call
   int64_t optimizer_steps = 0;  // in the whole run (a resumed run counts the earlier ones)
   double seconds = 0;
   bool finished = false;  // false: --max-steps ended it with a resumable checkpoint
@@ -46,8 +46,7 @@ struct TrainSummary {
 
 // Trains this rank; progress lines go to `log` (rank 0 only). `group`: the data-parallel job
 // this process is a rank of (models/train/launch.h sets it up), or null for one process.
-TrainSummary train(const TrainOptions& options,
-                   const std::function<void(const std::string&)>& log,
+TrainSummary train(const TrainOptions& options, const std::function<void(const std::string&)>& log,
                    dist::ProcessGroup* group = nullptr);
 
 // Which state entries --freeze N freezes: those of model layers 0 .. N-1 (names starting

@@ -47,8 +47,8 @@ void Bottleneck::forward(std::span<const Tensor> inputs, Tensor& output, Mode mo
   if (add_input_) accumulate(inputs[0], output);
 }
 
-void Bottleneck::backward(std::span<const Tensor> inputs, const Tensor&,
-                          const Tensor& grad_output, std::span<Tensor> grad_inputs) {
+void Bottleneck::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
+                          std::span<Tensor> grad_inputs) {
   // With the shortcut, d out / d x has an identity term: the gradient passes straight through.
   if (add_input_) accumulate(grad_output, grad_inputs[0]);
   zeroed(grad_hidden_, hidden_.shape(), hidden_);
@@ -80,13 +80,13 @@ C3::C3(int c_in, int c_out, int repeats, bool shortcut, const BlockContext& cont
       cv2_(context.conv(c_in, hidden_channels_, 1)),
       cv3_(context.conv(2 * hidden_channels_, c_out, 1)) {
   for (int i = 0; i < repeats; ++i)
-    m_.push_back(std::make_unique<Bottleneck>(hidden_channels_, hidden_channels_, shortcut, 1.0,
-                                              context));
+    m_.push_back(
+        std::make_unique<Bottleneck>(hidden_channels_, hidden_channels_, shortcut, 1.0, context));
 }
 
 Shape4 C3::output_shape(std::span<const Shape4> inputs) const {
-  return cv3_->output_shape(std::array{with_channels(cv1_->output_shape(inputs),
-                                                     2 * hidden_channels_)});
+  return cv3_->output_shape(
+      std::array{with_channels(cv1_->output_shape(inputs), 2 * hidden_channels_)});
 }
 
 void C3::forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) {
@@ -152,8 +152,8 @@ SPPF::SPPF(int c_in, int c_out, int kernel, const BlockContext& context)
       cv2_(context.conv(4 * hidden_channels_, c_out, 1)) {}
 
 Shape4 SPPF::output_shape(std::span<const Shape4> inputs) const {
-  return cv2_->output_shape(std::array{with_channels(cv1_->output_shape(inputs),
-                                                     4 * hidden_channels_)});
+  return cv2_->output_shape(
+      std::array{with_channels(cv1_->output_shape(inputs), 4 * hidden_channels_)});
 }
 
 void SPPF::forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) {
@@ -180,9 +180,8 @@ void SPPF::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor&
     // Slice k+1's gradient is complete once the pools reading it are done: walk back.
     for (int64_t k = 3; k-- > 0;)
       ops::maxpool2d_backward<T>(cat_.channels(k * c, (k + 1) * c).view<T>(),
-                                 grad_cat_.channels((k + 1) * c, (k + 2) * c)
-                                     .view<T>(),
-                                 pool_, grad_cat_.channels(k * c, (k + 1) * c).view<T>());
+                                 grad_cat_.channels((k + 1) * c, (k + 2) * c).view<T>(), pool_,
+                                 grad_cat_.channels(k * c, (k + 1) * c).view<T>());
   });
   cv1_->backward(inputs, Tensor(), grad_cat_.channels(0, c), grad_inputs);
 }

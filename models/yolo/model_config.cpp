@@ -63,8 +63,8 @@ ModelRow parse_row(const YAML::Node& node, int index, const ModelConfig& config)
   ModelRow row;
   row.index = index;
   row.line = node.Mark().line + 1;
-  const std::string where = config.source + ", row " + std::to_string(index) + " (line " +
-                            std::to_string(row.line) + ")";
+  const std::string where =
+      config.source + ", row " + std::to_string(index) + " (line " + std::to_string(row.line) + ")";
   if (!node.IsSequence() || node.size() != 4)
     fail(where, "a row must be [from, number, module, args], got " + YAML::Dump(node));
   const YAML::Node& from = node[0];
@@ -86,8 +86,7 @@ ModelRow parse_row(const YAML::Node& node, int index, const ModelConfig& config)
 }  // namespace
 
 std::string ModelConfig::where(const ModelRow& row) const {
-  return source + ", row " + std::to_string(row.index) + " (line " + std::to_string(row.line) +
-         ")";
+  return source + ", row " + std::to_string(row.index) + " (line " + std::to_string(row.line) + ")";
 }
 
 ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source) {
@@ -115,8 +114,9 @@ ModelConfig parse_model_config(const std::string& yaml_text, const std::string& 
 
   const YAML::Node& anchors = root["anchors"];
   if (!anchors.IsSequence() || anchors.size() == 0)
-    fail(source, "anchors must be a list of levels, each [w0,h0, w1,h1, ...] in pixels "
-                 "(a number of anchors per level is not supported: it needs AutoAnchor)");
+    fail(source,
+         "anchors must be a list of levels, each [w0,h0, w1,h1, ...] in pixels "
+         "(a number of anchors per level is not supported: it needs AutoAnchor)");
   for (const auto& level : anchors) {
     std::vector<double> sizes;
     if (level.IsSequence())

@@ -18,12 +18,13 @@ void add_state(SafetensorsFile& file, const std::vector<StateEntry>& state,
   for (const StateEntry& e : state) {
     const Tensor& value = *e.value;
     if (value.dtype() == DType::f64)  // double models (gradient checks) still save float32
-      file.add_values<float>(prefix + e.name,
-                             [&] {
-                               std::vector<double> d = value.to_doubles();
-                               return std::vector<float>(d.begin(), d.end());
-                             }(),
-                             e.dims);
+      file.add_values<float>(
+          prefix + e.name,
+          [&] {
+            std::vector<double> d = value.to_doubles();
+            return std::vector<float>(d.begin(), d.end());
+          }(),
+          e.dims);
     else
       file.add_tensor(prefix + e.name, value, e.dims);
   }
@@ -39,11 +40,12 @@ void load_state(const SafetensorsFile& file, const std::vector<StateEntry>& stat
                                   "' (is it a checkpoint of this model and nc?)");
     const TensorRecord& record = file.record(name);
     if (record.shape != e.dims)
-      throw std::invalid_argument(source + ": '" + name + "' has shape " +
-                                  dims_text(record.shape) + ", the model expects " +
-                                  dims_text(e.dims) + " (a different model or nc?)");
+      throw std::invalid_argument(source + ": '" + name + "' has shape " + dims_text(record.shape) +
+                                  ", the model expects " + dims_text(e.dims) +
+                                  " (a different model or nc?)");
     Tensor t = file.tensor(name);
-    if (t.dtype() != e.value->dtype() && !(t.dtype() == DType::f32 && e.value->dtype() == DType::f64))
+    if (t.dtype() != e.value->dtype() &&
+        !(t.dtype() == DType::f32 && e.value->dtype() == DType::f64))
       throw std::invalid_argument(source + ": '" + name + "' holds " + record.dtype +
                                   ", the model expects " + dtype_name(e.value->dtype()));
     loaded.push_back(t);

@@ -17,8 +17,8 @@
 
 #include "engine/layers/batchnorm2d.h"
 #include "engine/layers/conv2d.h"
-#include "engine/tensor_factories.h"
 #include "engine/layers/upsample.h"
+#include "engine/tensor_factories.h"
 #include "models/yolo/blocks.h"
 
 namespace bareyolo::models {
@@ -50,9 +50,9 @@ int resolve_from(const ModelConfig& config, const ModelRow& row, int from) {
   int index = from < 0 ? row.index + from : from;
   if (row.index == 0 && from == -1) return Graph::kGraphInput;
   if (index < 0 || index >= row.index)
-    fail(config, row, "from index " + std::to_string(from) +
-                          " does not name an earlier row (this is row " +
-                          std::to_string(row.index) + ")");
+    fail(config, row,
+         "from index " + std::to_string(from) + " does not name an earlier row (this is row " +
+             std::to_string(row.index) + ")");
   return index;
 }
 
@@ -72,8 +72,7 @@ void DetectionModel::build(const ModelConfig& config, const ModelOptions& option
   na_ = static_cast<int>(config.anchors[0].size() / 2);
   const int outputs = na_ * (nc_ + 5);
   std::mt19937_64 rng(options.seed);
-  const BlockContext context{rng, {.eps = 1e-3, .momentum = 0.03}, options.device,
-                             options.dtype};
+  const BlockContext context{rng, {.eps = 1e-3, .momentum = 0.03}, options.device, options.dtype};
 
   std::vector<int> channels;  // output channels of each row
   std::vector<int> node_of_row;
@@ -112,16 +111,16 @@ void DetectionModel::build(const ModelConfig& config, const ModelOptions& option
       const bool auto_pad = row.args.size() < 4 || row.args[3].kind == ModelArg::Kind::none;
       if (int_arg(config, row, 4, 1) != 1 || int_arg(config, row, 5, 1) != 1)
         fail(config, row, "groups and dilation other than 1 are not supported");
-      node_of_row.push_back(graph_.add(
-          name, nodes,
-          std::make_unique<ConvBnSilu>(c1, c2, kernel, stride,
-                                       auto_pad ? -1 : int_arg(config, row, 3, 0), context.bn,
-                                       rng, options.device, options.dtype)));
+      node_of_row.push_back(
+          graph_.add(name, nodes,
+                     std::make_unique<ConvBnSilu>(c1, c2, kernel, stride,
+                                                  auto_pad ? -1 : int_arg(config, row, 3, 0),
+                                                  context.bn, rng, options.device, options.dtype)));
     } else if (row.module == "C3") {
       c2 = scaled_width();
       node_of_row.push_back(graph_.add(
-          name, nodes, std::make_unique<C3>(c1, c2, repeats, bool_arg(config, row, 1, true),
-                                            context)));
+          name, nodes,
+          std::make_unique<C3>(c1, c2, repeats, bool_arg(config, row, 1, true), context)));
     } else if (row.module == "SPPF") {
       c2 = scaled_width();
       node_of_row.push_back(graph_.add(
@@ -139,15 +138,18 @@ void DetectionModel::build(const ModelConfig& config, const ModelOptions& option
     } else if (row.module == "Detect") {
       if (&row != &config.rows.back()) fail(config, row, "Detect must be the last row");
       if (inputs.size() != config.anchors.size())
-        fail(config, row, std::to_string(inputs.size()) + " inputs but " +
-                              std::to_string(config.anchors.size()) + " anchor levels");
+        fail(config, row,
+             std::to_string(inputs.size()) + " inputs but " +
+                 std::to_string(config.anchors.size()) + " anchor levels");
       detect_name_ = name;
       for (size_t level = 0; level < inputs.size(); ++level)
-        detect_nodes_.push_back(graph_.add(
-            name + "m." + std::to_string(level) + ".", {nodes[level]},
-            std::make_unique<Conv2d>(Conv2dOptions{.c_in = input_channels(inputs[level]),
-                                                   .c_out = outputs, .kernel = 1, .bias = true},
-                                     rng, options.device, options.dtype)));
+        detect_nodes_.push_back(
+            graph_.add(name + "m." + std::to_string(level) + ".", {nodes[level]},
+                       std::make_unique<Conv2d>(Conv2dOptions{.c_in = input_channels(inputs[level]),
+                                                              .c_out = outputs,
+                                                              .kernel = 1,
+                                                              .bias = true},
+                                                rng, options.device, options.dtype)));
       node_of_row.push_back(detect_nodes_.front());
       c2 = outputs;
     } else {
@@ -176,8 +178,8 @@ void DetectionModel::build(const ModelConfig& config, const ModelOptions& option
   for (size_t level = 0; level < levels; ++level)
     for (double v : config.anchors[flip ? levels - 1 - level : level])
       grid_anchors.push_back(v / strides_[level]);
-  anchors_ = make_tensor(grid_anchors, {1, 1, 1, int64_t(grid_anchors.size())}, Device::cpu(),
-                         DType::f64);
+  anchors_ =
+      make_tensor(grid_anchors, {1, 1, 1, int64_t(grid_anchors.size())}, Device::cpu(), DType::f64);
 }
 
 void DetectionModel::initialise_like_yolov5() {
@@ -206,8 +208,7 @@ void DetectionModel::initialise_like_yolov5() {
       }
     }
     for (double& v : values) v = round_to_half(static_cast<float>(v));  // train.py's half()
-    e.value->copy_from(make_tensor(values, e.value->shape(), e.value->device(),
-                                   e.value->dtype()));
+    e.value->copy_from(make_tensor(values, e.value->shape(), e.value->device(), e.value->dtype()));
   }
   for (const StateEntry& e : entries)
     if (e.value->dtype() == DType::i64) e.value->view<int64_t>().data[0] = 1;  // the probe
@@ -242,8 +243,8 @@ std::vector<StateEntry> DetectionModel::state() {
   auto first_detect = std::find_if(entries.begin(), entries.end(), [&](const StateEntry& e) {
     return e.name.rfind(detect_name_, 0) == 0;
   });
-  entries.insert(first_detect, StateEntry{detect_name_ + "anchors", &anchors_, nullptr,
-                                          {num_levels(), na_, 2}});
+  entries.insert(first_detect,
+                 StateEntry{detect_name_ + "anchors", &anchors_, nullptr, {num_levels(), na_, 2}});
   return entries;
 }
 

@@ -28,8 +28,8 @@ class Communicator;
 namespace bareyolo::models {
 
 struct ModelOptions {
-  int nc = 0;          // number of classes; 0 keeps the yaml's nc
-  uint64_t seed = 0;   // weight initialisation
+  int nc = 0;         // number of classes; 0 keeps the yaml's nc
+  uint64_t seed = 0;  // weight initialisation
   Device device = Device::cpu();
   DType dtype = DType::f32;
 };

@@ -64,7 +64,7 @@ TEST_CASE("cuda batch upload: the next batch gets the buffer only after the copy
           << !batch.images.get_deleter().last_read.complete());
   batch = data::Batch{};  // the buffer returns to the pool, its copy (likely) still queued
   data::HostBuffer next = data::allocate_host_buffer(floats);
-  REQUIRE(next.get() == address);  // the same buffer, reused
+  REQUIRE(next.get() == address);                     // the same buffer, reused
   std::fill(next.get(), next.get() + floats, -1.0f);  // the next batch's loader writes it
   CHECK(images.to_vector<float>() == expected);
 }

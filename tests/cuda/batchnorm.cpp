@@ -51,44 +51,43 @@ TEST_CASE("cuda batchnorm phases equal the cpu (moments, apply, backward reduce 
     Tensor sums = channel_values(rng, c, -5, 5), sums_xhat = channel_values(rng, c, -5, 5);
     const Shape4 per_channel{1, c, 1, 1};
 
-    compare_cuda_with_cpu({x}, {Tensor::empty(per_channel)},
-                          [](auto& in, auto& out) {
-                            Tensor m2 = Tensor::empty(out[0].shape(), out[0].device());
-                            ops::batchnorm_moments<float>(in[0].template view<float>(),
-                                                          data(out[0]), data(m2));
-                          },
-                          "moments: mean", true, kRtol, kAtol);
-    compare_cuda_with_cpu({x}, {Tensor::empty(per_channel)},
-                          [](auto& in, auto& out) {
-                            Tensor mean_out = Tensor::empty(out[0].shape(), out[0].device());
-                            ops::batchnorm_moments<float>(in[0].template view<float>(),
-                                                          data(mean_out), data(out[0]));
-                          },
-                          "moments: M2", true, kRtol, sum_tolerance(s));
-    compare_cuda_with_cpu({x, mean, invstd, gamma, beta}, {Tensor::empty(s)},
-                          [](auto& in, auto& out) {
-                            ops::batchnorm_apply<float>(in[0].template view<float>(), data(in[1]),
-                                                        data(in[2]), data(in[3]), data(in[4]),
-                                                        out[0].template view<float>());
-                          },
-                          "apply", true, kRtol, kAtol);
-    compare_cuda_with_cpu({x, dy, mean, invstd},
-                          {Tensor::empty(per_channel), Tensor::empty(per_channel)},
-                          [](auto& in, auto& out) {
-                            ops::batchnorm_backward_reduce<float>(
-                                in[0].template view<float>(), in[1].template view<float>(),
-                                data(in[2]), data(in[3]), data(out[0]), data(out[1]));
-                          },
-                          "backward reduce", true, kRtol, sum_tolerance(s));
-    compare_cuda_with_cpu({x, dy, mean, invstd, gamma, sums, sums_xhat},
-                          {random_tensor(rng, s)},
-                          [count](auto& in, auto& out) {
-                            ops::batchnorm_backward_apply<float>(
-                                in[0].template view<float>(), in[1].template view<float>(),
-                                data(in[2]), data(in[3]), data(in[4]), data(in[5]), data(in[6]),
-                                count, out[0].template view<float>());
-                          },
-                          "backward apply", false, kRtol, kAtol);
+    compare_cuda_with_cpu(
+        {x}, {Tensor::empty(per_channel)},
+        [](auto& in, auto& out) {
+          Tensor m2 = Tensor::empty(out[0].shape(), out[0].device());
+          ops::batchnorm_moments<float>(in[0].template view<float>(), data(out[0]), data(m2));
+        },
+        "moments: mean", true, kRtol, kAtol);
+    compare_cuda_with_cpu(
+        {x}, {Tensor::empty(per_channel)},
+        [](auto& in, auto& out) {
+          Tensor mean_out = Tensor::empty(out[0].shape(), out[0].device());
+          ops::batchnorm_moments<float>(in[0].template view<float>(), data(mean_out), data(out[0]));
+        },
+        "moments: M2", true, kRtol, sum_tolerance(s));
+    compare_cuda_with_cpu(
+        {x, mean, invstd, gamma, beta}, {Tensor::empty(s)},
+        [](auto& in, auto& out) {
+          ops::batchnorm_apply<float>(in[0].template view<float>(), data(in[1]), data(in[2]),
+                                      data(in[3]), data(in[4]), out[0].template view<float>());
+        },
+        "apply", true, kRtol, kAtol);
+    compare_cuda_with_cpu(
+        {x, dy, mean, invstd}, {Tensor::empty(per_channel), Tensor::empty(per_channel)},
+        [](auto& in, auto& out) {
+          ops::batchnorm_backward_reduce<float>(in[0].template view<float>(),
+                                                in[1].template view<float>(), data(in[2]),
+                                                data(in[3]), data(out[0]), data(out[1]));
+        },
+        "backward reduce", true, kRtol, sum_tolerance(s));
+    compare_cuda_with_cpu(
+        {x, dy, mean, invstd, gamma, sums, sums_xhat}, {random_tensor(rng, s)},
+        [count](auto& in, auto& out) {
+          ops::batchnorm_backward_apply<float>(
+              in[0].template view<float>(), in[1].template view<float>(), data(in[2]), data(in[3]),
+              data(in[4]), data(in[5]), data(in[6]), count, out[0].template view<float>());
+        },
+        "backward apply", false, kRtol, kAtol);
   }
 }
 
@@ -111,10 +110,9 @@ TEST_CASE("cuda batchnorm training forward and backward equal the cpu") {
         {random_tensor(rng, s), running_mean, running_var, random_tensor(rng, per_channel),
          random_tensor(rng, per_channel)},
         [&](auto& in, auto& out) {
-          ops::batchnorm_forward_train<float>(in[0].template view<float>(), data(in[1]),
-                                              data(in[2]), params, data(out[1]), data(out[2]),
-                                              data(out[3]), data(out[4]),
-                                              out[0].template view<float>());
+          ops::batchnorm_forward_train<float>(
+              in[0].template view<float>(), data(in[1]), data(in[2]), params, data(out[1]),
+              data(out[2]), data(out[3]), data(out[4]), out[0].template view<float>());
         },
         "forward train", false, kRtol, kAtol);
 
@@ -128,26 +126,26 @@ TEST_CASE("cuda batchnorm training forward and backward equal the cpu") {
                                           y.view<float>());
     }
     // dx, dgamma, dbeta start random and are accumulated into.
-    compare_cuda_with_cpu({x, dy, gamma, save_mean, save_invstd}, {random_tensor(rng, s)},
-                          [](auto& in, auto& out) {
-                            Tensor dgamma = Tensor::zeros(in[2].shape(), in[2].device());
-                            Tensor dbeta = Tensor::zeros(in[2].shape(), in[2].device());
-                            ops::batchnorm_backward_train<float>(
-                                in[0].template view<float>(), in[1].template view<float>(),
-                                data(in[2]), data(in[3]), data(in[4]),
-                                out[0].template view<float>(), data(dgamma), data(dbeta));
-                          },
-                          "backward train: dx", false, kRtol, kAtol);
-    compare_cuda_with_cpu({x, dy, gamma, save_mean, save_invstd},
-                          {random_tensor(rng, per_channel), random_tensor(rng, per_channel)},
-                          [](auto& in, auto& out) {
-                            Tensor dx = Tensor::zeros(in[0].shape(), in[0].device());
-                            ops::batchnorm_backward_train<float>(
-                                in[0].template view<float>(), in[1].template view<float>(),
-                                data(in[2]), data(in[3]), data(in[4]), dx.template view<float>(),
-                                data(out[0]), data(out[1]));
-                          },
-                          "backward train: dgamma, dbeta", false, kRtol, sum_tolerance(s));
+    compare_cuda_with_cpu(
+        {x, dy, gamma, save_mean, save_invstd}, {random_tensor(rng, s)},
+        [](auto& in, auto& out) {
+          Tensor dgamma = Tensor::zeros(in[2].shape(), in[2].device());
+          Tensor dbeta = Tensor::zeros(in[2].shape(), in[2].device());
+          ops::batchnorm_backward_train<float>(
+              in[0].template view<float>(), in[1].template view<float>(), data(in[2]), data(in[3]),
+              data(in[4]), out[0].template view<float>(), data(dgamma), data(dbeta));
+        },
+        "backward train: dx", false, kRtol, kAtol);
+    compare_cuda_with_cpu(
+        {x, dy, gamma, save_mean, save_invstd},
+        {random_tensor(rng, per_channel), random_tensor(rng, per_channel)},
+        [](auto& in, auto& out) {
+          Tensor dx = Tensor::zeros(in[0].shape(), in[0].device());
+          ops::batchnorm_backward_train<float>(
+              in[0].template view<float>(), in[1].template view<float>(), data(in[2]), data(in[3]),
+              data(in[4]), dx.template view<float>(), data(out[0]), data(out[1]));
+        },
+        "backward train: dgamma, dbeta", false, kRtol, sum_tolerance(s));
   }
 }
 
@@ -162,33 +160,34 @@ TEST_CASE("cuda batchnorm evaluation forward and backward equal the cpu") {
     Tensor gamma = channel_values(rng, c, 0.5, 1.5), beta = channel_values(rng, c, -1, 1);
     Tensor running_mean = channel_values(rng, c, -0.5, 0.5);
     Tensor running_var = channel_values(rng, c, 0.5, 2);
-    compare_cuda_with_cpu({x, gamma, beta, running_mean, running_var}, {Tensor::empty(s)},
-                          [&](auto& in, auto& out) {
-                            ops::batchnorm_forward_eval<float>(
-                                in[0].template view<float>(), data(in[1]), data(in[2]),
-                                data(in[3]), data(in[4]), params, out[0].template view<float>());
-                          },
-                          "forward eval", true, kRtol, kAtol);
-    compare_cuda_with_cpu({x, dy, gamma, running_mean, running_var}, {random_tensor(rng, s)},
-                          [&](auto& in, auto& out) {
-                            Tensor dgamma = Tensor::zeros(in[2].shape(), in[2].device());
-                            Tensor dbeta = Tensor::zeros(in[2].shape(), in[2].device());
-                            ops::batchnorm_backward_eval<float>(
-                                in[0].template view<float>(), in[1].template view<float>(),
-                                data(in[2]), data(in[3]), data(in[4]), params,
-                                out[0].template view<float>(), data(dgamma), data(dbeta));
-                          },
-                          "backward eval: dx", false, kRtol, kAtol);
-    compare_cuda_with_cpu({x, dy, gamma, running_mean, running_var},
-                          {random_tensor(rng, per_channel), random_tensor(rng, per_channel)},
-                          [&](auto& in, auto& out) {
-                            Tensor dx = Tensor::zeros(in[0].shape(), in[0].device());
-                            ops::batchnorm_backward_eval<float>(
-                                in[0].template view<float>(), in[1].template view<float>(),
-                                data(in[2]), data(in[3]), data(in[4]), params,
-                                dx.template view<float>(), data(out[0]), data(out[1]));
-                          },
-                          "backward eval: dgamma, dbeta", false, kRtol, sum_tolerance(s));
+    compare_cuda_with_cpu(
+        {x, gamma, beta, running_mean, running_var}, {Tensor::empty(s)},
+        [&](auto& in, auto& out) {
+          ops::batchnorm_forward_eval<float>(in[0].template view<float>(), data(in[1]), data(in[2]),
+                                             data(in[3]), data(in[4]), params,
+                                             out[0].template view<float>());
+        },
+        "forward eval", true, kRtol, kAtol);
+    compare_cuda_with_cpu(
+        {x, dy, gamma, running_mean, running_var}, {random_tensor(rng, s)},
+        [&](auto& in, auto& out) {
+          Tensor dgamma = Tensor::zeros(in[2].shape(), in[2].device());
+          Tensor dbeta = Tensor::zeros(in[2].shape(), in[2].device());
+          ops::batchnorm_backward_eval<float>(
+              in[0].template view<float>(), in[1].template view<float>(), data(in[2]), data(in[3]),
+              data(in[4]), params, out[0].template view<float>(), data(dgamma), data(dbeta));
+        },
+        "backward eval: dx", false, kRtol, kAtol);
+    compare_cuda_with_cpu(
+        {x, dy, gamma, running_mean, running_var},
+        {random_tensor(rng, per_channel), random_tensor(rng, per_channel)},
+        [&](auto& in, auto& out) {
+          Tensor dx = Tensor::zeros(in[0].shape(), in[0].device());
+          ops::batchnorm_backward_eval<float>(
+              in[0].template view<float>(), in[1].template view<float>(), data(in[2]), data(in[3]),
+              data(in[4]), params, dx.template view<float>(), data(out[0]), data(out[1]));
+        },
+        "backward eval: dgamma, dbeta", false, kRtol, sum_tolerance(s));
   }
 }
 
@@ -201,23 +200,21 @@ TEST_CASE("cuda fused batchnorm + silu equals the cpu's apply then silu") {
     Tensor mean = channel_values(rng, c, -0.5, 0.5), invstd = channel_values(rng, c, 0.5, 2);
     Tensor gamma = channel_values(rng, c, 0.5, 1.5), beta = channel_values(rng, c, -1, 1);
     // Outputs: the pre-activation (kept for SiLU's backward) and the activation.
-    compare_cuda_with_cpu({x, mean, invstd, gamma, beta}, {Tensor::empty(s), Tensor::empty(s)},
-                          [](auto& in, auto& out) {
-                            View<const float> xv = in[0].template view<float>();
-                            if (in[0].device().is_cuda()) {
-                              cuda::batchnorm_silu_apply(xv, data(in[1]), data(in[2]),
-                                                         data(in[3]), data(in[4]),
-                                                         out[0].template view<float>(),
-                                                         out[1].template view<float>());
-                            } else {
-                              ops::batchnorm_apply<float>(xv, data(in[1]), data(in[2]),
-                                                          data(in[3]), data(in[4]),
-                                                          out[0].template view<float>());
-                              ops::silu_forward<float>(out[0].template view<float>(),
-                                                       out[1].template view<float>());
-                            }
-                          },
-                          "batchnorm + silu", true, kRtol, kAtol);
+    compare_cuda_with_cpu(
+        {x, mean, invstd, gamma, beta}, {Tensor::empty(s), Tensor::empty(s)},
+        [](auto& in, auto& out) {
+          View<const float> xv = in[0].template view<float>();
+          if (in[0].device().is_cuda()) {
+            cuda::batchnorm_silu_apply(xv, data(in[1]), data(in[2]), data(in[3]), data(in[4]),
+                                       out[0].template view<float>(),
+                                       out[1].template view<float>());
+          } else {
+            ops::batchnorm_apply<float>(xv, data(in[1]), data(in[2]), data(in[3]), data(in[4]),
+                                        out[0].template view<float>());
+            ops::silu_forward<float>(out[0].template view<float>(), out[1].template view<float>());
+          }
+        },
+        "batchnorm + silu", true, kRtol, kAtol);
   }
 }
 
@@ -228,18 +225,19 @@ TEST_CASE("cuda batchnorm on channel slices equals the cpu") {
   const Shape4 per_channel{1, 8, 1, 1};
   Tensor x = random_tensor(rng, parent, -2, 3), dy = random_tensor(rng, parent, -1, 1);
   Tensor gamma = channel_values(rng, 8, 0.5, 1.5), beta = channel_values(rng, 8, -1, 1);
-  Tensor save_mean = channel_values(rng, 8, -0.5, 0.5), save_invstd = channel_values(rng, 8, 0.5, 2);
+  Tensor save_mean = channel_values(rng, 8, -0.5, 0.5),
+         save_invstd = channel_values(rng, 8, 0.5, 2);
   compare_cuda_with_cpu(
-      {x, gamma, beta}, {random_tensor(rng, parent), Tensor::zeros(per_channel),
-                         Tensor::zeros(per_channel) /* running stats */},
+      {x, gamma, beta},
+      {random_tensor(rng, parent), Tensor::zeros(per_channel),
+       Tensor::zeros(per_channel) /* running stats */},
       [&](auto& in, auto& out) {
         Tensor y = out[0].channels(16, 24);
         Tensor mean = Tensor::empty(per_channel, in[0].device());
         Tensor invstd = Tensor::empty(per_channel, in[0].device());
-        ops::batchnorm_forward_train<float>(in[0].channels(4, 12).template view<float>(),
-                                            data(in[1]), data(in[2]), params, data(out[1]),
-                                            data(out[2]), data(mean), data(invstd),
-                                            y.template view<float>());
+        ops::batchnorm_forward_train<float>(
+            in[0].channels(4, 12).template view<float>(), data(in[1]), data(in[2]), params,
+            data(out[1]), data(out[2]), data(mean), data(invstd), y.template view<float>());
       },
       "forward train on slices", false, kRtol, kAtol);
   compare_cuda_with_cpu(
@@ -251,8 +249,7 @@ TEST_CASE("cuda batchnorm on channel slices equals the cpu") {
         ops::batchnorm_backward_train<float>(in[0].channels(4, 12).template view<float>(),
                                              in[1].channels(16, 24).template view<float>(),
                                              data(in[2]), data(in[3]), data(in[4]),
-                                             dx.template view<float>(), data(dgamma),
-                                             data(dbeta));
+                                             dx.template view<float>(), data(dgamma), data(dbeta));
       },
       "backward train on slices", false, kRtol, kAtol);
 }
@@ -267,12 +264,12 @@ TEST_CASE("cuda batchnorm moments stay accurate when the mean dwarfs the spread"
   for (float& v : values) v += 1000.0f;
   Tensor x = Tensor::from_vector(values, s);
   const Shape4 per_channel{1, 4, 1, 1};
-  compare_cuda_with_cpu({x}, {Tensor::empty(per_channel), Tensor::empty(per_channel)},
-                        [](auto& in, auto& out) {
-                          ops::batchnorm_moments<float>(in[0].template view<float>(),
-                                                        data(out[0]), data(out[1]));
-                        },
-                        "moments of a large-mean batch", true, 1e-3, 0.0);
+  compare_cuda_with_cpu(
+      {x}, {Tensor::empty(per_channel), Tensor::empty(per_channel)},
+      [](auto& in, auto& out) {
+        ops::batchnorm_moments<float>(in[0].template view<float>(), data(out[0]), data(out[1]));
+      },
+      "moments of a large-mean batch", true, 1e-3, 0.0);
 }
 
 TEST_CASE("cuda ConvBnSilu with the fused BN + SiLU equals the cpu layer") {
@@ -290,8 +287,8 @@ TEST_CASE("cuda ConvBnSilu with the fused BN + SiLU equals the cpu layer") {
       for (int d = 0; d < 2; ++d) {
         const Device device = d == 0 ? Device::cpu() : Device::cuda(0);
         std::mt19937_64 init(7);  // the same weights on both devices
-        blocks[d] = std::make_unique<ConvBnSilu>(5, 6, 3, 2, -1, ops::BatchNormParams{.eps = 1e-3, .momentum = 0.03}, init,
-                                                 device);
+        blocks[d] = std::make_unique<ConvBnSilu>(
+            5, 6, 3, 2, -1, ops::BatchNormParams{.eps = 1e-3, .momentum = 0.03}, init, device);
         if (synced)
           blocks[d]->for_each_child([&](Module& child) {
             if (auto* bn = dynamic_cast<BatchNorm2d*>(&child)) bn->set_sync(one_rank.get());
@@ -330,8 +327,8 @@ TEST_CASE("cuda ConvBnSilu with the fused BN + SiLU equals the cpu layer") {
           CHECK(states[1][i].value->to_vector<int64_t>() ==
                 states[0][i].value->to_vector<int64_t>());
         if (states[0][i].grad)  // sums over 3 x 6 x 5 values per channel (conv: more)
-          check_close(states[1][i].grad->to_vector<float>(),
-                      states[0][i].grad->to_vector<float>(), kRtol, 1e-4, "state gradient");
+          check_close(states[1][i].grad->to_vector<float>(), states[0][i].grad->to_vector<float>(),
+                      kRtol, 1e-4, "state gradient");
       }
     }
 }

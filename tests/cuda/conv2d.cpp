@@ -9,8 +9,8 @@
 // A wrong index or a missed element errs by O(1) (or is NaN), far outside that.
 #include <string>
 
-#include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/runtime/allocator.h"
 #include "kernels/ops.h"
 #include "tests/cuda/cuda_testing.h"
 
@@ -38,7 +38,9 @@ const ConvCase kCases[] = {
     {"3x3 stride 2 on 1 image", {1, 8, 9, 9}, 16, 3, 2, 1, false},
 };
 
-const char* path_name(cuda::ConvPath path) { return path == cuda::ConvPath::gemm ? "gemm" : "cudnn"; }
+const char* path_name(cuda::ConvPath path) {
+  return path == cuda::ConvPath::gemm ? "gemm" : "cudnn";
+}
 
 Tensor uniform(Rng& rng, Shape4 shape) { return random_tensor(rng, shape, -1.0, 1.0); }
 
@@ -66,9 +68,8 @@ void check_case(const ConvCase& c, cuda::ConvPath path, Rng& rng) {
   compare_cuda_with_cpu(
       {dy, w}, {uniform(rng, c.x)},
       [&](auto& in, auto& out) {
-        ops::conv2d_backward_data<float>(in[0].template view<float>(),
-                                         in[1].template view<float>(), p,
-                                         out[0].template view<float>());
+        ops::conv2d_backward_data<float>(in[0].template view<float>(), in[1].template view<float>(),
+                                         p, out[0].template view<float>());
       },
       (label + "backward data").c_str(), false, kConvRtol,
       kConvAtolPerTerm * double(c.c_out * c.kernel * c.kernel));
@@ -77,10 +78,9 @@ void check_case(const ConvCase& c, cuda::ConvPath path, Rng& rng) {
   compare_cuda_with_cpu(
       {x, dy}, {uniform(rng, w_shape), uniform(rng, {1, c.c_out, 1, 1})},
       [&](auto& in, auto& out) {
-        ops::conv2d_backward_weight<float>(in[0].template view<float>(),
-                                           in[1].template view<float>(), p,
-                                           out[0].template view<float>(),
-                                           c.bias ? out[1].template view<float>().data : nullptr);
+        ops::conv2d_backward_weight<float>(
+            in[0].template view<float>(), in[1].template view<float>(), p,
+            out[0].template view<float>(), c.bias ? out[1].template view<float>().data : nullptr);
       },
       (label + "backward weight and bias").c_str(), false, kConvRtol,
       kConvAtolPerTerm * double(per_weight));

@@ -23,9 +23,8 @@ constexpr double kFloatRtol = 1e-5, kFloatAtol = 1e-6;
 // values, or add in the CPU's order, are held to rtol = atol = 0 (bit for bit).
 inline void compare_cuda_with_cpu(
     const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-    const std::function<void(std::vector<Tensor>&, std::vector<Tensor>&)>& op,
-    const char* what, bool poison_outputs = true, double rtol = kFloatRtol,
-    double atol = kFloatAtol) {
+    const std::function<void(std::vector<Tensor>&, std::vector<Tensor>&)>& op, const char* what,
+    bool poison_outputs = true, double rtol = kFloatRtol, double atol = kFloatAtol) {
   std::vector<Tensor> cpu_in, cpu_out, gpu_in, gpu_out;
   for (const Tensor& t : inputs) {
     cpu_in.push_back(t.to(Device::cpu()));

@@ -2,8 +2,8 @@
 // against models::decode_predictions (the CPU reference) on random logits, for a three-level
 // model, rows poisoned first. Tolerance: float32, kFloatRtol / kFloatAtol (the GPU's expf is
 // within 2 ulps of the CPU's).
-#include "models/eval/detect_cuda.h"
 #include "models/eval/decode.h"
+#include "models/eval/detect_cuda.h"
 #include "models/yolo/model_config.h"
 #include "tests/cuda/cuda_testing.h"
 
@@ -30,7 +30,8 @@ head:
 }  // namespace
 
 TEST_CASE("cuda detect decode equals the cpu decode") {
-  models::DetectionModel model(models::parse_model_config(kThreeLevelModel, "three-level test model"));
+  models::DetectionModel model(
+      models::parse_model_config(kThreeLevelModel, "three-level test model"));
   const int na = model.num_anchors(), no = model.outputs_per_anchor();
   Rng rng(91);
   const int64_t images = 2;

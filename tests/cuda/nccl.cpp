@@ -1,17 +1,17 @@
 // tests/cuda/nccl.cpp — the NCCL communicator on one GPU: the communicator contract suite
-// (tests/support/communicator_contract.h) at world size 1 with a real NCCL communicator, f32/f64/i64,
-// sizes 0, 1, 7 and 1M+3, device buffers; the stream ordering (a collective sees the kernel
-// before it, a kernel after wait() sees the collective's result); the errors for host buffers
-// and bad arguments; and the timeout: a world of 2 where the second rank never comes must end
-// with an error naming what it waited for, not hang.
+// (tests/support/communicator_contract.h) at world size 1 with a real NCCL communicator,
+// f32/f64/i64, sizes 0, 1, 7 and 1M+3, device buffers; the stream ordering (a collective sees the
+// kernel before it, a kernel after wait() sees the collective's result); the errors for host
+// buffers and bad arguments; and the timeout: a world of 2 where the second rank never comes must
+// end with an error naming what it waited for, not hang.
 #include <chrono>
 #include <string>
 
 #include "engine/distributed/comm/nccl_communicator.h"
 #include "engine/distributed/comm/store.h"
 #include "kernels/ops.h"
-#include "tests/support/communicator_contract.h"
 #include "tests/cuda/cuda_testing.h"
+#include "tests/support/communicator_contract.h"
 
 using namespace bareyolo;
 using namespace bareyolo::dist;

@@ -13,9 +13,9 @@
 #include <algorithm>
 
 #include "models/eval/detect_cuda.h"
-#include "models/yolo/model_config.h"
 #include "models/eval/nms.h"
 #include "models/eval/validate.h"
+#include "models/yolo/model_config.h"
 #include "tests/cuda/cuda_testing.h"
 
 using namespace bareyolo;
@@ -31,8 +31,8 @@ std::vector<models::BoxXYXY> random_boxes(Rng& rng, int64_t count) {
     const float cx = float(100 * std::floor(r[0] * 10) + 20 * r[1]);
     const float cy = float(50 + 20 * r[2]), w = float(10 + 50 * r[3]), h = float(10 + 50 * r[4]);
     boxes.push_back({cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2});
-    if (r[5] < 0.05) boxes.push_back(boxes.back());              // an exact duplicate
-    if (r[5] > 0.97) boxes.push_back({cx, cy, cx, cy});           // an empty box
+    if (r[5] < 0.05) boxes.push_back(boxes.back());      // an exact duplicate
+    if (r[5] > 0.97) boxes.push_back({cx, cy, cx, cy});  // an empty box
   }
   return boxes;
 }
@@ -44,8 +44,8 @@ TEST_CASE("cuda greedy nms keeps exactly the boxes the cpu keeps") {
     const std::vector<models::BoxXYXY> boxes = random_boxes(rng, count);
     std::vector<float> corners;
     for (const models::BoxXYXY& b : boxes) corners.insert(corners.end(), {b.x1, b.y1, b.x2, b.y2});
-    const Tensor on_gpu = Tensor::from_vector(corners, {1, 1, 1, int64_t(corners.size())},
-                                              Device::cuda(0));
+    const Tensor on_gpu =
+        Tensor::from_vector(corners, {1, 1, 1, int64_t(corners.size())}, Device::cuda(0));
     for (float threshold : {0.0f, 0.3f, 0.45f, 0.7f, 1.0f})
       for (int64_t max_keep : {int64_t(1), int64_t(7), int64_t(300), int64_t(1) << 40}) {
         INFO(boxes.size() << " boxes, threshold " << threshold << ", max_keep " << max_keep);
@@ -131,7 +131,8 @@ backbone:
   - [-1, 1, Conv, [8, 3, 2]]
 head:
   - [[0, 1], 1, Detect, [nc, anchors]]
-)", "two-level test model"));
+)",
+                                                          "two-level test model"));
   const int na = model.num_anchors(), no = model.outputs_per_anchor();
   Rng rng(103);
   const int64_t images = 2;

@@ -18,14 +18,13 @@ TEST_CASE("cuda sgd step equals the cpu") {
     for (int64_t count : kSizes) {
       const Shape4 s{1, 1, 1, count};
       ops::SgdParams p{0.01, 0.937, 5e-4, nesterov};
-      compare_cuda_with_cpu({random_tensor(rng, s)},
-                            {random_tensor(rng, s), random_tensor(rng, s)},
-                            [p](auto& in, auto& out) {
-                              ops::sgd_step<float>(out[0].template view<float>(),
-                                                   in[0].template view<float>(),
-                                                   out[1].template view<float>(), p);
-                            },
-                            "sgd step (param, velocity)", false);
+      compare_cuda_with_cpu(
+          {random_tensor(rng, s)}, {random_tensor(rng, s), random_tensor(rng, s)},
+          [p](auto& in, auto& out) {
+            ops::sgd_step<float>(out[0].template view<float>(), in[0].template view<float>(),
+                                 out[1].template view<float>(), p);
+          },
+          "sgd step (param, velocity)", false);
     }
 }
 
@@ -33,17 +32,17 @@ TEST_CASE("cuda ema update and scale equal the cpu") {
   Rng rng(82);
   for (int64_t count : kSizes) {
     const Shape4 s{1, 1, 1, count};
-    compare_cuda_with_cpu({random_tensor(rng, s)}, {random_tensor(rng, s)},
-                          [](auto& in, auto& out) {
-                            ops::ema_update<float>(out[0].template view<float>(),
-                                                   in[0].template view<float>(), 0.9999);
-                          },
-                          "ema update", false);
-    compare_cuda_with_cpu({}, {random_tensor(rng, s)},
-                          [](auto&, auto& out) {
-                            ops::scale_inplace<float>(out[0].template view<float>(), 0.37);
-                          },
-                          "scale", false);
+    compare_cuda_with_cpu(
+        {random_tensor(rng, s)}, {random_tensor(rng, s)},
+        [](auto& in, auto& out) {
+          ops::ema_update<float>(out[0].template view<float>(), in[0].template view<float>(),
+                                 0.9999);
+        },
+        "ema update", false);
+    compare_cuda_with_cpu(
+        {}, {random_tensor(rng, s)},
+        [](auto&, auto& out) { ops::scale_inplace<float>(out[0].template view<float>(), 0.37); },
+        "scale", false);
   }
 }
 

@@ -27,8 +27,8 @@ Shape4 pooled(Shape4 x, ops::Pool2dParams p) {
           ops::conv_out_size(x.w, p.kernel, p.stride, p.pad)};
 }
 
-const ops::Pool2dParams kPools[] = {{5, 1, 2}, {3, 1, 1}, {13, 1, 6}, {3, 2, 1}, {2, 2, 0},
-                                    {5, 2, 2}};
+const ops::Pool2dParams kPools[] = {{5, 1, 2}, {3, 1, 1}, {13, 1, 6},
+                                    {3, 2, 1}, {2, 2, 0}, {5, 2, 2}};
 const Shape4 kShapes[] = {{1, 1, 1, 1}, {2, 3, 20, 20}, {2, 2, 45, 70}, {1, 2, 33, 31}};
 
 }  // namespace
@@ -43,20 +43,22 @@ TEST_CASE("cuda maxpool forward and backward equal the cpu, dense views") {
         Tensor x = ties ? tied_tensor(rng, s) : random_tensor(rng, s);
         INFO("kernel " << p.kernel << " stride " << p.stride << " pad " << p.pad << " shape "
                        << s.str() << (ties ? " with ties" : ""));
-        compare_cuda_with_cpu({x}, {Tensor::empty(out)},
-                              [p](auto& in, auto& o) {
-                                ops::maxpool2d_forward<float>(in[0].template view<float>(), p,
-                                                              o[0].template view<float>());
-                              },
-                              "maxpool forward", true, kExact, kExact);
+        compare_cuda_with_cpu(
+            {x}, {Tensor::empty(out)},
+            [p](auto& in, auto& o) {
+              ops::maxpool2d_forward<float>(in[0].template view<float>(), p,
+                                            o[0].template view<float>());
+            },
+            "maxpool forward", true, kExact, kExact);
         // dx starts random: the backward must add into it, so it is not poisoned.
-        compare_cuda_with_cpu({x, random_tensor(rng, out)}, {random_tensor(rng, s)},
-                              [p](auto& in, auto& o) {
-                                ops::maxpool2d_backward<float>(in[0].template view<float>(),
-                                                               in[1].template view<float>(), p,
-                                                               o[0].template view<float>());
-                              },
-                              "maxpool backward", false, kExact, kExact);
+        compare_cuda_with_cpu(
+            {x, random_tensor(rng, out)}, {random_tensor(rng, s)},
+            [p](auto& in, auto& o) {
+              ops::maxpool2d_backward<float>(in[0].template view<float>(),
+                                             in[1].template view<float>(), p,
+                                             o[0].template view<float>());
+            },
+            "maxpool backward", false, kExact, kExact);
       }
     }
 }
@@ -66,26 +68,25 @@ TEST_CASE("cuda maxpool on channel slices (strided batches) equals the cpu") {
   const Shape4 parent{3, 8, 37, 29};
   for (ops::Pool2dParams p : {ops::Pool2dParams{5, 1, 2}, ops::Pool2dParams{3, 2, 1}}) {
     const Shape4 out_parent = pooled(parent, p);
-    compare_cuda_with_cpu({random_tensor(rng, parent)}, {Tensor::empty(out_parent)},
-                          [p](auto& in, auto& o) {
-                            Tensor y = o[0].channels(4, 7);
-                            ops::maxpool2d_forward<float>(
-                                in[0].channels(2, 5).template view<float>(), p,
-                                y.template view<float>());
-                            o[0].channels(0, 4).zero();
-                            o[0].channels(7, 8).zero();
-                          },
-                          "maxpool forward on slices", true, kExact, kExact);
-    compare_cuda_with_cpu({tied_tensor(rng, parent), random_tensor(rng, out_parent)},
-                          {random_tensor(rng, parent)},
-                          [p](auto& in, auto& o) {
-                            Tensor dx = o[0].channels(1, 4);
-                            ops::maxpool2d_backward<float>(
-                                in[0].channels(2, 5).template view<float>(),
-                                in[1].channels(5, 8).template view<float>(), p,
-                                dx.template view<float>());
-                          },
-                          "maxpool backward on slices", false, kExact, kExact);
+    compare_cuda_with_cpu(
+        {random_tensor(rng, parent)}, {Tensor::empty(out_parent)},
+        [p](auto& in, auto& o) {
+          Tensor y = o[0].channels(4, 7);
+          ops::maxpool2d_forward<float>(in[0].channels(2, 5).template view<float>(), p,
+                                        y.template view<float>());
+          o[0].channels(0, 4).zero();
+          o[0].channels(7, 8).zero();
+        },
+        "maxpool forward on slices", true, kExact, kExact);
+    compare_cuda_with_cpu(
+        {tied_tensor(rng, parent), random_tensor(rng, out_parent)}, {random_tensor(rng, parent)},
+        [p](auto& in, auto& o) {
+          Tensor dx = o[0].channels(1, 4);
+          ops::maxpool2d_backward<float>(in[0].channels(2, 5).template view<float>(),
+                                         in[1].channels(5, 8).template view<float>(), p,
+                                         dx.template view<float>());
+        },
+        "maxpool backward on slices", false, kExact, kExact);
   }
 }
 
@@ -106,10 +107,9 @@ TEST_CASE("cuda SPPF chain (three 5x5 pools in one kernel) equals three cpu pool
             auto slice = [&](int64_t k) { return o[0].channels(k * c, (k + 1) * c); };
             // GPU: the one fused kernel; CPU: three maxpool2d_forward calls.
             Tensor y1 = slice(1), y2 = slice(2), y3 = slice(3);
-            ops::maxpool2d_chain3_forward<float>(first.template view<float>(), p,
-                                                 y1.template view<float>(),
-                                                 y2.template view<float>(),
-                                                 y3.template view<float>());
+            ops::maxpool2d_chain3_forward<float>(
+                first.template view<float>(), p, y1.template view<float>(),
+                y2.template view<float>(), y3.template view<float>());
           },
           "SPPF chained pools", true, kExact, kExact);
     }
@@ -119,8 +119,8 @@ TEST_CASE("cuda SPPF chain (three 5x5 pools in one kernel) equals three cpu pool
 TEST_CASE("cuda SPPF chain refuses windows it cannot chain") {
   Tensor x = Tensor::zeros({1, 1, 8, 8}, Device::cuda(0));
   Tensor y = Tensor::zeros({1, 1, 8, 8}, Device::cuda(0));
-  CHECK_THROWS_WITH_AS(ops::maxpool2d_chain3_forward<float>(x.view<float>(), {3, 2, 1},
-                                                            y.view<float>(), y.view<float>(),
-                                                            y.view<float>()),
-                       doctest::Contains("stride 1"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      ops::maxpool2d_chain3_forward<float>(x.view<float>(), {3, 2, 1}, y.view<float>(),
+                                           y.view<float>(), y.view<float>()),
+      doctest::Contains("stride 1"), std::invalid_argument);
 }

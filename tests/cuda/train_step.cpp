@@ -16,12 +16,14 @@ using namespace bareyolo::models;
 namespace {
 
 std::vector<std::vector<double>> one_step(Device device) {
-  DetectionModel model(load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"),
-                       {.nc = 2, .seed = 9, .device = device});
+  DetectionModel model(
+      load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"),
+      {.nc = 2, .seed = 9, .device = device});
   testing::Rng rng(77);
-  const Tensor images = Tensor::from_vector(testing::random_vector<float>(rng, 4 * 3 * 64 * 64, 0, 1),
-                                            {4, 3, 64, 64});
-  const std::vector<LabelRow> labels = {{0, 0, 0.3f, 0.4f, 0.2f, 0.3f}, {1, 1, 0.6f, 0.5f, 0.4f, 0.2f},
+  const Tensor images = Tensor::from_vector(
+      testing::random_vector<float>(rng, 4 * 3 * 64 * 64, 0, 1), {4, 3, 64, 64});
+  const std::vector<LabelRow> labels = {{0, 0, 0.3f, 0.4f, 0.2f, 0.3f},
+                                        {1, 1, 0.6f, 0.5f, 0.4f, 0.2f},
                                         {3, 1, 0.2f, 0.8f, 0.15f, 0.2f}};
   std::vector<StateEntry> state = model.state();
   Sgd sgd(state, 0.01, 0.9, 5e-4);

@@ -49,9 +49,11 @@ void check_relative(double gpu, double cpu, double rtol, const char* what) {
 
 TEST_CASE("cuda trainer validation equals the cpu one (tiny model, one epoch)") {
   testing::TempDir dir;
-  const std::string yaml = data::make_shapes_dataset(
-      {.out = (dir.path() / "shapes").string(), .n_train = 8, .n_val = 6, .imgsz = 64,
-       .classes = 2});
+  const std::string yaml = data::make_shapes_dataset({.out = (dir.path() / "shapes").string(),
+                                                      .n_train = 8,
+                                                      .n_val = 6,
+                                                      .imgsz = 64,
+                                                      .classes = 2});
   const models::EpochMetrics cpu = one_epoch(Device::cpu(), yaml, dir.path() / "cpu");
   const models::EpochMetrics gpu = one_epoch(Device::cuda(0), yaml, dir.path() / "gpu");
   REQUIRE(cpu.validated);

@@ -98,6 +98,6 @@ TEST_CASE("coco128: one epoch of 320 mosaics with two workers") {
     targets += batch->num_targets();
     ++steps;
   }
-  CHECK(steps == 7);       // 103 images padded to 112
-  CHECK(targets > 500);    // mosaics of ~8 boxes per image, some cut away
+  CHECK(steps == 7);     // 103 images padded to 112
+  CHECK(targets > 500);  // mosaics of ~8 boxes per image, some cut away
 }

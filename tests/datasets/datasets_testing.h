@@ -1,5 +1,5 @@
-// tests/datasets/datasets_testing.h — where the shared real datasets are: $BAREYOLO_DATASETS, else the
-// folder CMake passes (../shared/datasets next to the source tree).
+// tests/datasets/datasets_testing.h — where the shared real datasets are: $BAREYOLO_DATASETS, else
+// the folder CMake passes (../shared/datasets next to the source tree).
 #pragma once
 
 #include <cstdlib>

@@ -1,7 +1,7 @@
 // tests/datasets/main.cpp — the runner for the tests on the shared real datasets
-// (tests/datasets/*.cpp, e.g. coco128 in the datasets folder beside the checkout). Where that folder is absent (the
-// GPU machine, a fresh clone) it exits with 77, which ctest reports as *skipped*
-// (SKIP_RETURN_CODE). Label caches go to a temporary folder, never into ~/.cache.
+// (tests/datasets/*.cpp, e.g. coco128 in the datasets folder beside the checkout). Where that
+// folder is absent (the GPU machine, a fresh clone) it exits with 77, which ctest reports as
+// *skipped* (SKIP_RETURN_CODE). Label caches go to a temporary folder, never into ~/.cache.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <stdlib.h>
@@ -22,7 +22,8 @@ int main(int argc, char** argv) {
                 (datasets / "coco128").c_str());
     return testing::kSkipExitCode;
   }
-  std::string cache = (std::filesystem::temp_directory_path() / "bareyolo-dataset-tests-XXXXXX").string();
+  std::string cache =
+      (std::filesystem::temp_directory_path() / "bareyolo-dataset-tests-XXXXXX").string();
   if (mkdtemp(cache.data()) == nullptr) return 1;
   setenv("BAREYOLO_CACHE_DIR", cache.c_str(), 1);
   doctest::Context context(argc, argv);

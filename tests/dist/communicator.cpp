@@ -1,6 +1,6 @@
-// tests/dist/communicator.cpp — the Communicator contract (tests/support/communicator_contract.h) on
-// every backend this build can run without a GPU: the single-rank communicator (world 1) and
-// the TCP ring (worlds 2..4), each rank a forked process on loopback (tests/support/dist_testing.h).
+// tests/dist/communicator.cpp — the Communicator contract (tests/support/communicator_contract.h)
+// on every backend this build can run without a GPU: the single-rank communicator (world 1) and the
+// TCP ring (worlds 2..4), each rank a forked process on loopback (tests/support/dist_testing.h).
 // NCCL runs the same checks in tests/cuda/nccl.cpp.
 #include <doctest/doctest.h>
 
@@ -108,8 +108,9 @@ TEST_CASE("communicator: a bad argument is refused at the call and the ring keep
     };
     refused([&] { comm.broadcast(CommBuffer::of(values.data(), 5), comm.world_size()); },
             "a broadcast root beyond the ranks");
-    refused([&] { comm.allgather(CommBuffer::of(values.data(), 2), CommBuffer::of(values.data(), 1)); },
-            "an allgather into a buffer too small");
+    refused(
+        [&] { comm.allgather(CommBuffer::of(values.data(), 2), CommBuffer::of(values.data(), 1)); },
+        "an allgather into a buffer too small");
     comm.allreduce(CommBuffer::of(values.data(), 5), ReduceOp::sum)->wait();
     contract::expect_equal(values, std::vector<float>(5, float(comm.world_size())),
                            "allreduce after refused calls");
@@ -117,13 +118,16 @@ TEST_CASE("communicator: a bad argument is refused at the call and the ring keep
 }
 
 TEST_CASE("process group: backend auto picks the TCP ring for CPU ranks") {
-  check_ranks_ok(run_ranks(2, [](ProcessGroup& group) {
-    if (group.comm->backend() != Backend::tcp || group.comm->world_size() != 2 ||
-        group.comm->rank() != group.rank()) {
-      throw std::runtime_error(std::string("auto chose ") + to_string(group.comm->backend()) +
-                               " for CPU ranks");
-    }
-  }, 30s, ProcessGroupOptions{}));
+  check_ranks_ok(run_ranks(
+      2,
+      [](ProcessGroup& group) {
+        if (group.comm->backend() != Backend::tcp || group.comm->world_size() != 2 ||
+            group.comm->rank() != group.rank()) {
+          throw std::runtime_error(std::string("auto chose ") + to_string(group.comm->backend()) +
+                                   " for CPU ranks");
+        }
+      },
+      30s, ProcessGroupOptions{}));
 }
 
 }  // namespace

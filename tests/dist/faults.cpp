@@ -1,7 +1,7 @@
 // tests/dist/faults.cpp — the TCP ring under faults: a rank killed in the middle of a
 // collective, a rank that stalls past the timeout, ranks that disagree on a buffer's size.
-// The contract (engine/distributed/comm/communicator.h): every surviving rank fails promptly — a lost
-// connection is seen as such, not by waiting out the 3-hour default timeout — with a message
+// The contract (engine/distributed/comm/communicator.h): every surviving rank fails promptly — a
+// lost connection is seen as such, not by waiting out the 3-hour default timeout — with a message
 // naming the rank at fault, and every later call repeats that message.
 #include <doctest/doctest.h>
 
@@ -26,8 +26,8 @@ using testing::run_ranks;
 void allreduce_until_failure(ProcessGroup& group, int victim) {
   std::vector<float> values(size_t(4) << 20, 1.0f);
   for (int iteration = 0;; ++iteration) {
-    WorkHandle work = group.comm->allreduce(CommBuffer::of(values.data(), int64_t(values.size())),
-                                            ReduceOp::avg);
+    WorkHandle work =
+        group.comm->allreduce(CommBuffer::of(values.data(), int64_t(values.size())), ReduceOp::avg);
     if (group.rank() == victim && iteration == 3) {
       std::this_thread::sleep_for(5ms);  // the comm thread is sending and receiving now
       ::raise(SIGKILL);
@@ -64,14 +64,16 @@ void check_survivors_name(const std::vector<RankResult>& results, int victim,
 TEST_CASE("faults: a rank killed mid-allreduce fails every other rank at once, naming it") {
   // World 3: both survivors are neighbours of the dead rank and see its connections close.
   // The default timeout (3 hours) stays in place: only detection of the loss can end this.
-  check_survivors_name(run_ranks(3, [](ProcessGroup& group) { allreduce_until_failure(group, 1); }, 60s),
+  check_survivors_name(run_ranks(
+                           3, [](ProcessGroup& group) { allreduce_until_failure(group, 1); }, 60s),
                        1, "lost rank 1");
 }
 
 TEST_CASE("faults: the abort notice carries the dead rank's name round the ring") {
   // World 4: rank 3's neighbours (2 and 0) are alive; it learns of rank 1 only from their
   // abort notices.
-  check_survivors_name(run_ranks(4, [](ProcessGroup& group) { allreduce_until_failure(group, 1); }, 60s),
+  check_survivors_name(run_ranks(
+                           4, [](ProcessGroup& group) { allreduce_until_failure(group, 1); }, 60s),
                        1, "lost rank 1");
 }
 
@@ -79,11 +81,14 @@ TEST_CASE("faults: a rank that stalls past the timeout is named by the rank wait
   ProcessGroupOptions options;
   options.backend = Backend::tcp;
   options.timeout = 1500ms;
-  auto results = run_ranks(3, [](ProcessGroup& group) {
-    std::vector<double> values(1000, 1.0);
-    if (group.rank() == 2) std::this_thread::sleep_for(4s);
-    group.comm->allreduce(CommBuffer::of(values.data(), 1000), ReduceOp::sum)->wait();
-  }, 30s, options);
+  auto results = run_ranks(
+      3,
+      [](ProcessGroup& group) {
+        std::vector<double> values(1000, 1.0);
+        if (group.rank() == 2) std::this_thread::sleep_for(4s);
+        group.comm->allreduce(CommBuffer::of(values.data(), 1000), ReduceOp::sum)->wait();
+      },
+      30s, options);
   for (const auto& result : results) {
     INFO(result.describe());
     CHECK(result.exit_code == 1);
@@ -94,11 +99,14 @@ TEST_CASE("faults: a rank that stalls past the timeout is named by the rank wait
 }
 
 TEST_CASE("faults: ranks that pass buffers of different sizes fail, none hangs") {
-  auto results = run_ranks(3, [](ProcessGroup& group) {
-    const int64_t count = group.rank() == 1 ? 3000 : 3003;
-    std::vector<float> values(size_t(count), 1.0f);
-    group.comm->allreduce(CommBuffer::of(values.data(), count), ReduceOp::sum)->wait();
-  }, 30s);
+  auto results = run_ranks(
+      3,
+      [](ProcessGroup& group) {
+        const int64_t count = group.rank() == 1 ? 3000 : 3003;
+        std::vector<float> values(size_t(count), 1.0f);
+        group.comm->allreduce(CommBuffer::of(values.data(), count), ReduceOp::sum)->wait();
+      },
+      30s);
   bool told_why = false;
   for (const auto& result : results) {
     INFO(result.describe());

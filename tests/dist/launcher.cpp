@@ -22,8 +22,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "engine/distributed/launch/launcher.h"
 #include "engine/distributed/comm/socket.h"
+#include "engine/distributed/launch/launcher.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda/runtime/runtime.h"
 
@@ -41,8 +41,7 @@ double seconds_since(Clock::time_point start) {
 
 size_t count_of(const std::string& text, const std::string& part) {
   size_t count = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1))
-    ++count;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
   return count;
 }
 
@@ -156,8 +155,10 @@ class LauncherProcess {
       std::string& text = entry.fd == out_.get() ? out_text_ : err_text_;
       char bytes[4096];
       ssize_t count = ::read(entry.fd, bytes, sizeof bytes);
-      if (count <= 0) pipe.reset();
-      else text.append(bytes, static_cast<size_t>(count));
+      if (count <= 0)
+        pipe.reset();
+      else
+        text.append(bytes, static_cast<size_t>(count));
     }
     return true;
   }
@@ -174,10 +175,9 @@ class LauncherProcess {
 // every other rank on the socket it inherited, the others connect to MASTER_PORT.
 int report_and_rendezvous(int local_rank) {
   LaunchEnv env = read_launch_env(process_environment());
-  std::printf("rank=%d local=%d world=%d local_world=%d addr=%s port=%d token=%s by=%s\n",
-              env.rank, env.local_rank, env.world_size, env.local_world_size,
-              env.master_addr.c_str(), env.master_port, env.store_token.c_str(),
-              to_string(env.launcher));
+  std::printf("rank=%d local=%d world=%d local_world=%d addr=%s port=%d token=%s by=%s\n", env.rank,
+              env.local_rank, env.world_size, env.local_world_size, env.master_addr.c_str(),
+              env.master_port, env.store_token.c_str(), to_string(env.launcher));
   std::fprintf(stderr, "to stderr from local rank %d\n", local_rank);
   std::printf("threads=%d of BAREYOLO_THREADS=%s\n", ThreadPool::global().num_threads(),
               std::getenv("BAREYOLO_THREADS"));
@@ -249,8 +249,8 @@ TEST_CASE("dist launcher: workers get their ranks, rank 0 the store's socket, ou
   // Three ranks share the cores (BAREYOLO_THREADS was unset) and the pool follows it.
   int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 3);
   if (!std::getenv("BAREYOLO_THREADS")) {
-    CHECK(count_of(out, "threads=" + std::to_string(threads) + " of BAREYOLO_THREADS=" +
-                            std::to_string(threads) + "\n") == 3);
+    CHECK(count_of(out, "threads=" + std::to_string(threads) +
+                            " of BAREYOLO_THREADS=" + std::to_string(threads) + "\n") == 3);
   }
   // Only the launcher process came back from launch_workers, unprefixed, and it let go of the
   // store's socket.
@@ -412,8 +412,9 @@ TEST_CASE("dist launcher: a worker cannot launch workers (the recursion guard)")
   LauncherProcess launcher(plan, nested);
   CHECK(launcher.finish() == 0);
   INFO("stdout:\n" << launcher.out());
-  CHECK(count_of(launcher.out(), "refused: launch_workers was called inside one of its own "
-                                 "workers, which would fork workers recursively") == 2);
+  CHECK(count_of(launcher.out(),
+                 "refused: launch_workers was called inside one of its own "
+                 "workers, which would fork workers recursively") == 2);
   CHECK(count_of(launcher.out(), "if __name__ == \"__main__\":") == 2);
 
   // The same for any process whose environment says it is a worker.
@@ -480,8 +481,7 @@ TEST_CASE("dist launcher: a probe child computes a value without touching the pa
   CHECK_THROWS_WITH_AS(run_in_probe_child([]() -> int { throw std::runtime_error("no GPU"); },
                                           "counting the GPUs", kTimeout),
                        "counting the GPUs failed: no GPU", std::runtime_error);
-  CHECK_THROWS_WITH_AS(run_in_probe_child([] { return std::raise(SIGKILL); }, "probing",
-                                          kTimeout),
+  CHECK_THROWS_WITH_AS(run_in_probe_child([] { return std::raise(SIGKILL); }, "probing", kTimeout),
                        doctest::Contains("probing failed: its probe process was killed by "
                                          "signal 9 (SIGKILL)"),
                        std::runtime_error);
@@ -497,14 +497,16 @@ TEST_CASE("dist launcher: a probe child computes a value without touching the pa
   CHECK(seconds_since(start) < 3.0);
 }
 
-TEST_CASE("dist launcher: GPUs are counted in a probe child, a parent that touched CUDA cannot "
-          "fork workers") {
+TEST_CASE(
+    "dist launcher: GPUs are counted in a probe child, a parent that touched CUDA cannot "
+    "fork workers") {
   int gpus = count_gpus_without_initializing();
   CHECK_FALSE(cuda::initialized());
   if (!cuda::compiled()) CHECK(gpus == 0);
   MESSAGE("GPUs counted in a probe child: " << gpus);
   if (!cuda::compiled()) return;  // without CUDA nothing can initialise it
-  LauncherProcess launcher(LaunchPlan{}, [](int) { return 0; }, [] { cuda::device_count(); });
+  LauncherProcess launcher(
+      LaunchPlan{}, [](int) { return 0; }, [] { cuda::device_count(); });
   if (gpus == 0) {  // no driver or no device: no CUDA state to inherit, so forking is fine
     CHECK(launcher.finish() == 0);
     return;

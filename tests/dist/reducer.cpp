@@ -47,52 +47,55 @@ std::vector<std::vector<double>> gradients(models::DetectionModel& model) {
 }
 
 void check_reducer(int world, bool frozen_and_unused) {
-  check_ranks_ok(run_ranks(world, [&](ProcessGroup& group) {
-    const std::string frozen = "model.0.conv.weight";
-    // The reference: every rank's plain gradient, averaged here.
-    std::vector<std::vector<double>> mean;
-    for (int r = 0; r < world; ++r) {
-      models::DetectionModel model = tiny_model(1);
-      backward_of_rank(model, r, frozen_and_unused, nullptr);
-      std::vector<std::vector<double>> g = gradients(model);
-      if (mean.empty()) mean.assign(g.size(), {});
-      for (size_t p = 0; p < g.size(); ++p) {
-        mean[p].resize(g[p].size());
-        for (size_t k = 0; k < g[p].size(); ++k) mean[p][k] += g[p][k] / world;
-      }
-    }
-    models::DetectionModel model = tiny_model(1 + uint64_t(group.rank()));  // different init
-    broadcast_state(*group.comm, model.state());
-    models::DetectionModel rank0_model = tiny_model(1);
-    const std::vector<StateEntry> got_state = model.state(), want_state = rank0_model.state();
-    for (size_t i = 0; i < got_state.size(); ++i)
-      if (got_state[i].value->to_doubles() != want_state[i].value->to_doubles())
-        throw std::runtime_error(got_state[i].name + " differs from rank 0's after broadcast");
-    Reducer reducer(graph_parameters(model.graph(),
-                                     [&](const StateEntry& e) {
-                                       return !(frozen_and_unused && e.name == frozen);
-                                     }),
-                    *group.comm, {.bucket_mb = 0.2, .first_bucket_mb = 0.05});
-    backward_of_rank(model, group.rank(), frozen_and_unused, &reducer);
-    reducer.finish();
+  check_ranks_ok(run_ranks(
+      world,
+      [&](ProcessGroup& group) {
+        const std::string frozen = "model.0.conv.weight";
+        // The reference: every rank's plain gradient, averaged here.
+        std::vector<std::vector<double>> mean;
+        for (int r = 0; r < world; ++r) {
+          models::DetectionModel model = tiny_model(1);
+          backward_of_rank(model, r, frozen_and_unused, nullptr);
+          std::vector<std::vector<double>> g = gradients(model);
+          if (mean.empty()) mean.assign(g.size(), {});
+          for (size_t p = 0; p < g.size(); ++p) {
+            mean[p].resize(g[p].size());
+            for (size_t k = 0; k < g[p].size(); ++k) mean[p][k] += g[p][k] / world;
+          }
+        }
+        models::DetectionModel model = tiny_model(1 + uint64_t(group.rank()));  // different init
+        broadcast_state(*group.comm, model.state());
+        models::DetectionModel rank0_model = tiny_model(1);
+        const std::vector<StateEntry> got_state = model.state(), want_state = rank0_model.state();
+        for (size_t i = 0; i < got_state.size(); ++i)
+          if (got_state[i].value->to_doubles() != want_state[i].value->to_doubles())
+            throw std::runtime_error(got_state[i].name + " differs from rank 0's after broadcast");
+        Reducer reducer(graph_parameters(model.graph(),
+                                         [&](const StateEntry& e) {
+                                           return !(frozen_and_unused && e.name == frozen);
+                                         }),
+                        *group.comm, {.bucket_mb = 0.2, .first_bucket_mb = 0.05});
+        backward_of_rank(model, group.rank(), frozen_and_unused, &reducer);
+        reducer.finish();
 
-    const std::vector<std::vector<double>> got = gradients(model);
-    for (size_t p = 0; p < got.size(); ++p) {
-      const bool is_frozen = frozen_and_unused && p == 0;
-      models::DetectionModel local = tiny_model(1);
-      std::vector<double> own;
-      if (is_frozen) {  // not reduced: this rank's own gradient
-        backward_of_rank(local, group.rank(), frozen_and_unused, nullptr);
-        own = gradients(local)[0];
-      }
-      const std::vector<double>& want = is_frozen ? own : mean[p];
-      for (size_t k = 0; k < got[p].size(); ++k)
-        if (std::abs(got[p][k] - want[k]) > 1e-12 * (1 + std::abs(want[k])))
-          throw std::runtime_error("gradient " + std::to_string(p) + "[" + std::to_string(k) +
-                                   "] = " + std::to_string(got[p][k]) + ", want " +
-                                   std::to_string(want[k]));
-    }
-  }, std::chrono::seconds(90)));
+        const std::vector<std::vector<double>> got = gradients(model);
+        for (size_t p = 0; p < got.size(); ++p) {
+          const bool is_frozen = frozen_and_unused && p == 0;
+          models::DetectionModel local = tiny_model(1);
+          std::vector<double> own;
+          if (is_frozen) {  // not reduced: this rank's own gradient
+            backward_of_rank(local, group.rank(), frozen_and_unused, nullptr);
+            own = gradients(local)[0];
+          }
+          const std::vector<double>& want = is_frozen ? own : mean[p];
+          for (size_t k = 0; k < got[p].size(); ++k)
+            if (std::abs(got[p][k] - want[k]) > 1e-12 * (1 + std::abs(want[k])))
+              throw std::runtime_error("gradient " + std::to_string(p) + "[" + std::to_string(k) +
+                                       "] = " + std::to_string(got[p][k]) + ", want " +
+                                       std::to_string(want[k]));
+        }
+      },
+      std::chrono::seconds(90)));
 }
 
 }  // namespace
@@ -101,6 +104,4 @@ TEST_CASE("reducer over 2 ranks: every gradient is the mean of the ranks' gradie
   check_reducer(2, false);
 }
 
-TEST_CASE("reducer over 3 ranks with a frozen and an unused parameter") {
-  check_reducer(3, true);
-}
+TEST_CASE("reducer over 3 ranks with a frozen and an unused parameter") { check_reducer(3, true); }

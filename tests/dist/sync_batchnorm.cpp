@@ -87,8 +87,10 @@ void check_sync_batchnorm(int world, std::vector<int> images_per_rank) {
     std::vector<double> stats = got.running_mean;
     stats.insert(stats.end(), got.running_var.begin(), got.running_var.end());
     std::vector<double> gathered(stats.size() * size_t(world));
-    group.comm->allgather(CommBuffer::of(stats.data(), int64_t(stats.size())),
-                          CommBuffer::of(gathered.data(), int64_t(gathered.size())))->wait();
+    group.comm
+        ->allgather(CommBuffer::of(stats.data(), int64_t(stats.size())),
+                    CommBuffer::of(gathered.data(), int64_t(gathered.size())))
+        ->wait();
     for (int r = 0; r < world; ++r)
       for (size_t i = 0; i < stats.size(); ++i)
         if (gathered[size_t(r) * stats.size() + i] != stats[i])

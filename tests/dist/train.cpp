@@ -4,9 +4,9 @@
 // World-size invariance with the whole recipe: 1 rank x batch 8 and 2 ranks x 4 (SyncBN,
 // default augmentation incl. mosaic, nbs 64 so that once warmup has raised `accumulate` past
 // 1 gradients accumulate over batches and the reducer's no_sync is crossed) end three epochs
-// with the same raw weights, within float tolerance. Most images carry no labels, so most micro-batches differ in their
-// label counts and many have none (tests/dist/world_invariance.cpp pins down the exact case
-// of one rank with no labels at all).
+// with the same raw weights, within float tolerance. Most images carry no labels, so most
+// micro-batches differ in their label counts and many have none (tests/dist/world_invariance.cpp
+// pins down the exact case of one rank with no labels at all).
 #include <filesystem>
 
 #include "data/shapes.h"
@@ -56,7 +56,8 @@ models::TrainOptions tiny_run(const std::string& data, const fs::path& project, 
 
 }  // namespace
 
-TEST_CASE("train: 2 CPU ranks x 4 images end like 1 rank x 8 (SyncBN, augmentation, accumulation)") {
+TEST_CASE(
+    "train: 2 CPU ranks x 4 images end like 1 rank x 8 (SyncBN, augmentation, accumulation)") {
   TempDir dir;
   const std::string data = sparse_shapes(dir.path);
   auto quiet = [](const std::string&) {};

@@ -19,18 +19,21 @@ namespace {
 constexpr int kBatch = 4, kSteps = 3;
 
 DetectionModel tiny_model() {
-  return DetectionModel(load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"),
-                        {.nc = 2, .seed = 11});
+  return DetectionModel(
+      load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"),
+      {.nc = 2, .seed = 11});
 }
 
 // Step s's batch: random images; labels on images 0 and 1 only (rank 0's half).
 Tensor batch_images(int step) {
   bareyolo::testing::Rng rng(500 + uint64_t(step));
-  return Tensor::from_vector(bareyolo::testing::random_vector<float>(rng, kBatch * 3 * 64 * 64, 0, 1),
-                             {kBatch, 3, 64, 64});
+  return Tensor::from_vector(
+      bareyolo::testing::random_vector<float>(rng, kBatch * 3 * 64 * 64, 0, 1),
+      {kBatch, 3, 64, 64});
 }
 std::vector<LabelRow> batch_labels(int first_image, int images) {
-  const std::vector<LabelRow> all = {{0, 0, 0.3f, 0.4f, 0.2f, 0.3f}, {0, 1, 0.7f, 0.6f, 0.3f, 0.2f},
+  const std::vector<LabelRow> all = {{0, 0, 0.3f, 0.4f, 0.2f, 0.3f},
+                                     {0, 1, 0.7f, 0.6f, 0.3f, 0.2f},
                                      {1, 1, 0.5f, 0.5f, 0.4f, 0.5f}};
   std::vector<LabelRow> mine;
   for (LabelRow row : all)
@@ -48,7 +51,8 @@ std::vector<std::vector<double>> train(DetectionModel& model, int first, int ima
   std::vector<StateEntry> state = model.state();
   Sgd sgd(state, 0.01, 0.9, 5e-4);
   for (int step = 0; step < kSteps; ++step) {
-    const Tensor images_of_step = batch_images(step).images(first, first + images).to(Device::cpu());
+    const Tensor images_of_step =
+        batch_images(step).images(first, first + images).to(Device::cpu());
     forward_backward(model, images_of_step, batch_labels(first, images), options, parallel);
     if (parallel.reducer) parallel.reducer->finish();
     clip_gradient_norm(state, 10.0);
@@ -63,31 +67,35 @@ std::vector<std::vector<double>> train(DetectionModel& model, int first, int ima
 }  // namespace
 
 TEST_CASE("2 ranks x 2 images with SyncBN train like 1 rank x 4 images") {
-  check_ranks_ok(run_ranks(2, [](ProcessGroup& group) {
-    DetectionModel single = tiny_model();
-    const std::vector<std::vector<double>> want = train(single, 0, kBatch, {});
+  check_ranks_ok(run_ranks(
+      2,
+      [](ProcessGroup& group) {
+        DetectionModel single = tiny_model();
+        const std::vector<std::vector<double>> want = train(single, 0, kBatch, {});
 
-    DetectionModel model = tiny_model();
-    model.set_sync_batchnorm(group.comm.get());
-    Reducer reducer(graph_parameters(model.graph()), *group.comm);
-    const int half = kBatch / 2;
-    const std::vector<std::vector<double>> got =
-        train(model, group.rank() * half, half, {group.comm.get(), &reducer});
+        DetectionModel model = tiny_model();
+        model.set_sync_batchnorm(group.comm.get());
+        Reducer reducer(graph_parameters(model.graph()), *group.comm);
+        const int half = kBatch / 2;
+        const std::vector<std::vector<double>> got =
+            train(model, group.rank() * half, half, {group.comm.get(), &reducer});
 
-    const std::vector<StateEntry> names = model.state();
-    double worst = 0;
-    std::string where;
-    for (size_t p = 0; p < want.size(); ++p)
-      for (size_t k = 0; k < want[p].size(); ++k) {
-        const double error = std::abs(got[p][k] - want[p][k]) / (1e-3 + std::abs(want[p][k]));
-        if (error > worst) {
-          worst = error;
-          where = names[p].name + "[" + std::to_string(k) + "]";
-        }
-      }
-    std::printf("rank %d: largest relative difference %.3g at %s\n", group.rank(), worst, where.c_str());
-    if (worst > 1e-3)
-      throw std::runtime_error("parameters differ from the one-rank run: " + std::to_string(worst) +
-                               " at " + where);
-  }, std::chrono::seconds(120)));
+        const std::vector<StateEntry> names = model.state();
+        double worst = 0;
+        std::string where;
+        for (size_t p = 0; p < want.size(); ++p)
+          for (size_t k = 0; k < want[p].size(); ++k) {
+            const double error = std::abs(got[p][k] - want[p][k]) / (1e-3 + std::abs(want[p][k]));
+            if (error > worst) {
+              worst = error;
+              where = names[p].name + "[" + std::to_string(k) + "]";
+            }
+          }
+        std::printf("rank %d: largest relative difference %.3g at %s\n", group.rank(), worst,
+                    where.c_str());
+        if (worst > 1e-3)
+          throw std::runtime_error(
+              "parameters differ from the one-rank run: " + std::to_string(worst) + " at " + where);
+      },
+      std::chrono::seconds(120)));
 }

@@ -1,6 +1,7 @@
-// tests/support/communicator_contract.h — the Communicator contract (engine/distributed/comm/communicator.h) as
-// checks one rank runs against any backend: the TCP ring and the single-rank communicator in
-// tests/dist/communicator.cpp, NCCL in tests/cuda/nccl.cpp.
+// tests/support/communicator_contract.h — the Communicator contract
+// (engine/distributed/comm/communicator.h) as checks one rank runs against any backend: the TCP
+// ring and the single-rank communicator in tests/dist/communicator.cpp, NCCL in
+// tests/cuda/nccl.cpp.
 //
 // Every rank calls the same checks in the same order (collectives must be issued alike). A
 // check fills its buffers with values that depend on (seed, rank, index) only, so each rank
@@ -8,8 +9,8 @@
 // multiples of 1/8 (and integers for i64): their sums are exact in float in any order, so the
 // expected sum, mean (sum / N, rounded once like the backend's) and max are exact values and
 // the comparison is bitwise. A mismatch throws std::runtime_error naming the collective, the
-// element, and both values (run inside tests/support/dist_testing.h's ranks: an exception is a failed
-// rank with its message).
+// element, and both values (run inside tests/support/dist_testing.h's ranks: an exception is a
+// failed rank with its message).
 #pragma once
 
 #include <time.h>
@@ -91,8 +92,7 @@ void check_allreduce(Communicator& comm, ReduceOp op, int64_t count, Device devi
   const uint64_t seed = uint64_t(count) * 7 + uint64_t(op);
   Tensor buffer = tensor_of(input_of<T>(seed, comm.rank(), count), device);
   comm.allreduce(CommBuffer::of(buffer), op)->wait();
-  expect_equal(buffer.to_vector<T>(),
-               expected_allreduce<T>(seed, comm.world_size(), count, op),
+  expect_equal(buffer.to_vector<T>(), expected_allreduce<T>(seed, comm.world_size(), count, op),
                describe("allreduce", dtype_of<T>(), count) + " (" + to_string(op) + ")");
 }
 

@@ -81,8 +81,8 @@ inline void add_image(const fs::path& root, const std::string& split, const std:
 inline std::string write_yaml(const fs::path& root, int nc) {
   std::string names;
   for (int c = 0; c < nc; ++c) names += (c ? ", " : "") + std::string("c") + std::to_string(c);
-  write_text(root / "data.yaml", "path: .\ntrain: images/train\nval: images/val\nnames: [" +
-                                     names + "]\n");
+  write_text(root / "data.yaml",
+             "path: .\ntrain: images/train\nval: images/val\nnames: [" + names + "]\n");
   return (root / "data.yaml").string();
 }
 
@@ -91,8 +91,8 @@ inline std::string make_box_dataset(const fs::path& root, int count, int nc = 3)
   for (int i = 0; i < count; ++i) {
     std::vector<data::LabelBox> boxes;
     for (int k = 0; k <= i % 3; ++k)
-      boxes.push_back({(i + k) % nc, 0.2f + 0.25f * k, 0.3f + 0.1f * (i % 4), 0.15f + 0.02f * k,
-                       0.2f});
+      boxes.push_back(
+          {(i + k) % nc, 0.2f + 0.25f * k, 0.3f + 0.1f * (i % 4), 0.15f + 0.02f * k, 0.2f});
     add_image(root, "train", "im" + std::to_string(i), 160 + 16 * (i % 5), 120 + 8 * (i % 3),
               boxes);
   }

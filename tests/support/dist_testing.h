@@ -1,5 +1,5 @@
-// tests/support/dist_testing.h — runs a test body on N forked ranks over loopback, each with its own
-// ProcessGroup, and reports how every rank ended.
+// tests/support/dist_testing.h — runs a test body on N forked ranks over loopback, each with its
+// own ProcessGroup, and reports how every rank ended.
 //
 //   auto results = run_ranks(3, [](ProcessGroup& group) {
 //     ...collectives on *group.comm...; throw std::runtime_error("...") on a wrong result
@@ -30,24 +30,24 @@
 #include <string>
 #include <vector>
 
-#include "engine/distributed/launch/process_group.h"
 #include "engine/distributed/comm/socket.h"
+#include "engine/distributed/launch/process_group.h"
 
 namespace bareyolo::dist::testing {
 
 struct RankResult {
   int rank = 0;
-  int exit_code = -1;     // the status passed to _exit, or -1 when killed by a signal
-  int signal = 0;         // the signal that ended it, or 0
+  int exit_code = -1;      // the status passed to _exit, or -1 when killed by a signal
+  int signal = 0;          // the signal that ended it, or 0
   bool timed_out = false;  // still running at the timeout (then killed)
-  std::string output;     // its stdout and stderr
+  std::string output;      // its stdout and stderr
   std::chrono::steady_clock::time_point ended;
 
   bool ok() const { return exit_code == 0 && !timed_out; }
   std::string describe() const {
     std::string how = timed_out ? "timed out"
-                      : signal ? "killed by signal " + std::to_string(signal)
-                               : "exit " + std::to_string(exit_code);
+                      : signal  ? "killed by signal " + std::to_string(signal)
+                                : "exit " + std::to_string(exit_code);
     return "rank " + std::to_string(rank) + ": " + how + (output.empty() ? "" : "\n" + output);
   }
 };

@@ -6,12 +6,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <stdexcept>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -89,8 +89,8 @@ void check_close(const std::vector<A>& actual, const std::vector<B>& expected, d
     double a = static_cast<double>(actual[i]), e = static_cast<double>(expected[i]);
     bool ok = std::isfinite(a) && std::fabs(a - e) <= atol + rtol * std::fabs(e);
     if (!ok) {
-      FAIL_CHECK(what << ": element " << i << " is " << a << ", expected " << e
-                      << " (rtol " << rtol << ", atol " << atol << ")");
+      FAIL_CHECK(what << ": element " << i << " is " << a << ", expected " << e << " (rtol " << rtol
+                      << ", atol " << atol << ")");
       return;
     }
   }
@@ -111,7 +111,7 @@ struct GradCheck {
   std::function<void(const std::vector<double>& dout, std::vector<std::vector<double>>& dinputs)>
       backward;
   double step = 1e-6;
-  double tolerance = 1e-6;  // on |analytic - numeric| / max(1, |analytic|, |numeric|)
+  double tolerance = 1e-6;         // on |analytic - numeric| / max(1, |analytic|, |numeric|)
   int max_checks_per_input = 300;  // a random subset of elements beyond this many
 
   void run(Rng& rng) const {

@@ -26,7 +26,8 @@ data::Image gradient_image(int width, int height) {
   for (int y = 0; y < height; ++y)
     for (int x = 0; x < width; ++x) {
       uint8_t* p = image.at(x, y);
-      p[0] = uint8_t((x * 37 + y * 11) % 256), p[1] = uint8_t((x * y) % 256), p[2] = uint8_t(y * 5 % 256);
+      p[0] = uint8_t((x * 37 + y * 11) % 256), p[1] = uint8_t((x * y) % 256),
+      p[2] = uint8_t(y * 5 % 256);
     }
   return image;
 }
@@ -85,8 +86,8 @@ TEST_CASE("warp: an integer translation shifts pixels and fills the border with 
   data::Image out = data::warp(src, shift, 30, 20, data::kPadValue);
   CHECK(std::equal(out.at(5, 0), out.at(5, 0) + 3, src.at(0, 3)));
   CHECK(std::equal(out.at(29, 16), out.at(29, 16) + 3, src.at(24, 19)));
-  CHECK(out.at(4, 0)[0] == 114);   // left of the shifted image
-  CHECK(out.at(10, 17)[1] == 114); // below it
+  CHECK(out.at(4, 0)[0] == 114);    // left of the shifted image
+  CHECK(out.at(10, 17)[1] == 114);  // below it
   // A half-pixel shift averages neighbours.
   data::Mat3 half;
   half(0, 2) = 0.5;
@@ -107,7 +108,8 @@ TEST_CASE("HSV: OpenCV's 8-bit values and a round trip within quantisation") {
     for (int g = 0; g < 256; g += 7)
       for (int b = 0; b < 256; b += 3) {
         data::Rgb back = data::hsv_to_rgb(data::rgb_to_hsv({uint8_t(r), uint8_t(g), uint8_t(b)}));
-        worst = std::max({worst, std::abs(back[0] - r), std::abs(back[1] - g), std::abs(back[2] - b)});
+        worst =
+            std::max({worst, std::abs(back[0] - r), std::abs(back[1] - g), std::abs(back[2] - b)});
       }
   CHECK(worst <= 6);  // hue has 180 levels, so saturated colours move by a few levels
 }
@@ -139,9 +141,9 @@ TEST_CASE("letterbox: YOLOv5's padding split and rounding") {
   CHECK(placement.ratio == 1.0);
   CHECK(placement.pad_y == doctest::Approx(9.5));
   CHECK(kept.at(16, 8)[0] == 114);
-  CHECK(kept.at(16, 9)[0] == 50);   // top = round(9.4) = 9
+  CHECK(kept.at(16, 9)[0] == 50);  // top = round(9.4) = 9
   CHECK(kept.at(16, 21)[0] == 50);
-  CHECK(kept.at(16, 22)[0] == 114); // bottom = round(9.6) = 10
+  CHECK(kept.at(16, 22)[0] == 114);  // bottom = round(9.6) = 10
 }
 
 TEST_CASE("box conversions and the degenerate-box filter") {
@@ -155,8 +157,8 @@ TEST_CASE("box conversions and the degenerate-box filter") {
   CHECK(n.h == doctest::Approx((99.999 - 10) / 100));
   data::PixelBox before{0, 0, 0, 10, 10};
   CHECK(data::box_survives(before, {0, 0, 0, 10, 10}));
-  CHECK_FALSE(data::box_survives(before, {0, 0, 0, 2, 10}));     // 2 px wide
-  CHECK_FALSE(data::box_survives(before, {0, 0, 0, 3, 3}));      // 9 % of the area left
+  CHECK_FALSE(data::box_survives(before, {0, 0, 0, 2, 10}));  // 2 px wide
+  CHECK_FALSE(data::box_survives(before, {0, 0, 0, 3, 3}));   // 9 % of the area left
   CHECK_FALSE(data::box_survives({0, 0, 0, 1000, 10}, {0, 0, 0, 1000, 9.9f}));  // aspect >= 100
 }
 
@@ -173,7 +175,9 @@ TEST_CASE("random perspective with every range zero and no border is the identit
   CHECK(boxes[0].y2 == doctest::Approx(25));
 }
 
-TEST_CASE("training pipeline: labels sit on their white objects after mosaic and zoom and translation and flips") {
+TEST_CASE(
+    "training pipeline: labels sit on their white objects after mosaic and zoom and translation "
+    "and flips") {
   TempDir dir;
   data::DatasetConfig config = data::read_dataset_yaml(make_box_dataset(dir.path(), 6));
   data::OpenedSplit train = data::open_split(config, "train");
@@ -185,7 +189,8 @@ TEST_CASE("training pipeline: labels sit on their white objects after mosaic and
     hyp.mosaic = position % 2 ? 1.0 : 0.0;
     mosaics += position % 2;
     data::SampleRng rng(7, 0, position);
-    data::Sample sample = data::make_train_sample(train.dataset, int64_t(position % 6), 128, hyp, rng);
+    data::Sample sample =
+        data::make_train_sample(train.dataset, int64_t(position % 6), 128, hyp, rng);
     REQUIRE(sample.image.width == 128);
     REQUIRE(sample.image.height == 128);
     auto in_box = [](const data::LabelBox& b, int x, int y, double slack) {
@@ -197,8 +202,9 @@ TEST_CASE("training pipeline: labels sit on their white objects after mosaic and
         bool white = sample.image.at(x, y)[0] > 200;
         bool covered = std::any_of(sample.labels.begin(), sample.labels.end(),
                                    [&](const data::LabelBox& b) { return in_box(b, x, y, 1.5); });
-        bool well_inside = std::any_of(sample.labels.begin(), sample.labels.end(),
-                                       [&](const data::LabelBox& b) { return in_box(b, x, y, -1.5); });
+        bool well_inside =
+            std::any_of(sample.labels.begin(), sample.labels.end(),
+                        [&](const data::LabelBox& b) { return in_box(b, x, y, -1.5); });
         bright += white, bright_covered += white && covered;
         inside += well_inside, inside_bright += well_inside && white;
       }

@@ -14,8 +14,9 @@ TEST_CASE("autobatch fits memory = 0.5 GB per image + 1 GB to 80% of the free me
 
 TEST_CASE("autobatch stays below the first batch size that failed") {
   const DeviceMemory memory{.total_gib = 80};
-  const AutobatchResult r = autobatch_per_device(
-      memory, [](int b) -> std::optional<double> { return b >= 8 ? std::nullopt : std::optional(0.1 * b); });
+  const AutobatchResult r = autobatch_per_device(memory, [](int b) -> std::optional<double> {
+    return b >= 8 ? std::nullopt : std::optional(0.1 * b);
+  });
   CHECK(r.batch == 4);
 }
 
@@ -32,6 +33,6 @@ TEST_CASE("global autobatch: times world, capped at nbs, rounded down to a world
   CHECK(global_autobatch(10, 4, 64, &message) == 40);
   CHECK(global_autobatch(30, 4, 64, &message) == 64);
   CHECK(message.find("capped at nbs 64") != std::string::npos);
-  CHECK(global_autobatch(30, 3, 64) == 63);   // 64 rounded down to a multiple of 3
+  CHECK(global_autobatch(30, 3, 64) == 63);    // 64 rounded down to a multiple of 3
   CHECK(global_autobatch(1, 128, 64) == 128);  // never below one image per rank
 }

@@ -30,8 +30,7 @@ ChannelMoments naive_moments(const std::vector<double>& x, Shape4 s) {
   const double count = static_cast<double>(s.n * s.h * s.w);
   for (int64_t n = 0; n < s.n; ++n)
     for (int64_t c = 0; c < s.c; ++c)
-      for (int64_t j = 0; j < s.plane(); ++j)
-        m.mean[c] += x[(n * s.c + c) * s.plane() + j] / count;
+      for (int64_t j = 0; j < s.plane(); ++j) m.mean[c] += x[(n * s.c + c) * s.plane() + j] / count;
   for (int64_t n = 0; n < s.n; ++n)
     for (int64_t c = 0; c < s.c; ++c)
       for (int64_t j = 0; j < s.plane(); ++j)
@@ -41,10 +40,8 @@ ChannelMoments naive_moments(const std::vector<double>& x, Shape4 s) {
 
 // y = (x - mean[c]) * invstd[c] * gamma[c] + beta[c] on dense values.
 std::vector<double> normalise(const std::vector<double>& x, Shape4 s,
-                              const std::vector<double>& mean,
-                              const std::vector<double>& invstd,
-                              const std::vector<double>& gamma,
-                              const std::vector<double>& beta) {
+                              const std::vector<double>& mean, const std::vector<double>& invstd,
+                              const std::vector<double>& gamma, const std::vector<double>& beta) {
   std::vector<double> y(x.size());
   for (int64_t n = 0; n < s.n; ++n)
     for (int64_t c = 0; c < s.c; ++c)
@@ -167,9 +164,8 @@ std::vector<double> batchnorm_forward(Mode mode, const std::vector<double>& x, S
   View<const double> xv = dense_view(x.data(), s);
   if (mode == Mode::train)
     ops::batchnorm_forward_train<double>(xv, gamma.data(), beta.data(), kParams,
-                                         running_mean.data(), running_var.data(),
-                                         save_mean.data(), save_invstd.data(),
-                                         dense_view(y.data(), s));
+                                         running_mean.data(), running_var.data(), save_mean.data(),
+                                         save_invstd.data(), dense_view(y.data(), s));
   else
     ops::batchnorm_forward_eval<double>(xv, gamma.data(), beta.data(), running_mean.data(),
                                         running_var.data(), kParams, dense_view(y.data(), s));
@@ -284,8 +280,8 @@ TEST_CASE_TEMPLATE("batchnorm phase ops composed by hand equal the train ops", T
                             dense_view(y_phases.data(), s));
     ops::batchnorm_backward_reduce<T>(x.view(), dy.view(), mean.data(), invstd.data(),
                                       sum_dy.data(), sum_dy_xhat.data());
-    ops::batchnorm_backward_apply<T>(x.view(), dy.view(), mean.data(), invstd.data(),
-                                     gamma.data(), sum_dy.data(), sum_dy_xhat.data(), count,
+    ops::batchnorm_backward_apply<T>(x.view(), dy.view(), mean.data(), invstd.data(), gamma.data(),
+                                     sum_dy.data(), sum_dy_xhat.data(), count,
                                      dense_view(dx_phases.data(), s));
 
     const double tol = tolerance<T>();
@@ -303,8 +299,8 @@ TEST_CASE("batchnorm rejects mismatched shapes and too few values per channel") 
   float *gamma = stats.data(), *beta = gamma + 3, *rm = beta + 3, *rv = rm + 3, *sm = rv + 3,
         *si = sm + 3;
   auto train = [&](Shape4 x_shape, Shape4 y_shape) {
-    ops::batchnorm_forward_train<float>(dense_view<const float>(x.data(), x_shape), gamma, beta,
-                                        {}, rm, rv, sm, si, dense_view(y.data(), y_shape));
+    ops::batchnorm_forward_train<float>(dense_view<const float>(x.data(), x_shape), gamma, beta, {},
+                                        rm, rv, sm, si, dense_view(y.data(), y_shape));
   };
   CHECK_NOTHROW(train({2, 3, 4, 4}, {2, 3, 4, 4}));
   CHECK_THROWS_AS(train({2, 3, 4, 4}, {2, 3, 4, 3}), std::invalid_argument);

@@ -20,12 +20,12 @@ TEST_CASE("box iou of hand-built pairs") {
   const BoxXYXY square{0, 0, 2, 2};
   CHECK(box_area(square) == 4);
   CHECK(box_iou(square, square) == doctest::Approx(1.0));
-  CHECK(box_iou(square, {1, 0, 3, 2}) == doctest::Approx(2.0 / 6.0));  // half overlap
+  CHECK(box_iou(square, {1, 0, 3, 2}) == doctest::Approx(2.0 / 6.0));   // half overlap
   CHECK(box_iou({0, 0, 4, 4}, {1, 1, 3, 3}) == doctest::Approx(0.25));  // one inside the other
   CHECK(box_iou(square, {2, 0, 4, 2}) == 0);                            // touching edges
   CHECK(box_iou(square, {5, 5, 6, 6}) == 0);                            // disjoint
-  CHECK(box_iou(square, {5, 0, 7, 2}) == 0);  // apart in x only: no negative "overlap"
-  CHECK(box_iou(square, {0, 5, 2, 7}) == 0);  // apart in y only
+  CHECK(box_iou(square, {5, 0, 7, 2}) == 0);        // apart in x only: no negative "overlap"
+  CHECK(box_iou(square, {0, 5, 2, 7}) == 0);        // apart in y only
   CHECK(box_iou({1, 1, 1, 1}, {1, 1, 1, 1}) == 0);  // empty boxes: the eps avoids 0/0
   CHECK(intersection_area({0, 0, 3, 2}, {1, -1, 5, 1}) == 2);
 }

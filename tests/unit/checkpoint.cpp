@@ -37,9 +37,12 @@ std::string file_bytes(const fs::path& path) {
 // A small shapes dataset (16 train, 4 val images of 64 px, 2 classes), once per test binary.
 const std::string& shapes_yaml() {
   static TempDir dir;
-  static const std::string yaml = data::make_shapes_dataset(
-      {.out = (dir.path() / "shapes").string(), .n_train = 16, .n_val = 4, .imgsz = 64,
-       .classes = 2});
+  static const std::string yaml =
+      data::make_shapes_dataset({.out = (dir.path() / "shapes").string(),
+                                 .n_train = 16,
+                                 .n_val = 4,
+                                 .imgsz = 64,
+                                 .classes = 2});
   return yaml;
 }
 
@@ -64,8 +67,7 @@ void quiet(const std::string&) {}
 std::map<std::string, std::vector<uint8_t>> tensors_of(const fs::path& path) {
   std::map<std::string, std::vector<uint8_t>> tensors;
   const SafetensorsFile file = SafetensorsFile::load(path.string());
-  for (const TensorRecord& r : file.records())
-    tensors[r.name] = r.bytes;
+  for (const TensorRecord& r : file.records()) tensors[r.name] = r.bytes;
   return tensors;
 }
 
@@ -118,9 +120,13 @@ TEST_CASE("a checkpoint round-trips every tensor and counter exactly") {
   std::vector<StateEntry> state = model.state();
   Tensor momentum = Tensor::from_vector(std::vector<float>{0.25f, -1.5f, 3.0f}, {1, 1, 1, 3});
   models::CheckpointInfo info;
-  info.progress = {.epoch = 2, .batches_done = 5, .optimizer_steps = 17,
-                   .last_step_iteration = 20, .loss_mean = {0.1, 0.2, 1.0 / 3},
-                   .best_fitness = 0.125, .best_epoch = 1};
+  info.progress = {.epoch = 2,
+                   .batches_done = 5,
+                   .optimizer_steps = 17,
+                   .last_step_iteration = 20,
+                   .loss_mean = {0.1, 0.2, 1.0 / 3},
+                   .best_fitness = 0.125,
+                   .best_epoch = 1};
   info.ema_updates = 17;
   info.optimizer = "SGD";
   info.optimizer_updates = 17;
@@ -130,7 +136,8 @@ TEST_CASE("a checkpoint round-trips every tensor and counter exactly") {
   info.nc = 2;
   info.names = {"circle", "rectangle"};
   info.seed = 7;
-  const models::CheckpointTensors saved{ema_model.state(), state, {{"momentum_buffer.x", &momentum}}};
+  const models::CheckpointTensors saved{
+      ema_model.state(), state, {{"momentum_buffer.x", &momentum}}};
   TempDir dir;
   const std::string path = (dir.path() / "c.safetensors").string();
   models::make_checkpoint(saved, info).save(path);
@@ -159,8 +166,8 @@ TEST_CASE("a checkpoint round-trips every tensor and counter exactly") {
   // Restore into different models: every value comes back bit for bit.
   models::DetectionModel model2 = tiny_model(3), ema2 = tiny_model(4);
   Tensor momentum2 = Tensor::zeros({1, 1, 1, 3});
-  models::restore_checkpoint(file, {ema2.state(), model2.state(), {{"momentum_buffer.x", &momentum2}}},
-                             path);
+  models::restore_checkpoint(
+      file, {ema2.state(), model2.state(), {{"momentum_buffer.x", &momentum2}}}, path);
   CHECK(momentum2.to_vector<float>() == momentum.to_vector<float>());
   std::vector<StateEntry> a = model.state(), b = model2.state(), c = ema_model.state(),
                           d = ema2.state();
@@ -169,8 +176,8 @@ TEST_CASE("a checkpoint round-trips every tensor and counter exactly") {
     CHECK(c[i].value->to_doubles() == d[i].value->to_doubles());
   }
   // A checkpoint of another optimizer's buffers is refused before anything is copied.
-  CHECK_THROWS_WITH_AS(models::restore_checkpoint(file, {ema2.state(), model2.state(),
-                                                         {{"exp_avg.x", &momentum2}}}, path),
+  CHECK_THROWS_WITH_AS(models::restore_checkpoint(
+                           file, {ema2.state(), model2.state(), {{"exp_avg.x", &momentum2}}}, path),
                        doctest::Contains("missing 'optimizer.exp_avg.x'"), std::invalid_argument);
 }
 
@@ -223,13 +230,14 @@ TEST_CASE("a failed checkpoint write leaves the previous checkpoint intact") {
 
 TEST_CASE("pruning keeps the newest periodic checkpoints only") {
   TempDir dir;
-  for (const char* name : {"epoch1.safetensors", "step4.safetensors", "epoch2.safetensors",
-                           "step8.safetensors"}) {
+  for (const char* name :
+       {"epoch1.safetensors", "step4.safetensors", "epoch2.safetensors", "step8.safetensors"}) {
     write_text(dir.path() / name, name);
     std::this_thread::sleep_for(std::chrono::milliseconds(25));  // past the clock tick of mtimes
   }
   write_text(dir.path() / "last.safetensors", "last");
-  const std::vector<std::string> removed = models::prune_periodic_checkpoints(dir.path().string(), 2);
+  const std::vector<std::string> removed =
+      models::prune_periodic_checkpoints(dir.path().string(), 2);
   CHECK(removed.size() == 2);
   CHECK_FALSE(fs::exists(dir.path() / "epoch1.safetensors"));
   CHECK_FALSE(fs::exists(dir.path() / "step4.safetensors"));
@@ -271,7 +279,8 @@ TEST_CASE("frozen layers keep their weights and resuming a finished run is refus
   for (size_t i = 0; i < state.size(); ++i) {
     if (!state[i].trainable()) continue;
     INFO(state[i].name);
-    const bool same = last.tensor("train." + state[i].name).to_doubles() == state[i].value->to_doubles();
+    const bool same =
+        last.tensor("train." + state[i].name).to_doubles() == state[i].value->to_doubles();
     const std::string momentum = "optimizer.momentum_buffer." + state[i].name;
     CHECK(last.contains(momentum) == !frozen[i]);
     if (frozen[i]) {
@@ -320,13 +329,21 @@ TEST_CASE("callbacks fire in order on rank 0, and any other rank writes and fire
   int log_lines = 0;
   models::train(options, [&](const std::string&) { ++log_lines; });
   // 8 batches, steps after iterations 0 1 2 3 | 5 7: step 3 in epoch 0, step 6 in epoch 1.
-  const std::vector<std::string> expected = {
-      "start 0",
-      "save step3.safetensors", "save last.safetensors",
-      "epoch 0", "fit 0", "save last.safetensors", "save best.safetensors",
-      "save step6.safetensors", "save last.safetensors",
-      "epoch 1", "fit 1", "save last.safetensors", "save best.safetensors",
-      "save final.safetensors", "end finished"};
+  const std::vector<std::string> expected = {"start 0",
+                                             "save step3.safetensors",
+                                             "save last.safetensors",
+                                             "epoch 0",
+                                             "fit 0",
+                                             "save last.safetensors",
+                                             "save best.safetensors",
+                                             "save step6.safetensors",
+                                             "save last.safetensors",
+                                             "epoch 1",
+                                             "fit 1",
+                                             "save last.safetensors",
+                                             "save best.safetensors",
+                                             "save final.safetensors",
+                                             "end finished"};
   CHECK(events == expected);
   CHECK(log_lines > 0);
   const fs::path weights = dir.path() / "run" / "weights";
@@ -341,7 +358,8 @@ TEST_CASE("callbacks fire in order on rank 0, and any other rank writes and fire
   options.run_dir = (dir.path() / "rank1").string();
   options.rank = 1;
   options.world_size = 2;
-  const models::TrainSummary summary = models::train(options, [&](const std::string&) { ++log_lines; });
+  const models::TrainSummary summary =
+      models::train(options, [&](const std::string&) { ++log_lines; });
   CHECK(summary.finished);
   CHECK(events.empty());
   CHECK(log_lines == 0);

@@ -30,17 +30,17 @@ struct ConvCase {
 };
 
 const std::vector<ConvCase> kCases = {
-    {{1, 3, 7, 5}, 4, 3, 3, {1, 1, 1, 1}, true},    // batch 1, odd non-square image
-    {{2, 4, 6, 7}, 3, 1, 1, {1, 1, 0, 0}, false},   // 1x1 stride 1: no im2col
-    {{1, 5, 6, 6}, 6, 1, 1, {1, 1, 0, 0}, true},    // Detect's 1x1 with bias, batch 1
-    {{3, 3, 13, 11}, 4, 6, 6, {2, 2, 2, 2}, false}, // YOLOv5's stem
-    {{2, 3, 9, 8}, 5, 3, 3, {2, 2, 1, 1}, true},    // downsampling 3x3
-    {{2, 2, 8, 9}, 3, 5, 5, {1, 1, 2, 2}, false},   // padding 2
-    {{2, 3, 7, 6}, 2, 1, 1, {2, 2, 1, 1}, false},   // 1x1 with stride and padding
-    {{2, 2, 9, 7}, 3, 3, 1, {2, 1, 1, 0}, true},    // non-square kernel, stride, padding
-    {{2, 3, 12, 37}, 3, 3, 3, {2, 2, 1, 1}, false}, // downsampling, rows long enough for SIMD
-    {{2, 2, 5, 6}, 2, 3, 3, {1, 1, 0, 0}, false},   // no padding
-    {{1, 2, 4, 3}, 3, 5, 5, {1, 1, 2, 2}, true},    // kernel larger than the image
+    {{1, 3, 7, 5}, 4, 3, 3, {1, 1, 1, 1}, true},     // batch 1, odd non-square image
+    {{2, 4, 6, 7}, 3, 1, 1, {1, 1, 0, 0}, false},    // 1x1 stride 1: no im2col
+    {{1, 5, 6, 6}, 6, 1, 1, {1, 1, 0, 0}, true},     // Detect's 1x1 with bias, batch 1
+    {{3, 3, 13, 11}, 4, 6, 6, {2, 2, 2, 2}, false},  // YOLOv5's stem
+    {{2, 3, 9, 8}, 5, 3, 3, {2, 2, 1, 1}, true},     // downsampling 3x3
+    {{2, 2, 8, 9}, 3, 5, 5, {1, 1, 2, 2}, false},    // padding 2
+    {{2, 3, 7, 6}, 2, 1, 1, {2, 2, 1, 1}, false},    // 1x1 with stride and padding
+    {{2, 2, 9, 7}, 3, 3, 1, {2, 1, 1, 0}, true},     // non-square kernel, stride, padding
+    {{2, 3, 12, 37}, 3, 3, 3, {2, 2, 1, 1}, false},  // downsampling, rows long enough for SIMD
+    {{2, 2, 5, 6}, 2, 3, 3, {1, 1, 0, 0}, false},    // no padding
+    {{1, 2, 4, 3}, 3, 5, 5, {1, 1, 2, 2}, true},     // kernel larger than the image
     // larger batches and maps: backward weight's partial sums per image group (conv2d.cpp;
     // batch 10 makes groups of two images) and products the GEMM splits over the pool
     {{5, 3, 16, 16}, 4, 3, 3, {1, 1, 1, 1}, false},
@@ -90,8 +90,8 @@ constexpr double forward_tolerance() {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("conv2d forward matches the direct loop on strided and poisoned views", T,
-                   float, double) {
+TEST_CASE_TEMPLATE("conv2d forward matches the direct loop on strided and poisoned views", T, float,
+                   double) {
   Rng rng(101);
   for (size_t k = 0; k < kCases.size(); ++k) {
     const ConvCase& cc = kCases[k];
@@ -130,20 +130,18 @@ TEST_CASE("conv2d backward data and weight pass the gradient check") {
     check.max_checks_per_input = 60;
     check.forward = [&] {
       std::vector<double> y(static_cast<size_t>(ys.numel()));
-      ops::conv2d_forward<double>(dense_view<const double>(x.data(), xs),
-                                  dense_view<const double>(w.data(), ws),
-                                  cc.bias ? bias.data() : nullptr, cc.params,
-                                  dense_view(y.data(), ys));
+      ops::conv2d_forward<double>(
+          dense_view<const double>(x.data(), xs), dense_view<const double>(w.data(), ws),
+          cc.bias ? bias.data() : nullptr, cc.params, dense_view(y.data(), ys));
       return y;
     };
     check.backward = [&](const std::vector<double>& dy, std::vector<std::vector<double>>& d) {
       ops::conv2d_backward_data<double>(dense_view(dy.data(), ys),
                                         dense_view<const double>(w.data(), ws), cc.params,
                                         dense_view(d[0].data(), xs));
-      ops::conv2d_backward_weight<double>(dense_view<const double>(x.data(), xs),
-                                          dense_view(dy.data(), ys), cc.params,
-                                          dense_view(d[1].data(), ws),
-                                          cc.bias ? d[2].data() : nullptr);
+      ops::conv2d_backward_weight<double>(
+          dense_view<const double>(x.data(), xs), dense_view(dy.data(), ys), cc.params,
+          dense_view(d[1].data(), ws), cc.bias ? d[2].data() : nullptr);
     };
     check.run(rng);
   }
@@ -166,8 +164,8 @@ std::vector<std::vector<double>> conv2d_gradients(const ConvCase& cc, size_t k) 
 
   ops::conv2d_backward_data<T>(dy.view(), dense_view<const T>(w.data(), cc.weight()), cc.params,
                                dx.view());
-  ops::conv2d_backward_weight<T>(x.view(), dy.view(), cc.params,
-                                 dense_view(dw.data(), cc.weight()), dbias.data());
+  ops::conv2d_backward_weight<T>(x.view(), dy.view(), cc.params, dense_view(dw.data(), cc.weight()),
+                                 dbias.data());
   return {dx.values(), convert<double>(dw), convert<double>(dbias)};
 }
 
@@ -215,7 +213,6 @@ TEST_CASE("conv2d rejects mismatched shapes and CUDA views") {
   CHECK_THROWS_AS(forward(xs, ws, ys, Device::cuda(0)), std::runtime_error);
   View<float> dx = dense_view(x.data(), {2, 3, 5, 4});
   CHECK_THROWS_AS(ops::conv2d_backward_data<float>(dense_view<const float>(y.data(), ys),
-                                                   dense_view<const float>(w.data(), ws), same,
-                                                   dx),
+                                                   dense_view<const float>(w.data(), ws), same, dx),
                   std::invalid_argument);
 }

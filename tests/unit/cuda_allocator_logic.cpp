@@ -5,8 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
-#include <random>
 #include <map>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -61,9 +61,9 @@ TEST_CASE("allocator size classes: the smallest class that fits, at most 1/8 sla
     REQUIRE(block >= bytes);
     REQUIRE(block >= CachingAllocator::kMinBlock);
     if (bytes > CachingAllocator::kMinBlock) REQUIRE(block - bytes <= block / 8);
-    REQUIRE(CachingAllocator::size_class(block) == block);          // a class maps to itself
-    REQUIRE(CachingAllocator::size_class(block + 1) > block);       // and is the smallest fit
-    REQUIRE(CachingAllocator::size_class(bytes + 1) >= block);      // monotonic
+    REQUIRE(CachingAllocator::size_class(block) == block);      // a class maps to itself
+    REQUIRE(CachingAllocator::size_class(block + 1) > block);   // and is the smallest fit
+    REQUIRE(CachingAllocator::size_class(bytes + 1) >= block);  // monotonic
   }
   // The classes between 512 and 1024 are 512 + 64 k.
   CHECK(CachingAllocator::size_class(513) == 576);
@@ -79,7 +79,7 @@ TEST_CASE("allocator reuses freed blocks: a repeated step makes no backing calls
   FakeDevice device;
   CachingAllocator allocator(device.backing());
   // One "training step": tensors of assorted sizes, some freed mid-step, all by its end.
-  const std::vector<size_t> sizes = {3 * 640 * 640 * 4, 16 * 320 * 320 * 4, 4096, 1,
+  const std::vector<size_t> sizes = {3 * 640 * 640 * 4,  16 * 320 * 320 * 4, 4096, 1,
                                      16 * 320 * 320 * 4, 32 * 160 * 160 * 4, 7777};
   auto step = [&] {
     std::vector<void*> held;

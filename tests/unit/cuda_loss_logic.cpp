@@ -55,8 +55,8 @@ TEST_CASE("the cuda loss's per-thread bodies run serially equal yolo_loss") {
         expected_views.push_back(dense_view(expected_grad[l].data(), shapes[l]));
         views.push_back(dense_view(grad[l].data(), shapes[l]));
       }
-      const LossValues expected = yolo_loss<float>(predictions, targets, norm, options,
-                                                   expected_views);
+      const LossValues expected =
+          yolo_loss<float>(predictions, targets, norm, options, expected_views);
 
       // What yolo_loss_cuda does, with its kernels as loops.
       std::vector<loss_cuda::LevelArgs> levels;

@@ -25,7 +25,9 @@ std::string error_of(Fn fn) {
 
 }  // namespace
 
-TEST_CASE("dataset yaml: names as a list or an index map; paths resolve against path and the yaml folder") {
+TEST_CASE(
+    "dataset yaml: names as a list or an index map; paths resolve against path and the yaml "
+    "folder") {
   TempDir dir;
   fs::create_directories(dir.path() / "sets" / "a" / "images" / "train");
   write_text(dir.path() / "sets" / "list.yaml",
@@ -63,11 +65,13 @@ TEST_CASE("dataset yaml errors name the file and the key") {
   CHECK(read("train: t\nval: v\nnames: [a\n").find("not valid yaml") != std::string::npos);
   CHECK(read("train: t\nval: v\nnc: x\nnames: [a]\n").find("not a whole number") !=
         std::string::npos);
-  CHECK(error_of([&] { data::read_dataset_yaml((dir.path() / "absent.yaml").string()); })
-            .find("does not exist") != std::string::npos);
+  CHECK(error_of([&] {
+          data::read_dataset_yaml((dir.path() / "absent.yaml").string());
+        }).find("does not exist") != std::string::npos);
 }
 
-TEST_CASE("image discovery: folders recursively and txt lists relative to the list sorted and filtered") {
+TEST_CASE(
+    "image discovery: folders recursively and txt lists relative to the list sorted and filtered") {
   TempDir dir;
   fs::path images = dir.path() / "images";
   for (const char* name : {"train/b.jpg", "train/a.PNG", "train/sub/c.bmp", "train/notes.txt"})

@@ -9,8 +9,8 @@ using namespace bareyolo;
 using namespace bareyolo::models;
 
 TEST_CASE("decode turns logits into pixel boxes in YOLOv5's row order") {
-  DetectionModel model(load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"),
-                       {.nc = 2});
+  DetectionModel model(
+      load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"), {.nc = 2});
   const int no = 7;
   // Input 64x64: levels 8x8, 4x4, 2x2. All logits 0 (sigmoid 0.5) except one cell.
   std::vector<Tensor> head;
@@ -18,7 +18,9 @@ TEST_CASE("decode turns logits into pixel boxes in YOLOv5's row order") {
   // Level 1, anchor 2, cell (gy 3, gx 1): tx = ln 3 (s = 0.75), tw = 0 (s = 0.5), obj logit 2.
   {
     std::vector<float> values(size_t(head[1].numel()), 0.0f);
-    auto at = [&](int field) -> float& { return values[size_t(((2 * no + field) * 4 + 3) * 4 + 1)]; };
+    auto at = [&](int field) -> float& {
+      return values[size_t(((2 * no + field) * 4 + 3) * 4 + 1)];
+    };
     at(0) = std::log(3.0f);
     at(4) = 2.0f;
     head[1] = Tensor::from_vector(values, head[1].shape());

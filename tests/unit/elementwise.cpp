@@ -49,20 +49,21 @@ TEST_CASE("silu and sigmoid backward match finite differences") {
   for (int trial = 0; trial < 4; ++trial) {
     Shape4 s = random_shape(rng);
     std::vector<double> x = random_vector(rng, s.numel(), -4, 4);
-    GradCheck silu{{&x}, {"x"},
-                   [&] {
-                     std::vector<double> y(x.size());
-                     ops::silu_forward<double>(dense_view<const double>(x.data(), s),
-                                               dense_view(y.data(), s));
-                     return y;
-                   },
-                   [&](const std::vector<double>& dy, std::vector<std::vector<double>>& dx) {
-                     ops::silu_backward<double>(dense_view<const double>(x.data(), s),
-                                                dense_view(dy.data(), s),
-                                                dense_view(dx[0].data(), s));
-                   }};
+    GradCheck silu{
+        {&x},
+        {"x"},
+        [&] {
+          std::vector<double> y(x.size());
+          ops::silu_forward<double>(dense_view<const double>(x.data(), s), dense_view(y.data(), s));
+          return y;
+        },
+        [&](const std::vector<double>& dy, std::vector<std::vector<double>>& dx) {
+          ops::silu_backward<double>(dense_view<const double>(x.data(), s),
+                                     dense_view(dy.data(), s), dense_view(dx[0].data(), s));
+        }};
     silu.run(rng);
-    GradCheck sigmoid{{&x}, {"x"},
+    GradCheck sigmoid{{&x},
+                      {"x"},
                       [&] {
                         std::vector<double> y(x.size());
                         ops::sigmoid_forward<double>(dense_view<const double>(x.data(), s),
@@ -92,7 +93,8 @@ TEST_CASE("add forward and backward on strided views") {
   check_close(y.values(), sum, 0, 0, "add forward");
 
   std::vector<double> ad = a.values(), bd = b.values();
-  GradCheck check{{&ad, &bd}, {"a", "b"},
+  GradCheck check{{&ad, &bd},
+                  {"a", "b"},
                   [&] {
                     std::vector<double> out(ad.size());
                     ops::add_forward<double>(dense_view<const double>(ad.data(), s),
@@ -101,8 +103,7 @@ TEST_CASE("add forward and backward on strided views") {
                     return out;
                   },
                   [&](const std::vector<double>& dy, std::vector<std::vector<double>>& d) {
-                    ops::add_backward<double>(dense_view(dy.data(), s),
-                                              dense_view(d[0].data(), s),
+                    ops::add_backward<double>(dense_view(dy.data(), s), dense_view(d[0].data(), s),
                                               dense_view(d[1].data(), s));
                   }};
   check.run(rng);
@@ -122,7 +123,8 @@ TEST_CASE("bce with logits is stable for large logits and matches its definition
     std::vector<double> expected(count);
     for (int64_t i = 0; i < count; ++i) {
       // -(w t log s + (1-t) log(1-s)) with log s = -log1p(e^-x), log(1-s) = -x - log1p(e^-x)
-      double log1p_exp = x[i] > 0 ? std::log1p(std::exp(-x[i])) : -x[i] + std::log1p(std::exp(x[i]));
+      double log1p_exp =
+          x[i] > 0 ? std::log1p(std::exp(-x[i])) : -x[i] + std::log1p(std::exp(x[i]));
       expected[i] = pos_weight * t[i] * log1p_exp + (1 - t[i]) * (x[i] + log1p_exp);
     }
     check_close(loss, expected, 1e-12, 1e-12, "bce forward");
@@ -134,28 +136,28 @@ TEST_CASE("bce with logits backward matches finite differences") {
   const int64_t count = 40;
   std::vector<double> x = random_vector(rng, count, -6, 6), t = random_vector(rng, count, 0, 1);
   for (double pos_weight : {1.0, 3.0}) {
-    GradCheck check{{&x}, {"logits"},
-                    [&] {
-                      std::vector<double> loss(count);
-                      ops::bce_with_logits_forward<double>(
-                          flat_view<const double>(x.data(), count),
-                          flat_view<const double>(t.data(), count), pos_weight,
-                          flat_view(loss.data(), count));
-                      return loss;
-                    },
-                    [&](const std::vector<double>& dloss, std::vector<std::vector<double>>& dx) {
-                      ops::bce_with_logits_backward<double>(
-                          flat_view<const double>(x.data(), count),
-                          flat_view<const double>(t.data(), count), pos_weight,
-                          flat_view(dloss.data(), count), flat_view(dx[0].data(), count));
-                    }};
+    GradCheck check{
+        {&x},
+        {"logits"},
+        [&] {
+          std::vector<double> loss(count);
+          ops::bce_with_logits_forward<double>(flat_view<const double>(x.data(), count),
+                                               flat_view<const double>(t.data(), count), pos_weight,
+                                               flat_view(loss.data(), count));
+          return loss;
+        },
+        [&](const std::vector<double>& dloss, std::vector<std::vector<double>>& dx) {
+          ops::bce_with_logits_backward<double>(
+              flat_view<const double>(x.data(), count), flat_view<const double>(t.data(), count),
+              pos_weight, flat_view(dloss.data(), count), flat_view(dx[0].data(), count));
+        }};
     check.run(rng);
   }
 }
 
 TEST_CASE("elementwise ops reject mismatched shapes with a message") {
   std::vector<float> a(6), b(8);
-  CHECK_THROWS_WITH_AS(ops::silu_forward<float>(flat_view<const float>(a.data(), 6),
-                                                flat_view(b.data(), 8)),
-                       doctest::Contains("silu_forward"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      ops::silu_forward<float>(flat_view<const float>(a.data(), 6), flat_view(b.data(), 8)),
+      doctest::Contains("silu_forward"), std::invalid_argument);
 }

@@ -15,15 +15,17 @@ using namespace bareyolo::testing;
 
 namespace {
 DetectionModel tiny(int nc, uint64_t seed = 0) {
-  return DetectionModel(load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"),
-                        {.nc = nc, .seed = seed});
+  return DetectionModel(
+      load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"),
+      {.nc = nc, .seed = seed});
 }
 }  // namespace
 
 TEST_CASE("gradient report holds YOLOv5's loss head layout and every parameter gradient") {
   DetectionModel model = tiny(3);
   Rng rng(121);
-  Tensor images = Tensor::from_vector(random_vector<float>(rng, 2 * 3 * 64 * 64, 0, 1), {2, 3, 64, 64});
+  Tensor images =
+      Tensor::from_vector(random_vector<float>(rng, 2 * 3 * 64 * 64, 0, 1), {2, 3, 64, 64});
   std::vector<LabelRow> labels = {{0, 1, 0.5f, 0.5f, 0.3f, 0.2f}, {1, 2, 0.2f, 0.7f, 0.1f, 0.3f}};
   SafetensorsFile report = gradient_report(model, images, labels, LossHyp{});
 
@@ -46,7 +48,8 @@ TEST_CASE("gradient report holds YOLOv5's loss head layout and every parameter g
   // The head in YOLOv5's layout: p3[b, a, y, x, k] = raw[b, a * 8 + k, y, x].
   std::vector<float> p3 = report.values<float>("p3");
   std::vector<float> raw = model.graph().output_of(model.graph().size() - 3).to_vector<float>();
-  CHECK(p3[((((1 * 3 + 2) * 8 + 5) * 8 + 6) * 8) + 4] == raw[(((1 * 24 + 2 * 8 + 4) * 8 + 5) * 8) + 6]);
+  CHECK(p3[((((1 * 3 + 2) * 8 + 5) * 8 + 6) * 8) + 4] ==
+        raw[(((1 * 24 + 2 * 8 + 4) * 8 + 5) * 8) + 6]);
 }
 
 TEST_CASE("weights round trip through safetensors and a mismatched file changes nothing") {

@@ -16,17 +16,17 @@ namespace {
 Graph small_graph(DType dtype) {
   std::mt19937_64 init(5);
   Graph g;
-  int a = g.add("model.0.", {Graph::kGraphInput},
-                std::make_unique<ConvBnSilu>(3, 4, 3, 2, -1, kYolov5Bn, init,
-                                             Device::cpu(), dtype));
-  int b = g.add("model.1.", {a},
-                std::make_unique<ConvBnSilu>(4, 5, 1, 1, -1, kYolov5Bn, init,
-                                             Device::cpu(), dtype));
+  int a =
+      g.add("model.0.", {Graph::kGraphInput},
+            std::make_unique<ConvBnSilu>(3, 4, 3, 2, -1, kYolov5Bn, init, Device::cpu(), dtype));
+  int b =
+      g.add("model.1.", {a},
+            std::make_unique<ConvBnSilu>(4, 5, 1, 1, -1, kYolov5Bn, init, Device::cpu(), dtype));
   int up = g.add("model.2.", {b}, std::make_unique<Upsample>());
   int cat = g.add_concat("model.3.", {b, a});
-  int c = g.add("model.4.", {cat},
-                std::make_unique<ConvBnSilu>(9, 2, 3, 1, -1, kYolov5Bn, init,
-                                             Device::cpu(), dtype));
+  int c =
+      g.add("model.4.", {cat},
+            std::make_unique<ConvBnSilu>(9, 2, 3, 1, -1, kYolov5Bn, init, Device::cpu(), dtype));
   g.set_outputs({c, up});
   return g;
 }

@@ -39,8 +39,7 @@ TEST_CASE("ConvBnSilu backward matches finite differences in train and eval mode
 TEST_CASE("Conv2d with bias backward matches finite differences") {
   Rng rng(62);
   std::mt19937_64 init(3);
-  Conv2d conv({.c_in = 5, .c_out = 7, .kernel = 1, .bias = true}, init, Device::cpu(),
-              DType::f64);
+  Conv2d conv({.c_in = 5, .c_out = 7, .kernel = 1, .bias = true}, init, Device::cpu(), DType::f64);
   check_module_gradients(conv, {{2, 5, 3, 4}}, Mode::train, rng);
 }
 

@@ -66,7 +66,9 @@ TEST_CASE("loader: batches are identical for 0 or 1 or 3 workers") {
   }
 }
 
-TEST_CASE("loader: 2 and 4 ranks' micro-batches together are the single-rank batch in pixels and targets") {
+TEST_CASE(
+    "loader: 2 and 4 ranks' micro-batches together are the single-rank batch in pixels and "
+    "targets") {
   TempDir dir;
   data::OpenedSplit train =
       data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 7)), "train");
@@ -99,7 +101,8 @@ TEST_CASE("loader: the same image at two positions gets two different augmentati
   CHECK_FALSE(same_image(batches[0], 0, load_epoch(train.dataset, 4, 1, 0, 0, 2)[0], 0));
 }
 
-TEST_CASE("loader: collate layout is NCHW floats in 0..1 and target rows of image class cx cy w h") {
+TEST_CASE(
+    "loader: collate layout is NCHW floats in 0..1 and target rows of image class cx cy w h") {
   TempDir dir;
   data::OpenedSplit train =
       data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 5)), "train");
@@ -153,6 +156,6 @@ TEST_CASE("loader: an image that disappeared after verification is an error nami
       data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 4)), "train");
   for (const auto& entry : fs::directory_iterator(dir.path() / "images" / "train"))
     fs::remove(entry.path());
-  CHECK_THROWS_WITH_AS(load_epoch(train.dataset, 2, 1, 0, 2), doctest::Contains("cannot open image"),
-                       data::ImageError);
+  CHECK_THROWS_WITH_AS(load_epoch(train.dataset, 2, 1, 0, 2),
+                       doctest::Contains("cannot open image"), data::ImageError);
 }

@@ -19,13 +19,14 @@ std::vector<LabelRow> random_labels(Rng& rng, int images, int count, int classes
   std::vector<LabelRow> labels;
   std::uniform_real_distribution<float> centre(0.05f, 0.95f), size(0.05f, 0.5f);
   for (int k = 0; k < count; ++k)
-    labels.push_back({random_int(rng, 0, images - 1), random_int(rng, 0, classes - 1),
-                      centre(rng), centre(rng), size(rng), size(rng)});
+    labels.push_back({random_int(rng, 0, images - 1), random_int(rng, 0, classes - 1), centre(rng),
+                      centre(rng), size(rng), size(rng)});
   return labels;
 }
 
 std::vector<LevelGrid> grids(int size) {  // three levels of strides 8, 16, 32
-  return {{size / 8, size / 8, kAnchors}, {size / 16, size / 16, kAnchors},
+  return {{size / 8, size / 8, kAnchors},
+          {size / 16, size / 16, kAnchors},
           {size / 32, size / 32, kAnchors}};
 }
 
@@ -96,9 +97,10 @@ TEST_CASE("complete_iou follows its definition and its Dual derivatives are exac
     std::copy(point, point + 4, minus);
     plus[k] += 1e-6;
     minus[k] -= 1e-6;
-    double numeric = (complete_iou(plus[0], plus[1], plus[2], plus[3], target, terms.alpha).ciou -
-                      complete_iou(minus[0], minus[1], minus[2], minus[3], target, terms.alpha)
-                          .ciou) / 2e-6;
+    double numeric =
+        (complete_iou(plus[0], plus[1], plus[2], plus[3], target, terms.alpha).ciou -
+         complete_iou(minus[0], minus[1], minus[2], minus[3], target, terms.alpha).ciou) /
+        2e-6;
     CAPTURE(k);
     CHECK(terms.ciou.d[size_t(k)] == doctest::Approx(numeric).epsilon(1e-6));
   }
@@ -128,7 +130,8 @@ TEST_CASE("loss backward matches finite differences with detached terms held") {
   const LossNormalization norm = local_normalization(targets, images);
   auto views = [&] {
     std::vector<View<const double>> v;
-    for (size_t l = 0; l < values.size(); ++l) v.push_back(dense_view<const double>(values[l].data(), shapes[l]));
+    for (size_t l = 0; l < values.size(); ++l)
+      v.push_back(dense_view<const double>(values[l].data(), shapes[l]));
     return v;
   };
   DetachedTerms detached;
@@ -139,7 +142,8 @@ TEST_CASE("loss backward matches finite differences with detached terms held") {
   for (auto& v : values) check.inputs.push_back(&v);
   check.names = {"p3", "p4", "p5"};
   check.forward = [&] {
-    return std::vector<double>{yolo_loss<double>(views(), targets, norm, options, {}, &detached).total};
+    return std::vector<double>{
+        yolo_loss<double>(views(), targets, norm, options, {}, &detached).total};
   };
   check.backward = [&](const std::vector<double>& dout, std::vector<std::vector<double>>& d) {
     std::vector<double> grads_scaled;
@@ -184,8 +188,8 @@ TEST_CASE("loss with global counts splits a batch into shares that add up exactl
     in.push_back(dense_view<const double>(full[l].data(), shapes[l]));
     grad.push_back(dense_view(full_grad[l].data(), shapes[l]));
   }
-  const LossValues whole = yolo_loss<double>(in, whole_targets, local_normalization(whole_targets, 4),
-                                             options, grad);
+  const LossValues whole =
+      yolo_loss<double>(in, whole_targets, local_normalization(whole_targets, 4), options, grad);
 
   LossNormalization global = local_normalization(whole_targets, 4);
   LossValues sum;

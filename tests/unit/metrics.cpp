@@ -73,9 +73,9 @@ TEST_CASE("map matching credits a duplicate once and never another class") {
 TEST_CASE("map of a perfect detector is 0.995 as in YOLOv5") {
   CHECK(compute_ap(std::vector<double>{1.0}, std::vector<double>{1.0}) == doctest::Approx(0.995));
   DetectionStats stats;
-  stats.add_image(std::vector<Detection>{detection(kSquare, 0.9f, 0),
-                                         detection({20, 20, 40, 40}, 0.8f, 1)},
-                  std::vector<GroundTruth>{label(kSquare, 0), label({20, 20, 40, 40}, 1)});
+  stats.add_image(
+      std::vector<Detection>{detection(kSquare, 0.9f, 0), detection({20, 20, 40, 40}, 0.8f, 1)},
+      std::vector<GroundTruth>{label(kSquare, 0), label({20, 20, 40, 40}, 1)});
   stats.add_image(std::vector<Detection>{detection({5, 5, 25, 25}, 0.7f, 0)},
                   std::vector<GroundTruth>{label({5, 5, 25, 25}, 0)});
   const DetectionMetrics metrics = ap_per_class(stats);
@@ -123,10 +123,10 @@ TEST_CASE("map scores a confused class 0 and ignores classes without labels") {
   // class-1 object: recall 1 is reached at precision 1, AP = 0.995. Class 1: one label, no
   // detection, AP = 0. Class 2 has a detection but no label: not scored.
   DetectionStats stats;
-  stats.add_image(std::vector<Detection>{detection(kSquare, 0.9f, 0),
-                                         detection({50, 50, 60, 60}, 0.8f, 0),
-                                         detection({80, 80, 90, 90}, 0.95f, 2)},
-                  std::vector<GroundTruth>{label(kSquare, 0), label({50, 50, 60, 60}, 1)});
+  stats.add_image(
+      std::vector<Detection>{detection(kSquare, 0.9f, 0), detection({50, 50, 60, 60}, 0.8f, 0),
+                             detection({80, 80, 90, 90}, 0.95f, 2)},
+      std::vector<GroundTruth>{label(kSquare, 0), label({50, 50, 60, 60}, 1)});
   const DetectionMetrics metrics = ap_per_class(stats);
   REQUIRE(metrics.classes.size() == 2);
   CHECK(metrics.classes[0].ap50 == doctest::Approx(0.995));
@@ -151,7 +151,7 @@ TEST_CASE("map is zero without a true positive") {
 
 TEST_CASE("map statistics accumulate per image and merge across collections") {
   const std::vector<Detection> image0 = {detection(kSquare, 0.9f),
-                                        detection({50, 0, 60, 10}, 0.3f)};
+                                         detection({50, 0, 60, 10}, 0.3f)};
   const std::vector<GroundTruth> labels0 = {label(kSquare), label({20, 0, 30, 10}, 1)};
   const std::vector<GroundTruth> labels1 = {label({20, 0, 30, 10})};  // missed
 

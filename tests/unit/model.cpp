@@ -1,8 +1,8 @@
 // tests/unit/model.cpp — DetectionModel from the model yamls: YOLOv5's parameter counts,
 // state_dict names, shapes and order, strides and anchors, the from-scratch state, head
 // output shapes, a gradient check of a whole (tiny) model, and errors in malformed yamls.
-#include <cmath>
 #include <immintrin.h>
+#include <cmath>
 
 #include <map>
 
@@ -29,8 +29,7 @@ class ModelUnderTest : public Module {
   explicit ModelUnderTest(DetectionModel& model) : model_(model) {}
   Shape4 output_shape(std::span<const Shape4> inputs) const override {
     int64_t total = 0;
-    for (int node : detect_nodes())
-      total += model_.graph().shapes(inputs[0])[size_t(node)].numel();
+    for (int node : detect_nodes()) total += model_.graph().shapes(inputs[0])[size_t(node)].numel();
     return {1, 1, 1, total};
   }
   void forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) override {
@@ -151,8 +150,7 @@ TEST_CASE("malformed model yamls name the file row and problem") {
                        doctest::Contains("row 1 (line 8), Conv: from index 5"),
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(build("backbone:\n  - [-1, 1, Conv]\nhead: []\n"),
-                       doctest::Contains("row 0 (line 7): a row must be"),
-                       std::invalid_argument);
+                       doctest::Contains("row 0 (line 7): a row must be"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(parse_model_config("nc: 2\n", "short.yaml"),
                        doctest::Contains("short.yaml: missing key 'depth_multiple'"),
                        std::invalid_argument);
@@ -163,10 +161,12 @@ TEST_CASE("malformed model yamls name the file row and problem") {
 TEST_CASE("evaluation shares activation buffers and gives the same outputs") {
   DetectionModel model = load("yolov5n.yaml", {.nc = 3});
   Rng rng(92);
-  const Tensor images = Tensor::from_vector(random_vector<float>(rng, 2 * 3 * 96 * 128, 0, 1), {2, 3, 96, 128});
+  const Tensor images =
+      Tensor::from_vector(random_vector<float>(rng, 2 * 3 * 96 * 128, 0, 1), {2, 3, 96, 128});
   auto outputs = [&] {
     std::vector<std::vector<float>> values;
-    for (const Tensor& t : model.forward(images, Mode::eval)) values.push_back(t.to_vector<float>());
+    for (const Tensor& t : model.forward(images, Mode::eval))
+      values.push_back(t.to_vector<float>());
     return values;
   };
   model.graph().keep_all_outputs(true);
@@ -179,7 +179,8 @@ TEST_CASE("evaluation shares activation buffers and gives the same outputs") {
   // buffers alive across most of the network.
   CHECK(shared < kept * 6 / 10);
   std::vector<Tensor> grads;
-  for (const Tensor& t : model.forward(images, Mode::eval)) grads.push_back(Tensor::zeros(t.shape()));
+  for (const Tensor& t : model.forward(images, Mode::eval))
+    grads.push_back(Tensor::zeros(t.shape()));
   CHECK_THROWS_WITH_AS(model.backward(grads), doctest::Contains("after an evaluation forward"),
                        std::logic_error);
 }

@@ -46,8 +46,8 @@ inline void check_module_gradients(Module& module, const std::vector<Shape4>& in
     for (size_t i = 0; i < n_inputs; ++i)
       inputs[i] = Tensor::from_vector(values[i], input_shapes[i]);
     for (size_t k = 0; k < params.size(); ++k)
-      params[k].value->copy_from(Tensor::from_vector(values[n_inputs + k],
-                                                     params[k].value->shape()));
+      params[k].value->copy_from(
+          Tensor::from_vector(values[n_inputs + k], params[k].value->shape()));
     std::vector<Shape4> shapes = input_shapes;
     output = Tensor::empty(module.output_shape(shapes), Device::cpu(), DType::f64);
     module.forward(inputs, output, mode);

@@ -78,10 +78,10 @@ TEST_CASE("nms multi_label gives one row per class above the threshold") {
 
 TEST_CASE("nms confidence threshold applies to objectness and to the product strictly") {
   Rows rows{1};
-  rows.add({10, 10, 4, 4}, 0.2f, {1.0f})       // objectness below 0.25
-      .add({30, 10, 4, 4}, 0.9f, {0.2f})       // 0.18 below 0.25
-      .add({50, 10, 4, 4}, 0.25f, {1.0f})      // objectness (and product) equal: not above
-      .add({70, 10, 4, 4}, 0.5f, {0.6f});      // 0.3 kept
+  rows.add({10, 10, 4, 4}, 0.2f, {1.0f})   // objectness below 0.25
+      .add({30, 10, 4, 4}, 0.9f, {0.2f})   // 0.18 below 0.25
+      .add({50, 10, 4, 4}, 0.25f, {1.0f})  // objectness (and product) equal: not above
+      .add({70, 10, 4, 4}, 0.5f, {0.6f});  // 0.3 kept
   const std::vector<Detection> kept = run_nms(rows);
   REQUIRE(kept.size() == 1);
   CHECK(kept[0].box.x1 == 68);

@@ -21,7 +21,8 @@ TEST_CASE("sgd_step follows PyTorch's SGD over several steps") {
       for (int64_t i = 0; i < n; ++i) {  // torch.optim.SGD, written out
         double d = g[size_t(i)] + p.weight_decay * w_ref[size_t(i)];
         v_ref[size_t(i)] = step == 0 ? d : p.momentum * v_ref[size_t(i)] + d;
-        w_ref[size_t(i)] -= p.lr * (nesterov ? d + p.momentum * v_ref[size_t(i)] : v_ref[size_t(i)]);
+        w_ref[size_t(i)] -=
+            p.lr * (nesterov ? d + p.momentum * v_ref[size_t(i)] : v_ref[size_t(i)]);
       }
     }
     check_close(w, w_ref, 1e-14, 1e-15, "sgd weights");
@@ -36,7 +37,8 @@ TEST_CASE("ema_update sum_of_squares and scale_inplace") {
   std::vector<double> expected(n);
   for (int64_t i = 0; i < n; ++i)
     expected[size_t(i)] = 0.25 * average[size_t(i)] + 0.75 * value[size_t(i)];
-  ops::ema_update<float>(flat_view(average.data(), n), flat_view<const float>(value.data(), n), 0.25);
+  ops::ema_update<float>(flat_view(average.data(), n), flat_view<const float>(value.data(), n),
+                         0.25);
   check_close(average, expected, 1e-6, 1e-7, "ema");
 
   double squares = 0;

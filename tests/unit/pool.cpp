@@ -29,19 +29,17 @@ struct PoolCase {
 const std::vector<PoolCase> kCases = {
     {{2, 3, 7, 9}, {5, 1, 2}},  // SPPF
     {{1, 2, 8, 8}, {5, 1, 2}},  // SPPF, batch 1
-    {{2, 2, 7, 6}, {3, 2, 1}},
-    {{1, 3, 6, 9}, {2, 2, 0}},
-    {{2, 1, 5, 5}, {3, 1, 0}},
-    {{1, 2, 9, 7}, {3, 3, 1}},
-    {{2, 2, 5, 3}, {2, 2, 1}},  // padding on the last row and column only
+    {{2, 2, 7, 6}, {3, 2, 1}}, {{1, 3, 6, 9}, {2, 2, 0}}, {{2, 1, 5, 5}, {3, 1, 0}},
+    {{1, 2, 9, 7}, {3, 3, 1}}, {{2, 2, 5, 3}, {2, 2, 1}},  // padding on the last row and column
+                                                           // only
 };
 
 int64_t gap_of(size_t case_index) { return case_index % 2 ? 0 : 4; }
 
 // Row-major index of the first maximum of the window of output (n, c, r, col), found
 // directly; `dense` holds x without gaps.
-int64_t first_maximum(const std::vector<double>& dense, const PoolCase& pc, int64_t n,
-                      int64_t c, int64_t r, int64_t col) {
+int64_t first_maximum(const std::vector<double>& dense, const PoolCase& pc, int64_t n, int64_t c,
+                      int64_t r, int64_t col) {
   const Shape4 s = pc.x;
   const auto& p = pc.params;
   int64_t best = -1;
@@ -111,14 +109,14 @@ TEST_CASE("maxpool2d backward passes the gradient check") {
   }
 }
 
-TEST_CASE_TEMPLATE("maxpool2d backward routes ties to the first maximum of each window", T,
-                   float, double) {
+TEST_CASE_TEMPLATE("maxpool2d backward routes ties to the first maximum of each window", T, float,
+                   double) {
   Rng rng(403);
   for (size_t k = 0; k < kCases.size(); ++k) {
     CAPTURE(k);
     const PoolCase& pc = kCases[k];
     StridedBuffer<T> x(pc.x, gap_of(k), rng), dy(pc.y(), gap_of(k + 1), rng);
-    StridedBuffer<T> dx(pc.x, 3, rng);  // random start: the backward must add onto it
+    StridedBuffer<T> dx(pc.x, 3, rng);    // random start: the backward must add onto it
     for (int64_t n = 0; n < pc.x.n; ++n)  // values in {0, 1, 2}: ties everywhere
       for (int64_t j = 0; j < pc.x.image_numel(); ++j)
         x.view().image(n)[j] = static_cast<T>(random_int(rng, 0, 2));

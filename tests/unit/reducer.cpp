@@ -55,12 +55,12 @@ models::DetectionModel tiny_model() {
 std::vector<std::vector<double>> run_backward(models::DetectionModel& model, Reducer* reducer,
                                               TwoRankStandIn* comm) {
   Rng rng(17);
-  const Tensor images = Tensor::from_vector(random_vector<double>(rng, 2 * 3 * 64 * 64, -1, 1),
-                                            {2, 3, 64, 64});
+  const Tensor images =
+      Tensor::from_vector(random_vector<double>(rng, 2 * 3 * 64 * 64, -1, 1), {2, 3, 64, 64});
   std::vector<Tensor> grads;
   for (const Tensor& head : model.forward(images, Mode::train))
-    grads.push_back(Tensor::from_vector(random_vector<double>(rng, size_t(head.numel()), -1, 1),
-                                        head.shape()));
+    grads.push_back(
+        Tensor::from_vector(random_vector<double>(rng, size_t(head.numel()), -1, 1), head.shape()));
   model.backward(grads, [&](int node) {
     if (reducer) reducer->node_done(node);
     if (comm) ++comm->nodes_done;
@@ -74,7 +74,8 @@ std::vector<std::vector<double>> run_backward(models::DetectionModel& model, Red
 
 }  // namespace
 
-TEST_CASE("reducer: gradients live in the buckets, buckets go out during backward, the mean comes back") {
+TEST_CASE(
+    "reducer: gradients live in the buckets, buckets go out during backward, the mean comes back") {
   models::DetectionModel reference = tiny_model();
   const std::vector<std::vector<double>> plain = run_backward(reference, nullptr, nullptr);
 
@@ -110,9 +111,8 @@ TEST_CASE("reducer: no_sync accumulates locally, a frozen parameter is left alon
   models::DetectionModel model = tiny_model();
   TwoRankStandIn comm;
   const std::string frozen = model.state().front().name;  // model.0.conv.weight
-  Reducer reducer(graph_parameters(model.graph(),
-                                   [&](const StateEntry& e) { return e.name != frozen; }),
-                  comm);
+  Reducer reducer(
+      graph_parameters(model.graph(), [&](const StateEntry& e) { return e.name != frozen; }), comm);
   reducer.set_sync(false);
   const std::vector<std::vector<double>> once = run_backward(model, &reducer, nullptr);
   CHECK(comm.launched_buffers.empty());
@@ -128,7 +128,8 @@ TEST_CASE("reducer: no_sync accumulates locally, a frozen parameter is left alon
 TEST_CASE("reducer: a bucket whose parameter got no gradient still completes at finish") {
   models::DetectionModel model = tiny_model();
   TwoRankStandIn comm;
-  Reducer reducer(graph_parameters(model.graph()), comm, {.bucket_mb = 0.05, .first_bucket_mb = 0.01});
+  Reducer reducer(graph_parameters(model.graph()), comm,
+                  {.bucket_mb = 0.05, .first_bucket_mb = 0.01});
   // Backward never reports node 0 (as if its parameters were unused this step).
   for (int node = model.graph().size() - 1; node >= 1; --node) reducer.node_done(node);
   CHECK(reducer.launched_buckets() < reducer.bucket_count());

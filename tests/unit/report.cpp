@@ -26,10 +26,23 @@ int count(const std::string& text, const std::string& what) {
 }
 
 models::EpochMetrics epoch(int e, double map50) {
-  return {.epoch = e, .train_box = 0.1 / (e + 1), .train_obj = 0.05, .train_cls = 0.02,
-          .precision = 0.5, .recall = 0.4, .map50 = map50, .map50_95 = map50 / 2,
-          .val_box = 0.09, .val_obj = 0.04, .val_cls = 0.01, .lr0 = 0.09, .lr1 = 0.001,
-          .lr2 = 0.001, .fitness = map50 / 2, .validated = true, .epoch_seconds = 3,
+  return {.epoch = e,
+          .train_box = 0.1 / (e + 1),
+          .train_obj = 0.05,
+          .train_cls = 0.02,
+          .precision = 0.5,
+          .recall = 0.4,
+          .map50 = map50,
+          .map50_95 = map50 / 2,
+          .val_box = 0.09,
+          .val_obj = 0.04,
+          .val_cls = 0.01,
+          .lr0 = 0.09,
+          .lr1 = 0.001,
+          .lr2 = 0.001,
+          .fitness = map50 / 2,
+          .validated = true,
+          .epoch_seconds = 3,
           .step_seconds = 0.25};
 }
 
@@ -37,7 +50,8 @@ models::EpochMetrics epoch(int e, double map50) {
 
 TEST_CASE("results.csv has YOLOv5's 14 columns and one row per epoch") {
   const std::string header = models::results_csv_header();
-  CHECK(header.rfind("epoch,train/box_loss,train/obj_loss,train/cls_loss,metrics/precision,", 0) == 0);
+  CHECK(header.rfind("epoch,train/box_loss,train/obj_loss,train/cls_loss,metrics/precision,", 0) ==
+        0);
   CHECK(count(header, ",") == 13);
   CHECK(header.find("val/cls_loss,x/lr0,x/lr1,x/lr2\n") != std::string::npos);
   const std::string row = models::results_csv_row(epoch(3, 0.25));
@@ -80,7 +94,7 @@ TEST_CASE("svg charts draw one polyline per series and leave gaps for skipped va
   CHECK(svg.rfind("<svg", 0) == 0);
   CHECK(count(svg, "<polyline") == 3);
   CHECK(count(svg, "<circle") == 1);
-  CHECK(count(svg, "stroke-dasharray") == 2);  // the series and its legend
+  CHECK(count(svg, "stroke-dasharray") == 2);          // the series and its legend
   CHECK(svg.find("t&lt;1&gt;") != std::string::npos);  // escaped
   CHECK(svg.find("nan") == std::string::npos);
 }

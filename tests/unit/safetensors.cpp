@@ -99,8 +99,7 @@ std::vector<uint8_t> file_image(const std::string& header, const std::vector<uin
 struct TempDir {
   fs::path path;
   explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() /
-             ("bareyolo_" + name + "_" + std::to_string(::getpid()))) {
+      : path(fs::temp_directory_path() / ("bareyolo_" + name + "_" + std::to_string(::getpid()))) {
     fs::remove_all(path);
     fs::create_directories(path);
   }
@@ -140,7 +139,7 @@ TEST_CASE("safetensors round trip keeps dtypes shapes values and metadata") {
   file.add_values<float>("weight", testing::random_vector<float>(rng, 6), {2, 3});
   file.add_values<double>("running_mean", {1.0, -2.5, 1e-300}, {3});
   file.add_values<int64_t>("num_batches_tracked", {123456789012345}, {});  // 0-d
-  file.add_values<float>("no_rows", {}, {0, 4});                          // empty
+  file.add_values<float>("no_rows", {}, {0, 4});                           // empty
   file.add_values<int32_t>("grid", {1, -2, 3, -4}, {2, 2});
   file.add_values<uint8_t>("flags", {0, 1, 2, 3, 255}, {5});
   file.add({"bf16_raw", "BF16", {1}, {0x80, 0x3f}});
@@ -206,8 +205,7 @@ TEST_CASE("safetensors reads the bytes the reference implementation writes") {
   SafetensorsFile file = SafetensorsFile::parse(kPythonFixture, "python fixture");
   check_same_records(file, fixture_content());
   CHECK(file.values<int64_t>("model.0.bn.num_batches_tracked") == std::vector<int64_t>{7});
-  CHECK(file.values<float>("model.0.conv.weight") ==
-        std::vector<float>{0.5f, -1.25f, 2.0f, 3.75f});
+  CHECK(file.values<float>("model.0.conv.weight") == std::vector<float>{0.5f, -1.25f, 2.0f, 3.75f});
   CHECK(file.record("model.0.conv.weight").shape == std::vector<int64_t>{2, 1, 1, 2});
   CHECK(file.metadata().at("bareyolo") == R"({"epoch": 3})");
 }
@@ -238,9 +236,7 @@ TEST_CASE("safetensors refuses corrupt files with a message naming the problem")
     CHECK(message.find(expected) != std::string::npos);
   };
 
-  SUBCASE("shorter than the length field") {
-    check_refused({1, 2, 3}, "3 bytes long, too short");
-  }
+  SUBCASE("shorter than the length field") { check_refused({1, 2, 3}, "3 bytes long, too short"); }
   SUBCASE("header length beyond the sane maximum") {
     std::vector<uint8_t> bytes = valid;
     uint64_t huge = 200'000'000;
@@ -267,49 +263,49 @@ TEST_CASE("safetensors refuses corrupt files with a message naming the problem")
     check_refused(file_image("[1, 2]", data), "must be a JSON object, got a array");
   }
   SUBCASE("unknown dtype") {
-    check_refused(file_image(header(R"({"dtype":"F33","shape":[2],"data_offsets":[0,8]})", b_ok),
-                             data),
-                  "tensor 'a': unknown dtype \"F33\"");
+    check_refused(
+        file_image(header(R"({"dtype":"F33","shape":[2],"data_offsets":[0,8]})", b_ok), data),
+        "tensor 'a': unknown dtype \"F33\"");
   }
   SUBCASE("negative dimension") {
-    check_refused(file_image(header(R"({"dtype":"F32","shape":[-2],"data_offsets":[0,8]})", b_ok),
-                             data),
-                  "tensor 'a': every shape dimension must be a non-negative integer, got -2");
+    check_refused(
+        file_image(header(R"({"dtype":"F32","shape":[-2],"data_offsets":[0,8]})", b_ok), data),
+        "tensor 'a': every shape dimension must be a non-negative integer, got -2");
   }
   SUBCASE("missing data_offsets") {
     check_refused(file_image(header(R"({"dtype":"F32","shape":[2]})", b_ok), data),
                   "tensor 'a': missing \"data_offsets\"");
   }
   SUBCASE("offsets that end before they begin") {
-    check_refused(file_image(header(R"({"dtype":"F32","shape":[0],"data_offsets":[8,0]})", b_ok),
-                             data),
-                  "tensor 'a': data_offsets [8, 0) end before they begin");
+    check_refused(
+        file_image(header(R"({"dtype":"F32","shape":[0],"data_offsets":[8,0]})", b_ok), data),
+        "tensor 'a': data_offsets [8, 0) end before they begin");
   }
   SUBCASE("offsets out of bounds") {
-    check_refused(file_image(header(a_ok, R"({"dtype":"I64","shape":[],"data_offsets":[16,24]})"),
-                             data),
-                  "tensor 'b': data_offsets [16, 24) lie outside the data buffer of 16 bytes");
+    check_refused(
+        file_image(header(a_ok, R"({"dtype":"I64","shape":[],"data_offsets":[16,24]})"), data),
+        "tensor 'b': data_offsets [16, 24) lie outside the data buffer of 16 bytes");
   }
   SUBCASE("overlapping tensors") {
-    check_refused(file_image(header(a_ok, R"({"dtype":"I64","shape":[],"data_offsets":[4,12]})"),
-                             data),
-                  "tensor 'b' at [4, 12) overlaps tensor 'a', which ends at 8");
+    check_refused(
+        file_image(header(a_ok, R"({"dtype":"I64","shape":[],"data_offsets":[4,12]})"), data),
+        "tensor 'b' at [4, 12) overlaps tensor 'a', which ends at 8");
   }
   SUBCASE("gap between tensors") {
-    check_refused(file_image(header(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})", b_ok),
-                             data),
-                  "gap in the data buffer: bytes [4, 8) before tensor 'b' belong to no tensor");
+    check_refused(
+        file_image(header(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})", b_ok), data),
+        "gap in the data buffer: bytes [4, 8) before tensor 'b' belong to no tensor");
   }
   SUBCASE("region size does not match dtype and shape") {
-    check_refused(file_image(header(R"({"dtype":"F64","shape":[2],"data_offsets":[0,8]})", b_ok),
-                             data),
-                  "tensor 'a': data_offsets [0, 8) hold 8 bytes, but dtype F64 with 2 elements "
-                  "needs 16");
+    check_refused(
+        file_image(header(R"({"dtype":"F64","shape":[2],"data_offsets":[0,8]})", b_ok), data),
+        "tensor 'a': data_offsets [0, 8) hold 8 bytes, but dtype F64 with 2 elements "
+        "needs 16");
   }
   SUBCASE("metadata value that is not a string") {
-    check_refused(file_image(R"({"__metadata__":{"epoch":3},"a":)" + a_ok + R"(,"b":)" + b_ok + "}",
-                             data),
-                  "\"__metadata__\" value for \"epoch\" must be a string");
+    check_refused(
+        file_image(R"({"__metadata__":{"epoch":3},"a":)" + a_ok + R"(,"b":)" + b_ok + "}", data),
+        "\"__metadata__\" value for \"epoch\" must be a string");
   }
   SUBCASE("tensor named twice") {
     check_refused(file_image(R"({"a":)" + a_ok + R"(,"a":)" + a_ok + "}", data),
@@ -322,12 +318,15 @@ TEST_CASE("safetensors records are checked when added and looked up") {
   file.add_values<float>("w", {1, 2}, {2});
   CHECK(error_of([&] { file.add_values<float>("w", {1}, {1}); }).find("added twice") !=
         std::string::npos);
-  CHECK(error_of([&] { file.add({"v", "F32", {3}, {0, 0, 0, 0}}); })
-            .find("4 bytes given, dtype and shape need 12") != std::string::npos);
-  CHECK(error_of([&] { file.add({"v", "F4", {2}, {0}}); }).find("unknown dtype") !=
-        std::string::npos);
-  CHECK(error_of([&] { file.add({"v", "F32", {-1, -4}, {0, 0, 0, 0}}); })
-            .find("negative dimension -1") != std::string::npos);
+  CHECK(error_of([&] {
+          file.add({"v", "F32", {3}, {0, 0, 0, 0}});
+        }).find("4 bytes given, dtype and shape need 12") != std::string::npos);
+  CHECK(error_of([&] {
+          file.add({"v", "F4", {2}, {0}});
+        }).find("unknown dtype") != std::string::npos);
+  CHECK(error_of([&] {
+          file.add({"v", "F32", {-1, -4}, {0, 0, 0, 0}});
+        }).find("negative dimension -1") != std::string::npos);
   CHECK(error_of([&] { file.add_values<float>("__metadata__", {1}, {1}); }).find("reserved") !=
         std::string::npos);
   CHECK(error_of([&] { file.values<double>("w"); }).find("has dtype F32, not F64") !=

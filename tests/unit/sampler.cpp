@@ -12,7 +12,8 @@ using namespace bareyolo;
 
 namespace {
 
-data::SamplerOptions options_for(int64_t n, int batch, int world, int rank, bool drop_last = false) {
+data::SamplerOptions options_for(int64_t n, int batch, int world, int rank,
+                                 bool drop_last = false) {
   data::SamplerOptions o;
   o.dataset_size = n;
   o.global_batch = batch;
@@ -56,7 +57,8 @@ TEST_CASE("sampler: at every step the union of the ranks' micro-batches is the s
   }
 }
 
-TEST_CASE("sampler: one shuffle per epoch padded from its start to a multiple of the global batch") {
+TEST_CASE(
+    "sampler: one shuffle per epoch padded from its start to a multiple of the global batch") {
   data::DistributedSampler sampler(options_for(103, 16, 1, 0));
   CHECK(sampler.steps_per_epoch() == 7);
   std::vector<int64_t> epoch0 = sampler.epoch_sequence(0), epoch1 = sampler.epoch_sequence(1);
@@ -85,15 +87,19 @@ TEST_CASE("sampler: errors say what is wrong and what to use") {
                        "rank takes batch/world_size images); use batch=4 or batch=8",
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(data::DistributedSampler(options_for(100, 8, 2, 2)),
-                       doctest::Contains("rank=2 is not in [0, world_size=2)"), std::invalid_argument);
+                       doctest::Contains("rank=2 is not in [0, world_size=2)"),
+                       std::invalid_argument);
   CHECK_THROWS_WITH_AS(data::DistributedSampler(options_for(5, 8, 1, 0, true)),
                        doctest::Contains("leaves no step"), std::invalid_argument);
   CHECK_THROWS_AS(data::DistributedSampler(options_for(0, 8, 1, 0)), std::invalid_argument);
 }
 
 TEST_CASE("validation batches: in order with the last one short and rect shapes as in YOLOv5") {
-  std::vector<data::ImageRecord> records = {
-      {"a", 640, 480, {}}, {"b", 480, 640, {}}, {"c", 640, 427, {}}, {"d", 500, 500, {}}, {"e", 640, 360, {}}};
+  std::vector<data::ImageRecord> records = {{"a", 640, 480, {}},
+                                            {"b", 480, 640, {}},
+                                            {"c", 640, 427, {}},
+                                            {"d", 500, 500, {}},
+                                            {"e", 640, 360, {}}};
   data::Dataset dataset(records, {"x"});
   data::ValBatchOptions square;
   square.batch = 2;
@@ -115,5 +121,5 @@ TEST_CASE("validation batches: in order with the last one short and rect shapes 
   CHECK(plan[1].height == 672);  // mixed batch: square
   CHECK(plan[2].indices == std::vector<int64_t>{1});
   CHECK(plan[2].height == 672);
-  CHECK(plan[2].width == 512);   // ceil(0.75 * 20 + 0.5) * 32 = 16 * 32
+  CHECK(plan[2].width == 512);  // ceil(0.75 * 20 + 0.5) * 32 = 16 * 32
 }

@@ -28,19 +28,20 @@ TEST_CASE("concat backward matches finite differences") {
   Rng rng(22);
   const Shape4 sa = {2, 3, 2, 3}, sb = {2, 1, 2, 3}, sy = {2, 4, 2, 3};
   std::vector<double> a = random_vector(rng, sa.numel()), b = random_vector(rng, sb.numel());
-  GradCheck check{{&a, &b}, {"a", "b"},
-                  [&] {
-                    std::vector<double> y(static_cast<size_t>(sy.numel()));
-                    ops::concat_forward<double>({dense_view<const double>(a.data(), sa),
-                                                 dense_view<const double>(b.data(), sb)},
-                                                dense_view(y.data(), sy));
-                    return y;
-                  },
-                  [&](const std::vector<double>& dy, std::vector<std::vector<double>>& d) {
-                    ops::concat_backward<double>(
-                        dense_view(dy.data(), sy),
-                        {dense_view(d[0].data(), sa), dense_view(d[1].data(), sb)});
-                  }};
+  GradCheck check{
+      {&a, &b},
+      {"a", "b"},
+      [&] {
+        std::vector<double> y(static_cast<size_t>(sy.numel()));
+        ops::concat_forward<double>(
+            {dense_view<const double>(a.data(), sa), dense_view<const double>(b.data(), sb)},
+            dense_view(y.data(), sy));
+        return y;
+      },
+      [&](const std::vector<double>& dy, std::vector<std::vector<double>>& d) {
+        ops::concat_backward<double>(dense_view(dy.data(), sy),
+                                     {dense_view(d[0].data(), sa), dense_view(d[1].data(), sb)});
+      }};
   check.run(rng);
 }
 
@@ -62,7 +63,8 @@ TEST_CASE("upsample nearest x2 forward copies each pixel to a 2x2 block") {
     for (int64_t i = 0; i < s.n; ++i)
       for (int64_t c = 0; c < s.c; ++c)
         for (int64_t r = 0; r < 2 * s.h; ++r)
-          for (int64_t q = 0; q < 2 * s.w; ++q) REQUIRE(y.at(i, c, r, q) == x.at(i, c, r / 2, q / 2));
+          for (int64_t q = 0; q < 2 * s.w; ++q)
+            REQUIRE(y.at(i, c, r, q) == x.at(i, c, r / 2, q / 2));
   }
 }
 
@@ -70,7 +72,8 @@ TEST_CASE("upsample nearest x2 backward matches finite differences") {
   Rng rng(24);
   const Shape4 s = {2, 2, 3, 4}, big = {2, 2, 6, 8};
   std::vector<double> x = random_vector(rng, s.numel());
-  GradCheck check{{&x}, {"x"},
+  GradCheck check{{&x},
+                  {"x"},
                   [&] {
                     std::vector<double> y(static_cast<size_t>(big.numel()));
                     ops::upsample_nearest2x_forward<double>(dense_view<const double>(x.data(), s),

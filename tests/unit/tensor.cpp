@@ -44,8 +44,7 @@ TEST_CASE("a producer writing into a channel slice fills the concatenated tensor
   Tensor silu_a = Tensor::empty(part), silu_b = Tensor::empty(part);
   ops::silu_forward<float>(a.view<float>(), silu_a.view<float>());
   ops::silu_forward<float>(b.view<float>(), silu_b.view<float>());
-  ops::concat_forward<float>({silu_a.view<float>(), silu_b.view<float>()},
-                             reference.view<float>());
+  ops::concat_forward<float>({silu_a.view<float>(), silu_b.view<float>()}, reference.view<float>());
   CHECK(cat.to_vector<float>() == reference.to_vector<float>());
 }
 
@@ -92,8 +91,7 @@ TEST_CASE("thread pool covers every index once and rethrows errors") {
 
 TEST_CASE("device without CUDA is reported, not a crash") {
   Tensor host = Tensor::zeros({1, 1, 1, 4});
-  if (cuda::device_count() == 0)
-    CHECK_THROWS_AS(host.to(Device::cuda(0)), std::runtime_error);
+  if (cuda::device_count() == 0) CHECK_THROWS_AS(host.to(Device::cuda(0)), std::runtime_error);
 }
 
 TEST_CASE("thread pool stays sound across many loops that throw") {

@@ -32,7 +32,8 @@ BatchPredictor oracle(int class_shift, int classes) {
 }  // namespace
 
 TEST_CASE("validation of an oracle predictor scores 0.995 and a wrong-class one 0") {
-  const std::string root = (std::filesystem::temp_directory_path() / "bareyolo_test_validate").string();
+  const std::string root =
+      (std::filesystem::temp_directory_path() / "bareyolo_test_validate").string();
   std::filesystem::remove_all(root);
   const std::string yaml = data::make_shapes_dataset(
       {.out = root, .n_train = 4, .n_val = 10, .imgsz = 96, .classes = 3, .seed = 5});

@@ -31,16 +31,16 @@ bool has_problem(const std::vector<data::Problem>& problems, const std::string& 
 
 TEST_CASE("label lines: every kind of bad value is reported with its line") {
   const char* text =
-      "0 0.5 0.5 0.2 0.2\n"   // 1 good
-      "1 0.5 0.5 0.2\n"       // 2 four columns
-      "1 0.5 abc 0.2 0.2\n"   // 3 not a number
-      "1 nan 0.5 0.2 0.2\n"   // 4 NaN (passes a naive range test)
-      "1 0.5 0.5 inf 0.2\n"   // 5 Inf
-      "3 0.5 0.5 0.2 0.2\n"   // 6 class >= nc
-      "1.5 0.5 0.5 0.2 0.2\n" // 7 fractional class
-      "2 0.5 1.2 0.2 0.2\n"   // 8 outside [0, 1]
-      "-1 0.5 0.5 0.2 0.2\n"  // 9 negative class
-      "\n"                    // 10 blank: ignored
+      "0 0.5 0.5 0.2 0.2\n"           // 1 good
+      "1 0.5 0.5 0.2\n"               // 2 four columns
+      "1 0.5 abc 0.2 0.2\n"           // 3 not a number
+      "1 nan 0.5 0.2 0.2\n"           // 4 NaN (passes a naive range test)
+      "1 0.5 0.5 inf 0.2\n"           // 5 Inf
+      "3 0.5 0.5 0.2 0.2\n"           // 6 class >= nc
+      "1.5 0.5 0.5 0.2 0.2\n"         // 7 fractional class
+      "2 0.5 1.2 0.2 0.2\n"           // 8 outside [0, 1]
+      "-1 0.5 0.5 0.2 0.2\n"          // 9 negative class
+      "\n"                            // 10 blank: ignored
       "1 0.5 0.5 0.2 0.2 0.1 0.3\n";  // 11 polygon-like
   data::LabelFile parsed = data::parse_labels(text, "x.txt", 3);
   CHECK_FALSE(parsed.usable());
@@ -72,10 +72,13 @@ TEST_CASE("label lines: tolerance is clamped and duplicates dropped with a warni
   CHECK(data::parse_labels("0 1.01 0.5 0.2 0.2\n", "z.txt", 1).problems.size() == 1);
 }
 
-TEST_CASE("verification pass: corrupt and tiny images skipped and bad labels reported and backgrounds counted") {
+TEST_CASE(
+    "verification pass: corrupt and tiny images skipped and bad labels reported and backgrounds "
+    "counted") {
   TempDir dir;
   fs::path root = dir.path();
-  add_image(root, "train", "good", 64, 48, {{0, 0.5f, 0.5f, 0.2f, 0.2f}, {1, 0.3f, 0.3f, 0.1f, 0.1f}});
+  add_image(root, "train", "good", 64, 48,
+            {{0, 0.5f, 0.5f, 0.2f, 0.2f}, {1, 0.3f, 0.3f, 0.1f, 0.1f}});
   add_image(root, "train", "gray", 40, 40, {{1, 0.5f, 0.5f, 0.5f, 0.5f}});
   add_image(root, "train", "empty", 30, 30, {});
   add_image(root, "train", "nolabel", 30, 30, {});
@@ -99,8 +102,9 @@ TEST_CASE("verification pass: corrupt and tiny images skipped and bad labels rep
   CHECK(has_problem(report.problems, (root / "images" / "train" / "tiny.png").string(), 0,
                     "smaller than 10 px"));
   // Sizes are recorded; the report does not depend on the thread count.
-  auto good = std::find_if(report.images.begin(), report.images.end(),
-                           [](const data::ImageRecord& r) { return r.path.find("good") != std::string::npos; });
+  auto good = std::find_if(
+      report.images.begin(), report.images.end(),
+      [](const data::ImageRecord& r) { return r.path.find("good") != std::string::npos; });
   REQUIRE(good != report.images.end());
   CHECK(good->width == 64);
   CHECK(good->height == 48);
@@ -131,8 +135,8 @@ TEST_CASE("label cache: written next to the labels then reused then rebuilt when
 TEST_CASE("label cache: a read-only labels folder falls back to the user cache folder") {
   TempDir dir, cache_home;
   make_box_dataset(dir.path(), 3);
-  fs::permissions(dir.path() / "labels", fs::perms::owner_write | fs::perms::group_write |
-                                             fs::perms::others_write,
+  fs::permissions(dir.path() / "labels",
+                  fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
                   fs::perm_options::remove);
   setenv("BAREYOLO_CACHE_DIR", cache_home.path().c_str(), 1);
   std::vector<std::string> sources = {(dir.path() / "images" / "train").string()};
@@ -169,9 +173,10 @@ TEST_CASE("a split with no usable image is an error that says where it looked") 
   std::string yaml = write_yaml(dir.path(), 1);
   write_text(dir.path() / "images" / "train" / "broken.jpg", "garbage");
   data::DatasetConfig config = data::read_dataset_yaml(yaml);
-  std::string expected = "the train split has no usable image (0 images, 0 backgrounds, 1 "
-                         "corrupt, 0 labels); searched " +
-                         (dir.path() / "images" / "train").string();
+  std::string expected =
+      "the train split has no usable image (0 images, 0 backgrounds, 1 "
+      "corrupt, 0 labels); searched " +
+      (dir.path() / "images" / "train").string();
   CHECK_THROWS_WITH_AS(data::open_split(config, "train"), doctest::Contains(expected.c_str()),
                        std::runtime_error);
 }

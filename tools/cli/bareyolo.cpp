@@ -13,13 +13,13 @@
 #include <exception>
 #include <optional>
 
-#include "kernels/cpu/thread_pool.h"  // defines: ThreadPool (CPU kernels' threads)
-#include "kernels/cuda/runtime/runtime.h"     // defines: cuda::device_count, unavailable_reason
-#include "tools/cli/data_commands.h"      // defines: add_data_commands, run_data_command
-#include "tools/cli/demo.h"               // defines: run_demo
-#include "tools/cli/eval_commands.h"      // defines: add_eval_commands, run_eval_command
-#include "tools/cli/model_commands.h"     // defines: add_model_commands, run_model_command
-#include "tools/cli/train_command.h"      // defines: add_train_command, run_train_command
+#include "kernels/cpu/thread_pool.h"       // defines: ThreadPool (CPU kernels' threads)
+#include "kernels/cuda/runtime/runtime.h"  // defines: cuda::device_count, unavailable_reason
+#include "tools/cli/data_commands.h"       // defines: add_data_commands, run_data_command
+#include "tools/cli/demo.h"                // defines: run_demo
+#include "tools/cli/eval_commands.h"       // defines: add_eval_commands, run_eval_command
+#include "tools/cli/model_commands.h"      // defines: add_model_commands, run_model_command
+#include "tools/cli/train_command.h"       // defines: add_train_command, run_train_command
 
 namespace {
 
@@ -50,8 +50,7 @@ int main(int argc, char** argv) {
   demo_cmd->add_option("--batch", demo.batch, "Images per step")->check(CLI::PositiveNumber);
   demo_cmd->add_option("--imgsz", demo.image_size, "Image side in pixels")
       ->check(CLI::Range(3, 512));
-  demo_cmd->add_option("--lr", demo.learning_rate, "SGD learning rate")
-      ->check(CLI::PositiveNumber);
+  demo_cmd->add_option("--lr", demo.learning_rate, "SGD learning rate")->check(CLI::PositiveNumber);
   demo_cmd->add_option("--seed", demo.seed, "Random seed");
 
   bareyolo::add_data_commands(app);

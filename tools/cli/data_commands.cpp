@@ -107,8 +107,7 @@ void add_data_commands(CLI::App& app) {
   show->add_option("--out", show_options.out, "Output .jpg or .png");
   show->add_option("--imgsz", show_options.imgsz, "Image side in pixels")
       ->check(CLI::Range(32, 4096));
-  show->add_option("--batch", show_options.batch, "Images in the grid")
-      ->check(CLI::Range(1, 256));
+  show->add_option("--batch", show_options.batch, "Images in the grid")->check(CLI::Range(1, 256));
   show->add_option("--epoch", show_options.epoch, "Epoch (changes the augmentation)");
   show->add_option("--seed", show_options.seed, "Random seed");
   show->add_option("--workers", show_options.workers, "Loader threads")

@@ -69,8 +69,7 @@ struct ConvBnSilu {
   // Accumulates parameter gradients; returns dL/dx (freshly zeroed, then accumulated).
   Tensor backward(const Tensor& x, const Tensor& grad_out) {
     Tensor grad_bn = Tensor::zeros(out.shape()), grad_conv = Tensor::zeros(out.shape());
-    ops::silu_backward<float>(bn_out.view<float>(), grad_out.view<float>(),
-                              grad_bn.view<float>());
+    ops::silu_backward<float>(bn_out.view<float>(), grad_out.view<float>(), grad_bn.view<float>());
     ops::batchnorm_backward_train<float>(
         conv_out.view<float>(), grad_bn.view<float>(), gamma.view<float>().data,
         save_mean.view<float>().data, save_invstd.view<float>().data, grad_conv.view<float>(),
@@ -124,7 +123,8 @@ void make_batch(std::mt19937& rng, int batch, int size, Tensor& images, Tensor& 
 double run_demo(const DemoOptions& options) {
   std::mt19937 rng(options.seed);
   ConvBnSilu block1(3, 16, 3, rng), block2(16, 16, 3, rng);
-  Tensor head_weight = random_conv_weight(1, 16, 1, rng), head_grad = Tensor::zeros(head_weight.shape());
+  Tensor head_weight = random_conv_weight(1, 16, 1, rng),
+         head_grad = Tensor::zeros(head_weight.shape());
   Tensor head_bias = Tensor::zeros({1, 1, 1, 1}), head_bias_grad = Tensor::zeros({1, 1, 1, 1});
 
   double accuracy = 0;
@@ -142,8 +142,8 @@ double run_demo(const DemoOptions& options) {
     ops::bce_with_logits_forward<float>(logits.view<float>(), labels.view<float>(), 1.0f,
                                         loss.view<float>());
     double loss_sum = 0, correct = 0;
-    std::vector<float> logit_values = logits.to_vector<float>(), label_values =
-                                                                     labels.to_vector<float>();
+    std::vector<float> logit_values = logits.to_vector<float>(),
+                       label_values = labels.to_vector<float>();
     for (float v : loss.to_vector<float>()) loss_sum += v;
     for (size_t i = 0; i < logit_values.size(); ++i)
       correct += (logit_values[i] > 0) == (label_values[i] > 0.5f);

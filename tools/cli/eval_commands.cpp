@@ -1,6 +1,6 @@
 // tools/cli/eval_commands.cpp — `val` and `predict` (see eval_commands.h). The work is in
-// models/eval/validate.h, models/eval/decode.h and models/eval/nms.h; this file reads the command line,
-// the files, and prints or writes the results.
+// models/eval/validate.h, models/eval/decode.h and models/eval/nms.h; this file reads the command
+// line, the files, and prints or writes the results.
 //
 // COCO results JSON (--save-json, and predict's detections.json): one object per detection,
 // {"image_id", "category_id", "bbox": [x, y, w, h] in original-image pixels, "score"}, as
@@ -84,12 +84,14 @@ int run_val() {
     std::printf("%22s %11lld %11lld %11.3f %11.3f %11.3f %11.3f\n",
                 config.names.at(size_t(c.class_id)).c_str(), static_cast<long long>(result.images),
                 static_cast<long long>(c.labels), c.precision, c.recall, c.ap50, c.ap50_95);
-  std::printf("(AP is YOLOv5's: 101-point interpolation with a (recall 1, precision 0) end point,"
-              " so perfect detections score 0.995)\n");
+  std::printf(
+      "(AP is YOLOv5's: 101-point interpolation with a (recall 1, precision 0) end point,"
+      " so perfect detections score 0.995)\n");
   if (!options.save_json.empty()) {
     nlohmann::json all = nlohmann::json::array();
     for (const models::ImageDetections& image : result.detections)
-      for (const models::Detection& d : image.detections) all.push_back(coco_detection(image.path, d));
+      for (const models::Detection& d : image.detections)
+        all.push_back(coco_detection(image.path, d));
     write_json(options.save_json, all);
     std::printf("wrote %zu detections to %s\n", all.size(), options.save_json.c_str());
   }
@@ -100,18 +102,20 @@ int run_predict() {
   std::vector<std::string> names;
   if (!options.names.empty()) names = data::read_dataset_yaml(options.names).names;
   const SafetensorsFile weights = SafetensorsFile::load(options.weights);
-  const int nc = !names.empty() ? int(names.size())
-                 : weights.metadata().count("nc") ? std::stoi(weights.metadata().at("nc")) : 0;
+  const int nc = !names.empty()                   ? int(names.size())
+                 : weights.metadata().count("nc") ? std::stoi(weights.metadata().at("nc"))
+                                                  : 0;
   models::DetectionModel model = load_model(nc);
-  const std::vector<std::string> images =
-      fs::is_directory(options.source) ? data::list_image_files({options.source})
-                                       : std::vector<std::string>{options.source};
+  const std::vector<std::string> images = fs::is_directory(options.source)
+                                              ? data::list_image_files({options.source})
+                                              : std::vector<std::string>{options.source};
   if (images.empty()) throw std::invalid_argument("no images found in " + options.source);
   models::NmsOptions nms;
   if (options.conf >= 0) nms.conf_threshold = options.conf;
   if (options.iou >= 0) nms.iou_threshold = options.iou;
   fs::create_directories(options.out);
-  const int canvas = int(std::ceil(options.imgsz / model.strides().back()) * model.strides().back());
+  const int canvas =
+      int(std::ceil(options.imgsz / model.strides().back()) * model.strides().back());
 
   nlohmann::json all = nlohmann::json::array();
   for (const std::string& path : images) {
@@ -137,11 +141,12 @@ int run_predict() {
           d.class_id < int(names.size()) ? names[size_t(d.class_id)] : std::to_string(d.class_id);
       char text[96];
       std::snprintf(text, sizeof text, "%s %.2f", name.c_str(), d.conf);
-      data::draw_box(drawn, int(d.box.x1), int(d.box.y1), int(d.box.x2), int(d.box.y2),
-                     d.class_id, text);
+      data::draw_box(drawn, int(d.box.x1), int(d.box.y1), int(d.box.x2), int(d.box.y2), d.class_id,
+                     text);
       all.push_back(coco_detection(path, d));
     }
-    const std::string out = (fs::path(options.out) / fs::path(path).filename()).replace_extension(".jpg");
+    const std::string out =
+        (fs::path(options.out) / fs::path(path).filename()).replace_extension(".jpg");
     data::write_image(out, drawn);
     std::printf("%s: %zu detections -> %s\n", path.c_str(), detections.size(), out.c_str());
   }

@@ -59,14 +59,16 @@ void add_model_commands(CLI::App& app) {
   init->add_option("--out", options.out, "Output .safetensors")->required();
 
   CLI::App* grads = app.add_subcommand(
-      "grads", "One training forward, YOLOv5's loss and backward on a batch; write the loss, "
-               "head outputs and parameter gradients");
+      "grads",
+      "One training forward, YOLOv5's loss and backward on a batch; write the loss, "
+      "head outputs and parameter gradients");
   grads->add_option("--cfg", options.cfg, "Model yaml")->required()->check(CLI::ExistingFile);
   grads->add_option("--weights", options.weights, "Weights (.safetensors, YOLOv5 names)")
       ->required()
       ->check(CLI::ExistingFile);
-  grads->add_option("--batch", options.batch,
-                    "Batch (.safetensors): images [b,3,H,W] in 0..1, targets [n,6]")
+  grads
+      ->add_option("--batch", options.batch,
+                   "Batch (.safetensors): images [b,3,H,W] in 0..1, targets [n,6]")
       ->required()
       ->check(CLI::ExistingFile);
   grads->add_option("--out", options.out, "Output .safetensors")->required();

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "data/shapes.h"
-#include "models/train/run_dir.h"
 #include "models/train/launch.h"
 #include "models/train/options.h"
+#include "models/train/run_dir.h"
 
 namespace bareyolo {
 
@@ -55,13 +55,15 @@ void apply_config_yaml(const std::string& path) {
   } catch (const YAML::Exception& e) {
     throw std::invalid_argument("--config " + path + ": cannot read it as yaml: " + e.what());
   }
-  if (!root.IsMap()) throw std::invalid_argument("--config " + path + ": expected key: value lines");
+  if (!root.IsMap())
+    throw std::invalid_argument("--config " + path + ": expected key: value lines");
   for (const auto& item : root) {
     std::string key = item.first.as<std::string>();
     for (char& c : key) c = c == '_' ? '-' : c;
     CLI::Option* flag = options.command->get_option_no_throw("--" + key);
     if (flag == nullptr || key == "config" || key == "help")
-      throw std::invalid_argument("--config " + path + ": '" + key + "' is not a flag of "
+      throw std::invalid_argument("--config " + path + ": '" + key +
+                                  "' is not a flag of "
                                   "`bareyolo train` (see bareyolo train --help)");
     if (flag->count() > 0) continue;  // given on the command line
     if (!item.second.IsScalar())
@@ -104,11 +106,12 @@ int train() {
     std::fflush(stdout);
   });
   if (!summary.rank0) return 0;
-  std::printf("%s: %d epochs, %lld optimizer steps in %.0f s; best mAP50 %.3f, mAP50-95 %.3f; "
-              "weights in %s/weights\n",
-              summary.finished ? "done" : "stopped", summary.epochs_run,
-              static_cast<long long>(summary.optimizer_steps), summary.seconds, summary.best_map50,
-              summary.best_map50_95, summary.run_dir.c_str());
+  std::printf(
+      "%s: %d epochs, %lld optimizer steps in %.0f s; best mAP50 %.3f, mAP50-95 %.3f; "
+      "weights in %s/weights\n",
+      summary.finished ? "done" : "stopped", summary.epochs_run,
+      static_cast<long long>(summary.optimizer_steps), summary.seconds, summary.best_map50,
+      summary.best_map50_95, summary.run_dir.c_str());
   return 0;
 }
 
@@ -119,23 +122,31 @@ void add_train_command(CLI::App& app) {
   t.cfg = std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5n.yaml";
   CLI::App* cmd = app.add_subcommand("train", "Train a detector with YOLOv5's recipe");
   options.command = cmd;
-  cmd->add_option("--data", t.data, "Dataset yaml (default: the built-in shapes data, generated "
-                                    "in datasets/shapes on first use)")
+  cmd->add_option("--data", t.data,
+                  "Dataset yaml (default: the built-in shapes data, generated "
+                  "in datasets/shapes on first use)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--cfg", t.cfg, "Model yaml")->check(CLI::ExistingFile)->capture_default_str();
   cmd->add_option("--weights", t.weights, "Initial weights (.safetensors); default: from scratch")
       ->check(CLI::ExistingFile);
-  options.epochs = cmd->add_option("--epochs", t.epochs, "Epochs (the built-in data: " +
-                                                          std::to_string(kShapesEpochs) + ")")
-                       ->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--batch", t.batch, "Batch size, global: all ranks together, each rank "
-                                      "trains batch/ranks images; -1: AutoBatch (GPU memory)")
-      ->check(CLI::PositiveNumber | CLI::IsMember({-1}))->capture_default_str();
-  options.imgsz = cmd->add_option("--imgsz", t.imgsz, "Image size in pixels, rounded up to a "
-                                                     "multiple of 32 (the built-in data: " +
-                                                     std::to_string(kShapesImgsz) + ")")
-      ->check(CLI::Range(32, 8192))->capture_default_str();
-  cmd->add_option("--workers", t.workers, "Data loader threads")->check(CLI::NonNegativeNumber)
+  options.epochs =
+      cmd->add_option("--epochs", t.epochs,
+                      "Epochs (the built-in data: " + std::to_string(kShapesEpochs) + ")")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
+  cmd->add_option("--batch", t.batch,
+                  "Batch size, global: all ranks together, each rank "
+                  "trains batch/ranks images; -1: AutoBatch (GPU memory)")
+      ->check(CLI::PositiveNumber | CLI::IsMember({-1}))
+      ->capture_default_str();
+  options.imgsz = cmd->add_option("--imgsz", t.imgsz,
+                                  "Image size in pixels, rounded up to a "
+                                  "multiple of 32 (the built-in data: " +
+                                      std::to_string(kShapesImgsz) + ")")
+                      ->check(CLI::Range(32, 8192))
+                      ->capture_default_str();
+  cmd->add_option("--workers", t.workers, "Data loader threads")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--device", options.device,
                   "auto (every GPU, else CPU ranks to fit the cores), cpu, 0, 0,1, cuda:0, 0,0 "
@@ -144,62 +155,82 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--nproc-per-node", t.nproc_per_node,
                   "CPU ranks (with --device cpu or auto on a machine without GPUs); 0: auto")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_flag_callback("--sync-bn", [&t] { t.sync_bn = true; },
-                         "SyncBatchNorm when distributed: BN statistics over the global batch "
-                         "(the default with more than one rank)");
-  cmd->add_flag_callback("--no-sync-bn", [&t] { t.sync_bn = false; },
-                         "BatchNorm statistics per rank (warned below 16 images per rank)");
-  cmd->add_option("--backend", t.backend, "Communication: auto (NCCL for distinct GPUs, else "
-                                          "TCP), tcp or nccl")
-      ->check(CLI::IsMember({"auto", "tcp", "nccl"}))->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_flag_callback(
+      "--sync-bn", [&t] { t.sync_bn = true; },
+      "SyncBatchNorm when distributed: BN statistics over the global batch "
+      "(the default with more than one rank)");
+  cmd->add_flag_callback(
+      "--no-sync-bn", [&t] { t.sync_bn = false; },
+      "BatchNorm statistics per rank (warned below 16 images per rank)");
+  cmd->add_option("--backend", t.backend,
+                  "Communication: auto (NCCL for distinct GPUs, else "
+                  "TCP), tcp or nccl")
+      ->check(CLI::IsMember({"auto", "tcp", "nccl"}))
+      ->capture_default_str();
   cmd->add_option("--timeout", t.timeout_s, "Seconds any rank waits for the others before failing")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--nnodes", t.nnodes, "Machines in the run, each running this command with "
-                                        "its --node-rank (needs --master-addr, --master-port "
-                                        "and the same BAREYOLO_STORE_TOKEN on every machine)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--nnodes", t.nnodes,
+                  "Machines in the run, each running this command with "
+                  "its --node-rank (needs --master-addr, --master-port "
+                  "and the same BAREYOLO_STORE_TOKEN on every machine)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--node-rank", t.node_rank, "This machine's index in 0 .. nnodes-1")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--master-addr", t.master_addr, "Host of global rank 0 (its rendezvous store)")
       ->capture_default_str();
-  cmd->add_option("--master-port", t.master_port, "Port of the rendezvous store (0: a free one, "
-                                                  "one machine only)")
-      ->check(CLI::Range(0, 65535))->capture_default_str();
+  cmd->add_option("--master-port", t.master_port,
+                  "Port of the rendezvous store (0: a free one, "
+                  "one machine only)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
   cmd->add_option("--project", t.project, "Folder of runs")->capture_default_str();
-  cmd->add_option("--name", t.name, "Run name: <project>/<name>, numbered <name>2, 3, ... "
-                                    "when it exists")
+  cmd->add_option("--name", t.name,
+                  "Run name: <project>/<name>, numbered <name>2, 3, ... "
+                  "when it exists")
       ->capture_default_str();
   cmd->add_flag("--exist-ok", t.exist_ok, "Reuse <project>/<name> instead of numbering");
   cmd->add_option("--seed", t.seed, "Seed of initialisation, shuffling and augmentation")
       ->capture_default_str();
   cmd->add_option("--nbs", t.nbs, "Nominal batch size: gradients accumulate to it")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--patience", t.patience,
                   "Stop after this many epochs without a better fitness (0: never)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--optimizer", options.optimizer, "SGD (Nesterov) or AdamW, YOLOv5's groups")
-      ->check(CLI::IsMember({"SGD", "AdamW"}))->capture_default_str();
+      ->check(CLI::IsMember({"SGD", "AdamW"}))
+      ->capture_default_str();
   cmd->add_flag("--cos-lr", t.schedule.cosine, "Cosine learning-rate schedule (default: linear)");
   cmd->add_option("--freeze", t.freeze, "Freeze the first N model layers (model.0 ... model.N-1)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--hyp", options.hyp, "Hyperparameter yaml in YOLOv5's format "
-                                        "(default: hyp.scratch-low's values)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--hyp", options.hyp,
+                  "Hyperparameter yaml in YOLOv5's format "
+                  "(default: hyp.scratch-low's values)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--save-period", t.save_period,
                   "Also save weights/epoch<N>.safetensors every N epochs (0: never)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--save-steps", t.save_steps,
                   "Also save weights/step<N>.safetensors every N optimizer steps (0: never)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--save-total-limit", t.save_total_limit,
                   "Keep only the newest N periodic checkpoints (0: keep all)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  options.resume =
-      cmd->add_option("--resume", "Continue a run: PATH is a checkpoint or a run directory; "
-                                  "alone, the newest <project>/*/weights/last.safetensors. The "
-                                  "run keeps its directory and configuration")
-          ->expected(0, 1);
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  options.resume = cmd->add_option("--resume",
+                                   "Continue a run: PATH is a checkpoint or a run directory; "
+                                   "alone, the newest <project>/*/weights/last.safetensors. The "
+                                   "run keeps its directory and configuration")
+                       ->expected(0, 1);
   cmd->add_option("--max-steps", t.max_steps,
                   "End after N optimizer steps in all, with a resumable weights/last.safetensors "
                   "(not saved in the configuration)")

@@ -1,5 +1,5 @@
-// engine/distributed/comm/communicator.cpp — what every backend shares: CommBuffer over a tensor, the names
-// of the reductions, and the communicator of a one-rank job (contract: communicator.h).
+// engine/distributed/comm/communicator.cpp — what every backend shares: CommBuffer over a tensor,
+// the names of the reductions, and the communicator of a one-rank job (contract: communicator.h).
 #include "engine/distributed/comm/communicator.h"
 
 #include <cstring>
@@ -69,9 +69,12 @@ class SingleRankCommunicator final : public Communicator {
 
 const char* to_string(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::avg: return "avg";
-    case ReduceOp::max: return "max";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::avg:
+      return "avg";
+    case ReduceOp::max:
+      return "max";
   }
   return "?";
 }

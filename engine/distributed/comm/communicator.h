@@ -1,4 +1,5 @@
-// engine/distributed/comm/communicator.h — the collectives every backend offers, and the contract they keep.
+// engine/distributed/comm/communicator.h — the collectives every backend offers, and the contract
+// they keep.
 //
 // A Communicator connects the `world_size` ranks of a job. Each collective is issued by every
 // rank, in the same order on every rank (the training step is a static sequence, so this holds

@@ -1,6 +1,6 @@
-// engine/distributed/comm/ring_link.cpp — the ring's connections, frames and failure protocol (described in
-// ring_link.h). Sockets are non-blocking; run() sends and receives in one loop and sleeps in
-// poll() only when neither direction can move.
+// engine/distributed/comm/ring_link.cpp — the ring's connections, frames and failure protocol
+// (described in ring_link.h). Sockets are non-blocking; run() sends and receives in one loop and
+// sleeps in poll() only when neither direction can move.
 #include "engine/distributed/comm/ring_link.h"
 
 #include <arpa/inet.h>
@@ -52,7 +52,9 @@ int milliseconds_until(Clock::time_point deadline) {
 }
 
 std::string host_of(const std::string& address) { return address.substr(0, address.rfind(':')); }
-int port_of(const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1)); }
+int port_of(const std::string& address) {
+  return std::stoi(address.substr(address.rfind(':') + 1));
+}
 
 // The IPv4 address of this machine's interface that faces `master_addr` (the one other nodes
 // reach this rank by). A UDP "connect" only picks the route; it sends nothing.
@@ -69,8 +71,8 @@ std::string address_facing(const std::string& master_addr) {
   sockaddr_in local{};
   socklen_t length = sizeof local;
   if (rc != 0 || ::getsockname(probe.get(), reinterpret_cast<sockaddr*>(&local), &length) != 0)
-    throw std::runtime_error(errno_message("no route from this machine to MASTER_ADDR '" +
-                                           master_addr + "'"));
+    throw std::runtime_error(
+        errno_message("no route from this machine to MASTER_ADDR '" + master_addr + "'"));
   char text[INET_ADDRSTRLEN];
   ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text);
   return text;
@@ -170,8 +172,7 @@ RingLink::~RingLink() {
   if (receiver_.joinable()) receiver_.join();
 }
 
-void RingLink::handshake(Store& store, const std::string& master_addr,
-                         Clock::time_point deadline) {
+void RingLink::handshake(Store& store, const std::string& master_addr, Clock::time_point deadline) {
   const std::string bind_host = store_bind_host(master_addr);
   Fd listening = listen_tcp(bind_host, 0);
   const std::string own_host = bind_host == "0.0.0.0" ? address_facing(master_addr) : bind_host;
@@ -182,11 +183,13 @@ void RingLink::handshake(Store& store, const std::string& master_addr,
   try {
     to_next_ = connect_tcp(host_of(next_address), port_of(next_address), deadline);
   } catch (const std::exception& error) {
-    throw RingFailure(next(), "rank " + std::to_string(rank_) + " cannot reach its ring neighbour rank " +
-                                  std::to_string(next()) + " at " + next_address + ": " + error.what());
+    throw RingFailure(next(),
+                      "rank " + std::to_string(rank_) + " cannot reach its ring neighbour rank " +
+                          std::to_string(next()) + " at " + next_address + ": " + error.what());
   }
   const std::string hello = hello_bytes(rank_, token_);
-  if (!send_all(to_next_.get(), hello.data(), hello.size(), deadline, "rank " + std::to_string(next())))
+  if (!send_all(to_next_.get(), hello.data(), hello.size(), deadline,
+                "rank " + std::to_string(next())))
     throw lost(next(), "it did not take rank " + std::to_string(rank_) + "'s hello in time");
 
   // Accept until the previous rank shows up; anything else that connects is closed.
@@ -202,7 +205,8 @@ void RingLink::handshake(Store& store, const std::string& master_addr,
     Fd candidate(::accept4(listening.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!candidate) continue;
     auto hello_deadline = std::min(deadline, Clock::now() + std::chrono::seconds(10));
-    if (read_hello(candidate.get(), token_, hello_deadline) == prev()) from_prev_ = std::move(candidate);
+    if (read_hello(candidate.get(), token_, hello_deadline) == prev())
+      from_prev_ = std::move(candidate);
   }
   set_no_delay(from_prev_.get());
   set_no_delay(to_next_.get());
@@ -300,7 +304,8 @@ bool RingLink::try_send(SendState& state, const RingPlan& plan, uint64_t sequenc
   const ssize_t sent = ::sendmsg(to_next_.get(), &message, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (sent < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
-    const std::string failure = errno_message("rank " + std::to_string(rank_) + " could not send to it");
+    const std::string failure =
+        errno_message("rank " + std::to_string(rank_) + " could not send to it");
     // A neighbour that fails sends its abort notice before it closes: read it, so that the
     // error names the rank that died rather than the messenger.
     read_from_next(/*still_sending=*/true);
@@ -351,7 +356,8 @@ bool RingLink::try_recv(RecvState& state, const RingPlan& plan, uint64_t sequenc
   }
   if (got < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
-    throw lost(prev(), errno_message("rank " + std::to_string(rank_) + " could not receive from it"));
+    throw lost(prev(),
+               errno_message("rank " + std::to_string(rank_) + " could not receive from it"));
   }
   const bool header_was_partial = state.offset < kHeaderBytes;
   state.offset += static_cast<size_t>(got);
@@ -362,18 +368,19 @@ bool RingLink::try_recv(RecvState& state, const RingPlan& plan, uint64_t sequenc
     if (header.kind == kAbort)
       throw_notice(from_prev_.get(), prev(), header.payload_bytes, header.sequence);
     if (header.kind == kGoodbye) {
-      throw RingFailure(prev(), who + " left the job (destroyed its communicator) while rank " +
-                                    std::to_string(rank_) + " expected collective #" +
-                                    std::to_string(sequence) +
-                                    " from it: did the ranks issue different numbers of collectives?");
+      throw RingFailure(
+          prev(), who + " left the job (destroyed its communicator) while rank " +
+                      std::to_string(rank_) + " expected collective #" + std::to_string(sequence) +
+                      " from it: did the ranks issue different numbers of collectives?");
     }
     if (header.kind != kData)
       throw RingFailure(prev(), who + " sent bytes that are not a TCP ring frame");
     if (header.sequence != sequence) {
-      throw RingFailure(prev(), who + " sent data of collective #" + std::to_string(header.sequence) +
-                                    " while rank " + std::to_string(rank_) + " runs collective #" +
-                                    std::to_string(sequence) +
-                                    ": every rank must issue the same collectives in the same order");
+      throw RingFailure(prev(),
+                        who + " sent data of collective #" + std::to_string(header.sequence) +
+                            " while rank " + std::to_string(rank_) + " runs collective #" +
+                            std::to_string(sequence) +
+                            ": every rank must issue the same collectives in the same order");
     }
     if (header.payload_bytes != payload) {
       throw RingFailure(prev(), who + " sent a frame of " + std::to_string(header.payload_bytes) +
@@ -400,15 +407,18 @@ void RingLink::wait_to_send(bool sending, bool send_ready, bool receiving_here, 
   pollfd entries[4] = {
       // The next rank never sends data back: readable means a notice, a goodbye, EOF or a
       // reset. Once it is gone, nothing more is read there.
-      {to_next_.get(), static_cast<short>((next_gone_.empty() ? POLLIN : 0) | (send_ready ? POLLOUT : 0)), 0},
+      {to_next_.get(),
+       static_cast<short>((next_gone_.empty() ? POLLIN : 0) | (send_ready ? POLLOUT : 0)), 0},
       {received_event_.get(), POLLIN, 0},
       {wake_read_.get(), POLLIN, 0},
       {from_prev_.get(), static_cast<short>(receiving_here ? POLLIN : 0), 0},
   };
   const int ready = ::poll(entries, 4, milliseconds_until(deadline));
-  if (ready < 0 && errno != EINTR) throw std::runtime_error(errno_message("poll failed in the TCP ring"));
+  if (ready < 0 && errno != EINTR)
+    throw std::runtime_error(errno_message("poll failed in the TCP ring"));
   if (entries[2].revents != 0)
-    throw std::runtime_error("the TCP ring communicator was destroyed while a collective was in flight");
+    throw std::runtime_error(
+        "the TCP ring communicator was destroyed while a collective was in flight");
   if (entries[1].revents != 0) drain_event(received_event_.get());
   if (next_gone_.empty() && (entries[0].revents & (POLLIN | POLLERR | POLLHUP)))
     read_from_next(sending, send_ready ? -1 : prev());
@@ -469,10 +479,12 @@ void RingLink::receive_frames(const RingPlan& plan, uint64_t sequence, Clock::ti
         {wake_read_.get(), POLLIN, 0},
     };
     const int ready = ::poll(entries, 3, milliseconds_until(deadline));
-    if (ready < 0 && errno != EINTR) throw std::runtime_error(errno_message("poll failed in the TCP ring"));
+    if (ready < 0 && errno != EINTR)
+      throw std::runtime_error(errno_message("poll failed in the TCP ring"));
     if (entries[1].revents != 0) return;
     if (entries[2].revents != 0)
-      throw std::runtime_error("the TCP ring communicator was destroyed while a collective was in flight");
+      throw std::runtime_error(
+          "the TCP ring communicator was destroyed while a collective was in flight");
     if (ready == 0 && Clock::now() >= deadline) {
       throw timed_out(prev(), sequence);
     }
@@ -521,9 +533,9 @@ void RingLink::throw_notice(int fd, int from_rank, uint32_t text_bytes, uint64_t
                                        " was still waiting for it when rank " +
                                        std::to_string(from_rank) + " gave up (" + text + ")");
   }
-  throw RingFailure(static_cast<int>(lost_rank),
-                    text + " (reported to rank " + std::to_string(rank_) + " by rank " +
-                        std::to_string(from_rank) + ")");
+  throw RingFailure(static_cast<int>(lost_rank), text + " (reported to rank " +
+                                                     std::to_string(rank_) + " by rank " +
+                                                     std::to_string(from_rank) + ")");
 }
 
 void RingLink::send_notice(int fd, const RingFailure& failure, Clock::time_point deadline) {
@@ -547,8 +559,8 @@ void RingLink::abort(const RingFailure& failure) {
       // Complete the half-sent frame (its payload no longer matters) so the notice parses.
       bool sent = true;
       if (partial_total_ > 0 && partial_sent_ < kHeaderBytes) {
-        sent = send_all(to_next_.get(), partial_header_ + partial_sent_, kHeaderBytes - partial_sent_,
-                        deadline, "");
+        sent = send_all(to_next_.get(), partial_header_ + partial_sent_,
+                        kHeaderBytes - partial_sent_, deadline, "");
         partial_sent_ = kHeaderBytes;
       }
       const std::vector<char> filler(std::min<size_t>(partial_total_ - partial_sent_, 1 << 16));
@@ -583,7 +595,8 @@ void RingLink::say_goodbye() {
 RingFailure RingLink::timed_out(int waited_for, uint64_t sequence) const {
   return RingFailure(waited_for, "timed out waiting for rank " + std::to_string(waited_for) +
                                      ": rank " + std::to_string(rank_) + " waited " +
-                                     seconds_text(timeout_) + " (the timeout) for it in collective #" +
+                                     seconds_text(timeout_) +
+                                     " (the timeout) for it in collective #" +
                                      std::to_string(sequence) + "; is it stalled?");
 }
 

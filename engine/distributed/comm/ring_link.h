@@ -1,5 +1,5 @@
-// engine/distributed/comm/ring_link.h — one rank's two TCP connections in the ring, the framing on them,
-// and the failure protocol. The TCP ring communicator (tcp_ring.h) describes each collective
+// engine/distributed/comm/ring_link.h — one rank's two TCP connections in the ring, the framing on
+// them, and the failure protocol. The TCP ring communicator (tcp_ring.h) describes each collective
 // as a RingPlan of frames to send and receive; this file moves them and knows nothing about
 // reductions.
 //
@@ -7,8 +7,9 @@
 // its previous one (r - 1 + N) % N; addresses go through the rendezvous store under
 // "ring/<rank>". Data flows one way round the ring: r sends on `to_next`, receives on
 // `from_prev` — for a large collective each on its own thread, so both directions run at once
-// (on two cores when there are). The reverse direction of each socket carries only abort notices, so while a
-// collective runs both neighbours are watched and a lost one is seen at once (EOF or reset).
+// (on two cores when there are). The reverse direction of each socket carries only abort notices,
+// so while a collective runs both neighbours are watched and a lost one is seen at once (EOF or
+// reset).
 //
 // Wire format: every payload travels in frames of at most kFrameBytes,
 //     FrameHeader {u32 kind, u32 payload_bytes, u64 sequence} | payload

@@ -1,5 +1,5 @@
-// engine/distributed/comm/socket.h — the POSIX TCP calls the distributed runtime makes, each checked and
-// each bounded by a deadline.
+// engine/distributed/comm/socket.h — the POSIX TCP calls the distributed runtime makes, each
+// checked and each bounded by a deadline.
 //
 // Invariants: a file descriptor has exactly one owner (Fd closes it once); no call here
 // blocks past its deadline; a peer that vanishes is an exception naming the peer, never a

@@ -1,5 +1,5 @@
-// engine/distributed/comm/store.cpp — the store's client: one connection, one request at a time, every
-// wait bounded by the timeout (protocol and invariants: store.h; the server:
+// engine/distributed/comm/store.cpp — the store's client: one connection, one request at a time,
+// every wait bounded by the timeout (protocol and invariants: store.h; the server:
 // store_server.cpp).
 #include "engine/distributed/comm/store.h"
 

@@ -1,7 +1,7 @@
-// engine/distributed/comm/store.h — the rendezvous store: a small TCP key/value server that rank 0 runs
-// on a background thread, and the client every rank (rank 0 included) talks to it with.
-// Ranks publish their addresses and the NCCL unique id here, and count arrivals with add()
-// to build barriers.
+// engine/distributed/comm/store.h — the rendezvous store: a small TCP key/value server that rank 0
+// runs on a background thread, and the client every rank (rank 0 included) talks to it with. Ranks
+// publish their addresses and the NCCL unique id here, and count arrivals with add() to build
+// barriers.
 //
 // Protocol (every integer little-endian). A frame is
 //     u64 body_bytes | u8 tag | fields...      each field: u64 bytes | bytes

@@ -1,5 +1,5 @@
-// engine/distributed/comm/store_protocol.h — the store's wire format, shared by its server and client
-// (the protocol itself is described in store.h). Internal to engine/distributed/comm.
+// engine/distributed/comm/store_protocol.h — the store's wire format, shared by its server and
+// client (the protocol itself is described in store.h). Internal to engine/distributed/comm.
 #pragma once
 
 #include <cstdint>

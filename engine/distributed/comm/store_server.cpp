@@ -1,5 +1,5 @@
-// engine/distributed/comm/store_server.cpp — the store's server: one thread, one poll() over the listening
-// socket, a wake-up pipe and every connection (protocol and invariants: store.h).
+// engine/distributed/comm/store_server.cpp — the store's server: one thread, one poll() over the
+// listening socket, a wake-up pipe and every connection (protocol and invariants: store.h).
 //
 // Each connection is non-blocking with its own input and output buffer, so a slow or silent
 // client never stalls the others; a request that cannot be served yet (GET or WAIT of a

@@ -1,5 +1,5 @@
-// engine/distributed/comm/tcp_ring.cpp — the TCP ring communicator: the collectives' schedules, the comm
-// thread, Work handles and staging of GPU buffers (overview: tcp_ring.h; sockets, frames and
+// engine/distributed/comm/tcp_ring.cpp — the TCP ring communicator: the collectives' schedules, the
+// comm thread, Work handles and staging of GPU buffers (overview: tcp_ring.h; sockets, frames and
 // the failure protocol: ring_link.h).
 //
 // Notation: N ranks, this is rank r, chunk/block indices are taken modulo N. At each step of
@@ -74,9 +74,12 @@ void reduce_bytes(char* own, const char* received, size_t bytes, DType dtype, Re
 // same bits. For i64 this is integer division (truncating toward zero).
 void divide_bytes(char* values, size_t bytes, DType dtype, int divisor) {
   switch (dtype) {
-    case DType::f32: return divide(reinterpret_cast<float*>(values), bytes / 4, divisor);
-    case DType::f64: return divide(reinterpret_cast<double*>(values), bytes / 8, divisor);
-    default: return divide(reinterpret_cast<int64_t*>(values), bytes / 8, divisor);
+    case DType::f32:
+      return divide(reinterpret_cast<float*>(values), bytes / 4, divisor);
+    case DType::f64:
+      return divide(reinterpret_cast<double*>(values), bytes / 8, divisor);
+    default:
+      return divide(reinterpret_cast<int64_t*>(values), bytes / 8, divisor);
   }
 }
 
@@ -203,9 +206,9 @@ class TcpRingCommunicator final : public Communicator {
     if (recv.dtype != send.dtype || recv.count != send.count * world_size_) {
       throw std::invalid_argument(
           "allgather: the receive buffer holds " + std::to_string(recv.count) + " " +
-          dtype_name(recv.dtype) + " elements; it must hold world_size x send count = " +
-          std::to_string(world_size_) + " x " + std::to_string(send.count) + " " +
-          dtype_name(send.dtype) + " elements");
+          dtype_name(recv.dtype) +
+          " elements; it must hold world_size x send count = " + std::to_string(world_size_) +
+          " x " + std::to_string(send.count) + " " + dtype_name(send.dtype) + " elements");
     }
     return enqueue([this, send, recv](uint64_t sequence, Clock::time_point deadline) {
       HostView host_send(send, /*copy_in=*/true);
@@ -255,7 +258,8 @@ class TcpRingCommunicator final : public Communicator {
         queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
         if (stopping_) {
           for (auto& abandoned : queue_)
-            abandoned.work->finish("the TCP ring communicator was destroyed before this collective ran");
+            abandoned.work->finish(
+                "the TCP ring communicator was destroyed before this collective ran");
           return;
         }
         next = std::move(queue_.front());
@@ -396,18 +400,18 @@ class TcpRingCommunicator final : public Communicator {
   const int rank_;
   const int world_size_;
   const std::chrono::milliseconds timeout_;
-  RingLink link_;                // touched by the comm thread only (and interrupt())
+  RingLink link_;  // touched by the comm thread only (and interrupt())
   // The comm thread's landing place for one received frame, reduced from there.
   std::vector<char> scratch_ = std::vector<char>(kFrameBytes);
 
-  std::mutex mutex_;             // guards the members below
+  std::mutex mutex_;  // guards the members below
   std::condition_variable queued_;
   std::deque<Queued> queue_;
   uint64_t issued_ = 0;
-  std::string broken_;           // the error of a broken ring; "" while it works
+  std::string broken_;  // the error of a broken ring; "" while it works
   std::atomic<bool> stopping_ = false;
 
-  std::thread comm_thread_;      // last: starts once everything above exists
+  std::thread comm_thread_;  // last: starts once everything above exists
 };
 
 }  // namespace
@@ -417,11 +421,13 @@ std::unique_ptr<Communicator> make_tcp_ring_communicator(Store& store, int rank,
                                                          const std::string& token,
                                                          std::chrono::milliseconds timeout) {
   if (world_size < 2 || rank < 0 || rank >= world_size) {
-    throw std::invalid_argument("the TCP ring needs world_size >= 2 and 0 <= rank < world_size, "
-                                "not rank " + std::to_string(rank) + " of " +
-                                std::to_string(world_size));
+    throw std::invalid_argument(
+        "the TCP ring needs world_size >= 2 and 0 <= rank < world_size, "
+        "not rank " +
+        std::to_string(rank) + " of " + std::to_string(world_size));
   }
-  return std::make_unique<TcpRingCommunicator>(store, rank, world_size, master_addr, token, timeout);
+  return std::make_unique<TcpRingCommunicator>(store, rank, world_size, master_addr, token,
+                                               timeout);
 }
 
 }  // namespace bareyolo::dist

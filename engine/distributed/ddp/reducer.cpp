@@ -14,8 +14,8 @@ Reducer::Reducer(std::vector<Parameter> parameters, Communicator& comm, ReducerO
   int max_node = 0;
   for (const Parameter& p : parameters_) {
     if (p.grad->dtype() != dtype || !(p.grad->device() == device))
-      throw std::invalid_argument("Reducer: parameter " + p.name + " is " +
-                                  p.grad->device().str() + " / another dtype; every gradient "
+      throw std::invalid_argument("Reducer: parameter " + p.name + " is " + p.grad->device().str() +
+                                  " / another dtype; every gradient "
                                   "must share the first one's device and dtype");
     max_node = std::max(max_node, p.node);
   }
@@ -27,7 +27,8 @@ Reducer::Reducer(std::vector<Parameter> parameters, Communicator& comm, ReducerO
   double group_bytes = 0;
   for (size_t i = parameters_.size(); i-- > 0;) {
     // groups.size() <= 1: the first bucket is being filled.
-    const double capacity = (groups.size() <= 1 ? options.first_bucket_mb : options.bucket_mb) * 1e6;
+    const double capacity =
+        (groups.size() <= 1 ? options.first_bucket_mb : options.bucket_mb) * 1e6;
     const double bytes = double(parameters_[i].grad->numel()) * element_bytes;
     if (groups.empty() || (group_bytes > 0 && group_bytes + bytes > capacity)) {
       groups.emplace_back();
@@ -112,8 +113,9 @@ void Reducer::finish() {
 void Reducer::set_sync(bool enabled) {
   if (enabled == sync_) return;
   if (next_to_launch_ > 0)
-    throw std::logic_error("Reducer::set_sync during a step whose buckets are in flight; "
-                           "call finish() first");
+    throw std::logic_error(
+        "Reducer::set_sync during a step whose buckets are in flight; "
+        "call finish() first");
   sync_ = enabled;
   reset_step();
 }

@@ -1,5 +1,5 @@
-// engine/distributed/ddp/reducer.h — the gradient reducer: averages every parameter gradient over the
-// ranks while backward is still running (PyTorch DDP's Reducer, in small).
+// engine/distributed/ddp/reducer.h — the gradient reducer: averages every parameter gradient over
+// the ranks while backward is still running (PyTorch DDP's Reducer, in small).
 //
 // How a gradient travels:
 //   1. Construction assigns the parameters to buckets in REVERSE registration order — the
@@ -65,9 +65,9 @@ class Reducer {
 
  private:
   struct Bucket {
-    Tensor buffer;                    // (1, elements, 1, 1)
-    std::vector<size_t> parameters;   // indices into parameters_
-    int pending = 0;                  // parameters not final yet in this step
+    Tensor buffer;                   // (1, elements, 1, 1)
+    std::vector<size_t> parameters;  // indices into parameters_
+    int pending = 0;                 // parameters not final yet in this step
     WorkHandle work;
   };
 

@@ -35,8 +35,7 @@ ChannelMoments merge_moments(const ChannelMoments& a, const ChannelMoments& b) {
   return merged;
 }
 
-ChannelMoments allgather_moments(Communicator& comm, const ChannelMoments& local,
-                                 Device staging) {
+ChannelMoments allgather_moments(Communicator& comm, const ChannelMoments& local, Device staging) {
   const int world = comm.world_size();
   if (world == 1) return local;
   // One record per rank: [count, mean_0 .. mean_{C-1}, M2_0 .. M2_{C-1}].

@@ -1,4 +1,5 @@
-// engine/distributed/launch/device_spec.cpp — parsing --device (grammar and invariant: device_spec.h).
+// engine/distributed/launch/device_spec.cpp — parsing --device (grammar and invariant:
+// device_spec.h).
 #include "engine/distributed/launch/device_spec.h"
 
 #include <algorithm>

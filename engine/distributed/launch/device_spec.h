@@ -1,5 +1,5 @@
-// engine/distributed/launch/device_spec.h — what `--device` asks for: which devices, how many ranks, and
-// which communication backend fits them.
+// engine/distributed/launch/device_spec.h — what `--device` asks for: which devices, how many
+// ranks, and which communication backend fits them.
 //
 // Accepted strings (spaces around items are ignored, names are case-insensitive):
 //   "cpu"               CPU ranks; how many is a separate count (--nproc-per-node, default 1)

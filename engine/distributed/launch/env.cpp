@@ -1,4 +1,5 @@
-// engine/distributed/launch/env.cpp — reading the launcher's variables (order and invariant: env.h).
+// engine/distributed/launch/env.cpp — reading the launcher's variables (order and invariant:
+// env.h).
 #include "engine/distributed/launch/env.h"
 
 #include <charconv>

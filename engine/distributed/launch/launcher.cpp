@@ -1,4 +1,5 @@
-// engine/distributed/launch/launcher.cpp — forking the workers and supervising them (contract: launcher.h).
+// engine/distributed/launch/launcher.cpp — forking the workers and supervising them (contract:
+// launcher.h).
 //
 // The parent's loop waits in poll() on the workers' output pipes and on a self-pipe that the
 // signal handlers write (SIGCHLD: a worker ended; SIGINT/SIGTERM: stop the run), reaps only
@@ -152,7 +153,7 @@ class SignalRelay {
 
  private:
   Fd read_, write_;
-  struct sigaction previous_[std::size(kRelayedSignals)] {};
+  struct sigaction previous_[std::size(kRelayedSignals)]{};
 };
 
 // Blocks SIGINT and SIGTERM in the forking thread while the workers are forked, so that a
@@ -272,8 +273,8 @@ struct WorkerSetup {
   int local_rank;
   EnvMap environment;
   int stdout_fd, stderr_fd;
-  int store_fd;                       // -1 except in global rank 0
-  std::vector<int> parent_fds;        // the parent's pipe ends: closed in the worker
+  int store_fd;                 // -1 except in global rank 0
+  std::vector<int> parent_fds;  // the parent's pipe ends: closed in the worker
   pid_t parent;
 };
 
@@ -336,17 +337,23 @@ class Supervisor {
                    const std::function<int(int)>& worker) {
     auto [out_read, out_write] = make_pipe();
     auto [err_read, err_write] = make_pipe();
-    WorkerSetup setup{plan_, local_rank, environment, out_write.get(), err_write.get(),
-                      store_fd, {relay_.read_fd(), relay_.write_fd(), out_read.get(),
-                                 err_read.get(), out_write.get(), err_write.get()},
+    WorkerSetup setup{plan_,
+                      local_rank,
+                      environment,
+                      out_write.get(),
+                      err_write.get(),
+                      store_fd,
+                      {relay_.read_fd(), relay_.write_fd(), out_read.get(), err_read.get(),
+                       out_write.get(), err_write.get()},
                       ::getpid()};
     for (const Worker& other : workers_) {
       if (other.out.open()) setup.parent_fds.push_back(other.out.fd());
       if (other.err.open()) setup.parent_fds.push_back(other.err.fd());
     }
     pid_t pid = ::fork();
-    if (pid < 0) throw std::runtime_error(errno_message("cannot fork the worker of local rank " +
-                                                        std::to_string(local_rank)));
+    if (pid < 0)
+      throw std::runtime_error(
+          errno_message("cannot fork the worker of local rank " + std::to_string(local_rank)));
     if (pid == 0) become_worker(setup, relay_, blocked, worker);
     int rank = plan_.global_rank(local_rank);
     std::string name = "rank " + std::to_string(rank);
@@ -388,8 +395,8 @@ class Supervisor {
     }
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(kSupervisorTick);
     if (stop_deadline_ && !killed_) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*stop_deadline_ -
-                                                                          Clock::now());
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(*stop_deadline_ - Clock::now());
       wait = std::clamp(left + 1ms, 0ms, wait);
     }
     ::poll(watched.data(), watched.size(), static_cast<int>(wait.count()));
@@ -421,8 +428,8 @@ class Supervisor {
     for (const Worker& worker : workers_)
       if (!worker.wait_status) names += (names.empty() ? "" : ", ") + worker.name;
     if (names.empty()) return;
-    say(names + " still running " + seconds_text(plan_.grace) + " after being told to stop: " +
-        "sending SIGKILL");
+    say(names + " still running " + seconds_text(plan_.grace) +
+        " after being told to stop: " + "sending SIGKILL");
     signal_running(SIGKILL);
   }
 
@@ -494,7 +501,8 @@ void LaunchPlan::validate() const {
     fail(field_text("node_rank", node_rank) + " must be in [0, " + field_text("nnodes", nnodes) +
          ") (nodes count from 0)");
   if (master_port < 0 || master_port > 65535)
-    fail(field_text("master_port", master_port) + " is not a TCP port (1..65535, or 0 to pick one)");
+    fail(field_text("master_port", master_port) +
+         " is not a TCP port (1..65535, or 0 to pick one)");
   if (master_addr.empty()) fail("master_addr is empty: give global rank 0's host name or address");
   if (nnodes > 1 && master_port == 0)
     fail(field_text("nnodes", nnodes) + " needs master_port: give every node the same free port");
@@ -539,8 +547,7 @@ int launch_workers(const LaunchPlan& plan, const std::function<int(int local_ran
   {
     SignalsBlockedWhileForking blocked;
     for (int local_rank = 0; local_rank < plan.nproc; ++local_rank) {
-      supervisor.fork_worker(local_rank,
-                             worker_environment(plan, local_rank, master_port, token),
+      supervisor.fork_worker(local_rank, worker_environment(plan, local_rank, master_port, token),
                              store_socket.get(), blocked, worker);
       store_socket.reset();  // rank 0 holds it now; later workers never see it
     }

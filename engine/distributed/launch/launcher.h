@@ -1,5 +1,5 @@
-// engine/distributed/launch/launcher.h — the last page of the distributed chapter: bareyolo's own launcher,
-// which forks one worker process per local rank and supervises them (torchrun's job, done
+// engine/distributed/launch/launcher.h — the last page of the distributed chapter: bareyolo's own
+// launcher, which forks one worker process per local rank and supervises them (torchrun's job, done
 // in-process with fork()).
 //
 // What a worker gets: the environment a launcher leaves (env.h) — RANK = node_rank × nproc +

@@ -1,4 +1,5 @@
-// engine/distributed/launch/process_group.cpp — store, then communicator, for one rank (see process_group.h).
+// engine/distributed/launch/process_group.cpp — store, then communicator, for one rank (see
+// process_group.h).
 #include "engine/distributed/launch/process_group.h"
 
 #include <sys/socket.h>
@@ -68,11 +69,11 @@ ProcessGroup init_process_group(const LaunchEnv& env, const ProcessGroupOptions&
     return group;
   }
   if (env.rank == 0) group.server = serve_store(env);
-  group.store = std::make_unique<Store>(env.master_addr, env.store_port(), env.store_token,
-                                        options.timeout);
+  group.store =
+      std::make_unique<Store>(env.master_addr, env.store_port(), env.store_token, options.timeout);
 
-  const Backend backend = options.backend ? *options.backend
-                                          : agree_on_backend(*group.store, env, options.device);
+  const Backend backend =
+      options.backend ? *options.backend : agree_on_backend(*group.store, env, options.device);
   if (backend == Backend::nccl) {
     if (!options.device.is_cuda()) {
       throw std::runtime_error("rank " + std::to_string(env.rank) +
@@ -82,8 +83,8 @@ ProcessGroup init_process_group(const LaunchEnv& env, const ProcessGroupOptions&
     group.comm = make_nccl_communicator(*group.store, env.rank, env.world_size,
                                         options.device.index, options.timeout);
   } else {
-    group.comm = make_tcp_ring_communicator(*group.store, env.rank, env.world_size,
-                                            env.master_addr, env.store_token, options.timeout);
+    group.comm = make_tcp_ring_communicator(*group.store, env.rank, env.world_size, env.master_addr,
+                                            env.store_token, options.timeout);
   }
   return group;
 }

@@ -1,5 +1,5 @@
-// engine/distributed/launch/process_group.h — joining the job: the rendezvous store and the communicator a
-// rank trains with, from its launch environment (env.h) in one call.
+// engine/distributed/launch/process_group.h — joining the job: the rendezvous store and the
+// communicator a rank trains with, from its launch environment (env.h) in one call.
 //
 // Rank 0 serves the store (store.h) on store_bind_host(MASTER_ADDR):store_port() — or, when
 // BAREYOLO_STORE_FD=<fd> is set, on that already listening socket, which bareyolo's launcher
@@ -18,8 +18,8 @@
 #include <optional>
 
 #include "engine/distributed/comm/communicator.h"
-#include "engine/distributed/launch/env.h"
 #include "engine/distributed/comm/store.h"
+#include "engine/distributed/launch/env.h"
 
 namespace bareyolo::dist {
 

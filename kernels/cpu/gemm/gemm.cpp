@@ -1,4 +1,5 @@
-// kernels/cpu/gemm/gemm.cpp — the blocked GEMM behind kernels/cpu/gemm/gemm.h (GotoBLAS/BLIS scheme).
+// kernels/cpu/gemm/gemm.cpp — the blocked GEMM behind kernels/cpu/gemm/gemm.h (GotoBLAS/BLIS
+// scheme).
 //
 //   C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C
 //
@@ -308,8 +309,8 @@ constexpr int64_t kMinDotDepth = 256;
 
 // One task: C[row0.., col0..] (rows x cols) over all of k.
 void multiply_dot_block(const Operand<float>& a, const Operand<float>& b, int64_t k,
-                        int64_t depth_step, int64_t row0, int64_t rows, int64_t col0,
-                        int64_t cols, float alpha, float beta, float* c, int64_t ldc) {
+                        int64_t depth_step, int64_t row0, int64_t rows, int64_t col0, int64_t cols,
+                        float alpha, float beta, float* c, int64_t ldc) {
   alignas(64) float sums[kDotRows * kDotCols];
   for (int64_t p0 = 0; p0 < k; p0 += depth_step) {
     const int64_t depth = std::min(depth_step, k - p0);
@@ -322,8 +323,7 @@ void multiply_dot_block(const Operand<float>& a, const Operand<float>& b, int64_
       for (int64_t j = 0; j < cols; j += kDotCols) {
         const int64_t tile_cols = std::min<int64_t>(kDotCols, cols - j);
         const float* b_rows[kDotCols];
-        for (int q = 0; q < kDotCols; ++q)
-          b_rows[q] = b.at(col0 + j + (q < tile_cols ? q : 0), p0);
+        for (int q = 0; q < kDotCols; ++q) b_rows[q] = b.at(col0 + j + (q < tile_cols ? q : 0), p0);
         dot_tile_avx512_4x6(depth, a_rows, b_rows, sums);
         // The SIMD kernels' store arithmetic: alpha * sum, plus beta * C unless beta is 0.
         for (int64_t r = 0; r < tile_rows; ++r)
@@ -337,8 +337,8 @@ void multiply_dot_block(const Operand<float>& a, const Operand<float>& b, int64_
   }
 }
 
-void multiply_dot(const Operand<float>& a, const Operand<float>& b, int64_t m, int64_t n,
-                  int64_t k, float alpha, float beta, float* c, int64_t ldc) {
+void multiply_dot(const Operand<float>& a, const Operand<float>& b, int64_t m, int64_t n, int64_t k,
+                  float alpha, float beta, float* c, int64_t ldc) {
   const int64_t depth_step = ceil_div(k, ceil_div(k, kDotDepth));
   const int64_t row_blocks = ceil_div(m, kDotBlockRows);
   const int64_t col_blocks = ceil_div(n, kDotBlockCols);

@@ -16,9 +16,11 @@ namespace {
 
 // An 8 x (16 * kVectors) tile; the B panel steps kAvx512Cols floats whatever kVectors is.
 template <int kVectors>
-__attribute__((target("avx512f"), always_inline)) inline void multiply_tile(
-    int64_t kc, const float* a_panel, const float* b_panel, float alpha, float beta, float* c,
-    int64_t ldc) {
+__attribute__((target("avx512f"), always_inline)) inline void multiply_tile(int64_t kc,
+                                                                            const float* a_panel,
+                                                                            const float* b_panel,
+                                                                            float alpha, float beta,
+                                                                            float* c, int64_t ldc) {
   constexpr int kRows = kAvx512Rows;
   __m512 acc[kRows][kVectors];
 #pragma GCC unroll 8
@@ -56,15 +58,17 @@ __attribute__((target("avx512f"), always_inline)) inline void multiply_tile(
 
 }  // namespace
 
-__attribute__((target("avx512f"))) void micro_kernel_avx512_8x32(
-    int64_t kc, const float* a_panel, const float* b_panel, float alpha, float beta, float* c,
-    int64_t ldc) {
+__attribute__((target("avx512f"))) void micro_kernel_avx512_8x32(int64_t kc, const float* a_panel,
+                                                                 const float* b_panel, float alpha,
+                                                                 float beta, float* c,
+                                                                 int64_t ldc) {
   multiply_tile<2>(kc, a_panel, b_panel, alpha, beta, c, ldc);
 }
 
-__attribute__((target("avx512f"))) void micro_kernel_avx512_8x16(
-    int64_t kc, const float* a_panel, const float* b_panel, float alpha, float beta, float* c,
-    int64_t ldc) {
+__attribute__((target("avx512f"))) void micro_kernel_avx512_8x16(int64_t kc, const float* a_panel,
+                                                                 const float* b_panel, float alpha,
+                                                                 float beta, float* c,
+                                                                 int64_t ldc) {
   multiply_tile<1>(kc, a_panel, b_panel, alpha, beta, c, ldc);
 }
 

@@ -36,9 +36,9 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 quad_sums(__m512
 // in a register: without them GCC folds the loads into the FMAs as memory operands and
 // loads every vector once per use, which made the loop load-bound.
 __attribute__((target("avx512f"), always_inline)) inline void dot_step(const float* const* a,
-                                                                      const float* const* b,
-                                                                      int64_t p, __mmask16 mask,
-                                                                      __m512* acc) {
+                                                                       const float* const* b,
+                                                                       int64_t p, __mmask16 mask,
+                                                                       __m512* acc) {
   __m512 av[kDotRows];
 #pragma GCC unroll 4
   for (int i = 0; i < kDotRows; ++i) {
@@ -80,8 +80,8 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 lane_totals(cons
 }  // namespace
 
 __attribute__((target("avx512f"))) void dot_tile_avx512_4x6(int64_t kc, const float* const* a_rows,
-                                                          const float* const* b_rows,
-                                                          float* sums) {
+                                                            const float* const* b_rows,
+                                                            float* sums) {
   constexpr int kTiles = kDotRows * kDotCols;
   static_assert(kTiles == 24, "the reduction below handles 16 + 8 accumulators");
   const float* a[kDotRows];

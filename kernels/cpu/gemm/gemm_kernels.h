@@ -1,4 +1,5 @@
-// kernels/cpu/gemm/gemm_kernels.h — the register-blocked micro-kernels under kernels/cpu/gemm/gemm.cpp.
+// kernels/cpu/gemm/gemm_kernels.h — the register-blocked micro-kernels under
+// kernels/cpu/gemm/gemm.cpp.
 //
 // A micro-kernel computes one MR x NR tile of C from two packed panels:
 //   a_panel: kc steps of MR values of op(A)  (a_panel[p * MR + i] = op(A)[i][p])

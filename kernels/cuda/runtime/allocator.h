@@ -188,7 +188,10 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
   void* get() const { return pointer_; }
-  template <class T> T* as() const { return static_cast<T*>(pointer_); }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(pointer_);
+  }
   size_t bytes() const { return bytes_; }
 
  private:

@@ -1,5 +1,5 @@
-// kernels/cuda/runtime/check.h — every CUDA runtime call goes through BAREYOLO_CUDA_CHECK, which turns
-// a failure into an exception naming the call, file:line and the runtime's own message.
+// kernels/cuda/runtime/check.h — every CUDA runtime call goes through BAREYOLO_CUDA_CHECK, which
+// turns a failure into an exception naming the call, file:line and the runtime's own message.
 #pragma once
 
 #include <cuda_runtime.h>

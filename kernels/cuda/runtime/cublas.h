@@ -1,5 +1,5 @@
-// kernels/cuda/runtime/cublas.h — cuBLAS for the engine: one handle per device, bound to that device's
-// compute stream, and BAREYOLO_CUBLAS_CHECK, which turns a failed call into an exception
+// kernels/cuda/runtime/cublas.h — cuBLAS for the engine: one handle per device, bound to that
+// device's compute stream, and BAREYOLO_CUBLAS_CHECK, which turns a failed call into an exception
 // naming the call, file:line and cuBLAS's own message.
 //
 // Math mode: CUBLAS_DEFAULT_MATH, which for float never drops to TF32 (TF32 keeps 10 mantissa

@@ -1,5 +1,5 @@
-// kernels/cuda/runtime/cudnn.h — cuDNN for the engine: one handle per device, bound to that device's
-// compute stream, and BAREYOLO_CUDNN_CHECK, which turns a failed call into an exception
+// kernels/cuda/runtime/cudnn.h — cuDNN for the engine: one handle per device, bound to that
+// device's compute stream, and BAREYOLO_CUDNN_CHECK, which turns a failed call into an exception
 // naming the call, file:line, cuDNN's message for the status and its last detailed error.
 // A handle must not be used by two host threads at once; the engine issues each device's work
 // from one thread.
@@ -20,5 +20,4 @@ cudnnHandle_t cudnn_handle(int device);
 
 }  // namespace bareyolo::cuda
 
-#define BAREYOLO_CUDNN_CHECK(call) \
-  ::bareyolo::cuda::check_cudnn((call), #call, __FILE__, __LINE__)
+#define BAREYOLO_CUDNN_CHECK(call) ::bareyolo::cuda::check_cudnn((call), #call, __FILE__, __LINE__)

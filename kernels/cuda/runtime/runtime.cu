@@ -1,6 +1,6 @@
-// kernels/cuda/runtime/runtime.cu — device discovery, memory (through the caching allocator), copies,
-// the per-device compute stream and events on it (see runtime.h). A machine without a driver
-// answers cudaGetDeviceCount with cudaErrorInsufficientDriver and leaves the count
+// kernels/cuda/runtime/runtime.cu — device discovery, memory (through the caching allocator),
+// copies, the per-device compute stream and events on it (see runtime.h). A machine without a
+// driver answers cudaGetDeviceCount with cudaErrorInsufficientDriver and leaves the count
 // unwritten: that is "0 GPUs", not a crash.
 #include <array>
 #include <atomic>
@@ -46,9 +46,9 @@ const Discovery& discovery() {
 void require_device(int device) {
   if (device < 0 || device >= device_count())
     throw std::runtime_error("CUDA device " + std::to_string(device) + " does not exist: " +
-                             (device_count() == 0 ? unavailable_reason()
-                                                  : std::to_string(device_count()) +
-                                                        " device(s) visible"));
+                             (device_count() == 0
+                                  ? unavailable_reason()
+                                  : std::to_string(device_count()) + " device(s) visible"));
   BAREYOLO_CUDA_CHECK(cudaSetDevice(device));
 }
 }  // namespace
@@ -84,7 +84,8 @@ void free_device(void* pointer, int device) noexcept {
 }
 
 void* malloc_pinned(size_t bytes) {
-  if (device_count() == 0) throw std::runtime_error("pinned memory needs a GPU: " + unavailable_reason());
+  if (device_count() == 0)
+    throw std::runtime_error("pinned memory needs a GPU: " + unavailable_reason());
   void* pointer = nullptr;
   BAREYOLO_CUDA_CHECK(cudaHostAlloc(&pointer, bytes == 0 ? 1 : bytes, cudaHostAllocPortable));
   return pointer;

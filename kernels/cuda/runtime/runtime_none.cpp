@@ -1,6 +1,6 @@
-// kernels/cuda/runtime/runtime_none.cpp — runtime.h for a binary built without CUDA (WITH_CUDA=OFF):
-// no devices, and a clear error for anyone who asks for GPU memory anyway. No Event can be
-// recorded, so every Event is the empty one: complete.
+// kernels/cuda/runtime/runtime_none.cpp — runtime.h for a binary built without CUDA
+// (WITH_CUDA=OFF): no devices, and a clear error for anyone who asks for GPU memory anyway. No
+// Event can be recorded, so every Event is the empty one: complete.
 #include <stdexcept>
 
 #include "kernels/cuda/runtime/runtime.h"

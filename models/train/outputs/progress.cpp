@@ -43,8 +43,8 @@ int64_t resident_memory_bytes() {
   return pages_resident * int64_t(::sysconf(_SC_PAGESIZE));
 }
 
-ProgressBar::ProgressBar(std::FILE* out, bool interactive, std::string epoch_label,
-                         int64_t total, int64_t start)
+ProgressBar::ProgressBar(std::FILE* out, bool interactive, std::string epoch_label, int64_t total,
+                         int64_t start)
     : out_(out),
       interactive_(interactive),
       label_(std::move(epoch_label)),

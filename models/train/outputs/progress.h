@@ -2,7 +2,8 @@
 //
 // On a terminal it is a tqdm-like bar redrawn in place with '\r' (at most 10 times a second):
 //       Epoch       RSS   box_loss   obj_loss   cls_loss  Instances       Size
-//        3/30     0.41G    0.08412    0.05731    0.02403         87        128  45%|####5     | 9/20 [00:03<00:04, 2.85it/s]
+//        3/30     0.41G    0.08412    0.05731    0.02403         87        128  45%|####5     |
+//        9/20 [00:03<00:04, 2.85it/s]
 // (RSS = resident memory of this process). Elsewhere (a log file, CI) the same row is printed
 // as a plain line every tenth of the epoch and at least every 30 s, so logs stay short.
 #pragma once

@@ -20,11 +20,20 @@ std::string html_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -87,7 +96,8 @@ std::string svg_line_chart(const std::string& title, const std::vector<double>& 
   svg += "<text x=\"" + coordinate(kLeft + plot_w) + "\" y=\"" + coordinate(kTop + plot_h + 14) +
          "\" font-size=\"11\" text-anchor=\"end\">" + number(x_hi) + "</text>\n";
   svg += "<text x=\"" + coordinate(kLeft + plot_w / 2) + "\" y=\"" +
-         coordinate(kTop + plot_h + 14) + "\" font-size=\"11\" text-anchor=\"middle\">epoch</text>\n";
+         coordinate(kTop + plot_h + 14) +
+         "\" font-size=\"11\" text-anchor=\"middle\">epoch</text>\n";
 
   double legend_x = kLeft, legend_y = kHeight - 24;  // legend rows under the x labels
   for (const ChartSeries& s : series) {
@@ -96,8 +106,8 @@ std::string svg_line_chart(const std::string& title, const std::vector<double>& 
     std::vector<std::pair<double, double>> run;
     auto flush = [&] {
       if (run.size() == 1)
-        svg += "<circle cx=\"" + coordinate(run[0].first) + "\" cy=\"" +
-               coordinate(run[0].second) + "\" r=\"2.5\" fill=\"" + s.color + "\"/>\n";
+        svg += "<circle cx=\"" + coordinate(run[0].first) + "\" cy=\"" + coordinate(run[0].second) +
+               "\" r=\"2.5\" fill=\"" + s.color + "\"/>\n";
       if (run.size() > 1) {
         svg += "<polyline fill=\"none\" stroke=\"" + s.color + "\" stroke-width=\"1.8\"" + dash +
                " points=\"";
@@ -107,8 +117,10 @@ std::string svg_line_chart(const std::string& title, const std::vector<double>& 
       run.clear();
     };
     for (size_t i = 0; i < s.values.size() && i < x.size(); ++i) {
-      if (std::isfinite(s.values[i])) run.emplace_back(px(x[i]), py(s.values[i]));
-      else flush();
+      if (std::isfinite(s.values[i]))
+        run.emplace_back(px(x[i]), py(s.values[i]));
+      else
+        flush();
     }
     flush();
     const double legend_width = 30 + 6.5 * double(s.name.size());
@@ -124,8 +136,8 @@ std::string svg_line_chart(const std::string& title, const std::vector<double>& 
   return svg + "</svg>\n";
 }
 
-std::string render_report_html(const std::vector<EpochMetrics>& history,
-                               const std::string& title, const std::string& config_json) {
+std::string render_report_html(const std::vector<EpochMetrics>& history, const std::string& title,
+                               const std::string& config_json) {
   std::vector<double> x;
   auto column = [&](double EpochMetrics::*field, bool validated_only = false) {
     std::vector<double> values;
@@ -180,7 +192,8 @@ std::string render_report_html(const std::vector<EpochMetrics>& history,
          "padding:2px 6px;text-align:right}pre{background:#f6f6f6;padding:1em;"
          "white-space:pre-wrap}</style>\n</head><body>\n<h1>" +
          html_escape(title) + "</h1>\n<p>" + std::to_string(history.size()) +
-         " epoch(s). Dashed: validation losses. Validation skipped (--no-val) shows as gaps.</p>\n" +
+         " epoch(s). Dashed: validation losses. Validation skipped (--no-val) shows as "
+         "gaps.</p>\n" +
          "<div>\n" + charts + "</div>\n<h2>Epochs</h2>\n" + table +
          "<h2>Configuration</h2>\n<pre>" + html_escape(config_json) + "</pre>\n</body></html>\n";
 }
@@ -195,8 +208,8 @@ void write_report_html(const std::string& path, const std::vector<EpochMetrics>&
 std::string validation_table(const DetectionMetrics& metrics, int64_t images, int64_t labels,
                              const std::vector<std::string>& names) {
   char line[256];
-  std::snprintf(line, sizeof line, "%22s%11s%11s%11s%11s%11s%11s\n", "Class", "Images",
-                "Instances", "P", "R", "mAP50", "mAP50-95");
+  std::snprintf(line, sizeof line, "%22s%11s%11s%11s%11s%11s%11s\n", "Class", "Images", "Instances",
+                "P", "R", "mAP50", "mAP50-95");
   std::string text = line;
   std::snprintf(line, sizeof line, "%22s%11lld%11lld%11.3g%11.3g%11.3g%11.3g\n", "all",
                 static_cast<long long>(images), static_cast<long long>(labels),

@@ -1,5 +1,5 @@
-// models/train/outputs/report.h — what a run shows a person: report.html (one self-contained file, inline
-// SVG line charts of the losses, mAP/precision/recall, learning rates and step time per
+// models/train/outputs/report.h — what a run shows a person: report.html (one self-contained file,
+// inline SVG line charts of the losses, mAP/precision/recall, learning rates and step time per
 // epoch, then the table of every epoch and the configuration; no scripts, no external
 // files) and the per-epoch validation table printed to the log.
 #pragma once
@@ -7,15 +7,15 @@
 #include <string>
 #include <vector>
 
-#include "models/train/callbacks.h"
 #include "models/eval/metrics.h"
+#include "models/train/callbacks.h"
 
 namespace bareyolo::models {
 
 // The whole report page for the epochs so far; `title` names the run, `config_json` is
 // shown as it was resolved (options_to_json).
-std::string render_report_html(const std::vector<EpochMetrics>& history,
-                               const std::string& title, const std::string& config_json);
+std::string render_report_html(const std::vector<EpochMetrics>& history, const std::string& title,
+                               const std::string& config_json);
 // Writes it atomically (readers never see half a page).
 void write_report_html(const std::string& path, const std::vector<EpochMetrics>& history,
                        const std::string& title, const std::string& config_json);

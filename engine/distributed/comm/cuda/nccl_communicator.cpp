@@ -1,5 +1,5 @@
-// engine/distributed/comm/cuda/nccl_communicator.cpp — the NCCL backend (see nccl_communicator.h and the
-// contract in communicator.h). Plain C++ over the CUDA runtime and NCCL; CUDA builds only.
+// engine/distributed/comm/cuda/nccl_communicator.cpp — the NCCL backend (see nccl_communicator.h
+// and the contract in communicator.h). Plain C++ over the CUDA runtime and NCCL; CUDA builds only.
 //
 // Ordering. Each collective: an event recorded on the compute stream, which the comm stream
 // waits for (the buffer's producers have run), the NCCL call on the comm stream, and a `done`
@@ -84,7 +84,9 @@ class NcclWork final : public Work {
  public:
   NcclWork(std::shared_ptr<InFlight> flight, std::shared_ptr<Health> health, int device,
            cudaStream_t compute)
-      : flight_(std::move(flight)), health_(std::move(health)), device_(device),
+      : flight_(std::move(flight)),
+        health_(std::move(health)),
+        device_(device),
         compute_(compute) {}
 
   void wait() override {
@@ -119,20 +121,26 @@ class NcclWork final : public Work {
 
 ncclDataType_t nccl_type(DType dtype) {
   switch (dtype) {
-    case DType::f32: return ncclFloat32;
-    case DType::f64: return ncclFloat64;
-    case DType::i64: return ncclInt64;
+    case DType::f32:
+      return ncclFloat32;
+    case DType::f64:
+      return ncclFloat64;
+    case DType::i64:
+      return ncclInt64;
     default:
-      throw std::invalid_argument(std::string("NCCL collectives take f32, f64 or i64 buffers, not ") +
-                                  dtype_name(dtype));
+      throw std::invalid_argument(
+          std::string("NCCL collectives take f32, f64 or i64 buffers, not ") + dtype_name(dtype));
   }
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return ncclSum;
-    case ReduceOp::avg: return ncclAvg;  // sum / world_size inside NCCL: no extra kernel
-    case ReduceOp::max: return ncclMax;
+    case ReduceOp::sum:
+      return ncclSum;
+    case ReduceOp::avg:
+      return ncclAvg;  // sum / world_size inside NCCL: no extra kernel
+    case ReduceOp::max:
+      return ncclMax;
   }
   throw std::invalid_argument("unknown reduce op");
 }
@@ -141,7 +149,10 @@ class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(Store& store, int rank, int world_size, int device,
                    std::chrono::milliseconds timeout)
-      : rank_(rank), world_size_(world_size), device_(device), timeout_(timeout),
+      : rank_(rank),
+        world_size_(world_size),
+        device_(device),
+        timeout_(timeout),
         health_(std::make_shared<Health>()) {
     if (world_size < 1 || rank < 0 || rank >= world_size)
       throw std::invalid_argument("NCCL communicator: rank " + std::to_string(rank) +
@@ -151,10 +162,11 @@ class NcclCommunicator final : public Communicator {
                                   std::to_string(timeout.count()) + " ms");
     if (device < 0 || device >= cuda::device_count())
       throw std::invalid_argument(
-          "NCCL communicator: rank " + std::to_string(rank) + " asks for cuda:" +
-          std::to_string(device) + ", but " +
-          (cuda::device_count() == 0 ? cuda::unavailable_reason()
-                                     : std::to_string(cuda::device_count()) + " GPU(s) are visible") +
+          "NCCL communicator: rank " + std::to_string(rank) +
+          " asks for cuda:" + std::to_string(device) + ", but " +
+          (cuda::device_count() == 0
+               ? cuda::unavailable_reason()
+               : std::to_string(cuda::device_count()) + " GPU(s) are visible") +
           "; use --backend tcp for CPU ranks");
     BAREYOLO_CUDA_CHECK(cudaSetDevice(device_));
     compute_ = static_cast<cudaStream_t>(cuda::compute_stream(device_));
@@ -205,7 +217,8 @@ class NcclCommunicator final : public Communicator {
         // Collectives still in flight may wait for peers that will never come: abort rather
         // than finalize (which would wait for them).
         bool idle = true;
-        for (const auto& flight : in_flight_) idle = idle && cudaEventQuery(flight->done) == cudaSuccess;
+        for (const auto& flight : in_flight_)
+          idle = idle && cudaEventQuery(flight->done) == cudaSuccess;
         if (idle && !health_->broken()) {
           ncclCommFinalize(comm_);
           ncclResult_t state = ncclInProgress;
@@ -213,7 +226,10 @@ class NcclCommunicator final : public Communicator {
           while (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state == ncclInProgress &&
                  Clock::now() < deadline)
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          if (state == ncclSuccess) ncclCommDestroy(comm_); else ncclCommAbort(comm_);
+          if (state == ncclSuccess)
+            ncclCommDestroy(comm_);
+          else
+            ncclCommAbort(comm_);
         } else {
           ncclCommAbort(comm_);
         }
@@ -237,8 +253,8 @@ class NcclCommunicator final : public Communicator {
     require_on_device("allreduce", buffer);
     const ncclDataType_t type = nccl_type(buffer.dtype);
     return issue("allreduce", buffer, std::string(", ") + to_string(op), [&](cudaStream_t s) {
-      return ncclAllReduce(buffer.data, buffer.data, size_t(buffer.count), type, nccl_op(op),
-                           comm_, s);
+      return ncclAllReduce(buffer.data, buffer.data, size_t(buffer.count), type, nccl_op(op), comm_,
+                           s);
     });
   }
 
@@ -284,9 +300,10 @@ class NcclCommunicator final : public Communicator {
   void require_on_device(const char* op, const CommBuffer& buffer) const {
     if (!buffer.device.is_cuda() || buffer.device.index != device_)
       throw std::invalid_argument(std::string("NCCL ") + op + ": the buffer is on " +
-                                  buffer.device.str() + ", but this rank's communicator works on "
-                                  "cuda:" + std::to_string(device_) +
-                                  " (host buffers: use the TCP backend)");
+                                  buffer.device.str() +
+                                  ", but this rank's communicator works on "
+                                  "cuda:" +
+                                  std::to_string(device_) + " (host buffers: use the TCP backend)");
     if (buffer.count < 0)
       throw std::invalid_argument(std::string("NCCL ") + op + ": negative element count " +
                                   std::to_string(buffer.count));
@@ -303,16 +320,16 @@ class NcclCommunicator final : public Communicator {
       if (state != ncclInProgress) break;
       if (Clock::now() > deadline) {
         abort_locked("NCCL on rank " + std::to_string(rank_) + ": " + what +
-                     " did not finish within " + seconds(timeout_) +
-                     " (a rank of the " + std::to_string(world_size_) +
+                     " did not finish within " + seconds(timeout_) + " (a rank of the " +
+                     std::to_string(world_size_) +
                      " is missing or stuck); the communicator was aborted");
         health_->throw_reason();
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     if (state != ncclSuccess) {
-      abort_locked("NCCL on rank " + std::to_string(rank_) + ": " + what + " failed: " +
-                   ncclGetErrorString(state) + " (" + ncclGetLastError(comm_) +
+      abort_locked("NCCL on rank " + std::to_string(rank_) + ": " + what +
+                   " failed: " + ncclGetErrorString(state) + " (" + ncclGetLastError(comm_) +
                    "); the communicator was aborted");
       health_->throw_reason();
     }

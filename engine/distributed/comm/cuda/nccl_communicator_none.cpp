@@ -1,5 +1,6 @@
-// engine/distributed/comm/cuda/nccl_communicator_none.cpp — the NCCL backend's stand-in in builds without CUDA: it
-// reports that NCCL is absent and refuses to make a communicator, with what to do instead.
+// engine/distributed/comm/cuda/nccl_communicator_none.cpp — the NCCL backend's stand-in in builds
+// without CUDA: it reports that NCCL is absent and refuses to make a communicator, with what to do
+// instead.
 #include <stdexcept>
 
 #include "engine/distributed/comm/nccl_communicator.h"
