@@ -183,9 +183,13 @@ TrainSummary train(const TrainOptions& request, const std::function<void(const s
 
   // ---- data parallelism: identical start, SyncBN, the gradient reducer ----
   dist::Communicator* comm =
-      group && group->world_size() > 1 ? group->comm.get() : nullptr;  // null: one process
+      group && group->communicates() ? group->comm.get() : nullptr;  // null: one process
   std::optional<dist::Reducer> reducer;
   if (comm) {
+    rank0([&] {
+      log(std::string("communicator: ") + dist::to_string(comm->backend()) + ", " +
+          std::to_string(comm->world_size()) + " rank(s)");
+    });
     dist::broadcast_state(*comm, state);
     const bool sync_bn = options.sync_bn.value_or(true);
     if (sync_bn) model.set_sync_batchnorm(comm);

@@ -47,7 +47,7 @@ class SingleRankCommunicator final : public Communicator {
   WorkHandle barrier() override { return done(); }
 
  private:
-  static WorkHandle done() { return std::make_shared<CompletedWork>(); }
+  static WorkHandle done() { return completed_work(); }
 
   static void copy_bytes(const CommBuffer& send, const CommBuffer& recv) {
     const size_t bytes = static_cast<size_t>(send.bytes());
@@ -89,6 +89,8 @@ CommBuffer CommBuffer::of(Tensor& tensor) {
                 tensor.offset() * int64_t(dtype_size(tensor.dtype()));
   return {first, tensor.numel(), tensor.dtype(), tensor.device()};
 }
+
+WorkHandle completed_work() { return std::make_shared<CompletedWork>(); }
 
 std::unique_ptr<Communicator> make_single_rank_communicator(Backend backend) {
   return std::make_unique<SingleRankCommunicator>(backend);

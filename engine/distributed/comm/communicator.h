@@ -75,6 +75,9 @@ class Communicator {
   virtual WorkHandle barrier() = 0;
 };
 
+// A Work that is complete already: what a collective returns that finished before returning.
+WorkHandle completed_work();
+
 // The communicator of a one-rank job: every collective returns a completed Work.
 std::unique_ptr<Communicator> make_single_rank_communicator(Backend backend = Backend::tcp);
 

@@ -140,7 +140,6 @@ std::vector<Reducer::Parameter> graph_parameters(
 }
 
 void broadcast_state(Communicator& comm, const std::vector<StateEntry>& state) {
-  if (comm.world_size() == 1) return;
   std::vector<WorkHandle> work;
   for (const StateEntry& e : state) work.push_back(comm.broadcast(CommBuffer::of(*e.value), 0));
   for (WorkHandle& w : work) w->wait();

@@ -37,7 +37,6 @@ ChannelMoments merge_moments(const ChannelMoments& a, const ChannelMoments& b) {
 
 ChannelMoments allgather_moments(Communicator& comm, const ChannelMoments& local, Device staging) {
   const int world = comm.world_size();
-  if (world == 1) return local;
   // One record per rank: [count, mean_0 .. mean_{C-1}, M2_0 .. M2_{C-1}].
   const size_t channels = local.mean.size();
   const int64_t record = 1 + 2 * int64_t(channels);
@@ -64,7 +63,6 @@ ChannelMoments allgather_moments(Communicator& comm, const ChannelMoments& local
 
 void allreduce_channel_sums(Communicator& comm, std::vector<double>& a, std::vector<double>& b,
                             Device staging) {
-  if (comm.world_size() == 1) return;
   std::vector<double> both(a);
   both.insert(both.end(), b.begin(), b.end());
   Tensor sums = staged(both, staging);

@@ -9,7 +9,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/distributed/comm/host_staging.h"
 #include "engine/distributed/comm/nccl_communicator.h"
+#include "engine/distributed/comm/socket.h"
 #include "engine/distributed/comm/tcp_ring.h"
 
 namespace bareyolo::dist {
@@ -64,13 +66,22 @@ Backend agree_on_backend(Store& store, const LaunchEnv& env, const Device& devic
 ProcessGroup init_process_group(const LaunchEnv& env, const ProcessGroupOptions& options) {
   ProcessGroup group;
   group.env = env;
-  if (env.world_size == 1) {
+  if (env.world_size == 1 && options.backend != Backend::nccl) {
     group.comm = make_single_rank_communicator(options.backend.value_or(Backend::tcp));
     return group;
   }
-  if (env.rank == 0) group.server = serve_store(env);
-  group.store =
-      std::make_unique<Store>(env.master_addr, env.store_port(), env.store_token, options.timeout);
+  if (env.world_size == 1) {
+    // One rank that asked for NCCL (the GPU check runs NCCL on one GPU this way): its store is
+    // private, on a loopback port of its own.
+    Fd socket = listen_tcp("127.0.0.1", 0);
+    const int port = bound_port(socket.get());
+    group.server = std::make_unique<StoreServer>(std::move(socket), env.store_token);
+    group.store = std::make_unique<Store>("127.0.0.1", port, env.store_token, options.timeout);
+  } else {
+    if (env.rank == 0) group.server = serve_store(env);
+    group.store = std::make_unique<Store>(env.master_addr, env.store_port(), env.store_token,
+                                          options.timeout);
+  }
 
   const Backend backend =
       options.backend ? *options.backend : agree_on_backend(*group.store, env, options.device);
@@ -80,8 +91,10 @@ ProcessGroup init_process_group(const LaunchEnv& env, const ProcessGroupOptions&
                                ": the NCCL backend needs a GPU, but this rank's device is " +
                                options.device.str() + " (use --backend tcp for CPU ranks)");
     }
-    group.comm = make_nccl_communicator(*group.store, env.rank, env.world_size,
-                                        options.device.index, options.timeout);
+    // NCCL moves device memory only; the step's few host values go through device scratch.
+    group.comm = with_host_staging(make_nccl_communicator(*group.store, env.rank, env.world_size,
+                                                          options.device.index, options.timeout),
+                                   cuda_device_staging(options.device.index));
   } else {
     group.comm = make_tcp_ring_communicator(*group.store, env.rank, env.world_size, env.master_addr,
                                             env.store_token, options.timeout);

@@ -6,7 +6,9 @@
 // bound on port 0 before forking (so no other process can take the port in between). Every
 // rank, rank 0 included, connects a Store client with the run's token, then the communicator
 // is built: the single-rank one for world_size 1, else the TCP ring (tcp_ring.h) or NCCL
-// (nccl_communicator.h).
+// (nccl_communicator.h, wrapped by host_staging.h for the host buffers a step sends). One
+// rank that asks for NCCL gets a real NCCL communicator and a private store, so that one GPU
+// can run NCCL's path end to end.
 //
 // Backend "auto" (no backend in the options) is decided the same way on every rank: each rank
 // publishes its host and device in the store; NCCL when this build has it and every rank is on
@@ -33,12 +35,15 @@ struct ProcessGroupOptions {
 struct ProcessGroup {
   LaunchEnv env;
   std::unique_ptr<StoreServer> server;  // rank 0 only
-  std::unique_ptr<Store> store;         // null for world_size 1: nobody to meet
+  std::unique_ptr<Store> store;  // null for world_size 1 (nobody to meet), unless NCCL was asked
   // Declared last, so destroyed first: the communicator may still talk to the store.
   std::unique_ptr<Communicator> comm;
 
   int rank() const { return env.rank; }
   int world_size() const { return env.world_size; }
+  // True when collectives go through a real backend: more than one rank, or one rank that
+  // asked for NCCL (which then runs every collective of a step, as a data-parallel job does).
+  bool communicates() const { return store != nullptr; }
 };
 
 // Joins the job `env` describes. Throws std::runtime_error with the cause (a malformed

@@ -1,0 +1,133 @@
+// tests/dist/host_staging.cpp — a communicator that moves only device buffers (as NCCL does)
+// trains through with_host_staging (engine/distributed/comm/host_staging.h): over two real
+// ranks, the whole trainer (start-up broadcast, SyncBN, gradient buckets, loss counts, loss
+// items, validation decisions) hands the inner communicator only device buffers, and ends with
+// the same weights as the plain TCP ring.
+//
+// A CPU build has no device memory, so the test's staging hands out host memory labelled
+// cuda:0, and its device-only communicator refuses anything not labelled so, then relabels it
+// and forwards it to the real TCP ring underneath.
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "data/shapes.h"
+#include "engine/distributed/comm/host_staging.h"
+#include "engine/shipped_files.h"
+#include "engine/safetensors.h"
+#include "models/train/trainer.h"
+#include "tests/support/dist_testing.h"
+#include "tests/support/testing.h"
+
+using namespace bareyolo;
+using namespace bareyolo::dist;
+using namespace bareyolo::dist::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+const Device kFakeGpu = Device::cuda(0);
+
+class HostMemoryAsDevice final : public DeviceStaging {
+ public:
+  Device device() const override { return kFakeGpu; }
+  void* allocate(size_t bytes) override { return std::malloc(bytes); }
+  void release(void* buffer) noexcept override { std::free(buffer); }
+  void copy_to_device(void* device_buffer, const void* host, size_t bytes) override {
+    std::memcpy(device_buffer, host, bytes);
+  }
+  void copy_to_host(void* host, const void* device_buffer, size_t bytes) override {
+    std::memcpy(host, device_buffer, bytes);
+  }
+};
+
+// Accepts only buffers on kFakeGpu (throws naming the collective otherwise), then runs the
+// collective on the TCP ring it wraps, with the buffers relabelled as host memory.
+class DeviceOnly final : public Communicator {
+ public:
+  DeviceOnly(std::unique_ptr<Communicator> ring, int* collectives)
+      : ring_(std::move(ring)), collectives_(collectives) {}
+  int rank() const override { return ring_->rank(); }
+  int world_size() const override { return ring_->world_size(); }
+  Backend backend() const override { return Backend::nccl; }
+  WorkHandle allreduce(CommBuffer buffer, ReduceOp op) override {
+    return ring_->allreduce(on_host("allreduce", buffer), op);
+  }
+  WorkHandle broadcast(CommBuffer buffer, int root) override {
+    return ring_->broadcast(on_host("broadcast", buffer), root);
+  }
+  WorkHandle allgather(CommBuffer send, CommBuffer recv) override {
+    return ring_->allgather(on_host("allgather", send), on_host("allgather", recv));
+  }
+  WorkHandle barrier() override { return ring_->barrier(); }
+
+ private:
+  CommBuffer on_host(const char* op, CommBuffer buffer) {
+    if (!(buffer.device == kFakeGpu))
+      throw std::runtime_error(std::string("a device-only communicator got a ") + op + " of " +
+                               std::to_string(buffer.count) + " elements on " +
+                               buffer.device.str());
+    ++*collectives_;
+    buffer.device = Device::cpu();
+    return buffer;
+  }
+  std::unique_ptr<Communicator> ring_;
+  int* collectives_;
+};
+
+models::TrainOptions tiny_run(const std::string& data, const fs::path& run_dir, int rank) {
+  models::TrainOptions options;
+  options.data = data;
+  options.cfg = shipped_file("models/yolov5-tiny.yaml");
+  options.epochs = 2;
+  options.batch = 4;
+  options.imgsz = 64;
+  options.workers = 1;
+  options.show_progress = false;
+  options.run_dir = run_dir.string();
+  options.rank = rank;
+  options.world_size = 2;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("dist: a device-only communicator trains through host staging like the TCP ring") {
+  const fs::path root =
+      fs::temp_directory_path() / ("bareyolo-staging-" + std::to_string(::getpid()));
+  fs::create_directories(root);
+  const std::string data = data::make_shapes_dataset(
+      {.out = (root / "shapes").string(), .n_train = 8, .n_val = 4, .imgsz = 64, .classes = 2});
+  auto train_two_ranks = [&](const fs::path& run_dir, bool staged) {
+    check_ranks_ok(run_ranks(2, [&](ProcessGroup& group) {
+      int collectives = 0;
+      if (staged)
+        group.comm =
+            with_host_staging(std::make_unique<DeviceOnly>(std::move(group.comm), &collectives),
+                              std::make_unique<HostMemoryAsDevice>());
+      models::train(
+          tiny_run(data, run_dir, group.rank()), [](const std::string&) {}, &group);
+      // Broadcasts, buckets, SyncBN, counts, items and decisions: hundreds in two epochs.
+      if (staged && collectives < 100)
+        throw std::runtime_error("only " + std::to_string(collectives) +
+                                 " collectives reached the device-only communicator");
+    }));
+  };
+  train_two_ranks(root / "plain", false);
+  train_two_ranks(root / "staged", true);
+
+  const SafetensorsFile plain =
+      SafetensorsFile::load((root / "plain/weights/last.safetensors").string());
+  const SafetensorsFile staged =
+      SafetensorsFile::load((root / "staged/weights/last.safetensors").string());
+  int compared = 0;
+  for (const TensorRecord& record : plain.records()) {
+    if (record.dtype != "F32") continue;
+    CHECK_MESSAGE(plain.values<float>(record.name) == staged.values<float>(record.name),
+                  record.name);
+    ++compared;
+  }
+  CHECK(compared > 100);
+  fs::remove_all(root);
+}
