@@ -4,7 +4,7 @@
 // usable, so the copy to the device can run asynchronously on a stream, else 64-byte aligned
 // pageable memory. cudaHostAlloc is slow (it maps pages for the device), and the loader makes
 // a buffer per batch, so freed pinned buffers wait in a small pool (host_buffer_pool.h) for
-// the next batch of the same size.
+// the next batch they fit.
 //
 // A device copy may still be reading a buffer when its batch is dropped: read_by_device()
 // attaches the copy's event, and the buffer is neither freed nor handed to the next batch

@@ -1,54 +1,87 @@
 // data/host_buffer_pool.h — the free list behind allocate_host_buffer's pinned buffers
-// (host_buffer.h), apart from CUDA so that its one rule is testable without a GPU:
+// (host_buffer.h), apart from CUDA so that its rules are testable without a GPU:
 //
-//   a buffer handed back while a device copy may still read it is never handed out again
-//   (to be overwritten by the next batch) before that copy has finished.
+//   1. a buffer handed back while a device copy may still read it is never handed out again
+//      (to be overwritten by the next batch) before that copy has finished;
+//   2. a request takes the smallest kept buffer that fits, preferring one no copy reads any
+//      more to waiting for one: after validation's larger rectangular batches, training
+//      batches reuse those buffers instead of pinning and freeing memory every step
+//      (cudaHostAlloc maps pages, milliseconds; cudaFreeHost synchronises the device);
+//   3. at most `max_buffers` buffers and `max_bytes` bytes are kept: keeping one more evicts
+//      the oldest kept ones, which go back to the caller to be freed once their last read has
+//      completed.
 //
 // Each kept buffer carries the Fence of its last device read (cuda::Event: `bool complete()
-// const`, `void synchronize() const`, movable). take() prefers a buffer whose fence is
-// complete; when all of that size are still being read it waits for the oldest, outside the
-// lock, which is cheaper than pinning new memory (cudaHostAlloc maps pages, milliseconds).
+// const`, `void synchronize() const`, movable).
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
-#include <map>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <utility>
+#include <vector>
 
 namespace bareyolo::data {
 
 template <class Fence>
 class HostBufferPool {
  public:
-  explicit HostBufferPool(size_t capacity) : capacity_(capacity) {}
+  struct Buffer {
+    void* data = nullptr;
+    size_t bytes = 0;
+    Fence last_read;
+  };
+  struct Taken {
+    void* data = nullptr;  // nullptr: nothing kept fits
+    size_t bytes = 0;      // the buffer's own size, at least the size asked for
+  };
 
-  // Keeps `buffer` (`bytes` long) for take(). False when the pool holds `capacity` buffers
-  // already: then nothing is moved from `last_read`, and the caller frees the buffer once
-  // last_read completes.
-  bool keep(void* buffer, size_t bytes, Fence&& last_read) {
+  HostBufferPool(size_t max_buffers, size_t max_bytes)
+      : max_buffers_(max_buffers), max_bytes_(max_bytes) {}
+
+  // Keeps `buffer` for take(). Returns what the pool let go to stay within its bounds, oldest
+  // first (`buffer` itself when it alone is larger than max_bytes): the caller frees each once
+  // its last_read completes.
+  std::vector<Buffer> keep(Buffer buffer) {
+    std::vector<Buffer> evicted;
     std::lock_guard<std::mutex> lock(mutex_);
-    if (kept_.size() >= capacity_) return false;
-    kept_.emplace(bytes, Kept{buffer, std::move(last_read)});
-    return true;
+    if (buffer.bytes > max_bytes_) {
+      evicted.push_back(std::move(buffer));
+      return evicted;
+    }
+    kept_bytes_ += buffer.bytes;
+    kept_.push_back(std::move(buffer));
+    while (kept_.size() > max_buffers_ || kept_bytes_ > max_bytes_) {
+      kept_bytes_ -= kept_.front().bytes;
+      evicted.push_back(std::move(kept_.front()));
+      kept_.pop_front();
+    }
+    return evicted;
   }
 
-  // A kept buffer of exactly `bytes` that no device copy reads any more, or nullptr.
-  void* take(size_t bytes) {
-    std::optional<Kept> chosen;
+  // The smallest kept buffer of at least `bytes` that no device copy reads any more; when
+  // every fitting one is still read, the smallest (the oldest of that size), once the host has
+  // waited for its read.
+  Taken take(size_t bytes) {
+    std::optional<Buffer> chosen;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      const auto [first, last] = kept_.equal_range(bytes);
-      if (first == last) return nullptr;
-      auto it = std::find_if(first, last,
-                             [](const auto& entry) { return entry.second.last_read.complete(); });
-      if (it == last) it = first;  // equal keys keep insertion order: the oldest
-      chosen.emplace(std::move(it->second));
-      kept_.erase(it);
+      auto best = kept_.end(), best_free = kept_.end();
+      for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+        if (it->bytes < bytes) continue;
+        if (best == kept_.end() || it->bytes < best->bytes) best = it;
+        if (it->last_read.complete() && (best_free == kept_.end() || it->bytes < best_free->bytes))
+          best_free = it;
+      }
+      if (best_free != kept_.end()) best = best_free;
+      if (best == kept_.end()) return {};
+      chosen.emplace(std::move(*best));
+      kept_bytes_ -= chosen->bytes;
+      kept_.erase(best);
     }
-    chosen->last_read.synchronize();  // returns at once when complete
-    return chosen->buffer;
+    chosen->last_read.synchronize();  // outside the lock; returns at once when complete
+    return {chosen->data, chosen->bytes};
   }
 
   size_t size() {
@@ -57,13 +90,10 @@ class HostBufferPool {
   }
 
  private:
-  struct Kept {
-    void* buffer;
-    Fence last_read;
-  };
   std::mutex mutex_;
-  std::multimap<size_t, Kept> kept_;  // bytes -> buffer
-  const size_t capacity_;
+  std::deque<Buffer> kept_;  // oldest first
+  size_t kept_bytes_ = 0;
+  const size_t max_buffers_, max_bytes_;
 };
 
 }  // namespace bareyolo::data
