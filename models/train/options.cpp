@@ -1,8 +1,10 @@
 // models/train/options.cpp — see options.h.
 #include "models/train/options.h"
 
+#include <sched.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <utility>
@@ -164,6 +166,15 @@ void options_from_json(const std::string& text, TrainOptions& o) {
       j.at("sync_bn").is_null() ? std::nullopt : std::optional<bool>(j.at("sync_bn").get<bool>());
   if (!j.contains("hyp")) throw std::invalid_argument("the saved configuration has no 'hyp'");
   for (auto& [name, value] : hyp_fields(o)) read(j.at("hyp"), name, *value);
+}
+
+int loader_workers(const TrainOptions& options) {
+  if (options.workers != kAutoWorkers) return options.workers;
+  if (!options.device_of_rank.is_cuda()) return 2;
+  cpu_set_t allowed;
+  const int cores = ::sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 1;
+  const int per_rank_batch = std::max(1, options.batch / std::max(1, options.world_size));
+  return std::clamp(cores - 1, 1, per_rank_batch);
 }
 
 }  // namespace bareyolo::models

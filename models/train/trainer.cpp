@@ -317,7 +317,7 @@ TrainSummary train(const TrainOptions& request, const std::function<void(const s
                          .augment = true,
                          .hyp = options.augment,
                          .seed = options.seed,
-                         .workers = options.workers});
+                         .workers = loader_workers(options)});
     std::optional<ProgressBar> bar;
     rank0([&] {
       if (!options.show_progress) return;
@@ -403,7 +403,7 @@ TrainSummary train(const TrainOptions& request, const std::function<void(const s
             validate_with_loss(ema_model, val_split.dataset,
                                {.batch = std::max(1, options.batch / options.world_size * 2),
                                 .imgsz = imgsz,
-                                .workers = options.workers},
+                                .workers = loader_workers(options)},
                                loss_options);
       });
       std::vector<double> shared(7, 0.0);

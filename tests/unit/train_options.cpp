@@ -1,5 +1,8 @@
 // tests/unit/train_options.cpp — YOLOv5 hyp yamls (--hyp) and the configuration that
 // checkpoints carry (every saved field round-trips; what is not saved stays the caller's).
+#include <sched.h>
+
+#include "engine/shipped_files.h"
 #include "models/train/options.h"
 #include "models/train/trainer.h"
 #include "models/yolo/yolo_model.h"
@@ -87,8 +90,7 @@ TEST_CASE("the saved configuration round-trips and leaves run-time fields alone"
 }
 
 TEST_CASE("--freeze N marks exactly the entries of layers 0 .. N-1") {
-  models::DetectionModel model(
-      models::load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"));
+  models::DetectionModel model(models::load_model_config(shipped_file("models/yolov5-tiny.yaml")));
   const std::vector<StateEntry> state = model.state();
   const std::vector<bool> none = models::frozen_entries(state, 0);
   CHECK(std::count(none.begin(), none.end(), true) == 0);
@@ -103,4 +105,29 @@ TEST_CASE("--freeze N marks exactly the entries of layers 0 .. N-1") {
   for (size_t i = 0; i < state.size(); ++i)
     if (state[i].name.rfind("model.1", 0) == 0 && state[i].name.rfind("model.1.", 0) != 0)
       CHECK_FALSE(frozen[i]);
+}
+
+TEST_CASE("loader_workers: a given count wins; auto follows the device and the rank's cores") {
+  models::TrainOptions options;
+  options.batch = 64;
+  options.workers = 3;
+  CHECK(models::loader_workers(options) == 3);
+  options.workers = models::kAutoWorkers;
+  CHECK(models::loader_workers(options) == 2);  // CPU ranks: the compute threads have the cores
+  options.device_of_rank = Device::cuda(0);     // only the device's kind is read
+  cpu_set_t saved, one_core;
+  REQUIRE(::sched_getaffinity(0, sizeof saved, &saved) == 0);
+  const int cores = CPU_COUNT(&saved);
+  CHECK(models::loader_workers(options) == std::max(1, std::min(cores - 1, 64)));
+  CPU_ZERO(&one_core);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &saved)) {
+      CPU_SET(cpu, &one_core);
+      break;
+    }
+  REQUIRE(::sched_setaffinity(0, sizeof one_core, &one_core) == 0);
+  CHECK(models::loader_workers(options) == 1);  // at least one, even with one core
+  REQUIRE(::sched_setaffinity(0, sizeof saved, &saved) == 0);
+  options.world_size = 64;  // one image per rank: one thread builds it
+  CHECK(models::loader_workers(options) == 1);
 }

@@ -145,8 +145,10 @@ void add_train_command(CLI::App& app) {
                                       std::to_string(kShapesImgsz) + ")")
                       ->check(CLI::Range(32, 8192))
                       ->capture_default_str();
-  cmd->add_option("--workers", t.workers, "Data loader threads")
-      ->check(CLI::NonNegativeNumber)
+  cmd->add_option("--workers", t.workers,
+                  "Data loader threads per rank; -1: one per core of the rank but one on a GPU "
+                  "(at most the rank's batch), 2 on the CPU")
+      ->check(CLI::NonNegativeNumber | CLI::IsMember({-1}))
       ->capture_default_str();
   cmd->add_option("--device", options.device,
                   "auto (every GPU, else CPU ranks to fit the cores), cpu, 0, 0,1, cuda:0, 0,0 "
