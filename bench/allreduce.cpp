@@ -28,6 +28,7 @@
 #include "bench/python_peer.h"                        // defines: bench::find_python_running
 #include "engine/distributed/comm/socket.h"           // defines: listen_tcp, bound_port
 #include "engine/distributed/launch/process_group.h"  // defines: init_process_group, ProcessGroup
+#include "engine/shipped_files.h"                     // defines: shipped_file
 
 namespace {
 
@@ -175,10 +176,9 @@ std::map<int64_t, double> run_gloo(const Plan& plan) {
   }
   std::string sizes;
   for (int64_t bytes : plan.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(bytes);
-  const std::string command = python +
-                              " -I " BAREYOLO_SOURCE_DIR "/bench/gloo_allreduce.py --port " +
-                              std::to_string(port) + " --sizes " + sizes + " --seconds-per-size " +
-                              std::to_string(plan.seconds_per_size);
+  const std::string command = python + " -I " + shipped_file("bench/gloo_allreduce.py") +
+                              " --port " + std::to_string(port) + " --sizes " + sizes +
+                              " --seconds-per-size " + std::to_string(plan.seconds_per_size);
   std::fflush(stdout);
   FILE* output = ::popen(command.c_str(), "r");
   if (!output) return seconds;

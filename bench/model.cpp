@@ -14,6 +14,7 @@
 #include <random>
 #include <string>
 
+#include "engine/shipped_files.h"
 #include "kernels/cpu/thread_pool.h"
 #include "models/yolo/yolo_model.h"
 
@@ -52,7 +53,7 @@ double best_time(int reps, Fn fn) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string cfg = std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5n.yaml";
+  std::string cfg = shipped_file("models/yolov5n.yaml");
   int image_size = 320, batch = 8, reps = 3;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];

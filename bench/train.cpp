@@ -43,6 +43,7 @@
 #include "engine/distributed/launch/process_group.h"  // defines: init_process_group
 #include "engine/optim/ema.h"                         // defines: ModelEma
 #include "engine/optim/sgd.h"                         // defines: Sgd, clip_gradient_norm
+#include "engine/shipped_files.h"                     // defines: shipped_file
 #include "kernels/cpu/thread_pool.h"                  // defines: ThreadPool
 #include "models/train/step.h"                        // defines: forward_backward, DataParallel
 
@@ -60,7 +61,7 @@ constexpr std::chrono::minutes kCollectiveTimeout{5};
 constexpr double kBusyLoad = 1.0;  // 1-minute load average above which the figures are suspect
 
 struct Options {
-  std::string cfg = BAREYOLO_SOURCE_DIR "/models/yolov5n.yaml";
+  std::string cfg = "models/yolov5n.yaml";  // found among the shipped yamls
   int imgsz = 320, batch = 16, warmup = 2, steps = 6;
   bool torch = true, quick = false;
 };
@@ -219,7 +220,7 @@ double torch_images_per_second(const Options& options) {
     return std::nan("");
   }
   const std::string command =
-      python + " -I " BAREYOLO_SOURCE_DIR "/bench/torch_train.py" + " --imgsz " +
+      python + " -I " + shipped_file("bench/torch_train.py") + " --imgsz " +
       std::to_string(options.imgsz) + " --batch " + std::to_string(options.batch) + " --threads " +
       std::to_string(kHeadlineThreads) + " --warmup " + std::to_string(options.warmup) +
       " --steps " + std::to_string(options.steps) + " 2>&1";

@@ -6,9 +6,13 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
+
+#include "engine/shipped_files.h"
 
 namespace bareyolo::models {
 
@@ -136,9 +140,18 @@ ModelConfig parse_model_config(const std::string& yaml_text, const std::string& 
   return config;
 }
 
+namespace fs = std::filesystem;
+
 ModelConfig load_model_config(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw std::invalid_argument("cannot open model config '" + path + "'");
+  // A relative path that names no file here may name one of the shipped yamls
+  // ("models/yolov5s.yaml" from any folder), as YOLOv5 looks in its own models/.
+  const std::optional<std::string> shipped =
+      in || fs::path(path).is_absolute() ? std::nullopt : find_shipped_file(path);
+  if (shipped) in.open(*shipped);
+  if (!in)
+    throw std::invalid_argument("cannot open model config '" + path +
+                                "' (neither as given nor among the shipped models/*.yaml)");
   std::stringstream text;
   text << in.rdbuf();
   return parse_model_config(text.str(), path);

@@ -42,6 +42,8 @@ struct ModelConfig {
   std::string where(const ModelRow& row) const;
 };
 
+// Reads a model yaml: `path` as given, else (a relative path) among the shipped model yamls
+// (engine/shipped_files.h), so "models/yolov5s.yaml" works from any folder.
 ModelConfig load_model_config(const std::string& path);
 ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source);
 

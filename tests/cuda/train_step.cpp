@@ -7,6 +7,7 @@
 // forward and back and one SGD step (lr 0.01) the parameters stay within 1e-4 relative
 // (norm-wise per tensor), while a wrong gradient anywhere moves a tensor by far more.
 #include "engine/optim/sgd.h"
+#include "engine/shipped_files.h"
 #include "models/train/step.h"
 #include "tests/cuda/cuda_testing.h"
 
@@ -16,9 +17,8 @@ using namespace bareyolo::models;
 namespace {
 
 std::vector<std::vector<double>> one_step(Device device) {
-  DetectionModel model(
-      load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"),
-      {.nc = 2, .seed = 9, .device = device});
+  DetectionModel model(load_model_config(shipped_file("models/yolov5-tiny.yaml")),
+                       {.nc = 2, .seed = 9, .device = device});
   testing::Rng rng(77);
   const Tensor images = Tensor::from_vector(
       testing::random_vector<float>(rng, 4 * 3 * 64 * 64, 0, 1), {4, 3, 64, 64});

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "data/shapes.h"
+#include "engine/shipped_files.h"
 #include "models/train/trainer.h"
 #include "tests/cuda/cuda_testing.h"
 #include "tests/support/data_fixtures.h"
@@ -22,7 +23,7 @@ models::EpochMetrics one_epoch(Device device, const std::string& yaml,
                                const std::filesystem::path& run_dir) {
   models::TrainOptions o;
   o.data = yaml;
-  o.cfg = std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml";
+  o.cfg = shipped_file("models/yolov5-tiny.yaml");
   o.run_dir = run_dir.string();
   o.epochs = 1;
   o.batch = 4;

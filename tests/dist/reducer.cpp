@@ -5,6 +5,7 @@
 // Every rank can compute every other rank's gradient itself (the inputs come from seeds), so
 // the reference mean is computed locally, in double, by plain backward passes.
 #include "engine/distributed/ddp/reducer.h"
+#include "engine/shipped_files.h"
 #include "models/yolo/yolo_model.h"
 #include "tests/support/dist_testing.h"
 #include "tests/support/testing.h"
@@ -16,9 +17,8 @@ using namespace bareyolo::dist::testing;
 namespace {
 
 models::DetectionModel tiny_model(uint64_t seed) {
-  return models::DetectionModel(
-      models::load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"),
-      {.nc = 2, .seed = seed, .dtype = DType::f64});
+  return models::DetectionModel(models::load_model_config(shipped_file("models/yolov5-tiny.yaml")),
+                                {.nc = 2, .seed = seed, .dtype = DType::f64});
 }
 
 // The head gradients of rank `rank`'s batch; the last level's are zero when `unused_level`

@@ -11,6 +11,7 @@
 
 #include "data/shapes.h"
 #include "engine/safetensors.h"
+#include "engine/shipped_files.h"
 #include "models/train/launch.h"
 #include "tests/support/testing.h"
 
@@ -39,7 +40,7 @@ models::TrainOptions tiny_run(const std::string& data, const fs::path& project, 
                               int ranks) {
   models::TrainOptions options;
   options.data = data;
-  options.cfg = std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml";
+  options.cfg = shipped_file("models/yolov5-tiny.yaml");
   options.epochs = 3;
   options.batch = 8;
   options.nbs = 64;

@@ -5,6 +5,7 @@
 // with real data, augmentation and accumulation.
 #include "engine/distributed/ddp/reducer.h"
 #include "engine/optim/sgd.h"
+#include "engine/shipped_files.h"
 #include "models/train/step.h"
 #include "tests/support/dist_testing.h"
 #include "tests/support/testing.h"
@@ -19,9 +20,8 @@ namespace {
 constexpr int kBatch = 4, kSteps = 3;
 
 DetectionModel tiny_model() {
-  return DetectionModel(
-      load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"),
-      {.nc = 2, .seed = 11});
+  return DetectionModel(load_model_config(shipped_file("models/yolov5-tiny.yaml")),
+                        {.nc = 2, .seed = 11});
 }
 
 // Step s's batch: random images; labels on images 0 and 1 only (rank 0's half).

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/optim/adamw.h"
+#include "engine/shipped_files.h"
 #include "kernels/ops.h"
 #include "models/yolo/yolo_model.h"
 #include "tests/support/testing.h"
@@ -12,8 +13,7 @@ using namespace bareyolo;
 using namespace bareyolo::testing;
 
 TEST_CASE("adamw groups yolov5n's parameters as YOLOv5 does, decay on conv weights only") {
-  models::DetectionModel model(
-      models::load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5n.yaml"));
+  models::DetectionModel model(models::load_model_config(shipped_file("models/yolov5n.yaml")));
   AdamW adamw(model.state(), 0.001, 0.937, 5e-4);
   int counts[3] = {0, 0, 0};
   for (size_t i = 0; i < adamw.parameters().size(); ++i) counts[adamw.group_of(i)]++;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "data/shapes.h"
+#include "engine/shipped_files.h"
 #include "models/train/checkpoint.h"
 #include "models/train/run_dir.h"
 #include "models/train/trainer.h"
@@ -23,7 +24,7 @@ using namespace bareyolo::testing;
 
 namespace {
 
-const std::string kTinyCfg = std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml";
+const std::string kTinyCfg = shipped_file("models/yolov5-tiny.yaml");
 
 models::DetectionModel tiny_model(uint64_t seed) {
   return models::DetectionModel(models::load_model_config(kTinyCfg), {.nc = 2, .seed = seed});

@@ -2,6 +2,7 @@
 // hand-set logits, and the row order (level, anchor, y, x).
 #include <cmath>
 
+#include "engine/shipped_files.h"
 #include "models/eval/decode.h"
 #include "tests/support/testing.h"
 
@@ -9,8 +10,7 @@ using namespace bareyolo;
 using namespace bareyolo::models;
 
 TEST_CASE("decode turns logits into pixel boxes in YOLOv5's row order") {
-  DetectionModel model(
-      load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"), {.nc = 2});
+  DetectionModel model(load_model_config(shipped_file("models/yolov5-tiny.yaml")), {.nc = 2});
   const int no = 7;
   // Input 64x64: levels 8x8, 4x4, 2x2. All logits 0 (sigmoid 0.5) except one cell.
   std::vector<Tensor> head;

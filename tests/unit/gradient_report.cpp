@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 
+#include "engine/shipped_files.h"
 #include "models/loss/gradient_report.h"
 #include "models/yolo/weights.h"
 #include "tests/support/testing.h"
@@ -15,9 +16,8 @@ using namespace bareyolo::testing;
 
 namespace {
 DetectionModel tiny(int nc, uint64_t seed = 0) {
-  return DetectionModel(
-      load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"),
-      {.nc = nc, .seed = seed});
+  return DetectionModel(load_model_config(shipped_file("models/yolov5-tiny.yaml")),
+                        {.nc = nc, .seed = seed});
 }
 }  // namespace
 

@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "engine/shipped_files.h"
 #include "models/yolo/yolo_model.h"
 #include "tests/unit/module_check.h"
 
@@ -15,9 +16,7 @@ using namespace bareyolo::testing;
 
 namespace {
 
-std::string config_path(const std::string& name) {
-  return std::string(BAREYOLO_SOURCE_DIR) + "/models/" + name;
-}
+std::string config_path(const std::string& name) { return shipped_file("models/" + name); }
 
 DetectionModel load(const std::string& name, ModelOptions options = {}) {
   return DetectionModel(load_model_config(config_path(name)), options);

@@ -5,6 +5,7 @@
 #include "engine/optim/ema.h"
 #include "engine/optim/schedule.h"
 #include "engine/optim/sgd.h"
+#include "engine/shipped_files.h"
 #include "models/yolo/yolo_model.h"
 #include "tests/support/testing.h"
 
@@ -13,8 +14,7 @@ using namespace bareyolo::testing;
 
 namespace {
 models::DetectionModel yolov5n() {
-  return models::DetectionModel(
-      models::load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5n.yaml"));
+  return models::DetectionModel(models::load_model_config(shipped_file("models/yolov5n.yaml")));
 }
 }  // namespace
 

@@ -7,6 +7,7 @@
 // backward, not in a loop after it.
 #include "engine/distributed/ddp/reducer.h"
 #include "engine/distributed/ddp/sync_batchnorm.h"
+#include "engine/shipped_files.h"
 #include "models/yolo/yolo_model.h"
 #include "tests/support/testing.h"
 
@@ -46,9 +47,8 @@ class TwoRankStandIn final : public Communicator {
 };
 
 models::DetectionModel tiny_model() {
-  return models::DetectionModel(
-      models::load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"),
-      {.nc = 2, .seed = 5, .dtype = DType::f64});
+  return models::DetectionModel(models::load_model_config(shipped_file("models/yolov5-tiny.yaml")),
+                                {.nc = 2, .seed = 5, .dtype = DType::f64});
 }
 
 // Forward + backward of random head gradients; returns each trainable gradient's values.

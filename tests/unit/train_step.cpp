@@ -1,6 +1,7 @@
 // tests/unit/train_step.cpp — the recipe's pieces working together: repeated SGD steps on one
 // fixed batch (no augmentation) must drive YOLOv5's loss down, as a model that can learn does.
 #include "engine/optim/sgd.h"
+#include "engine/shipped_files.h"
 #include "models/loss/head_loss.h"
 #include "tests/support/testing.h"
 
@@ -9,9 +10,8 @@ using namespace bareyolo::models;
 using namespace bareyolo::testing;
 
 TEST_CASE("training steps on one fixed batch lower the loss") {
-  DetectionModel model(
-      load_model_config(std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5-tiny.yaml"),
-      {.nc = 2, .seed = 3});
+  DetectionModel model(load_model_config(shipped_file("models/yolov5-tiny.yaml")),
+                       {.nc = 2, .seed = 3});
   Rng rng(131);
   const Tensor images =
       Tensor::from_vector(random_vector<float>(rng, 4 * 3 * 64 * 64, 0, 1), {4, 3, 64, 64});

@@ -155,7 +155,7 @@ int run_predict() {
 }
 
 void add_model_options(CLI::App* command) {
-  command->add_option("--cfg", options.cfg, "Model yaml")->required()->check(CLI::ExistingFile);
+  command->add_option("--cfg", options.cfg, "Model yaml")->required();
   command->add_option("--weights", options.weights, "Weights (.safetensors)")
       ->required()
       ->check(CLI::ExistingFile);

@@ -53,7 +53,7 @@ int compute_grads() {
 }  // namespace
 void add_model_commands(CLI::App& app) {
   CLI::App* init = app.add_subcommand("init", "Write freshly initialised weights (safetensors)");
-  init->add_option("--cfg", options.cfg, "Model yaml")->required()->check(CLI::ExistingFile);
+  init->add_option("--cfg", options.cfg, "Model yaml")->required();
   init->add_option("--nc", options.nc, "Number of classes (default: the yaml's)");
   init->add_option("--seed", options.seed, "Initialisation seed");
   init->add_option("--out", options.out, "Output .safetensors")->required();
@@ -62,7 +62,7 @@ void add_model_commands(CLI::App& app) {
       "grads",
       "One training forward, YOLOv5's loss and backward on a batch; write the loss, "
       "head outputs and parameter gradients");
-  grads->add_option("--cfg", options.cfg, "Model yaml")->required()->check(CLI::ExistingFile);
+  grads->add_option("--cfg", options.cfg, "Model yaml")->required();
   grads->add_option("--weights", options.weights, "Weights (.safetensors, YOLOv5 names)")
       ->required()
       ->check(CLI::ExistingFile);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "data/shapes.h"
+#include "engine/shipped_files.h"
 #include "models/train/launch.h"
 #include "models/train/options.h"
 #include "models/train/run_dir.h"
@@ -119,14 +120,15 @@ int train() {
 
 void add_train_command(CLI::App& app) {
   models::TrainOptions& t = options.train;
-  t.cfg = std::string(BAREYOLO_SOURCE_DIR) + "/models/yolov5n.yaml";
+  t.cfg = find_shipped_file("models/yolov5n.yaml").value_or("models/yolov5n.yaml");
   CLI::App* cmd = app.add_subcommand("train", "Train a detector with YOLOv5's recipe");
   options.command = cmd;
   cmd->add_option("--data", t.data,
                   "Dataset yaml (default: the built-in shapes data, generated "
                   "in datasets/shapes on first use)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--cfg", t.cfg, "Model yaml")->check(CLI::ExistingFile)->capture_default_str();
+  cmd->add_option("--cfg", t.cfg, "Model yaml (a relative path not found here: bareyolo's models/)")
+      ->capture_default_str();
   cmd->add_option("--weights", t.weights, "Initial weights (.safetensors); default: from scratch")
       ->check(CLI::ExistingFile);
   options.epochs =
