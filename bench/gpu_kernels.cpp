@@ -2,6 +2,11 @@
 // shapes of yolov5s at 640 x 640, batch 32, against a device-to-device cudaMemcpy measured in
 // the same run (the practical bandwidth limit of this GPU).
 //
+// Every tensor a bandwidth is measured on is at least twice the GPU's L2 cache (read at run
+// time): where batch 32 is smaller the batch grows (the optimizer's flat buffer, more
+// parameters). A tensor that fits in L2 would be read from there on every repetition after the
+// first, and its "bandwidth" could exceed what DRAM allows.
+//
 // For each kernel: the least bytes it must move (every input read once, every output written
 // once, an accumulated output read and written), its time (mean of kReps launches after
 // kWarmup, CUDA events on the compute stream), the achieved bandwidth bytes / time, and the
@@ -9,7 +14,9 @@
 // its cost is the IoU tests and the host walk, not memory traffic. Then yolov5s's convolutions
 // (forward, backward-data, backward-weight) through cuDNN and through the hand-written
 // im2col + cuBLAS path, side by side.
-// Without a usable GPU it prints why and exits 77 (skipped).
+// Without a usable GPU it prints why and exits 77 (skipped), or 1 where a GPU is required
+// (cuda::gpu_required: BAREYOLO_REQUIRE_GPU, or a driver installed), so that a broken driver or
+// library never reads as skipped.
 // The last line is machine-readable:
 //   RESULT min_bw_ratio=<x> median_bw_ratio=<y>
 #include <cuda_runtime.h>
@@ -33,7 +40,15 @@ namespace {
 using namespace bareyolo;
 
 constexpr int kWarmup = 3, kReps = 20;
+constexpr int64_t kBatch = 32;  // the batch of the shapes, unless the L2 cache asks for more
 const Device kGpu = Device::cuda(0);
+
+// The batch, at least kBatch, at which a tensor of `per_image` floats per image has at least
+// `min_bytes`.
+int64_t batch_for(int64_t per_image, int64_t min_bytes) {
+  const int64_t image_bytes = per_image * int64_t{sizeof(float)};
+  return std::max(kBatch, (min_bytes + image_bytes - 1) / image_bytes);
+}
 
 // Values in [-2, 2) from a cheap generator (the bench needs finite, varied data, not quality).
 Tensor filled(Shape4 shape, uint32_t seed) {
@@ -83,15 +98,16 @@ const ConvShape kYolov5sConvs[] = {
     {"SPPF cv2 1x1 1024->512 @20", 1024, 512, 1, 1, 20},
 };
 
-// Forward + backward-data + backward-weight of one convolution at batch 32, through `path`.
+// Forward + backward-data + backward-weight of one convolution at batch kBatch, through `path`
+// (compute-bound: no L2 rule).
 double conv_step_ms(const ConvShape& c, cuda::ConvPath path) {
   // YOLOv5's padding: kernel / 2, except the stem's 6x6, which is given 2.
   const int pad = int(c.kernel / 2) - (c.kernel % 2 == 0 ? 1 : 0);
   const ops::Conv2dParams p{int(c.stride), int(c.stride), pad, pad};
   const int64_t out = ops::conv_out_size(c.in_size, c.kernel, p.stride_h, p.pad_h);
-  Tensor x = filled({32, c.c_in, c.in_size, c.in_size}, 21), dx = filled(x.shape(), 22);
+  Tensor x = filled({kBatch, c.c_in, c.in_size, c.in_size}, 21), dx = filled(x.shape(), 22);
   Tensor w = filled({c.c_out, c.c_in, c.kernel, c.kernel}, 23), dw = filled(w.shape(), 24);
-  Tensor y = Tensor::empty({32, c.c_out, out, out}, kGpu), dy = filled(y.shape(), 25);
+  Tensor y = Tensor::empty({kBatch, c.c_out, out, out}, kGpu), dy = filled(y.shape(), 25);
   cuda::set_conv_path(path);
   return time_ms(
       [&] {
@@ -112,15 +128,29 @@ struct Row {
 
 int main() {
   if (cuda::device_count() == 0) {
+    if (cuda::gpu_required()) {
+      std::fprintf(stderr,
+                   "bench_gpu_kernels: FAILED: a GPU is required here (%s), but none is usable: "
+                   "%s\n",
+                   cuda::gpu_required_reason().c_str(), cuda::unavailable_reason().c_str());
+      return 1;
+    }
     std::printf("skipped: bench_gpu_kernels needs a GPU: %s\n", cuda::unavailable_reason().c_str());
     return 77;
   }
   cudaDeviceProp prop{};
   BAREYOLO_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("bench_gpu_kernels: %s, yolov5s at 640 x 640, batch 32, float32\n", prop.name);
+  int l2_bytes = 0;
+  BAREYOLO_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0));
+  const int64_t min_bytes = 2 * int64_t{l2_bytes};  // of every tensor a bandwidth is measured on
+  const int64_t min_floats = (min_bytes + 3) / 4;
+  std::printf(
+      "bench_gpu_kernels: %s, yolov5s at 640 x 640, batch %lld or more, float32; L2 %.1f MiB, "
+      "so every tensor >= %.1f MiB\n",
+      prop.name, (long long)kBatch, l2_bytes / 1048576.0, min_bytes / 1048576.0);
 
-  // The copy reference: 256 MiB device to device.
-  const int64_t copy_floats = int64_t(64) << 20;
+  // The copy reference: 256 MiB device to device, or twice the L2 if that is more.
+  const int64_t copy_floats = std::max(int64_t{64} << 20, min_floats);
   Tensor copy_src = filled({1, 1, 1, copy_floats}, 1),
          copy_dst = Tensor::empty({1, 1, 1, copy_floats}, kGpu);
   auto stream = static_cast<cudaStream_t>(cuda::compute_stream(0));
@@ -139,22 +169,23 @@ int main() {
   const double f = 4;  // bytes per float
 
   {  // SPPF of yolov5s: cv1 gives 256 channels at 20 x 20
-    const Shape4 s{32, 256, 20, 20};
+    const Shape4 s{batch_for(256 * 20 * 20, min_bytes), 256, 20, 20};
     const double n = double(s.numel());
     const ops::Pool2dParams p{5, 1, 2};
     Tensor x = filled(s, 2), y1 = Tensor::empty(s, kGpu), y2 = Tensor::empty(s, kGpu),
            y3 = Tensor::empty(s, kGpu), dy = filled(s, 3), dx = filled(s, 4);
-    bench("maxpool 5x5 fwd (32,256,20,20)", 2 * n * f,
+    bench("maxpool 5x5 fwd " + s.str(), 2 * n * f,
           [&] { ops::maxpool2d_forward<float>(x.view<float>(), p, y1.view<float>()); });
-    bench("SPPF 3 pools fused (32,256,20,20)", 4 * n * f, [&] {
+    bench("SPPF 3 pools fused " + s.str(), 4 * n * f, [&] {
       ops::maxpool2d_chain3_forward<float>(x.view<float>(), p, y1.view<float>(), y2.view<float>(),
                                            y3.view<float>());
     });
-    bench("maxpool 5x5 bwd (32,256,20,20)", 4 * n * f, [&] {
+    bench("maxpool 5x5 bwd " + s.str(), 4 * n * f, [&] {
       ops::maxpool2d_backward<float>(x.view<float>(), dy.view<float>(), p, dx.view<float>());
     });
   }
-  for (Shape4 s : {Shape4{32, 256, 20, 20}, Shape4{32, 128, 40, 40}}) {  // the two Upsamples
+  for (Shape4 s : {Shape4{0, 256, 20, 20}, Shape4{0, 128, 40, 40}}) {  // the two Upsamples
+    s.n = batch_for(s.image_numel(), min_bytes);  // x, the smaller side, sets the batch
     const double n = double(s.numel());
     const Shape4 big{s.n, s.c, 2 * s.h, 2 * s.w};
     Tensor x = filled(s, 5), y = Tensor::empty(big, kGpu), dy = filled(big, 6), dx = filled(s, 7);
@@ -163,18 +194,18 @@ int main() {
     bench("upsample x2 bwd " + s.str(), 6 * n * f,
           [&] { ops::upsample_nearest2x_backward<float>(dy.view<float>(), dx.view<float>()); });
   }
-  {  // the P3 head output (32, 3 x 85, 80, 80): the loss's pointwise ops and the decode
-    const Shape4 s{32, 255, 80, 80};
+  {  // the P3 head output (batch, 3 x 85, 80, 80): the loss's pointwise ops and the decode
+    const Shape4 s{batch_for(255 * 80 * 80, min_bytes), 255, 80, 80};
     const double n = double(s.numel());
     Tensor x = filled(s, 8), t = filled(s, 9), out = Tensor::empty(s, kGpu), g = filled(s, 10),
            dx = filled(s, 11);
-    bench("sigmoid fwd (32,255,80,80)", 2 * n * f,
+    bench("sigmoid fwd " + s.str(), 2 * n * f,
           [&] { ops::sigmoid_forward<float>(x.view<float>(), out.view<float>()); });
-    bench("BCE-with-logits fwd (32,255,80,80)", 3 * n * f, [&] {
+    bench("BCE-with-logits fwd " + s.str(), 3 * n * f, [&] {
       ops::bce_with_logits_forward<float>(x.view<float>(), t.view<float>(), 1.0f,
                                           out.view<float>());
     });
-    bench("BCE-with-logits bwd (32,255,80,80)", 5 * n * f, [&] {
+    bench("BCE-with-logits bwd " + s.str(), 5 * n * f, [&] {
       ops::bce_with_logits_backward<float>(x.view<float>(), t.view<float>(), 1.0f, g.view<float>(),
                                            dx.view<float>());
     });
@@ -182,33 +213,35 @@ int main() {
     level.stride = 8;
     for (int a = 0; a < 6; ++a) level.anchors_grid[a] = 1.5f + float(a);
     level.rows_per_image = 3 * 80 * 80;
-    bench("Detect decode P3 (32,255,80,80)", 2 * n * f,
+    bench("Detect decode P3 " + s.str(), 2 * n * f,
           [&] { cuda::detect_decode_level(x.view<float>(), level, out.view<float>().data); });
   }
-  {  // the stem's activations (32, 32, 320, 320): SiLU and add
-    const Shape4 s{32, 32, 320, 320};
+  {  // the stem's activations (batch, 32, 320, 320): SiLU and add
+    const Shape4 s{batch_for(32 * 320 * 320, min_bytes), 32, 320, 320};
     const double n = double(s.numel());
     Tensor x = filled(s, 12), y = Tensor::empty(s, kGpu), dy = filled(s, 13), dx = filled(s, 14);
-    bench("SiLU fwd (32,32,320,320)", 2 * n * f,
+    bench("SiLU fwd " + s.str(), 2 * n * f,
           [&] { ops::silu_forward<float>(x.view<float>(), y.view<float>()); });
-    bench("SiLU bwd (32,32,320,320)", 4 * n * f,
+    bench("SiLU bwd " + s.str(), 4 * n * f,
           [&] { ops::silu_backward<float>(x.view<float>(), dy.view<float>(), dx.view<float>()); });
-    bench("add fwd (32,32,320,320)", 3 * n * f,
+    bench("add fwd " + s.str(), 3 * n * f,
           [&] { ops::add_forward<float>(x.view<float>(), dy.view<float>(), y.view<float>()); });
   }
-  {  // yolov5s's 7,235,389 parameters as one flat buffer
-    const Shape4 s{1, 1, 1, 7235389};
+  {  // yolov5s's 7,235,389 parameters as one flat buffer, or more to fill twice the L2
+    const Shape4 s{1, 1, 1, std::max<int64_t>(7235389, min_floats)};
     const double n = double(s.numel());
+    char count[32];
+    std::snprintf(count, sizeof count, " (%.1fM params)", n / 1e6);
     Tensor w = filled(s, 15), g = filled(s, 16), v = filled(s, 17), ema = filled(s, 18);
-    bench("SGD nesterov + decay (7.2M params)", 5 * n * f, [&] {
+    bench(std::string("SGD nesterov + decay") + count, 5 * n * f, [&] {
       ops::sgd_step<float>(w.view<float>(), g.view<float>(), v.view<float>(),
                            {1e-6, 0.937, 5e-4, true});
     });
-    bench("EMA update (7.2M params)", 3 * n * f,
+    bench(std::string("EMA update") + count, 3 * n * f,
           [&] { ops::ema_update<float>(ema.view<float>(), w.view<float>(), 0.9999); });
-    bench("scale (7.2M params)", 2 * n * f,
+    bench(std::string("scale") + count, 2 * n * f,
           [&] { ops::scale_inplace<float>(g.view<float>(), 1.0); });
-    bench("sum of squares (7.2M params)", n * f,
+    bench(std::string("sum of squares") + count, n * f,
           [&] { (void)ops::sum_of_squares<float>(g.view<float>()); });
   }
 

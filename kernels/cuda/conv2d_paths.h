@@ -52,8 +52,7 @@ inline int as_int(int64_t value, const char* what) {
   if (value < 0 || value > INT_MAX)
     throw std::invalid_argument(std::string("conv2d on CUDA: ") + what + " = " +
                                 std::to_string(value) +
-                                " exceeds the libraries' int range; "
-                                "use a smaller batch or image size");
+                                " exceeds the libraries' int range; lower --batch or --imgsz");
   return static_cast<int>(value);
 }
 

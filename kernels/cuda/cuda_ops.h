@@ -18,9 +18,10 @@ void add_backward(View<const float> dy, View<float> da, View<float> db);
 
 // ---- convolution and batch normalisation ---------------------------------------------
 // conv2d.cu: shapes already checked by kernels/cpu/conv2d.cpp. Two implementations, chosen
-// per call by conv_path(): cuDNN (cudnn_conv.cpp: algorithm searched once per shape and
-// cached, deterministic algorithms, workspace from the caching allocator), or im2col +
-// cuBLAS SGEMM (conv2d_gemm.cu), kept to compare against.
+// per call by conv_path(): cuDNN (cudnn_conv.cpp: algorithm chosen by cuDNN's heuristics once
+// per shape and cached, deterministic algorithms, workspace from the caching allocator), or
+// im2col + cuBLAS SGEMM (conv2d_gemm.cu), kept to compare against. Both use TF32 tensor cores
+// while cuda::set_tf32(true) (runtime/runtime.h).
 void conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
                     ops::Conv2dParams p, View<float> y);
 void conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,

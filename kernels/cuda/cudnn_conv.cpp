@@ -2,28 +2,43 @@
 // through cuDNN's convolution API (conv2d_paths.h).
 //
 // Descriptors carry the views' real strides (a channel slice of a Concat buffer has a batch
-// stride beyond c*h*w), so no view is copied. Math is CUDNN_FMA_MATH: plain float FMAs, no
-// TF32, so results stay within float rounding of the CPU reference.
+// stride beyond c*h*w), so no view is copied. Math is CUDNN_FMA_MATH, plain float FMAs, so
+// results stay within float rounding of the CPU reference; with cuda::set_tf32(true) it is
+// CUDNN_DEFAULT_MATH, which lets cuDNN round the operands to TF32 for the tensor cores.
 //
-// Algorithms: the first call of a (device, pass, shapes, strides, pointer alignment) runs
-// cuDNN's timed search (cudnnFind*AlgorithmEx) and the choice is cached for the process:
-// the fastest DETERMINISTIC algorithm (the same bits every step; backward-filter algorithms
-// that sum with atomics are passed over) that fits the search workspace. The search's
-// workspace and the scratch output it writes are plain cudaMalloc/cudaFree, once per shape,
-// so they never sit in the caching allocator; each later call takes exactly the chosen
-// algorithm's workspace from the caching allocator (the same block every step).
+// Algorithms are chosen on the first call of a (device, pass, shapes, strides, pointer
+// alignment, math) and cached for the process. cuDNN's heuristics
+// (cudnnGetConvolution*Algorithm_v7) rank the algorithms for the descriptors without running
+// any; the choice is the first deterministic one that is supported and whose workspace fits the
+// cap (cudnn_algorithm_choice.h). That first call runs the candidates in this order until cuDNN
+// accepts one, since an algorithm may refuse the real pointers' alignment, which the heuristics
+// do not see; it is the very call the op was asked for, so nothing runs twice. Each call takes
+// the chosen workspace from the caching allocator (the same block every step).
+//
+// Nothing is timed (cudnnFind*, which this file used before), for two reasons. Timing needs
+// search memory beside the tensors and synchronises the device, about 180 times in the first
+// step of a yolov5 training. And its winner changes with timing noise, so two runs of the same
+// training could use different algorithms and differ in their last bits; the heuristics give
+// every run, and every rank of a DDP job, the same algorithm for the same shapes, GPU and cuDNN
+// (unless free memory moves the workspace cap across a candidate's workspace). The price is
+// sometimes missing the fastest algorithm; PyTorch chooses this way too unless cudnn.benchmark
+// is on.
 //
 // (This is cuDNN's legacy convolution API, deprecated in cuDNN 9 in favour of its graph API
 // but complete and supported there; moving to the graph API changes only this file.)
-#include <algorithm>
 #include <array>
+#include <climits>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/conv2d_paths.h"
+#include "kernels/cuda/cudnn_algorithm_choice.h"
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/cudnn.h"
@@ -35,19 +50,30 @@ namespace {
 
 // ---- descriptors ------------------------------------------------------------------------
 
-// A float NCHW view with its strides.
+// A float NCHW view with its strides; `name` says which tensor of the call it is, for errors.
 class TensorDescriptor {
  public:
-  TensorDescriptor(const Shape4& shape, int64_t batch_stride) {
+  TensorDescriptor(const Shape4& shape, int64_t batch_stride, const char* name) {
+    // The legacy API addresses a tensor with int offsets, so its whole span must stay below
+    // 2^31 elements, not only each dimension (yolov5x at 1280 px and batch 64 is past it).
+    const int64_t span = shape.n * batch_stride;
+    if (span > INT_MAX)
+      throw std::invalid_argument(
+          std::string("conv2d on CUDA: tensor ") + name + " " + shape.str() +
+          " with batch stride " + std::to_string(batch_stride) + " spans " + std::to_string(span) +
+          " elements, more than the 2^31 - 1 cuDNN's convolutions can address; lower --batch or "
+          "--imgsz");
+    const int n = as_int(shape.n, "images"), c = as_int(shape.c, "channels"),
+              h = as_int(shape.h, "height"), w = as_int(shape.w, "width");
+    const int image_stride = as_int(batch_stride, "batch stride"),
+              plane = as_int(shape.plane(), "plane");
     BAREYOLO_CUDNN_CHECK(cudnnCreateTensorDescriptor(&handle_));
-    BAREYOLO_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(
-        handle_, CUDNN_DATA_FLOAT, as_int(shape.n, "images"), as_int(shape.c, "channels"),
-        as_int(shape.h, "height"), as_int(shape.w, "width"), as_int(batch_stride, "batch stride"),
-        as_int(shape.plane(), "plane"), as_int(shape.w, "width"), 1));
+    BAREYOLO_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(handle_, CUDNN_DATA_FLOAT, n, c, h, w,
+                                                      image_stride, plane, w, 1));
   }
   template <class T>
-  explicit TensorDescriptor(const View<T>& view)
-      : TensorDescriptor(view.shape, view.batch_stride) {}
+  TensorDescriptor(const View<T>& view, const char* name)
+      : TensorDescriptor(view.shape, view.batch_stride, name) {}
   ~TensorDescriptor() { cudnnDestroyTensorDescriptor(handle_); }
   TensorDescriptor(const TensorDescriptor&) = delete;
   TensorDescriptor& operator=(const TensorDescriptor&) = delete;
@@ -77,119 +103,231 @@ class FilterDescriptor {
 
 class ConvolutionDescriptor {
  public:
-  explicit ConvolutionDescriptor(ops::Conv2dParams p) {
+  ConvolutionDescriptor(ops::Conv2dParams p, cudnnMathType_t math) {
     BAREYOLO_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&handle_));
     BAREYOLO_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(handle_, p.pad_h, p.pad_w, p.stride_h,
                                                          p.stride_w, 1, 1, CUDNN_CROSS_CORRELATION,
                                                          CUDNN_DATA_FLOAT));
-    BAREYOLO_CUDNN_CHECK(cudnnSetConvolutionMathType(handle_, CUDNN_FMA_MATH));
+    set_math(math);
   }
   ~ConvolutionDescriptor() { cudnnDestroyConvolutionDescriptor(handle_); }
   ConvolutionDescriptor(const ConvolutionDescriptor&) = delete;
   ConvolutionDescriptor& operator=(const ConvolutionDescriptor&) = delete;
   cudnnConvolutionDescriptor_t get() const { return handle_; }
+  // Before the heuristics: the math types they may choose from. Before a call: the one its
+  // algorithm was ranked with (cuDNN picks kernels by the pair).
+  void set_math(cudnnMathType_t math) {
+    BAREYOLO_CUDNN_CHECK(cudnnSetConvolutionMathType(handle_, math));
+  }
 
  private:
   cudnnConvolutionDescriptor_t handle_ = nullptr;
 };
 
-// Everything one convolution call describes to cuDNN: x (or dx), y (or dy), w, the conv.
-struct Descriptors {
-  TensorDescriptor x, y;
-  FilterDescriptor w;
-  ConvolutionDescriptor conv;
-  Descriptors(const Shape4& x_shape, int64_t x_stride, const Shape4& w_shape, const Shape4& y_shape,
-              int64_t y_stride, ops::Conv2dParams p)
-      : x(x_shape, x_stride), y(y_shape, y_stride), w(w_shape), conv(p) {}
-};
-
-// ---- algorithm choice, once per shape ----------------------------------------------------
-
-enum class Pass : int64_t { forward, backward_data, backward_weight };
-
-struct Choice {
-  int algorithm = 0;
-  size_t workspace = 0;
-};
-
-using ChoiceKey = std::array<int64_t, 16>;
-
-ChoiceKey choice_key(int device, Pass pass, const Shape4& x, int64_t x_stride, const Shape4& w,
-                     int64_t y_stride, ops::Conv2dParams p, bool aligned) {
-  return {device,     static_cast<int64_t>(pass),
-          x.n,        x.c,
-          x.h,        x.w,
-          x_stride,   y_stride,
-          w.n,        w.h,
-          w.w,        p.stride_h,
-          p.stride_w, p.pad_h,
-          p.pad_w,    aligned ? 1 : 0};
+// Math types the TF32 setting allows: FMA always; with TF32 on, also the tensor-core types on
+// float operands (DEFAULT, TENSOR_OP), never TENSOR_OP_MATH_ALLOW_CONVERSION (half precision).
+bool math_permitted(cudnnMathType_t math, bool tf32) {
+  return math == CUDNN_FMA_MATH ||
+         (tf32 && (math == CUDNN_DEFAULT_MATH || math == CUDNN_TENSOR_OP_MATH));
 }
 
-// True when every pointer is 16-byte aligned: some algorithms need it, so it is part of the key.
-bool all_aligned(std::initializer_list<const void*> pointers) {
-  return std::all_of(pointers.begin(), pointers.end(), [](const void* pointer) {
-    return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
-  });
+// The alignment in bytes that every pointer of a call has, up to 256 (cudaMalloc's): some
+// algorithms refuse less aligned data, so the choice is cached per alignment.
+int64_t common_alignment(std::initializer_list<const void*> pointers) {
+  uintptr_t bits = 256;
+  for (const void* pointer : pointers) bits |= reinterpret_cast<uintptr_t>(pointer);
+  return static_cast<int64_t>(bits & (~bits + 1));  // the lowest set bit
 }
 
-// Device memory for the search alone, returned as soon as it is done.
-class SearchBuffer {
- public:
-  SearchBuffer(size_t bytes, int device) : bytes_(bytes) {
-    if (bytes == 0) return;
-    BAREYOLO_CUDA_CHECK(cudaSetDevice(device));
-    BAREYOLO_CUDA_CHECK(cudaMalloc(&pointer_, bytes));
+// ---- the three passes: the cuDNN calls that differ between them --------------------------
+
+// A pass names its heuristics (rank: up to kAlgorithms results, best first) and its call.
+struct Forward {
+  static constexpr int kId = 0;
+  static constexpr const char* kName = "forward";
+  static constexpr const char* kCall = "cudnnConvolutionForward";
+  static constexpr int kAlgorithms = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  static cudnnStatus_t rank(cudnnHandle_t handle, cudnnTensorDescriptor_t x,
+                            cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
+                            cudnnTensorDescriptor_t y, int* count, Perf* results) {
+    return cudnnGetConvolutionForwardAlgorithm_v7(handle, x, w, conv, y, kAlgorithms, count,
+                                                  results);
   }
-  ~SearchBuffer() {
-    if (pointer_) cudaFree(pointer_);
-  }
-  SearchBuffer(const SearchBuffer&) = delete;
-  SearchBuffer& operator=(const SearchBuffer&) = delete;
-  void* get() const { return pointer_; }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* pointer_ = nullptr;
-  size_t bytes_ = 0;
 };
 
-// The search may use up to 1 GiB of workspace, or half of the free memory if that is less.
-size_t search_workspace_limit(int device) {
-  BAREYOLO_CUDA_CHECK(cudaSetDevice(device));
-  size_t free_bytes = 0, total_bytes = 0;
-  BAREYOLO_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  return std::min<size_t>(size_t{1} << 30, free_bytes / 2);
-}
+struct BackwardData {
+  static constexpr int kId = 1;
+  static constexpr const char* kName = "backward-data";
+  static constexpr const char* kCall = "cudnnConvolutionBackwardData";
+  static constexpr int kAlgorithms = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  static cudnnStatus_t rank(cudnnHandle_t handle, cudnnTensorDescriptor_t dx,
+                            cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
+                            cudnnTensorDescriptor_t dy, int* count, Perf* results) {
+    return cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w, dy, conv, dx, kAlgorithms, count,
+                                                       results);
+  }
+};
 
-// The fastest deterministic result that ran (cuDNN sorts them by time); the fastest of any
-// kind when none is deterministic.
-template <class Perf>
-Choice pick(const Perf* results, int count, const char* pass, const Shape4& x, const Shape4& w) {
-  for (bool require_determinism : {true, false})
-    for (int i = 0; i < count; ++i)
-      if (results[i].status == CUDNN_STATUS_SUCCESS &&
-          (!require_determinism || results[i].determinism == CUDNN_DETERMINISTIC))
-        return {static_cast<int>(results[i].algo), results[i].memory};
-  throw std::runtime_error(std::string("cuDNN has no algorithm for the convolution ") + pass +
-                           " of input " + x.str() + " with weight " + w.str() +
-                           "; try BAREYOLO_CONV=gemm");
-}
+struct BackwardWeight {
+  static constexpr int kId = 2;
+  static constexpr const char* kName = "backward-weight";
+  static constexpr const char* kCall = "cudnnConvolutionBackwardFilter";
+  static constexpr int kAlgorithms = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+  using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+  static cudnnStatus_t rank(cudnnHandle_t handle, cudnnTensorDescriptor_t x,
+                            cudnnFilterDescriptor_t dw, cudnnConvolutionDescriptor_t conv,
+                            cudnnTensorDescriptor_t dy, int* count, Perf* results) {
+    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x, dy, conv, dw, kAlgorithms,
+                                                         count, results);
+  }
+};
+
+// ---- the choice cache ------------------------------------------------------------------
+
+// device, pass, x (or dx) shape and batch stride, y (or dy) batch stride, weight (out
+// channels, kernel), stride, padding, pointer alignment, TF32.
+using ChoiceKey = std::array<int64_t, 17>;
 
 std::mutex choices_mutex;
-std::map<ChoiceKey, Choice> choices;  // every pass's, for the life of the process
+std::map<ChoiceKey, AlgorithmCandidate> choices;  // every pass's, for the life of the process
 
-// The cached choice for `key`, or search(workspace) run once to find it.
-template <class Search>
-Choice cached_choice(const ChoiceKey& key, int device, Search search) {
-  std::lock_guard<std::mutex> lock(choices_mutex);  // one search at a time
-  auto found = choices.find(key);
-  if (found != choices.end()) return found->second;
-  SearchBuffer workspace(search_workspace_limit(device), device);
-  const Choice choice = search(workspace);
-  choices.emplace(key, choice);
-  return choice;
+std::optional<AlgorithmCandidate> cached_choice(const ChoiceKey& key) {
+  std::lock_guard<std::mutex> lock(choices_mutex);
+  const auto found = choices.find(key);
+  if (found == choices.end()) return std::nullopt;
+  return found->second;
 }
+
+void remember_choice(const ChoiceKey& key, const AlgorithmCandidate& choice) {
+  std::lock_guard<std::mutex> lock(choices_mutex);
+  choices.emplace(key, choice);
+}
+
+size_t workspace_cap(int device) {
+  const MemoryInfo memory = memory_info(device);
+  const MemoryStats cache = memory_stats(device);
+  return conv_workspace_cap(memory.free, cache.reserved - cache.allocated);
+}
+
+// True for a status with which cuDNN refuses an algorithm before launching anything: the next
+// candidate may run. Any other failure is an error.
+bool refused(cudnnStatus_t status) {
+  const int category = CUDNN_STATUS_CATEGORY(status);
+  return category == CUDNN_STATUS_BAD_PARAM || category == CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+// ---- one call ------------------------------------------------------------------------
+
+// One convolution call: its descriptors, and run<Pass>, which finds the algorithm and makes the
+// call.
+class Convolution {
+ public:
+  template <class X, class W, class Y>
+  Convolution(const View<X>& x_view, const char* x_name, const View<W>& w_view,
+              const View<Y>& y_view, const char* y_name, ops::Conv2dParams p)
+      : device(x_view.device.index),
+        tf32(tf32_enabled()),
+        handle(cudnn_handle(device)),
+        x(x_view, x_name),
+        y(y_view, y_name),
+        w(w_view.shape),
+        conv_(p, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH),
+        x_shape_(x_view.shape),
+        w_shape_(w_view.shape),
+        key_{device,
+             -1,  // the pass, set by run
+             x_view.shape.n,
+             x_view.shape.c,
+             x_view.shape.h,
+             x_view.shape.w,
+             x_view.batch_stride,
+             y_view.batch_stride,
+             w_view.shape.n,
+             w_view.shape.h,
+             w_view.shape.w,
+             p.stride_h,
+             p.stride_w,
+             p.pad_h,
+             p.pad_w,
+             common_alignment({x_view.data, w_view.data, y_view.data}),
+             tf32 ? 1 : 0} {}
+
+  // Makes the call of `Pass` through launch(algorithm, workspace, workspace bytes), which
+  // returns cuDNN's status: with the cached algorithm, or on the first call of this key with
+  // each candidate in order until one runs, which is then cached.
+  template <class Pass, class Launch>
+  void run(Launch launch) {
+    ChoiceKey key = key_;
+    key[1] = Pass::kId;
+    auto attempt = [&](const AlgorithmCandidate& candidate) {
+      conv_.set_math(static_cast<cudnnMathType_t>(candidate.math));
+      DeviceBuffer workspace(candidate.workspace, device);
+      return launch(candidate.algorithm, workspace.get(), candidate.workspace);
+    };
+    if (const std::optional<AlgorithmCandidate> choice = cached_choice(key)) {
+      check_cudnn(attempt(*choice), Pass::kCall, __FILE__, __LINE__);
+      return;
+    }
+    const std::vector<AlgorithmCandidate> ranking = ranked<Pass>();
+    const size_t cap = workspace_cap(device);
+    const std::vector<AlgorithmCandidate> order = algorithms_to_try(ranking, cap);
+    const std::string what = std::string(" for the ") + Pass::kName + " convolution of input " +
+                             x_shape_.str() + " with weight " + w_shape_.str();
+    if (order.empty())
+      throw std::runtime_error("cuDNN ranked " + std::to_string(ranking.size()) + " algorithms" +
+                               what + ", but none is supported with a workspace of at most " +
+                               std::to_string(cap >> 20) +
+                               " MiB; free device memory or try BAREYOLO_CONV=gemm");
+    cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+    for (const AlgorithmCandidate& candidate : order) {
+      status = attempt(candidate);
+      if (status == CUDNN_STATUS_SUCCESS) {
+        remember_choice(key, candidate);
+        return;
+      }
+      if (!refused(status)) check_cudnn(status, Pass::kCall, __FILE__, __LINE__);
+    }
+    char detail[512] = {};
+    cudnnGetLastErrorString(detail, sizeof detail);
+    throw std::runtime_error(
+        "cuDNN refused all " + std::to_string(order.size()) + " usable algorithms" + what +
+        " (the last with " + cudnnGetErrorString(status) +
+        (detail[0] ? std::string(": ") + detail : std::string()) + "); try BAREYOLO_CONV=gemm");
+  }
+
+  cudnnConvolutionDescriptor_t conv() const { return conv_.get(); }
+
+  const int device;
+  const bool tf32;  // read once: one call, one setting
+  const cudnnHandle_t handle;
+  const TensorDescriptor x, y;  // x or dx; y or dy
+  const FilterDescriptor w;     // the weight or its gradient
+
+ private:
+  // cuDNN's heuristics for this call's descriptors, best first.
+  template <class Pass>
+  std::vector<AlgorithmCandidate> ranked() const {
+    std::array<typename Pass::Perf, Pass::kAlgorithms> results{};
+    int count = 0;
+    check_cudnn(Pass::rank(handle, x.get(), w.get(), conv_.get(), y.get(), &count, results.data()),
+                "cudnnGetConvolution*Algorithm_v7", __FILE__, __LINE__);
+    std::vector<AlgorithmCandidate> candidates;
+    for (int i = 0; i < count; ++i) {
+      const typename Pass::Perf& result = results[static_cast<size_t>(i)];
+      candidates.push_back(
+          {static_cast<int>(result.algo), static_cast<int>(result.mathType),
+           result.status == CUDNN_STATUS_SUCCESS && math_permitted(result.mathType, tf32),
+           result.determinism == CUDNN_DETERMINISTIC, result.memory});
+    }
+    return candidates;
+  }
+
+  ConvolutionDescriptor conv_;  // its math type follows the algorithm being run
+  Shape4 x_shape_, w_shape_;    // for messages
+  ChoiceKey key_;
+};
 
 const float kOne = 1.0f, kZero = 0.0f;
 
@@ -198,88 +336,44 @@ const float kOne = 1.0f, kZero = 0.0f;
 void cudnn_conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
                           ops::Conv2dParams p, View<float> y) {
   if (x.shape.n == 0) return;
-  const int device = x.device.index;
-  const cudnnHandle_t handle = cudnn_handle(device);
-  const Descriptors d(x.shape, x.batch_stride, weight.shape, y.shape, y.batch_stride, p);
-  const Choice choice = cached_choice(
-      choice_key(device, Pass::forward, x.shape, x.batch_stride, weight.shape, y.batch_stride, p,
-                 all_aligned({x.data, weight.data, y.data})),
-      device, [&](const SearchBuffer& workspace) {
-        // The forward overwrites y anyway, so the search writes into y itself.
-        cudnnConvolutionFwdAlgoPerf_t results[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        int count = 0;
-        BAREYOLO_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
-            handle, d.x.get(), x.data, d.w.get(), weight.data, d.conv.get(), d.y.get(), y.data,
-            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, results, workspace.get(), workspace.bytes()));
-        return pick(results, count, "forward", x.shape, weight.shape);
-      });
-  DeviceBuffer workspace(choice.workspace, device);
-  BAREYOLO_CUDNN_CHECK(cudnnConvolutionForward(
-      handle, &kOne, d.x.get(), x.data, d.w.get(), weight.data, d.conv.get(),
-      static_cast<cudnnConvolutionFwdAlgo_t>(choice.algorithm), workspace.get(), choice.workspace,
-      &kZero, d.y.get(), y.data));
+  Convolution c(x, "x", weight, y, "y", p);
+  c.run<Forward>([&](int algorithm, void* workspace, size_t bytes) {
+    return cudnnConvolutionForward(c.handle, &kOne, c.x.get(), x.data, c.w.get(), weight.data,
+                                   c.conv(), static_cast<cudnnConvolutionFwdAlgo_t>(algorithm),
+                                   workspace, bytes, &kZero, c.y.get(), y.data);
+  });
   if (bias) {
-    const TensorDescriptor bias_descriptor({1, y.shape.c, 1, 1}, y.shape.c);
+    const TensorDescriptor bias_descriptor({1, y.shape.c, 1, 1}, y.shape.c, "bias");
     BAREYOLO_CUDNN_CHECK(
-        cudnnAddTensor(handle, &kOne, bias_descriptor.get(), bias, &kOne, d.y.get(), y.data));
+        cudnnAddTensor(c.handle, &kOne, bias_descriptor.get(), bias, &kOne, c.y.get(), y.data));
   }
 }
 
 void cudnn_conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
                                 View<float> dx) {
   if (dx.shape.n == 0) return;
-  const int device = dx.device.index;
-  const cudnnHandle_t handle = cudnn_handle(device);
-  const Descriptors d(dx.shape, dx.batch_stride, weight.shape, dy.shape, dy.batch_stride, p);
-  const Choice choice = cached_choice(
-      choice_key(device, Pass::backward_data, dx.shape, dx.batch_stride, weight.shape,
-                 dy.batch_stride, p, all_aligned({dx.data, weight.data, dy.data})),
-      device, [&](const SearchBuffer& workspace) {
-        // dx is accumulated into, so the search writes a scratch copy of its layout.
-        const SearchBuffer scratch(sizeof(float) * dx.shape.n * dx.batch_stride, device);
-        cudnnConvolutionBwdDataAlgoPerf_t results[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        int count = 0;
-        BAREYOLO_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
-            handle, d.w.get(), weight.data, d.y.get(), dy.data, d.conv.get(), d.x.get(),
-            scratch.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, results, workspace.get(),
-            workspace.bytes()));
-        return pick(results, count, "backward-data", dx.shape, weight.shape);
-      });
-  DeviceBuffer workspace(choice.workspace, device);
-  BAREYOLO_CUDNN_CHECK(cudnnConvolutionBackwardData(
-      handle, &kOne, d.w.get(), weight.data, d.y.get(), dy.data, d.conv.get(),
-      static_cast<cudnnConvolutionBwdDataAlgo_t>(choice.algorithm), workspace.get(),
-      choice.workspace, &kOne, d.x.get(), dx.data));  // beta 1: dx +=
+  Convolution c(dx, "dx", weight, dy, "dy", p);
+  c.run<BackwardData>([&](int algorithm, void* workspace, size_t bytes) {
+    return cudnnConvolutionBackwardData(
+        c.handle, &kOne, c.w.get(), weight.data, c.y.get(), dy.data, c.conv(),
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm), workspace, bytes, &kOne, c.x.get(),
+        dx.data);  // beta 1: dx +=
+  });
 }
 
 void cudnn_conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,
                                   View<float> dweight, float* dbias) {
   if (x.shape.n == 0) return;
-  const int device = x.device.index;
-  const cudnnHandle_t handle = cudnn_handle(device);
-  const Descriptors d(x.shape, x.batch_stride, dweight.shape, dy.shape, dy.batch_stride, p);
-  const Choice choice = cached_choice(
-      choice_key(device, Pass::backward_weight, x.shape, x.batch_stride, dweight.shape,
-                 dy.batch_stride, p, all_aligned({x.data, dweight.data, dy.data})),
-      device, [&](const SearchBuffer& workspace) {
-        // dweight is accumulated into, so the search writes a scratch weight.
-        const SearchBuffer scratch(sizeof(float) * dweight.shape.numel(), device);
-        cudnnConvolutionBwdFilterAlgoPerf_t results[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        int count = 0;
-        BAREYOLO_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-            handle, d.x.get(), x.data, d.y.get(), dy.data, d.conv.get(), d.w.get(), scratch.get(),
-            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, results, workspace.get(),
-            workspace.bytes()));
-        return pick(results, count, "backward-weight", x.shape, dweight.shape);
-      });
-  DeviceBuffer workspace(choice.workspace, device);
-  BAREYOLO_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-      handle, &kOne, d.x.get(), x.data, d.y.get(), dy.data, d.conv.get(),
-      static_cast<cudnnConvolutionBwdFilterAlgo_t>(choice.algorithm), workspace.get(),
-      choice.workspace, &kOne, d.w.get(), dweight.data));  // beta 1: dweight +=
+  Convolution c(x, "x", dweight, dy, "dy", p);
+  c.run<BackwardWeight>([&](int algorithm, void* workspace, size_t bytes) {
+    return cudnnConvolutionBackwardFilter(
+        c.handle, &kOne, c.x.get(), x.data, c.y.get(), dy.data, c.conv(),
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm), workspace, bytes, &kOne, c.w.get(),
+        dweight.data);  // beta 1: dweight +=
+  });
   if (dbias) {
-    const TensorDescriptor bias_descriptor({1, dy.shape.c, 1, 1}, dy.shape.c);
-    BAREYOLO_CUDNN_CHECK(cudnnConvolutionBackwardBias(handle, &kOne, d.y.get(), dy.data, &kOne,
+    const TensorDescriptor bias_descriptor({1, dy.shape.c, 1, 1}, dy.shape.c, "dbias");
+    BAREYOLO_CUDNN_CHECK(cudnnConvolutionBackwardBias(c.handle, &kOne, c.y.get(), dy.data, &kOne,
                                                       bias_descriptor.get(), dbias));
   }
 }

@@ -1,6 +1,7 @@
-// tests/cuda/main.cpp — the runner for the CUDA-vs-CPU tests (tests/cuda_*.cpp). Without a
+// tests/cuda/main.cpp — the runner for the CUDA-vs-CPU tests (tests/cuda/*.cpp). Without a
 // usable GPU it exits with 77, which ctest reports as *skipped* (SKIP_RETURN_CODE): the
-// tests are compiled everywhere but never counted as passed where they could not run.
+// tests are compiled everywhere but never counted as passed where they could not run — and
+// where a GPU is required (kernels/cuda/runtime/runtime.h: gpu_required) it exits 1.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -12,6 +13,13 @@
 int main(int argc, char** argv) {
   using namespace bareyolo;
   if (!testing::only_listing_tests(argc, argv) && cuda::device_count() == 0) {
+    // Where a GPU must be (a driver installed, or BAREYOLO_REQUIRE_GPU), its absence is a
+    // failure: a broken driver or library must never read as skipped.
+    if (cuda::gpu_required()) {
+      std::printf("FAILED: a GPU is required here (%s), but none is usable: %s\n",
+                  cuda::gpu_required_reason().c_str(), cuda::unavailable_reason().c_str());
+      return 1;
+    }
     std::printf("skipped: %s\n", cuda::unavailable_reason().c_str());
     return testing::kSkipExitCode;
   }

@@ -18,20 +18,28 @@ void throw_cublas_error(cublasStatus_t status, const char* call, const char* fil
 }
 
 cublasHandle_t cublas_handle(int device) {
+  struct Slot {
+    cublasHandle_t handle = nullptr;
+    cublasMath_t math = CUBLAS_DEFAULT_MATH;  // the mode last set on it
+  };
   static std::mutex mutex;
-  static std::array<cublasHandle_t, 64> handles{};
+  static std::array<Slot, 64> slots{};
   auto stream = static_cast<cudaStream_t>(compute_stream(device));  // checks the device
+  const cublasMath_t math = tf32_enabled() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
   std::lock_guard<std::mutex> lock(mutex);
-  cublasHandle_t& handle = handles.at(static_cast<size_t>(device));
-  if (!handle) {
+  Slot& slot = slots.at(static_cast<size_t>(device));
+  if (!slot.handle) {
     BAREYOLO_CUDA_CHECK(cudaSetDevice(device));
     cublasHandle_t created = nullptr;
     BAREYOLO_CUBLAS_CHECK(cublasCreate(&created));
     BAREYOLO_CUBLAS_CHECK(cublasSetStream(created, stream));
-    BAREYOLO_CUBLAS_CHECK(cublasSetMathMode(created, CUBLAS_DEFAULT_MATH));
-    handle = created;
+    BAREYOLO_CUBLAS_CHECK(cublasSetMathMode(created, math));
+    slot = {created, math};
+  } else if (slot.math != math) {  // set_tf32 changed since the last call
+    BAREYOLO_CUBLAS_CHECK(cublasSetMathMode(slot.handle, math));
+    slot.math = math;
   }
-  return handle;
+  return slot.handle;
 }
 
 }  // namespace bareyolo::cuda

@@ -3,7 +3,9 @@
 // naming the call, file:line and cuBLAS's own message.
 //
 // Math mode: CUBLAS_DEFAULT_MATH, which for float never drops to TF32 (TF32 keeps 10 mantissa
-// bits, and a CUDA result must match the float CPU reference to a few ulps per term).
+// bits, and a CUDA result must match the float CPU reference to a few ulps per term), unless
+// cuda::set_tf32(true) asked for CUBLAS_TF32_TENSOR_OP_MATH. cublas_handle applies the setting
+// each time it hands out the handle, so a change reaches handles created before it.
 // A handle must not be used by two host threads at once; the engine issues each device's work
 // from one thread.
 #pragma once
@@ -18,7 +20,8 @@ inline void check_cublas(cublasStatus_t status, const char* call, const char* fi
   if (status != CUBLAS_STATUS_SUCCESS) throw_cublas_error(status, call, file, line);
 }
 
-// The cuBLAS handle of `device` (created on first use, never destroyed).
+// The cuBLAS handle of `device` (created on first use, never destroyed), in the math mode of
+// tf32_enabled(); call it for each GEMM rather than keeping the handle.
 cublasHandle_t cublas_handle(int device);
 
 }  // namespace bareyolo::cuda

@@ -16,6 +16,7 @@ namespace bareyolo::cuda {
 
 namespace {
 std::atomic<bool> touched{false};
+std::atomic<bool> tf32{false};
 
 struct Discovery {
   int count = 0;
@@ -57,6 +58,8 @@ bool compiled() { return true; }
 int device_count() { return discovery().count; }
 bool initialized() { return touched; }
 std::string unavailable_reason() { return discovery().reason; }
+void set_tf32(bool enabled) { tf32 = enabled; }
+bool tf32_enabled() { return tf32; }
 
 // Device memory comes from the device's caching allocator (allocator.h), cached per compute
 // stream: every kernel of the engine runs on that stream.

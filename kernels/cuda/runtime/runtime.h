@@ -1,12 +1,15 @@
 // kernels/cuda/runtime/runtime.h — the CUDA runtime as the rest of the engine sees it: device
-// discovery that never crashes, device memory, copies, one compute stream per device and
-// events on it. Compiles in every build; without CUDA (WITH_CUDA=OFF) device_count() is 0,
-// no Event can be recorded (an empty one is complete) and the rest throws a clear error
-// (runtime_none.cpp).
+// discovery that never crashes, whether a GPU is required, device memory, copies, one compute
+// stream per device and events on it, and the TF32 switch. Compiles in every build; without CUDA
+// (WITH_CUDA=OFF) device_count() is 0, no Event can be recorded (an empty one is complete) and the
+// rest throws a clear error (runtime_none.cpp).
 #pragma once
 
 #include <cstddef>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <utility>
 
 namespace bareyolo::cuda {
@@ -23,6 +26,28 @@ std::string unavailable_reason();
 // not survive fork(), so the launcher checks this first. Without a driver or a device there is
 // no such state, and it stays false.
 bool initialized();
+
+// Why this machine must have a usable GPU, or "" when it need not: BAREYOLO_REQUIRE_GPU is set
+// to anything but "" or "0", or /dev/nvidia0 exists (an NVIDIA driver is installed). Test
+// runners and GPU benches exit 77 (*skipped*) when device_count() is 0, but where a GPU is
+// required they must fail instead: a broken driver or library must never read as skipped.
+inline std::string gpu_required_reason() {
+  const char* require = std::getenv("BAREYOLO_REQUIRE_GPU");
+  if (require && *require && std::string(require) != "0")
+    return std::string("BAREYOLO_REQUIRE_GPU=") + require + " is set";
+  std::error_code error;  // a path that cannot be checked counts as absent
+  if (std::filesystem::exists("/dev/nvidia0", error)) return "/dev/nvidia0 exists";
+  return "";
+}
+inline bool gpu_required() { return !gpu_required_reason().empty(); }
+
+// TF32 tensor-core math for float convolutions (cuDNN) and GEMMs (cuBLAS): off by default, so
+// results stay within float rounding of the CPU reference. On, cuDNN and cuBLAS may round the
+// operands to TF32's 10-bit mantissa before each product (sums stay float), about 1e-3 relative
+// error per product, for the tensor cores' throughput. Process-wide and read at every call; the
+// cuDNN algorithm choice is cached per setting. Without CUDA the value is only recorded.
+void set_tf32(bool enabled);
+bool tf32_enabled();
 
 // Free and total memory of `device` as the driver reports them (cudaMemGetInfo).
 struct MemoryInfo {

@@ -1,6 +1,8 @@
 // kernels/cuda/runtime/runtime_none.cpp — runtime.h for a binary built without CUDA
 // (WITH_CUDA=OFF): no devices, and a clear error for anyone who asks for GPU memory anyway. No
-// Event can be recorded, so every Event is the empty one: complete.
+// Event can be recorded, so every Event is the empty one: complete. The TF32 setting is only
+// recorded: there is no GPU math to switch.
+#include <atomic>
 #include <stdexcept>
 
 #include "kernels/cuda/runtime/runtime.h"
@@ -13,12 +15,15 @@ namespace {
       "this bareyolo was built without CUDA (WITH_CUDA=OFF); rebuild with nvcc on PATH or "
       "use --device cpu");
 }
+std::atomic<bool> tf32{false};
 }  // namespace
 
 bool compiled() { return false; }
 int device_count() { return 0; }
 std::string unavailable_reason() { return "this binary was built without CUDA"; }
 bool initialized() { return false; }
+void set_tf32(bool enabled) { tf32 = enabled; }
+bool tf32_enabled() { return tf32; }
 MemoryInfo memory_info(int) { built_without_cuda(); }
 void* malloc_device(size_t, int) { built_without_cuda(); }
 void free_device(void*, int) noexcept {}

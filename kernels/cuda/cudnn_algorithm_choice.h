@@ -1,0 +1,52 @@
+// kernels/cuda/cudnn_algorithm_choice.h — which of cuDNN's ranked convolution algorithms to run,
+// and how much workspace one may take: the decision alone, in plain C++ without CUDA headers, so
+// that tests/unit/cudnn_algorithm_choice.cpp checks it on any machine. cudnn_conv.cpp gets the
+// ranking from cuDNN's heuristics and runs the candidates in the order given here.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+namespace bareyolo::cuda {
+
+// One algorithm as cuDNN's heuristics rank it (a cudnnConvolution*AlgoPerf_t), in plain types.
+struct AlgorithmCandidate {
+  int algorithm = 0;  // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
+  int math = 0;       // the cudnnMathType_t the convolution descriptor must carry to run it
+  // cuDNN can run it for these descriptors (status CUDNN_STATUS_SUCCESS), in a math type the
+  // TF32 setting allows.
+  bool supported = false;
+  bool deterministic = false;  // CUDNN_DETERMINISTIC: the same bits every run (no atomics)
+  size_t workspace = 0;        // bytes
+};
+
+// The candidates worth running, in the order to try them: the supported ones whose workspace
+// fits `workspace_cap`, the deterministic ones first, each group in cuDNN's ranking (best
+// first). The first is the choice; the others are for when the real call refuses it (the
+// heuristics do not see the pointers, and an algorithm may refuse their alignment).
+// Non-deterministic algorithms (backward-filter ones that sum with atomics) come last: training
+// should repeat bit for bit, but a convolution that runs beats one that cannot, so they run
+// only when no deterministic one exists or runs. Empty when nothing fits.
+inline std::vector<AlgorithmCandidate> algorithms_to_try(
+    const std::vector<AlgorithmCandidate>& ranked, size_t workspace_cap) {
+  std::vector<AlgorithmCandidate> order;
+  for (const bool deterministic : {true, false})
+    for (const AlgorithmCandidate& candidate : ranked)
+      if (candidate.supported && candidate.deterministic == deterministic &&
+          candidate.workspace <= workspace_cap)
+        order.push_back(candidate);
+  return order;
+}
+
+// The most workspace one convolution call may take.
+constexpr size_t kMaxConvWorkspace = size_t{1} << 30;
+
+// The workspace cap: 1 GiB, or half of what the device can still give if that is less. What it
+// can give is the driver's free memory plus the caching allocator's free blocks, which the
+// allocator hands back to the driver when a request would otherwise fail.
+inline size_t conv_workspace_cap(size_t device_free, size_t allocator_cached) {
+  return std::min(kMaxConvWorkspace, (device_free + allocator_cached) / 2);
+}
+
+}  // namespace bareyolo::cuda
