@@ -14,8 +14,8 @@
 
 #include "data/shapes.h"
 #include "engine/distributed/comm/host_staging.h"
-#include "engine/shipped_files.h"
 #include "engine/safetensors.h"
+#include "engine/shipped_files.h"
 #include "models/train/trainer.h"
 #include "tests/support/dist_testing.h"
 #include "tests/support/testing.h"
