@@ -55,7 +55,7 @@ using BatchPredictor = std::function<std::vector<std::vector<Detection>>(const d
 
 // Detections of each image of the batch whose head outputs (eval mode) are `head`: Detect
 // decode, then NMS, on the head's device — for a head on a GPU, decode and NMS run there
-// (kernels/cuda: detect_decode_level, non_max_suppression) and only the kept detections
+// (detect_cuda.h: detect_decode_level, non_max_suppression) and only the kept detections
 // come back.
 std::vector<std::vector<Detection>> detect(const std::vector<Tensor>& head,
                                            const DetectionModel& model, const NmsOptions& nms);

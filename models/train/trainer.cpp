@@ -23,6 +23,7 @@
 #include "engine/distributed/launch/process_group.h"  // defines: ProcessGroup (this rank's communicator)
 #include "engine/optim/ema.h"                         // defines: ModelEma
 #include "engine/optim/sgd.h"                         // defines: clip_gradient_norm
+#include "kernels/cuda/runtime/runtime.h"             // defines: cuda::set_tf32
 #include "models/eval/validate.h"                     // defines: validate, detect
 #include "models/loss/head_loss.h"          // defines: head_loss (YOLOv5's loss of the head)
 #include "models/train/checkpoint.h"        // defines: make_checkpoint, restore_checkpoint, ...
@@ -159,6 +160,7 @@ TrainSummary train(const TrainOptions& request, const std::function<void(const s
   }
   const TrainOptions options = resolve_options(request, resumed ? &*resumed : nullptr);
   const RankZero rank0(options.rank);
+  if (options.device_of_rank.is_cuda()) cuda::set_tf32(options.tf32);
 
   // ---- data and model ----
   const data::DatasetConfig config = data::read_dataset_yaml(options.data);

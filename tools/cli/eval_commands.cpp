@@ -20,9 +20,9 @@
 #include "data/letterbox.h"
 #include "data/preview.h"
 #include "engine/safetensors.h"
-#include "models/eval/decode.h"
 #include "models/eval/validate.h"
 #include "models/yolo/weights.h"
+#include "tools/cli/device_option.h"
 
 namespace bareyolo {
 
@@ -35,11 +35,13 @@ struct EvalOptions {
   int imgsz = 640, batch = 32, workers = 0;
   float conf = -1, iou = -1;  // -1: the command's default
   bool no_rect = false;
+  DeviceOption device;
 } options;
 
-// A model with `nc` classes holding the weights file's state.
+// A model with `nc` classes holding the weights file's state, on --device.
 models::DetectionModel load_model(int nc) {
-  models::DetectionModel model(models::load_model_config(options.cfg), {.nc = nc});
+  models::DetectionModel model(models::load_model_config(options.cfg),
+                               {.nc = nc, .device = options.device.resolve()});
   models::load_state(SafetensorsFile::load(options.weights), model.state(), options.weights);
   return model;
 }
@@ -127,10 +129,9 @@ int run_predict() {
       for (int x = 0; x < canvas; ++x)
         for (int c = 0; c < 3; ++c)
           chw[(size_t(c) * canvas + y) * canvas + x] = input.at(x, y)[c] / 255.0f;
-    const std::vector<float> rows = models::decode_predictions(
-        model.forward(Tensor::from_vector(chw, {1, 3, canvas, canvas}), Mode::eval), model);
+    const Tensor batch = Tensor::from_vector(chw, {1, 3, canvas, canvas}).on(model.device());
     std::vector<models::Detection> detections =
-        models::non_max_suppression(rows, model.num_classes(), nms);
+        std::move(models::detect(model.forward(batch, Mode::eval), model, nms).front());
     const float gain = float(placement.ratio * loaded.image.width / loaded.original_width);
     data::Image drawn = data::read_image(path);
     for (models::Detection& d : detections) {
@@ -162,6 +163,7 @@ void add_model_options(CLI::App* command) {
   command->add_option("--imgsz", options.imgsz, "Inference size in pixels")
       ->check(CLI::Range(32, 8192));
   command->add_option("--iou", options.iou, "NMS IoU threshold")->check(CLI::Range(0.0, 1.0));
+  options.device.add_to(command);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "engine/safetensors.h"
 #include "models/loss/gradient_report.h"
 #include "models/yolo/weights.h"
+#include "tools/cli/device_option.h"
 
 namespace bareyolo {
 
@@ -17,6 +18,7 @@ struct ModelCommandOptions {
   std::string cfg, weights, batch, out, hyp;
   int nc = 0;
   uint64_t seed = 0;
+  DeviceOption device;
 } options;
 
 int init_weights() {
@@ -36,13 +38,15 @@ int compute_grads() {
   const SafetensorsFile weights = SafetensorsFile::load(options.weights);
   int nc = options.nc;
   if (nc == 0 && weights.metadata().count("nc")) nc = std::stoi(weights.metadata().at("nc"));
-  models::DetectionModel model(models::load_model_config(options.cfg), {.nc = nc});
+  models::DetectionModel model(models::load_model_config(options.cfg),
+                               {.nc = nc, .device = options.device.resolve()});
   models::load_state(weights, model.state(), options.weights);
   const SafetensorsFile batch = SafetensorsFile::load(options.batch);
   const models::LossHyp hyp =
       options.hyp.empty() ? models::LossHyp{} : models::load_loss_hyp(options.hyp);
-  SafetensorsFile report = models::gradient_report(
-      model, batch.tensor("images"), models::label_rows(batch, "targets", options.batch), hyp);
+  SafetensorsFile report =
+      models::gradient_report(model, batch.tensor("images").on(model.device()),
+                              models::label_rows(batch, "targets", options.batch), hyp);
   report.save(options.out);
   const std::vector<float> loss = report.values<float>("loss");
   std::printf("wrote %s: loss box %.6f obj %.6f cls %.6f total %.6f\n", options.out.c_str(),
@@ -75,6 +79,7 @@ void add_model_commands(CLI::App& app) {
   grads->add_option("--nc", options.nc, "Number of classes (default: the weights' metadata)");
   grads->add_option("--hyp", options.hyp, "Hyperparameter yaml (default: hyp.scratch-low)")
       ->check(CLI::ExistingFile);
+  options.device.add_to(grads);
 }
 
 std::optional<int> run_model_command(const CLI::App& app) {

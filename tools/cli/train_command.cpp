@@ -26,7 +26,7 @@ constexpr int kShapesEpochs = 80, kShapesImgsz = 128;
 
 struct TrainCommandOptions {
   models::TrainOptions train;
-  std::string hyp, config, optimizer = "SGD", device = "auto";
+  std::string hyp, config, optimizer = "SGD", device = "auto", tf32 = "off";
   bool no_val = false;
   CLI::App* command = nullptr;
   CLI::Option *resume = nullptr, *epochs = nullptr, *imgsz = nullptr;
@@ -95,13 +95,16 @@ int train() {
     }
     // Absolute, so that a resume from another directory finds them.
     t.data = fs::absolute(t.data).string();
-    t.cfg = fs::absolute(t.cfg).string();
+    // Absolute for the workers; a relative path not found here names a shipped yaml.
+    t.cfg =
+        fs::exists(t.cfg) ? fs::absolute(t.cfg).string() : find_shipped_file(t.cfg).value_or(t.cfg);
     if (!t.weights.empty()) t.weights = fs::absolute(t.weights).string();
     if (!options.hyp.empty()) models::load_hyp_yaml(options.hyp, t);
     t.optimizer = models::parse_optimizer_name(options.optimizer);
     t.validate = !options.no_val;
   }
   t.device = options.device;
+  t.tf32 = options.tf32 == "on";
   const models::TrainSummary summary = models::run_training(t, [](const std::string& line) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
@@ -172,6 +175,10 @@ void add_train_command(CLI::App& app) {
                   "Communication: auto (NCCL for distinct GPUs, else "
                   "TCP), tcp or nccl")
       ->check(CLI::IsMember({"auto", "tcp", "nccl"}))
+      ->capture_default_str();
+  cmd->add_option("--tf32", options.tf32,
+                  "on: TF32 tensor-core math for float convolutions and GEMMs on GPUs")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   cmd->add_option("--timeout", t.timeout_s, "Seconds any rank waits for the others before failing")
       ->check(CLI::PositiveNumber)
