@@ -1,0 +1,658 @@
+// bench/gpu_train.cpp — bench_gpu_train: training images per second of yolov5s at 640 x 640,
+// batch 64, on one GPU, against PyTorch YOLOv5 on the same GPU in the same run, and the model's
+// TFLOP/s as a fraction of a bf16 GEMM's.
+//
+//   bench_gpu_train [--cfg models/yolov5s.yaml] [--imgsz 640] [--batch 64] [--warmup 5]
+//                   [--steps 20] [--rounds 3] [--no-torch] [--quick]
+//   --quick: 128 px, batch 8, 1 warm-up and 2 timed steps, 1 round, a 2048^3 GEMM (the smoke)
+//
+// Ours: the trainer's step (models/train/trainer.cpp) on device 0 in float32, the engine's
+// only precision today, with cuDNN's fastest deterministic algorithms: forward_backward
+// (forward, YOLOv5's loss normalised by this batch's counts, backward), clip to norm 10, SGD
+// with Nesterov momentum over YOLOv5's three groups (TrainOptimizer with the trainer's lr0
+// 0.01, momentum 0.937, weight decay 5e-4 x batch x accumulate / 64), zero_grad, the EMA
+// update. One optimizer step per batch: at batch 64 the trainer's accumulate is 1. The batch is
+// made once and stays on the GPU (random pixels in [0, 1), kBoxesPerImage random boxes per
+// image), so no loader or upload is timed.
+// The peer, bench/torch_gpu_train.py: PyTorch YOLOv5's own Model, ComputeLoss, smart_optimizer
+// and ModelEMA with train.py's step (AMP float16 + GradScaler, clip 10, EMA) in three modes:
+// eager NCHW, eager channels-last, torch.compile (channels-last). Started once, it runs one
+// round of a mode per command, so the engines take turns (ours, then each peer mode, --rounds
+// times), each freeing its device memory before the other's turn, and torch compiles once.
+// Figures: images/s = batch / the median step of a round (--steps after --warmup; host clock
+// around a step with the device synchronised), then the median over the rounds; the RESULT's
+// eager figure is the faster eager layout. Model TFLOP/s = 3 x the forward FLOPs per image
+// (2 c_out c_in k^2 h_out w_out summed over the convolutions) x images/s, against cuBLAS's bf16
+// GEMM (fp32 accumulation) timed first: tflops_fraction = model / GEMM. Also printed: each
+// engine's first step (cuDNN's search, torch.compile's compilation), peak device memory, and
+// our step's phases.
+// Without a usable GPU it prints why and exits 77 (skipped), or 1 where a GPU is required
+// (gpu_required: BAREYOLO_REQUIRE_GPU, or a driver installed).
+// Last line:
+//   RESULT ours_img_s=<x> torch_eager_amp_img_s=<t> torch_compile_img_s=<c>
+//          ratio_vs_torch=<x/t> tflops_fraction=<f>
+// (a peer figure that could not be measured is `absent`, its reason on the line before, and a
+// ratio of it `nan`).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "bench/python_peer.h"               // defines: find_python_running
+#include "engine/layers/conv2d.h"            // defines: Conv2d (its shapes give the FLOPs)
+#include "engine/optim/ema.h"                // defines: ModelEma
+#include "engine/optim/sgd.h"                // defines: clip_gradient_norm
+#include "engine/shipped_files.h"            // defines: find_shipped_file
+#include "kernels/cuda/runtime/allocator.h"  // defines: memory_stats, empty_cache, DeviceBuffer
+#include "kernels/cuda/runtime/check.h"      // defines: BAREYOLO_CUDA_CHECK
+#include "kernels/cuda/runtime/cublas.h"     // defines: cublas_handle, BAREYOLO_CUBLAS_CHECK
+#include "kernels/cuda/runtime/runtime.h"    // defines: device_count, synchronize, copy
+#include "models/train/optimizer.h"          // defines: TrainOptimizer (YOLOv5's SGD groups)
+#include "models/train/options.h"            // defines: TrainOptions (the trainer's defaults)
+#include "models/train/step.h"               // defines: forward_backward (the trainer's step)
+
+extern char** environ;
+
+using namespace bareyolo;
+using namespace bareyolo::models;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kDevice = 0;
+const Device kGpu = Device::cuda(kDevice);
+constexpr int kBoxesPerImage = 3;
+constexpr int kBreakdownSteps = 3;
+constexpr int kGemmWarmup = 3, kGemmReps = 10;
+constexpr double kTrainingFlopsPerForward = 3;  // forward + backward-data + backward-weight
+
+const char kUsage[] =
+    "bench_gpu_train [--cfg models/yolov5s.yaml] [--imgsz 640] [--batch 64] [--warmup 5]\n"
+    "                [--steps 20] [--rounds 3] [--no-torch] [--quick]\n"
+    "  --quick: 128 px, batch 8, 1 warm-up and 2 timed steps, 1 round, a 2048^3 GEMM\n";
+
+struct Options {
+  std::string cfg = "models/yolov5s.yaml";  // found among the shipped yamls
+  int imgsz = 640, batch = 64, warmup = 5, steps = 20, rounds = 3, gemm_size = 8192;
+  bool torch = true;
+};
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
+std::string fixed(double value, int decimals = 1) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+double gigabytes(size_t bytes) { return double(bytes) / 1e9; }
+
+// ---- the work: the model's FLOPs and the GEMM ceiling ---------------------------------------
+
+// Forward FLOPs of one image at imgsz x imgsz through every convolution of `model`, 2 x c_out x
+// c_in x k^2 x h_out x w_out each (groups are always 1 here). A node's convolutions run at the
+// node's output size: YOLOv5's blocks (C3, Bottleneck, SPPF) never stride, and a strided Conv
+// is a node of its own, as the check holds.
+double conv_flops_per_image(DetectionModel& model, int imgsz) {
+  Graph& graph = model.graph();
+  const std::vector<Shape4> shapes = graph.shapes({1, 3, imgsz, imgsz});
+  double flops = 0;
+  for (int node = 0; node < graph.size(); ++node) {
+    if (!graph.module(node)) continue;  // a Concat computes nothing
+    std::vector<const Conv2d*> convs;
+    for_each_module(*graph.module(node), [&](Module& module) {
+      if (const auto* conv = dynamic_cast<const Conv2d*>(&module)) convs.push_back(conv);
+    });
+    const Shape4& out = shapes[size_t(node)];
+    for (const Conv2d* conv : convs) {
+      const Conv2dOptions& c = conv->options();
+      if (c.stride != 1 && convs.size() > 1)
+        throw std::logic_error(graph.name(node) +
+                               " strides inside a block: its output size is not the block's");
+      flops += 2.0 * c.c_out * c.c_in * c.kernel * c.kernel * double(out.h * out.w);
+    }
+  }
+  return flops;
+}
+
+// TFLOP/s of cuBLAS's bf16 GEMM (bf16 inputs and output, fp32 accumulation: the tensor cores'
+// dense path) on n x n x n: the median of kGemmReps runs after kGemmWarmup, each timed by
+// events on the compute stream. The practical compute ceiling of this GPU.
+double bf16_gemm_tflops(int n) {
+  const size_t elements = size_t(n) * size_t(n), bytes = elements * sizeof(uint16_t);
+  // Random values in [-1, 1): a GEMM of zeros draws less power and may clock higher than work.
+  std::vector<uint16_t> matrix(elements);
+  uint32_t state = 1;
+  for (uint16_t& value : matrix) {
+    state = state * 1664525u + 1013904223u;
+    const float uniform = float(state >> 8) / float(1 << 24) * 2.0f - 1.0f;
+    value = uint16_t(std::bit_cast<uint32_t>(uniform) >> 16);  // bf16: float's top half
+  }
+  cuda::DeviceBuffer a(bytes, kDevice), b(bytes, kDevice), c(bytes, kDevice);
+  cuda::copy(a.get(), matrix.data(), bytes, cuda::CopyKind::host_to_device, kDevice);
+  cuda::copy(b.get(), matrix.data(), bytes, cuda::CopyKind::host_to_device, kDevice);
+  const float alpha = 1, beta = 0;
+  auto gemm = [&] {
+    BAREYOLO_CUBLAS_CHECK(cublasGemmEx(cuda::cublas_handle(kDevice), CUBLAS_OP_N, CUBLAS_OP_N, n, n,
+                                       n, &alpha, a.get(), CUDA_R_16BF, n, b.get(), CUDA_R_16BF, n,
+                                       &beta, c.get(), CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
+                                       CUBLAS_GEMM_DEFAULT));
+  };
+  for (int rep = 0; rep < kGemmWarmup; ++rep) gemm();
+  auto stream = static_cast<cudaStream_t>(cuda::compute_stream(kDevice));
+  cudaEvent_t start, stop;
+  BAREYOLO_CUDA_CHECK(cudaEventCreate(&start));
+  BAREYOLO_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> seconds;
+  for (int rep = 0; rep < kGemmReps; ++rep) {
+    BAREYOLO_CUDA_CHECK(cudaEventRecord(start, stream));
+    gemm();
+    BAREYOLO_CUDA_CHECK(cudaEventRecord(stop, stream));
+    BAREYOLO_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    BAREYOLO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    seconds.push_back(ms / 1e3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return 2.0 * std::pow(double(n), 3) / median(seconds) / 1e12;
+}
+
+// ---- ours ---------------------------------------------------------------------------------
+
+struct DeviceBatch {
+  Tensor images;  // (batch, 3, imgsz, imgsz) on the GPU, values in [0, 1)
+  std::vector<LabelRow> labels;
+};
+
+DeviceBatch synthetic_batch(int batch, int imgsz, int classes) {
+  std::mt19937 rng(0);
+  std::uniform_real_distribution<float> unit(0, 1), centre(0.2f, 0.8f), side(0.05f, 0.4f);
+  std::uniform_int_distribution<int> cls(0, classes - 1);
+  std::vector<float> pixels(size_t(batch) * 3 * size_t(imgsz) * size_t(imgsz));
+  for (float& v : pixels) v = unit(rng);
+  DeviceBatch out{Tensor::from_vector(pixels, {batch, 3, imgsz, imgsz}, kGpu), {}};
+  for (int image = 0; image < batch; ++image)
+    for (int box = 0; box < kBoxesPerImage; ++box)
+      out.labels.push_back({image, cls(rng), centre(rng), centre(rng), side(rng), side(rng)});
+  return out;
+}
+
+std::vector<StateEntry> trainable_entries(const std::vector<StateEntry>& state) {
+  std::vector<StateEntry> trainable;
+  for (const StateEntry& e : state)
+    if (e.trainable()) trainable.push_back(e);
+  return trainable;
+}
+
+// YOLOv5's weight decay scaling, as the trainer applies it: x batch x accumulate / nbs, where
+// accumulate = max(round(nbs / batch), 1) once warmup is over.
+double scaled_weight_decay(const TrainOptions& defaults, int batch) {
+  const int accumulate = std::max(int(std::lround(double(defaults.nbs) / batch)), 1);
+  return defaults.weight_decay * batch * accumulate / defaults.nbs;
+}
+
+// bareyolo's training step on the GPU, as the trainer runs it, on one batch made once.
+class OurTrainer {
+ public:
+  OurTrainer(const Options& options, const ModelConfig& config, const TrainOptions& defaults)
+      : batch_size_(options.batch),
+        model_(config, {.device = kGpu}),
+        state_(model_.state()),
+        trainable_(trainable_entries(state_)),
+        optimizer_(OptimizerKind::sgd, trainable_, defaults.schedule.lr0,
+                   defaults.schedule.momentum, scaled_weight_decay(defaults, options.batch)),
+        ema_(state_),
+        batch_(synthetic_batch(options.batch, options.imgsz, model_.num_classes())),
+        loss_{scale_loss_gains(defaults.loss, model_.num_levels(), model_.num_classes(),
+                               options.imgsz),
+              model_.num_classes()} {}
+
+  DetectionModel& model() { return model_; }
+  // The first step this trainer took: cuDNN's algorithm search and the first allocations.
+  double first_step_s() const { return first_step_s_; }
+
+  // The median seconds of `steps` steps after `warmup`.
+  double round_seconds(int warmup, int steps) {
+    std::vector<double> seconds;
+    for (int index = 0; index < warmup + steps; ++index) {
+      cuda::synchronize(kDevice);
+      const auto start = Clock::now();
+      step();
+      cuda::synchronize(kDevice);
+      const double elapsed = seconds_since(start);
+      if (std::isnan(first_step_s_)) first_step_s_ = elapsed;
+      if (index >= warmup) seconds.push_back(elapsed);
+    }
+    return median(seconds);
+  }
+
+  // The step's phases, the device synchronised after each (median ms of kBreakdownSteps):
+  // forward_backward's one-process body (models/train/step.cpp) split in three, then the
+  // trainer's update.
+  std::string breakdown() {
+    constexpr std::array<const char*, 5> kPhases = {"forward", "loss (targets on the host)",
+                                                    "backward", "clip + SGD", "EMA"};
+    std::array<std::vector<double>, kPhases.size()> ms;
+    for (int rep = 0; rep < kBreakdownSteps; ++rep) {
+      cuda::synchronize(kDevice);
+      auto start = Clock::now();
+      size_t phase = 0;
+      auto lap = [&] {
+        cuda::synchronize(kDevice);
+        ms[phase++].push_back(1e3 * seconds_since(start));
+        start = Clock::now();
+      };
+      const std::vector<Tensor>& head = model_.forward(batch_.images, Mode::train);
+      lap();
+      const LevelTargets targets = head_targets(model_, head, batch_.labels, loss_);
+      const HeadLoss loss =
+          head_loss(head, targets, local_normalization(targets, batch_size_), loss_);
+      lap();
+      model_.backward(loss.gradients);
+      lap();
+      update();
+      lap();
+      ema_.update(state_);
+      lap();
+    }
+    std::string line;
+    for (size_t phase = 0; phase < kPhases.size(); ++phase)
+      line += std::string(phase ? ", " : "") + kPhases[phase] + " " + fixed(median(ms[phase]));
+    return line + " ms";
+  }
+
+  // Hands its activations and cached device memory back, so that the peer's turn has the GPU
+  // to itself (the next step plans them again, in its warm-up).
+  void release() {
+    model_.graph().release_activations();
+    cuda::empty_cache(kDevice);
+  }
+
+ private:
+  void step() {
+    forward_backward(model_, batch_.images, batch_.labels, loss_);
+    update();
+    ema_.update(state_);
+  }
+  void update() {
+    clip_gradient_norm(trainable_, 10.0);
+    optimizer_.step();
+    optimizer_.zero_grad();
+  }
+
+  int batch_size_;
+  DetectionModel model_;
+  std::vector<StateEntry> state_, trainable_;
+  TrainOptimizer optimizer_;
+  ModelEma ema_;
+  DeviceBatch batch_;
+  LossOptions loss_;
+  double first_step_s_ = std::nan("");
+};
+
+// ---- the PyTorch peer -----------------------------------------------------------------------
+
+// The value of `key=` in a PEER_ line: up to the next space, or to the end for `reason=`;
+// "" when the line has none.
+std::string field(const std::string& line, const std::string& key) {
+  const size_t at = line.find(" " + key + "=");
+  if (at == std::string::npos) return "";
+  const size_t begin = at + key.size() + 2;
+  return key == "reason" ? line.substr(begin) : line.substr(begin, line.find(' ', begin) - begin);
+}
+
+// The file load_model_config reads for `cfg`: the path as given, else the shipped yaml of that
+// name (models/yolov5s.yaml from any folder), for the peer to open.
+std::string model_yaml_path(const std::string& cfg) {
+  std::error_code error;
+  return std::filesystem::is_regular_file(cfg, error) ? cfg : find_shipped_file(cfg).value_or(cfg);
+}
+
+// bench/torch_gpu_train.py in --serve mode, started once: one round of a mode per line sent
+// to its stdin, answered by a PEER_ROUND line on its stdout. Everything it prints is shown
+// here prefixed "torch: ".
+class TorchPeer {
+ public:
+  // Starts the peer and waits until it is ready; absent() says why when it cannot run.
+  TorchPeer(const Options& options, int classes) {
+    const std::string python = bench::find_python_running("import torch");
+    if (python.empty()) {
+      absent_ = "no Python that imports torch (install PyTorch with CUDA, and the yolov5 package)";
+      return;
+    }
+    const std::optional<std::string> script = find_shipped_file("bench/torch_gpu_train.py");
+    if (!script) {
+      absent_ = "bench/torch_gpu_train.py is not among the shipped files (set BAREYOLO_HOME)";
+      return;
+    }
+    // -I: the current folder and PYTHON* stay out; -u: each line arrives as it is printed.
+    spawn({python, "-I", "-u", *script, "--serve", "--cfg", model_yaml_path(options.cfg), "--nc",
+           std::to_string(classes), "--imgsz", std::to_string(options.imgsz), "--batch",
+           std::to_string(options.batch), "--warmup", std::to_string(options.warmup), "--steps",
+           std::to_string(options.steps)});
+    for (std::string line; absent_.empty() && next_line(line);) {
+      if (line.rfind("PEER_READY", 0) == 0) return;
+      if (line.rfind("PEER_ABSENT", 0) == 0) absent_ = field(line, "reason");
+    }
+    if (absent_.empty()) absent_ = ended("before it was ready");
+  }
+  ~TorchPeer() {
+    if (to_peer_ >= 0) ::close(to_peer_);  // the end of its input: the peer returns
+    for (std::string line; from_peer_ >= 0 && next_line(line);) {
+    }
+    if (from_peer_ >= 0) ::close(from_peer_);
+    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+  }
+  TorchPeer(const TorchPeer&) = delete;
+  TorchPeer& operator=(const TorchPeer&) = delete;
+
+  // Why the peer cannot run (any more); "" while it can.
+  const std::string& absent() const { return absent_; }
+
+  // Runs one round of `mode`; its PEER_ROUND line, or "" when the peer is gone (see absent()).
+  std::string round(const std::string& mode) {
+    if (!absent_.empty()) return "";
+    const std::string command = mode + "\n";
+    if (::write(to_peer_, command.data(), command.size()) != ssize_t(command.size())) {
+      absent_ = ended("while waiting for a command");
+      return "";
+    }
+    for (std::string line; next_line(line);)
+      if (line.rfind("PEER_ROUND", 0) == 0) return line;
+    absent_ = ended("during a round of " + mode);
+    return "";
+  }
+
+ private:
+  void spawn(const std::vector<std::string>& argv) {
+    int to_child[2], from_child[2];
+    if (::pipe(to_child) != 0) throw std::runtime_error("pipe() failed for the torch peer");
+    if (::pipe(from_child) != 0) throw std::runtime_error("pipe() failed for the torch peer");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, to_child[0], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, from_child[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, from_child[1], STDERR_FILENO);
+    for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]})
+      posix_spawn_file_actions_addclose(&actions, fd);
+    std::vector<char*> args;
+    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    const int failed = ::posix_spawnp(&pid_, args[0], &actions, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(to_child[0]);
+    ::close(from_child[1]);
+    to_peer_ = to_child[1];
+    from_peer_ = from_child[0];
+    if (failed) {
+      pid_ = -1;
+      absent_ = argv[0] + " could not be started: " + std::strerror(failed);
+    }
+  }
+
+  // Reads the peer's next line of output into `line` (without its newline) and echoes it;
+  // false at the end of its output. The end is also the peer's exit with the pipe still open:
+  // processes it started (torch.compile's workers) may hold its write end after it died.
+  bool next_line(std::string& line) {
+    while (unread_.find('\n') == std::string::npos) {
+      pollfd readable{from_peer_, POLLIN, 0};
+      const int ready = ::poll(&readable, 1, kExitCheckMs);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        if (exited()) break;
+        continue;
+      }
+      char chunk[4096];
+      const ssize_t length = ::read(from_peer_, chunk, sizeof chunk);
+      if (length < 0 && errno == EINTR) continue;
+      if (length <= 0) break;
+      unread_.append(chunk, size_t(length));
+    }
+    if (unread_.empty()) return false;
+    const size_t end = std::min(unread_.find('\n'), unread_.size());
+    line = unread_.substr(0, end);
+    unread_.erase(0, end + 1);
+    std::printf("torch: %s\n", line.c_str());
+    return true;
+  }
+
+  // Whether the peer has exited (reaping it, its status kept); never blocks.
+  bool exited() {
+    if (pid_ > 0 && ::waitpid(pid_, &exit_status_, WNOHANG) == pid_) pid_ = -1;
+    return pid_ <= 0;
+  }
+
+  // The peer has ended `when`: its exit status as a reason.
+  std::string ended(const std::string& when) {
+    if (pid_ > 0 && ::waitpid(pid_, &exit_status_, 0) == pid_) pid_ = -1;
+    return "bench/torch_gpu_train.py exited " + when + " (" +
+           (WIFSIGNALED(exit_status_) ? "signal " + std::to_string(WTERMSIG(exit_status_))
+                                      : "status " + std::to_string(WEXITSTATUS(exit_status_))) +
+           "); its output is above";
+  }
+
+  static constexpr int kExitCheckMs = 1000;  // how often a silent peer is checked for an exit
+  pid_t pid_ = -1;
+  int exit_status_ = 0;
+  int to_peer_ = -1, from_peer_ = -1;  // pipe ends: its stdin, its stdout and stderr
+  std::string unread_;                 // output read but not yet returned as lines
+  std::string absent_;
+};
+
+// One of the peer's modes over the rounds.
+struct PeerMode {
+  PeerMode(const char* command, const char* label) : command(command), label(label) {}
+
+  const char* command;  // as torch_gpu_train.py names it
+  const char* label;
+  std::vector<double> rates;  // images/s, one per round
+  double first_step_s = std::nan(""), peak_reserved_gb = std::nan("");
+  std::string absent;  // why its rounds stopped (or never began); "" while they run
+
+  // The median over the rounds it ran (a peer that died later keeps them); nan with none.
+  double rate() const { return rates.empty() ? std::nan("") : median(rates); }
+  // A round's PEER_ROUND line, or "" when the peer could not run it because `peer_absent`.
+  void record(const std::string& line, const std::string& peer_absent) {
+    absent = line.empty() ? peer_absent : field(line, "reason");
+    if (!absent.empty()) return;
+    rates.push_back(std::atof(field(line, "img_s").c_str()));
+    if (field(line, "step1_s") != "-") first_step_s = std::atof(field(line, "step1_s").c_str());
+    peak_reserved_gb =
+        std::fmax(peak_reserved_gb, std::atof(field(line, "peak_reserved_gb").c_str()));
+  }
+};
+
+// ---- the report ---------------------------------------------------------------------------
+
+std::string rate_or_absent(double rate) { return std::isnan(rate) ? "absent" : fixed(rate, 2); }
+std::string ratio_or_nan(double ratio) { return std::isnan(ratio) ? "nan" : fixed(ratio, 3); }
+
+// The figures over the rounds, each engine's TFLOP/s, and the RESULT line (a figure that could
+// not be measured is `absent`, its reason on the line before).
+void report(double ours_rate, const std::array<PeerMode, 3>& modes, double training_flops,
+            double gemm_tflops) {
+  // The faster eager layout; with neither, NCHW's reason stands for both.
+  const PeerMode& eager =
+      std::isnan(modes[1].rate()) || modes[0].rate() >= modes[1].rate() ? modes[0] : modes[1];
+  const PeerMode& compiled = modes[2];
+  for (const PeerMode& mode : modes)
+    if (mode.rates.empty())
+      std::printf("%s: absent (%s)\n", mode.label, mode.absent.c_str());
+    else
+      std::printf(
+          "%s: %.1f img/s (median of %zu round(s)%s%s), step 1 %.2f s, peak %.1f GB "
+          "reserved\n",
+          mode.label, mode.rate(), mode.rates.size(), mode.absent.empty() ? "" : "; then ",
+          mode.absent.c_str(), mode.first_step_s, mode.peak_reserved_gb);
+  auto tflops = [&](double rate) { return training_flops * rate / 1e12; };
+  std::printf("model TFLOP/s (3 x forward FLOPs x img/s): ours %.1f (%.3f of the GEMM)",
+              tflops(ours_rate), tflops(ours_rate) / gemm_tflops);
+  for (const PeerMode* mode : {&eager, &compiled})
+    if (!mode->rates.empty())
+      std::printf(", %s %.1f (%.3f)", mode->label, tflops(mode->rate()),
+                  tflops(mode->rate()) / gemm_tflops);
+  std::printf("\n");
+  if (!eager.rates.empty())
+    std::printf("ours / %s (the faster eager layout): %.2f\n", eager.label,
+                ours_rate / eager.rate());
+  std::string why;
+  if (eager.rates.empty()) why += "torch_eager_amp_img_s: " + eager.absent;
+  if (compiled.rates.empty())
+    why += std::string(why.empty() ? "" : "; ") + "torch_compile_img_s: " + compiled.absent;
+  if (!why.empty()) std::printf("absent: %s\n", why.c_str());
+  std::printf(
+      "RESULT ours_img_s=%.2f torch_eager_amp_img_s=%s torch_compile_img_s=%s "
+      "ratio_vs_torch=%s tflops_fraction=%.4f\n",
+      ours_rate, rate_or_absent(eager.rate()).c_str(), rate_or_absent(compiled.rate()).c_str(),
+      ratio_or_nan(ours_rate / eager.rate()).c_str(), tflops(ours_rate) / gemm_tflops);
+}
+
+Options parse(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&] {
+      if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
+      return std::stoi(argv[++i]);
+    };
+    if (arg == "--cfg" && i + 1 < argc)
+      options.cfg = argv[++i];
+    else if (arg == "--imgsz")
+      options.imgsz = value();
+    else if (arg == "--batch")
+      options.batch = value();
+    else if (arg == "--warmup")
+      options.warmup = value();
+    else if (arg == "--steps")
+      options.steps = value();
+    else if (arg == "--rounds")
+      options.rounds = value();
+    else if (arg == "--no-torch")
+      options.torch = false;
+    else if (arg == "--quick")
+      options.imgsz = 128, options.batch = 8, options.warmup = 1, options.steps = 2,
+      options.rounds = 1, options.gemm_size = 2048;
+    else if (arg == "--help") {
+      std::printf("%s", kUsage);
+      std::exit(0);
+    } else
+      throw std::invalid_argument("unknown argument '" + arg + "'\n" + kUsage);
+  }
+  if (options.imgsz % 32 != 0 || options.imgsz <= 0)
+    throw std::invalid_argument("--imgsz " + std::to_string(options.imgsz) +
+                                " must be a positive multiple of 32 (the largest stride)");
+  if (options.batch < 1 || options.steps < 1 || options.warmup < 0 || options.rounds < 1)
+    throw std::invalid_argument("--batch, --steps and --rounds must be >= 1 and --warmup >= 0");
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Line by line even into a file or pipe: a run cut short by a timeout keeps what it printed.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  try {
+    const Options options = parse(argc, argv);
+    if (cuda::device_count() == 0) {
+      if (cuda::gpu_required()) {
+        std::fprintf(stderr,
+                     "bench_gpu_train: FAILED: a GPU is required here (%s), but none is usable: "
+                     "%s\n",
+                     cuda::gpu_required_reason().c_str(), cuda::unavailable_reason().c_str());
+        return 1;
+      }
+      std::printf("skipped: bench_gpu_train needs a GPU: %s\n", cuda::unavailable_reason().c_str());
+      return 77;
+    }
+    ::signal(SIGPIPE, SIG_IGN);  // a peer that died is a reason to report, not a signal to die of
+    cudaDeviceProp device{};
+    BAREYOLO_CUDA_CHECK(cudaGetDeviceProperties(&device, kDevice));
+    const TrainOptions defaults;  // the trainer's hyperparameters: hyp.scratch-low's
+    const ModelConfig config = load_model_config(options.cfg);
+
+    const double gemm_tflops = bf16_gemm_tflops(options.gemm_size);
+    cuda::empty_cache(kDevice);
+    cuda::device_allocator(kDevice).reset_peaks();  // from here on, the training's memory
+    OurTrainer ours(options, config, defaults);
+    const double forward_flops = conv_flops_per_image(ours.model(), options.imgsz);
+    const double training_flops = kTrainingFlopsPerForward * forward_flops;
+    std::printf(
+        "bench_gpu_train: %s (%.0f GiB), %s (%lld parameters, %d classes) at %dx%d, batch %d; "
+        "median of %d steps after %d warm-up, %d round(s)\n",
+        device.name, double(device.totalGlobalMem) / (1 << 30), options.cfg.c_str(),
+        (long long)ours.model().parameter_count(), ours.model().num_classes(), options.imgsz,
+        options.imgsz, options.batch, options.steps, options.warmup, options.rounds);
+    std::printf("model: %.2f GFLOP per image forward (convolutions), %.1f per training image\n",
+                forward_flops / 1e9, training_flops / 1e9);
+    std::printf("bf16 GEMM %d^3 (cuBLAS, fp32 accumulation): %.1f TFLOP/s, median of %d\n",
+                options.gemm_size, gemm_tflops, kGemmReps);
+
+    std::optional<TorchPeer> peer;
+    if (options.torch) peer.emplace(options, ours.model().num_classes());
+    auto peer_absent = [&] { return peer ? peer->absent() : std::string("skipped (--no-torch)"); };
+    std::array<PeerMode, 3> modes = {PeerMode("eager_nchw", "torch eager AMP NCHW"),
+                                     PeerMode("eager_channels_last", "torch eager AMP NHWC"),
+                                     PeerMode("compile", "torch.compile AMP NHWC")};
+    std::vector<double> our_rates;
+    for (int round = 1; round <= options.rounds; ++round) {
+      our_rates.push_back(options.batch / ours.round_seconds(options.warmup, options.steps));
+      std::string line =
+          "round " + std::to_string(round) + ": ours " + fixed(our_rates.back()) + " img/s";
+      if (round == 1) {
+        const cuda::MemoryStats memory = cuda::memory_stats(kDevice);
+        std::printf(
+            "ours: step 1 took %.2f s (cuDNN's algorithm search, first allocations); peak device "
+            "memory %.1f GB allocated, %.1f GB reserved\n",
+            ours.first_step_s(), gigabytes(memory.peak_allocated), gigabytes(memory.peak_reserved));
+        std::printf("ours, phases (synchronised, median of %d): %s\n", kBreakdownSteps,
+                    ours.breakdown().c_str());
+      }
+      ours.release();
+      for (PeerMode& mode : modes) {
+        if (!mode.absent.empty()) continue;
+        const std::string reply = peer ? peer->round(mode.command) : "";
+        mode.record(reply, peer_absent());  // after the round: it may have ended the peer
+        if (mode.absent.empty())
+          line += ", " + std::string(mode.label) + " " + fixed(mode.rates.back());
+      }
+      std::printf("%s\n", line.c_str());
+    }
+
+    report(median(our_rates), modes, training_flops, gemm_tflops);
+    return 0;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "bench_gpu_train: error: %s\n", error.what());
+    return 1;
+  }
+}
