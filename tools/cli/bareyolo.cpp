@@ -13,24 +13,46 @@
 #include <exception>
 #include <optional>
 
-#include "kernels/cpu/thread_pool.h"       // defines: ThreadPool (CPU kernels' threads)
-#include "kernels/cuda/runtime/runtime.h"  // defines: cuda::device_count, unavailable_reason
-#include "tools/cli/data_commands.h"       // defines: add_data_commands, run_data_command
-#include "tools/cli/demo.h"                // defines: run_demo
-#include "tools/cli/eval_commands.h"       // defines: add_eval_commands, run_eval_command
-#include "tools/cli/model_commands.h"      // defines: add_model_commands, run_model_command
-#include "tools/cli/train_command.h"       // defines: add_train_command, run_train_command
+#include "engine/distributed/comm/nccl_communicator.h"  // defines: dist::nccl_version
+#include "kernels/cpu/thread_pool.h"        // defines: ThreadPool (CPU kernels' threads)
+#include "kernels/cuda/runtime/runtime.h"   // defines: cuda::device_count, gpu_required
+#include "kernels/cuda/runtime/versions.h"  // defines: cuda::library_versions, device_properties
+#include "tools/cli/data_commands.h"        // defines: add_data_commands, run_data_command
+#include "tools/cli/demo.h"                 // defines: run_demo
+#include "tools/cli/eval_commands.h"        // defines: add_eval_commands, run_eval_command
+#include "tools/cli/model_commands.h"       // defines: add_model_commands, run_model_command
+#include "tools/cli/train_command.h"        // defines: add_train_command, run_train_command
 
 namespace {
 
+// The CPU, each GPU, and the CUDA libraries actually loaded beside those compiled against, with
+// a warning for each that is older. Exit 1 where a GPU is required but none is usable.
 int print_devices() {
-  std::printf("cpu: %d threads, AVX2+FMA%s\n", bareyolo::ThreadPool::global().num_threads(),
+  using namespace bareyolo;
+  std::printf("cpu: %d threads, AVX2+FMA%s\n", ThreadPool::global().num_threads(),
               __builtin_cpu_supports("avx512f") ? ", AVX-512" : "");
-  int gpus = bareyolo::cuda::device_count();
+  const int gpus = cuda::device_count();
   if (gpus > 0)
     std::printf("cuda: %d device(s)\n", gpus);
   else
-    std::printf("cuda: none (%s)\n", bareyolo::cuda::unavailable_reason().c_str());
+    std::printf("cuda: none (%s)\n", cuda::unavailable_reason().c_str());
+  for (int i = 0; i < gpus; ++i) {
+    const cuda::DeviceProperties p = cuda::device_properties(i);
+    std::printf("cuda:%d: %s, %.1f GiB, compute capability %d.%d\n", i, p.name.c_str(),
+                p.memory_gib, p.compute_major, p.compute_minor);
+  }
+  std::vector<cuda::LibraryVersion> libraries = cuda::library_versions();
+  if (std::optional<cuda::LibraryVersion> nccl = dist::nccl_version()) libraries.push_back(*nccl);
+  for (const cuda::LibraryVersion& library : libraries) {
+    std::printf("library: %s\n", library.str().c_str());
+    if (std::optional<std::string> warning = library.warning())
+      std::printf("%s\n", warning->c_str());
+  }
+  if (gpus == 0 && cuda::gpu_required()) {
+    std::printf("error: a GPU is required here (%s), but none is usable\n",
+                cuda::gpu_required_reason().c_str());
+    return 1;
+  }
   return 0;
 }
 

@@ -15,14 +15,19 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 
 #include "engine/distributed/comm/communicator.h"
 #include "engine/distributed/comm/store.h"
+#include "kernels/cuda/runtime/versions.h"
 
 namespace bareyolo::dist {
 
 // True when this binary was built with NCCL.
 bool nccl_compiled();
+
+// The NCCL this process loaded and the one it was compiled against; nullopt without NCCL.
+std::optional<cuda::LibraryVersion> nccl_version();
 
 // Joins the NCCL communicator of `world_size` ranks on GPU `cuda_device`. Every rank calls it
 // with the same store (the unique id goes through the key "nccl/unique_id").

@@ -423,6 +423,16 @@ class NcclCommunicator final : public Communicator {
 
 bool nccl_compiled() { return true; }
 
+std::optional<cuda::LibraryVersion> nccl_version() {
+  // NCCL encodes its version as 10000 major + 100 minor + patch (22809 = 2.28.9).
+  auto decode = [](int code) {
+    return cuda::Version{code / 10000, code % 10000 / 100, code % 100};
+  };
+  int loaded = 0;
+  ncclGetVersion(&loaded);
+  return cuda::LibraryVersion{"NCCL", decode(loaded), decode(NCCL_VERSION_CODE)};
+}
+
 std::unique_ptr<Communicator> make_nccl_communicator(Store& store, int rank, int world_size,
                                                      int cuda_device,
                                                      std::chrono::milliseconds timeout) {

@@ -9,6 +9,8 @@ namespace bareyolo::dist {
 
 bool nccl_compiled() { return false; }
 
+std::optional<cuda::LibraryVersion> nccl_version() { return std::nullopt; }
+
 std::unique_ptr<Communicator> make_nccl_communicator(Store&, int, int, int,
                                                      std::chrono::milliseconds) {
   throw std::runtime_error("this build has no CUDA/NCCL; use --backend tcp");
