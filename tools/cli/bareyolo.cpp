@@ -1,12 +1,14 @@
 // tools/cli/bareyolo.cpp — the bareyolo command line.
 //
-//   bareyolo devices      what this machine offers: CPU threads and SIMD, CUDA devices
+//   bareyolo devices      the CPU, the GPUs and the CUDA libraries this binary loads
 //   bareyolo demo         train a small network end to end with the CPU kernels
 //   bareyolo make-shapes, data-check, show-batch     datasets (tools/cli/data_commands.h)
 //   bareyolo init, grads  weights and the golden check (tools/cli/model_commands.h)
 //   bareyolo val, predict evaluation and inference (tools/cli/eval_commands.h)
 //   bareyolo train        YOLOv5's recipe on one process, CPU ranks or GPUs, spawned or under
 //                         torchrun/srun/mpirun (tools/cli/train_command.h; docs/ddp.md)
+//   bareyolo selftest     NCCL and every op on the GPUs against the CPU
+//                         (tools/cli/selftest_command.h)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -21,6 +23,7 @@
 #include "tools/cli/demo.h"                 // defines: run_demo
 #include "tools/cli/eval_commands.h"        // defines: add_eval_commands, run_eval_command
 #include "tools/cli/model_commands.h"       // defines: add_model_commands, run_model_command
+#include "tools/cli/selftest_command.h"     // defines: add_selftest_command, run_selftest_command
 #include "tools/cli/train_command.h"        // defines: add_train_command, run_train_command
 
 namespace {
@@ -79,6 +82,7 @@ int main(int argc, char** argv) {
   bareyolo::add_model_commands(app);
   bareyolo::add_eval_commands(app);
   bareyolo::add_train_command(app);
+  bareyolo::add_selftest_command(app);
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -87,6 +91,7 @@ int main(int argc, char** argv) {
     if (std::optional<int> code = bareyolo::run_model_command(app)) return *code;
     if (std::optional<int> code = bareyolo::run_eval_command(app)) return *code;
     if (std::optional<int> code = bareyolo::run_train_command(app)) return *code;
+    if (std::optional<int> code = bareyolo::run_selftest_command(app)) return *code;
     if (app.got_subcommand("demo")) {
       double accuracy = bareyolo::run_demo(demo);
       std::printf("demo finished: pixel accuracy %.3f (chance is about 0.5)\n", accuracy);

@@ -1,0 +1,573 @@
+// models/train/selftest_kernel_checks.cpp — the selftest's checks of the kernels' ops (see
+// selftest.h; the tolerances are derived at the top of selftest.cpp): one small function each,
+// then their half of the table.
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "kernels/cuda/cuda_ops.h"  // the fused BN + SiLU kernels and the convolution paths
+#include "kernels/ops.h"
+#include "models/train/selftest_checks.h"
+
+namespace bareyolo::models::selftest {
+
+namespace {
+
+// ---- elementwise -----------------------------------------------------------------------------
+
+double check_silu_forward(const Device& dut) {
+  Random random(1);
+  return compare_with_reference(dut, {random.uniform(kMap, -8, 8)}, {poisoned(kMap)},
+                                []<class T>(Tensors& in, Tensors& out) {
+                                  ops::silu_forward<T>(as<T>(in[0]), as<T>(out[0]));
+                                });
+}
+
+double check_silu_backward(const Device& dut) {
+  Random random(2);
+  return compare_with_reference(dut, {random.uniform(kMap, -8, 8), random.uniform(kMap, -1, 1)},
+                                {random.uniform(kMap, -1, 1)},
+                                []<class T>(Tensors& in, Tensors& out) {
+                                  ops::silu_backward<T>(as<T>(in[0]), as<T>(in[1]), as<T>(out[0]));
+                                });
+}
+
+double check_add_forward(const Device& dut) {
+  Random random(3);
+  return compare_with_reference(dut, {random.uniform(kMap, -3, 3), random.uniform(kMap, -3, 3)},
+                                {poisoned(kMap)}, []<class T>(Tensors& in, Tensors& out) {
+                                  ops::add_forward<T>(as<T>(in[0]), as<T>(in[1]), as<T>(out[0]));
+                                });
+}
+
+double check_add_backward(const Device& dut) {
+  Random random(4);
+  return compare_with_reference(dut, {random.uniform(kMap, -3, 3)},
+                                {random.uniform(kMap, -3, 3), random.uniform(kMap, -3, 3)},
+                                []<class T>(Tensors& in, Tensors& out) {
+                                  ops::add_backward<T>(as<T>(in[0]), as<T>(out[0]), as<T>(out[1]));
+                                });
+}
+
+double check_sigmoid_forward(const Device& dut) {
+  Random random(5);
+  return compare_with_reference(dut, {random.uniform(kMap, -30, 30)}, {poisoned(kMap)},
+                                []<class T>(Tensors& in, Tensors& out) {
+                                  ops::sigmoid_forward<T>(as<T>(in[0]), as<T>(out[0]));
+                                });
+}
+
+double check_sigmoid_backward(const Device& dut) {
+  Random random(6);
+  return compare_with_reference(
+      dut, {random.uniform(kMap, 0, 1), random.uniform(kMap, -1, 1)}, {random.uniform(kMap, -1, 1)},
+      []<class T>(Tensors& in, Tensors& out) {
+        ops::sigmoid_backward<T>(as<T>(in[0]), as<T>(in[1]), as<T>(out[0]));
+      });
+}
+
+// Logits up to |30|, where a naive log(sigmoid(x)) overflows; soft targets; YOLOv5's pos_weight
+// is a hyperparameter, so not 1.
+constexpr double kPosWeight = 1.3;
+
+double check_bce_forward(const Device& dut) {
+  Random random(7);
+  return compare_with_reference(dut, {random.uniform(kMap, -30, 30), random.uniform(kMap, 0, 1)},
+                                {poisoned(kMap)}, []<class T>(Tensors& in, Tensors& out) {
+                                  ops::bce_with_logits_forward<T>(as<T>(in[0]), as<T>(in[1]),
+                                                                  T(kPosWeight), as<T>(out[0]));
+                                });
+}
+
+double check_bce_backward(const Device& dut) {
+  Random random(8);
+  return compare_with_reference(
+      dut, {random.uniform(kMap, -30, 30), random.uniform(kMap, 0, 1), random.uniform(kMap, -1, 1)},
+      {random.uniform(kMap, -1, 1)}, []<class T>(Tensors& in, Tensors& out) {
+        ops::bce_with_logits_backward<T>(as<T>(in[0]), as<T>(in[1]), T(kPosWeight), as<T>(in[2]),
+                                         as<T>(out[0]));
+      });
+}
+
+// ---- convolution -----------------------------------------------------------------------------
+
+struct ConvCase {
+  Shape4 x;
+  int c_out, kernel, stride, pad;
+  bool bias;
+};
+// A 3x3 stride-2 downsample on odd sizes (padding and stride meet both edges), and a 1x1 with
+// bias (the Detect head's).
+constexpr ConvCase kConvCases[] = {{{2, 8, 13, 11}, 16, 3, 2, 1, false},
+                                   {{2, 16, 7, 9}, 12, 1, 1, 0, true}};
+
+struct ConvShapes {
+  ops::Conv2dParams params;
+  Shape4 x, weight, bias, y;
+};
+ConvShapes conv_shapes(const ConvCase& c) {
+  return {{c.stride, c.stride, c.pad, c.pad},
+          c.x,
+          {c.c_out, c.x.c, c.kernel, c.kernel},
+          {1, c.c_out, 1, 1},
+          {c.x.n, c.c_out, ops::conv_out_size(c.x.h, c.kernel, c.stride, c.pad),
+           ops::conv_out_size(c.x.w, c.kernel, c.stride, c.pad)}};
+}
+
+double check_conv2d_forward(const Device& dut) {
+  Random random(10);
+  return worst_over(kConvCases, [&](const ConvCase& c) {
+    const ConvShapes s = conv_shapes(c);
+    return compare_with_reference(dut,
+                                  {random.uniform(s.x, -1, 1), random.uniform(s.weight, -1, 1),
+                                   random.uniform(s.bias, -1, 1)},
+                                  {poisoned(s.y)}, [&]<class T>(Tensors& in, Tensors& out) {
+                                    ops::conv2d_forward<T>(as<T>(in[0]), as<T>(in[1]),
+                                                           c.bias ? ptr<T>(in[2]) : nullptr,
+                                                           s.params, as<T>(out[0]));
+                                  });
+  });
+}
+
+double check_conv2d_backward_data(const Device& dut) {
+  Random random(11);
+  return worst_over(kConvCases, [&](const ConvCase& c) {
+    const ConvShapes s = conv_shapes(c);
+    return compare_with_reference(
+        dut, {random.uniform(s.y, -1, 1), random.uniform(s.weight, -1, 1)},
+        {random.uniform(s.x, -1, 1)}, [&]<class T>(Tensors& in, Tensors& out) {
+          ops::conv2d_backward_data<T>(as<T>(in[0]), as<T>(in[1]), s.params, as<T>(out[0]));
+        });
+  });
+}
+
+double check_conv2d_backward_weight(const Device& dut) {
+  Random random(12);
+  return worst_over(kConvCases, [&](const ConvCase& c) {
+    const ConvShapes s = conv_shapes(c);
+    return compare_with_reference(dut, {random.uniform(s.x, -1, 1), random.uniform(s.y, -1, 1)},
+                                  {random.uniform(s.weight, -1, 1), random.uniform(s.bias, -1, 1)},
+                                  [&]<class T>(Tensors& in, Tensors& out) {
+                                    ops::conv2d_backward_weight<T>(
+                                        as<T>(in[0]), as<T>(in[1]), s.params, as<T>(out[0]),
+                                        c.bias ? ptr<T>(out[1]) : nullptr);
+                                  });
+  });
+}
+
+// The two CUDA convolutions (cuDNN, and im2col + cuBLAS): a GPU check runs on the one it names
+// and puts the previous choice back after. The CPU has one convolution, which both rows run.
+enum class ConvPath { cudnn, gemm };
+
+double on_conv_path(const Device& dut, ConvPath path, double (*check)(const Device&)) {
+  if (!dut.is_cuda()) return check(dut);
+#ifdef BAREYOLO_WITH_CUDA
+  const cuda::ConvPath previous = cuda::conv_path();
+  cuda::set_conv_path(path == ConvPath::gemm ? cuda::ConvPath::gemm : cuda::ConvPath::cudnn);
+  struct Restore {
+    cuda::ConvPath path;
+    ~Restore() { cuda::set_conv_path(path); }
+  } restore{previous};
+#else
+  (void)path;
+#endif
+  return check(dut);
+}
+
+// ---- batch normalisation ---------------------------------------------------------------------
+
+// What the BatchNorm ops read, in the ranges training sees, and the initial values of the
+// gradients their backward ops add into. Each check passes the ones its op takes.
+struct BnInputs {
+  Tensor x, dy, bn;  // maps: the input, the output's gradient, BN's output (the SiLU's input)
+  Tensor mean, invstd, gamma, beta, running_mean, running_var, sum_dy, sum_dy_xhat;
+  Tensor dx, dgamma, dbeta;
+};
+
+BnInputs bn_inputs(uint64_t seed) {
+  Random random(seed);
+  BnInputs b;
+  b.x = random.uniform(kMap, -2, 3);
+  b.dy = random.uniform(kMap, -1, 1);
+  b.bn = random.uniform(kMap, -4, 4);
+  b.mean = random.per_channel(kMap.c, -0.5, 0.5);
+  b.invstd = random.per_channel(kMap.c, 0.5, 2);
+  b.gamma = random.per_channel(kMap.c, 0.5, 1.5);
+  b.beta = random.per_channel(kMap.c, -1, 1);
+  b.running_mean = random.per_channel(kMap.c, -0.5, 0.5);
+  b.running_var = random.per_channel(kMap.c, 0.5, 2);
+  b.sum_dy = random.per_channel(kMap.c, -5, 5);
+  b.sum_dy_xhat = random.per_channel(kMap.c, -5, 5);
+  b.dx = random.uniform(kMap, -1, 1);
+  b.dgamma = random.per_channel(kMap.c, -1, 1);
+  b.dbeta = random.per_channel(kMap.c, -1, 1);
+  return b;
+}
+
+double check_bn_moments(const Device& dut) {
+  const BnInputs b = bn_inputs(20);
+  return compare_with_reference(dut, {b.x}, {poisoned(kChannels), poisoned(kChannels)},
+                                []<class T>(Tensors& in, Tensors& out) {
+                                  ops::batchnorm_moments<T>(as<T>(in[0]), ptr<T>(out[0]),
+                                                            ptr<T>(out[1]));
+                                });
+}
+
+double check_bn_apply(const Device& dut) {
+  const BnInputs b = bn_inputs(21);
+  return compare_with_reference(dut, {b.x, b.mean, b.invstd, b.gamma, b.beta}, {poisoned(kMap)},
+                                []<class T>(Tensors& in, Tensors& out) {
+                                  ops::batchnorm_apply<T>(as<T>(in[0]), ptr<T>(in[1]),
+                                                          ptr<T>(in[2]), ptr<T>(in[3]),
+                                                          ptr<T>(in[4]), as<T>(out[0]));
+                                });
+}
+
+double check_bn_backward_reduce(const Device& dut) {
+  const BnInputs b = bn_inputs(22);
+  return compare_with_reference(
+      dut, {b.x, b.dy, b.mean, b.invstd}, {poisoned(kChannels), poisoned(kChannels)},
+      []<class T>(Tensors& in, Tensors& out) {
+        ops::batchnorm_backward_reduce<T>(as<T>(in[0]), as<T>(in[1]), ptr<T>(in[2]), ptr<T>(in[3]),
+                                          ptr<T>(out[0]), ptr<T>(out[1]));
+      });
+}
+
+double check_bn_backward_apply(const Device& dut) {
+  const BnInputs b = bn_inputs(23);
+  return compare_with_reference(
+      dut, {b.x, b.dy, b.mean, b.invstd, b.gamma, b.sum_dy, b.sum_dy_xhat}, {b.dx},
+      []<class T>(Tensors& in, Tensors& out) {
+        ops::batchnorm_backward_apply<T>(as<T>(in[0]), as<T>(in[1]), ptr<T>(in[2]), ptr<T>(in[3]),
+                                         ptr<T>(in[4]), ptr<T>(in[5]), ptr<T>(in[6]), kPerChannel,
+                                         as<T>(out[0]));
+      });
+}
+
+double check_bn_forward_train(const Device& dut) {
+  const BnInputs b = bn_inputs(24);
+  // The running statistics are updated in place; y and the saved statistics are overwritten.
+  return compare_with_reference(
+      dut, {b.x, b.gamma, b.beta},
+      {poisoned(kMap), b.running_mean, b.running_var, poisoned(kChannels), poisoned(kChannels)},
+      []<class T>(Tensors& in, Tensors& out) {
+        ops::batchnorm_forward_train<T>(as<T>(in[0]), ptr<T>(in[1]), ptr<T>(in[2]), kBatchNorm,
+                                        ptr<T>(out[1]), ptr<T>(out[2]), ptr<T>(out[3]),
+                                        ptr<T>(out[4]), as<T>(out[0]));
+      });
+}
+
+double check_bn_backward_train(const Device& dut) {
+  const BnInputs b = bn_inputs(25);
+  return compare_with_reference(dut, {b.x, b.dy, b.gamma, b.mean, b.invstd},
+                                {b.dx, b.dgamma, b.dbeta}, []<class T>(Tensors& in, Tensors& out) {
+                                  ops::batchnorm_backward_train<T>(
+                                      as<T>(in[0]), as<T>(in[1]), ptr<T>(in[2]), ptr<T>(in[3]),
+                                      ptr<T>(in[4]), as<T>(out[0]), ptr<T>(out[1]), ptr<T>(out[2]));
+                                });
+}
+
+double check_bn_forward_eval(const Device& dut) {
+  const BnInputs b = bn_inputs(26);
+  return compare_with_reference(dut, {b.x, b.gamma, b.beta, b.running_mean, b.running_var},
+                                {poisoned(kMap)}, []<class T>(Tensors& in, Tensors& out) {
+                                  ops::batchnorm_forward_eval<T>(
+                                      as<T>(in[0]), ptr<T>(in[1]), ptr<T>(in[2]), ptr<T>(in[3]),
+                                      ptr<T>(in[4]), kBatchNorm, as<T>(out[0]));
+                                });
+}
+
+double check_bn_backward_eval(const Device& dut) {
+  const BnInputs b = bn_inputs(27);
+  return compare_with_reference(dut, {b.x, b.dy, b.gamma, b.running_mean, b.running_var},
+                                {b.dx, b.dgamma, b.dbeta}, []<class T>(Tensors& in, Tensors& out) {
+                                  ops::batchnorm_backward_eval<T>(
+                                      as<T>(in[0]), as<T>(in[1]), ptr<T>(in[2]), ptr<T>(in[3]),
+                                      ptr<T>(in[4]), kBatchNorm, as<T>(out[0]), ptr<T>(out[1]),
+                                      ptr<T>(out[2]));
+                                });
+}
+
+// ---- fused BN + SiLU -------------------------------------------------------------------------
+
+// The fused kernels (kernels/cuda/cuda_ops.h) have no CPU op: on a GPU `fused` runs one;
+// elsewhere (the CPU as DUT, and the double reference) `definition` runs what it fuses. In a
+// build without CUDA no DUT is a GPU, and `fused` is never called (nor compiled into the binary).
+template <class T, class Fused, class Definition>
+void fused_or_definition(const Tensor& x, const Fused& fused, const Definition& definition) {
+#ifdef BAREYOLO_WITH_CUDA
+  if constexpr (std::is_same_v<T, float>) {
+    if (x.device().is_cuda()) return fused();
+  }
+#else
+  (void)x, (void)fused;
+#endif
+  definition();
+}
+
+// dL/dbn = silu_backward(bn, dy): what the fused backward ops compute on the fly.
+template <class T>
+Tensor silu_gradient(Tensor& bn, Tensor& dy) {
+  Tensor dbn = Tensor::zeros(dy.shape(), dy.device(), dy.dtype());
+  ops::silu_backward<T>(as<T>(bn), as<T>(dy), as<T>(dbn));
+  return dbn;
+}
+
+double check_bn_silu_apply(const Device& dut) {
+  const BnInputs b = bn_inputs(30);
+  // Outputs: BN's output (kept for SiLU's backward), and the activation.
+  return compare_with_reference(
+      dut, {b.x, b.mean, b.invstd, b.gamma, b.beta}, {poisoned(kMap), poisoned(kMap)},
+      []<class T>(Tensors& in, Tensors& out) {
+        fused_or_definition<T>(
+            in[0],
+            [&] {
+              cuda::batchnorm_silu_apply(as<float>(in[0]), ptr<float>(in[1]), ptr<float>(in[2]),
+                                         ptr<float>(in[3]), ptr<float>(in[4]), as<float>(out[0]),
+                                         as<float>(out[1]));
+            },
+            [&] {
+              ops::batchnorm_apply<T>(as<T>(in[0]), ptr<T>(in[1]), ptr<T>(in[2]), ptr<T>(in[3]),
+                                      ptr<T>(in[4]), as<T>(out[0]));
+              ops::silu_forward<T>(as<T>(out[0]), as<T>(out[1]));
+            });
+      });
+}
+
+double check_bn_silu_backward_reduce(const Device& dut) {
+  const BnInputs b = bn_inputs(31);
+  return compare_with_reference(
+      dut, {b.x, b.bn, b.dy, b.mean, b.invstd}, {poisoned(kChannels), poisoned(kChannels)},
+      []<class T>(Tensors& in, Tensors& out) {
+        fused_or_definition<T>(
+            in[0],
+            [&] {
+              cuda::batchnorm_silu_backward_reduce(
+                  as<float>(in[0]), as<float>(in[1]), as<float>(in[2]), ptr<float>(in[3]),
+                  ptr<float>(in[4]), ptr<float>(out[0]), ptr<float>(out[1]));
+            },
+            [&] {
+              Tensor dbn = silu_gradient<T>(in[1], in[2]);
+              ops::batchnorm_backward_reduce<T>(as<T>(in[0]), as<T>(dbn), ptr<T>(in[3]),
+                                                ptr<T>(in[4]), ptr<T>(out[0]), ptr<T>(out[1]));
+            });
+      });
+}
+
+double check_bn_silu_backward_apply(const Device& dut) {
+  const BnInputs b = bn_inputs(32);
+  return compare_with_reference(
+      dut, {b.x, b.bn, b.dy, b.mean, b.invstd, b.gamma, b.sum_dy, b.sum_dy_xhat}, {b.dx},
+      []<class T>(Tensors& in, Tensors& out) {
+        fused_or_definition<T>(
+            in[0],
+            [&] {
+              cuda::batchnorm_silu_backward_apply(
+                  as<float>(in[0]), as<float>(in[1]), as<float>(in[2]), ptr<float>(in[3]),
+                  ptr<float>(in[4]), ptr<float>(in[5]), ptr<float>(in[6]), ptr<float>(in[7]),
+                  kPerChannel, as<float>(out[0]));
+            },
+            [&] {
+              Tensor dbn = silu_gradient<T>(in[1], in[2]);
+              ops::batchnorm_backward_apply<T>(as<T>(in[0]), as<T>(dbn), ptr<T>(in[3]),
+                                               ptr<T>(in[4]), ptr<T>(in[5]), ptr<T>(in[6]),
+                                               ptr<T>(in[7]), kPerChannel, as<T>(out[0]));
+            });
+      });
+}
+
+double check_bn_silu_backward_train(const Device& dut) {
+  const BnInputs b = bn_inputs(33);
+  return compare_with_reference(
+      dut, {b.x, b.bn, b.dy, b.gamma, b.mean, b.invstd}, {b.dx, b.dgamma, b.dbeta},
+      []<class T>(Tensors& in, Tensors& out) {
+        fused_or_definition<T>(
+            in[0],
+            [&] {
+              cuda::batchnorm_silu_backward_train(
+                  as<float>(in[0]), as<float>(in[1]), as<float>(in[2]), ptr<float>(in[3]),
+                  ptr<float>(in[4]), ptr<float>(in[5]), as<float>(out[0]), ptr<float>(out[1]),
+                  ptr<float>(out[2]));
+            },
+            [&] {
+              Tensor dbn = silu_gradient<T>(in[1], in[2]);
+              ops::batchnorm_backward_train<T>(as<T>(in[0]), as<T>(dbn), ptr<T>(in[3]),
+                                               ptr<T>(in[4]), ptr<T>(in[5]), as<T>(out[0]),
+                                               ptr<T>(out[1]), ptr<T>(out[2]));
+            });
+      });
+}
+
+double check_bn_silu_backward_eval(const Device& dut) {
+  const BnInputs b = bn_inputs(34);
+  return compare_with_reference(
+      dut, {b.x, b.bn, b.dy, b.gamma, b.running_mean, b.running_var}, {b.dx, b.dgamma, b.dbeta},
+      []<class T>(Tensors& in, Tensors& out) {
+        fused_or_definition<T>(
+            in[0],
+            [&] {
+              cuda::batchnorm_silu_backward_eval(
+                  as<float>(in[0]), as<float>(in[1]), as<float>(in[2]), ptr<float>(in[3]),
+                  ptr<float>(in[4]), ptr<float>(in[5]), kBatchNorm, as<float>(out[0]),
+                  ptr<float>(out[1]), ptr<float>(out[2]));
+            },
+            [&] {
+              Tensor dbn = silu_gradient<T>(in[1], in[2]);
+              ops::batchnorm_backward_eval<T>(as<T>(in[0]), as<T>(dbn), ptr<T>(in[3]),
+                                              ptr<T>(in[4]), ptr<T>(in[5]), kBatchNorm,
+                                              as<T>(out[0]), ptr<T>(out[1]), ptr<T>(out[2]));
+            });
+      });
+}
+
+// ---- pooling and upsampling ------------------------------------------------------------------
+
+// SPPF's pool, and a stride-2 pool whose windows cross the padding.
+constexpr ops::Pool2dParams kPools[] = {{5, 1, 2}, {3, 2, 1}};
+constexpr ops::Pool2dParams kSppf{5, 1, 2};
+
+Shape4 pooled(ops::Pool2dParams p) {
+  return {kMap.n, kMap.c, ops::conv_out_size(kMap.h, p.kernel, p.stride, p.pad),
+          ops::conv_out_size(kMap.w, p.kernel, p.stride, p.pad)};
+}
+
+double check_maxpool_forward(const Device& dut) {
+  Random random(40);
+  return worst_over(kPools, [&](const ops::Pool2dParams& p) {
+    return compare_with_reference(dut, {random.uniform(kMap, -3, 3)}, {poisoned(pooled(p))},
+                                  [&]<class T>(Tensors& in, Tensors& out) {
+                                    ops::maxpool2d_forward<T>(as<T>(in[0]), p, as<T>(out[0]));
+                                  });
+  });
+}
+
+double check_maxpool_backward(const Device& dut) {
+  Random random(41);
+  return worst_over(kPools, [&](const ops::Pool2dParams& p) {
+    return compare_with_reference(
+        dut, {random.uniform(kMap, -3, 3), random.uniform(pooled(p), -1, 1)},
+        {random.uniform(kMap, -1, 1)}, [&]<class T>(Tensors& in, Tensors& out) {
+          ops::maxpool2d_backward<T>(as<T>(in[0]), as<T>(in[1]), p, as<T>(out[0]));
+        });
+  });
+}
+
+double check_sppf_chain(const Device& dut) {
+  Random random(42);
+  return compare_with_reference(
+      dut, {random.uniform(kMap, -3, 3)}, {poisoned(kMap), poisoned(kMap), poisoned(kMap)},
+      []<class T>(Tensors& in, Tensors& out) {
+        ops::maxpool2d_chain3_forward<T>(as<T>(in[0]), kSppf, as<T>(out[0]), as<T>(out[1]),
+                                         as<T>(out[2]));
+      });
+}
+
+constexpr Shape4 kUpsampled{kMap.n, kMap.c, 2 * kMap.h, 2 * kMap.w};
+
+double check_upsample_forward(const Device& dut) {
+  Random random(43);
+  return compare_with_reference(dut, {random.uniform(kMap, -3, 3)}, {poisoned(kUpsampled)},
+                                []<class T>(Tensors& in, Tensors& out) {
+                                  ops::upsample_nearest2x_forward<T>(as<T>(in[0]), as<T>(out[0]));
+                                });
+}
+
+double check_upsample_backward(const Device& dut) {
+  Random random(44);
+  return compare_with_reference(dut, {random.uniform(kUpsampled, -1, 1)},
+                                {random.uniform(kMap, -1, 1)},
+                                []<class T>(Tensors& in, Tensors& out) {
+                                  ops::upsample_nearest2x_backward<T>(as<T>(in[0]), as<T>(out[0]));
+                                });
+}
+
+// ---- optimizer -------------------------------------------------------------------------------
+
+double check_sgd_step(const Device& dut) {
+  Random random(50);
+  // Parameters and momentum buffers are updated in place.
+  return compare_with_reference(dut, {random.uniform(kFlat, -1, 1)},
+                                {random.uniform(kFlat, -1, 1), random.uniform(kFlat, -1, 1)},
+                                []<class T>(Tensors& in, Tensors& out) {
+                                  const ops::SgdParams p{
+                                      .lr = 0.01, .momentum = 0.937, .weight_decay = 5e-4};
+                                  ops::sgd_step<T>(as<T>(out[0]), as<T>(in[0]), as<T>(out[1]), p);
+                                });
+}
+
+double check_ema_update(const Device& dut) {
+  Random random(51);
+  return compare_with_reference(dut, {random.uniform(kFlat, -1, 1)}, {random.uniform(kFlat, -1, 1)},
+                                []<class T>(Tensors& in, Tensors& out) {
+                                  ops::ema_update<T>(as<T>(out[0]), as<T>(in[0]), 0.999);
+                                });
+}
+
+double check_scale_inplace(const Device& dut) {
+  Random random(52);
+  return compare_with_reference(
+      dut, {}, {random.uniform(kFlat, -1, 1)},
+      []<class T>(Tensors&, Tensors& out) { ops::scale_inplace<T>(as<T>(out[0]), 0.37); });
+}
+
+double check_sum_of_squares(const Device& dut) {
+  const Tensor x = Random(53).uniform(kFlat, -2, 2);
+  Tensor on_dut = x.to(dut), reference = in_double(x);
+  const double got = ops::sum_of_squares<float>(as<float>(on_dut));
+  const double want = ops::sum_of_squares<double>(as<double>(reference));
+  return max_error(std::vector{got}, std::vector{want});
+}
+
+}  // namespace
+
+std::vector<Check> kernel_checks() {
+  std::vector<Check> checks = {
+      {"elementwise", "silu_forward", 1e-5, check_silu_forward},
+      {"elementwise", "silu_backward", 1e-5, check_silu_backward},
+      {"elementwise", "add_forward", 1e-6, check_add_forward},
+      {"elementwise", "add_backward", 1e-6, check_add_backward},
+      {"elementwise", "sigmoid_forward", 1e-5, check_sigmoid_forward},
+      {"elementwise", "sigmoid_backward", 1e-5, check_sigmoid_backward},
+      {"elementwise", "bce_with_logits_forward", 1e-5, check_bce_forward},
+      {"elementwise", "bce_with_logits_backward", 1e-5, check_bce_backward},
+  };
+  const std::pair<ConvPath, const char*> paths[] = {{ConvPath::cudnn, " [cudnn]"},
+                                                    {ConvPath::gemm, " [gemm]"}};
+  const std::pair<double (*)(const Device&), const char*> convs[] = {
+      {check_conv2d_forward, "conv2d_forward"},
+      {check_conv2d_backward_data, "conv2d_backward_data"},
+      {check_conv2d_backward_weight, "conv2d_backward_weight+bias"}};
+  for (const auto& [path, label] : paths)
+    for (const auto& [check, name] : convs)
+      checks.push_back(
+          {"convolution", std::string(name) + label, 1e-4,
+           [path, check](const Device& dut) { return on_conv_path(dut, path, check); }});
+  const Check rest[] = {
+      {"batchnorm", "batchnorm_moments (SyncBN)", 1e-4, check_bn_moments},
+      {"batchnorm", "batchnorm_apply (SyncBN)", 1e-4, check_bn_apply},
+      {"batchnorm", "batchnorm_backward_reduce (SyncBN)", 1e-4, check_bn_backward_reduce},
+      {"batchnorm", "batchnorm_backward_apply (SyncBN)", 1e-4, check_bn_backward_apply},
+      {"batchnorm", "batchnorm_forward_train", 1e-4, check_bn_forward_train},
+      {"batchnorm", "batchnorm_backward_train", 1e-4, check_bn_backward_train},
+      {"batchnorm", "batchnorm_forward_eval", 1e-4, check_bn_forward_eval},
+      {"batchnorm", "batchnorm_backward_eval", 1e-4, check_bn_backward_eval},
+      {"bn+silu", "batchnorm_silu_apply", 1e-4, check_bn_silu_apply},
+      {"bn+silu", "batchnorm_silu_backward_reduce", 1e-4, check_bn_silu_backward_reduce},
+      {"bn+silu", "batchnorm_silu_backward_apply", 1e-4, check_bn_silu_backward_apply},
+      {"bn+silu", "batchnorm_silu_backward_train", 1e-4, check_bn_silu_backward_train},
+      {"bn+silu", "batchnorm_silu_backward_eval", 1e-4, check_bn_silu_backward_eval},
+      {"pool+upsample", "maxpool2d_forward", 0, check_maxpool_forward},
+      {"pool+upsample", "maxpool2d_backward", 1e-5, check_maxpool_backward},
+      {"pool+upsample", "maxpool2d_chain3_forward (SPPF)", 0, check_sppf_chain},
+      {"pool+upsample", "upsample_nearest2x_forward", 0, check_upsample_forward},
+      {"pool+upsample", "upsample_nearest2x_backward", 1e-5, check_upsample_backward},
+      {"optimizer", "sgd_step (Nesterov)", 1e-6, check_sgd_step},
+      {"optimizer", "ema_update", 1e-6, check_ema_update},
+      {"optimizer", "sum_of_squares", 1e-6, check_sum_of_squares},
+      {"optimizer", "scale_inplace", 1e-6, check_scale_inplace},
+  };
+  checks.insert(checks.end(), std::begin(rest), std::end(rest));
+  return checks;
+}
+
+}  // namespace bareyolo::models::selftest
