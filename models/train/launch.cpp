@@ -259,10 +259,17 @@ TrainSummary run_training(TrainOptions options, const Log& log) {
     return train_rank(options, spec, log);
   }
   if (spec.wants_spawn(env) || options.nnodes > 1) return spawn_ranks(options, spec, log);
-  prepare_run(options, 1);
   if (spec.kind == dist::DeviceKind::cuda)
     options.device_of_rank = Device::cuda(spec.cuda_indices[0]);
-  return train(options, log, nullptr);
+  // One process that asked for NCCL gets a real one-rank NCCL communicator: the whole
+  // data-parallel path (broadcast, SyncBN, buckets) then runs through NCCL on one GPU.
+  std::optional<dist::ProcessGroup> nccl;
+  if (backend_of(options.backend) == dist::Backend::nccl)
+    nccl = dist::init_process_group(env, {.backend = dist::Backend::nccl,
+                                          .timeout = timeout_of(options),
+                                          .device = options.device_of_rank});
+  prepare_run(options, 1);
+  return train(options, log, nccl ? &*nccl : nullptr);
 }
 
 }  // namespace bareyolo::models
