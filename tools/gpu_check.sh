@@ -1,111 +1,422 @@
 #!/usr/bin/env bash
-# tools/gpu_check.sh — the whole check for a machine with a GPU, in one run of a few minutes:
+# tools/gpu_check.sh — every CUDA path of bareyolo, checked on a machine with a GPU, in two
+# timed phases of at most 4 minutes each:
 #
-#   tools/gpu_check.sh [BUILD_DIR]        (default: build)
+#   tools/gpu_check.sh BUILD_DIR OUTDIR
 #
-#  1. finds the CUDA libraries the binaries need (cuDNN, NCCL, cuBLAS): on a GPU machine
-#     without the toolkit they come as Python wheels (nvidia-cudnn-cu13, nvidia-nccl-cu13,
-#     nvidia-cublas: site-packages/nvidia/*/lib), so their folders go on LD_LIBRARY_PATH;
-#  2. checks with ldd that every library of the binaries resolves, before running anything;
-#  3. runs BUILD_DIR/cuda_tests (every CUDA kernel against the CPU, NCCL at world size 1) and
-#     BUILD_DIR/bench_gpu_kernels, under time limits of 120 s and 90 s (under 4 minutes in all);
-#  4. prints a short table last.
-# The binaries are built elsewhere (cmake -DCMAKE_CUDA_ARCHITECTURES=90) and carried: BUILD_DIR
-# needs only cuda_tests and bench_gpu_kernels (both link yaml-cpp and the CUDA runtime
-# statically; glibc 2.36 or newer). Nothing is compiled here. Logs go to $OUT when it is set (the device tool's output folder), else to a
-# temporary folder. Exit status: 0 when every step passed, 1 otherwise.
+# BUILD_DIR holds the binaries (bareyolo, cuda_tests, bench_gpu_kernels, bench_gpu_train),
+# built for the GPU elsewhere: a build tree, or the folder tools/stage_gpu_check.sh stages
+# (bin/ with models/ and bench/*.py beside it). Nothing is compiled here.
+#
+# Phase A (GPU_CHECK_PHASE_A_S, 240 s): the environment (driver, the CUDA libraries actually
+#   loaded and their versions, one copy of each), every CUDA test case in its own process (a
+#   sticky CUDA error fails one case, not the rest; the NCCL cases last), the first failing
+#   case again under compute-sanitizer, `bareyolo train --device 0` of yolov5s at 640 batch 64
+#   for 25 steps, bench_gpu_kernels and bench_gpu_train.
+# Phase B (GPU_CHECK_PHASE_B_S, 240 s): two ranks sharing the GPU over the TCP ring, a real
+#   NCCL communicator at world 1 through the trainer, a resume from a GPU checkpoint, the
+#   training forward and backward (grads), val and predict on the GPU against the CPU, and
+#   `bareyolo selftest`. Later issues add their cases as steps of phase B (see phase_b_steps).
+#
+# Every step has a time limit (its own, and what is left of its phase); a step's row is
+# appended to OUTDIR/summary.log as soon as it ends. The script never reports a GPU check as
+# passed that did not run: a driver error or a missing GPU is a failure, never *skipped*.
+# At most 8 files land in OUTDIR (summary, environment, cuda_tests, sanitizer, phase_a,
+# phase_b logs); scratch data goes to a temporary folder. Exit status: 0 when every step
+# passed, 1 otherwise.
 set -uo pipefail
 
-build=${1:-build}
-logs=${OUT:-$(mktemp -d)}
-mkdir -p "$logs"
-binaries=(cuda_tests bench_gpu_kernels)
-declare -a summary=()
+if [ $# -ne 2 ]; then
+  echo "usage: tools/gpu_check.sh BUILD_DIR OUTDIR" >&2
+  exit 2
+fi
+build=$(cd "$1" && pwd) || exit 2
+out=$2
+mkdir -p "$out" && out=$(cd "$out" && pwd)
+repo=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+phase_a_s=${GPU_CHECK_PHASE_A_S:-240}
+phase_b_s=${GPU_CHECK_PHASE_B_S:-240}
+case_s=${GPU_CHECK_CASE_S:-60}  # one CUDA test case
+export BAREYOLO_REQUIRE_GPU=1   # no binary may call a missing GPU "skipped"
+summary=$out/summary.log
 failed=0
-note() { summary+=("$(printf '%-20s %-8s %6ss  %s' "$1" "$2" "$3" "$4")"); }
 
-# ---- 1. libraries --------------------------------------------------------------------
-t0=$(date +%s)
-declare -a lib_dirs=()
-search_roots=()
-for root in /opt /usr/local/lib /usr/lib /root/.local/lib "${HOME:-/root}/.local/lib" \
-            /usr/local/cuda/lib /usr/local/cuda/lib64; do
-  [ -d "$root" ] && search_roots+=("$root")
-done
-# Wheel folders first (site-packages/nvidia/<lib>/lib), then anything else that has them.
-while IFS= read -r dir; do
-  lib_dirs+=("$dir")
-done < <(find "${search_roots[@]}" -maxdepth 10 \
-           \( -name 'libcudnn.so.9' -o -name 'libnccl.so.2' -o -name 'libcublas.so.13' \
-              -o -name 'libcublasLt.so.13' \) 2>/dev/null |
-         xargs -r -n1 dirname | awk '!seen[$0]++' |
-         awk '/site-packages|dist-packages/ {print; next} {rest[++n]=$0} END {for (i=1;i<=n;i++) print rest[i]}')
-if [ ${#lib_dirs[@]} -gt 0 ]; then
-  joined=$(IFS=:; echo "${lib_dirs[*]}")
-  export LD_LIBRARY_PATH="$joined${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-{
-  echo "library folders: ${lib_dirs[*]:-(none found)}"
-  echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
-  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-} > "$logs/environment.log" 2>&1
-cat "$logs/environment.log"
-
-# ---- 2. ldd --------------------------------------------------------------------------
-missing=""
-for binary in "${binaries[@]}"; do
-  path="$build/$binary"
-  if [ ! -x "$path" ]; then
-    missing+="$binary: not in $build (build it with -DWITH_CUDA=ON and carry it); "
-    continue
-  fi
-  unresolved=$(ldd "$path" 2>&1 | grep -E 'not found|not a dynamic' || true)
-  [ -n "$unresolved" ] && missing+="$binary: $(echo "$unresolved" | tr '\n' ' '); "
-done
-ldd "$build/cuda_tests" > "$logs/ldd.log" 2>&1
-if [ -n "$missing" ]; then
-  note libraries FAIL $(( $(date +%s) - t0 )) "$missing"
-  failed=1
-else
-  note libraries ok $(( $(date +%s) - t0 )) "${#lib_dirs[@]} folder(s) on LD_LIBRARY_PATH; ldd clean"
-fi
-
-# ---- 3. tests and bench --------------------------------------------------------------
-# run NAME LIMIT_S COMMAND...: runs with a time limit, log in $logs/NAME.log; sets $rc.
+# ---- steps, limits and the summary ---------------------------------------------------
+phase=""
+phase_deadline=0
+start_phase() {
+  phase=$1
+  phase_deadline=$(($(date +%s) + $2))
+  echo "== phase $phase: at most $2 s" | tee -a "$summary"
+}
+# The seconds a step may run: its own cap, or what is left of the phase (0 when less than 5 s
+# are left: the step is not started).
+limit_for() {
+  local left=$((phase_deadline - $(date +%s)))
+  [ "$left" -lt 5 ] && left=0
+  echo $(($1 < left ? $1 : left))
+}
+row() {  # STEP RESULT SECONDS DETAIL...
+  local step=$1 result=$2 seconds=$3
+  shift 3
+  printf '%-2s %-24s %-8s %5ss  %s\n' "$phase" "$step" "$result" "$seconds" "$*" | tee -a "$summary"
+  [ "$result" = ok ] || [ "$result" = WARN ] || failed=1
+}
+# run LOG CAP COMMAND...: the command under its limit, its output appended to LOG; sets $rc
+# (124: killed at the limit; 125: not run, the phase's time is spent) and $elapsed.
 run() {
-  local name=$1 limit=$2
+  local log=$1 cap=$2
   shift 2
+  local limit
+  limit=$(limit_for "$cap")
+  elapsed=0
+  if [ "$limit" -le 0 ]; then
+    rc=125
+    return
+  fi
   local start=$(date +%s)
-  echo "== $name"
-  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$logs/$name.log"
-  rc=${PIPESTATUS[0]}
-  elapsed=$(( $(date +%s) - start ))
+  echo "---- $* (limit ${limit}s)" >>"$log"
+  timeout --kill-after=5 "$limit" "$@" >>"$log" 2>&1
+  rc=$?
+  [ "$rc" -eq 137 ] && rc=124
+  elapsed=$(($(date +%s) - start))
+}
+outcome() {  # what $rc says, for a row
+  case $rc in
+    0) echo ok ;;
+    124) echo TIMEOUT ;;
+    125) echo "NOT RUN" ;;
+    *) echo FAIL ;;
+  esac
 }
 
-if [ -z "$missing" ]; then
-  run cuda_tests 120 "$build/cuda_tests" --duration=true
-  counts=$(grep -E '^\[doctest\] test cases:' "$logs/cuda_tests.log" | tail -n1 | sed 's/\[doctest\] //')
-  case $rc in
-    0) note cuda_tests passed "$elapsed" "$counts" ;;
-    77) note cuda_tests SKIPPED "$elapsed" "$(head -n1 "$logs/cuda_tests.log")"; failed=1 ;;
-    124|137) note cuda_tests TIMEOUT "$elapsed" "killed after 120 s; see cuda_tests.log"; failed=1 ;;
-    *) note cuda_tests FAIL "$elapsed" "exit $rc; $counts"; failed=1 ;;
-  esac
+# ---- A1: environment ------------------------------------------------------------------
+# One folder per library: the first wheel folder that has it (site-packages/nvidia/*/lib),
+# else the first other one. Two folders holding one library on LD_LIBRARY_PATH can mix
+# versions (cuDNN's sub-libraries are opened through the path: SUBLIBRARY_VERSION_MISMATCH).
+search_roots=()  # where wheels and libraries may be (GPU_CHECK_SEARCH_ROOTS overrides)
+for root in ${GPU_CHECK_SEARCH_ROOTS:-/opt /usr/local/lib /usr/lib /root/.local/lib \
+            ${HOME:-/root}/.local/lib /usr/local/cuda/lib /usr/local/cuda/lib64}; do
+  [ -d "$root" ] && search_roots+=("$root")
+done
+find_library_folders() {
+  local roots=("${search_roots[@]}")
+  [ ${#roots[@]} -gt 0 ] || return 0
+  local library hits wheel
+  for library in libcudnn.so.9 libnccl.so.2 libcublas.so.13 libcublasLt.so.13; do
+    hits=$(find "${roots[@]}" -maxdepth 10 -name "$library" 2>/dev/null)
+    wheel=$(grep -m1 -E 'site-packages|dist-packages' <<<"$hits")
+    hits=${wheel:-$(head -n 1 <<<"$hits")}
+    [ -n "$hits" ] && dirname "$hits"
+  done | awk '!seen[$0]++'
+}
 
-  run bench_gpu_kernels 90 "$build/bench_gpu_kernels"
-  result=$(grep -E '^RESULT ' "$logs/bench_gpu_kernels.log" | tail -n1)
-  case $rc in
-    0) note bench_gpu_kernels ok "$elapsed" "$result" ;;
-    77) note bench_gpu_kernels SKIPPED "$elapsed" "$(head -n1 "$logs/bench_gpu_kernels.log")"; failed=1 ;;
-    *) note bench_gpu_kernels FAIL "$elapsed" "exit $rc"; failed=1 ;;
-  esac
-fi
+environment() {
+  local log=$out/environment.log start=$(date +%s) problems="" warnings=""
+  {
+    echo "date: $(date -u)"
+    echo "host: $(uname -a)"
+    echo "build: $build"
+    ldd --version 2>&1 | head -n 1
+  } >"$log"
+  local folders
+  mapfile -t folders < <(find_library_folders)
+  if [ ${#folders[@]} -gt 0 ]; then
+    export LD_LIBRARY_PATH="$(IFS=:; echo "${folders[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+  # The Python of the PyTorch peers: the one whose site-packages holds torch.
+  local torch_init=""
+  [ ${#search_roots[@]} -gt 0 ] &&
+    torch_init=$(find "${search_roots[@]}" -maxdepth 9 -path '*-packages/torch/__init__.py' \
+                 2>/dev/null | head -n 1)
+  if [ -n "$torch_init" ]; then
+    local python_bin
+    python_bin=$(cd "$(dirname "$torch_init")/../../../../bin" 2>/dev/null && pwd)
+    [ -n "$python_bin" ] && export PATH="$python_bin:$PATH"
+  fi
+  {
+    echo "library folders: ${folders[*]:-(none found)}"
+    echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+    echo "python3: $(command -v python3) (torch at ${torch_init:-none})"
+    echo "-- driver libraries (dlopened; ldd cannot see them)"
+    ldconfig -p 2>/dev/null | grep -E 'libcuda\.so\.1|libnvidia-ml\.so\.1' || echo "(not in ldconfig)"
+    echo "-- nvidia-smi"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1
+    echo "-- wheels"
+    python3 -m pip show nvidia-cudnn-cu13 nvidia-nccl-cu13 nvidia-cublas torch 2>/dev/null |
+      grep -E '^(Name|Version|Location):'
+  } >>"$log" 2>&1
+  # Exactly one copy of each library on the search path.
+  local dir library
+  for library in libcudnn.so.9 libnccl.so.2 libcublas.so.13 libcublasLt.so.13; do
+    local copies=0
+    IFS=: read -ra dirs <<<"${LD_LIBRARY_PATH:-}"
+    for dir in "${dirs[@]}"; do [ -e "$dir/$library" ] && copies=$((copies + 1)); done
+    [ "$copies" -gt 1 ] && problems+="$library in $copies folders of LD_LIBRARY_PATH; "
+  done
+  local binary
+  for binary in bareyolo cuda_tests bench_gpu_kernels bench_gpu_train; do
+    if [ ! -x "$build/$binary" ]; then
+      problems+="$binary missing from $build; "
+      continue
+    fi
+    echo "-- ldd $binary" >>"$log"
+    ldd "$build/$binary" >>"$log" 2>&1
+    local unresolved
+    unresolved=$(ldd "$build/$binary" 2>&1 | grep 'not found' | awk '{print $1}' | tr '\n' ' ')
+    [ -n "$unresolved" ] && problems+="$binary cannot load $unresolved; "
+  done
+  # The versions actually loaded, and the device (a driver error fails here).
+  echo "-- bareyolo devices" >>"$log"
+  if ! "$build/bareyolo" devices >>"$log" 2>&1; then
+    problems+="bareyolo devices failed (see environment.log); "
+  fi
+  grep -q '^cuda:0' "$log" || problems+="no usable GPU: $(grep -m1 -i 'no usable\|cuda:' "$log"); "
+  warnings=$(grep -i 'warning' "$log" | grep -v '^--' | head -n 3 | tr '\n' ' ')
+  if [ -n "$problems" ]; then
+    row environment FAIL $(($(date +%s) - start)) "$problems"
+  elif [ -n "$warnings" ]; then
+    row environment WARN $(($(date +%s) - start)) "$warnings"
+  else
+    row environment ok $(($(date +%s) - start)) "$(grep -m1 '^cuda:0' "$log")"
+  fi
+}
 
-# ---- 4. summary ----------------------------------------------------------------------
-{
-  echo
-  echo "== gpu_check summary (logs in $logs)"
-  printf '%-20s %-8s %7s  %s\n' step result time detail
-  printf '%s\n' "${summary[@]}"
-} | tee "$logs/summary.log"
-exit $failed
+# ---- A2: every CUDA test case in its own process ---------------------------------------
+first_failing_case=""
+cuda_tests() {
+  local log=$out/cuda_tests.log start=$(date +%s) names=() passed=0 failures=()
+  : >"$log"
+  mapfile -t names < <("$build/cuda_tests" --list-test-cases 2>>"$log" |
+                       grep -v '^\[doctest\]\|^====' | sed '/^$/d')
+  if [ ${#names[@]} -eq 0 ]; then
+    row cuda_tests FAIL $(($(date +%s) - start)) "cuda_tests lists no test case"
+    return
+  fi
+  # NCCL last: its abort case tears a communicator down mid-bootstrap.
+  mapfile -t names < <(printf '%s\n' "${names[@]}" | grep -vi nccl; printf '%s\n' "${names[@]}" | grep -i nccl)
+  local name
+  for name in "${names[@]}"; do
+    run "$log" "$case_s" "$build/cuda_tests" "--test-case=${name//,/\\,}"
+    case $rc in
+      0) passed=$((passed + 1)) ;;
+      *) failures+=("$name ($(outcome), exit $rc)")
+         [ -z "$first_failing_case" ] && first_failing_case=$name ;;
+    esac
+    [ "$rc" -eq 125 ] && break
+  done
+  local total=${#names[@]}
+  if [ ${#failures[@]} -eq 0 ]; then
+    row cuda_tests ok $(($(date +%s) - start)) "$passed of $total cases passed"
+  else
+    row cuda_tests FAIL $(($(date +%s) - start)) "$passed of $total passed; failed: $(printf '%s; ' "${failures[@]}")"
+  fi
+}
+
+sanitizer() {
+  local log=$out/sanitizer.log
+  : >"$log"
+  if [ -z "$first_failing_case" ]; then
+    row sanitizer ok 0 "no failing case to rerun"
+    return
+  fi
+  local tool
+  tool=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
+  if [ -z "$tool" ]; then
+    echo "compute-sanitizer is not on this machine: '$first_failing_case' not rerun" >"$log"
+    row sanitizer WARN 0 "compute-sanitizer absent (recorded, not a failure)"
+    return
+  fi
+  run "$log" 60 "$tool" --tool memcheck "$build/cuda_tests" "--test-case=${first_failing_case//,/\\,}"
+  row sanitizer WARN "$elapsed" "'$first_failing_case' rerun under memcheck (exit $rc): $(grep -m1 'ERROR SUMMARY' "$log")"
+}
+
+# ---- A3: real training on the GPU -------------------------------------------------------
+# Peak GPU memory of the run, sampled by nvidia-smi twice a second into $work/memory.
+sample_memory() {
+  while true; do
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2>/dev/null >>"$work/memory"
+    sleep 0.5
+  done
+}
+
+train_yolov5s() {
+  local log=$out/phase_a.log start=$(date +%s)
+  run "$log" 60 "$build/bareyolo" make-shapes --out "$work/shapes" --n-train 128 --n-val 16 --imgsz 320
+  if [ "$rc" -ne 0 ]; then
+    row train_yolov5s_640 "$(outcome)" "$elapsed" "make-shapes failed (phase_a.log)"
+    return
+  fi
+  : >"$work/memory"
+  sample_memory &
+  local sampler=$!
+  run "$log" 120 "$build/bareyolo" train --data "$work/shapes/data.yaml" --cfg models/yolov5s.yaml \
+    --device 0 --batch 64 --imgsz 640 --epochs 100 --max-steps 25 --no-val \
+    --project "$work/runs" --name yolov5s
+  kill "$sampler" 2>/dev/null
+  wait "$sampler" 2>/dev/null
+  local peak
+  peak=$(sort -n "$work/memory" | tail -n 1)
+  if [ "$rc" -ne 0 ]; then
+    row train_yolov5s_640 "$(outcome)" $(($(date +%s) - start)) "exit $rc: $(grep -m1 -i 'error' "$log")"
+    return
+  fi
+  # results.jsonl: one row per epoch (2 batches each): losses and the mean step.
+  local verdict
+  verdict=$(python3 - "$work/runs/yolov5s/results.jsonl" <<'EOF'
+import json, math, statistics, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+loss = [r["train/box_loss"] + r["train/obj_loss"] + r["train/cls_loss"] for r in rows]
+steps = [r["step_seconds"] for r in rows]
+steady = statistics.median(steps[1:]) if len(steps) > 1 else float("nan")
+first = rows[0]["epoch_seconds"] - steady * (round(rows[0]["epoch_seconds"] / rows[0]["step_seconds"]) - 1)
+ok = all(map(math.isfinite, loss)) and loss[-1] < loss[0]
+print(("ok" if ok else "FAIL"),
+      f"loss {loss[0]:.4f} -> {loss[-1]:.4f} over {len(rows)} epochs; step 1 ~{first:.1f} s;",
+      f"steady {steady * 1000:.0f} ms/step ({64 / steady:.0f} img/s)")
+EOF
+)
+  row train_yolov5s_640 "${verdict%% *}" $(($(date +%s) - start)) "${verdict#* }; peak GPU memory ${peak:-?} MiB"
+}
+
+bench() {  # NAME CAP ARGS...: a bench's RESULT line in the summary
+  local name=$1 cap=$2
+  shift 2
+  local mark
+  mark=$(wc -l <"$out/phase_a.log")
+  run "$out/phase_a.log" "$cap" "$build/$name" "$@"
+  local result
+  result=$(tail -n +"$((mark + 1))" "$out/phase_a.log" | grep '^RESULT ' | tail -n 1)
+  row "$name" "$(outcome)" "$elapsed" "${result:-exit $rc: $(tail -n +"$((mark + 1))" "$out/phase_a.log" | tail -n 1)}"
+}
+
+# ---- phase B: multi-rank, NCCL, resume, GPU against CPU ----------------------------------
+phase_b_log=$out/phase_b.log
+train_small() {  # NAME ARGS...: yolov5n at 320 on the shapes data
+  local name=$1
+  shift
+  run "$phase_b_log" 90 "$build/bareyolo" train --data "$work/shapes/data.yaml" \
+    --cfg models/yolov5n.yaml --batch 16 --imgsz 320 --epochs 100 --no-val \
+    --project "$work/runs" --name "$name" --exist-ok "$@"
+}
+
+two_ranks_one_gpu() {
+  local start=$(date +%s)
+  train_small shared --device 0,0 --max-steps 8
+  local used
+  used=$(grep -m1 'communicator:' "$phase_b_log" | sed 's/.*communicator: //')
+  if [ "$rc" -eq 0 ] && [[ $used == "tcp, 2 rank(s)" ]]; then
+    row two_ranks_one_gpu ok $(($(date +%s) - start)) "2 ranks on cuda:0 over the TCP ring, 8 steps"
+  else
+    row two_ranks_one_gpu "$( [ "$rc" -eq 0 ] && echo FAIL || outcome)" $(($(date +%s) - start)) \
+      "exit $rc; communicator '${used:-none logged}'"
+  fi
+}
+
+nccl_world1() {
+  local start=$(date +%s) mark
+  mark=$(wc -l <"$phase_b_log")
+  train_small nccl --device 0 --backend nccl --max-steps 6 --save-steps 3
+  local used
+  used=$(tail -n +"$mark" "$phase_b_log" | grep -m1 'communicator:' | sed 's/.*communicator: //')
+  if [ "$rc" -eq 0 ] && [[ $used == "nccl, 1 rank(s)" ]]; then
+    row nccl_world1 ok $(($(date +%s) - start)) "a real NCCL communicator through the trainer, 6 steps"
+  else
+    row nccl_world1 "$( [ "$rc" -eq 0 ] && echo FAIL || outcome)" $(($(date +%s) - start)) \
+      "exit $rc; communicator '${used:-none logged}'"
+  fi
+}
+
+# Resume the NCCL run from its step-3 checkpoint: the same weights after step 6 as the run that
+# was not interrupted (cuDNN's algorithms here are deterministic).
+resume_gpu_checkpoint() {
+  local start=$(date +%s) runs=$work/runs
+  if [ ! -f "$runs/nccl/weights/step3.safetensors" ]; then
+    row resume_gpu_checkpoint FAIL 0 "no step-3 checkpoint from nccl_world1"
+    return
+  fi
+  cp -r "$runs/nccl" "$runs/resumed"
+  run "$phase_b_log" 60 "$build/bareyolo" train --resume "$runs/resumed/weights/step3.safetensors" \
+    --device 0 --max-steps 6
+  if [ "$rc" -ne 0 ]; then
+    row resume_gpu_checkpoint "$(outcome)" "$elapsed" "exit $rc"
+    return
+  fi
+  local compared
+  compared=$(python3 "$repo/tools/compare_outputs.py" tensors --rtol 1e-6 \
+             "$runs/nccl/weights/last.safetensors" "$runs/resumed/weights/last.safetensors" 2>&1 | tail -n 1)
+  row resume_gpu_checkpoint "${compared%%:*}" $(($(date +%s) - start)) "resumed vs uninterrupted: $compared"
+}
+
+# The training forward and backward of yolov5n on the GPU against the CPU (TF32 off): raw head
+# outputs, the loss and every parameter gradient.
+grads_gpu_vs_cpu() {
+  local start=$(date +%s) weights=$work/runs/nccl/weights/last.safetensors
+  python3 "$repo/tools/compare_outputs.py" make-batch "$work/batch.safetensors" --images 2 --imgsz 320 >>"$phase_b_log" 2>&1
+  local device
+  for device in cpu 0; do
+    run "$phase_b_log" 40 "$build/bareyolo" grads --cfg models/yolov5n.yaml --weights "$weights" \
+      --batch "$work/batch.safetensors" --out "$work/grads_$device.safetensors" --device "$device"
+    if [ "$rc" -ne 0 ]; then
+      row grads_gpu_vs_cpu "$(outcome)" $(($(date +%s) - start)) "grads --device $device: exit $rc"
+      return
+    fi
+  done
+  local heads rest
+  heads=$(python3 "$repo/tools/compare_outputs.py" tensors --rtol 1e-4 --prefix p \
+          "$work/grads_0.safetensors" "$work/grads_cpu.safetensors" 2>&1 | tail -n 1)
+  rest=$(python3 "$repo/tools/compare_outputs.py" tensors --rtol 1e-3 --prefix grad. \
+         "$work/grads_0.safetensors" "$work/grads_cpu.safetensors" 2>&1 | tail -n 1)
+  local result=ok
+  [[ $heads == ok* && $rest == ok* ]] || result=FAIL
+  row grads_gpu_vs_cpu $result $(($(date +%s) - start)) "heads: $heads | gradients: $rest"
+}
+
+val_predict_gpu_vs_cpu() {
+  local start=$(date +%s) weights=$work/runs/nccl/weights/last.safetensors device
+  local model=(--cfg models/yolov5n.yaml --weights "$weights" --imgsz 320)
+  for device in cpu 0; do
+    run "$work/val_$device.log" 40 "$build/bareyolo" val "${model[@]}" --data "$work/shapes/data.yaml" \
+      --device "$device" --save-json "$work/val_$device.json"
+    cat "$work/val_$device.log" >>"$phase_b_log"
+    [ "$rc" -eq 0 ] || { row val_predict_gpu_vs_cpu "$(outcome)" "$elapsed" "val --device $device: exit $rc"; return; }
+    run "$phase_b_log" 40 "$build/bareyolo" predict "${model[@]}" --conf 0.01 \
+      --source "$work/shapes/images/val" --out "$work/predict_$device" --device "$device"
+    [ "$rc" -eq 0 ] || { row val_predict_gpu_vs_cpu "$(outcome)" "$elapsed" "predict --device $device: exit $rc"; return; }
+  done
+  local metrics detections
+  metrics=$(python3 "$repo/tools/compare_outputs.py" val-metrics "$work/val_0.log" "$work/val_cpu.log" 2>&1 | tail -n 1)
+  detections=$(python3 "$repo/tools/compare_outputs.py" detections \
+               "$work/predict_0/detections.json" "$work/predict_cpu/detections.json" 2>&1 | tail -n 1)
+  local result=ok
+  [[ $metrics == ok* && $detections == ok* ]] || result=FAIL
+  row val_predict_gpu_vs_cpu $result $(($(date +%s) - start)) "val: $metrics | predict: $detections"
+}
+
+selftest() {
+  run "$phase_b_log" 60 "$build/bareyolo" selftest --device 0
+  row selftest "$(outcome)" "$elapsed" "$(grep '^selftest:' "$phase_b_log" | tail -n 1)"
+}
+
+# The steps of phase B, in order. Later issues add theirs here (bf16/AMP tracking, sharded
+# validation, elastic restarts), each a function that ends with one `row`.
+phase_b_steps=(two_ranks_one_gpu nccl_world1 resume_gpu_checkpoint grads_gpu_vs_cpu
+               val_predict_gpu_vs_cpu selftest)
+
+# ---- the run ------------------------------------------------------------------------------
+: >"$summary"
+echo "gpu_check: $build -> $out"
+start_phase A "$phase_a_s"
+environment
+cuda_tests
+sanitizer
+train_yolov5s
+bench bench_gpu_kernels 40
+bench bench_gpu_train 150 --warmup 3 --steps 10 --rounds 2
+start_phase B "$phase_b_s"
+: >"$phase_b_log"
+for step in "${phase_b_steps[@]}"; do "$step"; done
+echo "== gpu_check: $([ "$failed" -eq 0 ] && echo 'every step passed' || echo 'FAILED (see the rows above)')" | tee -a "$summary"
+exit "$failed"
