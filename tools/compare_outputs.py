@@ -119,20 +119,27 @@ def compare_detections(args):
             detections.sort(key=lambda d: (-d["score"], d["category_id"]))
         return grouped
 
+    def same(p, q):
+        box = max(abs(u - v) for u, v in zip(p["bbox"], q["bbox"]))
+        return (p["category_id"] == q["category_id"] and box <= args.box_tol
+                and abs(p["score"] - q["score"]) <= args.score_tol)
+
     a, b = by_image(args.a), by_image(args.b)
     failures, matched, total = [], 0, 0
     for image in sorted(set(a) | set(b)):
         da, db = a.get(image, []), b.get(image, [])
         total += max(len(da), len(db))
-        if len(da) != len(db):
-            failures.append(f"image {image}: {len(da)} vs {len(db)} detections")
-        for k, (p, q) in enumerate(zip(da, db)):
-            box = max(abs(u - v) for u, v in zip(p["bbox"], q["bbox"]))
-            if (p["category_id"] != q["category_id"] or box > args.box_tol
-                    or abs(p["score"] - q["score"]) > args.score_tol):
-                failures.append(f"image {image} detection {k}: {p} vs {q}")
+        # Each detection of A against an unmatched one of B: scores that tie may come in either
+        # order from the two devices.
+        unmatched = list(db)
+        for p in da:
+            q = next((q for q in unmatched if same(p, q)), None)
+            if q is None:
+                failures.append(f"image {image}: {p} has no equal in B")
             else:
+                unmatched.remove(q)
                 matched += 1
+        failures += [f"image {image}: {q} has no equal in A" for q in unmatched]
     for line in failures[:20]:
         print(line)
     verdict = "FAIL" if failures or total == 0 else "ok"

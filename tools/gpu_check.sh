@@ -211,7 +211,10 @@ cuda_tests() {
   if [ ${#failures[@]} -eq 0 ]; then
     row cuda_tests ok $(($(date +%s) - start)) "$passed of $total cases passed"
   else
-    row cuda_tests FAIL $(($(date +%s) - start)) "$passed of $total passed; failed: $(printf '%s; ' "${failures[@]}")"
+    local named
+    named=$(printf '%s; ' "${failures[@]:0:8}")
+    [ ${#failures[@]} -gt 8 ] && named+="and $((${#failures[@]} - 8)) more (cuda_tests.log)"
+    row cuda_tests FAIL $(($(date +%s) - start)) "$passed of $total passed; failed: $named"
   fi
 }
 
@@ -289,7 +292,12 @@ bench() {  # NAME CAP ARGS...: a bench's RESULT line in the summary
   run "$out/phase_a.log" "$cap" "$build/$name" "$@"
   local result
   result=$(tail -n +"$((mark + 1))" "$out/phase_a.log" | grep '^RESULT ' | tail -n 1)
-  row "$name" "$(outcome)" "$elapsed" "${result:-exit $rc: $(tail -n +"$((mark + 1))" "$out/phase_a.log" | tail -n 1)}"
+  if [ "$rc" -eq 0 ] && [ -n "$result" ]; then
+    row "$name" ok "$elapsed" "$result"
+  else  # a bench that ends without its RESULT line measured nothing
+    row "$name" "$([ "$rc" -eq 0 ] && echo FAIL || outcome)" "$elapsed" \
+      "exit $rc, no RESULT: $(tail -n +"$((mark + 1))" "$out/phase_a.log" | tail -n 1)"
+  fi
 }
 
 # ---- phase B: multi-rank, NCCL, resume, GPU against CPU ----------------------------------
@@ -350,10 +358,23 @@ resume_gpu_checkpoint() {
   row resume_gpu_checkpoint "${compared%%:*}" $(($(date +%s) - start)) "resumed vs uninterrupted: $compared"
 }
 
+# The weights phase B compares the devices with: nccl_world1's, else fresh ones (so that one
+# failure does not hide the comparisons behind it).
+comparison_weights() {
+  local trained=$work/runs/nccl/weights/last.safetensors fresh=$work/fresh.safetensors
+  if [ -f "$trained" ]; then
+    echo "$trained"
+  else
+    "$build/bareyolo" init --cfg models/yolov5n.yaml --nc 4 --out "$fresh" >>"$phase_b_log" 2>&1
+    echo "$fresh"
+  fi
+}
+
 # The training forward and backward of yolov5n on the GPU against the CPU (TF32 off): raw head
 # outputs, the loss and every parameter gradient.
 grads_gpu_vs_cpu() {
-  local start=$(date +%s) weights=$work/runs/nccl/weights/last.safetensors
+  local start=$(date +%s) weights
+  weights=$(comparison_weights)
   python3 "$repo/tools/compare_outputs.py" make-batch "$work/batch.safetensors" --images 2 --imgsz 320 >>"$phase_b_log" 2>&1
   local device
   for device in cpu 0; do
@@ -375,14 +396,15 @@ grads_gpu_vs_cpu() {
 }
 
 val_predict_gpu_vs_cpu() {
-  local start=$(date +%s) weights=$work/runs/nccl/weights/last.safetensors device
+  local start=$(date +%s) weights device
+  weights=$(comparison_weights)
   local model=(--cfg models/yolov5n.yaml --weights "$weights" --imgsz 320)
   for device in cpu 0; do
     run "$work/val_$device.log" 40 "$build/bareyolo" val "${model[@]}" --data "$work/shapes/data.yaml" \
       --device "$device" --save-json "$work/val_$device.json"
     cat "$work/val_$device.log" >>"$phase_b_log"
     [ "$rc" -eq 0 ] || { row val_predict_gpu_vs_cpu "$(outcome)" "$elapsed" "val --device $device: exit $rc"; return; }
-    run "$phase_b_log" 40 "$build/bareyolo" predict "${model[@]}" --conf 0.01 \
+    run "$phase_b_log" 40 "$build/bareyolo" predict "${model[@]}" --conf 0.001 \
       --source "$work/shapes/images/val" --out "$work/predict_$device" --device "$device"
     [ "$rc" -eq 0 ] || { row val_predict_gpu_vs_cpu "$(outcome)" "$elapsed" "predict --device $device: exit $rc"; return; }
   done
