@@ -9,7 +9,7 @@
 // Ours: the trainer's step (models/train/trainer.cpp) on device 0 in float32, the engine's
 // only precision today, with cuDNN's fastest deterministic algorithms: forward_backward
 // (forward, YOLOv5's loss normalised by this batch's counts, backward), clip to norm 10, SGD
-// with Nesterov momentum over YOLOv5's three groups (TrainOptimizer with the trainer's lr0
+// with Nesterov momentum over YOLOv5's three groups (Sgd over the arena, with the trainer's lr0
 // 0.01, momentum 0.937, weight decay 5e-4 x batch x accumulate / 64), zero_grad, the EMA
 // update. One optimizer step per batch: at batch 64 the trainer's accumulate is 1. The batch is
 // made once and stays on the GPU (random pixels in [0, 1), kBoxesPerImage random boxes per
@@ -61,14 +61,15 @@
 
 #include "bench/python_peer.h"               // defines: find_python_running
 #include "engine/layers/conv2d.h"            // defines: Conv2d (its shapes give the FLOPs)
+#include "engine/optim/clip.h"               // defines: clip_gradient_norm
 #include "engine/optim/ema.h"                // defines: ModelEma
-#include "engine/optim/sgd.h"                // defines: clip_gradient_norm
+#include "engine/optim/sgd.h"                // defines: Sgd (YOLOv5's three groups)
+#include "engine/parameter_arena.h"          // defines: ParameterArena
 #include "engine/shipped_files.h"            // defines: find_shipped_file
 #include "kernels/cuda/runtime/allocator.h"  // defines: memory_stats, empty_cache, DeviceBuffer
 #include "kernels/cuda/runtime/check.h"      // defines: BAREYOLO_CUDA_CHECK
 #include "kernels/cuda/runtime/cublas.h"     // defines: cublas_handle, BAREYOLO_CUBLAS_CHECK
 #include "kernels/cuda/runtime/runtime.h"    // defines: device_count, synchronize, copy
-#include "models/train/optimizer.h"          // defines: TrainOptimizer (YOLOv5's SGD groups)
 #include "models/train/options.h"            // defines: TrainOptions (the trainer's defaults)
 #include "models/train/step.h"               // defines: forward_backward (the trainer's step)
 
@@ -208,13 +209,6 @@ DeviceBatch synthetic_batch(int batch, int imgsz, int classes) {
   return out;
 }
 
-std::vector<StateEntry> trainable_entries(const std::vector<StateEntry>& state) {
-  std::vector<StateEntry> trainable;
-  for (const StateEntry& e : state)
-    if (e.trainable()) trainable.push_back(e);
-  return trainable;
-}
-
 // YOLOv5's weight decay scaling, as the trainer applies it: x batch x accumulate / nbs, where
 // accumulate = max(round(nbs / batch), 1) once warmup is over.
 double scaled_weight_decay(const TrainOptions& defaults, int batch) {
@@ -229,10 +223,10 @@ class OurTrainer {
       : batch_size_(options.batch),
         model_(config, {.device = kGpu}),
         state_(model_.state()),
-        trainable_(trainable_entries(state_)),
-        optimizer_(OptimizerKind::sgd, trainable_, defaults.schedule.lr0,
-                   defaults.schedule.momentum, scaled_weight_decay(defaults, options.batch)),
-        ema_(state_),
+        arena_(state_),
+        optimizer_(arena_, defaults.schedule.lr0, defaults.schedule.momentum,
+                   scaled_weight_decay(defaults, options.batch)),
+        ema_(arena_, state_),
         batch_(synthetic_batch(options.batch, options.imgsz, model_.num_classes())),
         loss_{scale_loss_gains(defaults.loss, model_.num_levels(), model_.num_classes(),
                                options.imgsz),
@@ -283,7 +277,7 @@ class OurTrainer {
       lap();
       update();
       lap();
-      ema_.update(state_);
+      ema_.update();
       lap();
     }
     std::string line;
@@ -303,18 +297,19 @@ class OurTrainer {
   void step() {
     forward_backward(model_, batch_.images, batch_.labels, loss_);
     update();
-    ema_.update(state_);
+    ema_.update();
   }
   void update() {
-    clip_gradient_norm(trainable_, 10.0);
+    clip_gradient_norm(arena_, 10.0);
     optimizer_.step();
     optimizer_.zero_grad();
   }
 
   int batch_size_;
   DetectionModel model_;
-  std::vector<StateEntry> state_, trainable_;
-  TrainOptimizer optimizer_;
+  std::vector<StateEntry> state_;
+  ParameterArena arena_;
+  Sgd optimizer_;
   ModelEma ema_;
   DeviceBatch batch_;
   LossOptions loss_;

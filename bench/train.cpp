@@ -35,14 +35,16 @@
 #include <thread>
 #include <vector>
 
-#include "bench/loader_rate.h"               // defines: BenchDataset, loader_images_per_second
-#include "bench/python_peer.h"               // defines: find_python_running
-#include "data/dataset.h"                    // defines: read_dataset_yaml, open_split
-#include "engine/distributed/ddp/reducer.h"  // defines: Reducer, graph_parameters, broadcast_state
-#include "engine/distributed/launch/launcher.h"       // defines: launch_workers, LaunchPlan
+#include "bench/loader_rate.h"                   // defines: BenchDataset, loader_images_per_second
+#include "bench/python_peer.h"                   // defines: find_python_running
+#include "data/dataset.h"                        // defines: read_dataset_yaml, open_split
+#include "engine/distributed/ddp/reducer.h"      // defines: Reducer, broadcast_state
+#include "engine/distributed/launch/launcher.h"  // defines: launch_workers, LaunchPlan
 #include "engine/distributed/launch/process_group.h"  // defines: init_process_group
+#include "engine/optim/clip.h"                        // defines: clip_gradient_norm
 #include "engine/optim/ema.h"                         // defines: ModelEma
-#include "engine/optim/sgd.h"                         // defines: Sgd, clip_gradient_norm
+#include "engine/optim/sgd.h"                         // defines: Sgd
+#include "engine/parameter_arena.h"                   // defines: ParameterArena
 #include "engine/shipped_files.h"                     // defines: shipped_file
 #include "kernels/cpu/thread_pool.h"                  // defines: ThreadPool
 #include "models/train/step.h"                        // defines: forward_backward, DataParallel
@@ -111,23 +113,20 @@ struct Setup {
 };
 
 // Median seconds of a full training step of `model` on `batch`, over the timed steps.
-double median_step_seconds(DetectionModel& model, const SyntheticBatch& batch, const Setup& setup,
+double median_step_seconds(DetectionModel& model, ParameterArena& arena,
+                           const SyntheticBatch& batch, const Setup& setup,
                            const DataParallel& parallel) {
-  const std::vector<StateEntry> state = model.state();
-  std::vector<StateEntry> trainable;
-  for (const StateEntry& e : state)
-    if (e.trainable()) trainable.push_back(e);
-  Sgd sgd(trainable, 0.01, 0.937, 5e-4);
-  ModelEma ema(state);
+  Sgd sgd(arena, 0.01, 0.937, 5e-4);
+  ModelEma ema(arena, model.state());
   std::vector<double> seconds;
   for (int step = 0; step < setup.options.warmup + setup.options.steps; ++step) {
     const auto start = Clock::now();
     forward_backward(model, batch.images, batch.labels, setup.loss, parallel);
     if (parallel.reducer) parallel.reducer->finish();
-    clip_gradient_norm(trainable, 10.0);
+    clip_gradient_norm(arena, 10.0);
     sgd.step();
     sgd.zero_grad();
-    ema.update(state);
+    ema.update();
     if (step >= setup.options.warmup) seconds.push_back(seconds_since(start));
   }
   return median(seconds);
@@ -140,8 +139,9 @@ double single_rank_images_per_second(const Setup& setup, int batch, int threads,
                                      double* loss_fraction = nullptr) {
   ThreadPool::global().resize(threads);
   DetectionModel model(setup.config);
+  ParameterArena arena(model.state());
   const SyntheticBatch data = setup.batch(batch, 1);
-  const double step_s = median_step_seconds(model, data, setup, {});
+  const double step_s = median_step_seconds(model, arena, data, setup, {});
   if (loss_fraction) {
     const std::vector<Tensor>& head = model.forward(data.images, Mode::train);
     std::vector<double> seconds;
@@ -174,7 +174,8 @@ double multi_rank_images_per_second(const Setup& setup, int per_rank_batch, bool
     DetectionModel model(setup.config);
     const SyntheticBatch data = setup.batch(per_rank_batch, 100 + uint32_t(local_rank));
     if (!data_parallel) {
-      step_s[local_rank] = median_step_seconds(model, data, setup, {});
+      ParameterArena arena(model.state());
+      step_s[local_rank] = median_step_seconds(model, arena, data, setup, {});
       return 0;
     }
     // A bench that hangs on a dead rank helps nobody: every collective gives up after this.
@@ -182,9 +183,11 @@ double multi_rank_images_per_second(const Setup& setup, int per_rank_batch, bool
         dist::init_process_group(dist::read_launch_env(dist::process_environment()),
                                  {.backend = std::nullopt, .timeout = kCollectiveTimeout});
     model.set_sync_batchnorm(group.comm.get());
-    dist::broadcast_state(*group.comm, model.state());
-    dist::Reducer reducer(dist::graph_parameters(model.graph()), *group.comm);
-    step_s[local_rank] = median_step_seconds(model, data, setup, {group.comm.get(), &reducer});
+    ParameterArena arena(model.state());
+    dist::broadcast_state(*group.comm, arena, model.state());
+    dist::Reducer reducer(arena, model.graph(), *group.comm);
+    step_s[local_rank] =
+        median_step_seconds(model, arena, data, setup, {group.comm.get(), &reducer});
     return 0;
   });
   double images_per_second = 0;

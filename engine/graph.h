@@ -51,7 +51,7 @@ class Graph {
   // Every node's state entries in node order, names prefixed with the node's name.
   std::vector<StateEntry> state();
   int size() const { return static_cast<int>(nodes_.size()); }
-  Module* module(int node) { return nodes_.at(static_cast<size_t>(node)).module.get(); }
+  Module* module(int node) const { return nodes_.at(static_cast<size_t>(node)).module.get(); }
   const std::string& name(int node) const { return nodes_.at(static_cast<size_t>(node)).name; }
   const Tensor& output_of(int node) const { return nodes_.at(static_cast<size_t>(node)).output; }
   // Drops every activation and gradient buffer (before evaluation at another size, say).

@@ -204,17 +204,16 @@ Shape4 shape4_from_dims(const std::vector<int64_t>& dims) {
 
 namespace {
 // The safetensors names of the dtypes the engine's Tensor can hold.
-constexpr std::pair<DType, const char*> kEngineDtypes[] = {{DType::f32, "F32"},
-                                                           {DType::f64, "F64"},
-                                                           {DType::i64, "I64"},
-                                                           {DType::f16, "F16"},
-                                                           {DType::bf16, "BF16"}};
+constexpr std::pair<DType, const char*> kEngineDtypes[] = {
+    {DType::f32, "F32"}, {DType::f64, "F64"},   {DType::i64, "I64"},
+    {DType::f16, "F16"}, {DType::bf16, "BF16"}, {DType::u8, "U8"}};
 
 DType engine_dtype(const std::string& dtype, const std::string& name) {
   for (const auto& [engine, safetensors] : kEngineDtypes)
     if (dtype == safetensors) return engine;
-  throw std::invalid_argument("tensor '" + name + "' has dtype " + dtype +
-                              ", which the engine's Tensor cannot hold (F32, F64, I64, F16, BF16)");
+  throw std::invalid_argument(
+      "tensor '" + name + "' has dtype " + dtype +
+      ", which the engine's Tensor cannot hold (F32, F64, I64, F16, BF16, U8)");
 }
 // memcpy with a null pointer is undefined even for 0 bytes, and an empty vector's data() may
 // be null.

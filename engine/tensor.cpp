@@ -18,6 +18,8 @@ size_t dtype_size(DType dtype) {
     case DType::f16:
     case DType::bf16:
       return 2;
+    case DType::u8:
+      return 1;
   }
   return 0;
 }
@@ -34,6 +36,8 @@ const char* dtype_name(DType dtype) {
       return "f16";
     case DType::bf16:
       return "bf16";
+    case DType::u8:
+      return "u8";
   }
   return "?";
 }
@@ -51,7 +55,17 @@ Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
   if (!data_) throw std::bad_alloc();
 }
 
+std::shared_ptr<Storage> Storage::borrow(void* data, size_t bytes, Device device) {
+  std::shared_ptr<Storage> storage(new Storage());
+  storage->data_ = data;
+  storage->bytes_ = bytes;
+  storage->device_ = device;
+  storage->owned_ = false;
+  return storage;
+}
+
 Storage::~Storage() {
+  if (!owned_) return;
   if (device_.is_cuda())
     cuda::free_device(data_, device_.index);
   else
@@ -79,6 +93,20 @@ Tensor Tensor::empty(Shape4 shape, Device device, DType dtype) {
   Tensor t;
   t.storage_ =
       std::make_shared<Storage>(static_cast<size_t>(shape.numel()) * dtype_size(dtype), device);
+  t.shape_ = shape;
+  t.batch_stride_ = shape.image_numel();
+  t.dtype_ = dtype;
+  return t;
+}
+
+Tensor Tensor::over(std::shared_ptr<Storage> storage, Shape4 shape, DType dtype) {
+  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  if (!storage || storage->bytes() < bytes)
+    throw std::invalid_argument("Tensor::over: " + shape.str() + " " + dtype_name(dtype) +
+                                " needs " + std::to_string(bytes) + " bytes, the storage has " +
+                                std::to_string(storage ? storage->bytes() : 0));
+  Tensor t;
+  t.storage_ = std::move(storage);
   t.shape_ = shape;
   t.batch_stride_ = shape.image_numel();
   t.dtype_ = dtype;
@@ -247,5 +275,9 @@ template Tensor Tensor::from_vector<int64_t>(const std::vector<int64_t>&, Shape4
 template View<int64_t> Tensor::view<int64_t>();
 template View<const int64_t> Tensor::view<int64_t>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template Tensor Tensor::from_vector<uint8_t>(const std::vector<uint8_t>&, Shape4, Device);
+template View<uint8_t> Tensor::view<uint8_t>();
+template View<const uint8_t> Tensor::view<uint8_t>() const;
+template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
 
 }  // namespace bareyolo

@@ -18,9 +18,9 @@
 namespace bareyolo {
 
 // f32 is what the engine trains in; f64 is what gradient checks run in; i64 holds counters
-// (BatchNorm's num_batches_tracked). The 16-bit types are reserved names: storage can hold
-// them, no kernel takes them yet.
-enum class DType : uint8_t { f32, f64, i64, f16, bf16 };
+// (BatchNorm's num_batches_tracked); u8 holds small indices (each parameter element's optimizer
+// group). The 16-bit types are reserved names: storage can hold them, no kernel takes them yet.
+enum class DType : uint8_t { f32, f64, i64, f16, bf16, u8 };
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
@@ -38,11 +38,18 @@ template <>
 constexpr DType dtype_of<int64_t>() {
   return DType::i64;
 }
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::u8;
+}
 
-// One allocation on one device: 64-byte aligned host memory, or device memory.
+// One allocation on one device: 64-byte aligned host memory, or device memory — or memory
+// someone else owns (a shared-memory segment), which the Storage then only points to.
 class Storage {
  public:
   Storage(size_t bytes, Device device);
+  // Not owned: `data` must outlive the Storage and every tensor over it.
+  static std::shared_ptr<Storage> borrow(void* data, size_t bytes, Device device);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -52,9 +59,11 @@ class Storage {
   const Device& device() const { return device_; }
 
  private:
+  Storage() = default;
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_;
+  bool owned_ = true;
 };
 
 class Tensor {
@@ -63,6 +72,8 @@ class Tensor {
 
   static Tensor empty(Shape4 shape, Device device = Device::cpu(), DType dtype = DType::f32);
   static Tensor zeros(Shape4 shape, Device device = Device::cpu(), DType dtype = DType::f32);
+  // A dense tensor over the start of `storage` (at least shape.numel() elements of dtype).
+  static Tensor over(std::shared_ptr<Storage> storage, Shape4 shape, DType dtype);
   // A dense tensor holding `values` (shape.numel() of them), on `device`.
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, Shape4 shape,

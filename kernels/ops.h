@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kernels/view.h"
@@ -150,8 +151,11 @@ void batchnorm_backward_eval(View<const T> x, View<const T> dy, const T* gamma,
                              View<T> dx, T* dgamma, T* dbeta);
 
 // ---- optimizer ------------------------------------------------------------------------
-// These work on flat parameter buffers (views of shape (1, 1, 1, count)); they update in
-// place, so the accumulate convention does not apply.
+// These work on flat buffers (views of shape (1, 1, 1, count)): a whole parameter arena in one
+// pass (engine/parameter_arena.h). They update in place, so the accumulate convention does
+// not apply. The update ops take each element's parameter group: element i is updated with
+// groups[group_of[i]] (every group_of[i] < groups.size() <= kMaxParameterGroups).
+inline constexpr int kMaxParameterGroups = 4;
 struct SgdParams {
   double lr = 0.01, momentum = 0.937, weight_decay = 0.0;
   bool nesterov = true;
@@ -160,7 +164,8 @@ struct SgdParams {
 //   g = grad + weight_decay * param;  velocity = momentum * velocity + g
 //   param -= lr * (nesterov ? g + momentum * velocity : velocity)
 template <class T>
-void sgd_step(View<T> param, View<const T> grad, View<T> velocity, SgdParams p);
+void sgd_step(View<T> param, View<const T> grad, View<T> velocity, View<const uint8_t> group_of,
+              std::span<const SgdParams> groups);
 // PyTorch's AdamW (amsgrad off); `step` counts updates including this one (1 on the first):
 //   param *= 1 - lr * weight_decay
 //   exp_avg = beta1 * exp_avg + (1 - beta1) * grad
@@ -172,15 +177,19 @@ struct AdamWParams {
 };
 template <class T>
 void adamw_step(View<T> param, View<const T> grad, View<T> exp_avg, View<T> exp_avg_sq,
-                AdamWParams p);
+                View<const uint8_t> group_of, std::span<const AdamWParams> groups);
 // Exponential moving average of weights: average = decay * average + (1 - decay) * value.
 template <class T>
 void ema_update(View<T> average, View<const T> value, double decay);
-// Sum of squares of the elements (double accumulation), for gradient-norm clipping.
+// result[0] = the sum of squares of x's elements (double accumulation, a fixed order for a
+// given view on a device): `result` is one double on x's device, so on a GPU the sum never
+// visits the host.
 template <class T>
-double sum_of_squares(View<const T> x);
-// x *= factor
+void sum_of_squares(View<const T> x, View<double> result);
+// Gradient-norm clipping's second half (PyTorch's clip_grad_norm_): with norm = sqrt(result
+// of sum_of_squares), x *= max_norm / (norm + 1e-6) when that factor is below 1. The factor is
+// computed where x lives: no host round trip.
 template <class T>
-void scale_inplace(View<T> x, double factor);
+void clip_to_norm(View<T> x, View<const double> sum_of_squares, double max_norm);
 
 }  // namespace bareyolo::ops

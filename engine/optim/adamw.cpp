@@ -1,41 +1,28 @@
 // engine/optim/adamw.cpp — see adamw.h.
 #include "engine/optim/adamw.h"
 
-#include "engine/tensor.h"
 #include "kernels/ops.h"
 
 namespace bareyolo {
 
-AdamW::AdamW(const std::vector<StateEntry>& state, double lr, double beta1, double weight_decay,
-             double beta2, double eps)
-    : beta1_(beta1), beta2_(beta2), eps_(eps) {
-  groups_[kBiases] = {lr, 0.0};
-  groups_[kWeights] = {lr, weight_decay};
-  groups_[kNormWeights] = {lr, 0.0};
-  for (const StateEntry& e : state) {
-    if (!e.trainable()) continue;
-    params_.push_back(e);
-    group_of_.push_back(optimizer_group_index(e.group));
-    exp_avg_.push_back(Tensor::zeros(e.value->shape(), e.value->device(), e.value->dtype()));
-    exp_avg_sq_.push_back(Tensor::zeros(e.value->shape(), e.value->device(), e.value->dtype()));
-  }
-}
+AdamW::AdamW(ParameterArena& arena, double lr, double beta1, double weight_decay, double beta2,
+             double eps)
+    : Optimizer(arena, lr, beta1, weight_decay),
+      exp_avg_(add_state_buffer("exp_avg")),
+      exp_avg_sq_(add_state_buffer("exp_avg_sq")),
+      beta1_(beta1),
+      beta2_(beta2),
+      eps_(eps) {}
 
-void AdamW::step() {
-  ++steps_;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const AdamWGroup& g = groups_[size_t(group_of_[i])];
-    const ops::AdamWParams p{g.lr, beta1_, beta2_, eps_, g.weight_decay, steps_};
-    with_float_type(params_[i].value->dtype(), [&]<class T>() {
-      ops::adamw_step<T>(flat_tensor_view<T>(*params_[i].value),
-                         flat_tensor_view<T>(*params_[i].grad), flat_tensor_view<T>(exp_avg_[i]),
-                         flat_tensor_view<T>(exp_avg_sq_[i]), p);
-    });
-  }
-}
-
-void AdamW::zero_grad() {
-  for (const StateEntry& e : params_) e.grad->zero();
+void AdamW::update() {
+  std::array<ops::AdamWParams, kGroups> groups;
+  for (int g = 0; g < kGroups; ++g)
+    groups[size_t(g)] = {group(g).lr, beta1_, beta2_, eps_, group(g).weight_decay, steps()};
+  with_float_type(params_.dtype(), [&]<class T>() {
+    ops::adamw_step<T>(flat_tensor_view<T>(params_), flat_tensor_view<T>(grads_),
+                       flat_tensor_view<T>(exp_avg_), flat_tensor_view<T>(exp_avg_sq_),
+                       flat_tensor_view<uint8_t>(group_of_), groups);
+  });
 }
 
 }  // namespace bareyolo

@@ -56,4 +56,12 @@ StepSettings Schedule::at(int64_t iteration) const {
   return {lr, lr, hyp_.momentum, accumulate_};
 }
 
+void apply(const StepSettings& settings, Optimizer& optimizer) {
+  for (int g = 0; g < Optimizer::kGroups; ++g) {
+    Optimizer::Group& group = optimizer.group(g);
+    group.lr = g == optimizer_group_index(ParamGroup::bias) ? settings.bias_lr : settings.lr;
+    group.momentum = settings.momentum;
+  }
+}
+
 }  // namespace bareyolo

@@ -15,6 +15,8 @@
 
 #include <cstdint>
 
+#include "engine/optim/optimizer.h"
+
 namespace bareyolo {
 
 struct ScheduleHyp {
@@ -28,6 +30,10 @@ struct StepSettings {
   double momentum;
   int accumulate;  // batches whose gradients are summed per optimizer step
 };
+
+// An iteration's settings on an optimizer's groups: group 0 (biases) takes bias_lr, groups 1
+// and 2 lr; every group the momentum (AdamW does not read it: its beta1 stays fixed).
+void apply(const StepSettings& settings, Optimizer& optimizer);
 
 class Schedule {
  public:

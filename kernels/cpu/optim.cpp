@@ -1,9 +1,12 @@
-// kernels/cpu/optim.cpp — the optimizer's arithmetic over flat buffers: SGD with Nesterov
-// momentum and weight decay, AdamW, the EMA of weights, and the two halves of gradient-norm
-// clipping (sum of squares, scale). Pointwise loops on the thread pool; the sum of squares
+// kernels/cpu/optim.cpp — the optimizer's arithmetic over flat buffers (whole parameter
+// arenas): SGD with Nesterov momentum and weight decay and AdamW, each element with its
+// group's settings; the EMA of weights; and the two halves of gradient-norm clipping (sum of
+// squares, scale to the norm). Pointwise loops on the thread pool; the sum of squares
 // reduces per chunk in double and combines the chunks in order, so it is the same for any
 // thread count.
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/loops.h"
@@ -15,49 +18,91 @@
 
 namespace bareyolo::ops {
 
+namespace {
+
+// The checks every grouped update shares: the buffers' shapes, one group per element, and
+// groups that exist.
+template <class T, class Params>
+Device check_update(const char* op, View<T> param, View<const uint8_t> group_of,
+                    std::span<const Params> groups) {
+  cpu::require_same_shape(op, param, group_of);
+  if (groups.empty() || groups.size() > size_t(kMaxParameterGroups))
+    throw std::invalid_argument(std::string(op) + ": " + std::to_string(groups.size()) +
+                                " parameter groups; 1 to " + std::to_string(kMaxParameterGroups));
+  return detail::common_device(op, param, group_of);
+}
+
+// A one-element view: the sum of squares that clipping passes from one op to the next.
 template <class T>
-void sgd_step(View<T> param, View<const T> grad, View<T> velocity, SgdParams p) {
+void require_one_element(const char* op, View<T> v) {
+  if (v.shape.numel() != 1)
+    throw std::invalid_argument(std::string(op) + ": the sum of squares is " + v.shape.str() +
+                                "; it must be one double");
+}
+
+}  // namespace
+
+template <class T>
+void sgd_step(View<T> param, View<const T> grad, View<T> velocity, View<const uint8_t> group_of,
+              std::span<const SgdParams> groups) {
   cpu::require_same_shape("sgd_step", param, grad);
   cpu::require_same_shape("sgd_step", param, velocity);
+  check_update("sgd_step", param, group_of, groups);
   BAREYOLO_ROUTE_TO_CUDA(sgd_step, detail::common_device("sgd_step", param, grad, velocity), param,
-                         grad, velocity, p);
-  const T lr = T(p.lr), momentum = T(p.momentum), decay = T(p.weight_decay);
+                         grad, velocity, group_of, groups);
+  struct Factors {
+    T lr, momentum, decay;
+    bool nesterov;
+  };
+  std::vector<Factors> factors;
+  for (const SgdParams& p : groups)
+    factors.push_back({T(p.lr), T(p.momentum), T(p.weight_decay), p.nesterov});
   cpu::parallel_over_elements(param.shape, [&](int64_t n, int64_t begin, int64_t end) {
     T* w = param.image(n);
     const T* g = grad.image(n);
     T* v = velocity.image(n);
+    const uint8_t* group = group_of.image(n);
     for (int64_t i = begin; i < end; ++i) {
-      const T step_grad = g[i] + decay * w[i];
-      v[i] = momentum * v[i] + step_grad;
-      w[i] -= lr * (p.nesterov ? step_grad + momentum * v[i] : v[i]);
+      const Factors& f = factors.at(group[i]);
+      const T step_grad = g[i] + f.decay * w[i];
+      v[i] = f.momentum * v[i] + step_grad;
+      w[i] -= f.lr * (f.nesterov ? step_grad + f.momentum * v[i] : v[i]);
     }
   });
 }
 
 template <class T>
 void adamw_step(View<T> param, View<const T> grad, View<T> exp_avg, View<T> exp_avg_sq,
-                AdamWParams p) {
+                View<const uint8_t> group_of, std::span<const AdamWParams> groups) {
   cpu::require_same_shape("adamw_step", param, grad);
   cpu::require_same_shape("adamw_step", param, exp_avg);
   cpu::require_same_shape("adamw_step", param, exp_avg_sq);
+  check_update("adamw_step", param, group_of, groups);
   BAREYOLO_REQUIRE_CPU(adamw_step,
                        detail::common_device("adamw_step", param, grad, exp_avg, exp_avg_sq));
   // The step-dependent factors in double, as PyTorch computes them (Python floats).
-  const double bias_correction1 = 1 - std::pow(p.beta1, double(p.step));
-  const double bias_correction2_sqrt = std::sqrt(1 - std::pow(p.beta2, double(p.step)));
-  const T decay_factor = T(1 - p.lr * p.weight_decay), beta1 = T(p.beta1), beta2 = T(p.beta2);
-  const T step_size = T(p.lr / bias_correction1), eps = T(p.eps);
-  const T correction2 = T(bias_correction2_sqrt);
+  struct Factors {
+    T decay_factor, beta1, beta2, step_size, eps, correction2;
+  };
+  std::vector<Factors> factors;
+  for (const AdamWParams& p : groups) {
+    const double bias_correction1 = 1 - std::pow(p.beta1, double(p.step));
+    const double bias_correction2_sqrt = std::sqrt(1 - std::pow(p.beta2, double(p.step)));
+    factors.push_back({T(1 - p.lr * p.weight_decay), T(p.beta1), T(p.beta2),
+                       T(p.lr / bias_correction1), T(p.eps), T(bias_correction2_sqrt)});
+  }
   cpu::parallel_over_elements(param.shape, [&](int64_t n, int64_t begin, int64_t end) {
     T* w = param.image(n);
     const T* g = grad.image(n);
     T* m = exp_avg.image(n);
     T* v = exp_avg_sq.image(n);
+    const uint8_t* group = group_of.image(n);
     for (int64_t i = begin; i < end; ++i) {
-      w[i] *= decay_factor;
-      m[i] = beta1 * m[i] + (1 - beta1) * g[i];
-      v[i] = beta2 * v[i] + (1 - beta2) * g[i] * g[i];
-      w[i] -= step_size * m[i] / (std::sqrt(v[i]) / correction2 + eps);
+      const Factors& f = factors.at(group[i]);
+      w[i] *= f.decay_factor;
+      m[i] = f.beta1 * m[i] + (1 - f.beta1) * g[i];
+      v[i] = f.beta2 * v[i] + (1 - f.beta2) * g[i] * g[i];
+      w[i] -= f.step_size * m[i] / (std::sqrt(v[i]) / f.correction2 + f.eps);
     }
   });
 }
@@ -76,8 +121,10 @@ void ema_update(View<T> average, View<const T> value, double decay) {
 }
 
 template <class T>
-double sum_of_squares(View<const T> x) {
-  BAREYOLO_ROUTE_TO_CUDA(sum_of_squares, x.device, x);
+void sum_of_squares(View<const T> x, View<double> result) {
+  require_one_element("sum_of_squares", result);
+  BAREYOLO_ROUTE_TO_CUDA(sum_of_squares, detail::common_device("sum_of_squares", x, result), x,
+                         result);
   const int64_t grain = cpu::kElementGrain;  // one partial sum per chunk of the loop below
   const int64_t per_image = x.shape.image_numel();
   const int64_t chunks_per_image = (per_image + grain - 1) / grain;
@@ -89,24 +136,30 @@ double sum_of_squares(View<const T> x) {
   });
   double total = 0;
   for (double s : partial) total += s;
-  return total;
+  result.data[0] = total;
 }
 
 template <class T>
-void scale_inplace(View<T> x, double factor) {
-  BAREYOLO_ROUTE_TO_CUDA(scale_inplace, x.device, x, factor);
+void clip_to_norm(View<T> x, View<const double> sum_of_squares, double max_norm) {
+  require_one_element("clip_to_norm", sum_of_squares);
+  BAREYOLO_ROUTE_TO_CUDA(clip_to_norm, detail::common_device("clip_to_norm", x, sum_of_squares), x,
+                         sum_of_squares, max_norm);
+  const double factor = max_norm / (std::sqrt(sum_of_squares.data[0]) + 1e-6);
+  if (factor >= 1) return;
   const T f = T(factor);
   cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) x.image(n)[i] *= f;
   });
 }
 
-#define BAREYOLO_INSTANTIATE_OPTIM(T)                                                 \
-  template void sgd_step<T>(View<T>, View<const T>, View<T>, SgdParams);              \
-  template void adamw_step<T>(View<T>, View<const T>, View<T>, View<T>, AdamWParams); \
-  template void ema_update<T>(View<T>, View<const T>, double);                        \
-  template double sum_of_squares<T>(View<const T>);                                   \
-  template void scale_inplace<T>(View<T>, double);
+#define BAREYOLO_INSTANTIATE_OPTIM(T)                                                        \
+  template void sgd_step<T>(View<T>, View<const T>, View<T>, View<const uint8_t>,            \
+                            std::span<const SgdParams>);                                     \
+  template void adamw_step<T>(View<T>, View<const T>, View<T>, View<T>, View<const uint8_t>, \
+                              std::span<const AdamWParams>);                                 \
+  template void ema_update<T>(View<T>, View<const T>, double);                               \
+  template void sum_of_squares<T>(View<const T>, View<double>);                              \
+  template void clip_to_norm<T>(View<T>, View<const double>, double);
 BAREYOLO_INSTANTIATE_OPTIM(float)
 BAREYOLO_INSTANTIATE_OPTIM(double)
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kernels/ops.h"  // the ops' parameter structs
@@ -107,10 +108,12 @@ void bce_with_logits_forward(View<const float> x, View<const float> target, floa
 void bce_with_logits_backward(View<const float> x, View<const float> target, float pos_weight,
                               View<const float> dloss, View<float> dx);
 // optim.cu
-void sgd_step(View<float> param, View<const float> grad, View<float> velocity, ops::SgdParams p);
+void sgd_step(View<float> param, View<const float> grad, View<float> velocity,
+              View<const uint8_t> group_of, std::span<const ops::SgdParams> groups);
 void ema_update(View<float> average, View<const float> value, double decay);
-// Deterministic: a fixed grid and a fixed reduction order, whatever the GPU.
-double sum_of_squares(View<const float> x);
-void scale_inplace(View<float> x, double factor);
+// Deterministic: a fixed grid and a fixed reduction order, whatever the GPU. `result` is one
+// double in device memory; clip_to_norm reads it there.
+void sum_of_squares(View<const float> x, View<double> result);
+void clip_to_norm(View<float> x, View<const double> sum_of_squares, double max_norm);
 
 }  // namespace bareyolo::cuda

@@ -1,30 +1,44 @@
-// kernels/cuda/optim.cu — the optimizer's arithmetic over flat buffers on the GPU: SGD with
-// Nesterov momentum and weight decay, the EMA of weights, and gradient-norm clipping's sum of
-// squares and scale; same formulas as kernels/cpu/optim.cpp.
+// kernels/cuda/optim.cu — the optimizer's arithmetic over flat buffers (whole parameter arenas)
+// on the GPU: SGD with Nesterov momentum and weight decay, each element with its group's
+// settings (one launch for the arena; the groups ride in the kernel's arguments), the EMA of
+// weights, and gradient-norm clipping's sum of squares and scale, whose factor is computed on
+// the device from the sum the first kernel left there: no host round trip. Same formulas as
+// kernels/cpu/optim.cpp.
 //
 // sum_of_squares is deterministic: a fixed grid of kPartialBlocks blocks accumulates in
 // double over a grid-stride loop (so element k always lands in the same thread), each block
-// reduces by a fixed tree, and one block reduces the partials by the same tree. The result is
-// the same on every run and every GPU; it differs from the CPU's ordered sum by rounding only.
+// reduces by block_reduce's fixed tree, and one block reduces the partials by the same tree.
+// The result is the same on every run and every GPU; it differs from the CPU's ordered sum by
+// rounding only.
+#include <cmath>
+
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/pointwise.cuh"
+#include "kernels/cuda/runtime/allocator.h"
 
 namespace bareyolo::cuda {
 
 namespace {
 
+struct SgdFactors {
+  float lr = 0, momentum = 0, decay = 0;
+  bool nesterov = true;
+};
+
 struct SgdStep {
   View<float> param;
   View<const float> grad;
   View<float> velocity;
-  float lr, momentum, decay;
-  bool nesterov;
+  View<const uint8_t> group_of;
+  SgdFactors groups[ops::kMaxParameterGroups];
   __device__ void operator()(int64_t n, int64_t i) const {
+    const SgdFactors& f = groups[group_of.image(n)[i]];
     float& w = param.image(n)[i];
     float& v = velocity.image(n)[i];
-    const float step_grad = grad.image(n)[i] + decay * w;
-    v = momentum * v + step_grad;
-    w -= lr * (nesterov ? step_grad + momentum * v : v);
+    const float step_grad = grad.image(n)[i] + f.decay * w;
+    v = f.momentum * v + step_grad;
+    w -= f.lr * (f.nesterov ? step_grad + f.momentum * v : v);
   }
 };
 
@@ -38,26 +52,19 @@ struct EmaUpdate {
   }
 };
 
-struct Scale {
+// PyTorch's clip_grad_norm_ factor, from the sum of squares on the device; x unchanged when
+// the norm is within max_norm.
+struct ClipToNorm {
   View<float> x;
-  float factor;
-  __device__ void operator()(int64_t n, int64_t i) const { x.image(n)[i] *= factor; }
+  const double* sum_of_squares;
+  double max_norm;
+  __device__ void operator()(int64_t n, int64_t i) const {
+    const double factor = max_norm / (sqrt(*sum_of_squares) + 1e-6);
+    if (factor < 1) x.image(n)[i] *= float(factor);
+  }
 };
 
-constexpr int kReduceThreads = 256;
 constexpr int kPartialBlocks = 1024;
-
-// Sums `value` over the block by a fixed tree; the result is in thread 0.
-__device__ double block_sum(double value) {
-  __shared__ double sums[kReduceThreads];
-  sums[threadIdx.x] = value;
-  __syncthreads();
-  for (int half = kReduceThreads / 2; half > 0; half /= 2) {
-    if (int(threadIdx.x) < half) sums[threadIdx.x] += sums[threadIdx.x + half];
-    __syncthreads();
-  }
-  return sums[0];
-}
 
 __global__ void partial_sums_of_squares(View<const float> x, bool flat, double* partials) {
   const int64_t total = x.shape.numel(), per_image = x.shape.image_numel();
@@ -67,23 +74,26 @@ __global__ void partial_sums_of_squares(View<const float> x, bool flat, double* 
     const double v = flat ? x.data[index] : x.image(index / per_image)[index % per_image];
     sum += v * v;
   }
-  const double block = block_sum(sum);
+  const double block = block_reduce(sum, Plus{});
   if (threadIdx.x == 0) partials[blockIdx.x] = block;
 }
 
 __global__ void sum_partials(const double* partials, double* result) {
   double sum = 0;
   for (int i = threadIdx.x; i < kPartialBlocks; i += kReduceThreads) sum += partials[i];
-  const double total = block_sum(sum);
+  const double total = block_reduce(sum, Plus{});
   if (threadIdx.x == 0) *result = total;
 }
 
 }  // namespace
 
-void sgd_step(View<float> param, View<const float> grad, View<float> velocity, ops::SgdParams p) {
-  launch_pointwise(param.shape, param.device, all_dense(param, grad, velocity),
-                   SgdStep{param, grad, velocity, float(p.lr), float(p.momentum),
-                           float(p.weight_decay), p.nesterov});
+void sgd_step(View<float> param, View<const float> grad, View<float> velocity,
+              View<const uint8_t> group_of, std::span<const ops::SgdParams> groups) {
+  SgdStep op{param, grad, velocity, group_of, {}};
+  for (size_t g = 0; g < groups.size(); ++g)
+    op.groups[g] = {float(groups[g].lr), float(groups[g].momentum), float(groups[g].weight_decay),
+                    groups[g].nesterov};
+  launch_pointwise(param.shape, param.device, all_dense(param, grad, velocity, group_of), op);
 }
 
 void ema_update(View<float> average, View<const float> value, double decay) {
@@ -91,28 +101,19 @@ void ema_update(View<float> average, View<const float> value, double decay) {
                    EmaUpdate{average, value, float(decay), float(1 - decay)});
 }
 
-void scale_inplace(View<float> x, double factor) {
-  launch_pointwise(x.shape, x.device, x.dense(), Scale{x, float(factor)});
+void sum_of_squares(View<const float> x, View<double> result) {
+  const int device = x.device.index;
+  auto stream = static_cast<cudaStream_t>(compute_stream(device));
+  const DeviceBuffer partials(kPartialBlocks * sizeof(double), device);  // the caching allocator
+  partial_sums_of_squares<<<kPartialBlocks, kReduceThreads, 0, stream>>>(x, x.dense(),
+                                                                         partials.as<double>());
+  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  sum_partials<<<1, kReduceThreads, 0, stream>>>(partials.as<double>(), result.data);
+  BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 
-double sum_of_squares(View<const float> x) {
-  if (x.shape.numel() == 0) return 0;
-  const int device = x.device.index;
-  // kPartialBlocks partials, then the result.
-  struct Scratch {
-    void* pointer;
-    int device;
-    ~Scratch() { free_device(pointer, device); }
-  } scratch{malloc_device((kPartialBlocks + 1) * sizeof(double), device), device};
-  double* partials = static_cast<double*>(scratch.pointer);
-  auto stream = static_cast<cudaStream_t>(compute_stream(device));
-  partial_sums_of_squares<<<kPartialBlocks, kReduceThreads, 0, stream>>>(x, x.dense(), partials);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
-  sum_partials<<<1, kReduceThreads, 0, stream>>>(partials, partials + kPartialBlocks);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
-  double result = 0;
-  copy(&result, partials + kPartialBlocks, sizeof(double), CopyKind::device_to_host, device);
-  return result;
+void clip_to_norm(View<float> x, View<const double> sum_of_squares, double max_norm) {
+  launch_pointwise(x.shape, x.device, x.dense(), ClipToNorm{x, sum_of_squares.data, max_norm});
 }
 
 }  // namespace bareyolo::cuda

@@ -3,6 +3,7 @@
 // then their half of the table.
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/cuda/cuda_ops.h"  // the fused BN + SiLU kernels and the convolution paths
@@ -483,16 +484,35 @@ double check_upsample_backward(const Device& dut) {
 
 // ---- optimizer -------------------------------------------------------------------------------
 
+// Random parameter groups for an arena pass: the group index of each element, on the DUT and
+// (for the double reference) on the host.
+struct GroupIndex {
+  Tensor on_dut, on_host;
+  template <class T>
+  View<const uint8_t> view() {
+    return std::is_same_v<T, float> ? on_dut.view<uint8_t>() : on_host.view<uint8_t>();
+  }
+};
+GroupIndex random_groups(Random& random, const Device& dut) {
+  std::vector<uint8_t> groups(size_t(kFlat.numel()));
+  for (uint8_t& g : groups) g = uint8_t(random.value(0, 3));
+  const Tensor on_host = Tensor::from_vector(groups, kFlat);
+  return {on_host.to(dut), on_host};
+}
+
 double check_sgd_step(const Device& dut) {
   Random random(50);
-  // Parameters and momentum buffers are updated in place.
-  return compare_with_reference(dut, {random.uniform(kFlat, -1, 1)},
-                                {random.uniform(kFlat, -1, 1), random.uniform(kFlat, -1, 1)},
-                                []<class T>(Tensors& in, Tensors& out) {
-                                  const ops::SgdParams p{
-                                      .lr = 0.01, .momentum = 0.937, .weight_decay = 5e-4};
-                                  ops::sgd_step<T>(as<T>(out[0]), as<T>(in[0]), as<T>(out[1]), p);
-                                });
+  GroupIndex groups = random_groups(random, dut);
+  // Parameters and momentum buffers are updated in place; each group its own settings.
+  return compare_with_reference(
+      dut, {random.uniform(kFlat, -1, 1)},
+      {random.uniform(kFlat, -1, 1), random.uniform(kFlat, -1, 1)},
+      [&]<class T>(Tensors& in, Tensors& out) {
+        const ops::SgdParams settings[] = {{.lr = 0.1, .momentum = 0.8},
+                                           {.lr = 0.01, .momentum = 0.937, .weight_decay = 5e-4},
+                                           {.lr = 0.03, .momentum = 0.9, .nesterov = false}};
+        ops::sgd_step<T>(as<T>(out[0]), as<T>(in[0]), as<T>(out[1]), groups.view<T>(), settings);
+      });
 }
 
 double check_ema_update(const Device& dut) {
@@ -503,19 +523,26 @@ double check_ema_update(const Device& dut) {
                                 });
 }
 
-double check_scale_inplace(const Device& dut) {
+// Gradient clipping's two halves on the device: the sum of squares into one double there, and
+// the scale it implies (the norm of these values is far above max_norm, so it does scale).
+double check_clip_to_norm(const Device& dut) {
   Random random(52);
   return compare_with_reference(
-      dut, {}, {random.uniform(kFlat, -1, 1)},
-      []<class T>(Tensors&, Tensors& out) { ops::scale_inplace<T>(as<T>(out[0]), 0.37); });
+      dut, {}, {random.uniform(kFlat, -1, 1)}, []<class T>(Tensors&, Tensors& out) {
+        Tensor sum = Tensor::empty({1, 1, 1, 1}, out[0].device(), DType::f64);
+        ops::sum_of_squares<T>(as<T>(out[0]), sum.view<double>());
+        ops::clip_to_norm<T>(as<T>(out[0]), sum.view<double>(), 10.0);
+      });
 }
 
 double check_sum_of_squares(const Device& dut) {
   const Tensor x = Random(53).uniform(kFlat, -2, 2);
   Tensor on_dut = x.to(dut), reference = in_double(x);
-  const double got = ops::sum_of_squares<float>(as<float>(on_dut));
-  const double want = ops::sum_of_squares<double>(as<double>(reference));
-  return max_error(std::vector{got}, std::vector{want});
+  Tensor got = Tensor::empty({1, 1, 1, 1}, dut, DType::f64);
+  Tensor want = Tensor::empty({1, 1, 1, 1}, Device::cpu(), DType::f64);
+  ops::sum_of_squares<float>(as<float>(on_dut), got.view<double>());
+  ops::sum_of_squares<double>(as<double>(reference), want.view<double>());
+  return max_error(got.to_doubles(), want.to_doubles());
 }
 
 }  // namespace
@@ -561,10 +588,10 @@ std::vector<Check> kernel_checks() {
       {"pool+upsample", "maxpool2d_chain3_forward (SPPF)", 0, check_sppf_chain},
       {"pool+upsample", "upsample_nearest2x_forward", 0, check_upsample_forward},
       {"pool+upsample", "upsample_nearest2x_backward", 1e-5, check_upsample_backward},
-      {"optimizer", "sgd_step (Nesterov)", 1e-6, check_sgd_step},
+      {"optimizer", "sgd_step (three groups)", 1e-6, check_sgd_step},
       {"optimizer", "ema_update", 1e-6, check_ema_update},
       {"optimizer", "sum_of_squares", 1e-6, check_sum_of_squares},
-      {"optimizer", "scale_inplace", 1e-6, check_scale_inplace},
+      {"optimizer", "clip_to_norm", 1e-6, check_clip_to_norm},
   };
   checks.insert(checks.end(), std::begin(rest), std::end(rest));
   return checks;

@@ -5,7 +5,9 @@
 #include <string>
 #include <utility>
 
+#include "engine/optim/clip.h"
 #include "engine/optim/sgd.h"
+#include "engine/parameter_arena.h"
 #include "engine/shipped_files.h"
 #include "models/eval/decode.h"
 #include "models/eval/detect_cuda.h"
@@ -192,8 +194,10 @@ class TinyTraining {
         reference_(tiny_config(), {.nc = kTinyClasses, .seed = 7, .dtype = DType::f64}),
         state_(model_.state()),
         reference_state_(reference_.state()),
-        sgd_(state_, 0.01, 0.937, 5e-4),
-        reference_sgd_(reference_state_, 0.01, 0.937, 5e-4) {
+        arena_(state_),
+        reference_arena_(reference_state_),
+        sgd_(arena_, 0.01, 0.937, 5e-4),
+        reference_sgd_(reference_arena_, 0.01, 0.937, 5e-4) {
     for (size_t i = 0; i < state_.size(); ++i)
       if (state_[i].value->dtype() == DType::f32)
         reference_state_[i].value->copy_from(in_double(*state_[i].value));
@@ -218,9 +222,9 @@ class TinyTraining {
 
   // The optimizer's part of a step, as the trainer runs it: clip at norm 10, SGD, zero gradients.
   void optimizer_step() {
-    for (auto [state, sgd] :
-         {std::pair{&state_, &sgd_}, std::pair{&reference_state_, &reference_sgd_}}) {
-      clip_gradient_norm(*state, 10.0);
+    for (auto [arena, sgd] :
+         {std::pair{&arena_, &sgd_}, std::pair{&reference_arena_, &reference_sgd_}}) {
+      clip_gradient_norm(*arena, 10.0);
       sgd->step();
       sgd->zero_grad();
     }
@@ -243,6 +247,7 @@ class TinyTraining {
  private:
   DetectionModel model_, reference_;
   std::vector<StateEntry> state_, reference_state_;
+  ParameterArena arena_, reference_arena_;
   Sgd sgd_, reference_sgd_;
   Tensor images_, images_in_double_;
   std::vector<LabelRow> labels_;

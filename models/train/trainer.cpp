@@ -21,13 +21,16 @@
 #include "data/loader.h"                     // defines: Loader (threaded, deterministic batches)
 #include "engine/distributed/ddp/reducer.h"  // defines: Reducer (averages gradients in buckets)
 #include "engine/distributed/launch/process_group.h"  // defines: ProcessGroup (this rank's communicator)
+#include "engine/optim/adamw.h"                       // defines: AdamW
+#include "engine/optim/clip.h"                        // defines: clip_gradient_norm
 #include "engine/optim/ema.h"                         // defines: ModelEma
-#include "engine/optim/sgd.h"                         // defines: clip_gradient_norm
+#include "engine/optim/sgd.h"                         // defines: Sgd
+#include "engine/parameter_arena.h"                   // defines: ParameterArena
 #include "kernels/cuda/runtime/runtime.h"             // defines: cuda::set_tf32
+#include "kernels/route.h"                            // defines: ops::require_kernel
 #include "models/eval/validate.h"                     // defines: validate, detect
 #include "models/loss/head_loss.h"          // defines: head_loss (YOLOv5's loss of the head)
 #include "models/train/checkpoint.h"        // defines: make_checkpoint, restore_checkpoint, ...
-#include "models/train/optimizer.h"         // defines: TrainOptimizer (SGD or AdamW)
 #include "models/train/outputs/progress.h"  // defines: ProgressBar
 #include "models/train/outputs/report.h"    // defines: write_report_html, validation_table
 #include "models/train/run_dir.h"           // defines: run_dir_of_checkpoint
@@ -54,6 +57,13 @@ class RankZero {
  private:
   bool active_;
 };
+
+// The optimizer --optimizer names, over YOLOv5's three groups; weight_decay on group 1 only.
+std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind, ParameterArena& arena, double lr0,
+                                          double momentum, double weight_decay) {
+  if (kind == OptimizerKind::sgd) return std::make_unique<Sgd>(arena, lr0, momentum, weight_decay);
+  return std::make_unique<AdamW>(arena, lr0, momentum, weight_decay);
+}
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -176,10 +186,14 @@ TrainSummary train(const TrainOptions& request, const std::function<void(const s
     load_state(SafetensorsFile::load(options.weights), model.state(), options.weights);
   const std::vector<StateEntry> state = model.state();
   const std::vector<bool> frozen = frozen_entries(state, options.freeze);
-  std::vector<StateEntry> trainable;
+  std::set<const Tensor*> frozen_values;
   for (size_t i = 0; i < state.size(); ++i)
-    if (state[i].trainable() && !frozen[i]) trainable.push_back(state[i]);
-  if (trainable.empty())
+    if (frozen[i]) frozen_values.insert(state[i].value);
+  // Every parameter and gradient moves into one flat buffer each (the optimizer, the EMA, the
+  // clipping and the reducer work on them in one pass).
+  ParameterArena arena(
+      state, {.frozen = [&](const StateEntry& e) { return frozen_values.count(e.value) > 0; }});
+  if (arena.optimised() == 0)
     throw std::invalid_argument("--freeze " + std::to_string(options.freeze) +
                                 " freezes every parameter; freeze fewer layers");
 
@@ -192,7 +206,7 @@ TrainSummary train(const TrainOptions& request, const std::function<void(const s
       log(std::string("communicator: ") + dist::to_string(comm->backend()) + ", " +
           std::to_string(comm->world_size()) + " rank(s)");
     });
-    dist::broadcast_state(*comm, state);
+    dist::broadcast_state(*comm, arena, state);
     const bool sync_bn = options.sync_bn.value_or(true);
     if (sync_bn) model.set_sync_batchnorm(comm);
     const int per_rank = options.batch / options.world_size;
@@ -201,13 +215,8 @@ TrainSummary train(const TrainOptions& request, const std::function<void(const s
         log("warning: BatchNorm runs unsynced on " + std::to_string(per_rank) +
             " images per rank (fewer than 16): its statistics are noisy; drop --no-sync-bn");
       });
-    std::set<const Tensor*> frozen_grads;
-    for (size_t i = 0; i < state.size(); ++i)
-      if (frozen[i]) frozen_grads.insert(state[i].grad);
-    reducer.emplace(
-        dist::graph_parameters(model.graph(),
-                               [&](const StateEntry& e) { return !frozen_grads.count(e.grad); }),
-        *comm, dist::ReducerOptions{.bucket_mb = options.bucket_mb});
+    reducer.emplace(arena, model.graph(), *comm,
+                    dist::ReducerOptions{.bucket_mb = options.bucket_mb});
   }
   const DataParallel parallel{comm, reducer ? &*reducer : nullptr};
 
@@ -223,14 +232,16 @@ TrainSummary train(const TrainOptions& request, const std::function<void(const s
   const Schedule schedule(options.schedule, options.epochs, batches, options.batch, options.nbs);
   // Weight decay scaled by batch * accumulate / nbs, as YOLOv5 does.
   const double decay = options.weight_decay * options.batch * schedule.accumulate() / options.nbs;
-  TrainOptimizer optimizer(options.optimizer, trainable, options.schedule.lr0,
-                           options.schedule.momentum, decay);
-  ModelEma ema(state, resumed ? resumed->ema_updates : 0);
+  const std::unique_ptr<Optimizer> optimizer = make_optimizer(
+      options.optimizer, arena, options.schedule.lr0, options.schedule.momentum, decay);
+  ops::require_kernel(optimizer->kernel(), device,
+                      std::string("--optimizer ") + optimizer_name(options.optimizer));
+  ModelEma ema(arena, state, resumed ? resumed->ema_updates : 0);
   const LossOptions loss_options{scale_loss_gains(options.loss, model.num_levels(), nc, imgsz), nc};
   const std::vector<StateEntry> ema_state = ema_model.state();
 
   // ---- the run's state: fresh, or everything the checkpoint holds ----
-  const CheckpointTensors tensors{with_values(state, ema.values()), state, optimizer.buffers()};
+  const CheckpointTensors tensors{with_values(state, ema.values()), state, optimizer->state()};
   TrainingProgress progress;
   std::vector<EpochMetrics> history;
   if (checkpoint) {
@@ -240,7 +251,7 @@ TrainSummary train(const TrainOptions& request, const std::function<void(const s
                                   "its configuration says " +
                                   optimizer_name(options.optimizer));
     restore_checkpoint(*checkpoint, tensors, request.resume);
-    optimizer.set_steps(resumed->optimizer_updates);
+    optimizer->set_steps(resumed->optimizer_updates);
     progress = resumed->progress;
     history = resumed->history;
     if (progress.batches_done > batches || progress.epoch >= options.epochs)
@@ -275,7 +286,7 @@ TrainSummary train(const TrainOptions& request, const std::function<void(const s
           make_checkpoint(tensors, {.progress = progress,
                                     .ema_updates = ema.updates(),
                                     .optimizer = optimizer_name(options.optimizer),
-                                    .optimizer_updates = optimizer.steps(),
+                                    .optimizer_updates = optimizer->steps(),
                                     .config_json = config_json,
                                     .history = history,
                                     .nc = nc,
@@ -328,13 +339,13 @@ TrainSummary train(const TrainOptions& request, const std::function<void(const s
                   std::to_string(epoch + 1) + "/" + std::to_string(options.epochs), batches,
                   progress.batches_done);
     });
-    optimizer.zero_grad();  // YOLOv5 drops a partial accumulation at each epoch's start
+    optimizer->zero_grad();  // YOLOv5 drops a partial accumulation at each epoch's start
     const auto epoch_start = Clock::now();
     const double seconds_before = progress.train_seconds;
     while (std::optional<data::Batch> batch = loader.next()) {
       const int64_t iteration = batch->step + batches * epoch;
       const StepSettings settings = schedule.at(iteration);
-      optimizer.apply(settings);
+      apply(settings, *optimizer);
 
       // Only the last micro-batch of an accumulation communicates (no_sync on the others).
       const bool boundary = iteration - progress.last_step_iteration >= settings.accumulate;
@@ -354,10 +365,10 @@ TrainSummary train(const TrainOptions& request, const std::function<void(const s
       std::vector<std::string> step_checkpoints;
       if (boundary) {
         if (reducer) reducer->finish();  // every gradient is now the mean over the ranks
-        clip_gradient_norm(trainable, 10.0);
-        optimizer.step();
-        optimizer.zero_grad();
-        ema.update(state);
+        clip_gradient_norm(arena, 10.0);
+        optimizer->step();
+        optimizer->zero_grad();
+        ema.update();
         progress.last_step_iteration = iteration;
         ++progress.optimizer_steps;
         const bool periodic =

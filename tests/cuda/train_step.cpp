@@ -6,7 +6,9 @@
 // Tolerance: every kernel is within a few float ulps of its CPU reference; through ~25 layers
 // forward and back and one SGD step (lr 0.01) the parameters stay within 1e-4 relative
 // (norm-wise per tensor), while a wrong gradient anywhere moves a tensor by far more.
+#include "engine/optim/clip.h"
 #include "engine/optim/sgd.h"
+#include "engine/parameter_arena.h"
 #include "engine/shipped_files.h"
 #include "models/train/step.h"
 #include "tests/cuda/cuda_testing.h"
@@ -26,9 +28,10 @@ std::vector<std::vector<double>> one_step(Device device) {
                                         {1, 1, 0.6f, 0.5f, 0.4f, 0.2f},
                                         {3, 1, 0.2f, 0.8f, 0.15f, 0.2f}};
   std::vector<StateEntry> state = model.state();
-  Sgd sgd(state, 0.01, 0.9, 5e-4);
+  ParameterArena arena(state);
+  Sgd sgd(arena, 0.01, 0.9, 5e-4);
   forward_backward(model, images.to(device), labels, {scale_loss_gains({}, 3, 2, 64), 2});
-  clip_gradient_norm(state, 10.0);
+  clip_gradient_norm(arena, 10.0);
   sgd.step();
   std::vector<std::vector<double>> values;
   for (const StateEntry& e : state) values.push_back(e.value->to_doubles());

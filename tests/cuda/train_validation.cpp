@@ -69,3 +69,28 @@ TEST_CASE("cuda trainer validation equals the cpu one (tiny model, one epoch)") 
   CHECK(std::abs(gpu.precision - cpu.precision) <= 1e-3);
   CHECK(std::abs(gpu.recall - cpu.recall) <= 1e-3);
 }
+
+TEST_CASE("cuda: AdamW, which has no CUDA kernel, is refused before the first step") {
+  testing::TempDir dir;
+  models::TrainOptions o;
+  o.data = data::make_shapes_dataset(
+      {.out = (dir.path() / "shapes").string(), .n_train = 4, .n_val = 2, .imgsz = 64});
+  o.cfg = shipped_file("models/yolov5-tiny.yaml");
+  o.run_dir = (dir.path() / "run").string();
+  o.epochs = 1;
+  o.batch = 2;
+  o.imgsz = 64;
+  o.show_progress = false;
+  o.optimizer = models::OptimizerKind::adamw;
+  o.device_of_rank = Device::cuda(0);
+  int batches_seen = 0;
+  models::TrainCallbacks counter;
+  counter.on_epoch_end = [&](int) { ++batches_seen; };
+  o.callbacks.push_back(counter);
+  CHECK_THROWS_WITH_AS(models::train(o, [](const std::string&) {}),
+                       doctest::Contains("--optimizer AdamW runs adamw_step, which has no kernel "
+                                         "for cuda:0"),
+                       std::invalid_argument);
+  CHECK(batches_seen == 0);
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "run" / "results.csv"));
+}

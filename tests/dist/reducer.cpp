@@ -5,6 +5,7 @@
 // Every rank can compute every other rank's gradient itself (the inputs come from seeds), so
 // the reference mean is computed locally, in double, by plain backward passes.
 #include "engine/distributed/ddp/reducer.h"
+#include "engine/parameter_arena.h"
 #include "engine/shipped_files.h"
 #include "models/yolo/yolo_model.h"
 #include "tests/support/dist_testing.h"
@@ -64,17 +65,18 @@ void check_reducer(int world, bool frozen_and_unused) {
           }
         }
         models::DetectionModel model = tiny_model(1 + uint64_t(group.rank()));  // different init
-        broadcast_state(*group.comm, model.state());
+        const std::vector<StateEntry> state = model.state();
+        ParameterArena arena(state, {.frozen = [&](const StateEntry& e) {
+                               return frozen_and_unused && e.name == frozen;
+                             }});
+        broadcast_state(*group.comm, arena, state);
         models::DetectionModel rank0_model = tiny_model(1);
         const std::vector<StateEntry> got_state = model.state(), want_state = rank0_model.state();
         for (size_t i = 0; i < got_state.size(); ++i)
           if (got_state[i].value->to_doubles() != want_state[i].value->to_doubles())
             throw std::runtime_error(got_state[i].name + " differs from rank 0's after broadcast");
-        Reducer reducer(graph_parameters(model.graph(),
-                                         [&](const StateEntry& e) {
-                                           return !(frozen_and_unused && e.name == frozen);
-                                         }),
-                        *group.comm, {.bucket_mb = 0.2, .first_bucket_mb = 0.05});
+        Reducer reducer(arena, model.graph(), *group.comm,
+                        {.bucket_mb = 0.2, .first_bucket_mb = 0.05});
         backward_of_rank(model, group.rank(), frozen_and_unused, &reducer);
         reducer.finish();
 

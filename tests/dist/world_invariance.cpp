@@ -4,7 +4,9 @@
 // every label and the other none. The trainer-level test (tests/shell/train_ddp.sh) repeats it
 // with real data, augmentation and accumulation.
 #include "engine/distributed/ddp/reducer.h"
+#include "engine/optim/clip.h"
 #include "engine/optim/sgd.h"
+#include "engine/parameter_arena.h"
 #include "engine/shipped_files.h"
 #include "models/train/step.h"
 #include "tests/support/dist_testing.h"
@@ -45,17 +47,17 @@ std::vector<LabelRow> batch_labels(int first_image, int images) {
 }
 
 // kSteps SGD steps on micro-batches [first, first + images) of each step's batch.
-std::vector<std::vector<double>> train(DetectionModel& model, int first, int images,
-                                       const DataParallel& parallel) {
+std::vector<std::vector<double>> train(DetectionModel& model, ParameterArena& arena, int first,
+                                       int images, const DataParallel& parallel) {
   const LossOptions options{scale_loss_gains({}, 3, 2, 64), 2};
   std::vector<StateEntry> state = model.state();
-  Sgd sgd(state, 0.01, 0.9, 5e-4);
+  Sgd sgd(arena, 0.01, 0.9, 5e-4);
   for (int step = 0; step < kSteps; ++step) {
     const Tensor images_of_step =
         batch_images(step).images(first, first + images).to(Device::cpu());
     forward_backward(model, images_of_step, batch_labels(first, images), options, parallel);
     if (parallel.reducer) parallel.reducer->finish();
-    clip_gradient_norm(state, 10.0);
+    clip_gradient_norm(arena, 10.0);
     sgd.step();
     sgd.zero_grad();
   }
@@ -71,14 +73,16 @@ TEST_CASE("2 ranks x 2 images with SyncBN train like 1 rank x 4 images") {
       2,
       [](ProcessGroup& group) {
         DetectionModel single = tiny_model();
-        const std::vector<std::vector<double>> want = train(single, 0, kBatch, {});
+        ParameterArena single_arena(single.state());
+        const std::vector<std::vector<double>> want = train(single, single_arena, 0, kBatch, {});
 
         DetectionModel model = tiny_model();
         model.set_sync_batchnorm(group.comm.get());
-        Reducer reducer(graph_parameters(model.graph()), *group.comm);
+        ParameterArena arena(model.state());
+        Reducer reducer(arena, model.graph(), *group.comm);
         const int half = kBatch / 2;
         const std::vector<std::vector<double>> got =
-            train(model, group.rank() * half, half, {group.comm.get(), &reducer});
+            train(model, arena, group.rank() * half, half, {group.comm.get(), &reducer});
 
         const std::vector<StateEntry> names = model.state();
         double worst = 0;

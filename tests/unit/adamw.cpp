@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/optim/adamw.h"
+#include "engine/parameter_arena.h"
 #include "engine/shipped_files.h"
 #include "kernels/ops.h"
 #include "models/yolo/yolo_model.h"
@@ -14,15 +15,21 @@ using namespace bareyolo::testing;
 
 TEST_CASE("adamw groups yolov5n's parameters as YOLOv5 does, decay on conv weights only") {
   models::DetectionModel model(models::load_model_config(shipped_file("models/yolov5n.yaml")));
-  AdamW adamw(model.state(), 0.001, 0.937, 5e-4);
+  ParameterArena arena(model.state());
+  AdamW adamw(arena, 0.001, 0.937, 5e-4);
   int counts[3] = {0, 0, 0};
-  for (size_t i = 0; i < adamw.parameters().size(); ++i) counts[adamw.group_of(i)]++;
-  CHECK(counts[AdamW::kBiases] == 60);
-  CHECK(counts[AdamW::kWeights] == 60);
-  CHECK(counts[AdamW::kNormWeights] == 57);
-  CHECK(adamw.groups()[AdamW::kWeights].weight_decay == 5e-4);
-  CHECK(adamw.groups()[AdamW::kBiases].weight_decay == 0);
-  CHECK(adamw.groups()[AdamW::kNormWeights].weight_decay == 0);
+  for (const ParameterArena::Slot& slot : arena.slots())
+    if (slot.grad) counts[optimizer_group_index(slot.group)]++;
+  const int biases = optimizer_group_index(ParamGroup::bias);
+  const int weights = optimizer_group_index(ParamGroup::weight);
+  const int norms = optimizer_group_index(ParamGroup::norm_weight);
+  CHECK(counts[biases] == 60);
+  CHECK(counts[weights] == 60);
+  CHECK(counts[norms] == 57);
+  CHECK(adamw.group(weights).weight_decay == 5e-4);
+  CHECK(adamw.group(biases).weight_decay == 0);
+  CHECK(adamw.group(norms).weight_decay == 0);
+  CHECK(adamw.state().size() == 2 * 177);  // exp_avg and exp_avg_sq of every parameter
 }
 
 TEST_CASE("adamw steps match the textbook bias-corrected update over several steps") {
@@ -33,7 +40,8 @@ TEST_CASE("adamw steps match the textbook bias-corrected update over several ste
   Tensor weight = Tensor::from_vector(w, {1, 1, 1, n});
   Tensor grad = Tensor::zeros({1, 1, 1, n}, Device::cpu(), DType::f64);
   std::vector<StateEntry> state = {{"w", &weight, &grad, {n}, ParamGroup::weight}};
-  AdamW adamw(state, lr, beta1, decay, beta2, eps);
+  ParameterArena arena(state);
+  AdamW adamw(arena, lr, beta1, decay, beta2, eps);
   for (int t = 1; t <= 4; ++t) {
     const std::vector<double> g = random_vector(rng, n);
     grad.copy_from(Tensor::from_vector(g, {1, 1, 1, n}));
@@ -49,8 +57,12 @@ TEST_CASE("adamw steps match the textbook bias-corrected update over several ste
     const std::vector<double> got = weight.to_vector<double>();
     for (int i = 0; i < n; ++i) CHECK(got[size_t(i)] == doctest::Approx(w[i]).epsilon(1e-12));
   }
-  CHECK(adamw.exp_avgs()[0].to_vector<double>()[3] == doctest::Approx(m[3]).epsilon(1e-12));
-  CHECK(adamw.exp_avg_sqs()[0].to_vector<double>()[3] == doctest::Approx(v[3]).epsilon(1e-12));
+  const auto named = adamw.state();  // exp_avg.w, exp_avg_sq.w
+  REQUIRE(named.size() == 2);
+  CHECK(named[0].first == "exp_avg.w");
+  CHECK(named[1].first == "exp_avg_sq.w");
+  CHECK(named[0].second->to_vector<double>()[3] == doctest::Approx(m[3]).epsilon(1e-12));
+  CHECK(named[1].second->to_vector<double>()[3] == doctest::Approx(v[3]).epsilon(1e-12));
   adamw.zero_grad();
   CHECK(grad.to_vector<double>() == std::vector<double>(n, 0.0));
 }
@@ -60,7 +72,8 @@ TEST_CASE("adamw's first step moves every parameter by about lr against its grad
   Tensor w = Tensor::from_vector(std::vector<float>{1.0f, -2.0f, 0.5f}, {1, 1, 1, 3});
   Tensor g = Tensor::from_vector(std::vector<float>{3.0f, -0.01f, 100.0f}, {1, 1, 1, 3});
   std::vector<StateEntry> state = {{"b", &w, &g, {3}, ParamGroup::bias}};
-  AdamW adamw(state, 0.1, 0.9, 0.5);  // biases: no decay whatever the decay argument
+  ParameterArena arena(state);
+  AdamW adamw(arena, 0.1, 0.9, 0.5);  // biases: no decay whatever the decay argument
   adamw.step();
   const std::vector<float> after = w.to_vector<float>();
   CHECK(after[0] == doctest::Approx(0.9).epsilon(1e-6));
@@ -71,7 +84,9 @@ TEST_CASE("adamw's first step moves every parameter by about lr against its grad
 TEST_CASE("adamw_step refuses buffers of different shapes") {
   Tensor w = Tensor::zeros({1, 1, 1, 3}), g = Tensor::zeros({1, 1, 1, 3});
   Tensor m = Tensor::zeros({1, 1, 1, 2}), v = Tensor::zeros({1, 1, 1, 3});
+  const Tensor groups = Tensor::zeros({1, 1, 1, 3}, Device::cpu(), DType::u8);
+  const ops::AdamWParams settings[] = {{}};
   CHECK_THROWS_AS(ops::adamw_step<float>(w.view<float>(), g.view<float>(), m.view<float>(),
-                                         v.view<float>(), {}),
+                                         v.view<float>(), groups.view<uint8_t>(), settings),
                   std::invalid_argument);
 }

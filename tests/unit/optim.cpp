@@ -2,10 +2,13 @@
 // off-by-one, accumulation, gradient-norm clipping and ModelEMA.
 #include <cmath>
 
+#include "engine/optim/clip.h"
 #include "engine/optim/ema.h"
 #include "engine/optim/schedule.h"
 #include "engine/optim/sgd.h"
+#include "engine/parameter_arena.h"
 #include "engine/shipped_files.h"
+#include "kernels/route.h"
 #include "models/yolo/yolo_model.h"
 #include "tests/support/testing.h"
 
@@ -20,14 +23,21 @@ models::DetectionModel yolov5n() {
 
 TEST_CASE("sgd groups yolov5n's parameters as YOLOv5 does: 60 biases 60 weights 57 BN weights") {
   models::DetectionModel model = yolov5n();
-  Sgd sgd(model.state(), 0.01, 0.937, 5e-4);
+  ParameterArena arena(model.state());
+  Sgd sgd(arena, 0.01, 0.937, 5e-4);
   int counts[3] = {0, 0, 0};
-  for (size_t i = 0; i < sgd.parameters().size(); ++i) counts[sgd.group_of(i)]++;
-  CHECK(counts[Sgd::kBiases] == 60);
-  CHECK(counts[Sgd::kWeights] == 60);
-  CHECK(counts[Sgd::kNormWeights] == 57);
-  CHECK(sgd.groups()[Sgd::kWeights].weight_decay == 5e-4);
-  CHECK(sgd.groups()[Sgd::kBiases].weight_decay == 0);
+  for (const ParameterArena::Slot& slot : arena.slots())
+    if (slot.grad) counts[optimizer_group_index(slot.group)]++;
+  CHECK(counts[optimizer_group_index(ParamGroup::bias)] == 60);
+  CHECK(counts[optimizer_group_index(ParamGroup::weight)] == 60);
+  CHECK(counts[optimizer_group_index(ParamGroup::norm_weight)] == 57);
+  CHECK(sgd.group(optimizer_group_index(ParamGroup::weight)).weight_decay == 5e-4);
+  CHECK(sgd.group(optimizer_group_index(ParamGroup::bias)).weight_decay == 0);
+  // Checkpoints name the momentum buffers as before the arena, in registration order.
+  const auto named = sgd.state();
+  REQUIRE(named.size() == 177);
+  CHECK(named.front().first == "momentum_buffer.model.0.conv.weight");
+  CHECK(named.back().first == "momentum_buffer.model.24.m.2.bias");
 }
 
 TEST_CASE("sgd step applies each group's settings and zero_grad clears") {
@@ -37,8 +47,9 @@ TEST_CASE("sgd step applies each group's settings and zero_grad clears") {
   Tensor gb = Tensor::from_vector(std::vector<double>{1.0}, {1, 1, 1, 1});
   std::vector<StateEntry> state = {{"w", &w, &gw, {2}, ParamGroup::weight},
                                    {"b", &b, &gb, {1}, ParamGroup::bias}};
-  Sgd sgd(state, 0.1, 0.5, 0.01);
-  sgd.groups()[Sgd::kBiases].lr = 1.0;
+  ParameterArena arena(state);
+  Sgd sgd(arena, 0.1, 0.5, 0.01);
+  sgd.group(optimizer_group_index(ParamGroup::bias)).lr = 1.0;
   sgd.step();
   // weight: g = 0.5 + 0.01 * 1 = 0.51; v = 0.51; nesterov update g + 0.5 v = 0.765
   CHECK(w.to_vector<double>()[0] == doctest::Approx(1.0 - 0.1 * 0.765));
@@ -46,17 +57,41 @@ TEST_CASE("sgd step applies each group's settings and zero_grad clears") {
   CHECK(b.to_vector<double>()[0] == doctest::Approx(3.0 - 1.5));
   sgd.zero_grad();
   CHECK(gw.to_vector<double>() == std::vector<double>{0.0, 0.0});
+  CHECK(gb.to_vector<double>() == std::vector<double>{0.0});
+}
+
+TEST_CASE("a frozen parameter is outside the optimiser's pass, the clip and the state") {
+  Tensor w = Tensor::from_vector(std::vector<double>{1.0, -2.0}, {1, 1, 1, 2});
+  Tensor gw = Tensor::from_vector(std::vector<double>{0.5, 0.5}, {1, 1, 1, 2});
+  Tensor f = Tensor::from_vector(std::vector<double>{3.0}, {1, 1, 1, 1});
+  Tensor gf = Tensor::from_vector(std::vector<double>{100.0}, {1, 1, 1, 1});
+  std::vector<StateEntry> state = {{"frozen", &f, &gf, {1}, ParamGroup::weight},
+                                   {"w", &w, &gw, {2}, ParamGroup::weight}};
+  ParameterArena arena(state, {.frozen = [](const StateEntry& e) { return e.name == "frozen"; }});
+  CHECK(arena.optimised() == 2);
+  CHECK(arena.parameters() == 3);
+  Sgd sgd(arena, 0.1, 0.5, 0.0);
+  CHECK(gradient_norm(arena) == doctest::Approx(std::sqrt(0.5)));  // without the frozen 100
+  sgd.step();
+  CHECK(f.to_vector<double>()[0] == 3.0);
+  CHECK(w.to_vector<double>()[0] != 1.0);
+  REQUIRE(sgd.state().size() == 1);
+  CHECK(sgd.state()[0].first == "momentum_buffer.w");
 }
 
 TEST_CASE("clip_gradient_norm scales the global norm down to the limit only") {
-  Tensor a = Tensor::from_vector(std::vector<double>{30.0, 0.0}, {1, 1, 1, 2});
+  Tensor a = Tensor::zeros({1, 1, 1, 2}, Device::cpu(), DType::f64);
+  Tensor b = Tensor::zeros({1, 1, 1, 1}, Device::cpu(), DType::f64);
   Tensor ga = Tensor::from_vector(std::vector<double>{30.0, 0.0}, {1, 1, 1, 2});
   Tensor gb = Tensor::from_vector(std::vector<double>{40.0}, {1, 1, 1, 1});
-  std::vector<StateEntry> state = {{"a", &a, &ga, {2}}, {"b", &a, &gb, {1}}};
-  CHECK(clip_gradient_norm(state, 10.0) == doctest::Approx(50.0));
+  std::vector<StateEntry> state = {{"a", &a, &ga, {2}}, {"b", &b, &gb, {1}}};
+  ParameterArena arena(state);
+  CHECK(gradient_norm(arena) == doctest::Approx(50.0));
+  clip_gradient_norm(arena, 10.0);
   CHECK(ga.to_vector<double>()[0] == doctest::Approx(30.0 * 10 / (50 + 1e-6)));
   CHECK(gb.to_vector<double>()[0] == doctest::Approx(40.0 * 10 / (50 + 1e-6)));
-  CHECK(clip_gradient_norm(state, 100.0) == doctest::Approx(10.0));
+  CHECK(gradient_norm(arena) == doctest::Approx(10.0));
+  clip_gradient_norm(arena, 100.0);
   CHECK(gb.to_vector<double>()[0] == doctest::Approx(8.0));  // untouched below the limit
 }
 
@@ -97,15 +132,27 @@ TEST_CASE("model ema averages floating state with YOLOv5's decay and copies coun
   Tensor w = Tensor::from_vector(std::vector<float>{2.0f}, {1, 1, 1, 1});
   Tensor count = Tensor::from_vector(std::vector<int64_t>{5}, {1, 1, 1, 1});
   std::vector<StateEntry> state = {{"w", &w, nullptr, {1}}, {"n", &count, nullptr, {}}};
-  ModelEma ema(state);
+  ParameterArena arena(state);
+  ModelEma ema(arena, state);
   CHECK(ema.decay() == doctest::Approx(0.9999 * (1 - std::exp(-1.0 / 2000))));
   w.copy_from(Tensor::from_vector(std::vector<float>{4.0f}, {1, 1, 1, 1}));
   count.copy_from(Tensor::from_vector(std::vector<int64_t>{6}, {1, 1, 1, 1}));
   const double d = ema.decay();
-  ema.update(state);
+  ema.update();
   CHECK(ema.values()[0].to_vector<float>()[0] == doctest::Approx(d * 2 + (1 - d) * 4));
   CHECK(ema.values()[1].to_vector<int64_t>()[0] == 6);
   CHECK(ema.updates() == 1);
-  ModelEma later(state, 99);
+  ModelEma later(arena, state, 99);
   CHECK(later.decay() == doctest::Approx(0.0488).epsilon(1e-3));
+}
+
+TEST_CASE("an op without a kernel for a device is refused by name before a run") {
+  CHECK(ops::has_kernel("adamw_step", Device::cpu()));
+  CHECK_FALSE(ops::has_kernel("adamw_step", Device::cuda(0)));
+  CHECK(ops::has_kernel("sgd_step", Device::cuda(0)) == ops::kCudaKernelsCompiled);
+  CHECK_THROWS_WITH_AS(ops::require_kernel("adamw_step", Device::cuda(1), "--optimizer AdamW"),
+                       doctest::Contains("--optimizer AdamW runs adamw_step, which has no kernel "
+                                         "for cuda:1"),
+                       std::invalid_argument);
+  CHECK_NOTHROW(ops::require_kernel("adamw_step", Device::cpu(), "--optimizer AdamW"));
 }

@@ -7,6 +7,7 @@
 // backward, not in a loop after it.
 #include "engine/distributed/ddp/reducer.h"
 #include "engine/distributed/ddp/sync_batchnorm.h"
+#include "engine/parameter_arena.h"
 #include "engine/shipped_files.h"
 #include "models/yolo/yolo_model.h"
 #include "tests/support/testing.h"
@@ -80,22 +81,40 @@ TEST_CASE(
   const std::vector<std::vector<double>> plain = run_backward(reference, nullptr, nullptr);
 
   models::DetectionModel model = tiny_model();
+  const std::vector<StateEntry> state = model.state();
+  ParameterArena arena(state);
   TwoRankStandIn comm;
-  std::vector<Reducer::Parameter> parameters = graph_parameters(model.graph());
-  Reducer reducer(parameters, comm, {.bucket_mb = 0.05, .first_bucket_mb = 0.01});
+  Reducer reducer(arena, model.graph(), comm, {.bucket_mb = 0.05, .first_bucket_mb = 0.01});
   REQUIRE(reducer.bucket_count() >= 3);
 
-  // Every gradient's memory lies inside its bucket's buffer.
-  for (size_t i = 0; i < parameters.size(); ++i) {
-    const Tensor& bucket = reducer.bucket_buffer(reducer.bucket_of(i));
+  // The buckets are consecutive ranges of the gradient arena covering it, and every gradient's
+  // memory lies inside its bucket: no copy, no second buffer.
+  const double* arena_begin = arena.gradients().view<double>().data;
+  int64_t next = 0;
+  for (int b = 0; b < reducer.bucket_count(); ++b) {
+    const Tensor& bucket = reducer.bucket_buffer(b);
     const double* begin = bucket.view<double>().data;
-    const double* grad = parameters[i].grad->view<double>().data;
-    CHECK(grad >= begin);
-    CHECK(grad + parameters[i].grad->numel() <= begin + bucket.numel());
+    CHECK(begin == arena_begin + next);
+    next += bucket.numel();
+    for (size_t slot : reducer.bucket_slots(b)) {
+      const double* grad = arena.slots()[slot].grad->view<double>().data;
+      CHECK(grad >= begin);
+      CHECK(grad + arena.slots()[slot].count <= begin + bucket.numel());
+    }
   }
+  CHECK(next == arena.optimised());
   // Reverse registration order: the last parameter is in bucket 0, the first in the last.
-  CHECK(reducer.bucket_of(parameters.size() - 1) == 0);
-  CHECK(reducer.bucket_of(0) == reducer.bucket_count() - 1);
+  auto bucket_holding = [&](const std::string& name) {
+    for (int b = 0; b < reducer.bucket_count(); ++b)
+      for (size_t slot : reducer.bucket_slots(b))
+        if (arena.slots()[slot].name == name) return b;
+    return -1;
+  };
+  std::vector<std::string> trainable;
+  for (const StateEntry& e : state)
+    if (e.trainable()) trainable.push_back(e.name);
+  CHECK(bucket_holding(trainable.back()) == 0);
+  CHECK(bucket_holding(trainable.front()) == reducer.bucket_count() - 1);
 
   const std::vector<std::vector<double>> reduced = run_backward(model, &reducer, &comm);
   REQUIRE(comm.launched_after_nodes.size() == size_t(reducer.bucket_count()));
@@ -111,8 +130,9 @@ TEST_CASE("reducer: no_sync accumulates locally, a frozen parameter is left alon
   models::DetectionModel model = tiny_model();
   TwoRankStandIn comm;
   const std::string frozen = model.state().front().name;  // model.0.conv.weight
-  Reducer reducer(
-      graph_parameters(model.graph(), [&](const StateEntry& e) { return e.name != frozen; }), comm);
+  ParameterArena arena(model.state(),
+                       {.frozen = [&](const StateEntry& e) { return e.name == frozen; }});
+  Reducer reducer(arena, model.graph(), comm);
   reducer.set_sync(false);
   const std::vector<std::vector<double>> once = run_backward(model, &reducer, nullptr);
   CHECK(comm.launched_buffers.empty());
@@ -128,8 +148,8 @@ TEST_CASE("reducer: no_sync accumulates locally, a frozen parameter is left alon
 TEST_CASE("reducer: a bucket whose parameter got no gradient still completes at finish") {
   models::DetectionModel model = tiny_model();
   TwoRankStandIn comm;
-  Reducer reducer(graph_parameters(model.graph()), comm,
-                  {.bucket_mb = 0.05, .first_bucket_mb = 0.01});
+  ParameterArena arena(model.state());
+  Reducer reducer(arena, model.graph(), comm, {.bucket_mb = 0.05, .first_bucket_mb = 0.01});
   // Backward never reports node 0 (as if its parameters were unused this step).
   for (int node = model.graph().size() - 1; node >= 1; --node) reducer.node_done(node);
   CHECK(reducer.launched_buckets() < reducer.bucket_count());

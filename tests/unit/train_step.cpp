@@ -1,6 +1,8 @@
 // tests/unit/train_step.cpp — the recipe's pieces working together: repeated SGD steps on one
 // fixed batch (no augmentation) must drive YOLOv5's loss down, as a model that can learn does.
+#include "engine/optim/clip.h"
 #include "engine/optim/sgd.h"
+#include "engine/parameter_arena.h"
 #include "engine/shipped_files.h"
 #include "models/loss/head_loss.h"
 #include "tests/support/testing.h"
@@ -20,13 +22,13 @@ TEST_CASE("training steps on one fixed batch lower the loss") {
                                         {2, 0, 0.5f, 0.5f, 0.5f, 0.5f},
                                         {3, 1, 0.2f, 0.8f, 0.15f, 0.2f}};
   const LossOptions options{scale_loss_gains({}, 3, 2, 64), 2};
-  std::vector<StateEntry> state = model.state();
-  Sgd sgd(state, 0.01, 0.9, 5e-4);
+  ParameterArena arena(model.state());
+  Sgd sgd(arena, 0.01, 0.9, 5e-4);
 
   auto step = [&] {
     const HeadLoss loss = head_loss(model, model.forward(images, Mode::train), labels, options, 4);
     model.backward(loss.gradients);
-    clip_gradient_norm(state, 10.0);
+    clip_gradient_norm(arena, 10.0);
     sgd.step();
     sgd.zero_grad();
     return loss.values.total;

@@ -2,62 +2,64 @@
 #include "engine/distributed/ddp/reducer.h"
 
 #include <map>
+#include <set>
 #include <stdexcept>
 
 namespace bareyolo::dist {
 
-Reducer::Reducer(std::vector<Parameter> parameters, Communicator& comm, ReducerOptions options)
-    : parameters_(std::move(parameters)), bucket_of_(parameters_.size(), -1), comm_(comm) {
-  if (parameters_.empty()) return;
-  const DType dtype = parameters_.front().grad->dtype();
-  const Device device = parameters_.front().grad->device();
-  int max_node = 0;
-  for (const Parameter& p : parameters_) {
-    if (p.grad->dtype() != dtype || !(p.grad->device() == device))
-      throw std::invalid_argument("Reducer: parameter " + p.name + " is " + p.grad->device().str() +
-                                  " / another dtype; every gradient "
-                                  "must share the first one's device and dtype");
-    max_node = std::max(max_node, p.node);
-  }
-  parameters_of_node_.resize(size_t(max_node) + 1);
+namespace {
 
-  // Assign in reverse registration order: backward finalises the last layers first.
-  const double element_bytes = double(dtype_size(dtype));
-  std::vector<std::vector<size_t>> groups;
-  double group_bytes = 0;
-  for (size_t i = parameters_.size(); i-- > 0;) {
-    // groups.size() <= 1: the first bucket is being filled.
-    const double capacity =
-        (groups.size() <= 1 ? options.first_bucket_mb : options.bucket_mb) * 1e6;
-    const double bytes = double(parameters_[i].grad->numel()) * element_bytes;
-    if (groups.empty() || (group_bytes > 0 && group_bytes + bytes > capacity)) {
-      groups.emplace_back();
-      group_bytes = 0;
+// Which node owns each gradient tensor (a node's module reports its own entries).
+std::map<const Tensor*, int> node_of_gradients(const Graph& graph) {
+  std::map<const Tensor*, int> node_of;
+  for (int node = 0; node < graph.size(); ++node) {
+    if (Module* module = graph.module(node)) {
+      std::vector<StateEntry> entries;
+      module->collect_state("", entries);
+      for (const StateEntry& e : entries)
+        if (e.trainable()) node_of[e.grad] = node;
     }
-    groups.back().push_back(i);
-    group_bytes += bytes;
   }
+  return node_of;
+}
 
-  // One flat buffer per bucket; each gradient becomes a view of its slice, values kept.
-  for (std::vector<size_t>& group : groups) {
-    int64_t elements = 0;
-    for (size_t i : group) elements += parameters_[i].grad->numel();
-    Bucket bucket;
-    bucket.buffer = Tensor::zeros({1, elements, 1, 1}, device, dtype);
-    int64_t offset = 0;
-    for (size_t i : group) {
-      Tensor& grad = *parameters_[i].grad;
-      const int64_t n = grad.numel();
-      Tensor view = bucket.buffer.channels(offset, offset + n).reshape(grad.shape());
-      view.copy_from(grad);
-      grad = view;
-      offset += n;
-      bucket_of_[i] = int(buckets_.size());
-      parameters_of_node_[size_t(parameters_[i].node)].push_back(i);
-    }
-    bucket.parameters = std::move(group);
-    buckets_.push_back(std::move(bucket));
+}  // namespace
+
+Reducer::Reducer(ParameterArena& arena, const Graph& graph, Communicator& comm,
+                 ReducerOptions options)
+    : arena_(arena), bucket_of_slot_(arena.slots().size(), -1), comm_(comm) {
+  const std::map<const Tensor*, int> node_of = node_of_gradients(graph);
+  const std::vector<ParameterArena::Slot>& slots = arena.slots();
+  const double element_bytes = double(dtype_size(arena.gradients().dtype()));
+  // Consecutive optimised slots (the arena holds them in backward's order) fill a bucket up
+  // to its capacity; the first bucket is small.
+  int64_t bucket_begin = 0;
+  double bucket_bytes = 0;
+  std::vector<size_t> bucket;
+  auto close_bucket = [&](int64_t end) {
+    if (bucket.empty()) return;
+    const int index = int(buckets_.size());
+    for (size_t slot : bucket) bucket_of_slot_[slot] = index;
+    buckets_.push_back({arena.gradient_range(bucket_begin, end), std::move(bucket), 0, nullptr});
+    bucket.clear();
+    bucket_begin = end, bucket_bytes = 0;
+  };
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const ParameterArena::Slot& slot = slots[i];
+    if (!slot.grad || slot.frozen) continue;
+    const auto node = node_of.find(slot.grad);
+    if (node == node_of.end())
+      throw std::invalid_argument("Reducer: no node of the graph owns the gradient of " +
+                                  slot.name);
+    if (size_t(node->second) >= slots_of_node_.size()) slots_of_node_.resize(node->second + 1);
+    slots_of_node_[size_t(node->second)].push_back(i);
+    const double capacity = (buckets_.empty() ? options.first_bucket_mb : options.bucket_mb) * 1e6;
+    const double bytes = double(slot.count) * element_bytes;
+    if (bucket_bytes > 0 && bucket_bytes + bytes > capacity) close_bucket(slot.offset);
+    bucket.push_back(i);
+    bucket_bytes += bytes;
   }
+  close_bucket(arena.optimised());
   reset_step();
 }
 
@@ -73,18 +75,18 @@ Reducer::~Reducer() {
 
 void Reducer::reset_step() {
   for (Bucket& bucket : buckets_) {
-    bucket.pending = int(bucket.parameters.size());
+    bucket.pending = int(bucket.slots.size());
     bucket.work.reset();
   }
   next_to_launch_ = 0;
 }
 
 void Reducer::node_done(int node) {
-  if (!sync_ || node < 0 || size_t(node) >= parameters_of_node_.size()) return;
-  for (size_t i : parameters_of_node_[size_t(node)]) {
-    Bucket& bucket = buckets_[size_t(bucket_of_[i])];
+  if (!sync_ || node < 0 || size_t(node) >= slots_of_node_.size()) return;
+  for (size_t i : slots_of_node_[size_t(node)]) {
+    Bucket& bucket = buckets_[size_t(bucket_of_slot_[i])];
     if (bucket.pending == 0)
-      throw std::logic_error("Reducer: the gradient of " + parameters_[i].name +
+      throw std::logic_error("Reducer: the gradient of " + arena_.slots()[i].name +
                              " was finalised twice in one step: call finish() after each "
                              "backward, or set_sync(false) for accumulation steps");
     --bucket.pending;
@@ -120,28 +122,13 @@ void Reducer::set_sync(bool enabled) {
   reset_step();
 }
 
-std::vector<Reducer::Parameter> graph_parameters(
-    Graph& graph, const std::function<bool(const StateEntry&)>& include) {
-  // Which node owns each gradient tensor (a node's module reports its own entries).
-  std::map<const Tensor*, int> node_of;
-  for (int node = 0; node < graph.size(); ++node) {
-    if (Module* module = graph.module(node)) {
-      std::vector<StateEntry> entries;
-      module->collect_state("", entries);
-      for (const StateEntry& e : entries)
-        if (e.trainable()) node_of[e.grad] = node;
-    }
-  }
-  std::vector<Reducer::Parameter> parameters;
-  for (const StateEntry& e : graph.state())
-    if (e.trainable() && (!include || include(e)))
-      parameters.push_back({e.name, e.grad, node_of.at(e.grad)});
-  return parameters;
-}
-
-void broadcast_state(Communicator& comm, const std::vector<StateEntry>& state) {
-  std::vector<WorkHandle> work;
-  for (const StateEntry& e : state) work.push_back(comm.broadcast(CommBuffer::of(*e.value), 0));
+void broadcast_state(Communicator& comm, ParameterArena& arena,
+                     const std::vector<StateEntry>& state) {
+  std::set<const Tensor*> in_arena;
+  for (const ParameterArena::Slot& slot : arena.slots()) in_arena.insert(slot.value);
+  std::vector<WorkHandle> work{comm.broadcast(CommBuffer::of(arena.values()), 0)};
+  for (const StateEntry& e : state)
+    if (!in_arena.count(e.value)) work.push_back(comm.broadcast(CommBuffer::of(*e.value), 0));
   for (WorkHandle& w : work) w->wait();
 }
 

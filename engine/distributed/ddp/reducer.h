@@ -2,11 +2,11 @@
 // the ranks while backward is still running (PyTorch DDP's Reducer, in small).
 //
 // How a gradient travels:
-//   1. Construction assigns the parameters to buckets in REVERSE registration order — the
-//      order backward produces them — each bucket one flat buffer of about `bucket_mb` (the
-//      first one small, so that communication starts early). Every parameter's gradient
-//      tensor is re-pointed to a view of its bucket: layers accumulate straight into the
-//      bucket, and no copy is ever made.
+//   1. The gradients already live in one flat arena (engine/parameter_arena.h) in REVERSE
+//      registration order — the order backward produces them. Construction cuts the arena's
+//      optimised range into buckets of consecutive gradients, each about `bucket_mb` (the first
+//      one small, so that communication starts early): a bucket is a range of the arena, so
+//      layers accumulate straight into it and no copy is ever made.
 //   2. During backward the graph calls node_done(node) when a node's parameter gradients are
 //      final. When a bucket's last parameter is final, the bucket is all-reduced
 //      asynchronously (ReduceOp::avg) — buckets are launched strictly in bucket order, so
@@ -18,7 +18,7 @@
 // Accumulation (`no_sync`): with set_sync(false) node_done and finish do nothing, and the
 // gradients add up locally until a step with sync on reduces the sum.
 //
-// Frozen parameters are simply not given to the reducer.
+// Frozen parameters sit after the optimised ones in the arena, outside every bucket.
 #pragma once
 
 #include <functional>
@@ -27,6 +27,7 @@
 
 #include "engine/distributed/comm/communicator.h"
 #include "engine/graph.h"
+#include "engine/parameter_arena.h"
 
 namespace bareyolo::dist {
 
@@ -37,14 +38,10 @@ struct ReducerOptions {
 
 class Reducer {
  public:
-  struct Parameter {
-    std::string name;
-    Tensor* grad = nullptr;  // re-pointed into a bucket by the constructor (values kept)
-    int node = 0;            // node_done(node) says this gradient is final
-  };
-
-  // `parameters` in registration order; all of one dtype and device.
-  Reducer(std::vector<Parameter> parameters, Communicator& comm, ReducerOptions options = {});
+  // Buckets over `arena`'s optimised gradients; `graph` (whose modules own them) says which
+  // node finalises each.
+  Reducer(ParameterArena& arena, const Graph& graph, Communicator& comm,
+          ReducerOptions options = {});
   ~Reducer();
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
@@ -58,37 +55,37 @@ class Reducer {
   bool sync() const { return sync_; }
 
   int bucket_count() const { return int(buckets_.size()); }
+  // A bucket's range of the gradient arena, and the slots (ParameterArena::slots()) it holds.
   const Tensor& bucket_buffer(int bucket) const { return buckets_.at(size_t(bucket)).buffer; }
-  int bucket_of(size_t parameter) const { return bucket_of_.at(parameter); }
+  const std::vector<size_t>& bucket_slots(int bucket) const {
+    return buckets_.at(size_t(bucket)).slots;
+  }
   // Buckets launched so far in the current step (tests: communication overlaps backward).
   int launched_buckets() const { return next_to_launch_; }
 
  private:
   struct Bucket {
-    Tensor buffer;                   // (1, elements, 1, 1)
-    std::vector<size_t> parameters;  // indices into parameters_
-    int pending = 0;                 // parameters not final yet in this step
+    Tensor buffer;              // (1, elements, 1, 1): a view of the gradient arena
+    std::vector<size_t> slots;  // indices into the arena's slots
+    int pending = 0;            // slots not final yet in this step
     WorkHandle work;
   };
 
   void launch_ready_buckets();
   void reset_step();
 
-  std::vector<Parameter> parameters_;
-  std::vector<int> bucket_of_;
-  std::vector<std::vector<size_t>> parameters_of_node_;
+  const ParameterArena& arena_;
+  std::vector<int> bucket_of_slot_;
+  std::vector<std::vector<size_t>> slots_of_node_;
   std::vector<Bucket> buckets_;
   Communicator& comm_;
   int next_to_launch_ = 0;
   bool sync_ = true;
 };
 
-// The trainable parameters of `graph` in registration order, each with the node that
-// finalises its gradient; `include` filters them (frozen parameters are left out).
-std::vector<Reducer::Parameter> graph_parameters(
-    Graph& graph, const std::function<bool(const StateEntry&)>& include = {});
-
-// Every parameter and buffer of `state` takes rank 0's value, so all ranks start identical.
-void broadcast_state(Communicator& comm, const std::vector<StateEntry>& state);
+// Every rank takes rank 0's values: the value arena in one broadcast, then each entry outside
+// it (the integer counters), so all ranks start identical.
+void broadcast_state(Communicator& comm, ParameterArena& arena,
+                     const std::vector<StateEntry>& state);
 
 }  // namespace bareyolo::dist

@@ -1,0 +1,69 @@
+// engine/optim/optimizer.h — the one interface of the update rules (Caffe's Solver, the rule
+// alone), over a parameter arena (engine/parameter_arena.h): SGD (sgd.h) and AdamW (adamw.h).
+//
+//   step()        one update of every optimised parameter from its gradient: one pass over the
+//                 arena, each element with its group's settings (one kernel launch on a GPU)
+//   zero_grad()   the gradient arena set to zero: one fill
+//   groups        YOLOv5's three parameter groups (optimizer_group_index: 0 biases, 1 decayed
+//                 weights, 2 normalisation weights), each with its learning rate and momentum
+//   state()       the optimizer's named tensors, for checkpoints: "<buffer>.<parameter>" views
+//                 of its own arenas (momentum_buffer.* for SGD; exp_avg.*, exp_avg_sq.* for AdamW)
+//   steps()       updates taken so far (AdamW's bias correction counts them; a resumed run sets it)
+//   kernel()      the op step() runs, so that a run refuses a device without it before it starts
+#pragma once
+
+#include <array>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/parameter_arena.h"
+
+namespace bareyolo {
+
+class Optimizer {
+ public:
+  static constexpr int kGroups = 3;
+  struct Group {
+    double lr = 0, momentum = 0, weight_decay = 0;
+  };
+
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  void step();
+  void zero_grad() { arena_.gradients().zero(); }
+  Group& group(int index) { return groups_.at(size_t(index)); }
+  const Group& group(int index) const { return groups_.at(size_t(index)); }
+  int64_t steps() const { return steps_; }
+  void set_steps(int64_t steps) { steps_ = steps; }
+  // Named state tensors in registration order of the parameters.
+  std::vector<std::pair<std::string, Tensor*>> state();
+  virtual const char* kernel() const = 0;
+
+ protected:
+  // weight_decay applies to group 1 (the weights) alone, as in YOLOv5.
+  Optimizer(ParameterArena& arena, double lr, double momentum, double weight_decay);
+  // The update of step `steps()` (already counted) over the optimised range.
+  virtual void update() = 0;
+  // A zeroed buffer the size of the optimised range, whose per-parameter views state() names
+  // "<buffer>.<parameter>" (derived constructors add theirs).
+  Tensor add_state_buffer(const std::string& buffer);
+
+  ParameterArena& arena_;
+  Tensor params_, grads_;  // the arena's optimised range
+  Tensor group_of_;        // u8: each optimised element's group
+  std::array<Group, kGroups> groups_;
+
+ private:
+  struct Buffer {
+    std::string name;
+    Tensor tensor;
+    std::vector<Tensor> views;  // one per optimised slot, in arena order
+  };
+  std::vector<Buffer> buffers_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace bareyolo

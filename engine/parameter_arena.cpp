@@ -1,0 +1,97 @@
+// engine/parameter_arena.cpp — see parameter_arena.h.
+#include "engine/parameter_arena.h"
+
+#include <stdexcept>
+
+namespace bareyolo {
+
+namespace {
+
+// The arena's dtype: its parameters'. The first trainable entry's, else the first floating one's.
+DType arena_dtype(const std::vector<StateEntry>& state) {
+  for (const StateEntry& e : state)
+    if (e.trainable()) return e.value->dtype();
+  for (const StateEntry& e : state)
+    if (e.value->dtype() == DType::f32 || e.value->dtype() == DType::f64) return e.value->dtype();
+  throw std::invalid_argument("ParameterArena: no floating-point state entry");
+}
+
+// The entries of `state` the arena holds, in its order: optimised parameters and frozen ones,
+// each in reverse registration order, then the buffers of the arena's dtype in registration
+// order.
+std::vector<const StateEntry*> arena_order(const std::vector<StateEntry>& state,
+                                           const ArenaOptions& options) {
+  const DType dtype = arena_dtype(state);
+  auto frozen = [&](const StateEntry& e) { return options.frozen && options.frozen(e); };
+  std::vector<const StateEntry*> order;
+  for (const bool want_frozen : {false, true})
+    for (auto it = state.rbegin(); it != state.rend(); ++it)
+      if (it->trainable() && frozen(*it) == want_frozen) order.push_back(&*it);
+  for (const StateEntry& e : state)
+    if (!e.trainable() && e.value->dtype() == dtype) order.push_back(&e);
+  return order;
+}
+
+int64_t parameter_elements(const std::vector<StateEntry>& state) {
+  int64_t count = 0;
+  for (const StateEntry& e : state)
+    if (e.trainable()) count += e.value->numel();
+  return count;
+}
+
+// `tensor` re-pointed to `range` (a dense view of the same elements), values kept.
+void move_into(Tensor& tensor, const Tensor& range) {
+  Tensor view = range.reshape(tensor.shape());
+  view.copy_from(tensor);
+  tensor = view;
+}
+
+}  // namespace
+
+size_t ParameterArena::gradient_bytes(const std::vector<StateEntry>& state) {
+  for (const StateEntry& e : state)
+    if (e.trainable()) return size_t(parameter_elements(state)) * dtype_size(e.grad->dtype());
+  return 0;
+}
+
+ParameterArena::ParameterArena(const std::vector<StateEntry>& state, ArenaOptions options) {
+  const std::vector<const StateEntry*> order = arena_order(state, options);
+  const Device device = order.front()->value->device();
+  const DType dtype = order.front()->value->dtype();
+  int64_t values = 0;
+  for (const StateEntry* e : order) {
+    if (!(e->value->device() == device) || e->value->dtype() != dtype)
+      throw std::invalid_argument("ParameterArena: " + e->name + " is " +
+                                  dtype_name(e->value->dtype()) + " on " +
+                                  e->value->device().str() + ", the arena " + dtype_name(dtype) +
+                                  " on " + device.str() + ": one device and dtype for every entry");
+    Slot slot{e->name,
+              e->value,
+              e->trainable() ? e->grad : nullptr,
+              values,
+              e->value->numel(),
+              e->group,
+              e->trainable() && options.frozen && options.frozen(*e)};
+    values += slot.count;
+    if (e->trainable()) {
+      parameters_ = values;
+      if (!slot.frozen) optimised_ = values;
+    }
+    slots_.push_back(std::move(slot));
+  }
+
+  values_ = Tensor::empty({1, values, 1, 1}, device, dtype);
+  const Shape4 gradient_shape{1, parameters_, 1, 1};
+  gradients_ = options.gradient_memory
+                   ? Tensor::over(options.gradient_memory, gradient_shape, dtype)
+                   : Tensor::empty(gradient_shape, device, dtype);
+  if (!(gradients_.device() == device))
+    throw std::invalid_argument("ParameterArena: the gradient memory is on " +
+                                gradients_.device().str() + ", the parameters on " + device.str());
+  for (const Slot& slot : slots_) {
+    move_into(*slot.value, value_range(slot.offset, slot.offset + slot.count));
+    if (slot.grad) move_into(*slot.grad, gradient_range(slot.offset, slot.offset + slot.count));
+  }
+}
+
+}  // namespace bareyolo

@@ -1,0 +1,85 @@
+// engine/parameter_arena.h — every parameter of a model in one flat buffer and every gradient in
+// another, as llm.c allocates all parameters at once and Caffe keeps them in one array: each
+// parameter and gradient tensor of the modules becomes a view of its slot, values kept. Then
+// zero_grad is one fill, the gradient norm one reduction, SGD, AdamW and the EMA one pass each,
+// and the reducer's buckets are ranges of the gradient arena (no second copy).
+//
+// Layout of both arenas, elements in this order:
+//   1. the optimised parameters, in REVERSE registration order: the order backward finalises
+//      their gradients, so that a range of consecutive gradients (a reducer bucket) is complete
+//      after one stretch of backward;
+//   2. the frozen parameters (--freeze), the same way: outside every optimizer pass and bucket;
+//   3. values only: the buffers of the parameters' dtype (BatchNorm's running statistics), which
+//      the EMA averages with the parameters.
+// Other entries stay the modules' own tensors: integer ones (num_batches_tracked) and buffers
+// of another dtype (the Detect head's anchors, always f64).
+//
+// Its entries are on one device and of one floating dtype (f32 to train; f64 in gradient
+// checks), which the value arena takes; the gradient arena has a dtype of its own (today the
+// same), so that mixed precision can keep f32 masters beside narrower gradients. The gradient
+// arena may live in memory the caller provides (a shared-memory segment that a same-host
+// transport reduces in place).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/module.h"
+
+namespace bareyolo {
+
+struct ArenaOptions {
+  // Parameters that are not optimised (--freeze); empty: none.
+  std::function<bool(const StateEntry&)> frozen = {};
+  // Where the gradients go: memory of at least gradient_bytes() on the entries' device that the
+  // caller owns; null: allocated here.
+  std::shared_ptr<Storage> gradient_memory = nullptr;
+};
+
+class ParameterArena {
+ public:
+  // A state entry's place in the arenas.
+  struct Slot {
+    std::string name;
+    Tensor* value = nullptr;  // the module's tensors, now views of [offset, offset + count)
+    Tensor* grad = nullptr;   // null for buffers
+    int64_t offset = 0, count = 0;
+    ParamGroup group = ParamGroup::weight;
+    bool frozen = false;
+  };
+
+  // Moves every floating entry of `state` into the arenas and re-points its tensors. The
+  // modules must outlive the arena (their tensors are re-pointed, not owned).
+  explicit ParameterArena(const std::vector<StateEntry>& state, ArenaOptions options = {});
+  ParameterArena(const ParameterArena&) = delete;
+  ParameterArena& operator=(const ParameterArena&) = delete;
+
+  // The bytes a gradient arena of `state` takes (for ArenaOptions::gradient_memory).
+  static size_t gradient_bytes(const std::vector<StateEntry>& state);
+
+  // The whole arenas, as (1, n, 1, 1) tensors: values (parameters, then buffers) and
+  // gradients (the parameters').
+  Tensor& values() { return values_; }
+  Tensor& gradients() { return gradients_; }
+  // Elements [0, optimised()) of both arenas: the optimised parameters; [0, parameters()):
+  // all parameters.
+  int64_t optimised() const { return optimised_; }
+  int64_t parameters() const { return parameters_; }
+  // The slots in arena order: parameters (optimised, then frozen), then buffers.
+  const std::vector<Slot>& slots() const { return slots_; }
+  Device device() const { return values_.device(); }
+  DType dtype() const { return values_.dtype(); }
+
+  // Views of element ranges [begin, end): of the value arena, of the gradient arena.
+  Tensor value_range(int64_t begin, int64_t end) { return values_.channels(begin, end); }
+  Tensor gradient_range(int64_t begin, int64_t end) { return gradients_.channels(begin, end); }
+
+ private:
+  Tensor values_, gradients_;
+  std::vector<Slot> slots_;
+  int64_t optimised_ = 0, parameters_ = 0;
+};
+
+}  // namespace bareyolo
