@@ -125,7 +125,8 @@ Tensor Tensor::from_vector(const std::vector<T>& values, Shape4 shape, Device de
     throw std::invalid_argument("Tensor::from_vector: " + std::to_string(values.size()) +
                                 " values for shape " + shape.str());
   Tensor host = empty(shape, Device::cpu(), dtype_of<T>());
-  std::memcpy(host.byte_pointer(), values.data(), values.size() * sizeof(T));
+  if (!values.empty())  // an empty vector's data() may be null, which memcpy must not get
+    std::memcpy(host.byte_pointer(), values.data(), values.size() * sizeof(T));
   return host.on(device);
 }
 
