@@ -209,12 +209,12 @@ int main() {
       ops::bce_with_logits_backward<float>(x.view<float>(), t.view<float>(), 1.0f, g.view<float>(),
                                            dx.view<float>());
     });
-    cuda::DecodeLevel level;
+    models::DecodeLevel level;
     level.stride = 8;
     for (int a = 0; a < 6; ++a) level.anchors_grid[a] = 1.5f + float(a);
     level.rows_per_image = 3 * 80 * 80;
     bench("Detect decode P3 " + s.str(), 2 * n * f,
-          [&] { cuda::detect_decode_level(x.view<float>(), level, out.view<float>().data); });
+          [&] { models::decode_level(x.view<float>(), level, out.view<float>()); });
   }
   {  // the stem's activations (batch, 32, 320, 320): SiLU and add
     const Shape4 s{batch_for(32 * 320 * 320, min_bytes), 32, 320, 320};

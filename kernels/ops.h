@@ -150,6 +150,44 @@ void batchnorm_backward_eval(View<const T> x, View<const T> dy, const T* gamma,
                              const T* running_mean, const T* running_var, BatchNormParams p,
                              View<T> dx, T* dgamma, T* dbeta);
 
+// The halves of the training and evaluation forwards, for the fused ops below:
+// batchnorm_forward_train is batchnorm_train_statistics, then batchnorm_apply with save_*;
+// batchnorm_forward_eval is batchnorm_apply with running_mean and, per channel,
+// invstd = 1 / sqrt(running_var + eps) as batchnorm_running_inverse_std writes it.
+template <class T>
+void batchnorm_train_statistics(View<const T> x, BatchNormParams p, T* running_mean, T* running_var,
+                                T* save_mean, T* save_invstd);
+template <class T>
+void batchnorm_running_inverse_std(const T* running_var, int64_t channels, double eps,
+                                   Device device, T* invstd);
+
+// ---- fused BatchNorm + SiLU (ConvBnSilu) ----------------------------------------------
+// Each is, by definition, the composition of the ops it fuses — which is what the CPU runs
+// and what the one-pass CUDA kernels are tested against:
+//   batchnorm_silu_apply:  bn = batchnorm_apply(x, ...);  y = silu_forward(bn)  (bn is kept:
+//                          SiLU's backward reads it)
+//   batchnorm_silu_backward_<op>(x, bn, dy, ...):  batchnorm_backward_<op>(x, dbn, ...) with
+//                          dbn = silu_backward(bn, dy), the gradient SiLU passes to BN, which
+//                          the GPU computes inside BN's passes instead of storing it.
+template <class T>
+void batchnorm_silu_apply(View<const T> x, const T* mean, const T* invstd, const T* gamma,
+                          const T* beta, View<T> bn, View<T> y);
+template <class T>
+void batchnorm_silu_backward_reduce(View<const T> x, View<const T> bn, View<const T> dy,
+                                    const T* mean, const T* invstd, T* sum_dy, T* sum_dy_xhat);
+template <class T>
+void batchnorm_silu_backward_apply(View<const T> x, View<const T> bn, View<const T> dy,
+                                   const T* mean, const T* invstd, const T* gamma, const T* sum_dy,
+                                   const T* sum_dy_xhat, int64_t count, View<T> dx);
+template <class T>
+void batchnorm_silu_backward_train(View<const T> x, View<const T> bn, View<const T> dy,
+                                   const T* gamma, const T* save_mean, const T* save_invstd,
+                                   View<T> dx, T* dgamma, T* dbeta);
+template <class T>
+void batchnorm_silu_backward_eval(View<const T> x, View<const T> bn, View<const T> dy,
+                                  const T* gamma, const T* running_mean, const T* running_var,
+                                  BatchNormParams p, View<T> dx, T* dgamma, T* dbeta);
+
 // ---- optimizer ------------------------------------------------------------------------
 // These work on flat buffers (views of shape (1, 1, 1, count)): a whole parameter arena in one
 // pass (engine/parameter_arena.h). They update in place, so the accumulate convention does

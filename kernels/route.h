@@ -88,6 +88,17 @@ inline void require_kernel(std::string_view op, const Device& device, const std:
 
 }  // namespace bareyolo::ops
 
+// For an op that is not a template over the element type (it takes float), outside kernels/
+// too (the detection ops in models/): run cuda::OP(args...) when `device` is a GPU.
+#ifdef BAREYOLO_WITH_CUDA
+#define BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(OP, device, ...) \
+  if ((device).is_cuda()) return ::bareyolo::cuda::OP(__VA_ARGS__);
+#else
+#define BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(OP, device, ...) \
+  if ((device).is_cuda())                                \
+    ::bareyolo::detail::throw_no_cuda_kernel(#OP, "this binary was built without CUDA");
+#endif
+
 // For ops whose CUDA kernel does not exist yet (listed in kOpsWithoutCudaKernel).
 #define BAREYOLO_REQUIRE_CPU(OP, device)                                           \
   static_assert(::bareyolo::ops::has_no_cuda_kernel(#OP),                          \

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tools/test.sh — run the tests (after tools/setup.sh).
 #
-#  1. the static checks: every include goes down a layer (tools/check_layers.sh), every source
-#     is formatted as .clang-format says (tools/check_format.sh);
+#  1. the static checks: every include goes down a layer (tools/check_layers.sh), only the
+#     dispatch layer chooses a device's code (tools/check_dispatch.sh), every source is
+#     formatted as .clang-format says (tools/check_format.sh);
 #  2. every test of the Release build in build/ (CUDA tests report *skipped* without a GPU);
 #  3. the fast unit tests again in a CPU-only AddressSanitizer + UndefinedBehaviorSanitizer
 #     build (build-asan/), which stops at the first report.
@@ -13,6 +14,7 @@ jobs=$(nproc)
 
 echo "== Static checks"
 tools/check_layers.sh
+tools/check_dispatch.sh
 tools/check_format.sh
 
 echo "== Release build: all tests"

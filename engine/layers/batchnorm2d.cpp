@@ -1,5 +1,5 @@
-// engine/layers/batchnorm2d.cpp — see batchnorm2d.h. The math is in kernels/cpu/batchnorm.cpp
-// (and kernels/cuda/batchnorm.cu, which forward_silu calls directly: the fused form has no CPU op).
+// engine/layers/batchnorm2d.cpp — see batchnorm2d.h. The math is in the ops (kernels/ops.h):
+// BatchNorm's phases and, for forward_silu / backward_silu, the fused BatchNorm + SiLU ops.
 #include "engine/layers/batchnorm2d.h"
 
 #include <cmath>
@@ -7,9 +7,6 @@
 
 #include "engine/distributed/ddp/sync_batchnorm.h"
 #include "engine/tensor_factories.h"
-#ifdef BAREYOLO_WITH_CUDA
-#include "kernels/cuda/cuda_ops.h"
-#endif
 
 namespace bareyolo {
 
@@ -136,80 +133,57 @@ void BatchNorm2d::forward_train_synced(const Tensor& x, Tensor& y) {
 }
 
 void BatchNorm2d::forward_silu(const Tensor& x, Tensor& normalized, Tensor& output, Mode mode) {
-#ifdef BAREYOLO_WITH_CUDA
-  if (!x.device().is_cuda() || gamma_.dtype() != DType::f32)
-    throw std::invalid_argument(
-        "BatchNorm2d::forward_silu: the fused BN + SiLU runs on float "
-        "tensors on a GPU; x is on " +
-        x.device().str() + " (use forward, then silu_forward)");
   last_mode_ = mode;
-  const float* mean = save_mean_.view<float>().data;
-  const float* invstd = save_invstd_.view<float>().data;
-  Tensor running_invstd;
-  if (mode == Mode::train) {
-    if (sync_)
-      synced_statistics<float>(x);
-    else
-      cuda::batchnorm_train_statistics(x.view<float>(), params_, running_mean_.view<float>().data,
-                                       running_var_.view<float>().data,
-                                       save_mean_.view<float>().data,
-                                       save_invstd_.view<float>().data);
-    num_batches_tracked_.view<int64_t>().data[0] += 1;
-  } else {
-    running_invstd = Tensor::empty({1, channels_, 1, 1}, x.device());
-    cuda::batchnorm_running_inverse_std(running_var_.view<float>().data, channels_, params_.eps,
-                                        x.device().index, running_invstd.view<float>().data);
-    mean = running_mean_.view<float>().data;
-    invstd = running_invstd.view<float>().data;
-  }
-  // Kernels run in stream order: running_invstd's block is reused only by later work.
-  cuda::batchnorm_silu_apply(x.view<float>(), mean, invstd, gamma_.view<float>().data,
-                             beta_.view<float>().data, normalized.view<float>(),
-                             output.view<float>());
-#else
-  (void)normalized, (void)output, (void)mode;
-  throw std::invalid_argument("BatchNorm2d::forward_silu: x is on " + x.device().str() +
-                              " but this binary was built without CUDA");
-#endif
+  with_float_type(gamma_.dtype(), [&]<class T>() {
+    const T* mean = save_mean_.view<T>().data;
+    const T* invstd = save_invstd_.view<T>().data;
+    Tensor running_invstd;
+    if (mode == Mode::train) {
+      if (sync_)
+        synced_statistics<T>(x);
+      else
+        ops::batchnorm_train_statistics<T>(x.view<T>(), params_, running_mean_.view<T>().data,
+                                           running_var_.view<T>().data, save_mean_.view<T>().data,
+                                           save_invstd_.view<T>().data);
+      num_batches_tracked_.view<int64_t>().data[0] += 1;
+    } else {
+      running_invstd = Tensor::empty({1, channels_, 1, 1}, x.device(), x.dtype());
+      ops::batchnorm_running_inverse_std<T>(running_var_.view<T>().data, channels_, params_.eps,
+                                            x.device(), running_invstd.view<T>().data);
+      mean = running_mean_.view<T>().data;
+      invstd = running_invstd.view<T>().data;
+    }
+    // On a GPU kernels run in stream order: running_invstd's block is reused only by later work.
+    ops::batchnorm_silu_apply<T>(x.view<T>(), mean, invstd, gamma_.view<T>().data,
+                                 beta_.view<T>().data, normalized.view<T>(), output.view<T>());
+  });
 }
 
 void BatchNorm2d::backward_silu(const Tensor& x, const Tensor& normalized,
                                 const Tensor& grad_output, Tensor& grad_input) {
-#ifdef BAREYOLO_WITH_CUDA
-  if (!x.device().is_cuda() || gamma_.dtype() != DType::f32)
-    throw std::invalid_argument(
-        "BatchNorm2d::backward_silu: the fused BN + SiLU runs on float "
-        "tensors on a GPU; x is on " +
-        x.device().str() + " (use silu_backward, then backward)");
-  const View<const float> xv = x.view<float>(), bn = normalized.view<float>();
-  const View<const float> dy = grad_output.view<float>();
-  const float* mean = save_mean_.view<float>().data;
-  const float* invstd = save_invstd_.view<float>().data;
-  const float* gamma = gamma_.view<float>().data;
-  if (last_mode_ == Mode::train && sync_)
-    backward_train_synced<float>(
-        x,
-        [&](float* sum_dy, float* sum_dy_xhat) {
-          cuda::batchnorm_silu_backward_reduce(xv, bn, dy, mean, invstd, sum_dy, sum_dy_xhat);
-        },
-        [&](const float* sum_dy, const float* sum_dy_xhat) {
-          cuda::batchnorm_silu_backward_apply(xv, bn, dy, mean, invstd, gamma, sum_dy, sum_dy_xhat,
-                                              global_count_, grad_input.view<float>());
-        });
-  else if (last_mode_ == Mode::train)
-    cuda::batchnorm_silu_backward_train(xv, bn, dy, gamma, mean, invstd, grad_input.view<float>(),
-                                        gamma_grad_.view<float>().data,
-                                        beta_grad_.view<float>().data);
-  else
-    cuda::batchnorm_silu_backward_eval(xv, bn, dy, gamma, running_mean_.view<float>().data,
-                                       running_var_.view<float>().data, params_,
-                                       grad_input.view<float>(), gamma_grad_.view<float>().data,
-                                       beta_grad_.view<float>().data);
-#else
-  (void)normalized, (void)grad_output, (void)grad_input;
-  throw std::invalid_argument("BatchNorm2d::backward_silu: x is on " + x.device().str() +
-                              " but this binary was built without CUDA");
-#endif
+  with_float_type(gamma_.dtype(), [&]<class T>() {
+    const View<const T> xv = x.view<T>(), bn = normalized.view<T>(), dy = grad_output.view<T>();
+    const T* mean = save_mean_.view<T>().data;
+    const T* invstd = save_invstd_.view<T>().data;
+    const T* gamma = gamma_.view<T>().data;
+    if (last_mode_ == Mode::train && sync_)
+      backward_train_synced<T>(
+          x,
+          [&](T* sum_dy, T* sum_dy_xhat) {
+            ops::batchnorm_silu_backward_reduce<T>(xv, bn, dy, mean, invstd, sum_dy, sum_dy_xhat);
+          },
+          [&](const T* sum_dy, const T* sum_dy_xhat) {
+            ops::batchnorm_silu_backward_apply<T>(xv, bn, dy, mean, invstd, gamma, sum_dy,
+                                                  sum_dy_xhat, global_count_, grad_input.view<T>());
+          });
+    else if (last_mode_ == Mode::train)
+      ops::batchnorm_silu_backward_train<T>(xv, bn, dy, gamma, mean, invstd, grad_input.view<T>(),
+                                            gamma_grad_.view<T>().data, beta_grad_.view<T>().data);
+    else
+      ops::batchnorm_silu_backward_eval<T>(
+          xv, bn, dy, gamma, running_mean_.view<T>().data, running_var_.view<T>().data, params_,
+          grad_input.view<T>(), gamma_grad_.view<T>().data, beta_grad_.view<T>().data);
+  });
 }
 
 // The synced backward: sum(dy) and sum(dy * xhat) over the whole batch feed dx; gamma and

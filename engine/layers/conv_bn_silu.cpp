@@ -1,9 +1,9 @@
 // engine/layers/conv_bn_silu.cpp — see conv_bn_silu.h.
 //
 // Forward keeps the convolution output (BN's backward needs it) and the BN output (SiLU's
-// backward needs its input); on a GPU, BN's apply and SiLU run fused (one pass writing both).
-// Backward runs the three in reverse, each adding into a zeroed gradient of its input; on a
-// GPU, SiLU's backward is computed inside BN's passes (BatchNorm2d::backward_silu).
+// backward needs its input): BN's apply and SiLU are one fused op (BatchNorm2d::forward_silu;
+// one pass on a GPU). Backward runs them in reverse, adding into a zeroed gradient of the
+// convolution's output, SiLU's backward inside BN's (BatchNorm2d::backward_silu).
 #include "engine/layers/conv_bn_silu.h"
 
 #include <array>
@@ -27,29 +27,14 @@ void ConvBnSilu::forward(std::span<const Tensor> inputs, Tensor& output, Mode mo
   ensure_tensor(conv_out_, shape, output);
   ensure_tensor(bn_out_, shape, output);
   conv_.forward(inputs, conv_out_, mode);
-  if (output.device().is_cuda()) {  // BN and SiLU in one pass over the tensor
-    bn_.forward_silu(conv_out_, bn_out_, output, mode);
-    return;
-  }
-  bn_.forward(std::span(&conv_out_, 1), bn_out_, mode);
-  with_float_type(output.dtype(),
-                  [&]<class T>() { ops::silu_forward<T>(bn_out_.view<T>(), output.view<T>()); });
+  bn_.forward_silu(conv_out_, bn_out_, output, mode);
 }
 
 void ConvBnSilu::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
                           std::span<Tensor> grad_inputs) {
   ensure_tensor(grad_conv_out_, conv_out_.shape(), conv_out_);
   grad_conv_out_.zero();
-  if (grad_output.device().is_cuda()) {  // SiLU's backward inside BN's: no grad_bn_out_
-    bn_.backward_silu(conv_out_, bn_out_, grad_output, grad_conv_out_);
-  } else {
-    ensure_tensor(grad_bn_out_, bn_out_.shape(), bn_out_);
-    grad_bn_out_.zero();
-    with_float_type(grad_output.dtype(), [&]<class T>() {
-      ops::silu_backward<T>(bn_out_.view<T>(), grad_output.view<T>(), grad_bn_out_.view<T>());
-    });
-    bn_.backward(std::span(&conv_out_, 1), bn_out_, grad_bn_out_, std::span(&grad_conv_out_, 1));
-  }
+  bn_.backward_silu(conv_out_, bn_out_, grad_output, grad_conv_out_);
   conv_.backward(inputs, conv_out_, grad_conv_out_, grad_inputs);
 }
 
@@ -58,8 +43,6 @@ void ConvBnSilu::collect_state(const std::string& prefix, std::vector<StateEntry
   bn_.collect_state(prefix + "bn.", state);
 }
 
-void ConvBnSilu::release_activations() {
-  conv_out_ = bn_out_ = grad_conv_out_ = grad_bn_out_ = Tensor();
-}
+void ConvBnSilu::release_activations() { conv_out_ = bn_out_ = grad_conv_out_ = Tensor(); }
 
 }  // namespace bareyolo

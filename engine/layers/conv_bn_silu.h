@@ -29,8 +29,8 @@ class ConvBnSilu : public Module {
  private:
   Conv2d conv_;
   BatchNorm2d bn_;
-  Tensor conv_out_, bn_out_;            // kept from forward for backward
-  Tensor grad_conv_out_, grad_bn_out_;  // scratch of backward
+  Tensor conv_out_, bn_out_;  // kept from forward for backward
+  Tensor grad_conv_out_;      // scratch of backward
 };
 
 }  // namespace bareyolo

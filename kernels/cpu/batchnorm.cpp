@@ -28,11 +28,9 @@
 #include <vector>
 
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
-#ifdef BAREYOLO_WITH_CUDA
-#include "kernels/cuda/cuda_ops.h"
-#endif
 
 namespace bareyolo::ops {
 
@@ -201,11 +199,21 @@ void batchnorm_forward_train(View<const T> x, const T* gamma, const T* beta, Bat
                              T* running_mean, T* running_var, T* save_mean, T* save_invstd,
                              View<T> y) {
   const Device device = detail::common_device("batchnorm_forward_train", x, y);
-  // At least two values per channel: the unbiased variance divides by count - 1.
-  const int64_t count = elements_per_channel("batchnorm_forward_train", x.shape, 2);
+  elements_per_channel("batchnorm_forward_train", x.shape, 2);  // see train_statistics
   require_same_shape("batchnorm_forward_train", "y", y.shape, x.shape);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_forward_train, device, x, gamma, beta, p, running_mean,
                          running_var, save_mean, save_invstd, y);
+  batchnorm_train_statistics(x, p, running_mean, running_var, save_mean, save_invstd);
+  batchnorm_apply(x, save_mean, save_invstd, gamma, beta, y);
+}
+
+template <class T>
+void batchnorm_train_statistics(View<const T> x, BatchNormParams p, T* running_mean, T* running_var,
+                                T* save_mean, T* save_invstd) {
+  // At least two values per channel: the unbiased variance divides by count - 1.
+  const int64_t count = elements_per_channel("batchnorm_train_statistics", x.shape, 2);
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_train_statistics, x.device, x, p, running_mean, running_var,
+                         save_mean, save_invstd);
   const int64_t channels = x.shape.c;
   std::vector<T> m2(static_cast<size_t>(channels));
   batchnorm_moments(x, save_mean, m2.data());
@@ -217,7 +225,15 @@ void batchnorm_forward_train(View<const T> x, const T* gamma, const T* beta, Bat
     running_var[c] = static_cast<T>((1 - p.momentum) * running_var[c] +
                                     p.momentum * m2_c / static_cast<double>(count - 1));
   }
-  batchnorm_apply(x, save_mean, save_invstd, gamma, beta, y);
+}
+
+template <class T>
+void batchnorm_running_inverse_std(const T* running_var, int64_t channels, double eps,
+                                   Device device, T* invstd) {
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_running_inverse_std, device, running_var, channels, eps,
+                         device.index, invstd);
+  const std::vector<T> values = inverse_std(running_var, channels, eps);
+  std::copy(values.begin(), values.end(), invstd);
 }
 
 template <class T>
@@ -293,7 +309,9 @@ void batchnorm_backward_eval(View<const T> x, View<const T> dy, const T* gamma,
   template void batchnorm_forward_eval<T>(View<const T>, const T*, const T*, const T*, const T*,   \
                                           BatchNormParams, View<T>);                               \
   template void batchnorm_backward_eval<T>(View<const T>, View<const T>, const T*, const T*,       \
-                                           const T*, BatchNormParams, View<T>, T*, T*);
+                                           const T*, BatchNormParams, View<T>, T*, T*);            \
+  template void batchnorm_train_statistics<T>(View<const T>, BatchNormParams, T*, T*, T*, T*);     \
+  template void batchnorm_running_inverse_std<T>(const T*, int64_t, double, Device, T*);
 BAREYOLO_INSTANTIATE_BATCHNORM(float)
 BAREYOLO_INSTANTIATE_BATCHNORM(double)
 

@@ -39,11 +39,9 @@
 #include "kernels/cpu/gemm/gemm.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
-#ifdef BAREYOLO_WITH_CUDA
-#include "kernels/cuda/cuda_ops.h"
-#endif
 
 namespace bareyolo::ops {
 

@@ -15,11 +15,9 @@
 
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/vector_math.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
-#ifdef BAREYOLO_WITH_CUDA
-#include "kernels/cuda/cuda_ops.h"
-#endif
 
 namespace bareyolo::ops {
 

@@ -10,11 +10,9 @@
 #include <vector>
 
 #include "kernels/cpu/loops.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
-#ifdef BAREYOLO_WITH_CUDA
-#include "kernels/cuda/cuda_ops.h"
-#endif
 
 namespace bareyolo::ops {
 

@@ -8,11 +8,9 @@
 #include <string>
 
 #include "kernels/cpu/loops.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
-#ifdef BAREYOLO_WITH_CUDA
-#include "kernels/cuda/cuda_ops.h"
-#endif
 
 namespace bareyolo::ops {
 

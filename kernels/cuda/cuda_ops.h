@@ -33,7 +33,7 @@ enum class ConvPath { cudnn, gemm };
 // BAREYOLO_CONV=gemm (or =cudnn, the default) in the environment, unless set_conv_path was
 // called; an unknown value throws naming it.
 ConvPath conv_path();
-void set_conv_path(ConvPath path);
+void set_conv_path(ConvPath path);  // a build without CUDA only records it (conv2d_none.cpp)
 // batchnorm.cu: every per-channel pointer (mean, m2, invstd, gamma, beta, running statistics,
 // sums, dgamma, dbeta) is device memory on the views' device. Sums run in float, per thread
 // then as a fixed tree (Welford/Chan for the moments): deterministic, and stable when

@@ -4,15 +4,47 @@
 #include <cmath>
 #include <stdexcept>
 
-#ifdef BAREYOLO_WITH_CUDA
+#include "kernels/route.h"
 #include "models/eval/detect_cuda.h"
-#endif
 
 namespace bareyolo::models {
 
 namespace {
+
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
 }  // namespace
+
+void decode_level(View<const float> head, const DecodeLevel& level, View<float> rows) {
+  const Device device = detail::common_device("decode_level", head, rows);
+  const int64_t images = head.shape.n, plane = head.shape.plane();
+  if (level.anchors < 1 || level.anchors > kMaxDecodeAnchors || level.outputs < 5 ||
+      head.shape.c != int64_t(level.anchors) * level.outputs ||
+      level.first_row + level.anchors * plane > level.rows_per_image ||
+      rows.shape.numel() != images * level.rows_per_image * level.outputs)
+    throw std::invalid_argument(
+        "decode_level: head " + head.shape.str() + " does not hold " +
+        std::to_string(level.anchors) + " anchors x " + std::to_string(level.outputs) +
+        " outputs fitting rows [" + std::to_string(level.first_row) + ", " +
+        std::to_string(level.rows_per_image) + ") of " + std::to_string(rows.shape.numel()) +
+        " values (at most " + std::to_string(kMaxDecodeAnchors) + " anchors)");
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(decode_level, device, head, level, rows);
+  const int no = level.outputs;
+  const int64_t nx = head.shape.w;
+  for (int64_t image = 0; image < images; ++image)
+    for (int a = 0; a < level.anchors; ++a)
+      for (int64_t cell = 0; cell < plane; ++cell) {
+        const int64_t gy = cell / nx, gx = cell % nx;
+        float* out =
+            rows.data + (image * level.rows_per_image + level.first_row + a * plane + cell) * no;
+        auto field = [&](int k) { return sigmoid(head.channel(image, a * no + k)[cell]); };
+        out[0] = (2 * field(0) - 0.5f + float(gx)) * level.stride;
+        out[1] = (2 * field(1) - 0.5f + float(gy)) * level.stride;
+        out[2] = std::pow(2 * field(2), 2.0f) * level.anchors_grid[2 * a] * level.stride;
+        out[3] = std::pow(2 * field(3), 2.0f) * level.anchors_grid[2 * a + 1] * level.stride;
+        for (int k = 4; k < no; ++k) out[k] = field(k);
+      }
+}
 
 int64_t decoded_rows_per_image(const std::vector<Tensor>& head, const DetectionModel& model) {
   if (head.empty() || head.size() != model.strides().size())
@@ -24,59 +56,31 @@ int64_t decoded_rows_per_image(const std::vector<Tensor>& head, const DetectionM
   return rows_per_image;
 }
 
-std::vector<float> decode_predictions(const std::vector<Tensor>& head,
-                                      const DetectionModel& model) {
-  const int no = model.outputs_per_anchor(), na = model.num_anchors();
-  const int64_t rows_per_image = decoded_rows_per_image(head, model);
-  const int64_t images = head[0].shape().n;
-
-  std::vector<float> rows(size_t(images * rows_per_image * no));
-  int64_t level_first_row = 0;
-  for (size_t level = 0; level < head.size(); ++level) {
-    const std::vector<float> values = head[level].to_vector<float>();  // dense host copy
-    const Shape4 s = head[level].shape();
-    const float stride = static_cast<float>(model.strides()[level]);
-    for (int64_t image = 0; image < images; ++image)
-      for (int a = 0; a < na; ++a) {
-        const auto anchor = model.anchor(int(level), a);
-        for (int64_t gy = 0; gy < s.h; ++gy)
-          for (int64_t gx = 0; gx < s.w; ++gx) {
-            const int64_t row = level_first_row + (a * s.h + gy) * s.w + gx;
-            float* out = rows.data() + (image * rows_per_image + row) * no;
-            auto field = [&](int k) {
-              return sigmoid(values[size_t(((image * s.c + a * no + k) * s.h + gy) * s.w + gx)]);
-            };
-            out[0] = (2 * field(0) - 0.5f + float(gx)) * stride;
-            out[1] = (2 * field(1) - 0.5f + float(gy)) * stride;
-            out[2] = std::pow(2 * field(2), 2.0f) * float(anchor[0]) * stride;
-            out[3] = std::pow(2 * field(3), 2.0f) * float(anchor[1]) * stride;
-            for (int k = 4; k < no; ++k) out[k] = field(k);
-          }
-      }
-    level_first_row += na * s.plane();
-  }
-  return rows;
-}
-
-#ifdef BAREYOLO_WITH_CUDA
-void decode_predictions_on_device(const std::vector<Tensor>& head, const DetectionModel& model,
-                                  float* rows) {
+void decode_predictions(const std::vector<Tensor>& head, const DetectionModel& model,
+                        View<float> rows) {
   const int na = model.num_anchors();
-  cuda::DecodeLevel decode;
+  DecodeLevel decode;
   decode.anchors = na;
   decode.outputs = model.outputs_per_anchor();
   decode.rows_per_image = decoded_rows_per_image(head, model);
   for (size_t level = 0; level < head.size(); ++level) {
     decode.stride = float(model.strides()[level]);
-    // More anchors than the kernel holds: detect_decode_level refuses them with a message.
-    for (int a = 0; a < na && a < cuda::kMaxDecodeAnchors; ++a) {
+    // More anchors than a level holds: decode_level refuses them with a message.
+    for (int a = 0; a < na && a < kMaxDecodeAnchors; ++a) {
       decode.anchors_grid[2 * a] = float(model.anchor(int(level), a)[0]);
       decode.anchors_grid[2 * a + 1] = float(model.anchor(int(level), a)[1]);
     }
-    cuda::detect_decode_level(head[level].view<float>(), decode, rows);
+    decode_level(head[level].view<float>(), decode, rows);
     decode.first_row += na * head[level].shape().plane();
   }
 }
-#endif
+
+Tensor decode_predictions(const std::vector<Tensor>& head, const DetectionModel& model) {
+  const int64_t rows_per_image = decoded_rows_per_image(head, model);  // checks the head
+  const int64_t values = head[0].shape().n * rows_per_image * model.outputs_per_anchor();
+  Tensor rows = Tensor::empty({1, 1, 1, values}, head[0].device());
+  decode_predictions(head, model, rows.view<float>());
+  return rows;
+}
 
 }  // namespace bareyolo::models

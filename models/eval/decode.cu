@@ -25,8 +25,8 @@ namespace {
 constexpr size_t kMaxSharedBytes = 48 * 1024;
 constexpr int kThreads = 256;
 
-__global__ void decode_kernel(View<const float> head, DecodeLevel level, int cells_per_block,
-                              int64_t chunks_per_plane, float* rows) {
+__global__ void decode_kernel(View<const float> head, models::DecodeLevel level,
+                              int cells_per_block, int64_t chunks_per_plane, float* rows) {
   extern __shared__ float tile[];  // cells_per_block rows of level.outputs values
   const int64_t nx = head.shape.w, plane = head.shape.h * nx;
   const int outputs = level.outputs;
@@ -68,30 +68,22 @@ __global__ void decode_kernel(View<const float> head, DecodeLevel level, int cel
 
 }  // namespace
 
-void detect_decode_level(View<const float> head, const DecodeLevel& level, float* rows) {
-  if (level.anchors < 1 || level.anchors > kMaxDecodeAnchors || level.outputs < 5 ||
-      head.shape.c != int64_t(level.anchors) * level.outputs ||
-      level.first_row + level.anchors * head.shape.plane() > level.rows_per_image)
-    throw std::invalid_argument("detect_decode_level: head " + head.shape.str() +
-                                " does not hold " + std::to_string(level.anchors) + " anchors x " +
-                                std::to_string(level.outputs) + " outputs fitting rows [" +
-                                std::to_string(level.first_row) + ", " +
-                                std::to_string(level.rows_per_image) + ") (at most " +
-                                std::to_string(kMaxDecodeAnchors) + " anchors)");
+// models::decode_level has checked the shapes before routing here.
+void decode_level(View<const float> head, const models::DecodeLevel& level, View<float> rows) {
   const int64_t plane = head.shape.plane();
   if (head.shape.n == 0 || plane == 0) return;
   // 32 cells per block, fewer when the rows are too long for shared memory.
   const int cells_per_block =
       int(std::min<size_t>(32, kMaxSharedBytes / (size_t(level.outputs) * 4)));
   if (cells_per_block < 1)
-    throw std::invalid_argument("detect_decode_level: rows of " + std::to_string(level.outputs) +
+    throw std::invalid_argument("decode_level: rows of " + std::to_string(level.outputs) +
                                 " outputs are too long for the CUDA decode");
   const int64_t chunks = (plane + cells_per_block - 1) / cells_per_block;
   const int64_t blocks = head.shape.n * level.anchors * chunks;
   const size_t bytes = size_t(cells_per_block) * size_t(level.outputs) * sizeof(float);
   auto stream = static_cast<cudaStream_t>(compute_stream(head.device.index));
   decode_kernel<<<unsigned(blocks), kThreads, bytes, stream>>>(head, level, cells_per_block, chunks,
-                                                               rows);
+                                                               rows.data);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -7,6 +7,7 @@
 // Rows are ordered level by level (P3, P4, P5), then anchor, y, x — YOLOv5's eval output.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -14,17 +15,30 @@
 
 namespace bareyolo::models {
 
+// One level of the Detect head as the decode reads it: the anchors' (w, h) in grid units, the
+// level's stride, and where its rows go among an image's rows.
+constexpr int kMaxDecodeAnchors = 16;
+struct DecodeLevel {
+  int anchors = 3, outputs = 85;
+  float stride = 8;
+  float anchors_grid[2 * kMaxDecodeAnchors] = {};
+  int64_t first_row = 0, rows_per_image = 0;
+};
+
+// The op: one level's decode into `rows` ([images][rows_per_image][outputs] floats, a flat view
+// on the head's device), starting at row `first_row` of each image. `head` is (images, anchors
+// * outputs, ny, nx). The host runs the formulas above; a GPU the kernel of decode.cu.
+void decode_level(View<const float> head, const DecodeLevel& level, View<float> rows);
+
 // Rows per image: anchors x cells, summed over the levels.
 int64_t decoded_rows_per_image(const std::vector<Tensor>& head, const DetectionModel& model);
 
-// [images][rows][5 + nc] floats: (cx, cy, w, h, objectness, class scores) per row.
-std::vector<float> decode_predictions(const std::vector<Tensor>& head, const DetectionModel& model);
-
-#ifdef BAREYOLO_WITH_CUDA
-// The same rows, decoded on the GPU that holds `head` into `rows` (device memory there, room
-// for images x decoded_rows_per_image x (5 + nc) floats): one detect_decode_level per level.
-void decode_predictions_on_device(const std::vector<Tensor>& head, const DetectionModel& model,
-                                  float* rows);
-#endif
+// [images][rows][5 + nc] floats: (cx, cy, w, h, objectness, class scores) per row, written into
+// `rows` (dense, images * decoded_rows_per_image * (5 + nc) values on the head's device) by
+// decode_level of every level ...
+void decode_predictions(const std::vector<Tensor>& head, const DetectionModel& model,
+                        View<float> rows);
+// ... or returned as one flat (1, 1, 1, n) tensor on the head's device.
+Tensor decode_predictions(const std::vector<Tensor>& head, const DetectionModel& model);
 
 }  // namespace bareyolo::models

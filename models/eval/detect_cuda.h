@@ -1,28 +1,22 @@
 // models/eval/detect_cuda.h — the GPU halves of the Detect head's decode and of NMS, for
 // float rows in device memory: decode.cu beside decode.cpp, nms.cu and greedy_nms.cu beside
 // nms.cpp, with the same formulas, float operations and row order as their CPU references.
+// The ops route here (decode_level, batch_detections); greedy_nms and non_max_suppression are
+// their steps, declared for the tests that check each against its host twin.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "kernels/view.h"
-#include "models/eval/nms_options.h"
+#include "models/eval/decode.h"
+#include "models/eval/nms.h"
 
 namespace bareyolo::cuda {
 
-// decode.cu — the Detect head's inference decode of one level (the formulas of
-// decode.h) into `rows` (device memory, [images][rows_per_image][outputs]), starting
-// at row `first_row` of each image. `head` is (images, anchors * outputs, ny, nx);
-// `anchors_grid` holds (w, h) per anchor in grid units.
-constexpr int kMaxDecodeAnchors = 16;
-struct DecodeLevel {
-  int anchors = 3, outputs = 85;
-  float stride = 8;
-  float anchors_grid[2 * kMaxDecodeAnchors] = {};
-  int64_t first_row = 0, rows_per_image = 0;
-};
-void detect_decode_level(View<const float> head, const DecodeLevel& level, float* rows);
+// decode.cu — models::decode_level on the GPU: one block per run of cells of one (image,
+// anchor) transposes the field-major head into cell-major rows through shared memory.
+void decode_level(View<const float> head, const models::DecodeLevel& level, View<float> rows);
 // greedy_nms.cu — greedy NMS over `count` boxes (x1, y1, x2, y2 per box, device memory of
 // `device`) already sorted by score descending: the indices of the kept boxes, in order, as
 // models::greedy_nms (IoU as torchvision's, no eps; a box is dropped when its IoU with an
@@ -31,18 +25,16 @@ void detect_decode_level(View<const float> head, const DecodeLevel& level, float
 // kept indices come back.
 std::vector<int64_t> greedy_nms(const float* boxes, int64_t count, float iou_threshold,
                                 int64_t max_keep, int device);
-// nms.cu — YOLOv5's non_max_suppression (nms.h, steps 1-7, same semantics and
-// the same float operations, so the same detections from the same rows) of one image's
-// decoded rows in device memory of `device` (`count` rows of 5 + classes floats, as
-// detect_decode_level writes them): candidates, their stable sort by score, the cut to
-// max_nms, the class offsets and greedy_nms all run on the GPU; only the kept detections come
-// back, sorted by conf descending.
-struct NmsDetection {
-  float x1, y1, x2, y2;  // pixels of the network input
-  float conf;
-  int class_id;
-};
-std::vector<NmsDetection> non_max_suppression(const float* rows, int64_t count, int classes,
-                                              const NmsOptions& params, int device);
+// nms.cu — YOLOv5's non_max_suppression (nms.h, steps 1-7, same semantics and the same float
+// operations, so the same detections from the same rows) of one image's decoded rows in device
+// memory of `device` (`count` rows of 5 + classes floats, as decode_level writes them):
+// candidates, their stable sort by score, the cut to max_nms, the class offsets and greedy_nms
+// all run on the GPU; only the kept detections come back, sorted by conf descending.
+std::vector<models::Detection> non_max_suppression(const float* rows, int64_t count, int classes,
+                                                   const NmsOptions& params, int device);
+// models::batch_detections on the GPU: non_max_suppression of each image's rows.
+std::vector<std::vector<models::Detection>> batch_detections(View<const float> rows, int64_t images,
+                                                             int classes,
+                                                             const NmsOptions& options);
 
 }  // namespace bareyolo::cuda

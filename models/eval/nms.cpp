@@ -6,6 +6,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/route.h"
+#include "models/eval/detect_cuda.h"
+
 namespace bareyolo::models {
 
 namespace {
@@ -90,17 +93,22 @@ std::vector<Detection> non_max_suppression(std::span<const float> rows, int num_
   return detections;
 }
 
-std::vector<std::vector<Detection>> non_max_suppression_batch(std::span<const float> batch,
-                                                              int64_t images, int num_classes,
-                                                              const NmsOptions& options) {
-  if (images <= 0 || batch.size() % static_cast<size_t>(images) != 0)
-    throw std::invalid_argument("non_max_suppression_batch: " + std::to_string(batch.size()) +
-                                " values do not split into " + std::to_string(images) + " images");
-  const size_t per_image = batch.size() / static_cast<size_t>(images);
+std::vector<std::vector<Detection>> batch_detections(View<const float> rows, int64_t images,
+                                                     int num_classes, const NmsOptions& options) {
+  const int64_t values = rows.shape.numel(), row_length = 5 + int64_t(num_classes);
+  if (images <= 0 || num_classes < 1 || !rows.dense() || values % (images * row_length) != 0)
+    throw std::invalid_argument("batch_detections: " + std::to_string(values) +
+                                " values do not split into " + std::to_string(images) +
+                                " images of rows of " + std::to_string(row_length) +
+                                " (5 + classes) dense values");
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(batch_detections, rows.device, rows, images, num_classes,
+                                  options);
+  const size_t per_image = size_t(values / images);
+  const std::span<const float> all(rows.data, size_t(values));
   std::vector<std::vector<Detection>> detections;
   for (int64_t i = 0; i < images; ++i)
-    detections.push_back(non_max_suppression(
-        batch.subspan(static_cast<size_t>(i) * per_image, per_image), num_classes, options));
+    detections.push_back(
+        non_max_suppression(all.subspan(size_t(i) * per_image, per_image), num_classes, options));
   return detections;
 }
 

@@ -30,6 +30,13 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// One kept detection as the gather kernel writes it (models::Detection once on the host).
+struct NmsDetection {
+  float x1, y1, x2, y2;  // pixels of the network input
+  float conf;
+  int class_id;
+};
+
 unsigned blocks_for(int64_t count) { return unsigned((count + kThreads - 1) / kThreads); }
 
 struct CandidateSlots {
@@ -147,13 +154,13 @@ struct Scratch {
 
 }  // namespace
 
-std::vector<NmsDetection> non_max_suppression(const float* rows, int64_t count, int classes,
-                                              const NmsOptions& params, int device) {
+std::vector<models::Detection> non_max_suppression(const float* rows, int64_t count, int classes,
+                                                   const NmsOptions& params, int device) {
   if (classes < 1 || count < 0)
     throw std::invalid_argument("non_max_suppression on CUDA: " + std::to_string(count) +
                                 " rows of " + std::to_string(classes) +
                                 " classes; rows need at least one class");
-  std::vector<NmsDetection> detections;
+  std::vector<models::Detection> detections;
   const int64_t slots = params.multi_label ? count * classes : count;
   if (slots == 0 || params.max_det <= 0 || params.max_nms <= 0) return detections;
   const cudaStream_t stream = static_cast<cudaStream_t>(compute_stream(device));
@@ -219,9 +226,24 @@ std::vector<NmsDetection> non_max_suppression(const float* rows, int64_t count, 
   gather_kernel<<<blocks_for(kept_count), kThreads, 0, stream>>>(
       c, t.sorted_slots, t.sorted_keys, t.class_of, kept_on_device, kept_count, out);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
-  detections.resize(kept.size());
-  copy(detections.data(), out, sizeof(NmsDetection) * kept.size(), CopyKind::device_to_host,
-       device);
+  std::vector<NmsDetection> gathered(kept.size());
+  copy(gathered.data(), out, sizeof(NmsDetection) * kept.size(), CopyKind::device_to_host, device);
+  detections.reserve(gathered.size());
+  for (const NmsDetection& d : gathered)
+    detections.push_back({{d.x1, d.y1, d.x2, d.y2}, d.conf, d.class_id});
+  return detections;
+}
+
+std::vector<std::vector<models::Detection>> batch_detections(View<const float> rows, int64_t images,
+                                                             int classes,
+                                                             const NmsOptions& options) {
+  const int64_t per_image = images > 0 ? rows.shape.numel() / images : 0;
+  const int64_t row_length = 5 + int64_t(classes);
+  std::vector<std::vector<models::Detection>> detections;
+  detections.reserve(size_t(images));
+  for (int64_t image = 0; image < images; ++image)
+    detections.push_back(non_max_suppression(rows.data + image * per_image, per_image / row_length,
+                                             classes, options, rows.device.index));
   return detections;
 }
 

@@ -22,6 +22,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/view.h"
 #include "models/eval/boxes.h"
 #include "models/eval/nms_options.h"
 
@@ -41,10 +42,12 @@ using bareyolo::NmsOptions;  // models/eval/nms_options.h
 std::vector<Detection> non_max_suppression(std::span<const float> rows, int num_classes,
                                            const NmsOptions& options);
 
-// Detections of each image of a batch laid out as [images][rows_per_image][5 + num_classes].
-std::vector<std::vector<Detection>> non_max_suppression_batch(std::span<const float> batch,
-                                                              int64_t images, int num_classes,
-                                                              const NmsOptions& options);
+// The op: detections of each image of a batch of decoded rows, laid out as
+// [images][rows_per_image][5 + num_classes] floats in one dense view (decode_predictions'
+// output). Rows on the host go through non_max_suppression above; rows on a GPU through its
+// CUDA twin (detect_cuda.h), which returns only the kept detections.
+std::vector<std::vector<Detection>> batch_detections(View<const float> rows, int64_t images,
+                                                     int num_classes, const NmsOptions& options);
 
 // Greedy suppression over boxes already sorted by score descending: the indices of the kept
 // boxes, in order. A box is dropped when its IoU (torchvision's: no eps) with an earlier kept

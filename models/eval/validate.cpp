@@ -6,34 +6,11 @@
 #include "data/loader.h"
 #include "data/val_batches.h"
 #include "models/eval/decode.h"
-#ifdef BAREYOLO_WITH_CUDA
-#include "models/eval/detect_cuda.h"
-#endif
+#include "models/eval/nms.h"
 
 namespace bareyolo::models {
 
 namespace {
-
-#ifdef BAREYOLO_WITH_CUDA
-// detect() for a head on a GPU: the rows decoded into device memory in decode_predictions'
-// layout, then NMS per image there.
-std::vector<std::vector<Detection>> detect_on_device(const std::vector<Tensor>& head,
-                                                     const DetectionModel& model,
-                                                     const NmsOptions& nms) {
-  const int64_t no = model.outputs_per_anchor(), images = head[0].shape().n;
-  const int64_t rows_per_image = decoded_rows_per_image(head, model);
-  const Device device = head[0].device();
-  Tensor rows = Tensor::empty({1, 1, 1, images * rows_per_image * no}, device);
-  decode_predictions_on_device(head, model, rows.view<float>().data);
-  std::vector<std::vector<Detection>> detections(static_cast<size_t>(images));
-  for (int64_t image = 0; image < images; ++image)
-    for (const cuda::NmsDetection& d :
-         cuda::non_max_suppression(rows.view<float>().data + image * rows_per_image * no,
-                                   rows_per_image, model.num_classes(), nms, device.index))
-      detections[size_t(image)].push_back({{d.x1, d.y1, d.x2, d.y2}, d.conf, d.class_id});
-  return detections;
-}
-#endif
 
 Letterbox letterbox_of(const data::ImageMeta& meta) {
   // YOLOv5's scale_boxes divides by the first gain only (x and y gains are equal here).
@@ -90,17 +67,8 @@ ValidationResult validate(const data::Dataset& dataset, const ValidationOptions&
 
 std::vector<std::vector<Detection>> detect(const std::vector<Tensor>& head,
                                            const DetectionModel& model, const NmsOptions& nms) {
-  decoded_rows_per_image(head, model);  // refuses a head that does not fit the model
-  if (head[0].device().is_cuda()) {
-#ifdef BAREYOLO_WITH_CUDA
-    return detect_on_device(head, model, nms);
-#else
-    throw std::invalid_argument("detect: the head is on " + head[0].device().str() +
-                                " but this binary was built without CUDA");
-#endif
-  }
-  return non_max_suppression_batch(decode_predictions(head, model), head[0].shape().n,
-                                   model.num_classes(), nms);
+  const Tensor rows = decode_predictions(head, model);  // on the head's device
+  return batch_detections(rows.view<float>(), head[0].shape().n, model.num_classes(), nms);
 }
 
 ValidationResult validate(DetectionModel& model, const data::Dataset& dataset,

@@ -54,9 +54,8 @@ struct ValidationResult {
 using BatchPredictor = std::function<std::vector<std::vector<Detection>>(const data::Batch&)>;
 
 // Detections of each image of the batch whose head outputs (eval mode) are `head`: Detect
-// decode, then NMS, on the head's device — for a head on a GPU, decode and NMS run there
-// (detect_cuda.h: detect_decode_level, non_max_suppression) and only the kept detections
-// come back.
+// decode, then NMS, on the head's device (decode_predictions, then batch_detections) — for a
+// head on a GPU both run there and only the kept detections come back.
 std::vector<std::vector<Detection>> detect(const std::vector<Tensor>& head,
                                            const DetectionModel& model, const NmsOptions& nms);
 

@@ -34,28 +34,16 @@ LossNormalization global_normalization(dist::Communicator& comm, const LevelTarg
 
 HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
                    const LossNormalization& norm, const LossOptions& options) {
-  const bool on_gpu = !head.empty() && head[0].device().is_cuda();
   HeadLoss result;
   std::vector<View<const float>> outputs;
   std::vector<View<float>> gradients;
   for (const Tensor& h : head) {
-    // The host loss adds into its gradient; the device loss writes every element.
-    result.gradients.push_back(on_gpu ? Tensor::empty(h.shape(), h.device(), h.dtype())
-                                      : Tensor::zeros(h.shape(), h.device(), h.dtype()));
+    result.gradients.push_back(Tensor::zeros(h.shape(), h.device(), h.dtype()));  // loss adds
     outputs.push_back(h.view<float>());
     gradients.push_back(result.gradients.back().view<float>());
   }
-  if (!on_gpu) {
-    result.values = yolo_loss<float>(outputs, targets, norm, options, gradients);
-    return result;
-  }
-#ifdef BAREYOLO_WITH_CUDA
-  result.values = yolo_loss_cuda(outputs, targets, norm, options, gradients);
+  result.values = yolo_loss<float>(outputs, targets, norm, options, gradients);
   return result;
-#else
-  throw std::runtime_error("head_loss: the head is on " + head[0].device().str() +
-                           " but this binary was built without CUDA");
-#endif
 }
 
 HeadLoss head_loss(const DetectionModel& model, const std::vector<Tensor>& head,

@@ -1,5 +1,5 @@
-// models/loss/head_loss.cu — yolo_loss_cuda (models/loss/loss.h): YOLOv5's loss of head outputs on
-// a GPU, for head_loss() (models/loss/head_loss.h) when the head is on a device.
+// models/loss/head_loss.cu — cuda::yolo_loss (models/loss/loss.h): YOLOv5's loss of head outputs
+// on a GPU, where models::yolo_loss routes a call whose views are on a device.
 //
 // The host matches the labels (build_targets) and uploads the matched rows once per call as
 // a struct of arrays, sorted stably by (level, cell): the rows of one cell form a *group*,
@@ -12,15 +12,15 @@
 //   2. cls    one thread per (group, class): BCE against the one-hot (smoothed) target of
 //             every row of the group, its sum and the gradient (nc > 1 only).
 //   3. obj    per level, every cell: BCE of the objectness logit against the target from 1,
-//             gradient written, values summed per block by a fixed tree.
+//             gradient added, values summed per block by a fixed tree.
 //   4. sum    one block: the per-row box terms, the per-(group, class) class terms and the
 //             obj block sums, each in a fixed order, to three doubles the host reads.
 // No atomics: every gradient element has one writer and every sum a fixed order, so the
-// result is the same bits on every run. Gradients are zeroed first (one memset per level),
-// so every element is written. The host's sums run in row/cell order and these in a tree:
-// the values agree to double rounding, not bit for bit. The per-level arguments, the packing
-// and the per-thread bodies are plain C++ in head_loss.cuh (tests/unit/cuda_loss_logic.cpp
-// runs them without a GPU).
+// result is the same bits on every run. Like the host loss, the gradient is ADDED into what
+// `gradients` holds (head_loss passes zeros), in the host's order per element. The host's sums run
+// in row/cell order and these in a tree: the values agree to double rounding, not bit for bit. The
+// per-level arguments, the packing and the per-thread bodies are plain C++ in head_loss.cuh
+// (tests/unit/cuda_loss_logic.cpp runs them without a GPU).
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -81,20 +81,33 @@ void check_launch() { BAREYOLO_CUDA_CHECK(cudaGetLastError()); }
 
 }  // namespace
 
-LossValues yolo_loss_cuda(const std::vector<View<const float>>& predictions,
-                          const std::vector<std::vector<MatchedRow>>& targets,
-                          const LossNormalization& norm, const LossOptions& options,
-                          const std::vector<View<float>>& gradients) {
+}  // namespace bareyolo::models
+
+namespace bareyolo::cuda {
+
+models::LossValues yolo_loss(const std::vector<View<const float>>& predictions,
+                             const std::vector<std::vector<models::MatchedRow>>& targets,
+                             const models::LossNormalization& norm,
+                             const models::LossOptions& options,
+                             const std::vector<View<float>>& gradients,
+                             const models::DetachedTerms* detached) {
+  using namespace models;
+  using namespace models::loss_cuda;
   const size_t level_count = predictions.size();
   const int nc = options.classes;
   if (targets.size() != level_count || norm.matched_rows.size() != level_count ||
       options.balance.size() < level_count || gradients.size() != level_count)
-    throw std::invalid_argument("yolo_loss_cuda: " + std::to_string(level_count) +
+    throw std::invalid_argument("cuda::yolo_loss: " + std::to_string(level_count) +
                                 " prediction levels but targets, counts, balance or gradients "
-                                "for a different number");
+                                "for a different number (the GPU loss always computes gradients)");
   if (level_count == 0 || level_count > size_t(kMaxLevels))
-    throw std::invalid_argument("yolo_loss_cuda: " + std::to_string(level_count) +
+    throw std::invalid_argument("cuda::yolo_loss: " + std::to_string(level_count) +
                                 " levels; 1 to " + std::to_string(kMaxLevels) + " are supported");
+  if (detached)
+    throw std::invalid_argument(
+        "cuda::yolo_loss: detached terms are for the host's finite-difference checks; pass "
+        "none on " +
+        predictions[0].device.str());
   const Device device = predictions[0].device;
   const double scale_total = norm.images;
 
@@ -105,7 +118,7 @@ LossValues yolo_loss_cuda(const std::vector<View<const float>>& predictions,
     const View<const float>& p = predictions[level];
     const View<float>& g = gradients[level];
     if (!p.device.is_cuda() || !(p.device == device) || !(g.device == device))
-      throw std::invalid_argument("yolo_loss_cuda: level " + std::to_string(level) + " is on " +
+      throw std::invalid_argument("cuda::yolo_loss: level " + std::to_string(level) + " is on " +
                                   p.device.str() + " with its gradient on " + g.device.str() +
                                   "; every level must be on " + device.str());
     levels.push_back(level_args(p, g, int(level), norm, options, cells));
@@ -139,8 +152,6 @@ LossValues yolo_loss_cuda(const std::vector<View<const float>>& predictions,
 
   auto stream = static_cast<cudaStream_t>(cuda::compute_stream(index));
   cuda::fill_bytes(tobj, 0, sizeof(double) * size_t(cells), index);  // 0.0: unmatched cells
-  for (const View<float>& g : gradients)
-    cuda::fill_bytes(g.data, 0, sizeof(float) * size_t(g.shape.numel()), index);
   if (packed.groups() > 0) {
     box_kernel<<<unsigned((packed.groups() + kRowThreads - 1) / kRowThreads), kRowThreads, 0,
                  stream>>>(level_table, rows, tobj, row_terms);
@@ -173,4 +184,4 @@ LossValues yolo_loss_cuda(const std::vector<View<const float>>& predictions,
   return values;
 }
 
-}  // namespace bareyolo::models
+}  // namespace bareyolo::cuda

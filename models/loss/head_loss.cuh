@@ -74,7 +74,7 @@ class PackedRows {
       for (const MatchedRow& r : targets[level]) {
         if (r.image < 0 || r.image >= l.head.shape.n || r.anchor < 0 || r.anchor >= l.anchors ||
             r.gj < 0 || r.gj >= l.ny || r.gi < 0 || r.gi >= l.nx)
-          throw std::invalid_argument("yolo_loss_cuda: a matched row of level " +
+          throw std::invalid_argument("cuda::yolo_loss: a matched row of level " +
                                       std::to_string(level) + " names cell (" +
                                       std::to_string(r.image) + ", " + std::to_string(r.anchor) +
                                       ", " + std::to_string(r.gj) + ", " + std::to_string(r.gi) +
@@ -95,7 +95,7 @@ class PackedRows {
     }
     count_ = int64_t(sorted.size());
     if (count_ > int64_t(std::numeric_limits<int>::max()))
-      throw std::invalid_argument("yolo_loss_cuda: " + std::to_string(count_) +
+      throw std::invalid_argument("cuda::yolo_loss: " + std::to_string(count_) +
                                   " matched rows; at most 2^31 - 1 per call (use a smaller batch)");
     groups_ = int64_t(group_first_.size());
     group_first_.push_back(int(count_));
@@ -180,7 +180,8 @@ BAREYOLO_HOST_DEVICE inline void box_group(const Levels& levels, const Rows& row
   const int gj = rows.gj[first], gi = rows.gi[first];
   double logit[4];
   for (int f = 0; f < 4; ++f) logit[f] = *l.logit(image, anchor, f, gj, gi);
-  float gradient[4] = {0, 0, 0, 0};  // the memset's zeros, then the rows' terms in order
+  float gradient[4];  // what the gradient holds, then the rows' terms in order (as the host)
+  for (int f = 0; f < 4; ++f) gradient[f] = *l.gradient(image, anchor, f, gj, gi);
   double last_ciou = 0;
   for (int r = first; r < end; ++r) {
     const RowBox box = row_box(logit, {rows.tx[r], rows.ty[r], rows.tw[r], rows.th[r]},
@@ -209,7 +210,7 @@ BAREYOLO_HOST_DEVICE inline void cls_element(const Levels& levels, const Rows& r
   const int image = rows.image[first], anchor = rows.anchor[first];
   const int gj = rows.gj[first], gi = rows.gi[first];
   const double logit = *l.logit(image, anchor, 5 + c, gj, gi);
-  float gradient = 0;
+  float gradient = *l.gradient(image, anchor, 5 + c, gj, gi);
   double sum = 0;
   for (int r = first; r < end; ++r) {
     const double t = c == rows.class_id[r] ? targets.positive : targets.negative;
@@ -220,7 +221,7 @@ BAREYOLO_HOST_DEVICE inline void cls_element(const Levels& levels, const Rows& r
   cls_terms[index] = sum;
 }
 
-// Cell i of level l (image-major, then anchor, gj, gi): writes the objectness gradient and
+// Cell i of level l (image-major, then anchor, gj, gi): adds the objectness gradient and
 // returns the objectness term.
 BAREYOLO_HOST_DEVICE inline double obj_cell(const LevelArgs& l, double pos_weight,
                                             const double* tobj, int64_t i) {
@@ -230,7 +231,7 @@ BAREYOLO_HOST_DEVICE inline double obj_cell(const LevelArgs& l, double pos_weigh
   const int anchor = int(image_anchor % l.anchors), image = int(image_anchor / l.anchors);
   const double t = tobj[l.first_cell + i];
   const double logit = *l.logit(image, anchor, 4, gj, gi);
-  *l.gradient(image, anchor, 4, gj, gi) = float(l.obj_grad * bce_grad(logit, t, pos_weight));
+  *l.gradient(image, anchor, 4, gj, gi) += float(l.obj_grad * bce_grad(logit, t, pos_weight));
   return bce(logit, t, pos_weight) * l.per_cell;
 }
 
@@ -242,11 +243,11 @@ inline LevelArgs level_args(const View<const float>& p, const View<float>& g, in
   const int nc = options.classes, outputs = nc + 5;
   const double grad_scale = norm.images * norm.gradient_scale;
   if (p.shape.c % outputs != 0)
-    throw std::invalid_argument("yolo_loss_cuda: level " + std::to_string(level) + " has " +
+    throw std::invalid_argument("cuda::yolo_loss: level " + std::to_string(level) + " has " +
                                 std::to_string(p.shape.c) + " channels, not a multiple of " +
                                 std::to_string(outputs) + " = nc + 5");
   if (!(g.shape == p.shape) || !g.dense())
-    throw std::invalid_argument("yolo_loss_cuda: the gradient of level " + std::to_string(level) +
+    throw std::invalid_argument("cuda::yolo_loss: the gradient of level " + std::to_string(level) +
                                 " must be a dense " + p.shape.str() + " view, got " +
                                 g.shape.str());
   LevelArgs l;

@@ -36,8 +36,8 @@ LevelTargets head_targets(const DetectionModel& model, const std::vector<Tensor>
 LossNormalization global_normalization(dist::Communicator& comm, const LevelTargets& targets,
                                        int images);
 
-// On the head's device: yolo_loss on the host for a host head, yolo_loss_cuda for a GPU one
-// (only the matched rows go up and three sums come back).
+// On the head's device (yolo_loss routes a GPU head to cuda::yolo_loss: only the matched rows
+// go up and three sums come back).
 HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
                    const LossNormalization& norm, const LossOptions& options);
 

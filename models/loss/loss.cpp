@@ -1,7 +1,7 @@
 // models/loss/loss.cpp — see loss.h. Host code in double precision, reading the head outputs
 // where they are; the CIoU gradient comes exactly from Dual numbers (models/loss/ciou.h). The
 // per-element math is models/loss/loss_terms.h, shared with the CUDA loss
-// (models/loss/head_loss.cu).
+// (models/loss/head_loss.cu), where views on a GPU route.
 #include "models/loss/loss.h"
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "kernels/route.h"
 #include "models/loss/loss_terms.h"
 
 namespace bareyolo::models {
@@ -81,6 +82,9 @@ LossValues yolo_loss(const std::vector<View<const T>>& predictions,
     throw std::invalid_argument("yolo_loss: " + std::to_string(levels) +
                                 " prediction levels but targets, counts, balance or gradients "
                                 "for a different number");
+  if (levels > 0)
+    BAREYOLO_ROUTE_TO_CUDA(yolo_loss, predictions[0].device, predictions, targets, norm, options,
+                           gradients, detached);
   const bool use_detached = detached && !detached->empty();
   if (detached && !use_detached) {
     detached->alpha.assign(levels, {});

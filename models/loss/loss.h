@@ -80,13 +80,20 @@ LossValues yolo_loss(const std::vector<View<const T>>& predictions,
                      const LossNormalization& norm, const LossOptions& options,
                      const std::vector<View<T>>& gradients, DetachedTerms* detached = nullptr);
 
-// yolo_loss for head outputs on one GPU (CUDA builds only; models/loss/head_loss.cu): the same
-// values and gradient, each element evaluated with the same double formulas
-// (models/loss/loss_terms.h), but the gradient is WRITTEN, not added: `gradients` are dense
-// device views of the predictions' shapes, and every element of them is set.
-LossValues yolo_loss_cuda(const std::vector<View<const float>>& predictions,
-                          const std::vector<std::vector<MatchedRow>>& targets,
-                          const LossNormalization& norm, const LossOptions& options,
-                          const std::vector<View<float>>& gradients);
-
 }  // namespace bareyolo::models
+
+namespace bareyolo::cuda {
+
+// models::yolo_loss for head outputs on one GPU (models/loss/head_loss.cu), where it routes a
+// call whose views are on a device: the same values and the same gradient ADDED into
+// `gradients` (dense device views of the predictions' shapes, required), each element
+// evaluated with the same double formulas (models/loss/loss_terms.h). `detached` must be null:
+// holding terms fixed is a host-only aid of the finite-difference checks.
+models::LossValues yolo_loss(const std::vector<View<const float>>& predictions,
+                             const std::vector<std::vector<models::MatchedRow>>& targets,
+                             const models::LossNormalization& norm,
+                             const models::LossOptions& options,
+                             const std::vector<View<float>>& gradients,
+                             const models::DetachedTerms* detached);
+
+}  // namespace bareyolo::cuda

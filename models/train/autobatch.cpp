@@ -4,6 +4,12 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "data/dataset.h"
+#include "kernels/cuda/runtime/allocator.h"
+#include "kernels/cuda/runtime/runtime.h"
+#include "models/train/step.h"
+#include "models/yolo/model_config.h"
+
 namespace bareyolo::models {
 
 namespace {
@@ -65,6 +71,34 @@ AutobatchResult autobatch_per_device(const DeviceMemory& memory, const MemoryPro
       format(" uses %.0f%% of the memory",
              100 * (p0 * b + p1 + memory.reserved_gib + memory.allocated_gib) / memory.total_gib);
   return result;
+}
+
+int probe_autobatch(const TrainOptions& options, int gpu,
+                    const std::function<void(const std::string&)>& log) {
+  const int nc = data::read_dataset_yaml(options.data).num_classes();
+  const Device device = Device::cuda(gpu);
+  DetectionModel model(load_model_config(options.cfg), {.nc = nc, .device = device});
+  const int imgsz = std::max((options.imgsz + 31) / 32 * 32, 64);
+  const LossOptions loss{scale_loss_gains(options.loss, model.num_levels(), nc, imgsz), nc};
+  const cuda::MemoryStats before = cuda::memory_stats(gpu);
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  const DeviceMemory memory{double(cuda::memory_info(gpu).total) / kGiB,
+                            double(before.reserved) / kGiB, double(before.allocated) / kGiB};
+  const AutobatchResult result =
+      autobatch_per_device(memory, [&](int batch) -> std::optional<double> {
+        try {
+          cuda::device_allocator(gpu).reset_peaks();
+          for (int pass = 0; pass < 3; ++pass)
+            forward_backward(model, Tensor::zeros({batch, 3, imgsz, imgsz}, device), {}, loss);
+          cuda::synchronize(gpu);
+          return double(cuda::memory_stats(gpu).peak_reserved) / 1e9;
+        } catch (const cuda::OutOfDeviceMemory&) {  // this size does not fit
+          cuda::empty_cache(gpu);
+          return std::nullopt;
+        }
+      });
+  log(result.message);
+  return result.batch;
 }
 
 int global_autobatch(int per_device, int world, int nbs, std::string* message) {

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "models/train/options.h"
+
 namespace bareyolo::models {
 
 struct DeviceMemory {
@@ -34,6 +36,13 @@ struct AutobatchResult {
 
 // The per-device batch, as YOLOv5's autobatch(fraction = 0.8) chooses it.
 AutobatchResult autobatch_per_device(const DeviceMemory& memory, const MemoryProbe& probe);
+
+// autobatch_per_device of the run `options` describe on GPU `gpu`: training steps of its model
+// on blank images, the peak memory the caching allocator reserved for each; a batch that
+// runs out of device memory does not fit (any other failure is an error). Logs the message
+// and returns the per-device batch.
+int probe_autobatch(const TrainOptions& options, int gpu,
+                    const std::function<void(const std::string&)>& log);
 
 // The global batch for `world` ranks: per_device x world, capped at nbs, rounded down to a
 // multiple of world (never below world). `message` says what happened.

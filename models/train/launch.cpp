@@ -16,9 +16,6 @@
 #include "engine/distributed/launch/launcher.h"
 #include "engine/distributed/launch/process_group.h"
 #include "kernels/cuda/runtime/runtime.h"
-#ifdef BAREYOLO_WITH_CUDA
-#include "kernels/cuda/runtime/allocator.h"
-#endif
 #include "models/train/autobatch.h"
 #include "models/train/run_dir.h"
 #include "models/train/step.h"
@@ -55,40 +52,6 @@ dist::DeviceSpec device_spec(const TrainOptions& options, int gpus) {
   return dist::DeviceSpec::parse(options.device.text, gpus, nproc);
 }
 
-// YOLOv5's AutoBatch on GPU `device`: training steps on blank images at growing batches, the
-// allocator's peak reserved memory after each. Returns the per-device batch.
-int probe_batch_on_gpu(const TrainOptions& options, int device, const Log& log) {
-#ifdef BAREYOLO_WITH_CUDA
-  const int nc = data::read_dataset_yaml(options.data).num_classes();
-  DetectionModel model(load_model_config(options.cfg), {.nc = nc, .device = Device::cuda(device)});
-  const int imgsz = std::max((options.imgsz + 31) / 32 * 32, 64);
-  const LossOptions loss{scale_loss_gains(options.loss, model.num_levels(), nc, imgsz), nc};
-  const cuda::MemoryStats before = cuda::memory_stats(device);
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-  const DeviceMemory memory{double(cuda::memory_info(device).total) / kGiB,
-                            double(before.reserved) / kGiB, double(before.allocated) / kGiB};
-  const AutobatchResult result =
-      autobatch_per_device(memory, [&](int batch) -> std::optional<double> {
-        try {
-          cuda::device_allocator(device).reset_peaks();
-          for (int pass = 0; pass < 3; ++pass)
-            forward_backward(model, Tensor::zeros({batch, 3, imgsz, imgsz}, Device::cuda(device)),
-                             {}, loss);
-          cuda::synchronize(device);
-          return double(cuda::memory_stats(device).peak_reserved) / 1e9;
-        } catch (const std::exception&) {  // out of memory: this size does not fit
-          cuda::empty_cache(device);
-          return std::nullopt;
-        }
-      });
-  log(result.message);
-  return result.batch;
-#else
-  (void)options, (void)device, (void)log;
-  throw std::logic_error("probe_batch_on_gpu in a build without CUDA");
-#endif
-}
-
 // `--batch -1` becomes a global batch for `world` ranks. AutoBatch measures GPU memory once,
 // on the first GPU: in a probe child when this process must stay free of CUDA (it forks the
 // workers), in this process when it is a launched rank 0. On the CPU there is no memory limit
@@ -105,9 +68,9 @@ void resolve_autobatch(TrainOptions& options, const dist::DeviceSpec& spec, int 
   const int gpu = spec.cuda_indices.front();
   const int per_device =
       probe_in_child
-          ? dist::run_in_probe_child([&] { return probe_batch_on_gpu(options, gpu, log); },
+          ? dist::run_in_probe_child([&] { return probe_autobatch(options, gpu, log); },
                                      "the AutoBatch memory probe", std::chrono::minutes(10))
-          : probe_batch_on_gpu(options, gpu, log);
+          : probe_autobatch(options, gpu, log);
   options.batch = global_autobatch(per_device, world, options.nbs, &message);
   log(message);
 }

@@ -6,7 +6,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/cuda/cuda_ops.h"  // the fused BN + SiLU kernels and the convolution paths
+#include "kernels/cuda/cuda_ops.h"  // the convolution paths
 #include "kernels/ops.h"
 #include "models/train/selftest_checks.h"
 
@@ -156,22 +156,17 @@ double check_conv2d_backward_weight(const Device& dut) {
   });
 }
 
-// The two CUDA convolutions (cuDNN, and im2col + cuBLAS): a GPU check runs on the one it names
-// and puts the previous choice back after. The CPU has one convolution, which both rows run.
-enum class ConvPath { cudnn, gemm };
+// The two CUDA convolutions (cuDNN, and im2col + cuBLAS): a check runs with the one it names
+// chosen and puts the previous choice back after. The CPU has one convolution, which both rows
+// run (the choice only steers CUDA convolutions).
+using cuda::ConvPath;
 
 double on_conv_path(const Device& dut, ConvPath path, double (*check)(const Device&)) {
-  if (!dut.is_cuda()) return check(dut);
-#ifdef BAREYOLO_WITH_CUDA
-  const cuda::ConvPath previous = cuda::conv_path();
-  cuda::set_conv_path(path == ConvPath::gemm ? cuda::ConvPath::gemm : cuda::ConvPath::cudnn);
   struct Restore {
-    cuda::ConvPath path;
+    ConvPath path;
     ~Restore() { cuda::set_conv_path(path); }
-  } restore{previous};
-#else
-  (void)path;
-#endif
+  } restore{cuda::conv_path()};
+  cuda::set_conv_path(path);
   return check(dut);
 }
 
@@ -291,28 +286,8 @@ double check_bn_backward_eval(const Device& dut) {
 
 // ---- fused BN + SiLU -------------------------------------------------------------------------
 
-// The fused kernels (kernels/cuda/cuda_ops.h) have no CPU op: on a GPU `fused` runs one;
-// elsewhere (the CPU as DUT, and the double reference) `definition` runs what it fuses. In a
-// build without CUDA no DUT is a GPU, and `fused` is never called (nor compiled into the binary).
-template <class T, class Fused, class Definition>
-void fused_or_definition(const Tensor& x, const Fused& fused, const Definition& definition) {
-#ifdef BAREYOLO_WITH_CUDA
-  if constexpr (std::is_same_v<T, float>) {
-    if (x.device().is_cuda()) return fused();
-  }
-#else
-  (void)x, (void)fused;
-#endif
-  definition();
-}
-
-// dL/dbn = silu_backward(bn, dy): what the fused backward ops compute on the fly.
-template <class T>
-Tensor silu_gradient(Tensor& bn, Tensor& dy) {
-  Tensor dbn = Tensor::zeros(dy.shape(), dy.device(), dy.dtype());
-  ops::silu_backward<T>(as<T>(bn), as<T>(dy), as<T>(dbn));
-  return dbn;
-}
+// On a GPU each op is one fused kernel; on the CPU (and in the double reference) it runs its
+// definition, the composition of the ops it fuses (kernels/cpu/batchnorm_silu.cpp).
 
 double check_bn_silu_apply(const Device& dut) {
   const BnInputs b = bn_inputs(30);
@@ -320,39 +295,20 @@ double check_bn_silu_apply(const Device& dut) {
   return compare_with_reference(
       dut, {b.x, b.mean, b.invstd, b.gamma, b.beta}, {poisoned(kMap), poisoned(kMap)},
       []<class T>(Tensors& in, Tensors& out) {
-        fused_or_definition<T>(
-            in[0],
-            [&] {
-              cuda::batchnorm_silu_apply(as<float>(in[0]), ptr<float>(in[1]), ptr<float>(in[2]),
-                                         ptr<float>(in[3]), ptr<float>(in[4]), as<float>(out[0]),
-                                         as<float>(out[1]));
-            },
-            [&] {
-              ops::batchnorm_apply<T>(as<T>(in[0]), ptr<T>(in[1]), ptr<T>(in[2]), ptr<T>(in[3]),
-                                      ptr<T>(in[4]), as<T>(out[0]));
-              ops::silu_forward<T>(as<T>(out[0]), as<T>(out[1]));
-            });
+        ops::batchnorm_silu_apply<T>(as<T>(in[0]), ptr<T>(in[1]), ptr<T>(in[2]), ptr<T>(in[3]),
+                                     ptr<T>(in[4]), as<T>(out[0]), as<T>(out[1]));
       });
 }
 
 double check_bn_silu_backward_reduce(const Device& dut) {
   const BnInputs b = bn_inputs(31);
-  return compare_with_reference(
-      dut, {b.x, b.bn, b.dy, b.mean, b.invstd}, {poisoned(kChannels), poisoned(kChannels)},
-      []<class T>(Tensors& in, Tensors& out) {
-        fused_or_definition<T>(
-            in[0],
-            [&] {
-              cuda::batchnorm_silu_backward_reduce(
-                  as<float>(in[0]), as<float>(in[1]), as<float>(in[2]), ptr<float>(in[3]),
-                  ptr<float>(in[4]), ptr<float>(out[0]), ptr<float>(out[1]));
-            },
-            [&] {
-              Tensor dbn = silu_gradient<T>(in[1], in[2]);
-              ops::batchnorm_backward_reduce<T>(as<T>(in[0]), as<T>(dbn), ptr<T>(in[3]),
-                                                ptr<T>(in[4]), ptr<T>(out[0]), ptr<T>(out[1]));
-            });
-      });
+  return compare_with_reference(dut, {b.x, b.bn, b.dy, b.mean, b.invstd},
+                                {poisoned(kChannels), poisoned(kChannels)},
+                                []<class T>(Tensors& in, Tensors& out) {
+                                  ops::batchnorm_silu_backward_reduce<T>(
+                                      as<T>(in[0]), as<T>(in[1]), as<T>(in[2]), ptr<T>(in[3]),
+                                      ptr<T>(in[4]), ptr<T>(out[0]), ptr<T>(out[1]));
+                                });
 }
 
 double check_bn_silu_backward_apply(const Device& dut) {
@@ -360,65 +316,32 @@ double check_bn_silu_backward_apply(const Device& dut) {
   return compare_with_reference(
       dut, {b.x, b.bn, b.dy, b.mean, b.invstd, b.gamma, b.sum_dy, b.sum_dy_xhat}, {b.dx},
       []<class T>(Tensors& in, Tensors& out) {
-        fused_or_definition<T>(
-            in[0],
-            [&] {
-              cuda::batchnorm_silu_backward_apply(
-                  as<float>(in[0]), as<float>(in[1]), as<float>(in[2]), ptr<float>(in[3]),
-                  ptr<float>(in[4]), ptr<float>(in[5]), ptr<float>(in[6]), ptr<float>(in[7]),
-                  kPerChannel, as<float>(out[0]));
-            },
-            [&] {
-              Tensor dbn = silu_gradient<T>(in[1], in[2]);
-              ops::batchnorm_backward_apply<T>(as<T>(in[0]), as<T>(dbn), ptr<T>(in[3]),
-                                               ptr<T>(in[4]), ptr<T>(in[5]), ptr<T>(in[6]),
-                                               ptr<T>(in[7]), kPerChannel, as<T>(out[0]));
-            });
+        ops::batchnorm_silu_backward_apply<T>(
+            as<T>(in[0]), as<T>(in[1]), as<T>(in[2]), ptr<T>(in[3]), ptr<T>(in[4]), ptr<T>(in[5]),
+            ptr<T>(in[6]), ptr<T>(in[7]), kPerChannel, as<T>(out[0]));
       });
 }
 
 double check_bn_silu_backward_train(const Device& dut) {
   const BnInputs b = bn_inputs(33);
-  return compare_with_reference(
-      dut, {b.x, b.bn, b.dy, b.gamma, b.mean, b.invstd}, {b.dx, b.dgamma, b.dbeta},
-      []<class T>(Tensors& in, Tensors& out) {
-        fused_or_definition<T>(
-            in[0],
-            [&] {
-              cuda::batchnorm_silu_backward_train(
-                  as<float>(in[0]), as<float>(in[1]), as<float>(in[2]), ptr<float>(in[3]),
-                  ptr<float>(in[4]), ptr<float>(in[5]), as<float>(out[0]), ptr<float>(out[1]),
-                  ptr<float>(out[2]));
-            },
-            [&] {
-              Tensor dbn = silu_gradient<T>(in[1], in[2]);
-              ops::batchnorm_backward_train<T>(as<T>(in[0]), as<T>(dbn), ptr<T>(in[3]),
-                                               ptr<T>(in[4]), ptr<T>(in[5]), as<T>(out[0]),
-                                               ptr<T>(out[1]), ptr<T>(out[2]));
-            });
-      });
+  return compare_with_reference(dut, {b.x, b.bn, b.dy, b.gamma, b.mean, b.invstd},
+                                {b.dx, b.dgamma, b.dbeta}, []<class T>(Tensors& in, Tensors& out) {
+                                  ops::batchnorm_silu_backward_train<T>(
+                                      as<T>(in[0]), as<T>(in[1]), as<T>(in[2]), ptr<T>(in[3]),
+                                      ptr<T>(in[4]), ptr<T>(in[5]), as<T>(out[0]), ptr<T>(out[1]),
+                                      ptr<T>(out[2]));
+                                });
 }
 
 double check_bn_silu_backward_eval(const Device& dut) {
   const BnInputs b = bn_inputs(34);
-  return compare_with_reference(
-      dut, {b.x, b.bn, b.dy, b.gamma, b.running_mean, b.running_var}, {b.dx, b.dgamma, b.dbeta},
-      []<class T>(Tensors& in, Tensors& out) {
-        fused_or_definition<T>(
-            in[0],
-            [&] {
-              cuda::batchnorm_silu_backward_eval(
-                  as<float>(in[0]), as<float>(in[1]), as<float>(in[2]), ptr<float>(in[3]),
-                  ptr<float>(in[4]), ptr<float>(in[5]), kBatchNorm, as<float>(out[0]),
-                  ptr<float>(out[1]), ptr<float>(out[2]));
-            },
-            [&] {
-              Tensor dbn = silu_gradient<T>(in[1], in[2]);
-              ops::batchnorm_backward_eval<T>(as<T>(in[0]), as<T>(dbn), ptr<T>(in[3]),
-                                              ptr<T>(in[4]), ptr<T>(in[5]), kBatchNorm,
-                                              as<T>(out[0]), ptr<T>(out[1]), ptr<T>(out[2]));
-            });
-      });
+  return compare_with_reference(dut, {b.x, b.bn, b.dy, b.gamma, b.running_mean, b.running_var},
+                                {b.dx, b.dgamma, b.dbeta}, []<class T>(Tensors& in, Tensors& out) {
+                                  ops::batchnorm_silu_backward_eval<T>(
+                                      as<T>(in[0]), as<T>(in[1]), as<T>(in[2]), ptr<T>(in[3]),
+                                      ptr<T>(in[4]), ptr<T>(in[5]), kBatchNorm, as<T>(out[0]),
+                                      ptr<T>(out[1]), ptr<T>(out[2]));
+                                });
 }
 
 // ---- pooling and upsampling ------------------------------------------------------------------

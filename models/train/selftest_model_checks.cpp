@@ -10,7 +10,6 @@
 #include "engine/parameter_arena.h"
 #include "engine/shipped_files.h"
 #include "models/eval/decode.h"
-#include "models/eval/detect_cuda.h"
 #include "models/eval/nms.h"
 #include "models/eval/validate.h"
 #include "models/loss/head_loss.h"
@@ -51,21 +50,14 @@ std::vector<double> doubles(const std::vector<T>& values) {
   return {values.begin(), values.end()};
 }
 
-// The decoded rows of `head` computed on `dut`: the decode kernel on a GPU, the host decode on
-// the CPU.
+// The decoded rows of `head` computed on `dut` (the decode kernel on a GPU), poisoned first.
 std::vector<float> decode_on(const Device& dut, const std::vector<Tensor>& head,
                              const DetectionModel& model) {
-  if (!dut.is_cuda()) return decode_predictions(head, model);
-#ifdef BAREYOLO_WITH_CUDA
   const int64_t count =
       head[0].shape().n * decoded_rows_per_image(head, model) * model.outputs_per_anchor();
   Tensor rows = poisoned({1, 1, 1, count}).to(dut);
-  decode_predictions_on_device(on_device(head, dut), model, ptr<float>(rows));
+  decode_predictions(on_device(head, dut), model, rows.view<float>());
   return rows.to_vector<float>();
-#else
-  throw std::runtime_error("the Detect decode on " + dut.str() +
-                           ": this binary was built without CUDA");
-#endif
 }
 
 // The decode has no double form: its reference is the host decode, which the GPU's matches
@@ -74,27 +66,16 @@ double check_detect_decode(const Device& dut) {
   const DetectionModel model(tiny_config(), {.nc = kTinyClasses});
   Random random(60);
   const std::vector<Tensor> head = random_head(model, random, 2, -6, 6);
-  return max_error(doubles(decode_on(dut, head, model)), doubles(decode_predictions(head, model)));
+  return max_error(doubles(decode_on(dut, head, model)),
+                   doubles(decode_predictions(head, model).to_vector<float>()));
 }
 
-// One image's detections from its decoded rows, on `dut`: cuda::non_max_suppression on a GPU,
-// the host's non_max_suppression on the CPU.
+// One image's detections from its decoded rows, on `dut` (NMS's kernels on a GPU).
 std::vector<Detection> nms_on(const Device& dut, std::span<const float> rows, int classes,
                               const NmsOptions& options) {
-  if (!dut.is_cuda()) return non_max_suppression(rows, classes, options);
-#ifdef BAREYOLO_WITH_CUDA
-  const Tensor on_gpu = Tensor::from_vector(std::vector<float>(rows.begin(), rows.end()),
+  const Tensor on_dut = Tensor::from_vector(std::vector<float>(rows.begin(), rows.end()),
                                             {1, 1, 1, int64_t(rows.size())}, dut);
-  std::vector<Detection> detections;
-  for (const cuda::NmsDetection& d :
-       cuda::non_max_suppression(on_gpu.view<float>().data, int64_t(rows.size()) / (5 + classes),
-                                 classes, options, dut.index))
-    detections.push_back({{d.x1, d.y1, d.x2, d.y2}, d.conf, d.class_id});
-  return detections;
-#else
-  throw std::runtime_error("non_max_suppression on " + dut.str() +
-                           ": this binary was built without CUDA");
-#endif
+  return batch_detections(on_dut.view<float>(), 1, classes, options).front();
 }
 
 std::vector<double> flatten(const std::vector<Detection>& detections) {
@@ -112,7 +93,7 @@ double check_nms(const Device& dut) {
   Random random(61);
   const int64_t images = 2;
   const std::vector<float> rows =
-      decode_predictions(random_head(model, random, images, -4, 4), model);
+      decode_predictions(random_head(model, random, images, -4, 4), model).to_vector<float>();
   const size_t per_image = rows.size() / size_t(images);
   const NmsOptions options = validation_nms();
   double worst = 0;

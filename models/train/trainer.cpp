@@ -170,7 +170,7 @@ TrainSummary train(const TrainOptions& request, const std::function<void(const s
   }
   const TrainOptions options = resolve_options(request, resumed ? &*resumed : nullptr);
   const RankZero rank0(options.rank);
-  if (options.device_of_rank.is_cuda()) cuda::set_tf32(options.tf32);
+  cuda::set_tf32(options.tf32);  // steers GPU convolutions and GEMMs only
 
   // ---- data and model ----
   const data::DatasetConfig config = data::read_dataset_yaml(options.data);

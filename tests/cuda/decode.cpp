@@ -1,7 +1,7 @@
-// tests/cuda/decode.cpp — the Detect decode kernel, through models::decode_predictions_on_device,
-// against models::decode_predictions (the CPU reference) on random logits, for a three-level
-// model, rows poisoned first. Tolerance: float32, kFloatRtol / kFloatAtol (the GPU's expf is
-// within 2 ulps of the CPU's).
+// tests/cuda/decode.cpp — the Detect decode kernel, through models::decode_predictions of a head
+// on the GPU, against the same call on the host (the CPU reference) on random logits, for a
+// three-level model, rows poisoned first. Tolerance: float32, kFloatRtol / kFloatAtol (the GPU's
+// expf is within 2 ulps of the CPU's).
 #include "models/eval/decode.h"
 #include "models/eval/detect_cuda.h"
 #include "models/yolo/model_config.h"
@@ -40,12 +40,12 @@ TEST_CASE("cuda detect decode equals the cpu decode") {
     head.push_back(random_tensor(rng, {images, na * no, size, size}, -6, 6));
     head_on_gpu.push_back(head.back().to(Device::cuda(0)));
   }
-  const std::vector<float> expected = models::decode_predictions(head, model);
+  const std::vector<float> expected = models::decode_predictions(head, model).to_vector<float>();
 
   const int64_t rows_per_image = models::decoded_rows_per_image(head, model);
   Tensor rows = Tensor::empty({1, 1, 1, images * rows_per_image * no}, Device::cuda(0));
   cuda::fill_bytes(rows.view<float>().data, 0xFF, size_t(rows.numel()) * 4, 0);  // NaN
-  models::decode_predictions_on_device(head_on_gpu, model, rows.view<float>().data);
+  models::decode_predictions(head_on_gpu, model, rows.view<float>());
   cuda::synchronize(0);
   check_close(rows.to_vector<float>(), expected, kFloatRtol, kFloatAtol, "decoded rows");
 }
@@ -53,10 +53,10 @@ TEST_CASE("cuda detect decode equals the cpu decode") {
 TEST_CASE("cuda detect decode refuses a head that does not match the level") {
   Tensor head = Tensor::zeros({1, 20, 4, 4}, Device::cuda(0));
   Tensor rows = Tensor::zeros({1, 1, 1, 48 * 7}, Device::cuda(0));
-  cuda::DecodeLevel d;
+  models::DecodeLevel d;
   d.anchors = 3;
   d.outputs = 7;  // 21 channels expected
   d.rows_per_image = 48;
-  CHECK_THROWS_AS(cuda::detect_decode_level(head.view<float>(), d, rows.view<float>().data),
+  CHECK_THROWS_AS(models::decode_level(head.view<float>(), d, rows.view<float>()),
                   std::invalid_argument);
 }

@@ -3,13 +3,14 @@
 //    logits over a wide range (|x| up to 30, where a naive log(sigmoid) would overflow) and
 //    random soft targets, dense and channel-slice views, outputs poisoned first. Tolerance:
 //    float32, kFloatRtol / kFloatAtol (the GPU's expf and log1pf are within 2 ulps of the CPU's).
-//  - YOLOv5's whole loss, yolo_loss_cuda against yolo_loss<float>: random heads, random matched
-//    rows with several rows on one cell (the objectness target of the last one wins), an empty
-//    level, label smoothing and pos_weights; the device gradient poisoned (NaN) first, since
-//    the device loss writes every element. Tolerances: values 1e-10 relative (both evaluate
-//    each term in double with the same formulas, only the order of the sums differs);
-//    gradients kFloatRtol / kFloatAtol (each element is a double rounded to float, added in
-//    the same row order; the GPU's double exp/log1p/atan may differ from glibc's by an ulp).
+//  - YOLOv5's whole loss, yolo_loss<float> on device views (routed to cuda::yolo_loss) against
+//    the host: random heads, random matched rows with several rows on one cell (the objectness
+//    target of the last one wins), an empty level, label smoothing and pos_weights; both
+//    gradients start from the same random values, since both losses add into them. Tolerances:
+//    values 1e-10 relative (both evaluate each term in double with the same formulas, only the
+//    order of the sums differs); gradients kFloatRtol / kFloatAtol (each element is a double
+//    rounded to float, added in the same row order; the GPU's double exp/log1p/atan may differ from
+//    glibc's by an ulp).
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -102,25 +103,24 @@ int shared_cells(const models::LevelTargets& targets) {
 void check_device_loss_equals_host(const std::vector<Tensor>& head,
                                    const models::LevelTargets& targets,
                                    const models::LossNormalization& norm,
-                                   const models::LossOptions& options) {
+                                   const models::LossOptions& options, Rng& rng) {
   std::vector<Tensor> host_gradients, device_head, device_gradients;
   std::vector<View<const float>> host_views, device_views;
   std::vector<View<float>> host_gradient_views, device_gradient_views;
   for (const Tensor& h : head) {
-    host_gradients.push_back(Tensor::zeros(h.shape()));
+    // Both losses add into the gradient: both start from the same random values.
+    host_gradients.push_back(random_tensor(rng, h.shape(), -1, 1));
     host_views.push_back(h.view<float>());
     host_gradient_views.push_back(host_gradients.back().view<float>());
     device_head.push_back(h.to(Device::cuda(0)));
-    device_gradients.push_back(Tensor::empty(h.shape(), Device::cuda(0)));
-    cuda::fill_bytes(device_gradients.back().view<float>().data, 0xFF,
-                     size_t(h.numel()) * sizeof(float), 0);  // NaN
+    device_gradients.push_back(host_gradients.back().to(Device::cuda(0)));
     device_views.push_back(std::as_const(device_head.back()).view<float>());
     device_gradient_views.push_back(device_gradients.back().view<float>());
   }
   const models::LossValues expected =
       models::yolo_loss<float>(host_views, targets, norm, options, host_gradient_views);
   const models::LossValues actual =
-      models::yolo_loss_cuda(device_views, targets, norm, options, device_gradient_views);
+      models::yolo_loss<float>(device_views, targets, norm, options, device_gradient_views);
   cuda::synchronize(0);
   const std::pair<double, double> values[] = {{actual.box, expected.box},
                                               {actual.obj, expected.obj},
@@ -162,12 +162,12 @@ TEST_CASE("cuda yolo loss equals the cpu loss on random heads and rows") {
     options.hyp.cls_pw = 1.3;
     options.hyp.obj_pw = 0.8;
     models::LossNormalization norm = models::local_normalization(targets, images);
-    check_device_loss_equals_host(head, targets, norm, options);
+    check_device_loss_equals_host(head, targets, norm, options, rng);
     // Data parallelism's form: global counts larger than the local ones, scaled gradients.
     norm.matched_rows = {150, 70, 12};
     norm.images = 8;
     norm.gradient_scale = 4;
-    check_device_loss_equals_host(head, targets, norm, options);
+    check_device_loss_equals_host(head, targets, norm, options, rng);
   }
 }
 

@@ -80,9 +80,8 @@ std::vector<float> random_rows(Rng& rng, int64_t count, int classes) {
   return rows;
 }
 
-bool same(const models::Detection& a, const cuda::NmsDetection& b) {
-  return a.box == models::BoxXYXY{b.x1, b.y1, b.x2, b.y2} && a.conf == b.conf &&
-         a.class_id == b.class_id;
+bool same(const models::Detection& a, const models::Detection& b) {
+  return a.box == b.box && a.conf == b.conf && a.class_id == b.class_id;
 }
 
 }  // namespace
@@ -107,8 +106,8 @@ TEST_CASE("cuda non_max_suppression keeps exactly the detections the cpu keeps")
       CAPTURE(variant);
       const std::vector<models::Detection> expected =
           models::non_max_suppression(rows, classes, options);
-      const std::vector<cuda::NmsDetection> kept =
-          cuda::non_max_suppression(on_gpu.view<float>().data, count, classes, options, 0);
+      const std::vector<models::Detection> kept =
+          models::batch_detections(on_gpu.view<float>(), 1, classes, options).front();
       REQUIRE(kept.size() == expected.size());
       for (size_t k = 0; k < kept.size(); ++k) {
         CAPTURE(k);

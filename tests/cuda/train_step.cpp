@@ -1,7 +1,8 @@
 // tests/cuda/train_step.cpp — one whole training step of the tiny model on the GPU against the
 // same step on the CPU: forward, YOLOv5's loss, backward, gradient clipping and the SGD step
 // (models/train/step.h, engine/optim/sgd.h), from the same initial weights and batch; the
-// parameters after the step must agree.
+// parameters after the step must agree, and the clip and the update must not make the host
+// wait for the device (cuda::host_waits).
 //
 // Tolerance: every kernel is within a few float ulps of its CPU reference; through ~25 layers
 // forward and back and one SGD step (lr 0.01) the parameters stay within 1e-4 relative
@@ -31,8 +32,11 @@ std::vector<std::vector<double>> one_step(Device device) {
   ParameterArena arena(state);
   Sgd sgd(arena, 0.01, 0.9, 5e-4);
   forward_backward(model, images.to(device), labels, {scale_loss_gains({}, 3, 2, 64), 2});
+  // The clip (its norm stays on the device) and the SGD pass: no wait for the GPU between them.
+  const uint64_t waits = cuda::host_waits();
   clip_gradient_norm(arena, 10.0);
   sgd.step();
+  CHECK(cuda::host_waits() == waits);
   std::vector<std::vector<double>> values;
   for (const StateEntry& e : state) values.push_back(e.value->to_doubles());
   return values;

@@ -1,7 +1,8 @@
 // tests/unit/batchnorm.cpp — batch normalisation: moments, train and eval forwards and the
 // running statistics against their formulas, both backwards against finite differences
-// (double) and float against double, and the phase ops composed by hand against the train
-// ops they make up (the composition SyncBatchNorm relies on).
+// (double) and float against double, the phase ops composed by hand against the train ops they
+// make up (the composition SyncBatchNorm relies on), and the fused BatchNorm + SiLU ops
+// against finite differences of SiLU(BN(x)).
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -212,6 +213,83 @@ TEST_CASE("batchnorm train and eval backward pass the gradient check") {
       check.backward = [&](const std::vector<double>& dy, std::vector<std::vector<double>>& d) {
         batchnorm_backward<double>(mode, dense_view(x.data(), s), dense_view(dy.data(), s), cp,
                                    dense_view(d[0].data(), s), d[1].data(), d[2].data());
+      };
+      check.run(rng);
+    }
+}
+
+namespace {
+
+// SiLU of batchnorm(x) (ConvBnSilu's BN and SiLU), written out in double.
+std::vector<double> batchnorm_silu_forward(Mode mode, const std::vector<double>& x, Shape4 s,
+                                           const ChannelParams& cp,
+                                           const std::vector<double>& gamma,
+                                           const std::vector<double>& beta) {
+  std::vector<double> y = batchnorm_forward(mode, x, s, cp, gamma, beta);
+  for (double& v : y) v = v / (1 + std::exp(-v));
+  return y;
+}
+
+// The fused backward ops: dx, dgamma, dbeta added for x, dy (SiLU's output gradient) in
+// `mode`; in training both the one-call op and SyncBN's two phases (reduce, then apply with
+// the reduced sums), whose dx must agree.
+void batchnorm_silu_backward(Mode mode, const std::vector<double>& x, Shape4 s,
+                             const ChannelParams& cp, const std::vector<double>& dy,
+                             std::vector<std::vector<double>>& d) {
+  const int64_t c = s.c;
+  std::vector<double> mean(c), invstd(c), running_mean = cp.running_mean,
+                                          running_var = cp.running_var;
+  if (mode == Mode::train)
+    ops::batchnorm_train_statistics<double>(dense_view(x.data(), s), kParams, running_mean.data(),
+                                            running_var.data(), mean.data(), invstd.data());
+  else {
+    mean = cp.running_mean;
+    ops::batchnorm_running_inverse_std<double>(cp.running_var.data(), c, kParams.eps, Device::cpu(),
+                                               invstd.data());
+  }
+  std::vector<double> bn(x.size()), y(x.size());
+  ops::batchnorm_silu_apply<double>(dense_view(x.data(), s), mean.data(), invstd.data(),
+                                    cp.gamma.data(), cp.beta.data(), dense_view(bn.data(), s),
+                                    dense_view(y.data(), s));
+  const View<const double> xv = dense_view(x.data(), s), bnv = dense_view(bn.data(), s),
+                           dyv = dense_view(dy.data(), s);
+  if (mode == Mode::eval) {
+    ops::batchnorm_silu_backward_eval<double>(xv, bnv, dyv, cp.gamma.data(), cp.running_mean.data(),
+                                              cp.running_var.data(), kParams,
+                                              dense_view(d[0].data(), s), d[1].data(), d[2].data());
+    return;
+  }
+  const std::vector<double> dx_before = d[0];  // the checker may start from non-zero values
+  ops::batchnorm_silu_backward_train<double>(xv, bnv, dyv, cp.gamma.data(), mean.data(),
+                                             invstd.data(), dense_view(d[0].data(), s), d[1].data(),
+                                             d[2].data());
+  std::vector<double> sum_dy(c), sum_dy_xhat(c), phased = dx_before;
+  ops::batchnorm_silu_backward_reduce<double>(xv, bnv, dyv, mean.data(), invstd.data(),
+                                              sum_dy.data(), sum_dy_xhat.data());
+  ops::batchnorm_silu_backward_apply<double>(xv, bnv, dyv, mean.data(), invstd.data(),
+                                             cp.gamma.data(), sum_dy.data(), sum_dy_xhat.data(),
+                                             s.n * s.h * s.w, dense_view(phased.data(), s));
+  check_close(phased, d[0], 1e-12, 1e-14, "the two phases' dx against the one-call op's");
+}
+
+}  // namespace
+
+TEST_CASE("fused batchnorm + silu forward and backward pass the gradient check") {
+  Rng rng(204);
+  for (Mode mode : {Mode::train, Mode::eval})
+    for (size_t k = 0; k < kShapes.size(); ++k) {
+      CAPTURE(k);
+      CAPTURE(mode == Mode::train);
+      const Shape4 s = kShapes[k];
+      std::vector<double> x = random_vector(rng, s.numel(), -1.0, 3.0);
+      ChannelParams cp = random_channel_params(rng, s.c);
+      GradCheck check;
+      check.inputs = {&x, &cp.gamma, &cp.beta};
+      check.names = {"x", "gamma", "beta"};
+      check.max_checks_per_input = 80;
+      check.forward = [&] { return batchnorm_silu_forward(mode, x, s, cp, cp.gamma, cp.beta); };
+      check.backward = [&](const std::vector<double>& dy, std::vector<std::vector<double>>& d) {
+        batchnorm_silu_backward(mode, x, s, cp, dy, d);
       };
       check.run(rng);
     }

@@ -14,6 +14,7 @@
 #include "kernels/cuda/runtime/allocator.h"
 
 using bareyolo::cuda::CachingAllocator;
+using bareyolo::cuda::OutOfDeviceMemory;
 
 namespace {
 
@@ -177,7 +178,7 @@ TEST_CASE("allocator out of memory: gives the cache back, retries once, then fai
   try {
     allocator.allocate(2 << 20, &stream_a);
     FAIL("an allocation beyond the device's memory succeeded");
-  } catch (const std::runtime_error& error) {
+  } catch (const OutOfDeviceMemory& error) {  // the type AutoBatch's probe recovers from
     const std::string message = error.what();
     CHECK(message.find("out of device memory") != std::string::npos);
     CHECK(message.find("fake:0") != std::string::npos);

@@ -36,8 +36,9 @@ TEST_CASE("the cuda loss's per-thread bodies run serially equal yolo_loss") {
       for (int level = 0; level < 3; ++level) {
         shapes.push_back({images, anchors * outputs, sizes[level], sizes[level]});
         head.push_back(random_vector<float>(rng, shapes.back().numel(), -4, 4));
-        expected_grad.emplace_back(head.back().size(), 0.0f);
-        grad.emplace_back(head.back().size(), std::numeric_limits<float>::quiet_NaN());
+        // Both losses add into the gradient: start both from the same random values.
+        expected_grad.push_back(random_vector<float>(rng, shapes.back().numel(), -1, 1));
+        grad.push_back(expected_grad.back());
         // Level 2 matches nothing.
         targets.push_back(random_matched_rows(rng, level == 2 ? 0 : 60 / (level + 1), images,
                                               anchors, sizes[level], sizes[level], classes));
@@ -58,7 +59,7 @@ TEST_CASE("the cuda loss's per-thread bodies run serially equal yolo_loss") {
       const LossValues expected =
           yolo_loss<float>(predictions, targets, norm, options, expected_views);
 
-      // What yolo_loss_cuda does, with its kernels as loops.
+      // What cuda::yolo_loss does, with its kernels as loops.
       std::vector<loss_cuda::LevelArgs> levels;
       int64_t cells = 0;
       for (int l = 0; l < 3; ++l) {
@@ -72,7 +73,6 @@ TEST_CASE("the cuda loss's per-thread bodies run serially equal yolo_loss") {
       REQUIRE(packed.count() == int64_t(targets[0].size() + targets[1].size()));
       REQUIRE(packed.groups() < packed.count() - 10);  // cells with several rows
       const loss_cuda::Rows rows = packed.rows_at(packed.bytes().data());
-      for (auto& g : grad) std::fill(g.begin(), g.end(), 0.0f);  // the memset
       std::vector<double> tobj(size_t(cells), 0.0), row_terms(size_t(packed.count()));
       for (int64_t group = 0; group < packed.groups(); ++group)
         loss_cuda::box_group(table, rows, group, tobj.data(), row_terms.data());

@@ -25,7 +25,7 @@ TEST_CASE("decode turns logits into pixel boxes in YOLOv5's row order") {
     at(4) = 2.0f;
     head[1] = Tensor::from_vector(values, head[1].shape());
   }
-  std::vector<float> rows = decode_predictions(head, model);
+  std::vector<float> rows = decode_predictions(head, model).to_vector<float>();
   REQUIRE(rows.size() == size_t((3 * 64 + 3 * 16 + 3 * 4) * no));
   // Row 0: level 0, anchor 0, cell (0, 0): centre (0.5 * 8, 0.5 * 8), size = anchor in pixels.
   CHECK(rows[0] == doctest::Approx(4.0));

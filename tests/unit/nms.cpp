@@ -150,7 +150,8 @@ TEST_CASE("nms batch treats each image on its own") {
   image1.add({51, 50, 20, 20}, 0.8f, {1}).add({300, 50, 20, 20}, 0.7f, {1});
   std::vector<float> batch = image0.values;
   batch.insert(batch.end(), image1.values.begin(), image1.values.end());
-  const auto kept = non_max_suppression_batch(batch, 2, 1, {});
+  const auto kept =
+      batch_detections(flat_view<const float>(batch.data(), int64_t(batch.size())), 2, 1, {});
   REQUIRE(kept.size() == 2);
   CHECK(confs_of(kept[0]) == std::vector<float>{0.9f});
   CHECK(confs_of(kept[1]) == std::vector<float>{0.8f, 0.7f});

@@ -8,6 +8,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "engine/distributed/comm/nccl_communicator.h"
+
 namespace bareyolo::dist {
 namespace {
 
@@ -135,9 +137,7 @@ bool DeviceSpec::repeats_a_gpu() const {
 }
 
 Backend DeviceSpec::default_backend() const {
-#ifdef BAREYOLO_WITH_CUDA
-  if (kind == DeviceKind::cuda && !repeats_a_gpu()) return Backend::nccl;
-#endif
+  if (kind == DeviceKind::cuda && !repeats_a_gpu() && nccl_compiled()) return Backend::nccl;
   return Backend::tcp;
 }
 

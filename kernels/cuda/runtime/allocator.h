@@ -39,6 +39,13 @@ struct MemoryStats {
   uint64_t backing_allocations = 0, backing_frees = 0, cache_hits = 0;
 };
 
+// A request the device cannot hold even after the cache went back: the one failure a caller
+// may recover from (AutoBatch's probe takes it as "this batch does not fit").
+class OutOfDeviceMemory : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class CachingAllocator {
  public:
   // How blocks are obtained from and returned to the device. allocate returns nullptr when
@@ -90,7 +97,7 @@ class CachingAllocator {
         pointer = backing_.allocate(block);
       }
       if (!pointer)
-        throw std::runtime_error(
+        throw OutOfDeviceMemory(
             "cannot allocate " + std::to_string(bytes) + " bytes on " + backing_.name +
             ": out of device memory (" + std::to_string(stats_.allocated) +
             " bytes in use by this process); use a smaller batch or image size");
@@ -165,7 +172,8 @@ class CachingAllocator {
   MemoryStats stats_;
 };
 
-// The allocator behind cuda::malloc_device for `device` (CUDA builds only; allocator.cu).
+// The allocator behind cuda::malloc_device for `device` (allocator.cu; in a build without CUDA
+// these three throw, allocator_none.cpp).
 CachingAllocator& device_allocator(int device);
 // Statistics of `device`'s allocator, and returning its cached blocks to the driver.
 MemoryStats memory_stats(int device);

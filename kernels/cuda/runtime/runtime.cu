@@ -17,6 +17,7 @@ namespace bareyolo::cuda {
 namespace {
 std::atomic<bool> touched{false};
 std::atomic<bool> tf32{false};
+std::atomic<uint64_t> waits{0};
 
 struct Discovery {
   int count = 0;
@@ -135,6 +136,7 @@ void fill_bytes(void* pointer, int byte, size_t bytes, int device) {
 }
 
 void synchronize(int device) {
+  ++waits;
   BAREYOLO_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(compute_stream(device))));
 }
 
@@ -165,7 +167,11 @@ bool Event::complete() const {
 }
 
 void Event::synchronize() const {
-  if (event_) BAREYOLO_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
+  if (!event_) return;
+  ++waits;
+  BAREYOLO_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
 }
+
+uint64_t host_waits() { return waits; }
 
 }  // namespace bareyolo::cuda

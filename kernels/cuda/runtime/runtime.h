@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -74,6 +75,9 @@ void fill_bytes(void* pointer, int byte, size_t bytes, int device);
 // The stream every kernel of `device` is launched on (a cudaStream_t).
 void* compute_stream(int device);
 void synchronize(int device);
+// How many times this process has waited on the host for device work (synchronize, copy,
+// Event::synchronize), for tests that a step keeps the host out of its way.
+uint64_t host_waits();
 
 // A point in a device's compute stream: the work queued there before Event::record. A
 // default-constructed Event marks no work and is complete. Move-only; destroying one whose
