@@ -5,13 +5,15 @@
                                           [--batch 2] [--labels 12] [--seed 0]
 
 It needs PyTorch, the `yolov5` package and `safetensors`. One way on Debian 12 (PyTorch from
-Debian, the rest from PyPI without their dependency trees):
+Debian, the rest from PyPI; the packages that name torch as a dependency go in without their
+dependency trees, or pip would fetch a second PyTorch; Debian's own python3, whose
+site-packages hold Debian's torch):
 
     apt-get install python3-torch python3-torchvision python3-venv
-    python3 -m venv --system-site-packages /opt/yv5
-    /opt/yv5/bin/pip install --no-deps yolov5==7.0.14 ultralytics==8.0.238 safetensors
+    /usr/bin/python3 -m venv --system-site-packages /opt/yv5
+    /opt/yv5/bin/pip install --no-deps yolov5==7.0.14 ultralytics==8.0.238 safetensors thop
     /opt/yv5/bin/pip install "opencv-python-headless<4.9" pandas pillow tqdm requests \\
-        seaborn matplotlib psutil pyyaml gitpython thop "numpy<2"
+        seaborn matplotlib psutil pyyaml gitpython "numpy<2"
     /opt/yv5/bin/python tools/check_against_yolov5.py
 
 Steps: `bareyolo init` writes random weights; this script writes a random batch; `bareyolo
