@@ -46,8 +46,8 @@ std::vector<double> doubles_of(const SafetensorsFile& file, const std::string& n
 
 // Checks `got` against the record `kind`.<name> within its tensor's limit; returns how close
 // the tensor came to its limit (error / limit).
-double check_tensor(const SafetensorsFile& golden, const std::string& kind,
-                    const std::string& name, const Tensor& got) {
+double check_tensor(const SafetensorsFile& golden, const std::string& kind, const std::string& name,
+                    const Tensor& got) {
   const std::vector<double> want = doubles_of(golden, kind + "." + name);
   REQUIRE(got.numel() == int64_t(want.size()));
   const double torch_error = doubles_of(golden, "torch_f32_error." + kind + "." + name).at(0);
@@ -77,8 +77,8 @@ TEST_CASE("golden: yolov5-tiny's loss, gradients and 3 SGD steps equal PyTorch Y
   std::vector<LabelRow> labels;
   const std::vector<float> rows = golden.values<float>("targets");
   for (size_t r = 0; r + 6 <= rows.size(); r += 6)
-    labels.push_back({int(rows[r]), int(rows[r + 1]), rows[r + 2], rows[r + 3], rows[r + 4],
-                      rows[r + 5]});
+    labels.push_back(
+        {int(rows[r]), int(rows[r + 1]), rows[r + 2], rows[r + 3], rows[r + 4], rows[r + 5]});
   REQUIRE(labels.size() == 6);
   const LossOptions loss{scale_loss_gains({}, model.num_levels(), nc, imgsz), nc};
 
