@@ -35,11 +35,12 @@
 #include <thread>
 #include <vector>
 
-#include "bench/loader_rate.h"                   // defines: BenchDataset, loader_images_per_second
-#include "bench/python_peer.h"                   // defines: find_python_running
-#include "data/dataset.h"                        // defines: read_dataset_yaml, open_split
-#include "engine/distributed/ddp/reducer.h"      // defines: Reducer, broadcast_state
-#include "engine/distributed/launch/launcher.h"  // defines: launch_workers, LaunchPlan
+#include "bench/loader_rate.h"  // defines: BenchDataset, loader_images_per_second
+#include "bench/python_peer.h"  // defines: find_python_running
+#include "data/dataset.h"       // defines: read_dataset_yaml, open_split
+#include "engine/distributed/ddp/data_parallel.h"     // defines: sync_batchnorm
+#include "engine/distributed/ddp/reducer.h"           // defines: Reducer, broadcast_state
+#include "engine/distributed/launch/launcher.h"       // defines: launch_workers, LaunchPlan
 #include "engine/distributed/launch/process_group.h"  // defines: init_process_group
 #include "engine/optim/clip.h"                        // defines: clip_gradient_norm
 #include "engine/optim/ema.h"                         // defines: ModelEma
@@ -182,7 +183,7 @@ double multi_rank_images_per_second(const Setup& setup, int per_rank_batch, bool
     dist::ProcessGroup group =
         dist::init_process_group(dist::read_launch_env(dist::process_environment()),
                                  {.backend = std::nullopt, .timeout = kCollectiveTimeout});
-    model.set_sync_batchnorm(group.comm.get());
+    dist::sync_batchnorm(model.graph(), group.comm.get());
     ParameterArena arena(model.state());
     dist::broadcast_state(*group.comm, arena, model.state());
     dist::Reducer reducer(arena, model.graph(), *group.comm);

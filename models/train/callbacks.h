@@ -2,12 +2,19 @@
 //
 // TrainCallbacks is a set of optional hooks (std::function, empty = not called). The trainer
 // fires them on rank 0 only, in this order:
-//   on_train_start(info)         once, after setup (info.history: epochs already done when
-//   resuming) on_epoch_end(epoch)          after an epoch's last batch, before validation
-//   on_fit_epoch_end(metrics)    after validation: the epoch's row of results.csv
-//   on_model_save(path)          after each checkpoint file is written
-//   on_train_end(summary)        once, when the run ends (finished, stopped early or --max-steps)
+//   on_train_start(info)          once, after setup (info.history: epochs done before a resume)
+//   per epoch:
+//     on_train_epoch_start(info)  before its first batch
+//     on_train_batch_end(info)    after each batch (and its optimizer step, when it made one)
+//     on_epoch_end(epoch)         after the epoch's last batch, before validation
+//     on_val_end(report)          after validation, when the epoch was validated
+//     on_fit_epoch_end(metrics)   the epoch's row of results.csv
+//     on_model_save(path)         after each checkpoint file is written
+//   on_train_end(info)            once, when the run ends (finished, stopped early or --max-steps)
 // A hook that throws stops the run with its error (checkpoints already written stay intact).
+// Callbacks fire in the order they were registered: the built-in outputs (progress bar,
+// console lines, report.html, results.csv, results.jsonl: models/train/outputs/ and below),
+// then the user's.
 //
 // The built-in loggers are ordinary TrainCallbacks: results.csv (YOLOv5's columns) and a
 // JSON-lines file (one object per epoch with every field of EpochMetrics). Both rewrite the
@@ -15,9 +22,12 @@
 // resumed from (a killed epoch's) disappear.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "models/eval/metrics.h"
 
 namespace bareyolo::models {
 
@@ -33,10 +43,40 @@ struct EpochMetrics {
   double epoch_seconds = 0, step_seconds = 0;  // wall time; mean per batch
 };
 
+// What the run is, as it starts.
 struct TrainStartInfo {
   std::string run_dir;
   int start_epoch = 0, epochs = 0;
-  std::vector<EpochMetrics> history;  // epochs finished before a resume
+  std::vector<EpochMetrics> history;   // epochs finished before a resume
+  std::string cfg;                     // the model yaml
+  int64_t parameters = 0, images = 0;  // of the model; of the training split
+  std::vector<std::string> names;      // class names (their count is nc)
+  int imgsz = 0, batch = 0, accumulate = 1;
+  std::string optimizer;  // "SGD" or "AdamW"
+  bool resumed = false;   // continues a checkpoint, from start_epoch's batch resume_batch
+  int64_t resume_batch = 0;
+  std::string config_json;  // the resolved configuration (options_to_json)
+};
+
+struct EpochStartInfo {
+  int epoch = 0, epochs = 0;
+  int64_t batches = 0, batches_done = 0;  // of the epoch; > 0 when a resume starts inside it
+};
+
+struct BatchEndInfo {
+  int epoch = 0;
+  int64_t batches_done = 0;         // of the epoch
+  double loss_mean[3] = {0, 0, 0};  // box, obj, cls: running means over the epoch
+  int64_t instances = 0;            // labels in this batch
+  int image_size = 0;               // its width
+  int64_t optimizer_steps = 0;      // in the whole run
+};
+
+// One validation of the EMA: the metrics behind the validation table.
+struct ValidationReport {
+  int epoch = 0;
+  DetectionMetrics metrics;
+  int64_t images = 0, labels = 0;
 };
 
 struct TrainEndInfo {
@@ -44,11 +84,17 @@ struct TrainEndInfo {
   int epochs_run = 0;
   bool finished = false;  // all epochs (or early stopping); false after --max-steps
   double best_fitness = 0;
+  int64_t optimizer_steps = 0;  // in the whole run
+  bool stopped_early = false;   // by --patience, before the last epoch
+  int best_epoch = 0, patience = 0;
 };
 
 struct TrainCallbacks {
   std::function<void(const TrainStartInfo&)> on_train_start;
+  std::function<void(const EpochStartInfo&)> on_train_epoch_start;
+  std::function<void(const BatchEndInfo&)> on_train_batch_end;
   std::function<void(int epoch)> on_epoch_end;
+  std::function<void(const ValidationReport&)> on_val_end;
   std::function<void(const EpochMetrics&)> on_fit_epoch_end;
   std::function<void(const std::string& path)> on_model_save;
   std::function<void(const TrainEndInfo&)> on_train_end;

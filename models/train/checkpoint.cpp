@@ -146,6 +146,29 @@ void restore_checkpoint(const SafetensorsFile& file, const CheckpointTensors& te
   for (const auto& [entries, prefix] : groups) load_state(file, *entries, source, prefix);
 }
 
+Resume open_resume(const std::string& path) {
+  Resume resume{SafetensorsFile::load(path), {}};
+  resume.info = read_checkpoint_info(resume.file, path);
+  if (resume.info.progress.finished)
+    throw std::invalid_argument(
+        path + ": this run already finished (" + std::to_string(resume.info.history.size()) +
+        " epochs); nothing to resume. Start a new run with --weights " + path);
+  return resume;
+}
+
+void check_resume_fits(const CheckpointInfo& info, const std::string& source,
+                       const std::string& optimizer, int64_t batches_per_epoch, int epochs) {
+  if (info.optimizer != optimizer)
+    throw std::invalid_argument(source + ": saved by " + info.optimizer +
+                                ", but its configuration says " + optimizer);
+  if (info.progress.batches_done > batches_per_epoch || info.progress.epoch >= epochs)
+    throw std::invalid_argument(
+        source + ": saved at epoch " + std::to_string(info.progress.epoch) + " batch " +
+        std::to_string(info.progress.batches_done) + ", but this dataset gives " +
+        std::to_string(batches_per_epoch) + " batches per epoch for " + std::to_string(epochs) +
+        " epochs; was the dataset changed since? Start a new run with --weights instead");
+}
+
 std::vector<std::string> prune_periodic_checkpoints(const std::string& weights_dir, int keep) {
   std::vector<std::string> removed;
   if (keep <= 0 || !fs::is_directory(weights_dir)) return removed;

@@ -83,6 +83,18 @@ CheckpointInfo read_checkpoint_info(const SafetensorsFile& file, const std::stri
 void restore_checkpoint(const SafetensorsFile& file, const CheckpointTensors& tensors,
                         const std::string& source);
 
+// --resume PATH: the checkpoint and its contents; refused (naming PATH) when that run already
+// finished — there is nothing to continue, and its weights start a new run with --weights.
+struct Resume {
+  SafetensorsFile file;
+  CheckpointInfo info;
+};
+Resume open_resume(const std::string& path);
+// Refuses a checkpoint this run cannot continue: saved by another optimizer than `optimizer`,
+// or at a position that `batches_per_epoch` x `epochs` does not have (the dataset changed).
+void check_resume_fits(const CheckpointInfo& info, const std::string& source,
+                       const std::string& optimizer, int64_t batches_per_epoch, int epochs);
+
 // Deletes the oldest periodic checkpoints (epoch<N>/step<N>.safetensors) in `weights_dir`
 // beyond the newest `keep` (by modification time, then name); returns the removed paths.
 std::vector<std::string> prune_periodic_checkpoints(const std::string& weights_dir, int keep);

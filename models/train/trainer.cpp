@@ -1,26 +1,29 @@
-// models/train/trainer.cpp — see trainer.h. The run, top to bottom:
-//   configuration (the request, or the checkpoint's on --resume) -> data, model, optimizer,
-//   EMA (restored from the checkpoint on --resume) -> for each epoch:
+// models/train/trainer.cpp — see trainer.h. Set-up first (Trainer's constructor): the
+// configuration (the request, or the checkpoint's on --resume), data, model, the parameter
+// arena, data parallelism, optimizer, EMA, schedule, the checkpoint's state, the outputs. Then
+// the loop (Trainer::run, Trainer::train_epoch), which reads top to bottom:
 //     batches: loader -> model.forward(train) -> YOLOv5's loss -> model.backward ->
 //              [every `accumulate` batches] clip to norm 10 -> optimizer step -> EMA update
-//              [--save-steps / --max-steps] checkpoint
-//     epoch end: validate the EMA -> metrics, fitness, early stopping -> loggers, report ->
-//                checkpoints (last, best, periodic)
+//              -> [snapshot] step checkpoints
+//     epoch end: validate the EMA -> metrics, fitness, early stopping -> [snapshot] checkpoints
 //   -> weights/final.safetensors when training finished.
+// Everything a person sees (progress bar, log lines, report.html, results.csv/jsonl) is a
+// callback that rank 0 registers (callbacks.h, outputs/); the loop only fires the hooks.
 #include "models/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
 
-#include "data/dataset.h"                    // defines: read_dataset_yaml, open_split
-#include "data/loader.h"                     // defines: Loader (threaded, deterministic batches)
-#include "engine/distributed/ddp/reducer.h"  // defines: Reducer (averages gradients in buckets)
-#include "engine/distributed/launch/process_group.h"  // defines: ProcessGroup (this rank's communicator)
+#include "data/dataset.h"                             // defines: read_dataset_yaml, open_split
+#include "data/loader.h"                              // defines: Loader (threaded, deterministic)
+#include "engine/distributed/ddp/data_parallel.h"     // defines: start_data_parallel, Reducer
+#include "engine/distributed/launch/process_group.h"  // defines: ProcessGroup
 #include "engine/optim/adamw.h"                       // defines: AdamW
 #include "engine/optim/clip.h"                        // defines: clip_gradient_norm
 #include "engine/optim/ema.h"                         // defines: ModelEma
@@ -30,9 +33,11 @@
 #include "kernels/route.h"                            // defines: ops::require_kernel
 #include "models/eval/validate.h"                     // defines: validate, detect
 #include "models/loss/head_loss.h"          // defines: head_loss (YOLOv5's loss of the head)
-#include "models/train/checkpoint.h"        // defines: make_checkpoint, restore_checkpoint, ...
-#include "models/train/outputs/progress.h"  // defines: ProgressBar
-#include "models/train/outputs/report.h"    // defines: write_report_html, validation_table
+#include "models/train/checkpointer.h"      // defines: Checkpointer (the snapshot step)
+#include "models/train/early_stopping.h"    // defines: EarlyStopping
+#include "models/train/outputs/console.h"   // defines: console_logger
+#include "models/train/outputs/progress.h"  // defines: progress_bar
+#include "models/train/outputs/report.h"    // defines: report_writer
 #include "models/train/run_dir.h"           // defines: run_dir_of_checkpoint
 #include "models/train/step.h"              // defines: forward_backward (one rank's micro-batch)
 #include "models/yolo/weights.h"            // defines: load_state
@@ -41,22 +46,8 @@ namespace bareyolo::models {
 
 namespace {
 
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-// Rank 0 alone writes files, prints, draws the progress bar and fires callbacks: every side
-// effect of the trainer goes through this gate, so the other ranks compute and stay silent.
-class RankZero {
- public:
-  explicit RankZero(int rank) : active_(rank == 0) {}
-  template <class SideEffect>
-  void operator()(SideEffect&& side_effect) const {
-    if (active_) side_effect();
-  }
-
- private:
-  bool active_;
-};
+using Log = std::function<void(const std::string&)>;
 
 // The optimizer --optimizer names, over YOLOv5's three groups; weight_decay on group 1 only.
 std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind, ParameterArena& arena, double lr0,
@@ -75,40 +66,49 @@ std::vector<LabelRow> batch_labels(const data::Batch& batch) {
   return labels;
 }
 
-// Rank 0's `values` on every rank (rank 0 validates; the others follow its decisions).
-void from_rank0(dist::Communicator* comm, std::vector<double>& values) {
-  if (comm) comm->broadcast(dist::CommBuffer::of(values.data(), int64_t(values.size())), 0)->wait();
-}
-
 // The sum over ranks of each rank's share of the loss: the global batch's loss.
 void sum_over_ranks(dist::Communicator* comm, double* values, int count) {
   if (comm) comm->allreduce(dist::CommBuffer::of(values, count), dist::ReduceOp::sum)->wait();
 }
 
-struct Validation {
-  ValidationResult result;
-  double loss[3] = {0, 0, 0};  // box, obj, cls: mean over batches, as YOLOv5's val
+// What rank 0's validation of an epoch gives every rank: the others take its numbers, so that
+// the best epoch, patience and the stop decision are the same everywhere.
+struct ValidationNumbers {
+  double precision = 0, recall = 0, map50 = 0, map50_95 = 0;
+  double box = 0, obj = 0, cls = 0;  // val losses: means over batches, as YOLOv5's val
 };
+static_assert(sizeof(ValidationNumbers) == 7 * sizeof(double), "broadcast as 7 doubles");
 
-// YOLOv5's training-time validation of `model`, with the val losses of the same forward.
-Validation validate_with_loss(DetectionModel& model, const data::Dataset& dataset,
-                              const ValidationOptions& options, const LossOptions& loss_options) {
-  Validation validation;
+void from_rank0(dist::Communicator* comm, ValidationNumbers& numbers) {
+  if (comm)
+    comm->broadcast(dist::CommBuffer::of(reinterpret_cast<double*>(&numbers), 7), 0)->wait();
+}
+
+// YOLOv5's training-time validation of `model`, with the val losses of the same forward. The
+// loss, decode and NMS run where the head is: from a GPU only three sums and the kept
+// detections come back.
+std::pair<ValidationResult, ValidationNumbers> validate_with_loss(DetectionModel& model,
+                                                                  const data::Dataset& dataset,
+                                                                  const ValidationOptions& options,
+                                                                  const LossOptions& loss_options) {
+  ValidationNumbers numbers;
   int64_t batches = 0;
-  // The loss, decode and NMS run where the head is: from a GPU only three sums and the kept
-  // detections come back.
   auto predict = [&](const data::Batch& batch) {
     const std::vector<Tensor>& head =
         model.forward(batch.images_tensor(model.device()), Mode::eval);
     const LossValues loss =
         head_loss(model, head, batch_labels(batch), loss_options, batch.size).values;
     ++batches;
-    validation.loss[0] += loss.box, validation.loss[1] += loss.obj, validation.loss[2] += loss.cls;
+    numbers.box += loss.box, numbers.obj += loss.obj, numbers.cls += loss.cls;
     return detect(head, model, options.nms);
   };
-  validation.result = validate(dataset, options, predict, int(model.strides().back()));
-  for (double& l : validation.loss) l /= double(std::max<int64_t>(batches, 1));
-  return validation;
+  ValidationResult result = validate(dataset, options, predict, int(model.strides().back()));
+  for (double* l : {&numbers.box, &numbers.obj, &numbers.cls})
+    *l /= double(std::max<int64_t>(batches, 1));
+  const DetectionMetrics& m = result.metrics;
+  numbers.precision = m.mean_precision, numbers.recall = m.mean_recall;
+  numbers.map50 = m.map50, numbers.map50_95 = m.map50_95;
+  return {std::move(result), numbers};
 }
 
 // The model's state entries re-pointed at `values` (the EMA's tensors, same order).
@@ -137,8 +137,343 @@ TrainOptions resolve_options(const TrainOptions& request, const CheckpointInfo* 
   return options;
 }
 
-fs::path weights_path(const TrainOptions& options, const std::string& file) {
-  return fs::path(options.run_dir) / "weights" / file;
+// Every parameter and gradient in one flat buffer each (the optimizer, the EMA, the clipping
+// and the reducer work on them in one pass), the --freeze layers outside the optimised range.
+ParameterArena make_arena(const std::vector<StateEntry>& state, int freeze) {
+  const std::vector<bool> frozen = frozen_entries(state, freeze);
+  std::set<const Tensor*> frozen_values;
+  for (size_t i = 0; i < state.size(); ++i)
+    if (frozen[i]) frozen_values.insert(state[i].value);
+  if (std::none_of(state.begin(), state.end(), [&](const StateEntry& e) {
+        return e.trainable() && frozen_values.count(e.value) == 0;
+      }))
+    throw std::invalid_argument("--freeze " + std::to_string(freeze) +
+                                " freezes every parameter; freeze fewer layers");
+  return ParameterArena(state, {.frozen = [frozen_values](const StateEntry& e) {
+                          return frozen_values.count(e.value) > 0;
+                        }});
+}
+
+// The initial weights (--weights) loaded into `model` unless a checkpoint will overwrite them;
+// its state entries.
+std::vector<StateEntry> initial_state(DetectionModel& model, const TrainOptions& options,
+                                      bool resuming) {
+  if (!options.weights.empty() && !resuming)
+    load_state(SafetensorsFile::load(options.weights), model.state(), options.weights);
+  return model.state();
+}
+
+// YOLOv5: the image size a multiple of the largest stride, at least two strides.
+int training_image_size(int imgsz, const DetectionModel& model) {
+  const int gs = std::max(int(model.strides().back()), 32);
+  return std::max((imgsz + gs - 1) / gs * gs, 2 * gs);
+}
+
+class Trainer {
+ public:
+  Trainer(const TrainOptions& request, const Log& log, dist::ProcessGroup* group);
+  TrainSummary run();
+
+ private:
+  bool train_epoch(int epoch);  // true when --max-steps ended the run inside it
+  EpochMetrics epoch_metrics(int epoch) const;
+  void validate_epoch(int epoch, EpochMetrics& metrics);
+  TrainStartInfo start_info() const;
+  SafetensorsFile snapshot() const;
+  template <class Hook, class... Args>
+  void fire(Hook hook, const Args&... args) const {
+    for (const TrainCallbacks& c : callbacks_)
+      if (c.*hook) (c.*hook)(args...);
+  }
+
+  const Clock::time_point start_ = Clock::now();
+  std::optional<Resume> resume_;
+  const TrainOptions options_;
+  const data::DatasetConfig data_;
+  const data::OpenedSplit train_split_, val_split_;
+  const int nc_;
+  const ModelConfig model_config_;
+  // The model and the loss live on this rank's device; the metrics are computed on the host.
+  DetectionModel model_, ema_model_;
+  const std::vector<StateEntry> state_, ema_state_;
+  ParameterArena arena_;
+  const int imgsz_;
+  const data::DistributedSampler sampler_;
+  const int64_t batches_;  // per epoch
+  const Schedule schedule_;
+  const std::unique_ptr<Optimizer> optimizer_;
+  ModelEma ema_;
+  const LossOptions loss_options_;
+  const EarlyStopping stopping_;
+  const CheckpointTensors tensors_;
+  dist::Communicator* comm_ = nullptr;  // null: one process
+  std::unique_ptr<dist::Reducer> reducer_;
+  TrainingProgress progress_;
+  std::vector<EpochMetrics> history_;
+  std::vector<TrainCallbacks> callbacks_;  // rank 0's; none on the other ranks
+  std::optional<Checkpointer> checkpoints_;
+};
+
+Trainer::Trainer(const TrainOptions& request, const Log& log, dist::ProcessGroup* group)
+    : resume_(request.resume.empty() ? std::nullopt
+                                     : std::optional<Resume>(open_resume(request.resume))),
+      options_(resolve_options(request, resume_ ? &resume_->info : nullptr)),
+      data_(data::read_dataset_yaml(options_.data)),
+      train_split_(data::open_split(data_, "train")),
+      val_split_(data::open_split(data_, "val")),
+      nc_(data_.num_classes()),
+      model_config_(load_model_config(options_.cfg)),
+      model_(model_config_, {.nc = nc_, .seed = options_.seed, .device = options_.device_of_rank}),
+      ema_model_(model_config_,
+                 {.nc = nc_, .seed = options_.seed, .device = options_.device_of_rank}),
+      state_(initial_state(model_, options_, resume_.has_value())),
+      ema_state_(ema_model_.state()),
+      arena_(make_arena(state_, options_.freeze)),
+      imgsz_(training_image_size(options_.imgsz, model_)),
+      sampler_({.dataset_size = train_split_.dataset.size(),
+                .global_batch = options_.batch,
+                .world_size = options_.world_size,
+                .rank = options_.rank,
+                .seed = options_.seed}),
+      batches_(sampler_.steps_per_epoch()),
+      schedule_(options_.schedule, options_.epochs, batches_, options_.batch, options_.nbs),
+      // Weight decay scaled by batch * accumulate / nbs, as YOLOv5 does.
+      optimizer_(make_optimizer(
+          options_.optimizer, arena_, options_.schedule.lr0, options_.schedule.momentum,
+          options_.weight_decay * options_.batch * schedule_.accumulate() / options_.nbs)),
+      ema_(arena_, state_, resume_ ? resume_->info.ema_updates : 0),
+      loss_options_{scale_loss_gains(options_.loss, model_.num_levels(), nc_, imgsz_), nc_},
+      stopping_{options_.patience},
+      tensors_{with_values(state_, ema_.values()), state_, optimizer_->state()} {
+  cuda::set_tf32(options_.tf32);  // steers GPU convolutions and GEMMs only
+  ops::require_kernel(optimizer_->kernel(), options_.device_of_rank,
+                      std::string("--optimizer ") + optimizer_name(options_.optimizer));
+  const bool rank0 = options_.rank == 0;
+
+  // ---- data parallelism: identical start, SyncBN, the gradient reducer ----
+  if (group && group->communicates()) {
+    comm_ = group->comm.get();
+    if (rank0)
+      log(std::string("communicator: ") + dist::to_string(comm_->backend()) + ", " +
+          std::to_string(comm_->world_size()) + " rank(s)");
+    const bool sync_bn = options_.sync_bn.value_or(true);
+    const int per_rank = options_.batch / options_.world_size;
+    if (!sync_bn && per_rank < 16 && rank0)
+      log("warning: BatchNorm runs unsynced on " + std::to_string(per_rank) +
+          " images per rank (fewer than 16): its statistics are noisy; drop --no-sync-bn");
+    reducer_ =
+        dist::start_data_parallel(*comm_, arena_, state_, model_.graph(),
+                                  {.sync_batchnorm = sync_bn, .bucket_mb = options_.bucket_mb});
+  }
+
+  // ---- the run's state: fresh, or everything the checkpoint holds ----
+  if (resume_) {
+    check_resume_fits(resume_->info, request.resume, optimizer_name(options_.optimizer), batches_,
+                      options_.epochs);
+    restore_checkpoint(resume_->file, tensors_, request.resume);
+    optimizer_->set_steps(resume_->info.optimizer_updates);
+    progress_ = resume_->info.progress;
+    history_ = resume_->info.history;
+    resume_->file = {};  // its tensors are copied; free the memory
+  }
+
+  // ---- outputs (rank 0): what a person sees, then the user's callbacks, then checkpoints ----
+  if (rank0) {
+    if (options_.show_progress) callbacks_.push_back(progress_bar(stdout));
+    callbacks_.push_back(console_logger(log));
+    callbacks_.push_back(report_writer());
+  }
+  checkpoints_.emplace(
+      options_.run_dir,
+      CheckpointPolicy{options_.save_steps, options_.save_period, options_.save_total_limit}, rank0,
+      [this] { return snapshot(); },
+      [this](const std::string& path) { fire(&TrainCallbacks::on_model_save, path); });
+  if (rank0) {
+    const std::filesystem::path run_dir(options_.run_dir);
+    callbacks_.push_back(csv_logger((run_dir / "results.csv").string()));
+    callbacks_.push_back(jsonl_logger((run_dir / "results.jsonl").string()));
+    callbacks_.insert(callbacks_.end(), options_.callbacks.begin(), options_.callbacks.end());
+  }
+}
+
+TrainStartInfo Trainer::start_info() const {
+  return {.run_dir = options_.run_dir,
+          .start_epoch = progress_.epoch,
+          .epochs = options_.epochs,
+          .history = history_,
+          .cfg = options_.cfg,
+          .parameters = arena_.parameters(),
+          .images = train_split_.dataset.size(),
+          .names = data_.names,
+          .imgsz = imgsz_,
+          .batch = options_.batch,
+          .accumulate = schedule_.accumulate(),
+          .optimizer = optimizer_name(options_.optimizer),
+          .resumed = resume_.has_value(),
+          .resume_batch = progress_.batches_done,
+          .config_json = options_to_json(options_)};
+}
+
+SafetensorsFile Trainer::snapshot() const {
+  return make_checkpoint(tensors_, {.progress = progress_,
+                                    .ema_updates = ema_.updates(),
+                                    .optimizer = optimizer_name(options_.optimizer),
+                                    .optimizer_updates = optimizer_->steps(),
+                                    .config_json = options_to_json(options_),
+                                    .history = history_,
+                                    .nc = nc_,
+                                    .names = data_.names,
+                                    .seed = options_.seed,
+                                    .cfg = options_.cfg});
+}
+
+TrainSummary Trainer::run() {
+  fire(&TrainCallbacks::on_train_start, start_info());
+  TrainSummary summary{.run_dir = options_.run_dir, .rank0 = options_.rank == 0};
+  bool stopped_early = false;
+  for (int epoch = progress_.epoch; epoch < options_.epochs && !progress_.finished; ++epoch) {
+    if (train_epoch(epoch)) break;  // --max-steps: last.safetensors continues mid-epoch
+    fire(&TrainCallbacks::on_epoch_end, epoch);
+
+    // ---- validate the EMA (always when this epoch may be the last); fitness; stop early? ----
+    EpochMetrics metrics = epoch_metrics(epoch);
+    const bool last_epoch = epoch + 1 == options_.epochs;
+    if (options_.validate || last_epoch || stopping_.may_stop_after(epoch, progress_))
+      validate_epoch(epoch, metrics);
+    metrics.fitness = 0.1 * metrics.map50 + 0.9 * metrics.map50_95;
+    const bool is_best = metrics.fitness >= progress_.best_fitness;  // YOLOv5 saves best on ties
+    stopped_early = stopping_.update(epoch, metrics.fitness, progress_) && !last_epoch;
+    history_.push_back(metrics);
+    progress_ = {.epoch = epoch + 1,
+                 .optimizer_steps = progress_.optimizer_steps,
+                 .last_step_iteration = progress_.last_step_iteration,
+                 .best_fitness = progress_.best_fitness,
+                 .best_epoch = progress_.best_epoch,
+                 .finished = stopped_early || last_epoch};
+    ++summary.epochs_run;
+    summary.last_map50 = metrics.map50, summary.last_map50_95 = metrics.map50_95;
+    fire(&TrainCallbacks::on_fit_epoch_end, metrics);
+    checkpoints_->after_epoch(epoch, is_best);  // snapshot
+  }
+
+  // ---- the end: final weights when training finished ----
+  if (progress_.finished) checkpoints_->final_weights(ema_state_, nc_, data_.names, options_.cfg);
+  summary.finished = progress_.finished;
+  summary.optimizer_steps = progress_.optimizer_steps;
+  summary.best_fitness = progress_.best_fitness;
+  for (const EpochMetrics& m : history_)
+    if (m.epoch == progress_.best_epoch)
+      summary.best_map50 = m.map50, summary.best_map50_95 = m.map50_95;
+  summary.seconds = seconds_since(start_);
+  fire(&TrainCallbacks::on_train_end, TrainEndInfo{.run_dir = options_.run_dir,
+                                                   .epochs_run = summary.epochs_run,
+                                                   .finished = summary.finished,
+                                                   .best_fitness = summary.best_fitness,
+                                                   .optimizer_steps = summary.optimizer_steps,
+                                                   .stopped_early = stopped_early,
+                                                   .best_epoch = progress_.best_epoch,
+                                                   .patience = options_.patience});
+  return summary;
+}
+
+// One epoch of training steps, from where a resumed run left off.
+bool Trainer::train_epoch(int epoch) {
+  std::vector<data::Step> plan = sampler_.plan_epoch(epoch, imgsz_);
+  plan.erase(plan.begin(), plan.begin() + progress_.batches_done);
+  data::Loader loader(train_split_.dataset, std::move(plan), epoch,
+                      {.imgsz = imgsz_,
+                       .augment = true,
+                       .hyp = options_.augment,
+                       .seed = options_.seed,
+                       .workers = loader_workers(options_)});
+  fire(&TrainCallbacks::on_train_epoch_start,
+       EpochStartInfo{epoch, options_.epochs, batches_, progress_.batches_done});
+  optimizer_->zero_grad();  // YOLOv5 drops a partial accumulation at each epoch's start
+  const auto epoch_start = Clock::now();
+  const double seconds_before = progress_.train_seconds;
+  while (std::optional<data::Batch> batch = loader.next()) {
+    const int64_t iteration = batch->step + batches_ * epoch;
+    const StepSettings settings = schedule_.at(iteration);
+    apply(settings, *optimizer_);
+
+    // ---- forward and backward; only an accumulation's last micro-batch communicates ----
+    const bool boundary = iteration - progress_.last_step_iteration >= settings.accumulate;
+    if (reducer_) reducer_->set_sync(boundary);
+    const LossValues loss =
+        forward_backward(model_, batch->images_tensor(options_.device_of_rank),
+                         batch_labels(*batch), loss_options_, {comm_, reducer_.get()});
+    double items[4] = {loss.box, loss.obj, loss.cls, loss.total};
+    sum_over_ranks(comm_, items, 4);
+    if (!std::isfinite(items[3]))
+      throw std::runtime_error("the loss became " + std::to_string(items[3]) + " at epoch " +
+                               std::to_string(epoch) + " batch " + std::to_string(batch->step) +
+                               "; lower lr0 or check the labels");
+    ++progress_.batches_done;
+    for (int k = 0; k < 3; ++k)
+      progress_.loss_mean[k] +=
+          (items[k] - progress_.loss_mean[k]) / double(progress_.batches_done);
+
+    // ---- the update: gradients averaged over the ranks, clipped, applied, averaged into EMA ----
+    bool max_steps_reached = false;
+    if (boundary) {
+      if (reducer_) reducer_->finish();
+      clip_gradient_norm(arena_, 10.0);
+      optimizer_->step();
+      optimizer_->zero_grad();
+      ema_.update();
+      progress_.last_step_iteration = iteration;
+      ++progress_.optimizer_steps;
+      max_steps_reached = options_.max_steps > 0 && progress_.optimizer_steps >= options_.max_steps;
+    }
+    progress_.train_seconds = seconds_before + seconds_since(epoch_start);
+    fire(&TrainCallbacks::on_train_batch_end,
+         BatchEndInfo{
+             .epoch = epoch,
+             .batches_done = progress_.batches_done,
+             .loss_mean = {progress_.loss_mean[0], progress_.loss_mean[1], progress_.loss_mean[2]},
+             .instances = batch->num_targets(),
+             .image_size = batch->width,
+             .optimizer_steps = progress_.optimizer_steps});
+    if (boundary) checkpoints_->after_step(progress_.optimizer_steps, max_steps_reached);
+    if (max_steps_reached) return true;
+  }
+  return false;
+}
+
+// The epoch's training numbers: running loss means, the groups' lr at its last batch, times.
+EpochMetrics Trainer::epoch_metrics(int epoch) const {
+  const StepSettings last = schedule_.at(batches_ * epoch + batches_ - 1);
+  return {.epoch = epoch,
+          .train_box = progress_.loss_mean[0],
+          .train_obj = progress_.loss_mean[1],
+          .train_cls = progress_.loss_mean[2],
+          .lr0 = last.bias_lr,
+          .lr1 = last.lr,
+          .lr2 = last.lr,
+          .epoch_seconds = progress_.train_seconds,
+          .step_seconds = progress_.train_seconds / double(batches_)};
+}
+
+// Rank 0 validates the EMA weights; every rank takes its numbers.
+void Trainer::validate_epoch(int epoch, EpochMetrics& metrics) {
+  ValidationNumbers numbers;
+  if (options_.rank == 0) {
+    for (size_t i = 0; i < ema_state_.size(); ++i) ema_state_[i].value->copy_from(ema_.values()[i]);
+    const auto [result, measured] =
+        validate_with_loss(ema_model_, val_split_.dataset,
+                           {.batch = std::max(1, options_.batch / options_.world_size * 2),
+                            .imgsz = imgsz_,
+                            .workers = loader_workers(options_)},
+                           loss_options_);
+    numbers = measured;
+    fire(&TrainCallbacks::on_val_end,
+         ValidationReport{epoch, result.metrics, result.images, result.labels});
+  }
+  from_rank0(comm_, numbers);
+  metrics.precision = numbers.precision, metrics.recall = numbers.recall;
+  metrics.map50 = numbers.map50, metrics.map50_95 = numbers.map50_95;
+  metrics.val_box = numbers.box, metrics.val_obj = numbers.obj, metrics.val_cls = numbers.cls;
+  metrics.validated = true;
 }
 
 }  // namespace
@@ -153,355 +488,7 @@ std::vector<bool> frozen_entries(const std::vector<StateEntry>& state, int freez
 
 TrainSummary train(const TrainOptions& request, const std::function<void(const std::string&)>& log,
                    dist::ProcessGroup* group) {
-  const auto start = Clock::now();
-
-  // ---- configuration: the request, or the checkpoint's when resuming ----
-  std::optional<SafetensorsFile> checkpoint;
-  std::optional<CheckpointInfo> resumed;
-  if (!request.resume.empty()) {
-    checkpoint = SafetensorsFile::load(request.resume);
-    resumed = read_checkpoint_info(*checkpoint, request.resume);
-    if (resumed->progress.finished)
-      throw std::invalid_argument(request.resume + ": this run already finished (" +
-                                  std::to_string(resumed->history.size()) +
-                                  " epochs); nothing "
-                                  "to resume. Start a new run with --weights " +
-                                  request.resume);
-  }
-  const TrainOptions options = resolve_options(request, resumed ? &*resumed : nullptr);
-  const RankZero rank0(options.rank);
-  cuda::set_tf32(options.tf32);  // steers GPU convolutions and GEMMs only
-
-  // ---- data and model ----
-  const data::DatasetConfig config = data::read_dataset_yaml(options.data);
-  const data::OpenedSplit train_split = data::open_split(config, "train");
-  const data::OpenedSplit val_split = data::open_split(config, "val");
-  const int nc = config.num_classes();
-  const ModelConfig model_config = load_model_config(options.cfg);
-  // The model and the loss live on this rank's device; the metrics are computed on the host.
-  const Device device = options.device_of_rank;
-  DetectionModel model(model_config, {.nc = nc, .seed = options.seed, .device = device});
-  DetectionModel ema_model(model_config, {.nc = nc, .seed = options.seed, .device = device});
-  if (!options.weights.empty() && !checkpoint)
-    load_state(SafetensorsFile::load(options.weights), model.state(), options.weights);
-  const std::vector<StateEntry> state = model.state();
-  const std::vector<bool> frozen = frozen_entries(state, options.freeze);
-  std::set<const Tensor*> frozen_values;
-  for (size_t i = 0; i < state.size(); ++i)
-    if (frozen[i]) frozen_values.insert(state[i].value);
-  // Every parameter and gradient moves into one flat buffer each (the optimizer, the EMA, the
-  // clipping and the reducer work on them in one pass).
-  ParameterArena arena(
-      state, {.frozen = [&](const StateEntry& e) { return frozen_values.count(e.value) > 0; }});
-  if (arena.optimised() == 0)
-    throw std::invalid_argument("--freeze " + std::to_string(options.freeze) +
-                                " freezes every parameter; freeze fewer layers");
-
-  // ---- data parallelism: identical start, SyncBN, the gradient reducer ----
-  dist::Communicator* comm =
-      group && group->communicates() ? group->comm.get() : nullptr;  // null: one process
-  std::optional<dist::Reducer> reducer;
-  if (comm) {
-    rank0([&] {
-      log(std::string("communicator: ") + dist::to_string(comm->backend()) + ", " +
-          std::to_string(comm->world_size()) + " rank(s)");
-    });
-    dist::broadcast_state(*comm, arena, state);
-    const bool sync_bn = options.sync_bn.value_or(true);
-    if (sync_bn) model.set_sync_batchnorm(comm);
-    const int per_rank = options.batch / options.world_size;
-    if (!sync_bn && per_rank < 16)
-      rank0([&] {
-        log("warning: BatchNorm runs unsynced on " + std::to_string(per_rank) +
-            " images per rank (fewer than 16): its statistics are noisy; drop --no-sync-bn");
-      });
-    reducer.emplace(arena, model.graph(), *comm,
-                    dist::ReducerOptions{.bucket_mb = options.bucket_mb});
-  }
-  const DataParallel parallel{comm, reducer ? &*reducer : nullptr};
-
-  // YOLOv5: image size a multiple of the largest stride (at least 2 strides).
-  const int gs = std::max(int(model.strides().back()), 32);
-  const int imgsz = std::max((options.imgsz + gs - 1) / gs * gs, 2 * gs);
-  const data::DistributedSampler sampler({.dataset_size = train_split.dataset.size(),
-                                          .global_batch = options.batch,
-                                          .world_size = options.world_size,
-                                          .rank = options.rank,
-                                          .seed = options.seed});
-  const int64_t batches = sampler.steps_per_epoch();
-  const Schedule schedule(options.schedule, options.epochs, batches, options.batch, options.nbs);
-  // Weight decay scaled by batch * accumulate / nbs, as YOLOv5 does.
-  const double decay = options.weight_decay * options.batch * schedule.accumulate() / options.nbs;
-  const std::unique_ptr<Optimizer> optimizer = make_optimizer(
-      options.optimizer, arena, options.schedule.lr0, options.schedule.momentum, decay);
-  ops::require_kernel(optimizer->kernel(), device,
-                      std::string("--optimizer ") + optimizer_name(options.optimizer));
-  ModelEma ema(arena, state, resumed ? resumed->ema_updates : 0);
-  const LossOptions loss_options{scale_loss_gains(options.loss, model.num_levels(), nc, imgsz), nc};
-  const std::vector<StateEntry> ema_state = ema_model.state();
-
-  // ---- the run's state: fresh, or everything the checkpoint holds ----
-  const CheckpointTensors tensors{with_values(state, ema.values()), state, optimizer->state()};
-  TrainingProgress progress;
-  std::vector<EpochMetrics> history;
-  if (checkpoint) {
-    if (resumed->optimizer != optimizer_name(options.optimizer))
-      throw std::invalid_argument(request.resume + ": saved by " + resumed->optimizer +
-                                  ", but "
-                                  "its configuration says " +
-                                  optimizer_name(options.optimizer));
-    restore_checkpoint(*checkpoint, tensors, request.resume);
-    optimizer->set_steps(resumed->optimizer_updates);
-    progress = resumed->progress;
-    history = resumed->history;
-    if (progress.batches_done > batches || progress.epoch >= options.epochs)
-      throw std::invalid_argument(
-          request.resume + ": saved at epoch " + std::to_string(progress.epoch) + " batch " +
-          std::to_string(progress.batches_done) + ", but this dataset gives " +
-          std::to_string(batches) + " batches per epoch for " + std::to_string(options.epochs) +
-          " epochs; was the dataset changed since? Start a new run with --weights instead");
-    checkpoint.reset();  // its tensors are copied; free the memory
-  }
-
-  // ---- outputs (rank 0): run directory, loggers, checkpoints ----
-  std::vector<TrainCallbacks> callbacks;
-  rank0([&] {
-    fs::create_directories(fs::path(options.run_dir) / "weights");
-    callbacks.push_back(csv_logger((fs::path(options.run_dir) / "results.csv").string()));
-    callbacks.push_back(jsonl_logger((fs::path(options.run_dir) / "results.jsonl").string()));
-    callbacks.insert(callbacks.end(), options.callbacks.begin(), options.callbacks.end());
-  });
-  auto fire = [&](auto hook, const auto&... args) {
-    rank0([&] {
-      for (const TrainCallbacks& c : callbacks)
-        if (c.*hook) (c.*hook)(args...);
-    });
-  };
-  const std::string config_json = options_to_json(options);
-  // Writes the current state to each of `files` (under weights/) atomically.
-  auto save_checkpoints = [&](const std::vector<std::string>& files) {
-    rank0([&] {
-      if (files.empty()) return;
-      const SafetensorsFile file =
-          make_checkpoint(tensors, {.progress = progress,
-                                    .ema_updates = ema.updates(),
-                                    .optimizer = optimizer_name(options.optimizer),
-                                    .optimizer_updates = optimizer->steps(),
-                                    .config_json = config_json,
-                                    .history = history,
-                                    .nc = nc,
-                                    .names = config.names,
-                                    .seed = options.seed,
-                                    .cfg = options.cfg});
-      for (const std::string& name : files) {
-        const std::string path = weights_path(options, name).string();
-        file.save(path);
-        fire(&TrainCallbacks::on_model_save, path);
-      }
-      if (options.save_total_limit > 0)
-        prune_periodic_checkpoints(weights_path(options, "").string(), options.save_total_limit);
-    });
-  };
-
-  fire(&TrainCallbacks::on_train_start,
-       TrainStartInfo{options.run_dir, progress.epoch, options.epochs, history});
-  rank0([&] {
-    std::ostringstream line;
-    line << (resumed ? "resuming " : "training ") << options.cfg << " (" << model.parameter_count()
-         << " parameters) on " << train_split.dataset.size() << " images, " << nc << " classes, "
-         << imgsz << " px, batch " << options.batch << ", accumulate " << schedule.accumulate()
-         << ", " << optimizer_name(options.optimizer) << ", " << options.epochs << " epochs -> "
-         << options.run_dir;
-    if (resumed)
-      line << " (from epoch " << progress.epoch + 1 << ", batch " << progress.batches_done << ")";
-    log(line.str());
-  });
-
-  TrainSummary summary;
-  summary.run_dir = options.run_dir;
-  summary.rank0 = options.rank == 0;
-  bool max_steps_reached = false;
-  for (int epoch = progress.epoch; epoch < options.epochs; ++epoch) {
-    // ---- the epoch's batches, from where a resumed run left off ----
-    std::vector<data::Step> plan = sampler.plan_epoch(epoch, imgsz);
-    plan.erase(plan.begin(), plan.begin() + progress.batches_done);
-    data::Loader loader(train_split.dataset, std::move(plan), epoch,
-                        {.imgsz = imgsz,
-                         .augment = true,
-                         .hyp = options.augment,
-                         .seed = options.seed,
-                         .workers = loader_workers(options)});
-    std::optional<ProgressBar> bar;
-    rank0([&] {
-      if (!options.show_progress) return;
-      std::printf("%s\n", ProgressBar::header().c_str());
-      bar.emplace(stdout, is_terminal(stdout),
-                  std::to_string(epoch + 1) + "/" + std::to_string(options.epochs), batches,
-                  progress.batches_done);
-    });
-    optimizer->zero_grad();  // YOLOv5 drops a partial accumulation at each epoch's start
-    const auto epoch_start = Clock::now();
-    const double seconds_before = progress.train_seconds;
-    while (std::optional<data::Batch> batch = loader.next()) {
-      const int64_t iteration = batch->step + batches * epoch;
-      const StepSettings settings = schedule.at(iteration);
-      apply(settings, *optimizer);
-
-      // Only the last micro-batch of an accumulation communicates (no_sync on the others).
-      const bool boundary = iteration - progress.last_step_iteration >= settings.accumulate;
-      if (reducer) reducer->set_sync(boundary);
-      const LossValues loss = forward_backward(model, batch->images_tensor(device),
-                                               batch_labels(*batch), loss_options, parallel);
-      double items[4] = {loss.box, loss.obj, loss.cls, loss.total};
-      sum_over_ranks(comm, items, 4);
-      if (!std::isfinite(items[3]))
-        throw std::runtime_error("the loss became " + std::to_string(items[3]) + " at epoch " +
-                                 std::to_string(epoch) + " batch " + std::to_string(batch->step) +
-                                 "; lower lr0 or check the labels");
-      ++progress.batches_done;
-      for (int k = 0; k < 3; ++k)
-        progress.loss_mean[k] += (items[k] - progress.loss_mean[k]) / double(progress.batches_done);
-
-      std::vector<std::string> step_checkpoints;
-      if (boundary) {
-        if (reducer) reducer->finish();  // every gradient is now the mean over the ranks
-        clip_gradient_norm(arena, 10.0);
-        optimizer->step();
-        optimizer->zero_grad();
-        ema.update();
-        progress.last_step_iteration = iteration;
-        ++progress.optimizer_steps;
-        const bool periodic =
-            options.save_steps > 0 && progress.optimizer_steps % options.save_steps == 0;
-        max_steps_reached = options.max_steps > 0 && progress.optimizer_steps >= options.max_steps;
-        if (periodic)
-          step_checkpoints.push_back("step" + std::to_string(progress.optimizer_steps) +
-                                     ".safetensors");
-        if (periodic || max_steps_reached) step_checkpoints.push_back("last.safetensors");
-      }
-      progress.train_seconds = seconds_before + seconds_since(epoch_start);
-      if (bar)
-        bar->update(progress.batches_done,
-                    {progress.loss_mean[0], progress.loss_mean[1], progress.loss_mean[2],
-                     batch->num_targets(), batch->width});
-      save_checkpoints(step_checkpoints);
-      if (max_steps_reached) break;
-    }
-    if (bar) bar->finish();
-    if (max_steps_reached) break;  // mid-epoch: last.safetensors continues from here
-    fire(&TrainCallbacks::on_epoch_end, epoch);
-
-    // ---- validate the EMA; fitness and early stopping (YOLOv5's EarlyStopping) ----
-    const bool patience_ran_out =
-        options.patience > 0 && epoch - progress.best_epoch >= options.patience;
-    const bool final_epoch = epoch + 1 == options.epochs || patience_ran_out;
-    const StepSettings last_settings = schedule.at(batches * epoch + batches - 1);
-    EpochMetrics metrics{.epoch = epoch,
-                         .train_box = progress.loss_mean[0],
-                         .train_obj = progress.loss_mean[1],
-                         .train_cls = progress.loss_mean[2],
-                         .lr0 = last_settings.bias_lr,
-                         .lr1 = last_settings.lr,
-                         .lr2 = last_settings.lr,
-                         .epoch_seconds = progress.train_seconds,
-                         .step_seconds = progress.train_seconds / double(batches)};
-    // Rank 0 validates; the others take its metrics, so that best, patience and the stop
-    // decision are the same on every rank and all leave the loop together.
-    std::optional<Validation> validation;
-    if (options.validate || final_epoch) {
-      rank0([&] {
-        for (size_t i = 0; i < ema_state.size(); ++i)
-          ema_state[i].value->copy_from(ema.values()[i]);
-        validation =
-            validate_with_loss(ema_model, val_split.dataset,
-                               {.batch = std::max(1, options.batch / options.world_size * 2),
-                                .imgsz = imgsz,
-                                .workers = loader_workers(options)},
-                               loss_options);
-      });
-      std::vector<double> shared(7, 0.0);
-      if (validation) {
-        const DetectionMetrics& m = validation->result.metrics;
-        shared = {m.mean_precision,    m.mean_recall,      m.map50, m.map50_95, validation->loss[0],
-                  validation->loss[1], validation->loss[2]};
-      }
-      from_rank0(comm, shared);
-      metrics.precision = shared[0], metrics.recall = shared[1];
-      metrics.map50 = shared[2], metrics.map50_95 = shared[3];
-      metrics.val_box = shared[4], metrics.val_obj = shared[5], metrics.val_cls = shared[6];
-      metrics.validated = true;
-    }
-    metrics.fitness = 0.1 * metrics.map50 + 0.9 * metrics.map50_95;
-    const bool is_best = metrics.fitness >= progress.best_fitness;  // YOLOv5 saves best on ties
-    if (metrics.fitness > progress.best_fitness) {                  // EarlyStopping: strict
-      progress.best_fitness = metrics.fitness;
-      progress.best_epoch = epoch;
-    }
-    const bool stop_early = options.patience > 0 && epoch - progress.best_epoch >= options.patience;
-    history.push_back(metrics);
-    progress = {.epoch = epoch + 1,
-                .optimizer_steps = progress.optimizer_steps,
-                .last_step_iteration = progress.last_step_iteration,
-                .best_fitness = progress.best_fitness,
-                .best_epoch = progress.best_epoch,
-                .finished = stop_early || epoch + 1 == options.epochs};
-    ++summary.epochs_run;
-    summary.last_map50 = metrics.map50, summary.last_map50_95 = metrics.map50_95;
-
-    // ---- report the epoch, then checkpoints ----
-    rank0([&] {
-      if (validation)
-        log(validation_table(validation->result.metrics, validation->result.images,
-                             validation->result.labels, config.names));
-      std::ostringstream line;
-      line.precision(4);
-      line << "epoch " << epoch + 1 << "/" << options.epochs << "  box " << metrics.train_box
-           << "  obj " << metrics.train_obj << "  cls " << metrics.train_cls << "  mAP50 "
-           << metrics.map50 << "  mAP50-95 " << metrics.map50_95 << "  (" << seconds_since(start)
-           << " s)";
-      log(line.str());
-      write_report_html((fs::path(options.run_dir) / "report.html").string(), history,
-                        "bareyolo train: " + options.run_dir, config_json);
-    });
-    fire(&TrainCallbacks::on_fit_epoch_end, metrics);
-    std::vector<std::string> files = {"last.safetensors"};
-    if (is_best) files.push_back("best.safetensors");
-    if (options.save_period > 0 && (epoch + 1) % options.save_period == 0)
-      files.push_back("epoch" + std::to_string(epoch + 1) + ".safetensors");
-    save_checkpoints(files);
-    if (stop_early && epoch + 1 < options.epochs)
-      rank0([&] {
-        log("stopping early: no improvement in the last " + std::to_string(options.patience) +
-            " epochs (best at epoch " + std::to_string(progress.best_epoch + 1) + ")");
-      });
-    if (progress.finished) break;
-  }
-
-  // ---- the end: final weights when training finished ----
-  if (progress.finished)
-    rank0([&] {
-      const std::string best = weights_path(options, "best.safetensors").string();
-      load_state(SafetensorsFile::load(best), ema_state, best);
-      const std::string final_path = weights_path(options, "final.safetensors").string();
-      make_weights_file(ema_state, nc, config.names, options.cfg).save(final_path);
-      fire(&TrainCallbacks::on_model_save, final_path);
-    });
-  else
-    rank0([&] {
-      log("stopped after " + std::to_string(progress.optimizer_steps) + " optimizer steps " +
-          "(--max-steps); continue with --resume " +
-          weights_path(options, "last.safetensors").string());
-    });
-  summary.finished = progress.finished;
-  summary.optimizer_steps = progress.optimizer_steps;
-  summary.best_fitness = progress.best_fitness;
-  for (const EpochMetrics& m : history)
-    if (m.epoch == progress.best_epoch)
-      summary.best_map50 = m.map50, summary.best_map50_95 = m.map50_95;
-  summary.seconds = seconds_since(start);
-  fire(&TrainCallbacks::on_train_end,
-       TrainEndInfo{options.run_dir, summary.epochs_run, summary.finished, summary.best_fitness});
-  return summary;
+  return Trainer(request, log, group).run();
 }
 
 }  // namespace bareyolo::models

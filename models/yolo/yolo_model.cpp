@@ -15,7 +15,6 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "engine/layers/batchnorm2d.h"
 #include "engine/layers/conv2d.h"
 #include "engine/layers/upsample.h"
 #include "engine/tensor_factories.h"
@@ -216,20 +215,6 @@ void DetectionModel::initialise_like_yolov5() {
 
 const std::vector<Tensor>& DetectionModel::forward(const Tensor& images, Mode mode) {
   return graph_.forward(images, mode);
-}
-
-int DetectionModel::set_sync_batchnorm(dist::Communicator* comm) {
-  int layers = 0;
-  for (int node = 0; node < graph_.size(); ++node) {
-    if (Module* module = graph_.module(node))
-      for_each_module(*module, [&](Module& m) {
-        if (auto* bn = dynamic_cast<BatchNorm2d*>(&m)) {
-          bn->set_sync(comm);
-          ++layers;
-        }
-      });
-  }
-  return layers;
 }
 
 void DetectionModel::backward(const std::vector<Tensor>& grad_outputs,

@@ -21,10 +21,6 @@
 #include "engine/graph.h"
 #include "models/yolo/model_config.h"
 
-namespace bareyolo::dist {
-class Communicator;
-}
-
 namespace bareyolo::models {
 
 struct ModelOptions {
@@ -56,9 +52,6 @@ class DetectionModel {
   std::array<double, 2> anchor(int level, int a) const;
   Graph& graph() { return graph_; }
   Device device() const { return device_; }  // where every parameter and activation lives
-  // SyncBatchNorm: every BatchNorm2d of the model combines its training statistics over the
-  // ranks of `comm` (null: back to per-rank statistics). Returns the number of BN layers.
-  int set_sync_batchnorm(dist::Communicator* comm);
 
  private:
   void build(const ModelConfig& config, const ModelOptions& options);

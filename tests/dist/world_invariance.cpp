@@ -3,6 +3,7 @@
 // gradients), here for three SGD steps of the tiny model, with one rank's micro-batch holding
 // every label and the other none. The trainer-level test (tests/shell/train_ddp.sh) repeats it
 // with real data, augmentation and accumulation.
+#include "engine/distributed/ddp/data_parallel.h"
 #include "engine/distributed/ddp/reducer.h"
 #include "engine/optim/clip.h"
 #include "engine/optim/sgd.h"
@@ -77,7 +78,7 @@ TEST_CASE("2 ranks x 2 images with SyncBN train like 1 rank x 4 images") {
         const std::vector<std::vector<double>> want = train(single, single_arena, 0, kBatch, {});
 
         DetectionModel model = tiny_model();
-        model.set_sync_batchnorm(group.comm.get());
+        dist::sync_batchnorm(model.graph(), group.comm.get());
         ParameterArena arena(model.state());
         Reducer reducer(arena, model.graph(), *group.comm);
         const int half = kBatch / 2;

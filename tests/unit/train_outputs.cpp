@@ -81,9 +81,8 @@ models::TrainOptions short_run(const fs::path& root, Shown& shown) {
   options.run_dir = (root / "run").string();
   models::TrainCallbacks record;
   record.on_train_start = [&](const models::TrainStartInfo& i) {
-    shown.hooks += "train_start " + std::to_string(i.start_epoch) + "/" +
-                   std::to_string(i.epochs) + " history " + std::to_string(i.history.size()) +
-                   "\n";
+    shown.hooks += "train_start " + std::to_string(i.start_epoch) + "/" + std::to_string(i.epochs) +
+                   " history " + std::to_string(i.history.size()) + "\n";
   };
   record.on_epoch_end = [&](int e) { shown.hooks += "epoch_end " + std::to_string(e) + "\n"; };
   record.on_fit_epoch_end = [&](const models::EpochMetrics& m) {
@@ -113,10 +112,15 @@ void check_or_write(const std::string& name, const std::string& text) {
 }  // namespace
 
 TEST_CASE("train outputs: log, results files, report and hooks are as before") {
-  const fs::path root = fs::temp_directory_path() / ("bareyolo-outputs-" + std::to_string(::getpid()));
+  const fs::path root =
+      fs::temp_directory_path() / ("bareyolo-outputs-" + std::to_string(::getpid()));
   fs::remove_all(root);
-  data::make_shapes_dataset(
-      {.out = (root / "shapes").string(), .n_train = 16, .n_val = 4, .imgsz = 64, .classes = 2, .seed = 0});
+  data::make_shapes_dataset({.out = (root / "shapes").string(),
+                             .n_train = 16,
+                             .n_val = 4,
+                             .imgsz = 64,
+                             .classes = 2,
+                             .seed = 0});
   auto log_into = [](Shown& shown) {
     return [&shown](const std::string& line) { shown.log += line + "\n"; };
   };

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <memory>
+#include <optional>
 
 namespace bareyolo::models {
 
@@ -103,6 +105,29 @@ void ProgressBar::finish() {
     std::fprintf(out_, "%s\n", row(last_done_, last_fields_).c_str());
   }
   std::fflush(out_);
+}
+
+TrainCallbacks progress_bar(std::FILE* out) {
+  auto bar = std::make_shared<std::optional<ProgressBar>>();
+  TrainCallbacks callbacks;
+  callbacks.on_train_epoch_start = [out, bar](const EpochStartInfo& e) {
+    std::fprintf(out, "%s\n", ProgressBar::header().c_str());
+    bar->emplace(out, is_terminal(out),
+                 std::to_string(e.epoch + 1) + "/" + std::to_string(e.epochs), e.batches,
+                 e.batches_done);
+  };
+  callbacks.on_train_batch_end = [bar](const BatchEndInfo& b) {
+    if (*bar)
+      (*bar)->update(b.batches_done,
+                     {b.loss_mean[0], b.loss_mean[1], b.loss_mean[2], b.instances, b.image_size});
+  };
+  auto finish = [bar] {
+    if (*bar) (*bar)->finish();
+    bar->reset();
+  };
+  callbacks.on_epoch_end = [finish](int) { finish(); };
+  callbacks.on_train_end = [finish](const TrainEndInfo&) { finish(); };
+  return callbacks;
 }
 
 }  // namespace bareyolo::models

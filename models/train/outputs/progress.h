@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <string>
 
+#include "models/train/callbacks.h"
+
 namespace bareyolo::models {
 
 struct ProgressFields {
@@ -45,6 +47,10 @@ class ProgressBar {
   bool drawn_ = false;
   ProgressFields last_fields_;
 };
+
+// The bar as callbacks (callbacks.h): the header and a new bar at each epoch's start, a redraw
+// after each batch, the end of its line when the epoch (or the run, mid-epoch) ends.
+TrainCallbacks progress_bar(std::FILE* out);
 
 bool is_terminal(std::FILE* stream);
 // Resident set size of this process in bytes (/proc/self/statm; 0 where unavailable).

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
+#include <memory>
 #include <span>
 
 #include "engine/atomic_file.h"
@@ -203,6 +205,24 @@ void write_report_html(const std::string& path, const std::vector<EpochMetrics>&
   const std::string page = render_report_html(history, title, config_json);
   const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(page.data()), page.size());
   write_file_atomically(path, {bytes});
+}
+
+TrainCallbacks report_writer() {
+  struct State {
+    std::string path, title, config_json;
+    std::vector<EpochMetrics> history;
+  };
+  auto state = std::make_shared<State>();
+  TrainCallbacks callbacks;
+  callbacks.on_train_start = [state](const TrainStartInfo& run) {
+    *state = {(std::filesystem::path(run.run_dir) / "report.html").string(),
+              "bareyolo train: " + run.run_dir, run.config_json, run.history};
+  };
+  callbacks.on_fit_epoch_end = [state](const EpochMetrics& m) {
+    state->history.push_back(m);
+    write_report_html(state->path, state->history, state->title, state->config_json);
+  };
+  return callbacks;
 }
 
 std::string validation_table(const DetectionMetrics& metrics, int64_t images, int64_t labels,

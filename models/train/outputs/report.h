@@ -20,6 +20,10 @@ std::string render_report_html(const std::vector<EpochMetrics>& history, const s
 void write_report_html(const std::string& path, const std::vector<EpochMetrics>& history,
                        const std::string& title, const std::string& config_json);
 
+// report.html in `run_dir`, rewritten after every epoch (callbacks.h): the history a resumed
+// run starts from, then each epoch's metrics.
+TrainCallbacks report_writer();
+
 // YOLOv5's validation table: "Class Images Instances P R mAP50 mAP50-95", an `all` row and one
 // row per class present in the labels (named from `names` where it has the class).
 std::string validation_table(const DetectionMetrics& metrics, int64_t images, int64_t labels,

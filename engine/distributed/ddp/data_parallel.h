@@ -1,0 +1,30 @@
+// engine/distributed/ddp/data_parallel.h — what a rank sets up before its first data-parallel
+// step, beside the reducer it ends with:
+//   1. every rank takes rank 0's parameters and buffers (broadcast_state): identical starts;
+//   2. SyncBatchNorm: every BatchNorm2d of the graph combines its batch statistics over the
+//      ranks (sync_batchnorm.h), so N ranks x B/N images normalise like one rank x B;
+//   3. the reducer (reducer.h): buckets over the gradient arena, all-reduced during backward.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/distributed/ddp/reducer.h"
+#include "engine/graph.h"
+
+namespace bareyolo::dist {
+
+struct DataParallelOptions {
+  bool sync_batchnorm = true;
+  double bucket_mb = 25;  // the reducer's bucket size
+};
+
+std::unique_ptr<Reducer> start_data_parallel(Communicator& comm, ParameterArena& arena,
+                                             const std::vector<StateEntry>& state, Graph& graph,
+                                             const DataParallelOptions& options);
+
+// Every BatchNorm2d of `graph` syncs its statistics over `comm` (null: each rank its own);
+// returns how many there are.
+int sync_batchnorm(Graph& graph, Communicator* comm);
+
+}  // namespace bareyolo::dist

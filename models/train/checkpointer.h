@@ -1,0 +1,54 @@
+// models/train/checkpointer.h — the snapshot step of the training loop: which checkpoint files
+// a moment of the run writes (checkpoint.h says what one holds), written atomically by rank 0
+// alone, the periodic ones pruned to the newest --save-total-limit, and at the end the best
+// weights alone. Every file written is reported to `saved` (on_model_save).
+//
+//   after an optimizer step   weights/step<N>.safetensors every --save-steps steps, and
+//                             last.safetensors then or when --max-steps ends the run there
+//   after an epoch            last.safetensors; best.safetensors when the epoch is the best
+//                             so far; epoch<N>.safetensors every --save-period epochs
+//   when training finished    final.safetensors: best.safetensors' EMA weights alone
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/safetensors.h"
+#include "models/train/checkpoint.h"
+
+namespace bareyolo::models {
+
+struct CheckpointPolicy {
+  int64_t save_steps = 0;    // 0: no step checkpoints
+  int save_period = 0;       // 0: no epoch checkpoints
+  int save_total_limit = 0;  // 0: keep every periodic checkpoint
+};
+
+class Checkpointer {
+ public:
+  // `snapshot` makes the checkpoint of the run as it is when called; `writes` is false on
+  // every rank but 0, whose calls then do nothing.
+  Checkpointer(std::string run_dir, CheckpointPolicy policy, bool writes,
+               std::function<SafetensorsFile()> snapshot,
+               std::function<void(const std::string& path)> saved);
+
+  void after_step(int64_t optimizer_steps, bool run_ends_here);
+  void after_epoch(int epoch, bool is_best);
+  // `weights`: entries to load best.safetensors' model.* into and save (the EMA model's).
+  void final_weights(const std::vector<StateEntry>& weights, int nc,
+                     const std::vector<std::string>& names, const std::string& cfg);
+
+  std::string path(const std::string& file) const;  // run_dir/weights/file
+
+ private:
+  void save(const std::vector<std::string>& files);
+
+  std::string run_dir_;
+  CheckpointPolicy policy_;
+  bool writes_;
+  std::function<SafetensorsFile()> snapshot_;
+  std::function<void(const std::string&)> saved_;
+};
+
+}  // namespace bareyolo::models

@@ -1,0 +1,56 @@
+// models/train/outputs/console.cpp — see console.h.
+#include "models/train/outputs/console.h"
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+
+#include "models/train/outputs/report.h"
+
+namespace bareyolo::models {
+
+TrainCallbacks console_logger(std::function<void(const std::string&)> log) {
+  struct State {
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    TrainStartInfo run;
+  };
+  auto state = std::make_shared<State>();
+  TrainCallbacks callbacks;
+  callbacks.on_train_start = [state, log](const TrainStartInfo& run) {
+    state->run = run;
+    std::ostringstream line;
+    line << (run.resumed ? "resuming " : "training ") << run.cfg << " (" << run.parameters
+         << " parameters) on " << run.images << " images, " << run.names.size() << " classes, "
+         << run.imgsz << " px, batch " << run.batch << ", accumulate " << run.accumulate << ", "
+         << run.optimizer << ", " << run.epochs << " epochs -> " << run.run_dir;
+    if (run.resumed)
+      line << " (from epoch " << run.start_epoch + 1 << ", batch " << run.resume_batch << ")";
+    log(line.str());
+  };
+  callbacks.on_val_end = [state, log](const ValidationReport& report) {
+    log(validation_table(report.metrics, report.images, report.labels, state->run.names));
+  };
+  callbacks.on_fit_epoch_end = [state, log](const EpochMetrics& m) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - state->start).count();
+    std::ostringstream line;
+    line.precision(4);
+    line << "epoch " << m.epoch + 1 << "/" << state->run.epochs << "  box " << m.train_box
+         << "  obj " << m.train_obj << "  cls " << m.train_cls << "  mAP50 " << m.map50
+         << "  mAP50-95 " << m.map50_95 << "  (" << seconds << " s)";
+    log(line.str());
+  };
+  callbacks.on_train_end = [log](const TrainEndInfo& end) {
+    if (end.stopped_early)
+      log("stopping early: no improvement in the last " + std::to_string(end.patience) +
+          " epochs (best at epoch " + std::to_string(end.best_epoch + 1) + ")");
+    if (!end.finished)
+      log("stopped after " + std::to_string(end.optimizer_steps) + " optimizer steps " +
+          "(--max-steps); continue with --resume " +
+          (std::filesystem::path(end.run_dir) / "weights" / "last.safetensors").string());
+  };
+  return callbacks;
+}
+
+}  // namespace bareyolo::models
