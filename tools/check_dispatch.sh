@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 # file:text of an is_cuda() call that is a policy, not a dispatch.
 allowed_is_cuda=(
   # a GPU rank's loader feeds a faster consumer: more threads (TrainOptions::workers)
-  "models/train/options.cpp:  if (!options.device_of_rank.is_cuda()) return 2;"
+  "models/train/options.cpp:  if (!device.is_cuda()) return 2;"
   # the selftest's launch plan pins one worker per GPU it checks
   "models/train/selftest_nccl.cpp:    if (device.is_cuda()) plan.cuda_indices.push_back(device.index);"
 )

@@ -55,8 +55,7 @@ void Checkpointer::save(const std::vector<std::string>& files) {
     file.save(path(name));
     saved_(path(name));
   }
-  if (policy_.save_total_limit > 0)
-    prune_periodic_checkpoints(path(""), policy_.save_total_limit);
+  if (policy_.save_total_limit > 0) prune_periodic_checkpoints(path(""), policy_.save_total_limit);
 }
 
 }  // namespace bareyolo::models

@@ -76,16 +76,19 @@ void resolve_autobatch(TrainOptions& options, const dist::DeviceSpec& spec, int 
 }
 
 // What the process that owns the run (one process, or the parent of spawned workers) checks
-// before any worker starts, and where the outputs go.
+// before any worker starts, and where the outputs go: a new run's directory, or the run of
+// the checkpoint --resume continues.
 void prepare_run(TrainOptions& options, int world_size) {
-  if (options.resume.empty()) {
-    const data::DatasetConfig data = data::read_dataset_yaml(options.data);
-    data::open_split(data, "train");
-    load_model_config(options.cfg);
-    data::require_divisible_batch(options.batch, world_size);
-    if (options.run_dir.empty())
-      options.run_dir = resolve_run_dir(options.project, options.name, options.exist_ok);
+  if (!options.resume.empty()) {
+    options.run_dir = run_dir_of_checkpoint(options.resume);
+    return;
   }
+  const data::DatasetConfig data = data::read_dataset_yaml(options.data);
+  data::open_split(data, "train");
+  load_model_config(options.cfg);
+  data::require_divisible_batch(options.batch, world_size);
+  if (options.run_dir.empty())
+    options.run_dir = resolve_run_dir(options.project, options.name, options.exist_ok);
 }
 
 // One rank of a launched job: join it, agree on the run directory, train.
@@ -99,9 +102,6 @@ TrainSummary train_rank(TrainOptions options, const dist::DeviceSpec& spec, cons
   dist::ProcessGroup group = dist::init_process_group(
       env,
       {.backend = backend_of(options.backend), .timeout = timeout_of(options), .device = device});
-  options.rank = group.rank();
-  options.world_size = group.world_size();
-  options.device_of_rank = device;
   // Rank 0 decides where the run goes (it alone creates directories); the others are told.
   // So does AutoBatch, probed on rank 0 alone.
   constexpr const char* kRunDirKey = "bareyolo/run_dir";
@@ -115,7 +115,13 @@ TrainSummary train_rank(TrainOptions options, const dist::DeviceSpec& spec, cons
     options.batch = std::stoi(group.store->get(kBatchKey));
     options.run_dir = group.store->get(kRunDirKey);
   }
-  return train(options, log, &group);
+  return train(options,
+               RunContext{.run_dir = options.run_dir,
+                          .rank = group.rank(),
+                          .world_size = group.world_size(),
+                          .device = device,
+                          .group = &group},
+               log);
 }
 
 nlohmann::json summary_json(const TrainSummary& s) {
@@ -222,17 +228,19 @@ TrainSummary run_training(TrainOptions options, const Log& log) {
     return train_rank(options, spec, log);
   }
   if (spec.wants_spawn(env) || options.nnodes > 1) return spawn_ranks(options, spec, log);
-  if (spec.kind == dist::DeviceKind::cuda)
-    options.device_of_rank = Device::cuda(spec.cuda_indices[0]);
+  const Device device =
+      spec.kind == dist::DeviceKind::cuda ? Device::cuda(spec.cuda_indices[0]) : Device::cpu();
   // One process that asked for NCCL gets a real one-rank NCCL communicator: the whole
   // data-parallel path (broadcast, SyncBN, buckets) then runs through NCCL on one GPU.
   std::optional<dist::ProcessGroup> nccl;
   if (backend_of(options.backend) == dist::Backend::nccl)
-    nccl = dist::init_process_group(env, {.backend = dist::Backend::nccl,
-                                          .timeout = timeout_of(options),
-                                          .device = options.device_of_rank});
+    nccl = dist::init_process_group(
+        env, {.backend = dist::Backend::nccl, .timeout = timeout_of(options), .device = device});
   prepare_run(options, 1);
-  return train(options, log, nccl ? &*nccl : nullptr);
+  return train(
+      options,
+      RunContext{.run_dir = options.run_dir, .device = device, .group = nccl ? &*nccl : nullptr},
+      log);
 }
 
 }  // namespace bareyolo::models

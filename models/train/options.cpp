@@ -94,30 +94,64 @@ OptimizerKind parse_optimizer_name(const std::string& name) {
   throw std::invalid_argument("optimizer '" + name + "' is not one of SGD, AdamW");
 }
 
-std::string options_to_json(const TrainOptions& o) {
-  nlohmann::json j = {{"data", o.data},
-                      {"cfg", o.cfg},
-                      {"weights", o.weights},
-                      {"run_dir", o.run_dir},
-                      {"epochs", o.epochs},
-                      {"batch", o.batch},
-                      {"imgsz", o.imgsz},
-                      {"workers", o.workers},
-                      {"nbs", o.nbs},
-                      {"patience", o.patience},
-                      {"seed", o.seed},
-                      {"validate", o.validate},
-                      {"optimizer", optimizer_name(o.optimizer)},
-                      {"freeze", o.freeze},
-                      {"save_period", o.save_period},
-                      {"save_steps", o.save_steps},
-                      {"save_total_limit", o.save_total_limit},
-                      {"cos_lr", o.schedule.cosine},
-                      {"bucket_mb", o.bucket_mb}};
-  j["sync_bn"] = o.sync_bn ? nlohmann::json(*o.sync_bn) : nlohmann::json(nullptr);
-  TrainOptions copy = o;
-  nlohmann::json hyp;
-  for (auto& [name, value] : hyp_fields(copy)) hyp[name] = *value;
+namespace {
+
+// Every saved field of TrainOptions under its name in the configuration JSON (checkpoints,
+// report.html), in one table that writing and reading both walk; the hyperparameters go
+// under "hyp", by hyp_fields. The launch (device, ranks, backend) is not saved: a resumed
+// run is launched anew.
+template <class Visit>
+void saved_fields(TrainOptions& o, Visit&& visit) {
+  visit("data", o.data);
+  visit("cfg", o.cfg);
+  visit("weights", o.weights);
+  visit("run_dir", o.run_dir);
+  visit("epochs", o.epochs);
+  visit("batch", o.batch);
+  visit("imgsz", o.imgsz);
+  visit("workers", o.workers);
+  visit("nbs", o.nbs);
+  visit("patience", o.patience);
+  visit("seed", o.seed);
+  visit("validate", o.validate);
+  visit("optimizer", o.optimizer);
+  visit("freeze", o.freeze);
+  visit("save_period", o.save_period);
+  visit("save_steps", o.save_steps);
+  visit("save_total_limit", o.save_total_limit);
+  visit("cos_lr", o.schedule.cosine);
+  visit("bucket_mb", o.bucket_mb);
+  visit("sync_bn", o.sync_bn);
+}
+
+// The JSON form of a field: the optimizer by its name, an unset sync_bn as null.
+template <class T>
+nlohmann::json saved_value(const T& value) {
+  return value;
+}
+nlohmann::json saved_value(OptimizerKind kind) { return optimizer_name(kind); }
+nlohmann::json saved_value(const std::optional<bool>& flag) {
+  return flag ? nlohmann::json(*flag) : nlohmann::json(nullptr);
+}
+
+template <class T>
+void read_saved_value(const nlohmann::json& value, T& target) {
+  value.get_to(target);
+}
+void read_saved_value(const nlohmann::json& value, OptimizerKind& kind) {
+  kind = parse_optimizer_name(value.get<std::string>());
+}
+void read_saved_value(const nlohmann::json& value, std::optional<bool>& flag) {
+  flag = value.is_null() ? std::nullopt : std::optional<bool>(value.get<bool>());
+}
+
+}  // namespace
+
+std::string options_to_json(const TrainOptions& options) {
+  TrainOptions o = options;  // the tables take mutable references
+  nlohmann::json j, hyp;
+  saved_fields(o, [&](const char* key, const auto& value) { j[key] = saved_value(value); });
+  for (auto& [name, value] : hyp_fields(o)) hyp[name] = *value;
   j["hyp"] = hyp;
   return j.dump();
 }
@@ -133,48 +167,23 @@ void options_from_json(const std::string& text, TrainOptions& o) {
     if (!object.contains(key))
       throw std::invalid_argument(std::string("the saved configuration has no '") + key + "'");
     try {
-      object.at(key).get_to(target);
+      read_saved_value(object.at(key), target);
     } catch (const nlohmann::json::exception&) {
       throw std::invalid_argument(std::string("the saved configuration's '") + key +
                                   "' has the wrong type: " + object.at(key).dump());
     }
   };
-  read(j, "data", o.data);
-  read(j, "cfg", o.cfg);
-  read(j, "weights", o.weights);
-  read(j, "run_dir", o.run_dir);
-  read(j, "epochs", o.epochs);
-  read(j, "batch", o.batch);
-  read(j, "imgsz", o.imgsz);
-  read(j, "workers", o.workers);
-  read(j, "nbs", o.nbs);
-  read(j, "patience", o.patience);
-  read(j, "seed", o.seed);
-  read(j, "validate", o.validate);
-  std::string optimizer;
-  read(j, "optimizer", optimizer);
-  o.optimizer = parse_optimizer_name(optimizer);
-  read(j, "freeze", o.freeze);
-  read(j, "save_period", o.save_period);
-  read(j, "save_steps", o.save_steps);
-  read(j, "save_total_limit", o.save_total_limit);
-  read(j, "cos_lr", o.schedule.cosine);
-  read(j, "bucket_mb", o.bucket_mb);
-  if (!j.contains("sync_bn"))
-    throw std::invalid_argument("the saved configuration has no 'sync_bn'");
-  o.sync_bn =
-      j.at("sync_bn").is_null() ? std::nullopt : std::optional<bool>(j.at("sync_bn").get<bool>());
+  saved_fields(o, [&](const char* key, auto& target) { read(j, key, target); });
   if (!j.contains("hyp")) throw std::invalid_argument("the saved configuration has no 'hyp'");
   for (auto& [name, value] : hyp_fields(o)) read(j.at("hyp"), name, *value);
 }
 
-int loader_workers(const TrainOptions& options) {
-  if (options.workers != kAutoWorkers) return options.workers;
-  if (!options.device_of_rank.is_cuda()) return 2;
+int loader_workers(int workers, const Device& device, int per_rank_batch) {
+  if (workers != kAutoWorkers) return workers;
+  if (!device.is_cuda()) return 2;
   cpu_set_t allowed;
   const int cores = ::sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 1;
-  const int per_rank_batch = std::max(1, options.batch / std::max(1, options.world_size));
-  return std::clamp(cores - 1, 1, per_rank_batch);
+  return std::clamp(cores - 1, 1, std::max(1, per_rank_batch));
 }
 
 }  // namespace bareyolo::models

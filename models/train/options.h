@@ -43,7 +43,7 @@ struct TrainOptions {
   std::string data;     // dataset yaml
   std::string cfg;      // model yaml
   std::string weights;  // initial weights (.safetensors); empty: from scratch
-  std::string run_dir;  // outputs (created); resolve with resolve_run_dir (run_dir.h)
+  std::string run_dir;  // outputs (created); empty: <project>/<name>, resolved by the launch
   int epochs = 100, batch = 16, imgsz = 640, nbs = 64, patience = 100;
   int workers = kAutoWorkers;  // loader threads per rank; see loader_workers()
   uint64_t seed = 0;
@@ -86,17 +86,14 @@ struct TrainOptions {
   // Where a new run's outputs go when run_dir is empty: <project>/<name>, <name>2, ...
   std::string project = "runs/train", name = "exp";
   bool exist_ok = false;
-  // Set by the launch for the rank this process trains.
-  int rank = 0, world_size = 1;
-  Device device_of_rank = Device::cpu();
 };
 
-// The loader threads a rank uses: options.workers when given; else, on a GPU, one per core this
-// process may run on (sched_getaffinity; the launcher gives each rank its block) but one, for
-// the thread that drives the GPU, and no more than the rank's batch (a thread builds a whole
-// batch); on the CPU, where the compute threads use those cores, 2 (bench_train: the loader
-// then builds batches 6x faster than yolov5n@320 trains on them).
-int loader_workers(const TrainOptions& options);
+// The loader threads a rank uses: `workers` when given (not kAutoWorkers); else, on a GPU, one
+// per core this process may run on (sched_getaffinity; the launcher gives each rank its block)
+// but one, for the thread that drives the GPU, and no more than the rank's batch (a thread
+// builds a whole batch); on the CPU, where the compute threads use those cores, 2 (bench_train:
+// the loader then builds batches 6x faster than yolov5n@320 trains on them).
+int loader_workers(int workers, const Device& device, int per_rank_batch);
 
 // Applies a YOLOv5 hyp yaml (hyp.scratch-low.yaml's keys) to `options`: lr0, lrf, momentum,
 // weight_decay, warmup_*, loss gains, augmentation. Keys YOLOv5 keeps but does not use in

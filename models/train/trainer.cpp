@@ -121,15 +121,15 @@ std::vector<StateEntry> with_values(std::vector<StateEntry> entries, std::vector
 }
 
 // The options the run uses: the request, or on resume the checkpoint's configuration with
-// the request's max_steps, rank, callbacks and display (checkpoint.h says what is saved).
-TrainOptions resolve_options(const TrainOptions& request, const CheckpointInfo* resumed) {
+// the request's max_steps, callbacks and display (checkpoint.h says what is saved); in the
+// run directory the launch resolved.
+TrainOptions resolve_options(const TrainOptions& request, const RunContext& run,
+                             const CheckpointInfo* resumed) {
   TrainOptions options = request;
-  if (resumed) {
-    options_from_json(resumed->config_json, options);
-    options.run_dir = run_dir_of_checkpoint(request.resume);
-  }
-  if (options.run_dir.empty())
-    throw std::invalid_argument("TrainOptions::run_dir is empty; resolve_run_dir gives one");
+  if (resumed) options_from_json(resumed->config_json, options);
+  if (run.run_dir.empty())
+    throw std::invalid_argument("RunContext::run_dir is empty; the launch resolves it");
+  options.run_dir = run.run_dir;
   if (options.epochs < 1 || options.batch < 1 || options.nbs < 1)
     throw std::invalid_argument(
         "epochs, batch and nbs must be positive (got " + std::to_string(options.epochs) + ", " +
@@ -171,7 +171,7 @@ int training_image_size(int imgsz, const DetectionModel& model) {
 
 class Trainer {
  public:
-  Trainer(const TrainOptions& request, const Log& log, dist::ProcessGroup* group);
+  Trainer(const TrainOptions& request, const RunContext& run, const Log& log);
   TrainSummary run();
 
  private:
@@ -180,6 +180,9 @@ class Trainer {
   void validate_epoch(int epoch, EpochMetrics& metrics);
   TrainStartInfo start_info() const;
   SafetensorsFile snapshot() const;
+  int loader_workers() const {
+    return models::loader_workers(options_.workers, run_.device, options_.batch / run_.world_size);
+  }
   template <class Hook, class... Args>
   void fire(Hook hook, const Args&... args) const {
     for (const TrainCallbacks& c : callbacks_)
@@ -187,6 +190,7 @@ class Trainer {
   }
 
   const Clock::time_point start_ = Clock::now();
+  const RunContext run_;
   std::optional<Resume> resume_;
   const TrainOptions options_;
   const data::DatasetConfig data_;
@@ -214,26 +218,26 @@ class Trainer {
   std::optional<Checkpointer> checkpoints_;
 };
 
-Trainer::Trainer(const TrainOptions& request, const Log& log, dist::ProcessGroup* group)
-    : resume_(request.resume.empty() ? std::nullopt
+Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& log)
+    : run_(run),
+      resume_(request.resume.empty() ? std::nullopt
                                      : std::optional<Resume>(open_resume(request.resume))),
-      options_(resolve_options(request, resume_ ? &resume_->info : nullptr)),
+      options_(resolve_options(request, run_, resume_ ? &resume_->info : nullptr)),
       data_(data::read_dataset_yaml(options_.data)),
       train_split_(data::open_split(data_, "train")),
       val_split_(data::open_split(data_, "val")),
       nc_(data_.num_classes()),
       model_config_(load_model_config(options_.cfg)),
-      model_(model_config_, {.nc = nc_, .seed = options_.seed, .device = options_.device_of_rank}),
-      ema_model_(model_config_,
-                 {.nc = nc_, .seed = options_.seed, .device = options_.device_of_rank}),
+      model_(model_config_, {.nc = nc_, .seed = options_.seed, .device = run_.device}),
+      ema_model_(model_config_, {.nc = nc_, .seed = options_.seed, .device = run_.device}),
       state_(initial_state(model_, options_, resume_.has_value())),
       ema_state_(ema_model_.state()),
       arena_(make_arena(state_, options_.freeze)),
       imgsz_(training_image_size(options_.imgsz, model_)),
       sampler_({.dataset_size = train_split_.dataset.size(),
                 .global_batch = options_.batch,
-                .world_size = options_.world_size,
-                .rank = options_.rank,
+                .world_size = run_.world_size,
+                .rank = run_.rank,
                 .seed = options_.seed}),
       batches_(sampler_.steps_per_epoch()),
       schedule_(options_.schedule, options_.epochs, batches_, options_.batch, options_.nbs),
@@ -246,18 +250,18 @@ Trainer::Trainer(const TrainOptions& request, const Log& log, dist::ProcessGroup
       stopping_{options_.patience},
       tensors_{with_values(state_, ema_.values()), state_, optimizer_->state()} {
   cuda::set_tf32(options_.tf32);  // steers GPU convolutions and GEMMs only
-  ops::require_kernel(optimizer_->kernel(), options_.device_of_rank,
+  ops::require_kernel(optimizer_->kernel(), run_.device,
                       std::string("--optimizer ") + optimizer_name(options_.optimizer));
-  const bool rank0 = options_.rank == 0;
+  const bool rank0 = run_.rank == 0;
 
   // ---- data parallelism: identical start, SyncBN, the gradient reducer ----
-  if (group && group->communicates()) {
-    comm_ = group->comm.get();
+  if (run_.group && run_.group->communicates()) {
+    comm_ = run_.group->comm.get();
     if (rank0)
       log(std::string("communicator: ") + dist::to_string(comm_->backend()) + ", " +
           std::to_string(comm_->world_size()) + " rank(s)");
     const bool sync_bn = options_.sync_bn.value_or(true);
-    const int per_rank = options_.batch / options_.world_size;
+    const int per_rank = options_.batch / run_.world_size;
     if (!sync_bn && per_rank < 16 && rank0)
       log("warning: BatchNorm runs unsynced on " + std::to_string(per_rank) +
           " images per rank (fewer than 16): its statistics are noisy; drop --no-sync-bn");
@@ -329,7 +333,7 @@ SafetensorsFile Trainer::snapshot() const {
 
 TrainSummary Trainer::run() {
   fire(&TrainCallbacks::on_train_start, start_info());
-  TrainSummary summary{.run_dir = options_.run_dir, .rank0 = options_.rank == 0};
+  TrainSummary summary{.run_dir = run_.run_dir, .rank0 = run_.rank == 0};
   bool stopped_early = false;
   for (int epoch = progress_.epoch; epoch < options_.epochs && !progress_.finished; ++epoch) {
     if (train_epoch(epoch)) break;  // --max-steps: last.safetensors continues mid-epoch
@@ -385,7 +389,7 @@ bool Trainer::train_epoch(int epoch) {
                        .augment = true,
                        .hyp = options_.augment,
                        .seed = options_.seed,
-                       .workers = loader_workers(options_)});
+                       .workers = loader_workers()});
   fire(&TrainCallbacks::on_train_epoch_start,
        EpochStartInfo{epoch, options_.epochs, batches_, progress_.batches_done});
   optimizer_->zero_grad();  // YOLOv5 drops a partial accumulation at each epoch's start
@@ -400,8 +404,8 @@ bool Trainer::train_epoch(int epoch) {
     const bool boundary = iteration - progress_.last_step_iteration >= settings.accumulate;
     if (reducer_) reducer_->set_sync(boundary);
     const LossValues loss =
-        forward_backward(model_, batch->images_tensor(options_.device_of_rank),
-                         batch_labels(*batch), loss_options_, {comm_, reducer_.get()});
+        forward_backward(model_, batch->images_tensor(run_.device), batch_labels(*batch),
+                         loss_options_, {comm_, reducer_.get()});
     double items[4] = {loss.box, loss.obj, loss.cls, loss.total};
     sum_over_ranks(comm_, items, 4);
     if (!std::isfinite(items[3]))
@@ -457,13 +461,13 @@ EpochMetrics Trainer::epoch_metrics(int epoch) const {
 // Rank 0 validates the EMA weights; every rank takes its numbers.
 void Trainer::validate_epoch(int epoch, EpochMetrics& metrics) {
   ValidationNumbers numbers;
-  if (options_.rank == 0) {
+  if (run_.rank == 0) {
     for (size_t i = 0; i < ema_state_.size(); ++i) ema_state_[i].value->copy_from(ema_.values()[i]);
     const auto [result, measured] =
         validate_with_loss(ema_model_, val_split_.dataset,
-                           {.batch = std::max(1, options_.batch / options_.world_size * 2),
+                           {.batch = std::max(1, options_.batch / run_.world_size * 2),
                             .imgsz = imgsz_,
-                            .workers = loader_workers(options_)},
+                            .workers = loader_workers()},
                            loss_options_);
     numbers = measured;
     fire(&TrainCallbacks::on_val_end,
@@ -486,9 +490,16 @@ std::vector<bool> frozen_entries(const std::vector<StateEntry>& state, int freez
   return frozen;
 }
 
-TrainSummary train(const TrainOptions& request, const std::function<void(const std::string&)>& log,
-                   dist::ProcessGroup* group) {
-  return Trainer(request, log, group).run();
+TrainSummary train(const TrainOptions& request, const RunContext& run,
+                   const std::function<void(const std::string&)>& log) {
+  return Trainer(request, run, log).run();
+}
+
+TrainSummary train(const TrainOptions& request,
+                   const std::function<void(const std::string&)>& log) {
+  const std::string run_dir =
+      request.resume.empty() ? request.run_dir : run_dir_of_checkpoint(request.resume);
+  return train(request, RunContext{.run_dir = run_dir}, log);
 }
 
 }  // namespace bareyolo::models

@@ -16,8 +16,8 @@
 // directory: on the CPU the weights end bit for bit as in an uninterrupted run (the data's
 // randomness is keyed by (seed, epoch, sample position), so nothing else carries state).
 //
-// Only rank 0 writes files, prints and fires callbacks (options.rank; the distributed
-// runtime sets it).
+// Only rank 0 writes files, prints and fires callbacks (RunContext::rank: the launch resolves
+// it, with the run directory, the device and the communicator; run_context.h).
 #pragma once
 
 #include <functional>
@@ -26,10 +26,7 @@
 
 #include "engine/module.h"
 #include "models/train/options.h"
-
-namespace bareyolo::dist {
-struct ProcessGroup;
-}
+#include "models/train/run_context.h"
 
 namespace bareyolo::models {
 
@@ -44,10 +41,12 @@ struct TrainSummary {
   bool rank0 = true;  // false on the other ranks of a data-parallel run (they report nothing)
 };
 
-// Trains this rank; progress lines go to `log` (rank 0 only). `group`: the data-parallel job
-// this process is a rank of (models/train/launch.h sets it up), or null for one process.
-TrainSummary train(const TrainOptions& options, const std::function<void(const std::string&)>& log,
-                   dist::ProcessGroup* group = nullptr);
+// Trains rank `run.rank` of the run `request` describes; progress lines go to `log` (rank 0
+// only). models/train/launch.h resolves `run`.
+TrainSummary train(const TrainOptions& request, const RunContext& run,
+                   const std::function<void(const std::string&)>& log);
+// One process on the CPU: in request.run_dir, or with --resume in the checkpoint's run.
+TrainSummary train(const TrainOptions& request, const std::function<void(const std::string&)>& log);
 
 // Which state entries --freeze N freezes: those of model layers 0 .. N-1 (names starting
 // "model.<k>."), as YOLOv5 does. Frozen parameters get no optimizer step, no weight decay and

@@ -32,12 +32,11 @@ models::EpochMetrics one_epoch(Device device, const std::string& yaml,
   o.show_progress = false;
   o.schedule.lr0 = 0;
   o.schedule.warmup_bias_lr = 0;
-  o.device_of_rank = device;
   models::EpochMetrics metrics;
   models::TrainCallbacks recorder;
   recorder.on_fit_epoch_end = [&](const models::EpochMetrics& m) { metrics = m; };
   o.callbacks.push_back(recorder);
-  models::train(o, [](const std::string&) {});
+  models::train(o, {.run_dir = o.run_dir, .device = device}, [](const std::string&) {});
   return metrics;
 }
 
@@ -82,12 +81,12 @@ TEST_CASE("cuda: AdamW, which has no CUDA kernel, is refused before the first st
   o.imgsz = 64;
   o.show_progress = false;
   o.optimizer = models::OptimizerKind::adamw;
-  o.device_of_rank = Device::cuda(0);
   int batches_seen = 0;
   models::TrainCallbacks counter;
   counter.on_epoch_end = [&](int) { ++batches_seen; };
   o.callbacks.push_back(counter);
-  CHECK_THROWS_WITH_AS(models::train(o, [](const std::string&) {}),
+  CHECK_THROWS_WITH_AS(models::train(o, {.run_dir = o.run_dir, .device = Device::cuda(0)},
+                                     [](const std::string&) {}),
                        doctest::Contains("--optimizer AdamW runs adamw_step, which has no kernel "
                                          "for cuda:0"),
                        std::invalid_argument);

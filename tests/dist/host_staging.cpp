@@ -76,7 +76,7 @@ class DeviceOnly final : public Communicator {
   int* collectives_;
 };
 
-models::TrainOptions tiny_run(const std::string& data, const fs::path& run_dir, int rank) {
+models::TrainOptions tiny_run(const std::string& data, const fs::path& run_dir) {
   models::TrainOptions options;
   options.data = data;
   options.cfg = shipped_file("models/yolov5-tiny.yaml");
@@ -86,8 +86,6 @@ models::TrainOptions tiny_run(const std::string& data, const fs::path& run_dir, 
   options.workers = 1;
   options.show_progress = false;
   options.run_dir = run_dir.string();
-  options.rank = rank;
-  options.world_size = 2;
   return options;
 }
 
@@ -106,8 +104,12 @@ TEST_CASE("dist: a device-only communicator trains through host staging like the
         group.comm =
             with_host_staging(std::make_unique<DeviceOnly>(std::move(group.comm), &collectives),
                               std::make_unique<HostMemoryAsDevice>());
-      models::train(
-          tiny_run(data, run_dir, group.rank()), [](const std::string&) {}, &group);
+      models::train(tiny_run(data, run_dir),
+                    {.run_dir = run_dir.string(),
+                     .rank = group.rank(),
+                     .world_size = group.world_size(),
+                     .group = &group},
+                    [](const std::string&) {});
       // Broadcasts, buckets, SyncBN, counts, items and decisions: hundreds in two epochs.
       if (staged && collectives < 100)
         throw std::runtime_error("only " + std::to_string(collectives) +

@@ -356,11 +356,9 @@ TEST_CASE("callbacks fire in order on rank 0, and any other rank writes and fire
   // The same run as rank 1 of 2 (no communicator: it only computes its half of each batch).
   events.clear();
   log_lines = 0;
-  options.run_dir = (dir.path() / "rank1").string();
-  options.rank = 1;
-  options.world_size = 2;
-  const models::TrainSummary summary =
-      models::train(options, [&](const std::string&) { ++log_lines; });
+  const models::TrainSummary summary = models::train(
+      options, {.run_dir = (dir.path() / "rank1").string(), .rank = 1, .world_size = 2},
+      [&](const std::string&) { ++log_lines; });
   CHECK(summary.finished);
   CHECK(events.empty());
   CHECK(log_lines == 0);

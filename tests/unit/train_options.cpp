@@ -67,7 +67,7 @@ TEST_CASE("the saved configuration round-trips and leaves run-time fields alone"
 
   models::TrainOptions back;
   back.max_steps = 5;
-  back.rank = 1;
+  back.project = "elsewhere";
   models::options_from_json(json, back);
   CHECK(back.data == o.data);
   CHECK(back.run_dir == o.run_dir);
@@ -83,7 +83,7 @@ TEST_CASE("the saved configuration round-trips and leaves run-time fields alone"
   CHECK(back.augment.hsv_h == 0.0123);
   CHECK(back.loss.label_smoothing == 0.1);
   CHECK(back.max_steps == 5);  // the caller's
-  CHECK(back.rank == 1);
+  CHECK(back.project == "elsewhere");
   CHECK_THROWS_WITH_AS(models::options_from_json(R"({"data": "x"})", back),
                        doctest::Contains("'cfg'"), std::invalid_argument);
   CHECK_THROWS_AS(models::parse_optimizer_name("Adam"), std::invalid_argument);
@@ -108,17 +108,15 @@ TEST_CASE("--freeze N marks exactly the entries of layers 0 .. N-1") {
 }
 
 TEST_CASE("loader_workers: a given count wins; auto follows the device and the rank's cores") {
-  models::TrainOptions options;
-  options.batch = 64;
-  options.workers = 3;
-  CHECK(models::loader_workers(options) == 3);
-  options.workers = models::kAutoWorkers;
-  CHECK(models::loader_workers(options) == 2);  // CPU ranks: the compute threads have the cores
-  options.device_of_rank = Device::cuda(0);     // only the device's kind is read
+  CHECK(models::loader_workers(3, Device::cpu(), 64) == 3);
+  // CPU ranks: the compute threads have the cores.
+  CHECK(models::loader_workers(models::kAutoWorkers, Device::cpu(), 64) == 2);
+  const Device gpu = Device::cuda(0);  // only the device's kind is read
   cpu_set_t saved, one_core;
   REQUIRE(::sched_getaffinity(0, sizeof saved, &saved) == 0);
   const int cores = CPU_COUNT(&saved);
-  CHECK(models::loader_workers(options) == std::max(1, std::min(cores - 1, 64)));
+  CHECK(models::loader_workers(models::kAutoWorkers, gpu, 64) ==
+        std::max(1, std::min(cores - 1, 64)));
   CPU_ZERO(&one_core);
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
     if (CPU_ISSET(cpu, &saved)) {
@@ -126,8 +124,8 @@ TEST_CASE("loader_workers: a given count wins; auto follows the device and the r
       break;
     }
   REQUIRE(::sched_setaffinity(0, sizeof one_core, &one_core) == 0);
-  CHECK(models::loader_workers(options) == 1);  // at least one, even with one core
+  CHECK(models::loader_workers(models::kAutoWorkers, gpu, 64) == 1);  // at least one
   REQUIRE(::sched_setaffinity(0, sizeof saved, &saved) == 0);
-  options.world_size = 64;  // one image per rank: one thread builds it
-  CHECK(models::loader_workers(options) == 1);
+  // One image per rank: one thread builds it.
+  CHECK(models::loader_workers(models::kAutoWorkers, gpu, 1) == 1);
 }
