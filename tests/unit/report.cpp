@@ -65,7 +65,11 @@ TEST_CASE("the loggers rewrite a resumed run's history, then append each epoch")
   write_text(csv, "stale rows of an epoch that never reached its checkpoint\n");
   models::TrainCallbacks csv_log = models::csv_logger(csv.string());
   models::TrainCallbacks json_log = models::jsonl_logger(jsonl.string());
-  const models::TrainStartInfo start{dir.path().string(), 1, 3, {epoch(0, 0.1)}};
+  models::TrainStartInfo start;
+  start.run_dir = dir.path().string();
+  start.start_epoch = 1;
+  start.epochs = 3;
+  start.history = {epoch(0, 0.1)};
   csv_log.on_train_start(start);
   json_log.on_train_start(start);
   csv_log.on_fit_epoch_end(epoch(1, 0.2));
