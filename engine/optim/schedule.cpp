@@ -18,6 +18,10 @@ double ramp(int64_t iteration, int64_t end, double from, double to) {
 int round_half_even(double x) { return static_cast<int>(std::nearbyint(x)); }
 }  // namespace
 
+int accumulation_steps(int batch, int nbs) {
+  return std::max(round_half_even(double(nbs) / batch), 1);
+}
+
 Schedule::Schedule(const ScheduleHyp& hyp, int epochs, int64_t batches_per_epoch, int batch,
                    int nbs)
     : hyp_(hyp),
@@ -25,7 +29,7 @@ Schedule::Schedule(const ScheduleHyp& hyp, int epochs, int64_t batches_per_epoch
       batches_per_epoch_(batches_per_epoch),
       warmup_(std::max<int64_t>(std::llround(hyp.warmup_epochs * double(batches_per_epoch)), 100)),
       nbs_over_batch_(double(nbs) / batch),
-      accumulate_(std::max(round_half_even(double(nbs) / batch), 1)) {
+      accumulate_(accumulation_steps(batch, nbs)) {
   if (epochs < 1 || batches_per_epoch < 1 || batch < 1 || nbs < 1)
     throw std::invalid_argument(
         "Schedule: epochs, batches per epoch, batch and nbs must be "

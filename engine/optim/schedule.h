@@ -35,6 +35,11 @@ struct StepSettings {
 // and 2 lr; every group the momentum (AdamW does not read it: its beta1 stays fixed).
 void apply(const StepSettings& settings, Optimizer& optimizer);
 
+// Batches whose gradients are summed per optimizer step once warm-up is over, so that a step
+// sees about nbs images whatever the batch: max(round(nbs / batch), 1), rounding half to even
+// as Python does.
+int accumulation_steps(int batch, int nbs);
+
 class Schedule {
  public:
   // `batch` is the global batch; nbs the nominal batch size (64).

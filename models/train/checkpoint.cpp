@@ -7,6 +7,7 @@
 #include <regex>
 #include <stdexcept>
 
+#include "models/train/run_dir.h"
 #include "models/yolo/weights.h"
 
 namespace bareyolo::models {
@@ -156,16 +157,37 @@ Resume open_resume(const std::string& path) {
   return resume;
 }
 
+TrainOptions resolved_request(const TrainOptions& request) {
+  if (request.resume.empty()) return request;
+  TrainOptions options = request;
+  options_from_json(open_resume(request.resume).info.config_json, options);
+  options.run_dir = run_dir_of_checkpoint(request.resume);
+  return options;
+}
+
+void check_resolved(const CheckpointInfo& info, const std::string& source,
+                    const TrainOptions& options) {
+  TrainOptions saved = options;
+  options_from_json(info.config_json, saved);
+  saved.run_dir = options.run_dir;
+  if (options_to_json(saved) != options_to_json(options))
+    throw std::invalid_argument(source +
+                                ": the options differ from the checkpoint's configuration; "
+                                "resolve the request with resolved_request() (checkpoint.h)");
+}
+
 void check_resume_fits(const CheckpointInfo& info, const std::string& source,
-                       const std::string& optimizer, int64_t batches_per_epoch, int epochs) {
+                       const TrainOptions& options, int64_t batches_per_epoch) {
+  const std::string optimizer = optimizer_name(options.optimizer);
   if (info.optimizer != optimizer)
     throw std::invalid_argument(source + ": saved by " + info.optimizer +
                                 ", but its configuration says " + optimizer);
-  if (info.progress.batches_done > batches_per_epoch || info.progress.epoch >= epochs)
+  if (info.progress.batches_done > batches_per_epoch || info.progress.epoch >= options.epochs)
     throw std::invalid_argument(
         source + ": saved at epoch " + std::to_string(info.progress.epoch) + " batch " +
         std::to_string(info.progress.batches_done) + ", but this dataset gives " +
-        std::to_string(batches_per_epoch) + " batches per epoch for " + std::to_string(epochs) +
+        std::to_string(batches_per_epoch) + " batches per epoch for " +
+        std::to_string(options.epochs) +
         " epochs; was the dataset changed since? Start a new run with --weights instead");
 }
 

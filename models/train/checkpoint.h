@@ -29,6 +29,7 @@
 #include "engine/module.h"
 #include "engine/safetensors.h"
 #include "models/train/callbacks.h"
+#include "models/train/options.h"
 
 namespace bareyolo::models {
 
@@ -90,10 +91,21 @@ struct Resume {
   CheckpointInfo info;
 };
 Resume open_resume(const std::string& path);
-// Refuses a checkpoint this run cannot continue: saved by another optimizer than `optimizer`,
-// or at a position that `batches_per_epoch` x `epochs` does not have (the dataset changed).
+// The options a run trains with: `request`, or for --resume the checkpoint's saved
+// configuration (options.h says what is saved) with the request's launch, max_steps,
+// callbacks and display, in the checkpoint's run directory (wherever it has moved). Every
+// process of a job resolves its request this way before the launch plans the batch.
+TrainOptions resolved_request(const TrainOptions& request);
+
+// Refuses options that are not the checkpoint's configuration (resolved_request was skipped).
+void check_resolved(const CheckpointInfo& info, const std::string& source,
+                    const TrainOptions& options);
+
+// Refuses a checkpoint this run cannot continue: saved by another optimizer than its
+// configuration names, or at a position that `batches_per_epoch` x the epochs does not have
+// (the dataset changed).
 void check_resume_fits(const CheckpointInfo& info, const std::string& source,
-                       const std::string& optimizer, int64_t batches_per_epoch, int epochs);
+                       const TrainOptions& options, int64_t batches_per_epoch);
 
 // Deletes the oldest periodic checkpoints (epoch<N>/step<N>.safetensors) in `weights_dir`
 // beyond the newest `keep` (by modification time, then name); returns the removed paths.

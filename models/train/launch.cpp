@@ -17,6 +17,7 @@
 #include "engine/distributed/launch/process_group.h"
 #include "kernels/cuda/runtime/runtime.h"
 #include "models/train/autobatch.h"
+#include "models/train/checkpoint.h"
 #include "models/train/run_dir.h"
 #include "models/train/step.h"
 #include "models/yolo/model_config.h"
@@ -76,17 +77,14 @@ void resolve_autobatch(TrainOptions& options, const dist::DeviceSpec& spec, int 
 }
 
 // What the process that owns the run (one process, or the parent of spawned workers) checks
-// before any worker starts, and where the outputs go: a new run's directory, or the run of
-// the checkpoint --resume continues.
+// before any worker starts, and where the outputs go: a new run's directory (a resumed run's
+// is the checkpoint's, set by resolved_request).
 void prepare_run(TrainOptions& options, int world_size) {
-  if (!options.resume.empty()) {
-    options.run_dir = run_dir_of_checkpoint(options.resume);
-    return;
-  }
+  data::require_divisible_batch(options.batch, world_size);
+  if (!options.resume.empty()) return;
   const data::DatasetConfig data = data::read_dataset_yaml(options.data);
   data::open_split(data, "train");
   load_model_config(options.cfg);
-  data::require_divisible_batch(options.batch, world_size);
   if (options.run_dir.empty())
     options.run_dir = resolve_run_dir(options.project, options.name, options.exist_ok);
 }
@@ -120,7 +118,8 @@ TrainSummary train_rank(TrainOptions options, const dist::DeviceSpec& spec, cons
                           .rank = group.rank(),
                           .world_size = group.world_size(),
                           .device = device,
-                          .group = &group},
+                          .group = &group,
+                          .batch = plan_batch(options.batch, group.world_size(), options.nbs)},
                log);
 }
 
@@ -209,7 +208,8 @@ int default_cpu_ranks(int cores, int batch) {
   return ranks;
 }
 
-TrainSummary run_training(TrainOptions options, const Log& log) {
+TrainSummary run_training(const TrainOptions& request, const Log& log) {
+  TrainOptions options = resolved_request(request);  // on resume, the checkpoint's configuration
   const dist::LaunchEnv env = dist::read_launch_env(dist::process_environment());
   // A launched worker may touch CUDA (it is the process that trains); the parent of a spawn
   // must not, so it counts GPUs in a probe child.
@@ -237,10 +237,12 @@ TrainSummary run_training(TrainOptions options, const Log& log) {
     nccl = dist::init_process_group(
         env, {.backend = dist::Backend::nccl, .timeout = timeout_of(options), .device = device});
   prepare_run(options, 1);
-  return train(
-      options,
-      RunContext{.run_dir = options.run_dir, .device = device, .group = nccl ? &*nccl : nullptr},
-      log);
+  return train(options,
+               RunContext{.run_dir = options.run_dir,
+                          .device = device,
+                          .group = nccl ? &*nccl : nullptr,
+                          .batch = plan_batch(options.batch, 1, options.nbs)},
+               log);
 }
 
 }  // namespace bareyolo::models

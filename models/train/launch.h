@@ -10,9 +10,11 @@
 //     fork one worker per rank (dist::launch_workers); the workers train and _exit; this
 //     process waits, supervises, and returns what rank 0 left in the run directory;
 //   - one rank: train here.
-// `--batch -1` (AutoBatch) is resolved first: on the CPU a default with a message; on GPUs
-// the probe runs once (in a probe child, so this process never initialises CUDA) and the
-// global batch is derived by models::global_autobatch.
+// A --resume request takes its checkpoint's configuration first (resolved_request,
+// checkpoint.h). `--batch -1` (AutoBatch) is resolved next: on the CPU a default with a
+// message; on GPUs the probe runs once (in a probe child, so this process never initialises
+// CUDA) and the global batch is derived by models::global_autobatch. Each rank's RunContext
+// then carries the batch plan (plan_batch, run_context.h) the trainer follows.
 #pragma once
 
 #include <functional>
@@ -25,7 +27,8 @@ namespace bareyolo::models {
 // Trains as described above; returns rank 0's summary (in a spawned run: best fitness and
 // epochs read back from the run directory). Throws on bad input before any worker starts
 // where it can, and when a worker failed (naming it).
-TrainSummary run_training(TrainOptions options, const std::function<void(const std::string&)>& log);
+TrainSummary run_training(const TrainOptions& request,
+                          const std::function<void(const std::string&)>& log);
 
 // The CPU rank count of `--device auto` on a machine without GPUs: as many ranks as there
 // are cores (at most 8), lowered until the global batch divides evenly.

@@ -120,20 +120,26 @@ std::vector<StateEntry> with_values(std::vector<StateEntry> entries, std::vector
   return entries;
 }
 
-// The options the run uses: the request, or on resume the checkpoint's configuration with
-// the request's max_steps, callbacks and display (checkpoint.h says what is saved); in the
-// run directory the launch resolved.
-TrainOptions resolve_options(const TrainOptions& request, const RunContext& run,
+// The request as the trainer takes it: resolved (resolved_request, checkpoint.h) in the run
+// directory and with the batch plan the launch resolved (run_context.h).
+TrainOptions checked_request(const TrainOptions& request, const RunContext& run,
                              const CheckpointInfo* resumed) {
-  TrainOptions options = request;
-  if (resumed) options_from_json(resumed->config_json, options);
+  if (resumed) check_resolved(*resumed, request.resume, request);
+  if (request.epochs < 1 || request.batch < 1 || request.nbs < 1)
+    throw std::invalid_argument(
+        "epochs, batch and nbs must be positive (got " + std::to_string(request.epochs) + ", " +
+        std::to_string(request.batch) + ", " + std::to_string(request.nbs) + ")");
   if (run.run_dir.empty())
     throw std::invalid_argument("RunContext::run_dir is empty; the launch resolves it");
-  options.run_dir = run.run_dir;
-  if (options.epochs < 1 || options.batch < 1 || options.nbs < 1)
+  const BatchPlan plan = plan_batch(request.batch, run.world_size, request.nbs);
+  if (run.batch.global != plan.global || run.batch.per_rank != plan.per_rank ||
+      run.batch.accumulate != plan.accumulate)
     throw std::invalid_argument(
-        "epochs, batch and nbs must be positive (got " + std::to_string(options.epochs) + ", " +
-        std::to_string(options.batch) + ", " + std::to_string(options.nbs) + ")");
+        "RunContext::batch is not plan_batch(batch=" + std::to_string(request.batch) +
+        ", world_size=" + std::to_string(run.world_size) + ", nbs=" + std::to_string(request.nbs) +
+        "); the launch resolves it");
+  TrainOptions options = request;
+  options.run_dir = run.run_dir;
   return options;
 }
 
@@ -181,7 +187,7 @@ class Trainer {
   TrainStartInfo start_info() const;
   SafetensorsFile snapshot() const;
   int loader_workers() const {
-    return models::loader_workers(options_.workers, run_.device, options_.batch / run_.world_size);
+    return models::loader_workers(options_.workers, run_.device, run_.batch.per_rank);
   }
   template <class Hook, class... Args>
   void fire(Hook hook, const Args&... args) const {
@@ -222,7 +228,7 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
     : run_(run),
       resume_(request.resume.empty() ? std::nullopt
                                      : std::optional<Resume>(open_resume(request.resume))),
-      options_(resolve_options(request, run_, resume_ ? &resume_->info : nullptr)),
+      options_(checked_request(request, run_, resume_ ? &resume_->info : nullptr)),
       data_(data::read_dataset_yaml(options_.data)),
       train_split_(data::open_split(data_, "train")),
       val_split_(data::open_split(data_, "val")),
@@ -235,16 +241,16 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
       arena_(make_arena(state_, options_.freeze)),
       imgsz_(training_image_size(options_.imgsz, model_)),
       sampler_({.dataset_size = train_split_.dataset.size(),
-                .global_batch = options_.batch,
+                .global_batch = run_.batch.global,
                 .world_size = run_.world_size,
                 .rank = run_.rank,
                 .seed = options_.seed}),
       batches_(sampler_.steps_per_epoch()),
-      schedule_(options_.schedule, options_.epochs, batches_, options_.batch, options_.nbs),
+      schedule_(options_.schedule, options_.epochs, batches_, run_.batch.global, options_.nbs),
       // Weight decay scaled by batch * accumulate / nbs, as YOLOv5 does.
       optimizer_(make_optimizer(
           options_.optimizer, arena_, options_.schedule.lr0, options_.schedule.momentum,
-          options_.weight_decay * options_.batch * schedule_.accumulate() / options_.nbs)),
+          options_.weight_decay * run_.batch.global * run_.batch.accumulate / options_.nbs)),
       ema_(arena_, state_, resume_ ? resume_->info.ema_updates : 0),
       loss_options_{scale_loss_gains(options_.loss, model_.num_levels(), nc_, imgsz_), nc_},
       stopping_{options_.patience},
@@ -261,7 +267,7 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
       log(std::string("communicator: ") + dist::to_string(comm_->backend()) + ", " +
           std::to_string(comm_->world_size()) + " rank(s)");
     const bool sync_bn = options_.sync_bn.value_or(true);
-    const int per_rank = options_.batch / run_.world_size;
+    const int per_rank = run_.batch.per_rank;
     if (!sync_bn && per_rank < 16 && rank0)
       log("warning: BatchNorm runs unsynced on " + std::to_string(per_rank) +
           " images per rank (fewer than 16): its statistics are noisy; drop --no-sync-bn");
@@ -272,8 +278,7 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
 
   // ---- the run's state: fresh, or everything the checkpoint holds ----
   if (resume_) {
-    check_resume_fits(resume_->info, request.resume, optimizer_name(options_.optimizer), batches_,
-                      options_.epochs);
+    check_resume_fits(resume_->info, request.resume, options_, batches_);
     restore_checkpoint(resume_->file, tensors_, request.resume);
     optimizer_->set_steps(resume_->info.optimizer_updates);
     progress_ = resume_->info.progress;
@@ -310,8 +315,8 @@ TrainStartInfo Trainer::start_info() const {
           .images = train_split_.dataset.size(),
           .names = data_.names,
           .imgsz = imgsz_,
-          .batch = options_.batch,
-          .accumulate = schedule_.accumulate(),
+          .batch = run_.batch.global,
+          .accumulate = run_.batch.accumulate,
           .optimizer = optimizer_name(options_.optimizer),
           .resumed = resume_.has_value(),
           .resume_batch = progress_.batches_done,
@@ -465,7 +470,7 @@ void Trainer::validate_epoch(int epoch, EpochMetrics& metrics) {
     for (size_t i = 0; i < ema_state_.size(); ++i) ema_state_[i].value->copy_from(ema_.values()[i]);
     const auto [result, measured] =
         validate_with_loss(ema_model_, val_split_.dataset,
-                           {.batch = std::max(1, options_.batch / run_.world_size * 2),
+                           {.batch = std::max(1, run_.batch.per_rank * 2),
                             .imgsz = imgsz_,
                             .workers = loader_workers()},
                            loss_options_);
@@ -497,9 +502,11 @@ TrainSummary train(const TrainOptions& request, const RunContext& run,
 
 TrainSummary train(const TrainOptions& request,
                    const std::function<void(const std::string&)>& log) {
-  const std::string run_dir =
-      request.resume.empty() ? request.run_dir : run_dir_of_checkpoint(request.resume);
-  return train(request, RunContext{.run_dir = run_dir}, log);
+  const TrainOptions options = resolved_request(request);
+  return train(
+      options,
+      RunContext{.run_dir = options.run_dir, .batch = plan_batch(options.batch, 1, options.nbs)},
+      log);
 }
 
 }  // namespace bareyolo::models

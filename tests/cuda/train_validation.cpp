@@ -36,7 +36,9 @@ models::EpochMetrics one_epoch(Device device, const std::string& yaml,
   models::TrainCallbacks recorder;
   recorder.on_fit_epoch_end = [&](const models::EpochMetrics& m) { metrics = m; };
   o.callbacks.push_back(recorder);
-  models::train(o, {.run_dir = o.run_dir, .device = device}, [](const std::string&) {});
+  models::train(
+      o, {.run_dir = o.run_dir, .device = device, .batch = models::plan_batch(o.batch, 1, o.nbs)},
+      [](const std::string&) {});
   return metrics;
 }
 
@@ -85,7 +87,10 @@ TEST_CASE("cuda: AdamW, which has no CUDA kernel, is refused before the first st
   models::TrainCallbacks counter;
   counter.on_epoch_end = [&](int) { ++batches_seen; };
   o.callbacks.push_back(counter);
-  CHECK_THROWS_WITH_AS(models::train(o, {.run_dir = o.run_dir, .device = Device::cuda(0)},
+  CHECK_THROWS_WITH_AS(models::train(o,
+                                     {.run_dir = o.run_dir,
+                                      .device = Device::cuda(0),
+                                      .batch = models::plan_batch(o.batch, 1, o.nbs)},
                                      [](const std::string&) {}),
                        doctest::Contains("--optimizer AdamW runs adamw_step, which has no kernel "
                                          "for cuda:0"),

@@ -104,11 +104,13 @@ TEST_CASE("dist: a device-only communicator trains through host staging like the
         group.comm =
             with_host_staging(std::make_unique<DeviceOnly>(std::move(group.comm), &collectives),
                               std::make_unique<HostMemoryAsDevice>());
-      models::train(tiny_run(data, run_dir),
+      const models::TrainOptions options = tiny_run(data, run_dir);
+      models::train(options,
                     {.run_dir = run_dir.string(),
                      .rank = group.rank(),
                      .world_size = group.world_size(),
-                     .group = &group},
+                     .group = &group,
+                     .batch = models::plan_batch(options.batch, group.world_size(), options.nbs)},
                     [](const std::string&) {});
       // Broadcasts, buckets, SyncBN, counts, items and decisions: hundreds in two epochs.
       if (staged && collectives < 100)

@@ -305,6 +305,43 @@ TEST_CASE("frozen layers keep their weights and resuming a finished run is refus
                        std::invalid_argument);
 }
 
+TEST_CASE("a resumed request takes the checkpoint's configuration, and the trainer checks it") {
+  TempDir dir;
+  models::TrainOptions options = tiny_run(dir.path() / "run");
+  options.max_steps = 2;
+  models::train(options, quiet);
+  const fs::path moved = dir.path() / "moved";
+  fs::rename(dir.path() / "run", moved);
+
+  models::TrainOptions request;
+  request.resume = (moved / "weights" / "last.safetensors").string();
+  request.epochs = 1000;
+  request.batch = 6;
+  request.show_progress = false;
+  const models::TrainOptions resolved = models::resolved_request(request);
+  CHECK(resolved.epochs == options.epochs);
+  CHECK(resolved.batch == options.batch);
+  CHECK(resolved.cfg == options.cfg);
+  CHECK(fs::path(resolved.run_dir) == fs::absolute(moved).lexically_normal());
+  CHECK(resolved.resume == request.resume);
+
+  // The trainer refuses a request that skipped the resolution, and a RunContext whose batch
+  // plan is not the request's, before it trains a step.
+  CHECK_THROWS_WITH_AS(
+      models::train(
+          request,
+          {.run_dir = resolved.run_dir, .batch = models::plan_batch(request.batch, 1, request.nbs)},
+          quiet),
+      doctest::Contains("differ from the checkpoint's configuration"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      models::train(resolved,
+                    {.run_dir = resolved.run_dir,
+                     .batch = models::plan_batch(resolved.batch * 2, 1, resolved.nbs)},
+                    quiet),
+      doctest::Contains("RunContext::batch is not plan_batch(batch=4"), std::invalid_argument);
+  CHECK(models::train(request, quiet).finished);  // the convenience entry resolves it
+}
+
 TEST_CASE("callbacks fire in order on rank 0, and any other rank writes and fires nothing") {
   TempDir dir;
   models::TrainOptions options = tiny_run(dir.path() / "run");
@@ -356,9 +393,13 @@ TEST_CASE("callbacks fire in order on rank 0, and any other rank writes and fire
   // The same run as rank 1 of 2 (no communicator: it only computes its half of each batch).
   events.clear();
   log_lines = 0;
-  const models::TrainSummary summary = models::train(
-      options, {.run_dir = (dir.path() / "rank1").string(), .rank = 1, .world_size = 2},
-      [&](const std::string&) { ++log_lines; });
+  const models::TrainSummary summary =
+      models::train(options,
+                    {.run_dir = (dir.path() / "rank1").string(),
+                     .rank = 1,
+                     .world_size = 2,
+                     .batch = models::plan_batch(options.batch, 2, options.nbs)},
+                    [&](const std::string&) { ++log_lines; });
   CHECK(summary.finished);
   CHECK(events.empty());
   CHECK(log_lines == 0);

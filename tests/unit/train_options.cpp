@@ -129,3 +129,16 @@ TEST_CASE("loader_workers: a given count wins; auto follows the device and the r
   // One image per rank: one thread builds it.
   CHECK(models::loader_workers(models::kAutoWorkers, gpu, 1) == 1);
 }
+
+TEST_CASE("plan_batch: each rank's share and YOLOv5's accumulation of the global batch") {
+  const models::BatchPlan eight = models::plan_batch(16, 2, 64);
+  CHECK(eight.global == 16);
+  CHECK(eight.per_rank == 8);
+  CHECK(eight.accumulate == 4);
+  CHECK(models::plan_batch(24, 3, 64).accumulate == 3);   // round(2.67)
+  CHECK(models::plan_batch(128, 4, 64).accumulate == 1);  // never below one
+  CHECK(models::plan_batch(128, 4, 64).per_rank == 32);
+  CHECK(models::plan_batch(40, 1, 100).accumulate == 2);  // round(2.5): half to even
+  CHECK_THROWS_WITH_AS(models::plan_batch(10, 4, 64), doctest::Contains("use batch=8 or batch=12"),
+                       std::invalid_argument);
+}
