@@ -3,11 +3,11 @@
 // tests are compiled everywhere but never counted as passed where they could not run — and
 // where a GPU is required (kernels/cuda/runtime/runtime.h: gpu_required) it exits 1.
 #define DOCTEST_CONFIG_IMPLEMENT
-#include <doctest/doctest.h>
 
 #include <cstdio>
 
 #include "kernels/cuda/runtime/runtime.h"
+#include "tests/support/doctest_runner.h"
 #include "tests/support/skip.h"
 
 int main(int argc, char** argv) {
@@ -23,6 +23,5 @@ int main(int argc, char** argv) {
     std::printf("skipped: %s\n", cuda::unavailable_reason().c_str());
     return testing::kSkipExitCode;
   }
-  doctest::Context context(argc, argv);
-  return context.run();
+  return testing::run_doctest(argc, argv);
 }

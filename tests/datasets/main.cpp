@@ -3,7 +3,6 @@
 // folder is absent (the GPU machine, a fresh clone) it exits with 77, which ctest reports as
 // *skipped* (SKIP_RETURN_CODE). Label caches go to a temporary folder, never into ~/.cache.
 #define DOCTEST_CONFIG_IMPLEMENT
-#include <doctest/doctest.h>
 #include <stdlib.h>
 
 #include <cstdio>
@@ -11,6 +10,7 @@
 #include <string>
 
 #include "tests/datasets/datasets_testing.h"
+#include "tests/support/doctest_runner.h"
 #include "tests/support/skip.h"
 
 int main(int argc, char** argv) {
@@ -26,8 +26,7 @@ int main(int argc, char** argv) {
       (std::filesystem::temp_directory_path() / "bareyolo-dataset-tests-XXXXXX").string();
   if (mkdtemp(cache.data()) == nullptr) return 1;
   setenv("BAREYOLO_CACHE_DIR", cache.c_str(), 1);
-  doctest::Context context(argc, argv);
-  int result = context.run();
+  const int result = testing::run_doctest(argc, argv);
   std::error_code ignored;
   std::filesystem::remove_all(cache, ignored);
   return result;

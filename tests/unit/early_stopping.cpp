@@ -23,7 +23,7 @@ TEST_CASE("early stopping: patience epochs after the strictly best fitness") {
   CHECK(progress.best_fitness == 0.2);
 }
 
-TEST_CASE("early stopping: a better fitness restarts the count; patience 0 never stops") {
+TEST_CASE("early stopping: a better fitness restarts the count, patience 0 never stops") {
   TrainingProgress progress;
   const EarlyStopping stopping{2};
   CHECK_FALSE(stopping.update(0, 0.1, progress));

@@ -116,7 +116,7 @@ TEST_CASE("dist env: OpenMPI's variables") {
   CHECK(env.store_port() == 29400);
 }
 
-TEST_CASE("dist env: SLURM tasks and the master from the node list; one task is no launcher") {
+TEST_CASE("dist env: SLURM tasks and the master from the node list, and one task is no launcher") {
   EnvMap slurm = {{"SLURM_PROCID", "2"},
                   {"SLURM_LOCALID", "0"},
                   {"SLURM_NTASKS", "4"},

@@ -72,7 +72,7 @@ TEST_CASE("dist socket: a socket connected to itself is told apart from a real c
   CHECK_FALSE(is_self_connection(client.get()));
 }
 
-TEST_CASE("dist store: set and get across ranks; check never waits") {
+TEST_CASE("dist store: set and get across ranks, check never waits") {
   StoreServer server(kHost, 0, kToken);
   CHECK(server.port() > 0);
   Store rank0 = client_of(server);  // rank 0 is a client of its own server

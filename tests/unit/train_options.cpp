@@ -107,7 +107,7 @@ TEST_CASE("--freeze N marks exactly the entries of layers 0 .. N-1") {
       CHECK_FALSE(frozen[i]);
 }
 
-TEST_CASE("loader_workers: a given count wins; auto follows the device and the rank's cores") {
+TEST_CASE("loader_workers: a given count wins, auto follows the device and the rank's cores") {
   CHECK(models::loader_workers(3, Device::cpu(), 64) == 3);
   // CPU ranks: the compute threads have the cores.
   CHECK(models::loader_workers(models::kAutoWorkers, Device::cpu(), 64) == 2);
