@@ -1,5 +1,6 @@
 // bench/data_loader.cpp — how fast the loader feeds training batches: augmented mosaic images
-// per second for 0 (inline), 1 and 2 worker threads, and the one-off verification pass.
+// per second for 0 (inline), 1 and 2 worker threads, the one-off verification pass, and the
+// label parser on one file of a million rows (half of them duplicates).
 // The trainer needs ~30 img/s of 320 mosaics per core to keep a small model busy.
 //
 //   bench_data_loader [--data coco128/data.yaml] [--imgsz 320] [--batch 16] [--epochs 2] [--quick]
@@ -13,6 +14,7 @@
 
 #include "bench/loader_rate.h"  // defines: BenchDataset, loader_images_per_second
 #include "data/dataset.h"
+#include "data/label_file.h"
 #include "data/verify.h"
 
 using namespace bareyolo;
@@ -27,6 +29,22 @@ struct Options {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Seconds to parse one label file of `rows` rows whose second half repeats the first.
+double label_parse_seconds(int rows) {
+  std::string text;
+  for (int i = 0; i < rows; ++i) {
+    const int k = i % (rows / 2);
+    text += std::to_string(k % 80) + " " + std::to_string(double(k) / rows) + " 0.5 0.01 0.01\n";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const data::LabelFile parsed = data::parse_labels(text, "bench.txt", 80);
+  const double seconds = seconds_since(start);
+  if (parsed.boxes.size() != size_t(rows / 2))
+    throw std::runtime_error("the label parser kept " + std::to_string(parsed.boxes.size()) +
+                             " of " + std::to_string(rows / 2) + " distinct rows");
+  return seconds;
 }
 
 Options parse(int argc, char** argv) {
@@ -82,10 +100,15 @@ int main(int argc, char** argv) {
       std::printf("loader, %d worker(s), %dx%d mosaics, batch %d: %.1f img/s\n", workers,
                   options.imgsz, options.imgsz, options.batch, rates[workers]);
     }
+    const int label_rows = options.quick ? 100000 : 1000000;
+    const double label_seconds = label_parse_seconds(label_rows);
+    std::printf("label parser: %d rows in one file (half duplicates) in %.2f s\n", label_rows,
+                label_seconds);
     std::printf(
         "RESULT imgsz=%d batch=%d img_per_s_inline=%.1f img_per_s_1worker=%.1f "
-        "img_per_s_2workers=%.1f verify_img_per_s=%.0f\n",
-        options.imgsz, options.batch, rates[0], rates[1], rates[2], verify_per_s);
+        "img_per_s_2workers=%.1f verify_img_per_s=%.0f label_rows_per_s=%.0f\n",
+        options.imgsz, options.batch, rates[0], rates[1], rates[2], verify_per_s,
+        label_rows / label_seconds);
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bench_data_loader: error: %s\n", error.what());

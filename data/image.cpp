@@ -6,10 +6,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstring>
-#include <fstream>
-#include <iterator>
 #include <memory>
+
+#include "data/regular_file.h"
 
 namespace bareyolo::data {
 
@@ -36,11 +35,11 @@ std::string lower_extension(const std::string& path) {
 }  // namespace
 
 Image read_image(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw ImageError("cannot open image", path, std::strerror(errno));
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)),
-                             std::istreambuf_iterator<char>());
-  return decode_image(bytes.data(), bytes.size(), path);
+  const FileContents contents = read_regular_file(path);
+  if (contents.kind != FileContents::regular)
+    throw ImageError("cannot open image", path, contents.error);
+  return decode_image(reinterpret_cast<const uint8_t*>(contents.bytes.data()),
+                      contents.bytes.size(), path);
 }
 
 Image decode_image(const uint8_t* bytes, size_t size, const std::string& name) {

@@ -5,8 +5,10 @@
 #include <array>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <stdexcept>
+
+#include "data/regular_file.h"
 
 namespace fs = std::filesystem;
 
@@ -18,8 +20,11 @@ constexpr std::array<const char*, 10> kImageExtensions = {"bmp", "dng", "jpeg", 
                                                           "png", "tif", "tiff", "webp", "pfm"};
 
 void add_listed_images(const fs::path& list_file, std::vector<std::string>& images) {
-  std::ifstream in(list_file);
-  if (!in) throw std::runtime_error("cannot read image list " + list_file.string());
+  const FileContents contents = read_regular_file(list_file.string());
+  if (contents.kind != FileContents::regular)
+    throw std::runtime_error("cannot read image list " + list_file.string() + ": " +
+                             contents.error);
+  std::istringstream in(contents.bytes);
   fs::path folder = list_file.parent_path();
   std::string line;
   while (std::getline(in, line)) {

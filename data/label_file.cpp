@@ -5,9 +5,10 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
+#include <set>
 #include <sstream>
+
+#include "data/regular_file.h"
 
 namespace bareyolo::data {
 
@@ -69,6 +70,7 @@ bool LabelFile::usable() const {
 
 LabelFile parse_labels(const std::string& text, const std::string& file, int num_classes) {
   LabelFile result;
+  std::set<LabelBox> seen;  // duplicates in n log n: a label file may hold millions of rows
   std::istringstream lines(text);
   std::string line;
   for (int number = 1; std::getline(lines, line); ++number) {
@@ -78,7 +80,7 @@ LabelFile parse_labels(const std::string& text, const std::string& file, int num
     std::string error = parse_line(fields, num_classes, box);
     if (!error.empty()) {
       result.problems.push_back({file, number, error, true});
-    } else if (std::find(result.boxes.begin(), result.boxes.end(), box) != result.boxes.end()) {
+    } else if (!seen.insert(box).second) {
       result.problems.push_back({file, number, "duplicate of an earlier row, dropped", false});
     } else {
       result.boxes.push_back(box);
@@ -88,16 +90,13 @@ LabelFile parse_labels(const std::string& text, const std::string& file, int num
 }
 
 LabelFile read_label_file(const std::string& file, int num_classes) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    LabelFile result;  // no label file: a background image
-    if (std::filesystem::exists(file))
-      result.problems.push_back({file, 0, "label file exists but cannot be read", true});
-    return result;
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_labels(text.str(), file, num_classes);
+  const FileContents contents = read_regular_file(file);
+  if (contents.kind == FileContents::regular)
+    return parse_labels(contents.bytes, file, num_classes);
+  LabelFile result;  // no label file: a background image
+  if (contents.kind != FileContents::missing)
+    result.problems.push_back({file, 0, "label file cannot be read: " + contents.error, true});
+  return result;
 }
 
 }  // namespace bareyolo::data

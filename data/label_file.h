@@ -22,8 +22,8 @@ inline constexpr float kCoordinateTolerance = 1e-3f;
 
 struct LabelBox {
   int class_id = 0;
-  float cx = 0, cy = 0, w = 0, h = 0;  // normalised xywh
-  bool operator==(const LabelBox&) const = default;
+  float cx = 0, cy = 0, w = 0, h = 0;                 // normalised xywh
+  auto operator<=>(const LabelBox&) const = default;  // finite values: a total order
 };
 
 struct Problem {

@@ -1,9 +1,10 @@
 // models/loss/gradient_report.cpp — see gradient_report.h.
 #include "models/loss/gradient_report.h"
 
-#include "models/loss/head_loss.h"
-
+#include <cmath>
 #include <stdexcept>
+
+#include "models/loss/head_loss.h"
 
 namespace bareyolo::models {
 
@@ -26,16 +27,29 @@ std::vector<float> to_yolov5_layout(const Tensor& head, int anchors) {
 }  // namespace
 
 std::vector<LabelRow> label_rows(const SafetensorsFile& file, const std::string& name,
-                                 const std::string& source) {
+                                 const std::string& source, int images, int nc) {
   const TensorRecord& record = file.record(name);
   if (record.shape.size() != 2 || record.shape[1] != 6)
     throw std::invalid_argument(source + ": '" + name +
                                 "' must be [n, 6] rows of image, class, cx, cy, w, h");
   const std::vector<float> rows = file.values<float>(name);
   std::vector<LabelRow> labels;
+  // The image and class columns become ints only once they are whole numbers of a sane size
+  // (a float outside int's range, or NaN, has no int value).
+  auto index = [&](float value, size_t row, const char* column) {
+    if (!(std::isfinite(value) && value == std::floor(value) && std::fabs(value) < 1e9f))
+      throw std::invalid_argument(source + ": '" + name + "' row " + std::to_string(row) + ": " +
+                                  column + " " + std::to_string(value) + " is not a whole number");
+    return int(value);
+  };
   for (size_t r = 0; r + 5 < rows.size(); r += 6)
-    labels.push_back(
-        {int(rows[r]), int(rows[r + 1]), rows[r + 2], rows[r + 3], rows[r + 4], rows[r + 5]});
+    labels.push_back({index(rows[r], r / 6, "image"), index(rows[r + 1], r / 6, "class"),
+                      rows[r + 2], rows[r + 3], rows[r + 4], rows[r + 5]});
+  try {
+    check_label_rows(labels, images, nc);
+  } catch (const std::invalid_argument& error) {
+    throw std::invalid_argument(source + ": '" + name + "' " + error.what());
+  }
   return labels;
 }
 

@@ -20,8 +20,10 @@ namespace bareyolo::models {
 SafetensorsFile gradient_report(DetectionModel& model, const Tensor& images,
                                 const std::vector<LabelRow>& labels, const LossHyp& hyp);
 
-// YOLOv5's collate rows [n, 6] (image, class, cx, cy, w, h) read from a safetensors record.
+// YOLOv5's collate rows [n, 6] (image, class, cx, cy, w, h) read from a safetensors record,
+// each checked against a batch of `images` images and `nc` classes (check_label_rows); an
+// error names `source`, the record and the row.
 std::vector<LabelRow> label_rows(const SafetensorsFile& file, const std::string& name,
-                                 const std::string& source);
+                                 const std::string& source, int images, int nc);
 
 }  // namespace bareyolo::models

@@ -9,6 +9,7 @@ namespace bareyolo::models {
 
 LevelTargets head_targets(const DetectionModel& model, const std::vector<Tensor>& head,
                           const std::vector<LabelRow>& labels, const LossOptions& options) {
+  if (!head.empty()) check_label_rows(labels, int(head[0].shape().n), options.classes);
   std::vector<LevelGrid> grids;
   for (int level = 0; level < model.num_levels(); ++level) {
     const Tensor& h = head[size_t(level)];

@@ -24,6 +24,31 @@ auto& at(const V& view, int outputs, int image, int anchor, int field, int gj, i
   return view.channel(image, anchor * outputs + field)[gj * view.shape.w + gi];
 }
 
+// The preconditions of one level: its channels hold whole anchors, and every matched row
+// names an image, anchor, cell and class that exist. Rows come from build_targets, but the
+// function is public, and a row out of range would index outside the head's buffers.
+void check_level(const Shape4& shape, int outputs, const std::vector<MatchedRow>& rows,
+                 size_t level) {
+  if (shape.c % outputs != 0)
+    throw std::invalid_argument("yolo_loss: level " + std::to_string(level) + " has " +
+                                std::to_string(shape.c) + " channels, not a multiple of " +
+                                std::to_string(outputs) + " = nc + 5");
+  const int64_t anchors = shape.c / outputs, nc = outputs - 5;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const MatchedRow& r = rows[k];
+    auto outside = [](int64_t value, int64_t count) { return value < 0 || value >= count; };
+    if (outside(r.image, shape.n) || outside(r.anchor, anchors) || outside(r.gj, shape.h) ||
+        outside(r.gi, shape.w) || outside(r.class_id, nc))
+      throw std::invalid_argument(
+          "yolo_loss: level " + std::to_string(level) + " row " + std::to_string(k) + " (image " +
+          std::to_string(r.image) + ", anchor " + std::to_string(r.anchor) + ", cell " +
+          std::to_string(r.gj) + "," + std::to_string(r.gi) + ", class " +
+          std::to_string(r.class_id) + ") is outside the head's " + std::to_string(shape.n) +
+          " images x " + std::to_string(anchors) + " anchors x " + std::to_string(shape.h) + "x" +
+          std::to_string(shape.w) + " cells x " + std::to_string(nc) + " classes");
+  }
+}
+
 }  // namespace
 
 LossHyp load_loss_hyp(const std::string& path) {
@@ -82,6 +107,8 @@ LossValues yolo_loss(const std::vector<View<const T>>& predictions,
     throw std::invalid_argument("yolo_loss: " + std::to_string(levels) +
                                 " prediction levels but targets, counts, balance or gradients "
                                 "for a different number");
+  for (size_t level = 0; level < levels; ++level)
+    check_level(predictions[level].shape, outputs, targets[level], level);
   if (levels > 0)
     BAREYOLO_ROUTE_TO_CUDA(yolo_loss, predictions[0].device, predictions, targets, norm, options,
                            gradients, detached);
@@ -98,10 +125,6 @@ LossValues yolo_loss(const std::vector<View<const T>>& predictions,
   double box = 0, obj = 0, cls = 0;
   for (size_t level = 0; level < levels; ++level) {
     const View<const T>& p = predictions[level];
-    if (p.shape.c % outputs != 0)
-      throw std::invalid_argument("yolo_loss: level " + std::to_string(level) + " has " +
-                                  std::to_string(p.shape.c) + " channels, not a multiple of " +
-                                  std::to_string(outputs) + " = nc + 5");
     const int anchors = static_cast<int>(p.shape.c / outputs);
     const int ny = static_cast<int>(p.shape.h), nx = static_cast<int>(p.shape.w);
     const std::vector<MatchedRow>& rows = targets[level];

@@ -5,8 +5,31 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 namespace bareyolo::models {
+
+void check_label_rows(const std::vector<LabelRow>& labels, int images, int nc) {
+  for (size_t k = 0; k < labels.size(); ++k) {
+    const LabelRow& r = labels[k];
+    std::string problem;
+    if (r.image < 0 || r.image >= images)
+      problem = "image " + std::to_string(r.image) + " is not one of the batch's " +
+                std::to_string(images) + " images (0.." + std::to_string(images - 1) + ")";
+    else if (r.class_id < 0 || r.class_id >= nc)
+      problem = "class " + std::to_string(r.class_id) + " is not one of the model's " +
+                std::to_string(nc) + " classes (0.." + std::to_string(nc - 1) + ")";
+    else if (!std::isfinite(r.cx) || !std::isfinite(r.cy) || !std::isfinite(r.w) ||
+             !std::isfinite(r.h) || r.w < 0 || r.h < 0)
+      problem = "the box (" + std::to_string(r.cx) + ", " + std::to_string(r.cy) + ", " +
+                std::to_string(r.w) + ", " + std::to_string(r.h) +
+                ") is not finite with a width and height of at least 0";
+    if (!problem.empty())
+      throw std::invalid_argument("label row " + std::to_string(k) +
+                                  " (image, class, cx, cy, w, h): " + problem);
+  }
+}
 
 std::vector<std::vector<MatchedRow>> build_targets(const std::vector<LabelRow>& labels,
                                                    const std::vector<LevelGrid>& levels,

@@ -33,6 +33,12 @@ struct LevelGrid {
   std::vector<std::array<double, 2>> anchors;  // (w, h) in grid units of this level
 };
 
+// Refuses, naming the row, a label that is not one of a batch of `images` images and `nc`
+// classes or whose box is not finite with a width and height of at least 0: the rows of a batch
+// from outside the loader (`bareyolo grads`, the library's callers) are checked here before
+// they index anything.
+void check_label_rows(const std::vector<LabelRow>& labels, int images, int nc);
+
 std::vector<std::vector<MatchedRow>> build_targets(const std::vector<LabelRow>& labels,
                                                    const std::vector<LevelGrid>& levels,
                                                    double anchor_t);

@@ -26,7 +26,7 @@ std::string error_of(Fn fn) {
 }  // namespace
 
 TEST_CASE(
-    "dataset yaml: names as a list or an index map; paths resolve against path and the yaml "
+    "dataset yaml: names as a list or an index map, and paths resolve against path and the yaml "
     "folder") {
   TempDir dir;
   fs::create_directories(dir.path() / "sets" / "a" / "images" / "train");

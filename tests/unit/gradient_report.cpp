@@ -67,3 +67,49 @@ TEST_CASE("weights round trip through safetensors and a mismatched file changes 
                        std::invalid_argument);
   CHECK(other_nc.state()[0].value->to_doubles() == before);  // untouched
 }
+
+TEST_CASE("rows from outside the loader are refused by row before they index anything") {
+  // Before: an image index of 99 or -5 read and wrote outside the head (a segfault or a
+  // corrupt heap in `bareyolo grads`).
+  DetectionModel model = tiny(3);
+  Rng rng(122);
+  Tensor images =
+      Tensor::from_vector(random_vector<float>(rng, 2 * 3 * 64 * 64, 0, 1), {2, 3, 64, 64});
+  const LabelRow good{0, 1, 0.5f, 0.5f, 0.3f, 0.2f};
+  const float nan = std::nanf("");
+  const std::vector<std::pair<LabelRow, std::string>> bad = {
+      {{99, 0, 0.5f, 0.5f, 0.3f, 0.2f}, "image 99 is not one of the batch's 2 images"},
+      {{-5, 0, 0.5f, 0.5f, 0.3f, 0.2f}, "image -5 is not one of the batch's 2 images"},
+      {{1, 3, 0.5f, 0.5f, 0.3f, 0.2f}, "class 3 is not one of the model's 3 classes"},
+      {{1, -1, 0.5f, 0.5f, 0.3f, 0.2f}, "class -1 is not one of the model's 3 classes"},
+      {{1, 0, nan, 0.5f, 0.3f, 0.2f}, "the box (nan, 0.500000, 0.300000, 0.200000) is not finite"},
+      {{1, 0, 0.5f, 0.5f, -0.3f, 0.2f}, "the box (0.500000, 0.500000, -0.300000, 0.200000)"}};
+  for (const auto& [row, message] : bad) {
+    INFO(message);
+    CHECK_THROWS_WITH_AS(
+        gradient_report(model, images, {good, row}, LossHyp{}),
+        doctest::Contains(("label row 1 (image, class, cx, cy, w, h): " + message).c_str()),
+        std::invalid_argument);
+  }
+
+  // `bareyolo grads` reads its rows from a file: the image and class columns must be whole.
+  SafetensorsFile batch;
+  batch.add_values<float>("targets",
+                          {0, 1, 0.5f, 0.5f, 0.3f, 0.2f, 1.5f, 0, 0.5f, 0.5f, 0.3f, 0.2f}, {2, 6});
+  CHECK_THROWS_WITH_AS(label_rows(batch, "targets", "batch.safetensors", 2, 3),
+                       doctest::Contains("batch.safetensors: 'targets' row 1: image 1.5"),
+                       std::invalid_argument);
+  batch.add_values<float>("far", {1e20f, 0, 0.5f, 0.5f, 0.3f, 0.2f}, {1, 6});
+  CHECK_THROWS_WITH_AS(label_rows(batch, "far", "batch.safetensors", 2, 3),
+                       doctest::Contains("is not a whole number"), std::invalid_argument);
+  batch.add_values<float>("wide", {7, 0, 0.5f, 0.5f, 0.3f, 0.2f}, {1, 6});
+  CHECK_THROWS_WITH_AS(label_rows(batch, "wide", "batch.safetensors", 2, 3),
+                       doctest::Contains("batch.safetensors: 'wide' label row 0"),
+                       std::invalid_argument);
+  batch.add_values<float>("valid", {1, 2, 0.25f, 0.5f, 0.3f, 0.2f}, {1, 6});
+  const std::vector<LabelRow> valid = label_rows(batch, "valid", "batch.safetensors", 2, 3);
+  REQUIRE(valid.size() == 1);
+  CHECK(valid[0].image == 1);
+  CHECK(valid[0].class_id == 2);
+  CHECK(valid[0].cx == 0.25f);
+}

@@ -226,3 +226,34 @@ TEST_CASE("loss with global counts splits a batch into shares that add up exactl
   CHECK(whole.box > 0);
   CHECK(whole.cls > 0);
 }
+
+TEST_CASE("yolo_loss refuses a matched row outside the head it indexes") {
+  Rng rng(103);
+  const int classes = 2, size = 64, outputs = classes + 5;
+  const std::vector<LevelGrid> levels = grids(size);
+  const LossOptions options{scale_loss_gains({}, 3, classes, size), classes};
+  std::vector<std::vector<double>> heads(3);
+  std::vector<View<const double>> in;
+  for (size_t l = 0; l < 3; ++l) {
+    const Shape4 shape{2, 3 * outputs, levels[l].ny, levels[l].nx};
+    heads[l] = random_vector(rng, shape.numel(), -3, 3);
+    in.push_back(dense_view<const double>(heads[l].data(), shape));
+  }
+  auto targets = build_targets(random_labels(rng, 2, 5, classes), levels, 4.0);
+  REQUIRE_FALSE(targets[0].empty());
+  const LossNormalization norm = local_normalization(targets, 2);
+  CHECK_NOTHROW(yolo_loss<double>(in, targets, norm, options, {}));
+  auto break_row = [&](auto change) {
+    auto broken = targets;
+    change(broken[0].back());
+    return broken;
+  };
+  for (auto broken :
+       {break_row([](MatchedRow& r) { r.image = 2; }),
+        break_row([&](MatchedRow& r) { r.gi = levels[0].nx; }),
+        break_row([](MatchedRow& r) { r.gj = -1; }), break_row([](MatchedRow& r) { r.anchor = 3; }),
+        break_row([](MatchedRow& r) { r.class_id = classes; })})
+    CHECK_THROWS_WITH_AS(yolo_loss<double>(in, broken, norm, options, {}),
+                         doctest::Contains("is outside the head's 2 images x 3 anchors"),
+                         std::invalid_argument);
+}

@@ -44,9 +44,10 @@ int compute_grads() {
   const SafetensorsFile batch = SafetensorsFile::load(options.batch);
   const models::LossHyp hyp =
       options.hyp.empty() ? models::LossHyp{} : models::load_loss_hyp(options.hyp);
-  SafetensorsFile report =
-      models::gradient_report(model, batch.tensor("images").on(model.device()),
-                              models::label_rows(batch, "targets", options.batch), hyp);
+  const Tensor images = batch.tensor("images");
+  const std::vector<models::LabelRow> targets = models::label_rows(
+      batch, "targets", options.batch, int(images.shape().n), model.num_classes());
+  SafetensorsFile report = models::gradient_report(model, images.on(model.device()), targets, hyp);
   report.save(options.out);
   const std::vector<float> loss = report.values<float>("loss");
   std::printf("wrote %s: loss box %.6f obj %.6f cls %.6f total %.6f\n", options.out.c_str(),
