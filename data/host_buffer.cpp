@@ -8,6 +8,7 @@
 #include <new>
 
 #include "data/host_buffer_pool.h"
+#include "kernels/cpu/host_memory.h"
 
 namespace bareyolo::data {
 
@@ -53,8 +54,7 @@ HostBuffer allocate_host_buffer(size_t count) {
     if (!reused.data) reused = {cuda::malloc_pinned(bytes), bytes};
     return HostBuffer(static_cast<float*>(reused.data), {reused.bytes, true, {}});
   }
-  void* data = std::aligned_alloc(kAlignment, bytes);
-  if (data == nullptr) throw std::bad_alloc();
+  void* data = aligned_host_alloc(kAlignment, bytes, "a batch of images");
   return HostBuffer(static_cast<float*>(data), {bytes, false, {}});
 }
 

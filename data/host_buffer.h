@@ -28,7 +28,7 @@ struct HostBufferFree {
 };
 using HostBuffer = std::unique_ptr<float[], HostBufferFree>;
 
-// `count` floats, 64-byte aligned, uninitialised. Throws std::bad_alloc.
+// `count` floats, 64-byte aligned, uninitialised. Throws HostOutOfMemory (a std::bad_alloc).
 HostBuffer allocate_host_buffer(size_t count);
 
 // `buffer` is read by device work up to `done` (an Event recorded after a copy_async from

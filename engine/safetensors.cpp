@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -191,6 +192,19 @@ int64_t shape_numel(const std::vector<int64_t>& shape) {
       throw std::invalid_argument("element count overflows 64 bits");
   }
   return numel;
+}
+
+int64_t SafetensorsFile::metadata_integer(const std::string& key, const std::string& source) const {
+  const auto entry = metadata_.find(key);
+  if (entry == metadata_.end())
+    throw std::invalid_argument(source + ": the metadata has no '" + key + "' entry");
+  const std::string& text = entry->second;
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size())
+    throw std::invalid_argument(source + ": metadata '" + key + "' is '" + text +
+                                "', not a whole number");
+  return value;
 }
 
 Shape4 shape4_from_dims(const std::vector<int64_t>& dims) {

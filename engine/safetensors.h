@@ -89,6 +89,9 @@ class SafetensorsFile {
 
   std::map<std::string, std::string>& metadata() { return metadata_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // The metadata entry `key` as a whole number; throws std::invalid_argument naming `source`,
+  // the key and the text when it is missing or not one (metadata is text anyone can edit).
+  int64_t metadata_integer(const std::string& key, const std::string& source) const;
 
   // ---- reading ----
   const std::vector<TensorRecord>& records() const { return records_; }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/cpu/host_memory.h"
 #include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo {
@@ -50,9 +51,7 @@ Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
     return;
   }
   // 64-byte alignment: a cache line, and the widest SIMD load.
-  size_t rounded = (bytes + 63) / 64 * 64;
-  data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  if (!data_) throw std::bad_alloc();
+  data_ = aligned_host_alloc(64, bytes, "a tensor");
 }
 
 std::shared_ptr<Storage> Storage::borrow(void* data, size_t bytes, Device device) {

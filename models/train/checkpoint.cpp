@@ -108,13 +108,13 @@ CheckpointInfo read_checkpoint_info(const SafetensorsFile& file, const std::stri
   CheckpointInfo info;
   try {
     info.progress = parse_progress(nlohmann::json::parse(field("progress")));
-    info.ema_updates = std::stoll(field("ema_updates"));
+    info.ema_updates = file.metadata_integer("ema_updates", source);
     info.optimizer = field("optimizer");
-    info.optimizer_updates = std::stoll(field("optimizer_steps"));
+    info.optimizer_updates = file.metadata_integer("optimizer_steps", source);
     info.config_json = field("config");
     for (const nlohmann::json& m : nlohmann::json::parse(field("history")))
       info.history.push_back(parse_epoch_metrics_json(m.dump()));
-    info.nc = std::stoi(field("nc"));
+    info.nc = int(file.metadata_integer("nc", source));
     const std::string& names = field("names");
     for (size_t begin = 0; begin <= names.size() && !names.empty();) {
       size_t end = names.find('\n', begin);

@@ -169,10 +169,13 @@ std::vector<StateEntry> initial_state(DetectionModel& model, const TrainOptions&
   return model.state();
 }
 
-// YOLOv5: the image size a multiple of the largest stride, at least two strides.
-int training_image_size(int imgsz, const DetectionModel& model) {
+// YOLOv5: the image size a multiple of the largest stride (at least 32), at least two of it.
+int training_image_size(int imgsz, const DetectionModel& model, bool rank0, const Log& log) {
   const int gs = std::max(int(model.strides().back()), 32);
-  return std::max((imgsz + gs - 1) / gs * gs, 2 * gs);
+  std::string note;
+  const int size = stride_multiple_size(imgsz, gs, 2 * gs, &note);
+  if (rank0 && !note.empty()) log("warning: " + note);
+  return size;
 }
 
 class Trainer {
@@ -239,7 +242,7 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
       state_(initial_state(model_, options_, resume_.has_value())),
       ema_state_(ema_model_.state()),
       arena_(make_arena(state_, options_.freeze)),
-      imgsz_(training_image_size(options_.imgsz, model_)),
+      imgsz_(training_image_size(options_.imgsz, model_, run_.rank == 0, log)),
       sampler_({.dataset_size = train_split_.dataset.size(),
                 .global_batch = run_.batch.global,
                 .world_size = run_.world_size,

@@ -67,6 +67,11 @@ DetectionModel::DetectionModel(const ModelConfig& config, const ModelOptions& op
 }
 
 void DetectionModel::build(const ModelConfig& config, const ModelOptions& options) {
+  if (options.nc < 0)
+    throw std::invalid_argument(config.source + ": nc " + std::to_string(options.nc) +
+                                " is not a number of classes; give one >= 1, or 0 for the "
+                                "yaml's nc (" +
+                                std::to_string(config.nc) + ")");
   nc_ = options.nc > 0 ? options.nc : config.nc;
   na_ = static_cast<int>(config.anchors[0].size() / 2);
   const int outputs = na_ * (nc_ + 5);
@@ -75,93 +80,105 @@ void DetectionModel::build(const ModelConfig& config, const ModelOptions& option
 
   std::vector<int> channels;  // output channels of each row
   std::vector<int> node_of_row;
+  // A layer or the graph refusing a row (a zero kernel, Concat inputs of different sizes) is
+  // reported at the row and line of the yaml that asked for it; the graph's shapes are
+  // probed after each row so that a mismatch names its row too.
+  const Shape4 probe{1, config.input_channels, 256, 256};
   for (const ModelRow& row : config.rows) {
-    const int repeats =
-        row.number > 1
-            ? std::max(static_cast<int>(std::nearbyint(row.number * config.depth_multiple)), 1)
-            : row.number;
-    std::vector<int> inputs;
-    for (int f : row.from) inputs.push_back(resolve_from(config, row, f));
-    auto input_channels = [&](int input) {
-      return input == Graph::kGraphInput ? config.input_channels
-                                         : channels[static_cast<size_t>(input)];
-    };
-    const int c1 = input_channels(inputs[0]);
-    auto scaled_width = [&] {
-      const int c2 = int_arg(config, row, 0, 0);
-      if (c2 < 1) fail(config, row, "the first argument must be the output channels");
-      if (c2 == outputs) return c2;
-      const double divisor = config.channel_multiple;
-      return static_cast<int>(std::ceil(c2 * config.width_multiple / divisor) * divisor);
-    };
-    if (row.module != "C3" && repeats > 1)
-      fail(config, row, "a repeat count above 1 is only supported for C3");
-    if (row.module != "Concat" && row.module != "Detect" && inputs.size() != 1)
-      fail(config, row, "takes exactly one input");
-    const std::string name = "model." + std::to_string(row.index) + ".";
-    std::vector<int> nodes;
-    for (int input : inputs)
-      nodes.push_back(input == Graph::kGraphInput ? input : node_of_row[size_t(input)]);
+    try {
+      const int repeats =
+          row.number > 1
+              ? std::max(static_cast<int>(std::nearbyint(row.number * config.depth_multiple)), 1)
+              : row.number;
+      std::vector<int> inputs;
+      for (int f : row.from) inputs.push_back(resolve_from(config, row, f));
+      auto input_channels = [&](int input) {
+        return input == Graph::kGraphInput ? config.input_channels
+                                           : channels[static_cast<size_t>(input)];
+      };
+      const int c1 = input_channels(inputs[0]);
+      auto scaled_width = [&] {
+        const int c2 = int_arg(config, row, 0, 0);
+        if (c2 < 1) fail(config, row, "the first argument must be the output channels");
+        if (c2 == outputs) return c2;
+        const double divisor = config.channel_multiple;
+        return static_cast<int>(std::ceil(c2 * config.width_multiple / divisor) * divisor);
+      };
+      if (row.module != "C3" && repeats > 1)
+        fail(config, row, "a repeat count above 1 is only supported for C3");
+      if (row.module != "Concat" && row.module != "Detect" && inputs.size() != 1)
+        fail(config, row, "takes exactly one input");
+      const std::string name = "model." + std::to_string(row.index) + ".";
+      std::vector<int> nodes;
+      for (int input : inputs)
+        nodes.push_back(input == Graph::kGraphInput ? input : node_of_row[size_t(input)]);
 
-    int c2 = c1;
-    if (row.module == "Conv") {
-      c2 = scaled_width();
-      const int kernel = int_arg(config, row, 1, 1), stride = int_arg(config, row, 2, 1);
-      const bool auto_pad = row.args.size() < 4 || row.args[3].kind == ModelArg::Kind::none;
-      if (int_arg(config, row, 4, 1) != 1 || int_arg(config, row, 5, 1) != 1)
-        fail(config, row, "groups and dilation other than 1 are not supported");
-      node_of_row.push_back(
-          graph_.add(name, nodes,
-                     std::make_unique<ConvBnSilu>(c1, c2, kernel, stride,
-                                                  auto_pad ? -1 : int_arg(config, row, 3, 0),
-                                                  context.bn, rng, options.device, options.dtype)));
-    } else if (row.module == "C3") {
-      c2 = scaled_width();
-      node_of_row.push_back(graph_.add(
-          name, nodes,
-          std::make_unique<C3>(c1, c2, repeats, bool_arg(config, row, 1, true), context)));
-    } else if (row.module == "SPPF") {
-      c2 = scaled_width();
-      node_of_row.push_back(graph_.add(
-          name, nodes, std::make_unique<SPPF>(c1, c2, int_arg(config, row, 1, 5), context)));
-    } else if (row.module == "nn.Upsample") {
-      const bool nearest2 = row.args.size() >= 3 && row.args[1].kind == ModelArg::Kind::number &&
-                            row.args[1].number == 2 && row.args[2].text == "nearest";
-      if (!nearest2) fail(config, row, "only [None, 2, \"nearest\"] is supported");
-      node_of_row.push_back(graph_.add(name, nodes, std::make_unique<Upsample>()));
-    } else if (row.module == "Concat") {
-      if (int_arg(config, row, 0, 1) != 1) fail(config, row, "only dimension 1 is supported");
-      c2 = 0;
-      for (int input : inputs) c2 += input_channels(input);
-      node_of_row.push_back(graph_.add_concat(name, nodes));
-    } else if (row.module == "Detect") {
-      if (&row != &config.rows.back()) fail(config, row, "Detect must be the last row");
-      if (inputs.size() != config.anchors.size())
+      int c2 = c1;
+      if (row.module == "Conv") {
+        c2 = scaled_width();
+        const int kernel = int_arg(config, row, 1, 1), stride = int_arg(config, row, 2, 1);
+        const bool auto_pad = row.args.size() < 4 || row.args[3].kind == ModelArg::Kind::none;
+        if (int_arg(config, row, 4, 1) != 1 || int_arg(config, row, 5, 1) != 1)
+          fail(config, row, "groups and dilation other than 1 are not supported");
+        node_of_row.push_back(graph_.add(
+            name, nodes,
+            std::make_unique<ConvBnSilu>(c1, c2, kernel, stride,
+                                         auto_pad ? -1 : int_arg(config, row, 3, 0), context.bn,
+                                         rng, options.device, options.dtype)));
+      } else if (row.module == "C3") {
+        c2 = scaled_width();
+        node_of_row.push_back(graph_.add(
+            name, nodes,
+            std::make_unique<C3>(c1, c2, repeats, bool_arg(config, row, 1, true), context)));
+      } else if (row.module == "SPPF") {
+        c2 = scaled_width();
+        node_of_row.push_back(graph_.add(
+            name, nodes, std::make_unique<SPPF>(c1, c2, int_arg(config, row, 1, 5), context)));
+      } else if (row.module == "nn.Upsample") {
+        const bool nearest2 = row.args.size() >= 3 && row.args[1].kind == ModelArg::Kind::number &&
+                              row.args[1].number == 2 && row.args[2].text == "nearest";
+        if (!nearest2) fail(config, row, "only [None, 2, \"nearest\"] is supported");
+        node_of_row.push_back(graph_.add(name, nodes, std::make_unique<Upsample>()));
+      } else if (row.module == "Concat") {
+        if (int_arg(config, row, 0, 1) != 1) fail(config, row, "only dimension 1 is supported");
+        c2 = 0;
+        for (int input : inputs) c2 += input_channels(input);
+        node_of_row.push_back(graph_.add_concat(name, nodes));
+      } else if (row.module == "Detect") {
+        if (&row != &config.rows.back()) fail(config, row, "Detect must be the last row");
+        if (inputs.size() != config.anchors.size())
+          fail(config, row,
+               std::to_string(inputs.size()) + " inputs but " +
+                   std::to_string(config.anchors.size()) + " anchor levels");
+        detect_name_ = name;
+        for (size_t level = 0; level < inputs.size(); ++level)
+          detect_nodes_.push_back(graph_.add(
+              name + "m." + std::to_string(level) + ".", {nodes[level]},
+              std::make_unique<Conv2d>(Conv2dOptions{.c_in = input_channels(inputs[level]),
+                                                     .c_out = outputs,
+                                                     .kernel = 1,
+                                                     .bias = true},
+                                       rng, options.device, options.dtype)));
+        node_of_row.push_back(detect_nodes_.front());
+        c2 = outputs;
+      } else {
         fail(config, row,
-             std::to_string(inputs.size()) + " inputs but " +
-                 std::to_string(config.anchors.size()) + " anchor levels");
-      detect_name_ = name;
-      for (size_t level = 0; level < inputs.size(); ++level)
-        detect_nodes_.push_back(
-            graph_.add(name + "m." + std::to_string(level) + ".", {nodes[level]},
-                       std::make_unique<Conv2d>(Conv2dOptions{.c_in = input_channels(inputs[level]),
-                                                              .c_out = outputs,
-                                                              .kernel = 1,
-                                                              .bias = true},
-                                                rng, options.device, options.dtype)));
-      node_of_row.push_back(detect_nodes_.front());
-      c2 = outputs;
-    } else {
-      fail(config, row, "unknown module (supported: Conv, C3, SPPF, nn.Upsample, Concat, Detect)");
+             "unknown module (supported: Conv, C3, SPPF, nn.Upsample, Concat, Detect)");
+      }
+      channels.push_back(c2);
+      graph_.shapes(probe);
+    } catch (const std::invalid_argument& error) {
+      const std::string what = error.what();
+      if (what.rfind(config.where(row), 0) == 0) throw;  // fail() already named the row
+      fail(config, row, what);
     }
-    channels.push_back(c2);
   }
   if (detect_nodes_.empty())
     throw std::invalid_argument(config.source + ": the model has no Detect row");
   graph_.set_outputs(detect_nodes_);
 
   // Strides from the Detect inputs' sizes for a 256x256 input, as YOLOv5's probe finds them.
-  const std::vector<Shape4> shapes = graph_.shapes({1, config.input_channels, 256, 256});
+  const std::vector<Shape4> shapes = graph_.shapes(probe);
   for (int node : detect_nodes_) strides_.push_back(256.0 / shapes[size_t(node)].w);
 
   // Anchors: pixels -> grid units; flipped when their size order disagrees with the strides'.
@@ -244,6 +261,16 @@ std::array<double, 2> DetectionModel::anchor(int level, int a) const {
   const std::vector<double> values = anchors_.to_doubles();
   const size_t k = size_t((level * na_ + a) * 2);
   return {values[k], values[k + 1]};
+}
+
+int stride_multiple_size(int imgsz, int stride, int floor, std::string* note) {
+  const int size = std::max((imgsz + stride - 1) / stride * stride, floor);
+  if (size != imgsz && note)
+    *note = "--imgsz " + std::to_string(imgsz) + " is not a multiple of the model's stride " +
+            std::to_string(stride) +
+            (floor > stride ? " (at least " + std::to_string(floor) + ")" : "") + ": using " +
+            std::to_string(size);
+  return size;
 }
 
 }  // namespace bareyolo::models

@@ -66,4 +66,9 @@ class DetectionModel {
   std::string detect_name_;  // "model.24."
 };
 
+// YOLOv5's check_img_size: `imgsz` rounded up to a multiple of `stride` (the model's largest,
+// or train's max(stride, 32)), and at least `floor`. When that changes the size, `note` gets a
+// sentence saying so, for the command to print: the run then uses another size than asked.
+int stride_multiple_size(int imgsz, int stride, int floor, std::string* note);
+
 }  // namespace bareyolo::models

@@ -14,8 +14,35 @@ trap 'rm -rf "$work"' EXIT
   --imgsz 64 --batch 2 --save-json "$work/det.json" | tee "$work/val.txt"
 grep -q "^ *all  *4 " "$work/val.txt"
 grep -q '"image_id"' "$work/det.json" || grep -q '^\[\]$' "$work/det.json"
+# A numeric image name too long for an int64 stays a string id (it once failed in std::stoll,
+# after the whole validation, and the JSON was lost).
+long=1234567890123456789012345
+mv "$work/shapes/images/val/000000.jpg" "$work/shapes/images/val/$long.jpg"
+mv "$work/shapes/labels/val/000000.txt" "$work/shapes/labels/val/$long.txt"
+"$bareyolo" val --cfg "$cfg" --weights "$work/w.safetensors" --data "$work/shapes/data.yaml" \
+  --imgsz 64 --batch 2 --save-json "$work/long.json" >/dev/null
+grep -q "\"image_id\": *\"$long\"" "$work/long.json"
+mv "$work/shapes/images/val/$long.jpg" "$work/shapes/images/val/000000.jpg"
+mv "$work/shapes/labels/val/$long.txt" "$work/shapes/labels/val/000000.txt"
 "$bareyolo" predict --cfg "$cfg" --weights "$work/w.safetensors" --source "$work/shapes/images/val" \
   --imgsz 64 --conf 0.001 --out "$work/pred" --names "$work/shapes/data.yaml"
 test "$(ls "$work/pred"/*.jpg | wc -l)" -eq 4
 test -s "$work/pred/detections.json"
+
+# Options a command cannot honour are refused in one readable line (no 309-digit DBL_MAX).
+refuses() {
+  local text=$1 out
+  shift
+  if out=$("$@" 2>&1); then
+    echo "accepted, but should have been refused: $*"
+    exit 1
+  fi
+  grep -qF -- "$text" <<<"$out" || { echo "no '$text' in the refusal of '$*': $out"; exit 1; }
+  [ ${#out} -lt 400 ] || { echo "a refusal of ${#out} characters: $out"; exit 1; }
+}
+refuses "--batch: must be a positive number or -1 (AutoBatch), got '0'" "$bareyolo" train --batch 0
+refuses "--epochs: must be a positive number, got '0'" "$bareyolo" train --epochs 0
+refuses "--seed: must be a number >= 0, got '-1'" "$bareyolo" train --seed -1
+refuses "--nc: must be a number >= 0, got '-3'" "$bareyolo" init --cfg "$cfg" --nc -3 --out "$work/x"
+refuses "--seed: must be a number >= 0" "$bareyolo" make-shapes --out "$work/s2" --seed -5
 echo "cli smoke: all steps passed"

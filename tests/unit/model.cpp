@@ -155,6 +155,33 @@ TEST_CASE("malformed model yamls name the file row and problem") {
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(parse_model_config("nc: [oops\n", "broken.yaml"),
                        doctest::Contains("broken.yaml: not valid yaml"), std::invalid_argument);
+  // A layer's or the graph's refusal names the row too (before: "Conv2d: channels, kernel
+  // and stride must be positive" and "graph node model.2.: cannot concatenate", no yaml row).
+  CHECK_THROWS_WITH_AS(
+      build("backbone:\n  - [-1, 1, Conv, [64, 0, 2]]\n"
+            "head:\n  - [[0], 1, Detect, [nc, anchors]]\n"),
+      doctest::Contains("bad.yaml, row 0 (line 7), Conv: Conv2d: channels, kernel"),
+      std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      build("backbone:\n  - [-1, 1, Conv, [64, 3, 2]]\n  - [-1, 1, Conv, [64, 3, 2]]\n"
+            "head:\n  - [[-1, 0], 1, Concat, [1]]\n  - [[2], 1, Detect, [nc, anchors]]\n"),
+      doctest::Contains("bad.yaml, row 2 (line 10), Concat: graph node model.2.: "
+                        "cannot concatenate"),
+      std::invalid_argument);
+}
+
+TEST_CASE("a negative nc is refused, and image sizes round up to the stride with a note") {
+  const ModelConfig config = load_model_config(shipped_file("models/yolov5-tiny.yaml"));
+  CHECK_THROWS_WITH_AS(DetectionModel(config, {.nc = -3}),
+                       doctest::Contains("nc -3 is not a number of classes; give one >= 1, or 0"),
+                       std::invalid_argument);
+  std::string note;
+  CHECK(stride_multiple_size(640, 32, 0, &note) == 640);
+  CHECK(note.empty());
+  CHECK(stride_multiple_size(100, 32, 0, &note) == 128);
+  CHECK(note == "--imgsz 100 is not a multiple of the model's stride 32: using 128");
+  CHECK(stride_multiple_size(32, 32, 64, &note) == 64);
+  CHECK(note == "--imgsz 32 is not a multiple of the model's stride 32 (at least 64): using 64");
 }
 
 TEST_CASE("evaluation shares activation buffers and gives the same outputs") {

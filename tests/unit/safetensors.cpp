@@ -165,6 +165,25 @@ TEST_CASE("safetensors round trip keeps dtypes shapes values and metadata") {
   check_same_records(SafetensorsFile::load(path), file);
 }
 
+TEST_CASE("integer metadata is read or refused with the file, key and text") {
+  // Before: "stoi" for a non-numeric nc in a weights file's metadata.
+  SafetensorsFile file;
+  file.metadata()["nc"] = "12";
+  file.metadata()["bad"] = "abc";
+  file.metadata()["tail"] = "3x";
+  file.metadata()["empty"] = "";
+  CHECK(file.metadata_integer("nc", "w.safetensors") == 12);
+  CHECK_THROWS_WITH_AS(file.metadata_integer("bad", "w.safetensors"),
+                       "w.safetensors: metadata 'bad' is 'abc', not a whole number",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(file.metadata_integer("tail", "w"), doctest::Contains("'3x', not a whole"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(file.metadata_integer("empty", "w"), doctest::Contains("'', not a whole"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(file.metadata_integer("none", "w"), "w: the metadata has no 'none' entry",
+                       std::invalid_argument);
+}
+
 TEST_CASE("safetensors converts engine Tensors of 0 to 4 dims") {
   std::vector<float> values = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
   Tensor batch = Tensor::from_vector(values, {2, 3, 1, 2});

@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "engine/tensor.h"
+#include "kernels/cpu/host_memory.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda/runtime/runtime.h"
 #include "kernels/ops.h"
@@ -67,6 +68,17 @@ TEST_CASE("tensor errors name the problem") {
                        std::out_of_range);
   CHECK_THROWS_WITH_AS(t.view<double>(), doctest::Contains("holds f32"), std::invalid_argument);
   CHECK_THROWS_AS(Tensor::from_vector(std::vector<float>(3), {1, 1, 2, 2}), std::invalid_argument);
+}
+
+TEST_CASE("a host allocation beyond the machine fails with a sentence, still a bad_alloc") {
+  // Before: "bareyolo: error: std::bad_alloc". 2^45 floats (128 TiB) exceed any address space.
+  const Shape4 huge{1 << 15, 1 << 15, 1 << 7, 1 << 8};
+  CHECK_THROWS_WITH_AS(Tensor::empty(huge),
+                       doctest::Contains("out of host memory: cannot allocate 131072.00 GiB for a "
+                                         "tensor"),
+                       HostOutOfMemory);
+  CHECK_THROWS_WITH_AS(Tensor::empty(huge), doctest::Contains("try a smaller --batch or --imgsz"),
+                       std::bad_alloc);
 }
 
 TEST_CASE("thread pool covers every index once and rethrows errors") {

@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "engine/distributed/comm/nccl_communicator.h"  // defines: dist::nccl_version
+#include "kernels/cpu/host_memory.h"                    // defines: HostOutOfMemory
 #include "kernels/cpu/thread_pool.h"        // defines: ThreadPool (CPU kernels' threads)
 #include "kernels/cuda/runtime/runtime.h"   // defines: cuda::device_count, gpu_required
 #include "kernels/cuda/runtime/versions.h"  // defines: cuda::library_versions, device_properties
@@ -25,6 +26,7 @@
 #include "tools/cli/model_commands.h"       // defines: add_model_commands, run_model_command
 #include "tools/cli/selftest_command.h"     // defines: add_selftest_command, run_selftest_command
 #include "tools/cli/train_command.h"        // defines: add_train_command, run_train_command
+#include "tools/cli/validators.h"
 
 namespace {
 
@@ -71,12 +73,13 @@ int main(int argc, char** argv) {
   bareyolo::DemoOptions demo;
   CLI::App* demo_cmd =
       app.add_subcommand("demo", "Train a small conv/BN/SiLU network on synthetic images (CPU)");
-  demo_cmd->add_option("--steps", demo.steps, "Optimizer steps")->check(CLI::PositiveNumber);
-  demo_cmd->add_option("--batch", demo.batch, "Images per step")->check(CLI::PositiveNumber);
+  demo_cmd->add_option("--steps", demo.steps, "Optimizer steps")->check(bareyolo::cli::kPositive);
+  demo_cmd->add_option("--batch", demo.batch, "Images per step")->check(bareyolo::cli::kPositive);
   demo_cmd->add_option("--imgsz", demo.image_size, "Image side in pixels")
       ->check(CLI::Range(3, 512));
-  demo_cmd->add_option("--lr", demo.learning_rate, "SGD learning rate")->check(CLI::PositiveNumber);
-  demo_cmd->add_option("--seed", demo.seed, "Random seed");
+  demo_cmd->add_option("--lr", demo.learning_rate, "SGD learning rate")
+      ->check(bareyolo::cli::kPositive);
+  demo_cmd->add_option("--seed", demo.seed, "Random seed")->check(bareyolo::cli::kNonNegative);
 
   bareyolo::add_data_commands(app);
   bareyolo::add_model_commands(app);
@@ -97,6 +100,14 @@ int main(int argc, char** argv) {
       std::printf("demo finished: pixel accuracy %.3f (chance is about 0.5)\n", accuracy);
       return 0;
     }
+  } catch (const bareyolo::HostOutOfMemory& error) {  // says what it was allocating
+    std::fprintf(stderr, "bareyolo: error: %s\n", error.what());
+    return 1;
+  } catch (const std::bad_alloc&) {  // a container's growth: no size to tell
+    std::fprintf(stderr,
+                 "bareyolo: error: out of host memory; try a smaller --batch or --imgsz, or "
+                 "fewer --workers\n");
+    return 1;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bareyolo: error: %s\n", error.what());
     return 1;

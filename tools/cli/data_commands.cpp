@@ -11,6 +11,7 @@
 #include "data/preview.h"       // defines: render_batch
 #include "data/sampler.h"       // defines: DistributedSampler
 #include "data/shapes.h"        // defines: make_shapes_dataset
+#include "tools/cli/validators.h"
 
 namespace bareyolo {
 
@@ -87,15 +88,13 @@ void add_data_commands(CLI::App& app) {
   CLI::App* shapes = app.add_subcommand(
       "make-shapes", "Write the built-in synthetic shapes dataset (images, labels, data.yaml)");
   shapes->add_option("--out", shapes_options.out, "Output folder")->required();
-  shapes->add_option("--n-train", shapes_options.n_train, "Training images")
-      ->check(CLI::PositiveNumber);
-  shapes->add_option("--n-val", shapes_options.n_val, "Validation images")
-      ->check(CLI::PositiveNumber);
+  shapes->add_option("--n-train", shapes_options.n_train, "Training images")->check(cli::kPositive);
+  shapes->add_option("--n-val", shapes_options.n_val, "Validation images")->check(cli::kPositive);
   shapes->add_option("--imgsz", shapes_options.imgsz, "Image side in pixels")
       ->check(CLI::Range(32, 4096));
   shapes->add_option("--classes", shapes_options.classes, "Number of shape classes")
       ->check(CLI::Range(1, int(data::shape_class_names().size())));
-  shapes->add_option("--seed", shapes_options.seed, "Random seed");
+  shapes->add_option("--seed", shapes_options.seed, "Random seed")->check(cli::kNonNegative);
 
   CLI::App* check = app.add_subcommand(
       "data-check", "Verify a dataset's images and labels; print the summary and every problem");
@@ -109,9 +108,8 @@ void add_data_commands(CLI::App& app) {
       ->check(CLI::Range(32, 4096));
   show->add_option("--batch", show_options.batch, "Images in the grid")->check(CLI::Range(1, 256));
   show->add_option("--epoch", show_options.epoch, "Epoch (changes the augmentation)");
-  show->add_option("--seed", show_options.seed, "Random seed");
-  show->add_option("--workers", show_options.workers, "Loader threads")
-      ->check(CLI::NonNegativeNumber);
+  show->add_option("--seed", show_options.seed, "Random seed")->check(cli::kNonNegative);
+  show->add_option("--workers", show_options.workers, "Loader threads")->check(cli::kNonNegative);
 }
 
 std::optional<int> run_data_command(const CLI::App& app) {

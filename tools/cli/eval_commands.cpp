@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,7 @@
 #include "models/eval/validate.h"
 #include "models/yolo/weights.h"
 #include "tools/cli/device_option.h"
+#include "tools/cli/validators.h"
 
 namespace bareyolo {
 
@@ -47,9 +49,14 @@ models::DetectionModel load_model(int nc) {
 }
 
 nlohmann::json coco_detection(const std::string& path, const models::Detection& d) {
+  // COCO's image ids are numbers: a numeric file name becomes one, unless it is too long for
+  // an int64 (then the name stays a string, as any other name does).
   const std::string stem = fs::path(path).stem().string();
-  const bool numeric = !stem.empty() && stem.find_first_not_of("0123456789") == std::string::npos;
-  nlohmann::json image_id = numeric ? nlohmann::json(std::stoll(stem)) : nlohmann::json(stem);
+  int64_t number = 0;
+  const auto [end, error] = std::from_chars(stem.data(), stem.data() + stem.size(), number);
+  const bool numeric = !stem.empty() && error == std::errc() && end == stem.data() + stem.size() &&
+                       stem.find_first_not_of("0123456789") == std::string::npos;
+  nlohmann::json image_id = numeric ? nlohmann::json(number) : nlohmann::json(stem);
   return {{"image_id", image_id},
           {"category_id", d.class_id},
           {"bbox", {d.box.x1, d.box.y1, d.box.x2 - d.box.x1, d.box.y2 - d.box.y1}},
@@ -68,7 +75,9 @@ int run_val() {
   models::DetectionModel model = load_model(config.num_classes());
   models::ValidationOptions val;
   val.batch = options.batch;
-  val.imgsz = options.imgsz;
+  std::string note;
+  val.imgsz = models::stride_multiple_size(options.imgsz, int(model.strides().back()), 0, &note);
+  if (!note.empty()) std::printf("warning: %s\n", note.c_str());
   val.rect = !options.no_rect;
   val.workers = options.workers;
   if (options.conf >= 0) val.nms.conf_threshold = options.conf;
@@ -104,9 +113,10 @@ int run_predict() {
   std::vector<std::string> names;
   if (!options.names.empty()) names = data::read_dataset_yaml(options.names).names;
   const SafetensorsFile weights = SafetensorsFile::load(options.weights);
-  const int nc = !names.empty()                   ? int(names.size())
-                 : weights.metadata().count("nc") ? std::stoi(weights.metadata().at("nc"))
-                                                  : 0;
+  const int nc = !names.empty() ? int(names.size())
+                 : weights.metadata().count("nc")
+                     ? int(weights.metadata_integer("nc", options.weights))
+                     : 0;
   models::DetectionModel model = load_model(nc);
   const std::vector<std::string> images = fs::is_directory(options.source)
                                               ? data::list_image_files({options.source})
@@ -116,8 +126,10 @@ int run_predict() {
   if (options.conf >= 0) nms.conf_threshold = options.conf;
   if (options.iou >= 0) nms.iou_threshold = options.iou;
   fs::create_directories(options.out);
-  const int canvas =
-      int(std::ceil(options.imgsz / model.strides().back()) * model.strides().back());
+  std::string note;
+  const int stride = int(model.strides().back());
+  const int canvas = models::stride_multiple_size(options.imgsz, stride, 0, &note);
+  if (!note.empty()) std::printf("warning: %s\n", note.c_str());
 
   nlohmann::json all = nlohmann::json::array();
   for (const std::string& path : images) {
@@ -173,10 +185,10 @@ void add_eval_commands(CLI::App& app) {
   add_model_options(val);
   val->add_option("--data", options.data, "Dataset yaml")->required()->check(CLI::ExistingFile);
   val->add_option("--split", options.split, "Split to evaluate: val, train or test");
-  val->add_option("--batch", options.batch, "Images per batch")->check(CLI::PositiveNumber);
+  val->add_option("--batch", options.batch, "Images per batch")->check(cli::kPositive);
   val->add_option("--conf", options.conf, "Confidence threshold (default 0.001)")
       ->check(CLI::Range(0.0, 1.0));
-  val->add_option("--workers", options.workers, "Loader threads")->check(CLI::NonNegativeNumber);
+  val->add_option("--workers", options.workers, "Loader threads")->check(cli::kNonNegative);
   val->add_flag("--no-rect", options.no_rect, "Square batches instead of rectangular ones");
   val->add_option("--save-json", options.save_json, "Write detections as COCO results JSON");
 

@@ -9,6 +9,7 @@
 #include "models/loss/gradient_report.h"
 #include "models/yolo/weights.h"
 #include "tools/cli/device_option.h"
+#include "tools/cli/validators.h"
 
 namespace bareyolo {
 
@@ -37,7 +38,8 @@ int init_weights() {
 int compute_grads() {
   const SafetensorsFile weights = SafetensorsFile::load(options.weights);
   int nc = options.nc;
-  if (nc == 0 && weights.metadata().count("nc")) nc = std::stoi(weights.metadata().at("nc"));
+  if (nc == 0 && weights.metadata().count("nc"))
+    nc = int(weights.metadata_integer("nc", options.weights));
   models::DetectionModel model(models::load_model_config(options.cfg),
                                {.nc = nc, .device = options.device.resolve()});
   models::load_state(weights, model.state(), options.weights);
@@ -59,8 +61,9 @@ int compute_grads() {
 void add_model_commands(CLI::App& app) {
   CLI::App* init = app.add_subcommand("init", "Write freshly initialised weights (safetensors)");
   init->add_option("--cfg", options.cfg, "Model yaml")->required();
-  init->add_option("--nc", options.nc, "Number of classes (default: the yaml's)");
-  init->add_option("--seed", options.seed, "Initialisation seed");
+  init->add_option("--nc", options.nc, "Number of classes (default: the yaml's)")
+      ->check(cli::kNonNegative);
+  init->add_option("--seed", options.seed, "Initialisation seed")->check(cli::kNonNegative);
   init->add_option("--out", options.out, "Output .safetensors")->required();
 
   CLI::App* grads = app.add_subcommand(
@@ -77,7 +80,8 @@ void add_model_commands(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   grads->add_option("--out", options.out, "Output .safetensors")->required();
-  grads->add_option("--nc", options.nc, "Number of classes (default: the weights' metadata)");
+  grads->add_option("--nc", options.nc, "Number of classes (default: the weights' metadata)")
+      ->check(cli::kNonNegative);
   grads->add_option("--hyp", options.hyp, "Hyperparameter yaml (default: hyp.scratch-low)")
       ->check(CLI::ExistingFile);
   options.device.add_to(grads);

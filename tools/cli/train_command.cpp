@@ -13,6 +13,7 @@
 #include "models/train/launch.h"
 #include "models/train/options.h"
 #include "models/train/run_dir.h"
+#include "tools/cli/validators.h"
 
 namespace bareyolo {
 
@@ -137,12 +138,12 @@ void add_train_command(CLI::App& app) {
   options.epochs =
       cmd->add_option("--epochs", t.epochs,
                       "Epochs (the built-in data: " + std::to_string(kShapesEpochs) + ")")
-          ->check(CLI::PositiveNumber)
+          ->check(cli::kPositive)
           ->capture_default_str();
   cmd->add_option("--batch", t.batch,
                   "Batch size, global: all ranks together, each rank "
                   "trains batch/ranks images; -1: AutoBatch (GPU memory)")
-      ->check(CLI::PositiveNumber | CLI::IsMember({-1}))
+      ->check(cli::kBatchOrAuto)
       ->capture_default_str();
   options.imgsz = cmd->add_option("--imgsz", t.imgsz,
                                   "Image size in pixels, rounded up to a "
@@ -153,7 +154,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--workers", t.workers,
                   "Data loader threads per rank; -1: one per core of the rank but one on a GPU "
                   "(at most the rank's batch), 2 on the CPU")
-      ->check(CLI::NonNegativeNumber | CLI::IsMember({-1}))
+      ->check(cli::kNonNegative | CLI::IsMember({-1}))
       ->capture_default_str();
   cmd->add_option("--device", options.device,
                   "auto (every GPU, else CPU ranks to fit the cores), cpu, 0, 0,1, cuda:0, 0,0 "
@@ -162,7 +163,7 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--nproc-per-node", t.nproc_per_node,
                   "CPU ranks (with --device cpu or auto on a machine without GPUs); 0: auto")
-      ->check(CLI::NonNegativeNumber)
+      ->check(cli::kNonNegative)
       ->capture_default_str();
   cmd->add_flag_callback(
       "--sync-bn", [&t] { t.sync_bn = true; },
@@ -181,16 +182,16 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   cmd->add_option("--timeout", t.timeout_s, "Seconds any rank waits for the others before failing")
-      ->check(CLI::PositiveNumber)
+      ->check(cli::kPositive)
       ->capture_default_str();
   cmd->add_option("--nnodes", t.nnodes,
                   "Machines in the run, each running this command with "
                   "its --node-rank (needs --master-addr, --master-port "
                   "and the same BAREYOLO_STORE_TOKEN on every machine)")
-      ->check(CLI::PositiveNumber)
+      ->check(cli::kPositive)
       ->capture_default_str();
   cmd->add_option("--node-rank", t.node_rank, "This machine's index in 0 .. nnodes-1")
-      ->check(CLI::NonNegativeNumber)
+      ->check(cli::kNonNegative)
       ->capture_default_str();
   cmd->add_option("--master-addr", t.master_addr, "Host of global rank 0 (its rendezvous store)")
       ->capture_default_str();
@@ -206,20 +207,21 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--exist-ok", t.exist_ok, "Reuse <project>/<name> instead of numbering");
   cmd->add_option("--seed", t.seed, "Seed of initialisation, shuffling and augmentation")
+      ->check(cli::kNonNegative)
       ->capture_default_str();
   cmd->add_option("--nbs", t.nbs, "Nominal batch size: gradients accumulate to it")
-      ->check(CLI::PositiveNumber)
+      ->check(cli::kPositive)
       ->capture_default_str();
   cmd->add_option("--patience", t.patience,
                   "Stop after this many epochs without a better fitness (0: never)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(cli::kNonNegative)
       ->capture_default_str();
   cmd->add_option("--optimizer", options.optimizer, "SGD (Nesterov) or AdamW, YOLOv5's groups")
       ->check(CLI::IsMember({"SGD", "AdamW"}))
       ->capture_default_str();
   cmd->add_flag("--cos-lr", t.schedule.cosine, "Cosine learning-rate schedule (default: linear)");
   cmd->add_option("--freeze", t.freeze, "Freeze the first N model layers (model.0 ... model.N-1)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(cli::kNonNegative)
       ->capture_default_str();
   cmd->add_option("--hyp", options.hyp,
                   "Hyperparameter yaml in YOLOv5's format "
@@ -227,15 +229,15 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--save-period", t.save_period,
                   "Also save weights/epoch<N>.safetensors every N epochs (0: never)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(cli::kNonNegative)
       ->capture_default_str();
   cmd->add_option("--save-steps", t.save_steps,
                   "Also save weights/step<N>.safetensors every N optimizer steps (0: never)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(cli::kNonNegative)
       ->capture_default_str();
   cmd->add_option("--save-total-limit", t.save_total_limit,
                   "Keep only the newest N periodic checkpoints (0: keep all)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(cli::kNonNegative)
       ->capture_default_str();
   options.resume = cmd->add_option("--resume",
                                    "Continue a run: PATH is a checkpoint or a run directory; "
@@ -245,7 +247,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--max-steps", t.max_steps,
                   "End after N optimizer steps in all, with a resumable weights/last.safetensors "
                   "(not saved in the configuration)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::kNonNegative);
   cmd->add_flag("--no-val", options.no_val, "Validate only the final epoch");
   cmd->add_option("--config", options.config,
                   "A yaml of flags (key: value, e.g. epochs: 30); the command line wins")

@@ -37,6 +37,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/gemm/gemm_kernels.h"
+#include "kernels/cpu/host_memory.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace bareyolo::cpu {
@@ -82,8 +83,7 @@ class PackBuffer {
   T* get(int64_t count) {
     size_t bytes = static_cast<size_t>(round_up(count * static_cast<int64_t>(sizeof(T)), 64));
     if (bytes > capacity_) {
-      storage_.reset(static_cast<std::byte*>(std::aligned_alloc(64, bytes)));
-      if (!storage_) throw std::bad_alloc();
+      storage_.reset(static_cast<std::byte*>(aligned_host_alloc(64, bytes, "GEMM packing")));
       capacity_ = bytes;
     }
     return reinterpret_cast<T*>(storage_.get());

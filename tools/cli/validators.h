@@ -1,0 +1,35 @@
+// tools/cli/validators.h — option checks whose errors read as sentences. CLI11's
+// PositiveNumber and NonNegativeNumber name their upper bound, DBL_MAX, in 309 digits
+// ("Value 0 not in range 0.000000 to 17976931348623157..."); these say what is allowed.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+namespace bareyolo::cli {
+
+// A number above `floor` (or at least it, when `inclusive`), and optionally the value `also`.
+inline CLI::Validator number_check(double floor, bool inclusive, const std::string& words,
+                                   std::optional<double> also = std::nullopt) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        const bool number = !text.empty() && end == text.c_str() + text.size();
+        if (number && also && value == *also) return "";
+        if (number && (inclusive ? value >= floor : value > floor)) return "";
+        return "must be " + words + ", got '" + text + "'";
+      },
+      "", "");
+}
+
+inline const CLI::Validator kPositive = number_check(0, false, "a positive number");
+inline const CLI::Validator kNonNegative = number_check(0, true, "a number >= 0");
+// --batch of train: a global batch, or -1 for AutoBatch.
+inline const CLI::Validator kBatchOrAuto =
+    number_check(0, false, "a positive number or -1 (AutoBatch)", -1.0);
+
+}  // namespace bareyolo::cli
