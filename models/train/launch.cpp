@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -19,6 +21,7 @@
 #include "models/train/autobatch.h"
 #include "models/train/checkpoint.h"
 #include "models/train/run_dir.h"
+#include "models/train/run_lock.h"
 #include "models/train/step.h"
 #include "models/yolo/model_config.h"
 
@@ -78,16 +81,50 @@ void resolve_autobatch(TrainOptions& options, const dist::DeviceSpec& spec, int 
 
 // What the process that owns the run (one process, or the parent of spawned workers) checks
 // before any worker starts, and where the outputs go: a new run's directory (a resumed run's
-// is the checkpoint's, set by resolved_request).
-void prepare_run(TrainOptions& options, int world_size) {
+// is the checkpoint's, set by resolved_request). Returns whether it created the directory.
+bool prepare_run(TrainOptions& options, int world_size) {
   data::require_divisible_batch(options.batch, world_size);
-  if (!options.resume.empty()) return;
+  if (!options.resume.empty()) return false;
   const data::DatasetConfig data = data::read_dataset_yaml(options.data);
   data::open_split(data, "train");
+  data::open_split(data, "val");
   load_model_config(options.cfg);
-  if (options.run_dir.empty())
-    options.run_dir = resolve_run_dir(options.project, options.name, options.exist_ok);
+  if (!options.run_dir.empty()) return std::filesystem::create_directories(options.run_dir);
+  bool created = false;
+  options.run_dir = resolve_run_dir(options.project, options.name, options.exist_ok, &created);
+  return created;
 }
+
+// The run directory as the job's owner holds it: locked for the job's life (run_lock.h), and
+// removed again when this start created it and failed before anything but the lock was
+// written into it, so that the next run is not numbered past an empty directory.
+class OwnedRunDir {
+ public:
+  OwnedRunDir(const std::string& path, bool created, const Log& log)
+      : path_(path), created_(created), lock_(path), exceptions_(std::uncaught_exceptions()) {
+    if (!lock_.previous_owner().empty())
+      log("took over the lock of " + path + " from a job that did not end cleanly (" +
+          lock_.previous_owner() + ")");
+  }
+  ~OwnedRunDir() {
+    if (!created_ || std::uncaught_exceptions() == exceptions_) return;
+    namespace fs = std::filesystem;
+    std::error_code error;
+    for (const fs::directory_entry& entry : fs::directory_iterator(path_, error))
+      if (entry.path().filename() != RunDirLock::kFileName) return;  // the run wrote something
+    if (error) return;
+    fs::remove(fs::path(path_) / RunDirLock::kFileName, error);
+    fs::remove(path_, error);
+  }
+  OwnedRunDir(const OwnedRunDir&) = delete;
+  OwnedRunDir& operator=(const OwnedRunDir&) = delete;
+
+ private:
+  std::string path_;
+  bool created_;
+  RunDirLock lock_;
+  int exceptions_;
+};
 
 // One rank of a launched job: join it, agree on the run directory, train.
 TrainSummary train_rank(TrainOptions options, const dist::DeviceSpec& spec, const Log& log) {
@@ -102,11 +139,15 @@ TrainSummary train_rank(TrainOptions options, const dist::DeviceSpec& spec, cons
       {.backend = backend_of(options.backend), .timeout = timeout_of(options), .device = device});
   // Rank 0 decides where the run goes (it alone creates directories); the others are told.
   // So does AutoBatch, probed on rank 0 alone.
+  // Under an external launcher rank 0 owns the run directory (locks it); bareyolo's own
+  // launcher holds it for its workers.
   constexpr const char* kRunDirKey = "bareyolo/run_dir";
   constexpr const char* kBatchKey = "bareyolo/batch";
+  std::optional<OwnedRunDir> owned;
   if (group.rank() == 0) {
     resolve_autobatch(options, spec, group.world_size(), false, log);
-    prepare_run(options, group.world_size());
+    const bool created = prepare_run(options, group.world_size());
+    if (!env.spawned_by_bareyolo) owned.emplace(options.run_dir, created, log);
     group.store->set(kBatchKey, std::to_string(options.batch));
     group.store->set(kRunDirKey, options.run_dir);
   } else {
@@ -153,11 +194,28 @@ TrainSummary summary_from_json(const nlohmann::json& j) {
   return s;
 }
 
+// The line that ends a job whose worker failed: where it can be continued from.
+std::string worker_failure(const std::string& run_dir) {
+  const std::string stopped = "training stopped: a worker failed (see the message above); ";
+  if (run_dir.empty()) return stopped + "node 0 holds the run's checkpoints";
+  const std::filesystem::path last =
+      std::filesystem::path(run_dir) / "weights" / "last.safetensors";
+  if (!std::filesystem::is_regular_file(last))
+    return stopped + "no checkpoint of " + run_dir + " was written yet";
+  return stopped + "its last checkpoint, " + last.string() +
+         ", is intact: continue with --resume " + last.string();
+}
+
 // More ranks than one and no launcher: fork them. Rank 0 sends its summary back through a
 // pipe (a few hundred bytes: it fits the pipe's buffer, so rank 0 never blocks on it).
 TrainSummary spawn_ranks(TrainOptions options, const dist::DeviceSpec& spec, const Log& log) {
-  // Node 0's launcher checks and creates the run directory; rank 0 tells the other nodes.
-  if (options.node_rank == 0) prepare_run(options, spec.ranks * options.nnodes);
+  // Node 0's launcher checks, creates and locks the run directory; rank 0 tells the other
+  // nodes.
+  std::optional<OwnedRunDir> owned;
+  if (options.node_rank == 0) {
+    const bool created = prepare_run(options, spec.ranks * options.nnodes);
+    owned.emplace(options.run_dir, created, log);
+  }
   int summary_pipe[2];
   if (::pipe(summary_pipe) != 0) throw std::runtime_error("cannot create a pipe for the workers");
   dist::LaunchPlan plan;
@@ -192,11 +250,7 @@ TrainSummary spawn_ranks(TrainOptions options, const dist::DeviceSpec& spec, con
   for (ssize_t got; (got = ::read(summary_pipe[0], chunk, sizeof chunk)) > 0;)
     text.append(chunk, size_t(got));
   ::close(summary_pipe[0]);
-  if (status != 0)
-    throw std::runtime_error(
-        "training stopped: a worker failed (see the message above); the "
-        "last checkpoint in " +
-        options.run_dir + "/weights is intact");
+  if (status != 0) throw std::runtime_error(worker_failure(options.run_dir));
   return summary_from_json(nlohmann::json::parse(text));
 }
 
@@ -236,7 +290,8 @@ TrainSummary run_training(const TrainOptions& request, const Log& log) {
   if (backend_of(options.backend) == dist::Backend::nccl)
     nccl = dist::init_process_group(
         env, {.backend = dist::Backend::nccl, .timeout = timeout_of(options), .device = device});
-  prepare_run(options, 1);
+  const bool created = prepare_run(options, 1);
+  const OwnedRunDir owned(options.run_dir, created, log);
   return train(options,
                RunContext{.run_dir = options.run_dir,
                           .device = device,

@@ -9,7 +9,8 @@ namespace bareyolo::models {
 
 namespace fs = std::filesystem;
 
-std::string resolve_run_dir(const std::string& project, const std::string& name, bool exist_ok) {
+std::string resolve_run_dir(const std::string& project, const std::string& name, bool exist_ok,
+                            bool* created_here) {
   fs::create_directories(project.empty() ? "." : project);
   for (int n = 1;; ++n) {
     const fs::path candidate = fs::path(project) / (n == 1 ? name : name + std::to_string(n));
@@ -19,7 +20,10 @@ std::string resolve_run_dir(const std::string& project, const std::string& name,
     if (error)
       throw std::runtime_error("cannot create the run directory '" + candidate.string() +
                                "': " + error.message());
-    if (created || (n == 1 && exist_ok)) return candidate.string();
+    if (created || (n == 1 && exist_ok)) {
+      if (created_here) *created_here = created;
+      return candidate.string();
+    }
   }
 }
 

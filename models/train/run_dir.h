@@ -11,9 +11,11 @@
 
 namespace bareyolo::models {
 
-// Resolves and creates the run directory; returns its path. Throws std::runtime_error
-// naming the path when it cannot be created.
-std::string resolve_run_dir(const std::string& project, const std::string& name, bool exist_ok);
+// Resolves and creates the run directory; returns its path, and in `created` whether this
+// call created it (false: exist_ok reused it). Throws std::runtime_error naming the path when
+// it cannot be created.
+std::string resolve_run_dir(const std::string& project, const std::string& name, bool exist_ok,
+                            bool* created = nullptr);
 
 // The checkpoint `--resume` continues from: `path` itself when it is a file; the run's
 // weights/last.safetensors when it is a run directory; with an empty path, the most recently

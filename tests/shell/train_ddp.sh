@@ -58,6 +58,7 @@ test -n "$rank1" || fail "rank 1's process not found"
 kill -9 "$rank1"
 if wait "$launcher"; then fail "the run survived a killed rank"; fi
 grep -q "rank 1 was killed by signal 9 (SIGKILL)" "$work/killed.txt" || fail "no message naming the dead rank: $(tail -n 5 "$work/killed.txt")"
+grep -qF "its last checkpoint, $work/runs/killed/weights/last.safetensors, is intact: continue with --resume" "$work/killed.txt" || fail "the failure line does not name the checkpoint: $(tail -n 2 "$work/killed.txt")"
 "$bareyolo" train --resume "$work/runs/killed" > "$work/resumed.txt" 2>&1 \
   || fail "resume after the kill failed: $(tail -n 5 "$work/resumed.txt")"
 cmp "$work/runs/whole/weights/final.safetensors" "$work/runs/killed/weights/final.safetensors" \

@@ -14,7 +14,9 @@
 #include "data/shapes.h"
 #include "engine/shipped_files.h"
 #include "models/train/checkpoint.h"
+#include "models/train/launch.h"
 #include "models/train/run_dir.h"
+#include "models/train/run_lock.h"
 #include "models/train/trainer.h"
 #include "models/yolo/weights.h"
 #include "tests/support/data_fixtures.h"
@@ -340,6 +342,37 @@ TEST_CASE("a resumed request takes the checkpoint's configuration, and the train
                     quiet),
       doctest::Contains("RunContext::batch is not plan_batch(batch=4"), std::invalid_argument);
   CHECK(models::train(request, quiet).finished);  // the convenience entry resolves it
+}
+
+TEST_CASE("a run that is still training cannot be resumed, and a failed start leaves no run") {
+  TempDir dir;
+  models::TrainOptions options = tiny_run(dir.path() / "run");
+  options.max_steps = 2;
+  options.device.text = "cpu";
+  models::run_training(options, quiet);
+  const fs::path last = dir.path() / "run" / "weights" / "last.safetensors";
+  models::TrainOptions resume;
+  resume.resume = last.string();
+  resume.show_progress = false;
+  {
+    const models::RunDirLock busy((dir.path() / "run").string());  // as a job still training
+    CHECK_THROWS_WITH_AS(models::run_training(resume, quiet),
+                         doctest::Contains("belongs to a job that is still running"),
+                         std::runtime_error);
+  }
+  CHECK(models::run_training(resume, quiet).finished);
+
+  // A start that fails in the trainer (here: --weights that do not exist) removes the run
+  // directory it created (before: an empty runs/exp, and the next run was numbered exp2).
+  models::TrainOptions failing = tiny_run("");
+  failing.project = (dir.path() / "runs").string();
+  failing.device.text = "cpu";
+  failing.weights = (dir.path() / "missing.safetensors").string();
+  CHECK_THROWS(models::run_training(failing, quiet));
+  CHECK_FALSE(fs::exists(dir.path() / "runs" / "exp"));
+  failing.weights.clear();
+  failing.max_steps = 1;
+  CHECK(fs::path(models::run_training(failing, quiet).run_dir).filename() == "exp");
 }
 
 TEST_CASE("callbacks fire in order on rank 0, and any other rank writes and fires nothing") {

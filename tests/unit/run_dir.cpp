@@ -1,8 +1,13 @@
 // tests/unit/run_dir.cpp — run directories named as YOLOv5 names them (exp, exp2, ...,
-// --exist-ok) and how --resume finds its checkpoint.
+// --exist-ok), how --resume finds its checkpoint, and the lock that keeps one job per run.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <optional>
 #include <thread>
 
 #include "models/train/run_dir.h"
+#include "models/train/run_lock.h"
 #include "tests/support/data_fixtures.h"
 
 using namespace bareyolo;
@@ -43,4 +48,28 @@ TEST_CASE("--resume takes a checkpoint, a run directory, or the newest run of th
   CHECK_THROWS_WITH_AS(models::find_resume_checkpoint((project / "exp3").string(), ""),
                        doctest::Contains("neither a checkpoint"), std::invalid_argument);
   CHECK(fs::equivalent(models::run_dir_of_checkpoint(file), project / "exp3"));
+}
+
+TEST_CASE("a run directory's lock admits one job, and a crashed job's lock is taken over") {
+  TempDir dir;
+  const std::string run = dir.path().string();
+  std::optional<models::RunDirLock> first(std::in_place, run);
+  CHECK(first->previous_owner().empty());
+  const std::string holder =
+      "belongs to a job that is still running (pid " + std::to_string(::getpid()) + " on host ";
+  CHECK_THROWS_WITH_AS(models::RunDirLock{run}, doctest::Contains(holder.c_str()),
+                       std::runtime_error);
+  first.reset();  // a clean end empties the lock file
+  CHECK(models::RunDirLock(run).previous_owner().empty());
+
+  // A job killed while holding it: the kernel drops its flock, its line stays.
+  const pid_t child = ::fork();
+  if (child == 0) {
+    models::RunDirLock held(run);
+    ::_exit(0);  // no destructor: as if killed
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  const models::RunDirLock taken(run);
+  CHECK(taken.previous_owner().rfind("pid " + std::to_string(child) + " on host ", 0) == 0);
 }
