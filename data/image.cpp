@@ -14,22 +14,36 @@ namespace bareyolo::data {
 
 namespace {
 
-Image from_stb(unsigned char* decoded, int width, int height, const std::string& name) {
-  if (decoded == nullptr) throw ImageError("cannot decode image", name, stbi_failure_reason());
-  std::unique_ptr<unsigned char, void (*)(void*)> owner(decoded, stbi_image_free);
-  Image image;
-  image.width = width;
-  image.height = height;
-  image.pixels.assign(decoded, decoded + size_t(width) * height * 3);
-  return image;
-}
-
 std::string lower_extension(const std::string& path) {
   size_t dot = path.find_last_of('.');
   std::string ext = dot == std::string::npos ? "" : path.substr(dot + 1);
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return ext;
+}
+
+// Why stb_image could not decode `name`: for the extensions YOLOv5 lists as images that stb
+// does not read at all, say so and which formats it does read, instead of "unknown image
+// type".
+std::string decode_failure(const std::string& name) {
+  const std::string ext = lower_extension(name);
+  for (const char* unread : {"tif", "tiff", "webp", "dng", "pfm"})
+    if (ext == unread)
+      return "." + ext +
+             " files are listed as images (as YOLOv5 lists them), but bareyolo's decoder reads "
+             "only JPEG, PNG, BMP, GIF, TGA, PSD, HDR, PIC and PNM (PPM/PGM): convert them, "
+             "e.g. to PNG";
+  return stbi_failure_reason();
+}
+
+Image from_stb(unsigned char* decoded, int width, int height, const std::string& name) {
+  if (decoded == nullptr) throw ImageError("cannot decode image", name, decode_failure(name));
+  std::unique_ptr<unsigned char, void (*)(void*)> owner(decoded, stbi_image_free);
+  Image image;
+  image.width = width;
+  image.height = height;
+  image.pixels.assign(decoded, decoded + size_t(width) * height * 3);
+  return image;
 }
 
 }  // namespace

@@ -55,6 +55,24 @@ std::string SplitReport::summary() const {
          " labels";
 }
 
+std::vector<std::string> problem_lines(const std::string& split, const SplitReport& report,
+                                       size_t shown) {
+  if (report.problems.empty()) return {};
+  const size_t total = report.images.size() + size_t(report.corrupt);
+  const size_t warnings = size_t(std::count_if(report.problems.begin(), report.problems.end(),
+                                               [](const Problem& p) { return !p.image_skipped; }));
+  std::vector<std::string> lines = {
+      split + ": " + std::to_string(report.corrupt) + " of " + std::to_string(total) +
+      " images skipped (unreadable, or a label that cannot be used) and " +
+      std::to_string(warnings) + " warning(s) on the images kept:"};
+  for (size_t k = 0; k < report.problems.size() && k < shown; ++k)
+    lines.push_back("  " + report.problems[k].to_string());
+  if (report.problems.size() > shown)
+    lines.push_back("  ... and " + std::to_string(report.problems.size() - shown) +
+                    " more (bareyolo data-check --data <yaml> lists them all)");
+  return lines;
+}
+
 SplitReport verify_images(const std::vector<std::string>& image_files, int num_classes,
                           int threads) {
   std::vector<Finding> findings(image_files.size());

@@ -34,6 +34,12 @@ struct SplitReport {
   std::string summary() const;
 };
 
+// What a command says about a split before it trains or evaluates on it: a line counting the
+// images skipped and the other warnings, then the first `shown` problems (file:line: what),
+// then how many more `bareyolo data-check` lists. Empty when the split has no problem.
+std::vector<std::string> problem_lines(const std::string& split, const SplitReport& report,
+                                       size_t shown = 5);
+
 // Smallest image side accepted (YOLOv5's rule).
 inline constexpr int kMinImageSide = 10;
 

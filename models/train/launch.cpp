@@ -81,13 +81,22 @@ void resolve_autobatch(TrainOptions& options, const dist::DeviceSpec& spec, int 
 
 // What the process that owns the run (one process, or the parent of spawned workers) checks
 // before any worker starts, and where the outputs go: a new run's directory (a resumed run's
-// is the checkpoint's, set by resolved_request). Returns whether it created the directory.
-bool prepare_run(TrainOptions& options, int world_size) {
+// is the checkpoint's, set by resolved_request). The splits' problems are logged (--strict:
+// refused). Returns whether it created the directory.
+bool prepare_run(TrainOptions& options, int world_size, const Log& log) {
   data::require_divisible_batch(options.batch, world_size);
   if (!options.resume.empty()) return false;
   const data::DatasetConfig data = data::read_dataset_yaml(options.data);
-  data::open_split(data, "train");
-  data::open_split(data, "val");
+  for (const char* split : {"train", "val"}) {
+    const data::OpenedSplit opened = data::open_split(data, split);
+    const data::SplitReport& report = opened.verification.report;
+    const std::vector<std::string> lines = data::problem_lines(split, report);
+    for (const std::string& line : lines) log(line);
+    if (options.strict && !lines.empty())
+      throw std::invalid_argument("--strict: the " + std::string(split) + " split of " +
+                                  options.data + " has " + std::to_string(report.problems.size()) +
+                                  " problem(s), the first: " + report.problems[0].to_string());
+  }
   load_model_config(options.cfg);
   if (!options.run_dir.empty()) return std::filesystem::create_directories(options.run_dir);
   bool created = false;
@@ -146,7 +155,7 @@ TrainSummary train_rank(TrainOptions options, const dist::DeviceSpec& spec, cons
   std::optional<OwnedRunDir> owned;
   if (group.rank() == 0) {
     resolve_autobatch(options, spec, group.world_size(), false, log);
-    const bool created = prepare_run(options, group.world_size());
+    const bool created = prepare_run(options, group.world_size(), log);
     if (!env.spawned_by_bareyolo) owned.emplace(options.run_dir, created, log);
     group.store->set(kBatchKey, std::to_string(options.batch));
     group.store->set(kRunDirKey, options.run_dir);
@@ -213,7 +222,7 @@ TrainSummary spawn_ranks(TrainOptions options, const dist::DeviceSpec& spec, con
   // nodes.
   std::optional<OwnedRunDir> owned;
   if (options.node_rank == 0) {
-    const bool created = prepare_run(options, spec.ranks * options.nnodes);
+    const bool created = prepare_run(options, spec.ranks * options.nnodes, log);
     owned.emplace(options.run_dir, created, log);
   }
   int summary_pipe[2];
@@ -290,7 +299,7 @@ TrainSummary run_training(const TrainOptions& request, const Log& log) {
   if (backend_of(options.backend) == dist::Backend::nccl)
     nccl = dist::init_process_group(
         env, {.backend = dist::Backend::nccl, .timeout = timeout_of(options), .device = device});
-  const bool created = prepare_run(options, 1);
+  const bool created = prepare_run(options, 1, log);
   const OwnedRunDir owned(options.run_dir, created, log);
   return train(options,
                RunContext{.run_dir = options.run_dir,

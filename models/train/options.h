@@ -83,6 +83,7 @@ struct TrainOptions {
   int64_t max_steps = 0;      // end after this many optimizer steps in all (0: no limit), resumable
   std::string resume;         // checkpoint to continue from: its run dir and configuration win
   bool show_progress = true;  // the progress bar (rank 0, on stdout)
+  bool strict = false;        // any problem in the train or val split is an error, not a skip
   // Where a new run's outputs go when run_dir is empty: <project>/<name>, <name>2, ...
   std::string project = "runs/train", name = "exp";
   bool exist_ok = false;

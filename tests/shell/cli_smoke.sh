@@ -28,6 +28,15 @@ mv "$work/shapes/labels/val/$long.txt" "$work/shapes/labels/val/000000.txt"
   --imgsz 64 --conf 0.001 --out "$work/pred" --names "$work/shapes/data.yaml"
 test "$(ls "$work/pred"/*.jpg | wc -l)" -eq 4
 test -s "$work/pred/detections.json"
+# An unreadable file in the folder is skipped with a warning; the rest still gets predicted.
+mkdir "$work/mixed"
+cp "$work/shapes/images/val/000000.jpg" "$work/mixed/"
+echo "not a jpeg" > "$work/mixed/broken.jpg"
+"$bareyolo" predict --cfg "$cfg" --weights "$work/w.safetensors" --source "$work/mixed" \
+  --imgsz 64 --conf 0.001 --out "$work/pred2" | tee "$work/pred2.txt"
+grep -q "^warning: skipped cannot decode image $work/mixed/broken.jpg" "$work/pred2.txt"
+grep -q "1 of 2 images skipped" "$work/pred2.txt"
+test -s "$work/pred2/detections.json" && test -s "$work/pred2/000000.jpg"
 
 # Options a command cannot honour are refused in one readable line (no 309-digit DBL_MAX).
 refuses() {
@@ -45,4 +54,6 @@ refuses "--epochs: must be a positive number, got '0'" "$bareyolo" train --epoch
 refuses "--seed: must be a number >= 0, got '-1'" "$bareyolo" train --seed -1
 refuses "--nc: must be a number >= 0, got '-3'" "$bareyolo" init --cfg "$cfg" --nc -3 --out "$work/x"
 refuses "--seed: must be a number >= 0" "$bareyolo" make-shapes --out "$work/s2" --seed -5
+refuses "has no 'test' split to validate on" "$bareyolo" val --cfg "$cfg" --weights "$work/w.safetensors" \
+  --data "$work/shapes/data.yaml" --split test
 echo "cli smoke: all steps passed"

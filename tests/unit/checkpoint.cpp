@@ -375,6 +375,38 @@ TEST_CASE("a run that is still training cannot be resumed, and a failed start le
   CHECK(fs::path(models::run_training(failing, quiet).run_dir).filename() == "exp");
 }
 
+TEST_CASE("skipped images are counted and shown before training, and --strict refuses them") {
+  // Before: 2 of 16 images dropped, and the log said only "on 14 images".
+  TempDir dir;
+  const std::string yaml = data::make_shapes_dataset({.out = (dir.path() / "shapes").string(),
+                                                      .n_train = 16,
+                                                      .n_val = 4,
+                                                      .imgsz = 64,
+                                                      .classes = 2});
+  write_text(dir.path() / "shapes" / "labels" / "train" / "000003.txt", "7 0.5 0.5 0.2 0.2\n");
+  write_text(dir.path() / "shapes" / "images" / "train" / "000005.jpg", "not a jpeg");
+  models::TrainOptions options = tiny_run(dir.path() / "run");
+  options.data = yaml;
+  options.device.text = "cpu";
+  options.max_steps = 1;
+  std::string log;
+  models::run_training(options, [&](const std::string& line) { log += line + "\n"; });
+  CHECK(log.find("train: 2 of 16 images skipped (unreadable, or a label that cannot be used) "
+                 "and 0 warning(s) on the images kept:") != std::string::npos);
+  CHECK(log.find("000003.txt:1: class 7 is out of range") != std::string::npos);
+  INFO(log);
+  CHECK(log.find("000005.jpg: unreadable image: unknown image type (image skipped)") !=
+        std::string::npos);
+  CHECK(log.find("on 14 images") != std::string::npos);
+
+  options.strict = true;
+  options.run_dir = (dir.path() / "strict").string();
+  const std::string refusal = "--strict: the train split of " + yaml + " has 2 problem(s)";
+  CHECK_THROWS_WITH_AS(models::run_training(options, quiet), doctest::Contains(refusal.c_str()),
+                       std::invalid_argument);
+  CHECK_FALSE(fs::exists(dir.path() / "strict"));
+}
+
 TEST_CASE("callbacks fire in order on rank 0, and any other rank writes and fires nothing") {
   TempDir dir;
   models::TrainOptions options = tiny_run(dir.path() / "run");

@@ -223,3 +223,15 @@ TEST_CASE("label lines: duplicates among many rows are found in n log n, in file
   CHECK(parsed.problems.back().line == rows);
   CHECK(parsed.boxes[7].cx == doctest::Approx(0.1 + 0.8 * 7 / rows));
 }
+
+TEST_CASE("formats YOLOv5 lists but the decoder cannot read are named, with what it reads") {
+  // Before: "unknown image type" for a .webp or .tiff, as for any garbage.
+  const std::vector<uint8_t> bytes = {'R', 'I', 'F', 'F', 0, 0, 0, 0, 'W', 'E', 'B', 'P'};
+  for (const char* name : {"a.webp", "b.TIFF", "c.tif"})
+    CHECK_THROWS_WITH_AS(data::decode_image(bytes.data(), bytes.size(), name),
+                         doctest::Contains("files are listed as images (as YOLOv5 lists them), "
+                                           "but bareyolo's decoder reads only JPEG, PNG"),
+                         data::ImageError);
+  CHECK_THROWS_WITH_AS(data::decode_image(bytes.data(), bytes.size(), "d.jpg"),
+                       doctest::Contains("d.jpg: unknown image type"), data::ImageError);
+}

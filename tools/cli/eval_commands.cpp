@@ -72,6 +72,9 @@ void write_json(const std::string& path, const nlohmann::json& json) {
 int run_val() {
   const data::DatasetConfig config = data::read_dataset_yaml(options.data);
   const data::OpenedSplit split = data::open_split(config, options.split);
+  if (split.dataset.size() == 0)
+    throw std::invalid_argument(options.data + " has no '" + options.split +
+                                "' split to validate on; give --split train or val, or add it");
   models::DetectionModel model = load_model(config.num_classes());
   models::ValidationOptions val;
   val.batch = options.batch;
@@ -132,8 +135,19 @@ int run_predict() {
   if (!note.empty()) std::printf("warning: %s\n", note.c_str());
 
   nlohmann::json all = nlohmann::json::array();
+  int skipped = 0;
   for (const std::string& path : images) {
-    const data::LoadedImage loaded = data::load_resized(path, canvas);
+    // An unreadable file in a folder is skipped with a warning; the others still get their
+    // detections (and detections.json is written). A single unreadable --source is an error.
+    data::LoadedImage loaded;
+    try {
+      loaded = data::load_resized(path, canvas);
+    } catch (const data::ImageError& error) {
+      if (images.size() == 1) throw;
+      std::printf("warning: skipped %s\n", error.what());
+      ++skipped;
+      continue;
+    }
     data::LetterboxPlacement placement;
     const data::Image input = data::letterbox(loaded.image, canvas, canvas, true, placement);
     std::vector<float> chw(size_t(3) * canvas * canvas);
@@ -164,6 +178,9 @@ int run_predict() {
     std::printf("%s: %zu detections -> %s\n", path.c_str(), detections.size(), out.c_str());
   }
   write_json((fs::path(options.out) / "detections.json").string(), all);
+  if (skipped > 0)
+    std::printf("%d of %zu images skipped (unreadable); the others' detections are in %s\n",
+                skipped, images.size(), (fs::path(options.out) / "detections.json").c_str());
   return 0;
 }
 

@@ -206,6 +206,9 @@ void add_train_command(CLI::App& app) {
                   "when it exists")
       ->capture_default_str();
   cmd->add_flag("--exist-ok", t.exist_ok, "Reuse <project>/<name> instead of numbering");
+  cmd->add_flag("--strict", t.strict,
+                "Refuse to train when an image or label of the train or val split has a "
+                "problem (by default such images are skipped, and counted in the log)");
   cmd->add_option("--seed", t.seed, "Seed of initialisation, shuffling and augmentation")
       ->check(cli::kNonNegative)
       ->capture_default_str();
