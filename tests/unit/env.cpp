@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "engine/distributed/launch/env.h"
+#include "engine/distributed/launch/process_group.h"
 
 namespace bareyolo::dist {
 namespace {
@@ -156,3 +157,21 @@ TEST_CASE("dist env: SLURM's compressed node lists") {
 
 }  // namespace
 }  // namespace bareyolo::dist
+
+TEST_CASE("dist env: a store on every interface refuses an empty or guessable token") {
+  // Before: rank 0 served an empty or "torchrun:none" token on 0.0.0.0, and a client presenting
+  // it could read every key.
+  bareyolo::dist::LaunchEnv env;
+  env.launcher = bareyolo::dist::Launcher::torchrun;
+  env.world_size = 2;
+  env.master_addr = "192.0.2.1";  // another machine's address: the store binds 0.0.0.0
+  env.master_port = 29500;
+  for (const char* token : {"", "torchrun:none", "slurm:1234."}) {
+    env.store_token = token;
+    CHECK_THROWS_WITH_AS(
+        bareyolo::dist::init_process_group(env, {.timeout = std::chrono::seconds(1)}),
+        doctest::Contains("set BAREYOLO_STORE_TOKEN to the same secret on every "
+                          "node"),
+        std::runtime_error);
+  }
+}

@@ -30,7 +30,8 @@ TEST_CASE("real photographs decode as libjpeg-turbo decodes them (block means)")
   for (const char* name : {"rocket.jpg", "grace_hopper.jpg"}) {
     INFO(std::string(name));
     const nlohmann::json& want = all.at(name);
-    const data::Image image = data::read_image(shipped_file(std::string("tests/fixtures/photos/") + name));
+    const data::Image image =
+        data::read_image(shipped_file(std::string("tests/fixtures/photos/") + name));
     REQUIRE(image.width == want.at("width").get<int>());
     REQUIRE(image.height == want.at("height").get<int>());
     const int block = want.at("block");
@@ -44,12 +45,14 @@ TEST_CASE("real photographs decode as libjpeg-turbo decodes them (block means)")
           double sum = 0;
           for (int y = by * block; y < (by + 1) * block; ++y)
             for (int x = bx * block; x < (bx + 1) * block; ++x) sum += image.at(x, y)[c];
-          const double diff = std::abs(sum / (block * block) - means[(size_t(by) * bw + bx) * 3 + c]);
+          const double diff =
+              std::abs(sum / (block * block) - means[(size_t(by) * bw + bx) * 3 + c]);
           worst = std::max(worst, diff);
           total += diff;
         }
     const double mean_diff = total / double(means.size());
-    MESSAGE(std::string(name) << ": block means differ by at most " << worst << ", on average " << mean_diff);
+    MESSAGE(std::string(name) << ": block means differ by at most " << worst << ", on average "
+                              << mean_diff);
     CHECK(worst <= 2.0);
     CHECK(mean_diff <= 0.5);
   }
@@ -58,6 +61,7 @@ TEST_CASE("real photographs decode as libjpeg-turbo decodes them (block means)")
 TEST_CASE("a truncated JPEG fails with a message naming the file") {
   CHECK(reference().at("truncated.jpg").contains("error"));  // the reference decoder fails too
   const std::string path = shipped_file("tests/fixtures/photos/truncated.jpg");
-  CHECK_THROWS_WITH_AS(data::read_image(path), doctest::Contains(("cannot decode image " + path).c_str()),
+  CHECK_THROWS_WITH_AS(data::read_image(path),
+                       doctest::Contains(("cannot decode image " + path).c_str()),
                        data::ImageError);
 }

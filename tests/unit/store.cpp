@@ -166,12 +166,42 @@ TEST_CASE("dist store: a wrong token is refused and the server keeps serving") {
   CHECK(client_of(server).get("still") == "serving");
 }
 
+TEST_CASE("dist store: once another token was refused, waits fail at once naming its sender") {
+  // Before: node 0 waited out the 3-hour timeout for a node started with another token.
+  StoreServer server(kHost, 0, kToken);
+  Store waiting = client_of(server);  // a rank of node 0, waiting for node 1's rank
+  const auto start = Clock::now();
+  std::jthread waiter = as_rank([&] {
+    CHECK_THROWS_WITH_AS(waiting.get("pg/device/1"),
+                         doctest::Contains("presented another store token and was refused"),
+                         std::runtime_error);
+  });
+  std::this_thread::sleep_for(100ms);  // parked
+  const std::string me = "pid " + std::to_string(::getpid()) + " on host ";
+  CHECK_THROWS_WITH_AS(Store(kHost, server.port(), "a-stale-token", 1s),
+                       doctest::Contains("its token differs"), std::runtime_error);
+  waiter.join();
+  CHECK(Clock::now() - start < 5s);
+  // Later waits fail the same way, naming the refused process; keys that exist still answer.
+  Store other = client_of(server);
+  other.set("present", "yes");
+  CHECK(other.get("present") == "yes");
+  try {
+    other.wait({"missing"});
+    FAIL("a wait for a key that may never come returned");
+  } catch (const std::runtime_error& error) {
+    CHECK(std::string(error.what()).find("(" + me) != std::string::npos);
+    CHECK(std::string(error.what()).find("same BAREYOLO_STORE_TOKEN") != std::string::npos);
+  }
+}
+
 TEST_CASE("dist store: a request sent just before its client closes still takes effect") {
   StoreServer server(kHost, 0, kToken);
   {
     using namespace store_protocol;
     Fd hasty = connect_tcp(kHost, server.port(), Clock::now() + 1s);
-    std::string frames = encode_frame(kHello, {kMagic, kToken}) + encode_frame(kSet, {"k", "v"});
+    std::string frames =
+        encode_frame(kHello, {kMagic, kToken, "test"}) + encode_frame(kSet, {"k", "v"});
     CHECK(send_all(hasty.get(), frames.data(), frames.size(), Clock::now() + 1s, "the store"));
   }
   CHECK(client_of(server).get("k") == "v");

@@ -3,6 +3,8 @@
 // store_server.cpp).
 #include "engine/distributed/comm/store.h"
 
+#include <unistd.h>
+
 #include <charconv>
 #include <stdexcept>
 
@@ -19,6 +21,13 @@ std::string quoted_keys(const std::vector<std::string>& keys) {
   return text;
 }
 
+// "pid 123 on host node-2": how the server names this client when it refuses its token.
+std::string this_process() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return "pid " + std::to_string(::getpid()) + " on host " + host;
+}
+
 }  // namespace
 
 Store::Store(std::string host, int port, std::string token, std::chrono::milliseconds timeout)
@@ -30,7 +39,7 @@ std::string Store::address() const { return host_ + ":" + std::to_string(port_);
 
 void Store::connect(Clock::time_point deadline) {
   socket_ = connect_tcp(host_, port_, deadline);
-  request(kHello, {kMagic, token_}, "the answer to this process's token", deadline);
+  request(kHello, {kMagic, token_, this_process()}, "the answer to this process's token", deadline);
 }
 
 std::string Store::request(uint8_t tag, const std::vector<std::string_view>& fields,

@@ -5,10 +5,14 @@
 //
 // Protocol (every integer little-endian). A frame is
 //     u64 body_bytes | u8 tag | fields...      each field: u64 bytes | bytes
-// Client -> server: the first frame of a connection is HELLO {magic, token}; the server
-// answers OK, or REFUSED {reason} and closes the connection — a stranger (wrong token,
-// another protocol, a port scanner) costs the server one closed socket, never a crash or a
-// hang. Then one request at a time, each answered by one reply:
+// Client -> server: the first frame of a connection is HELLO {magic, token, who} (who: "pid
+// N on host H"); the server answers OK, or REFUSED {reason} and closes the connection — a
+// stranger (wrong token, another protocol, a port scanner) costs the server one closed
+// socket, never a crash or a hang. Once a client that speaks the protocol was refused for its
+// token (most often a node started with another BAREYOLO_STORE_TOKEN), every GET or WAIT that
+// cannot be answered at once is answered ERROR naming that client and its address, so the
+// ranks waiting for a rank that will never arrive fail within seconds, not at the timeout. Then one
+// request at a time, each answered by one reply:
 //     SET {key, value} -> OK          GET {key} -> OK {value}, sent once the key exists
 //     WAIT {key...} -> OK, once all exist         CHECK {key} -> OK {"1" | "0"}
 //     ADD {key, decimal delta} -> OK {decimal new value}   (a missing key counts as 0)
@@ -17,10 +21,11 @@
 //
 // Invariants: the server alone touches the table, from its one thread, so SET and ADD are
 // atomic without locks; a GET or WAIT parks its connection until a SET or ADD makes it
-// servable. Every blocking client call ends by its timeout with a std::runtime_error naming
-// what it waited for, the store's address and the seconds; after a timeout the client drops
-// its connection (the server may still answer the abandoned request) and reconnects on its
-// next call.
+// servable. Frames are at most 64 MiB (4 KiB before the HELLO), on both sides: no length read
+// from the wire makes either allocate more. Every blocking client call ends by its timeout
+// with a std::runtime_error naming what it waited for, the store's address and the seconds; after a
+// timeout the client drops its connection (the server may still answer the abandoned request) and
+// reconnects on its next call.
 #pragma once
 
 #include <chrono>

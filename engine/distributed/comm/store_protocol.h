@@ -22,12 +22,12 @@ enum Tag : uint8_t {
   kError,
 };
 
-inline constexpr std::string_view kMagic = "bareyolo-store-1";
+inline constexpr std::string_view kMagic = "bareyolo-store-2";  // HELLO {magic, token, who}
 inline constexpr size_t kHeaderBytes = 8;
 // Bounds on a body: a stranger must not make the server allocate much before it has shown
 // the token, and nobody may make it allocate without bound.
 inline constexpr uint64_t kMaxHelloBodyBytes = 4096;
-inline constexpr uint64_t kMaxBodyBytes = uint64_t{1} << 31;
+inline constexpr uint64_t kMaxBodyBytes = uint64_t{64} << 20;  // far above any key or value
 
 struct Frame {
   uint8_t tag = 0;

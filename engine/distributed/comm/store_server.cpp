@@ -4,7 +4,9 @@
 // Each connection is non-blocking with its own input and output buffer, so a slow or silent
 // client never stalls the others; a request that cannot be served yet (GET or WAIT of a
 // missing key) parks its connection, and every SET or ADD retries the parked ones.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -29,6 +31,7 @@ constexpr size_t kReadChunkBytes = 1 << 16;
 
 struct Connection {
   Fd fd;
+  std::string peer;      // address:port, for messages
   bool greeted = false;  // showed the right token
   bool closing = false;  // close once `output` is sent
   bool dropped = false;
@@ -38,6 +41,22 @@ struct Connection {
 };
 
 using Table = std::map<std::string, std::string, std::less<>>;
+
+// "10.0.0.2:51234" of a peer's address.
+std::string address_text(const sockaddr_storage& address) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (address.ss_family == AF_INET) {
+    const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
+    ::inet_ntop(AF_INET, &v4.sin_addr, host, sizeof host);
+    port = ntohs(v4.sin_port);
+  } else if (address.ss_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
+    ::inet_ntop(AF_INET6, &v6.sin6_addr, host, sizeof host);
+    port = ntohs(v6.sin6_port);
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
 
 std::optional<int64_t> parse_int64(std::string_view text) {
   int64_t value = 0;
@@ -83,10 +102,14 @@ class Server {
 
   void accept_all() {
     while (true) {
-      int fd = ::accept4(listening_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      sockaddr_storage address{};
+      socklen_t length = sizeof address;
+      int fd = ::accept4(listening_, reinterpret_cast<sockaddr*>(&address), &length,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) return;  // EAGAIN: no more; other errors: the client retries
       connections_.push_back(std::make_unique<Connection>());
       connections_.back()->fd.reset(fd);
+      connections_.back()->peer = address_text(address);
     }
   }
 
@@ -128,13 +151,20 @@ class Server {
     flush(connection);
   }
 
+  // HELLO {magic, token, who}. A client that speaks the protocol but presents another token
+  // is a rank of this job started with another BAREYOLO_STORE_TOKEN far more often than a
+  // stranger: the ranks waiting for it would wait out the whole timeout (3 hours), so from
+  // then on every wait that cannot be answered at once fails, naming that client.
   void greet(Connection& connection, const Frame& frame) {
-    bool valid = frame.tag == kHello && frame.fields.size() == 2 && frame.fields[0] == kMagic;
+    bool valid = frame.tag == kHello && frame.fields.size() == 3 && frame.fields[0] == kMagic;
     if (!valid) return refuse(connection, "it does not speak bareyolo's store protocol");
-    if (frame.fields[1] != token_)
-      return refuse(connection,
-                    "its token differs from this run's (another run, or a stale "
-                    "BAREYOLO_STORE_TOKEN)");
+    if (frame.fields[1] != token_) {
+      refused_peer_ = frame.fields[2] + " at " + connection.peer;
+      refuse(connection,
+             "its token differs from this run's (another run, or a stale "
+             "BAREYOLO_STORE_TOKEN)");
+      return serve_parked();
+    }
     connection.greeted = true;
     reply(connection, kOk, {});
   }
@@ -188,11 +218,20 @@ class Server {
     serve_parked();
   }
 
-  // Answers a parked GET or WAIT when its keys exist, and resumes reading its input.
+  // Answers a parked GET or WAIT when its keys exist (or, once a client with another token
+  // was refused, with an ERROR naming it), and resumes reading its input.
   void try_unpark(Connection& connection) {
     const Frame& frame = *connection.parked;
-    for (const auto& key : frame.fields)
-      if (!table_.contains(key)) return;
+    for (const auto& key : frame.fields) {
+      if (table_.contains(key)) continue;
+      if (refused_peer_.empty()) return;
+      reply(connection, kError,
+            {"a process (" + refused_peer_ +
+             ") presented another store token and was refused, so a rank of this job may "
+             "never arrive: start every node with the same BAREYOLO_STORE_TOKEN"});
+      connection.parked.reset();
+      return serve_input(connection);
+    }
     if (frame.tag == kGet) {
       reply(connection, kOk, {table_.find(frame.fields[0])->second});
     } else {
@@ -229,6 +268,7 @@ class Server {
   int listening_;
   int wake_;
   const std::string& token_;
+  std::string refused_peer_;  // who presented another token: "" while nobody did
   Table table_;
   std::vector<std::unique_ptr<Connection>> connections_;
 };

@@ -37,11 +37,24 @@ Fd inherited_store_socket() {
   return Fd(int(fd));
 }
 
+// The store of a job that spans machines listens on every interface, where anyone who can
+// reach the port may connect: its token must then be a secret, not empty and not one derived
+// from the launcher's job id (torchrun's default run id is "none"; a SLURM job id is public).
+// On loopback only this machine's processes can connect, and a derived token keeps runs apart.
 std::unique_ptr<StoreServer> serve_store(const LaunchEnv& env) {
   Fd inherited = inherited_store_socket();
   if (inherited) return std::make_unique<StoreServer>(std::move(inherited), env.store_token);
-  return std::make_unique<StoreServer>(store_bind_host(env.master_addr), env.store_port(),
-                                       env.store_token);
+  const std::string host = store_bind_host(env.master_addr);
+  const std::string& token = env.store_token;
+  if (host != "127.0.0.1" &&
+      (token.empty() || token.starts_with("torchrun:") || token.starts_with("slurm:")))
+    throw std::runtime_error(
+        "MASTER_ADDR=" + env.master_addr +
+        " makes the rendezvous store listen on every interface, and its token would be " +
+        (token.empty() ? "empty" : "'" + token + "', which anyone can guess") +
+        ": set BAREYOLO_STORE_TOKEN to the same secret on every node (for example the output "
+        "of `openssl rand -hex 16`)");
+  return std::make_unique<StoreServer>(host, env.store_port(), token);
 }
 
 // Backend auto, decided alike on every rank from what every rank published: NCCL only when
