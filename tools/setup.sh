@@ -12,8 +12,9 @@ cd "$(dirname "$0")/.."
 # libopenblas0-pthread: not for bareyolo itself, but so that bench_train's PyTorch peer (Debian's
 # python3-torch, when installed) gets an optimised BLAS instead of the reference one.
 # clang-format: tools/test.sh checks the sources' format with it (Debian 12's is version 14).
+# libssl-dev: libcrypto's HMAC-SHA256 for the rendezvous's proof of the job's token (static).
 packages=(cmake g++ make libyaml-cpp-dev doctest-dev libstb-dev nlohmann-json3-dev libcli11-dev
-          clang-format libopenblas0-pthread)
+          libssl-dev clang-format libopenblas0-pthread)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||

@@ -4,11 +4,20 @@
 // NCCL runs the same checks in tests/cuda/nccl.cpp.
 #include <doctest/doctest.h>
 
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
+#include "engine/distributed/comm/socket.h"
+#include "engine/distributed/comm/store.h"
+#include "engine/distributed/comm/tcp_ring.h"
+#include "engine/distributed/comm/token_proof.h"
 #include "tests/support/communicator_contract.h"
 #include "tests/support/dist_testing.h"
 
@@ -128,6 +137,50 @@ TEST_CASE("process group: backend auto picks the TCP ring for CPU ranks") {
         }
       },
       30s, ProcessGroupOptions{}));
+}
+
+TEST_CASE("tcp ring: a neighbour that cannot prove the token is turned away") {
+  // A process that connects to rank 1 before rank 0 does, claiming to be rank 0 with a proof
+  // made from another token (or replayed from another ring): rank 1 closes it and takes the
+  // real rank 0, and the ring then reduces. (Before, the hello carried the token itself.)
+  const std::string token = "the-job-token";
+  StoreServer server("127.0.0.1", 0, token);
+  std::atomic<bool> stranger_done{false};
+  std::vector<double> results(2);
+  auto rank = [&](int r) {
+    if (r == 0)
+      while (!stranger_done) std::this_thread::sleep_for(1ms);
+    Store store("127.0.0.1", server.port(), token, 10s);
+    auto comm = make_tcp_ring_communicator(store, r, 2, "127.0.0.1", token, 10s);
+    std::vector<double> value = {double(r + 1)};
+    comm->allreduce(CommBuffer::of(value.data(), 1), ReduceOp::sum)->wait();
+    results[size_t(r)] = value[0];
+  };
+  std::jthread rank1(rank, 1);
+  // The stranger's connection is queued at rank 1 before rank 0 starts, so it is the first
+  // that rank 1 accepts.
+  Store store("127.0.0.1", server.port(), token, 10s);
+  const std::string address = store.get("ring/1");
+  const std::string challenge = store.get("ring/1/challenge");
+  Fd stranger = connect_tcp("127.0.0.1", std::stoi(address.substr(address.rfind(':') + 1)),
+                            Clock::now() + 5s);
+  const std::string proof = token_proof("another-token", "ring", challenge, "0");
+  std::string hello("bareyolo-ring-2", 16);
+  const uint32_t fields[2] = {0, uint32_t(proof.size())};
+  hello.append(reinterpret_cast<const char*>(fields), sizeof fields);
+  hello += proof;
+  CHECK(send_all(stranger.get(), hello.data(), hello.size(), Clock::now() + 5s, "rank 1"));
+  stranger_done = true;
+  std::jthread rank0(rank, 0);
+  rank0.join();
+  rank1.join();
+  // Rank 1 read the stranger's hello, found the proof wrong and closed the socket.
+  pollfd closing{stranger.get(), POLLIN, 0};
+  REQUIRE(::poll(&closing, 1, 5000) == 1);
+  char byte = 0;
+  CHECK(::recv(stranger.get(), &byte, 1, 0) <= 0);  // end of stream (or a reset), no data
+  CHECK(results[0] == 3.0);
+  CHECK(results[1] == 3.0);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 
 #include "engine/distributed/comm/socket.h"
 #include "engine/distributed/comm/store.h"
+#include "engine/distributed/comm/token_proof.h"
 
 namespace bareyolo::dist {
 namespace {
@@ -200,8 +201,18 @@ TEST_CASE("dist store: a request sent just before its client closes still takes 
   {
     using namespace store_protocol;
     Fd hasty = connect_tcp(kHost, server.port(), Clock::now() + 1s);
-    std::string frames =
-        encode_frame(kHello, {kMagic, kToken, "test"}) + encode_frame(kSet, {"k", "v"});
+    const std::string hello = encode_frame(kHello, {kMagic, "test", "client-nonce"});
+    CHECK(send_all(hasty.get(), hello.data(), hello.size(), Clock::now() + 1s, "the store"));
+    char header[kHeaderBytes];  // the challenge: OK {server nonce}
+    REQUIRE(recv_all(hasty.get(), header, sizeof header, Clock::now() + 1s, "the store"));
+    std::string body(read_u64(header), '\0');
+    REQUIRE(recv_all(hasty.get(), body.data(), body.size(), Clock::now() + 1s, "the store"));
+    const std::optional<Frame> challenge = decode_body(body);
+    REQUIRE((challenge && challenge->tag == kOk && challenge->fields.size() == 1));
+    const std::string frames =
+        encode_frame(kProve,
+                     {token_proof(kToken, "store client", challenge->fields[0], "client-nonce")}) +
+        encode_frame(kSet, {"k", "v"});  // sent before the proof's answer, then gone
     CHECK(send_all(hasty.get(), frames.data(), frames.size(), Clock::now() + 1s, "the store"));
   }
   CHECK(client_of(server).get("k") == "v");
@@ -221,6 +232,26 @@ TEST_CASE("dist store: a client started before its server connects once it liste
   CHECK_THROWS_WITH_AS(Store(kHost, free_port(), kToken, 100ms),
                        doctest::Contains("cannot connect to the store at 127.0.0.1:"),
                        std::runtime_error);
+}
+
+TEST_CASE("dist store: proofs of the token are keyed, labelled and never the token") {
+  const std::string a = random_nonce(), b = random_nonce();
+  CHECK(a.size() == 32);
+  CHECK(a != b);
+  const std::string proof = token_proof("secret", "store client", a, b);
+  CHECK(proof.size() == 64);
+  CHECK(proof.find("secret") == std::string::npos);
+  CHECK(same_proof(proof, token_proof("secret", "store client", a, b)));
+  CHECK_FALSE(same_proof(proof, token_proof("secret2", "store client", a, b)));
+  CHECK_FALSE(same_proof(proof, token_proof("secret", "store server", a, b)));
+  CHECK_FALSE(same_proof(proof, token_proof("secret", "store client", b, a)));
+  // Length-prefixed fields: moving a character from one field to the next changes the proof.
+  CHECK_FALSE(same_proof(token_proof("k", "l", "ab", "c"), token_proof("k", "l", "a", "bc")));
+  CHECK_FALSE(same_proof(proof, proof.substr(0, 63)));
+  // A known answer, from Python's hmac over the same framing (u64 little-endian length, then
+  // the bytes, for each of label, first, second).
+  CHECK(token_proof("Jefe", "store client", "what do ya want", " for nothing?") ==
+        "00983c897b9dbb609b0e063430ed97195682bacc0f737d3285e84f6ff59d9195");
 }
 
 TEST_CASE("dist store: values of several megabytes round-trip") {

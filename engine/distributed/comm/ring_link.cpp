@@ -2,6 +2,7 @@
 // (described in ring_link.h). Sockets are non-blocking; run() sends and receives in one loop and
 // sleeps in poll() only when neither direction can move.
 #include "engine/distributed/comm/ring_link.h"
+#include "engine/distributed/comm/token_proof.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -33,7 +34,7 @@ struct FrameHeader {
 static_assert(sizeof(FrameHeader) == 16);
 constexpr size_t kHeaderBytes = sizeof(FrameHeader);
 
-constexpr char kHelloMagic[16] = "bareyolo-ring-1";
+constexpr char kHelloMagic[16] = "bareyolo-ring-2";
 constexpr size_t kMaxNoticeBytes = 4096;
 // How long a failing rank spends telling its neighbours: they may be failing too.
 constexpr auto kNoticeTimeout = std::chrono::seconds(1);
@@ -78,26 +79,35 @@ std::string address_facing(const std::string& master_addr) {
   return text;
 }
 
-std::string hello_bytes(int rank, const std::string& token) {
+// The hello a rank sends the next one: its rank and its proof of the job's token over the
+// listener's challenge (a nonce it published in the store for this ring): the token itself
+// never crosses the ring's sockets (token_proof.h).
+std::string ring_proof(const std::string& token, const std::string& challenge, int rank) {
+  return token_proof(token, "ring", challenge, std::to_string(rank));
+}
+
+std::string hello_bytes(int rank, const std::string& proof) {
   std::string hello(kHelloMagic, sizeof kHelloMagic);
-  uint32_t fields[2] = {static_cast<uint32_t>(rank), static_cast<uint32_t>(token.size())};
+  uint32_t fields[2] = {static_cast<uint32_t>(rank), static_cast<uint32_t>(proof.size())};
   hello.append(reinterpret_cast<const char*>(fields), sizeof fields);
-  return hello + token;
+  return hello + proof;
 }
 
 // Reads a neighbour's hello on a freshly accepted socket; the rank it claims, or -1 when it is
-// not one of ours (another protocol, a wrong token, silence until `deadline`).
-int read_hello(int fd, const std::string& token, Clock::time_point deadline) {
+// not one of ours (another protocol, a wrong proof, silence until `deadline`).
+int read_hello(int fd, const std::string& token, const std::string& challenge,
+               Clock::time_point deadline) {
   try {
     char head[sizeof kHelloMagic + 8];
     if (!recv_all(fd, head, sizeof head, deadline, "a connecting rank")) return -1;
     if (std::memcmp(head, kHelloMagic, sizeof kHelloMagic) != 0) return -1;
     uint32_t fields[2];
     std::memcpy(fields, head + sizeof kHelloMagic, sizeof fields);
-    if (fields[1] != token.size()) return -1;
+    const std::string expected = ring_proof(token, challenge, static_cast<int>(fields[0]));
+    if (fields[1] != expected.size()) return -1;  // bounds what is read: one proof's length
     std::string presented(fields[1], '\0');
     if (!recv_all(fd, presented.data(), presented.size(), deadline, "a connecting rank")) return -1;
-    return presented == token ? static_cast<int>(fields[0]) : -1;
+    return same_proof(presented, expected) ? static_cast<int>(fields[0]) : -1;
   } catch (const std::runtime_error&) {
     return -1;
   }
@@ -176,6 +186,8 @@ void RingLink::handshake(Store& store, const std::string& master_addr, Clock::ti
   const std::string bind_host = store_bind_host(master_addr);
   Fd listening = listen_tcp(bind_host, 0);
   const std::string own_host = bind_host == "0.0.0.0" ? address_facing(master_addr) : bind_host;
+  const std::string challenge = random_nonce();  // before the address: whoever reads it finds it
+  store.set("ring/" + std::to_string(rank_) + "/challenge", challenge);
   store.set("ring/" + std::to_string(rank_),
             own_host + ":" + std::to_string(bound_port(listening.get())));
 
@@ -187,7 +199,8 @@ void RingLink::handshake(Store& store, const std::string& master_addr, Clock::ti
                       "rank " + std::to_string(rank_) + " cannot reach its ring neighbour rank " +
                           std::to_string(next()) + " at " + next_address + ": " + error.what());
   }
-  const std::string hello = hello_bytes(rank_, token_);
+  const std::string hello = hello_bytes(
+      rank_, ring_proof(token_, store.get("ring/" + std::to_string(next()) + "/challenge"), rank_));
   if (!send_all(to_next_.get(), hello.data(), hello.size(), deadline,
                 "rank " + std::to_string(next())))
     throw lost(next(), "it did not take rank " + std::to_string(rank_) + "'s hello in time");
@@ -205,7 +218,7 @@ void RingLink::handshake(Store& store, const std::string& master_addr, Clock::ti
     Fd candidate(::accept4(listening.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!candidate) continue;
     auto hello_deadline = std::min(deadline, Clock::now() + std::chrono::seconds(10));
-    if (read_hello(candidate.get(), token_, hello_deadline) == prev())
+    if (read_hello(candidate.get(), token_, challenge, hello_deadline) == prev())
       from_prev_ = std::move(candidate);
   }
   set_no_delay(from_prev_.get());

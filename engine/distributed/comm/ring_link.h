@@ -95,7 +95,8 @@ struct RingPlan {
 class RingLink {
  public:
   // Publishes this rank's listening address in `store`, connects to the next rank, accepts
-  // the previous one (presenting and checking `token`). N >= 2.
+  // the previous one (proving and checking knowledge of `token` over a challenge, token_proof.h). N
+  // >= 2.
   RingLink(Store& store, int rank, int world_size, const std::string& master_addr,
            const std::string& token, std::chrono::milliseconds timeout);
 

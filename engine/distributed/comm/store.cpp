@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "engine/distributed/comm/store_protocol.h"
+#include "engine/distributed/comm/token_proof.h"
 
 namespace bareyolo::dist {
 namespace {
@@ -39,7 +40,18 @@ std::string Store::address() const { return host_ + ":" + std::to_string(port_);
 
 void Store::connect(Clock::time_point deadline) {
   socket_ = connect_tcp(host_, port_, deadline);
-  request(kHello, {kMagic, token_, this_process()}, "the answer to this process's token", deadline);
+  const std::string nonce = random_nonce();
+  const std::string challenge =
+      request(kHello, {kMagic, this_process(), nonce}, "the store's challenge", deadline);
+  const std::string answer =
+      request(kProve, {token_proof(token_, "store client", challenge, nonce)},
+              "the answer to this process's proof of the token", deadline);
+  if (!same_proof(answer, token_proof(token_, "store server", nonce, challenge))) {
+    socket_.reset();
+    throw std::runtime_error("the store at " + address() +
+                             " did not prove it holds this run's token: is another run's store "
+                             "on this port?");
+  }
 }
 
 std::string Store::request(uint8_t tag, const std::vector<std::string_view>& fields,

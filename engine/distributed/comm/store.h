@@ -5,11 +5,17 @@
 //
 // Protocol (every integer little-endian). A frame is
 //     u64 body_bytes | u8 tag | fields...      each field: u64 bytes | bytes
-// Client -> server: the first frame of a connection is HELLO {magic, token, who} (who: "pid
-// N on host H"); the server answers OK, or REFUSED {reason} and closes the connection — a
+// Client -> server: a connection opens with a challenge-response that never sends the token
+// (token_proof.h):
+//     HELLO {magic, who, client nonce} -> OK {server nonce}
+//     PROVE {HMAC(token, "store client", server nonce, client nonce)}
+//         -> OK {HMAC(token, "store server", client nonce, server nonce)}
+// so each side proves it holds the job's token, over nonces fresh to this connection (a
+// recorded exchange is worth nothing later). "who" ("pid N on host H") names the client in
+// messages. Anything else is answered REFUSED {reason} and the connection closed — a
 // stranger (wrong token, another protocol, a port scanner) costs the server one closed
-// socket, never a crash or a hang. Once a client that speaks the protocol was refused for its
-// token (most often a node started with another BAREYOLO_STORE_TOKEN), every GET or WAIT that
+// socket, never a crash or a hang. Once a client that speaks the protocol fails its proof
+// (most often a node started with another BAREYOLO_STORE_TOKEN), every GET or WAIT that
 // cannot be answered at once is answered ERROR naming that client and its address, so the
 // ranks waiting for a rank that will never arrive fail within seconds, not at the timeout. Then one
 // request at a time, each answered by one reply:

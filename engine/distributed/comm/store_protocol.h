@@ -17,12 +17,13 @@ enum Tag : uint8_t {
   kWait,
   kCheck,
   kAdd,
+  kProve,
   kOk = 100,
   kRefused,
   kError,
 };
 
-inline constexpr std::string_view kMagic = "bareyolo-store-2";  // HELLO {magic, token, who}
+inline constexpr std::string_view kMagic = "bareyolo-store-3";  // HELLO {magic, who, nonce}
 inline constexpr size_t kHeaderBytes = 8;
 // Bounds on a body: a stranger must not make the server allocate much before it has shown
 // the token, and nobody may make it allocate without bound.

@@ -21,6 +21,7 @@
 
 #include "engine/distributed/comm/store.h"
 #include "engine/distributed/comm/store_protocol.h"
+#include "engine/distributed/comm/token_proof.h"
 
 namespace bareyolo::dist {
 namespace {
@@ -31,9 +32,11 @@ constexpr size_t kReadChunkBytes = 1 << 16;
 
 struct Connection {
   Fd fd;
-  std::string peer;      // address:port, for messages
-  bool greeted = false;  // showed the right token
-  bool closing = false;  // close once `output` is sent
+  std::string peer;                        // address:port, for messages
+  std::string who;                         // what its HELLO said it is ("pid N on host H")
+  std::string client_nonce, server_nonce;  // of its challenge-response, once it said HELLO
+  bool greeted = false;                    // proved it holds the token
+  bool closing = false;                    // close once `output` is sent
   bool dropped = false;
   std::string input;
   std::string output;
@@ -151,22 +154,33 @@ class Server {
     flush(connection);
   }
 
-  // HELLO {magic, token, who}. A client that speaks the protocol but presents another token
-  // is a rank of this job started with another BAREYOLO_STORE_TOKEN far more often than a
-  // stranger: the ranks waiting for it would wait out the whole timeout (3 hours), so from
-  // then on every wait that cannot be answered at once fails, naming that client.
+  // The challenge-response of store.h: HELLO, then PROVE. A client that speaks the protocol
+  // but fails its proof is a rank of this job started with another BAREYOLO_STORE_TOKEN far
+  // more often than a stranger: the ranks waiting for it would wait out the whole timeout (3
+  // hours), so from then on every wait that cannot be answered at once fails, naming it.
   void greet(Connection& connection, const Frame& frame) {
-    bool valid = frame.tag == kHello && frame.fields.size() == 3 && frame.fields[0] == kMagic;
-    if (!valid) return refuse(connection, "it does not speak bareyolo's store protocol");
-    if (frame.fields[1] != token_) {
-      refused_peer_ = frame.fields[2] + " at " + connection.peer;
+    if (connection.server_nonce.empty()) {
+      bool valid = frame.tag == kHello && frame.fields.size() == 3 && frame.fields[0] == kMagic;
+      if (!valid) return refuse(connection, "it does not speak bareyolo's store protocol");
+      connection.who = frame.fields[1];
+      connection.client_nonce = frame.fields[2];
+      connection.server_nonce = random_nonce();
+      return reply(connection, kOk, {connection.server_nonce});
+    }
+    if (frame.tag != kProve || frame.fields.size() != 1)
+      return refuse(connection, "it did not answer the challenge");
+    const std::string expected =
+        token_proof(token_, "store client", connection.server_nonce, connection.client_nonce);
+    if (!same_proof(frame.fields[0], expected)) {
+      refused_peer_ = connection.who + " at " + connection.peer;
       refuse(connection,
              "its token differs from this run's (another run, or a stale "
              "BAREYOLO_STORE_TOKEN)");
       return serve_parked();
     }
     connection.greeted = true;
-    reply(connection, kOk, {});
+    reply(connection, kOk,
+          {token_proof(token_, "store server", connection.client_nonce, connection.server_nonce)});
   }
 
   void refuse(Connection& connection, const std::string& reason) {

@@ -25,8 +25,9 @@
 namespace bareyolo::dist {
 
 // Joins the ring of `world_size` >= 2 ranks through `store` (every rank calls it; ranks listen
-// on the interface facing `master_addr`, loopback for a local master). `token` is presented
-// to the neighbours; `timeout` bounds the set-up and each collective.
+// on the interface facing `master_addr`, loopback for a local master). Each rank proves to its
+// neighbour that it holds `token` (never sending it); `timeout` bounds the set-up and each
+// collective.
 std::unique_ptr<Communicator> make_tcp_ring_communicator(
     Store& store, int rank, int world_size, const std::string& master_addr,
     const std::string& token, std::chrono::milliseconds timeout = kDefaultStoreTimeout);
