@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "engine/distributed/process_name.h"
+
 namespace bareyolo::models {
 
 namespace {
@@ -21,12 +23,6 @@ std::string read_all(int fd) {
   for (ssize_t got; (got = ::read(fd, chunk, sizeof chunk)) > 0;) text.append(chunk, size_t(got));
   while (!text.empty() && (text.back() == '\n' || text.back() == '\0')) text.pop_back();
   return text;
-}
-
-std::string this_process() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return "pid " + std::to_string(::getpid()) + " on host " + host;
 }
 
 }  // namespace
@@ -48,7 +44,7 @@ RunDirLock::RunDirLock(const std::string& run_dir)
     throw std::runtime_error("cannot lock " + path_ + ": " + std::strerror(error));
   }
   previous_owner_ = read_all(fd_);
-  const std::string me = this_process() + "\n";
+  const std::string me = dist::this_process_name() + "\n";
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != ssize_t(me.size()))
     throw std::runtime_error("cannot write the run's lock " + path_ + ": " + std::strerror(errno));
 }

@@ -3,13 +3,12 @@
 // store_server.cpp).
 #include "engine/distributed/comm/store.h"
 
-#include <unistd.h>
-
 #include <charconv>
 #include <stdexcept>
 
 #include "engine/distributed/comm/store_protocol.h"
 #include "engine/distributed/comm/token_proof.h"
+#include "engine/distributed/process_name.h"
 
 namespace bareyolo::dist {
 namespace {
@@ -20,13 +19,6 @@ std::string quoted_keys(const std::vector<std::string>& keys) {
   std::string text;
   for (const auto& key : keys) text += (text.empty() ? "'" : ", '") + key + "'";
   return text;
-}
-
-// "pid 123 on host node-2": how the server names this client when it refuses its token.
-std::string this_process() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return "pid " + std::to_string(::getpid()) + " on host " + host;
 }
 
 }  // namespace
@@ -42,7 +34,7 @@ void Store::connect(Clock::time_point deadline) {
   socket_ = connect_tcp(host_, port_, deadline);
   const std::string nonce = random_nonce();
   const std::string challenge =
-      request(kHello, {kMagic, this_process(), nonce}, "the store's challenge", deadline);
+      request(kHello, {kMagic, this_process_name(), nonce}, "the store's challenge", deadline);
   const std::string answer =
       request(kProve, {token_proof(token_, "store client", challenge, nonce)},
               "the answer to this process's proof of the token", deadline);
