@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -25,6 +26,7 @@ namespace bareyolo::dist {
 namespace {
 
 using namespace std::chrono_literals;
+namespace fs = std::filesystem;
 using testing::check_ranks_ok;
 using testing::run_ranks;
 
@@ -181,6 +183,36 @@ TEST_CASE("tcp ring: a neighbour that cannot prove the token is turned away") {
   CHECK(::recv(stranger.get(), &byte, 1, 0) <= 0);  // end of stream (or a reset), no data
   CHECK(results[0] == 3.0);
   CHECK(results[1] == 3.0);
+}
+
+TEST_CASE("single-machine torchrun ranks share a secret token, never torchrun's run id") {
+  // Before: the token was "torchrun:none" (torchrun's default run id), which anyone on the
+  // machine could present. The ranks here share a parent (this test), as torchrun's do.
+  const auto torchrun = [](LaunchEnv& env) {
+    env.launcher = Launcher::torchrun;
+    env.store_token = "torchrun:none";
+    env.store_token_given = false;
+  };
+  check_ranks_ok(run_ranks(
+      2,
+      [](ProcessGroup& group) {
+        if (group.env.store_token.size() != 64)
+          throw std::runtime_error("the ranks did not derive a token: " + group.env.store_token);
+        std::vector<double> value = {double(group.rank() + 1)};
+        group.comm->allreduce(CommBuffer::of(value.data(), 1), ReduceOp::sum)->wait();
+        if (value[0] != 3.0) throw std::runtime_error("allreduce gave " + std::to_string(value[0]));
+      },
+      30s, {.backend = Backend::tcp}, torchrun));
+  // Rank 0 removed the token's file once both had joined.
+  LaunchEnv env;
+  torchrun(env);
+  env.world_size = env.local_world_size = 2;
+  CHECK(derives_local_token(env));
+  env.master_port = 1;  // any port: the file's folder is what is checked
+  const fs::path folder = fs::path(local_token_file(env, long(::getpid()))).parent_path();
+  for (const auto& entry : fs::directory_iterator(folder))
+    CHECK(entry.path().filename().string().rfind("store-" + std::to_string(::getpid()) + "-", 0) !=
+          0);
 }
 
 }  // namespace

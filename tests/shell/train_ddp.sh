@@ -74,11 +74,14 @@ cmp "$work/runs/whole/weights/final.safetensors" "$work/runs/stopped/weights/fin
 # nothing there, and nothing of rank 1's reaches the run directory but what rank 0 wrote.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkdir -p "$work/rank0" "$work/rank1"
+# The ranks are children of this shell, as torchrun's are of its agent: they derive their
+# store token through a private file named by that parent (process_group.h), so `env -C`
+# sets each one's folder without a subshell in between.
 for r in 0 1; do
-  (cd "$work/rank$r" && RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 \
-     MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TORCHELASTIC_RUN_ID=ddp-test \
-     "$bareyolo" train "${common[@]}" --device cpu --epochs 1 --project "$work/runs" \
-     --name launched > "$work/launched$r.txt" 2>&1) &
+  RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
+    MASTER_PORT=$port TORCHELASTIC_RUN_ID=ddp-test env -C "$work/rank$r" \
+    "$bareyolo" train "${common[@]}" --device cpu --epochs 1 --project "$work/runs" \
+    --name launched > "$work/launched$r.txt" 2>&1 &
 done
 wait %1 || fail "torchrun-style rank failed: $(tail -n 5 "$work/launched0.txt" "$work/launched1.txt")"
 wait %2 || fail "torchrun-style rank failed: $(tail -n 5 "$work/launched1.txt")"

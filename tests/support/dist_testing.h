@@ -53,11 +53,15 @@ struct RankResult {
 };
 
 using RankBody = std::function<void(ProcessGroup& group)>;
+// Changes what a rank's launcher would have told it (by default: a manual launch on loopback
+// with a per-test token).
+using LaunchEdit = std::function<void(LaunchEnv& env)>;
 
 namespace detail {
 
 [[noreturn]] inline void run_child(int rank, int world, int port, int store_fd, int output_fd,
-                                   const RankBody& body, const ProcessGroupOptions& options) {
+                                   const RankBody& body, const ProcessGroupOptions& options,
+                                   const LaunchEdit& edit) {
   ::dup2(output_fd, STDOUT_FILENO);
   ::dup2(output_fd, STDERR_FILENO);
   if (rank == 0) {
@@ -74,6 +78,7 @@ namespace detail {
     env.master_addr = "127.0.0.1";
     env.master_port = port;
     env.store_token = "dist-test-" + std::to_string(port);
+    if (edit) edit(env);
     ProcessGroup group = init_process_group(env, options);
     body(group);
   } catch (const std::exception& error) {
@@ -89,7 +94,8 @@ namespace detail {
 
 inline std::vector<RankResult> run_ranks(int world, const RankBody& body,
                                          std::chrono::seconds timeout = std::chrono::seconds(60),
-                                         const ProcessGroupOptions& options = {}) {
+                                         const ProcessGroupOptions& options = {},
+                                         const LaunchEdit& edit = {}) {
   Fd store_socket = listen_tcp("127.0.0.1", 0);
   const int port = bound_port(store_socket.get());
   std::vector<RankResult> results(static_cast<size_t>(world));
@@ -104,7 +110,7 @@ inline std::vector<RankResult> run_ranks(int world, const RankBody& body,
     REQUIRE(pid >= 0);
     if (pid == 0) {
       ::close(pipe_fds[0]);
-      detail::run_child(rank, world, port, store_socket.get(), pipe_fds[1], body, options);
+      detail::run_child(rank, world, port, store_socket.get(), pipe_fds[1], body, options, edit);
     }
     ::close(pipe_fds[1]);
     ::fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);

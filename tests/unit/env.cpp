@@ -175,3 +175,24 @@ TEST_CASE("dist env: a store on every interface refuses an empty or guessable to
         std::runtime_error);
   }
 }
+
+TEST_CASE("dist env: whether the token is a given secret, and torchrun's restart count") {
+  bareyolo::dist::EnvMap env = {{"RANK", "0"},
+                                {"WORLD_SIZE", "2"},
+                                {"LOCAL_RANK", "0"},
+                                {"LOCAL_WORLD_SIZE", "2"},
+                                {"MASTER_ADDR", "127.0.0.1"},
+                                {"MASTER_PORT", "29500"},
+                                {"TORCHELASTIC_RUN_ID", "none"}};
+  bareyolo::dist::LaunchEnv read = bareyolo::dist::read_launch_env(env);
+  CHECK_FALSE(read.store_token_given);
+  CHECK(read.restart_count == 0);
+  CHECK(bareyolo::dist::derives_local_token(read));
+  env["BAREYOLO_STORE_TOKEN"] = "a-shared-secret";
+  env["TORCHELASTIC_RESTART_COUNT"] = "2";
+  read = bareyolo::dist::read_launch_env(env);
+  CHECK(read.store_token_given);
+  CHECK(read.store_token == "a-shared-secret");
+  CHECK(read.restart_count == 2);
+  CHECK_FALSE(bareyolo::dist::derives_local_token(read));  // a given secret is used as it is
+}

@@ -3,6 +3,7 @@
 #include "engine/distributed/launch/env.h"
 
 #include <charconv>
+#include <cstdlib>
 #include <optional>
 #include <stdexcept>
 
@@ -165,6 +166,9 @@ LaunchEnv read_launch_env(const EnvMap& env) {
   LaunchEnv out;
   out.spawned_by_bareyolo = lookup(env, kSpawnedVariable) == "1";
   out.store_token = store_token(env);
+  out.store_token_given = lookup(env, kStoreTokenVariable).has_value();
+  if (auto restarts = lookup(env, "TORCHELASTIC_RESTART_COUNT"))
+    out.restart_count = std::atoi(restarts->c_str());
   if (lookup(env, "RANK")) {
     out.launcher = rank_launcher(env);
     read_ranks(env, kTorchVariables, out);

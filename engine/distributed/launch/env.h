@@ -53,6 +53,8 @@ struct LaunchEnv {
   // BAREYOLO_STORE_TOKEN; without it "torchrun:<TORCHELASTIC_RUN_ID>" or
   // "slurm:<SLURM_JOB_ID>.<SLURM_STEP_ID>", else "" (the same on every rank).
   std::string store_token;
+  bool store_token_given = false;  // it came from BAREYOLO_STORE_TOKEN (a secret)
+  int restart_count = 0;           // TORCHELASTIC_RESTART_COUNT: torchrun's restarts so far
 
   // True when a launcher owns the process count: this process must not spawn workers.
   bool launched() const { return launcher != Launcher::none; }

@@ -2,17 +2,25 @@
 // process_group.h).
 #include "engine/distributed/launch/process_group.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "engine/distributed/comm/host_staging.h"
 #include "engine/distributed/comm/nccl_communicator.h"
 #include "engine/distributed/comm/socket.h"
 #include "engine/distributed/comm/tcp_ring.h"
+#include "engine/distributed/comm/token_proof.h"
 
 namespace bareyolo::dist {
 namespace {
@@ -74,7 +82,66 @@ Backend agree_on_backend(Store& store, const LaunchEnv& env, const Device& devic
   return distinct_gpus ? Backend::nccl : Backend::tcp;
 }
 
+// Rank 0 writes a fresh token into `path` (atomically: a reader sees all of it or nothing);
+// the others wait for it, until `deadline`.
+std::string share_local_token(const LaunchEnv& env, const std::string& path,
+                              Clock::time_point deadline) {
+  if (env.rank == 0) {
+    const std::string token = random_nonce() + random_nonce();
+    const std::string partial = path + ".partial";
+    const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    const bool written =
+        fd >= 0 && ::write(fd, token.data(), token.size()) == ssize_t(token.size());
+    if (fd >= 0) ::close(fd);
+    if (!written || ::rename(partial.c_str(), path.c_str()) != 0)
+      throw std::runtime_error("cannot write the job's store token to " + path + ": " +
+                               std::strerror(errno) + " (or set BAREYOLO_STORE_TOKEN)");
+    return token;
+  }
+  while (true) {
+    std::error_code missing;
+    if (std::filesystem::is_regular_file(path, missing)) {
+      std::string token(64, '\0');
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      const ssize_t got = fd >= 0 ? ::read(fd, token.data(), token.size()) : -1;
+      if (fd >= 0) ::close(fd);
+      if (got == ssize_t(token.size())) return token;
+    }
+    if (Clock::now() >= deadline)
+      throw std::runtime_error("rank " + std::to_string(env.rank) + " waited in vain for rank 0 " +
+                               "to write the job's store token to " + path +
+                               " (do all ranks run under one launcher on this machine? else set "
+                               "BAREYOLO_STORE_TOKEN)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 }  // namespace
+
+bool derives_local_token(const LaunchEnv& env) {
+  const bool agent_parent = env.launcher == Launcher::torchrun ||
+                            env.launcher == Launcher::openmpi || env.launcher == Launcher::slurm;
+  return agent_parent && !env.store_token_given && !env.spawned_by_bareyolo && env.world_size > 1 &&
+         env.world_size == env.local_world_size;
+}
+
+std::string local_token_file(const LaunchEnv& env, long parent_pid) {
+  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+  const std::filesystem::path base =
+      runtime && std::filesystem::is_directory(runtime) ? runtime : "/tmp";
+  const std::filesystem::path folder = base / ("bareyolo-" + std::to_string(::getuid()));
+  ::mkdir(folder.c_str(), 0700);
+  struct stat info {};
+  if (::lstat(folder.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != ::getuid() ||
+      (info.st_mode & 077) != 0)
+    throw std::runtime_error(folder.string() +
+                             " is not a folder only this user can read, so the job's store "
+                             "token cannot be kept there: remove it, or set "
+                             "BAREYOLO_STORE_TOKEN");
+  return (folder / ("store-" + std::to_string(parent_pid) + "-" + std::to_string(env.store_port()) +
+                    "-" + std::to_string(env.restart_count) + ".token"))
+      .string();
+}
 
 ProcessGroup init_process_group(const LaunchEnv& env, const ProcessGroupOptions& options) {
   ProcessGroup group;
@@ -91,9 +158,25 @@ ProcessGroup init_process_group(const LaunchEnv& env, const ProcessGroupOptions&
     group.server = std::make_unique<StoreServer>(std::move(socket), env.store_token);
     group.store = std::make_unique<Store>("127.0.0.1", port, env.store_token, options.timeout);
   } else {
-    if (env.rank == 0) group.server = serve_store(env);
-    group.store = std::make_unique<Store>(env.master_addr, env.store_port(), env.store_token,
+    std::string token_file;
+    if (derives_local_token(env)) {
+      token_file = local_token_file(env, long(::getppid()));
+      group.env.store_token = share_local_token(env, token_file, Clock::now() + options.timeout);
+    }
+    if (env.rank == 0) group.server = serve_store(group.env);
+    group.store = std::make_unique<Store>(env.master_addr, env.store_port(), group.env.store_token,
                                           options.timeout);
+    if (!token_file.empty()) {  // once every rank has joined, every rank has read the file
+      group.store->set("pg/joined/" + std::to_string(env.rank), "1");
+      if (env.rank == 0) {
+        std::vector<std::string> joined;
+        for (int rank = 0; rank < env.world_size; ++rank)
+          joined.push_back("pg/joined/" + std::to_string(rank));
+        group.store->wait(joined);
+        std::error_code ignored;
+        std::filesystem::remove(token_file, ignored);
+      }
+    }
   }
 
   const Backend backend =
@@ -110,7 +193,7 @@ ProcessGroup init_process_group(const LaunchEnv& env, const ProcessGroupOptions&
                                    cuda_device_staging(options.device.index));
   } else {
     group.comm = make_tcp_ring_communicator(*group.store, env.rank, env.world_size, env.master_addr,
-                                            env.store_token, options.timeout);
+                                            group.env.store_token, options.timeout);
   }
   return group;
 }

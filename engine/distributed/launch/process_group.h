@@ -51,4 +51,13 @@ struct ProcessGroup {
 // asked for on the CPU, ...).
 ProcessGroup init_process_group(const LaunchEnv& env, const ProcessGroupOptions& options = {});
 
+// A job of one machine under torchrun, mpirun or srun without BAREYOLO_STORE_TOKEN would
+// otherwise rendezvous with a token anyone can guess ("torchrun:none"). Its ranks share a
+// parent process (the launcher's agent on the machine), so init_process_group makes them a
+// secret one: rank 0 writes a random token into this file — in a folder only this user can
+// read, named by that parent, the store port and torchrun's restart count — the other ranks
+// read it, and rank 0 removes it once every rank has joined.
+bool derives_local_token(const LaunchEnv& env);
+std::string local_token_file(const LaunchEnv& env, long parent_pid);
+
 }  // namespace bareyolo::dist
