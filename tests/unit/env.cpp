@@ -166,13 +166,14 @@ TEST_CASE("dist env: a store on every interface refuses an empty or guessable to
   env.world_size = 2;
   env.master_addr = "192.0.2.1";  // another machine's address: the store binds 0.0.0.0
   env.master_port = 29500;
+  bareyolo::dist::ProcessGroupOptions options;
+  options.timeout = std::chrono::seconds(1);
   for (const char* token : {"", "torchrun:none", "slurm:1234."}) {
     env.store_token = token;
-    CHECK_THROWS_WITH_AS(
-        bareyolo::dist::init_process_group(env, {.timeout = std::chrono::seconds(1)}),
-        doctest::Contains("set BAREYOLO_STORE_TOKEN to the same secret on every "
-                          "node"),
-        std::runtime_error);
+    CHECK_THROWS_WITH_AS(bareyolo::dist::init_process_group(env, options),
+                         doctest::Contains("set BAREYOLO_STORE_TOKEN to the same secret on every "
+                                           "node"),
+                         std::runtime_error);
   }
 }
 
