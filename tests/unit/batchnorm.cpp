@@ -194,10 +194,12 @@ void batchnorm_backward(Mode mode, View<const T> x, View<const T> dy, const Chan
                                    dgamma, dbeta);
 }
 
-}  // namespace
-
-TEST_CASE("batchnorm train and eval backward pass the gradient check") {
-  Rng rng(203);
+// The finite-difference check of an op shaped like batchnorm, in both modes and on every
+// shape: forward(mode, x, s, cp) gives y, backward(mode, x, s, cp, dy, d) adds {dx, dgamma,
+// dbeta} into d.
+template <class Forward, class Backward>
+void check_channel_op_gradients(uint64_t seed, const Forward& forward, const Backward& backward) {
+  Rng rng(seed);
   for (Mode mode : {Mode::train, Mode::eval})
     for (size_t k = 0; k < kShapes.size(); ++k) {
       CAPTURE(k);
@@ -209,13 +211,27 @@ TEST_CASE("batchnorm train and eval backward pass the gradient check") {
       check.inputs = {&x, &cp.gamma, &cp.beta};
       check.names = {"x", "gamma", "beta"};
       check.max_checks_per_input = 80;
-      check.forward = [&] { return batchnorm_forward(mode, x, s, cp, cp.gamma, cp.beta); };
+      check.forward = [&] { return forward(mode, x, s, cp); };
       check.backward = [&](const std::vector<double>& dy, std::vector<std::vector<double>>& d) {
-        batchnorm_backward<double>(mode, dense_view(x.data(), s), dense_view(dy.data(), s), cp,
-                                   dense_view(d[0].data(), s), d[1].data(), d[2].data());
+        backward(mode, x, s, cp, dy, d);
       };
       check.run(rng);
     }
+}
+
+}  // namespace
+
+TEST_CASE("batchnorm train and eval backward pass the gradient check") {
+  check_channel_op_gradients(
+      203,
+      [](Mode mode, const std::vector<double>& x, Shape4 s, const ChannelParams& cp) {
+        return batchnorm_forward(mode, x, s, cp, cp.gamma, cp.beta);
+      },
+      [](Mode mode, const std::vector<double>& x, Shape4 s, const ChannelParams& cp,
+         const std::vector<double>& dy, std::vector<std::vector<double>>& d) {
+        batchnorm_backward<double>(mode, dense_view(x.data(), s), dense_view(dy.data(), s), cp,
+                                   dense_view(d[0].data(), s), d[1].data(), d[2].data());
+      });
 }
 
 namespace {
@@ -275,24 +291,14 @@ void batchnorm_silu_backward(Mode mode, const std::vector<double>& x, Shape4 s,
 }  // namespace
 
 TEST_CASE("fused batchnorm + silu forward and backward pass the gradient check") {
-  Rng rng(204);
-  for (Mode mode : {Mode::train, Mode::eval})
-    for (size_t k = 0; k < kShapes.size(); ++k) {
-      CAPTURE(k);
-      CAPTURE(mode == Mode::train);
-      const Shape4 s = kShapes[k];
-      std::vector<double> x = random_vector(rng, s.numel(), -1.0, 3.0);
-      ChannelParams cp = random_channel_params(rng, s.c);
-      GradCheck check;
-      check.inputs = {&x, &cp.gamma, &cp.beta};
-      check.names = {"x", "gamma", "beta"};
-      check.max_checks_per_input = 80;
-      check.forward = [&] { return batchnorm_silu_forward(mode, x, s, cp, cp.gamma, cp.beta); };
-      check.backward = [&](const std::vector<double>& dy, std::vector<std::vector<double>>& d) {
-        batchnorm_silu_backward(mode, x, s, cp, dy, d);
-      };
-      check.run(rng);
-    }
+  check_channel_op_gradients(
+      204,
+      [](Mode mode, const std::vector<double>& x, Shape4 s, const ChannelParams& cp) {
+        return batchnorm_silu_forward(mode, x, s, cp, cp.gamma, cp.beta);
+      },
+      [](Mode mode, const std::vector<double>& x, Shape4 s, const ChannelParams& cp,
+         const std::vector<double>& dy,
+         std::vector<std::vector<double>>& d) { batchnorm_silu_backward(mode, x, s, cp, dy, d); });
 }
 
 namespace {
