@@ -323,6 +323,25 @@ BAREYOLO_SAFETENSORS_VALUE_TYPE(uint8_t)
 
 // ---- files ----------------------------------------------------------------------------------
 
+namespace {
+void require_regular_file(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error))
+    throw std::runtime_error("cannot load safetensors file '" + path +
+                             "': " + (error ? error.message() : "not a regular file"));
+}
+
+// The header length a file states, against the limit and the file's size.
+void check_header_bytes(uint64_t header_bytes, uint64_t file_bytes, const std::string& source) {
+  if (header_bytes > kMaxHeaderBytes)
+    fail(source, "header length " + std::to_string(header_bytes) + " exceeds the " +
+                     std::to_string(kMaxHeaderBytes) + "-byte limit (not a safetensors file?)");
+  if (8 + header_bytes > file_bytes)
+    fail(source, "header length " + std::to_string(header_bytes) + " runs past the end of the " +
+                     std::to_string(file_bytes) + "-byte file (truncated file?)");
+}
+}  // namespace
+
 SafetensorsFile SafetensorsFile::parse(std::span<const uint8_t> file_bytes,
                                        const std::string& source) {
   if (file_bytes.size() < 8)
@@ -330,12 +349,7 @@ SafetensorsFile SafetensorsFile::parse(std::span<const uint8_t> file_bytes,
                      " bytes long, too short for the 8-byte header length");
   uint64_t header_bytes = 0;
   std::memcpy(&header_bytes, file_bytes.data(), 8);
-  if (header_bytes > kMaxHeaderBytes)
-    fail(source, "header length " + std::to_string(header_bytes) + " exceeds the " +
-                     std::to_string(kMaxHeaderBytes) + "-byte limit (not a safetensors file?)");
-  if (8 + header_bytes > file_bytes.size())
-    fail(source, "header length " + std::to_string(header_bytes) + " runs past the end of the " +
-                     std::to_string(file_bytes.size()) + "-byte file (truncated file?)");
+  check_header_bytes(header_bytes, file_bytes.size(), source);
   std::span<const uint8_t> data = file_bytes.subspan(8 + header_bytes);
 
   OrderedJson header = parse_header_json(file_bytes.subspan(8, header_bytes), source);
@@ -361,10 +375,7 @@ SafetensorsFile SafetensorsFile::parse(std::span<const uint8_t> file_bytes,
 }
 
 SafetensorsFile SafetensorsFile::load(const std::string& path) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error))
-    throw std::runtime_error("cannot load safetensors file '" + path +
-                             "': " + (error ? error.message() : "not a regular file"));
+  require_regular_file(path);
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   std::vector<uint8_t> bytes(in ? static_cast<size_t>(in.tellg()) : 0);
   in.seekg(0);
@@ -373,6 +384,30 @@ SafetensorsFile SafetensorsFile::load(const std::string& path) {
     throw std::runtime_error("cannot read safetensors file '" + path +
                              "': " + std::strerror(errno));
   return parse(bytes, path);
+}
+
+SafetensorsFile SafetensorsFile::load_metadata(const std::string& path) {
+  require_regular_file(path);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in)
+    throw std::runtime_error("cannot read safetensors file '" + path +
+                             "': " + std::strerror(errno));
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  if (size < 8)
+    fail(path,
+         "is " + std::to_string(size) + " bytes long, too short for the 8-byte header length");
+  uint64_t header_bytes = 0;
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(&header_bytes), 8);
+  check_header_bytes(header_bytes, size, path);
+  std::vector<uint8_t> header(header_bytes);
+  if (!in.read(reinterpret_cast<char*>(header.data()), static_cast<std::streamsize>(header_bytes)))
+    throw std::runtime_error("cannot read safetensors file '" + path +
+                             "': " + std::strerror(errno));
+  SafetensorsFile file;
+  const OrderedJson parsed = parse_header_json(header, path);
+  if (parsed.contains(kMetadataKey)) file.metadata_ = parse_metadata(parsed[kMetadataKey], path);
+  return file;
 }
 
 std::string SafetensorsFile::header_json() const {

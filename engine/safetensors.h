@@ -107,6 +107,9 @@ class SafetensorsFile {
   // Parses and validates a whole file image; `source` names it in error messages.
   static SafetensorsFile parse(std::span<const uint8_t> file_bytes, const std::string& source);
   static SafetensorsFile load(const std::string& path);
+  // The metadata of the file at `path` alone (records() empty), reading its header but none
+  // of its tensors: what a checkpoint's configuration needs, at any checkpoint size.
+  static SafetensorsFile load_metadata(const std::string& path);
   // The file image: length, padded header, data.
   std::vector<uint8_t> serialize() const;
   // Atomic replace of `path`; throws std::runtime_error naming the path and the system

@@ -147,20 +147,32 @@ void restore_checkpoint(const SafetensorsFile& file, const CheckpointTensors& te
   for (const auto& [entries, prefix] : groups) load_state(file, *entries, source, prefix);
 }
 
+namespace {
+// What `file` (a checkpoint at `path`, or its metadata alone) holds, refused when its run
+// already finished.
+CheckpointInfo resumable_info(const SafetensorsFile& file, const std::string& path) {
+  CheckpointInfo info = read_checkpoint_info(file, path);
+  if (info.progress.finished)
+    throw std::invalid_argument(
+        path + ": this run already finished (" + std::to_string(info.history.size()) +
+        " epochs); nothing to resume. Start a new run with --weights " + path);
+  return info;
+}
+}  // namespace
+
 Resume open_resume(const std::string& path) {
   Resume resume{SafetensorsFile::load(path), {}};
-  resume.info = read_checkpoint_info(resume.file, path);
-  if (resume.info.progress.finished)
-    throw std::invalid_argument(
-        path + ": this run already finished (" + std::to_string(resume.info.history.size()) +
-        " epochs); nothing to resume. Start a new run with --weights " + path);
+  resume.info = resumable_info(resume.file, path);
   return resume;
 }
 
 TrainOptions resolved_request(const TrainOptions& request) {
   if (request.resume.empty()) return request;
   TrainOptions options = request;
-  options_from_json(open_resume(request.resume).info.config_json, options);
+  // The configuration only: the tensors are the trainer's to load, once.
+  options_from_json(
+      resumable_info(SafetensorsFile::load_metadata(request.resume), request.resume).config_json,
+      options);
   options.run_dir = run_dir_of_checkpoint(request.resume);
   return options;
 }

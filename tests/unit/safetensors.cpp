@@ -165,6 +165,29 @@ TEST_CASE("safetensors round trip keeps dtypes shapes values and metadata") {
   check_same_records(SafetensorsFile::load(path), file);
 }
 
+TEST_CASE("the metadata alone is read from the header, without the tensors") {
+  TempDir dir("metadata_only");
+  SafetensorsFile file;
+  file.add_values<float>("w", std::vector<float>(1000, 0.5f), {10, 100});
+  file.metadata()["config"] = "{\"batch\": 16}";
+  file.metadata()["nc"] = "3";
+  const std::string path = (dir.path / "f.safetensors").string();
+  file.save(path);
+  const SafetensorsFile header = SafetensorsFile::load_metadata(path);
+  CHECK(header.metadata() == SafetensorsFile::load(path).metadata());
+  CHECK(header.records().empty());
+  // A header that runs past the file's end fails as load() fails, naming the file.
+  std::vector<uint8_t> bytes = file.serialize();
+  bytes.resize(40);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), 40);
+  CHECK_THROWS_WITH_AS(SafetensorsFile::load_metadata(path),
+                       doctest::Contains("runs past the end of the 40-byte file"),
+                       std::runtime_error);
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write("abc", 3);
+  CHECK_THROWS_WITH_AS(SafetensorsFile::load_metadata(path), doctest::Contains("too short"),
+                       std::runtime_error);
+}
+
 TEST_CASE("integer metadata is read or refused with the file, key and text") {
   // Before: "stoi" for a non-numeric nc in a weights file's metadata.
   SafetensorsFile file;
