@@ -7,15 +7,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
+#include "engine/atomic_file.h"
 #include "engine/distributed/comm/host_staging.h"
 #include "engine/distributed/comm/nccl_communicator.h"
 #include "engine/distributed/comm/socket.h"
@@ -88,14 +87,13 @@ std::string share_local_token(const LaunchEnv& env, const std::string& path,
                               Clock::time_point deadline) {
   if (env.rank == 0) {
     const std::string token = random_nonce() + random_nonce();
-    const std::string partial = path + ".partial";
-    const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    const bool written =
-        fd >= 0 && ::write(fd, token.data(), token.size()) == ssize_t(token.size());
-    if (fd >= 0) ::close(fd);
-    if (!written || ::rename(partial.c_str(), path.c_str()) != 0)
-      throw std::runtime_error("cannot write the job's store token to " + path + ": " +
-                               std::strerror(errno) + " (or set BAREYOLO_STORE_TOKEN)");
+    try {  // the folder keeps it private
+      const auto* bytes = reinterpret_cast<const uint8_t*>(token.data());
+      write_file_atomically(path, {std::span<const uint8_t>(bytes, token.size())});
+    } catch (const std::runtime_error& error) {
+      throw std::runtime_error(std::string(error.what()) +
+                               " (the job's store token; or set BAREYOLO_STORE_TOKEN)");
+    }
     return token;
   }
   while (true) {
