@@ -48,6 +48,15 @@ models::DetectionModel load_model(int nc) {
   return model;
 }
 
+// --imgsz rounded up to the model's largest stride, as YOLOv5's val and detect do, saying so.
+int inference_size(const models::DetectionModel& model) {
+  std::string note;
+  const int size =
+      models::stride_multiple_size(options.imgsz, int(model.strides().back()), 0, &note);
+  if (!note.empty()) std::printf("warning: %s\n", note.c_str());
+  return size;
+}
+
 nlohmann::json coco_detection(const std::string& path, const models::Detection& d) {
   // COCO's image ids are numbers: a numeric file name becomes one, unless it is too long for
   // an int64 (then the name stays a string, as any other name does).
@@ -78,9 +87,7 @@ int run_val() {
   models::DetectionModel model = load_model(config.num_classes());
   models::ValidationOptions val;
   val.batch = options.batch;
-  std::string note;
-  val.imgsz = models::stride_multiple_size(options.imgsz, int(model.strides().back()), 0, &note);
-  if (!note.empty()) std::printf("warning: %s\n", note.c_str());
+  val.imgsz = inference_size(model);
   val.rect = !options.no_rect;
   val.workers = options.workers;
   if (options.conf >= 0) val.nms.conf_threshold = options.conf;
@@ -129,10 +136,7 @@ int run_predict() {
   if (options.conf >= 0) nms.conf_threshold = options.conf;
   if (options.iou >= 0) nms.iou_threshold = options.iou;
   fs::create_directories(options.out);
-  std::string note;
-  const int stride = int(model.strides().back());
-  const int canvas = models::stride_multiple_size(options.imgsz, stride, 0, &note);
-  if (!note.empty()) std::printf("warning: %s\n", note.c_str());
+  const int canvas = inference_size(model);
 
   nlohmann::json all = nlohmann::json::array();
   int skipped = 0;
