@@ -34,13 +34,26 @@ std::vector<GroundTruth> labels_of(const data::Batch& batch, int image) {
 
 }  // namespace
 
+ShardRange shard_range(int64_t steps, int shard, int shards) {
+  if (shards < 1 || shard < 0 || shard >= shards)
+    throw std::invalid_argument("validation shard " + std::to_string(shard) + " of " +
+                                std::to_string(shards) + " does not exist");
+  return {steps * shard / shards, steps * (shard + 1) / shards};
+}
+
 ValidationResult validate(const data::Dataset& dataset, const ValidationOptions& options,
                           const BatchPredictor& predict, int stride) {
-  const std::vector<data::Step> plan = data::validation_plan(dataset, {.batch = options.batch,
-                                                                       .imgsz = options.imgsz,
-                                                                       .rect = options.rect,
-                                                                       .stride = stride,
-                                                                       .pad = 0.5});
+  std::vector<data::Step> plan = data::validation_plan(dataset, {.batch = options.batch,
+                                                                 .imgsz = options.imgsz,
+                                                                 .rect = options.rect,
+                                                                 .stride = stride,
+                                                                 .pad = 0.5});
+  if (options.keep_detections && options.shards > 1)
+    throw std::invalid_argument(
+        "keep_detections: sharded validation gathers statistics, not detections");
+  const ShardRange share = shard_range(int64_t(plan.size()), options.shard, options.shards);
+  plan.erase(plan.begin() + share.end, plan.end());
+  plan.erase(plan.begin(), plan.begin() + share.begin);
   data::LoaderOptions loader_options;
   loader_options.imgsz = options.imgsz;
   loader_options.augment = false;  // YOLOv5's val: letterbox only
@@ -61,7 +74,7 @@ ValidationResult validate(const data::Dataset& dataset, const ValidationOptions&
     }
     result.images += batch->size;
   }
-  result.metrics = ap_per_class(result.stats);
+  if (options.shards == 1) result.metrics = ap_per_class(result.stats);
   return result;
 }
 

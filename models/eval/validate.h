@@ -36,7 +36,20 @@ struct ValidationOptions {
   int workers = 0;   // loader threads
   NmsOptions nms = validation_nms();
   bool keep_detections = false;  // fill ValidationResult::detections (for --save-json)
+  // Sharded validation (every rank of a job scores its own share, gather_shards() joins them):
+  // this process scores share `shard` of `shards` contiguous shares of the batches, and the
+  // result holds that share's statistics only (no metrics until gathered). The batches are
+  // the whole split's (rectangular shapes included), so the shares together score every
+  // image exactly as one process would, none twice.
+  int shard = 0, shards = 1;
 };
+
+// The batches [begin, end) of `steps` that share `shard` of `shards` scores: contiguous, in
+// order, sizes differing by at most one (a share may be empty when there are fewer batches).
+struct ShardRange {
+  int64_t begin = 0, end = 0;
+};
+ShardRange shard_range(int64_t steps, int shard, int shards);
 
 struct ImageDetections {
   std::string path;
@@ -44,8 +57,8 @@ struct ImageDetections {
 };
 
 struct ValidationResult {
-  DetectionMetrics metrics;
-  DetectionStats stats;  // the raw statistics (ranks can merge theirs)
+  DetectionMetrics metrics;  // of the whole split: with one shard, or after gather_shards
+  DetectionStats stats;      // the raw statistics (ranks can merge theirs)
   int64_t images = 0, labels = 0;
   std::vector<ImageDetections> detections;  // when keep_detections
 };

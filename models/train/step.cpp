@@ -3,6 +3,12 @@
 
 namespace bareyolo::models {
 
+std::vector<LabelRow> batch_labels(const data::Batch& batch) {
+  std::vector<LabelRow> labels;
+  for (int64_t r = 0; r < batch.num_targets(); ++r) labels.push_back(batch.label(r));
+  return labels;
+}
+
 LossValues forward_backward(DetectionModel& model, const Tensor& images,
                             const std::vector<LabelRow>& labels, const LossOptions& options,
                             const DataParallel& parallel) {

@@ -17,6 +17,7 @@
 
 #include <vector>
 
+#include "data/batch.h"
 #include "engine/distributed/ddp/reducer.h"
 #include "models/loss/head_loss.h"
 
@@ -26,6 +27,9 @@ struct DataParallel {
   dist::Communicator* comm = nullptr;  // null: one process
   dist::Reducer* reducer = nullptr;    // null: one process
 };
+
+// The batch's labels as the loss takes them.
+std::vector<LabelRow> batch_labels(const data::Batch& batch);
 
 // Returns this rank's loss values (its share; the sum over ranks is the global-batch loss).
 LossValues forward_backward(DetectionModel& model, const Tensor& images,

@@ -31,10 +31,10 @@
 #include "engine/parameter_arena.h"                   // defines: ParameterArena
 #include "kernels/cuda/runtime/runtime.h"             // defines: cuda::set_tf32
 #include "kernels/route.h"                            // defines: ops::require_kernel
-#include "models/eval/validate.h"                     // defines: validate, detect
 #include "models/loss/head_loss.h"          // defines: head_loss (YOLOv5's loss of the head)
 #include "models/train/checkpointer.h"      // defines: Checkpointer (the snapshot step)
 #include "models/train/early_stopping.h"    // defines: EarlyStopping
+#include "models/train/epoch_validation.h"  // defines: validate_with_loss (sharded)
 #include "models/train/outputs/console.h"   // defines: console_logger
 #include "models/train/outputs/progress.h"  // defines: progress_bar
 #include "models/train/outputs/report.h"    // defines: report_writer
@@ -60,55 +60,9 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-std::vector<LabelRow> batch_labels(const data::Batch& batch) {
-  std::vector<LabelRow> labels;
-  for (int64_t r = 0; r < batch.num_targets(); ++r) labels.push_back(batch.label(r));
-  return labels;
-}
-
 // The sum over ranks of each rank's share of the loss: the global batch's loss.
 void sum_over_ranks(dist::Communicator* comm, double* values, int count) {
   if (comm) comm->allreduce(dist::CommBuffer::of(values, count), dist::ReduceOp::sum)->wait();
-}
-
-// What rank 0's validation of an epoch gives every rank: the others take its numbers, so that
-// the best epoch, patience and the stop decision are the same everywhere.
-struct ValidationNumbers {
-  double precision = 0, recall = 0, map50 = 0, map50_95 = 0;
-  double box = 0, obj = 0, cls = 0;  // val losses: means over batches, as YOLOv5's val
-};
-static_assert(sizeof(ValidationNumbers) == 7 * sizeof(double), "broadcast as 7 doubles");
-
-void from_rank0(dist::Communicator* comm, ValidationNumbers& numbers) {
-  if (comm)
-    comm->broadcast(dist::CommBuffer::of(reinterpret_cast<double*>(&numbers), 7), 0)->wait();
-}
-
-// YOLOv5's training-time validation of `model`, with the val losses of the same forward. The
-// loss, decode and NMS run where the head is: from a GPU only three sums and the kept
-// detections come back.
-std::pair<ValidationResult, ValidationNumbers> validate_with_loss(DetectionModel& model,
-                                                                  const data::Dataset& dataset,
-                                                                  const ValidationOptions& options,
-                                                                  const LossOptions& loss_options) {
-  ValidationNumbers numbers;
-  int64_t batches = 0;
-  auto predict = [&](const data::Batch& batch) {
-    const std::vector<Tensor>& head =
-        model.forward(batch.images_tensor(model.device()), Mode::eval);
-    const LossValues loss =
-        head_loss(model, head, batch_labels(batch), loss_options, batch.size).values;
-    ++batches;
-    numbers.box += loss.box, numbers.obj += loss.obj, numbers.cls += loss.cls;
-    return detect(head, model, options.nms);
-  };
-  ValidationResult result = validate(dataset, options, predict, int(model.strides().back()));
-  for (double* l : {&numbers.box, &numbers.obj, &numbers.cls})
-    *l /= double(std::max<int64_t>(batches, 1));
-  const DetectionMetrics& m = result.metrics;
-  numbers.precision = m.mean_precision, numbers.recall = m.mean_recall;
-  numbers.map50 = m.map50, numbers.map50_95 = m.map50_95;
-  return {std::move(result), numbers};
 }
 
 // The model's state entries re-pointed at `values` (the EMA's tensors, same order).
@@ -189,6 +143,7 @@ class Trainer {
   void validate_epoch(int epoch, EpochMetrics& metrics);
   TrainStartInfo start_info() const;
   SafetensorsFile snapshot() const;
+  bool sync_bn() const { return options_.sync_bn.value_or(true); }
   int loader_workers() const {
     return models::loader_workers(options_.workers, run_.device, run_.batch.per_rank);
   }
@@ -269,14 +224,13 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
     if (rank0)
       log(std::string("communicator: ") + dist::to_string(comm_->backend()) + ", " +
           std::to_string(comm_->world_size()) + " rank(s)");
-    const bool sync_bn = options_.sync_bn.value_or(true);
     const int per_rank = run_.batch.per_rank;
-    if (!sync_bn && per_rank < 16 && rank0)
+    if (!sync_bn() && per_rank < 16 && rank0)
       log("warning: BatchNorm runs unsynced on " + std::to_string(per_rank) +
           " images per rank (fewer than 16): its statistics are noisy; drop --no-sync-bn");
     reducer_ =
         dist::start_data_parallel(*comm_, arena_, state_, model_.graph(),
-                                  {.sync_batchnorm = sync_bn, .bucket_mb = options_.bucket_mb});
+                                  {.sync_batchnorm = sync_bn(), .bucket_mb = options_.bucket_mb});
   }
 
   // ---- the run's state: fresh, or everything the checkpoint holds ----
@@ -466,22 +420,25 @@ EpochMetrics Trainer::epoch_metrics(int epoch) const {
           .step_seconds = progress_.train_seconds / double(batches_)};
 }
 
-// Rank 0 validates the EMA weights; every rank takes its numbers.
+// Sharded validation of the EMA weights: every rank scores its share of the batches with rank
+// 0's model (the EMA parameters are the same on every rank; without SyncBN its BatchNorm
+// statistics are not, so rank 0's are sent), rank 0 computes the metrics, every rank takes its
+// numbers.
 void Trainer::validate_epoch(int epoch, EpochMetrics& metrics) {
-  ValidationNumbers numbers;
-  if (run_.rank == 0) {
-    for (size_t i = 0; i < ema_state_.size(); ++i) ema_state_[i].value->copy_from(ema_.values()[i]);
-    const auto [result, measured] =
-        validate_with_loss(ema_model_, val_split_.dataset,
-                           {.batch = std::max(1, run_.batch.per_rank * 2),
-                            .imgsz = imgsz_,
-                            .workers = loader_workers()},
-                           loss_options_);
-    numbers = measured;
+  for (size_t i = 0; i < ema_state_.size(); ++i) ema_state_[i].value->copy_from(ema_.values()[i]);
+  if (comm_ && !sync_bn()) dist::broadcast_buffers(*comm_, ema_state_);
+  const int shards = comm_ ? comm_->world_size() : 1;
+  auto [result, numbers] = validate_with_loss(ema_model_, val_split_.dataset,
+                                              {.batch = std::max(1, run_.batch.per_rank * 2),
+                                               .imgsz = imgsz_,
+                                               .workers = loader_workers(),
+                                               .shard = run_.rank,
+                                               .shards = shards},
+                                              loss_options_, comm_);
+  if (run_.rank == 0)
     fire(&TrainCallbacks::on_val_end,
          ValidationReport{epoch, result.metrics, result.images, result.labels});
-  }
-  from_rank0(comm_, numbers);
+  numbers.from_rank0(comm_);
   metrics.precision = numbers.precision, metrics.recall = numbers.recall;
   metrics.map50 = numbers.map50, metrics.map50_95 = numbers.map50_95;
   metrics.val_box = numbers.box, metrics.val_obj = numbers.obj, metrics.val_cls = numbers.cls;

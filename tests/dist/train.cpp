@@ -7,12 +7,20 @@
 // with the same raw weights, within float tolerance. Most images carry no labels, so most
 // micro-batches differ in their label counts and many have none (tests/dist/world_invariance.cpp
 // pins down the exact case of one rank with no labels at all).
+//
+// Sharded validation inside training: 2 ranks without SyncBN (so their BatchNorm statistics
+// differ) report the metrics and val losses of one process validating rank 0's final weights.
 #include <filesystem>
+#include <fstream>
 
 #include "data/shapes.h"
 #include "engine/safetensors.h"
 #include "engine/shipped_files.h"
+#include "models/train/callbacks.h"
+#include "models/train/epoch_validation.h"
 #include "models/train/launch.h"
+#include "models/yolo/model_config.h"
+#include "models/yolo/weights.h"
 #include "tests/support/testing.h"
 
 using namespace bareyolo;
@@ -90,4 +98,43 @@ TEST_CASE(
   MESSAGE("largest relative difference " << worst << " at " << where);
   CHECK(compared > 50);
   CHECK(worst < 1e-3);  // measured 1.3e-4; per-rank BatchNorm instead of SyncBN: 5.0
+}
+
+TEST_CASE("train: 2 CPU ranks without SyncBN validate in shards like one process on rank 0's EMA") {
+  TempDir dir;
+  const std::string data = data::make_shapes_dataset({.out = (dir.path / "shapes").string(),
+                                                      .n_train = 16,
+                                                      .n_val = 24,
+                                                      .imgsz = 64,
+                                                      .classes = 2});
+  models::TrainOptions options = tiny_run(data, dir.path, "sharded", 2);
+  options.epochs = 1;
+  options.validate = true;
+  options.sync_bn = false;
+  const models::TrainSummary summary = models::run_training(options, [](const std::string&) {});
+  std::ifstream jsonl(summary.run_dir + "/results.jsonl");
+  std::string line;
+  REQUIRE(std::getline(jsonl, line));
+  const models::EpochMetrics reported = models::parse_epoch_metrics_json(line);
+
+  // One process: rank 0's EMA (final.safetensors, the only epoch's) on the whole split, in the
+  // batches the trainer used (2 x 4 images per rank: 3 batches, shares of 1 and 2).
+  models::DetectionModel model(models::load_model_config(options.cfg), {.nc = 2});
+  const std::string final_weights = summary.run_dir + "/weights/final.safetensors";
+  models::load_state(SafetensorsFile::load(final_weights), model.state(), final_weights);
+  const data::OpenedSplit val = data::open_split(data::read_dataset_yaml(data), "val");
+  const models::LossOptions loss{
+      models::scale_loss_gains(options.loss, model.num_levels(), 2, options.imgsz), 2};
+  const auto [result, alone] = models::validate_with_loss(
+      model, val.dataset, {.batch = 8, .imgsz = options.imgsz}, loss, nullptr);
+  CHECK(result.images == 24);
+  CHECK(reported.map50 == alone.map50);
+  CHECK(reported.map50_95 == alone.map50_95);
+  CHECK(reported.precision == alone.precision);
+  CHECK(reported.recall == alone.recall);
+  // The losses are sums over batches, added in another order: equal to rounding. Rank 1's own
+  // BatchNorm statistics (no broadcast_buffers) move them by far more.
+  CHECK(reported.val_box == doctest::Approx(alone.box).epsilon(1e-12));
+  CHECK(reported.val_obj == doctest::Approx(alone.obj).epsilon(1e-12));
+  CHECK(reported.val_cls == doctest::Approx(alone.cls).epsilon(1e-12));
 }

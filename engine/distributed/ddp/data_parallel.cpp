@@ -14,6 +14,13 @@ std::unique_ptr<Reducer> start_data_parallel(Communicator& comm, ParameterArena&
                                    ReducerOptions{.bucket_mb = options.bucket_mb});
 }
 
+void broadcast_buffers(Communicator& comm, const std::vector<StateEntry>& state) {
+  std::vector<WorkHandle> work;
+  for (const StateEntry& e : state)
+    if (!e.trainable()) work.push_back(comm.broadcast(CommBuffer::of(*e.value), 0));
+  for (WorkHandle& w : work) w->wait();
+}
+
 int sync_batchnorm(Graph& graph, Communicator* comm) {
   int layers = 0;
   for (int node = 0; node < graph.size(); ++node)

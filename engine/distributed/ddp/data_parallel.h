@@ -23,6 +23,11 @@ std::unique_ptr<Reducer> start_data_parallel(Communicator& comm, ParameterArena&
                                              const std::vector<StateEntry>& state, Graph& graph,
                                              const DataParallelOptions& options);
 
+// Rank 0's buffers (the state entries without a gradient) on every rank. Without SyncBN each
+// rank's BatchNorm running statistics follow its own images and drift apart; a sharded
+// validation must score every share with the same model, rank 0's.
+void broadcast_buffers(Communicator& comm, const std::vector<StateEntry>& state);
+
 // Every BatchNorm2d of `graph` syncs its statistics over `comm` (null: each rank its own);
 // returns how many there are.
 int sync_batchnorm(Graph& graph, Communicator* comm);
