@@ -6,8 +6,11 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <map>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 
 namespace fs = std::filesystem;
@@ -85,6 +88,23 @@ std::vector<std::string> read_names(const YAML::Node& doc, const std::string& ya
   return names;
 }
 
+// A dataset folder that was moved or copied keeps its yaml's absolute `path`, which then names
+// a folder that is gone: the yaml's own folder is where the set most likely is now. Warned once
+// per yaml and process, since launch, training and validation each read it.
+fs::path moved_root_fallback(const fs::path& path, const fs::path& yaml_folder,
+                             const std::string& yaml_file) {
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  std::lock_guard lock(mutex);
+  if (warned.insert(yaml_file).second)
+    std::fprintf(stderr,
+                 "bareyolo: warning: %s: `path` %s does not exist (was the dataset moved?); "
+                 "using the yaml's own folder %s instead — set `path` to the dataset's folder to "
+                 "silence this\n",
+                 yaml_file.c_str(), path.string().c_str(), yaml_folder.string().c_str());
+  return yaml_folder;
+}
+
 }  // namespace
 
 DatasetConfig read_dataset_yaml(const std::string& yaml_file) {
@@ -104,7 +124,12 @@ DatasetConfig read_dataset_yaml(const std::string& yaml_file) {
   fs::path root = yaml_folder;
   if (doc["path"] && !doc["path"].IsNull()) {
     fs::path path = scalar(doc["path"], "path", yaml_file);
-    root = path.is_absolute() ? path : yaml_folder / path;
+    if (!path.is_absolute())
+      root = yaml_folder / path;
+    else if (fs::exists(path))
+      root = path;
+    else
+      root = moved_root_fallback(path, yaml_folder, yaml_file);
   }
   root = root.lexically_normal();
   if (!root.has_filename()) root = root.parent_path();  // "/data/x/." -> "/data/x"

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include <yaml-cpp/yaml.h>
+
 #include "data/hsv.h"
 #include "data/rng.h"
 
@@ -190,9 +192,14 @@ std::string make_shapes_dataset(const ShapesOptions& options) {
   write_split(options, "train", 0, options.n_train);
   write_split(options, "val", 1, options.n_val);
   fs::path yaml = fs::path(options.out) / "data.yaml";
+  // An absolute `path`: YOLOv5 resolves a relative one against its own install folder and
+  // Ultralytics against its datasets folder, so only an absolute one opens the set in both.
+  YAML::Emitter root;  // quotes the folder where yaml needs it (a ": " or "#" in the name)
+  root << fs::canonical(options.out).string();
   std::ofstream out(yaml);
   out << kYamlSignature << " (seed " << options.seed << ")\n"
-      << "path: .\ntrain: images/train\nval: images/val\nnc: " << options.classes << "\nnames:\n";
+      << "path: " << root.c_str()
+      << "\ntrain: images/train\nval: images/val\nnc: " << options.classes << "\nnames:\n";
   for (int c = 0; c < options.classes; ++c) out << "  - " << shape_class_names()[size_t(c)] << "\n";
   if (!out) throw std::runtime_error("cannot write " + yaml.string());
   return yaml.string();

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/shell/cli_smoke.sh BAREYOLO MODEL_YAML — the detector commands end to end on a tiny
-# built-in dataset: make-shapes, data-check, init, grads, val (with --save-json), predict.
+# built-in dataset: make-shapes (and a moved copy), data-check, init, grads, val (with --save-json), predict.
 # Each step must succeed and leave the files it promises.
 set -euo pipefail
 bareyolo=$1 cfg=$2
@@ -9,6 +9,13 @@ trap 'rm -rf "$work"' EXIT
 
 "$bareyolo" make-shapes --out "$work/shapes" --n-train 8 --n-val 4 --imgsz 96 --classes 3
 "$bareyolo" data-check --data "$work/shapes/data.yaml"
+# The yaml names its folder absolutely (YOLOv5 opens it as written); moved, it still opens from
+# its own folder, with a warning saying so.
+grep -qx "path: $(cd "$work/shapes" && pwd -P)" "$work/shapes/data.yaml"
+mv "$work/shapes" "$work/moved"
+"$bareyolo" data-check --data "$work/moved/data.yaml" 2>"$work/moved.txt"
+grep -q "does not exist (was the dataset moved?); using the yaml's own folder" "$work/moved.txt"
+mv "$work/moved" "$work/shapes"
 "$bareyolo" init --cfg "$cfg" --nc 3 --seed 1 --out "$work/w.safetensors"
 "$bareyolo" val --cfg "$cfg" --weights "$work/w.safetensors" --data "$work/shapes/data.yaml" \
   --imgsz 64 --batch 2 --save-json "$work/det.json" | tee "$work/val.txt"

@@ -100,6 +100,27 @@ TEST_CASE("shapes: a dataset written by an older generator is told apart from a 
         data::ShapesDatasetAge::not_shapes);
 }
 
+TEST_CASE("make-shapes writes an absolute path, and a moved dataset opens from its own folder") {
+  TempDir dir;
+  const fs::path written = fs::canonical(dir.path()) / "shapes";
+  const std::string yaml = data::make_shapes_dataset(
+      {.out = (dir.path() / "shapes").string(), .n_train = 2, .n_val = 1, .imgsz = 32});
+  std::ifstream text(yaml);
+  std::string line;
+  bool has_absolute_path = false;
+  while (std::getline(text, line)) has_absolute_path |= line == "path: " + written.string();
+  CHECK(has_absolute_path);
+  CHECK(data::read_dataset_yaml(yaml).root == written.string());
+
+  const fs::path moved = fs::canonical(dir.path()) / "moved";
+  fs::rename(written, moved);
+  data::DatasetConfig config = data::read_dataset_yaml((moved / "data.yaml").string());
+  CHECK(config.root == moved.string());
+  REQUIRE(config.train.size() == 1);
+  CHECK(config.train[0] == (moved / "images" / "train").string());
+  CHECK(data::open_split(config, "val").dataset.size() == 1);
+}
+
 TEST_CASE("make-shapes rejects options it cannot honour") {
   data::ShapesOptions options;
   options.out = "/nonexistent-unused";
