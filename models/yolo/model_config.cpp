@@ -6,6 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -91,6 +92,36 @@ ModelRow parse_row(const YAML::Node& node, int index, const ModelConfig& config)
 
 std::string ModelConfig::where(const ModelRow& row) const {
   return source + ", row " + std::to_string(row.index) + " (line " + std::to_string(row.line) + ")";
+}
+
+void fail_at_row(const ModelConfig& config, const ModelRow& row, const std::string& what) {
+  throw std::invalid_argument(config.where(row) + ", " + row.module + ": " + what);
+}
+
+int int_arg(const ModelConfig& config, const ModelRow& row, size_t k, int fallback) {
+  if (k >= row.args.size()) return fallback;
+  const ModelArg& arg = row.args[k];
+  if (arg.kind != ModelArg::Kind::number || arg.number != std::floor(arg.number))
+    fail_at_row(config, row, "argument " + std::to_string(k) + " must be a whole number");
+  return static_cast<int>(arg.number);
+}
+
+bool bool_arg(const ModelConfig& config, const ModelRow& row, size_t k, bool fallback) {
+  if (k >= row.args.size()) return fallback;
+  if (row.args[k].kind != ModelArg::Kind::boolean)
+    fail_at_row(config, row, "argument " + std::to_string(k) + " must be True or False");
+  return row.args[k].flag;
+}
+
+int input_row(const ModelConfig& config, const ModelRow& row, int from) {
+  if (row.index == 0 && from == -1) return kNetworkInput;
+  const int index = from < 0 ? row.index + from : from;
+  if (index < 0 || index >= row.index)
+    fail_at_row(config, row,
+                "from index " + std::to_string(from) +
+                    " does not name an earlier row (this is row " + std::to_string(row.index) +
+                    ")");
+  return index;
 }
 
 ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source) {

@@ -47,4 +47,15 @@ struct ModelConfig {
 ModelConfig load_model_config(const std::string& path);
 ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source);
 
+// What building a row reads of it (the graph builder and the ONNX exporter alike). Each throws
+// std::invalid_argument as fail_at_row does.
+[[noreturn]] void fail_at_row(const ModelConfig& config, const ModelRow& row,
+                              const std::string& what);  // "file.yaml, row 12 (line 40), C3: what"
+// args[k] as a whole number or a boolean, or `fallback` when the row has fewer arguments.
+int int_arg(const ModelConfig& config, const ModelRow& row, size_t k, int fallback);
+bool bool_arg(const ModelConfig& config, const ModelRow& row, size_t k, bool fallback);
+// The earlier row that `from` names, as an absolute index; kNetworkInput for row 0's -1.
+constexpr int kNetworkInput = -1;
+int input_row(const ModelConfig& config, const ModelRow& row, int from);
+
 }  // namespace bareyolo::models

@@ -24,37 +24,6 @@ namespace bareyolo::models {
 
 namespace {
 
-[[noreturn]] void fail(const ModelConfig& config, const ModelRow& row, const std::string& what) {
-  throw std::invalid_argument(config.where(row) + ", " + row.module + ": " + what);
-}
-
-// args[k] as a whole number, or `fallback` when absent.
-int int_arg(const ModelConfig& config, const ModelRow& row, size_t k, int fallback) {
-  if (k >= row.args.size()) return fallback;
-  const ModelArg& arg = row.args[k];
-  if (arg.kind != ModelArg::Kind::number || arg.number != std::floor(arg.number))
-    fail(config, row, "argument " + std::to_string(k) + " must be a whole number");
-  return static_cast<int>(arg.number);
-}
-
-bool bool_arg(const ModelConfig& config, const ModelRow& row, size_t k, bool fallback) {
-  if (k >= row.args.size()) return fallback;
-  if (row.args[k].kind != ModelArg::Kind::boolean)
-    fail(config, row, "argument " + std::to_string(k) + " must be True or False");
-  return row.args[k].flag;
-}
-
-// The single input of a row, as an absolute row index (-1 = the network input).
-int resolve_from(const ModelConfig& config, const ModelRow& row, int from) {
-  int index = from < 0 ? row.index + from : from;
-  if (row.index == 0 && from == -1) return Graph::kGraphInput;
-  if (index < 0 || index >= row.index)
-    fail(config, row,
-         "from index " + std::to_string(from) + " does not name an earlier row (this is row " +
-             std::to_string(row.index) + ")");
-  return index;
-}
-
 // The value YOLOv5's half().float() leaves: the nearest fp16 (ties to even), as float.
 float round_to_half(float x) { return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT)); }
 
@@ -76,7 +45,8 @@ void DetectionModel::build(const ModelConfig& config, const ModelOptions& option
   na_ = static_cast<int>(config.anchors[0].size() / 2);
   const int outputs = na_ * (nc_ + 5);
   std::mt19937_64 rng(options.seed);
-  const BlockContext context{rng, {.eps = 1e-3, .momentum = 0.03}, options.device, options.dtype};
+  const BlockContext context{
+      rng, {.eps = kBatchNormEps, .momentum = 0.03}, options.device, options.dtype};
 
   std::vector<int> channels;  // output channels of each row
   std::vector<int> node_of_row;
@@ -91,7 +61,10 @@ void DetectionModel::build(const ModelConfig& config, const ModelOptions& option
               ? std::max(static_cast<int>(std::nearbyint(row.number * config.depth_multiple)), 1)
               : row.number;
       std::vector<int> inputs;
-      for (int f : row.from) inputs.push_back(resolve_from(config, row, f));
+      for (int f : row.from) {
+        const int input = input_row(config, row, f);
+        inputs.push_back(input == kNetworkInput ? Graph::kGraphInput : input);
+      }
       auto input_channels = [&](int input) {
         return input == Graph::kGraphInput ? config.input_channels
                                            : channels[static_cast<size_t>(input)];
@@ -99,15 +72,15 @@ void DetectionModel::build(const ModelConfig& config, const ModelOptions& option
       const int c1 = input_channels(inputs[0]);
       auto scaled_width = [&] {
         const int c2 = int_arg(config, row, 0, 0);
-        if (c2 < 1) fail(config, row, "the first argument must be the output channels");
+        if (c2 < 1) fail_at_row(config, row, "the first argument must be the output channels");
         if (c2 == outputs) return c2;
         const double divisor = config.channel_multiple;
         return static_cast<int>(std::ceil(c2 * config.width_multiple / divisor) * divisor);
       };
       if (row.module != "C3" && repeats > 1)
-        fail(config, row, "a repeat count above 1 is only supported for C3");
+        fail_at_row(config, row, "a repeat count above 1 is only supported for C3");
       if (row.module != "Concat" && row.module != "Detect" && inputs.size() != 1)
-        fail(config, row, "takes exactly one input");
+        fail_at_row(config, row, "takes exactly one input");
       const std::string name = "model." + std::to_string(row.index) + ".";
       std::vector<int> nodes;
       for (int input : inputs)
@@ -119,7 +92,7 @@ void DetectionModel::build(const ModelConfig& config, const ModelOptions& option
         const int kernel = int_arg(config, row, 1, 1), stride = int_arg(config, row, 2, 1);
         const bool auto_pad = row.args.size() < 4 || row.args[3].kind == ModelArg::Kind::none;
         if (int_arg(config, row, 4, 1) != 1 || int_arg(config, row, 5, 1) != 1)
-          fail(config, row, "groups and dilation other than 1 are not supported");
+          fail_at_row(config, row, "groups and dilation other than 1 are not supported");
         node_of_row.push_back(graph_.add(
             name, nodes,
             std::make_unique<ConvBnSilu>(c1, c2, kernel, stride,
@@ -137,19 +110,20 @@ void DetectionModel::build(const ModelConfig& config, const ModelOptions& option
       } else if (row.module == "nn.Upsample") {
         const bool nearest2 = row.args.size() >= 3 && row.args[1].kind == ModelArg::Kind::number &&
                               row.args[1].number == 2 && row.args[2].text == "nearest";
-        if (!nearest2) fail(config, row, "only [None, 2, \"nearest\"] is supported");
+        if (!nearest2) fail_at_row(config, row, "only [None, 2, \"nearest\"] is supported");
         node_of_row.push_back(graph_.add(name, nodes, std::make_unique<Upsample>()));
       } else if (row.module == "Concat") {
-        if (int_arg(config, row, 0, 1) != 1) fail(config, row, "only dimension 1 is supported");
+        if (int_arg(config, row, 0, 1) != 1)
+          fail_at_row(config, row, "only dimension 1 is supported");
         c2 = 0;
         for (int input : inputs) c2 += input_channels(input);
         node_of_row.push_back(graph_.add_concat(name, nodes));
       } else if (row.module == "Detect") {
-        if (&row != &config.rows.back()) fail(config, row, "Detect must be the last row");
+        if (&row != &config.rows.back()) fail_at_row(config, row, "Detect must be the last row");
         if (inputs.size() != config.anchors.size())
-          fail(config, row,
-               std::to_string(inputs.size()) + " inputs but " +
-                   std::to_string(config.anchors.size()) + " anchor levels");
+          fail_at_row(config, row,
+                      std::to_string(inputs.size()) + " inputs but " +
+                          std::to_string(config.anchors.size()) + " anchor levels");
         detect_name_ = name;
         for (size_t level = 0; level < inputs.size(); ++level)
           detect_nodes_.push_back(graph_.add(
@@ -162,15 +136,15 @@ void DetectionModel::build(const ModelConfig& config, const ModelOptions& option
         node_of_row.push_back(detect_nodes_.front());
         c2 = outputs;
       } else {
-        fail(config, row,
-             "unknown module (supported: Conv, C3, SPPF, nn.Upsample, Concat, Detect)");
+        fail_at_row(config, row,
+                    "unknown module (supported: Conv, C3, SPPF, nn.Upsample, Concat, Detect)");
       }
       channels.push_back(c2);
       graph_.shapes(probe);
     } catch (const std::invalid_argument& error) {
       const std::string what = error.what();
-      if (what.rfind(config.where(row), 0) == 0) throw;  // fail() already named the row
-      fail(config, row, what);
+      if (what.rfind(config.where(row), 0) == 0) throw;  // fail_at_row() already named the row
+      fail_at_row(config, row, what);
     }
   }
   if (detect_nodes_.empty())

@@ -23,6 +23,9 @@
 
 namespace bareyolo::models {
 
+// YOLOv5's BatchNorm2d eps in every Conv block (its momentum, 0.03, matters to training only).
+inline constexpr double kBatchNormEps = 1e-3;
+
 struct ModelOptions {
   int nc = 0;         // number of classes; 0 keeps the yaml's nc
   uint64_t seed = 0;  // weight initialisation
