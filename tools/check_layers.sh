@@ -3,7 +3,8 @@
 #
 # The layers, lowest first (docs/layout.md says what each holds):
 #   kernels <- engine <- data <- models (yolo; loss and eval, which build on yolo only)
-#           <- train (models/train) <- api (models/api) and the CLI (tools/cli), side by side
+#           <- train (models/train) <- api (models/api) and the CLI (tools/cli), side by side;
+#           the ONNX export (models/export, on yolo) and its binary (tools/export) beside them
 # A file may include its own room and the rooms below it. CMake builds one static library per
 # layer linking only the layers below, so an upward call would not link either; this check
 # names the file and line at once, and catches the includes that compile without linking
@@ -25,6 +26,8 @@ room_of() {
     models/eval/*) echo eval ;;
     models/train/*) echo train ;;
     models/api/*) echo api ;;
+    models/export/*) echo export ;;
+    tools/export/*) echo export_cli ;;
     tools/cli/*) echo cli ;;
     *) echo other ;;
   esac
@@ -41,6 +44,8 @@ declare -A may_include=(
   [train]="kernels engine data yolo loss eval train"
   [api]="kernels engine data yolo loss eval train api"
   [cli]="kernels engine data yolo loss eval train cli"
+  [export]="kernels engine data yolo export"
+  [export_cli]="kernels engine data yolo export cli export_cli"
 )
 
 violations=0
@@ -59,7 +64,7 @@ while IFS= read -r -d '' file; do
       violations=$((violations + 1))
     fi
   done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file" || true)
-done < <(find kernels engine data models tools/cli -type f \
+done < <(find kernels engine data models tools/cli tools/export -type f \
               \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) -print0 | sort -z)
 
 if [ "$violations" -gt 0 ]; then

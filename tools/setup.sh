@@ -13,8 +13,9 @@ cd "$(dirname "$0")/.."
 # python3-torch, when installed) gets an optimised BLAS instead of the reference one.
 # clang-format: tools/test.sh checks the sources' format with it (Debian 12's is version 14).
 # libssl-dev: libcrypto's HMAC-SHA256 for the rendezvous's proof of the job's token (static).
+# libonnx-dev, libprotobuf-dev: `bareyolo export`'s own binary, bareyolo-export (ONNX graphs).
 packages=(cmake g++ make libyaml-cpp-dev doctest-dev libstb-dev nlohmann-json3-dev libcli11-dev
-          libssl-dev clang-format libopenblas0-pthread)
+          libssl-dev clang-format libopenblas0-pthread libonnx-dev libprotobuf-dev python3-venv)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
@@ -28,6 +29,14 @@ if ((${#missing[@]})); then
   "${sudo_if_needed[@]}" apt-get -o DPkg::Lock::Timeout=300 update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_if_needed[@]}" apt-get -o DPkg::Lock::Timeout=300 \
     install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# ONNX Runtime (PyPI) for the test of exported graphs, in a venv of its own: without it that
+# test is skipped, saying why, so a failed install does not stop the set-up.
+if [ ! -x .venv-onnx/bin/python3 ] || ! .venv-onnx/bin/python3 -c "import onnxruntime" 2>/dev/null
+then
+  { python3 -m venv .venv-onnx && .venv-onnx/bin/pip install -q onnxruntime numpy; } ||
+    echo "setup: no onnxruntime (pip failed): the ONNX export test will be skipped"
 fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@"

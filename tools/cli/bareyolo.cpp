@@ -5,6 +5,7 @@
 //   bareyolo make-shapes, data-check, show-batch     datasets (tools/cli/data_commands.h)
 //   bareyolo init, grads  weights and the golden check (tools/cli/model_commands.h)
 //   bareyolo val, predict evaluation and inference (tools/cli/eval_commands.h)
+//   bareyolo export       the model as an ONNX graph (tools/cli/export_command.h)
 //   bareyolo train        YOLOv5's recipe on one process, CPU ranks or GPUs, spawned or under
 //                         torchrun/srun/mpirun (tools/cli/train_command.h; docs/ddp.md)
 //   bareyolo selftest     NCCL and every op on the GPUs against the CPU
@@ -23,6 +24,7 @@
 #include "tools/cli/data_commands.h"        // defines: add_data_commands, run_data_command
 #include "tools/cli/demo.h"                 // defines: run_demo
 #include "tools/cli/eval_commands.h"        // defines: add_eval_commands, run_eval_command
+#include "tools/cli/export_command.h"       // defines: add_export_command, run_export_command
 #include "tools/cli/model_commands.h"       // defines: add_model_commands, run_model_command
 #include "tools/cli/selftest_command.h"     // defines: add_selftest_command, run_selftest_command
 #include "tools/cli/train_command.h"        // defines: add_train_command, run_train_command
@@ -84,6 +86,7 @@ int main(int argc, char** argv) {
   bareyolo::add_data_commands(app);
   bareyolo::add_model_commands(app);
   bareyolo::add_eval_commands(app);
+  bareyolo::add_export_command(app);
   bareyolo::add_train_command(app);
   bareyolo::add_selftest_command(app);
 
@@ -93,6 +96,7 @@ int main(int argc, char** argv) {
     if (std::optional<int> code = bareyolo::run_data_command(app)) return *code;
     if (std::optional<int> code = bareyolo::run_model_command(app)) return *code;
     if (std::optional<int> code = bareyolo::run_eval_command(app)) return *code;
+    if (std::optional<int> code = bareyolo::run_export_command(app)) return *code;
     if (std::optional<int> code = bareyolo::run_train_command(app)) return *code;
     if (std::optional<int> code = bareyolo::run_selftest_command(app)) return *code;
     if (app.got_subcommand("demo")) {

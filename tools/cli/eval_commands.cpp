@@ -7,6 +7,12 @@
 // YOLOv5's val writes it; image_id is the file's stem as a number when it is one (COCO's
 // ids), else the stem; category_id is the class index (YOLOv5 maps COCO's 80 classes to
 // its 91 ids only for COCO itself; do that mapping yourself for pycocotools on COCO).
+//
+// predict --save-raw FILE: a safetensors file with, for the k-th image read, `input.k` (the
+// letterboxed network input, [1, 3, H, W]), `output.k` (the decoded rows before NMS,
+// [1, rows, 5 + nc]: what an exported ONNX graph outputs), `letterbox.k` (gain, pad x, pad y,
+// original width and height) and the metadata `image.k` (its path): to hold another runtime's
+// outputs against bareyolo's on the very same input.
 #include "tools/cli/eval_commands.h"
 
 #include <nlohmann/json.hpp>
@@ -21,6 +27,7 @@
 #include "data/letterbox.h"
 #include "data/preview.h"
 #include "engine/safetensors.h"
+#include "models/eval/decode.h"
 #include "models/eval/validate.h"
 #include "models/yolo/weights.h"
 #include "tools/cli/device_option.h"
@@ -33,7 +40,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct EvalOptions {
-  std::string cfg, weights, data, split = "val", save_json, source, out = "runs/predict", names;
+  std::string cfg, weights, data, split = "val", save_json, source, out = "runs/predict", names,
+                                  save_raw;
   int imgsz = 640, batch = 32, workers = 0;
   float conf = -1, iou = -1;  // -1: the command's default
   bool no_rect = false;
@@ -139,6 +147,7 @@ int run_predict() {
   const int canvas = inference_size(model);
 
   nlohmann::json all = nlohmann::json::array();
+  SafetensorsFile raw;
   int skipped = 0;
   for (const std::string& path : images) {
     // An unreadable file in a folder is skipped with a warning; the others still get their
@@ -160,9 +169,20 @@ int run_predict() {
         for (int c = 0; c < 3; ++c)
           chw[(size_t(c) * canvas + y) * canvas + x] = input.at(x, y)[c] / 255.0f;
     const Tensor batch = Tensor::from_vector(chw, {1, 3, canvas, canvas}).on(model.device());
-    std::vector<models::Detection> detections =
-        std::move(models::detect(model.forward(batch, Mode::eval), model, nms).front());
+    const std::vector<Tensor>& head = model.forward(batch, Mode::eval);
+    std::vector<models::Detection> detections = std::move(models::detect(head, model, nms).front());
     const float gain = float(placement.ratio * loaded.image.width / loaded.original_width);
+    if (!options.save_raw.empty()) {
+      const std::string k = std::to_string(raw.metadata().size());
+      raw.metadata()["image." + k] = path;
+      raw.add_tensor("input." + k, batch, {1, 3, canvas, canvas});
+      raw.add_tensor("output." + k, models::decode_predictions(head, model),
+                     {1, models::decoded_rows_per_image(head, model), model.outputs_per_anchor()});
+      raw.add_values<float>("letterbox." + k,
+                            {gain, float(placement.pad_x), float(placement.pad_y),
+                             float(loaded.original_width), float(loaded.original_height)},
+                            {5});
+    }
     data::Image drawn = data::read_image(path);
     for (models::Detection& d : detections) {
       d.box = models::scale_box_to_original(
@@ -182,6 +202,7 @@ int run_predict() {
     std::printf("%s: %zu detections -> %s\n", path.c_str(), detections.size(), out.c_str());
   }
   write_json((fs::path(options.out) / "detections.json").string(), all);
+  if (!options.save_raw.empty()) raw.save(options.save_raw);
   if (skipped > 0)
     std::printf("%d of %zu images skipped (unreadable); the others' detections are in %s\n",
                 skipped, images.size(), (fs::path(options.out) / "detections.json").c_str());
@@ -222,6 +243,8 @@ void add_eval_commands(CLI::App& app) {
       ->check(CLI::Range(0.0, 1.0));
   predict->add_option("--out", options.out, "Output folder");
   predict->add_option("--names", options.names, "Dataset yaml whose class names to draw");
+  predict->add_option("--save-raw", options.save_raw,
+                      "Write each image's network input and decoded outputs (safetensors)");
 }
 
 std::optional<int> run_eval_command(const CLI::App& app) {

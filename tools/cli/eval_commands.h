@@ -4,8 +4,8 @@
 //                    --iou 0.6 --split val --no-rect --workers 0 --save-json F]
 //       mAP@0.5 and mAP@0.5:0.95 as YOLOv5's val.py computes them, with a per-class table
 //   bareyolo predict --cfg CFG --weights W --source IMG_OR_DIR [--conf 0.25 --iou 0.45
-//                    --imgsz 640 --out runs/predict --names D]
-//       images with labelled boxes drawn, and detections.json
+//                    --imgsz 640 --out runs/predict --names D --save-raw F]
+//       images with labelled boxes drawn, and detections.json (--save-raw: eval_commands.cpp)
 //
 // main() calls add_eval_commands(app) before parsing and run_eval_command(app) after.
 #pragma once

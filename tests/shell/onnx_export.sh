@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# tests/shell/onnx_export.sh BAREYOLO MODEL_YAML IMAGES — `bareyolo export` checked by ONNX Runtime:
+# fresh weights exported with batch 1 and with a dynamic batch, `bareyolo predict --save-raw`
+# on the real photographs in IMAGES, then tests/shell/onnx_runtime_check.py compares the
+# graphs' outputs and their detections after NMS with bareyolo's. Exits 77 (ctest: skipped),
+# saying why, when no Python with onnxruntime is found: $BAREYOLO_ONNX_PYTHON, then the
+# .venv-onnx that tools/setup.sh makes, then python3.
+set -euo pipefail
+bareyolo=$1 cfg=$2 images=$3
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+
+python=
+for candidate in ${BAREYOLO_ONNX_PYTHON:-} "$repo/.venv-onnx/bin/python3" python3; do
+  if "$candidate" -c "import numpy, onnxruntime" 2>/dev/null; then python=$candidate; break; fi
+done
+if [ -z "$python" ]; then
+  echo "skipped: no Python with onnxruntime and numpy (tools/setup.sh installs them into" \
+       ".venv-onnx; or set BAREYOLO_ONNX_PYTHON)"
+  exit 77
+fi
+if [ ! -x "$(dirname "$bareyolo")/bareyolo-export" ]; then
+  echo "skipped: this build has no bareyolo-export (it needs libonnx-dev and libprotobuf-dev)"
+  exit 77
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# conf 0.002 and IoU 0.45: fresh weights score low, and this keeps some dozens of boxes.
+conf=0.002 iou=0.45 imgsz=320
+"$bareyolo" init --cfg "$cfg" --nc 3 --seed 3 --out "$work/w.safetensors" >/dev/null
+"$bareyolo" export --format onnx --cfg "$cfg" --weights "$work/w.safetensors" --imgsz $imgsz \
+  --out "$work/static.onnx"
+"$bareyolo" export --format onnx --cfg "$cfg" --weights "$work/w.safetensors" --imgsz $imgsz \
+  --dynamic --out "$work/dynamic.onnx"
+"$bareyolo" predict --cfg "$cfg" --weights "$work/w.safetensors" --source "$images" \
+  --imgsz $imgsz --conf $conf --iou $iou --out "$work/pred" --save-raw "$work/raw.safetensors"
+"$python" "$here/onnx_runtime_check.py" "$work/static.onnx" "$work/dynamic.onnx" \
+  "$work/raw.safetensors" "$work/pred/detections.json" $conf $iou
+echo "onnx export: all steps passed"
