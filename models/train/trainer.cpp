@@ -428,13 +428,14 @@ void Trainer::validate_epoch(int epoch, EpochMetrics& metrics) {
   for (size_t i = 0; i < ema_state_.size(); ++i) ema_state_[i].value->copy_from(ema_.values()[i]);
   if (comm_ && !sync_bn()) dist::broadcast_buffers(*comm_, ema_state_);
   const int shards = comm_ ? comm_->world_size() : 1;
-  auto [result, numbers] = validate_with_loss(ema_model_, val_split_.dataset,
-                                              {.batch = std::max(1, run_.batch.per_rank * 2),
-                                               .imgsz = imgsz_,
-                                               .workers = loader_workers(),
-                                               .shard = run_.rank,
-                                               .shards = shards},
-                                              loss_options_, comm_);
+  auto [result, numbers] =
+      validate_with_loss(ema_model_, val_split_.dataset,
+                         {.batch = std::max(1, run_.batch.per_rank * 2),
+                          .imgsz = imgsz_,
+                          .workers = loader_workers(),
+                          .shard = shards > 1 ? run_.rank : 0,  // no communicator: validates alone
+                          .shards = shards},
+                         loss_options_, comm_);
   if (run_.rank == 0)
     fire(&TrainCallbacks::on_val_end,
          ValidationReport{epoch, result.metrics, result.images, result.labels});
