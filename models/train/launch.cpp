@@ -20,6 +20,7 @@
 #include "kernels/cuda/runtime/runtime.h"
 #include "models/train/autobatch.h"
 #include "models/train/checkpoint.h"
+#include "models/train/elastic.h"
 #include "models/train/run_dir.h"
 #include "models/train/run_lock.h"
 #include "models/train/step.h"
@@ -135,6 +136,24 @@ class OwnedRunDir {
   int exceptions_;
 };
 
+// torchrun restarted this job (TORCHELASTIC_RESTART_COUNT > 0): the run its first start
+// recorded (elastic.h), continued from its newest checkpoint; a new run when none was recorded.
+TrainOptions continue_torchrun_job(TrainOptions options, const dist::LaunchEnv& env,
+                                   const Log& log) {
+  const std::string job =
+      "torchrun restart " + std::to_string(env.restart_count) + " of job " + env.elastic_run_id;
+  const std::optional<std::string> run = find_elastic_run(options.project, env.elastic_run_id);
+  if (!run) {
+    log(job + ": no run under " + options.project + " records this job; starting a new run");
+    return options;
+  }
+  options.run_dir = *run;
+  std::string position;
+  options = continue_run(options, &position);
+  log(job + ": continuing " + position);
+  return options;
+}
+
 // One rank of a launched job: join it, agree on the run directory, train.
 TrainSummary train_rank(TrainOptions options, const dist::DeviceSpec& spec, const Log& log) {
   const dist::LaunchEnv env = dist::read_launch_env(dist::process_environment());
@@ -146,20 +165,27 @@ TrainSummary train_rank(TrainOptions options, const dist::DeviceSpec& spec, cons
   dist::ProcessGroup group = dist::init_process_group(
       env,
       {.backend = backend_of(options.backend), .timeout = timeout_of(options), .device = device});
-  // Rank 0 decides where the run goes (it alone creates directories); the others are told.
-  // So does AutoBatch, probed on rank 0 alone.
-  // Under an external launcher rank 0 owns the run directory (locks it); bareyolo's own
-  // launcher holds it for its workers.
+  // Rank 0 decides where the run goes (it alone creates directories) and, after a torchrun
+  // restart, which checkpoint it continues from; the others are told. So does AutoBatch,
+  // probed on rank 0 alone. Under an external launcher rank 0 owns the run directory (locks
+  // it); bareyolo's own launcher holds it for its workers.
   constexpr const char* kRunDirKey = "bareyolo/run_dir";
   constexpr const char* kBatchKey = "bareyolo/batch";
+  constexpr const char* kResumeKey = "bareyolo/resume";
+  const bool torchrun_job = env.launcher == dist::Launcher::torchrun && !env.elastic_run_id.empty();
   std::optional<OwnedRunDir> owned;
   if (group.rank() == 0) {
+    if (torchrun_job && env.restart_count > 0) options = continue_torchrun_job(options, env, log);
     resolve_autobatch(options, spec, group.world_size(), false, log);
     const bool created = prepare_run(options, group.world_size(), log);
     if (!env.spawned_by_bareyolo) owned.emplace(options.run_dir, created, log);
+    if (torchrun_job) record_elastic_run(options.run_dir, env.elastic_run_id);
+    group.store->set(kResumeKey, options.resume);
     group.store->set(kBatchKey, std::to_string(options.batch));
     group.store->set(kRunDirKey, options.run_dir);
   } else {
+    options.resume = group.store->get(kResumeKey);
+    options = resolved_request(options);  // rank 0's checkpoint's configuration, as rank 0's
     options.batch = std::stoi(group.store->get(kBatchKey));
     options.run_dir = group.store->get(kRunDirKey);
   }
@@ -215,9 +241,47 @@ std::string worker_failure(const std::string& run_dir) {
          ", is intact: continue with --resume " + last.string();
 }
 
-// More ranks than one and no launcher: fork them. Rank 0 sends its summary back through a
-// pipe (a few hundred bytes: it fits the pipe's buffer, so rank 0 never blocks on it).
+// One start of the job's workers: rank 0's summary, or nothing when the launch failed (`end`
+// says how). Rank 0 sends its summary back through a pipe (a few hundred bytes: it fits the
+// pipe's buffer, so rank 0 never blocks on it).
+std::optional<TrainSummary> launch_job(const TrainOptions& options, const dist::DeviceSpec& spec,
+                                       const dist::LaunchPlan& plan, const Log& log,
+                                       dist::LaunchEnd& end) {
+  int summary_pipe[2];
+  if (::pipe(summary_pipe) != 0) throw std::runtime_error("cannot create a pipe for the workers");
+  const int status = dist::launch_workers(
+      plan,
+      [&](int local_rank) {
+        ::close(summary_pipe[0]);
+        const TrainSummary summary = train_rank(options, spec, log);
+        if (local_rank == 0) {
+          const std::string text = summary_json(summary).dump();
+          if (::write(summary_pipe[1], text.data(), text.size()) != ssize_t(text.size()))
+            throw std::runtime_error("rank 0 could not report its summary to the launcher");
+        }
+        return 0;
+      },
+      &end);
+  ::close(summary_pipe[1]);
+  std::string text;
+  char chunk[4096];
+  for (ssize_t got; (got = ::read(summary_pipe[0], chunk, sizeof chunk)) > 0;)
+    text.append(chunk, size_t(got));
+  ::close(summary_pipe[0]);
+  if (status != 0) return std::nullopt;
+  return summary_from_json(nlohmann::json::parse(text));
+}
+
+// More ranks than one (or --max-restarts) and no launcher: fork them, and after a worker's
+// failure start the job again from the run's newest checkpoint, at most --max-restarts times
+// (elastic.h).
 TrainSummary spawn_ranks(TrainOptions options, const dist::DeviceSpec& spec, const Log& log) {
+  if (options.max_restarts > 0 && options.nnodes > 1)
+    throw std::invalid_argument(
+        "--max-restarts restarts the workers of one machine; with --nnodes " +
+        std::to_string(options.nnodes) +
+        " every machine's launcher would have to restart together: launch each node under "
+        "torchrun --max-restarts instead");
   // Node 0's launcher checks, creates and locks the run directory; rank 0 tells the other
   // nodes.
   std::optional<OwnedRunDir> owned;
@@ -225,8 +289,6 @@ TrainSummary spawn_ranks(TrainOptions options, const dist::DeviceSpec& spec, con
     const bool created = prepare_run(options, spec.ranks * options.nnodes, log);
     owned.emplace(options.run_dir, created, log);
   }
-  int summary_pipe[2];
-  if (::pipe(summary_pipe) != 0) throw std::runtime_error("cannot create a pipe for the workers");
   dist::LaunchPlan plan;
   plan.nproc = spec.ranks;
   plan.cuda_indices = spec.cuda_indices;
@@ -243,24 +305,17 @@ TrainSummary spawn_ranks(TrainOptions options, const dist::DeviceSpec& spec, con
                                 std::to_string(options.nnodes) + ")"
                           : "") +
       (options.run_dir.empty() ? "" : " -> " + options.run_dir));
-  const int status = dist::launch_workers(plan, [&](int local_rank) {
-    ::close(summary_pipe[0]);
-    const TrainSummary summary = train_rank(options, spec, log);
-    if (local_rank == 0) {
-      const std::string text = summary_json(summary).dump();
-      if (::write(summary_pipe[1], text.data(), text.size()) != ssize_t(text.size()))
-        throw std::runtime_error("rank 0 could not report its summary to the launcher");
-    }
-    return 0;
-  });
-  ::close(summary_pipe[1]);
-  std::string text;
-  char chunk[4096];
-  for (ssize_t got; (got = ::read(summary_pipe[0], chunk, sizeof chunk)) > 0;)
-    text.append(chunk, size_t(got));
-  ::close(summary_pipe[0]);
-  if (status != 0) throw std::runtime_error(worker_failure(options.run_dir));
-  return summary_from_json(nlohmann::json::parse(text));
+  for (int restart = 1;; ++restart) {
+    dist::LaunchEnd end;
+    if (std::optional<TrainSummary> summary = launch_job(options, spec, plan, log, end))
+      return *summary;
+    if (end.interrupted || end.failure.empty() || restart > options.max_restarts)
+      throw std::runtime_error(worker_failure(options.run_dir));
+    std::string position;
+    options = continue_run(options, &position);
+    log("restart " + std::to_string(restart) + " of " + std::to_string(options.max_restarts) +
+        " after " + end.failure + ": continuing " + position);
+  }
 }
 
 }  // namespace
@@ -284,13 +339,20 @@ TrainSummary run_training(const TrainOptions& request, const Log& log) {
     spec = device_spec(options, gpus);  // the CPU rank count follows the resolved batch
 
   if (env.launched()) {
+    if (options.max_restarts > 0)
+      throw std::invalid_argument(std::string("--max-restarts restarts bareyolo's own workers; ") +
+                                  dist::to_string(env.launcher) +
+                                  " launched this process: use its restarts (torchrun "
+                                  "--max-restarts; the restarted job continues the run itself)");
     if (env.rank == 0)
       log(std::string("launched by ") + dist::to_string(env.launcher) + ": rank 0 of " +
           std::to_string(env.world_size) +
           " (the launcher owns the processes; --device picks each rank's device, no spawn)");
     return train_rank(options, spec, log);
   }
-  if (spec.wants_spawn(env) || options.nnodes > 1) return spawn_ranks(options, spec, log);
+  // One rank with --max-restarts is a job of one worker: only a launcher can restart it.
+  if (spec.wants_spawn(env) || options.nnodes > 1 || options.max_restarts > 0)
+    return spawn_ranks(options, spec, log);
   const Device device =
       spec.kind == dist::DeviceKind::cuda ? Device::cuda(spec.cuda_indices[0]) : Device::cpu();
   // One process that asked for NCCL gets a real one-rank NCCL communicator: the whole

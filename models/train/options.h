@@ -63,6 +63,9 @@ struct TrainOptions {
   int nproc_per_node = 0;        // CPU ranks; 0: one for "cpu", as many as fit the cores for "auto"
   std::string backend = "auto";  // "auto", "tcp" or "nccl"
   double timeout_s = 3 * 3600;   // bounds every rendezvous wait and collective
+  // Restarts of the whole job from the run's newest checkpoint after a worker fails (bareyolo's
+  // own launcher: launch.h); 0: the first failure ends the run.
+  int max_restarts = 0;
   // TF32 tensor-core math for float convolutions and GEMMs on GPUs (about 1e-3 relative error
   // per product instead of float's 1e-7); off until the GPU check has passed with it on.
   bool tf32 = false;

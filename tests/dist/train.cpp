@@ -8,10 +8,16 @@
 // micro-batches differ in their label counts and many have none (tests/dist/world_invariance.cpp
 // pins down the exact case of one rank with no labels at all).
 //
+// Elastic restarts: rank 0 (the store's host) SIGKILLs itself after optimizer step 7; with
+// --max-restarts 1 the launcher restarts the job from the step-5 checkpoint and the run ends
+// with the uninterrupted run's final weights, byte for byte; with 0 the failure ends it.
+//
 // Sharded validation inside training: 2 ranks without SyncBN (so their BatchNorm statistics
 // differ) report the metrics and val losses of one process validating rank 0's final weights.
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "data/shapes.h"
 #include "engine/safetensors.h"
@@ -137,4 +143,56 @@ TEST_CASE("train: 2 CPU ranks without SyncBN validate in shards like one process
   CHECK(reported.val_box == doctest::Approx(alone.box).epsilon(1e-12));
   CHECK(reported.val_obj == doctest::Approx(alone.obj).epsilon(1e-12));
   CHECK(reported.val_cls == doctest::Approx(alone.cls).epsilon(1e-12));
+}
+
+namespace {
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A callback that kills its process (rank 0, the only one with callbacks) once after `step`,
+// the first time only: `marker` remembers across the restart.
+models::TrainCallbacks kill_once_after(int64_t step, const fs::path& marker) {
+  models::TrainCallbacks callbacks;
+  callbacks.on_train_batch_end = [step, marker](const models::BatchEndInfo& info) {
+    if (info.optimizer_steps != step || fs::exists(marker)) return;
+    std::ofstream(marker) << "killed";
+    std::raise(SIGKILL);
+  };
+  return callbacks;
+}
+
+}  // namespace
+
+TEST_CASE("train: --max-restarts 1 outlives a SIGKILLed rank 0, to the uninterrupted weights") {
+  TempDir dir;
+  const std::string data = sparse_shapes(dir.path);
+  std::vector<std::string> lines;
+  auto collect = [&lines](const std::string& line) { lines.push_back(line); };
+  const models::TrainSummary whole =
+      models::run_training(tiny_run(data, dir.path, "whole", 2), collect);
+
+  models::TrainOptions options = tiny_run(data, dir.path, "restarted", 2);
+  options.save_steps = 5;
+  options.max_restarts = 1;
+  options.callbacks = {kill_once_after(7, dir.path / "killed-restarted")};
+  const models::TrainSummary restarted = models::run_training(options, collect);
+  CHECK(restarted.finished);
+  const std::string expected =
+      "restart 1 of 1 after rank 0 was killed by signal 9 (SIGKILL): "
+      "continuing from " +
+      restarted.run_dir + "/weights/last.safetensors (epoch 1, optimizer step 5)";
+  CHECK_MESSAGE(std::find(lines.begin(), lines.end(), expected) != lines.end(),
+                "no line '" << expected << "' in the log");
+  const std::string a = file_bytes(whole.run_dir + "/weights/final.safetensors");
+  CHECK(!a.empty());
+  CHECK(a == file_bytes(restarted.run_dir + "/weights/final.safetensors"));
+
+  options.name = "stopped";
+  options.max_restarts = 0;
+  options.callbacks = {kill_once_after(7, dir.path / "killed-stopped")};
+  CHECK_THROWS_WITH_AS(models::run_training(options, collect),
+                       doctest::Contains("training stopped: a worker failed"), std::runtime_error);
 }

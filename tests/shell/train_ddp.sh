@@ -6,6 +6,12 @@
 #   3. a worker SIGKILLed mid-run stops the run: the launcher exits non-zero naming the rank
 #      and the signal, the last checkpoint stays readable, and --resume finishes the run with
 #      final weights byte-identical to an uninterrupted run's; so does a --max-steps stop;
+#   3b. with --max-restarts 1 --save-steps 5 the same kill does not end the run: the launcher
+#      restarts the job from the newest checkpoint, logs the cause and the step, and the final
+#      weights are byte-identical to the uninterrupted run's;
+#   4b. a torchrun restart (TORCHELASTIC_RESTART_COUNT=1, same TORCHELASTIC_RUN_ID) after both
+#      ranks were killed continues the same run directory from its newest checkpoint, to the
+#      same final weights;
 #   4. a torchrun-style environment (RANK, WORLD_SIZE, MASTER_*, TORCHELASTIC_RUN_ID set by
 #      this script) starts 2 ranks without spawning, and rank 1 writes no file;
 #   6. --nnodes 2 --node-rank 0/1 on one machine: global ranks across two launchers;
@@ -70,6 +76,24 @@ cmp "$work/runs/whole/weights/final.safetensors" "$work/runs/killed/weights/fina
 cmp "$work/runs/whole/weights/final.safetensors" "$work/runs/stopped/weights/final.safetensors" \
   || fail "stopped-and-resumed final weights differ from the uninterrupted run's"
 
+# 3b. elastic: the launcher restarts the job itself after the kill.
+"$bareyolo" train "${common[@]}" "${cpu2[@]}" --epochs 20 --save-steps 5 --max-restarts 1 \
+  --project "$work/runs" --name elastic > "$work/elastic.txt" 2>&1 &
+launcher=$!
+for _ in $(seq 600); do  # the first step checkpoint, then kill rank 1
+  test -s "$work/runs/elastic/weights/step5.safetensors" && break
+  sleep 0.1
+done
+test -s "$work/runs/elastic/weights/step5.safetensors" || fail "no step checkpoint with --save-steps 5"
+rank1=$(pgrep -P "$launcher" | sort -n | sed -n 2p)
+test -n "$rank1" || fail "rank 1's process not found (elastic)"
+kill -9 "$rank1"
+wait "$launcher" || fail "the run did not survive a killed rank with --max-restarts 1: $(tail -n 5 "$work/elastic.txt")"
+grep -Eq "restart 1 of 1 after rank 1 was killed by signal 9 \(SIGKILL\): continuing from .*/elastic/weights/last.safetensors \(epoch [0-9]+, optimizer step [0-9]+\)" \
+  "$work/elastic.txt" || fail "no restart line naming the cause and the step: $(grep -m3 restart "$work/elastic.txt")"
+cmp "$work/runs/whole/weights/final.safetensors" "$work/runs/elastic/weights/final.safetensors" \
+  || fail "restarted final weights differ from the uninterrupted run's"
+
 # 4. torchrun's environment, set by hand: no spawn; rank 1 (in its own empty directory) writes
 # nothing there, and nothing of rank 1's reaches the run directory but what rank 0 wrote.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -90,6 +114,37 @@ grep -q "launched by torchrun: rank 0 of 2" "$work/launched0.txt" || fail "no la
 test -z "$(ls -A "$work/rank1")" || fail "rank 1 wrote into its directory: $(ls -A "$work/rank1")"
 test -s "$work/runs/launched/weights/final.safetensors" || fail "no final weights from rank 0"
 test ! -e "$work/runs/launched2" || fail "a second run directory appeared"
+
+# 4b. a torchrun restart: both ranks killed after the first step checkpoint, then started again
+# as torchrun would, with TORCHELASTIC_RESTART_COUNT=1 and the same TORCHELASTIC_RUN_ID.
+start_torchrun_job() {  # $1: the restart count; sets pids
+  local port r
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  pids=()
+  for r in 0 1; do
+    RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
+      MASTER_PORT=$port TORCHELASTIC_RUN_ID=elastic-test TORCHELASTIC_RESTART_COUNT=$1 \
+      env -C "$work/rank$r" "$bareyolo" train "${common[@]}" --device cpu --epochs 20 \
+      --save-steps 5 --project "$work/runs" --name torchelastic > "$work/torchelastic$1.$r.txt" 2>&1 &
+    pids+=($!)
+  done
+}
+start_torchrun_job 0
+for _ in $(seq 600); do
+  test -s "$work/runs/torchelastic/weights/step5.safetensors" && break
+  sleep 0.1
+done
+test -s "$work/runs/torchelastic/weights/step5.safetensors" || fail "torchrun job: no step checkpoint"
+kill -9 "${pids[@]}"
+wait "${pids[@]}" 2> /dev/null || true
+start_torchrun_job 1
+wait "${pids[0]}" || fail "restarted torchrun rank 0 failed: $(tail -n 5 "$work/torchelastic1.0.txt")"
+wait "${pids[1]}" || fail "restarted torchrun rank 1 failed: $(tail -n 5 "$work/torchelastic1.1.txt")"
+grep -Eq "torchrun restart 1 of job elastic-test: continuing from .*/torchelastic/weights/last.safetensors \(epoch [0-9]+, optimizer step [0-9]+\)" \
+  "$work/torchelastic1.0.txt" || fail "the restarted job did not continue its run: $(head -n 3 "$work/torchelastic1.0.txt")"
+test ! -e "$work/runs/torchelastic2" || fail "the restarted torchrun job opened a new run directory"
+cmp "$work/runs/whole/weights/final.safetensors" "$work/runs/torchelastic/weights/final.safetensors" \
+  || fail "the torchrun-restarted final weights differ from the uninterrupted run's"
 
 # 6. two "machines" (--nnodes 2, one rank each) on this one: node 0 serves the store on the
 # given port, both present the same token; one run directory, written by global rank 0.

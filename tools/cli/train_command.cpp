@@ -184,6 +184,12 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--timeout", t.timeout_s, "Seconds any rank waits for the others before failing")
       ->check(cli::kPositive)
       ->capture_default_str();
+  cmd->add_option("--max-restarts", t.max_restarts,
+                  "After a worker fails, stop every worker and start the job again from the "
+                  "run's newest checkpoint (see --save-steps), at most this many times "
+                  "(bareyolo's own launcher; under torchrun use its --max-restarts)")
+      ->check(cli::kNonNegative)
+      ->capture_default_str();
   cmd->add_option("--nnodes", t.nnodes,
                   "Machines in the run, each running this command with "
                   "its --node-rank (needs --master-addr, --master-port "

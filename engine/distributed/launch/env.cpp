@@ -169,6 +169,7 @@ LaunchEnv read_launch_env(const EnvMap& env) {
   out.store_token_given = lookup(env, kStoreTokenVariable).has_value();
   if (auto restarts = lookup(env, "TORCHELASTIC_RESTART_COUNT"))
     out.restart_count = std::atoi(restarts->c_str());
+  out.elastic_run_id = lookup(env, "TORCHELASTIC_RUN_ID").value_or("");
   if (lookup(env, "RANK")) {
     out.launcher = rank_launcher(env);
     read_ranks(env, kTorchVariables, out);

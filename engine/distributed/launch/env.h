@@ -55,6 +55,7 @@ struct LaunchEnv {
   std::string store_token;
   bool store_token_given = false;  // it came from BAREYOLO_STORE_TOKEN (a secret)
   int restart_count = 0;           // TORCHELASTIC_RESTART_COUNT: torchrun's restarts so far
+  std::string elastic_run_id;      // TORCHELASTIC_RUN_ID: torchrun's job (its --rdzv-id)
 
   // True when a launcher owns the process count: this process must not spawn workers.
   bool launched() const { return launcher != Launcher::none; }

@@ -366,7 +366,7 @@ class Supervisor {
   }
 
   // Runs until every worker is reaped; returns the launch's exit code.
-  int run() {
+  int run(LaunchEnd* end) {
     while (std::any_of(workers_.begin(), workers_.end(),
                        [](const Worker& worker) { return !worker.wait_status; })) {
       wait_for_events();
@@ -383,7 +383,7 @@ class Supervisor {
       worker.out.finish();
       worker.err.finish();
     }
-    return report();
+    return report(end);
   }
 
  private:
@@ -438,11 +438,13 @@ class Supervisor {
       if (!worker.wait_status) ::kill(worker.pid, signal);
   }
 
-  int report() {
+  int report(LaunchEnd* end) {
+    if (end) end->interrupted = interrupted_by_.has_value();
     if (first_failure_) {
       int status = *first_failure_->wait_status;
-      say("failed: " + first_failure_->name + " " + describe_wait_status(status) +
-          " (the first worker to fail)");
+      const std::string failure = first_failure_->name + " " + describe_wait_status(status);
+      if (end) end->failure = failure;
+      say("failed: " + failure + " (the first worker to fail)");
       return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
     if (interrupted_by_) {
@@ -529,7 +531,8 @@ EnvMap worker_environment(const LaunchPlan& plan, int local_rank, int master_por
           {kStoreTokenVariable, store_token}};
 }
 
-int launch_workers(const LaunchPlan& plan, const std::function<int(int local_rank)>& worker) {
+int launch_workers(const LaunchPlan& plan, const std::function<int(int local_rank)>& worker,
+                   LaunchEnd* end) {
   plan.validate();
   refuse_unsafe_fork();
   // Node 0 binds the store's port now and hands the socket to rank 0 (see launcher.h).
@@ -552,7 +555,7 @@ int launch_workers(const LaunchPlan& plan, const std::function<int(int local_ran
       store_socket.reset();  // rank 0 holds it now; later workers never see it
     }
   }
-  return supervisor.run();
+  return supervisor.run(end);
 }
 
 int run_in_probe_child(const std::function<int()>& probe, const std::string& what,

@@ -56,14 +56,22 @@ struct LaunchPlan {
 EnvMap worker_environment(const LaunchPlan& plan, int local_rank, int master_port,
                           const std::string& store_token);
 
+// How a launch ended, for a caller that may start the job again (--max-restarts): only a
+// worker's failure is worth a restart, never a person's SIGINT.
+struct LaunchEnd {
+  std::string failure;       // "rank 1 was killed by signal 9 (SIGKILL)"; empty: none failed
+  bool interrupted = false;  // SIGINT or SIGTERM reached the launcher
+};
+
 // Forks plan.nproc workers running worker(local_rank), supervises them as described above and
 // returns 0 when every worker exited 0; otherwise prints the first failure (rank, exit status
 // or signal name) to stderr and returns the failed worker's exit status, 128 + its signal, or
-// 128 + the signal that interrupted the parent. A worker's result outside 0..255 exits 1; an
-// exception it throws prints "error: <what>" and exits 1. Throws std::runtime_error before
-// forking anything when this process is itself a worker (the recursion guard), when it has
-// initialised CUDA, or when the plan is invalid.
-int launch_workers(const LaunchPlan& plan, const std::function<int(int local_rank)>& worker);
+// 128 + the signal that interrupted the parent; `end`, when given, says which. A worker's
+// result outside 0..255 exits 1; an exception it throws prints "error: <what>" and exits 1.
+// Throws std::runtime_error before forking anything when this process is itself a worker (the
+// recursion guard), when it has initialised CUDA, or when the plan is invalid.
+int launch_workers(const LaunchPlan& plan, const std::function<int(int local_rank)>& worker,
+                   LaunchEnd* end = nullptr);
 
 // Runs probe() in a forked child and returns its result; the parent's state (CUDA above all)
 // stays untouched. Throws naming `what` when the probe throws, crashes or takes longer than
