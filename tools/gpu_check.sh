@@ -417,15 +417,60 @@ val_predict_gpu_vs_cpu() {
   row val_predict_gpu_vs_cpu $result $(($(date +%s) - start)) "val: $metrics | predict: $detections"
 }
 
+# Sharded validation on the GPU: 2 ranks sharing cuda:0 (the TCP ring: NCCL wants a GPU per
+# rank) each validate half of the batches at the end of a 1-epoch run; rank 0's table must be
+# `bareyolo val`'s on the final weights in the same batches (2 x 4 images per rank), to the
+# 3 decimals val prints.
+sharded_val_gpu() {
+  local start=$(date +%s) mark metrics
+  mark=$(wc -l <"$phase_b_log")
+  run "$phase_b_log" 90 "$build/bareyolo" train --data "$work/shapes/data.yaml" \
+    --cfg models/yolov5n.yaml --batch 8 --imgsz 320 --epochs 1 --device 0,0 \
+    --project "$work/runs" --name sharded --exist-ok
+  [ "$rc" -eq 0 ] || { row sharded_val_gpu "$(outcome)" "$elapsed" "train: exit $rc"; return; }
+  tail -n +"$((mark + 1))" "$phase_b_log" | sed 's/^\[rank0\]: //' >"$work/sharded_train.log"
+  run "$work/sharded_val.log" 40 "$build/bareyolo" val --cfg models/yolov5n.yaml \
+    --weights "$work/runs/sharded/weights/final.safetensors" --imgsz 320 --batch 8 \
+    --data "$work/shapes/data.yaml" --device 0
+  cat "$work/sharded_val.log" >>"$phase_b_log"
+  [ "$rc" -eq 0 ] || { row sharded_val_gpu "$(outcome)" "$elapsed" "val: exit $rc"; return; }
+  metrics=$(python3 "$repo/tools/compare_outputs.py" val-metrics --atol 0.001 \
+            "$work/sharded_train.log" "$work/sharded_val.log" 2>&1 | tail -n 1)
+  row sharded_val_gpu "${metrics%%:*}" $(($(date +%s) - start)) "sharded in training vs val: $metrics"
+}
+
+# An elastic restart on the GPU: rank 1 of 2 (sharing cuda:0) killed after the step-3
+# checkpoint; --max-restarts 1 restarts the job from it and the run ends by itself.
+elastic_restart_gpu() {
+  local start=$(date +%s) runs=$work/runs launcher
+  ( train_small elastic --device 0,0 --max-steps 60 --save-steps 3 --max-restarts 1 ) &
+  launcher=$!
+  for _ in $(seq 300); do
+    [ -s "$runs/elastic/weights/step3.safetensors" ] && break
+    kill -0 "$launcher" 2>/dev/null || break  # it ended (or never started)
+    sleep 0.1
+  done
+  pkill -KILL -f -n -- "--name elastic" 2>/dev/null  # the newest: rank 1, forked last
+  wait "$launcher"
+  local restarted
+  restarted=$(grep -m1 'restart 1 of 1 after' "$phase_b_log" | sed 's/^.*restart 1 of 1/restart 1 of 1/')
+  if [ -n "$restarted" ] && [ -s "$runs/elastic/weights/last.safetensors" ] &&
+     ! grep -q 'training stopped: a worker failed' "$phase_b_log"; then
+    row elastic_restart_gpu ok $(($(date +%s) - start)) "$restarted"
+  else
+    row elastic_restart_gpu FAIL $(($(date +%s) - start)) "no restart after the kill (phase_b.log)"
+  fi
+}
+
 selftest() {
   run "$phase_b_log" 60 "$build/bareyolo" selftest --device 0
   row selftest "$(outcome)" "$elapsed" "$(grep '^selftest:' "$phase_b_log" | tail -n 1)"
 }
 
-# The steps of phase B, in order. Later issues add theirs here (bf16/AMP tracking, sharded
-# validation, elastic restarts), each a function that ends with one `row`.
+# The steps of phase B, in order. Later issues add theirs here (bf16/AMP tracking), each a
+# function that ends with one `row`.
 phase_b_steps=(two_ranks_one_gpu nccl_world1 resume_gpu_checkpoint grads_gpu_vs_cpu
-               val_predict_gpu_vs_cpu selftest)
+               val_predict_gpu_vs_cpu sharded_val_gpu elastic_restart_gpu selftest)
 
 # ---- the run ------------------------------------------------------------------------------
 : >"$summary"
