@@ -403,16 +403,22 @@ class Supervisor {
   }
 
   void reap() {
+    // Of the failures reaped together, a worker killed by a signal is the cause: its peers
+    // exit with an error only once they notice it is gone.
+    Worker* failed = nullptr;
     for (Worker& worker : workers_) {
       int status = 0;
       if (worker.wait_status || ::waitpid(worker.pid, &status, WNOHANG) != worker.pid) continue;
       worker.wait_status = status;
       if (succeeded(status) || stop_deadline_) continue;  // a failure after the stop is its echo
-      first_failure_ = &worker;
-      say(worker.name + " " + describe_wait_status(status) + ": stopping the other workers");
-      signal_running(SIGTERM);
-      stop_deadline_ = Clock::now() + plan_.grace;
+      if (!failed || (WIFSIGNALED(status) && !WIFSIGNALED(*failed->wait_status))) failed = &worker;
     }
+    if (!failed) return;
+    first_failure_ = failed;
+    say(failed->name + " " + describe_wait_status(*failed->wait_status) +
+        ": stopping the other workers");
+    signal_running(SIGTERM);
+    stop_deadline_ = Clock::now() + plan_.grace;
   }
 
   void forward_interrupt(int signal) {
