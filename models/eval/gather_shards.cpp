@@ -1,12 +1,12 @@
 // models/eval/gather_shards.cpp — see gather_shards.h.
 #include "models/eval/gather_shards.h"
 
-#include <algorithm>
 #include <bit>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "engine/distributed/comm/gather.h"
 
 namespace bareyolo::models {
 
@@ -39,44 +39,27 @@ void unpack_detection(int64_t packed, DetectionStats& stats) {
   stats.pred_class.push_back(int(bits >> (32 + kIouThresholdCount)));
 }
 
-// What each rank contributes, gathered first so that every rank can size the second gather.
-struct ShareCounts {
-  int64_t detections = 0, labels = 0, images = 0;
-};
-static_assert(sizeof(ShareCounts) == 3 * sizeof(int64_t), "gathered as 3 int64");
-
 }  // namespace
 
 void gather_shards(dist::Communicator& comm, ValidationResult& result) {
-  const int world = comm.world_size();
+  // Each rank's share: its image count, its detection count, its detections, its labels.
   const DetectionStats& mine = result.stats;
-  ShareCounts counts{mine.detection_count(), int64_t(mine.target_class.size()), result.images};
-  std::vector<ShareCounts> all(static_cast<size_t>(world));
-  comm.allgather(dist::CommBuffer::of(reinterpret_cast<int64_t*>(&counts), 3),
-                 dist::CommBuffer::of(reinterpret_cast<int64_t*>(all.data()), 3 * world))
-      ->wait();
-
-  // Every rank sends the same length (all-gather), its detections then its labels, padded.
-  int64_t longest = 0;
-  for (const ShareCounts& c : all) longest = std::max(longest, c.detections + c.labels);
-  std::vector<int64_t> send(size_t(longest), 0), received(size_t(longest) * size_t(world));
-  for (int64_t d = 0; d < counts.detections; ++d) send[size_t(d)] = pack_detection(mine, size_t(d));
-  std::copy(mine.target_class.begin(), mine.target_class.end(), send.begin() + counts.detections);
-  comm.allgather(dist::CommBuffer::of(send.data(), longest),
-                 dist::CommBuffer::of(received.data(), longest * world))
-      ->wait();
+  std::vector<int64_t> share = {result.images, mine.detection_count()};
+  for (int64_t d = 0; d < mine.detection_count(); ++d)
+    share.push_back(pack_detection(mine, size_t(d)));
+  share.insert(share.end(), mine.target_class.begin(), mine.target_class.end());
+  const std::vector<std::vector<int64_t>> shares = dist::allgather_varying(comm, share);
   if (comm.rank() != 0) return;
 
   ValidationResult joined;
-  for (int r = 0; r < world; ++r) {
-    const ShareCounts& c = all[size_t(r)];
-    const int64_t* share = received.data() + int64_t(r) * longest;
-    for (int64_t d = 0; d < c.detections; ++d) unpack_detection(share[d], joined.stats);
-    joined.stats.target_class.insert(joined.stats.target_class.end(), share + c.detections,
-                                     share + c.detections + c.labels);
-    joined.images += c.images;
-    joined.labels += c.labels;
+  for (const std::vector<int64_t>& theirs : shares) {
+    const int64_t detections = theirs[1];
+    for (int64_t d = 0; d < detections; ++d) unpack_detection(theirs[size_t(2 + d)], joined.stats);
+    joined.stats.target_class.insert(joined.stats.target_class.end(),
+                                     theirs.begin() + 2 + detections, theirs.end());
+    joined.images += theirs[0];
   }
+  joined.labels = int64_t(joined.stats.target_class.size());
   joined.stats.images_seen = joined.images;
   joined.metrics = ap_per_class(joined.stats);
   result = std::move(joined);

@@ -1,0 +1,22 @@
+// engine/distributed/comm/gather.h — all-gathers of values whose count differs between ranks
+// (the contract's allgather takes one count for all): the counts first, then every rank's
+// values padded to the longest. Sharded validation gathers its statistics this way, and the
+// trace its events.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/distributed/comm/communicator.h"
+
+namespace bareyolo::dist {
+
+// Every rank passes its values; every rank gets every rank's, indexed by rank.
+std::vector<std::vector<int64_t>> allgather_varying(Communicator& comm,
+                                                    const std::vector<int64_t>& mine);
+
+// The same for one string per rank (its bytes travel in int64 words).
+std::vector<std::string> allgather_strings(Communicator& comm, const std::string& mine);
+
+}  // namespace bareyolo::dist
