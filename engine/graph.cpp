@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "engine/trace.h"
+
 namespace bareyolo {
 
 int Graph::add(std::string name, std::vector<int> inputs, std::unique_ptr<Module> module) {
@@ -13,7 +15,10 @@ int Graph::add(std::string name, std::vector<int> inputs, std::unique_ptr<Module
       throw std::invalid_argument("graph node " + std::to_string(index) + " (" + name +
                                   ") reads node " + std::to_string(input) +
                                   ", which does not come before it");
-  nodes_.push_back({std::move(name), std::move(inputs), std::move(module), {}, {}, {}, -1});
+  // The trace's name of the node: "model.4." -> "model.4".
+  std::string label = !name.empty() && name.back() == '.' ? name.substr(0, name.size() - 1) : name;
+  nodes_.push_back(
+      {std::move(name), std::move(label), std::move(inputs), std::move(module), {}, {}, {}, -1});
   planned_shape_ = {};  // the plan is stale
   return index;
 }
@@ -192,8 +197,11 @@ const std::vector<Tensor>& Graph::forward(const Tensor& input, Mode mode) {
       planned_dtype_ != input.dtype() || planned_mode_ != mode)
     plan(input, mode);
   input_ = input;
-  for (Node& node : nodes_)
-    if (node.module) node.module->forward(input_tensors(node, input), node.output, mode);
+  for (Node& node : nodes_) {
+    if (!node.module) continue;
+    const trace::Range traced(trace::Track::compute, "forward", node.label);
+    node.module->forward(input_tensors(node, input), node.output, mode);
+  }
   output_tensors_.clear();
   for (int node : outputs_) output_tensors_.push_back(nodes_[static_cast<size_t>(node)].output);
   return output_tensors_;
@@ -218,6 +226,7 @@ void Graph::backward(const std::vector<Tensor>& grad_outputs,
   for (int index = size() - 1; index >= 0; --index) {
     Node& node = nodes_[static_cast<size_t>(index)];
     if (node.module) {
+      const trace::Range traced(trace::Track::compute, "backward", node.label);
       std::vector<Tensor> grad_inputs;  // undefined for the graph input: no gradient wanted
       for (int i : node.inputs)
         grad_inputs.push_back(i == kGraphInput ? Tensor() : nodes_[static_cast<size_t>(i)].grad);

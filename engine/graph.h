@@ -68,6 +68,7 @@ class Graph {
  private:
   struct Node {
     std::string name;
+    std::string label;  // the name without its trailing dot: the trace's ("forward model.4")
     std::vector<int> inputs;
     std::unique_ptr<Module> module;  // null for a Concat
     Shape4 shape;

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "engine/trace.h"
 #include "models/yolo/weights.h"
 
 namespace bareyolo::models {
@@ -52,6 +53,7 @@ void Checkpointer::save(const std::vector<std::string>& files) {
   if (!writes_ || files.empty()) return;
   const SafetensorsFile file = snapshot_();
   for (const std::string& name : files) {
+    const trace::Range traced(trace::Track::compute, "checkpoint", name);
     file.save(path(name));
     saved_(path(name));
   }

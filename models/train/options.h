@@ -78,10 +78,15 @@ struct TrainOptions {
   // SyncBatchNorm when distributed: nullopt = on (the model family is BN-heavy), false = per
   // rank statistics (a warning below 16 images per rank). Saved.
   std::optional<bool> sync_bn;
-  double bucket_mb =
-      25;  // gradient bucket size of the reducer (engine/distributed/ddp/reducer.h); saved
+  // The reducer's gradient bucket size in MB (engine/distributed/ddp/reducer.h); 0: sized
+  // from the model (ReducerOptions::auto_buckets). Saved.
+  double bucket_mb = 0;
 
   // ---- not saved in checkpoints ----
+  // --trace FILE: every rank's timeline of optimizer steps [trace_begin, trace_end) as one
+  // Chrome trace-event file, written by rank 0 at the end (engine/trace.h); "" = off.
+  std::string trace;
+  int64_t trace_begin = 1, trace_end = 4;
   std::vector<TrainCallbacks> callbacks;
   int64_t max_steps = 0;      // end after this many optimizer steps in all (0: no limit), resumable
   std::string resume;         // checkpoint to continue from: its run dir and configuration win

@@ -1,6 +1,8 @@
 // models/train/step.cpp — see step.h.
 #include "models/train/step.h"
 
+#include "engine/trace.h"
+
 namespace bareyolo::models {
 
 std::vector<LabelRow> batch_labels(const data::Batch& batch) {
@@ -13,12 +15,16 @@ LossValues forward_backward(DetectionModel& model, const Tensor& images,
                             const std::vector<LabelRow>& labels, const LossOptions& options,
                             const DataParallel& parallel) {
   const std::vector<Tensor>& head = model.forward(images, Mode::train);
-  const LevelTargets targets = head_targets(model, head, labels, options);
-  const int batch = int(images.shape().n);
-  const LossNormalization norm = parallel.comm
-                                     ? global_normalization(*parallel.comm, targets, batch)
-                                     : local_normalization(targets, batch);
-  const HeadLoss loss = head_loss(head, targets, norm, options);
+  const HeadLoss loss = [&] {
+    const trace::Range traced(trace::Track::compute, "loss");
+    const LevelTargets targets = head_targets(model, head, labels, options);
+    const int batch = int(images.shape().n);
+    const trace::Label counts("loss counts");  // names global_normalization's all-reduce
+    const LossNormalization norm = parallel.comm
+                                       ? global_normalization(*parallel.comm, targets, batch)
+                                       : local_normalization(targets, batch);
+    return head_loss(head, targets, norm, options);
+  }();
   if (parallel.reducer)
     model.backward(loss.gradients, [&](int node) { parallel.reducer->node_done(node); });
   else

@@ -20,17 +20,22 @@
 #include <optional>
 #include <set>
 
-#include "data/dataset.h"                             // defines: read_dataset_yaml, open_split
-#include "data/loader.h"                              // defines: Loader (threaded, deterministic)
-#include "engine/distributed/ddp/data_parallel.h"     // defines: start_data_parallel, Reducer
-#include "engine/distributed/launch/process_group.h"  // defines: ProcessGroup
-#include "engine/optim/adamw.h"                       // defines: AdamW
-#include "engine/optim/clip.h"                        // defines: clip_gradient_norm
-#include "engine/optim/ema.h"                         // defines: ModelEma
-#include "engine/optim/sgd.h"                         // defines: Sgd
-#include "engine/parameter_arena.h"                   // defines: ParameterArena
-#include "kernels/cuda/runtime/runtime.h"             // defines: cuda::set_tf32
-#include "kernels/route.h"                            // defines: ops::require_kernel
+#include "data/dataset.h"                    // defines: read_dataset_yaml, open_split
+#include "data/loader.h"                     // defines: Loader (threaded, deterministic)
+#include "engine/atomic_file.h"              // defines: write_file_atomically
+#include "engine/distributed/comm/gather.h"  // defines: allgather_strings
+#include "engine/distributed/comm/traced_communicator.h"  // defines: dist::traced
+#include "engine/distributed/ddp/data_parallel.h"         // defines: start_data_parallel, Reducer
+#include "engine/distributed/launch/process_group.h"      // defines: ProcessGroup
+#include "engine/optim/adamw.h"                           // defines: AdamW
+#include "engine/optim/clip.h"                            // defines: clip_gradient_norm
+#include "engine/optim/ema.h"                             // defines: ModelEma
+#include "engine/optim/sgd.h"                             // defines: Sgd
+#include "engine/parameter_arena.h"                       // defines: ParameterArena
+#include "engine/trace.h"                                 // defines: trace::Range, trace::enable
+#include "engine/trace_analysis.h"                        // defines: trace::step_shares
+#include "kernels/cuda/runtime/runtime.h"                 // defines: cuda::set_tf32
+#include "kernels/route.h"                                // defines: ops::require_kernel
 #include "models/loss/head_loss.h"          // defines: head_loss (YOLOv5's loss of the head)
 #include "models/train/checkpointer.h"      // defines: Checkpointer (the snapshot step)
 #include "models/train/early_stopping.h"    // defines: EarlyStopping
@@ -62,6 +67,7 @@ double seconds_since(Clock::time_point start) {
 
 // The sum over ranks of each rank's share of the loss: the global batch's loss.
 void sum_over_ranks(dist::Communicator* comm, double* values, int count) {
+  const trace::Label label("loss items");
   if (comm) comm->allreduce(dist::CommBuffer::of(values, count), dist::ReduceOp::sum)->wait();
 }
 
@@ -139,6 +145,11 @@ class Trainer {
 
  private:
   bool train_epoch(int epoch);  // true when --max-steps ended the run inside it
+  std::optional<data::Batch> next_batch(data::Loader& loader);
+  // --trace: records while the optimizer step count is in [trace_begin, trace_end).
+  void trace_if_in_window() const;
+  void log_traced_epoch(int epoch, size_t first_event) const;
+  void write_trace();
   EpochMetrics epoch_metrics(int epoch) const;
   void validate_epoch(int epoch, EpochMetrics& metrics);
   TrainStartInfo start_info() const;
@@ -154,6 +165,7 @@ class Trainer {
   }
 
   const Clock::time_point start_ = Clock::now();
+  const Log log_;
   const RunContext run_;
   std::optional<Resume> resume_;
   const TrainOptions options_;
@@ -174,7 +186,8 @@ class Trainer {
   const LossOptions loss_options_;
   const EarlyStopping stopping_;
   const CheckpointTensors tensors_;
-  dist::Communicator* comm_ = nullptr;  // null: one process
+  dist::Communicator* comm_ = nullptr;               // null: one process
+  std::unique_ptr<dist::Communicator> traced_comm_;  // --trace: the group's, traced
   std::unique_ptr<dist::Reducer> reducer_;
   TrainingProgress progress_;
   std::vector<EpochMetrics> history_;
@@ -183,7 +196,8 @@ class Trainer {
 };
 
 Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& log)
-    : run_(run),
+    : log_(log),
+      run_(run),
       resume_(request.resume.empty() ? std::nullopt
                                      : std::optional<Resume>(open_resume(request.resume))),
       options_(checked_request(request, run_, resume_ ? &resume_->info : nullptr)),
@@ -218,9 +232,12 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
                       std::string("--optimizer ") + optimizer_name(options_.optimizer));
   const bool rank0 = run_.rank == 0;
 
+  trace_if_in_window();  // a window from step 0 includes the start-up broadcasts
+
   // ---- data parallelism: identical start, SyncBN, the gradient reducer ----
   if (run_.group && run_.group->communicates()) {
     comm_ = run_.group->comm.get();
+    if (!options_.trace.empty()) traced_comm_ = dist::traced(*comm_), comm_ = traced_comm_.get();
     if (rank0)
       log(std::string("communicator: ") + dist::to_string(comm_->backend()) + ", " +
           std::to_string(comm_->world_size()) + " rank(s)");
@@ -298,7 +315,10 @@ TrainSummary Trainer::run() {
   TrainSummary summary{.run_dir = run_.run_dir, .rank0 = run_.rank == 0};
   bool stopped_early = false;
   for (int epoch = progress_.epoch; epoch < options_.epochs && !progress_.finished; ++epoch) {
-    if (train_epoch(epoch)) break;  // --max-steps: last.safetensors continues mid-epoch
+    const size_t first_event = trace::event_count();
+    const bool max_steps_reached = train_epoch(epoch);
+    log_traced_epoch(epoch, first_event);
+    if (max_steps_reached) break;  // --max-steps: last.safetensors continues mid-epoch
     fire(&TrainCallbacks::on_epoch_end, epoch);
 
     // ---- validate the EMA (always when this epoch may be the last); fitness; stop early? ----
@@ -321,6 +341,8 @@ TrainSummary Trainer::run() {
     fire(&TrainCallbacks::on_fit_epoch_end, metrics);
     checkpoints_->after_epoch(epoch, is_best);  // snapshot
   }
+
+  write_trace();
 
   // ---- the end: final weights when training finished ----
   if (progress_.finished) checkpoints_->final_weights(ema_state_, nc_, data_.names, options_.cfg);
@@ -357,7 +379,7 @@ bool Trainer::train_epoch(int epoch) {
   optimizer_->zero_grad();  // YOLOv5 drops a partial accumulation at each epoch's start
   const auto epoch_start = Clock::now();
   const double seconds_before = progress_.train_seconds;
-  while (std::optional<data::Batch> batch = loader.next()) {
+  while (std::optional<data::Batch> batch = next_batch(loader)) {
     const int64_t iteration = batch->step + batches_ * epoch;
     const StepSettings settings = schedule_.at(iteration);
     apply(settings, *optimizer_);
@@ -382,6 +404,7 @@ bool Trainer::train_epoch(int epoch) {
     // ---- the update: gradients averaged over the ranks, clipped, applied, averaged into EMA ----
     bool max_steps_reached = false;
     if (boundary) {
+      const trace::Range traced(trace::Track::compute, "optimizer step");
       if (reducer_) reducer_->finish();
       clip_gradient_norm(arena_, 10.0);
       optimizer_->step();
@@ -406,6 +429,54 @@ bool Trainer::train_epoch(int epoch) {
   return false;
 }
 
+// The next batch, the wait for it traced ("data wait"), with tracing switched for the step
+// it belongs to.
+std::optional<data::Batch> Trainer::next_batch(data::Loader& loader) {
+  trace_if_in_window();
+  const trace::Range traced(trace::Track::loader, "data wait");
+  return loader.next();
+}
+
+void Trainer::trace_if_in_window() const {
+  trace::enable(!options_.trace.empty() && progress_.optimizer_steps >= options_.trace_begin &&
+                progress_.optimizer_steps < options_.trace_end);
+}
+
+// Rank 0's reading of its own trace of the epoch: how much of the gradient all-reduce time
+// backward hid, and how long the loader kept it waiting.
+void Trainer::log_traced_epoch(int epoch, size_t first_event) const {
+  if (run_.rank != 0 || trace::event_count() <= first_event) return;
+  const std::vector<trace::Event> all = trace::events();
+  const trace::StepShares shares =
+      trace::step_shares({all.begin() + int64_t(first_event), all.end()});
+  if (shares.steps == 0) return;
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "trace: epoch %d, %d traced step(s): %.0f%% of the gradient all-reduce time "
+                "hidden behind backward, loader waits %.1f%% of the time",
+                epoch, shares.steps, 100 * shares.hidden_communication, 100 * shares.loader_wait);
+  log_(line);
+}
+
+// Every rank's events to rank 0 (the collective runs untraced), which writes them as one
+// Chrome trace.
+void Trainer::write_trace() {
+  if (options_.trace.empty()) return;
+  trace::enable(false);
+  const std::string mine = trace::chrome_trace_json({trace::take_events()});
+  const std::vector<std::string> all =
+      comm_ ? dist::allgather_strings(*comm_, mine) : std::vector<std::string>{mine};
+  if (run_.rank != 0) return;
+  std::vector<std::vector<trace::Event>> ranks;
+  for (const std::string& theirs : all)
+    ranks.push_back(trace::events_from_chrome_json(theirs).at(0));
+  const std::string json = trace::chrome_trace_json(ranks);
+  write_file_atomically(options_.trace,
+                        {std::span(reinterpret_cast<const uint8_t*>(json.data()), json.size())});
+  log_("trace: " + std::to_string(ranks.size()) + " rank(s) in " + options_.trace +
+       " (open it in https://ui.perfetto.dev or chrome://tracing)");
+}
+
 // The epoch's training numbers: running loss means, the groups' lr at its last batch, times.
 EpochMetrics Trainer::epoch_metrics(int epoch) const {
   const StepSettings last = schedule_.at(batches_ * epoch + batches_ - 1);
@@ -425,6 +496,7 @@ EpochMetrics Trainer::epoch_metrics(int epoch) const {
 // statistics are not, so rank 0's are sent), rank 0 computes the metrics, every rank takes its
 // numbers.
 void Trainer::validate_epoch(int epoch, EpochMetrics& metrics) {
+  const trace::Range traced(trace::Track::compute, "validation");
   for (size_t i = 0; i < ema_state_.size(); ++i) ema_state_[i].value->copy_from(ema_.values()[i]);
   if (comm_ && !sync_bn()) dist::broadcast_buffers(*comm_, ema_state_);
   const int shards = comm_ ? comm_->world_size() : 1;

@@ -22,6 +22,7 @@
 #include "data/shapes.h"
 #include "engine/safetensors.h"
 #include "engine/shipped_files.h"
+#include "engine/trace_analysis.h"
 #include "models/train/callbacks.h"
 #include "models/train/epoch_validation.h"
 #include "models/train/launch.h"
@@ -195,4 +196,41 @@ TEST_CASE("train: --max-restarts 1 outlives a SIGKILLed rank 0, to the uninterru
   options.callbacks = {kill_once_after(7, dir.path / "killed-stopped")};
   CHECK_THROWS_WITH_AS(models::run_training(options, collect),
                        doctest::Contains("training stopped: a worker failed"), std::runtime_error);
+}
+
+TEST_CASE("train --trace: 2 ranks in one Chrome trace, buckets leaving during backward") {
+  TempDir dir;
+  models::TrainOptions options = tiny_run(sparse_shapes(dir.path), dir.path, "traced", 2);
+  options.cfg = shipped_file("models/yolov5n.yaml");
+  options.epochs = 1;
+  options.max_steps = 3;
+  options.trace = (dir.path / "trace.json").string();
+  options.trace_begin = 1, options.trace_end = 3;
+  models::run_training(options, [](const std::string&) {});
+  const std::vector<std::vector<trace::Event>> ranks =
+      trace::events_from_chrome_json(file_bytes(options.trace));
+  REQUIRE(ranks.size() == 2);
+  for (size_t rank = 0; rank < ranks.size(); ++rank) {
+    CAPTURE(rank);
+    const std::vector<trace::Event>& events = ranks[rank];
+    const trace::StepAnatomy anatomy = trace::step_anatomy(events);
+    CHECK(anatomy.steps == 2);  // optimizer steps 1 and 2
+    // yolov5n's 7.1 MB of gradients in buckets sized from the model, SyncBN in every BN.
+    CHECK(anatomy.kinds.at("allreduce bucket").count == 2 * int64_t(anatomy.buckets.size()));
+    CHECK(anatomy.buckets.size() >= 6);
+    CHECK(anatomy.kinds.at("syncbn").count > 100);
+    // A bucket range overlaps a backward range: communication during backward.
+    int overlapping = 0;
+    for (const trace::Event& bucket : events)
+      if (bucket.name.rfind("allreduce bucket ", 0) == 0)
+        for (const trace::Event& backward : events)
+          if (backward.name.rfind("backward model.", 0) == 0 && bucket.begin_us < backward.end_us &&
+              backward.begin_us < bucket.end_us) {
+            ++overlapping;
+            break;
+          }
+    CHECK(overlapping > 0);
+    CHECK(anatomy.buckets.front().before_backward_end_ms > 0);  // the first left before the end
+    CHECK(trace::step_shares(events).hidden_communication > 0);
+  }
 }

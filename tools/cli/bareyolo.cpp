@@ -8,6 +8,8 @@
 //   bareyolo export       the model as an ONNX graph (tools/cli/export_command.h)
 //   bareyolo train        YOLOv5's recipe on one process, CPU ranks or GPUs, spawned or under
 //                         torchrun/srun/mpirun (tools/cli/train_command.h; docs/ddp.md)
+//   bareyolo trace-summary  the anatomy of a step from a `train --trace` file
+//                         (tools/cli/trace_command.h)
 //   bareyolo selftest     NCCL and every op on the GPUs against the CPU
 //                         (tools/cli/selftest_command.h)
 #include <CLI/CLI.hpp>
@@ -27,6 +29,7 @@
 #include "tools/cli/export_command.h"       // defines: add_export_command, run_export_command
 #include "tools/cli/model_commands.h"       // defines: add_model_commands, run_model_command
 #include "tools/cli/selftest_command.h"     // defines: add_selftest_command, run_selftest_command
+#include "tools/cli/trace_command.h"        // defines: add_trace_command, run_trace_command
 #include "tools/cli/train_command.h"        // defines: add_train_command, run_train_command
 #include "tools/cli/validators.h"
 
@@ -88,6 +91,7 @@ int main(int argc, char** argv) {
   bareyolo::add_eval_commands(app);
   bareyolo::add_export_command(app);
   bareyolo::add_train_command(app);
+  bareyolo::add_trace_command(app);
   bareyolo::add_selftest_command(app);
 
   CLI11_PARSE(app, argc, argv);
@@ -98,6 +102,7 @@ int main(int argc, char** argv) {
     if (std::optional<int> code = bareyolo::run_eval_command(app)) return *code;
     if (std::optional<int> code = bareyolo::run_export_command(app)) return *code;
     if (std::optional<int> code = bareyolo::run_train_command(app)) return *code;
+    if (std::optional<int> code = bareyolo::run_trace_command(app)) return *code;
     if (std::optional<int> code = bareyolo::run_selftest_command(app)) return *code;
     if (app.got_subcommand("demo")) {
       double accuracy = bareyolo::run_demo(demo);

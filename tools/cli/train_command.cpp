@@ -240,6 +240,31 @@ void add_train_command(CLI::App& app) {
                   "Also save weights/epoch<N>.safetensors every N epochs (0: never)")
       ->check(cli::kNonNegative)
       ->capture_default_str();
+  cmd->add_option("--bucket-mb", t.bucket_mb,
+                  "Gradient bucket size of the reducer in MB; 0: sized from the model (about 8 "
+                  "buckets, 0.25 to 25 MB each), so that communication overlaps backward")
+      ->check(cli::kNonNegative)
+      ->capture_default_str();
+  cmd->add_option("--trace", t.trace,
+                  "Write every rank's timeline (layers, collectives, loader waits) of the "
+                  "--trace-steps to FILE as Chrome trace-event JSON (Perfetto, chrome://tracing)");
+  cmd->add_option_function<std::string>(
+      "--trace-steps",
+      [&t](const std::string& range) {
+        const size_t colon = range.find(':');
+        try {
+          if (colon == std::string::npos) throw std::invalid_argument("no colon");
+          t.trace_begin = std::stoll(range.substr(0, colon));
+          t.trace_end = std::stoll(range.substr(colon + 1));
+        } catch (const std::exception&) {
+          throw CLI::ValidationError("--trace-steps",
+                                     "'" + range + "' is not A:B (two step numbers)");
+        }
+        if (t.trace_begin < 0 || t.trace_end <= t.trace_begin)
+          throw CLI::ValidationError("--trace-steps",
+                                     "'" + range + "': need 0 <= A < B (optimizer steps A..B-1)");
+      },
+      "Optimizer steps A:B to trace, from A up to B-1 (default 1:4; 0 includes the start-up)");
   cmd->add_option("--save-steps", t.save_steps,
                   "Also save weights/step<N>.safetensors every N optimizer steps (0: never)")
       ->check(cli::kNonNegative)

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/distributed/launch/device_spec.h"
@@ -58,6 +59,11 @@ class Work {
   virtual void wait() = 0;
   // True once wait() would return at once (or throw).
   virtual bool completed() = 0;
+  // When the backend finished the collective, where it knows (the TCP ring's comm thread);
+  // nothing otherwise or while it runs. For the trace (engine/trace.h).
+  virtual std::optional<std::chrono::steady_clock::time_point> finished_at() const {
+    return std::nullopt;
+  }
 };
 using WorkHandle = std::shared_ptr<Work>;
 

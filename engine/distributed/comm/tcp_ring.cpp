@@ -118,17 +118,23 @@ class RingWork final : public Work {
     std::lock_guard lock(mutex_);
     return done_;
   }
+  std::optional<std::chrono::steady_clock::time_point> finished_at() const override {
+    std::lock_guard lock(mutex_);
+    return finished_at_;
+  }
   void finish(std::string error) {
     {
       std::lock_guard lock(mutex_);
       done_ = true;
       error_ = std::move(error);
+      finished_at_ = std::chrono::steady_clock::now();
     }
     finished_.notify_all();
   }
 
  private:
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
+  std::optional<std::chrono::steady_clock::time_point> finished_at_;
   std::condition_variable finished_;
   bool done_ = false;
   std::string error_;

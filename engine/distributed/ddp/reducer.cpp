@@ -1,9 +1,12 @@
 // engine/distributed/ddp/reducer.cpp — see reducer.h.
 #include "engine/distributed/ddp/reducer.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <stdexcept>
+
+#include "engine/trace.h"
 
 namespace bareyolo::dist {
 
@@ -25,12 +28,20 @@ std::map<const Tensor*, int> node_of_gradients(const Graph& graph) {
 
 }  // namespace
 
+double auto_bucket_mb(int64_t gradient_bytes) {
+  return std::clamp(double(gradient_bytes) / kAutoBuckets / 1e6, 0.25, 25.0);
+}
+
 Reducer::Reducer(ParameterArena& arena, const Graph& graph, Communicator& comm,
                  ReducerOptions options)
     : arena_(arena), bucket_of_slot_(arena.slots().size(), -1), comm_(comm) {
   const std::map<const Tensor*, int> node_of = node_of_gradients(graph);
   const std::vector<ParameterArena::Slot>& slots = arena.slots();
   const double element_bytes = double(dtype_size(arena.gradients().dtype()));
+  const double bucket_mb = options.bucket_mb > 0
+                               ? options.bucket_mb
+                               : auto_bucket_mb(int64_t(double(arena.optimised()) * element_bytes));
+  const double first_bucket_mb = std::min(options.first_bucket_mb, bucket_mb);
   // Consecutive optimised slots (the arena holds them in backward's order) fill a bucket up
   // to its capacity; the first bucket is small.
   int64_t bucket_begin = 0;
@@ -53,7 +64,7 @@ Reducer::Reducer(ParameterArena& arena, const Graph& graph, Communicator& comm,
                                   slot.name);
     if (size_t(node->second) >= slots_of_node_.size()) slots_of_node_.resize(node->second + 1);
     slots_of_node_[size_t(node->second)].push_back(i);
-    const double capacity = (buckets_.empty() ? options.first_bucket_mb : options.bucket_mb) * 1e6;
+    const double capacity = (buckets_.empty() ? first_bucket_mb : bucket_mb) * 1e6;
     const double bytes = double(slot.count) * element_bytes;
     if (bucket_bytes > 0 && bucket_bytes + bytes > capacity) close_bucket(slot.offset);
     bucket.push_back(i);
@@ -99,6 +110,7 @@ void Reducer::node_done(int node) {
 void Reducer::launch_ready_buckets() {
   while (next_to_launch_ < bucket_count() && buckets_[size_t(next_to_launch_)].pending == 0) {
     Bucket& bucket = buckets_[size_t(next_to_launch_)];
+    const trace::Label label("bucket " + std::to_string(next_to_launch_));
     bucket.work = comm_.allreduce(CommBuffer::of(bucket.buffer), ReduceOp::avg);
     ++next_to_launch_;
   }

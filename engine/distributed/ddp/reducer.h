@@ -32,9 +32,18 @@
 namespace bareyolo::dist {
 
 struct ReducerOptions {
-  double bucket_mb = 25;       // capacity of every bucket but the first
+  // Capacity of every bucket but the first; 0: sized from the model (auto_bucket_mb).
+  double bucket_mb = 25;
   double first_bucket_mb = 1;  // the first bucket (the last layers), so it launches early
 };
+
+// The bucket size for `gradient_bytes` of optimised gradients: about kAutoBuckets buckets,
+// each within [0.25 MB, 25 MB]. Why: a bucket leaves only when its last gradient is final, so
+// a model cut into PyTorch's fixed 25 MB (yolov5n: one 6 MB bucket after the 1 MB one) sends
+// most of its bytes after backward has ended; eight buckets leave while backward still runs,
+// and the floor keeps tiny models from paying a collective's latency for a few KB each.
+constexpr int kAutoBuckets = 8;
+double auto_bucket_mb(int64_t gradient_bytes);
 
 class Reducer {
  public:

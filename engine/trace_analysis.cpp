@@ -1,0 +1,136 @@
+// engine/trace_analysis.cpp — see trace_analysis.h.
+#include "engine/trace_analysis.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <utility>
+
+namespace bareyolo::trace {
+
+namespace {
+
+bool starts_with(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
+
+using Interval = std::pair<int64_t, int64_t>;
+
+// The union of the ranges of `events` that `keep` selects, as disjoint sorted intervals.
+template <class Keep>
+std::vector<Interval> union_of(const std::vector<Event>& events, const Keep& keep) {
+  std::vector<Interval> ranges;
+  for (const Event& e : events)
+    if (keep(e)) ranges.emplace_back(e.begin_us, e.end_us);
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<Interval> merged;
+  for (const Interval& r : ranges) {
+    if (!merged.empty() && r.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, r.second);
+    else
+      merged.push_back(r);
+  }
+  return merged;
+}
+
+int64_t overlap(const Interval& range, const std::vector<Interval>& disjoint) {
+  int64_t total = 0;
+  for (const Interval& d : disjoint)
+    total +=
+        std::max<int64_t>(0, std::min(range.second, d.second) - std::max(range.first, d.first));
+  return total;
+}
+
+bool is_backward(const Event& e) {
+  return e.track == Track::compute && starts_with(e.name, "backward ");
+}
+bool is_bucket(const Event& e) {
+  return e.track == Track::communication && starts_with(e.name, "allreduce bucket ");
+}
+
+std::string kind_of(const Event& e) {
+  if (starts_with(e.name, "syncbn ")) return "syncbn";
+  if (is_bucket(e)) return "allreduce bucket";
+  return e.name;
+}
+
+}  // namespace
+
+StepShares step_shares(const std::vector<Event>& events) {
+  StepShares shares;
+  if (events.empty()) return shares;
+  const std::vector<Interval> backward = union_of(events, is_backward);
+  int64_t bucket_us = 0, hidden_us = 0, wait_us = 0, first = events.front().begin_us, last = first;
+  for (const Event& e : events) {
+    first = std::min(first, e.begin_us), last = std::max(last, e.end_us);
+    if (e.track == Track::compute && e.name == "optimizer step") ++shares.steps;
+    if (e.track == Track::loader && e.name == "data wait") wait_us += e.end_us - e.begin_us;
+    if (is_bucket(e)) {
+      bucket_us += e.end_us - e.begin_us;
+      hidden_us += overlap({e.begin_us, e.end_us}, backward);
+    }
+  }
+  shares.bucket_seconds = double(bucket_us) / 1e6;
+  shares.hidden_communication = bucket_us > 0 ? double(hidden_us) / double(bucket_us) : 0;
+  shares.loader_wait = last > first ? double(wait_us) / double(last - first) : 0;
+  return shares;
+}
+
+StepAnatomy step_anatomy(const std::vector<Event>& events) {
+  StepAnatomy anatomy;
+  std::vector<Interval> steps = union_of(events, [](const Event& e) {
+    return e.track == Track::compute && e.name == "optimizer step";
+  });
+  anatomy.steps = int(steps.size());
+  for (const Event& e : events) {
+    if (e.track != Track::communication) continue;
+    CollectiveKind& kind = anatomy.kinds[kind_of(e)];
+    kind.smallest = kind.count == 0 ? e.bytes : std::min(kind.smallest, e.bytes);
+    kind.largest = std::max(kind.largest, e.bytes);
+    ++kind.count;
+    kind.bytes += e.bytes;
+  }
+  if (steps.empty()) return anatomy;
+  // The last step's buckets: launched between the step before it and it, during or after
+  // the backward that ended last before it.
+  const int64_t last_step_begin = steps.back().first;
+  const int64_t previous_step_end = steps.size() > 1 ? steps[steps.size() - 2].second : 0;
+  int64_t backward_end = 0;
+  for (const Event& e : events)
+    if (is_backward(e) && e.end_us <= last_step_begin && e.begin_us >= previous_step_end)
+      backward_end = std::max(backward_end, e.end_us);
+  for (const Event& e : events) {
+    if (!is_bucket(e) || e.begin_us < previous_step_end || e.begin_us > last_step_begin) continue;
+    anatomy.buckets.push_back({.bucket = std::stoi(e.name.substr(17)),
+                               .bytes = e.bytes,
+                               .before_backward_end_ms = double(backward_end - e.begin_us) / 1e3,
+                               .duration_ms = double(e.end_us - e.begin_us) / 1e3});
+  }
+  std::sort(anatomy.buckets.begin(), anatomy.buckets.end(),
+            [](const BucketDeparture& a, const BucketDeparture& b) { return a.bucket < b.bucket; });
+  return anatomy;
+}
+
+std::vector<std::vector<Event>> events_from_chrome_json(const std::string& json) {
+  const nlohmann::json trace = nlohmann::json::parse(json, nullptr, false);
+  if (trace.is_discarded() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array())
+    throw std::invalid_argument("not a Chrome trace: no \"traceEvents\" array");
+  std::vector<std::vector<Event>> ranks;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    const size_t pid = e.at("pid").get<size_t>();
+    if (ranks.size() <= pid) ranks.resize(pid + 1);
+    if (e.at("ph") != "X") continue;
+    Event event{.name = e.at("name").get<std::string>(),
+                .track = Track(e.at("tid").get<int>()),
+                .begin_us = e.at("ts").get<int64_t>(),
+                .end_us = e.at("ts").get<int64_t>() + e.at("dur").get<int64_t>(),
+                .op = "",
+                .bytes = 0};
+    if (e.contains("args")) {
+      event.op = e["args"].value("op", "");
+      event.bytes = e["args"].value("bytes", int64_t(0));
+    }
+    ranks[pid].push_back(std::move(event));
+  }
+  return ranks;
+}
+
+}  // namespace bareyolo::trace

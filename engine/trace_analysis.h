@@ -1,0 +1,53 @@
+// engine/trace_analysis.h — what a trace says about a data-parallel step (engine/trace.h's
+// events): how much of the gradient communication backward hid, how long the loader kept
+// the rank waiting, and the anatomy of a step — its collectives by kind and size, and when
+// each gradient bucket left.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/trace.h"
+
+namespace bareyolo::trace {
+
+struct StepShares {
+  int steps = 0;                    // "optimizer step" ranges seen
+  double hidden_communication = 0;  // of the bucket all-reduces' time, the share during backward
+  double loader_wait = 0;           // of the traced time, the share spent in "data wait"
+  double bucket_seconds = 0;        // the bucket all-reduces' time in all
+};
+
+// Over one rank's events (any window of whole steps).
+StepShares step_shares(const std::vector<Event>& events);
+
+// The collectives of one kind ("allreduce bucket", "syncbn", "allreduce loss counts", ...).
+struct CollectiveKind {
+  int64_t count = 0;
+  int64_t bytes = 0, smallest = 0, largest = 0;
+};
+
+struct BucketDeparture {
+  int bucket = 0;
+  int64_t bytes = 0;
+  double before_backward_end_ms = 0;  // > 0: it left while backward still ran
+  double duration_ms = 0;             // launched to done
+};
+
+struct StepAnatomy {
+  int steps = 0;
+  std::map<std::string, CollectiveKind> kinds;  // over all traced steps
+  std::vector<BucketDeparture> buckets;         // of the last traced step's last backward
+};
+
+// One rank's anatomy; a kind is the event name without its node ("syncbn model.4" ->
+// "syncbn"), so a step's many SyncBN collectives count as one kind.
+StepAnatomy step_anatomy(const std::vector<Event>& events);
+
+// The events of each rank of a Chrome trace that chrome_trace_json wrote. Throws
+// std::invalid_argument naming what is missing when `json` is not such a trace.
+std::vector<std::vector<Event>> events_from_chrome_json(const std::string& json);
+
+}  // namespace bareyolo::trace

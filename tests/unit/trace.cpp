@@ -1,0 +1,93 @@
+// tests/unit/trace.cpp — the trace (engine/trace.h): ranges and labels, the traced
+// communicator's names, the Chrome JSON round trip, and what trace_analysis.h reads from a
+// timeline made by hand, where every share is known.
+#include <doctest/doctest.h>
+
+#include "engine/distributed/comm/traced_communicator.h"
+#include "engine/trace.h"
+#include "engine/trace_analysis.h"
+
+using namespace bareyolo;
+using trace::Event;
+using trace::Track;
+
+namespace {
+
+Event range(const char* name, Track track, int64_t begin, int64_t end, int64_t bytes = 0) {
+  return {.name = name,
+          .track = track,
+          .begin_us = begin,
+          .end_us = end,
+          .op = bytes ? "allreduce" : "",
+          .bytes = bytes};
+}
+
+}  // namespace
+
+TEST_CASE("trace: ranges and labels name what ran, and nothing is kept while disabled") {
+  trace::take_events();
+  trace::enable(false);
+  { const trace::Range ignored(Track::compute, "forward", "model.1"); }
+  CHECK(trace::event_count() == 0);
+
+  trace::enable(true);
+  auto comm = dist::make_single_rank_communicator();
+  const std::unique_ptr<dist::Communicator> traced = dist::traced(*comm);
+  double value = 1;
+  {
+    const trace::Range forward(Track::compute, "forward", "model.4");
+    traced->allreduce(dist::CommBuffer::of(&value, 1), dist::ReduceOp::sum)->wait();
+  }
+  {
+    const trace::Label bucket("bucket 2");
+    traced->allreduce(dist::CommBuffer::of(&value, 1), dist::ReduceOp::avg)->wait();
+  }
+  traced->barrier()->wait();
+  trace::enable(false);
+  const std::vector<Event> events = trace::take_events();
+  REQUIRE(events.size() == 4);
+  CHECK(events[0].name == "syncbn model.4");  // a collective inside a node's forward
+  CHECK(events[0].track == Track::communication);
+  CHECK(events[0].bytes == 8);
+  CHECK(events[1].name == "forward model.4");
+  CHECK(events[2].name == "allreduce bucket 2");
+  CHECK(events[3].name == "barrier");
+  CHECK(trace::current_label().empty());  // every label restored
+}
+
+TEST_CASE("trace analysis: hidden communication, loader waits and bucket departures") {
+  // One step: data wait 0-10, backward 20-60 (two nodes), bucket 0 launched at 30 done at 50
+  // (all hidden), bucket 1 at 55-75 (5 of 20 hidden), optimizer step 75-80, SyncBN inside.
+  const std::vector<Event> events = {
+      range("data wait", Track::loader, 0, 10),
+      range("forward model.1", Track::compute, 10, 20),
+      range("syncbn model.1", Track::communication, 12, 13, 64),
+      range("backward model.1", Track::compute, 20, 40),
+      range("backward model.0", Track::compute, 40, 60),
+      range("allreduce bucket 0", Track::communication, 30, 50, 4000),
+      range("allreduce bucket 1", Track::communication, 55, 75, 2000000),
+      range("optimizer step", Track::compute, 75, 80),
+  };
+  const trace::StepShares shares = trace::step_shares(events);
+  CHECK(shares.steps == 1);
+  CHECK(shares.hidden_communication == doctest::Approx(25.0 / 40.0));
+  CHECK(shares.loader_wait == doctest::Approx(10.0 / 80.0));
+  const trace::StepAnatomy anatomy = trace::step_anatomy(events);
+  CHECK(anatomy.kinds.at("allreduce bucket").count == 2);
+  CHECK(anatomy.kinds.at("allreduce bucket").bytes == 2004000);
+  CHECK(anatomy.kinds.at("syncbn").largest == 64);
+  REQUIRE(anatomy.buckets.size() == 2);
+  CHECK(anatomy.buckets[0].before_backward_end_ms == doctest::Approx(0.030));
+  CHECK(anatomy.buckets[1].before_backward_end_ms == doctest::Approx(0.005));
+  CHECK(anatomy.buckets[1].duration_ms == doctest::Approx(0.020));
+
+  // The Chrome JSON keeps everything the analysis reads, per rank.
+  const auto ranks = trace::events_from_chrome_json(trace::chrome_trace_json({events, {}}));
+  REQUIRE(ranks.size() == 2);
+  CHECK(ranks[1].empty());
+  CHECK(trace::step_shares(ranks[0]).hidden_communication ==
+        doctest::Approx(shares.hidden_communication));
+  CHECK(ranks[0][6].bytes == 2000000);
+  CHECK_THROWS_WITH_AS(trace::events_from_chrome_json("{\"x\": 1}"),
+                       doctest::Contains("traceEvents"), std::invalid_argument);
+}

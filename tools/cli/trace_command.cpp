@@ -1,0 +1,78 @@
+// tools/cli/trace_command.cpp — see trace_command.h.
+#include "tools/cli/trace_command.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "engine/trace_analysis.h"
+
+namespace bareyolo {
+
+namespace {
+
+std::string trace_file;
+
+std::string bytes_text(double bytes) {
+  char text[32];
+  if (bytes >= 1e6)
+    std::snprintf(text, sizeof text, "%.2f MB", bytes / 1e6);
+  else if (bytes >= 1e3)
+    std::snprintf(text, sizeof text, "%.1f KB", bytes / 1e3);
+  else
+    std::snprintf(text, sizeof text, "%.0f B", bytes);
+  return text;
+}
+
+void print_rank(size_t rank, const std::vector<trace::Event>& events) {
+  const trace::StepAnatomy anatomy = trace::step_anatomy(events);
+  const trace::StepShares shares = trace::step_shares(events);
+  std::printf("rank %zu: %d optimizer step(s) traced\n", rank, anatomy.steps);
+  if (anatomy.steps == 0) return;
+  const double steps = anatomy.steps;
+  std::printf("  %-28s %10s %12s %22s\n", "collectives per step", "count", "bytes", "each");
+  for (const auto& [kind, k] : anatomy.kinds)
+    std::printf("  %-28s %10.1f %12s %22s\n", kind.c_str(), double(k.count) / steps,
+                bytes_text(double(k.bytes) / steps).c_str(),
+                (bytes_text(double(k.smallest)) + " - " + bytes_text(double(k.largest))).c_str());
+  std::printf("  %-28s %10s %12s %22s\n", "buckets of the last step", "bytes", "left (ms)",
+              "all-reduce (ms)");
+  for (const trace::BucketDeparture& b : anatomy.buckets)
+    std::printf("  bucket %-21d %10s %12s %22.2f\n", b.bucket, bytes_text(double(b.bytes)).c_str(),
+                (b.before_backward_end_ms > 0
+                     ? std::to_string(int(b.before_backward_end_ms + 0.5)) + " before"
+                     : std::to_string(int(-b.before_backward_end_ms + 0.5)) + " after")
+                    .c_str(),
+                b.duration_ms);
+  std::printf("  gradient all-reduce time hidden behind backward: %.0f%%; loader waits: %.1f%%\n",
+              100 * shares.hidden_communication, 100 * shares.loader_wait);
+}
+
+}  // namespace
+
+void add_trace_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "trace-summary", "The anatomy of a traced step, from a `train --trace` file, per rank");
+  cmd->add_option("file", trace_file, "The Chrome trace `train --trace` wrote")
+      ->required()
+      ->check(CLI::ExistingFile);
+}
+
+std::optional<int> run_trace_command(const CLI::App& app) {
+  if (!app.got_subcommand("trace-summary")) return std::nullopt;
+  std::ifstream in(trace_file);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<std::vector<trace::Event>> ranks;
+  try {
+    ranks = trace::events_from_chrome_json(text.str());
+  } catch (const std::exception& error) {
+    throw std::invalid_argument(trace_file + ": " + error.what());
+  }
+  for (size_t rank = 0; rank < ranks.size(); ++rank) print_rank(rank, ranks[rank]);
+  return 0;
+}
+
+}  // namespace bareyolo
