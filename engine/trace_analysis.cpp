@@ -2,6 +2,7 @@
 #include "engine/trace_analysis.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <utility>
@@ -80,9 +81,14 @@ StepAnatomy step_anatomy(const std::vector<Event>& events) {
     return e.track == Track::compute && e.name == "optimizer step";
   });
   anatomy.steps = int(steps.size());
+  int64_t first_forward = INT64_MAX;
+  for (const Event& e : events)
+    if (e.track == Track::compute && starts_with(e.name, "forward "))
+      first_forward = std::min(first_forward, e.begin_us);
   for (const Event& e : events) {
     if (e.track != Track::communication) continue;
-    CollectiveKind& kind = anatomy.kinds[kind_of(e)];
+    CollectiveKind& kind =
+        (e.begin_us < first_forward ? anatomy.startup : anatomy.kinds)[kind_of(e)];
     kind.smallest = kind.count == 0 ? e.bytes : std::min(kind.smallest, e.bytes);
     kind.largest = std::max(kind.largest, e.bytes);
     ++kind.count;

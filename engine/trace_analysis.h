@@ -38,8 +38,9 @@ struct BucketDeparture {
 
 struct StepAnatomy {
   int steps = 0;
-  std::map<std::string, CollectiveKind> kinds;  // over all traced steps
-  std::vector<BucketDeparture> buckets;         // of the last traced step's last backward
+  std::map<std::string, CollectiveKind> kinds;    // over all traced steps
+  std::map<std::string, CollectiveKind> startup;  // before the first forward (a 0:B window)
+  std::vector<BucketDeparture> buckets;           // of the last traced step's last backward
 };
 
 // One rank's anatomy; a kind is the event name without its node ("syncbn model.4" ->

@@ -87,6 +87,7 @@ struct TrainEndInfo {
   int64_t optimizer_steps = 0;  // in the whole run
   bool stopped_early = false;   // by --patience, before the last epoch
   int best_epoch = 0, patience = 0;
+  std::string trace;  // the --trace file rank 0 wrote; "" without
 };
 
 struct TrainCallbacks {

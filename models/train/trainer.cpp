@@ -360,7 +360,8 @@ TrainSummary Trainer::run() {
                                                    .optimizer_steps = summary.optimizer_steps,
                                                    .stopped_early = stopped_early,
                                                    .best_epoch = progress_.best_epoch,
-                                                   .patience = options_.patience});
+                                                   .patience = options_.patience,
+                                                   .trace = options_.trace});
   return summary;
 }
 

@@ -172,3 +172,29 @@ TEST_CASE("on a terminal the bar redraws in place and ends its line once") {
   CHECK(count(text, "\n") == 1);
   CHECK(text.find("3/3") != std::string::npos);
 }
+
+TEST_CASE("report: a traced step drawn per rank, rank 0's last optimizer step as the window") {
+  using bareyolo::trace::Event;
+  using bareyolo::trace::Track;
+  auto range = [](const char* name, Track track, int64_t begin, int64_t end) {
+    return Event{
+        .name = name, .track = track, .begin_us = begin, .end_us = end, .op = "", .bytes = 0};
+  };
+  const std::vector<Event> rank0 = {range("optimizer step", Track::compute, 0, 100),
+                                    range("backward model.3", Track::compute, 200, 300),
+                                    range("allreduce bucket 0", Track::communication, 250, 400),
+                                    range("optimizer step", Track::compute, 400, 500)};
+  const std::vector<Event> rank1 = {range("data wait", Track::loader, 120, 150),
+                                    range("backward model.3", Track::compute, 210, 320)};
+  const std::string svg = models::svg_step_timeline({rank0, rank1});
+  CHECK(svg.find("One traced step, 0.4 ms") != std::string::npos);  // from 100 to 500
+  CHECK(svg.find("rank 1 loader") != std::string::npos);
+  CHECK(svg.find("<title>allreduce bucket 0, 0.15 ms</title>") != std::string::npos);
+  CHECK(svg.find("<title>data wait, 0.03 ms</title>") != std::string::npos);
+  // The step before the window is not drawn; the last one is.
+  size_t rects = 0;
+  for (size_t at = svg.find("<rect"); at != std::string::npos; at = svg.find("<rect", at + 1))
+    ++rects;
+  CHECK(rects == 5);
+  CHECK(models::svg_step_timeline({}).empty());
+}

@@ -59,6 +59,7 @@ TEST_CASE("trace analysis: hidden communication, loader waits and bucket departu
   // One step: data wait 0-10, backward 20-60 (two nodes), bucket 0 launched at 30 done at 50
   // (all hidden), bucket 1 at 55-75 (5 of 20 hidden), optimizer step 75-80, SyncBN inside.
   const std::vector<Event> events = {
+      range("broadcast", Track::communication, 0, 1, 800),  // the start-up's
       range("data wait", Track::loader, 0, 10),
       range("forward model.1", Track::compute, 10, 20),
       range("syncbn model.1", Track::communication, 12, 13, 64),
@@ -76,6 +77,8 @@ TEST_CASE("trace analysis: hidden communication, loader waits and bucket departu
   CHECK(anatomy.kinds.at("allreduce bucket").count == 2);
   CHECK(anatomy.kinds.at("allreduce bucket").bytes == 2004000);
   CHECK(anatomy.kinds.at("syncbn").largest == 64);
+  CHECK(anatomy.kinds.count("broadcast") == 0);
+  CHECK(anatomy.startup.at("broadcast").bytes == 800);
   REQUIRE(anatomy.buckets.size() == 2);
   CHECK(anatomy.buckets[0].before_backward_end_ms == doctest::Approx(0.030));
   CHECK(anatomy.buckets[1].before_backward_end_ms == doctest::Approx(0.005));
@@ -87,7 +90,7 @@ TEST_CASE("trace analysis: hidden communication, loader waits and bucket departu
   CHECK(ranks[1].empty());
   CHECK(trace::step_shares(ranks[0]).hidden_communication ==
         doctest::Approx(shares.hidden_communication));
-  CHECK(ranks[0][6].bytes == 2000000);
+  CHECK(ranks[0][7].bytes == 2000000);
   CHECK_THROWS_WITH_AS(trace::events_from_chrome_json("{\"x\": 1}"),
                        doctest::Contains("traceEvents"), std::invalid_argument);
 }

@@ -37,6 +37,9 @@ void print_rank(size_t rank, const std::vector<trace::Event>& events) {
     std::printf("  %-28s %10.1f %12s %22s\n", kind.c_str(), double(k.count) / steps,
                 bytes_text(double(k.bytes) / steps).c_str(),
                 (bytes_text(double(k.smallest)) + " - " + bytes_text(double(k.largest))).c_str());
+  for (const auto& [kind, k] : anatomy.startup)
+    std::printf("  before the first step: %lld x %s, %s in all\n", static_cast<long long>(k.count),
+                kind.c_str(), bytes_text(double(k.bytes)).c_str());
   std::printf("  %-28s %10s %12s %22s\n", "buckets of the last step", "bytes", "left (ms)",
               "all-reduce (ms)");
   for (const trace::BucketDeparture& b : anatomy.buckets)

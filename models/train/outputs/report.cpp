@@ -5,11 +5,14 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <span>
 
 #include "engine/atomic_file.h"
+#include "engine/trace_analysis.h"
 
 namespace bareyolo::models {
 
@@ -138,8 +141,61 @@ std::string svg_line_chart(const std::string& title, const std::vector<double>& 
   return svg + "</svg>\n";
 }
 
+namespace {
+
+const char* timeline_color(const trace::Event& e) {
+  auto is = [&](const char* prefix) { return e.name.rfind(prefix, 0) == 0; };
+  if (is("forward ")) return "#1f77b4";
+  if (is("backward ")) return "#ff7f0e";
+  if (is("allreduce bucket ")) return "#2ca02c";
+  if (is("syncbn ")) return "#9467bd";
+  if (is("optimizer step")) return "#d62728";
+  if (is("data wait")) return "#8c564b";
+  return "#7f7f7f";
+}
+
+}  // namespace
+
+std::string svg_step_timeline(const std::vector<std::vector<trace::Event>>& ranks) {
+  // The window: rank 0's last traced optimizer step, from the end of the one before it.
+  int64_t begin = -1, end = -1, previous_end = 0;
+  for (const trace::Event& e : ranks.empty() ? std::vector<trace::Event>{} : ranks[0])
+    if (e.track == trace::Track::compute && e.name == "optimizer step" && e.end_us > end)
+      previous_end = std::max<int64_t>(end, 0), begin = e.begin_us, end = e.end_us;
+  if (end < 0) return "";
+  begin = previous_end > 0 ? previous_end : begin;
+  constexpr double kLane = 14, kLabel = 110, kPlot = 900;
+  const double height = 24 + double(ranks.size()) * 3 * (kLane + 2) + 8 * double(ranks.size());
+  const double scale = kPlot / double(std::max<int64_t>(end - begin, 1));
+  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
+                    coordinate(kLabel + kPlot + 10) + "\" height=\"" + coordinate(height) + "\">\n";
+  svg += "<text x=\"4\" y=\"16\" font-size=\"13\" font-weight=\"bold\">One traced step, " +
+         number(double(end - begin) / 1e3) + " ms (hover a range for its name)</text>\n";
+  double y = 24;
+  for (size_t rank = 0; rank < ranks.size(); ++rank) {
+    for (trace::Track track :
+         {trace::Track::compute, trace::Track::communication, trace::Track::loader}) {
+      svg += "<text x=\"4\" y=\"" + coordinate(y + kLane - 3) + "\" font-size=\"11\">rank " +
+             std::to_string(rank) + " " + trace::track_name(track) + "</text>\n";
+      for (const trace::Event& e : ranks[rank]) {
+        if (e.track != track || e.end_us <= begin || e.begin_us >= end) continue;
+        const double x0 = kLabel + double(std::max(e.begin_us, begin) - begin) * scale;
+        const double x1 = kLabel + double(std::min(e.end_us, end) - begin) * scale;
+        svg += "<rect x=\"" + coordinate(x0) + "\" y=\"" + coordinate(y) + "\" width=\"" +
+               coordinate(std::max(x1 - x0, 0.5)) + "\" height=\"" + coordinate(kLane) +
+               "\" fill=\"" + timeline_color(e) + "\"><title>" + html_escape(e.name) + ", " +
+               number(double(e.end_us - e.begin_us) / 1e3) + " ms</title></rect>\n";
+      }
+      y += kLane + 2;
+    }
+    y += 8;
+  }
+  return svg + "</svg>\n";
+}
+
 std::string render_report_html(const std::vector<EpochMetrics>& history, const std::string& title,
-                               const std::string& config_json) {
+                               const std::string& config_json,
+                               const std::vector<std::vector<trace::Event>>& traced_ranks) {
   std::vector<double> x;
   auto column = [&](double EpochMetrics::*field, bool validated_only = false) {
     std::vector<double> values;
@@ -185,6 +241,7 @@ std::string render_report_html(const std::vector<EpochMetrics>& history, const s
     table += "</tr>\n";
   }
   table += "</table>\n";
+  const std::string timeline = svg_step_timeline(traced_ranks);
 
   return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" +
          html_escape(title) +
@@ -196,13 +253,16 @@ std::string render_report_html(const std::vector<EpochMetrics>& history, const s
          html_escape(title) + "</h1>\n<p>" + std::to_string(history.size()) +
          " epoch(s). Dashed: validation losses. Validation skipped (--no-val) shows as "
          "gaps.</p>\n" +
-         "<div>\n" + charts + "</div>\n<h2>Epochs</h2>\n" + table +
-         "<h2>Configuration</h2>\n<pre>" + html_escape(config_json) + "</pre>\n</body></html>\n";
+         "<div>\n" + charts + "</div>\n" +
+         (timeline.empty() ? std::string() : "<h2>A traced step (--trace)</h2>\n" + timeline) +
+         "<h2>Epochs</h2>\n" + table + "<h2>Configuration</h2>\n<pre>" + html_escape(config_json) +
+         "</pre>\n</body></html>\n";
 }
 
 void write_report_html(const std::string& path, const std::vector<EpochMetrics>& history,
-                       const std::string& title, const std::string& config_json) {
-  const std::string page = render_report_html(history, title, config_json);
+                       const std::string& title, const std::string& config_json,
+                       const std::vector<std::vector<trace::Event>>& traced_ranks) {
+  const std::string page = render_report_html(history, title, config_json, traced_ranks);
   const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(page.data()), page.size());
   write_file_atomically(path, {bytes});
 }
@@ -221,6 +281,14 @@ TrainCallbacks report_writer() {
   callbacks.on_fit_epoch_end = [state](const EpochMetrics& m) {
     state->history.push_back(m);
     write_report_html(state->path, state->history, state->title, state->config_json);
+  };
+  // With --trace, the page is written once more at the end with a traced step of each rank.
+  callbacks.on_train_end = [state](const TrainEndInfo& end) {
+    if (end.trace.empty() || !std::filesystem::is_regular_file(end.trace)) return;
+    std::ifstream in(end.trace);
+    const std::string json{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    write_report_html(state->path, state->history, state->title, state->config_json,
+                      trace::events_from_chrome_json(json));
   };
   return callbacks;
 }
