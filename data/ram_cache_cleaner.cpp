@@ -33,6 +33,15 @@ void close_all_but(int keep, int max_fd) {
     if (fd != keep) ::close(fd);
 }
 
+// Whether a process holds its shared flock on the cache (an exclusive one is refused).
+bool in_use(const std::string& cache) {
+  const int fd = ::open(cache.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool used = ::flock(fd, LOCK_EX | LOCK_NB) != 0;
+  ::close(fd);  // drops our exclusive flock, if we got it
+  return used;
+}
+
 // The cleaner's life, in a forked child of a possibly threaded process: async-signal-safe
 // calls only (open, flock, stat, unlink, nanosleep, write, _exit).
 [[noreturn]] void run_cleaner(const CleanerPaths& paths, int ready_fd, int max_fd) {
@@ -45,23 +54,20 @@ void close_all_but(int keep, int max_fd) {
   const timespec pause{0, 200'000'000};
   while (true) {
     ::nanosleep(&pause, nullptr);
-    const int cache_fd = ::open(paths.cache.c_str(), O_RDONLY | O_CLOEXEC);
-    if (cache_fd < 0 && errno == ENOENT) break;  // removed by someone else
-    if (cache_fd < 0 || ::flock(cache_fd, LOCK_EX | LOCK_NB) != 0) {
-      if (cache_fd >= 0) ::close(cache_fd);
-      continue;  // in use
-    }
-    // Nobody uses it now; under the build lock nobody can start to.
+    if (in_use(paths.cache)) continue;
+    // Unused or gone: decide under the build lock, where nobody can start to use it.
     const int lock_fd = try_lock_file(paths.lock.c_str(), LOCK_EX, true);
-    if (lock_fd >= 0) {
-      ::unlink(paths.cache.c_str());
-      ::unlink(paths.lock.c_str());
-      break;
+    if (lock_fd < 0) continue;  // someone is opening or building it: look again later
+    if (in_use(paths.cache)) {
+      ::close(lock_fd);
+      continue;
     }
-    ::close(cache_fd);  // someone is opening it: look again later
+    // The cleaner's file first: whoever takes the next build lock sees no cleaner.
+    ::unlink(paths.cleaner.c_str());
+    ::unlink(paths.cache.c_str());
+    ::unlink(paths.lock.c_str());
+    ::_exit(0);
   }
-  ::unlink(paths.cleaner.c_str());
-  ::_exit(0);
 }
 
 }  // namespace
