@@ -57,6 +57,7 @@ bool in_use(const std::string& cache) {
     if (in_use(paths.cache)) continue;
     // Unused or gone: decide under the build lock, where nobody can start to use it.
     const int lock_fd = try_lock_file(paths.lock.c_str(), LOCK_EX, true);
+    if (lock_fd < 0 && errno != EWOULDBLOCK) ::_exit(0);  // its folder is gone
     if (lock_fd < 0) continue;  // someone is opening or building it: look again later
     if (in_use(paths.cache)) {
       ::close(lock_fd);

@@ -191,4 +191,6 @@ TEST_CASE("image cache: the ram cache is removed after its last user, a stale on
   CHECK(mentions(notes, "was left by a job that ended without removing it; replacing it"));
   REQUIRE(replaced);
   CHECK(serves_decoded_images(*replaced, f.train.dataset));
+  replaced.reset();
+  CHECK(removed_within(ram_file + ".cleaner", std::chrono::seconds(5)));  // no cleaner left
 }
