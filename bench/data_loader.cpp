@@ -1,18 +1,33 @@
-// bench/data_loader.cpp — how fast the loader feeds training batches: augmented mosaic images
-// per second for 0 (inline), 1 and 2 worker threads, the one-off verification pass, and the
-// label parser on one file of a million rows (half of them duplicates).
-// The trainer needs ~30 img/s of 320 mosaics per core to keep a small model busy.
+// bench/data_loader.cpp — the input pipeline per CPU-second, like against like: augmented
+// training images (mosaics, hyp.scratch-low) per CPU-second (getrusage of the process and its
+// reaped children, so threads and worker processes compare fairly) for bareyolo's loader
+// without and with its decoded-image cache (`--cache ram`), and for PyTorch YOLOv5's own
+// LoadImagesAndLabels with the same hyp and workers, uncached and with cache_images='ram',
+// taken in turns; then the cache's PSS with 2 ranks against 1 (bench/cache_pss.h); the
+// verification pass and the label parser on one file of a million rows.
 //
-//   bench_data_loader [--data coco128/data.yaml] [--imgsz 320] [--batch 16] [--epochs 2] [--quick]
+//   bench_data_loader [--data coco128/data.yaml] [--imgsz 640] [--batch 16] [--workers 2]
+//                     [--epochs 1] [--rounds 1] [--quick]
 //
-// Without --data it uses ../shared/datasets/coco128 if present, else a shapes dataset it
-// writes to a temporary folder. Last line: RESULT key=value ...
+// Without --data: ../shared/datasets/coco128 if present, else generated shapes. YOLOv5 runs
+// when a Python imports torch and cv2 and $YOLOV5_DIR names a YOLOv5 checkout (or the pip
+// package's folder); else the RESULT line says yolov5=absent and gives no ratio. With
+// --rounds N each configuration runs N times, in turns, and its best rate counts (the others
+// were disturbed by something else on the machine). Last line:
+//   RESULT ours_img_per_cpu_s=<x> yolov5_img_per_cpu_s=<y> ratio=<x/y> cached_ratio=<xc/yc>
+//          cache_pss_ratio=<p>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
-#include "bench/loader_rate.h"  // defines: BenchDataset, loader_images_per_second
+#include "bench/cache_pss.h"    // defines: measure_cache_pss
+#include "bench/loader_rate.h"  // defines: BenchDataset, measure_loader
+#include "bench/python_peer.h"  // defines: find_python_running
 #include "data/dataset.h"
 #include "data/label_file.h"
 #include "data/verify.h"
@@ -23,7 +38,7 @@ namespace {
 
 struct Options {
   std::string data;
-  int imgsz = 320, batch = 16, epochs = 2;
+  int imgsz = 640, batch = 16, workers = 2, epochs = 1, rounds = 1;
   bool quick = false;
 };
 
@@ -53,23 +68,73 @@ Options parse(int argc, char** argv) {
     std::string arg = argv[i];
     auto value = [&] {
       if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
-      return std::string(argv[++i]);
+      return std::stoi(argv[++i]);
     };
-    if (arg == "--data")
-      options.data = value();
+    if (arg == "--data" && i + 1 < argc)
+      options.data = argv[++i];
     else if (arg == "--imgsz")
-      options.imgsz = std::stoi(value());
+      options.imgsz = value();
     else if (arg == "--batch")
-      options.batch = std::stoi(value());
+      options.batch = value();
+    else if (arg == "--workers")
+      options.workers = value();
     else if (arg == "--epochs")
-      options.epochs = std::stoi(value());
+      options.epochs = value();
+    else if (arg == "--rounds")
+      options.rounds = value();
     else if (arg == "--quick")
-      options.quick = true, options.epochs = 1;
+      options.quick = true;
     else
       throw std::invalid_argument("unknown argument " + arg);
   }
   return options;
 }
+
+// YOLOv5's loader on the train split's images, through bench/yolov5_loader.py; nothing when
+// torch, cv2 or $YOLOV5_DIR is missing.
+class Yolov5Peer {
+ public:
+  Yolov5Peer(const Options& options, std::string images) : options_(options), images_(images) {
+    const char* folder = std::getenv("YOLOV5_DIR");
+    if (!folder || !*folder || !std::filesystem::exists(std::filesystem::path(folder) / "utils")) {
+      why_absent_ = "$YOLOV5_DIR does not name a YOLOv5 checkout";
+      return;
+    }
+    python_ = bench::find_python_running("import torch, cv2");
+    if (python_.empty()) why_absent_ = "no Python imports torch and cv2";
+  }
+  bool present() const { return why_absent_.empty(); }
+  const std::string& why_absent() const { return why_absent_; }
+
+  // Images per CPU-second of one run, uncached or with cache_images='ram'.
+  double images_per_cpu_second(bool cached) const {
+    const std::string command =
+        python_ + " " BAREYOLO_SOURCE_DIR "/bench/yolov5_loader.py --images '" + images_ +
+        "' --imgsz " + std::to_string(options_.imgsz) + " --batch " +
+        std::to_string(options_.batch) + " --workers " + std::to_string(options_.workers) +
+        " --epochs " + std::to_string(options_.epochs) + " --max-batches " +
+        std::to_string(options_.quick ? 2 : 0) + " --cache " + (cached ? "ram" : "none") +
+        " 2>/dev/null";
+    FILE* output = ::popen(command.c_str(), "r");
+    if (!output) throw std::runtime_error("cannot run " + command);
+    long images = 0;
+    double cpu_s = 0, wall_s = 0;
+    char line[512];
+    bool found = false;
+    while (std::fgets(line, sizeof line, output))
+      found = found || std::sscanf(line, "YOLOV5 images=%ld cpu_s=%lf wall_s=%lf", &images, &cpu_s,
+                                   &wall_s) == 3;
+    if (::pclose(output) != 0 || !found || cpu_s <= 0)
+      throw std::runtime_error("YOLOv5's loader failed: " + command);
+    std::printf("yolov5 %s: %ld images, %.1f img/s, %.1f img/CPU-s\n",
+                cached ? "cache=ram" : "uncached", images, images / wall_s, images / cpu_s);
+    return images / cpu_s;
+  }
+
+ private:
+  Options options_;
+  std::string images_, python_, why_absent_;
+};
 
 }  // namespace
 
@@ -80,35 +145,65 @@ int main(int argc, char** argv) {
     options.data = bench_data.data_yaml();
     data::DatasetConfig config = data::read_dataset_yaml(options.data);
     data::OpenedSplit train = data::open_split(config, "train");
+    const std::vector<data::ImageRecord>& records = train.dataset.records();
+    const data::ImageCacheRequest ram{.mode = data::CacheMode::ram,
+                                      .imgsz = options.imgsz,
+                                      .label_cache_file = train.verification.cache_file};
+
+    // Forks first, while no thread runs.
+    const bench::CachePss pss = bench::measure_cache_pss(records, ram);
+    std::printf("cache PSS: 1 rank %ld kB, 2 ranks %ld kB in all (ratio %.3f)\n", pss.alone_kb,
+                pss.two_ranks_kb, pss.ratio());
 
     auto start = std::chrono::steady_clock::now();
     std::vector<std::string> paths;
-    for (const data::ImageRecord& record : train.dataset.records()) paths.push_back(record.path);
+    for (const data::ImageRecord& record : records) paths.push_back(record.path);
     data::SplitReport report = data::verify_images(paths, config.num_classes());
     double verify_per_s = double(report.images.size()) / seconds_since(start);
-
     std::printf("dataset %s: %s\n", options.data.c_str(), report.summary().c_str());
     std::printf("verification pass: %.0f img/s\n", verify_per_s);
-    double rates[3];
-    for (int workers = 0; workers <= 2; ++workers) {
-      rates[workers] =
-          bench::loader_images_per_second(train.dataset, {.imgsz = options.imgsz,
-                                                          .batch = options.batch,
-                                                          .epochs = options.epochs,
-                                                          .workers = workers,
-                                                          .max_batches = options.quick ? 2 : 0});
-      std::printf("loader, %d worker(s), %dx%d mosaics, batch %d: %.1f img/s\n", workers,
-                  options.imgsz, options.imgsz, options.batch, rates[workers]);
+
+    data::Dataset cached = train.dataset;
+    std::vector<std::string> notes;
+    cached.use_cache(data::open_image_cache(records, ram, notes));
+    for (const std::string& note : notes) std::printf("%s\n", note.c_str());
+
+    const Yolov5Peer yolov5(options, split_sources(config, "train").front());
+    if (!yolov5.present()) std::printf("yolov5: absent (%s)\n", yolov5.why_absent().c_str());
+    const bench::LoaderRateOptions rate{.imgsz = options.imgsz,
+                                        .batch = options.batch,
+                                        .epochs = options.epochs,
+                                        .workers = options.workers,
+                                        .max_batches = options.quick ? 2 : 0};
+    auto ours = [&](const data::Dataset& dataset, const char* what) {
+      const bench::LoaderRate r = bench::measure_loader(dataset, rate);
+      std::printf("ours %s: %lld images, %d workers, %dx%d mosaics, %.1f img/s, %.1f img/CPU-s\n",
+                  what, static_cast<long long>(r.images), options.workers, options.imgsz,
+                  options.imgsz, r.per_second(), r.per_cpu_second());
+      return r.per_cpu_second();
+    };
+    double best[4] = {0, 0, 0, 0};  // ours, yolov5, ours cached, yolov5 cached
+    for (int round = 0; round < options.rounds; ++round) {
+      best[0] = std::max(best[0], ours(train.dataset, "uncached"));
+      if (yolov5.present()) best[1] = std::max(best[1], yolov5.images_per_cpu_second(false));
+      best[2] = std::max(best[2], ours(cached, "cache=ram"));
+      if (yolov5.present()) best[3] = std::max(best[3], yolov5.images_per_cpu_second(true));
     }
+
     const int label_rows = options.quick ? 100000 : 1000000;
     const double label_seconds = label_parse_seconds(label_rows);
-    std::printf("label parser: %d rows in one file (half duplicates) in %.2f s\n", label_rows,
-                label_seconds);
-    std::printf(
-        "RESULT imgsz=%d batch=%d img_per_s_inline=%.1f img_per_s_1worker=%.1f "
-        "img_per_s_2workers=%.1f verify_img_per_s=%.0f label_rows_per_s=%.0f\n",
-        options.imgsz, options.batch, rates[0], rates[1], rates[2], verify_per_s,
-        label_rows / label_seconds);
+    std::printf("label parser: %d rows in one file (half duplicates), %.0f rows/s\n", label_rows,
+                label_rows / label_seconds);
+    if (yolov5.present())
+      std::printf(
+          "RESULT ours_img_per_cpu_s=%.2f yolov5_img_per_cpu_s=%.2f ratio=%.3f "
+          "cached_ratio=%.3f cache_pss_ratio=%.3f\n",
+          best[0], best[1], best[0] / best[1], best[2] / best[3], pss.ratio());
+    else
+      std::printf(
+          "RESULT ours_img_per_cpu_s=%.2f ours_cached_img_per_cpu_s=%.2f yolov5=absent "
+          "cache_pss_ratio=%.3f\n",
+          best[0], best[2], pss.ratio());
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bench_data_loader: error: %s\n", error.what());

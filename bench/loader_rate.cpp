@@ -1,6 +1,7 @@
 // bench/loader_rate.cpp — see loader_rate.h.
 #include "bench/loader_rate.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,7 +35,22 @@ BenchDataset::~BenchDataset() {
   if (!scratch_.empty()) fs::remove_all(scratch_, ignored);
 }
 
+double process_cpu_seconds() {
+  double seconds = 0;
+  for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
+    rusage usage{};
+    ::getrusage(who, &usage);
+    for (const timeval& t : {usage.ru_utime, usage.ru_stime})
+      seconds += double(t.tv_sec) + double(t.tv_usec) * 1e-6;
+  }
+  return seconds;
+}
+
 double loader_images_per_second(const data::Dataset& dataset, const LoaderRateOptions& options) {
+  return measure_loader(dataset, options).per_second();
+}
+
+LoaderRate measure_loader(const data::Dataset& dataset, const LoaderRateOptions& options) {
   data::SamplerOptions sampler;
   sampler.dataset_size = dataset.size();
   sampler.global_batch = options.batch;
@@ -42,6 +58,7 @@ double loader_images_per_second(const data::Dataset& dataset, const LoaderRateOp
   loader_options.imgsz = options.imgsz;
   loader_options.workers = options.workers;
   int64_t images = 0;
+  const double cpu_start = process_cpu_seconds();
   const auto start = std::chrono::steady_clock::now();
   for (int epoch = 0; epoch < options.epochs; ++epoch) {
     std::vector<data::Step> plan =
@@ -52,7 +69,7 @@ double loader_images_per_second(const data::Dataset& dataset, const LoaderRateOp
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return double(images) / seconds;
+  return {images, seconds, process_cpu_seconds() - cpu_start};
 }
 
 }  // namespace bareyolo::bench

@@ -36,7 +36,20 @@ struct LoaderRateOptions {
   int max_batches = 0;  // > 0: at most this many batches per epoch (quick runs)
 };
 
+// What the loader delivered over whole epochs, in wall time and in CPU time (every thread of
+// this process and its reaped children: getrusage).
+struct LoaderRate {
+  int64_t images = 0;
+  double wall_seconds = 0, cpu_seconds = 0;
+  double per_second() const { return double(images) / wall_seconds; }
+  double per_cpu_second() const { return double(images) / cpu_seconds; }
+};
+LoaderRate measure_loader(const data::Dataset& dataset, const LoaderRateOptions& options);
+
 // Images per second the loader delivers with `options.workers` threads.
 double loader_images_per_second(const data::Dataset& dataset, const LoaderRateOptions& options);
+
+// User + system CPU seconds of this process and of its children that were waited for.
+double process_cpu_seconds();
 
 }  // namespace bareyolo::bench

@@ -6,6 +6,7 @@
 namespace bareyolo::data {
 
 LoadedImage Dataset::load(int64_t index, int imgsz) const {
+  if (cache_ && cache_->imgsz() == imgsz) return cache_->load(index);
   return load_resized(record(index).path, imgsz);
 }
 

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "data/dataset_yaml.h"
+#include "data/image_cache.h"
 #include "data/label_cache.h"
 #include "data/letterbox.h"
 #include "data/verify.h"
@@ -22,12 +24,17 @@ class Dataset {
   const ImageRecord& record(int64_t index) const { return records_[size_t(index)]; }
   const std::vector<ImageRecord>& records() const { return records_; }
   const std::vector<std::string>& names() const { return names_; }
-  // Reads image `index` with its long side resized to imgsz (the place a RAM cache would go).
+  // Image `index` with its long side resized to imgsz: from the image cache when one of that
+  // size is in use (the same bits), else read from its file.
   LoadedImage load(int64_t index, int imgsz) const;
+  // Serves load() at cache->imgsz() from `cache`, made from records() (image_cache.h).
+  void use_cache(std::shared_ptr<const ImageCache> cache) { cache_ = std::move(cache); }
+  const ImageCache* cache() const { return cache_.get(); }
 
  private:
   std::vector<ImageRecord> records_;
   std::vector<std::string> names_;
+  std::shared_ptr<const ImageCache> cache_;
 };
 
 struct OpenOptions {

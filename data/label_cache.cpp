@@ -1,13 +1,9 @@
 // data/label_cache.cpp — the on-disk verification cache (see label_cache.h).
 #include "data/label_cache.h"
 
-#include <sys/stat.h>
-
 #include <nlohmann/json.hpp>
 
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -15,6 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "data/cache_files.h"
 #include "data/image_files.h"
 #include "engine/atomic_file.h"
 
@@ -26,35 +23,6 @@ namespace bareyolo::data {
 namespace {
 
 constexpr int kCacheVersion = 1;
-
-uint64_t fnv1a(const std::string& text, uint64_t hash = 0xcbf29ce484222325ull) {
-  for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ull;
-  return hash;
-}
-
-std::string hex(uint64_t value) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
-std::string file_stamp(const std::string& path) {
-  std::error_code error;
-  auto size = fs::file_size(path, error);
-  if (error) return path + "|-";
-  auto mtime = fs::last_write_time(path, error).time_since_epoch().count();
-  return path + "|" + std::to_string(size) + "|" + std::to_string(mtime);
-}
-
-// The user cache folder for datasets whose own folder is read-only.
-fs::path user_cache_folder() {
-  if (const char* dir = std::getenv("BAREYOLO_CACHE_DIR"); dir && *dir) return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    return fs::path(xdg) / "bareyolo";
-  if (const char* home = std::getenv("HOME"); home && *home)
-    return fs::path(home) / ".cache" / "bareyolo";
-  return fs::temp_directory_path() / "bareyolo-cache";
-}
 
 std::string fallback_cache_file(const std::string& preferred) {
   fs::path p = preferred;
@@ -120,13 +88,6 @@ std::optional<CachedSplit> find_cache(const std::string& preferred,
       return CachedSplit{std::move(*report), file, true, {}};
   }
   return std::nullopt;
-}
-
-// A folder whose mode has no write bit at all is read-only by intent, even for root (who
-// may write anyway): a shared dataset is never written into.
-bool read_only_by_mode(const fs::path& folder) {
-  struct stat info;
-  return ::stat(folder.c_str(), &info) == 0 && (info.st_mode & 0222) == 0;
 }
 
 // Writes the cache with engine/atomic_file.h's atomic replace. Returns "" or why it failed

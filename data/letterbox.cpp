@@ -17,17 +17,20 @@ int round_half_even(double x) { return static_cast<int>(std::nearbyint(x)); }
 
 }  // namespace
 
+ImageSize resized_size(int width, int height, int imgsz) {
+  const double r = double(imgsz) / std::max(width, height);
+  if (r == 1) return {width, height};
+  return {static_cast<int>(std::ceil(width * r)), static_cast<int>(std::ceil(height * r))};
+}
+
 LoadedImage load_resized(const std::string& path, int imgsz) {
   LoadedImage loaded;
   loaded.image = read_image(path);
   loaded.original_width = loaded.image.width;
   loaded.original_height = loaded.image.height;
-  double r = double(imgsz) / std::max(loaded.image.width, loaded.image.height);
-  if (r != 1) {
-    int width = static_cast<int>(std::ceil(loaded.image.width * r));
-    int height = static_cast<int>(std::ceil(loaded.image.height * r));
-    loaded.image = resize_bilinear(loaded.image, width, height);
-  }
+  const ImageSize size = resized_size(loaded.image.width, loaded.image.height, imgsz);
+  if (size.width != loaded.image.width || size.height != loaded.image.height)
+    loaded.image = resize_bilinear(loaded.image, size.width, size.height);
   return loaded;
 }
 

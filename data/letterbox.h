@@ -15,6 +15,11 @@ struct LoadedImage {
   int original_width = 0, original_height = 0;
 };
 LoadedImage load_resized(const std::string& path, int imgsz);
+// The size load_resized gives an image of width x height (the cache lays its files out by it).
+struct ImageSize {
+  int width = 0, height = 0;
+};
+ImageSize resized_size(int width, int height, int imgsz);
 
 // Where letterbox put the image: scaled by `ratio`, offset by the float half-padding
 // (pad_x, pad_y). Labels follow these floats; the pixels sit at the rounded top/left

@@ -2,13 +2,10 @@
 #include "data/verify.h"
 
 #include <algorithm>
-#include <atomic>
-#include <exception>
-#include <mutex>
-#include <thread>
 
 #include "data/image.h"
 #include "data/image_files.h"
+#include "data/parallel_for.h"
 
 namespace bareyolo::data {
 
@@ -76,25 +73,8 @@ std::vector<std::string> problem_lines(const std::string& split, const SplitRepo
 SplitReport verify_images(const std::vector<std::string>& image_files, int num_classes,
                           int threads) {
   std::vector<Finding> findings(image_files.size());
-  std::atomic<size_t> next{0};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  auto work = [&] {
-    try {
-      for (size_t i = next++; i < image_files.size(); i = next++)
-        findings[i] = check_image(image_files[i], num_classes);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(failure_mutex);  // e.g. out of memory; rethrown below
-      failure = std::current_exception();
-    }
-  };
-  int count = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  count = std::min<int>(count, int(std::max<size_t>(image_files.size(), 1)));
-  std::vector<std::thread> workers;
-  for (int t = 1; t < count; ++t) workers.emplace_back(work);
-  work();
-  for (std::thread& worker : workers) worker.join();
-  if (failure) std::rethrow_exception(failure);
+  parallel_for(image_files.size(), threads,
+               [&](size_t i) { findings[i] = check_image(image_files[i], num_classes); });
 
   // Combined in file order, so the report does not depend on the thread count.
   SplitReport report;

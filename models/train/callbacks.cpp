@@ -44,6 +44,8 @@ nlohmann::json to_json(const EpochMetrics& m) {
           {"x/lr0", m.lr0},
           {"x/lr1", m.lr1},
           {"x/lr2", m.lr2},
+          {"x/data_wait", m.data_wait},
+          {"x/data_wait_per_rank", m.data_wait_per_rank},
           {"fitness", m.fitness},
           {"validated", m.validated},
           {"epoch_seconds", m.epoch_seconds},
@@ -80,13 +82,16 @@ EpochMetrics parse_epoch_metrics_json(const std::string& text) {
   m.validated = get("validated");
   m.epoch_seconds = get("epoch_seconds");
   m.step_seconds = get("step_seconds");
+  // Absent in checkpoints written before the loader's waits were measured.
+  m.data_wait = j.value("x/data_wait", 0.0);
+  m.data_wait_per_rank = j.value("x/data_wait_per_rank", std::vector<double>{});
   return m;
 }
 
 std::string results_csv_header() {
   return "epoch,train/box_loss,train/obj_loss,train/cls_loss,metrics/precision,metrics/recall,"
          "metrics/mAP_0.5,metrics/mAP_0.5:0.95,val/box_loss,val/obj_loss,val/cls_loss,x/lr0,"
-         "x/lr1,x/lr2\n";
+         "x/lr1,x/lr2,x/data_wait\n";
 }
 
 std::string results_csv_row(const EpochMetrics& m) {
@@ -94,7 +99,7 @@ std::string results_csv_row(const EpochMetrics& m) {
   row.precision(6);
   row << m.epoch;
   for (double v : {m.train_box, m.train_obj, m.train_cls, m.precision, m.recall, m.map50,
-                   m.map50_95, m.val_box, m.val_obj, m.val_cls, m.lr0, m.lr1, m.lr2})
+                   m.map50_95, m.val_box, m.val_obj, m.val_cls, m.lr0, m.lr1, m.lr2, m.data_wait})
     row << ',' << v;
   row << '\n';
   return row.str();

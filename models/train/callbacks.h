@@ -41,6 +41,10 @@ struct EpochMetrics {
   double fitness = 0;                          // 0.1 mAP50 + 0.9 mAP50-95
   bool validated = false;                      // false: --no-val skipped this epoch's validation
   double epoch_seconds = 0, step_seconds = 0;  // wall time; mean per batch
+  // The fraction of the epoch's training time each rank waited for the loader's next batch;
+  // data_wait (results.csv's x/data_wait) is the largest, the rank the input pipeline limits.
+  std::vector<double> data_wait_per_rank = {};
+  double data_wait = 0;
 };
 
 // What the run is, as it starts.

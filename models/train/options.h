@@ -69,6 +69,9 @@ struct TrainOptions {
   // TF32 tensor-core math for float convolutions and GEMMs on GPUs (about 1e-3 relative error
   // per product instead of float's 1e-7); off until the GPU check has passed with it on.
   bool tf32 = false;
+  // --cache: "ram" or "disk" decodes the images once into a file every rank of the host maps
+  // (data/image_cache.h); "": decoded every epoch.
+  std::string cache;
   // Several machines, each running `bareyolo train` with the same flags but its node_rank:
   // global rank = node_rank x ranks per node + local rank. master_port is required then.
   int nnodes = 1, node_rank = 0;

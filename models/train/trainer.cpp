@@ -40,6 +40,7 @@
 #include "models/train/checkpointer.h"      // defines: Checkpointer (the snapshot step)
 #include "models/train/early_stopping.h"    // defines: EarlyStopping
 #include "models/train/epoch_validation.h"  // defines: validate_with_loss (sharded)
+#include "models/train/image_caches.h"      // defines: use_image_caches (--cache)
 #include "models/train/outputs/console.h"   // defines: console_logger
 #include "models/train/outputs/progress.h"  // defines: progress_bar
 #include "models/train/outputs/report.h"    // defines: report_writer
@@ -65,9 +66,10 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// The sum over ranks of each rank's share of the loss: the global batch's loss.
-void sum_over_ranks(dist::Communicator* comm, double* values, int count) {
-  const trace::Label label("loss items");
+// The element-wise sum over ranks (the global batch's loss from each rank's share of it, say);
+// `what` names the all-reduce in the trace.
+void sum_over_ranks(dist::Communicator* comm, double* values, int count, const char* what) {
+  const trace::Label label(what);
   if (comm) comm->allreduce(dist::CommBuffer::of(values, count), dist::ReduceOp::sum)->wait();
 }
 
@@ -145,7 +147,7 @@ class Trainer {
 
  private:
   bool train_epoch(int epoch);  // true when --max-steps ended the run inside it
-  std::optional<data::Batch> next_batch(data::Loader& loader);
+  std::optional<data::Batch> next_batch(data::Loader& loader, double& waited);
   // --trace: records while the optimizer step count is in [trace_begin, trace_end).
   void trace_if_in_window() const;
   void log_traced_epoch(int epoch, size_t first_event) const;
@@ -170,7 +172,7 @@ class Trainer {
   std::optional<Resume> resume_;
   const TrainOptions options_;
   const data::DatasetConfig data_;
-  const data::OpenedSplit train_split_, val_split_;
+  data::OpenedSplit train_split_, val_split_;  // their datasets take the --cache image caches
   const int nc_;
   const ModelConfig model_config_;
   // The model and the loss live on this rank's device; the metrics are computed on the host.
@@ -191,7 +193,8 @@ class Trainer {
   std::unique_ptr<dist::Reducer> reducer_;
   TrainingProgress progress_;
   std::vector<EpochMetrics> history_;
-  std::vector<TrainCallbacks> callbacks_;  // rank 0's; none on the other ranks
+  std::vector<double> data_wait_per_rank_;  // the last epoch's, gathered from every rank
+  std::vector<TrainCallbacks> callbacks_;   // rank 0's; none on the other ranks
   std::optional<Checkpointer> checkpoints_;
 };
 
@@ -249,6 +252,12 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
         dist::start_data_parallel(*comm_, arena_, state_, model_.graph(),
                                   {.sync_batchnorm = sync_bn(), .bucket_mb = options_.bucket_mb});
   }
+
+  // ---- --cache: the decoded images once per host, mapped by every rank ----
+  use_image_caches({.mode = data::parse_cache_mode(options_.cache),
+                    .imgsz = imgsz_,
+                    .timeout_ms = int64_t(options_.timeout_s * 1000)},
+                   {&train_split_, &val_split_}, run_.rank, comm_, log);
 
   // ---- the run's state: fresh, or everything the checkpoint holds ----
   if (resume_) {
@@ -380,7 +389,8 @@ bool Trainer::train_epoch(int epoch) {
   optimizer_->zero_grad();  // YOLOv5 drops a partial accumulation at each epoch's start
   const auto epoch_start = Clock::now();
   const double seconds_before = progress_.train_seconds;
-  while (std::optional<data::Batch> batch = next_batch(loader)) {
+  double data_wait_seconds = 0;  // in loader.next(): the input pipeline's share of the steps
+  while (std::optional<data::Batch> batch = next_batch(loader, data_wait_seconds)) {
     const int64_t iteration = batch->step + batches_ * epoch;
     const StepSettings settings = schedule_.at(iteration);
     apply(settings, *optimizer_);
@@ -392,7 +402,7 @@ bool Trainer::train_epoch(int epoch) {
         forward_backward(model_, batch->images_tensor(run_.device), batch_labels(*batch),
                          loss_options_, {comm_, reducer_.get()});
     double items[4] = {loss.box, loss.obj, loss.cls, loss.total};
-    sum_over_ranks(comm_, items, 4);
+    sum_over_ranks(comm_, items, 4, "loss items");
     if (!std::isfinite(items[3]))
       throw std::runtime_error("the loss became " + std::to_string(items[3]) + " at epoch " +
                                std::to_string(epoch) + " batch " + std::to_string(batch->step) +
@@ -427,15 +437,22 @@ bool Trainer::train_epoch(int epoch) {
     if (boundary) checkpoints_->after_step(progress_.optimizer_steps, max_steps_reached);
     if (max_steps_reached) return true;
   }
+  data_wait_per_rank_.assign(size_t(run_.world_size), 0.0);
+  data_wait_per_rank_[size_t(run_.rank)] =
+      data_wait_seconds / std::max(1e-9, seconds_since(epoch_start));
+  sum_over_ranks(comm_, data_wait_per_rank_.data(), run_.world_size, "data wait");
   return false;
 }
 
-// The next batch, the wait for it traced ("data wait"), with tracing switched for the step
-// it belongs to.
-std::optional<data::Batch> Trainer::next_batch(data::Loader& loader) {
+// The next batch; the wait for it is added to `waited` and traced ("data wait"), with
+// tracing switched for the step it belongs to.
+std::optional<data::Batch> Trainer::next_batch(data::Loader& loader, double& waited) {
   trace_if_in_window();
   const trace::Range traced(trace::Track::loader, "data wait");
-  return loader.next();
+  const auto wait_start = Clock::now();
+  std::optional<data::Batch> batch = loader.next();
+  waited += seconds_since(wait_start);
+  return batch;
 }
 
 void Trainer::trace_if_in_window() const {
@@ -489,7 +506,11 @@ EpochMetrics Trainer::epoch_metrics(int epoch) const {
           .lr1 = last.lr,
           .lr2 = last.lr,
           .epoch_seconds = progress_.train_seconds,
-          .step_seconds = progress_.train_seconds / double(batches_)};
+          .step_seconds = progress_.train_seconds / double(batches_),
+          .data_wait_per_rank = data_wait_per_rank_,
+          .data_wait = data_wait_per_rank_.empty() ? 0.0
+                                                   : *std::max_element(data_wait_per_rank_.begin(),
+                                                                       data_wait_per_rank_.end())};
 }
 
 // Sharded validation of the EMA weights: every rank scores its share of the batches with rank

@@ -18,7 +18,7 @@ printf 'epochs: 2\nbatch: 8\nimgsz: 64\nworkers: 1\nsave_period: 4\n' > "$work/c
   --epochs 8 --project "$work/runs" --name smoke > "$work/log.txt"
 run="$work/runs/smoke"
 test "$(wc -l < "$run/results.csv")" -eq 9 || fail "results.csv should have header + 8 epochs"
-head -1 "$run/results.csv" | grep -q '^epoch,train/box_loss,train/obj_loss,train/cls_loss,metrics/precision,metrics/recall,metrics/mAP_0.5,metrics/mAP_0.5:0.95,val/box_loss,val/obj_loss,val/cls_loss,x/lr0,x/lr1,x/lr2$' \
+head -1 "$run/results.csv" | grep -q '^epoch,train/box_loss,train/obj_loss,train/cls_loss,metrics/precision,metrics/recall,metrics/mAP_0.5,metrics/mAP_0.5:0.95,val/box_loss,val/obj_loss,val/cls_loss,x/lr0,x/lr1,x/lr2,x/data_wait$' \
   || fail "results.csv header"
 test "$(wc -l < "$run/results.jsonl")" -eq 8 || fail "results.jsonl should have 8 lines"
 for f in last best final epoch4 epoch8; do

@@ -43,20 +43,23 @@ models::EpochMetrics epoch(int e, double map50) {
           .fitness = map50 / 2,
           .validated = true,
           .epoch_seconds = 3,
-          .step_seconds = 0.25};
+          .step_seconds = 0.25,
+          .data_wait_per_rank = {0.125, 0.5},
+          .data_wait = 0.5};
 }
 
 }  // namespace
 
-TEST_CASE("results.csv has YOLOv5's 14 columns and one row per epoch") {
+TEST_CASE("results.csv has YOLOv5's 14 columns, then x/data_wait, and one row per epoch") {
   const std::string header = models::results_csv_header();
   CHECK(header.rfind("epoch,train/box_loss,train/obj_loss,train/cls_loss,metrics/precision,", 0) ==
         0);
-  CHECK(count(header, ",") == 13);
-  CHECK(header.find("val/cls_loss,x/lr0,x/lr1,x/lr2\n") != std::string::npos);
+  CHECK(count(header, ",") == 14);
+  CHECK(header.find("val/cls_loss,x/lr0,x/lr1,x/lr2,x/data_wait\n") != std::string::npos);
   const std::string row = models::results_csv_row(epoch(3, 0.25));
-  CHECK(count(row, ",") == 13);
+  CHECK(count(row, ",") == 14);
   CHECK(row.rfind("3,0.025,", 0) == 0);
+  CHECK(row.find(",0.5\n") != std::string::npos);
 }
 
 TEST_CASE("the loggers rewrite a resumed run's history, then append each epoch") {
@@ -83,6 +86,8 @@ TEST_CASE("the loggers rewrite a resumed run's history, then append each epoch")
   REQUIRE(parsed.size() == 2);
   CHECK(parsed[1].map50 == 0.2);
   CHECK(parsed[1].step_seconds == 0.25);
+  CHECK(parsed[1].data_wait == 0.5);
+  CHECK(parsed[1].data_wait_per_rank == std::vector<double>{0.125, 0.5});
   CHECK(parsed[0].validated);
   CHECK_THROWS_WITH_AS(models::parse_epoch_metrics_json(R"({"epoch": 1})"),
                        doctest::Contains("train/box_loss"), std::invalid_argument);

@@ -156,6 +156,11 @@ void add_train_command(CLI::App& app) {
                   "(at most the rank's batch), 2 on the CPU")
       ->check(cli::kNonNegative | CLI::IsMember({-1}))
       ->capture_default_str();
+  cmd->add_option("--cache", t.cache,
+                  "ram (in /dev/shm, removed when the job ends; disk when it does not fit) or "
+                  "disk (beside the labels): decode the images once into a file that every rank "
+                  "and loader thread of the machine maps")
+      ->check(CLI::IsMember({"ram", "disk"}));
   cmd->add_option("--device", options.device,
                   "auto (every GPU, else CPU ranks to fit the cores), cpu, 0, 0,1, cuda:0, 0,0 "
                   "(two ranks on one GPU); more than one rank forks workers unless a launcher "

@@ -2,6 +2,7 @@
 #include "models/train/outputs/console.h"
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <sstream>
@@ -9,6 +10,27 @@
 #include "models/train/outputs/report.h"
 
 namespace bareyolo::models {
+
+namespace {
+
+// "0.12", or with several ranks "0.12 (ranks 0.12 0.03)": the fraction of the steps' time spent
+// waiting for their batches (results.csv's x/data_wait is the first number).
+std::string data_wait_text(const EpochMetrics& m) {
+  auto fraction_text = [](double fraction) {
+    char text[16];
+    std::snprintf(text, sizeof text, "%.2f", fraction);
+    return std::string(text);
+  };
+  std::string text = fraction_text(m.data_wait);
+  if (m.data_wait_per_rank.size() > 1) {
+    text += " (ranks";
+    for (double fraction : m.data_wait_per_rank) text += " " + fraction_text(fraction);
+    text += ")";
+  }
+  return text;
+}
+
+}  // namespace
 
 TrainCallbacks console_logger(std::function<void(const std::string&)> log) {
   struct State {
@@ -38,7 +60,8 @@ TrainCallbacks console_logger(std::function<void(const std::string&)> log) {
     line.precision(4);
     line << "epoch " << m.epoch + 1 << "/" << state->run.epochs << "  box " << m.train_box
          << "  obj " << m.train_obj << "  cls " << m.train_cls << "  mAP50 " << m.map50
-         << "  mAP50-95 " << m.map50_95 << "  (" << seconds << " s)";
+         << "  mAP50-95 " << m.map50_95 << "  data_wait " << data_wait_text(m) << "  (" << seconds
+         << " s)";
     log(line.str());
   };
   callbacks.on_train_end = [log](const TrainEndInfo& end) {

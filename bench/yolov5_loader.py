@@ -1,0 +1,74 @@
+"""PyTorch YOLOv5's own training dataloader, timed per CPU-second: bench_data_loader's peer.
+
+LoadImagesAndLabels (augment=True: mosaic, random_perspective, HSV, flips) with
+hyp.scratch-low, iterated by torch's DataLoader with the given workers and YOLOv5's collate,
+uncached or with its cache_images='ram' (built in the constructor, outside the timing, as
+bareyolo's cache is). CPU time is getrusage of this process plus its reaped children (the
+workers are joined at the end of each epoch), so processes compare fairly with threads.
+
+Needs torch, cv2 and a YOLOv5 checkout (or the pip package's folder) in $YOLOV5_DIR.
+Prints one line: YOLOV5 images=<n> cpu_s=<s> wall_s=<s>
+"""
+import argparse
+import os
+import resource
+import sys
+import time
+
+
+def import_yolov5(folder):
+    # A checkout imports as `utils.*`; the pip package's folder as `yolov5.utils.*`.
+    if os.path.exists(os.path.join(folder, "train.py")) and not os.path.exists(
+            os.path.join(folder, "__init__.py")):
+        sys.path.insert(0, folder)
+        from utils.dataloaders import LoadImagesAndLabels
+    else:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(folder)))
+        from yolov5.utils.dataloaders import LoadImagesAndLabels
+    return LoadImagesAndLabels
+
+
+def cpu_seconds():
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--images", required=True, help="the train split's image folder")
+    parser.add_argument("--imgsz", type=int, default=640)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--max-batches", type=int, default=0)
+    parser.add_argument("--cache", choices=["none", "ram"], default="none")
+    args = parser.parse_args()
+
+    import torch
+    import yaml
+    folder = os.environ["YOLOV5_DIR"]
+    LoadImagesAndLabels = import_yolov5(folder)
+    with open(os.path.join(folder, "data", "hyps", "hyp.scratch-low.yaml")) as f:
+        hyp = yaml.safe_load(f)
+    dataset = LoadImagesAndLabels(args.images, args.imgsz, args.batch, augment=True, hyp=hyp,
+                                  cache_images="ram" if args.cache == "ram" else False,
+                                  stride=32, workers=args.workers)
+    torch.manual_seed(0)
+    images = 0
+    start_cpu, start_wall = cpu_seconds(), time.perf_counter()
+    for _ in range(args.epochs):
+        loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch, shuffle=True,
+                                             num_workers=args.workers,
+                                             collate_fn=LoadImagesAndLabels.collate_fn)
+        for k, (imgs, _, _, _) in enumerate(loader):
+            images += imgs.shape[0]
+            if args.max_batches and k + 1 >= args.max_batches:
+                break
+        del loader  # joins the workers, so their CPU time is counted
+    print(f"YOLOV5 images={images} cpu_s={cpu_seconds() - start_cpu:.3f} "
+          f"wall_s={time.perf_counter() - start_wall:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+// data/cache_files.cpp — see cache_files.h.
+#include "data/cache_files.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace fs = std::filesystem;
+
+namespace bareyolo::data {
+
+uint64_t fnv1a_bytes(const void* bytes, size_t size, uint64_t hash) {
+  const auto* p = static_cast<const unsigned char*>(bytes);
+  for (size_t i = 0; i < size; ++i) hash = (hash ^ p[i]) * 0x100000001b3ull;
+  return hash;
+}
+
+uint64_t fnv1a(const std::string& text, uint64_t hash) {
+  return fnv1a_bytes(text.data(), text.size(), hash);
+}
+
+std::string hex(uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+std::string file_stamp(const std::string& path) {
+  std::error_code error;
+  auto size = fs::file_size(path, error);
+  if (error) return path + "|-";
+  auto mtime = fs::last_write_time(path, error).time_since_epoch().count();
+  return path + "|" + std::to_string(size) + "|" + std::to_string(mtime);
+}
+
+fs::path user_cache_folder() {
+  if (const char* dir = std::getenv("BAREYOLO_CACHE_DIR"); dir && *dir) return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return fs::path(xdg) / "bareyolo";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return fs::path(home) / ".cache" / "bareyolo";
+  return fs::temp_directory_path() / "bareyolo-cache";
+}
+
+bool read_only_by_mode(const fs::path& folder) {
+  struct stat info;
+  return ::stat(folder.c_str(), &info) == 0 && (info.st_mode & 0222) == 0;
+}
+
+}  // namespace bareyolo::data

@@ -1,0 +1,29 @@
+// data/cache_files.h — what the data caches (the label cache, the decoded-image cache) share:
+// a file's stamp and a 64-bit hash for fingerprints, and where a cache goes when the dataset's
+// own folder may not be written.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace bareyolo::data {
+
+// FNV-1a over `text`, continuing from `hash`.
+uint64_t fnv1a(const std::string& text, uint64_t hash = 0xcbf29ce484222325ull);
+uint64_t fnv1a_bytes(const void* bytes, size_t size, uint64_t hash = 0xcbf29ce484222325ull);
+// 16 lower-case hex digits.
+std::string hex(uint64_t value);
+
+// "path|size|mtime" ("path|-" for a missing file): a change of content shows in it.
+std::string file_stamp(const std::string& path);
+
+// The user cache folder for datasets whose own folder is read-only: $BAREYOLO_CACHE_DIR, else
+// $XDG_CACHE_HOME/bareyolo, else ~/.cache/bareyolo.
+std::filesystem::path user_cache_folder();
+
+// A folder whose mode has no write bit at all is read-only by intent, even for root (who may
+// write anyway): a shared dataset is never written into.
+bool read_only_by_mode(const std::filesystem::path& folder);
+
+}  // namespace bareyolo::data
