@@ -68,10 +68,11 @@ class Module {
   virtual void for_each_child(const std::function<void(Module&)>& visit) { (void)visit; }
 };
 
-// Calls visit on `module` and, depth first, on every module inside it.
-inline void for_each_module(Module& module, const std::function<void(Module&)>& visit) {
-  visit(module);
-  module.for_each_child([&](Module& child) { for_each_module(child, visit); });
+// Calls visit on `root` and, depth first, on every module inside it. (Not named `module`:
+// nvcc warns that it parses the C++20 keyword as an identifier there.)
+inline void for_each_module(Module& root, const std::function<void(Module&)>& visit) {
+  visit(root);
+  root.for_each_child([&](Module& child) { for_each_module(child, visit); });
 }
 
 }  // namespace bareyolo
