@@ -9,19 +9,20 @@
 #include "engine/atomic_file.h"
 #include "engine/safetensors.h"
 #include "models/train/checkpoint.h"
+#include "models/train/run_dir.h"
 
 namespace bareyolo::models {
 
 namespace fs = std::filesystem;
 
 TrainOptions continue_run(const TrainOptions& request, std::string* position) {
-  const fs::path last = fs::path(request.run_dir) / "weights" / "last.safetensors";
+  const std::string last = last_checkpoint(request.run_dir);
   if (!fs::is_regular_file(last)) {
     if (position) *position = "from the start: " + request.run_dir + " has no checkpoint yet";
     return request;
   }
   TrainOptions options = request;
-  options.resume = last.string();
+  options.resume = last;
   options = resolved_request(options);
   if (position) {
     const TrainingProgress progress =
@@ -40,21 +41,15 @@ void record_elastic_run(const std::string& run_dir, const std::string& run_id) {
 }
 
 std::optional<std::string> find_elastic_run(const std::string& project, const std::string& run_id) {
-  std::optional<std::string> found;
-  fs::file_time_type found_time;
-  std::error_code error;
-  if (!fs::is_directory(project, error)) return found;
-  for (const fs::directory_entry& run : fs::directory_iterator(project, error)) {
-    const fs::path record = run.path() / kElasticRunIdFile;
-    if (!fs::is_regular_file(record, error)) continue;
-    std::ifstream in(record);
-    std::stringstream text;
-    text << in.rdbuf();
-    const fs::file_time_type time = fs::last_write_time(record, error);
-    if (text.str() == run_id && !error && (!found || time > found_time))
-      found = run.path().string(), found_time = time;
-  }
-  return found;
+  const std::string record =
+      newest_in_runs(project, kElasticRunIdFile, [&](const std::string& path) {
+        std::ifstream in(path);
+        std::stringstream text;
+        text << in.rdbuf();
+        return text.str() == run_id;
+      });
+  if (record.empty()) return std::nullopt;
+  return fs::path(record).parent_path().string();
 }
 
 }  // namespace bareyolo::models

@@ -233,12 +233,10 @@ TrainSummary summary_from_json(const nlohmann::json& j) {
 std::string worker_failure(const std::string& run_dir) {
   const std::string stopped = "training stopped: a worker failed (see the message above); ";
   if (run_dir.empty()) return stopped + "node 0 holds the run's checkpoints";
-  const std::filesystem::path last =
-      std::filesystem::path(run_dir) / "weights" / "last.safetensors";
+  const std::string last = last_checkpoint(run_dir);
   if (!std::filesystem::is_regular_file(last))
     return stopped + "no checkpoint of " + run_dir + " was written yet";
-  return stopped + "its last checkpoint, " + last.string() +
-         ", is intact: continue with --resume " + last.string();
+  return stopped + "its last checkpoint, " + last + ", is intact: continue with --resume " + last;
 }
 
 // One start of the job's workers: rank 0's summary, or nothing when the launch failed (`end`

@@ -30,24 +30,35 @@ std::string resolve_run_dir(const std::string& project, const std::string& name,
 std::string find_resume_checkpoint(const std::string& path, const std::string& project) {
   if (!path.empty()) {
     if (fs::is_regular_file(path)) return path;
-    const fs::path last = fs::path(path) / "weights" / "last.safetensors";
-    if (fs::is_directory(path) && fs::is_regular_file(last)) return last.string();
+    const std::string last = last_checkpoint(path);
+    if (fs::is_directory(path) && fs::is_regular_file(last)) return last;
     throw std::invalid_argument("--resume " + path + ": neither a checkpoint file nor a run " +
                                 "directory with weights/last.safetensors");
   }
+  const std::string newest = newest_in_runs(project, "weights/last.safetensors");
+  if (newest.empty())
+    throw std::invalid_argument("--resume: no run in '" + project + "' has " +
+                                "weights/last.safetensors; give the checkpoint's path");
+  return newest;
+}
+
+std::string last_checkpoint(const std::string& run_dir) {
+  return (fs::path(run_dir) / "weights" / "last.safetensors").string();
+}
+
+std::string newest_in_runs(const std::string& project, const std::string& file,
+                           const std::function<bool(const std::string& path)>& accept) {
   fs::path newest;
   fs::file_time_type newest_time;
   std::error_code error;
   if (fs::is_directory(project, error))
     for (const fs::directory_entry& run : fs::directory_iterator(project, error)) {
-      const fs::path last = run.path() / "weights" / "last.safetensors";
-      if (!fs::is_regular_file(last, error)) continue;
-      const fs::file_time_type time = fs::last_write_time(last, error);
-      if (!error && (newest.empty() || time > newest_time)) newest = last, newest_time = time;
+      const fs::path candidate = run.path() / file;
+      if (!fs::is_regular_file(candidate, error) || (accept && !accept(candidate.string())))
+        continue;
+      const fs::file_time_type time = fs::last_write_time(candidate, error);
+      if (!error && (newest.empty() || time > newest_time)) newest = candidate, newest_time = time;
     }
-  if (newest.empty())
-    throw std::invalid_argument("--resume: no run in '" + project + "' has " +
-                                "weights/last.safetensors; give the checkpoint's path");
   return newest.string();
 }
 

@@ -7,6 +7,7 @@
 // the same moment gets the next number) and the others receive it.
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace bareyolo::models {
@@ -25,5 +26,15 @@ std::string find_resume_checkpoint(const std::string& path, const std::string& p
 
 // The run directory of a checkpoint at <run>/weights/<file>.
 std::string run_dir_of_checkpoint(const std::string& checkpoint);
+
+// The checkpoint a run continues from, <run_dir>/weights/last.safetensors (it may not exist
+// yet): the one --resume of a run directory takes, and an elastic restart.
+std::string last_checkpoint(const std::string& run_dir);
+
+// Of the run directories under `project`, the path of `file` (relative to a run directory)
+// written most recently among the regular files that `accept` takes (every one without it);
+// "" when there is none, or no `project`.
+std::string newest_in_runs(const std::string& project, const std::string& file,
+                           const std::function<bool(const std::string& path)>& accept = {});
 
 }  // namespace bareyolo::models

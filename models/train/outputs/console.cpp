@@ -3,11 +3,11 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <sstream>
 
 #include "models/train/outputs/report.h"
+#include "models/train/run_dir.h"
 
 namespace bareyolo::models {
 
@@ -70,8 +70,7 @@ TrainCallbacks console_logger(std::function<void(const std::string&)> log) {
           " epochs (best at epoch " + std::to_string(end.best_epoch + 1) + ")");
     if (!end.finished)
       log("stopped after " + std::to_string(end.optimizer_steps) + " optimizer steps " +
-          "(--max-steps); continue with --resume " +
-          (std::filesystem::path(end.run_dir) / "weights" / "last.safetensors").string());
+          "(--max-steps); continue with --resume " + last_checkpoint(end.run_dir));
   };
   return callbacks;
 }
