@@ -24,6 +24,25 @@ bareyolo=$(realpath "$1") cfg=$(realpath "$2")
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 fail() { echo "train ddp: $*" >&2; exit 1; }
+# A port P with P .. P+N-1 free now: under torchrun bareyolo's store takes MASTER_PORT + 1, which
+# an outgoing connection's ephemeral port may hold even when MASTER_PORT is free.
+free_ports() {
+  python3 -c '
+import socket, sys
+n = int(sys.argv[1])
+while True:
+    held = [socket.socket()]
+    held[0].bind(("127.0.0.1", 0))
+    port = held[0].getsockname()[1]
+    try:
+        for k in range(1, n):
+            held.append(socket.socket())
+            held[-1].bind(("127.0.0.1", port + k))
+    except (OSError, OverflowError):  # taken, or past 65535
+        continue
+    print(port)
+    break' "$1"
+}
 
 "$bareyolo" make-shapes --out "$work/shapes" --n-train 32 --n-val 8 --imgsz 64 --classes 2 > /dev/null
 common=(--data "$work/shapes/data.yaml" --cfg "$cfg" --imgsz 64 --batch 8 --workers 1)
@@ -96,7 +115,7 @@ cmp "$work/runs/whole/weights/final.safetensors" "$work/runs/elastic/weights/fin
 
 # 4. torchrun's environment, set by hand: no spawn; rank 1 (in its own empty directory) writes
 # nothing there, and nothing of rank 1's reaches the run directory but what rank 0 wrote.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_ports 2)
 mkdir -p "$work/rank0" "$work/rank1"
 # The ranks are children of this shell, as torchrun's are of its agent: they derive their
 # store token through a private file named by that parent (process_group.h), so `env -C`
@@ -119,7 +138,7 @@ test ! -e "$work/runs/launched2" || fail "a second run directory appeared"
 # as torchrun would, with TORCHELASTIC_RESTART_COUNT=1 and the same TORCHELASTIC_RUN_ID.
 start_torchrun_job() {  # $1: the restart count; sets pids
   local port r
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_ports 2)
   pids=()
   for r in 0 1; do
     RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
@@ -148,7 +167,7 @@ cmp "$work/runs/whole/weights/final.safetensors" "$work/runs/torchelastic/weight
 
 # 6. two "machines" (--nnodes 2, one rank each) on this one: node 0 serves the store on the
 # given port, both present the same token; one run directory, written by global rank 0.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_ports 1)
 for r in 0 1; do
   BAREYOLO_STORE_TOKEN=two-nodes "$bareyolo" train "${common[@]}" --device cpu --nproc-per-node 1 \
     --nnodes 2 --node-rank $r --master-port "$port" --epochs 1 --project "$work/runs" \
