@@ -1,6 +1,7 @@
 // engine/trace.cpp — see trace.h.
 #include "engine/trace.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -50,9 +51,9 @@ size_t event_count() {
   return g_events.size();
 }
 
-std::vector<Event> events() {
+std::vector<Event> events_since(size_t first) {
   std::lock_guard lock(g_mutex);
-  return g_events;
+  return {g_events.begin() + int64_t(std::min(first, g_events.size())), g_events.end()};
 }
 
 std::vector<Event> take_events() {

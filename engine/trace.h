@@ -40,9 +40,10 @@ int64_t us_of(std::chrono::steady_clock::time_point time);  // on the same scale
 
 // Adds a finished range (when enabled; thread-safe).
 void record(Event event);
-// Every event recorded so far, in recording order; `take_events` also forgets them.
+// The events recorded so far, in recording order: how many, those from the `first`-th on, and
+// all of them, which take_events also forgets.
 size_t event_count();
-std::vector<Event> events();
+std::vector<Event> events_since(size_t first);
 std::vector<Event> take_events();
 
 // The innermost label of this thread's running code ("model.4", "bucket 2", "loss items"),

@@ -40,6 +40,9 @@ int64_t overlap(const Interval& range, const std::vector<Interval>& disjoint) {
   return total;
 }
 
+bool is_optimizer_step(const Event& e) {
+  return e.track == Track::compute && e.name == "optimizer step";
+}
 bool is_backward(const Event& e) {
   return e.track == Track::compute && starts_with(e.name, "backward ");
 }
@@ -62,25 +65,31 @@ StepShares step_shares(const std::vector<Event>& events) {
   int64_t bucket_us = 0, hidden_us = 0, wait_us = 0, first = events.front().begin_us, last = first;
   for (const Event& e : events) {
     first = std::min(first, e.begin_us), last = std::max(last, e.end_us);
-    if (e.track == Track::compute && e.name == "optimizer step") ++shares.steps;
+    if (is_optimizer_step(e)) ++shares.steps;
     if (e.track == Track::loader && e.name == "data wait") wait_us += e.end_us - e.begin_us;
     if (is_bucket(e)) {
       bucket_us += e.end_us - e.begin_us;
       hidden_us += overlap({e.begin_us, e.end_us}, backward);
     }
   }
-  shares.bucket_seconds = double(bucket_us) / 1e6;
   shares.hidden_communication = bucket_us > 0 ? double(hidden_us) / double(bucket_us) : 0;
   shares.loader_wait = last > first ? double(wait_us) / double(last - first) : 0;
   return shares;
 }
 
+std::optional<StepWindow> last_step(const std::vector<Event>& events) {
+  const std::vector<Interval> steps = union_of(events, is_optimizer_step);
+  if (steps.empty()) return std::nullopt;
+  int64_t first = steps.back().first;
+  for (const Event& e : events) first = std::min(first, e.begin_us);
+  return StepWindow{.begin_us = steps.size() > 1 ? steps[steps.size() - 2].second : first,
+                    .optimizer_begin_us = steps.back().first,
+                    .end_us = steps.back().second};
+}
+
 StepAnatomy step_anatomy(const std::vector<Event>& events) {
   StepAnatomy anatomy;
-  std::vector<Interval> steps = union_of(events, [](const Event& e) {
-    return e.track == Track::compute && e.name == "optimizer step";
-  });
-  anatomy.steps = int(steps.size());
+  anatomy.steps = int(std::count_if(events.begin(), events.end(), is_optimizer_step));
   int64_t first_forward = INT64_MAX;
   for (const Event& e : events)
     if (e.track == Track::compute && starts_with(e.name, "forward "))
@@ -94,17 +103,17 @@ StepAnatomy step_anatomy(const std::vector<Event>& events) {
     ++kind.count;
     kind.bytes += e.bytes;
   }
-  if (steps.empty()) return anatomy;
-  // The last step's buckets: launched between the step before it and it, during or after
-  // the backward that ended last before it.
-  const int64_t last_step_begin = steps.back().first;
-  const int64_t previous_step_end = steps.size() > 1 ? steps[steps.size() - 2].second : 0;
+  const std::optional<StepWindow> last = last_step(events);
+  if (!last) return anatomy;
+  // The last step's buckets: launched between the step before it and its optimizer step,
+  // during or after the backward that ended last before that.
   int64_t backward_end = 0;
   for (const Event& e : events)
-    if (is_backward(e) && e.end_us <= last_step_begin && e.begin_us >= previous_step_end)
+    if (is_backward(e) && e.end_us <= last->optimizer_begin_us && e.begin_us >= last->begin_us)
       backward_end = std::max(backward_end, e.end_us);
   for (const Event& e : events) {
-    if (!is_bucket(e) || e.begin_us < previous_step_end || e.begin_us > last_step_begin) continue;
+    if (!is_bucket(e) || e.begin_us < last->begin_us || e.begin_us > last->optimizer_begin_us)
+      continue;
     anatomy.buckets.push_back({.bucket = std::stoi(e.name.substr(17)),
                                .bytes = e.bytes,
                                .before_backward_end_ms = double(backward_end - e.begin_us) / 1e3,

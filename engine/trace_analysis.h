@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,6 @@ struct StepShares {
   int steps = 0;                    // "optimizer step" ranges seen
   double hidden_communication = 0;  // of the bucket all-reduces' time, the share during backward
   double loader_wait = 0;           // of the traced time, the share spent in "data wait"
-  double bucket_seconds = 0;        // the bucket all-reduces' time in all
 };
 
 // Over one rank's events (any window of whole steps).
@@ -35,6 +35,14 @@ struct BucketDeparture {
   double before_backward_end_ms = 0;  // > 0: it left while backward still ran
   double duration_ms = 0;             // launched to done
 };
+
+// One rank's last traced step: from the end of the optimizer step before it (or the first
+// event, when it is the first traced) to the end of its own optimizer step, which began at
+// optimizer_begin_us.
+struct StepWindow {
+  int64_t begin_us = 0, optimizer_begin_us = 0, end_us = 0;
+};
+std::optional<StepWindow> last_step(const std::vector<Event>& events);
 
 struct StepAnatomy {
   int steps = 0;

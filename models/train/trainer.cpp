@@ -463,10 +463,8 @@ void Trainer::trace_if_in_window() const {
 // Rank 0's reading of its own trace of the epoch: how much of the gradient all-reduce time
 // backward hid, and how long the loader kept it waiting.
 void Trainer::log_traced_epoch(int epoch, size_t first_event) const {
-  if (run_.rank != 0 || trace::event_count() <= first_event) return;
-  const std::vector<trace::Event> all = trace::events();
-  const trace::StepShares shares =
-      trace::step_shares({all.begin() + int64_t(first_event), all.end()});
+  if (run_.rank != 0) return;
+  const trace::StepShares shares = trace::step_shares(trace::events_since(first_event));
   if (shares.steps == 0) return;
   char line[200];
   std::snprintf(line, sizeof line,

@@ -157,13 +157,10 @@ const char* timeline_color(const trace::Event& e) {
 }  // namespace
 
 std::string svg_step_timeline(const std::vector<std::vector<trace::Event>>& ranks) {
-  // The window: rank 0's last traced optimizer step, from the end of the one before it.
-  int64_t begin = -1, end = -1, previous_end = 0;
-  for (const trace::Event& e : ranks.empty() ? std::vector<trace::Event>{} : ranks[0])
-    if (e.track == trace::Track::compute && e.name == "optimizer step" && e.end_us > end)
-      previous_end = std::max<int64_t>(end, 0), begin = e.begin_us, end = e.end_us;
-  if (end < 0) return "";
-  begin = previous_end > 0 ? previous_end : begin;
+  const std::optional<trace::StepWindow> step =
+      ranks.empty() ? std::nullopt : trace::last_step(ranks[0]);  // rank 0's
+  if (!step) return "";
+  const int64_t begin = step->begin_us, end = step->end_us;
   constexpr double kLane = 14, kLabel = 110, kPlot = 900;
   const double height = 24 + double(ranks.size()) * 3 * (kLane + 2) + 8 * double(ranks.size());
   const double scale = kPlot / double(std::max<int64_t>(end - begin, 1));
