@@ -2,10 +2,9 @@
 #include "models/train/elastic.h"
 
 #include <filesystem>
-#include <fstream>
 #include <span>
-#include <sstream>
 
+#include "data/regular_file.h"
 #include "engine/atomic_file.h"
 #include "engine/safetensors.h"
 #include "models/train/checkpoint.h"
@@ -41,13 +40,9 @@ void record_elastic_run(const std::string& run_dir, const std::string& run_id) {
 }
 
 std::optional<std::string> find_elastic_run(const std::string& project, const std::string& run_id) {
-  const std::string record =
-      newest_in_runs(project, kElasticRunIdFile, [&](const std::string& path) {
-        std::ifstream in(path);
-        std::stringstream text;
-        text << in.rdbuf();
-        return text.str() == run_id;
-      });
+  const std::string record = newest_in_runs(
+      project, kElasticRunIdFile,
+      [&](const std::string& path) { return data::read_regular_file(path).bytes == run_id; });
   if (record.empty()) return std::nullopt;
   return fs::path(record).parent_path().string();
 }

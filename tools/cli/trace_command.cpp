@@ -2,11 +2,10 @@
 #include "tools/cli/trace_command.h"
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
+#include "data/regular_file.h"
 #include "engine/trace_analysis.h"
 
 namespace bareyolo {
@@ -65,12 +64,12 @@ void add_trace_command(CLI::App& app) {
 
 std::optional<int> run_trace_command(const CLI::App& app) {
   if (!app.got_subcommand("trace-summary")) return std::nullopt;
-  std::ifstream in(trace_file);
-  std::stringstream text;
-  text << in.rdbuf();
+  const data::FileContents text = data::read_regular_file(trace_file);
+  if (text.kind != data::FileContents::regular)
+    throw std::invalid_argument(trace_file + ": " + text.error);
   std::vector<std::vector<trace::Event>> ranks;
   try {
-    ranks = trace::events_from_chrome_json(text.str());
+    ranks = trace::events_from_chrome_json(text.bytes);
   } catch (const std::exception& error) {
     throw std::invalid_argument(trace_file + ": " + error.what());
   }

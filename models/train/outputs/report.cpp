@@ -5,12 +5,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <memory>
 #include <span>
 
+#include "data/regular_file.h"
 #include "engine/atomic_file.h"
 #include "engine/trace_analysis.h"
 
@@ -281,11 +280,11 @@ TrainCallbacks report_writer() {
   };
   // With --trace, the page is written once more at the end with a traced step of each rank.
   callbacks.on_train_end = [state](const TrainEndInfo& end) {
-    if (end.trace.empty() || !std::filesystem::is_regular_file(end.trace)) return;
-    std::ifstream in(end.trace);
-    const std::string json{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    if (end.trace.empty()) return;
+    const data::FileContents trace = data::read_regular_file(end.trace);
+    if (trace.kind != data::FileContents::regular) return;
     write_report_html(state->path, state->history, state->title, state->config_json,
-                      trace::events_from_chrome_json(json));
+                      trace::events_from_chrome_json(trace.bytes));
   };
   return callbacks;
 }
