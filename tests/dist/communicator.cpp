@@ -10,7 +10,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <random>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -74,6 +76,48 @@ TEST_CASE("communicator: allreduce sum, avg and max of f32, f64 and i64, any cou
       }
     });
   });
+}
+
+// An allreduce of at most 64 KB takes the TCP ring's small path (an all-gather plus a local
+// sum), a larger one the ring schedule: counts on both sides of that size.
+TEST_CASE("communicator: allreduce on both sides of the small-allreduce size") {
+  on_every_backend([](ProcessGroup& group) {
+    for_each_dtype([&]<class T>(T) {
+      const int64_t at_small_limit = (int64_t{64} << 10) / int64_t(sizeof(T));
+      for (int64_t count : {at_small_limit, at_small_limit + 1})
+        for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max})
+          contract::check_allreduce<T>(*group.comm, op, count, kHost);
+    });
+  });
+}
+
+// Sums that round (unlike the contract's exact eighths): every rank must still end with the
+// same bits, which a rank-dependent summation order would break from 3 ranks on.
+TEST_CASE("tcp ring: a small allreduce gives every rank the same bits") {
+  for (int world : {2, 3, 4}) {
+    INFO("world " << world);
+    check_ranks_ok(run_ranks(
+        world,
+        [](ProcessGroup& group) {
+          Communicator& comm = *group.comm;
+          std::mt19937 random(uint32_t(17 + comm.rank()));
+          std::uniform_real_distribution<float> value(-1000.0f, 1000.0f);
+          std::vector<float> values(1000);
+          for (float& v : values) v = value(random) / 3.0f;
+          Tensor buffer = Tensor::from_vector(values, {1, 1, 1, int64_t(values.size())});
+          comm.allreduce(CommBuffer::of(buffer), ReduceOp::avg)->wait();
+          Tensor everyone = Tensor::zeros({1, 1, 1, int64_t(values.size()) * comm.world_size()});
+          comm.allgather(CommBuffer::of(buffer), CommBuffer::of(everyone))->wait();
+          const std::vector<float> all = everyone.to_vector<float>();
+          for (size_t i = 0; i < values.size(); ++i)
+            for (int r = 1; r < comm.world_size(); ++r)
+              if (std::memcmp(&all[i], &all[r * values.size() + i], sizeof(float)) != 0)
+                throw std::runtime_error("element " + std::to_string(i) + ": rank 0 has " +
+                                         std::to_string(all[i]) + ", rank " + std::to_string(r) +
+                                         " has " + std::to_string(all[r * values.size() + i]));
+        },
+        100s));
+  }
 }
 
 TEST_CASE("communicator: broadcast from every root") {

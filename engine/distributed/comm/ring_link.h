@@ -110,7 +110,8 @@ class RingLink {
 
   // Moves the frames of collective number `sequence`: the calling thread sends (and watches
   // the next rank) while the link's receiving thread receives and runs on_received — or, for
-  // a small collective, the calling thread does both in one loop.
+  // a small collective, the calling thread does both in one loop (polling its socket for a
+  // moment before it sleeps in poll()).
   // Throws RingFailure on a lost or misbehaving neighbour or at `deadline`, and
   // std::runtime_error after interrupt().
   void run(const RingPlan& plan, uint64_t sequence, Clock::time_point deadline);
