@@ -2,8 +2,9 @@
 // process and data-parallel, beside the data loader's rate and PyTorch's on the same network.
 //
 //   bench_train [--cfg models/yolov5n.yaml] [--imgsz 320] [--batch 16] [--warmup 2]
-//               [--steps 6] [--no-torch] [--quick]
-//   --quick: 128 px, batch 4, 1 warm-up and 2 timed steps, 2 loader batches (the ctest smoke)
+//               [--steps 6] [--rounds 3] [--no-torch] [--quick]
+//   --quick: 128 px, batch 4, 1 warm-up and 2 timed steps, 1 round, 2 loader batches (the
+//   ctest smoke)
 //
 // A step is the trainer's: forward_backward (forward, YOLOv5's loss, backward with the
 // reducer's hook), reducer finish, gradient clipping at norm 10, SGD with Nesterov momentum,
@@ -14,8 +15,10 @@
 //   1 rank  x 1 thread,  batch B/2         the baseline of the scaling
 //   2 ranks x 1 thread,  batch B/2 each    SyncBN on, gradients through the TCP ring in
 //                                          buckets sized from the model (the trainer's), and
-//                                          again in PyTorch's 25 MB ones
-//   scaling = rate(2 ranks) / rate(1 rank x 1 thread)
+//                                          again in PyTorch's 25 MB ones, and with BatchNorm
+//                                          unsynced (what SyncBN's collectives cost)
+//   scaling = rate(2 ranks) / rate(1 rank x 1 thread), the median over `rounds` rounds in
+//   which the 1-thread baseline and the multi-rank configurations take turns
 //   2 independent processes x 1 thread, batch B/2 each, no communication: the most 2 processes
 //                                          reach here (shared caches, memory bandwidth, clocks)
 // Then the loader's rate on real images (coco128 when present; 2 workers, mosaics at the same
@@ -67,7 +70,7 @@ constexpr double kBusyLoad = 1.0;  // 1-minute load average above which the figu
 
 struct Options {
   std::string cfg = "models/yolov5n.yaml";  // found among the shipped yamls
-  int imgsz = 320, batch = 16, warmup = 2, steps = 6;
+  int imgsz = 320, batch = 16, warmup = 2, steps = 6, rounds = 3;
   bool torch = true, quick = false;
 };
 
@@ -159,12 +162,16 @@ double single_rank_images_per_second(const Setup& setup, int batch, int threads,
 }
 
 // kRanks forked ranks (bareyolo's launcher), 1 thread each, `per_rank_batch` images each:
-// the images per second of all ranks together. `data_parallel`: one job — SyncBN on,
-// gradients averaged through the TCP ring in buckets of `bucket_mb` (0: sized from the model,
-// the trainer's default); otherwise the ranks train independent models without
-// communicating, which is the most kRanks processes can reach on this machine.
-double multi_rank_images_per_second(const Setup& setup, int per_rank_batch, bool data_parallel,
-                                    double bucket_mb = 0) {
+// the images per second of all ranks together. `data_parallel`: one job — SyncBN on unless
+// `sync_bn` is false, gradients averaged through the TCP ring in buckets of `bucket_mb` (0:
+// sized from the model, the trainer's default); otherwise the ranks train independent models
+// without communicating, which is the most kRanks processes can reach on this machine.
+struct MultiRank {
+  bool data_parallel = true;  // false: independent processes
+  bool sync_bn = true;
+  double bucket_mb = 0;
+};
+double multi_rank_images_per_second(const Setup& setup, int per_rank_batch, MultiRank how) {
   // Each rank reports its median step time through memory shared across the fork.
   void* shared = ::mmap(nullptr, kRanks * sizeof(double), PROT_READ | PROT_WRITE,
                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -178,7 +185,7 @@ double multi_rank_images_per_second(const Setup& setup, int per_rank_batch, bool
     ThreadPool::global().resize(1);
     DetectionModel model(setup.config);
     const SyntheticBatch data = setup.batch(per_rank_batch, 100 + uint32_t(local_rank));
-    if (!data_parallel) {
+    if (!how.data_parallel) {
       ParameterArena arena(model.state());
       step_s[local_rank] = median_step_seconds(model, arena, data, setup, {});
       return 0;
@@ -187,10 +194,10 @@ double multi_rank_images_per_second(const Setup& setup, int per_rank_batch, bool
     dist::ProcessGroup group =
         dist::init_process_group(dist::read_launch_env(dist::process_environment()),
                                  {.backend = std::nullopt, .timeout = kCollectiveTimeout});
-    dist::sync_batchnorm(model.graph(), group.comm.get());
+    if (how.sync_bn) dist::sync_batchnorm(model.graph(), group.comm.get());
     ParameterArena arena(model.state());
     dist::broadcast_state(*group.comm, arena, model.state());
-    dist::Reducer reducer(arena, model.graph(), *group.comm, {.bucket_mb = bucket_mb});
+    dist::Reducer reducer(arena, model.graph(), *group.comm, {.bucket_mb = how.bucket_mb});
     step_s[local_rank] =
         median_step_seconds(model, arena, data, setup, {group.comm.get(), &reducer});
     return 0;
@@ -254,6 +261,18 @@ std::string fixed(double value, int decimals = 2) {
   return text;
 }
 std::string percent(double fraction) { return fixed(100 * fraction, 1) + "%"; }
+std::string joined(const std::vector<double>& values) {
+  std::string text;
+  for (double value : values) text += (text.empty() ? "" : " ") + fixed(value);
+  return text;
+}
+
+// One multi-rank configuration of the scaling table.
+struct ScalingRow {
+  std::string configuration;
+  MultiRank how;
+  std::string note;  // after "scaling <s>x"
+};
 
 void print_rate(const std::string& configuration, double images_per_second,
                 const std::string& note) {
@@ -295,11 +314,13 @@ Options parse(int argc, char** argv) {
       options.warmup = value();
     else if (arg == "--steps")
       options.steps = value();
+    else if (arg == "--rounds")
+      options.rounds = value();
     else if (arg == "--no-torch")
       options.torch = false;
     else if (arg == "--quick")
       options.quick = true, options.imgsz = 128, options.batch = 4, options.warmup = 1,
-      options.steps = 2;
+      options.steps = 2, options.rounds = 1;
     else
       throw std::invalid_argument("unknown argument '" + arg + "'");
   }
@@ -312,8 +333,8 @@ Options parse(int argc, char** argv) {
   if (options.imgsz % 32 != 0 || options.imgsz <= 0)
     throw std::invalid_argument("--imgsz " + std::to_string(options.imgsz) +
                                 " must be a positive multiple of 32 (the largest stride)");
-  if (options.steps < 1 || options.warmup < 0)
-    throw std::invalid_argument("--steps must be >= 1 and --warmup >= 0");
+  if (options.steps < 1 || options.warmup < 0 || options.rounds < 1)
+    throw std::invalid_argument("--steps and --rounds must be >= 1 and --warmup >= 0");
   return options;
 }
 
@@ -339,24 +360,42 @@ int main(int argc, char** argv) {
     print_rate(std::to_string(kHeadlineThreads) + " threads, 1 rank, batch " +
                    std::to_string(options.batch),
                ours, "YOLOv5's loss takes " + percent(loss_fraction) + " of the step");
-    const double one_thread = single_rank_images_per_second(setup, half, 1);
-    print_rate("1 thread, 1 rank, batch " + std::to_string(half), one_thread, "");
-    const double ddp = multi_rank_images_per_second(setup, half, true);
-    const double scaling = ddp / one_thread;
-    print_rate("1 thread x " + std::to_string(kRanks) + " ranks, batch " + std::to_string(half) +
-                   " each, SyncBN",
-               ddp,
-               "scaling " + fixed(scaling) + "x (target >= 1.85), buckets sized from the model");
-    const double fixed_buckets = multi_rank_images_per_second(setup, half, true, 25);
-    print_rate("1 thread x " + std::to_string(kRanks) + " ranks, 25 MB buckets (PyTorch's)",
-               fixed_buckets, "scaling " + fixed(fixed_buckets / one_thread) + "x");
-    const double independent = multi_rank_images_per_second(setup, half, false);
-    print_rate("1 thread x " + std::to_string(kRanks) + " independent processes, batch " +
-                   std::to_string(half) + " each",
-               independent,
-               fixed(independent / one_thread) +
-                   "x: the machine's ceiling for the scaling "
-                   "(no communication)");
+    // The scaling's configurations take turns, round after round, and each figure is the
+    // median over the rounds (a scaling: of each round's ratio to that round's baseline): on
+    // a shared 2-core VM one run of one configuration swings by 10%, and the turns spread
+    // the machine's slow moments over all of them.
+    const std::vector<ScalingRow> rows = {
+        {"1 thread x " + std::to_string(kRanks) + " ranks, batch " + std::to_string(half) +
+             " each, SyncBN",
+         {},
+         " (target >= 1.85), buckets sized from the model"},
+        {"1 thread x " + std::to_string(kRanks) + " ranks, 25 MB buckets (PyTorch's)",
+         {.bucket_mb = 25},
+         ""},
+        {"1 thread x " + std::to_string(kRanks) + " ranks, BatchNorm unsynced",
+         {.sync_bn = false},
+         ": what SyncBN's collectives cost"},
+        {"1 thread x " + std::to_string(kRanks) + " independent processes, batch " +
+             std::to_string(half) + " each",
+         {.data_parallel = false},
+         ": the machine's ceiling for the scaling (no communication)"},
+    };
+    std::vector<double> one_thread_rates;
+    std::vector<std::vector<double>> rates(rows.size()), scalings(rows.size());
+    for (int round = 0; round < options.rounds; ++round) {
+      one_thread_rates.push_back(single_rank_images_per_second(setup, half, 1));
+      for (size_t row = 0; row < rows.size(); ++row) {
+        rates[row].push_back(multi_rank_images_per_second(setup, half, rows[row].how));
+        scalings[row].push_back(rates[row].back() / one_thread_rates.back());
+      }
+    }
+    print_rate("1 thread, 1 rank, batch " + std::to_string(half), median(one_thread_rates),
+               "median of " + std::to_string(options.rounds) + " rounds");
+    for (size_t row = 0; row < rows.size(); ++row)
+      print_rate(rows[row].configuration, median(rates[row]),
+                 "scaling " + fixed(median(scalings[row])) + "x" + rows[row].note +
+                     " (rounds: " + joined(scalings[row]) + ")");
+    const double scaling = median(scalings[0]);
 
     std::string dataset;
     const double loader = loader_images_per_second(options, &dataset);
