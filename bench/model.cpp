@@ -7,15 +7,20 @@
 // h x w map costs 2 * c_out * c_in * k * k * h * w per image forward, and a training step
 // adds the two backward products of the same size (3x). In YOLOv5 every convolution of a
 // graph node runs at that node's output resolution, which gives h and w.
+// Then the train step's per-op profile (kernels/op_profile.h) at 1 and 2 threads: each op's
+// calls, milliseconds and share of the step, GFLOP/s for the convolutions, and the 1 -> 2
+// thread speed-up; "outside ops" is the rest of the step (allocation, copies, the graph).
 // Last line: RESULT fwd_ms_per_img=<x> train_ms_per_img=<y> gflops_per_s=<z>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <string>
 
 #include "engine/shipped_files.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/op_profile.h"
 #include "models/yolo/yolo_model.h"
 
 using namespace bareyolo;
@@ -23,11 +28,12 @@ using namespace bareyolo::models;
 
 namespace {
 
-double forward_gflops_per_image(DetectionModel& model, Shape4 input) {
+// The convolutions' forward GFLOPs per image of the nodes [first, last).
+double forward_gflops_per_image(DetectionModel& model, Shape4 input, int first = 0, int last = -1) {
   const std::vector<Shape4> shapes = model.graph().shapes(input);
   const std::vector<StateEntry> state = model.state();
   double flops = 0;
-  for (int node = 0; node < model.graph().size(); ++node) {
+  for (int node = first; node < (last < 0 ? model.graph().size() : last); ++node) {
     const std::string& prefix = model.graph().name(node);
     for (const StateEntry& e : state)
       if (e.dims.size() == 4 && e.name.rfind(prefix, 0) == 0)
@@ -35,6 +41,69 @@ double forward_gflops_per_image(DetectionModel& model, Shape4 input) {
                  double(shapes[size_t(node)].plane());
   }
   return flops / 1e9;
+}
+
+struct Profile {
+  std::map<std::string, op_profile::Totals> ops;  // summed over `steps`
+  double step_seconds = 0;                        // summed over `steps`
+  int steps = 0;
+};
+
+// `steps` profiled train steps (after one unprofiled) at `threads` threads.
+template <class Step>
+Profile profile_steps(int threads, int steps, const Step& step) {
+  ThreadPool::global().resize(threads);
+  step();
+  Profile profile;
+  profile.steps = steps;
+  op_profile::take();
+  op_profile::enable(true);
+  const auto start = std::chrono::steady_clock::now();
+  for (int s = 0; s < steps; ++s) step();
+  profile.step_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  op_profile::enable(false);
+  profile.ops = op_profile::take();
+  return profile;
+}
+
+// The per-op table of two profiles (1 and 2 threads), slowest op first. `conv_gflops` gives
+// the GFLOPs per step of the convolution ops (the others get no rate).
+void print_profiles(const Profile& one, const Profile& two,
+                    const std::map<std::string, double>& conv_gflops) {
+  std::vector<std::pair<std::string, op_profile::Totals>> rows(one.ops.begin(), one.ops.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  std::printf("%-34s %6s | %9s %6s %8s | %9s %6s %8s | %7s\n", "op (train step)", "calls",
+              "1 thr ms", "share", "GFLOP/s", "2 thr ms", "share", "GFLOP/s", "1->2");
+  auto columns = [](const Profile& p, double seconds, double gflops) {
+    const double ms = seconds / p.steps * 1e3;
+    std::printf(" | %9.2f %5.1f%% ", ms, 100 * seconds / p.step_seconds);
+    if (gflops > 0)
+      std::printf("%8.1f", gflops * p.steps / seconds);
+    else
+      std::printf("%8s", "");
+  };
+  double one_in_ops = 0, two_in_ops = 0;
+  for (const auto& [op, totals] : rows) {
+    const auto found = two.ops.find(op);
+    const double two_seconds = found == two.ops.end() ? 0 : found->second.seconds;
+    const auto flops = conv_gflops.find(op);
+    const double gflops = flops == conv_gflops.end() ? 0 : flops->second;
+    std::printf("%-34s %6lld", op.c_str(), (long long)(totals.calls / one.steps));
+    columns(one, totals.seconds, gflops);
+    columns(two, two_seconds, gflops);
+    std::printf(" | %6.2fx\n", totals.seconds / two_seconds);
+    one_in_ops += totals.seconds, two_in_ops += two_seconds;
+  }
+  std::printf("%-34s %6s", "outside ops", "");
+  columns(one, one.step_seconds - one_in_ops, 0);
+  columns(two, two.step_seconds - two_in_ops, 0);
+  std::printf(" | %6.2fx\n", (one.step_seconds - one_in_ops) / (two.step_seconds - two_in_ops));
+  std::printf("%-34s %6s", "train step", "");
+  columns(one, one.step_seconds, 0);
+  columns(two, two.step_seconds, 0);
+  std::printf(" | %6.2fx\n", one.step_seconds / two.step_seconds);
 }
 
 // Best of `reps` timings of fn, in seconds.
@@ -103,6 +172,23 @@ int main(int argc, char** argv) {
   std::printf(
       "train step     %8.2f ms/image  %6.1f GFLOP/s (forward + backward, 3x the forward FLOPs)\n",
       train_ms, train_rate);
+
+  // Every convolution runs forward and weight-gradient products of the same size; the
+  // data gradient skips model.0's (the images need none).
+  const double step_gflops = gflops * batch;
+  const double first_node_gflops = forward_gflops_per_image(model, input, 0, 1) * batch;
+  const std::map<std::string, double> conv_gflops = {
+      {"conv2d_forward", step_gflops},
+      {"conv2d_backward_weight", step_gflops},
+      {"conv2d_backward_data", step_gflops - first_node_gflops}};
+  auto train_step = [&] {
+    model.forward(images, Mode::train);
+    model.backward(grads);
+  };
+  const Profile one = profile_steps(1, reps, train_step);
+  const Profile two = profile_steps(2, reps, train_step);
+  ThreadPool::global().resize(threads);
+  print_profiles(one, two, conv_gflops);
   std::printf("RESULT fwd_ms_per_img=%.3f train_ms_per_img=%.3f gflops_per_s=%.1f\n", fwd_ms,
               train_ms, train_rate);
   return 0;

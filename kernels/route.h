@@ -11,6 +11,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "kernels/op_profile.h"
 #include "kernels/view.h"
 
 namespace bareyolo::detail {
@@ -35,6 +36,10 @@ Device common_device(const char* op, const First& first, const Rest&... rest) {
 
 }  // namespace bareyolo::detail
 
+// Every macro below ends by opening the op's profile timer (kernels/op_profile.h): what
+// follows it in the op is the CPU path, timed under the op's name while profiling is on.
+#define BAREYOLO_PROFILE_CPU_OP(OP) const ::bareyolo::op_profile::Timer bareyolo_op_timer(#OP)
+
 // Inside a template over the element type T: run cuda::OP(args...) when `device` is a GPU.
 #ifdef BAREYOLO_WITH_CUDA
 #define BAREYOLO_ROUTE_TO_CUDA(OP, device, ...)                                      \
@@ -44,11 +49,13 @@ Device common_device(const char* op, const First& first, const Rest&... rest) {
     } else {                                                                         \
       ::bareyolo::detail::throw_no_cuda_kernel(#OP, "CUDA kernels take float only"); \
     }                                                                                \
-  }
+  }                                                                                  \
+  BAREYOLO_PROFILE_CPU_OP(OP)
 #else
-#define BAREYOLO_ROUTE_TO_CUDA(OP, device, ...) \
-  if ((device).is_cuda())                       \
-    ::bareyolo::detail::throw_no_cuda_kernel(#OP, "this binary was built without CUDA");
+#define BAREYOLO_ROUTE_TO_CUDA(OP, device, ...)                                          \
+  if ((device).is_cuda())                                                                \
+    ::bareyolo::detail::throw_no_cuda_kernel(#OP, "this binary was built without CUDA"); \
+  BAREYOLO_PROFILE_CPU_OP(OP)
 #endif
 
 namespace bareyolo::ops {
@@ -91,12 +98,14 @@ inline void require_kernel(std::string_view op, const Device& device, const std:
 // For an op that is not a template over the element type (it takes float), outside kernels/
 // too (the detection ops in models/): run cuda::OP(args...) when `device` is a GPU.
 #ifdef BAREYOLO_WITH_CUDA
-#define BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(OP, device, ...) \
-  if ((device).is_cuda()) return ::bareyolo::cuda::OP(__VA_ARGS__);
+#define BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(OP, device, ...)            \
+  if ((device).is_cuda()) return ::bareyolo::cuda::OP(__VA_ARGS__); \
+  BAREYOLO_PROFILE_CPU_OP(OP)
 #else
-#define BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(OP, device, ...) \
-  if ((device).is_cuda())                                \
-    ::bareyolo::detail::throw_no_cuda_kernel(#OP, "this binary was built without CUDA");
+#define BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(OP, device, ...)                                 \
+  if ((device).is_cuda())                                                                \
+    ::bareyolo::detail::throw_no_cuda_kernel(#OP, "this binary was built without CUDA"); \
+  BAREYOLO_PROFILE_CPU_OP(OP)
 #endif
 
 // For ops whose CUDA kernel does not exist yet (listed in kOpsWithoutCudaKernel).
@@ -104,4 +113,5 @@ inline void require_kernel(std::string_view op, const Device& device, const std:
   static_assert(::bareyolo::ops::has_no_cuda_kernel(#OP),                          \
                 #OP " must be listed in kOpsWithoutCudaKernel (kernels/route.h)"); \
   if ((device).is_cuda())                                                          \
-    ::bareyolo::detail::throw_no_cuda_kernel(#OP, "it has no CUDA kernel yet");
+    ::bareyolo::detail::throw_no_cuda_kernel(#OP, "it has no CUDA kernel yet");    \
+  BAREYOLO_PROFILE_CPU_OP(OP)
