@@ -27,7 +27,7 @@
 
 #include "bench/cache_pss.h"    // defines: measure_cache_pss
 #include "bench/loader_rate.h"  // defines: BenchDataset, measure_loader
-#include "bench/python_peer.h"  // defines: find_python_running
+#include "bench/python_peer.h"  // defines: find_yolov5_python
 #include "data/dataset.h"
 #include "data/label_file.h"
 #include "data/verify.h"
@@ -100,7 +100,7 @@ class Yolov5Peer {
       why_absent_ = "$YOLOV5_DIR does not name a YOLOv5 checkout";
       return;
     }
-    python_ = bench::find_python_running("import torch, cv2");
+    python_ = bench::find_yolov5_python(folder, "import torch, cv2");
     if (python_.empty()) why_absent_ = "no Python imports torch and cv2";
   }
   bool present() const { return why_absent_.empty(); }

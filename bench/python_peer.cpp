@@ -2,6 +2,7 @@
 #include "bench/python_peer.h"
 
 #include <cstdlib>
+#include <filesystem>
 
 namespace bareyolo::bench {
 
@@ -11,6 +12,21 @@ std::string find_python_running(const std::string& python_check) {
     if (std::system(probe.c_str()) == 0) return python;
   }
   return "";
+}
+
+std::string find_yolov5_python(const std::string& yolov5_dir, const std::string& python_check) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  for (fs::path folder = fs::absolute(yolov5_dir, error); !folder.empty();
+       folder = folder.parent_path()) {
+    const fs::path python = folder / "bin" / "python";
+    if (fs::exists(folder / "pyvenv.cfg", error) && fs::exists(python, error)) {
+      const std::string probe = python.string() + " -I -c '" + python_check + "' >/dev/null 2>&1";
+      if (std::system(probe.c_str()) == 0) return python.string();
+    }
+    if (folder == folder.root_path()) break;
+  }
+  return find_python_running(python_check);
 }
 
 }  // namespace bareyolo::bench

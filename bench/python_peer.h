@@ -12,4 +12,10 @@ namespace bareyolo::bench {
 // out); "" when none does.
 std::string find_python_running(const std::string& python_check);
 
+// The Python for a peer that imports YOLOv5 from `yolov5_dir` (a checkout, or the pip
+// package's folder): the interpreter of the virtual environment the folder lies in, when it
+// does and runs `python_check` (a venv's site-packages may not suit another Python's numpy),
+// else find_python_running(python_check).
+std::string find_yolov5_python(const std::string& yolov5_dir, const std::string& python_check);
+
 }  // namespace bareyolo::bench

@@ -24,31 +24,8 @@ import statistics
 import sys
 import time
 
-OPENBLAS_DIR = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
-REEXEC_MARK = "BAREYOLO_TORCH_TRAIN_BLAS_SET"
-
-
-def use_openblas_if_installed(threads):
-    """Re-runs this script with OpenBLAS first on the library path when it is installed but
-    not the system's libblas.so.3; returns only when no re-run is needed."""
-    if os.environ.get(REEXEC_MARK) or not os.path.exists(os.path.join(OPENBLAS_DIR, "libblas.so.3")):
-        return
-    if "openblas" in os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3"):
-        return
-    env = dict(os.environ)
-    env[REEXEC_MARK] = "1"
-    env["LD_LIBRARY_PATH"] = OPENBLAS_DIR + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-    env.setdefault("OPENBLAS_NUM_THREADS", str(threads))
-    sys.stdout.flush()
-    os.execve(sys.executable, [sys.executable] + sys.orig_argv[1:], env)
-
-
-def loaded_blas():
-    """The BLAS library this process has mapped (after torch is imported)."""
-    with open("/proc/self/maps") as maps:
-        paths = {line.split()[-1] for line in maps if "blas" in line.split()[-1]}
-    return ", ".join(sorted(paths)) or "none mapped"
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's folder out
+from torch_peer import loaded_blas, use_openblas_if_installed  # noqa: E402
 
 def parse():
     parser = argparse.ArgumentParser(description=__doc__)

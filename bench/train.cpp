@@ -11,7 +11,12 @@
 // zero_grad and the EMA update. Batches are synthetic and made once, in memory (random pixels,
 // three random boxes per image), so no loader competes for the cores. Each figure is the
 // batch over the median time of `steps` steps after `warmup` steps. Configurations:
-//   1 rank  x 2 threads, batch B           the headline, compared with PyTorch at 2 threads
+//   1 rank  x 2 threads, batch B           the headline, in turns with the same step at 1
+//                                          thread (threads2_scaling = rate(2) / rate(1)) and
+//                                          with PyTorch YOLOv5's own Model and ComputeLoss at
+//                                          2 threads (bench/yolov5_train.py, when $YOLOV5_DIR
+//                                          names a YOLOv5 checkout or the pip package's
+//                                          folder), for `rounds` rounds
 //   1 rank  x 1 thread,  batch B/2         the baseline of the scaling
 //   2 ranks x 1 thread,  batch B/2 each    SyncBN on, gradients through the TCP ring in
 //                                          buckets sized from the model (the trainer's), and
@@ -22,11 +27,12 @@
 //   2 independent processes x 1 thread, batch B/2 each, no communication: the most 2 processes
 //                                          reach here (shared caches, memory bandwidth, clocks)
 // Then the loader's rate on real images (coco128 when present; 2 workers, mosaics at the same
-// size and batch) against the headline rate, and bench/torch_train.py (same architecture,
-// random data, same batch, 2 threads, a simple loss) when a Python with torch exists — run
-// last, so that nothing competes with it or with ours.
-// Last line: RESULT ours_img_s=<x> torch_img_s=<t> ratio_vs_torch=<x/t> ddp2_scaling=<s>
-// (t and the ratio are nan without torch).
+// size and batch) against the headline rate, and bench/torch_train.py (the same layers in
+// plain torch, random data, same batch, 2 threads, a simple loss) when a Python with torch
+// exists — run last, so that nothing competes with it or with ours.
+// Last line: RESULT ours_img_s=<x> torch_img_s=<plain torch> ratio_vs_torch=<x/t>
+//   yolov5_img_s=<y> ratio_vs_yolov5=<x/y, the median of the rounds' ratios> ddp2_scaling=<s>
+//   threads2_scaling=<s2> (a peer's figures are nan without it).
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -34,6 +40,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -41,7 +48,7 @@
 #include <vector>
 
 #include "bench/loader_rate.h"  // defines: BenchDataset, loader_images_per_second
-#include "bench/python_peer.h"  // defines: find_python_running
+#include "bench/python_peer.h"  // defines: find_python_running, find_yolov5_python
 #include "data/dataset.h"       // defines: read_dataset_yaml, open_split
 #include "engine/distributed/ddp/data_parallel.h"     // defines: sync_batchnorm
 #include "engine/distributed/ddp/reducer.h"           // defines: Reducer, broadcast_state
@@ -224,8 +231,36 @@ double loader_images_per_second(const Options& options, std::string* described) 
                                                          .max_batches = options.quick ? 2 : 0});
 }
 
-// bench/torch_train.py's images per second (its lines are shown prefixed "torch: "); nan
-// when no Python imports torch or the script fails.
+// A PyTorch peer script's images per second: runs `python -I bench/<script> <arguments>`
+// with the bench's size, batch, threads and steps, shows its lines prefixed "<name>: " and
+// reads "<key>=<rate>" from them; nan when the script fails.
+double peer_images_per_second(const Options& options, const std::string& python, const char* script,
+                              const std::string& arguments, const char* name,
+                              const std::string& key) {
+  const std::string command =
+      python + " -I " + shipped_file(std::string("bench/") + script) + " --imgsz " +
+      std::to_string(options.imgsz) + " --batch " + std::to_string(options.batch) + " --threads " +
+      std::to_string(kHeadlineThreads) + " --warmup " + std::to_string(options.warmup) +
+      " --steps " + std::to_string(options.steps) + arguments + " 2>&1";
+  std::fflush(stdout);
+  FILE* output = ::popen(command.c_str(), "r");
+  if (!output) return std::nan("");
+  double rate = std::nan("");
+  char line[1024];
+  while (std::fgets(line, sizeof line, output)) {
+    std::printf("%s: %s", name, line);
+    if (const char* found = std::strstr(line, (key + "=").c_str()))
+      rate = std::atof(found + key.size() + 1);
+  }
+  if (::pclose(output) != 0) {
+    std::printf("%s: %s failed; %s is nan\n", name, command.c_str(), key.c_str());
+    return std::nan("");
+  }
+  return rate;
+}
+
+// bench/torch_train.py's images per second (plain torch, the same layers); nan when no Python
+// imports torch or the script fails.
 double torch_images_per_second(const Options& options) {
   const std::string python = bench::find_python_running("import torch");
   if (python.empty()) {
@@ -234,26 +269,32 @@ double torch_images_per_second(const Options& options) {
         "torch_img_s is nan\n");
     return std::nan("");
   }
-  const std::string command =
-      python + " -I " + shipped_file("bench/torch_train.py") + " --imgsz " +
-      std::to_string(options.imgsz) + " --batch " + std::to_string(options.batch) + " --threads " +
-      std::to_string(kHeadlineThreads) + " --warmup " + std::to_string(options.warmup) +
-      " --steps " + std::to_string(options.steps) + " 2>&1";
-  std::fflush(stdout);
-  FILE* output = ::popen(command.c_str(), "r");
-  if (!output) return std::nan("");
-  double rate = std::nan("");
-  char line[1024];
-  while (std::fgets(line, sizeof line, output)) {
-    std::printf("torch: %s", line);
-    if (const char* found = std::strstr(line, "torch_img_s=")) rate = std::atof(found + 12);
-  }
-  if (::pclose(output) != 0) {
-    std::printf("torch: %s failed; torch_img_s is nan\n", command.c_str());
-    return std::nan("");
-  }
-  return rate;
+  return peer_images_per_second(options, python, "torch_train.py", "", "torch", "torch_img_s");
 }
+
+// PyTorch YOLOv5's own Model and ComputeLoss (bench/yolov5_train.py) from $YOLOV5_DIR: the
+// Python that runs it, or why there is none.
+struct Yolov5Peer {
+  std::string folder, python, why_absent;
+
+  static Yolov5Peer find() {
+    Yolov5Peer peer;
+    const char* folder = std::getenv("YOLOV5_DIR");
+    if (!folder || !*folder || !std::filesystem::exists(std::filesystem::path(folder) / "models")) {
+      peer.why_absent = "$YOLOV5_DIR does not name YOLOv5 (a checkout or the pip package's folder)";
+      return peer;
+    }
+    peer.folder = folder;
+    peer.python = bench::find_yolov5_python(folder, "import torch, yaml");
+    if (peer.python.empty()) peer.why_absent = "no Python imports torch and yaml";
+    return peer;
+  }
+  bool present() const { return why_absent.empty(); }
+  double images_per_second(const Options& options) const {
+    return peer_images_per_second(options, python, "yolov5_train.py",
+                                  " --yolov5-dir '" + folder + "'", "yolov5", "yolov5_img_s");
+  }
+};
 
 std::string fixed(double value, int decimals = 2) {
   char text[32];
@@ -354,12 +395,38 @@ int main(int argc, char** argv) {
         setup.loss.classes, options.imgsz, options.imgsz, kBoxesPerImage, options.steps,
         options.warmup, describe_load(load_before).c_str());
 
+    // The headline takes turns with the same step at 1 thread (threads2_scaling) and with
+    // PyTorch YOLOv5's own step when $YOLOV5_DIR names YOLOv5 (ratio_vs_yolov5), round after
+    // round; the figures are medians over the rounds (of each round's ratios for the ratios).
+    const Yolov5Peer yolov5 = Yolov5Peer::find();
+    if (!yolov5.present())
+      std::printf("yolov5: %s; yolov5_img_s is nan\n", yolov5.why_absent.c_str());
     double loss_fraction = 0;
-    const double ours =
-        single_rank_images_per_second(setup, options.batch, kHeadlineThreads, &loss_fraction);
-    print_rate(std::to_string(kHeadlineThreads) + " threads, 1 rank, batch " +
-                   std::to_string(options.batch),
-               ours, "YOLOv5's loss takes " + percent(loss_fraction) + " of the step");
+    std::vector<double> headline_rates, one_thread_full_rates, threads2_scalings, yolov5_rates,
+        yolov5_ratios;
+    for (int round = 0; round < options.rounds; ++round) {
+      headline_rates.push_back(single_rank_images_per_second(
+          setup, options.batch, kHeadlineThreads, round == 0 ? &loss_fraction : nullptr));
+      one_thread_full_rates.push_back(single_rank_images_per_second(setup, options.batch, 1));
+      threads2_scalings.push_back(headline_rates.back() / one_thread_full_rates.back());
+      if (!yolov5.present()) continue;
+      yolov5_rates.push_back(yolov5.images_per_second(options));
+      yolov5_ratios.push_back(headline_rates.back() / yolov5_rates.back());
+    }
+    const double ours = median(headline_rates), threads2_scaling = median(threads2_scalings);
+    const double yolov5_rate = yolov5.present() ? median(yolov5_rates) : std::nan("");
+    const double ratio_vs_yolov5 = yolov5.present() ? median(yolov5_ratios) : std::nan("");
+    const std::string batch_text = "batch " + std::to_string(options.batch);
+    print_rate(std::to_string(kHeadlineThreads) + " threads, 1 rank, " + batch_text, ours,
+               "YOLOv5's loss takes " + percent(loss_fraction) + " of the step");
+    print_rate("1 thread, 1 rank, " + batch_text, median(one_thread_full_rates),
+               std::to_string(kHeadlineThreads) + " threads: " + fixed(threads2_scaling) +
+                   "x (target >= 1.85; rounds: " + joined(threads2_scalings) + ")");
+    print_rate("PyTorch YOLOv5 Model + ComputeLoss, " + std::to_string(kHeadlineThreads) +
+                   " threads, " + batch_text,
+               yolov5_rate,
+               "ours / it: " + fixed(ratio_vs_yolov5) +
+                   " (target >= 1.3; rounds: " + joined(yolov5_ratios) + ")");
     // The scaling's configurations take turns, round after round, and each figure is the
     // median over the rounds (a scaling: of each round's ratio to that round's baseline): on
     // a shared 2-core VM one run of one configuration swings by 10%, and the turns spread
@@ -406,7 +473,8 @@ int main(int argc, char** argv) {
 
     if (!options.torch) std::printf("torch: skipped (--no-torch)\n");
     const double torch = options.torch ? torch_images_per_second(options) : std::nan("");
-    std::printf("ours / torch: %.2f (target >= 1.1)\n", ours / torch);
+    std::printf("ours / plain torch: %.2f; ours / PyTorch YOLOv5: %.2f\n", ours / torch,
+                ratio_vs_yolov5);
     // Only the load before the run tells of other work: by the end it counts this bench too.
     if (load_before > kBusyLoad)
       std::printf(
@@ -414,8 +482,10 @@ int main(int argc, char** argv) {
           "cores, so these figures understate both sides, PyTorch's most; rerun when "
           "idle\n",
           describe_load(load_before).c_str());
-    std::printf("RESULT ours_img_s=%.2f torch_img_s=%.2f ratio_vs_torch=%.2f ddp2_scaling=%.2f\n",
-                ours, torch, ours / torch, scaling);
+    std::printf(
+        "RESULT ours_img_s=%.2f torch_img_s=%.2f ratio_vs_torch=%.2f yolov5_img_s=%.2f "
+        "ratio_vs_yolov5=%.2f ddp2_scaling=%.2f threads2_scaling=%.2f\n",
+        ours, torch, ours / torch, yolov5_rate, ratio_vs_yolov5, scaling, threads2_scaling);
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bench_train: error: %s\n", error.what());

@@ -15,17 +15,8 @@ import resource
 import sys
 import time
 
-
-def import_yolov5(folder):
-    # A checkout imports as `utils.*`; the pip package's folder as `yolov5.utils.*`.
-    if os.path.exists(os.path.join(folder, "train.py")) and not os.path.exists(
-            os.path.join(folder, "__init__.py")):
-        sys.path.insert(0, folder)
-        from utils.dataloaders import LoadImagesAndLabels
-    else:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(folder)))
-        from yolov5.utils.dataloaders import LoadImagesAndLabels
-    return LoadImagesAndLabels
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_peer import yolov5_module  # noqa: E402
 
 
 def cpu_seconds():
@@ -48,7 +39,7 @@ def main():
     import torch
     import yaml
     folder = os.environ["YOLOV5_DIR"]
-    LoadImagesAndLabels = import_yolov5(folder)
+    LoadImagesAndLabels = yolov5_module(folder, "utils.dataloaders").LoadImagesAndLabels
     with open(os.path.join(folder, "data", "hyps", "hyp.scratch-low.yaml")) as f:
         hyp = yaml.safe_load(f)
     dataset = LoadImagesAndLabels(args.images, args.imgsz, args.batch, augment=True, hyp=hyp,
