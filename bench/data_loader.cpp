@@ -20,14 +20,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "bench/cache_pss.h"    // defines: measure_cache_pss
 #include "bench/loader_rate.h"  // defines: BenchDataset, measure_loader
-#include "bench/python_peer.h"  // defines: find_yolov5_python
+#include "bench/python_peer.h"  // defines: find_yolov5
 #include "data/dataset.h"
 #include "data/label_file.h"
 #include "data/verify.h"
@@ -94,22 +93,15 @@ Options parse(int argc, char** argv) {
 // torch, cv2 or $YOLOV5_DIR is missing.
 class Yolov5Peer {
  public:
-  Yolov5Peer(const Options& options, std::string images) : options_(options), images_(images) {
-    const char* folder = std::getenv("YOLOV5_DIR");
-    if (!folder || !*folder || !std::filesystem::exists(std::filesystem::path(folder) / "utils")) {
-      why_absent_ = "$YOLOV5_DIR does not name a YOLOv5 checkout";
-      return;
-    }
-    python_ = bench::find_yolov5_python(folder, "import torch, cv2");
-    if (python_.empty()) why_absent_ = "no Python imports torch and cv2";
-  }
-  bool present() const { return why_absent_.empty(); }
-  const std::string& why_absent() const { return why_absent_; }
+  Yolov5Peer(const Options& options, std::string images)
+      : options_(options), images_(images), yolov5_(bench::find_yolov5("torch, cv2")) {}
+  bool present() const { return yolov5_.present(); }
+  const std::string& why_absent() const { return yolov5_.why_absent; }
 
   // Images per CPU-second of one run, uncached or with cache_images='ram'.
   double images_per_cpu_second(bool cached) const {
     const std::string command =
-        python_ + " " BAREYOLO_SOURCE_DIR "/bench/yolov5_loader.py --images '" + images_ +
+        yolov5_.python + " " BAREYOLO_SOURCE_DIR "/bench/yolov5_loader.py --images '" + images_ +
         "' --imgsz " + std::to_string(options_.imgsz) + " --batch " +
         std::to_string(options_.batch) + " --workers " + std::to_string(options_.workers) +
         " --epochs " + std::to_string(options_.epochs) + " --max-batches " +
@@ -133,7 +125,8 @@ class Yolov5Peer {
 
  private:
   Options options_;
-  std::string images_, python_, why_absent_;
+  std::string images_;
+  bench::Yolov5Install yolov5_;
 };
 
 }  // namespace

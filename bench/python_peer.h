@@ -12,10 +12,15 @@ namespace bareyolo::bench {
 // out); "" when none does.
 std::string find_python_running(const std::string& python_check);
 
-// The Python for a peer that imports YOLOv5 from `yolov5_dir` (a checkout, or the pip
-// package's folder): the interpreter of the virtual environment the folder lies in, when it
-// does and runs `python_check` (a venv's site-packages may not suit another Python's numpy),
-// else find_python_running(python_check).
-std::string find_yolov5_python(const std::string& yolov5_dir, const std::string& python_check);
+// YOLOv5 where $YOLOV5_DIR names it (a checkout, or the pip package's folder: either has
+// models/ and utils/) and the Python for a peer that imports it with `modules` ("torch, cv2"):
+// the interpreter of the virtual environment the folder lies in, when it does and imports
+// them (a venv's site-packages may not suit another Python's numpy), else
+// find_python_running. `why_absent` says what is missing, "" when both were found.
+struct Yolov5Install {
+  std::string folder, python, why_absent;
+  bool present() const { return why_absent.empty(); }
+};
+Yolov5Install find_yolov5(const std::string& modules);
 
 }  // namespace bareyolo::bench

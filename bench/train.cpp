@@ -40,7 +40,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -48,7 +47,7 @@
 #include <vector>
 
 #include "bench/loader_rate.h"  // defines: BenchDataset, loader_images_per_second
-#include "bench/python_peer.h"  // defines: find_python_running, find_yolov5_python
+#include "bench/python_peer.h"  // defines: find_python_running, find_yolov5
 #include "data/dataset.h"       // defines: read_dataset_yaml, open_split
 #include "engine/distributed/ddp/data_parallel.h"     // defines: sync_batchnorm
 #include "engine/distributed/ddp/reducer.h"           // defines: Reducer, broadcast_state
@@ -272,29 +271,11 @@ double torch_images_per_second(const Options& options) {
   return peer_images_per_second(options, python, "torch_train.py", "", "torch", "torch_img_s");
 }
 
-// PyTorch YOLOv5's own Model and ComputeLoss (bench/yolov5_train.py) from $YOLOV5_DIR: the
-// Python that runs it, or why there is none.
-struct Yolov5Peer {
-  std::string folder, python, why_absent;
-
-  static Yolov5Peer find() {
-    Yolov5Peer peer;
-    const char* folder = std::getenv("YOLOV5_DIR");
-    if (!folder || !*folder || !std::filesystem::exists(std::filesystem::path(folder) / "models")) {
-      peer.why_absent = "$YOLOV5_DIR does not name YOLOv5 (a checkout or the pip package's folder)";
-      return peer;
-    }
-    peer.folder = folder;
-    peer.python = bench::find_yolov5_python(folder, "import torch, yaml");
-    if (peer.python.empty()) peer.why_absent = "no Python imports torch and yaml";
-    return peer;
-  }
-  bool present() const { return why_absent.empty(); }
-  double images_per_second(const Options& options) const {
-    return peer_images_per_second(options, python, "yolov5_train.py",
-                                  " --yolov5-dir '" + folder + "'", "yolov5", "yolov5_img_s");
-  }
-};
+// PyTorch YOLOv5's own Model and ComputeLoss (bench/yolov5_train.py) from `yolov5`.
+double yolov5_images_per_second(const Options& options, const bench::Yolov5Install& yolov5) {
+  return peer_images_per_second(options, yolov5.python, "yolov5_train.py",
+                                " --yolov5-dir '" + yolov5.folder + "'", "yolov5", "yolov5_img_s");
+}
 
 std::string fixed(double value, int decimals = 2) {
   char text[32];
@@ -398,7 +379,7 @@ int main(int argc, char** argv) {
     // The headline takes turns with the same step at 1 thread (threads2_scaling) and with
     // PyTorch YOLOv5's own step when $YOLOV5_DIR names YOLOv5 (ratio_vs_yolov5), round after
     // round; the figures are medians over the rounds (of each round's ratios for the ratios).
-    const Yolov5Peer yolov5 = Yolov5Peer::find();
+    const bench::Yolov5Install yolov5 = bench::find_yolov5("torch, yaml");
     if (!yolov5.present())
       std::printf("yolov5: %s; yolov5_img_s is nan\n", yolov5.why_absent.c_str());
     double loss_fraction = 0;
@@ -410,7 +391,7 @@ int main(int argc, char** argv) {
       one_thread_full_rates.push_back(single_rank_images_per_second(setup, options.batch, 1));
       threads2_scalings.push_back(headline_rates.back() / one_thread_full_rates.back());
       if (!yolov5.present()) continue;
-      yolov5_rates.push_back(yolov5.images_per_second(options));
+      yolov5_rates.push_back(yolov5_images_per_second(options, yolov5));
       yolov5_ratios.push_back(headline_rates.back() / yolov5_rates.back());
     }
     const double ours = median(headline_rates), threads2_scaling = median(threads2_scalings);
