@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/host_memory.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "kernels/ops.h"
 
 namespace bareyolo {
 
@@ -257,10 +258,31 @@ std::vector<double> Tensor::to_doubles() const {
       std::vector<int64_t> values = to_vector<int64_t>();
       return {values.begin(), values.end()};
     }
+    case DType::bf16: {
+      std::vector<double> values;
+      for (bf16 value : to_vector<bf16>()) values.push_back(to_float(value));
+      return values;
+    }
     default:
       throw std::invalid_argument(std::string("Tensor::to_doubles: no conversion from ") +
                                   dtype_name(dtype_));
   }
+}
+
+Tensor Tensor::converted(DType dtype) const {
+  if (!defined()) throw std::logic_error("Tensor::converted on an undefined tensor");
+  Tensor result = empty(shape_, device(), dtype);
+  if (dtype == dtype_)
+    result.copy_from(*this);
+  else if (dtype_ == DType::f32 && dtype == DType::bf16)
+    ops::convert_to_bf16(view<float>(), result.view<bf16>());
+  else if (dtype_ == DType::bf16 && dtype == DType::f32)
+    ops::convert_from_bf16(view<bf16>(), result.view<float>());
+  else
+    throw std::invalid_argument(std::string("Tensor::converted: no conversion from ") +
+                                dtype_name(dtype_) + " to " + dtype_name(dtype) +
+                                " (f32 <-> bf16 only)");
+  return result;
 }
 
 template Tensor Tensor::from_vector<float>(const std::vector<float>&, Shape4, Device);
@@ -279,5 +301,9 @@ template Tensor Tensor::from_vector<uint8_t>(const std::vector<uint8_t>&, Shape4
 template View<uint8_t> Tensor::view<uint8_t>();
 template View<const uint8_t> Tensor::view<uint8_t>() const;
 template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
+template Tensor Tensor::from_vector<bf16>(const std::vector<bf16>&, Shape4, Device);
+template View<bf16> Tensor::view<bf16>();
+template View<const bf16> Tensor::view<bf16>() const;
+template std::vector<bf16> Tensor::to_vector<bf16>() const;
 
 }  // namespace bareyolo

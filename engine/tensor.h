@@ -13,13 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "kernels/bf16.h"
 #include "kernels/view.h"
 
 namespace bareyolo {
 
 // f32 is what the engine trains in; f64 is what gradient checks run in; i64 holds counters
 // (BatchNorm's num_batches_tracked); u8 holds small indices (each parameter element's optimizer
-// group). The 16-bit types are reserved names: storage can hold them, no kernel takes them yet.
+// group); bf16 (kernels/bf16.h) is mixed precision's storage format: gradient buckets on the
+// wire, weights files. f16 is a name only: storage holds it, nothing converts it.
 enum class DType : uint8_t { f32, f64, i64, f16, bf16, u8 };
 
 size_t dtype_size(DType dtype);
@@ -41,6 +43,10 @@ constexpr DType dtype_of<int64_t>() {
 template <>
 constexpr DType dtype_of<uint8_t>() {
   return DType::u8;
+}
+template <>
+constexpr DType dtype_of<bf16>() {
+  return DType::bf16;
 }
 
 // One allocation on one device: 64-byte aligned host memory, or device memory — or memory
@@ -115,8 +121,11 @@ class Tensor {
   // Dense host copy of the elements, image after image; T must match dtype().
   template <class T>
   std::vector<T> to_vector() const;
-  // The same, converted to double from any numeric dtype but the 16-bit ones.
+  // The same, converted to double from any numeric dtype but f16.
   std::vector<double> to_doubles() const;
+  // A dense copy in `dtype`, on the same device: f32 to bf16 rounds to nearest (ties to even),
+  // bf16 to f32 is exact; the same dtype copies. Other pairs throw.
+  Tensor converted(DType dtype) const;
 
  private:
   template <class T>

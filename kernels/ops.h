@@ -17,6 +17,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/bf16.h"
 #include "kernels/view.h"
 
 namespace bareyolo::ops {
@@ -229,5 +230,15 @@ void sum_of_squares(View<const T> x, View<double> result);
 // computed where x lives: no host round trip.
 template <class T>
 void clip_to_norm(View<T> x, View<const double> sum_of_squares, double max_norm);
+
+// ---- bfloat16 (kernels/bf16.h) ---------------------------------------------------------
+// Float only: bf16 is a storage format, its arithmetic runs in float.
+// y = x rounded to the nearest bf16 (ties to even)
+void convert_to_bf16(View<const float> x, View<bf16> y);
+// y = x (exact: every bf16 is a float)
+void convert_from_bf16(View<const bf16> x, View<float> y);
+// x = x rounded to the nearest bf16, kept in float: the value a bf16 tensor would hold. How the
+// CPU stores "in bf16" where a GPU would (mixed precision's bf16-storage path, engine/amp.h).
+void round_to_bf16_in_place(View<float> x);
 
 }  // namespace bareyolo::ops

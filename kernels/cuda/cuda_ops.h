@@ -115,5 +115,9 @@ void ema_update(View<float> average, View<const float> value, double decay);
 // double in device memory; clip_to_norm reads it there.
 void sum_of_squares(View<const float> x, View<double> result);
 void clip_to_norm(View<float> x, View<const double> sum_of_squares, double max_norm);
+// bf16.cu
+void convert_to_bf16(View<const float> x, View<bf16> y);
+void convert_from_bf16(View<const bf16> x, View<float> y);
+void round_to_bf16_in_place(View<float> x);
 
 }  // namespace bareyolo::cuda

@@ -1,6 +1,6 @@
-// kernels/cuda/pointwise.cuh — the launcher the pointwise CUDA kernels share (loss, optimizer):
-// a grid-stride loop that calls op(image, offset in image) for every element of a shape, on
-// the device's compute stream.
+// kernels/cuda/pointwise.cuh — the launcher the pointwise CUDA kernels share (loss, optimizer,
+// bf16): a grid-stride loop that calls op(image, offset in image) for every element of a shape,
+// on the device's compute stream; and launch_map for the one-input maps.
 //
 // When every view of the call is dense, the caller says so and the loop runs over one flat
 // index (image 0, offset = index): no 64-bit division per element, which is most of the cost
@@ -49,6 +49,20 @@ void launch_pointwise(const Shape4& shape, const Device& device, bool all_dense,
 template <class... Views>
 bool all_dense(const Views&... views) {
   return (views.dense() && ...);
+}
+
+// y = fn(x), element by element (x and y may be the same view): the one-input maps.
+template <class In, class Out, class Fn>
+struct MapEach {
+  View<const In> x;
+  View<Out> y;
+  Fn fn;
+  __device__ void operator()(int64_t n, int64_t i) const { y.image(n)[i] = fn(x.image(n)[i]); }
+};
+
+template <class In, class Out, class Fn>
+void launch_map(View<const In> x, View<Out> y, Fn fn) {
+  launch_pointwise(x.shape, x.device, all_dense(x, y), MapEach<In, Out, Fn>{x, y, fn});
 }
 
 }  // namespace bareyolo::cuda

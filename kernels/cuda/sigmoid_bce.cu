@@ -13,12 +13,8 @@ namespace {
 
 __device__ float sigmoid_of(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-struct SigmoidForward {
-  View<const float> x;
-  View<float> y;
-  __device__ void operator()(int64_t n, int64_t i) const {
-    y.image(n)[i] = sigmoid_of(x.image(n)[i]);
-  }
+struct Sigmoid {
+  __device__ float operator()(float x) const { return sigmoid_of(x); }
 };
 
 struct SigmoidBackward {
@@ -54,9 +50,7 @@ struct BceBackward {
 
 }  // namespace
 
-void sigmoid_forward(View<const float> x, View<float> y) {
-  launch_pointwise(x.shape, x.device, all_dense(x, y), SigmoidForward{x, y});
-}
+void sigmoid_forward(View<const float> x, View<float> y) { launch_map(x, y, Sigmoid{}); }
 void sigmoid_backward(View<const float> y, View<const float> dy, View<float> dx) {
   launch_pointwise(y.shape, y.device, all_dense(y, dy, dx), SigmoidBackward{y, dy, dx});
 }

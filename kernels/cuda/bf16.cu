@@ -1,0 +1,25 @@
+// kernels/cuda/bf16.cu — float <-> bf16 conversions and rounding in place on the GPU, with the
+// element formula of kernels/bf16.h (the CPU's), so both produce the same bits.
+#include "kernels/bf16.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/pointwise.cuh"
+
+namespace bareyolo::cuda {
+
+namespace {
+struct ToBf16 {
+  __device__ bf16 operator()(float v) const { return to_bf16(v); }
+};
+struct ToFloat {
+  __device__ float operator()(bf16 v) const { return to_float(v); }
+};
+struct RoundToBf16 {
+  __device__ float operator()(float v) const { return round_to_bf16(v); }
+};
+}  // namespace
+
+void convert_to_bf16(View<const float> x, View<bf16> y) { launch_map(x, y, ToBf16{}); }
+void convert_from_bf16(View<const bf16> x, View<float> y) { launch_map(x, y, ToFloat{}); }
+void round_to_bf16_in_place(View<float> x) { launch_map(View<const float>(x), x, RoundToBf16{}); }
+
+}  // namespace bareyolo::cuda
