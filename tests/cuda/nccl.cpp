@@ -32,12 +32,7 @@ TEST_CASE("nccl world size 1 keeps the communicator contract") {
   CHECK(comm->backend() == Backend::nccl);
   // The suite every backend is held to (tests/support/communicator_contract.h), on device buffers.
   const Device gpu = Device::cuda(0);
-  auto for_each_dtype = [](auto check) {
-    check(float{});
-    check(double{});
-    check(int64_t{});
-  };
-  for_each_dtype([&]<class T>(T) {
+  contract::for_each_dtype([&]<class T>(T) {
     for (int64_t count : kCounts) {
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max})
         contract::check_allreduce<T>(*comm, op, count, gpu);

@@ -57,19 +57,11 @@ void on_every_backend(const testing::RankBody& body) {
   }
 }
 
-// Calls check<T> for the three dtypes the contract covers.
-template <class Check>
-void for_each_dtype(Check check) {
-  check(float{});
-  check(double{});
-  check(int64_t{});
-}
-
 const Device kHost = Device::cpu();
 
-TEST_CASE("communicator: allreduce sum, avg and max of f32, f64 and i64, any count") {
+TEST_CASE("communicator: allreduce sum, avg and max of f32, f64, i64 and bf16, any count") {
   on_every_backend([](ProcessGroup& group) {
-    for_each_dtype([&]<class T>(T) {
+    contract::for_each_dtype([&]<class T>(T) {
       for (int64_t count : kCounts) {
         for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max})
           contract::check_allreduce<T>(*group.comm, op, count, kHost);
@@ -82,7 +74,7 @@ TEST_CASE("communicator: allreduce sum, avg and max of f32, f64 and i64, any cou
 // sum), a larger one the ring schedule: counts on both sides of that size.
 TEST_CASE("communicator: allreduce on both sides of the small-allreduce size") {
   on_every_backend([](ProcessGroup& group) {
-    for_each_dtype([&]<class T>(T) {
+    contract::for_each_dtype([&]<class T>(T) {
       const int64_t at_small_limit = (int64_t{64} << 10) / int64_t(sizeof(T));
       for (int64_t count : {at_small_limit, at_small_limit + 1})
         for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max})
@@ -122,7 +114,7 @@ TEST_CASE("tcp ring: a small allreduce gives every rank the same bits") {
 
 TEST_CASE("communicator: broadcast from every root") {
   on_every_backend([](ProcessGroup& group) {
-    for_each_dtype([&]<class T>(T) {
+    contract::for_each_dtype([&]<class T>(T) {
       for (int64_t count : kCounts) {
         for (int root = 0; root < group.world_size(); ++root)
           contract::check_broadcast<T>(*group.comm, root, count, kHost);
@@ -133,7 +125,7 @@ TEST_CASE("communicator: broadcast from every root") {
 
 TEST_CASE("communicator: allgather places rank r's block at r on every rank") {
   on_every_backend([](ProcessGroup& group) {
-    for_each_dtype([&]<class T>(T) {
+    contract::for_each_dtype([&]<class T>(T) {
       for (int64_t count : kCounts) contract::check_allgather<T>(*group.comm, count, kHost);
     });
   });

@@ -8,9 +8,10 @@
 // computes every other rank's input and the exact expected result locally. Inputs are small
 // multiples of 1/8 (and integers for i64): their sums are exact in float in any order, so the
 // expected sum, mean (sum / N, rounded once like the backend's) and max are exact values and
-// the comparison is bitwise. A mismatch throws std::runtime_error naming the collective, the
-// element, and both values (run inside tests/support/dist_testing.h's ranks: an exception is a
-// failed rank with its message).
+// the comparison is bitwise. bf16 inputs lie in [-4, 4]: sums of up to 4 ranks then keep the
+// 8 significant bits bf16 has, so they are exact too. A mismatch throws std::runtime_error naming
+// the collective, the element, and both values (run inside tests/support/dist_testing.h's ranks: an
+// exception is a failed rank with its message).
 #pragma once
 
 #include <time.h>
@@ -30,18 +31,46 @@
 
 namespace bareyolo::dist::contract {
 
+// Calls check(T{}) for each dtype the contract covers.
+template <class Check>
+void for_each_dtype(Check check) {
+  check(float{});
+  check(double{});
+  check(int64_t{});
+  check(bf16{});
+}
+
+// The checks' arithmetic on a dtype: bf16 is computed in float, each result rounded once.
+template <class T>
+using Math = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
+template <class T>
+Math<T> to_math(T value) {
+  if constexpr (std::is_same_v<T, bf16>)
+    return to_float(value);
+  else
+    return value;
+}
+template <class T>
+T from_math(Math<T> value) {
+  if constexpr (std::is_same_v<T, bf16>)
+    return to_bf16(value);
+  else
+    return value;
+}
+
 // Rank `rank`'s input for a check: `count` values from the seed.
 template <class T>
 std::vector<T> input_of(uint64_t seed, int rank, int64_t count) {
   std::mt19937_64 random(seed * 1000003 + uint64_t(rank));
-  std::uniform_int_distribution<int64_t> eighths(-8000, 8000);
+  const int64_t limit = std::is_same_v<T, bf16> ? 32 : 8000;
+  std::uniform_int_distribution<int64_t> eighths(-limit, limit);
   std::vector<T> values(static_cast<size_t>(count));
   for (auto& value : values) {
     const int64_t drawn = eighths(random);
     if constexpr (std::is_integral_v<T>) {
       value = T(drawn) * 1000003;  // large enough that a wrong sum cannot hide
     } else {
-      value = T(drawn) / T(8);
+      value = from_math<T>(Math<T>(drawn) / Math<T>(8));
     }
   }
   return values;
@@ -60,11 +89,11 @@ void expect_equal(const std::vector<T>& got, const std::vector<T>& want, const s
                              std::to_string(want.size()));
   }
   for (size_t i = 0; i < got.size(); ++i) {
-    if (got[i] != want[i]) {
+    if (to_math(got[i]) != to_math(want[i])) {
       std::ostringstream message;
       message.precision(17);
-      message << what << ": element " << i << " of " << got.size() << " is " << got[i]
-              << ", expected " << want[i];
+      message << what << ": element " << i << " of " << got.size() << " is " << to_math(got[i])
+              << ", expected " << to_math(want[i]);
       throw std::runtime_error(message.str());
     }
   }
@@ -76,15 +105,20 @@ inline std::string describe(const char* collective, DType dtype, int64_t count) 
 
 template <class T>
 std::vector<T> expected_allreduce(uint64_t seed, int world, int64_t count, ReduceOp op) {
-  std::vector<T> result = input_of<T>(seed, 0, count);
-  for (int rank = 1; rank < world; ++rank) {
+  std::vector<Math<T>> result(size_t(count), Math<T>(0));
+  for (int rank = 0; rank < world; ++rank) {
     const std::vector<T> other = input_of<T>(seed, rank, count);
-    for (size_t i = 0; i < result.size(); ++i)
-      result[i] = op == ReduceOp::max ? std::max(result[i], other[i]) : result[i] + other[i];
+    for (size_t i = 0; i < result.size(); ++i) {
+      const Math<T> value = to_math(other[i]);
+      result[i] = rank == 0             ? value
+                  : op == ReduceOp::max ? std::max(result[i], value)
+                                        : result[i] + value;
+    }
   }
-  if (op == ReduceOp::avg)
-    for (auto& value : result) value /= T(world);
-  return result;
+  std::vector<T> rounded;
+  for (Math<T> value : result)
+    rounded.push_back(from_math<T>(op == ReduceOp::avg ? value / Math<T>(world) : value));
+  return rounded;
 }
 
 template <class T>
@@ -110,7 +144,7 @@ void check_allgather(Communicator& comm, int64_t count, Device device) {
   const uint64_t seed = uint64_t(count) * 13;
   const int world = comm.world_size();
   Tensor send = tensor_of(input_of<T>(seed, comm.rank(), count), device);
-  Tensor recv = tensor_of(std::vector<T>(size_t(count * world), T(-1)), device);
+  Tensor recv = tensor_of(std::vector<T>(size_t(count * world), from_math<T>(-1)), device);
   comm.allgather(CommBuffer::of(send), CommBuffer::of(recv))->wait();
   std::vector<T> expected;
   for (int rank = 0; rank < world; ++rank) {

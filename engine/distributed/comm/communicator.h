@@ -35,8 +35,9 @@ namespace bareyolo::dist {
 enum class ReduceOp { sum, avg, max };
 const char* to_string(ReduceOp op);
 
-// A contiguous buffer of `count` elements of `dtype` (f32, f64 or i64) in host memory or in the
-// memory of GPU `device.index` (NCCL only; the TCP ring stages device buffers through the host).
+// A contiguous buffer of `count` elements of `dtype` (f32, f64, i64 or bf16) in host memory or
+// in the memory of GPU `device.index` (NCCL only; the TCP ring stages device buffers through
+// the host). bf16 reduces in float, each result rounded once to bf16.
 struct CommBuffer {
   void* data = nullptr;
   int64_t count = 0;

@@ -59,6 +59,19 @@ void divide(T* values, size_t n, int divisor) {
   for (size_t i = 0; i < n; ++i) values[i] /= by;
 }
 
+// bf16 is a storage format: each sum, maximum and quotient is computed in float and rounded
+// once to bf16 (what NCCL's bf16 reduction does at each step of its ring).
+void reduce_into(bf16* own, const bf16* received, size_t n, ReduceOp op) {
+  for (size_t i = 0; i < n; ++i) {
+    const float a = to_float(own[i]), b = to_float(received[i]);
+    own[i] = op == ReduceOp::max ? (b > a ? received[i] : own[i]) : to_bf16(a + b);
+  }
+}
+
+void divide(bf16* values, size_t n, int divisor) {
+  for (size_t i = 0; i < n; ++i) values[i] = to_bf16(to_float(values[i]) / float(divisor));
+}
+
 void reduce_bytes(char* own, const char* received, size_t bytes, DType dtype, ReduceOp op) {
   switch (dtype) {
     case DType::f32:
@@ -67,6 +80,9 @@ void reduce_bytes(char* own, const char* received, size_t bytes, DType dtype, Re
     case DType::f64:
       return reduce_into(reinterpret_cast<double*>(own), reinterpret_cast<const double*>(received),
                          bytes / 8, op);
+    case DType::bf16:
+      return reduce_into(reinterpret_cast<bf16*>(own), reinterpret_cast<const bf16*>(received),
+                         bytes / 2, op);
     default:
       return reduce_into(reinterpret_cast<int64_t*>(own),
                          reinterpret_cast<const int64_t*>(received), bytes / 8, op);
@@ -81,6 +97,8 @@ void divide_bytes(char* values, size_t bytes, DType dtype, int divisor) {
       return divide(reinterpret_cast<float*>(values), bytes / 4, divisor);
     case DType::f64:
       return divide(reinterpret_cast<double*>(values), bytes / 8, divisor);
+    case DType::bf16:
+      return divide(reinterpret_cast<bf16*>(values), bytes / 2, divisor);
     default:
       return divide(reinterpret_cast<int64_t*>(values), bytes / 8, divisor);
   }
@@ -144,9 +162,10 @@ class RingWork final : public Work {
 };
 
 void check_buffer(const CommBuffer& buffer, const char* collective) {
-  if (buffer.dtype != DType::f32 && buffer.dtype != DType::f64 && buffer.dtype != DType::i64) {
+  if (buffer.dtype != DType::f32 && buffer.dtype != DType::f64 && buffer.dtype != DType::i64 &&
+      buffer.dtype != DType::bf16) {
     throw std::invalid_argument(std::string(collective) + ": dtype " + dtype_name(buffer.dtype) +
-                                " is not supported by the TCP ring (use f32, f64 or i64)");
+                                " is not supported by the TCP ring (use f32, f64, i64 or bf16)");
   }
   if (buffer.count < 0 || (buffer.count > 0 && buffer.data == nullptr)) {
     throw std::invalid_argument(std::string(collective) + ": a buffer of " +

@@ -127,9 +127,12 @@ ncclDataType_t nccl_type(DType dtype) {
       return ncclFloat64;
     case DType::i64:
       return ncclInt64;
+    case DType::bf16:
+      return ncclBfloat16;
     default:
       throw std::invalid_argument(
-          std::string("NCCL collectives take f32, f64 or i64 buffers, not ") + dtype_name(dtype));
+          std::string("NCCL collectives take f32, f64, i64 or bf16 buffers, not ") +
+          dtype_name(dtype));
   }
 }
 
