@@ -84,6 +84,9 @@ struct TrainOptions {
   // The reducer's gradient bucket size in MB (engine/distributed/ddp/reducer.h); 0: sized
   // from the model (ReducerOptions::auto_buckets). Saved.
   double bucket_mb = 0;
+  // --grad-dtype bf16: the reducer's buckets travel in bf16 (ReducerOptions::bf16_buckets).
+  // Not saved: like the bucket size's effect on speed, a choice of the launch.
+  bool bf16_grad_buckets = false;
 
   // ---- not saved in checkpoints ----
   // --trace FILE: every rank's timeline of optimizer steps [trace_begin, trace_end) as one

@@ -248,9 +248,10 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
     if (!sync_bn() && per_rank < 16 && rank0)
       log("warning: BatchNorm runs unsynced on " + std::to_string(per_rank) +
           " images per rank (fewer than 16): its statistics are noisy; drop --no-sync-bn");
-    reducer_ =
-        dist::start_data_parallel(*comm_, arena_, state_, model_.graph(),
-                                  {.sync_batchnorm = sync_bn(), .bucket_mb = options_.bucket_mb});
+    reducer_ = dist::start_data_parallel(*comm_, arena_, state_, model_.graph(),
+                                         {.sync_batchnorm = sync_bn(),
+                                          .bucket_mb = options_.bucket_mb,
+                                          .bf16_buckets = options_.bf16_grad_buckets});
   }
 
   // ---- --cache: the decoded images once per host, mapped by every rank ----

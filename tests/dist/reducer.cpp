@@ -17,9 +17,9 @@ using namespace bareyolo::dist::testing;
 
 namespace {
 
-models::DetectionModel tiny_model(uint64_t seed) {
+models::DetectionModel tiny_model(uint64_t seed, DType dtype = DType::f64) {
   return models::DetectionModel(models::load_model_config(shipped_file("models/yolov5-tiny.yaml")),
-                                {.nc = 2, .seed = seed, .dtype = DType::f64});
+                                {.nc = 2, .seed = seed, .dtype = dtype});
 }
 
 // The head gradients of rank `rank`'s batch; the last level's are zero when `unused_level`
@@ -27,12 +27,18 @@ models::DetectionModel tiny_model(uint64_t seed) {
 void backward_of_rank(models::DetectionModel& model, int rank, bool unused_level,
                       Reducer* reducer) {
   bareyolo::testing::Rng rng(100 + uint64_t(rank));
-  const Tensor images = Tensor::from_vector(
-      bareyolo::testing::random_vector<double>(rng, 2 * 3 * 64 * 64, -1, 1), {2, 3, 64, 64});
+  const DType dtype = model.state().front().value->dtype();
+  auto random_tensor = [&](Shape4 shape) {
+    const std::vector<double> values =
+        bareyolo::testing::random_vector<double>(rng, shape.numel(), -1, 1);
+    return dtype == DType::f64
+               ? Tensor::from_vector(values, shape)
+               : Tensor::from_vector(std::vector<float>(values.begin(), values.end()), shape);
+  };
+  const Tensor images = random_tensor({2, 3, 64, 64});
   std::vector<Tensor> grads;
   for (const Tensor& head : model.forward(images, Mode::train))
-    grads.push_back(Tensor::from_vector(
-        bareyolo::testing::random_vector<double>(rng, head.numel(), -1, 1), head.shape()));
+    grads.push_back(random_tensor(head.shape()));
   const int last_level_node = model.graph().size() - 1;
   if (unused_level) grads.back().zero();
   model.backward(grads, [&](int node) {
@@ -101,6 +107,45 @@ void check_reducer(int world, bool frozen_and_unused) {
 }
 
 }  // namespace
+
+// With bf16 buckets each rank sends its f32 gradient rounded to bf16; the 2-rank ring adds the
+// two in float and rounds, then halves (exact): every rank can compute that result bit for bit.
+TEST_CASE("reducer over 2 ranks with bf16 buckets: the rounded mean of the rounded gradients") {
+  check_ranks_ok(run_ranks(
+      2,
+      [&](ProcessGroup& group) {
+        std::vector<std::vector<double>> of_rank[2];
+        for (int r = 0; r < 2; ++r) {
+          models::DetectionModel model = tiny_model(1, DType::f32);
+          backward_of_rank(model, r, false, nullptr);
+          of_rank[r] = gradients(model);
+        }
+        models::DetectionModel model = tiny_model(1, DType::f32);
+        const std::vector<StateEntry> state = model.state();
+        ParameterArena arena(state);
+        Reducer reducer(arena, model.graph(), *group.comm,
+                        {.bucket_mb = 0.2, .first_bucket_mb = 0.05, .bf16_buckets = true});
+        backward_of_rank(model, group.rank(), false, &reducer);
+        reducer.finish();
+        const std::vector<std::vector<double>> got = gradients(model);
+        int64_t changed_by_rounding = 0;
+        for (size_t p = 0; p < got.size(); ++p)
+          for (size_t k = 0; k < got[p].size(); ++k) {
+            const float sum = round_to_bf16(round_to_bf16(float(of_rank[0][p][k])) +
+                                            round_to_bf16(float(of_rank[1][p][k])));
+            const double want = double(round_to_bf16(sum / 2));
+            if (got[p][k] != want)
+              throw std::runtime_error("gradient " + std::to_string(p) + "[" + std::to_string(k) +
+                                       "] = " + std::to_string(got[p][k]) + ", want " +
+                                       std::to_string(want));
+            const double f32_mean = double(float(of_rank[0][p][k] + of_rank[1][p][k]) / 2);
+            changed_by_rounding += want != f32_mean;
+          }
+        // The wire really was bf16: most means differ from the f32 ones.
+        if (changed_by_rounding == 0) throw std::runtime_error("no gradient was rounded");
+      },
+      std::chrono::seconds(90)));
+}
 
 TEST_CASE("reducer over 2 ranks: every gradient is the mean of the ranks' gradients") {
   check_reducer(2, false);

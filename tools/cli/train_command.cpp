@@ -27,7 +27,7 @@ constexpr int kShapesEpochs = 80, kShapesImgsz = 128;
 
 struct TrainCommandOptions {
   models::TrainOptions train;
-  std::string hyp, config, optimizer = "SGD", device = "auto", tf32 = "off";
+  std::string hyp, config, optimizer = "SGD", device = "auto", tf32 = "off", grad_dtype = "fp32";
   bool no_val = false;
   CLI::App* command = nullptr;
   CLI::Option *resume = nullptr, *epochs = nullptr, *imgsz = nullptr;
@@ -106,6 +106,7 @@ int train() {
   }
   t.device = options.device;
   t.tf32 = options.tf32 == "on";
+  t.bf16_grad_buckets = options.grad_dtype == "bf16";
   const models::TrainSummary summary = models::run_training(t, [](const std::string& line) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
@@ -249,6 +250,11 @@ void add_train_command(CLI::App& app) {
                   "Gradient bucket size of the reducer in MB; 0: sized from the model (about 8 "
                   "buckets, 0.25 to 25 MB each), so that communication overlaps backward")
       ->check(cli::kNonNegative)
+      ->capture_default_str();
+  cmd->add_option("--grad-dtype", options.grad_dtype,
+                  "What gradient buckets cross the wire in: fp32, or bf16 (half the bytes; "
+                  "gradients still accumulate in fp32, each rank's is rounded once per step)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--trace", t.trace,
                   "Write every rank's timeline (layers, collectives, loader waits) of the "

@@ -10,8 +10,9 @@ std::unique_ptr<Reducer> start_data_parallel(Communicator& comm, ParameterArena&
                                              const DataParallelOptions& options) {
   broadcast_state(comm, arena, state);
   if (options.sync_batchnorm) sync_batchnorm(graph, &comm);
-  return std::make_unique<Reducer>(arena, graph, comm,
-                                   ReducerOptions{.bucket_mb = options.bucket_mb});
+  return std::make_unique<Reducer>(
+      arena, graph, comm,
+      ReducerOptions{.bucket_mb = options.bucket_mb, .bf16_buckets = options.bf16_buckets});
 }
 
 void broadcast_buffers(Communicator& comm, const std::vector<StateEntry>& state) {

@@ -16,7 +16,8 @@ namespace bareyolo::dist {
 
 struct DataParallelOptions {
   bool sync_batchnorm = true;
-  double bucket_mb = 25;  // the reducer's bucket size
+  double bucket_mb = 25;      // the reducer's bucket size
+  bool bf16_buckets = false;  // ReducerOptions::bf16_buckets
 };
 
 std::unique_ptr<Reducer> start_data_parallel(Communicator& comm, ParameterArena& arena,

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "engine/trace.h"
+#include "kernels/ops.h"
 
 namespace bareyolo::dist {
 
@@ -35,6 +36,10 @@ double auto_bucket_mb(int64_t gradient_bytes) {
 Reducer::Reducer(ParameterArena& arena, const Graph& graph, Communicator& comm,
                  ReducerOptions options)
     : arena_(arena), bucket_of_slot_(arena.slots().size(), -1), comm_(comm) {
+  const bool bf16_wire = options.bf16_buckets;
+  if (bf16_wire && arena.gradients().dtype() != DType::f32)
+    throw std::invalid_argument(std::string("Reducer: bf16 buckets carry f32 gradients, not ") +
+                                dtype_name(arena.gradients().dtype()));
   const std::map<const Tensor*, int> node_of = node_of_gradients(graph);
   const std::vector<ParameterArena::Slot>& slots = arena.slots();
   const double element_bytes = double(dtype_size(arena.gradients().dtype()));
@@ -51,7 +56,10 @@ Reducer::Reducer(ParameterArena& arena, const Graph& graph, Communicator& comm,
     if (bucket.empty()) return;
     const int index = int(buckets_.size());
     for (size_t slot : bucket) bucket_of_slot_[slot] = index;
-    buckets_.push_back({arena.gradient_range(bucket_begin, end), std::move(bucket), 0, nullptr});
+    Tensor buffer = arena.gradient_range(bucket_begin, end);
+    Tensor wire =
+        bf16_wire ? Tensor::empty(buffer.shape(), buffer.device(), DType::bf16) : Tensor();
+    buckets_.push_back({buffer, wire, std::move(bucket), 0, nullptr});
     bucket.clear();
     bucket_begin = end, bucket_bytes = 0;
   };
@@ -111,7 +119,12 @@ void Reducer::launch_ready_buckets() {
   while (next_to_launch_ < bucket_count() && buckets_[size_t(next_to_launch_)].pending == 0) {
     Bucket& bucket = buckets_[size_t(next_to_launch_)];
     const trace::Label label("bucket " + std::to_string(next_to_launch_));
-    bucket.work = comm_.allreduce(CommBuffer::of(bucket.buffer), ReduceOp::avg);
+    if (bucket.wire.defined()) {
+      ops::convert_to_bf16(bucket.buffer.view<float>(), bucket.wire.view<bf16>());
+      bucket.work = comm_.allreduce(CommBuffer::of(bucket.wire), ReduceOp::avg);
+    } else {
+      bucket.work = comm_.allreduce(CommBuffer::of(bucket.buffer), ReduceOp::avg);
+    }
     ++next_to_launch_;
   }
 }
@@ -120,7 +133,11 @@ void Reducer::finish() {
   if (!sync_) return;
   for (Bucket& bucket : buckets_) bucket.pending = 0;  // unused parameters: their zeros
   launch_ready_buckets();
-  for (Bucket& bucket : buckets_) bucket.work->wait();
+  for (Bucket& bucket : buckets_) {
+    bucket.work->wait();
+    if (bucket.wire.defined())
+      ops::convert_from_bf16(bucket.wire.view<bf16>(), bucket.buffer.view<float>());
+  }
   reset_step();
 }
 

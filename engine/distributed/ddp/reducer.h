@@ -17,6 +17,10 @@
 //      of the ranks' gradients.
 // Accumulation (`no_sync`): with set_sync(false) node_done and finish do nothing, and the
 // gradients add up locally until a step with sync on reduces the sum.
+// bf16 buckets (`bf16_buckets`): a bucket's gradients are rounded into a bf16 copy when it
+// launches, that copy is all-reduced (half the bytes on the wire), and finish() writes the
+// mean back into the f32 arena. The arena itself stays f32, so gradients accumulated over
+// micro-batches add up in f32; only what crosses the wire, once per optimizer step, is bf16.
 //
 // Frozen parameters sit after the optimised ones in the arena, outside every bucket.
 #pragma once
@@ -35,6 +39,8 @@ struct ReducerOptions {
   // Capacity of every bucket but the first; 0: sized from the model (auto_bucket_mb).
   double bucket_mb = 25;
   double first_bucket_mb = 1;  // the first bucket (the last layers), so it launches early
+  // The buckets travel in bf16 (--grad-dtype bf16; f32 arenas only), else in the arena's dtype.
+  bool bf16_buckets = false;
 };
 
 // The bucket size for `gradient_bytes` of optimised gradients: about kAutoBuckets buckets,
@@ -75,6 +81,7 @@ class Reducer {
  private:
   struct Bucket {
     Tensor buffer;              // (1, elements, 1, 1): a view of the gradient arena
+    Tensor wire;                // its bf16 copy, for bf16 buckets; else undefined
     std::vector<size_t> slots;  // indices into the arena's slots
     int pending = 0;            // slots not final yet in this step
     WorkHandle work;
