@@ -44,8 +44,9 @@ void load_state(const SafetensorsFile& file, const std::vector<StateEntry>& stat
                                   ", the model expects " + dims_text(e.dims) +
                                   " (a different model or nc?)");
     Tensor t = file.tensor(name);
-    if (t.dtype() != e.value->dtype() &&
-        !(t.dtype() == DType::f32 && e.value->dtype() == DType::f64))
+    const bool floating_file = t.dtype() == DType::f32 || t.dtype() == DType::bf16;
+    const bool floating_model = e.value->dtype() == DType::f32 || e.value->dtype() == DType::f64;
+    if (t.dtype() != e.value->dtype() && !(floating_file && floating_model))
       throw std::invalid_argument(source + ": '" + name + "' holds " + record.dtype +
                                   ", the model expects " + dtype_name(e.value->dtype()));
     loaded.push_back(t);
@@ -54,11 +55,29 @@ void load_state(const SafetensorsFile& file, const std::vector<StateEntry>& stat
     Tensor& target = *state[i].value;
     if (loaded[i].dtype() == target.dtype()) {
       target.copy_from(loaded[i].reshape(target.shape()));
-    } else {  // float32 file into a double model
+    } else if (target.dtype() == DType::f32) {  // a bf16 file: every bf16 is a float
+      target.copy_from(loaded[i].converted(DType::f32).reshape(target.shape()));
+    } else {  // a float32 or bf16 file into a double model
       std::vector<double> values = loaded[i].to_doubles();
       target.copy_from(Tensor::from_vector(values, target.shape()));
     }
   }
+}
+
+SafetensorsFile with_float_dtype(const SafetensorsFile& file, DType dtype) {
+  if (dtype != DType::f32 && dtype != DType::bf16)
+    throw std::invalid_argument(std::string("weights convert to F32 or BF16, not ") +
+                                dtype_name(dtype));
+  SafetensorsFile converted;
+  for (const TensorRecord& record : file.records()) {
+    if (record.dtype != "F32" && record.dtype != "BF16") {
+      converted.add(record);  // counters, anchors (F64), indices: as they are
+      continue;
+    }
+    converted.add_tensor(record.name, file.tensor(record.name).converted(dtype), record.shape);
+  }
+  converted.metadata() = file.metadata();
+  return converted;
 }
 
 }  // namespace bareyolo::models

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/shell/cli_smoke.sh BAREYOLO MODEL_YAML — the detector commands end to end on a tiny
-# built-in dataset: make-shapes (and a moved copy), data-check, init, grads, val (with --save-json), predict.
+# built-in dataset: make-shapes (and a moved copy), data-check, init, convert (bf16), grads, val
+# (with --save-json), predict.
 # Each step must succeed and leave the files it promises.
 set -euo pipefail
 bareyolo=$1 cfg=$2
@@ -17,6 +18,12 @@ mv "$work/shapes" "$work/moved"
 grep -q "does not exist (was the dataset moved?); using the yaml's own folder" "$work/moved.txt"
 mv "$work/moved" "$work/shapes"
 "$bareyolo" init --cfg "$cfg" --nc 3 --seed 1 --out "$work/w.safetensors"
+# bf16 weights: about half the file, and val reads them like fp32 ones.
+"$bareyolo" convert --weights "$work/w.safetensors" --dtype bf16 --out "$work/w16.safetensors" |
+  grep -q "floating ones as bf16"
+test $(($(stat -c %s "$work/w16.safetensors") * 10)) -lt $(($(stat -c %s "$work/w.safetensors") * 6))
+"$bareyolo" val --cfg "$cfg" --weights "$work/w16.safetensors" --data "$work/shapes/data.yaml" \
+  --imgsz 64 --batch 2 | grep -q "^ *all  *4 "
 "$bareyolo" val --cfg "$cfg" --weights "$work/w.safetensors" --data "$work/shapes/data.yaml" \
   --imgsz 64 --batch 2 --save-json "$work/det.json" | tee "$work/val.txt"
 grep -q "^ *all  *4 " "$work/val.txt"

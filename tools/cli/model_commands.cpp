@@ -1,5 +1,5 @@
-// tools/cli/model_commands.cpp — `init` and `grads` (see model_commands.h); the work is in
-// models/ (weights.h, gradient_report.h), this file reads the command line and the files.
+// tools/cli/model_commands.cpp — `init`, `grads` and `convert` (see model_commands.h); the work is
+// in models/ (weights.h, gradient_report.h), this file reads the command line and the files.
 #include "tools/cli/model_commands.h"
 
 #include <cstdio>
@@ -16,7 +16,7 @@ namespace bareyolo {
 namespace {
 
 struct ModelCommandOptions {
-  std::string cfg, weights, batch, out, hyp;
+  std::string cfg, weights, batch, out, hyp, dtype = "bf16";
   int nc = 0;
   uint64_t seed = 0;
   DeviceOption device;
@@ -57,6 +57,17 @@ int compute_grads() {
   return 0;
 }
 
+int convert_weights() {
+  const SafetensorsFile file = SafetensorsFile::load(options.weights);
+  const SafetensorsFile converted =
+      models::with_float_dtype(file, options.dtype == "bf16" ? DType::bf16 : DType::f32);
+  converted.save(options.out);
+  std::printf("wrote %s: %zu tensors, floating ones as %s (%zu -> %zu bytes)\n",
+              options.out.c_str(), converted.records().size(), options.dtype.c_str(),
+              file.serialize().size(), converted.serialize().size());
+  return 0;
+}
+
 }  // namespace
 void add_model_commands(CLI::App& app) {
   CLI::App* init = app.add_subcommand("init", "Write freshly initialised weights (safetensors)");
@@ -85,11 +96,22 @@ void add_model_commands(CLI::App& app) {
   grads->add_option("--hyp", options.hyp, "Hyperparameter yaml (default: hyp.scratch-low)")
       ->check(CLI::ExistingFile);
   options.device.add_to(grads);
+
+  CLI::App* convert = app.add_subcommand(
+      "convert", "Write a weights file with its floating tensors in bf16 (half the bytes) or fp32");
+  convert->add_option("--weights", options.weights, "Weights or checkpoint (.safetensors)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  convert->add_option("--dtype", options.dtype, "bf16 (rounded to nearest) or fp32 (exact)")
+      ->check(CLI::IsMember({"bf16", "fp32"}))
+      ->capture_default_str();
+  convert->add_option("--out", options.out, "Output .safetensors")->required();
 }
 
 std::optional<int> run_model_command(const CLI::App& app) {
   if (app.got_subcommand("init")) return init_weights();
   if (app.got_subcommand("grads")) return compute_grads();
+  if (app.got_subcommand("convert")) return convert_weights();
   return std::nullopt;
 }
 
