@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "engine/mixed_precision.h"
 #include "engine/trace.h"
 
 namespace bareyolo {
@@ -197,10 +198,15 @@ const std::vector<Tensor>& Graph::forward(const Tensor& input, Mode mode) {
       planned_dtype_ != input.dtype() || planned_mode_ != mode)
     plan(input, mode);
   input_ = input;
+  if (mixed_precision_) {  // the caller's tensor stays as it is
+    input_ = input.converted(input.dtype());
+    store_as_bf16(true, input_);
+  }
   for (Node& node : nodes_) {
     if (!node.module) continue;
     const trace::Range traced(trace::Track::compute, "forward", node.label);
-    node.module->forward(input_tensors(node, input), node.output, mode);
+    node.module->forward(input_tensors(node, input_), node.output, mode);
+    store_as_bf16(mixed_precision_, node.output);
   }
   output_tensors_.clear();
   for (int node : outputs_) output_tensors_.push_back(nodes_[static_cast<size_t>(node)].output);
@@ -220,8 +226,11 @@ void Graph::backward(const std::vector<Tensor>& grad_outputs,
         "Mode::train first");
   for (Node& node : nodes_)
     if (node.concat_consumer == -1) node.grad.zero();  // a slice is zeroed with its Concat
-  for (size_t k = 0; k < outputs_.size(); ++k)
-    nodes_[static_cast<size_t>(outputs_[k])].grad.copy_from(grad_outputs[k]);
+  for (size_t k = 0; k < outputs_.size(); ++k) {
+    Tensor& grad = nodes_[static_cast<size_t>(outputs_[k])].grad;
+    grad.copy_from(grad_outputs[k]);
+    store_as_bf16(mixed_precision_, grad);
+  }
 
   for (int index = size() - 1; index >= 0; --index) {
     Node& node = nodes_[static_cast<size_t>(index)];
@@ -231,6 +240,7 @@ void Graph::backward(const std::vector<Tensor>& grad_outputs,
       for (int i : node.inputs)
         grad_inputs.push_back(i == kGraphInput ? Tensor() : nodes_[static_cast<size_t>(i)].grad);
       node.module->backward(input_tensors(node, input_), node.output, node.grad, grad_inputs);
+      for (const Tensor& grad : grad_inputs) store_as_bf16(mixed_precision_, grad);
     }
     if (on_node_done) on_node_done(index);
   }
@@ -241,6 +251,12 @@ std::vector<StateEntry> Graph::state() {
   for (Node& node : nodes_)
     if (node.module) node.module->collect_state(node.name, entries);
   return entries;
+}
+
+void Graph::set_mixed_precision(bool on) {
+  for (Node& node : nodes_)
+    if (node.module) node.module->set_mixed_precision(on);
+  mixed_precision_ = on;
 }
 
 void Graph::release_activations() {

@@ -58,6 +58,10 @@ class Graph {
   void release_activations();
   // Elements held by the planned activation buffers (for tests of the evaluation plan).
   int64_t planned_activation_elements() const;
+  // Mixed precision (engine/mixed_precision.h): every module stores bf16 values, and so does the
+  // graph — its input, each node's output after forward, each gradient a node's backward wrote.
+  void set_mixed_precision(bool on);
+  bool mixed_precision() const { return mixed_precision_; }
   // Keep every output in evaluation too (the training plan): for debugging a node's output,
   // and as the reference the shared-buffer evaluation plan is tested against.
   void keep_all_outputs(bool keep) {
@@ -91,6 +95,7 @@ class Graph {
   DType planned_dtype_ = DType::f32;
   Mode planned_mode_ = Mode::train;
   bool keep_all_outputs_ = false;
+  bool mixed_precision_ = false;
   std::vector<Tensor> activation_buffers_;  // the distinct buffers of the current plan
 };
 

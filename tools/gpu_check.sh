@@ -13,8 +13,8 @@
 #   sticky CUDA error fails one case, not the rest; the NCCL cases last), the first failing
 #   case again under compute-sanitizer, `bareyolo train --device 0` of yolov5s at 640 batch 64
 #   for 25 steps, bench_gpu_kernels and bench_gpu_train.
-# Phase B (GPU_CHECK_PHASE_B_S, 240 s): two ranks sharing the GPU over the TCP ring, a real
-#   NCCL communicator at world 1 through the trainer, a resume from a GPU checkpoint, the
+# Phase B (GPU_CHECK_PHASE_B_S, 240 s): two ranks sharing the GPU over the TCP ring, the same
+#   with --amp and bf16 gradient buckets, a real NCCL communicator at world 1 through the trainer, a resume from a GPU checkpoint, the
 #   training forward and backward (grads), val and predict on the GPU against the CPU, and
 #   `bareyolo selftest`. Later issues add their cases as steps of phase B (see phase_b_steps).
 #
@@ -323,6 +323,28 @@ two_ranks_one_gpu() {
   fi
 }
 
+# --amp (bf16 storage, emulated on float tensors: the rounding kernels on the GPU) with bf16
+# gradient buckets staged through the TCP ring: 8 steps on 2 ranks sharing cuda:0, finite
+# losses.
+amp_gpu() {
+  local start=$(date +%s)
+  train_small amp --device 0,0 --max-steps 8 --amp --grad-dtype bf16
+  local verdict
+  verdict=$(python3 - "$work/runs/amp/results.jsonl" 2>&1 <<'EOF'
+import json, math, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+loss = [r["train/box_loss"] + r["train/obj_loss"] + r["train/cls_loss"] for r in rows]
+print(("ok" if rows and all(map(math.isfinite, loss)) else "FAIL"),
+      f"2 ranks on cuda:0, --amp --grad-dtype bf16, 8 steps, loss {loss[-1]:.4f}")
+EOF
+)
+  if [ "$rc" -eq 0 ] && grep -q 'mixed precision (--amp)' "$phase_b_log"; then
+    row amp_gpu "${verdict%% *}" $(($(date +%s) - start)) "${verdict#* }"
+  else
+    row amp_gpu "$( [ "$rc" -eq 0 ] && echo FAIL || outcome)" $(($(date +%s) - start)) "exit $rc"
+  fi
+}
+
 nccl_world1() {
   local start=$(date +%s) mark
   mark=$(wc -l <"$phase_b_log")
@@ -467,9 +489,9 @@ selftest() {
   row selftest "$(outcome)" "$elapsed" "$(grep '^selftest:' "$phase_b_log" | tail -n 1)"
 }
 
-# The steps of phase B, in order. Later issues add theirs here (bf16/AMP tracking), each a
-# function that ends with one `row`.
-phase_b_steps=(two_ranks_one_gpu nccl_world1 resume_gpu_checkpoint grads_gpu_vs_cpu
+# The steps of phase B, in order. Later issues add theirs here, each a function that ends with
+# one `row`.
+phase_b_steps=(two_ranks_one_gpu amp_gpu nccl_world1 resume_gpu_checkpoint grads_gpu_vs_cpu
                val_predict_gpu_vs_cpu sharded_val_gpu elastic_restart_gpu selftest)
 
 # ---- the run ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "engine/mixed_precision.h"
 #include "engine/tensor_factories.h"
 #include "kernels/ops.h"
 
@@ -45,12 +46,26 @@ Shape4 Conv2d::output_shape(std::span<const Shape4> inputs) const {
           ops::conv_out_size(inputs[0].w, options_.kernel, p.stride_w, p.pad_w)};
 }
 
+void Conv2d::set_mixed_precision(bool on) {
+  if (on && weight_.dtype() != DType::f32)
+    throw std::invalid_argument(std::string("Conv2d: mixed precision needs float weights, not ") +
+                                dtype_name(weight_.dtype()));
+  mixed_precision_ = on;
+  weight_bf16_ = Tensor();
+}
+
 void Conv2d::forward(std::span<const Tensor> inputs, Tensor& output, Mode) {
+  if (mixed_precision_) {  // the weights changed since the last forward (an optimizer step)
+    if (!weight_bf16_.defined()) weight_bf16_ = Tensor::empty(weight_.shape(), weight_.device());
+    weight_bf16_.copy_from(weight_);
+    store_as_bf16(true, weight_bf16_);
+  }
   with_float_type(weight_.dtype(), [&]<class T>() {
-    ops::conv2d_forward<T>(inputs[0].view<T>(), weight_.view<T>(),
+    ops::conv2d_forward<T>(inputs[0].view<T>(), compute_weight().view<T>(),
                            options_.bias ? bias_.view<T>().data : nullptr, conv_params(options_),
                            output.view<T>());
   });
+  store_as_bf16(mixed_precision_, output);
 }
 
 void Conv2d::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
@@ -60,9 +75,10 @@ void Conv2d::backward(std::span<const Tensor> inputs, const Tensor&, const Tenso
                                    conv_params(options_), weight_grad_.view<T>(),
                                    options_.bias ? bias_grad_.view<T>().data : nullptr);
     if (grad_inputs[0].defined())  // undefined for the network input: no gradient wanted
-      ops::conv2d_backward_data<T>(grad_output.view<T>(), weight_.view<T>(), conv_params(options_),
-                                   grad_inputs[0].view<T>());
+      ops::conv2d_backward_data<T>(grad_output.view<T>(), compute_weight().view<T>(),
+                                   conv_params(options_), grad_inputs[0].view<T>());
   });
+  store_as_bf16(mixed_precision_, grad_inputs[0]);
 }
 
 void Conv2d::collect_state(const std::string& prefix, std::vector<StateEntry>& state) {

@@ -25,13 +25,22 @@ class Conv2d : public Module {
   void backward(std::span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
                 std::span<Tensor> grad_inputs) override;
   void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
+  // bf16 operands and results (engine/mixed_precision.h): the convolution reads a bf16 copy
+  // of its weights, made at each forward, and rounds its output and its input's gradient.
+  void set_mixed_precision(bool on) override;
+  void release_activations() override { weight_bf16_ = Tensor(); }
 
   const Conv2dOptions& options() const { return options_; }
   Tensor& bias() { return bias_; }
 
  private:
+  // The weights the convolution multiplies by: the master, or its bf16-rounded copy.
+  const Tensor& compute_weight() const { return mixed_precision_ ? weight_bf16_ : weight_; }
+
   Conv2dOptions options_;
   Tensor weight_, weight_grad_, bias_, bias_grad_;
+  bool mixed_precision_ = false;
+  Tensor weight_bf16_;  // mixed precision: the weights rounded to bf16 at the last forward
 };
 
 }  // namespace bareyolo

@@ -8,6 +8,7 @@
 
 #include <array>
 
+#include "engine/mixed_precision.h"
 #include "engine/tensor_factories.h"
 
 namespace bareyolo {
@@ -28,6 +29,8 @@ void ConvBnSilu::forward(std::span<const Tensor> inputs, Tensor& output, Mode mo
   ensure_tensor(bn_out_, shape, output);
   conv_.forward(inputs, conv_out_, mode);
   bn_.forward_silu(conv_out_, bn_out_, output, mode);
+  store_as_bf16(mixed_precision_, bn_out_);
+  store_as_bf16(mixed_precision_, output);
 }
 
 void ConvBnSilu::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
@@ -35,6 +38,7 @@ void ConvBnSilu::backward(std::span<const Tensor> inputs, const Tensor&, const T
   ensure_tensor(grad_conv_out_, conv_out_.shape(), conv_out_);
   grad_conv_out_.zero();
   bn_.backward_silu(conv_out_, bn_out_, grad_output, grad_conv_out_);
+  store_as_bf16(mixed_precision_, grad_conv_out_);
   conv_.backward(inputs, conv_out_, grad_conv_out_, grad_inputs);
 }
 
@@ -43,6 +47,9 @@ void ConvBnSilu::collect_state(const std::string& prefix, std::vector<StateEntry
   bn_.collect_state(prefix + "bn.", state);
 }
 
-void ConvBnSilu::release_activations() { conv_out_ = bn_out_ = grad_conv_out_ = Tensor(); }
+void ConvBnSilu::release_activations() {
+  conv_out_ = bn_out_ = grad_conv_out_ = Tensor();
+  conv_.release_activations();
+}
 
 }  // namespace bareyolo

@@ -19,6 +19,11 @@ class ConvBnSilu : public Module {
                 std::span<Tensor> grad_inputs) override;
   void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
   void release_activations() override;
+  // Rounds the BN + SiLU output and BN's gradient to the convolution (mixed_precision.h).
+  void set_mixed_precision(bool on) override {
+    mixed_precision_ = on;
+    conv_.set_mixed_precision(on);
+  }
   void for_each_child(const std::function<void(Module&)>& visit) override {
     visit(conv_);
     visit(bn_);
@@ -31,6 +36,7 @@ class ConvBnSilu : public Module {
   BatchNorm2d bn_;
   Tensor conv_out_, bn_out_;  // kept from forward for backward
   Tensor grad_conv_out_;      // scratch of backward
+  bool mixed_precision_ = false;
 };
 
 }  // namespace bareyolo

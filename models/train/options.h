@@ -69,6 +69,11 @@ struct TrainOptions {
   // TF32 tensor-core math for float convolutions and GEMMs on GPUs (about 1e-3 relative error
   // per product instead of float's 1e-7); off until the GPU check has passed with it on.
   bool tf32 = false;
+  // --amp: bf16 mixed precision (engine/mixed_precision.h) for the model's activations and
+  // gradients, on float tensors rounded to bf16 where mixed precision stores bf16 — its
+  // numerics, not yet its speed: the GPU's bf16 kernels come with the device check. Off by
+  // default; validation runs the same model, so it too.
+  bool amp = false;
   // --cache: "ram" or "disk" decodes the images once into a file every rank of the host maps
   // (data/image_cache.h); "": decoded every epoch.
   std::string cache;

@@ -231,9 +231,13 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
       stopping_{options_.patience},
       tensors_{with_values(state_, ema_.values()), state_, optimizer_->state()} {
   cuda::set_tf32(options_.tf32);  // steers GPU convolutions and GEMMs only
+  model_.graph().set_mixed_precision(options_.amp);
   ops::require_kernel(optimizer_->kernel(), run_.device,
                       std::string("--optimizer ") + optimizer_name(options_.optimizer));
   const bool rank0 = run_.rank == 0;
+  if (options_.amp && rank0)
+    log("mixed precision (--amp): activations and gradients rounded to bf16, emulated on fp32 "
+        "tensors (bf16's numerics, not its speed)");
 
   trace_if_in_window();  // a window from step 0 includes the start-up broadcasts
 
