@@ -364,11 +364,13 @@ class TcpRingCommunicator final : public Communicator {
   void small_allreduce(char* data, int64_t count, DType dtype, ReduceOp op, uint64_t sequence,
                        Clock::time_point deadline) {
     const size_t bytes = size_t(count) * dtype_size(dtype);
-    std::vector<char> blocks(bytes * size_t(world_size_));
-    ring_allgather(data, blocks.data(), bytes, sequence, deadline);
-    std::memcpy(data, blocks.data(), bytes);
+    if (gathered_.size() < bytes * size_t(world_size_))
+      gathered_.resize(bytes * size_t(world_size_));
+    char* blocks = gathered_.data();
+    ring_allgather(data, blocks, bytes, sequence, deadline);
+    std::memcpy(data, blocks, bytes);
     for (int r = 1; r < world_size_; ++r)
-      reduce_bytes(data, blocks.data() + size_t(r) * bytes, bytes, dtype, op);
+      reduce_bytes(data, blocks + size_t(r) * bytes, bytes, dtype, op);
     if (op == ReduceOp::avg) divide_bytes(data, bytes, dtype, world_size_);
   }
 
@@ -449,6 +451,9 @@ class TcpRingCommunicator final : public Communicator {
   RingLink link_;  // touched by the comm thread only (and interrupt())
   // The comm thread's landing place for one received frame, reduced from there.
   std::vector<char> scratch_ = std::vector<char>(kFrameBytes);
+  // small_allreduce's N blocks (comm thread only), kept between calls: SyncBN issues ~100 a
+  // step. At most N x kSmallAllreduceBytes.
+  std::vector<char> gathered_;
 
   std::mutex mutex_;  // guards the members below
   std::condition_variable queued_;
