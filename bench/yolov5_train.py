@@ -16,6 +16,7 @@ Needs torch and YOLOv5 (a checkout or the pip package's folder) in --yolov5-dir.
 Last line: yolov5_img_s=<x>
 """
 import argparse
+import logging
 import os
 import statistics
 import sys
@@ -54,6 +55,8 @@ def main():
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    # YOLOv5 logs its layer table while building the Model: not bench_train's output.
+    logging.getLogger("yolov5").setLevel(logging.WARNING)
     model = Model(os.path.join(folder, "models", args.cfg), ch=3).train()
     detect = model.model[-1]
     levels, classes = detect.nl, detect.nc
