@@ -33,11 +33,12 @@ BAREYOLO_HOST_DEVICE inline float float_from_bits(uint32_t bits) {
   return value;
 }
 
+// Without a branch, so that loops over arrays vectorise (the TCP ring's bf16 sums).
 BAREYOLO_HOST_DEVICE inline bf16 to_bf16(float value) {
   const uint32_t bits = float_bits(value);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return {uint16_t((bits >> 16) | 0x0040u)};  // NaN
-  const uint32_t round = 0x7fffu + ((bits >> 16) & 1u);
-  return {uint16_t((bits + round) >> 16)};
+  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (bits >> 16) | 0x0040u;
+  return {uint16_t((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded)};
 }
 
 BAREYOLO_HOST_DEVICE inline float to_float(bf16 value) {
