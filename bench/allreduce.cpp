@@ -6,8 +6,13 @@
 // Bus bandwidth = bytes x 2(N-1)/N / time: the bytes each rank sends (and receives) in a ring
 // allreduce, per second — comparable across N and with the link's own rate. For 2 ranks on
 // loopback every byte also costs the kernel a copy on each side, so memcpy's rate is the
-// ceiling to keep in mind. The last line is machine-readable:
+// ceiling to keep in mind.
+//
+// Then a gradient bucket of 8 MB (yolov5n's gradients are 7.1 MB) as the reducer sends it:
+// in f32, and as bf16 buckets (--grad-dtype bf16) including the two conversions each way.
+// The last line is machine-readable:
 //   RESULT busbw_64MB_GBps=<x> memcpy_GBps=<m> gloo_busbw_64MB_GBps=<g> ratio_vs_gloo=<x/g>
+//          bf16_bucket_speedup=<f32 time / bf16 time>
 // (g and the ratio are nan without torch).
 //
 //   bench_allreduce            every size, ours and gloo taking turns twice (about a minute)
@@ -29,6 +34,7 @@
 #include "engine/distributed/comm/socket.h"           // defines: listen_tcp, bound_port
 #include "engine/distributed/launch/process_group.h"  // defines: init_process_group, ProcessGroup
 #include "engine/shipped_files.h"                     // defines: shipped_file
+#include "kernels/ops.h"                              // defines: convert_to_bf16, convert_from_bf16
 
 namespace {
 
@@ -42,6 +48,7 @@ constexpr int64_t kHeadlineBytes = int64_t{64} << 20;
 // ours and gloo take turns for `rounds` rounds and each keeps its best round, so a burst of
 // load from other processes does not decide the ratio.
 constexpr int kSamples = 3;
+constexpr int64_t kBucketBytes = int64_t{8} << 20;  // of f32 gradients
 
 struct Plan {
   std::vector<int64_t> sizes;  // bytes
@@ -73,36 +80,63 @@ double memcpy_gbps() {
   return double(kHeadlineBytes) / best / 1e9;
 }
 
-// One rank: for each size, a warm-up call, then kSamples timed samples of back-to-back calls;
-// rank 0 writes "bytes seconds" lines (the best sample's time per call) to `report_fd`.
-// Every rank makes the same number of calls (rank 0 decides and broadcasts it), as
+// A warm-up call, then kSamples timed samples of back-to-back calls: the best sample's time
+// per call. Every rank makes the same number of calls (rank 0 decides and broadcasts it), as
 // collectives must be issued alike.
-void run_rank(ProcessGroup& group, const Plan& plan, int report_fd) {
-  Communicator& comm = *group.comm;
-  for (int64_t bytes : plan.sizes) {
-    std::vector<float> values(size_t(bytes / 4), 1.0f);
-    const CommBuffer buffer = CommBuffer::of(values.data(), int64_t(values.size()));
-    comm.allreduce(buffer, ReduceOp::avg)->wait();
-    auto start = Clock::now();
-    comm.allreduce(buffer, ReduceOp::avg)->wait();
-    const double per_sample = plan.seconds_per_size / kSamples;
-    int64_t calls = std::clamp<int64_t>(int64_t(per_sample / seconds_since(start)), 1, 1000);
-    comm.broadcast(CommBuffer::of(&calls, 1), 0)->wait();
-
-    double best = 1e30;
-    for (int sample = 0; sample < kSamples; ++sample) {
-      comm.barrier()->wait();
-      start = Clock::now();
-      for (int64_t call = 0; call < calls; ++call) comm.allreduce(buffer, ReduceOp::avg)->wait();
-      best = std::min(best, seconds_since(start) / double(calls));
-    }
-    if (group.rank() == 0) dprintf(report_fd, "%lld %.9f\n", (long long)bytes, best);
+template <class Call>
+double seconds_per_call(Communicator& comm, const Plan& plan, Call call) {
+  call();
+  auto start = Clock::now();
+  call();
+  const double per_sample = std::max(plan.seconds_per_size, 0.05) / kSamples;
+  int64_t calls = std::clamp<int64_t>(int64_t(per_sample / seconds_since(start)), 1, 1000);
+  comm.broadcast(CommBuffer::of(&calls, 1), 0)->wait();
+  double best = 1e30;
+  for (int sample = 0; sample < kSamples; ++sample) {
+    comm.barrier()->wait();
+    start = Clock::now();
+    for (int64_t i = 0; i < calls; ++i) call();
+    best = std::min(best, seconds_since(start) / double(calls));
   }
+  return best;
 }
 
+// One rank: every size in f32, then the 8 MB bucket in f32 and as a bf16 bucket; rank 0 writes
+// "f32|bf16 bytes seconds" lines to `report_fd`.
+void run_rank(ProcessGroup& group, const Plan& plan, int report_fd) {
+  Communicator& comm = *group.comm;
+  auto report = [&](const char* wire, int64_t bytes, double seconds) {
+    if (group.rank() == 0) dprintf(report_fd, "%s %lld %.9f\n", wire, (long long)bytes, seconds);
+  };
+  std::vector<int64_t> sizes = plan.sizes;
+  if (std::find(sizes.begin(), sizes.end(), kBucketBytes) == sizes.end())
+    sizes.push_back(kBucketBytes);
+  for (int64_t bytes : sizes) {
+    std::vector<float> values(size_t(bytes / 4), 1.0f);
+    const CommBuffer buffer = CommBuffer::of(values.data(), int64_t(values.size()));
+    report("f32", bytes,
+           seconds_per_call(comm, plan, [&] { comm.allreduce(buffer, ReduceOp::avg)->wait(); }));
+  }
+  // The reducer's bf16 bucket: round into the bf16 copy, all-reduce it, widen the mean back.
+  std::vector<float> gradients(size_t(kBucketBytes / 4), 0.5f);
+  std::vector<bf16> wire(gradients.size());
+  const View<float> wide = flat_view(gradients.data(), int64_t(gradients.size()));
+  const View<bf16> narrow = flat_view(wire.data(), int64_t(wire.size()));
+  report("bf16", kBucketBytes, seconds_per_call(comm, plan, [&] {
+           ops::convert_to_bf16(wide, narrow);
+           comm.allreduce(CommBuffer::of(wire.data(), int64_t(wire.size())), ReduceOp::avg)->wait();
+           ops::convert_from_bf16(narrow, wide);
+         }));
+}
+
+struct Timings {
+  std::map<int64_t, double> f32;  // seconds per call by bytes
+  double bf16_bucket = std::nan("");
+};
+
 // Forks the ranks (rank 0 serves the store on a socket bound here, as the launcher does) and
-// returns rank 0's seconds per call by size; exits on a failed rank.
-std::map<int64_t, double> run_ours(const Plan& plan) {
+// returns rank 0's timings; exits on a failed rank.
+Timings run_ours(const Plan& plan) {
   Fd store_socket = listen_tcp("127.0.0.1", 0);
   const int port = bound_port(store_socket.get());
   int report[2];
@@ -148,16 +182,21 @@ std::map<int64_t, double> run_ours(const Plan& plan) {
       std::exit(1);
     }
   }
-  std::map<int64_t, double> seconds;
+  Timings timings;
+  char wire[8];
   long long bytes;
   double value;
-  for (const char* line = lines.c_str(); std::sscanf(line, "%lld %lf", &bytes, &value) == 2;) {
-    seconds[bytes] = value;
+  for (const char* line = lines.c_str();
+       std::sscanf(line, "%7s %lld %lf", wire, &bytes, &value) == 3;) {
+    if (std::strcmp(wire, "f32") == 0)
+      timings.f32[bytes] = value;
+    else
+      timings.bf16_bucket = value;
     line = std::strchr(line, '\n');
     if (!line) break;
     ++line;
   }
-  return seconds;
+  return timings;
 }
 
 // gloo's seconds per call by size, from bench/gloo_allreduce.py; empty without torch.
@@ -212,12 +251,15 @@ int main(int argc, char** argv) {
   std::printf("float32 allreduce (avg) between %d ranks on loopback TCP; memcpy %.2f GB/s\n",
               kWorld, memcpy_rate);
   std::map<int64_t, double> ours, gloo;
+  double bf16_bucket = 1e30;
   auto keep_best = [](std::map<int64_t, double>& best, const std::map<int64_t, double>& round) {
     for (const auto& [bytes, seconds] : round)
       best[bytes] = best.count(bytes) ? std::min(best[bytes], seconds) : seconds;
   };
   for (int round = 0; round < plan.rounds; ++round) {
-    keep_best(ours, run_ours(plan));
+    const Timings timings = run_ours(plan);
+    keep_best(ours, timings.f32);
+    bf16_bucket = std::min(bf16_bucket, timings.bf16_bucket);
     if (plan.with_gloo) keep_best(gloo, run_gloo(plan));
   }
 
@@ -229,11 +271,16 @@ int main(int argc, char** argv) {
                 ours.count(bytes) ? ours.at(bytes) * 1e6 : std::nan(""), busbw, gloo_busbw,
                 busbw / gloo_busbw);
   }
+  const double f32_bucket = ours.at(kBucketBytes);
+  std::printf(
+      "8 MB gradient bucket: f32 %.1f us; bf16 bucket (rounded, all-reduced, widened back) %.1f "
+      "us: %.2fx\n",
+      f32_bucket * 1e6, bf16_bucket * 1e6, f32_bucket / bf16_bucket);
   const double headline = lookup_busbw(ours, kHeadlineBytes);
   const double gloo_headline = lookup_busbw(gloo, kHeadlineBytes);
   std::printf(
       "RESULT busbw_64MB_GBps=%.3f memcpy_GBps=%.2f gloo_busbw_64MB_GBps=%.3f "
-      "ratio_vs_gloo=%.2f\n",
-      headline, memcpy_rate, gloo_headline, headline / gloo_headline);
-  return std::isfinite(headline) ? 0 : 1;
+      "ratio_vs_gloo=%.2f bf16_bucket_speedup=%.2f\n",
+      headline, memcpy_rate, gloo_headline, headline / gloo_headline, f32_bucket / bf16_bucket);
+  return std::isfinite(headline) && std::isfinite(f32_bucket / bf16_bucket) ? 0 : 1;
 }
