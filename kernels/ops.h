@@ -238,7 +238,22 @@ void convert_to_bf16(View<const float> x, View<bf16> y);
 // y = x (exact: every bf16 is a float)
 void convert_from_bf16(View<const bf16> x, View<float> y);
 // x = x rounded to the nearest bf16, kept in float: the value a bf16 tensor would hold. How the
-// CPU stores "in bf16" where a GPU would (mixed precision's bf16-storage path, engine/amp.h).
+// CPU stores "in bf16" where a GPU would (mixed precision, engine/mixed_precision.h).
 void round_to_bf16_in_place(View<float> x);
+// Convolutions of bf16 operands with float accumulation (mixed precision's tensor-core
+// convolutions), on float views whose values are bf16 (x, weight, dy). By definition — what
+// the CPU runs — each is the float op with its result stored in bf16:
+//   conv2d_forward_bf16:          y = round(conv(x, weight) + bias)
+//   conv2d_backward_data_bf16:    dx = round(dx + conv-transpose(dy, weight))  (a bf16 dx)
+//   conv2d_backward_weight_bf16:  dweight += round(correlate(x, dy)); dbias += sum(dy)
+//                                 (the float weight gradient accumulates a bf16 product)
+// On a GPU cuDNN multiplies bf16 copies on the tensor cores; the results agree up to the order
+// of the float sums, that is within one bf16 rounding.
+void conv2d_forward_bf16(View<const float> x, View<const float> weight, const float* bias,
+                         Conv2dParams p, View<float> y);
+void conv2d_backward_data_bf16(View<const float> dy, View<const float> weight, Conv2dParams p,
+                               View<float> dx);
+void conv2d_backward_weight_bf16(View<const float> x, View<const float> dy, Conv2dParams p,
+                                 View<float> dweight, float* dbias);
 
 }  // namespace bareyolo::ops

@@ -54,31 +54,45 @@ void Conv2d::set_mixed_precision(bool on) {
   weight_bf16_ = Tensor();
 }
 
+// Mixed precision runs the bf16 convolutions (ops.h: float results stored in bf16; cuDNN on
+// bf16 copies on a GPU) with the rounded copy of the weights.
 void Conv2d::forward(std::span<const Tensor> inputs, Tensor& output, Mode) {
   if (mixed_precision_) {  // the weights changed since the last forward (an optimizer step)
     if (!weight_bf16_.defined()) weight_bf16_ = Tensor::empty(weight_.shape(), weight_.device());
     weight_bf16_.copy_from(weight_);
     store_as_bf16(true, weight_bf16_);
+    ops::conv2d_forward_bf16(inputs[0].view<float>(), weight_bf16_.view<float>(),
+                             options_.bias ? bias_.view<float>().data : nullptr,
+                             conv_params(options_), output.view<float>());
+    return;
   }
   with_float_type(weight_.dtype(), [&]<class T>() {
-    ops::conv2d_forward<T>(inputs[0].view<T>(), compute_weight().view<T>(),
+    ops::conv2d_forward<T>(inputs[0].view<T>(), weight_.view<T>(),
                            options_.bias ? bias_.view<T>().data : nullptr, conv_params(options_),
                            output.view<T>());
   });
-  store_as_bf16(mixed_precision_, output);
 }
 
 void Conv2d::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
                       std::span<Tensor> grad_inputs) {
+  // grad_inputs[0] is undefined for the network input: no gradient wanted.
+  if (mixed_precision_) {
+    ops::conv2d_backward_weight_bf16(inputs[0].view<float>(), grad_output.view<float>(),
+                                     conv_params(options_), weight_grad_.view<float>(),
+                                     options_.bias ? bias_grad_.view<float>().data : nullptr);
+    if (grad_inputs[0].defined())
+      ops::conv2d_backward_data_bf16(grad_output.view<float>(), weight_bf16_.view<float>(),
+                                     conv_params(options_), grad_inputs[0].view<float>());
+    return;
+  }
   with_float_type(weight_.dtype(), [&]<class T>() {
     ops::conv2d_backward_weight<T>(inputs[0].view<T>(), grad_output.view<T>(),
                                    conv_params(options_), weight_grad_.view<T>(),
                                    options_.bias ? bias_grad_.view<T>().data : nullptr);
-    if (grad_inputs[0].defined())  // undefined for the network input: no gradient wanted
-      ops::conv2d_backward_data<T>(grad_output.view<T>(), compute_weight().view<T>(),
-                                   conv_params(options_), grad_inputs[0].view<T>());
+    if (grad_inputs[0].defined())
+      ops::conv2d_backward_data<T>(grad_output.view<T>(), weight_.view<T>(), conv_params(options_),
+                                   grad_inputs[0].view<T>());
   });
-  store_as_bf16(mixed_precision_, grad_inputs[0]);
 }
 
 void Conv2d::collect_state(const std::string& prefix, std::vector<StateEntry>& state) {

@@ -25,8 +25,8 @@ class Conv2d : public Module {
   void backward(std::span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
                 std::span<Tensor> grad_inputs) override;
   void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
-  // bf16 operands and results (engine/mixed_precision.h): the convolution reads a bf16 copy
-  // of its weights, made at each forward, and rounds its output and its input's gradient.
+  // bf16 operands and results (engine/mixed_precision.h): the bf16 convolutions of ops.h, with
+  // a bf16 copy of the weights made at each forward.
   void set_mixed_precision(bool on) override;
   void release_activations() override { weight_bf16_ = Tensor(); }
 
@@ -34,9 +34,6 @@ class Conv2d : public Module {
   Tensor& bias() { return bias_; }
 
  private:
-  // The weights the convolution multiplies by: the master, or its bf16-rounded copy.
-  const Tensor& compute_weight() const { return mixed_precision_ ? weight_bf16_ : weight_; }
-
   Conv2dOptions options_;
   Tensor weight_, weight_grad_, bias_, bias_grad_;
   bool mixed_precision_ = false;

@@ -7,6 +7,8 @@
 
 #include "kernels/cuda/conv2d_paths.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/runtime/allocator.h"
+#include "kernels/cuda/runtime/runtime.h"
 
 namespace bareyolo::cuda {
 
@@ -54,6 +56,35 @@ void conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv
                             View<float> dweight, float* dbias) {
   if (conv_path() == ConvPath::gemm) return gemm_conv2d_backward_weight(x, dy, p, dweight, dbias);
   cudnn_conv2d_backward_weight(x, dy, p, dweight, dbias);
+}
+
+// The bf16 convolutions: cuDNN on bf16 copies; the gemm path (kept to compare against) runs
+// their definition, the float convolution with its result rounded as ops.h says.
+void conv2d_forward_bf16(View<const float> x, View<const float> weight, const float* bias,
+                         ops::Conv2dParams p, View<float> y) {
+  if (conv_path() == ConvPath::cudnn) return cudnn_conv2d_forward_bf16(x, weight, bias, p, y);
+  gemm_conv2d_forward(x, weight, bias, p, y);
+  round_to_bf16_in_place(y);
+}
+
+void conv2d_backward_data_bf16(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
+                               View<float> dx) {
+  if (conv_path() == ConvPath::cudnn) return cudnn_conv2d_backward_data_bf16(dy, weight, p, dx);
+  gemm_conv2d_backward_data(dy, weight, p, dx);
+  round_to_bf16_in_place(dx);
+}
+
+void conv2d_backward_weight_bf16(View<const float> x, View<const float> dy, ops::Conv2dParams p,
+                                 View<float> dweight, float* dbias) {
+  if (conv_path() == ConvPath::cudnn)
+    return cudnn_conv2d_backward_weight_bf16(x, dy, p, dweight, dbias);
+  // The product alone, rounded, then added: a scratch of the weight's size.
+  DeviceBuffer scratch(size_t(dweight.shape.numel()) * sizeof(float), dweight.device.index);
+  const View<float> product = dense_view(scratch.as<float>(), dweight.shape, dweight.device);
+  fill_bytes(product.data, 0, scratch.bytes(), dweight.device.index);
+  gemm_conv2d_backward_weight(x, dy, p, product, dbias);
+  round_to_bf16_in_place(product);
+  add_forward(dweight, product, dweight);
 }
 
 }  // namespace bareyolo::cuda

@@ -63,6 +63,14 @@ void cudnn_conv2d_backward_data(View<const float> dy, View<const float> weight, 
 void cudnn_conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,
                                   View<float> dweight, float* dbias);
 
+// The bf16 convolutions of ops.h on cuDNN (bf16 copies of the float views).
+void cudnn_conv2d_forward_bf16(View<const float> x, View<const float> weight, const float* bias,
+                               ops::Conv2dParams p, View<float> y);
+void cudnn_conv2d_backward_data_bf16(View<const float> dy, View<const float> weight,
+                                     ops::Conv2dParams p, View<float> dx);
+void cudnn_conv2d_backward_weight_bf16(View<const float> x, View<const float> dy,
+                                       ops::Conv2dParams p, View<float> dweight, float* dbias);
+
 void gemm_conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
                          ops::Conv2dParams p, View<float> y);
 void gemm_conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,

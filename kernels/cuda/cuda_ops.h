@@ -119,5 +119,13 @@ void clip_to_norm(View<float> x, View<const double> sum_of_squares, double max_n
 void convert_to_bf16(View<const float> x, View<bf16> y);
 void convert_from_bf16(View<const bf16> x, View<float> y);
 void round_to_bf16_in_place(View<float> x);
+// conv2d.cu: the bf16 convolutions of ops.h (cuDNN on bf16 copies; the gemm path runs their
+// float definition)
+void conv2d_forward_bf16(View<const float> x, View<const float> weight, const float* bias,
+                         ops::Conv2dParams p, View<float> y);
+void conv2d_backward_data_bf16(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
+                               View<float> dx);
+void conv2d_backward_weight_bf16(View<const float> x, View<const float> dy, ops::Conv2dParams p,
+                                 View<float> dweight, float* dbias);
 
 }  // namespace bareyolo::cuda

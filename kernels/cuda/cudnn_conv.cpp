@@ -24,6 +24,11 @@
 // sometimes missing the fastest algorithm; PyTorch chooses this way too unless cudnn.benchmark
 // is on.
 //
+// bf16 convolutions (mixed precision; ops.h's *_bf16): the float views are converted into
+// dense bf16 copies from the caching allocator, cuDNN convolves those with float accumulation
+// (compute type float, tensor-core math allowed), and the result is widened back; a bias and
+// a bias gradient are applied in float, on the float views, as the definitions say.
+//
 // (This is cuDNN's legacy convolution API, deprecated in cuDNN 9 in favour of its graph API
 // but complete and supported there; moving to the graph API changes only this file.)
 #include <array>
@@ -37,7 +42,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/bf16.h"
 #include "kernels/cuda/conv2d_paths.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cudnn_algorithm_choice.h"
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/check.h"
@@ -50,10 +57,20 @@ namespace {
 
 // ---- descriptors ------------------------------------------------------------------------
 
-// A float NCHW view with its strides; `name` says which tensor of the call it is, for errors.
+// cuDNN's name of an element type.
+template <class T>
+constexpr cudnnDataType_t cudnn_type() {
+  if constexpr (std::is_same_v<std::remove_const_t<T>, bf16>)
+    return CUDNN_DATA_BFLOAT16;
+  else
+    return CUDNN_DATA_FLOAT;
+}
+
+// An NCHW view with its strides; `name` says which tensor of the call it is, for errors.
 class TensorDescriptor {
  public:
-  TensorDescriptor(const Shape4& shape, int64_t batch_stride, const char* name) {
+  TensorDescriptor(const Shape4& shape, int64_t batch_stride, const char* name,
+                   cudnnDataType_t type = CUDNN_DATA_FLOAT) {
     // The legacy API addresses a tensor with int offsets, so its whole span must stay below
     // 2^31 elements, not only each dimension (yolov5x at 1280 px and batch 64 is past it).
     const int64_t span = shape.n * batch_stride;
@@ -68,12 +85,12 @@ class TensorDescriptor {
     const int image_stride = as_int(batch_stride, "batch stride"),
               plane = as_int(shape.plane(), "plane");
     BAREYOLO_CUDNN_CHECK(cudnnCreateTensorDescriptor(&handle_));
-    BAREYOLO_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(handle_, CUDNN_DATA_FLOAT, n, c, h, w,
-                                                      image_stride, plane, w, 1));
+    BAREYOLO_CUDNN_CHECK(
+        cudnnSetTensor4dDescriptorEx(handle_, type, n, c, h, w, image_stride, plane, w, 1));
   }
   template <class T>
   TensorDescriptor(const View<T>& view, const char* name)
-      : TensorDescriptor(view.shape, view.batch_stride, name) {}
+      : TensorDescriptor(view.shape, view.batch_stride, name, cudnn_type<T>()) {}
   ~TensorDescriptor() { cudnnDestroyTensorDescriptor(handle_); }
   TensorDescriptor(const TensorDescriptor&) = delete;
   TensorDescriptor& operator=(const TensorDescriptor&) = delete;
@@ -85,10 +102,10 @@ class TensorDescriptor {
 
 class FilterDescriptor {
  public:
-  explicit FilterDescriptor(const Shape4& weight) {
+  FilterDescriptor(const Shape4& weight, cudnnDataType_t type) {
     BAREYOLO_CUDNN_CHECK(cudnnCreateFilterDescriptor(&handle_));
     BAREYOLO_CUDNN_CHECK(cudnnSetFilter4dDescriptor(
-        handle_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, as_int(weight.n, "output channels"),
+        handle_, type, CUDNN_TENSOR_NCHW, as_int(weight.n, "output channels"),
         as_int(weight.c, "input channels"), as_int(weight.h, "kernel height"),
         as_int(weight.w, "kernel width")));
   }
@@ -124,11 +141,12 @@ class ConvolutionDescriptor {
   cudnnConvolutionDescriptor_t handle_ = nullptr;
 };
 
-// Math types the TF32 setting allows: FMA always; with TF32 on, also the tensor-core types on
-// float operands (DEFAULT, TENSOR_OP), never TENSOR_OP_MATH_ALLOW_CONVERSION (half precision).
-bool math_permitted(cudnnMathType_t math, bool tf32) {
+// Math types a call allows: FMA always; the tensor-core types (DEFAULT, TENSOR_OP) on bf16
+// operands, and on float ones with TF32 on; never TENSOR_OP_MATH_ALLOW_CONVERSION (which would
+// narrow float operands to half precision).
+bool math_permitted(cudnnMathType_t math, bool tensor_cores) {
   return math == CUDNN_FMA_MATH ||
-         (tf32 && (math == CUDNN_DEFAULT_MATH || math == CUDNN_TENSOR_OP_MATH));
+         (tensor_cores && (math == CUDNN_DEFAULT_MATH || math == CUDNN_TENSOR_OP_MATH));
 }
 
 // The alignment in bytes that every pointer of a call has, up to 256 (cudaMalloc's): some
@@ -187,7 +205,7 @@ struct BackwardWeight {
 // ---- the choice cache ------------------------------------------------------------------
 
 // device, pass, x (or dx) shape and batch stride, y (or dy) batch stride, weight (out
-// channels, kernel), stride, padding, pointer alignment, TF32.
+// channels, kernel), stride, padding, pointer alignment, math (0 float, 1 TF32, 2 bf16).
 using ChoiceKey = std::array<int64_t, 17>;
 
 std::mutex choices_mutex;
@@ -228,12 +246,13 @@ class Convolution {
   Convolution(const View<X>& x_view, const char* x_name, const View<W>& w_view,
               const View<Y>& y_view, const char* y_name, ops::Conv2dParams p)
       : device(x_view.device.index),
-        tf32(tf32_enabled()),
+        bf16_operands(cudnn_type<X>() == CUDNN_DATA_BFLOAT16),
+        tensor_cores(bf16_operands || tf32_enabled()),
         handle(cudnn_handle(device)),
         x(x_view, x_name),
         y(y_view, y_name),
-        w(w_view.shape),
-        conv_(p, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH),
+        w(w_view.shape, cudnn_type<W>()),
+        conv_(p, tensor_cores ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH),
         x_shape_(x_view.shape),
         w_shape_(w_view.shape),
         key_{device,
@@ -252,7 +271,9 @@ class Convolution {
              p.pad_h,
              p.pad_w,
              common_alignment({x_view.data, w_view.data, y_view.data}),
-             tf32 ? 1 : 0} {}
+             bf16_operands  ? 2
+             : tensor_cores ? 1
+                            : 0} {}
 
   // Makes the call of `Pass` through launch(algorithm, workspace, workspace bytes), which
   // returns cuDNN's status: with the cached algorithm, or on the first call of this key with
@@ -300,7 +321,8 @@ class Convolution {
   cudnnConvolutionDescriptor_t conv() const { return conv_.get(); }
 
   const int device;
-  const bool tf32;  // read once: one call, one setting
+  const bool bf16_operands;
+  const bool tensor_cores;  // bf16 operands, or TF32 on (read once: one call, one setting)
   const cudnnHandle_t handle;
   const TensorDescriptor x, y;  // x or dx; y or dy
   const FilterDescriptor w;     // the weight or its gradient
@@ -318,7 +340,7 @@ class Convolution {
       const typename Pass::Perf& result = results[static_cast<size_t>(i)];
       candidates.push_back(
           {static_cast<int>(result.algo), static_cast<int>(result.mathType),
-           result.status == CUDNN_STATUS_SUCCESS && math_permitted(result.mathType, tf32),
+           result.status == CUDNN_STATUS_SUCCESS && math_permitted(result.mathType, tensor_cores),
            result.determinism == CUDNN_DETERMINISTIC, result.memory});
     }
     return candidates;
@@ -331,27 +353,21 @@ class Convolution {
 
 const float kOne = 1.0f, kZero = 0.0f;
 
-}  // namespace
-
-void cudnn_conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
-                          ops::Conv2dParams p, View<float> y) {
-  if (x.shape.n == 0) return;
+// The three cuDNN calls, on float or on bf16 views (alpha and beta are float either way).
+// y = conv(x, weight)
+template <class T>
+void forward(View<const T> x, View<const T> weight, ops::Conv2dParams p, View<T> y) {
   Convolution c(x, "x", weight, y, "y", p);
   c.run<Forward>([&](int algorithm, void* workspace, size_t bytes) {
     return cudnnConvolutionForward(c.handle, &kOne, c.x.get(), x.data, c.w.get(), weight.data,
                                    c.conv(), static_cast<cudnnConvolutionFwdAlgo_t>(algorithm),
                                    workspace, bytes, &kZero, c.y.get(), y.data);
   });
-  if (bias) {
-    const TensorDescriptor bias_descriptor({1, y.shape.c, 1, 1}, y.shape.c, "bias");
-    BAREYOLO_CUDNN_CHECK(
-        cudnnAddTensor(c.handle, &kOne, bias_descriptor.get(), bias, &kOne, c.y.get(), y.data));
-  }
 }
 
-void cudnn_conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
-                                View<float> dx) {
-  if (dx.shape.n == 0) return;
+// dx += conv-transpose(dy, weight)
+template <class T>
+void backward_data(View<const T> dy, View<const T> weight, ops::Conv2dParams p, View<T> dx) {
   Convolution c(dx, "dx", weight, dy, "dy", p);
   c.run<BackwardData>([&](int algorithm, void* workspace, size_t bytes) {
     return cudnnConvolutionBackwardData(
@@ -361,21 +377,101 @@ void cudnn_conv2d_backward_data(View<const float> dy, View<const float> weight, 
   });
 }
 
+// dweight = beta * dweight + correlate(x, dy)
+template <class T>
+void backward_weight(View<const T> x, View<const T> dy, ops::Conv2dParams p, View<T> dweight,
+                     const float* beta) {
+  Convolution c(x, "x", dweight, dy, "dy", p);
+  c.run<BackwardWeight>([&](int algorithm, void* workspace, size_t bytes) {
+    return cudnnConvolutionBackwardFilter(c.handle, &kOne, c.x.get(), x.data, c.y.get(), dy.data,
+                                          c.conv(),
+                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm),
+                                          workspace, bytes, beta, c.w.get(), dweight.data);
+  });
+}
+
+// y += bias per channel; dbias += sum of dy per channel (float views).
+void add_bias(View<float> y, const float* bias) {
+  const TensorDescriptor bias_descriptor({1, y.shape.c, 1, 1}, y.shape.c, "bias");
+  const TensorDescriptor out(y, "y");
+  BAREYOLO_CUDNN_CHECK(cudnnAddTensor(cudnn_handle(y.device.index), &kOne, bias_descriptor.get(),
+                                      bias, &kOne, out.get(), y.data));
+}
+void add_bias_gradient(View<const float> dy, float* dbias) {
+  const TensorDescriptor bias_descriptor({1, dy.shape.c, 1, 1}, dy.shape.c, "dbias");
+  const TensorDescriptor grad(dy, "dy");
+  BAREYOLO_CUDNN_CHECK(cudnnConvolutionBackwardBias(cudnn_handle(dy.device.index), &kOne,
+                                                    grad.get(), dy.data, &kOne,
+                                                    bias_descriptor.get(), dbias));
+}
+
+// A dense bf16 copy of a float view, in memory from the caching allocator.
+class Bf16Copy {
+ public:
+  Bf16Copy(View<const float> from, bool copy_values)
+      : buffer_(size_t(from.shape.numel()) * sizeof(bf16), from.device.index),
+        view_(dense_view(buffer_.as<bf16>(), from.shape, from.device)) {
+    if (copy_values) convert_to_bf16(from, view_);
+  }
+  const View<bf16>& view() const { return view_; }
+
+ private:
+  DeviceBuffer buffer_;
+  View<bf16> view_;
+};
+
+}  // namespace
+
+void cudnn_conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
+                          ops::Conv2dParams p, View<float> y) {
+  if (x.shape.n == 0) return;
+  forward(x, weight, p, y);
+  if (bias) add_bias(y, bias);
+}
+
+void cudnn_conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
+                                View<float> dx) {
+  if (dx.shape.n == 0) return;
+  backward_data(dy, weight, p, dx);
+}
+
 void cudnn_conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,
                                   View<float> dweight, float* dbias) {
   if (x.shape.n == 0) return;
-  Convolution c(x, "x", dweight, dy, "dy", p);
-  c.run<BackwardWeight>([&](int algorithm, void* workspace, size_t bytes) {
-    return cudnnConvolutionBackwardFilter(
-        c.handle, &kOne, c.x.get(), x.data, c.y.get(), dy.data, c.conv(),
-        static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm), workspace, bytes, &kOne, c.w.get(),
-        dweight.data);  // beta 1: dweight +=
-  });
-  if (dbias) {
-    const TensorDescriptor bias_descriptor({1, dy.shape.c, 1, 1}, dy.shape.c, "dbias");
-    BAREYOLO_CUDNN_CHECK(cudnnConvolutionBackwardBias(c.handle, &kOne, c.y.get(), dy.data, &kOne,
-                                                      bias_descriptor.get(), dbias));
-  }
+  backward_weight(x, dy, p, dweight, &kOne);  // beta 1: dweight +=
+  if (dbias) add_bias_gradient(dy, dbias);
+}
+
+void cudnn_conv2d_forward_bf16(View<const float> x, View<const float> weight, const float* bias,
+                               ops::Conv2dParams p, View<float> y) {
+  if (x.shape.n == 0) return;
+  const Bf16Copy x16(x, true), w16(weight, true), y16(y, false);
+  forward<bf16>(x16.view(), w16.view(), p, y16.view());
+  convert_from_bf16(y16.view(), y);
+  if (!bias) return;
+  add_bias(y, bias);
+  round_to_bf16_in_place(y);
+}
+
+void cudnn_conv2d_backward_data_bf16(View<const float> dy, View<const float> weight,
+                                     ops::Conv2dParams p, View<float> dx) {
+  if (dx.shape.n == 0) return;
+  const Bf16Copy dy16(dy, true), w16(weight, true), dx16(dx, true);
+  backward_data<bf16>(dy16.view(), w16.view(), p, dx16.view());  // blended in float, stored bf16
+  convert_from_bf16(dx16.view(), dx);
+}
+
+void cudnn_conv2d_backward_weight_bf16(View<const float> x, View<const float> dy,
+                                       ops::Conv2dParams p, View<float> dweight, float* dbias) {
+  if (x.shape.n == 0) return;
+  const Bf16Copy x16(x, true), dy16(dy, true), dw16(dweight, false);
+  backward_weight<bf16>(x16.view(), dy16.view(), p, dw16.view(), &kZero);
+  // dweight += the bf16 product: widened into a float scratch, then added.
+  DeviceBuffer wide(size_t(dweight.shape.numel()) * sizeof(float), dweight.device.index);
+  const View<float> product = dense_view(wide.as<float>(), dweight.shape, dweight.device);
+  convert_from_bf16(dw16.view(), product);
+  add_forward(dweight, product, dweight);
+  if (dbias) add_bias_gradient(dy, dbias);
 }
 
 }  // namespace bareyolo::cuda

@@ -70,9 +70,9 @@ struct TrainOptions {
   // per product instead of float's 1e-7); off until the GPU check has passed with it on.
   bool tf32 = false;
   // --amp: bf16 mixed precision (engine/mixed_precision.h) for the model's activations and
-  // gradients, on float tensors rounded to bf16 where mixed precision stores bf16 — its
-  // numerics, not yet its speed: the GPU's bf16 kernels come with the device check. Off by
-  // default; validation runs the same model, so it too.
+  // gradients: float tensors rounded to bf16 where mixed precision stores bf16, convolutions as
+  // bf16 ops (cuDNN on tensor cores on a GPU). Off by default until the device check has run
+  // it; validation runs the same model, so it too.
   bool amp = false;
   // --cache: "ram" or "disk" decodes the images once into a file every rank of the host maps
   // (data/image_cache.h); "": decoded every epoch.

@@ -236,8 +236,8 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
                       std::string("--optimizer ") + optimizer_name(options_.optimizer));
   const bool rank0 = run_.rank == 0;
   if (options_.amp && rank0)
-    log("mixed precision (--amp): activations and gradients rounded to bf16, emulated on fp32 "
-        "tensors (bf16's numerics, not its speed)");
+    log("mixed precision (--amp): activations and gradients stored as bf16 values in fp32 "
+        "tensors, convolutions in bf16 (docs/mixed_precision.md)");
 
   trace_if_in_window();  // a window from step 0 includes the start-up broadcasts
 

@@ -111,9 +111,9 @@ TEST_CASE("mixed precision: the tiny model's loss tracks float over 200 steps") 
   }
   MESSAGE("largest relative difference of a 20-step mean: " << worst);
   CHECK(differing > steps / 2);  // the rounding is on
-  CHECK(worst < 0.05);           // measured 0.028 (at steps 180-199; bf16 the lower)
+  CHECK(worst < 0.05);           // measured 0.038 (at steps 180-199; bf16 the lower)
   // Both learn: the last 20 steps well below the first 20.
   double first = 0, last = 0;
   for (int k = 0; k < window; ++k) first += bf16[size_t(k)], last += bf16[size_t(steps - 1 - k)];
-  CHECK(last < 0.8 * first);  // measured 0.72
+  CHECK(last < 0.8 * first);  // measured 0.71
 }
