@@ -6,8 +6,10 @@
 //                   [--steps 20] [--rounds 3] [--no-torch] [--quick]
 //   --quick: 128 px, batch 8, 1 warm-up and 2 timed steps, 1 round, a 2048^3 GEMM (the smoke)
 //
-// Ours: the trainer's step (models/train/trainer.cpp) on device 0 in float32, the engine's
-// only precision today, with cuDNN's fastest deterministic algorithms: forward_backward
+// Ours: the trainer's step (models/train/trainer.cpp) on device 0 in three precisions, taking
+// turns: float32, TF32 (--tf32 on) and mixed precision (--amp: bf16 values in float tensors,
+// the convolutions in bf16 on cuDNN; docs/mixed_precision.md), with cuDNN's deterministic
+// algorithms: forward_backward
 // (forward, YOLOv5's loss normalised by this batch's counts, backward), clip to norm 10, SGD
 // with Nesterov momentum over YOLOv5's three groups (Sgd over the arena, with the trainer's lr0
 // 0.01, momentum 0.937, weight decay 5e-4 x batch x accumulate / 64), zero_grad, the EMA
@@ -28,9 +30,10 @@
 // our step's phases.
 // Without a usable GPU it prints why and exits 77 (skipped), or 1 where a GPU is required
 // (gpu_required: BAREYOLO_REQUIRE_GPU, or a driver installed).
-// Last line:
-//   RESULT ours_img_s=<x> torch_eager_amp_img_s=<t> torch_compile_img_s=<c>
-//          ratio_vs_torch=<x/t> tflops_fraction=<f>
+// Last line (ours_img_s is float32's, tflops_fraction the fastest precision's):
+//   RESULT ours_img_s=<x> ours_tf32_img_s=<y> ours_amp_img_s=<z> torch_eager_amp_img_s=<t>
+//          torch_compile_img_s=<c> ratio_vs_torch=<x/t> ratio_amp_vs_torch=<z/t>
+//          tflops_fraction=<f>
 // (a peer figure that could not be measured is `absent`, its reason on the line before, and a
 // ratio of it `nan`).
 #include <cublas_v2.h>
@@ -488,6 +491,13 @@ struct PeerMode {
   }
 };
 
+// One of our precisions over the rounds.
+struct OurMode {
+  const char* label;
+  bool tf32, amp;
+  std::vector<double> rates;  // images/s, one per round
+};
+
 // ---- the report ---------------------------------------------------------------------------
 
 std::string rate_or_absent(double rate) { return std::isnan(rate) ? "absent" : fixed(rate, 2); }
@@ -495,8 +505,14 @@ std::string ratio_or_nan(double ratio) { return std::isnan(ratio) ? "nan" : fixe
 
 // The figures over the rounds, each engine's TFLOP/s, and the RESULT line (a figure that could
 // not be measured is `absent`, its reason on the line before).
-void report(double ours_rate, const std::array<PeerMode, 3>& modes, double training_flops,
-            double gemm_tflops) {
+void report(const std::array<OurMode, 3>& precisions, const std::array<PeerMode, 3>& modes,
+            double training_flops, double gemm_tflops) {
+  const double ours_rate = median(precisions[0].rates), tf32_rate = median(precisions[1].rates),
+               amp_rate = median(precisions[2].rates);
+  const double fastest = std::max({ours_rate, tf32_rate, amp_rate});
+  for (const OurMode& precision : precisions)
+    std::printf("ours %s: %.1f img/s (median of %zu round(s))\n", precision.label,
+                median(precision.rates), precision.rates.size());
   // The faster eager layout; with neither, NCHW's reason stands for both.
   const PeerMode& eager =
       std::isnan(modes[1].rate()) || modes[0].rate() >= modes[1].rate() ? modes[0] : modes[1];
@@ -511,26 +527,27 @@ void report(double ours_rate, const std::array<PeerMode, 3>& modes, double train
           mode.label, mode.rate(), mode.rates.size(), mode.absent.empty() ? "" : "; then ",
           mode.absent.c_str(), mode.first_step_s, mode.peak_reserved_gb);
   auto tflops = [&](double rate) { return training_flops * rate / 1e12; };
-  std::printf("model TFLOP/s (3 x forward FLOPs x img/s): ours %.1f (%.3f of the GEMM)",
-              tflops(ours_rate), tflops(ours_rate) / gemm_tflops);
+  std::printf("model TFLOP/s (3 x forward FLOPs x img/s): ours at best %.1f (%.3f of the GEMM)",
+              tflops(fastest), tflops(fastest) / gemm_tflops);
   for (const PeerMode* mode : {&eager, &compiled})
     if (!mode->rates.empty())
       std::printf(", %s %.1f (%.3f)", mode->label, tflops(mode->rate()),
                   tflops(mode->rate()) / gemm_tflops);
   std::printf("\n");
   if (!eager.rates.empty())
-    std::printf("ours / %s (the faster eager layout): %.2f\n", eager.label,
-                ours_rate / eager.rate());
+    std::printf("ours float32 / %s (the faster eager layout): %.2f; ours AMP: %.2f\n", eager.label,
+                ours_rate / eager.rate(), amp_rate / eager.rate());
   std::string why;
   if (eager.rates.empty()) why += "torch_eager_amp_img_s: " + eager.absent;
   if (compiled.rates.empty())
     why += std::string(why.empty() ? "" : "; ") + "torch_compile_img_s: " + compiled.absent;
   if (!why.empty()) std::printf("absent: %s\n", why.c_str());
   std::printf(
-      "RESULT ours_img_s=%.2f torch_eager_amp_img_s=%s torch_compile_img_s=%s "
-      "ratio_vs_torch=%s tflops_fraction=%.4f\n",
-      ours_rate, rate_or_absent(eager.rate()).c_str(), rate_or_absent(compiled.rate()).c_str(),
-      ratio_or_nan(ours_rate / eager.rate()).c_str(), tflops(ours_rate) / gemm_tflops);
+      "RESULT ours_img_s=%.2f ours_tf32_img_s=%.2f ours_amp_img_s=%.2f torch_eager_amp_img_s=%s "
+      "torch_compile_img_s=%s ratio_vs_torch=%s ratio_amp_vs_torch=%s tflops_fraction=%.4f\n",
+      ours_rate, tf32_rate, amp_rate, rate_or_absent(eager.rate()).c_str(),
+      rate_or_absent(compiled.rate()).c_str(), ratio_or_nan(ours_rate / eager.rate()).c_str(),
+      ratio_or_nan(amp_rate / eager.rate()).c_str(), tflops(fastest) / gemm_tflops);
 }
 
 Options parse(int argc, char** argv) {
@@ -619,11 +636,21 @@ int main(int argc, char** argv) {
     std::array<PeerMode, 3> modes = {PeerMode("eager_nchw", "torch eager AMP NCHW"),
                                      PeerMode("eager_channels_last", "torch eager AMP NHWC"),
                                      PeerMode("compile", "torch.compile AMP NHWC")};
-    std::vector<double> our_rates;
+    std::array<OurMode, 3> precisions = {OurMode{"float32", false, false, {}},
+                                         OurMode{"TF32", true, false, {}},
+                                         OurMode{"AMP (bf16)", false, true, {}}};
     for (int round = 1; round <= options.rounds; ++round) {
-      our_rates.push_back(options.batch / ours.round_seconds(options.warmup, options.steps));
-      std::string line =
-          "round " + std::to_string(round) + ": ours " + fixed(our_rates.back()) + " img/s";
+      std::string line = "round " + std::to_string(round) + ": ours";
+      for (OurMode& precision : precisions) {
+        cuda::set_tf32(precision.tf32);
+        ours.model().graph().set_mixed_precision(precision.amp);
+        precision.rates.push_back(options.batch /
+                                  ours.round_seconds(options.warmup, options.steps));
+        line += std::string(" ") + precision.label + " " + fixed(precision.rates.back());
+      }
+      cuda::set_tf32(false);
+      ours.model().graph().set_mixed_precision(false);
+      line += " img/s";
       if (round == 1) {
         const cuda::MemoryStats memory = cuda::memory_stats(kDevice);
         std::printf(
@@ -644,7 +671,7 @@ int main(int argc, char** argv) {
       std::printf("%s\n", line.c_str());
     }
 
-    report(median(our_rates), modes, training_flops, gemm_tflops);
+    report(precisions, modes, training_flops, gemm_tflops);
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bench_gpu_train: error: %s\n", error.what());
