@@ -10,11 +10,12 @@
 // — the numerics of bf16 storage without its bytes. Where it happens:
 //   - every tensor passed between graph nodes, forward and backward, and the graph input
 //     (engine/graph.h);
-//   - a convolution's weights (a rounded copy; the master stays float), its output and the
-//     gradient it passes to its input (engine/layers/conv2d.h);
+//   - a convolution's weights (a rounded copy; the master stays float), and what the bf16
+//     convolutions of kernels/ops.h store: the output, the gradient passed to the input, the
+//     weight gradient's product before the float weight gradient adds it (engine/layers/conv2d.h;
+//     on a GPU these run on cuDNN's bf16 tensor cores);
 //   - ConvBnSilu's BN + SiLU output and the gradient BN passes to the convolution.
-// Sums inside composite modules (C3's residual adds) stay float. A weight gradient is float
-// products of bf16 operands accumulated in float, as cuDNN computes it with float accumulation.
+// Sums inside composite modules (C3's residual adds) stay float.
 #pragma once
 
 #include "engine/tensor.h"
