@@ -4,7 +4,7 @@
 # results.csv with YOLOv5's columns and one row per epoch, results.jsonl, report.html), weights
 # that `val` reads, a positive finite loss every epoch; take its settings from --config with the
 # command line winning; number a second run exp2-style; and continue a run stopped by
-# --max-steps with --resume to the same end.
+# --max-steps with --resume to the same end; and run with --amp --grad-dtype bf16.
 set -euo pipefail
 bareyolo=$1 cfg=$2
 work=$(mktemp -d)
@@ -46,4 +46,14 @@ if "$bareyolo" train --resume "$resumed" > "$work/log4.txt" 2>&1; then
   fail "resuming a finished run should fail"
 fi
 grep -q "already finished" "$work/log4.txt" || fail "no reason given for refusing the resume"
+
+# --amp and --grad-dtype bf16 from the command line, on 2 CPU ranks: the run says so and ends,
+# and its checkpoint keeps fp32 masters (no BF16 record).
+"$bareyolo" train --data "$work/shapes/data.yaml" --cfg "$cfg" --epochs 1 --batch 8 --imgsz 64 \
+  --workers 1 --device cpu --nproc-per-node 2 --amp --grad-dtype bf16 --no-val \
+  --project "$work/runs" --name amp > "$work/log5.txt" 2>&1 || fail "--amp run: $(tail -3 "$work/log5.txt")"
+grep -q "mixed precision (--amp)" "$work/log5.txt" || fail "the --amp run does not say so"
+test -s "$work/runs/amp/weights/last.safetensors" || fail "no checkpoint from the --amp run"
+grep -aq '"F32"' "$work/runs/amp/weights/last.safetensors" || fail "no F32 record in the checkpoint"
+! grep -aq '"BF16"' "$work/runs/amp/weights/last.safetensors" || fail "bf16 masters in a checkpoint"
 echo "train smoke: all steps passed"
