@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "engine/mixed_precision.h"
+#include "engine/tensor_factories.h"
 #include "engine/trace.h"
 
 namespace bareyolo {
@@ -198,9 +199,11 @@ const std::vector<Tensor>& Graph::forward(const Tensor& input, Mode mode) {
       planned_dtype_ != input.dtype() || planned_mode_ != mode)
     plan(input, mode);
   input_ = input;
-  if (mixed_precision_) {  // the caller's tensor stays as it is
-    input_ = input.converted(input.dtype());
-    store_as_bf16(true, input_);
+  if (mixed_precision_) {  // rounded in the graph's own buffer: the caller's stays as it is
+    ensure_tensor(rounded_input_, input.shape(), input);
+    rounded_input_.copy_from(input);
+    store_as_bf16(true, rounded_input_);
+    input_ = rounded_input_;
   }
   for (Node& node : nodes_) {
     if (!node.module) continue;
@@ -266,7 +269,7 @@ void Graph::release_activations() {
   }
   output_tensors_.clear();
   activation_buffers_.clear();
-  input_ = Tensor();
+  input_ = rounded_input_ = Tensor();
   planned_shape_ = {};
 }
 

@@ -89,7 +89,8 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<int> outputs_;
   std::vector<Tensor> output_tensors_;
-  Tensor input_;  // the last forward's input (backward needs it for the first node)
+  Tensor input_;          // the last forward's input (backward needs it for the first node)
+  Tensor rounded_input_;  // mixed precision: the input rounded to bf16, reused every forward
   Shape4 planned_shape_;
   Device planned_device_;
   DType planned_dtype_ = DType::f32;
