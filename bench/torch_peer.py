@@ -1,11 +1,14 @@
-"""What bench/'s PyTorch peers share: a fair BLAS for torch, and YOLOv5's own modules.
+"""What bench/'s PyTorch peers share: a fair BLAS for torch, YOLOv5's own modules, and (for
+bench_train's two step peers) the step's arguments and its timing.
 
 torch_train.py and yolov5_train.py (bench_train's peers) and yolov5_loader.py
 (bench_data_loader's) import this from their own folder.
 """
 import importlib
 import os
+import statistics
 import sys
+import time
 
 OPENBLAS_DIR = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
 REEXEC_MARK = "BAREYOLO_TORCH_TRAIN_BLAS_SET"
@@ -26,6 +29,25 @@ def use_openblas_if_installed(threads):
     env.setdefault("OPENBLAS_NUM_THREADS", str(threads))
     sys.stdout.flush()
     os.execve(sys.executable, [sys.executable] + sys.orig_argv[1:], env)
+
+
+def add_step_arguments(parser):
+    """The arguments bench_train passes each step peer, with the same defaults."""
+    for name, default in (("--imgsz", 320), ("--batch", 16), ("--threads", 2), ("--warmup", 2),
+                          ("--steps", 6)):
+        parser.add_argument(name, type=int, default=default)
+
+
+def images_per_second(step, batch, warmup, steps):
+    """batch / the median time of step(update), over `steps` updates after `warmup` (updates
+    count from 1)."""
+    seconds = []
+    for update in range(1, warmup + steps + 1):
+        start = time.perf_counter()
+        step(update)
+        if update > warmup:
+            seconds.append(time.perf_counter() - start)
+    return batch / statistics.median(seconds)
 
 
 def loaded_blas():

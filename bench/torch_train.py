@@ -20,20 +20,15 @@
 import argparse
 import math
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's folder out
-from torch_peer import loaded_blas, use_openblas_if_installed  # noqa: E402
+from torch_peer import (add_step_arguments, images_per_second, loaded_blas,  # noqa: E402
+                        use_openblas_if_installed)
 
 def parse():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--imgsz", type=int, default=320)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=6)
+    add_step_arguments(parser)
     parser.add_argument("--width", type=float, default=0.25)
     parser.add_argument("--depth", type=float, default=0.33)
     parser.add_argument("--nc", type=int, default=80)
@@ -160,13 +155,7 @@ def main():
             for average, value in zip(ema, floats):
                 average.mul_(decay).add_(value, alpha=1 - decay)
 
-    seconds = []
-    for update in range(1, args.warmup + args.steps + 1):
-        start = time.perf_counter()
-        step(update)
-        if update > args.warmup:
-            seconds.append(time.perf_counter() - start)
-    rate = args.batch / statistics.median(seconds)
+    rate = images_per_second(step, args.batch, args.warmup, args.steps)
     blas = loaded_blas()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"oneDNN {'on' if torch.backends.mkldnn.is_available() else 'off'}, BLAS: {blas}")

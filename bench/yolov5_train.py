@@ -18,12 +18,11 @@ Last line: yolov5_img_s=<x>
 import argparse
 import logging
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's folder out
-from torch_peer import loaded_blas, use_openblas_if_installed, yolov5_module  # noqa: E402
+from torch_peer import (add_step_arguments, images_per_second, loaded_blas,  # noqa: E402
+                        use_openblas_if_installed, yolov5_module)
 
 BOXES_PER_IMAGE = 3
 
@@ -32,11 +31,7 @@ def parse():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--yolov5-dir", required=True)
     parser.add_argument("--cfg", default="yolov5n.yaml")
-    parser.add_argument("--imgsz", type=int, default=320)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=6)
+    add_step_arguments(parser)
     return parser.parse_args()
 
 
@@ -89,9 +84,7 @@ def main():
     optimizer.add_param_group({"params": biases, "weight_decay": 0.0})
     ema = ModelEMA(model)
 
-    seconds = []
-    for step in range(args.warmup + args.steps):
-        start = time.perf_counter()
+    def step(_update):
         predictions = model(images)
         loss, _ = compute_loss(predictions, targets)
         loss.backward()
@@ -99,9 +92,8 @@ def main():
         optimizer.step()
         optimizer.zero_grad()
         ema.update(model)
-        if step >= args.warmup:
-            seconds.append(time.perf_counter() - start)
-    rate = args.batch / statistics.median(seconds)
+
+    rate = images_per_second(step, args.batch, args.warmup, args.steps)
     parameters = sum(p.numel() for p in model.parameters())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, BLAS: {loaded_blas()}")
     print(f"PyTorch YOLOv5's Model({args.cfg}) ({parameters} parameters, {classes} classes) and "
