@@ -8,13 +8,12 @@
 //   with softplus(-x) = max(-x, 0) + log1p(e^-|x|), which never overflows, and
 //         dl/dx = (1 - t) s - w t (1 - s).
 //
-// SiLU and sigmoid run over each contiguous span through a *_span kernel: a scalar template
-// (double, or float without AVX2) and, for float, an overload on the 8-lane exp of
-// vector_math.h, which is where a training step spends its pointwise time.
+// SiLU and sigmoid run over each contiguous span through the *_span kernels of
+// activation_spans.h.
 #include <cmath>
 
+#include "kernels/cpu/activation_spans.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/cpu/vector_math.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
@@ -23,48 +22,9 @@ namespace bareyolo::ops {
 
 namespace {
 template <class T>
-T sigmoid(T x) {
-  return T(1) / (T(1) + std::exp(-x));
-}
-template <class T>
 T softplus_of_negative(T x) {  // log(1 + e^-x)
   return std::max(-x, T(0)) + std::log1p(std::exp(-std::fabs(x)));
 }
-template <class T>
-void silu_forward_span(const T* x, T* y, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) y[i] = x[i] * sigmoid(x[i]);
-}
-template <class T>
-void silu_backward_span(const T* x, const T* dy, T* dx, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) {
-    T s = sigmoid(x[i]);
-    dx[i] += dy[i] * s * (T(1) + x[i] * (T(1) - s));
-  }
-}
-template <class T>
-void sigmoid_forward_span(const T* x, T* y, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) y[i] = sigmoid(x[i]);
-}
-
-#ifdef BAREYOLO_VECTOR_EXP
-void silu_forward_span(const float* x, float* y, int64_t count) {
-  cpu::map8(count, cpu::silu8, y, x);
-}
-void silu_backward_span(const float* x, const float* dy, float* dx, int64_t count) {
-  cpu::map8(
-      count,
-      [](__m256 v, __m256 grad_out, __m256 grad_in) {
-        const __m256 s = cpu::sigmoid8(v), one = _mm256_set1_ps(1.0f);
-        const __m256 slope = _mm256_fmadd_ps(v, _mm256_sub_ps(one, s), one);  // 1 + x (1 - s)
-        return _mm256_fmadd_ps(_mm256_mul_ps(grad_out, s), slope, grad_in);
-      },
-      dx, x, dy, static_cast<const float*>(dx));
-}
-void sigmoid_forward_span(const float* x, float* y, int64_t count) {
-  cpu::map8(count, cpu::sigmoid8, y, x);
-}
-#endif
-
 }  // namespace
 
 template <class T>
@@ -72,7 +32,7 @@ void silu_forward(View<const T> x, View<T> y) {
   cpu::require_same_shape("silu_forward", x, y);
   BAREYOLO_ROUTE_TO_CUDA(silu_forward, detail::common_device("silu_forward", x, y), x, y);
   cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {
-    silu_forward_span(x.image(n) + begin, y.image(n) + begin, end - begin);
+    cpu::silu_forward_span(x.image(n) + begin, y.image(n) + begin, end - begin);
   });
 }
 
@@ -83,7 +43,8 @@ void silu_backward(View<const T> x, View<const T> dy, View<T> dx) {
   BAREYOLO_ROUTE_TO_CUDA(silu_backward, detail::common_device("silu_backward", x, dy, dx), x, dy,
                          dx);
   cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {
-    silu_backward_span(x.image(n) + begin, dy.image(n) + begin, dx.image(n) + begin, end - begin);
+    cpu::silu_backward_span(x.image(n) + begin, dy.image(n) + begin, dx.image(n) + begin,
+                            end - begin);
   });
 }
 
@@ -122,7 +83,7 @@ void sigmoid_forward(View<const T> x, View<T> y) {
   cpu::require_same_shape("sigmoid_forward", x, y);
   BAREYOLO_ROUTE_TO_CUDA(sigmoid_forward, detail::common_device("sigmoid_forward", x, y), x, y);
   cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {
-    sigmoid_forward_span(x.image(n) + begin, y.image(n) + begin, end - begin);
+    cpu::sigmoid_forward_span(x.image(n) + begin, y.image(n) + begin, end - begin);
   });
 }
 
@@ -173,7 +134,7 @@ void bce_with_logits_backward(View<const T> x, View<const T> target, T pos_weigh
     const T* grad_out = dloss.image(n);
     T* grad_in = dx.image(n);
     for (int64_t i = begin; i < end; ++i) {
-      T s = sigmoid(logit[i]);
+      T s = cpu::sigmoid(logit[i]);
       grad_in[i] += grad_out[i] * ((T(1) - t[i]) * s - pos_weight * t[i] * (T(1) - s));
     }
   });

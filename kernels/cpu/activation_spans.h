@@ -1,0 +1,55 @@
+// kernels/cpu/activation_spans.h — SiLU and the sigmoid over one contiguous span: the kernels
+// under kernels/cpu/elementwise.cpp's ops and the fused BatchNorm + SiLU ops
+// (kernels/cpu/batchnorm_silu.cpp), shared so that both give the same bits.
+//
+// Each is a scalar template (double, or float without AVX2) and, for float, an overload on the
+// 8-lane exp of vector_math.h, which is where a training step spends its pointwise time.
+//   silu_forward_span:   y = x sigmoid(x)
+//   silu_backward_span:  dx += dy s (1 + x (1 - s)),  s = sigmoid(x)   (accumulates)
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cpu/vector_math.h"
+
+namespace bareyolo::cpu {
+
+template <class T>
+T sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+template <class T>
+void silu_forward_span(const T* x, T* y, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) y[i] = x[i] * sigmoid(x[i]);
+}
+template <class T>
+void silu_backward_span(const T* x, const T* dy, T* dx, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    T s = sigmoid(x[i]);
+    dx[i] += dy[i] * s * (T(1) + x[i] * (T(1) - s));
+  }
+}
+template <class T>
+void sigmoid_forward_span(const T* x, T* y, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) y[i] = sigmoid(x[i]);
+}
+
+#ifdef BAREYOLO_VECTOR_EXP
+inline void silu_forward_span(const float* x, float* y, int64_t count) { map8(count, silu8, y, x); }
+inline void silu_backward_span(const float* x, const float* dy, float* dx, int64_t count) {
+  map8(
+      count,
+      [](__m256 v, __m256 grad_out, __m256 grad_in) {
+        const __m256 s = sigmoid8(v), one = _mm256_set1_ps(1.0f);
+        const __m256 slope = _mm256_fmadd_ps(v, _mm256_sub_ps(one, s), one);  // 1 + x (1 - s)
+        return _mm256_fmadd_ps(_mm256_mul_ps(grad_out, s), slope, grad_in);
+      },
+      dx, x, dy, static_cast<const float*>(dx));
+}
+inline void sigmoid_forward_span(const float* x, float* y, int64_t count) {
+  map8(count, sigmoid8, y, x);
+}
+#endif
+
+}  // namespace bareyolo::cpu
