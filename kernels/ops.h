@@ -163,8 +163,9 @@ void batchnorm_running_inverse_std(const T* running_var, int64_t channels, doubl
                                    Device device, T* invstd);
 
 // ---- fused BatchNorm + SiLU (ConvBnSilu) ----------------------------------------------
-// Each is, by definition, the composition of the ops it fuses — which is what the CPU runs
-// and what the one-pass CUDA kernels are tested against:
+// Each is, by definition, the composition of the ops it fuses. The CPU gives the
+// composition's exact bits in fewer passes over memory (kernels/cpu/batchnorm_silu.cpp); the
+// one-pass CUDA kernels are tested against it:
 //   batchnorm_silu_apply:  bn = batchnorm_apply(x, ...);  y = silu_forward(bn)  (bn is kept:
 //                          SiLU's backward reads it)
 //   batchnorm_silu_backward_<op>(x, bn, dy, ...):  batchnorm_backward_<op>(x, dbn, ...) with

@@ -7,17 +7,9 @@
 //   dx  += gamma * invstd * (dy - sum(dy) / count - xhat * sum(dy * xhat) / count)
 //   dgamma += sum(dy * xhat),  dbeta += sum(dy)
 // The moments take two passes (mean first, then squared deviations from it) instead of
-// sum(x^2) - count * mean^2, which cancels catastrophically when |mean| >> std. Every
-// per-channel sum runs in double even for float data: a channel of a 640x640 batch of 16
-// sums millions of values, beyond what a float accumulator keeps.
-//
-// A double sum written as one accumulator is a chain of dependent adds the compiler may not
-// reorder (no -ffast-math): one element per add latency. The sums here keep kLanes partial
-// sums instead (element j of a plane goes to lane j % kLanes), which vectorize, and add the
-// lanes in a fixed order at the end.
-//
-// Threads: one task per channel. A channel's sums run serially in a fixed order, so the
-// result does not depend on the thread count.
+// sum(x^2) - count * mean^2, which cancels catastrophically when |mean| >> std. The
+// per-channel pieces (double lane sums, one task per channel, the per-plane formulas) live
+// in kernels/cpu/batchnorm_channel.h, shared with the fused BatchNorm + SiLU ops.
 //
 // Views on a GPU go to kernels/cuda/batchnorm.cu after the shape checks here; there every
 // per-channel pointer is device memory.
@@ -27,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/batchnorm_channel.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
@@ -36,27 +28,17 @@ namespace bareyolo::ops {
 
 namespace {
 
+using cpu::batchnorm::BackwardApply;
+using cpu::batchnorm::BackwardSums;
+using cpu::batchnorm::for_each_channel;
+using cpu::batchnorm::LaneSum;
+using cpu::batchnorm::Normalize;
+using cpu::batchnorm::values_per_channel;
+
 void require_same_shape(const char* op, const char* name, Shape4 shape, Shape4 x_shape) {
   if (!(shape == x_shape))
     throw std::invalid_argument(std::string(op) + ": " + name + " has shape " + shape.str() +
                                 " but x has shape " + x_shape.str() + "; they must match");
-}
-
-int64_t elements_per_channel(const char* op, Shape4 x, int64_t at_least) {
-  const int64_t count = x.n * x.h * x.w;
-  if (count < at_least)
-    throw std::invalid_argument(std::string(op) + ": x of shape " + x.str() + " has " +
-                                std::to_string(count) + " values per channel; at least " +
-                                std::to_string(at_least) + " are needed");
-  return count;
-}
-
-// Runs per_channel(c) for c in [0, channels), one channel per task on the thread pool.
-template <class PerChannel>
-void for_each_channel(int64_t channels, PerChannel per_channel) {
-  parallel_for(channels, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t c = begin; c < end; ++c) per_channel(c);
-  });
 }
 
 // Calls visit(plane of views[0], plane of views[1], ...) for channel c of each of the
@@ -65,29 +47,6 @@ template <class Visit, class... Views>
 void for_each_plane(int64_t batch, int64_t c, Visit visit, const Views&... views) {
   for (int64_t i = 0; i < batch; ++i) visit(views.channel(i, c)...);
 }
-
-// Partial sums in double, see the header.
-constexpr int kLanes = 16;
-struct LaneSum {
-  double lanes[kLanes] = {};
-
-  // Adds term(j) for j in [0, count), element j into lane j % kLanes.
-  template <class Term>
-  void add(int64_t count, Term term) {
-    double acc[kLanes];  // a local copy the compiler can keep in registers
-    std::copy(lanes, lanes + kLanes, acc);
-    int64_t j = 0;
-    for (; j + kLanes <= count; j += kLanes)
-      for (int l = 0; l < kLanes; ++l) acc[l] += term(j + l);
-    for (int l = 0; j < count; ++j, ++l) acc[l] += term(j);
-    std::copy(acc, acc + kLanes, lanes);
-  }
-  double total() const {
-    double sum = 0;
-    for (double lane : lanes) sum += lane;
-    return sum;
-  }
-};
 
 // 1 / sqrt(variance + eps) for each channel.
 template <class T>
@@ -98,11 +57,20 @@ std::vector<T> inverse_std(const T* variance, int64_t channels, double eps) {
   return invstd;
 }
 
+// backward_sums over channel c of x and dy.
+template <class T>
+BackwardSums<T> channel_backward_sums(View<const T> x, View<const T> dy, int64_t c, T mean,
+                                      T invstd) {
+  return cpu::batchnorm::backward_sums(
+      x.shape.n, x.shape.plane(), mean, invstd, [&](int64_t i) { return x.channel(i, c); },
+      [&](int64_t i) { return dy.channel(i, c); });
+}
+
 }  // namespace
 
 template <class T>
 void batchnorm_moments(View<const T> x, T* mean, T* m2) {
-  const int64_t count = elements_per_channel("batchnorm_moments", x.shape, 1);
+  const int64_t count = values_per_channel("batchnorm_moments", x.shape, 1);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_moments, x.device, x, mean, m2);
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
@@ -137,13 +105,9 @@ void batchnorm_apply(View<const T> x, const T* mean, const T* invstd, const T* g
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_apply, device, x, mean, invstd, gamma, beta, y);
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
-    const T scale = invstd[c] * gamma[c], mu = mean[c], shift = beta[c];
+    const Normalize<T> normalize(mean[c], invstd[c], gamma[c], beta[c]);
     for_each_plane(
-        x.shape.n, c,
-        [&](const T* xs, T* ys) {
-          for (int64_t j = 0; j < plane; ++j) ys[j] = (xs[j] - mu) * scale + shift;
-        },
-        x, y);
+        x.shape.n, c, [&](const T* xs, T* ys) { normalize(xs, ys, plane); }, x, y);
   });
 }
 
@@ -154,19 +118,10 @@ void batchnorm_backward_reduce(View<const T> x, View<const T> dy, const T* mean,
   require_same_shape("batchnorm_backward_reduce", "dy", dy.shape, x.shape);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_backward_reduce, device, x, dy, mean, invstd, sum_dy,
                          sum_dy_xhat);
-  const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
-    const double mu = mean[c];
-    LaneSum dy_sum, dy_centered_sum;  // sum(dy), sum(dy * (x - mean))
-    for_each_plane(
-        x.shape.n, c,
-        [&](const T* xs, const T* dys) {
-          dy_sum.add(plane, [dys](int64_t j) { return static_cast<double>(dys[j]); });
-          dy_centered_sum.add(plane, [xs, dys, mu](int64_t j) { return dys[j] * (xs[j] - mu); });
-        },
-        x, dy);
-    sum_dy[c] = static_cast<T>(dy_sum.total());
-    sum_dy_xhat[c] = static_cast<T>(dy_centered_sum.total() * invstd[c]);
+    const BackwardSums<T> sums = channel_backward_sums(x, dy, c, mean[c], invstd[c]);
+    sum_dy[c] = sums.dy;
+    sum_dy_xhat[c] = sums.dy_xhat;
   });
 }
 
@@ -181,16 +136,10 @@ void batchnorm_backward_apply(View<const T> x, View<const T> dy, const T* mean, 
                          sum_dy_xhat, count, dx);
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
-    const T scale = gamma[c] * invstd[c], mu = mean[c], inv = invstd[c];
-    const T mean_dy = sum_dy[c] / static_cast<T>(count);
-    const T mean_dy_xhat = sum_dy_xhat[c] / static_cast<T>(count);
+    const BackwardApply<T> apply(gamma[c], invstd[c], mean[c], {sum_dy[c], sum_dy_xhat[c]}, count);
     for_each_plane(
-        x.shape.n, c,
-        [&](const T* xs, const T* dys, T* dxs) {
-          for (int64_t j = 0; j < plane; ++j)
-            dxs[j] += scale * (dys[j] - mean_dy - (xs[j] - mu) * inv * mean_dy_xhat);
-        },
-        x, dy, dx);
+        x.shape.n, c, [&](const T* xs, const T* dys, T* dxs) { apply(xs, dys, dxs, plane); }, x, dy,
+        dx);
   });
 }
 
@@ -199,7 +148,7 @@ void batchnorm_forward_train(View<const T> x, const T* gamma, const T* beta, Bat
                              T* running_mean, T* running_var, T* save_mean, T* save_invstd,
                              View<T> y) {
   const Device device = detail::common_device("batchnorm_forward_train", x, y);
-  elements_per_channel("batchnorm_forward_train", x.shape, 2);  // see train_statistics
+  values_per_channel("batchnorm_forward_train", x.shape, 2);  // see train_statistics
   require_same_shape("batchnorm_forward_train", "y", y.shape, x.shape);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_forward_train, device, x, gamma, beta, p, running_mean,
                          running_var, save_mean, save_invstd, y);
@@ -211,7 +160,7 @@ template <class T>
 void batchnorm_train_statistics(View<const T> x, BatchNormParams p, T* running_mean, T* running_var,
                                 T* save_mean, T* save_invstd) {
   // At least two values per channel: the unbiased variance divides by count - 1.
-  const int64_t count = elements_per_channel("batchnorm_train_statistics", x.shape, 2);
+  const int64_t count = values_per_channel("batchnorm_train_statistics", x.shape, 2);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_train_statistics, x.device, x, p, running_mean, running_var,
                          save_mean, save_invstd);
   const int64_t channels = x.shape.c;
@@ -240,20 +189,23 @@ template <class T>
 void batchnorm_backward_train(View<const T> x, View<const T> dy, const T* gamma, const T* save_mean,
                               const T* save_invstd, View<T> dx, T* dgamma, T* dbeta) {
   const Device device = detail::common_device("batchnorm_backward_train", x, dy, dx);
-  const int64_t count = elements_per_channel("batchnorm_backward_train", x.shape, 1);
+  const int64_t count = values_per_channel("batchnorm_backward_train", x.shape, 1);
   require_same_shape("batchnorm_backward_train", "dy", dy.shape, x.shape);
   require_same_shape("batchnorm_backward_train", "dx", dx.shape, x.shape);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_backward_train, device, x, dy, gamma, save_mean, save_invstd, dx,
                          dgamma, dbeta);
-  const int64_t channels = x.shape.c;
-  std::vector<T> sum_dy(static_cast<size_t>(channels)), sum_dy_xhat(sum_dy.size());
-  batchnorm_backward_reduce(x, dy, save_mean, save_invstd, sum_dy.data(), sum_dy_xhat.data());
-  batchnorm_backward_apply(x, dy, save_mean, save_invstd, gamma, sum_dy.data(), sum_dy_xhat.data(),
-                           count, dx);
-  for (int64_t c = 0; c < channels; ++c) {
-    dgamma[c] += sum_dy_xhat[c];
-    dbeta[c] += sum_dy[c];
-  }
+  // The reduce and apply phases channel by channel in one task: the channel's planes are
+  // still in cache for the second pass.
+  const int64_t plane = x.shape.plane();
+  for_each_channel(x.shape.c, [&](int64_t c) {
+    const BackwardSums<T> sums = channel_backward_sums(x, dy, c, save_mean[c], save_invstd[c]);
+    const BackwardApply<T> apply(gamma[c], save_invstd[c], save_mean[c], sums, count);
+    for_each_plane(
+        x.shape.n, c, [&](const T* xs, const T* dys, T* dxs) { apply(xs, dys, dxs, plane); }, x, dy,
+        dx);
+    dgamma[c] += sums.dy_xhat;
+    dbeta[c] += sums.dy;
+  });
 }
 
 template <class T>

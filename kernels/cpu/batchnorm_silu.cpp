@@ -1,11 +1,27 @@
-// kernels/cpu/batchnorm_silu.cpp — the fused BatchNorm + SiLU ops (kernels/ops.h) on the CPU,
-// written as their definition: the composition of the ops they fuse. Forward: batchnorm_apply
-// into `bn`, then silu_forward. Backward: silu_backward gives the gradient SiLU passes to BN
-// (dbn), in a buffer of this thread's, then the BatchNorm backward op of the same name runs on
-// it. The CUDA kernels (kernels/cuda/batchnorm.cu) do each in one pass without storing dbn, and
-// are tested against these.
+// kernels/cpu/batchnorm_silu.cpp — the fused BatchNorm + SiLU ops (kernels/ops.h) on the CPU.
+//
+// Each op is defined as the composition of the ops it fuses (ops.h) and gives the same bits
+// (tests/unit/batchnorm.cpp checks it): the same per-plane formulas and double lane sums
+// (kernels/cpu/batchnorm_channel.h) and the same SiLU spans (kernels/cpu/activation_spans.h),
+// in the same order. What changes is where the data lives. The composition makes whole-tensor
+// passes: forward writes bn, then reads it back from memory for SiLU; backward writes SiLU's
+// gradient dbn for the whole batch (after zeroing it), then reads it twice, in BN's reduce
+// pass and again in its apply pass. Here every op runs channel by channel, one task each
+// (image order inside, so the bits do not depend on the thread count):
+//   apply           per plane: normalise into bn, then SiLU of that plane while it is in L1;
+//   backward train  dbn of the channel's planes into this thread's buffer (n*h*w values, in
+//                   L2 or L3), its sums, then dx from the same buffer;
+//   backward reduce and apply (SyncBatchNorm's two phases, an all-reduce between them):
+//                   dbn one plane at a time into a plane-sized buffer, computed again in the
+//                   apply phase (one exp per value more, against a whole-tensor buffer);
+//   backward eval   like train, with the running statistics.
+// The CUDA kernels (kernels/cuda/batchnorm.cu) do each in one pass without storing dbn, and are
+// tested against these.
+#include <algorithm>
 #include <vector>
 
+#include "kernels/cpu/activation_spans.h"
+#include "kernels/cpu/batchnorm_channel.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
@@ -15,21 +31,44 @@ namespace bareyolo::ops {
 
 namespace {
 
-// dbn = silu_backward(bn, dy) in a dense buffer of this thread's, reused across calls.
-template <class T>
-View<const T> silu_gradient(View<const T> bn, View<const T> dy) {
-  thread_local std::vector<T> buffer;
-  buffer.assign(static_cast<size_t>(bn.shape.numel()), T(0));  // silu_backward accumulates
-  const View<T> dbn = dense_view(buffer.data(), bn.shape, bn.device);
-  silu_backward<T>(bn, dy, dbn);
-  return dbn;
-}
+using cpu::batchnorm::BackwardApply;
+using cpu::batchnorm::BackwardSums;
+using cpu::batchnorm::for_each_channel;
+using cpu::batchnorm::Normalize;
+using cpu::batchnorm::values_per_channel;
 
 template <class T>
 Device check_fused(const char* op, View<const T> x, View<const T> bn, View<const T> dy) {
   cpu::require_same_shape(op, x, bn);
   cpu::require_same_shape(op, x, dy);
   return detail::common_device(op, x, bn, dy);
+}
+
+// A buffer of at least `count` values owned by the calling thread, reused across calls.
+template <class T>
+T* thread_buffer(int64_t count) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < static_cast<size_t>(count)) buffer.resize(static_cast<size_t>(count));
+  return buffer.data();
+}
+
+// dbn = silu_backward(bn, dy) for image i's plane of channel c, into `out`: zeroed first, as
+// the composition's buffer is, because the SiLU span accumulates.
+template <class T>
+const T* silu_gradient_plane(View<const T> bn, View<const T> dy, int64_t i, int64_t c, T* out) {
+  const int64_t plane = bn.shape.plane();
+  std::fill(out, out + plane, T(0));
+  cpu::silu_backward_span(bn.channel(i, c), dy.channel(i, c), out, plane);
+  return out;
+}
+
+// Channel c's backward sums over (x, dbn), with dbn of image i written to dbn_plane(i).
+template <class T, class DbnPlane>
+BackwardSums<T> fused_backward_sums(View<const T> x, View<const T> bn, View<const T> dy, int64_t c,
+                                    T mean, T invstd, DbnPlane dbn_plane) {
+  return cpu::batchnorm::backward_sums(
+      x.shape.n, x.shape.plane(), mean, invstd, [&](int64_t i) { return x.channel(i, c); },
+      [&](int64_t i) { return silu_gradient_plane(bn, dy, i, c, dbn_plane(i)); });
 }
 
 }  // namespace
@@ -42,8 +81,14 @@ void batchnorm_silu_apply(View<const T> x, const T* mean, const T* invstd, const
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_apply,
                          detail::common_device("batchnorm_silu_apply", x, bn, y), x, mean, invstd,
                          gamma, beta, bn, y);
-  batchnorm_apply<T>(x, mean, invstd, gamma, beta, bn);
-  silu_forward<T>(bn, y);
+  const int64_t plane = x.shape.plane();
+  for_each_channel(x.shape.c, [&](int64_t c) {
+    const Normalize<T> normalize(mean[c], invstd[c], gamma[c], beta[c]);
+    for (int64_t i = 0; i < x.shape.n; ++i) {
+      normalize(x.channel(i, c), bn.channel(i, c), plane);
+      cpu::silu_forward_span(static_cast<const T*>(bn.channel(i, c)), y.channel(i, c), plane);
+    }
+  });
 }
 
 template <class T>
@@ -52,7 +97,14 @@ void batchnorm_silu_backward_reduce(View<const T> x, View<const T> bn, View<cons
   const Device device = check_fused("batchnorm_silu_backward_reduce", x, bn, dy);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_reduce, device, x, bn, dy, mean, invstd, sum_dy,
                          sum_dy_xhat);
-  batchnorm_backward_reduce<T>(x, silu_gradient(bn, dy), mean, invstd, sum_dy, sum_dy_xhat);
+  const int64_t plane = x.shape.plane();
+  for_each_channel(x.shape.c, [&](int64_t c) {
+    T* dbn = thread_buffer<T>(plane);
+    const BackwardSums<T> sums =
+        fused_backward_sums(x, bn, dy, c, mean[c], invstd[c], [dbn](int64_t) { return dbn; });
+    sum_dy[c] = sums.dy;
+    sum_dy_xhat[c] = sums.dy_xhat;
+  });
 }
 
 template <class T>
@@ -60,10 +112,16 @@ void batchnorm_silu_backward_apply(View<const T> x, View<const T> bn, View<const
                                    const T* mean, const T* invstd, const T* gamma, const T* sum_dy,
                                    const T* sum_dy_xhat, int64_t count, View<T> dx) {
   const Device device = check_fused("batchnorm_silu_backward_apply", x, bn, dy);
+  cpu::require_same_shape("batchnorm_silu_backward_apply", x, dx);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_apply, device, x, bn, dy, mean, invstd, gamma,
                          sum_dy, sum_dy_xhat, count, dx);
-  batchnorm_backward_apply<T>(x, silu_gradient(bn, dy), mean, invstd, gamma, sum_dy, sum_dy_xhat,
-                              count, dx);
+  const int64_t plane = x.shape.plane();
+  for_each_channel(x.shape.c, [&](int64_t c) {
+    const BackwardApply<T> apply(gamma[c], invstd[c], mean[c], {sum_dy[c], sum_dy_xhat[c]}, count);
+    T* dbn = thread_buffer<T>(plane);
+    for (int64_t i = 0; i < x.shape.n; ++i)
+      apply(x.channel(i, c), silu_gradient_plane(bn, dy, i, c, dbn), dx.channel(i, c), plane);
+  });
 }
 
 template <class T>
@@ -71,10 +129,21 @@ void batchnorm_silu_backward_train(View<const T> x, View<const T> bn, View<const
                                    const T* gamma, const T* save_mean, const T* save_invstd,
                                    View<T> dx, T* dgamma, T* dbeta) {
   const Device device = check_fused("batchnorm_silu_backward_train", x, bn, dy);
+  const int64_t count = values_per_channel("batchnorm_silu_backward_train", x.shape, 1);
+  cpu::require_same_shape("batchnorm_silu_backward_train", x, dx);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_train, device, x, bn, dy, gamma, save_mean,
                          save_invstd, dx, dgamma, dbeta);
-  batchnorm_backward_train<T>(x, silu_gradient(bn, dy), gamma, save_mean, save_invstd, dx, dgamma,
-                              dbeta);
+  const int64_t plane = x.shape.plane();
+  for_each_channel(x.shape.c, [&](int64_t c) {
+    T* dbn = thread_buffer<T>(count);  // the channel's planes, image after image
+    const BackwardSums<T> sums = fused_backward_sums(x, bn, dy, c, save_mean[c], save_invstd[c],
+                                                     [&](int64_t i) { return dbn + i * plane; });
+    const BackwardApply<T> apply(gamma[c], save_invstd[c], save_mean[c], sums, count);
+    for (int64_t i = 0; i < x.shape.n; ++i)
+      apply(x.channel(i, c), dbn + i * plane, dx.channel(i, c), plane);
+    dgamma[c] += sums.dy_xhat;
+    dbeta[c] += sums.dy;
+  });
 }
 
 template <class T>
@@ -82,10 +151,26 @@ void batchnorm_silu_backward_eval(View<const T> x, View<const T> bn, View<const 
                                   const T* gamma, const T* running_mean, const T* running_var,
                                   BatchNormParams p, View<T> dx, T* dgamma, T* dbeta) {
   const Device device = check_fused("batchnorm_silu_backward_eval", x, bn, dy);
+  cpu::require_same_shape("batchnorm_silu_backward_eval", x, dx);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_eval, device, x, bn, dy, gamma, running_mean,
                          running_var, p, dx, dgamma, dbeta);
-  batchnorm_backward_eval<T>(x, silu_gradient(bn, dy), gamma, running_mean, running_var, p, dx,
-                             dgamma, dbeta);
+  const int64_t plane = x.shape.plane();
+  std::vector<T> invstd(static_cast<size_t>(x.shape.c));
+  batchnorm_running_inverse_std(running_var, x.shape.c, p.eps, x.device, invstd.data());
+  // The statistics are constants here, so dx is dbn scaled per channel.
+  for_each_channel(x.shape.c, [&](int64_t c) {
+    T* dbn = thread_buffer<T>(x.shape.n * plane);
+    const BackwardSums<T> sums = fused_backward_sums(x, bn, dy, c, running_mean[c], invstd[c],
+                                                     [&](int64_t i) { return dbn + i * plane; });
+    const T scale = gamma[c] * invstd[c];
+    for (int64_t i = 0; i < x.shape.n; ++i) {
+      const T* dbns = dbn + i * plane;
+      T* dxs = dx.channel(i, c);
+      for (int64_t j = 0; j < plane; ++j) dxs[j] += scale * dbns[j];
+    }
+    dgamma[c] += sums.dy_xhat;
+    dbeta[c] += sums.dy;
+  });
 }
 
 #define BAREYOLO_INSTANTIATE_BATCHNORM_SILU(T)                                                     \

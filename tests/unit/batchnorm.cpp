@@ -2,7 +2,7 @@
 // running statistics against their formulas, both backwards against finite differences
 // (double) and float against double, the phase ops composed by hand against the train ops they
 // make up (the composition SyncBatchNorm relies on), and the fused BatchNorm + SiLU ops
-// against finite differences of SiLU(BN(x)).
+// against finite differences of SiLU(BN(x)) and, bit for bit, against their composition.
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -375,6 +375,98 @@ TEST_CASE_TEMPLATE("batchnorm phase ops composed by hand equal the train ops", T
     check_close(dx_phases, dx_train, tol, tol, "batchnorm phases dx");
     check_close(sum_dy_xhat, dgamma, tol, tol, "batchnorm phases dgamma");
     check_close(sum_dy, dbeta, tol, tol, "batchnorm phases dbeta");
+  }
+}
+
+// The fused ops run channel by channel on buffers of their own (kernels/cpu/batchnorm_silu.cpp)
+// but must give exactly the bits of the composition that defines them (kernels/ops.h). The
+// shapes add a plane that is not a multiple of 8 floats and an image larger than one chunk
+// of the elementwise ops.
+TEST_CASE_TEMPLATE("fused batchnorm + silu ops equal their composition bit for bit", T, float,
+                   double) {
+  std::vector<Shape4> shapes = kShapes;
+  shapes.push_back({3, 5, 13, 17});
+  shapes.push_back({2, 3, 90, 70});
+  Rng rng(205);
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    CAPTURE(k);
+    const Shape4 s = shapes[k];
+    const int64_t count = s.n * s.h * s.w;
+    StridedBuffer<T> x = seeded_buffer<T>(s, gap_of(k), 220 + k, 0.5);
+    StridedBuffer<T> dy(s, gap_of(k + 1), rng);
+    ChannelParams cp = random_channel_params(rng, s.c);
+    std::vector<T> gamma = convert<T>(cp.gamma), beta = convert<T>(cp.beta);
+    std::vector<T> mean = convert<T>(cp.running_mean), invstd(s.c);
+    for (int64_t c = 0; c < s.c; ++c) invstd[c] = static_cast<T>(1 / std::sqrt(cp.running_var[c]));
+    std::vector<T> running_mean = convert<T>(cp.running_mean);
+    std::vector<T> running_var = convert<T>(cp.running_var);
+
+    // Forward: bn and y of the fused op (on poisoned, strided outputs) and of the composition.
+    StridedBuffer<T> bn(s, gap_of(k + 1), rng), y(s, gap_of(k), rng);
+    bn.poison();
+    y.poison();
+    ops::batchnorm_silu_apply<T>(x.view(), mean.data(), invstd.data(), gamma.data(), beta.data(),
+                                 bn.view(), y.view());
+    std::vector<T> bn_ref(s.numel()), y_ref(s.numel());
+    ops::batchnorm_apply<T>(x.view(), mean.data(), invstd.data(), gamma.data(), beta.data(),
+                            dense_view(bn_ref.data(), s));
+    ops::silu_forward<T>(dense_view<const T>(bn_ref.data(), s), dense_view(y_ref.data(), s));
+    check_close(bn.values(), bn_ref, 0, 0, "fused apply bn");
+    check_close(y.values(), y_ref, 0, 0, "fused apply y");
+
+    // dbn = silu_backward(bn, dy): what the composition hands to the BatchNorm ops.
+    std::vector<T> dbn(s.numel(), T(0));
+    ops::silu_backward<T>(bn.view(), dy.view(), dense_view(dbn.data(), s));
+    const View<const T> dbnv = dense_view<const T>(dbn.data(), s);
+    const StridedBuffer<T> dx_start(s, gap_of(k + 1), rng);  // backward accumulates into dx
+    std::vector<T> dgamma_start = random_vector<T>(rng, s.c),
+                   dbeta_start = random_vector<T>(rng, s.c);
+
+    // backward_train, and SyncBatchNorm's two phases.
+    StridedBuffer<T> dx = dx_start;
+    std::vector<T> dgamma = dgamma_start, dbeta = dbeta_start;
+    ops::batchnorm_silu_backward_train<T>(x.view(), bn.view(), dy.view(), gamma.data(), mean.data(),
+                                          invstd.data(), dx.view(), dgamma.data(), dbeta.data());
+    std::vector<T> dx_ref = convert<T>(dx_start.values());
+    std::vector<T> dgamma_ref = dgamma_start, dbeta_ref = dbeta_start;
+    ops::batchnorm_backward_train<T>(x.view(), dbnv, gamma.data(), mean.data(), invstd.data(),
+                                     dense_view(dx_ref.data(), s), dgamma_ref.data(),
+                                     dbeta_ref.data());
+    check_close(dx.values(), dx_ref, 0, 0, "fused backward_train dx");
+    check_close(dgamma, dgamma_ref, 0, 0, "fused backward_train dgamma");
+    check_close(dbeta, dbeta_ref, 0, 0, "fused backward_train dbeta");
+
+    std::vector<T> sum_dy(s.c), sum_dy_xhat(s.c), sum_dy_ref(s.c), sum_dy_xhat_ref(s.c);
+    ops::batchnorm_silu_backward_reduce<T>(x.view(), bn.view(), dy.view(), mean.data(),
+                                           invstd.data(), sum_dy.data(), sum_dy_xhat.data());
+    ops::batchnorm_backward_reduce<T>(x.view(), dbnv, mean.data(), invstd.data(), sum_dy_ref.data(),
+                                      sum_dy_xhat_ref.data());
+    check_close(sum_dy, sum_dy_ref, 0, 0, "fused backward_reduce sum_dy");
+    check_close(sum_dy_xhat, sum_dy_xhat_ref, 0, 0, "fused backward_reduce sum_dy_xhat");
+    dx = dx_start;
+    dx_ref = convert<T>(dx_start.values());
+    ops::batchnorm_silu_backward_apply<T>(x.view(), bn.view(), dy.view(), mean.data(),
+                                          invstd.data(), gamma.data(), sum_dy.data(),
+                                          sum_dy_xhat.data(), count, dx.view());
+    ops::batchnorm_backward_apply<T>(x.view(), dbnv, mean.data(), invstd.data(), gamma.data(),
+                                     sum_dy.data(), sum_dy_xhat.data(), count,
+                                     dense_view(dx_ref.data(), s));
+    check_close(dx.values(), dx_ref, 0, 0, "fused backward_apply dx");
+
+    // backward_eval.
+    dx = dx_start;
+    dx_ref = convert<T>(dx_start.values());
+    dgamma = dgamma_ref = dgamma_start;
+    dbeta = dbeta_ref = dbeta_start;
+    ops::batchnorm_silu_backward_eval<T>(x.view(), bn.view(), dy.view(), gamma.data(),
+                                         running_mean.data(), running_var.data(), kParams,
+                                         dx.view(), dgamma.data(), dbeta.data());
+    ops::batchnorm_backward_eval<T>(x.view(), dbnv, gamma.data(), running_mean.data(),
+                                    running_var.data(), kParams, dense_view(dx_ref.data(), s),
+                                    dgamma_ref.data(), dbeta_ref.data());
+    check_close(dx.values(), dx_ref, 0, 0, "fused backward_eval dx");
+    check_close(dgamma, dgamma_ref, 0, 0, "fused backward_eval dgamma");
+    check_close(dbeta, dbeta_ref, 0, 0, "fused backward_eval dbeta");
   }
 }
 
