@@ -23,6 +23,7 @@
 #include "kernels/cpu/activation_spans.h"
 #include "kernels/cpu/batchnorm_channel.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/thread_scratch.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
@@ -44,13 +45,8 @@ Device check_fused(const char* op, View<const T> x, View<const T> bn, View<const
   return detail::common_device(op, x, bn, dy);
 }
 
-// A buffer of at least `count` values owned by the calling thread, reused across calls.
-template <class T>
-T* thread_buffer(int64_t count) {
-  thread_local std::vector<T> buffer;
-  if (buffer.size() < static_cast<size_t>(count)) buffer.resize(static_cast<size_t>(count));
-  return buffer.data();
-}
+// The thread_scratch tag of SiLU's gradient (dbn).
+struct SiluGradientScratch;
 
 // dbn = silu_backward(bn, dy) for image i's plane of channel c, into `out`: zeroed first, as
 // the composition's buffer is, because the SiLU span accumulates.
@@ -99,7 +95,7 @@ void batchnorm_silu_backward_reduce(View<const T> x, View<const T> bn, View<cons
                          sum_dy_xhat);
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
-    T* dbn = thread_buffer<T>(plane);
+    T* dbn = cpu::thread_scratch<T, SiluGradientScratch>(plane);
     const BackwardSums<T> sums =
         fused_backward_sums(x, bn, dy, c, mean[c], invstd[c], [dbn](int64_t) { return dbn; });
     sum_dy[c] = sums.dy;
@@ -118,7 +114,7 @@ void batchnorm_silu_backward_apply(View<const T> x, View<const T> bn, View<const
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
     const BackwardApply<T> apply(gamma[c], invstd[c], mean[c], {sum_dy[c], sum_dy_xhat[c]}, count);
-    T* dbn = thread_buffer<T>(plane);
+    T* dbn = cpu::thread_scratch<T, SiluGradientScratch>(plane);
     for (int64_t i = 0; i < x.shape.n; ++i)
       apply(x.channel(i, c), silu_gradient_plane(bn, dy, i, c, dbn), dx.channel(i, c), plane);
   });
@@ -135,7 +131,8 @@ void batchnorm_silu_backward_train(View<const T> x, View<const T> bn, View<const
                          save_invstd, dx, dgamma, dbeta);
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
-    T* dbn = thread_buffer<T>(count);  // the channel's planes, image after image
+    T* dbn = cpu::thread_scratch<T, SiluGradientScratch>(
+        count);  // the channel's planes, image after image
     const BackwardSums<T> sums = fused_backward_sums(x, bn, dy, c, save_mean[c], save_invstd[c],
                                                      [&](int64_t i) { return dbn + i * plane; });
     const BackwardApply<T> apply(gamma[c], save_invstd[c], save_mean[c], sums, count);
@@ -159,7 +156,7 @@ void batchnorm_silu_backward_eval(View<const T> x, View<const T> bn, View<const 
   batchnorm_running_inverse_std(running_var, x.shape.c, p.eps, x.device, invstd.data());
   // The statistics are constants here, so dx is dbn scaled per channel.
   for_each_channel(x.shape.c, [&](int64_t c) {
-    T* dbn = thread_buffer<T>(x.shape.n * plane);
+    T* dbn = cpu::thread_scratch<T, SiluGradientScratch>(x.shape.n * plane);
     const BackwardSums<T> sums = fused_backward_sums(x, bn, dy, c, running_mean[c], invstd[c],
                                                      [&](int64_t i) { return dbn + i * plane; });
     const T scale = gamma[c] * invstd[c];

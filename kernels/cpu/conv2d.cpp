@@ -29,16 +29,16 @@
 // grouping and the summation order follow from the shape alone: the bits are the same for
 // any thread count.
 //
-// Column matrices and partials live in a per-thread grow-only buffer: no allocation after the first
-// step.
+// Column matrices and partials live in per-thread grow-only buffers
+// (kernels/cpu/thread_scratch.h): no allocation after the first step.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
 #include "kernels/cpu/gemm/gemm.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/thread_scratch.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
@@ -84,14 +84,9 @@ ConvGeometry conv_geometry(const char* op, Shape4 x, Shape4 weight, bool weight_
   return g;
 }
 
-// A buffer of at least `count` elements owned by the calling thread, reused across calls;
-// Slot tells apart buffers in use at the same time.
-template <class T, int Slot = 0>
-T* col_scratch(int64_t count) {
-  thread_local std::vector<T> buffer;
-  if (buffer.size() < static_cast<size_t>(count)) buffer.resize(static_cast<size_t>(count));
-  return buffer.data();
-}
+// The thread_scratch tags of a band's column matrix and of backward-weight's partial sums.
+struct ColumnScratch;
+struct PartialScratch;
 
 // Size of a band's column matrix: half of a Zen 4 core's 1 MB L2, the rest left to the GEMM's
 // packed panels.
@@ -110,7 +105,7 @@ int64_t band_rows(const ConvGeometry& g) {
 template <class T, class PerBand>
 void for_each_band(const ConvGeometry& g, PerBand per_band) {
   const int64_t rows = band_rows<T>(g);
-  T* scratch = col_scratch<T>(g.col_rows() * rows * g.out_w);
+  T* scratch = cpu::thread_scratch<T, ColumnScratch>(g.col_rows() * rows * g.out_w);
   for (int64_t oh = 0; oh < g.out_h; oh += rows)
     per_band(oh, std::min(g.out_h, oh + rows), scratch);
 }
@@ -208,7 +203,7 @@ void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p, V
   if (groups == 1) {
     add_weight_gradient(x, dy, g, 0, batch, dweight.data);
   } else {
-    T* partials = col_scratch<T, 1>(groups * weights);
+    T* partials = cpu::thread_scratch<T, PartialScratch>(groups * weights);
     parallel_for(groups, 1, [&](int64_t begin, int64_t end) {
       for (int64_t group = begin; group < end; ++group) {
         T* partial = partials + group * weights;
