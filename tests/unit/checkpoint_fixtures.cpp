@@ -8,10 +8,12 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "data/shapes.h"
 #include "engine/safetensors.h"
 #include "engine/shipped_files.h"
+#include "kernels/cpu/gemm/gemm.h"
 #include "models/train/trainer.h"
 #include "tests/support/testing.h"
 
@@ -20,12 +22,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The fixtures were written on a CPU with AVX-512, whose GEMM kernels fix the order of every
-// addition: there the weights must come back bit for bit. Elsewhere (AVX2 kernels) the sums
-// round differently, so each float tensor is compared within kOtherGemmTolerance of its largest
-// value (measured here: 1.0e-5): far below what two steps move a tensor (8% of its largest
-// value, the median over the tensors), so a momentum or a moment read wrongly still shows.
-bool same_gemm_as_fixture() { return __builtin_cpu_supports("avx512f"); }
+// The fixtures were written on a CPU whose GEMM ran its AVX-512 kernels, which fix the order of
+// every addition: there the weights must come back bit for bit. Elsewhere (AVX2 kernels) the
+// sums round differently, so each float tensor is compared within kOtherGemmTolerance of its
+// largest value (measured on AVX2: 1.0e-5): far below what two steps move a tensor (8% of its
+// largest value, the median over the tensors), so a momentum or a moment read wrongly still
+// shows.
+bool same_gemm_as_fixture() { return std::string(cpu::gemm_float_kernels()) == "avx512"; }
 constexpr double kOtherGemmTolerance = 1e-4;
 
 // max |got - want| / max |want| over one F32 tensor.

@@ -160,8 +160,8 @@ TEST_CASE("gemm with m or n equal to zero touches nothing") {
 }
 
 // The dot-product path (backward weight's products: only B transposed, few rows of C, a deep
-// sum): partial 4 x 6 tiles at both edges, a depth that is not a multiple of 16, several
-// depth blocks, and a task edge in the columns (130 > 126).
+// sum): partial tiles at both edges (4 x 6 on AVX-512, 4 x 3 on AVX2), a depth that is not a
+// multiple of 16, several depth blocks, and a task edge in the columns (130 > 126).
 TEST_CASE("gemm's dot-product path matches a double reference on edge tiles and deep sums") {
   Rng rng(31);
   int case_index = 0;
@@ -269,35 +269,48 @@ TEST_CASE("gemm micro-kernels compute their tile from packed panels") {
   }
 }
 
-// The dot-product tile on its own: rows at any alignment, depths below, at and past one
+// The dot-product tiles on their own: rows at any alignment, depths below, at and past one
 // vector (the masked tail), each sum against the double reference.
-TEST_CASE("gemm dot-product tile sums every pair of its rows") {
+struct DotTileUnderTest {
+  const char* name;
+  cpu::gemm_detail::DotTile tile;
+  int rows, cols;
+  bool needs_avx512;
+};
+
+TEST_CASE("gemm dot-product tiles sum every pair of their rows") {
   using namespace cpu::gemm_detail;
-  if (!__builtin_cpu_supports("avx512f")) return;
+  const DotTileUnderTest tiles[] = {
+      {"avx2 4x3", dot_tile_avx2_4x3, kAvx2DotRows, kAvx2DotCols, false},
+      {"avx512 4x6", dot_tile_avx512_4x6, kAvx512DotRows, kAvx512DotCols, true},
+  };
   Rng rng(4);
-  for (int64_t kc : {1, 15, 16, 37, 300}) {
-    // Rows one float apart from a multiple of 16, so no load is aligned; a NaN after each row
-    // poisons any sum that reads past kc.
-    const int64_t stride = kc + 17;
-    std::vector<float> storage = testing::random_vector<float>(rng, (kDotRows + kDotCols) * stride);
-    const float* a_rows[kDotRows];
-    const float* b_rows[kDotCols];
-    for (int r = 0; r < kDotRows + kDotCols; ++r) {
-      float* row = storage.data() + r * stride + 1;
-      row[kc] = std::numeric_limits<float>::quiet_NaN();
-      (r < kDotRows ? a_rows[r] : b_rows[r - kDotRows]) = row;
-    }
-    float sums[kDotRows * kDotCols];
-    dot_tile_avx512_4x6(kc, a_rows, b_rows, sums);
-    std::vector<double> actual(sums, sums + kDotRows * kDotCols), expected;
-    for (int i = 0; i < kDotRows; ++i)
-      for (int j = 0; j < kDotCols; ++j) {
-        double sum = 0;
-        for (int64_t p = 0; p < kc; ++p) sum += double(a_rows[i][p]) * double(b_rows[j][p]);
-        expected.push_back(sum);
+  for (const auto& under_test : tiles) {
+    if (under_test.needs_avx512 && !__builtin_cpu_supports("avx512f")) continue;
+    const int rows = under_test.rows, cols = under_test.cols;
+    for (int64_t kc : {1, 7, 8, 15, 16, 37, 300}) {
+      // Rows one float apart from a multiple of 16, so no load is aligned; a NaN after each
+      // row poisons any sum that reads past kc.
+      const int64_t stride = kc + 17;
+      std::vector<float> storage = testing::random_vector<float>(rng, (rows + cols) * stride);
+      std::vector<const float*> a_rows, b_rows;
+      for (int r = 0; r < rows + cols; ++r) {
+        float* row = storage.data() + r * stride + 1;
+        row[kc] = std::numeric_limits<float>::quiet_NaN();
+        (r < rows ? a_rows : b_rows).push_back(row);
       }
-    testing::check_close(actual, expected, 1e-5, 1e-5 * std::sqrt(double(kc)),
-                         "dot tile kc=" + std::to_string(kc));
+      std::vector<float> sums(static_cast<size_t>(rows * cols), float(kNaN));
+      under_test.tile(kc, a_rows.data(), b_rows.data(), sums.data());
+      std::vector<double> actual(sums.begin(), sums.end()), expected;
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j) {
+          double sum = 0;
+          for (int64_t p = 0; p < kc; ++p) sum += double(a_rows[i][p]) * double(b_rows[j][p]);
+          expected.push_back(sum);
+        }
+      testing::check_close(actual, expected, 1e-5, 1e-5 * std::sqrt(double(kc)),
+                           std::string(under_test.name) + " kc=" + std::to_string(kc));
+    }
   }
 }
 

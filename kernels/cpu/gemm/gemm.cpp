@@ -22,7 +22,8 @@
 //
 // Reproducibility: the depth blocks are cut from k alone and each element of C is computed by
 // exactly one task, so the bits never depend on the thread count or on the m/n partition.
-// Which path runs depends on the shape (and on the CPU having AVX-512) alone.
+// Which path runs depends on the shape (and on the CPU having AVX-512: gemm_float_kernels)
+// alone.
 #include "kernels/cpu/gemm/gemm.h"
 
 #include <immintrin.h>
@@ -290,45 +291,49 @@ void multiply(const MicroKernels<T>& kernels, const Operand<T>& a, const Operand
 }
 
 // The dot-product path (gemm_kernels.h): op(A)'s rows and op(B)'s columns both contiguous
-// over p, read where they lie in 4 x 6 tiles. Packing them would transpose both (each row
-// of a packed panel holds one step p); for backward weight that was as much work as the
-// FMAs. Loops per task: depth blocks of <= kDotDepth steps; 4 rows of op(A) (8 KB, in L1)
-// against every 6 columns of op(B) in the task (<= kDotBlockCols x kDotDepth floats,
-// 256 KB, in L2).
+// over p, read where they lie in R x Q tiles (4 x 6 on AVX-512, 4 x 3 on AVX2). Packing them
+// would transpose both (each row of a packed panel holds one step p); for backward weight
+// that was as much work as the FMAs. Loops per task: depth blocks of <= kDotDepth steps;
+// R rows of op(A) (8 KB, in L1) against every Q columns of op(B) in the task (<= 126 x
+// kDotDepth floats, 256 KB, in L2).
 constexpr int64_t kDotDepth = 512;
-constexpr int64_t kDotBlockRows = 32, kDotBlockCols = 126;  // whole tiles
+constexpr int64_t kDotBlockRows = 32;
+// Columns of op(B) per task: about 126, in whole tiles of q.
+constexpr int64_t dot_block_cols(int q) { return 126 / q * q; }
 // When the dot path runs: op(A) of at most kMaxDotRows rows, where a packed panel of op(B)
 // would serve only a few micro-kernel calls (the early layers' c_out of 16 and 32; measured
 // per layer of yolov5n at 320, batch 8, by build/bench_gemm's table against kMaxDotRows = 0:
-// 6-59% faster there, and 0-11% slower at c_out >= 128,
-// where packing is well amortised), and a depth of at least kMinDotDepth: a dot tile ends
-// with a reduction of its 24 accumulators (some 70 instructions), which a short depth does
-// not amortise.
+// on AVX-512 6-59% faster there, and 0-11% slower at c_out >= 128, where packing is well
+// amortised; the AVX2 tile, against the packed AVX2 kernel on the same table: 1.3-3x on the
+// c_out 16 and 32 rows), and a depth of at least kMinDotDepth: a dot tile ends with a
+// reduction of its accumulators (some 70 instructions for AVX-512's 24), which a short depth
+// does not amortise.
 constexpr int64_t kMaxDotRows = 32;
 constexpr int64_t kMinDotDepth = 256;
 
-// One task: C[row0.., col0..] (rows x cols) over all of k.
-void multiply_dot_block(const Operand<float>& a, const Operand<float>& b, int64_t k,
+// One task: C[row0.., col0..] (rows x cols) over all of k, in R x Q tiles.
+template <int R, int Q>
+void multiply_dot_block(DotTile tile, const Operand<float>& a, const Operand<float>& b, int64_t k,
                         int64_t depth_step, int64_t row0, int64_t rows, int64_t col0, int64_t cols,
                         float alpha, float beta, float* c, int64_t ldc) {
-  alignas(64) float sums[kDotRows * kDotCols];
+  alignas(64) float sums[R * Q];
   for (int64_t p0 = 0; p0 < k; p0 += depth_step) {
     const int64_t depth = std::min(depth_step, k - p0);
     const float beta_now = p0 == 0 ? beta : 1.0f;
-    for (int64_t i = 0; i < rows; i += kDotRows) {
-      const int64_t tile_rows = std::min<int64_t>(kDotRows, rows - i);
+    for (int64_t i = 0; i < rows; i += R) {
+      const int64_t tile_rows = std::min<int64_t>(R, rows - i);
       // Past the edge a tile reads its first row again; those sums are never stored.
-      const float* a_rows[kDotRows];
-      for (int r = 0; r < kDotRows; ++r) a_rows[r] = a.at(row0 + i + (r < tile_rows ? r : 0), p0);
-      for (int64_t j = 0; j < cols; j += kDotCols) {
-        const int64_t tile_cols = std::min<int64_t>(kDotCols, cols - j);
-        const float* b_rows[kDotCols];
-        for (int q = 0; q < kDotCols; ++q) b_rows[q] = b.at(col0 + j + (q < tile_cols ? q : 0), p0);
-        dot_tile_avx512_4x6(depth, a_rows, b_rows, sums);
+      const float* a_rows[R];
+      for (int r = 0; r < R; ++r) a_rows[r] = a.at(row0 + i + (r < tile_rows ? r : 0), p0);
+      for (int64_t j = 0; j < cols; j += Q) {
+        const int64_t tile_cols = std::min<int64_t>(Q, cols - j);
+        const float* b_rows[Q];
+        for (int q = 0; q < Q; ++q) b_rows[q] = b.at(col0 + j + (q < tile_cols ? q : 0), p0);
+        tile(depth, a_rows, b_rows, sums);
         // The SIMD kernels' store arithmetic: alpha * sum, plus beta * C unless beta is 0.
         for (int64_t r = 0; r < tile_rows; ++r)
           for (int64_t q = 0; q < tile_cols; ++q) {
-            const float product = alpha * sums[r * kDotCols + q];
+            const float product = alpha * sums[r * Q + q];
             float& out = c[(row0 + i + r) * ldc + col0 + j + q];
             out = beta_now == 0.0f ? product : std::fma(beta_now, out, product);
           }
@@ -337,17 +342,19 @@ void multiply_dot_block(const Operand<float>& a, const Operand<float>& b, int64_
   }
 }
 
-void multiply_dot(const Operand<float>& a, const Operand<float>& b, int64_t m, int64_t n, int64_t k,
-                  float alpha, float beta, float* c, int64_t ldc) {
+template <int R, int Q>
+void multiply_dot(DotTile tile, const Operand<float>& a, const Operand<float>& b, int64_t m,
+                  int64_t n, int64_t k, float alpha, float beta, float* c, int64_t ldc) {
+  constexpr int64_t block_cols = dot_block_cols(Q);
   const int64_t depth_step = ceil_div(k, ceil_div(k, kDotDepth));
   const int64_t row_blocks = ceil_div(m, kDotBlockRows);
-  const int64_t col_blocks = ceil_div(n, kDotBlockCols);
+  const int64_t col_blocks = ceil_div(n, block_cols);
   run_product(m, n, k, row_blocks * col_blocks, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t row0 = task % row_blocks * kDotBlockRows;
-      const int64_t col0 = task / row_blocks * kDotBlockCols;
-      multiply_dot_block(a, b, k, depth_step, row0, std::min(kDotBlockRows, m - row0), col0,
-                         std::min(kDotBlockCols, n - col0), alpha, beta, c, ldc);
+      const int64_t col0 = task / row_blocks * block_cols;
+      multiply_dot_block<R, Q>(tile, a, b, k, depth_step, row0, std::min(kDotBlockRows, m - row0),
+                               col0, std::min(block_cols, n - col0), alpha, beta, c, ldc);
     }
   });
 }
@@ -376,13 +383,18 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
   // op(A) is read by rows r = i, op(B) by columns r = j.
   Operand<T> a_rows{a, lda, !trans_a}, b_cols{b, ldb, trans_b};
   if constexpr (std::is_same_v<T, float>) {
-    if (cpu_has_avx512() && a_rows.p_contiguous && b_cols.p_contiguous && m <= kMaxDotRows &&
-        k >= kMinDotDepth)
-      return multiply_dot(a_rows, b_cols, m, n, k, alpha, beta, c, ldc);
+    const bool dot =
+        a_rows.p_contiguous && b_cols.p_contiguous && m <= kMaxDotRows && k >= kMinDotDepth;
+    if (cpu_has_avx512() && dot)
+      return multiply_dot<kAvx512DotRows, kAvx512DotCols>(dot_tile_avx512_4x6, a_rows, b_cols, m, n,
+                                                          k, alpha, beta, c, ldc);
     if (cpu_has_avx512())
       return multiply<float, kAvx512Rows, kAvx512Cols>(
           {micro_kernel_avx512_8x32, micro_kernel_avx512_8x16}, a_rows, b_cols, m, n, k, alpha,
           beta, c, ldc);
+    if (dot)
+      return multiply_dot<kAvx2DotRows, kAvx2DotCols>(dot_tile_avx2_4x3, a_rows, b_cols, m, n, k,
+                                                      alpha, beta, c, ldc);
     return multiply<float, kAvx2Rows, kAvx2Cols>({micro_kernel_avx2_6x16, micro_kernel_avx2_6x8},
                                                  a_rows, b_cols, m, n, k, alpha, beta, c, ldc);
   } else {
@@ -390,6 +402,8 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
                              a_rows, b_cols, m, n, k, alpha, beta, c, ldc);
   }
 }
+
+const char* gemm_float_kernels() { return gemm_detail::cpu_has_avx512() ? "avx512" : "avx2"; }
 
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
                           const float*, int64_t, float, float*, int64_t);

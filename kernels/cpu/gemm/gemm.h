@@ -4,10 +4,10 @@
 //
 // Row-major. op(A) = A, stored m x k with row stride lda >= k, or (trans_a) A^T with A
 // stored k x m, lda >= m; likewise B. beta == 0 means C is only written, never read (it may
-// hold NaN). float runs a packed, cache-blocked, register-blocked SIMD kernel (on AVX-512,
-// products with only B transposed, few rows and a deep sum, backward weight's shape, run
-// dot-product tiles that read A and B in place instead); double runs the packed blocking with
-// a portable micro-kernel (the precision the gradient checks use).
+// hold NaN). float runs a packed, cache-blocked, register-blocked SIMD kernel (products with
+// only B transposed, few rows and a deep sum, backward weight's shape, run dot-product tiles
+// that read A and B in place instead); double runs the packed blocking with a portable
+// micro-kernel (the precision the gradient checks use).
 // Large products are split over the CPU thread pool.
 #pragma once
 
@@ -18,5 +18,10 @@ namespace bareyolo::cpu {
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
           int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
+
+// The instruction set of the float kernels gemm runs on this CPU: "avx512" or "avx2". Their
+// order of additions differs, so float results are bit for bit the same only between CPUs
+// that give the same answer here (a test comparing with results written elsewhere asks).
+const char* gemm_float_kernels();
 
 }  // namespace bareyolo::cpu

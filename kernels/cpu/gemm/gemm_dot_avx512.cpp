@@ -18,6 +18,8 @@ namespace bareyolo::cpu::gemm_detail {
 
 namespace {
 
+constexpr int kRows = kAvx512DotRows, kCols = kAvx512DotCols;
+
 // Per 128-bit lane: (a0 + a2, b0 + b2, a1 + a3, b1 + b3).
 __attribute__((target("avx512f"), always_inline)) inline __m512 pair_sums(__m512 a, __m512 b) {
   return _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
@@ -30,8 +32,8 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 quad_sums(__m512
   return _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));  // a float add
 }
 
-// acc[i * kDotCols + j] += a[i][p + l] * b[j][p + l] in lane l, for the lanes in mask.
-// One B vector at a time against the kDotRows A vectors: 24 accumulators, 4 A vectors and
+// acc[i * kCols + j] += a[i][p + l] * b[j][p + l] in lane l, for the lanes in mask.
+// One B vector at a time against the kRows A vectors: 24 accumulators, 4 A vectors and
 // one B vector take 29 of the 32 registers. The empty asm statements pin each loaded vector
 // in a register: without them GCC folds the loads into the FMAs as memory operands and
 // loads every vector once per use, which made the loop load-bound.
@@ -39,19 +41,19 @@ __attribute__((target("avx512f"), always_inline)) inline void dot_step(const flo
                                                                        const float* const* b,
                                                                        int64_t p, __mmask16 mask,
                                                                        __m512* acc) {
-  __m512 av[kDotRows];
+  __m512 av[kRows];
 #pragma GCC unroll 4
-  for (int i = 0; i < kDotRows; ++i) {
+  for (int i = 0; i < kRows; ++i) {
     av[i] = _mm512_maskz_loadu_ps(mask, a[i] + p);
     asm("" : "+v"(av[i]));
   }
 #pragma GCC unroll 6
-  for (int j = 0; j < kDotCols; ++j) {
+  for (int j = 0; j < kCols; ++j) {
     __m512 bv = _mm512_maskz_loadu_ps(mask, b[j] + p);
     asm("" : "+v"(bv));
 #pragma GCC unroll 4
-    for (int i = 0; i < kDotRows; ++i)
-      acc[i * kDotCols + j] = _mm512_fmadd_ps(av[i], bv, acc[i * kDotCols + j]);
+    for (int i = 0; i < kRows; ++i)
+      acc[i * kCols + j] = _mm512_fmadd_ps(av[i], bv, acc[i * kCols + j]);
   }
 }
 
@@ -82,12 +84,12 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 lane_totals(cons
 __attribute__((target("avx512f"))) void dot_tile_avx512_4x6(int64_t kc, const float* const* a_rows,
                                                             const float* const* b_rows,
                                                             float* sums) {
-  constexpr int kTiles = kDotRows * kDotCols;
+  constexpr int kTiles = kRows * kCols;
   static_assert(kTiles == 24, "the reduction below handles 16 + 8 accumulators");
-  const float* a[kDotRows];
-  const float* b[kDotCols];
-  for (int i = 0; i < kDotRows; ++i) a[i] = a_rows[i];
-  for (int j = 0; j < kDotCols; ++j) b[j] = b_rows[j];
+  const float* a[kRows];
+  const float* b[kCols];
+  for (int i = 0; i < kRows; ++i) a[i] = a_rows[i];
+  for (int j = 0; j < kCols; ++j) b[j] = b_rows[j];
   __m512 acc[kTiles];
 #pragma GCC unroll 24
   for (int t = 0; t < kTiles; ++t) acc[t] = _mm512_setzero_ps();

@@ -38,13 +38,21 @@ void micro_kernel_avx512_8x32(int64_t kc, const float* a_panel, const float* b_p
 void micro_kernel_avx512_8x16(int64_t kc, const float* a_panel, const float* b_panel, float alpha,
                               float beta, float* c, int64_t ldc);
 
-// The dot-product tile, for C = op(A) * op(B) where the rows of op(A) and the columns of
-// op(B) are both contiguous over p (gemm(false, true, ...): backward weight, dW += dY col^T),
-// so that neither needs packing: sums[i * kDotCols + j] = sum over p < kc of
+// A dot-product tile, for C = op(A) * op(B) where the rows of op(A) and the columns of op(B)
+// are both contiguous over p (gemm(false, true, ...): backward weight, dW += dY col^T), so
+// that neither needs packing: for a tile of R x Q, sums[i * Q + j] = sum over p < kc of
 // a_rows[i][p] * b_rows[j][p], each sum reduced in a fixed order that depends on kc alone.
+using DotTile = void (*)(int64_t kc, const float* const* a_rows, const float* const* b_rows,
+                         float* sums);
+
 // AVX-512F, 4 x 6: 24 zmm accumulators, 10 vector loads per 24 FMAs.
-inline constexpr int kDotRows = 4, kDotCols = 6;
+inline constexpr int kAvx512DotRows = 4, kAvx512DotCols = 6;
 void dot_tile_avx512_4x6(int64_t kc, const float* const* a_rows, const float* const* b_rows,
                          float* sums);
+
+// AVX2 + FMA, 4 x 3: 12 ymm accumulators, 7 vector loads per 12 FMAs.
+inline constexpr int kAvx2DotRows = 4, kAvx2DotCols = 3;
+void dot_tile_avx2_4x3(int64_t kc, const float* const* a_rows, const float* const* b_rows,
+                       float* sums);
 
 }  // namespace bareyolo::cpu::gemm_detail
