@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "engine/backward_scratch.h"
 #include "engine/mixed_precision.h"
 #include "engine/tensor_factories.h"
 #include "engine/trace.h"
@@ -105,17 +106,65 @@ static int64_t first_channel_in_concat(const std::vector<int>& concat_inputs, in
   return channel;
 }
 
-// Training: every node keeps an output and a gradient buffer. They are assigned from the
-// last node to the first, so a Concat's buffers exist before its producers take slices.
+// Training: every storage owner keeps its own output buffer (backward reads each node's
+// inputs). Gradients share buffers: an owner's gradient is live during backward only, from
+// the backward of the last node reading any part of it (which adds the first contribution;
+// a graph output's from the start) down to the backward of the first node it holds (the last
+// to read it). Owners, in backward order of their first write, take the smallest buffer big
+// enough whose tenant's last reader has already run, else a new one; each is zeroed just
+// before its first write (zero_before_). Buffers are assigned from the last node to the
+// first, so a Concat's exist before its producers take slices.
 void Graph::plan_training(const Tensor& input) {
-  for (int index = size() - 1; index >= 0; --index) {
-    Node& node = nodes_[size_t(index)];
-    if (node.concat_consumer == -1) {
-      node.output = Tensor::empty(node.shape, input.device(), input.dtype());
-      node.grad = Tensor::empty(node.shape, input.device(), input.dtype());
-      activation_buffers_.push_back(node.output);
-      continue;
+  const int n = size();
+  std::vector<int> first_write(size_t(n), -1), last_read(size_t(n), n);
+  for (int index = 0; index < n; ++index) {
+    const int owner = storage_owner(index);
+    last_read[size_t(owner)] = std::min(last_read[size_t(owner)], index);
+    for (int in : nodes_[size_t(index)].inputs)
+      if (in != kGraphInput)
+        first_write[size_t(storage_owner(in))] =
+            std::max(first_write[size_t(storage_owner(in))], index);
+  }
+  for (int output : outputs_) first_write[size_t(storage_owner(output))] = n;
+
+  struct Buffer {
+    Tensor storage;
+    int free_below;  // its tenant's last reader: free for a gradient first written below it
+  };
+  std::vector<Buffer> buffers;
+  std::vector<int> owners;
+  for (int index = 0; index < n; ++index)
+    if (nodes_[size_t(index)].concat_consumer == -1) {
+      owners.push_back(index);
+      // Read by no node and no graph output: zero from the start of its own backward.
+      first_write[size_t(index)] = std::max(first_write[size_t(index)], last_read[size_t(index)]);
     }
+  std::sort(owners.begin(), owners.end(),
+            [&](int a, int b) { return first_write[size_t(a)] > first_write[size_t(b)]; });
+  zero_before_.assign(size_t(n) + 1, {});
+  for (int owner : owners) {
+    Node& node = nodes_[size_t(owner)];
+    node.output = Tensor::empty(node.shape, input.device(), input.dtype());
+    activation_buffers_.push_back(node.output);
+    Buffer* best = nullptr;
+    for (Buffer& b : buffers)
+      if (b.free_below > first_write[size_t(owner)] && b.storage.numel() >= node.shape.numel() &&
+          (!best || b.storage.numel() < best->storage.numel()))
+        best = &b;
+    if (!best) {
+      buffers.push_back(
+          {Tensor::empty({1, 1, 1, node.shape.numel()}, input.device(), input.dtype()), n + 1});
+      best = &buffers.back();
+    }
+    best->free_below = last_read[size_t(owner)];
+    node.grad = best->storage.prefix(node.shape);
+    zero_before_[size_t(first_write[size_t(owner)])].push_back(owner);
+  }
+  gradient_buffers_.clear();
+  for (Buffer& b : buffers) gradient_buffers_.push_back(b.storage);
+  for (int index = n - 1; index >= 0; --index) {
+    Node& node = nodes_[size_t(index)];
+    if (node.concat_consumer == -1) continue;
     const Node& concat = nodes_[size_t(node.concat_consumer)];
     const int64_t channel = first_channel_in_concat(
         concat.inputs, index, [&](int i) { return nodes_[size_t(i)].shape.c; });
@@ -186,6 +235,12 @@ int64_t Graph::planned_activation_elements() const {
   return total;
 }
 
+int64_t Graph::planned_gradient_elements() const {
+  int64_t total = 0;
+  for (const Tensor& t : gradient_buffers_) total += t.numel();
+  return total;
+}
+
 std::vector<Tensor> Graph::input_tensors(const Node& node, const Tensor& graph_input) const {
   std::vector<Tensor> tensors;
   for (int i : node.inputs)
@@ -227,8 +282,7 @@ void Graph::backward(const std::vector<Tensor>& grad_outputs,
     throw std::logic_error(
         "Graph::backward after an evaluation forward: run forward in "
         "Mode::train first");
-  for (Node& node : nodes_)
-    if (node.concat_consumer == -1) node.grad.zero();  // a slice is zeroed with its Concat
+  for (int owner : zero_before_[size_t(size())]) nodes_[size_t(owner)].grad.zero();
   for (size_t k = 0; k < outputs_.size(); ++k) {
     Tensor& grad = nodes_[static_cast<size_t>(outputs_[k])].grad;
     grad.copy_from(grad_outputs[k]);
@@ -237,6 +291,9 @@ void Graph::backward(const std::vector<Tensor>& grad_outputs,
 
   for (int index = size() - 1; index >= 0; --index) {
     Node& node = nodes_[static_cast<size_t>(index)];
+    // The gradients this node's backward is the first to add into (a slice is zeroed with its
+    // Concat).
+    for (int owner : zero_before_[size_t(index)]) nodes_[size_t(owner)].grad.zero();
     if (node.module) {
       const trace::Range traced(trace::Track::compute, "backward", node.label);
       std::vector<Tensor> grad_inputs;  // undefined for the graph input: no gradient wanted
@@ -269,7 +326,9 @@ void Graph::release_activations() {
   }
   output_tensors_.clear();
   activation_buffers_.clear();
+  gradient_buffers_.clear();
   input_ = rounded_input_ = Tensor();
+  release_backward_scratch();
   planned_shape_ = {};
 }
 

@@ -7,14 +7,16 @@
 // same for the gradients. So a Concat costs no copy forward and no work backward — its
 // consumers' backward adds into the slices, which ARE the producers' gradients.
 //
-// Memory: in training every output is kept (backward reads each node's inputs). In
-// evaluation an output is kept only until its last reader has run: outputs share a few
-// buffers, each reused once its previous tenant is dead (a greedy plan over live ranges).
+// Memory: in training every output is kept (backward reads each node's inputs), and the
+// gradients share a few buffers: a node's gradient lives from the backward of its last reader
+// to its own backward. In evaluation an output is kept only until its last reader has run:
+// outputs share a few buffers. Both are a greedy plan over live ranges, each buffer reused once
+// its previous tenant is dead.
 //
-// Backward accumulates: every gradient buffer is zeroed first, each node adds into its
-// inputs' gradients. When node i's backward returns, the gradients of its parameters are
-// final (a parameter belongs to one node), and the graph says so through the callback: the
-// distributed reducer starts all-reducing them while the rest of backward runs.
+// Backward accumulates: a gradient buffer is zeroed just before the first backward that adds
+// into it, each node adds into its inputs' gradients. When node i's backward returns, the gradients
+// of its parameters are final (a parameter belongs to one node), and the graph says so through the
+// callback: the distributed reducer starts all-reducing them while the rest of backward runs.
 #pragma once
 
 #include <functional>
@@ -56,8 +58,10 @@ class Graph {
   const Tensor& output_of(int node) const { return nodes_.at(static_cast<size_t>(node)).output; }
   // Drops every activation and gradient buffer (before evaluation at another size, say).
   void release_activations();
-  // Elements held by the planned activation buffers (for tests of the evaluation plan).
+  // Elements held by the planned activation buffers (the outputs) and, in training, gradient
+  // buffers (for tests of the plans).
   int64_t planned_activation_elements() const;
+  int64_t planned_gradient_elements() const;
   // Mixed precision (engine/mixed_precision.h): every module stores bf16 values, and so does the
   // graph — its input, each node's output after forward, each gradient a node's backward wrote.
   void set_mixed_precision(bool on);
@@ -98,6 +102,10 @@ class Graph {
   bool keep_all_outputs_ = false;
   bool mixed_precision_ = false;
   std::vector<Tensor> activation_buffers_;  // the distinct buffers of the current plan
+  std::vector<Tensor> gradient_buffers_;    // training: the buffers the gradients share
+  // Training: zero_before_[i] lists the owners whose gradient is zeroed just before node i's
+  // backward; zero_before_[size()] those zeroed before it starts (the graph outputs').
+  std::vector<std::vector<int>> zero_before_;
 };
 
 }  // namespace bareyolo

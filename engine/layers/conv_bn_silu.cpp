@@ -3,11 +3,13 @@
 // Forward keeps the convolution output (BN's backward needs it) and the BN output (SiLU's
 // backward needs its input): BN's apply and SiLU are one fused op (BatchNorm2d::forward_silu;
 // one pass on a GPU). Backward runs them in reverse, adding into a zeroed gradient of the
-// convolution's output, SiLU's backward inside BN's (BatchNorm2d::backward_silu).
+// convolution's output (a slot of the backward scratch stack, engine/backward_scratch.h),
+// SiLU's backward inside BN's (BatchNorm2d::backward_silu).
 #include "engine/layers/conv_bn_silu.h"
 
 #include <array>
 
+#include "engine/backward_scratch.h"
 #include "engine/mixed_precision.h"
 #include "engine/tensor_factories.h"
 
@@ -35,11 +37,11 @@ void ConvBnSilu::forward(std::span<const Tensor> inputs, Tensor& output, Mode mo
 
 void ConvBnSilu::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
                           std::span<Tensor> grad_inputs) {
-  ensure_tensor(grad_conv_out_, conv_out_.shape(), conv_out_);
-  grad_conv_out_.zero();
-  bn_.backward_silu(conv_out_, bn_out_, grad_output, grad_conv_out_);
-  store_as_bf16(mixed_precision_, grad_conv_out_);
-  conv_.backward(inputs, conv_out_, grad_conv_out_, grad_inputs);
+  BackwardScratch scratch;
+  Tensor grad_conv_out = scratch.zeros(conv_out_.shape(), conv_out_);
+  bn_.backward_silu(conv_out_, bn_out_, grad_output, grad_conv_out);
+  store_as_bf16(mixed_precision_, grad_conv_out);
+  conv_.backward(inputs, conv_out_, grad_conv_out, grad_inputs);
 }
 
 void ConvBnSilu::collect_state(const std::string& prefix, std::vector<StateEntry>& state) {
@@ -48,7 +50,7 @@ void ConvBnSilu::collect_state(const std::string& prefix, std::vector<StateEntry
 }
 
 void ConvBnSilu::release_activations() {
-  conv_out_ = bn_out_ = grad_conv_out_ = Tensor();
+  conv_out_ = bn_out_ = Tensor();
   conv_.release_activations();
 }
 

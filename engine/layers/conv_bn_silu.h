@@ -35,7 +35,6 @@ class ConvBnSilu : public Module {
   Conv2d conv_;
   BatchNorm2d bn_;
   Tensor conv_out_, bn_out_;  // kept from forward for backward
-  Tensor grad_conv_out_;      // scratch of backward
   bool mixed_precision_ = false;
 };
 

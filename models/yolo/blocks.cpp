@@ -1,10 +1,12 @@
-// models/yolo/blocks.cpp — see blocks.h. Each backward walks its forward in reverse; gradient
-// scratch buffers are zeroed first because every backward op adds into them.
+// models/yolo/blocks.cpp — see blocks.h. Each backward walks its forward in reverse; its
+// gradients between children come zeroed (every backward op adds into them) from the backward
+// scratch stack (engine/backward_scratch.h), held only while the block's backward runs.
 #include "models/yolo/blocks.h"
 
 #include <array>
 #include <stdexcept>
 
+#include "engine/backward_scratch.h"
 #include "engine/tensor_factories.h"
 
 namespace bareyolo::models {
@@ -20,11 +22,6 @@ void accumulate(const Tensor& src, Tensor& dst) {
   with_float_type(dst.dtype(), [&]<class T>() {
     ops::add_forward<T>(dst.view<T>(), src.view<T>(), dst.view<T>());
   });
-}
-
-void zeroed(Tensor& t, Shape4 shape, const Tensor& like) {
-  ensure_tensor(t, shape, like);
-  t.zero();
 }
 }  // namespace
 
@@ -51,9 +48,10 @@ void Bottleneck::backward(std::span<const Tensor> inputs, const Tensor&, const T
                           std::span<Tensor> grad_inputs) {
   // With the shortcut, d out / d x has an identity term: the gradient passes straight through.
   if (add_input_) accumulate(grad_output, grad_inputs[0]);
-  zeroed(grad_hidden_, hidden_.shape(), hidden_);
-  cv2_->backward(std::span(&hidden_, 1), Tensor(), grad_output, std::span(&grad_hidden_, 1));
-  cv1_->backward(inputs, hidden_, grad_hidden_, grad_inputs);
+  BackwardScratch scratch;
+  Tensor grad_hidden = scratch.zeros(hidden_.shape(), hidden_);
+  cv2_->backward(std::span(&hidden_, 1), Tensor(), grad_output, std::span(&grad_hidden, 1));
+  cv1_->backward(inputs, hidden_, grad_hidden, grad_inputs);
 }
 
 void Bottleneck::collect_state(const std::string& prefix, std::vector<StateEntry>& state) {
@@ -67,7 +65,7 @@ void Bottleneck::for_each_child(const std::function<void(Module&)>& visit) {
 }
 
 void Bottleneck::release_activations() {
-  hidden_ = grad_hidden_ = Tensor();
+  hidden_ = Tensor();
   cv1_->release_activations();
   cv2_->release_activations();
 }
@@ -109,17 +107,25 @@ void C3::forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) {
 void C3::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
                   std::span<Tensor> grad_inputs) {
   const int64_t c = hidden_channels_;
-  zeroed(grad_cat_, cat_.shape(), cat_);
-  grad_stages_.resize(stages_.size());
-  for (size_t i = 0; i + 1 < stages_.size(); ++i) zeroed(grad_stages_[i], stages_[i].shape(), cat_);
-  grad_stages_.back() = grad_cat_.channels(0, c);
-
-  cv3_->backward(std::span(&cat_, 1), Tensor(), grad_output, std::span(&grad_cat_, 1));
-  cv2_->backward(inputs, Tensor(), grad_cat_.channels(c, 2 * c), grad_inputs);
-  for (size_t i = m_.size(); i-- > 0;)
-    m_[i]->backward(std::span(&stages_[i], 1), stages_[i + 1], grad_stages_[i + 1],
-                    std::span(&grad_stages_[i], 1));
-  cv1_->backward(inputs, stages_[0], grad_stages_[0], grad_inputs);
+  BackwardScratch scratch;
+  Tensor grad_cat = scratch.zeros(cat_.shape(), cat_);
+  cv3_->backward(std::span(&cat_, 1), Tensor(), grad_output, std::span(&grad_cat, 1));
+  cv2_->backward(inputs, Tensor(), grad_cat.channels(c, 2 * c), grad_inputs);
+  // Stage i's gradient is complete once m_[i] has run and dead once m_[i - 1] has: two
+  // buffers serve every stage in turn.
+  Tensor grad_stage = grad_cat.channels(0, c);
+  Tensor spare[2];
+  for (size_t i = m_.size(); i-- > 0;) {
+    Tensor& grad_input = spare[i % 2];
+    if (!grad_input.defined())
+      grad_input = scratch.zeros(stages_[i].shape(), cat_);
+    else
+      grad_input.zero();
+    m_[i]->backward(std::span(&stages_[i], 1), stages_[i + 1], grad_stage,
+                    std::span(&grad_input, 1));
+    grad_stage = grad_input;
+  }
+  cv1_->backward(inputs, stages_[0], grad_stage, grad_inputs);
 }
 
 void C3::collect_state(const std::string& prefix, std::vector<StateEntry>& state) {
@@ -137,8 +143,7 @@ void C3::for_each_child(const std::function<void(Module&)>& visit) {
 
 void C3::release_activations() {
   stages_.clear();
-  grad_stages_.clear();
-  cat_ = grad_cat_ = Tensor();
+  cat_ = Tensor();
   for (auto* conv : {cv1_.get(), cv2_.get(), cv3_.get()}) conv->release_activations();
   for (auto& bottleneck : m_) bottleneck->release_activations();
 }
@@ -174,16 +179,17 @@ void SPPF::forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) {
 void SPPF::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
                     std::span<Tensor> grad_inputs) {
   const int64_t c = hidden_channels_;
-  zeroed(grad_cat_, cat_.shape(), cat_);
-  cv2_->backward(std::span(&cat_, 1), Tensor(), grad_output, std::span(&grad_cat_, 1));
+  BackwardScratch scratch;
+  Tensor grad_cat = scratch.zeros(cat_.shape(), cat_);
+  cv2_->backward(std::span(&cat_, 1), Tensor(), grad_output, std::span(&grad_cat, 1));
   with_float_type(grad_output.dtype(), [&]<class T>() {
     // Slice k+1's gradient is complete once the pools reading it are done: walk back.
     for (int64_t k = 3; k-- > 0;)
       ops::maxpool2d_backward<T>(cat_.channels(k * c, (k + 1) * c).view<T>(),
-                                 grad_cat_.channels((k + 1) * c, (k + 2) * c).view<T>(), pool_,
-                                 grad_cat_.channels(k * c, (k + 1) * c).view<T>());
+                                 grad_cat.channels((k + 1) * c, (k + 2) * c).view<T>(), pool_,
+                                 grad_cat.channels(k * c, (k + 1) * c).view<T>());
   });
-  cv1_->backward(inputs, Tensor(), grad_cat_.channels(0, c), grad_inputs);
+  cv1_->backward(inputs, Tensor(), grad_cat.channels(0, c), grad_inputs);
 }
 
 void SPPF::collect_state(const std::string& prefix, std::vector<StateEntry>& state) {
@@ -197,7 +203,7 @@ void SPPF::for_each_child(const std::function<void(Module&)>& visit) {
 }
 
 void SPPF::release_activations() {
-  cat_ = grad_cat_ = Tensor();
+  cat_ = Tensor();
   cv1_->release_activations();
   cv2_->release_activations();
 }

@@ -45,7 +45,7 @@ class Bottleneck : public Module {
  private:
   std::unique_ptr<ConvBnSilu> cv1_, cv2_;
   bool add_input_;
-  Tensor hidden_, grad_hidden_;
+  Tensor hidden_;
 };
 
 class C3 : public Module {
@@ -65,8 +65,8 @@ class C3 : public Module {
   std::unique_ptr<ConvBnSilu> cv1_, cv2_, cv3_;
   std::vector<std::unique_ptr<Bottleneck>> m_;
   // stages_[0] = cv1(x); stages_[i + 1] = m_[i](stages_[i]), the last being a slice of cat_.
-  std::vector<Tensor> stages_, grad_stages_;
-  Tensor cat_, grad_cat_;
+  std::vector<Tensor> stages_;
+  Tensor cat_;
 };
 
 class SPPF : public Module {
@@ -85,7 +85,7 @@ class SPPF : public Module {
   int hidden_channels_;
   ops::Pool2dParams pool_;
   std::unique_ptr<ConvBnSilu> cv1_, cv2_;
-  Tensor cat_, grad_cat_;  // [x1, pool(x1), pool^2(x1), pool^3(x1)] and its gradient
+  Tensor cat_;  // [x1, pool(x1), pool^2(x1), pool^3(x1)]
 };
 
 }  // namespace bareyolo::models

@@ -1,6 +1,7 @@
 // tests/unit/graph.cpp — the static graph: zero-copy Concat (producers write into slices of
-// the Concat's buffer), backward through a DAG with a tensor read twice, the per-node
-// callback order, and clear errors for malformed graphs.
+// the Concat's buffer), backward through a DAG with a tensor read twice, gradients sharing
+// buffers where their live ranges allow, the per-node callback order, and clear errors for
+// malformed graphs.
 #include "engine/graph.h"
 #include "engine/layers/conv_bn_silu.h"
 #include "engine/layers/upsample.h"
@@ -11,22 +12,24 @@ using namespace bareyolo::testing;
 
 namespace {
 
-// input -> a (conv s2) -> b (conv) -> up (x2) ; cat(b, a) -> c (conv) ; outputs: c, up
-// `a` is read twice (by b and by the Concat): its gradient gets both contributions.
-Graph small_graph(DType dtype) {
+// input -> a (conv s2) -> [chain] -> b (conv) -> up (x2) ; cat(b, a) -> c (conv) ;
+// outputs: c, up. `a` is read twice (by the chain or b, and by the Concat): its gradient gets
+// both contributions. The chain is `chain` 4-channel convolutions (1x1 and 3x3 in turn).
+Graph small_graph(DType dtype, int chain = 0) {
   std::mt19937_64 init(5);
   Graph g;
-  int a =
-      g.add("model.0.", {Graph::kGraphInput},
-            std::make_unique<ConvBnSilu>(3, 4, 3, 2, -1, kYolov5Bn, init, Device::cpu(), dtype));
-  int b =
-      g.add("model.1.", {a},
-            std::make_unique<ConvBnSilu>(4, 5, 1, 1, -1, kYolov5Bn, init, Device::cpu(), dtype));
+  auto conv = [&](int c_in, int c_out, int kernel, int stride) {
+    return std::make_unique<ConvBnSilu>(c_in, c_out, kernel, stride, -1, kYolov5Bn, init,
+                                        Device::cpu(), dtype);
+  };
+  int a = g.add("model.0.", {Graph::kGraphInput}, conv(3, 4, 3, 2));
+  int last = a;
+  for (int i = 0; i < chain; ++i)
+    last = g.add("chain." + std::to_string(i) + ".", {last}, conv(4, 4, i % 2 ? 3 : 1, 1));
+  int b = g.add("model.1.", {last}, conv(4, 5, 1, 1));
   int up = g.add("model.2.", {b}, std::make_unique<Upsample>());
   int cat = g.add_concat("model.3.", {b, a});
-  int c =
-      g.add("model.4.", {cat},
-            std::make_unique<ConvBnSilu>(9, 2, 3, 1, -1, kYolov5Bn, init, Device::cpu(), dtype));
+  int c = g.add("model.4.", {cat}, conv(9, 2, 3, 1));
   g.set_outputs({c, up});
   return g;
 }
@@ -97,6 +100,28 @@ TEST_CASE("graph backward matches finite differences through a shared tensor and
   Rng rng(72);
   GraphUnderTest net(small_graph(DType::f64));
   check_module_gradients(net, {{2, 3, 6, 5}}, Mode::train, rng, /*input_gradients=*/false);
+}
+
+// With a chain of three between a and b: up's gradient is dead once up's backward has run,
+// so chain.2's (first written by b's backward, which runs next) takes its buffer, and chain.0's
+// (first written by chain.1's backward) takes it again after chain.2's own backward; chain.1's
+// overlaps both and needs a buffer of its own. Backward must still be exact.
+TEST_CASE("graph gradients share buffers whose live ranges do not overlap") {
+  Graph g = small_graph(DType::f32, 3);
+  Rng rng(74);
+  const Shape4 input{2, 3, 6, 5};
+  Tensor x = Tensor::from_vector(random_vector<float>(rng, input.numel()), input);
+  g.forward(x, Mode::train);
+  // Owners of a gradient buffer: every node but a and b (slices of the Concat's).
+  const std::vector<Shape4> shapes = g.shapes(input);
+  int64_t one_each = 0;
+  for (int node = 0; node < g.size(); ++node)
+    if (g.name(node) != "model.0." && g.name(node) != "model.1.") one_each += shapes[node].numel();
+  const int64_t chain_map = shapes[1].numel();
+  CHECK(g.planned_gradient_elements() == one_each - 2 * chain_map);
+
+  GraphUnderTest net(small_graph(DType::f64, 3));
+  check_module_gradients(net, {input}, Mode::train, rng, /*input_gradients=*/false);
 }
 
 TEST_CASE("graph reports each node after its backward in reverse order") {
