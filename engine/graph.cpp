@@ -78,6 +78,7 @@ void Graph::plan(const Tensor& input, Mode mode) {
   const std::vector<Shape4> node_shapes = shapes(input.shape());
   for (size_t i = 0; i < nodes_.size(); ++i) nodes_[i].shape = node_shapes[i];
   activation_buffers_.clear();
+  gradient_buffers_.clear();  // an evaluation plan has none: free the training plan's
   if (mode == Mode::train || keep_all_outputs_)
     plan_training(input);
   else
@@ -160,7 +161,6 @@ void Graph::plan_training(const Tensor& input) {
     node.grad = best->storage.prefix(node.shape);
     zero_before_[size_t(first_write[size_t(owner)])].push_back(owner);
   }
-  gradient_buffers_.clear();
   for (Buffer& b : buffers) gradient_buffers_.push_back(b.storage);
   for (int index = n - 1; index >= 0; --index) {
     Node& node = nodes_[size_t(index)];

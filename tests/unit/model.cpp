@@ -197,6 +197,9 @@ TEST_CASE("training shares gradient buffers between layers") {
   // Concats keep their gradients live across most of backward.
   CHECK(gradients > 0);
   CHECK(gradients < outputs * 7 / 10);
+  // Validation between epochs plans for evaluation, which needs no gradients: they are freed.
+  model.forward(images, Mode::eval);
+  CHECK(model.graph().planned_gradient_elements() == 0);
 }
 
 TEST_CASE("evaluation shares activation buffers and gives the same outputs") {
