@@ -166,29 +166,33 @@ void batchnorm_running_inverse_std(const T* running_var, int64_t channels, doubl
 // Each is, by definition, the composition of the ops it fuses. The CPU gives the
 // composition's exact bits in fewer passes over memory (kernels/cpu/batchnorm_silu.cpp); the
 // one-pass CUDA kernels are tested against it:
-//   batchnorm_silu_apply:  bn = batchnorm_apply(x, ...);  y = silu_forward(bn)  (bn is kept:
-//                          SiLU's backward reads it)
-//   batchnorm_silu_backward_<op>(x, bn, dy, ...):  batchnorm_backward_<op>(x, dbn, ...) with
-//                          dbn = silu_backward(bn, dy), the gradient SiLU passes to BN, which
-//                          the GPU computes inside BN's passes instead of storing it.
+//   batchnorm_silu_apply:  y = silu_forward(batchnorm_apply(x, mean, invstd, gamma, beta))
+//   batchnorm_silu_backward_<op>(x, dy, ...):  batchnorm_backward_<op>(x, dbn, ...) with
+//                          dbn = silu_backward(bn, dy), the gradient SiLU passes to BN, and
+//                          bn = batchnorm_apply(x, ...) with the statistics the op is given
+//                          (the forward's). bn is computed again rather than kept from forward:
+//                          one multiply-add per value, against an activation-sized tensor held
+//                          for every layer from forward to backward. dbn is never stored either
+//                          on the GPU, which computes both inside BN's passes.
 template <class T>
 void batchnorm_silu_apply(View<const T> x, const T* mean, const T* invstd, const T* gamma,
-                          const T* beta, View<T> bn, View<T> y);
+                          const T* beta, View<T> y);
 template <class T>
-void batchnorm_silu_backward_reduce(View<const T> x, View<const T> bn, View<const T> dy,
-                                    const T* mean, const T* invstd, T* sum_dy, T* sum_dy_xhat);
+void batchnorm_silu_backward_reduce(View<const T> x, View<const T> dy, const T* mean,
+                                    const T* invstd, const T* gamma, const T* beta, T* sum_dy,
+                                    T* sum_dy_xhat);
 template <class T>
-void batchnorm_silu_backward_apply(View<const T> x, View<const T> bn, View<const T> dy,
-                                   const T* mean, const T* invstd, const T* gamma, const T* sum_dy,
+void batchnorm_silu_backward_apply(View<const T> x, View<const T> dy, const T* mean,
+                                   const T* invstd, const T* gamma, const T* beta, const T* sum_dy,
                                    const T* sum_dy_xhat, int64_t count, View<T> dx);
 template <class T>
-void batchnorm_silu_backward_train(View<const T> x, View<const T> bn, View<const T> dy,
-                                   const T* gamma, const T* save_mean, const T* save_invstd,
-                                   View<T> dx, T* dgamma, T* dbeta);
+void batchnorm_silu_backward_train(View<const T> x, View<const T> dy, const T* gamma, const T* beta,
+                                   const T* save_mean, const T* save_invstd, View<T> dx, T* dgamma,
+                                   T* dbeta);
 template <class T>
-void batchnorm_silu_backward_eval(View<const T> x, View<const T> bn, View<const T> dy,
-                                  const T* gamma, const T* running_mean, const T* running_var,
-                                  BatchNormParams p, View<T> dx, T* dgamma, T* dbeta);
+void batchnorm_silu_backward_eval(View<const T> x, View<const T> dy, const T* gamma, const T* beta,
+                                  const T* running_mean, const T* running_var, BatchNormParams p,
+                                  View<T> dx, T* dgamma, T* dbeta);
 
 // ---- optimizer ------------------------------------------------------------------------
 // These work on flat buffers (views of shape (1, 1, 1, count)): a whole parameter arena in one

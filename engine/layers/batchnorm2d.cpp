@@ -132,7 +132,7 @@ void BatchNorm2d::forward_train_synced(const Tensor& x, Tensor& y) {
                           gamma_.view<T>().data, beta_.view<T>().data, y.view<T>());
 }
 
-void BatchNorm2d::forward_silu(const Tensor& x, Tensor& normalized, Tensor& output, Mode mode) {
+void BatchNorm2d::forward_silu(const Tensor& x, Tensor& output, Mode mode) {
   last_mode_ = mode;
   with_float_type(gamma_.dtype(), [&]<class T>() {
     const T* mean = save_mean_.view<T>().data;
@@ -155,33 +155,34 @@ void BatchNorm2d::forward_silu(const Tensor& x, Tensor& normalized, Tensor& outp
     }
     // On a GPU kernels run in stream order: running_invstd's block is reused only by later work.
     ops::batchnorm_silu_apply<T>(x.view<T>(), mean, invstd, gamma_.view<T>().data,
-                                 beta_.view<T>().data, normalized.view<T>(), output.view<T>());
+                                 beta_.view<T>().data, output.view<T>());
   });
 }
 
-void BatchNorm2d::backward_silu(const Tensor& x, const Tensor& normalized,
-                                const Tensor& grad_output, Tensor& grad_input) {
+void BatchNorm2d::backward_silu(const Tensor& x, const Tensor& grad_output, Tensor& grad_input) {
   with_float_type(gamma_.dtype(), [&]<class T>() {
-    const View<const T> xv = x.view<T>(), bn = normalized.view<T>(), dy = grad_output.view<T>();
+    const View<const T> xv = x.view<T>(), dy = grad_output.view<T>();
     const T* mean = save_mean_.view<T>().data;
     const T* invstd = save_invstd_.view<T>().data;
     const T* gamma = gamma_.view<T>().data;
+    const T* beta = beta_.view<T>().data;
     if (last_mode_ == Mode::train && sync_)
       backward_train_synced<T>(
           x,
           [&](T* sum_dy, T* sum_dy_xhat) {
-            ops::batchnorm_silu_backward_reduce<T>(xv, bn, dy, mean, invstd, sum_dy, sum_dy_xhat);
+            ops::batchnorm_silu_backward_reduce<T>(xv, dy, mean, invstd, gamma, beta, sum_dy,
+                                                   sum_dy_xhat);
           },
           [&](const T* sum_dy, const T* sum_dy_xhat) {
-            ops::batchnorm_silu_backward_apply<T>(xv, bn, dy, mean, invstd, gamma, sum_dy,
+            ops::batchnorm_silu_backward_apply<T>(xv, dy, mean, invstd, gamma, beta, sum_dy,
                                                   sum_dy_xhat, global_count_, grad_input.view<T>());
           });
     else if (last_mode_ == Mode::train)
-      ops::batchnorm_silu_backward_train<T>(xv, bn, dy, gamma, mean, invstd, grad_input.view<T>(),
+      ops::batchnorm_silu_backward_train<T>(xv, dy, gamma, beta, mean, invstd, grad_input.view<T>(),
                                             gamma_grad_.view<T>().data, beta_grad_.view<T>().data);
     else
       ops::batchnorm_silu_backward_eval<T>(
-          xv, bn, dy, gamma, running_mean_.view<T>().data, running_var_.view<T>().data, params_,
+          xv, dy, gamma, beta, running_mean_.view<T>().data, running_var_.view<T>().data, params_,
           grad_input.view<T>(), gamma_grad_.view<T>().data, beta_grad_.view<T>().data);
   });
 }

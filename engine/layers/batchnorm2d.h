@@ -33,15 +33,14 @@ class BatchNorm2d : public Module {
   bool synced() const { return sync_ != nullptr; }
 
   // forward, then SiLU, as the fused op (ops::batchnorm_silu_apply; one pass on a GPU):
-  // `normalized` receives this layer's output (SiLU's backward reads it), `output` SiLU of it.
-  // The statistics are forward's: the batch's, over the ranks when synced, with the running
-  // update, in training; the running ones in evaluation. backward() then applies as usual.
-  void forward_silu(const Tensor& x, Tensor& normalized, Tensor& output, Mode mode);
-  // The backward of forward_silu, fused likewise (ops::batchnorm_silu_backward_*): adds dL/dx
-  // into grad_input from dL/d(SiLU output) and `normalized`; the parameter gradients and
-  // SyncBN's all-reduce as in backward().
-  void backward_silu(const Tensor& x, const Tensor& normalized, const Tensor& grad_output,
-                     Tensor& grad_input);
+  // `output` = SiLU of this layer's output, which is not stored. The statistics are
+  // forward's: the batch's, over the ranks when synced, with the running update, in training;
+  // the running ones in evaluation.
+  void forward_silu(const Tensor& x, Tensor& output, Mode mode);
+  // The backward of forward_silu, fused likewise (ops::batchnorm_silu_backward_*, which
+  // normalise x again for SiLU's backward): adds dL/dx into grad_input from dL/d(SiLU output);
+  // the parameter gradients and SyncBN's all-reduce as in backward().
+  void backward_silu(const Tensor& x, const Tensor& grad_output, Tensor& grad_input);
 
  private:
   // Training statistics over the ranks: save_mean_ / save_invstd_ of the whole batch and the

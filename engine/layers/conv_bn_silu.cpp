@@ -1,8 +1,10 @@
 // engine/layers/conv_bn_silu.cpp — see conv_bn_silu.h.
 //
-// Forward keeps the convolution output (BN's backward needs it) and the BN output (SiLU's
-// backward needs its input): BN's apply and SiLU are one fused op (BatchNorm2d::forward_silu;
-// one pass on a GPU). Backward runs them in reverse, adding into a zeroed gradient of the
+// Forward keeps the convolution output, which BN's backward reads; BN's apply and SiLU are one
+// fused op (BatchNorm2d::forward_silu; one pass on a GPU), and BN's output, SiLU's input, is
+// not kept: the fused backward normalises the kept convolution output again (a multiply-add per
+// value, against a buffer the size of the layer's output held from forward to backward).
+// Backward runs them in reverse, adding into a zeroed gradient of the
 // convolution's output (a slot of the backward scratch stack, engine/backward_scratch.h),
 // SiLU's backward inside BN's (BatchNorm2d::backward_silu).
 #include "engine/layers/conv_bn_silu.h"
@@ -28,10 +30,8 @@ Shape4 ConvBnSilu::output_shape(std::span<const Shape4> inputs) const {
 void ConvBnSilu::forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) {
   const Shape4 shape = output_shape(std::array{inputs[0].shape()});
   ensure_tensor(conv_out_, shape, output);
-  ensure_tensor(bn_out_, shape, output);
   conv_.forward(inputs, conv_out_, mode);
-  bn_.forward_silu(conv_out_, bn_out_, output, mode);
-  store_as_bf16(mixed_precision_, bn_out_);
+  bn_.forward_silu(conv_out_, output, mode);
   store_as_bf16(mixed_precision_, output);
 }
 
@@ -39,7 +39,7 @@ void ConvBnSilu::backward(std::span<const Tensor> inputs, const Tensor&, const T
                           std::span<Tensor> grad_inputs) {
   BackwardScratch scratch;
   Tensor grad_conv_out = scratch.zeros(conv_out_.shape(), conv_out_);
-  bn_.backward_silu(conv_out_, bn_out_, grad_output, grad_conv_out);
+  bn_.backward_silu(conv_out_, grad_output, grad_conv_out);
   store_as_bf16(mixed_precision_, grad_conv_out);
   conv_.backward(inputs, conv_out_, grad_conv_out, grad_inputs);
 }
@@ -50,7 +50,7 @@ void ConvBnSilu::collect_state(const std::string& prefix, std::vector<StateEntry
 }
 
 void ConvBnSilu::release_activations() {
-  conv_out_ = bn_out_ = Tensor();
+  conv_out_ = Tensor();
   conv_.release_activations();
 }
 

@@ -34,7 +34,7 @@ class ConvBnSilu : public Module {
  private:
   Conv2d conv_;
   BatchNorm2d bn_;
-  Tensor conv_out_, bn_out_;  // kept from forward for backward
+  Tensor conv_out_;  // kept from forward for backward
   bool mixed_precision_ = false;
 };
 

@@ -7,16 +7,17 @@
 // passes: forward writes bn, then reads it back from memory for SiLU; backward writes SiLU's
 // gradient dbn for the whole batch (after zeroing it), then reads it twice, in BN's reduce
 // pass and again in its apply pass. Here every op runs channel by channel, one task each
-// (image order inside, so the bits do not depend on the thread count):
-//   apply           per plane: normalise into bn, then SiLU of that plane while it is in L1;
+// (image order inside, so the bits do not depend on the thread count), and bn is never
+// stored: backward normalises x again, plane by plane, into a plane-sized buffer in L1/L2:
+//   apply           per plane: normalise into y, then SiLU of that plane in place;
 //   backward train  dbn of the channel's planes into this thread's buffer (n*h*w values, in
 //                   L2 or L3), its sums, then dx from the same buffer;
 //   backward reduce and apply (SyncBatchNorm's two phases, an all-reduce between them):
 //                   dbn one plane at a time into a plane-sized buffer, computed again in the
 //                   apply phase (one exp per value more, against a whole-tensor buffer);
 //   backward eval   like train, with the running statistics.
-// The CUDA kernels (kernels/cuda/batchnorm.cu) do each in one pass without storing dbn, and are
-// tested against these.
+// The CUDA kernels (kernels/cuda/batchnorm.cu) do each in one pass without storing bn or dbn,
+// and are tested against these.
 #include <algorithm>
 #include <vector>
 
@@ -39,102 +40,111 @@ using cpu::batchnorm::Normalize;
 using cpu::batchnorm::values_per_channel;
 
 template <class T>
-Device check_fused(const char* op, View<const T> x, View<const T> bn, View<const T> dy) {
-  cpu::require_same_shape(op, x, bn);
+Device check_fused(const char* op, View<const T> x, View<const T> dy) {
   cpu::require_same_shape(op, x, dy);
-  return detail::common_device(op, x, bn, dy);
+  return detail::common_device(op, x, dy);
 }
 
-// The thread_scratch tag of SiLU's gradient (dbn).
+// The thread_scratch tags of SiLU's gradient (dbn) and of one plane of bn.
 struct SiluGradientScratch;
+struct NormalizedPlaneScratch;
 
-// dbn = silu_backward(bn, dy) for image i's plane of channel c, into `out`: zeroed first, as
-// the composition's buffer is, because the SiLU span accumulates.
+// dbn = silu_backward(bn, dy) for image i's plane of channel c, into `out`, with bn that plane
+// of x normalised again: zeroed first, as the composition's buffer is, because the SiLU span
+// accumulates.
 template <class T>
-const T* silu_gradient_plane(View<const T> bn, View<const T> dy, int64_t i, int64_t c, T* out) {
-  const int64_t plane = bn.shape.plane();
+const T* silu_gradient_plane(View<const T> x, View<const T> dy, const Normalize<T>& normalize,
+                             int64_t i, int64_t c, T* out) {
+  const int64_t plane = x.shape.plane();
+  T* bn = cpu::thread_scratch<T, NormalizedPlaneScratch>(plane);
+  normalize(x.channel(i, c), bn, plane);
   std::fill(out, out + plane, T(0));
-  cpu::silu_backward_span(bn.channel(i, c), dy.channel(i, c), out, plane);
+  cpu::silu_backward_span(static_cast<const T*>(bn), dy.channel(i, c), out, plane);
   return out;
 }
 
 // Channel c's backward sums over (x, dbn), with dbn of image i written to dbn_plane(i).
 template <class T, class DbnPlane>
-BackwardSums<T> fused_backward_sums(View<const T> x, View<const T> bn, View<const T> dy, int64_t c,
-                                    T mean, T invstd, DbnPlane dbn_plane) {
+BackwardSums<T> fused_backward_sums(View<const T> x, View<const T> dy, int64_t c, T mean, T invstd,
+                                    const Normalize<T>& normalize, DbnPlane dbn_plane) {
   return cpu::batchnorm::backward_sums(
       x.shape.n, x.shape.plane(), mean, invstd, [&](int64_t i) { return x.channel(i, c); },
-      [&](int64_t i) { return silu_gradient_plane(bn, dy, i, c, dbn_plane(i)); });
+      [&](int64_t i) { return silu_gradient_plane(x, dy, normalize, i, c, dbn_plane(i)); });
 }
 
 }  // namespace
 
 template <class T>
 void batchnorm_silu_apply(View<const T> x, const T* mean, const T* invstd, const T* gamma,
-                          const T* beta, View<T> bn, View<T> y) {
-  cpu::require_same_shape("batchnorm_silu_apply", x, bn);
+                          const T* beta, View<T> y) {
   cpu::require_same_shape("batchnorm_silu_apply", x, y);
-  BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_apply,
-                         detail::common_device("batchnorm_silu_apply", x, bn, y), x, mean, invstd,
-                         gamma, beta, bn, y);
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_apply, detail::common_device("batchnorm_silu_apply", x, y),
+                         x, mean, invstd, gamma, beta, y);
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
     const Normalize<T> normalize(mean[c], invstd[c], gamma[c], beta[c]);
     for (int64_t i = 0; i < x.shape.n; ++i) {
-      normalize(x.channel(i, c), bn.channel(i, c), plane);
-      cpu::silu_forward_span(static_cast<const T*>(bn.channel(i, c)), y.channel(i, c), plane);
+      T* out = y.channel(i, c);
+      normalize(x.channel(i, c), out, plane);
+      cpu::silu_forward_span(static_cast<const T*>(out), out, plane);
     }
   });
 }
 
 template <class T>
-void batchnorm_silu_backward_reduce(View<const T> x, View<const T> bn, View<const T> dy,
-                                    const T* mean, const T* invstd, T* sum_dy, T* sum_dy_xhat) {
-  const Device device = check_fused("batchnorm_silu_backward_reduce", x, bn, dy);
-  BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_reduce, device, x, bn, dy, mean, invstd, sum_dy,
-                         sum_dy_xhat);
+void batchnorm_silu_backward_reduce(View<const T> x, View<const T> dy, const T* mean,
+                                    const T* invstd, const T* gamma, const T* beta, T* sum_dy,
+                                    T* sum_dy_xhat) {
+  const Device device = check_fused("batchnorm_silu_backward_reduce", x, dy);
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_reduce, device, x, dy, mean, invstd, gamma, beta,
+                         sum_dy, sum_dy_xhat);
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
     T* dbn = cpu::thread_scratch<T, SiluGradientScratch>(plane);
-    const BackwardSums<T> sums =
-        fused_backward_sums(x, bn, dy, c, mean[c], invstd[c], [dbn](int64_t) { return dbn; });
+    const Normalize<T> normalize(mean[c], invstd[c], gamma[c], beta[c]);
+    const BackwardSums<T> sums = fused_backward_sums(x, dy, c, mean[c], invstd[c], normalize,
+                                                     [dbn](int64_t) { return dbn; });
     sum_dy[c] = sums.dy;
     sum_dy_xhat[c] = sums.dy_xhat;
   });
 }
 
 template <class T>
-void batchnorm_silu_backward_apply(View<const T> x, View<const T> bn, View<const T> dy,
-                                   const T* mean, const T* invstd, const T* gamma, const T* sum_dy,
+void batchnorm_silu_backward_apply(View<const T> x, View<const T> dy, const T* mean,
+                                   const T* invstd, const T* gamma, const T* beta, const T* sum_dy,
                                    const T* sum_dy_xhat, int64_t count, View<T> dx) {
-  const Device device = check_fused("batchnorm_silu_backward_apply", x, bn, dy);
+  const Device device = check_fused("batchnorm_silu_backward_apply", x, dy);
   cpu::require_same_shape("batchnorm_silu_backward_apply", x, dx);
-  BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_apply, device, x, bn, dy, mean, invstd, gamma,
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_apply, device, x, dy, mean, invstd, gamma, beta,
                          sum_dy, sum_dy_xhat, count, dx);
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
     const BackwardApply<T> apply(gamma[c], invstd[c], mean[c], {sum_dy[c], sum_dy_xhat[c]}, count);
+    const Normalize<T> normalize(mean[c], invstd[c], gamma[c], beta[c]);
     T* dbn = cpu::thread_scratch<T, SiluGradientScratch>(plane);
     for (int64_t i = 0; i < x.shape.n; ++i)
-      apply(x.channel(i, c), silu_gradient_plane(bn, dy, i, c, dbn), dx.channel(i, c), plane);
+      apply(x.channel(i, c), silu_gradient_plane(x, dy, normalize, i, c, dbn), dx.channel(i, c),
+            plane);
   });
 }
 
 template <class T>
-void batchnorm_silu_backward_train(View<const T> x, View<const T> bn, View<const T> dy,
-                                   const T* gamma, const T* save_mean, const T* save_invstd,
-                                   View<T> dx, T* dgamma, T* dbeta) {
-  const Device device = check_fused("batchnorm_silu_backward_train", x, bn, dy);
+void batchnorm_silu_backward_train(View<const T> x, View<const T> dy, const T* gamma, const T* beta,
+                                   const T* save_mean, const T* save_invstd, View<T> dx, T* dgamma,
+                                   T* dbeta) {
+  const Device device = check_fused("batchnorm_silu_backward_train", x, dy);
   const int64_t count = values_per_channel("batchnorm_silu_backward_train", x.shape, 1);
   cpu::require_same_shape("batchnorm_silu_backward_train", x, dx);
-  BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_train, device, x, bn, dy, gamma, save_mean,
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_train, device, x, dy, gamma, beta, save_mean,
                          save_invstd, dx, dgamma, dbeta);
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
-    T* dbn = cpu::thread_scratch<T, SiluGradientScratch>(
-        count);  // the channel's planes, image after image
-    const BackwardSums<T> sums = fused_backward_sums(x, bn, dy, c, save_mean[c], save_invstd[c],
-                                                     [&](int64_t i) { return dbn + i * plane; });
+    // The channel's planes, image after image.
+    T* dbn = cpu::thread_scratch<T, SiluGradientScratch>(count);
+    const Normalize<T> normalize(save_mean[c], save_invstd[c], gamma[c], beta[c]);
+    const BackwardSums<T> sums =
+        fused_backward_sums(x, dy, c, save_mean[c], save_invstd[c], normalize,
+                            [&](int64_t i) { return dbn + i * plane; });
     const BackwardApply<T> apply(gamma[c], save_invstd[c], save_mean[c], sums, count);
     for (int64_t i = 0; i < x.shape.n; ++i)
       apply(x.channel(i, c), dbn + i * plane, dx.channel(i, c), plane);
@@ -144,12 +154,12 @@ void batchnorm_silu_backward_train(View<const T> x, View<const T> bn, View<const
 }
 
 template <class T>
-void batchnorm_silu_backward_eval(View<const T> x, View<const T> bn, View<const T> dy,
-                                  const T* gamma, const T* running_mean, const T* running_var,
-                                  BatchNormParams p, View<T> dx, T* dgamma, T* dbeta) {
-  const Device device = check_fused("batchnorm_silu_backward_eval", x, bn, dy);
+void batchnorm_silu_backward_eval(View<const T> x, View<const T> dy, const T* gamma, const T* beta,
+                                  const T* running_mean, const T* running_var, BatchNormParams p,
+                                  View<T> dx, T* dgamma, T* dbeta) {
+  const Device device = check_fused("batchnorm_silu_backward_eval", x, dy);
   cpu::require_same_shape("batchnorm_silu_backward_eval", x, dx);
-  BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_eval, device, x, bn, dy, gamma, running_mean,
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_eval, device, x, dy, gamma, beta, running_mean,
                          running_var, p, dx, dgamma, dbeta);
   const int64_t plane = x.shape.plane();
   std::vector<T> invstd(static_cast<size_t>(x.shape.c));
@@ -157,8 +167,10 @@ void batchnorm_silu_backward_eval(View<const T> x, View<const T> bn, View<const 
   // The statistics are constants here, so dx is dbn scaled per channel.
   for_each_channel(x.shape.c, [&](int64_t c) {
     T* dbn = cpu::thread_scratch<T, SiluGradientScratch>(x.shape.n * plane);
-    const BackwardSums<T> sums = fused_backward_sums(x, bn, dy, c, running_mean[c], invstd[c],
-                                                     [&](int64_t i) { return dbn + i * plane; });
+    const Normalize<T> normalize(running_mean[c], invstd[c], gamma[c], beta[c]);
+    const BackwardSums<T> sums =
+        fused_backward_sums(x, dy, c, running_mean[c], invstd[c], normalize,
+                            [&](int64_t i) { return dbn + i * plane; });
     const T scale = gamma[c] * invstd[c];
     for (int64_t i = 0; i < x.shape.n; ++i) {
       const T* dbns = dbn + i * plane;
@@ -172,17 +184,17 @@ void batchnorm_silu_backward_eval(View<const T> x, View<const T> bn, View<const 
 
 #define BAREYOLO_INSTANTIATE_BATCHNORM_SILU(T)                                                     \
   template void batchnorm_silu_apply<T>(View<const T>, const T*, const T*, const T*, const T*,     \
-                                        View<T>, View<T>);                                         \
-  template void batchnorm_silu_backward_reduce<T>(View<const T>, View<const T>, View<const T>,     \
-                                                  const T*, const T*, T*, T*);                     \
-  template void batchnorm_silu_backward_apply<T>(View<const T>, View<const T>, View<const T>,      \
-                                                 const T*, const T*, const T*, const T*, const T*, \
-                                                 int64_t, View<T>);                                \
-  template void batchnorm_silu_backward_train<T>(View<const T>, View<const T>, View<const T>,      \
-                                                 const T*, const T*, const T*, View<T>, T*, T*);   \
-  template void batchnorm_silu_backward_eval<T>(View<const T>, View<const T>, View<const T>,       \
-                                                const T*, const T*, const T*, BatchNormParams,     \
-                                                View<T>, T*, T*);
+                                        View<T>);                                                  \
+  template void batchnorm_silu_backward_reduce<T>(View<const T>, View<const T>, const T*,          \
+                                                  const T*, const T*, const T*, T*, T*);           \
+  template void batchnorm_silu_backward_apply<T>(View<const T>, View<const T>, const T*, const T*, \
+                                                 const T*, const T*, const T*, const T*, int64_t,  \
+                                                 View<T>);                                         \
+  template void batchnorm_silu_backward_train<T>(View<const T>, View<const T>, const T*, const T*, \
+                                                 const T*, const T*, View<T>, T*, T*);             \
+  template void batchnorm_silu_backward_eval<T>(View<const T>, View<const T>, const T*, const T*,  \
+                                                const T*, const T*, BatchNormParams, View<T>, T*,  \
+                                                T*);
 BAREYOLO_INSTANTIATE_BATCHNORM_SILU(float)
 BAREYOLO_INSTANTIATE_BATCHNORM_SILU(double)
 

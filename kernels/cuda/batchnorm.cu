@@ -141,10 +141,12 @@ struct PlainGradient {
     return dy.channel(image, c)[j];
   }
 };
+// dL/dbn from dy = dL/d silu(bn), with bn normalised again from x as Apply does.
 struct SiluGradient {
-  View<const float> dy, bn;  // dL/d silu(bn), and bn
+  View<const float> dy, x;
+  const float *mean, *invstd, *gamma, *beta;
   __device__ float operator()(int64_t image, int64_t c, int64_t j) const {
-    const float v = bn.channel(image, c)[j];
+    const float v = (x.channel(image, c)[j] - mean[c]) * (invstd[c] * gamma[c]) + beta[c];
     const float s = 1.0f / (1.0f + expf(-v));
     return dy.channel(image, c)[j] * s * (1.0f + v * (1.0f - s));
   }
@@ -269,21 +271,18 @@ void launch_planes(const Shape4& shape, const Device& device, Op op) {
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 
-// y = (x - mean) * (invstd * gamma) + beta; with kSilu, y = silu of that, and the
-// pre-activation also goes to bn when bn.data is set.
+// y = (x - mean) * (invstd * gamma) + beta; with kSilu, y = silu of that.
 template <bool kSilu>
 struct Apply {
   View<const float> x;
-  View<float> bn, y;
+  View<float> y;
   const float *mean, *invstd, *gamma, *beta;
   __device__ void operator()(int64_t image, int64_t c, int64_t j) const {
     const float v = (x.channel(image, c)[j] - mean[c]) * (invstd[c] * gamma[c]) + beta[c];
-    if constexpr (kSilu) {
-      if (bn.data) bn.channel(image, c)[j] = v;
+    if constexpr (kSilu)
       y.channel(image, c)[j] = v * (1.0f / (1.0f + expf(-v)));
-    } else {
+    else
       y.channel(image, c)[j] = v;
-    }
   }
 };
 
@@ -337,23 +336,21 @@ void backward_train(View<const float> x, Gradient dy, const float* gamma, const 
                  x.shape.n * x.shape.plane(), dx);
 }
 
+// invstd: the running statistics' (running_inverse_std), which the caller also gives dy.
 template <class Gradient>
 void backward_eval(View<const float> x, Gradient dy, const float* gamma, const float* running_mean,
-                   const float* running_var, ops::BatchNormParams p, View<float> dx, float* dgamma,
-                   float* dbeta) {
+                   const float* invstd, View<float> dx, float* dgamma, float* dbeta) {
   const int64_t channels = x.shape.c;
-  if (channels == 0) return;
-  const DeviceBuffer invstd = running_inverse_std(running_var, channels, p.eps, x.device);
   DeviceBuffer sums(2 * sizeof(float) * channels, x.device.index);
-  gradient_sums(x, dy, running_mean, invstd.as<float>(), sums.as<float>(),
-                sums.as<float>() + channels, dgamma, dbeta);
-  launch_planes(x.shape, x.device, ScaleAdd<Gradient>{dy, dx, gamma, invstd.as<float>()});
+  gradient_sums(x, dy, running_mean, invstd, sums.as<float>(), sums.as<float>() + channels, dgamma,
+                dbeta);
+  launch_planes(x.shape, x.device, ScaleAdd<Gradient>{dy, dx, gamma, invstd});
 }
 
-void require_silu_shapes(const char* op, const Shape4& x, const Shape4& bn, const Shape4& dy) {
-  if (!(bn == x) || !(dy == x))
-    throw std::invalid_argument(std::string(op) + ": x has shape " + x.str() + " but bn has " +
-                                bn.str() + " and dy " + dy.str() + "; they must match");
+void require_silu_shapes(const char* op, const Shape4& x, const Shape4& dy) {
+  if (!(dy == x))
+    throw std::invalid_argument(std::string(op) + ": x has shape " + x.str() + " but dy has " +
+                                dy.str() + "; they must match");
 }
 
 }  // namespace
@@ -376,16 +373,13 @@ void batchnorm_moments(View<const float> x, float* mean, float* m2) {
 
 void batchnorm_apply(View<const float> x, const float* mean, const float* invstd,
                      const float* gamma, const float* beta, View<float> y) {
-  launch_planes(x.shape, x.device, Apply<false>{x, {}, y, mean, invstd, gamma, beta});
+  launch_planes(x.shape, x.device, Apply<false>{x, y, mean, invstd, gamma, beta});
 }
 
 void batchnorm_silu_apply(View<const float> x, const float* mean, const float* invstd,
-                          const float* gamma, const float* beta, View<float> bn, View<float> y) {
-  if (!(y.shape == x.shape) || (bn.data && !(bn.shape == x.shape)))
-    throw std::invalid_argument("batchnorm_silu_apply: x has shape " + x.shape.str() +
-                                " but y has " + y.shape.str() + " and bn " + bn.shape.str() +
-                                "; they must match");
-  launch_planes(x.shape, x.device, Apply<true>{x, bn, y, mean, invstd, gamma, beta});
+                          const float* gamma, const float* beta, View<float> y) {
+  require_silu_shapes("batchnorm_silu_apply", x.shape, y.shape);
+  launch_planes(x.shape, x.device, Apply<true>{x, y, mean, invstd, gamma, beta});
 }
 
 void batchnorm_backward_reduce(View<const float> x, View<const float> dy, const float* mean,
@@ -399,35 +393,42 @@ void batchnorm_backward_apply(View<const float> x, View<const float> dy, const f
   backward_apply(x, PlainGradient{dy}, mean, invstd, gamma, sum_dy, sum_dy_xhat, count, dx);
 }
 
-void batchnorm_silu_backward_reduce(View<const float> x, View<const float> bn, View<const float> dy,
-                                    const float* mean, const float* invstd, float* sum_dy,
-                                    float* sum_dy_xhat) {
-  require_silu_shapes("batchnorm_silu_backward_reduce", x.shape, bn.shape, dy.shape);
-  gradient_sums(x, SiluGradient{dy, bn}, mean, invstd, sum_dy, sum_dy_xhat, nullptr, nullptr);
+void batchnorm_silu_backward_reduce(View<const float> x, View<const float> dy, const float* mean,
+                                    const float* invstd, const float* gamma, const float* beta,
+                                    float* sum_dy, float* sum_dy_xhat) {
+  require_silu_shapes("batchnorm_silu_backward_reduce", x.shape, dy.shape);
+  gradient_sums(x, SiluGradient{dy, x, mean, invstd, gamma, beta}, mean, invstd, sum_dy,
+                sum_dy_xhat, nullptr, nullptr);
 }
 
-void batchnorm_silu_backward_apply(View<const float> x, View<const float> bn, View<const float> dy,
-                                   const float* mean, const float* invstd, const float* gamma,
+void batchnorm_silu_backward_apply(View<const float> x, View<const float> dy, const float* mean,
+                                   const float* invstd, const float* gamma, const float* beta,
                                    const float* sum_dy, const float* sum_dy_xhat, int64_t count,
                                    View<float> dx) {
-  require_silu_shapes("batchnorm_silu_backward_apply", x.shape, bn.shape, dy.shape);
-  backward_apply(x, SiluGradient{dy, bn}, mean, invstd, gamma, sum_dy, sum_dy_xhat, count, dx);
+  require_silu_shapes("batchnorm_silu_backward_apply", x.shape, dy.shape);
+  backward_apply(x, SiluGradient{dy, x, mean, invstd, gamma, beta}, mean, invstd, gamma, sum_dy,
+                 sum_dy_xhat, count, dx);
 }
 
-void batchnorm_silu_backward_train(View<const float> x, View<const float> bn, View<const float> dy,
-                                   const float* gamma, const float* save_mean,
+void batchnorm_silu_backward_train(View<const float> x, View<const float> dy, const float* gamma,
+                                   const float* beta, const float* save_mean,
                                    const float* save_invstd, View<float> dx, float* dgamma,
                                    float* dbeta) {
-  require_silu_shapes("batchnorm_silu_backward_train", x.shape, bn.shape, dy.shape);
-  backward_train(x, SiluGradient{dy, bn}, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+  require_silu_shapes("batchnorm_silu_backward_train", x.shape, dy.shape);
+  backward_train(x, SiluGradient{dy, x, save_mean, save_invstd, gamma, beta}, gamma, save_mean,
+                 save_invstd, dx, dgamma, dbeta);
 }
 
-void batchnorm_silu_backward_eval(View<const float> x, View<const float> bn, View<const float> dy,
-                                  const float* gamma, const float* running_mean,
+void batchnorm_silu_backward_eval(View<const float> x, View<const float> dy, const float* gamma,
+                                  const float* beta, const float* running_mean,
                                   const float* running_var, ops::BatchNormParams p, View<float> dx,
                                   float* dgamma, float* dbeta) {
-  require_silu_shapes("batchnorm_silu_backward_eval", x.shape, bn.shape, dy.shape);
-  backward_eval(x, SiluGradient{dy, bn}, gamma, running_mean, running_var, p, dx, dgamma, dbeta);
+  require_silu_shapes("batchnorm_silu_backward_eval", x.shape, dy.shape);
+  if (x.shape.c == 0) return;
+  const DeviceBuffer invstd = running_inverse_std(running_var, x.shape.c, p.eps, x.device);
+  const float* inv = invstd.as<float>();
+  backward_eval(x, SiluGradient{dy, x, running_mean, inv, gamma, beta}, gamma, running_mean, inv,
+                dx, dgamma, dbeta);
 }
 
 void batchnorm_train_statistics(View<const float> x, ops::BatchNormParams p, float* running_mean,
@@ -475,7 +476,9 @@ void batchnorm_forward_eval(View<const float> x, const float* gamma, const float
 void batchnorm_backward_eval(View<const float> x, View<const float> dy, const float* gamma,
                              const float* running_mean, const float* running_var,
                              ops::BatchNormParams p, View<float> dx, float* dgamma, float* dbeta) {
-  backward_eval(x, PlainGradient{dy}, gamma, running_mean, running_var, p, dx, dgamma, dbeta);
+  if (x.shape.c == 0) return;
+  const DeviceBuffer invstd = running_inverse_std(running_var, x.shape.c, p.eps, x.device);
+  backward_eval(x, PlainGradient{dy}, gamma, running_mean, invstd.as<float>(), dx, dgamma, dbeta);
 }
 
 }  // namespace bareyolo::cuda

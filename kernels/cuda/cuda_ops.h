@@ -58,27 +58,27 @@ void batchnorm_forward_eval(View<const float> x, const float* gamma, const float
 void batchnorm_backward_eval(View<const float> x, View<const float> dy, const float* gamma,
                              const float* running_mean, const float* running_var,
                              ops::BatchNormParams p, View<float> dx, float* dgamma, float* dbeta);
-// Fused batchnorm_apply + silu_forward in one pass: y = silu(bn), where bn = (x - mean) *
-// invstd * gamma + beta is also stored in `bn` unless bn is empty (SiLU's backward reads it).
+// Fused batchnorm_apply + silu_forward in one pass: y = silu(bn), bn = (x - mean) * invstd *
+// gamma + beta.
 void batchnorm_silu_apply(View<const float> x, const float* mean, const float* invstd,
-                          const float* gamma, const float* beta, View<float> bn, View<float> y);
-// The backward of y = silu(bn), bn = batchnorm(x), from dy = dL/dy and the stored `bn`:
-// each is the BatchNorm backward op of the same name with dL/dbn = silu_backward(bn, dy)
-// computed on the fly instead of read (SyncBN's reduce and apply, the training op, the
-// evaluation op); dL/dbn is never materialised.
-void batchnorm_silu_backward_reduce(View<const float> x, View<const float> bn, View<const float> dy,
-                                    const float* mean, const float* invstd, float* sum_dy,
-                                    float* sum_dy_xhat);
-void batchnorm_silu_backward_apply(View<const float> x, View<const float> bn, View<const float> dy,
-                                   const float* mean, const float* invstd, const float* gamma,
+                          const float* gamma, const float* beta, View<float> y);
+// The backward of y = silu(bn), bn = batchnorm(x), from dy = dL/dy: each is the BatchNorm
+// backward op of the same name with dL/dbn = silu_backward(bn, dy) computed on the fly, bn
+// normalised again from x with the statistics given (SyncBN's reduce and apply, the training
+// op, the evaluation op); neither bn nor dL/dbn is materialised.
+void batchnorm_silu_backward_reduce(View<const float> x, View<const float> dy, const float* mean,
+                                    const float* invstd, const float* gamma, const float* beta,
+                                    float* sum_dy, float* sum_dy_xhat);
+void batchnorm_silu_backward_apply(View<const float> x, View<const float> dy, const float* mean,
+                                   const float* invstd, const float* gamma, const float* beta,
                                    const float* sum_dy, const float* sum_dy_xhat, int64_t count,
                                    View<float> dx);
-void batchnorm_silu_backward_train(View<const float> x, View<const float> bn, View<const float> dy,
-                                   const float* gamma, const float* save_mean,
+void batchnorm_silu_backward_train(View<const float> x, View<const float> dy, const float* gamma,
+                                   const float* beta, const float* save_mean,
                                    const float* save_invstd, View<float> dx, float* dgamma,
                                    float* dbeta);
-void batchnorm_silu_backward_eval(View<const float> x, View<const float> bn, View<const float> dy,
-                                  const float* gamma, const float* running_mean,
+void batchnorm_silu_backward_eval(View<const float> x, View<const float> dy, const float* gamma,
+                                  const float* beta, const float* running_mean,
                                   const float* running_var, ops::BatchNormParams p, View<float> dx,
                                   float* dgamma, float* dbeta);
 // The statistics half of batchnorm_forward_train (which is this, then batchnorm_apply):

@@ -263,27 +263,22 @@ void batchnorm_silu_backward(Mode mode, const std::vector<double>& x, Shape4 s,
     ops::batchnorm_running_inverse_std<double>(cp.running_var.data(), c, kParams.eps, Device::cpu(),
                                                invstd.data());
   }
-  std::vector<double> bn(x.size()), y(x.size());
-  ops::batchnorm_silu_apply<double>(dense_view(x.data(), s), mean.data(), invstd.data(),
-                                    cp.gamma.data(), cp.beta.data(), dense_view(bn.data(), s),
-                                    dense_view(y.data(), s));
-  const View<const double> xv = dense_view(x.data(), s), bnv = dense_view(bn.data(), s),
-                           dyv = dense_view(dy.data(), s);
+  const View<const double> xv = dense_view(x.data(), s), dyv = dense_view(dy.data(), s);
   if (mode == Mode::eval) {
-    ops::batchnorm_silu_backward_eval<double>(xv, bnv, dyv, cp.gamma.data(), cp.running_mean.data(),
-                                              cp.running_var.data(), kParams,
-                                              dense_view(d[0].data(), s), d[1].data(), d[2].data());
+    ops::batchnorm_silu_backward_eval<double>(
+        xv, dyv, cp.gamma.data(), cp.beta.data(), cp.running_mean.data(), cp.running_var.data(),
+        kParams, dense_view(d[0].data(), s), d[1].data(), d[2].data());
     return;
   }
   const std::vector<double> dx_before = d[0];  // the checker may start from non-zero values
-  ops::batchnorm_silu_backward_train<double>(xv, bnv, dyv, cp.gamma.data(), mean.data(),
+  ops::batchnorm_silu_backward_train<double>(xv, dyv, cp.gamma.data(), cp.beta.data(), mean.data(),
                                              invstd.data(), dense_view(d[0].data(), s), d[1].data(),
                                              d[2].data());
   std::vector<double> sum_dy(c), sum_dy_xhat(c), phased = dx_before;
-  ops::batchnorm_silu_backward_reduce<double>(xv, bnv, dyv, mean.data(), invstd.data(),
-                                              sum_dy.data(), sum_dy_xhat.data());
-  ops::batchnorm_silu_backward_apply<double>(xv, bnv, dyv, mean.data(), invstd.data(),
-                                             cp.gamma.data(), sum_dy.data(), sum_dy_xhat.data(),
+  ops::batchnorm_silu_backward_reduce<double>(xv, dyv, mean.data(), invstd.data(), cp.gamma.data(),
+                                              cp.beta.data(), sum_dy.data(), sum_dy_xhat.data());
+  ops::batchnorm_silu_backward_apply<double>(xv, dyv, mean.data(), invstd.data(), cp.gamma.data(),
+                                             cp.beta.data(), sum_dy.data(), sum_dy_xhat.data(),
                                              s.n * s.h * s.w, dense_view(phased.data(), s));
   check_close(phased, d[0], 1e-12, 1e-14, "the two phases' dx against the one-call op's");
 }
@@ -401,22 +396,26 @@ TEST_CASE_TEMPLATE("fused batchnorm + silu ops equal their composition bit for b
     std::vector<T> running_mean = convert<T>(cp.running_mean);
     std::vector<T> running_var = convert<T>(cp.running_var);
 
-    // Forward: bn and y of the fused op (on poisoned, strided outputs) and of the composition.
-    StridedBuffer<T> bn(s, gap_of(k + 1), rng), y(s, gap_of(k), rng);
-    bn.poison();
+    // Forward: y of the fused op (on a poisoned, strided output) and of the composition.
+    StridedBuffer<T> y(s, gap_of(k), rng);
     y.poison();
     ops::batchnorm_silu_apply<T>(x.view(), mean.data(), invstd.data(), gamma.data(), beta.data(),
-                                 bn.view(), y.view());
-    std::vector<T> bn_ref(s.numel()), y_ref(s.numel());
+                                 y.view());
+    std::vector<T> bn(s.numel()), y_ref(s.numel());
     ops::batchnorm_apply<T>(x.view(), mean.data(), invstd.data(), gamma.data(), beta.data(),
-                            dense_view(bn_ref.data(), s));
-    ops::silu_forward<T>(dense_view<const T>(bn_ref.data(), s), dense_view(y_ref.data(), s));
-    check_close(bn.values(), bn_ref, 0, 0, "fused apply bn");
+                            dense_view(bn.data(), s));
+    ops::silu_forward<T>(dense_view<const T>(bn.data(), s), dense_view(y_ref.data(), s));
     check_close(y.values(), y_ref, 0, 0, "fused apply y");
 
-    // dbn = silu_backward(bn, dy): what the composition hands to the BatchNorm ops.
-    std::vector<T> dbn(s.numel(), T(0));
-    ops::silu_backward<T>(bn.view(), dy.view(), dense_view(dbn.data(), s));
+    // dbn = silu_backward(bn, dy) for bn normalised with (mean, invstd): what the composition
+    // hands to the BatchNorm ops; the fused ops normalise x again themselves.
+    auto silu_gradient = [&](const std::vector<T>& normalized) {
+      std::vector<T> out(s.numel(), T(0));
+      ops::silu_backward<T>(dense_view<const T>(normalized.data(), s), dy.view(),
+                            dense_view(out.data(), s));
+      return out;
+    };
+    const std::vector<T> dbn = silu_gradient(bn);
     const View<const T> dbnv = dense_view<const T>(dbn.data(), s);
     const StridedBuffer<T> dx_start(s, gap_of(k + 1), rng);  // backward accumulates into dx
     std::vector<T> dgamma_start = random_vector<T>(rng, s.c),
@@ -425,8 +424,9 @@ TEST_CASE_TEMPLATE("fused batchnorm + silu ops equal their composition bit for b
     // backward_train, and SyncBatchNorm's two phases.
     StridedBuffer<T> dx = dx_start;
     std::vector<T> dgamma = dgamma_start, dbeta = dbeta_start;
-    ops::batchnorm_silu_backward_train<T>(x.view(), bn.view(), dy.view(), gamma.data(), mean.data(),
-                                          invstd.data(), dx.view(), dgamma.data(), dbeta.data());
+    ops::batchnorm_silu_backward_train<T>(x.view(), dy.view(), gamma.data(), beta.data(),
+                                          mean.data(), invstd.data(), dx.view(), dgamma.data(),
+                                          dbeta.data());
     std::vector<T> dx_ref = convert<T>(dx_start.values());
     std::vector<T> dgamma_ref = dgamma_start, dbeta_ref = dbeta_start;
     ops::batchnorm_backward_train<T>(x.view(), dbnv, gamma.data(), mean.data(), invstd.data(),
@@ -437,33 +437,41 @@ TEST_CASE_TEMPLATE("fused batchnorm + silu ops equal their composition bit for b
     check_close(dbeta, dbeta_ref, 0, 0, "fused backward_train dbeta");
 
     std::vector<T> sum_dy(s.c), sum_dy_xhat(s.c), sum_dy_ref(s.c), sum_dy_xhat_ref(s.c);
-    ops::batchnorm_silu_backward_reduce<T>(x.view(), bn.view(), dy.view(), mean.data(),
-                                           invstd.data(), sum_dy.data(), sum_dy_xhat.data());
+    ops::batchnorm_silu_backward_reduce<T>(x.view(), dy.view(), mean.data(), invstd.data(),
+                                           gamma.data(), beta.data(), sum_dy.data(),
+                                           sum_dy_xhat.data());
     ops::batchnorm_backward_reduce<T>(x.view(), dbnv, mean.data(), invstd.data(), sum_dy_ref.data(),
                                       sum_dy_xhat_ref.data());
     check_close(sum_dy, sum_dy_ref, 0, 0, "fused backward_reduce sum_dy");
     check_close(sum_dy_xhat, sum_dy_xhat_ref, 0, 0, "fused backward_reduce sum_dy_xhat");
     dx = dx_start;
     dx_ref = convert<T>(dx_start.values());
-    ops::batchnorm_silu_backward_apply<T>(x.view(), bn.view(), dy.view(), mean.data(),
-                                          invstd.data(), gamma.data(), sum_dy.data(),
+    ops::batchnorm_silu_backward_apply<T>(x.view(), dy.view(), mean.data(), invstd.data(),
+                                          gamma.data(), beta.data(), sum_dy.data(),
                                           sum_dy_xhat.data(), count, dx.view());
     ops::batchnorm_backward_apply<T>(x.view(), dbnv, mean.data(), invstd.data(), gamma.data(),
                                      sum_dy.data(), sum_dy_xhat.data(), count,
                                      dense_view(dx_ref.data(), s));
     check_close(dx.values(), dx_ref, 0, 0, "fused backward_apply dx");
 
-    // backward_eval.
+    // backward_eval: bn is normalised with the running statistics.
+    std::vector<T> running_invstd(s.c), bn_eval(s.numel());
+    ops::batchnorm_running_inverse_std<T>(running_var.data(), s.c, kParams.eps, Device::cpu(),
+                                          running_invstd.data());
+    ops::batchnorm_apply<T>(x.view(), running_mean.data(), running_invstd.data(), gamma.data(),
+                            beta.data(), dense_view(bn_eval.data(), s));
+    const std::vector<T> dbn_eval = silu_gradient(bn_eval);
     dx = dx_start;
     dx_ref = convert<T>(dx_start.values());
     dgamma = dgamma_ref = dgamma_start;
     dbeta = dbeta_ref = dbeta_start;
-    ops::batchnorm_silu_backward_eval<T>(x.view(), bn.view(), dy.view(), gamma.data(),
+    ops::batchnorm_silu_backward_eval<T>(x.view(), dy.view(), gamma.data(), beta.data(),
                                          running_mean.data(), running_var.data(), kParams,
                                          dx.view(), dgamma.data(), dbeta.data());
-    ops::batchnorm_backward_eval<T>(x.view(), dbnv, gamma.data(), running_mean.data(),
-                                    running_var.data(), kParams, dense_view(dx_ref.data(), s),
-                                    dgamma_ref.data(), dbeta_ref.data());
+    ops::batchnorm_backward_eval<T>(x.view(), dense_view<const T>(dbn_eval.data(), s), gamma.data(),
+                                    running_mean.data(), running_var.data(), kParams,
+                                    dense_view(dx_ref.data(), s), dgamma_ref.data(),
+                                    dbeta_ref.data());
     check_close(dx.values(), dx_ref, 0, 0, "fused backward_eval dx");
     check_close(dgamma, dgamma_ref, 0, 0, "fused backward_eval dgamma");
     check_close(dbeta, dbeta_ref, 0, 0, "fused backward_eval dbeta");
