@@ -96,6 +96,78 @@ int Graph::storage_owner(int node) const {
   return node;
 }
 
+namespace {
+
+// Buffers shared by tenants over live ranges [start, end] on one time axis (forward order for
+// the evaluation plan's outputs, backward order for the training plan's gradients): tenants,
+// asked for in order of their start, take the smallest buffer big enough whose previous
+// tenant ended before they start, else a new one.
+class SharedBuffers {
+ public:
+  SharedBuffers(Device device, DType dtype) : device_(device), dtype_(dtype) {}
+
+  // A flat buffer of at least `elements`, this tenant's until `end`.
+  Tensor take(int64_t elements, int start, int end) {
+    Buffer* best = nullptr;
+    for (Buffer& b : buffers_)
+      if (b.end < start && b.storage.numel() >= elements &&
+          (!best || b.storage.numel() < best->storage.numel()))
+        best = &b;
+    if (!best) {
+      buffers_.push_back({Tensor::empty({1, 1, 1, elements}, device_, dtype_), end});
+      best = &buffers_.back();
+    }
+    best->end = end;
+    return best->storage;
+  }
+  std::vector<Tensor> storages() const {
+    std::vector<Tensor> all;
+    for (const Buffer& b : buffers_) all.push_back(b.storage);
+    return all;
+  }
+
+ private:
+  struct Buffer {
+    Tensor storage;
+    int end;  // when its current tenant's last reader runs
+  };
+  Device device_;
+  DType dtype_;
+  std::vector<Buffer> buffers_;
+};
+
+}  // namespace
+
+// The storage owners' live ranges on forward's time axis (node index: from the first node
+// whose output lies in the owner to the last node reading any of it, a graph output's to
+// size()) or backward's (size() - index: from the backward of that last reader, which adds the
+// first contribution to the gradient, to the backward of that first node, which reads it last).
+// An owner nobody reads lives at its own node. In order of their start.
+std::vector<Graph::Tenancy> Graph::tenancies(bool backward) const {
+  const int n = size();
+  std::vector<int> first_node(size_t(n), n), last_reader(size_t(n), -1);
+  for (int index = 0; index < n; ++index) {
+    int& first = first_node[size_t(storage_owner(index))];
+    first = std::min(first, index);
+    for (int input : nodes_[size_t(index)].inputs)
+      if (input != kGraphInput) {
+        int& last = last_reader[size_t(storage_owner(input))];
+        last = std::max(last, index);
+      }
+  }
+  for (int output : outputs_) last_reader[size_t(storage_owner(output))] = n;
+  std::vector<Tenancy> all;
+  for (int owner = 0; owner < n; ++owner) {
+    if (nodes_[size_t(owner)].concat_consumer != -1) continue;
+    const int first = first_node[size_t(owner)];
+    const int last = std::max(last_reader[size_t(owner)], first);
+    all.push_back(backward ? Tenancy{owner, n - last, n - first} : Tenancy{owner, first, last});
+  }
+  std::stable_sort(all.begin(), all.end(),
+                   [](const Tenancy& a, const Tenancy& b) { return a.start < b.start; });
+  return all;
+}
+
 // Where a node's output sits in its Concat's buffer: after the Concat's earlier inputs.
 static int64_t first_channel_in_concat(const std::vector<int>& concat_inputs, int producer,
                                        const std::function<int64_t(int)>& channels_of) {
@@ -111,57 +183,21 @@ static int64_t first_channel_in_concat(const std::vector<int>& concat_inputs, in
 // inputs). Gradients share buffers: an owner's gradient is live during backward only, from
 // the backward of the last node reading any part of it (which adds the first contribution;
 // a graph output's from the start) down to the backward of the first node it holds (the last
-// to read it). Owners, in backward order of their first write, take the smallest buffer big
-// enough whose tenant's last reader has already run, else a new one; each is zeroed just
-// before its first write (zero_before_). Buffers are assigned from the last node to the
-// first, so a Concat's exist before its producers take slices.
+// to read it). Owners share SharedBuffers on backward's time axis, each zeroed just before its
+// first write (zero_before_). Slices are assigned from the last node to the first, so a
+// Concat's buffers exist before its producers take theirs.
 void Graph::plan_training(const Tensor& input) {
   const int n = size();
-  std::vector<int> first_write(size_t(n), -1), last_read(size_t(n), n);
-  for (int index = 0; index < n; ++index) {
-    const int owner = storage_owner(index);
-    last_read[size_t(owner)] = std::min(last_read[size_t(owner)], index);
-    for (int in : nodes_[size_t(index)].inputs)
-      if (in != kGraphInput)
-        first_write[size_t(storage_owner(in))] =
-            std::max(first_write[size_t(storage_owner(in))], index);
-  }
-  for (int output : outputs_) first_write[size_t(storage_owner(output))] = n;
-
-  struct Buffer {
-    Tensor storage;
-    int free_below;  // its tenant's last reader: free for a gradient first written below it
-  };
-  std::vector<Buffer> buffers;
-  std::vector<int> owners;
-  for (int index = 0; index < n; ++index)
-    if (nodes_[size_t(index)].concat_consumer == -1) {
-      owners.push_back(index);
-      // Read by no node and no graph output: zero from the start of its own backward.
-      first_write[size_t(index)] = std::max(first_write[size_t(index)], last_read[size_t(index)]);
-    }
-  std::sort(owners.begin(), owners.end(),
-            [&](int a, int b) { return first_write[size_t(a)] > first_write[size_t(b)]; });
   zero_before_.assign(size_t(n) + 1, {});
-  for (int owner : owners) {
-    Node& node = nodes_[size_t(owner)];
+  SharedBuffers gradients(input.device(), input.dtype());
+  for (const Tenancy& t : tenancies(/*backward=*/true)) {
+    Node& node = nodes_[size_t(t.owner)];
     node.output = Tensor::empty(node.shape, input.device(), input.dtype());
     activation_buffers_.push_back(node.output);
-    Buffer* best = nullptr;
-    for (Buffer& b : buffers)
-      if (b.free_below > first_write[size_t(owner)] && b.storage.numel() >= node.shape.numel() &&
-          (!best || b.storage.numel() < best->storage.numel()))
-        best = &b;
-    if (!best) {
-      buffers.push_back(
-          {Tensor::empty({1, 1, 1, node.shape.numel()}, input.device(), input.dtype()), n + 1});
-      best = &buffers.back();
-    }
-    best->free_below = last_read[size_t(owner)];
-    node.grad = best->storage.prefix(node.shape);
-    zero_before_[size_t(first_write[size_t(owner)])].push_back(owner);
+    node.grad = gradients.take(node.shape.numel(), t.start, t.end).prefix(node.shape);
+    zero_before_[size_t(n - t.start)].push_back(t.owner);  // before its first write
   }
-  for (Buffer& b : buffers) gradient_buffers_.push_back(b.storage);
+  gradient_buffers_ = gradients.storages();
   for (int index = n - 1; index >= 0; --index) {
     Node& node = nodes_[size_t(index)];
     if (node.concat_consumer == -1) continue;
@@ -174,46 +210,14 @@ void Graph::plan_training(const Tensor& input) {
 }
 
 // Evaluation: each storage owner (a node or a Concat buffer) is live from the first node that
-// writes into it to the last node that reads any part of it (graph outputs: to the end).
-// Owners, in order of their first write, take the smallest free buffer that is big enough
-// and whose previous tenant's last reader has already run, else a new buffer.
+// writes into it to the last node that reads any part of it (graph outputs: to the end), and
+// owners share SharedBuffers on forward's time axis.
 void Graph::plan_evaluation(const Tensor& input) {
   const int n = size();
-  std::vector<int> first_write(size_t(n), n), last_read(size_t(n), -1);
-  for (int index = 0; index < n; ++index) {
-    const int owner = storage_owner(index);
-    first_write[size_t(owner)] = std::min(first_write[size_t(owner)], index);
-    for (int input : nodes_[size_t(index)].inputs)
-      if (input != kGraphInput)
-        last_read[size_t(storage_owner(input))] =
-            std::max(last_read[size_t(storage_owner(input))], index);
-  }
-  for (int output : outputs_) last_read[size_t(storage_owner(output))] = n;
-
-  struct Buffer {
-    Tensor storage;
-    int free_after;  // the last reader of its current tenant
-  };
-  std::vector<Buffer> buffers;
-  std::vector<int> owners;
-  for (int index = 0; index < n; ++index)
-    if (nodes_[size_t(index)].concat_consumer == -1) owners.push_back(index);
-  std::sort(owners.begin(), owners.end(),
-            [&](int a, int b) { return first_write[size_t(a)] < first_write[size_t(b)]; });
-  for (int owner : owners) {
-    Node& node = nodes_[size_t(owner)];
-    Buffer* best = nullptr;
-    for (Buffer& b : buffers)
-      if (b.free_after < first_write[size_t(owner)] && b.storage.numel() >= node.shape.numel() &&
-          (!best || b.storage.numel() < best->storage.numel()))
-        best = &b;
-    if (!best) {
-      buffers.push_back(
-          {Tensor::empty({1, 1, 1, node.shape.numel()}, input.device(), input.dtype()), -1});
-      best = &buffers.back();
-    }
-    best->free_after = std::max(last_read[size_t(owner)], first_write[size_t(owner)]);
-    node.output = best->storage.prefix(node.shape);
+  SharedBuffers outputs(input.device(), input.dtype());
+  for (const Tenancy& t : tenancies(/*backward=*/false)) {
+    Node& node = nodes_[size_t(t.owner)];
+    node.output = outputs.take(node.shape.numel(), t.start, t.end).prefix(node.shape);
     node.grad = Tensor();  // no backward after an evaluation forward
   }
   // Producers of Concats take their slices, from the last node to the first as in training.
@@ -226,7 +230,7 @@ void Graph::plan_evaluation(const Tensor& input) {
     node.output = concat.output.channels(channel, channel + node.shape.c);
     node.grad = Tensor();
   }
-  for (Buffer& b : buffers) activation_buffers_.push_back(b.storage);
+  activation_buffers_ = outputs.storages();
 }
 
 int64_t Graph::planned_activation_elements() const {

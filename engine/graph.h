@@ -88,6 +88,11 @@ class Graph {
   void plan_training(const Tensor& input);
   void plan_evaluation(const Tensor& input);
   int storage_owner(int node) const;
+  // A storage owner's live range [start, end] on a plan's time axis (graph.cpp).
+  struct Tenancy {
+    int owner, start, end;
+  };
+  std::vector<Tenancy> tenancies(bool backward) const;
   std::vector<Tensor> input_tensors(const Node& node, const Tensor& graph_input) const;
 
   std::vector<Node> nodes_;
