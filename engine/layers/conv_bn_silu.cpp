@@ -4,9 +4,9 @@
 // fused op (BatchNorm2d::forward_silu; one pass on a GPU), and BN's output, SiLU's input, is
 // not kept: the fused backward normalises the kept convolution output again (a multiply-add per
 // value, against a buffer the size of the layer's output held from forward to backward).
-// Backward runs them in reverse, adding into a zeroed gradient of the
-// convolution's output (a slot of the backward scratch stack, engine/backward_scratch.h),
-// SiLU's backward inside BN's (BatchNorm2d::backward_silu).
+// Backward runs them in reverse, SiLU's backward inside BN's (BatchNorm2d::backward_silu),
+// adding into a zeroed gradient of the convolution's output: a slot of the backward scratch
+// stack (engine/backward_scratch.h), held only during this call.
 #include "engine/layers/conv_bn_silu.h"
 
 #include <array>
