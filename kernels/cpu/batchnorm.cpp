@@ -30,6 +30,7 @@ namespace {
 
 using cpu::batchnorm::BackwardApply;
 using cpu::batchnorm::BackwardSums;
+using cpu::batchnorm::EvalBackwardApply;
 using cpu::batchnorm::for_each_channel;
 using cpu::batchnorm::LaneSum;
 using cpu::batchnorm::Normalize;
@@ -232,15 +233,10 @@ void batchnorm_backward_eval(View<const T> x, View<const T> dy, const T* gamma,
   const std::vector<T> invstd = inverse_std(running_var, channels, p.eps);
   std::vector<T> sum_dy(static_cast<size_t>(channels)), sum_dy_xhat(sum_dy.size());
   batchnorm_backward_reduce(x, dy, running_mean, invstd.data(), sum_dy.data(), sum_dy_xhat.data());
-  // The statistics are constants here, so dx is dy scaled per channel.
   for_each_channel(channels, [&](int64_t c) {
-    const T scale = gamma[c] * invstd[c];
+    const EvalBackwardApply<T> apply(gamma[c], invstd[c]);
     for_each_plane(
-        x.shape.n, c,
-        [&](const T* dys, T* dxs) {
-          for (int64_t j = 0; j < plane; ++j) dxs[j] += scale * dys[j];
-        },
-        dy, dx);
+        x.shape.n, c, [&](const T* dys, T* dxs) { apply(dys, dxs, plane); }, dy, dx);
     dgamma[c] += sum_dy_xhat[c];
     dbeta[c] += sum_dy[c];
   });

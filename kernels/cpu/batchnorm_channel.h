@@ -118,4 +118,15 @@ struct BackwardApply {
   }
 };
 
+// dx += gamma * invstd * dy over one plane: evaluation's backward, whose statistics are
+// constants.
+template <class T>
+struct EvalBackwardApply {
+  T scale;
+  EvalBackwardApply(T gamma, T invstd) : scale(gamma * invstd) {}
+  void operator()(const T* dys, T* dxs, int64_t plane) const {
+    for (int64_t j = 0; j < plane; ++j) dxs[j] += scale * dys[j];
+  }
+};
+
 }  // namespace bareyolo::cpu::batchnorm

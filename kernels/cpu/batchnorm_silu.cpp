@@ -35,6 +35,7 @@ namespace {
 
 using cpu::batchnorm::BackwardApply;
 using cpu::batchnorm::BackwardSums;
+using cpu::batchnorm::EvalBackwardApply;
 using cpu::batchnorm::for_each_channel;
 using cpu::batchnorm::Normalize;
 using cpu::batchnorm::values_per_channel;
@@ -171,12 +172,8 @@ void batchnorm_silu_backward_eval(View<const T> x, View<const T> dy, const T* ga
     const BackwardSums<T> sums =
         fused_backward_sums(x, dy, c, running_mean[c], invstd[c], normalize,
                             [&](int64_t i) { return dbn + i * plane; });
-    const T scale = gamma[c] * invstd[c];
-    for (int64_t i = 0; i < x.shape.n; ++i) {
-      const T* dbns = dbn + i * plane;
-      T* dxs = dx.channel(i, c);
-      for (int64_t j = 0; j < plane; ++j) dxs[j] += scale * dbns[j];
-    }
+    const EvalBackwardApply<T> apply(gamma[c], invstd[c]);
+    for (int64_t i = 0; i < x.shape.n; ++i) apply(dbn + i * plane, dx.channel(i, c), plane);
     dgamma[c] += sums.dy_xhat;
     dbeta[c] += sums.dy;
   });
