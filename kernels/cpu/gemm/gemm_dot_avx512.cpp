@@ -11,8 +11,10 @@
 #include "kernels/cpu/gemm/gemm_kernels.h"
 
 // GCC 12's AVX-512 shuffle and unpack intrinsics start from _mm512_undefined_ps(), which
-// initialises itself and trips -Wuninitialized when inlined here (GCC bug 105593).
+// initialises itself and trips -Wuninitialized when inlined here (GCC bug 105593), and
+// -Wmaybe-uninitialized in the sanitizer build (RelWithDebInfo).
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace bareyolo::cpu::gemm_detail {
 
