@@ -233,17 +233,14 @@ void Graph::plan_evaluation(const Tensor& input) {
   activation_buffers_ = outputs.storages();
 }
 
-int64_t Graph::planned_activation_elements() const {
+static int64_t elements_in(const std::vector<Tensor>& buffers) {
   int64_t total = 0;
-  for (const Tensor& t : activation_buffers_) total += t.numel();
+  for (const Tensor& t : buffers) total += t.numel();
   return total;
 }
 
-int64_t Graph::planned_gradient_elements() const {
-  int64_t total = 0;
-  for (const Tensor& t : gradient_buffers_) total += t.numel();
-  return total;
-}
+int64_t Graph::planned_activation_elements() const { return elements_in(activation_buffers_); }
+int64_t Graph::planned_gradient_elements() const { return elements_in(gradient_buffers_); }
 
 std::vector<Tensor> Graph::input_tensors(const Node& node, const Tensor& graph_input) const {
   std::vector<Tensor> tensors;
