@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 
@@ -148,6 +149,30 @@ TEST_CASE("dist store: a missing key times out naming the key and the store and 
                        std::runtime_error);
   store.set("late", "v");  // reconnects after the abandoned request
   CHECK(store.get("late") == "v");
+}
+
+TEST_CASE("dist store: a stopping server serves its clients until they have left") {
+  // Rank 0 may finish first and destroy its server while another rank still needs the store.
+  auto server = std::make_unique<StoreServer>(kHost, 0, kToken);
+  auto store = std::make_unique<Store>(client_of(*server));
+  // A client that gave up on a GET has closed its connection, which the server must notice
+  // although it parked the request: else it would wait out its whole linger for it.
+  Store abandoned = client_of(*server, 200ms);
+  CHECK_THROWS_AS(abandoned.get("never"), std::runtime_error);
+  store->set("run_dir", "runs/train/exp");
+  std::atomic<bool> stopped{false};
+  std::jthread stopping([&] {
+    server.reset();
+    stopped = true;
+  });
+  std::this_thread::sleep_for(200ms);
+  CHECK_FALSE(stopped.load());
+  CHECK(store->get("run_dir") == "runs/train/exp");  // served after the stop was asked
+  const auto left = std::chrono::steady_clock::now();
+  store.reset();  // the last client leaves: the server stops at once
+  stopping.join();
+  CHECK(stopped.load());
+  CHECK(std::chrono::steady_clock::now() - left < 2s);
 }
 
 TEST_CASE("dist store: a wrong token is refused and the server keeps serving") {

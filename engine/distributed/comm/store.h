@@ -60,7 +60,9 @@ class StoreServer {
   // Serves on an already bound and listening socket and takes ownership of it: the launcher
   // binds port 0 before forking, so no other process can take the port in between.
   StoreServer(Fd listening_socket, std::string token);
-  // Stops the serving thread, joins it and closes every connection.
+  // Stops the serving thread, joins it and closes every connection: first it serves on until
+  // every client has closed its own connection, for at most 10 s (rank 0, whose process serves
+  // the store, may finish before a slower rank has read what it needs from it).
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "engine/distributed/comm/store.h"
@@ -29,6 +30,12 @@ namespace {
 using namespace store_protocol;
 
 constexpr size_t kReadChunkBytes = 1 << 16;
+// Rank 0's process serves the store, and may finish first: a short job (a broadcast needs only
+// rank 0's sends) can end while a slower rank still reads its ring neighbour's address from the
+// store. So a stopped server goes on serving until every client has closed its connection, each
+// rank's when its process group ends, for at most this long (a rank that hangs keeps rank 0
+// no longer than this).
+constexpr auto kLingerAfterStop = std::chrono::seconds(10);
 
 struct Connection {
   Fd fd;
@@ -74,18 +81,30 @@ class Server {
   Server(int listening, int wake, const std::string& token)
       : listening_(listening), wake_(wake), token_(token) {}
 
+  // Serves until the destructor asks it to stop, then lingers (below) while clients remain.
   void run() {
-    while (true) {
+    std::optional<Clock::time_point> stop_by;  // set once asked to stop
+    while (!(stop_by && (connections_.empty() || Clock::now() >= *stop_by))) {
       std::vector<pollfd> polled = poll_set();
-      if (::poll(polled.data(), polled.size(), -1) < 0) {
+      const int wait_ms =
+          stop_by ? static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(
+                                         std::max(*stop_by - Clock::now(), Clock::duration(0)))
+                                         .count())
+                  : -1;
+      if (::poll(polled.data(), polled.size(), wait_ms) < 0) {
         if (errno == EINTR) continue;
         throw std::runtime_error(errno_message("poll failed"));
       }
-      if (polled[0].revents != 0) return;  // the destructor asks us to stop
+      if (polled[0].revents != 0) {  // the destructor's byte: read it, or poll() never sleeps
+        char stop;
+        while (::read(wake_, &stop, 1) < 0 && errno == EINTR) {
+        }
+        stop_by = Clock::now() + kLingerAfterStop;
+      }
       if (polled[1].revents != 0) accept_all();
       for (size_t i = 2; i < polled.size(); ++i) {
         Connection& connection = *connections_[i - 2];
-        if (polled[i].revents & (POLLIN | POLLHUP | POLLERR)) read_from(connection);
+        if (polled[i].revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) read_from(connection);
         if (polled[i].revents & POLLOUT) flush(connection);
       }
       std::erase_if(connections_, [](const auto& c) { return c->dropped; });
@@ -96,7 +115,9 @@ class Server {
   std::vector<pollfd> poll_set() const {
     std::vector<pollfd> polled{{wake_, POLLIN, 0}, {listening_, POLLIN, 0}};
     for (const auto& connection : connections_) {
-      short events = connection->parked || connection->closing ? 0 : POLLIN;
+      // A parked or closing connection reads no more requests, but its peer's close (POLLRDHUP)
+      // still drops it: a client that gave up on a GET leaves no connection behind.
+      short events = connection->parked || connection->closing ? POLLRDHUP : POLLIN;
       if (!connection->output.empty()) events |= POLLOUT;
       polled.push_back({connection->fd.get(), events, 0});
     }
