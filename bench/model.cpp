@@ -2,11 +2,15 @@
 // model on the CPU, beside the model's convolution GFLOPs and the rate reached.
 //
 //   bench_model [--cfg models/yolov5n.yaml] [--imgsz 320] [--batch 8] [--reps 3] [--quick]
+//               [--winograd on|off]
 //
 // FLOPs are counted from shapes: a convolution with weight (c_out, c_in, k, k) producing an
 // h x w map costs 2 * c_out * c_in * k * k * h * w per image forward, and a training step
 // adds the two backward products of the same size (3x). In YOLOv5 every convolution of a
-// graph node runs at that node's output resolution, which gives h and w.
+// graph node runs at that node's output resolution, which gives h and w. Those are the direct
+// convolution's FLOPs also where Winograd (kernels/cpu/winograd.h, on unless --winograd off)
+// does fewer (where its measured rule picks it): the rates are effective ones, comparable
+// between the two.
 // Then the train step's per-op profile (kernels/op_profile.h) at 1 and 2 threads: each op's
 // calls, milliseconds and share of the step, GFLOP/s for the convolutions, and the 1 -> 2
 // thread speed-up; "outside ops" is the rest of the step (allocation, copies, the graph).
@@ -20,6 +24,7 @@
 
 #include "engine/shipped_files.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/winograd.h"
 #include "kernels/op_profile.h"
 #include "models/yolo/yolo_model.h"
 
@@ -137,6 +142,9 @@ int main(int argc, char** argv) {
       reps = std::stoi(argv[++i]);
     else if (arg == "--quick")
       image_size = 128, batch = 2, reps = 1;
+    else if (arg == "--winograd" && has_value)
+      cpu::set_winograd_use(std::string(argv[++i]) == "off" ? cpu::WinogradUse::kNever
+                                                            : cpu::WinogradUse::kMeasuredRule);
     else {
       std::fprintf(stderr, "bench_model: unknown argument '%s'\n", arg.c_str());
       return 2;
@@ -158,8 +166,9 @@ int main(int argc, char** argv) {
   }
   const double gflops = forward_gflops_per_image(model, input);
   const int threads = ThreadPool::global().num_threads();
-  std::printf("%s at %dx%d, batch %d, %d threads: %.3f GFLOP per image forward\n", cfg.c_str(),
-              image_size, image_size, batch, threads, gflops);
+  std::printf("%s at %dx%d, batch %d, %d threads, Winograd %s: %.3f GFLOP per image forward\n",
+              cfg.c_str(), image_size, image_size, batch, threads,
+              cpu::winograd_use() == cpu::WinogradUse::kNever ? "off" : "on", gflops);
 
   const double forward_s = best_time(reps, [&] { model.forward(images, Mode::eval); });
   const double train_s = best_time(reps, [&] {

@@ -29,6 +29,10 @@
 // grouping and the summation order follow from the shape alone: the bits are the same for
 // any thread count.
 //
+// 3x3 stride-1 convolutions run Winograd F(2x2, 3x3) instead where its measured rule picks it
+// per pass (kernels/cpu/winograd.h), in float and double alike, over the same per-image tasks and
+// the same backward-weight grouping, its filter transforms computed once per call.
+//
 // Column matrices and partials live in per-thread grow-only buffers
 // (kernels/cpu/thread_scratch.h): no allocation after the first step.
 #include <algorithm>
@@ -39,6 +43,7 @@
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/thread_scratch.h"
+#include "kernels/cpu/winograd.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
@@ -84,9 +89,11 @@ ConvGeometry conv_geometry(const char* op, Shape4 x, Shape4 weight, bool weight_
   return g;
 }
 
-// The thread_scratch tags of a band's column matrix and of backward-weight's partial sums.
+// The thread_scratch tags of a band's column matrix, of backward-weight's partial sums, and of
+// Winograd's transformed filters and their gradient.
 struct ColumnScratch;
 struct PartialScratch;
+struct WinogradFilterScratch;
 
 // Size of a band's column matrix: half of a Zen 4 core's 1 MB L2, the rest left to the GEMM's
 // packed panels.
@@ -127,16 +134,27 @@ void for_each_column_band(const T* image, const ConvGeometry& g, PerBand per_ban
 constexpr int64_t kMaxPartialWeights = 1 << 16;
 constexpr int64_t kMaxWeightGroups = 8;
 
-// dweight += sum over images [first, last) of dY_i * col_i^T, image after image.
-template <class T>
-void add_weight_gradient(View<const T> x, View<const T> dy, const ConvGeometry& g, int64_t first,
-                         int64_t last, T* dweight) {
-  const int64_t c_out = dy.shape.c, k = g.col_rows(), hw = g.col_cols();
-  for (int64_t i = first; i < last; ++i)
-    for_each_column_band(x.image(i), g, [&](int64_t offset, int64_t cols, const T* col) {
-      cpu::gemm<T>(false, true, c_out, k, cols, T(1), dy.image(i) + offset, hw, col, cols, T(1),
-                   dweight, k);
-    });
+// total (size values) += the sum over the batch of add_images(first, last, sum), which adds
+// the images [first, last) onto sum. Large sums are one task whose GEMMs use the pool; small
+// ones are cut into groups of images, each summed into its own partial, then added in group
+// order (see the header).
+template <class T, class AddImages>
+void sum_over_batch(int64_t batch, int64_t size, AddImages add_images, T* total) {
+  const int64_t groups = size <= kMaxPartialWeights ? std::min(batch, kMaxWeightGroups) : 1;
+  if (groups == 1) return add_images(int64_t{0}, batch, total);
+  T* partials = cpu::thread_scratch<T, PartialScratch>(groups * size);
+  parallel_for(groups, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t group = begin; group < end; ++group) {
+      T* partial = partials + group * size;
+      std::fill(partial, partial + size, T(0));
+      add_images(group * batch / groups, (group + 1) * batch / groups, partial);
+    }
+  });
+  for (int64_t e = 0; e < size; ++e) {
+    T sum = partials[e];
+    for (int64_t group = 1; group < groups; ++group) sum += partials[group * size + e];
+    total[e] += sum;
+  }
 }
 
 // Runs per_image(i) for every image of the batch, one image per task on the thread pool.
@@ -157,6 +175,14 @@ void conv2d_forward(View<const T> x, View<const T> weight, const T* bias, Conv2d
       conv_geometry("conv2d_forward", x.shape, weight.shape, weight.dense(), p, y.shape);
   BAREYOLO_ROUTE_TO_CUDA(conv2d_forward, device, x, weight, bias, p, y);
   const int64_t c_out = weight.shape.n, k = g.col_rows(), hw = g.col_cols();
+  if (cpu::winograd_chosen(g, c_out, cpu::ConvPass::kForward)) {
+    T* u =
+        cpu::thread_scratch<T, WinogradFilterScratch>(cpu::winograd_filter_size(c_out, x.shape.c));
+    cpu::winograd_transform_filters(weight.data, c_out, x.shape.c, false, u);
+    return for_each_image(x.shape.n, [&](int64_t i) {
+      cpu::winograd_correlate_image(x.image(i), g, c_out, u, bias, false, y.image(i));
+    });
+  }
   for_each_image(x.shape.n, [&](int64_t i) {
     T* out = y.image(i);
     // With a bias, Y starts as the bias broadcast along each row and the GEMM adds onto it.
@@ -176,6 +202,16 @@ void conv2d_backward_data(View<const T> dy, View<const T> weight, Conv2dParams p
       conv_geometry("conv2d_backward_data", dx.shape, weight.shape, weight.dense(), p, dy.shape);
   BAREYOLO_ROUTE_TO_CUDA(conv2d_backward_data, device, dy, weight, p, dx);
   const int64_t c_out = weight.shape.n, k = g.col_rows(), hw = g.col_cols();
+  if (cpu::winograd_chosen(g, c_out, cpu::ConvPass::kDataGradient)) {
+    const int64_t c_in = dx.shape.c;
+    const ConvGeometry dg = cpu::winograd_data_gradient_geometry(g, c_out);
+    T* u = cpu::thread_scratch<T, WinogradFilterScratch>(cpu::winograd_filter_size(c_out, c_in));
+    cpu::winograd_transform_filters(weight.data, c_out, c_in, true, u);
+    return for_each_image(dx.shape.n, [&](int64_t i) {
+      cpu::winograd_correlate_image(dy.image(i), dg, c_in, u, static_cast<const T*>(nullptr), true,
+                                    dx.image(i));
+    });
+  }
   for_each_image(dx.shape.n, [&](int64_t i) {
     // For a 1x1 stride-1 convolution dx_i is its own column matrix: the GEMM adds into it.
     if (g.image_is_col())
@@ -198,25 +234,31 @@ void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p, V
       conv_geometry("conv2d_backward_weight", x.shape, dweight.shape, dweight.dense(), p, dy.shape);
   BAREYOLO_ROUTE_TO_CUDA(conv2d_backward_weight, device, x, dy, p, dweight, dbias);
   const int64_t c_out = dweight.shape.n, k = g.col_rows(), hw = g.col_cols();
-  const int64_t batch = x.shape.n, weights = c_out * k;
-  const int64_t groups = weights <= kMaxPartialWeights ? std::min(batch, kMaxWeightGroups) : 1;
-  if (groups == 1) {
-    add_weight_gradient(x, dy, g, 0, batch, dweight.data);
+  const int64_t batch = x.shape.n, c_in = x.shape.c;
+  if (cpu::winograd_chosen(g, c_out, cpu::ConvPass::kWeightGradient)) {
+    // The images' dU are summed in the transformed domain, then turned into dW once.
+    const int64_t size = cpu::winograd_filter_size(c_out, c_in);
+    T* du = cpu::thread_scratch<T, WinogradFilterScratch>(size);
+    std::fill(du, du + size, T(0));
+    sum_over_batch(
+        batch, size,
+        [&](int64_t first, int64_t last, T* sum) {
+          for (int64_t i = first; i < last; ++i)
+            cpu::winograd_add_image_filter_gradient(x.image(i), dy.image(i), g, c_out, sum);
+        },
+        du);
+    cpu::winograd_add_weight_gradient(du, c_out, c_in, dweight.data);
   } else {
-    T* partials = cpu::thread_scratch<T, PartialScratch>(groups * weights);
-    parallel_for(groups, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t group = begin; group < end; ++group) {
-        T* partial = partials + group * weights;
-        std::fill(partial, partial + weights, T(0));
-        add_weight_gradient(x, dy, g, group * batch / groups, (group + 1) * batch / groups,
-                            partial);
-      }
-    });
-    for (int64_t e = 0; e < weights; ++e) {
-      T sum = partials[e];
-      for (int64_t group = 1; group < groups; ++group) sum += partials[group * weights + e];
-      dweight.data[e] += sum;
-    }
+    sum_over_batch(
+        batch, c_out * k,
+        [&](int64_t first, int64_t last, T* sum) {
+          for (int64_t i = first; i < last; ++i)
+            for_each_column_band(x.image(i), g, [&](int64_t offset, int64_t cols, const T* col) {
+              cpu::gemm<T>(false, true, c_out, k, cols, T(1), dy.image(i) + offset, hw, col, cols,
+                           T(1), sum, k);
+            });
+        },
+        dweight.data);
   }
   if (!dbias) return;
   parallel_for(c_out, 1, [&](int64_t begin, int64_t end) {

@@ -69,6 +69,10 @@ struct TrainOptions {
   // TF32 tensor-core math for float convolutions and GEMMs on GPUs (about 1e-3 relative error
   // per product instead of float's 1e-7); off until the GPU check has passed with it on.
   bool tf32 = false;
+  // Winograd F(2x2, 3x3) for the CPU's 3x3 stride-1 convolutions where its measured rule picks
+  // it (kernels/cpu/winograd.h: fewer multiplications, float results that differ in the last
+  // bits); false: im2col + GEMM everywhere.
+  bool winograd = true;
   // --amp: bf16 mixed precision (engine/mixed_precision.h) for the model's activations and
   // gradients: float tensors rounded to bf16 where mixed precision stores bf16, convolutions as
   // bf16 ops (cuDNN on tensor cores on a GPU). Off by default until the device check has run

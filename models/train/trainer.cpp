@@ -34,6 +34,7 @@
 #include "engine/parameter_arena.h"                       // defines: ParameterArena
 #include "engine/trace.h"                                 // defines: trace::Range, trace::enable
 #include "engine/trace_analysis.h"                        // defines: trace::step_shares
+#include "kernels/cpu/winograd.h"                         // defines: cpu::set_winograd_use
 #include "kernels/cuda/runtime/runtime.h"                 // defines: cuda::set_tf32
 #include "kernels/route.h"                                // defines: ops::require_kernel
 #include "models/loss/head_loss.h"          // defines: head_loss (YOLOv5's loss of the head)
@@ -231,6 +232,9 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
       stopping_{options_.patience},
       tensors_{with_values(state_, ema_.values()), state_, optimizer_->state()} {
   cuda::set_tf32(options_.tf32);  // steers GPU convolutions and GEMMs only
+  // steers CPU convolutions only
+  cpu::set_winograd_use(options_.winograd ? cpu::WinogradUse::kMeasuredRule
+                                          : cpu::WinogradUse::kNever);
   model_.graph().set_mixed_precision(options_.amp);
   ops::require_kernel(optimizer_->kernel(), run_.device,
                       std::string("--optimizer ") + optimizer_name(options_.optimizer));

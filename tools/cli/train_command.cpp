@@ -28,6 +28,7 @@ constexpr int kShapesEpochs = 80, kShapesImgsz = 128;
 struct TrainCommandOptions {
   models::TrainOptions train;
   std::string hyp, config, optimizer = "SGD", device = "auto", tf32 = "off", grad_dtype = "fp32";
+  std::string winograd = "on";
   bool no_val = false;
   CLI::App* command = nullptr;
   CLI::Option *resume = nullptr, *epochs = nullptr, *imgsz = nullptr;
@@ -106,6 +107,7 @@ int train() {
   }
   t.device = options.device;
   t.tf32 = options.tf32 == "on";
+  t.winograd = options.winograd == "on";
   t.bf16_grad_buckets = options.grad_dtype == "bf16";
   const models::TrainSummary summary = models::run_training(t, [](const std::string& line) {
     std::printf("%s\n", line.c_str());
@@ -185,6 +187,13 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--tf32", options.tf32,
                   "on: TF32 tensor-core math for float convolutions and GEMMs on GPUs")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  cmd->add_option("--winograd", options.winograd,
+                  "on: the CPU's 3x3 stride-1 convolutions run Winograd F(2x2, 3x3) where "
+                  "build/bench_conv3x3 measured it faster than im2col + GEMM (fewer "
+                  "multiplications, float results that differ in the last bits); off: "
+                  "im2col + GEMM everywhere")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   cmd->add_flag("--amp", t.amp,

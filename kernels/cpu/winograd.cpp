@@ -1,0 +1,397 @@
+// kernels/cpu/winograd.cpp — Winograd F(2x2, 3x3) per image; see winograd.h for the math.
+//
+// Layouts: an image's transformed tiles are v[(ξ * channels + c) * tiles + t] and the GEMM
+// products m[(ξ * c_out + o) * tiles + t], so that for each ξ the GEMM's operands are dense
+// row-major matrices. Like im2col (conv2d.cpp), a large map is done in bands of whole tile rows
+// whose transforms stay in cache. Borders: each transform first copies the rows it reads into a
+// zero-padded line buffer, so its inner loop over tiles has no bounds tests.
+#include "kernels/cpu/winograd.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "kernels/cpu/gemm/gemm.h"
+#include "kernels/cpu/thread_scratch.h"
+
+namespace bareyolo::cpu {
+
+namespace {
+
+std::atomic<WinogradUse> current_use{WinogradUse::kMeasuredRule};
+
+// The thread_scratch tags of a band's input transforms, its GEMM products and the line buffer.
+struct InputTransformScratch;
+struct ProductScratch;
+struct LineScratch;
+
+// Bytes of one band's input transforms (as conv2d.cpp's column bands: half of a 1 MB L2).
+constexpr int64_t kMaxBandBytes = 512 * 1024;
+
+struct Tiles {
+  int64_t rows, cols;  // 2x2 output tiles per column and per row of the map
+};
+Tiles tiles_of(const ConvGeometry& g) { return {(g.out_h + 1) / 2, (g.out_w + 1) / 2}; }
+
+// Tile rows per band: as many as keep the band's 16 * channels transforms within the budget.
+template <class T>
+int64_t band_tile_rows(const Tiles& tiles, int64_t channels) {
+  const int64_t row_bytes = 16 * channels * tiles.cols * static_cast<int64_t>(sizeof(T));
+  return std::clamp<int64_t>(kMaxBandBytes / row_bytes, 1, tiles.rows);
+}
+
+// line[r * line_width + pad + x] = plane[first_row + r][x] for r < rows, zero elsewhere
+// (rows outside the plane, the left padding and the columns past the plane's width).
+template <class T>
+void load_padded_rows(const T* plane, int64_t height, int64_t width, int64_t first_row,
+                      int64_t rows, int64_t pad, int64_t line_width, T* line) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* dst = line + r * line_width;
+    std::fill(dst, dst + line_width, T(0));
+    const int64_t y = first_row + r;
+    if (y < 0 || y >= height) continue;
+    const T* src = plane + y * width;
+    std::copy(src, src + std::min(width, line_width - pad), dst + pad);
+  }
+}
+
+// The transforms' inner loops run over the tiles of a tile row (5 to 80 of them) through
+// `Lanes`: one tile at a time (Scalar) or a vector register of them (Vector, GCC's vector
+// extension: 8 floats or 4 doubles in AVX2), written once as a generic lambda
+// per_lanes(lanes, t) that handles the tiles [t, t + lanes.width). The auto-vectoriser left
+// these loops scalar (it could not rule out aliasing between the buffers), and a scalar tail
+// after a vector body cost as much as the body for 20-tile rows.
+template <class T>
+struct ScalarLanes {
+  static constexpr int64_t width = 1;
+  static T load(const T* p) { return *p; }
+  static void store(T* p, T value) { *p = value; }
+};
+template <class T>
+struct VectorOf;  // (GCC drops vector_size on a dependent type, so one per type)
+template <>
+struct VectorOf<float> {
+  typedef float type __attribute__((vector_size(32)));
+};
+template <>
+struct VectorOf<double> {
+  typedef double type __attribute__((vector_size(32)));
+};
+template <class T>
+struct VectorLanes {
+  using V = typename VectorOf<T>::type;
+  static constexpr int64_t width = 32 / sizeof(T);
+  static V load(const T* p) {
+    V v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  static void store(T* p, V v) { std::memcpy(p, &v, sizeof v); }
+};
+
+// per_lanes over [0, count) in vectors, the last one ending at count and overlapping the one
+// before it (so per_lanes must only write what it computes from inputs it does not write);
+// rows shorter than a vector go tile by tile.
+template <class T, class PerLanes>
+void for_tile_vectors(int64_t count, PerLanes per_lanes) {
+  constexpr int64_t width = VectorLanes<T>::width;
+  if (count < width) {
+    for (int64_t t = 0; t < count; ++t) per_lanes(ScalarLanes<T>{}, t);
+    return;
+  }
+  for (int64_t t = 0;; t += width) {
+    t = std::min(t, count - width);
+    per_lanes(VectorLanes<T>{}, t);
+    if (t + width == count) return;
+  }
+}
+
+// The rows [first_row, first_row + rows) of a plane, zero-padded (pad columns on the left, zeros
+// past the plane's edges) to 2 * half_width columns and split by column parity: even[r * half_width
+// + k] = padded row r at column 2k, odd[...] at 2k + 1. A tile t reads the padded columns 2t ..
+// 2t + 3, that is even[t], odd[t], even[t + 1], odd[t + 1]: unit-stride loads, a vector of
+// consecutive tiles at a time (for_tile_vectors), where the interleaved row needed stride 2.
+template <class T>
+void load_split_rows(const T* plane, int64_t height, int64_t width, int64_t first_row, int64_t rows,
+                     int64_t pad, int64_t half_width, T* row_buffer, T* __restrict even,
+                     T* __restrict odd) {
+  for (int64_t r = 0; r < rows; ++r) {
+    load_padded_rows(plane, height, width, first_row + r, 1, pad, 2 * half_width, row_buffer);
+    const T* __restrict row = row_buffer;
+    for (int64_t k = 0; k < half_width; ++k) {
+      even[r * half_width + k] = row[2 * k];
+      odd[r * half_width + k] = row[2 * k + 1];
+    }
+  }
+}
+
+// v = B^T d B for the tiles of the tile rows [tr_begin, tr_end) of every channel of image.
+template <class T>
+void transform_input_band(const T* image, const ConvGeometry& g, const Tiles& tiles,
+                          int64_t tr_begin, int64_t tr_end, T* __restrict v) {
+  const int64_t band_tiles = (tr_end - tr_begin) * tiles.cols;
+  const int64_t xi_stride = g.channels * band_tiles, half_width = tiles.cols + 1;
+  // The band's tile rows read the input rows 2 tr - pad .. 2 tr - pad + 3: each is split once.
+  const int64_t rows = 2 * (tr_end - tr_begin) + 2;
+  T* buffers = thread_scratch<T, LineScratch>((2 * rows + 2 + 16) * half_width);
+  T *even = buffers, *odd = even + rows * half_width, *row_buffer = odd + rows * half_width;
+  T* h = row_buffer + 2 * half_width;  // h[(4 r + j) * cols + t]: d B of row r, for one tile row
+  const int64_t cols = tiles.cols;
+  for (int64_t c = 0; c < g.channels; ++c) {
+    load_split_rows(image + c * g.height * g.width, g.height, g.width, 2 * tr_begin - g.pad_h, rows,
+                    g.pad_w, half_width, row_buffer, even, odd);
+    for (int64_t tr = tr_begin; tr < tr_end; ++tr) {
+      // Two passes over the tiles, each vectorised: along the four rows of the tiles (d B),
+      // then down their columns (B^T (d B)).
+      for (int64_t r = 0; r < 4; ++r) {
+        const T* e = even + (2 * (tr - tr_begin) + r) * half_width;
+        const T* o = odd + (2 * (tr - tr_begin) + r) * half_width;
+        T* h0 = h + 4 * r * cols;
+        T *h1 = h0 + cols, *h2 = h1 + cols, *h3 = h2 + cols;
+        for_tile_vectors<T>(cols, [&](auto lanes, int64_t t) {
+          using L = decltype(lanes);
+          const auto e0 = L::load(e + t), e1 = L::load(e + t + 1);
+          const auto o0 = L::load(o + t), o1 = L::load(o + t + 1);
+          L::store(h0 + t, e0 - e1);
+          L::store(h1 + t, o0 + e1);
+          L::store(h2 + t, e1 - o0);
+          L::store(h3 + t, o0 - o1);
+        });
+      }
+      T* dst = v + c * band_tiles + (tr - tr_begin) * cols;
+      for (int64_t j = 0; j < 4; ++j) {
+        const T *r0 = h + j * cols, *r1 = r0 + 4 * cols, *r2 = r1 + 4 * cols, *r3 = r2 + 4 * cols;
+        T *out0 = dst + j * xi_stride, *out1 = dst + (4 + j) * xi_stride;
+        T *out2 = dst + (8 + j) * xi_stride, *out3 = dst + (12 + j) * xi_stride;
+        for_tile_vectors<T>(cols, [&](auto lanes, int64_t t) {
+          using L = decltype(lanes);
+          const auto a = L::load(r0 + t), b = L::load(r1 + t);
+          const auto c2 = L::load(r2 + t), d = L::load(r3 + t);
+          L::store(out0 + t, a - c2);
+          L::store(out1 + t, b + c2);
+          L::store(out2 + t, c2 - b);
+          L::store(out3 + t, b - d);
+        });
+      }
+    }
+  }
+}
+
+// out = A^T m A (+ bias) for the tiles of [tr_begin, tr_end), written or (accumulate) added,
+// clipped to the map where out_h or out_w is odd.
+template <class T>
+void transform_output_band(const T* __restrict m, const ConvGeometry& g, int64_t c_out,
+                           const Tiles& tiles, int64_t tr_begin, int64_t tr_end, const T* bias,
+                           bool accumulate, T* out) {
+  const int64_t band_tiles = (tr_end - tr_begin) * tiles.cols;
+  const int64_t xi_stride = c_out * band_tiles, line_width = 2 * tiles.cols;
+  T* line = thread_scratch<T, LineScratch>(2 * line_width);
+  for (int64_t o = 0; o < c_out; ++o) {
+    const T b = bias ? bias[o] : T(0);
+    T* plane = out + o * g.out_h * g.out_w;
+    for (int64_t tr = tr_begin; tr < tr_end; ++tr) {
+      const T* src = m + o * band_tiles + (tr - tr_begin) * tiles.cols;
+      for (int64_t t = 0; t < tiles.cols; ++t) {
+        T cols[4][2];  // cols[j] = A^T applied to column j of the tile's M
+        for (int j = 0; j < 4; ++j) {
+          const T m0 = src[j * xi_stride + t], m1 = src[(4 + j) * xi_stride + t];
+          const T m2 = src[(8 + j) * xi_stride + t], m3 = src[(12 + j) * xi_stride + t];
+          cols[j][0] = m0 + m1 + m2;
+          cols[j][1] = m1 - m2 - m3;
+        }
+        for (int i = 0; i < 2; ++i) {
+          line[i * line_width + 2 * t] = cols[0][i] + cols[1][i] + cols[2][i];
+          line[i * line_width + 2 * t + 1] = cols[1][i] - cols[2][i] - cols[3][i];
+        }
+      }
+      for (int64_t i = 0; i < 2 && 2 * tr + i < g.out_h; ++i) {
+        T* row = plane + (2 * tr + i) * g.out_w;
+        const T* values = line + i * line_width;
+        if (accumulate)
+          for (int64_t x = 0; x < g.out_w; ++x) row[x] += values[x] + b;
+        else
+          for (int64_t x = 0; x < g.out_w; ++x) row[x] = values[x] + b;
+      }
+    }
+  }
+}
+
+// dm = A dY A^T for the 2x2 tiles of dY (c_out x out_h x out_w) in [tr_begin, tr_end), dY taken
+// as zero past an odd map's last row or column.
+template <class T>
+void transform_output_gradient_band(const T* dy, const ConvGeometry& g, int64_t c_out,
+                                    const Tiles& tiles, int64_t tr_begin, int64_t tr_end,
+                                    T* __restrict dm) {
+  const int64_t band_tiles = (tr_end - tr_begin) * tiles.cols;
+  const int64_t xi_stride = c_out * band_tiles, line_width = 2 * tiles.cols;
+  T* line = thread_scratch<T, LineScratch>(2 * line_width);
+  for (int64_t o = 0; o < c_out; ++o) {
+    const T* plane = dy + o * g.out_h * g.out_w;
+    for (int64_t tr = tr_begin; tr < tr_end; ++tr) {
+      load_padded_rows(plane, g.out_h, g.out_w, 2 * tr, 2, 0, line_width, line);
+      T* dst = dm + o * band_tiles + (tr - tr_begin) * tiles.cols;
+      const T* __restrict d = line;
+      for (int64_t t = 0; t < tiles.cols; ++t) {
+        T rows[4][2];  // rows[i] = row i of A dY: (y0, y0 + y1, y0 - y1, -y1) down each column
+        for (int j = 0; j < 2; ++j) {
+          const T y0 = d[2 * t + j], y1 = d[line_width + 2 * t + j];
+          rows[0][j] = y0;
+          rows[1][j] = y0 + y1;
+          rows[2][j] = y0 - y1;
+          rows[3][j] = -y1;
+        }
+        for (int i = 0; i < 4; ++i) {
+          const T p = rows[i][0], q = rows[i][1];
+          dst[(4 * i + 0) * xi_stride + t] = p;
+          dst[(4 * i + 1) * xi_stride + t] = p + q;
+          dst[(4 * i + 2) * xi_stride + t] = p - q;
+          dst[(4 * i + 3) * xi_stride + t] = -q;
+        }
+      }
+    }
+  }
+}
+
+// (G g) of a 3-vector, and (G^T u) of a 4-vector.
+template <class T>
+void filter_transform_1d(T g0, T g1, T g2, T* r) {
+  r[0] = g0;
+  r[1] = T(0.5) * (g0 + g1 + g2);
+  r[2] = T(0.5) * (g0 - g1 + g2);
+  r[3] = g2;
+}
+template <class T>
+void filter_gradient_1d(T u0, T u1, T u2, T u3, T* r) {
+  r[0] = u0 + T(0.5) * (u1 + u2);
+  r[1] = T(0.5) * (u1 - u2);
+  r[2] = T(0.5) * (u1 + u2) + u3;
+}
+
+}  // namespace
+
+bool winograd_applies(const ConvGeometry& g) {
+  return g.kernel_h == 3 && g.kernel_w == 3 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= 2 &&
+         g.pad_w <= 2;
+}
+
+// The measured rule, from build/bench_conv3x3 (batch 8, 2 threads, AVX-512 host, ms per image
+// im2col + GEMM -> Winograd, forward / data gradient / weight gradient, two runs' ranges):
+//   16 ch @80:   0.47-0.50 -> 0.35-0.38 / 0.38-0.41 -> 0.34-0.40 / 0.50 -> 0.85-0.89
+//   32 ch @40:   0.39-0.41 -> 0.26-0.28 / 0.33 -> 0.27-0.28 / 0.44 -> 0.37-0.39
+//   64 ch @20:   0.33-0.34 -> 0.26-0.27 / 0.26-0.30 -> 0.26 / 0.34-0.39 -> 0.34
+//   128 ch @20:  1.09-1.22 -> 0.99-1.01 / 1.09-1.16 -> 0.92-1.00 / 1.65-1.69 -> 1.23-1.70
+//   128 ch @10:  0.28-0.35 -> 0.48-0.49 / 0.29 -> 0.47-0.48 / 0.45 -> 0.48-0.50
+//   256 ch @10:  1.28-1.49 -> 1.58-1.81 / 1.38 -> 2.59-2.70 / 1.47-1.60 -> 2.09-2.22
+// So: maps of at least 20x20 (on 10x10 an image's 25 tiles make GEMMs too narrow to pay for
+// the transforms), 8 channels or more each side, and for the weight gradient, whose 16 GEMMs
+// are only c_out x c_in large, 32 channels or more.
+bool winograd_chosen(const ConvGeometry& g, int64_t c_out, ConvPass pass) {
+  const WinogradUse use = winograd_use();
+  if (use == WinogradUse::kNever || !winograd_applies(g)) return false;
+  if (use == WinogradUse::kAlways) return true;
+  const int64_t min_channels = pass == ConvPass::kWeightGradient ? 32 : 8;
+  return std::min(g.channels, c_out) >= min_channels && std::min(g.out_h, g.out_w) >= 20;
+}
+
+void set_winograd_use(WinogradUse use) { current_use.store(use); }
+WinogradUse winograd_use() { return current_use.load(); }
+
+template <class T>
+void winograd_transform_filters(const T* weight, int64_t c_out, int64_t c_in,
+                                bool for_data_gradient, T* u) {
+  const int64_t rows = for_data_gradient ? c_in : c_out, cols = for_data_gradient ? c_out : c_in;
+  const int64_t xi_stride = rows * cols;
+  for (int64_t o = 0; o < c_out; ++o)
+    for (int64_t c = 0; c < c_in; ++c) {
+      const T* w = weight + (o * c_in + c) * 9;
+      // The data gradient's filter is this one turned by 180 degrees.
+      auto tap = [&](int i, int j) {
+        return for_data_gradient ? w[(2 - i) * 3 + 2 - j] : w[i * 3 + j];
+      };
+      T columns[3][4];  // columns[j] = G applied to column j of the filter
+      for (int j = 0; j < 3; ++j) filter_transform_1d(tap(0, j), tap(1, j), tap(2, j), columns[j]);
+      T* dst = u + (for_data_gradient ? c * cols + o : o * cols + c);
+      for (int i = 0; i < 4; ++i) {
+        T row[4];
+        filter_transform_1d(columns[0][i], columns[1][i], columns[2][i], row);
+        for (int j = 0; j < 4; ++j) dst[(4 * i + j) * xi_stride] = row[j];
+      }
+    }
+}
+
+template <class T>
+void winograd_correlate_image(const T* image, const ConvGeometry& g, int64_t c_out, const T* u,
+                              const T* bias, bool accumulate, T* out) {
+  const Tiles tiles = tiles_of(g);
+  const int64_t c_in = g.channels, band_rows = band_tile_rows<T>(tiles, c_in);
+  T* v = thread_scratch<T, InputTransformScratch>(16 * c_in * band_rows * tiles.cols);
+  T* m = thread_scratch<T, ProductScratch>(16 * c_out * band_rows * tiles.cols);
+  for (int64_t tr = 0; tr < tiles.rows; tr += band_rows) {
+    const int64_t tr_end = std::min(tiles.rows, tr + band_rows), n = (tr_end - tr) * tiles.cols;
+    transform_input_band(image, g, tiles, tr, tr_end, v);
+    for (int64_t xi = 0; xi < 16; ++xi)
+      gemm<T>(false, false, c_out, n, c_in, T(1), u + xi * c_out * c_in, c_in, v + xi * c_in * n, n,
+              T(0), m + xi * c_out * n, n);
+    transform_output_band(m, g, c_out, tiles, tr, tr_end, bias, accumulate, out);
+  }
+}
+
+ConvGeometry winograd_data_gradient_geometry(const ConvGeometry& g, int64_t c_out) {
+  ConvGeometry d = g;
+  d.channels = c_out;
+  d.height = g.out_h;
+  d.width = g.out_w;
+  d.pad_h = 2 - g.pad_h;
+  d.pad_w = 2 - g.pad_w;
+  d.out_h = g.height;
+  d.out_w = g.width;
+  return d;
+}
+
+template <class T>
+void winograd_add_image_filter_gradient(const T* image, const T* dy, const ConvGeometry& g,
+                                        int64_t c_out, T* du) {
+  const Tiles tiles = tiles_of(g);
+  const int64_t c_in = g.channels, band_rows = band_tile_rows<T>(tiles, c_in + c_out);
+  T* v = thread_scratch<T, InputTransformScratch>(16 * c_in * band_rows * tiles.cols);
+  T* dm = thread_scratch<T, ProductScratch>(16 * c_out * band_rows * tiles.cols);
+  for (int64_t tr = 0; tr < tiles.rows; tr += band_rows) {
+    const int64_t tr_end = std::min(tiles.rows, tr + band_rows), n = (tr_end - tr) * tiles.cols;
+    transform_input_band(image, g, tiles, tr, tr_end, v);
+    transform_output_gradient_band(dy, g, c_out, tiles, tr, tr_end, dm);
+    for (int64_t xi = 0; xi < 16; ++xi)
+      gemm<T>(false, true, c_out, c_in, n, T(1), dm + xi * c_out * n, n, v + xi * c_in * n, n, T(1),
+              du + xi * c_out * c_in, c_in);
+  }
+}
+
+template <class T>
+void winograd_add_weight_gradient(const T* du, int64_t c_out, int64_t c_in, T* dweight) {
+  const int64_t xi_stride = c_out * c_in;
+  for (int64_t o = 0; o < c_out; ++o)
+    for (int64_t c = 0; c < c_in; ++c) {
+      const T* src = du + o * c_in + c;
+      T rows[4][3];  // rows[i] = G^T applied to row i of dU
+      for (int i = 0; i < 4; ++i)
+        filter_gradient_1d(src[(4 * i) * xi_stride], src[(4 * i + 1) * xi_stride],
+                           src[(4 * i + 2) * xi_stride], src[(4 * i + 3) * xi_stride], rows[i]);
+      T* dw = dweight + (o * c_in + c) * 9;
+      for (int j = 0; j < 3; ++j) {
+        T column[3];
+        filter_gradient_1d(rows[0][j], rows[1][j], rows[2][j], rows[3][j], column);
+        for (int i = 0; i < 3; ++i) dw[i * 3 + j] += column[i];
+      }
+    }
+}
+
+#define BAREYOLO_INSTANTIATE_WINOGRAD(T)                                                       \
+  template void winograd_transform_filters<T>(const T*, int64_t, int64_t, bool, T*);           \
+  template void winograd_correlate_image<T>(const T*, const ConvGeometry&, int64_t, const T*,  \
+                                            const T*, bool, T*);                               \
+  template void winograd_add_image_filter_gradient<T>(const T*, const T*, const ConvGeometry&, \
+                                                      int64_t, T*);                            \
+  template void winograd_add_weight_gradient<T>(const T*, int64_t, int64_t, T*);
+BAREYOLO_INSTANTIATE_WINOGRAD(float)
+BAREYOLO_INSTANTIATE_WINOGRAD(double)
+
+}  // namespace bareyolo::cpu
