@@ -179,9 +179,8 @@ void conv2d_forward(View<const T> x, View<const T> weight, const T* bias, Conv2d
     T* u =
         cpu::thread_scratch<T, WinogradFilterScratch>(cpu::winograd_filter_size(c_out, x.shape.c));
     cpu::winograd_transform_filters(weight.data, c_out, x.shape.c, false, u);
-    return for_each_image(x.shape.n, [&](int64_t i) {
-      cpu::winograd_correlate_image(x.image(i), g, c_out, u, bias, false, y.image(i));
-    });
+    return cpu::winograd_correlate(x.data, x.batch_stride, x.shape.n, g, c_out, u, bias, false,
+                                   y.data, y.batch_stride);
   }
   for_each_image(x.shape.n, [&](int64_t i) {
     T* out = y.image(i);
@@ -207,10 +206,8 @@ void conv2d_backward_data(View<const T> dy, View<const T> weight, Conv2dParams p
     const ConvGeometry dg = cpu::winograd_data_gradient_geometry(g, c_out);
     T* u = cpu::thread_scratch<T, WinogradFilterScratch>(cpu::winograd_filter_size(c_out, c_in));
     cpu::winograd_transform_filters(weight.data, c_out, c_in, true, u);
-    return for_each_image(dx.shape.n, [&](int64_t i) {
-      cpu::winograd_correlate_image(dy.image(i), dg, c_in, u, static_cast<const T*>(nullptr), true,
-                                    dx.image(i));
-    });
+    return cpu::winograd_correlate(dy.data, dy.batch_stride, dx.shape.n, dg, c_in, u,
+                                   static_cast<const T*>(nullptr), true, dx.data, dx.batch_stride);
   }
   for_each_image(dx.shape.n, [&](int64_t i) {
     // For a 1x1 stride-1 convolution dx_i is its own column matrix: the GEMM adds into it.
@@ -243,8 +240,8 @@ void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p, V
     sum_over_batch(
         batch, size,
         [&](int64_t first, int64_t last, T* sum) {
-          for (int64_t i = first; i < last; ++i)
-            cpu::winograd_add_image_filter_gradient(x.image(i), dy.image(i), g, c_out, sum);
+          cpu::winograd_add_filter_gradient(x.image(first), x.batch_stride, dy.image(first),
+                                            dy.batch_stride, last - first, g, c_out, sum);
         },
         du);
     cpu::winograd_add_weight_gradient(du, c_out, c_in, dweight.data);

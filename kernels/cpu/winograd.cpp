@@ -1,10 +1,11 @@
-// kernels/cpu/winograd.cpp — Winograd F(2x2, 3x3) per image; see winograd.h for the math.
+// kernels/cpu/winograd.cpp — Winograd F(2x2, 3x3); see winograd.h for the math.
 //
-// Layouts: an image's transformed tiles are v[(ξ * channels + c) * tiles + t] and the GEMM
+// Layouts: a band's transformed tiles are v[(ξ * channels + c) * tiles + t] and the GEMM
 // products m[(ξ * c_out + o) * tiles + t], so that for each ξ the GEMM's operands are dense
 // row-major matrices. Like im2col (conv2d.cpp), a large map is done in bands of whole tile rows
-// whose transforms stay in cache. Borders: each transform first copies the rows it reads into a
-// zero-padded line buffer, so its inner loop over tiles has no bounds tests.
+// whose transforms stay in cache; the forward's bands run on over the batch's images, so that
+// small maps still give the GEMMs enough tiles. Borders: each transform first copies the rows it
+// reads into a zero-padded line buffer, so its inner loop over tiles has no bounds tests.
 #include "kernels/cpu/winograd.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstring>
 
 #include "kernels/cpu/gemm/gemm.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/thread_scratch.h"
 
 namespace bareyolo::cpu {
@@ -33,11 +35,37 @@ struct Tiles {
 };
 Tiles tiles_of(const ConvGeometry& g) { return {(g.out_h + 1) / 2, (g.out_w + 1) / 2}; }
 
-// Tile rows per band: as many as keep the band's 16 * channels transforms within the budget.
+// Tile rows per band, out of `rows`: as many as keep the band's 16 * channels transforms within
+// the budget.
 template <class T>
-int64_t band_tile_rows(const Tiles& tiles, int64_t channels) {
+int64_t band_tile_rows(const Tiles& tiles, int64_t channels, int64_t rows) {
   const int64_t row_bytes = 16 * channels * tiles.cols * static_cast<int64_t>(sizeof(T));
-  return std::clamp<int64_t>(kMaxBandBytes / row_bytes, 1, tiles.rows);
+  return std::clamp<int64_t>(kMaxBandBytes / row_bytes, 1, rows);
+}
+
+// Bands run over the tile rows of a batch (image i's tile row tr is row i * tiles.rows + tr):
+// on 20x20 and smaller maps an image has too few tiles (100, 25) for 16 GEMMs that each pack
+// all of U_ξ (forward) or that are only tiles deep (weight gradient) to pay. A band holds at
+// least kMinBandTiles tiles when the batch has them, over the cache budget if need be: each
+// GEMM still reads only its own ξ's share.
+constexpr int64_t kMinBandTiles = 128;
+
+template <class T>
+int64_t batch_band_rows(const Tiles& tiles, int64_t channels, int64_t total_rows) {
+  const int64_t min_rows = std::min(total_rows, (kMinBandTiles + tiles.cols - 1) / tiles.cols);
+  return std::max(min_rows, band_tile_rows<T>(tiles, channels, total_rows));
+}
+
+// per_slice(image, tr_begin, tr_end, offset) for the piece of each image in the batch's tile
+// rows [first, last): its tile rows, and the tile at which they start within the band.
+template <class PerSlice>
+void for_each_image_slice(const Tiles& tiles, int64_t first, int64_t last, PerSlice per_slice) {
+  for (int64_t row = first; row < last;) {
+    const int64_t image = row / tiles.rows, tr = row % tiles.rows;
+    const int64_t tr_end = std::min(tiles.rows, tr + (last - row));
+    per_slice(image, tr, tr_end, (row - first) * tiles.cols);
+    row += tr_end - tr;
+  }
 }
 
 // line[r * line_width + pad + x] = plane[first_row + r][x] for r < rows, zero elsewhere
@@ -125,11 +153,12 @@ void load_split_rows(const T* plane, int64_t height, int64_t width, int64_t firs
   }
 }
 
-// v = B^T d B for the tiles of the tile rows [tr_begin, tr_end) of every channel of image.
+// v = B^T d B for the tiles of the tile rows [tr_begin, tr_end) of the channels [c_begin, c_end)
+// of image, at tile `offset` of a band of band_tiles.
 template <class T>
 void transform_input_band(const T* image, const ConvGeometry& g, const Tiles& tiles,
-                          int64_t tr_begin, int64_t tr_end, T* __restrict v) {
-  const int64_t band_tiles = (tr_end - tr_begin) * tiles.cols;
+                          int64_t tr_begin, int64_t tr_end, int64_t band_tiles, int64_t offset,
+                          int64_t c_begin, int64_t c_end, T* __restrict v) {
   const int64_t xi_stride = g.channels * band_tiles, half_width = tiles.cols + 1;
   // The band's tile rows read the input rows 2 tr - pad .. 2 tr - pad + 3: each is split once.
   const int64_t rows = 2 * (tr_end - tr_begin) + 2;
@@ -137,7 +166,7 @@ void transform_input_band(const T* image, const ConvGeometry& g, const Tiles& ti
   T *even = buffers, *odd = even + rows * half_width, *row_buffer = odd + rows * half_width;
   T* h = row_buffer + 2 * half_width;  // h[(4 r + j) * cols + t]: d B of row r, for one tile row
   const int64_t cols = tiles.cols;
-  for (int64_t c = 0; c < g.channels; ++c) {
+  for (int64_t c = c_begin; c < c_end; ++c) {
     load_split_rows(image + c * g.height * g.width, g.height, g.width, 2 * tr_begin - g.pad_h, rows,
                     g.pad_w, half_width, row_buffer, even, odd);
     for (int64_t tr = tr_begin; tr < tr_end; ++tr) {
@@ -158,7 +187,7 @@ void transform_input_band(const T* image, const ConvGeometry& g, const Tiles& ti
           L::store(h3 + t, o0 - o1);
         });
       }
-      T* dst = v + c * band_tiles + (tr - tr_begin) * cols;
+      T* dst = v + c * band_tiles + offset + (tr - tr_begin) * cols;
       for (int64_t j = 0; j < 4; ++j) {
         const T *r0 = h + j * cols, *r1 = r0 + 4 * cols, *r2 = r1 + 4 * cols, *r3 = r2 + 4 * cols;
         T *out0 = dst + j * xi_stride, *out1 = dst + (4 + j) * xi_stride;
@@ -177,20 +206,19 @@ void transform_input_band(const T* image, const ConvGeometry& g, const Tiles& ti
   }
 }
 
-// out = A^T m A (+ bias) for the tiles of [tr_begin, tr_end), written or (accumulate) added,
-// clipped to the map where out_h or out_w is odd.
+// out = A^T m A (+ bias) for the tiles of [tr_begin, tr_end), at tile `offset` of a band of
+// band_tiles in m, written or (accumulate) added, clipped to the map where out_h or out_w is odd.
 template <class T>
 void transform_output_band(const T* __restrict m, const ConvGeometry& g, int64_t c_out,
-                           const Tiles& tiles, int64_t tr_begin, int64_t tr_end, const T* bias,
-                           bool accumulate, T* out) {
-  const int64_t band_tiles = (tr_end - tr_begin) * tiles.cols;
+                           const Tiles& tiles, int64_t tr_begin, int64_t tr_end, int64_t band_tiles,
+                           int64_t offset, const T* bias, bool accumulate, T* out) {
   const int64_t xi_stride = c_out * band_tiles, line_width = 2 * tiles.cols;
   T* line = thread_scratch<T, LineScratch>(2 * line_width);
   for (int64_t o = 0; o < c_out; ++o) {
     const T b = bias ? bias[o] : T(0);
     T* plane = out + o * g.out_h * g.out_w;
     for (int64_t tr = tr_begin; tr < tr_end; ++tr) {
-      const T* src = m + o * band_tiles + (tr - tr_begin) * tiles.cols;
+      const T* src = m + o * band_tiles + offset + (tr - tr_begin) * tiles.cols;
       for (int64_t t = 0; t < tiles.cols; ++t) {
         T cols[4][2];  // cols[j] = A^T applied to column j of the tile's M
         for (int j = 0; j < 4; ++j) {
@@ -216,38 +244,44 @@ void transform_output_band(const T* __restrict m, const ConvGeometry& g, int64_t
   }
 }
 
-// dm = A dY A^T for the 2x2 tiles of dY (c_out x out_h x out_w) in [tr_begin, tr_end), dY taken
-// as zero past an odd map's last row or column.
+// dm = A dY A^T for the 2x2 tiles of the channels [o_begin, o_end) of dY (c_out x out_h x out_w)
+// in the tile rows [tr_begin, tr_end), at tile `offset` of a band of band_tiles; dY taken as
+// zero past an odd map's last row or column.
 template <class T>
 void transform_output_gradient_band(const T* dy, const ConvGeometry& g, int64_t c_out,
                                     const Tiles& tiles, int64_t tr_begin, int64_t tr_end,
-                                    T* __restrict dm) {
-  const int64_t band_tiles = (tr_end - tr_begin) * tiles.cols;
-  const int64_t xi_stride = c_out * band_tiles, line_width = 2 * tiles.cols;
-  T* line = thread_scratch<T, LineScratch>(2 * line_width);
-  for (int64_t o = 0; o < c_out; ++o) {
-    const T* plane = dy + o * g.out_h * g.out_w;
+                                    int64_t band_tiles, int64_t offset, int64_t o_begin,
+                                    int64_t o_end, T* __restrict dm) {
+  const int64_t xi_stride = c_out * band_tiles, cols = tiles.cols;
+  // The band reads dY's rows 2 tr_begin .. 2 tr_end - 1, split by column parity as the input
+  // transform's are: a tile's two columns are then even[t] and odd[t] of its two rows.
+  const int64_t rows = 2 * (tr_end - tr_begin);
+  T* buffers = thread_scratch<T, LineScratch>((2 * rows + 2) * cols);
+  T *even = buffers, *odd = even + rows * cols, *row_buffer = odd + rows * cols;
+  for (int64_t o = o_begin; o < o_end; ++o) {
+    load_split_rows(dy + o * g.out_h * g.out_w, g.out_h, g.out_w, 2 * tr_begin, rows, int64_t{0},
+                    cols, row_buffer, even, odd);
     for (int64_t tr = tr_begin; tr < tr_end; ++tr) {
-      load_padded_rows(plane, g.out_h, g.out_w, 2 * tr, 2, 0, line_width, line);
-      T* dst = dm + o * band_tiles + (tr - tr_begin) * tiles.cols;
-      const T* __restrict d = line;
-      for (int64_t t = 0; t < tiles.cols; ++t) {
-        T rows[4][2];  // rows[i] = row i of A dY: (y0, y0 + y1, y0 - y1, -y1) down each column
-        for (int j = 0; j < 2; ++j) {
-          const T y0 = d[2 * t + j], y1 = d[line_width + 2 * t + j];
-          rows[0][j] = y0;
-          rows[1][j] = y0 + y1;
-          rows[2][j] = y0 - y1;
-          rows[3][j] = -y1;
-        }
-        for (int i = 0; i < 4; ++i) {
-          const T p = rows[i][0], q = rows[i][1];
-          dst[(4 * i + 0) * xi_stride + t] = p;
-          dst[(4 * i + 1) * xi_stride + t] = p + q;
-          dst[(4 * i + 2) * xi_stride + t] = p - q;
-          dst[(4 * i + 3) * xi_stride + t] = -q;
-        }
-      }
+      const int64_t r = 2 * (tr - tr_begin);
+      const T *e0 = even + r * cols, *e1 = e0 + cols, *o0 = odd + r * cols, *o1 = o0 + cols;
+      T* dst = dm + o * band_tiles + offset + (tr - tr_begin) * cols;
+      for_tile_vectors<T>(cols, [&](auto lanes, int64_t t) {
+        using L = decltype(lanes);
+        const auto y00 = L::load(e0 + t), y01 = L::load(o0 + t);  // row 0, columns 0 and 1
+        const auto y10 = L::load(e1 + t), y11 = L::load(o1 + t);  // row 1
+        // Row i of A dY is (p, q): (y0, y0 + y1, y0 - y1, -y1) down each column; then
+        // (A dY) A^T's row i is (p, p + q, p - q, -q).
+        auto store_row = [&](int64_t i, auto p, auto q) {
+          L::store(dst + (4 * i + 0) * xi_stride + t, p);
+          L::store(dst + (4 * i + 1) * xi_stride + t, p + q);
+          L::store(dst + (4 * i + 2) * xi_stride + t, p - q);
+          L::store(dst + (4 * i + 3) * xi_stride + t, -q);
+        };
+        store_row(0, y00, y01);
+        store_row(1, y00 + y10, y01 + y11);
+        store_row(2, y00 - y10, y01 - y11);
+        store_row(3, -y10, -y11);
+      });
     }
   }
 }
@@ -276,15 +310,16 @@ bool winograd_applies(const ConvGeometry& g) {
 
 // The measured rule, from build/bench_conv3x3 (batch 8, 2 threads, AVX-512 host, ms per image
 // im2col + GEMM -> Winograd, forward / data gradient / weight gradient, two runs' ranges):
-//   16 ch @80:   0.47-0.50 -> 0.35-0.38 / 0.38-0.41 -> 0.34-0.40 / 0.50 -> 0.85-0.89
-//   32 ch @40:   0.39-0.41 -> 0.26-0.28 / 0.33 -> 0.27-0.28 / 0.44 -> 0.37-0.39
-//   64 ch @20:   0.33-0.34 -> 0.26-0.27 / 0.26-0.30 -> 0.26 / 0.34-0.39 -> 0.34
-//   128 ch @20:  1.09-1.22 -> 0.99-1.01 / 1.09-1.16 -> 0.92-1.00 / 1.65-1.69 -> 1.23-1.70
-//   128 ch @10:  0.28-0.35 -> 0.48-0.49 / 0.29 -> 0.47-0.48 / 0.45 -> 0.48-0.50
-//   256 ch @10:  1.28-1.49 -> 1.58-1.81 / 1.38 -> 2.59-2.70 / 1.47-1.60 -> 2.09-2.22
-// So: maps of at least 20x20 (on 10x10 an image's 25 tiles make GEMMs too narrow to pay for
-// the transforms), 8 channels or more each side, and for the weight gradient, whose 16 GEMMs
-// are only c_out x c_in large, 32 channels or more.
+//   16 ch @80:   0.45-0.47 -> 0.37-0.39 / 0.34-0.35 -> 0.36-0.38 / 0.49-0.51 -> 0.83-0.88
+//   32 ch @40:   0.28-0.42 -> 0.22-0.31 / 0.22-0.33 -> 0.22-0.30 / 0.34-0.46 -> 0.25-0.38
+//   64 ch @20:   0.23-0.34 -> 0.22-0.28 / 0.20-0.28 -> 0.20-0.27 / 0.27-0.40 -> 0.22-0.33
+//   128 ch @20:  1.25-1.37 -> 0.70-0.94 / 1.05-1.14 -> 0.70-0.95 / 1.26-1.53 -> 1.29-1.57
+//   256 ch @20:  6.06-6.09 -> 3.04-3.15 / 5.80-5.90 -> 2.74-3.19 / 6.86-7.07 -> 3.38-3.78
+//   128 ch @10:  0.22-0.35 -> 0.32-0.43 / 0.21-0.29 -> 0.32-0.43 / 0.32-0.46 -> 0.37-0.49
+//   256 ch @10:  1.22-1.50 -> 1.39-1.48 / 1.31-1.38 -> 1.37-1.54 / 1.28-1.47 -> 1.11-1.22
+// So: maps of at least 20x20 (a 10x10 map's tile row holds 5 tiles, fewer than a vector, so
+// its transforms run scalar), 8 channels or more each side, and for the weight gradient, whose
+// 16 GEMMs are only c_out x c_in large, 32 channels or more.
 bool winograd_chosen(const ConvGeometry& g, int64_t c_out, ConvPass pass) {
   const WinogradUse use = winograd_use();
   if (use == WinogradUse::kNever || !winograd_applies(g)) return false;
@@ -299,10 +334,14 @@ WinogradUse winograd_use() { return current_use.load(); }
 template <class T>
 void winograd_transform_filters(const T* weight, int64_t c_out, int64_t c_in,
                                 bool for_data_gradient, T* u) {
+  // U_ξ is rows x cols: c_out x c_in for the forward, c_in x c_out (transposed) for the data
+  // gradient. The loops run over U's rows and columns so that its writes are sequential: a
+  // transposed scatter cost 7 ms at 256 x 256 channels, as much as the GEMMs of an image.
   const int64_t rows = for_data_gradient ? c_in : c_out, cols = for_data_gradient ? c_out : c_in;
   const int64_t xi_stride = rows * cols;
-  for (int64_t o = 0; o < c_out; ++o)
-    for (int64_t c = 0; c < c_in; ++c) {
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t col = 0; col < cols; ++col) {
+      const int64_t o = for_data_gradient ? col : row, c = for_data_gradient ? row : col;
       const T* w = weight + (o * c_in + c) * 9;
       // The data gradient's filter is this one turned by 180 degrees.
       auto tap = [&](int i, int j) {
@@ -310,30 +349,51 @@ void winograd_transform_filters(const T* weight, int64_t c_out, int64_t c_in,
       };
       T columns[3][4];  // columns[j] = G applied to column j of the filter
       for (int j = 0; j < 3; ++j) filter_transform_1d(tap(0, j), tap(1, j), tap(2, j), columns[j]);
-      T* dst = u + (for_data_gradient ? c * cols + o : o * cols + c);
+      T* dst = u + row * cols + col;
       for (int i = 0; i < 4; ++i) {
-        T row[4];
-        filter_transform_1d(columns[0][i], columns[1][i], columns[2][i], row);
-        for (int j = 0; j < 4; ++j) dst[(4 * i + j) * xi_stride] = row[j];
+        T transformed[4];
+        filter_transform_1d(columns[0][i], columns[1][i], columns[2][i], transformed);
+        for (int j = 0; j < 4; ++j) dst[(4 * i + j) * xi_stride] = transformed[j];
       }
     }
 }
 
 template <class T>
-void winograd_correlate_image(const T* image, const ConvGeometry& g, int64_t c_out, const T* u,
-                              const T* bias, bool accumulate, T* out) {
+void winograd_correlate(const T* input, int64_t input_stride, int64_t batch, const ConvGeometry& g,
+                        int64_t c_out, const T* u, const T* bias, bool accumulate, T* output,
+                        int64_t output_stride) {
   const Tiles tiles = tiles_of(g);
-  const int64_t c_in = g.channels, band_rows = band_tile_rows<T>(tiles, c_in);
-  T* v = thread_scratch<T, InputTransformScratch>(16 * c_in * band_rows * tiles.cols);
-  T* m = thread_scratch<T, ProductScratch>(16 * c_out * band_rows * tiles.cols);
-  for (int64_t tr = 0; tr < tiles.rows; tr += band_rows) {
-    const int64_t tr_end = std::min(tiles.rows, tr + band_rows), n = (tr_end - tr) * tiles.cols;
-    transform_input_band(image, g, tiles, tr, tr_end, v);
-    for (int64_t xi = 0; xi < 16; ++xi)
-      gemm<T>(false, false, c_out, n, c_in, T(1), u + xi * c_out * c_in, c_in, v + xi * c_in * n, n,
-              T(0), m + xi * c_out * n, n);
-    transform_output_band(m, g, c_out, tiles, tr, tr_end, bias, accumulate, out);
-  }
+  const int64_t c_in = g.channels, total_rows = batch * tiles.rows;
+  int64_t band_rows = batch_band_rows<T>(tiles, c_in, total_rows);
+  // Bands of equal size, as many as a multiple of the pool's threads where there are several:
+  // each output is computed by one band and its GEMMs alone, so the bits do not depend on
+  // the cut (or on the thread count).
+  const int64_t threads = ThreadPool::global().num_threads();
+  int64_t bands = (total_rows + band_rows - 1) / band_rows;
+  if (bands > 1) bands = std::min(total_rows, (bands + threads - 1) / threads * threads);
+  band_rows = (total_rows + bands - 1) / bands;
+  bands = (total_rows + band_rows - 1) / band_rows;
+  parallel_for(bands, 1, [&](int64_t begin, int64_t end) {
+    T* v = thread_scratch<T, InputTransformScratch>(16 * c_in * band_rows * tiles.cols);
+    T* m = thread_scratch<T, ProductScratch>(16 * c_out * band_rows * tiles.cols);
+    for (int64_t band = begin; band < end; ++band) {
+      const int64_t first = band * band_rows, last = std::min(total_rows, first + band_rows);
+      const int64_t n = (last - first) * tiles.cols;
+      for_each_image_slice(tiles, first, last,
+                           [&](int64_t image, int64_t tr, int64_t tr_end, int64_t offset) {
+                             transform_input_band(input + image * input_stride, g, tiles, tr,
+                                                  tr_end, n, offset, int64_t{0}, c_in, v);
+                           });
+      for (int64_t xi = 0; xi < 16; ++xi)
+        gemm<T>(false, false, c_out, n, c_in, T(1), u + xi * c_out * c_in, c_in, v + xi * c_in * n,
+                n, T(0), m + xi * c_out * n, n);
+      for_each_image_slice(tiles, first, last,
+                           [&](int64_t image, int64_t tr, int64_t tr_end, int64_t offset) {
+                             transform_output_band(m, g, c_out, tiles, tr, tr_end, n, offset, bias,
+                                                   accumulate, output + image * output_stride);
+                           });
+    }
+  });
 }
 
 ConvGeometry winograd_data_gradient_geometry(const ConvGeometry& g, int64_t c_out) {
@@ -349,16 +409,29 @@ ConvGeometry winograd_data_gradient_geometry(const ConvGeometry& g, int64_t c_ou
 }
 
 template <class T>
-void winograd_add_image_filter_gradient(const T* image, const T* dy, const ConvGeometry& g,
-                                        int64_t c_out, T* du) {
+void winograd_add_filter_gradient(const T* input, int64_t input_stride, const T* dy,
+                                  int64_t dy_stride, int64_t batch, const ConvGeometry& g,
+                                  int64_t c_out, T* du) {
   const Tiles tiles = tiles_of(g);
-  const int64_t c_in = g.channels, band_rows = band_tile_rows<T>(tiles, c_in + c_out);
+  const int64_t c_in = g.channels, total_rows = batch * tiles.rows;
+  const int64_t band_rows = batch_band_rows<T>(tiles, c_in + c_out, total_rows);
   T* v = thread_scratch<T, InputTransformScratch>(16 * c_in * band_rows * tiles.cols);
   T* dm = thread_scratch<T, ProductScratch>(16 * c_out * band_rows * tiles.cols);
-  for (int64_t tr = 0; tr < tiles.rows; tr += band_rows) {
-    const int64_t tr_end = std::min(tiles.rows, tr + band_rows), n = (tr_end - tr) * tiles.cols;
-    transform_input_band(image, g, tiles, tr, tr_end, v);
-    transform_output_gradient_band(dy, g, c_out, tiles, tr, tr_end, dm);
+  for (int64_t first = 0; first < total_rows; first += band_rows) {
+    const int64_t last = std::min(total_rows, first + band_rows), n = (last - first) * tiles.cols;
+    // The band's transforms on the pool, a range of the c_in + c_out channels per task (each
+    // writes only its own channels' rows of v and dm); the GEMMs then use the pool themselves.
+    parallel_for(c_in + c_out, 1, [&](int64_t begin, int64_t end) {
+      for_each_image_slice(
+          tiles, first, last, [&](int64_t image, int64_t tr, int64_t tr_end, int64_t offset) {
+            if (begin < c_in)
+              transform_input_band(input + image * input_stride, g, tiles, tr, tr_end, n, offset,
+                                   begin, std::min(end, c_in), v);
+            if (end > c_in)
+              transform_output_gradient_band(dy + image * dy_stride, g, c_out, tiles, tr, tr_end, n,
+                                             offset, std::max(begin, c_in) - c_in, end - c_in, dm);
+          });
+    });
     for (int64_t xi = 0; xi < 16; ++xi)
       gemm<T>(false, true, c_out, c_in, n, T(1), dm + xi * c_out * n, n, v + xi * c_in * n, n, T(1),
               du + xi * c_out * c_in, c_in);
@@ -384,12 +457,12 @@ void winograd_add_weight_gradient(const T* du, int64_t c_out, int64_t c_in, T* d
     }
 }
 
-#define BAREYOLO_INSTANTIATE_WINOGRAD(T)                                                       \
-  template void winograd_transform_filters<T>(const T*, int64_t, int64_t, bool, T*);           \
-  template void winograd_correlate_image<T>(const T*, const ConvGeometry&, int64_t, const T*,  \
-                                            const T*, bool, T*);                               \
-  template void winograd_add_image_filter_gradient<T>(const T*, const T*, const ConvGeometry&, \
-                                                      int64_t, T*);                            \
+#define BAREYOLO_INSTANTIATE_WINOGRAD(T)                                                        \
+  template void winograd_transform_filters<T>(const T*, int64_t, int64_t, bool, T*);            \
+  template void winograd_correlate<T>(const T*, int64_t, int64_t, const ConvGeometry&, int64_t, \
+                                      const T*, const T*, bool, T*, int64_t);                   \
+  template void winograd_add_filter_gradient<T>(const T*, int64_t, const T*, int64_t, int64_t,  \
+                                                const ConvGeometry&, int64_t, T*);              \
   template void winograd_add_weight_gradient<T>(const T*, int64_t, int64_t, T*);
 BAREYOLO_INSTANTIATE_WINOGRAD(float)
 BAREYOLO_INSTANTIATE_WINOGRAD(double)

@@ -22,7 +22,7 @@
 // Accuracy: the transforms only add and halve, so the float error stays near the direct
 // convolution's (tests/unit/winograd.cpp measures both against double and bounds the ratio).
 //
-// This file holds the per-image pieces; kernels/cpu/conv2d.cpp chooses the algorithm per layer
+// This file runs the passes over a batch; kernels/cpu/conv2d.cpp chooses the algorithm per layer
 // (winograd_chosen) and runs them over the batch.
 #pragma once
 
@@ -57,20 +57,26 @@ template <class T>
 void winograd_transform_filters(const T* weight, int64_t c_out, int64_t c_in,
                                 bool for_data_gradient, T* u);
 
-// out (c_out x out_h x out_w) = the correlation of image (g.channels x height x width) with the
-// filters u (rows c_out), plus bias[o] when bias is given; `accumulate` adds onto out instead.
+// For each of the batch's images i: out_i (c_out x out_h x out_w) = the correlation of input_i
+// (g.channels x height x width, at input + i * input_stride) with the filters u (rows c_out),
+// plus bias[o] when bias is given; `accumulate` adds onto out_i (at output + i *
+// output_stride) instead. Runs on the thread pool.
 template <class T>
-void winograd_correlate_image(const T* image, const ConvGeometry& g, int64_t c_out, const T* u,
-                              const T* bias, bool accumulate, T* out);
+void winograd_correlate(const T* input, int64_t input_stride, int64_t batch, const ConvGeometry& g,
+                        int64_t c_out, const T* u, const T* bias, bool accumulate, T* output,
+                        int64_t output_stride);
 
 // The geometry of the data gradient's forward pass: dY (c_out x out_h x out_w) correlated with
 // padding 2 - p gives the input's shape back.
 ConvGeometry winograd_data_gradient_geometry(const ConvGeometry& g, int64_t c_out);
 
-// du (16 x c_out x c_in) += this image's dU: sum over tiles of (A dY A^T)_ξ * (B^T x B)_ξ^T.
+// du (16 x c_out x c_in) += the batch's dU: the sum over its images' tiles of
+// (A dY A^T)_ξ * (B^T x B)_ξ^T, image i's x at input + i * input_stride and its dY at dy + i *
+// dy_stride. Runs on the thread pool.
 template <class T>
-void winograd_add_image_filter_gradient(const T* image, const T* dy, const ConvGeometry& g,
-                                        int64_t c_out, T* du);
+void winograd_add_filter_gradient(const T* input, int64_t input_stride, const T* dy,
+                                  int64_t dy_stride, int64_t batch, const ConvGeometry& g,
+                                  int64_t c_out, T* du);
 
 // dweight (c_out, c_in, 3, 3) += G^T dU G for each (c_out, c_in).
 template <class T>
