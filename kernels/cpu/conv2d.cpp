@@ -30,8 +30,9 @@
 // any thread count.
 //
 // 3x3 stride-1 convolutions run Winograd F(2x2, 3x3) instead where its measured rule picks it
-// per pass (kernels/cpu/winograd.h), in float and double alike, over the same per-image tasks and
-// the same backward-weight grouping, its filter transforms computed once per call.
+// per pass (kernels/cpu/winograd.h), in float and double alike: in bands of tiles that run on
+// over the batch's images, within the same backward-weight grouping, its filter transforms
+// computed once per call.
 //
 // Column matrices and partials live in per-thread grow-only buffers
 // (kernels/cpu/thread_scratch.h): no allocation after the first step.

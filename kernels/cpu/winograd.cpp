@@ -3,7 +3,7 @@
 // Layouts: a band's transformed tiles are v[(ξ * channels + c) * tiles + t] and the GEMM
 // products m[(ξ * c_out + o) * tiles + t], so that for each ξ the GEMM's operands are dense
 // row-major matrices. Like im2col (conv2d.cpp), a large map is done in bands of whole tile rows
-// whose transforms stay in cache; the forward's bands run on over the batch's images, so that
+// whose transforms stay in cache; every pass's bands run on over the batch's images, so that
 // small maps still give the GEMMs enough tiles. Borders: each transform first copies the rows it
 // reads into a zero-padded line buffer, so its inner loop over tiles has no bounds tests.
 #include "kernels/cpu/winograd.h"
