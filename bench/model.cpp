@@ -13,7 +13,9 @@
 // between the two.
 // Then the train step's per-op profile (kernels/op_profile.h) at 1 and 2 threads: each op's
 // calls, milliseconds and share of the step, GFLOP/s for the convolutions, and the 1 -> 2
-// thread speed-up; "outside ops" is the rest of the step (allocation, copies, the graph).
+// thread speed-up; "outside ops" is the rest of the step (allocation, copies, the graph);
+// under it, the host's memory bandwidth at 1 and 2 threads (bench/memory_bandwidth.h), the
+// ceiling of the memory-bound ops' speed-up.
 // Last line: RESULT fwd_ms_per_img=<x> train_ms_per_img=<y> gflops_per_s=<z>
 #include <algorithm>
 #include <chrono>
@@ -22,6 +24,7 @@
 #include <random>
 #include <string>
 
+#include "bench/memory_bandwidth.h"
 #include "engine/shipped_files.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/winograd.h"
@@ -198,6 +201,9 @@ int main(int argc, char** argv) {
   const Profile two = profile_steps(2, reps, train_step);
   ThreadPool::global().resize(threads);
   print_profiles(one, two, conv_gflops);
+  const bench::MemoryScaling memory = bench::measure_memory_scaling();
+  std::printf("memory bandwidth: %.1f GB/s at 1 thread, %.1f at 2 (%.2fx)\n", memory.one_thread,
+              memory.two_threads, memory.ratio());
   std::printf("RESULT fwd_ms_per_img=%.3f train_ms_per_img=%.3f gflops_per_s=%.1f\n", fwd_ms,
               train_ms, train_rate);
   return 0;

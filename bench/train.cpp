@@ -32,7 +32,9 @@
 // exists — run last, so that nothing competes with it or with ours.
 // Last line: RESULT ours_img_s=<x> torch_img_s=<plain torch> ratio_vs_torch=<x/t>
 //   yolov5_img_s=<y> ratio_vs_yolov5=<x/y, the median of the rounds' ratios> ddp2_scaling=<s>
-//   threads2_scaling=<s2> (a peer's figures are nan without it).
+//   threads2_scaling=<s2> memory2_scaling=<m> (a peer's figures are nan without it; m: the
+//   host's memory bandwidth at 2 threads over 1, bench/memory_bandwidth.h, the ceiling of the
+//   step's memory-bound passes).
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -46,9 +48,10 @@
 #include <thread>
 #include <vector>
 
-#include "bench/loader_rate.h"  // defines: BenchDataset, loader_images_per_second
-#include "bench/python_peer.h"  // defines: find_python_running, find_yolov5
-#include "data/dataset.h"       // defines: read_dataset_yaml, open_split
+#include "bench/loader_rate.h"       // defines: BenchDataset, loader_images_per_second
+#include "bench/memory_bandwidth.h"  // defines: measure_memory_scaling
+#include "bench/python_peer.h"       // defines: find_python_running, find_yolov5
+#include "data/dataset.h"            // defines: read_dataset_yaml, open_split
 #include "engine/distributed/ddp/data_parallel.h"     // defines: sync_batchnorm
 #include "engine/distributed/ddp/reducer.h"           // defines: Reducer, broadcast_state
 #include "engine/distributed/launch/launcher.h"       // defines: launch_workers, LaunchPlan
@@ -403,6 +406,11 @@ int main(int argc, char** argv) {
     print_rate("1 thread, 1 rank, " + batch_text, median(one_thread_full_rates),
                std::to_string(kHeadlineThreads) + " threads: " + fixed(threads2_scaling) +
                    "x (target >= 1.85; rounds: " + joined(threads2_scalings) + ")");
+    const bench::MemoryScaling memory = bench::measure_memory_scaling();
+    std::printf(
+        "memory bandwidth: %.1f GB/s at 1 thread, %.1f at 2 (%.2fx): the most a "
+        "memory-bound pass can gain from the second thread\n",
+        memory.one_thread, memory.two_threads, memory.ratio());
     print_rate("PyTorch YOLOv5 Model + ComputeLoss, " + std::to_string(kHeadlineThreads) +
                    " threads, " + batch_text,
                yolov5_rate,
@@ -465,8 +473,9 @@ int main(int argc, char** argv) {
           describe_load(load_before).c_str());
     std::printf(
         "RESULT ours_img_s=%.2f torch_img_s=%.2f ratio_vs_torch=%.2f yolov5_img_s=%.2f "
-        "ratio_vs_yolov5=%.2f ddp2_scaling=%.2f threads2_scaling=%.2f\n",
-        ours, torch, ours / torch, yolov5_rate, ratio_vs_yolov5, scaling, threads2_scaling);
+        "ratio_vs_yolov5=%.2f ddp2_scaling=%.2f threads2_scaling=%.2f memory2_scaling=%.2f\n",
+        ours, torch, ours / torch, yolov5_rate, ratio_vs_yolov5, scaling, threads2_scaling,
+        memory.ratio());
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bench_train: error: %s\n", error.what());
