@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/cpu/host_memory.h"
+#include "kernels/cpu/loops.h"
 #include "kernels/cuda/runtime/runtime.h"
 #include "kernels/ops.h"
 
@@ -234,7 +235,7 @@ void Tensor::zero() {
     if (device().is_cuda())
       cuda::fill_bytes(dst, 0, blocks.bytes, device().index);
     else
-      std::memset(dst, 0, blocks.bytes);
+      cpu::parallel_zero(dst, static_cast<int64_t>(blocks.bytes));
   }
 }
 

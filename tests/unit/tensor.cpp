@@ -62,6 +62,30 @@ TEST_CASE("tensor image slice and copy_from between layouts") {
   for (double v : strided_target.to_vector<double>()) CHECK(v == 0.0);
 }
 
+TEST_CASE("zero clears a channel slice of many pool chunks, and nothing around it") {
+  // 3 x 40 x 64 x 64 floats: each image's slice of 20 channels is 320 KB, over one chunk of
+  // the parallel zero (kernels/cpu/loops.h), and 2 threads share it.
+  ThreadPool& pool = ThreadPool::global();
+  const int saved_threads = pool.num_threads();
+  pool.resize(2);
+  Rng rng(33);
+  const Shape4 shape = {3, 40, 64, 64};
+  std::vector<float> values = random_vector<float>(rng, shape.numel());
+  for (float& v : values) v += 2.0f;  // no zeros to start with
+  Tensor t = Tensor::from_vector(values, shape);
+  t.channels(10, 30).zero();
+  const std::vector<float> after = t.to_vector<float>();
+  const int64_t plane = 64 * 64;
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < shape.numel(); ++i) {
+    const int64_t channel = i / plane % shape.c;
+    const float expected = channel >= 10 && channel < 30 ? 0.0f : values[size_t(i)];
+    wrong += after[size_t(i)] != expected;
+  }
+  pool.resize(saved_threads);
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("tensor errors name the problem") {
   Tensor t = Tensor::zeros({1, 4, 2, 2});
   CHECK_THROWS_WITH_AS(t.channels(2, 6), doctest::Contains("outside the 4 channels"),
