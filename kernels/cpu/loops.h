@@ -1,7 +1,7 @@
 // kernels/cpu/loops.h — the two loop shapes the CPU elementwise kernels share, the shape
-// check they all start with, and zeroing a block of memory on the pool. Both walk a View image by
-// image (an image is contiguous; the batch may not be) and split the work over the thread pool in
-// shape-determined chunks.
+// check they all start with, and zeroing a block of memory on the pool. The two loops walk a
+// View image by image (an image is contiguous; the batch may not be) and split the work over
+// the thread pool in shape-determined chunks.
 #pragma once
 
 #include <algorithm>

@@ -68,19 +68,15 @@ void for_each_image_slice(const Tiles& tiles, int64_t first, int64_t last, PerSl
   }
 }
 
-// line[r * line_width + pad + x] = plane[first_row + r][x] for r < rows, zero elsewhere
-// (rows outside the plane, the left padding and the columns past the plane's width).
+// line[pad + x] = plane[y][x], zero elsewhere (a row y outside the plane, the left padding and
+// the columns past the plane's width).
 template <class T>
-void load_padded_rows(const T* plane, int64_t height, int64_t width, int64_t first_row,
-                      int64_t rows, int64_t pad, int64_t line_width, T* line) {
-  for (int64_t r = 0; r < rows; ++r) {
-    T* dst = line + r * line_width;
-    std::fill(dst, dst + line_width, T(0));
-    const int64_t y = first_row + r;
-    if (y < 0 || y >= height) continue;
-    const T* src = plane + y * width;
-    std::copy(src, src + std::min(width, line_width - pad), dst + pad);
-  }
+void load_padded_row(const T* plane, int64_t height, int64_t width, int64_t y, int64_t pad,
+                     int64_t line_width, T* line) {
+  std::fill(line, line + line_width, T(0));
+  if (y < 0 || y >= height) return;
+  const T* src = plane + y * width;
+  std::copy(src, src + std::min(width, line_width - pad), line + pad);
 }
 
 // The transforms' inner loops run over the tiles of a tile row (5 to 80 of them) through
@@ -144,7 +140,7 @@ void load_split_rows(const T* plane, int64_t height, int64_t width, int64_t firs
                      int64_t pad, int64_t half_width, T* row_buffer, T* __restrict even,
                      T* __restrict odd) {
   for (int64_t r = 0; r < rows; ++r) {
-    load_padded_rows(plane, height, width, first_row + r, 1, pad, 2 * half_width, row_buffer);
+    load_padded_row(plane, height, width, first_row + r, pad, 2 * half_width, row_buffer);
     const T* __restrict row = row_buffer;
     for (int64_t k = 0; k < half_width; ++k) {
       even[r * half_width + k] = row[2 * k];

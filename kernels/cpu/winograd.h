@@ -22,8 +22,8 @@
 // Accuracy: the transforms only add and halve, so the float error stays near the direct
 // convolution's (tests/unit/winograd.cpp measures both against double and bounds the ratio).
 //
-// This file runs the passes over a batch; kernels/cpu/conv2d.cpp chooses the algorithm per layer
-// (winograd_chosen) and runs them over the batch.
+// This file runs each pass over a whole batch; kernels/cpu/conv2d.cpp chooses the algorithm
+// per layer and pass (winograd_chosen).
 #pragma once
 
 #include <cstdint>
