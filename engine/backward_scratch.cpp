@@ -29,17 +29,21 @@ BackwardScratch::~BackwardScratch() {
 }
 
 Tensor BackwardScratch::zeros(Shape4 shape, const Tensor& like) {
+  Tensor tensor = uninitialized(shape, like);
+  tensor.zero();
+  return tensor;
+}
+
+Tensor BackwardScratch::uninitialized(Shape4 shape, const Tensor& like) {
   ScratchStack& stack = this_thread_stack();
   if (stack.depth < first_slot_)
-    throw std::logic_error("BackwardScratch::zeros: an inner frame outlived this one");
+    throw std::logic_error("BackwardScratch: an inner frame outlived this one");
   if (stack.depth == stack.slots.size()) stack.slots.emplace_back();
   Tensor& slot = stack.slots[stack.depth++];
   if (!slot.defined() || slot.numel() < shape.numel() || !(slot.device() == like.device()) ||
       slot.dtype() != like.dtype())
     slot = Tensor::empty({1, 1, 1, shape.numel()}, like.device(), like.dtype());
-  Tensor tensor = slot.prefix(shape);
-  tensor.zero();
-  return tensor;
+  return slot.prefix(shape);
 }
 
 void release_backward_scratch() {

@@ -27,6 +27,9 @@ class BackwardScratch {
   // A zeroed dense tensor of `shape` on `like`'s device with its dtype (backward ops add into
   // their outputs), from the next slot of the stack.
   Tensor zeros(Shape4 shape, const Tensor& like);
+  // The same slot with whatever it held, for an op that writes every value (the fused
+  // BatchNorm + SiLU backward ops): no zeroing pass.
+  Tensor uninitialized(Shape4 shape, const Tensor& like);
 
  private:
   size_t first_slot_;  // the stack's depth when this frame began

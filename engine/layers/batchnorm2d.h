@@ -38,8 +38,9 @@ class BatchNorm2d : public Module {
   // the running ones in evaluation.
   void forward_silu(const Tensor& x, Tensor& output, Mode mode);
   // The backward of forward_silu, fused likewise (ops::batchnorm_silu_backward_*, which
-  // normalise x again for SiLU's backward): adds dL/dx into grad_input from dL/d(SiLU output);
-  // the parameter gradients and SyncBN's all-reduce as in backward().
+  // normalise x again for SiLU's backward): WRITES dL/dx into grad_input (kernels/ops.h says
+  // why) from dL/d(SiLU output); the parameter gradients and SyncBN's all-reduce as in
+  // backward().
   void backward_silu(const Tensor& x, const Tensor& grad_output, Tensor& grad_input);
 
  private:

@@ -5,8 +5,8 @@
 // not kept: the fused backward normalises the kept convolution output again (a multiply-add per
 // value, against a buffer the size of the layer's output held from forward to backward).
 // Backward runs them in reverse, SiLU's backward inside BN's (BatchNorm2d::backward_silu),
-// adding into a zeroed gradient of the convolution's output: a slot of the backward scratch
-// stack (engine/backward_scratch.h), held only during this call.
+// writing the gradient of the convolution's output (no zeroing pass: kernels/ops.h) into a
+// slot of the backward scratch stack (engine/backward_scratch.h), held only during this call.
 #include "engine/layers/conv_bn_silu.h"
 
 #include <array>
@@ -38,7 +38,7 @@ void ConvBnSilu::forward(std::span<const Tensor> inputs, Tensor& output, Mode mo
 void ConvBnSilu::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
                           std::span<Tensor> grad_inputs) {
   BackwardScratch scratch;
-  Tensor grad_conv_out = scratch.zeros(conv_out_.shape(), conv_out_);
+  Tensor grad_conv_out = scratch.uninitialized(conv_out_.shape(), conv_out_);
   bn_.backward_silu(conv_out_, grad_output, grad_conv_out);
   store_as_bf16(mixed_precision_, grad_conv_out);
   conv_.backward(inputs, conv_out_, grad_conv_out, grad_inputs);

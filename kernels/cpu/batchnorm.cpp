@@ -139,8 +139,8 @@ void batchnorm_backward_apply(View<const T> x, View<const T> dy, const T* mean, 
   for_each_channel(x.shape.c, [&](int64_t c) {
     const BackwardApply<T> apply(gamma[c], invstd[c], mean[c], {sum_dy[c], sum_dy_xhat[c]}, count);
     for_each_plane(
-        x.shape.n, c, [&](const T* xs, const T* dys, T* dxs) { apply(xs, dys, dxs, plane); }, x, dy,
-        dx);
+        x.shape.n, c, [&](const T* xs, const T* dys, T* dxs) { apply.add(xs, dys, dxs, plane); }, x,
+        dy, dx);
   });
 }
 
@@ -202,8 +202,8 @@ void batchnorm_backward_train(View<const T> x, View<const T> dy, const T* gamma,
     const BackwardSums<T> sums = channel_backward_sums(x, dy, c, save_mean[c], save_invstd[c]);
     const BackwardApply<T> apply(gamma[c], save_invstd[c], save_mean[c], sums, count);
     for_each_plane(
-        x.shape.n, c, [&](const T* xs, const T* dys, T* dxs) { apply(xs, dys, dxs, plane); }, x, dy,
-        dx);
+        x.shape.n, c, [&](const T* xs, const T* dys, T* dxs) { apply.add(xs, dys, dxs, plane); }, x,
+        dy, dx);
     dgamma[c] += sums.dy_xhat;
     dbeta[c] += sums.dy;
   });
@@ -236,7 +236,7 @@ void batchnorm_backward_eval(View<const T> x, View<const T> dy, const T* gamma,
   for_each_channel(channels, [&](int64_t c) {
     const EvalBackwardApply<T> apply(gamma[c], invstd[c]);
     for_each_plane(
-        x.shape.n, c, [&](const T* dys, T* dxs) { apply(dys, dxs, plane); }, dy, dx);
+        x.shape.n, c, [&](const T* dys, T* dxs) { apply.add(dys, dxs, plane); }, dy, dx);
     dgamma[c] += sum_dy_xhat[c];
     dbeta[c] += sum_dy[c];
   });

@@ -101,8 +101,21 @@ BackwardSums<T> backward_sums(int64_t batch, int64_t plane, T mean, T invstd, XP
   return {static_cast<T>(dy_sum.total()), static_cast<T>(dy_centered_sum.total() * invstd)};
 }
 
-// dx += gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) over one plane of a channel,
-// given the channel's backward sums over `count` values.
+// How a backward pass stores dx: added to it (the backward ops' convention) or written over
+// it (the fused BatchNorm + SiLU ops, kernels/ops.h). Writing v gives what adding v to a
+// zeroed buffer gives, up to the sign of a zero.
+enum class Store { add, write };
+
+template <Store kStore, class T>
+void store(T& dx, T value) {
+  if constexpr (kStore == Store::add)
+    dx += value;
+  else
+    dx = value;
+}
+
+// dx += (or =) gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) over one plane of a
+// channel, given the channel's backward sums over `count` values.
 template <class T>
 struct BackwardApply {
   T scale, mean, invstd, mean_dy, mean_dy_xhat;
@@ -112,20 +125,34 @@ struct BackwardApply {
         invstd(invstd_),
         mean_dy(sums.dy / static_cast<T>(count)),
         mean_dy_xhat(sums.dy_xhat / static_cast<T>(count)) {}
-  void operator()(const T* xs, const T* dys, T* dxs, int64_t plane) const {
+  void add(const T* xs, const T* dys, T* dxs, int64_t plane) const {
+    run<Store::add>(xs, dys, dxs, plane);
+  }
+  void write(const T* xs, const T* dys, T* dxs, int64_t plane) const {
+    run<Store::write>(xs, dys, dxs, plane);
+  }
+
+ private:
+  template <Store kStore>
+  void run(const T* xs, const T* dys, T* dxs, int64_t plane) const {
     for (int64_t j = 0; j < plane; ++j)
-      dxs[j] += scale * (dys[j] - mean_dy - (xs[j] - mean) * invstd * mean_dy_xhat);
+      store<kStore>(dxs[j], scale * (dys[j] - mean_dy - (xs[j] - mean) * invstd * mean_dy_xhat));
   }
 };
 
-// dx += gamma * invstd * dy over one plane: evaluation's backward, whose statistics are
+// dx += (or =) gamma * invstd * dy over one plane: evaluation's backward, whose statistics are
 // constants.
 template <class T>
 struct EvalBackwardApply {
   T scale;
   EvalBackwardApply(T gamma, T invstd) : scale(gamma * invstd) {}
-  void operator()(const T* dys, T* dxs, int64_t plane) const {
-    for (int64_t j = 0; j < plane; ++j) dxs[j] += scale * dys[j];
+  void add(const T* dys, T* dxs, int64_t plane) const { run<Store::add>(dys, dxs, plane); }
+  void write(const T* dys, T* dxs, int64_t plane) const { run<Store::write>(dys, dxs, plane); }
+
+ private:
+  template <Store kStore>
+  void run(const T* dys, T* dxs, int64_t plane) const {
+    for (int64_t j = 0; j < plane; ++j) store<kStore>(dxs[j], scale * dys[j]);
   }
 };
 

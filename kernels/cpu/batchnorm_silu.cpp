@@ -1,6 +1,7 @@
 // kernels/cpu/batchnorm_silu.cpp — the fused BatchNorm + SiLU ops (kernels/ops.h) on the CPU.
 //
-// Each op is defined as the composition of the ops it fuses (ops.h) and gives the same bits
+// Each op is defined as the composition of the ops it fuses (ops.h; the backward ops write
+// dx, as the composition adding into a zeroed dx would) and gives the same bits
 // (tests/unit/batchnorm.cpp checks it): the same per-plane formulas and double lane sums
 // (kernels/cpu/batchnorm_channel.h) and the same SiLU spans (kernels/cpu/activation_spans.h),
 // in the same order. What changes is where the data lives. The composition makes whole-tensor
@@ -124,8 +125,8 @@ void batchnorm_silu_backward_apply(View<const T> x, View<const T> dy, const T* m
     const Normalize<T> normalize(mean[c], invstd[c], gamma[c], beta[c]);
     T* dbn = cpu::thread_scratch<T, SiluGradientScratch>(plane);
     for (int64_t i = 0; i < x.shape.n; ++i)
-      apply(x.channel(i, c), silu_gradient_plane(x, dy, normalize, i, c, dbn), dx.channel(i, c),
-            plane);
+      apply.write(x.channel(i, c), silu_gradient_plane(x, dy, normalize, i, c, dbn),
+                  dx.channel(i, c), plane);
   });
 }
 
@@ -148,7 +149,7 @@ void batchnorm_silu_backward_train(View<const T> x, View<const T> dy, const T* g
                             [&](int64_t i) { return dbn + i * plane; });
     const BackwardApply<T> apply(gamma[c], save_invstd[c], save_mean[c], sums, count);
     for (int64_t i = 0; i < x.shape.n; ++i)
-      apply(x.channel(i, c), dbn + i * plane, dx.channel(i, c), plane);
+      apply.write(x.channel(i, c), dbn + i * plane, dx.channel(i, c), plane);
     dgamma[c] += sums.dy_xhat;
     dbeta[c] += sums.dy;
   });
@@ -173,7 +174,7 @@ void batchnorm_silu_backward_eval(View<const T> x, View<const T> dy, const T* ga
         fused_backward_sums(x, dy, c, running_mean[c], invstd[c], normalize,
                             [&](int64_t i) { return dbn + i * plane; });
     const EvalBackwardApply<T> apply(gamma[c], invstd[c]);
-    for (int64_t i = 0; i < x.shape.n; ++i) apply(dbn + i * plane, dx.channel(i, c), plane);
+    for (int64_t i = 0; i < x.shape.n; ++i) apply.write(dbn + i * plane, dx.channel(i, c), plane);
     dgamma[c] += sums.dy_xhat;
     dbeta[c] += sums.dy;
   });

@@ -135,7 +135,9 @@ __global__ void __launch_bounds__(kReduceThreads)
 // Where BatchNorm's backward reads dL/d(its output): the gradient itself, or — behind a fused
 // SiLU (batchnorm_silu_*) — SiLU's backward of it, computed on the fly from the stored
 // pre-activation: dy * s * (1 + v * (1 - s)), s = sigmoid(v), the formula of silu_backward.
+// kWritesDx: the fused ops write dx where BatchNorm's own add into it (kernels/ops.h).
 struct PlainGradient {
+  static constexpr bool kWritesDx = false;
   View<const float> dy;
   __device__ float operator()(int64_t image, int64_t c, int64_t j) const {
     return dy.channel(image, c)[j];
@@ -143,6 +145,7 @@ struct PlainGradient {
 };
 // dL/dbn from dy = dL/d silu(bn), with bn normalised again from x as Apply does.
 struct SiluGradient {
+  static constexpr bool kWritesDx = true;
   View<const float> dy, x;
   const float *mean, *invstd, *gamma, *beta;
   __device__ float operator()(int64_t image, int64_t c, int64_t j) const {
@@ -286,7 +289,16 @@ struct Apply {
   }
 };
 
-// dx += gamma * invstd * (dy - sum_dy / count - xhat * sum_dy_xhat / count)
+// dx += (or =, Gradient::kWritesDx) value
+template <class Gradient>
+__device__ void store_dx(float& dx, float value) {
+  if constexpr (Gradient::kWritesDx)
+    dx = value;
+  else
+    dx += value;
+}
+
+// dx += (or =) gamma * invstd * (dy - sum_dy / count - xhat * sum_dy_xhat / count)
 template <class Gradient>
 struct BackwardApply {
   View<const float> x;
@@ -298,18 +310,19 @@ struct BackwardApply {
     const float scale = gamma[c] * invstd[c], inv = invstd[c];
     const float mean_dy = sum_dy[c] / count, mean_dy_xhat = sum_dy_xhat[c] / count;
     const float xc = x.channel(image, c)[j] - mean[c];
-    dx.channel(image, c)[j] += scale * (dy(image, c, j) - mean_dy - xc * inv * mean_dy_xhat);
+    store_dx<Gradient>(dx.channel(image, c)[j],
+                       scale * (dy(image, c, j) - mean_dy - xc * inv * mean_dy_xhat));
   }
 };
 
-// dx += dy * gamma * invstd (evaluation: the statistics are constants)
+// dx += (or =) dy * gamma * invstd (evaluation: the statistics are constants)
 template <class Gradient>
-struct ScaleAdd {
+struct EvalBackwardApply {
   Gradient dy;
   View<float> dx;
   const float *gamma, *invstd;
   __device__ void operator()(int64_t image, int64_t c, int64_t j) const {
-    dx.channel(image, c)[j] += gamma[c] * invstd[c] * dy(image, c, j);
+    store_dx<Gradient>(dx.channel(image, c)[j], gamma[c] * invstd[c] * dy(image, c, j));
   }
 };
 
@@ -344,7 +357,7 @@ void backward_eval(View<const float> x, Gradient dy, const float* gamma, const f
   DeviceBuffer sums(2 * sizeof(float) * channels, x.device.index);
   gradient_sums(x, dy, running_mean, invstd, sums.as<float>(), sums.as<float>() + channels, dgamma,
                 dbeta);
-  launch_planes(x.shape, x.device, ScaleAdd<Gradient>{dy, dx, gamma, invstd});
+  launch_planes(x.shape, x.device, EvalBackwardApply<Gradient>{dy, dx, gamma, invstd});
 }
 
 void require_silu_shapes(const char* op, const Shape4& x, const Shape4& dy) {

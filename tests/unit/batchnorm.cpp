@@ -247,8 +247,9 @@ std::vector<double> batchnorm_silu_forward(Mode mode, const std::vector<double>&
 }
 
 // The fused backward ops: dx, dgamma, dbeta added for x, dy (SiLU's output gradient) in
-// `mode`; in training both the one-call op and SyncBN's two phases (reduce, then apply with
-// the reduced sums), whose dx must agree.
+// `mode` (the ops write dx, into a NaN-poisoned buffer here, then added to the checker's d[0]);
+// in training both the one-call op and SyncBN's two phases (reduce, then apply with the
+// reduced sums), whose dx must agree.
 void batchnorm_silu_backward(Mode mode, const std::vector<double>& x, Shape4 s,
                              const ChannelParams& cp, const std::vector<double>& dy,
                              std::vector<std::vector<double>>& d) {
@@ -264,23 +265,28 @@ void batchnorm_silu_backward(Mode mode, const std::vector<double>& x, Shape4 s,
                                                invstd.data());
   }
   const View<const double> xv = dense_view(x.data(), s), dyv = dense_view(dy.data(), s);
+  const std::vector<double> poisoned(d[0].size(), std::numeric_limits<double>::quiet_NaN());
+  std::vector<double> dx = poisoned;
+  auto add_dx = [&] {
+    for (size_t e = 0; e < dx.size(); ++e) d[0][e] += dx[e];
+  };
   if (mode == Mode::eval) {
     ops::batchnorm_silu_backward_eval<double>(
         xv, dyv, cp.gamma.data(), cp.beta.data(), cp.running_mean.data(), cp.running_var.data(),
-        kParams, dense_view(d[0].data(), s), d[1].data(), d[2].data());
-    return;
+        kParams, dense_view(dx.data(), s), d[1].data(), d[2].data());
+    return add_dx();
   }
-  const std::vector<double> dx_before = d[0];  // the checker may start from non-zero values
   ops::batchnorm_silu_backward_train<double>(xv, dyv, cp.gamma.data(), cp.beta.data(), mean.data(),
-                                             invstd.data(), dense_view(d[0].data(), s), d[1].data(),
+                                             invstd.data(), dense_view(dx.data(), s), d[1].data(),
                                              d[2].data());
-  std::vector<double> sum_dy(c), sum_dy_xhat(c), phased = dx_before;
+  std::vector<double> sum_dy(c), sum_dy_xhat(c), phased = poisoned;
   ops::batchnorm_silu_backward_reduce<double>(xv, dyv, mean.data(), invstd.data(), cp.gamma.data(),
                                               cp.beta.data(), sum_dy.data(), sum_dy_xhat.data());
   ops::batchnorm_silu_backward_apply<double>(xv, dyv, mean.data(), invstd.data(), cp.gamma.data(),
                                              cp.beta.data(), sum_dy.data(), sum_dy_xhat.data(),
                                              s.n * s.h * s.w, dense_view(phased.data(), s));
-  check_close(phased, d[0], 1e-12, 1e-14, "the two phases' dx against the one-call op's");
+  check_close(phased, dx, 1e-12, 1e-14, "the two phases' dx against the one-call op's");
+  add_dx();
 }
 
 }  // namespace
@@ -417,17 +423,20 @@ TEST_CASE_TEMPLATE("fused batchnorm + silu ops equal their composition bit for b
     };
     const std::vector<T> dbn = silu_gradient(bn);
     const View<const T> dbnv = dense_view<const T>(dbn.data(), s);
-    const StridedBuffer<T> dx_start(s, gap_of(k + 1), rng);  // backward accumulates into dx
+    // The fused ops write dx (poisoned first: every value must be written) where the
+    // composition adds into a zeroed one; dgamma and dbeta accumulate in both.
+    StridedBuffer<T> dx(s, gap_of(k + 1), rng);
+    const std::vector<T> dx_zero(s.numel(), T(0));
     std::vector<T> dgamma_start = random_vector<T>(rng, s.c),
                    dbeta_start = random_vector<T>(rng, s.c);
 
     // backward_train, and SyncBatchNorm's two phases.
-    StridedBuffer<T> dx = dx_start;
+    dx.poison();
     std::vector<T> dgamma = dgamma_start, dbeta = dbeta_start;
     ops::batchnorm_silu_backward_train<T>(x.view(), dy.view(), gamma.data(), beta.data(),
                                           mean.data(), invstd.data(), dx.view(), dgamma.data(),
                                           dbeta.data());
-    std::vector<T> dx_ref = convert<T>(dx_start.values());
+    std::vector<T> dx_ref = dx_zero;
     std::vector<T> dgamma_ref = dgamma_start, dbeta_ref = dbeta_start;
     ops::batchnorm_backward_train<T>(x.view(), dbnv, gamma.data(), mean.data(), invstd.data(),
                                      dense_view(dx_ref.data(), s), dgamma_ref.data(),
@@ -444,8 +453,8 @@ TEST_CASE_TEMPLATE("fused batchnorm + silu ops equal their composition bit for b
                                       sum_dy_xhat_ref.data());
     check_close(sum_dy, sum_dy_ref, 0, 0, "fused backward_reduce sum_dy");
     check_close(sum_dy_xhat, sum_dy_xhat_ref, 0, 0, "fused backward_reduce sum_dy_xhat");
-    dx = dx_start;
-    dx_ref = convert<T>(dx_start.values());
+    dx.poison();
+    dx_ref = dx_zero;
     ops::batchnorm_silu_backward_apply<T>(x.view(), dy.view(), mean.data(), invstd.data(),
                                           gamma.data(), beta.data(), sum_dy.data(),
                                           sum_dy_xhat.data(), count, dx.view());
@@ -461,8 +470,8 @@ TEST_CASE_TEMPLATE("fused batchnorm + silu ops equal their composition bit for b
     ops::batchnorm_apply<T>(x.view(), running_mean.data(), running_invstd.data(), gamma.data(),
                             beta.data(), dense_view(bn_eval.data(), s));
     const std::vector<T> dbn_eval = silu_gradient(bn_eval);
-    dx = dx_start;
-    dx_ref = convert<T>(dx_start.values());
+    dx.poison();
+    dx_ref = dx_zero;
     dgamma = dgamma_ref = dgamma_start;
     dbeta = dbeta_ref = dbeta_start;
     ops::batchnorm_silu_backward_eval<T>(x.view(), dy.view(), gamma.data(), beta.data(),
