@@ -89,9 +89,13 @@ struct Conv2dParams {
 inline int64_t conv_out_size(int64_t in, int64_t kernel, int stride, int pad) {
   return (in + 2 * pad - kernel) / stride + 1;
 }
+// y = conv(x, weight) + bias. Given moments_mean and moments_m2 (c_out values each) it also
+// writes batchnorm_moments(y) into them, with the same bits: where the layout allows (the GEMM
+// path, an image per task) each image's planes are taken while its output is still in cache,
+// which spares ConvBnSilu's BatchNorm two passes over y from memory in training.
 template <class T>
-void conv2d_forward(View<const T> x, View<const T> weight, const T* bias, Conv2dParams p,
-                    View<T> y);
+void conv2d_forward(View<const T> x, View<const T> weight, const T* bias, Conv2dParams p, View<T> y,
+                    T* moments_mean = nullptr, T* moments_m2 = nullptr);
 // dx += conv-transpose(dy, weight)
 template <class T>
 void conv2d_backward_data(View<const T> dy, View<const T> weight, Conv2dParams p, View<T> dx);
@@ -159,6 +163,14 @@ void batchnorm_backward_eval(View<const T> x, View<const T> dy, const T* gamma,
 template <class T>
 void batchnorm_train_statistics(View<const T> x, BatchNormParams p, T* running_mean, T* running_var,
                                 T* save_mean, T* save_invstd);
+// batchnorm_train_statistics after its phase 1: from the moments (mean, m2) of `count` >= 2
+// values per channel, save_mean = mean (they may be the same buffer), save_invstd and the
+// running statistics' update. ConvBnSilu's path, whose convolution gathered the moments
+// (conv2d_forward with moments). `device` holds every pointer.
+template <class T>
+void batchnorm_statistics_from_moments(const T* mean, const T* m2, int64_t channels, int64_t count,
+                                       BatchNormParams p, Device device, T* running_mean,
+                                       T* running_var, T* save_mean, T* save_invstd);
 template <class T>
 void batchnorm_running_inverse_std(const T* running_var, int64_t channels, double eps,
                                    Device device, T* invstd);

@@ -97,15 +97,13 @@ Tensor channel_tensor(const std::vector<double>& values, Device device) {
 
 }  // namespace
 
-// The synced statistics: phase 1 on this rank's slice, the moments of the whole batch from
-// every rank's, then the same finish as the single-process op (running statistics with the
+// The synced statistics: phase 1 on this rank's slice (given), the moments of the whole batch
+// from every rank's, then the same finish as the single-process op (running statistics with the
 // unbiased variance); the synced forward then runs phase 2.
 template <class T>
-void BatchNorm2d::synced_statistics(const Tensor& x) {
+void BatchNorm2d::synced_statistics(const Tensor& x, const Tensor& mean, const Tensor& m2) {
   const Shape4 s = x.shape();
-  Tensor m2 = Tensor::empty({1, channels_, 1, 1}, x.device(), x.dtype());
-  ops::batchnorm_moments<T>(x.view<T>(), save_mean_.view<T>().data, m2.view<T>().data);
-  const dist::ChannelMoments local{s.n * s.h * s.w, save_mean_.to_doubles(), m2.to_doubles()};
+  const dist::ChannelMoments local{s.n * s.h * s.w, mean.to_doubles(), m2.to_doubles()};
   const dist::ChannelMoments global = dist::allgather_moments(*sync_, local, x.device());
   if (global.count < 2)
     throw std::invalid_argument("SyncBatchNorm: " + std::to_string(global.count) +
@@ -125,36 +123,54 @@ void BatchNorm2d::synced_statistics(const Tensor& x) {
   running_var_.copy_from(channel_tensor<T>(running_var, x.device()));
 }
 
+// This rank's moments of x: the mean into save_mean_ (the finish overwrites it), M2 returned.
+template <class T>
+Tensor BatchNorm2d::local_moments(const Tensor& x) {
+  Tensor m2 = Tensor::empty({1, channels_, 1, 1}, x.device(), x.dtype());
+  ops::batchnorm_moments<T>(x.view<T>(), save_mean_.view<T>().data, m2.view<T>().data);
+  return m2;
+}
+
 template <class T>
 void BatchNorm2d::forward_train_synced(const Tensor& x, Tensor& y) {
-  synced_statistics<T>(x);
+  synced_statistics<T>(x, save_mean_, local_moments<T>(x));
   ops::batchnorm_apply<T>(x.view<T>(), save_mean_.view<T>().data, save_invstd_.view<T>().data,
                           gamma_.view<T>().data, beta_.view<T>().data, y.view<T>());
 }
 
 void BatchNorm2d::forward_silu(const Tensor& x, Tensor& output, Mode mode) {
+  if (mode == Mode::train) {
+    Tensor m2;
+    with_float_type(gamma_.dtype(), [&]<class T>() { m2 = local_moments<T>(x); });
+    return forward_silu_train(x, save_mean_, m2, output);
+  }
   last_mode_ = mode;
   with_float_type(gamma_.dtype(), [&]<class T>() {
-    const T* mean = save_mean_.view<T>().data;
-    const T* invstd = save_invstd_.view<T>().data;
-    Tensor running_invstd;
-    if (mode == Mode::train) {
-      if (sync_)
-        synced_statistics<T>(x);
-      else
-        ops::batchnorm_train_statistics<T>(x.view<T>(), params_, running_mean_.view<T>().data,
-                                           running_var_.view<T>().data, save_mean_.view<T>().data,
-                                           save_invstd_.view<T>().data);
-      num_batches_tracked_.view<int64_t>().data[0] += 1;
-    } else {
-      running_invstd = Tensor::empty({1, channels_, 1, 1}, x.device(), x.dtype());
-      ops::batchnorm_running_inverse_std<T>(running_var_.view<T>().data, channels_, params_.eps,
-                                            x.device(), running_invstd.view<T>().data);
-      mean = running_mean_.view<T>().data;
-      invstd = running_invstd.view<T>().data;
-    }
+    Tensor running_invstd = Tensor::empty({1, channels_, 1, 1}, x.device(), x.dtype());
+    ops::batchnorm_running_inverse_std<T>(running_var_.view<T>().data, channels_, params_.eps,
+                                          x.device(), running_invstd.view<T>().data);
     // On a GPU kernels run in stream order: running_invstd's block is reused only by later work.
-    ops::batchnorm_silu_apply<T>(x.view<T>(), mean, invstd, gamma_.view<T>().data,
+    ops::batchnorm_silu_apply<T>(x.view<T>(), running_mean_.view<T>().data,
+                                 running_invstd.view<T>().data, gamma_.view<T>().data,
+                                 beta_.view<T>().data, output.view<T>());
+  });
+}
+
+void BatchNorm2d::forward_silu_train(const Tensor& x, const Tensor& mean, const Tensor& m2,
+                                     Tensor& output) {
+  last_mode_ = Mode::train;
+  with_float_type(gamma_.dtype(), [&]<class T>() {
+    const Shape4 s = x.shape();
+    if (sync_)
+      synced_statistics<T>(x, mean, m2);
+    else
+      ops::batchnorm_statistics_from_moments<T>(
+          mean.view<T>().data, m2.view<T>().data, channels_, s.n * s.h * s.w, params_, x.device(),
+          running_mean_.view<T>().data, running_var_.view<T>().data, save_mean_.view<T>().data,
+          save_invstd_.view<T>().data);
+    num_batches_tracked_.view<int64_t>().data[0] += 1;
+    ops::batchnorm_silu_apply<T>(x.view<T>(), save_mean_.view<T>().data,
+                                 save_invstd_.view<T>().data, gamma_.view<T>().data,
                                  beta_.view<T>().data, output.view<T>());
   });
 }

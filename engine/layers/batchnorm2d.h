@@ -37,6 +37,9 @@ class BatchNorm2d : public Module {
   // forward's: the batch's, over the ranks when synced, with the running update, in training;
   // the running ones in evaluation.
   void forward_silu(const Tensor& x, Tensor& output, Mode mode);
+  // forward_silu in training from this rank's moments of x (mean and M2 per channel, (1, C, 1,
+  // 1), as ops::batchnorm_moments gives them), e.g. gathered by the convolution that wrote x.
+  void forward_silu_train(const Tensor& x, const Tensor& mean, const Tensor& m2, Tensor& output);
   // The backward of forward_silu, fused likewise (ops::batchnorm_silu_backward_*, which
   // normalise x again for SiLU's backward): WRITES dL/dx into grad_input (kernels/ops.h says
   // why) from dL/d(SiLU output); the parameter gradients and SyncBN's all-reduce as in
@@ -44,10 +47,13 @@ class BatchNorm2d : public Module {
   void backward_silu(const Tensor& x, const Tensor& grad_output, Tensor& grad_input);
 
  private:
-  // Training statistics over the ranks: save_mean_ / save_invstd_ of the whole batch and the
-  // running statistics' update (the phase before the apply).
+  // Training statistics over the ranks from this rank's moments of x: save_mean_ /
+  // save_invstd_ of the whole batch and the running statistics' update (the phase before the
+  // apply).
   template <class T>
-  void synced_statistics(const Tensor& x);
+  void synced_statistics(const Tensor& x, const Tensor& mean, const Tensor& m2);
+  template <class T>
+  Tensor local_moments(const Tensor& x);
   template <class T>
   void forward_train_synced(const Tensor& x, Tensor& y);
   // The synced backward around a BN backward's two phases (plain, or behind a fused SiLU):

@@ -73,6 +73,16 @@ void Conv2d::forward(std::span<const Tensor> inputs, Tensor& output, Mode) {
   });
 }
 
+void Conv2d::forward_with_moments(const Tensor& input, Tensor& output, Tensor& mean, Tensor& m2) {
+  if (mixed_precision_)
+    throw std::logic_error("Conv2d::forward_with_moments: not under mixed precision");
+  with_float_type(weight_.dtype(), [&]<class T>() {
+    ops::conv2d_forward<T>(input.view<T>(), weight_.view<T>(),
+                           options_.bias ? bias_.view<T>().data : nullptr, conv_params(options_),
+                           output.view<T>(), mean.view<T>().data, m2.view<T>().data);
+  });
+}
+
 void Conv2d::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
                       std::span<Tensor> grad_inputs) {
   // grad_inputs[0] is undefined for the network input: no gradient wanted.

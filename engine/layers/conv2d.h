@@ -24,6 +24,10 @@ class Conv2d : public Module {
   void forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) override;
   void backward(std::span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
                 std::span<Tensor> grad_inputs) override;
+  // forward, and batchnorm_moments of the output into mean and m2 ((1, c_out, 1, 1)),
+  // gathered as the convolution writes it (ops::conv2d_forward). Not under mixed precision,
+  // whose convolutions round their output after writing it.
+  void forward_with_moments(const Tensor& input, Tensor& output, Tensor& mean, Tensor& m2);
   void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
   // bf16 operands and results (engine/mixed_precision.h): the bf16 convolutions of ops.h, with
   // a bf16 copy of the weights made at each forward.

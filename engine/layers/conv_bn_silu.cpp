@@ -1,7 +1,9 @@
 // engine/layers/conv_bn_silu.cpp — see conv_bn_silu.h.
 //
-// Forward keeps the convolution output, which BN's backward reads; BN's apply and SiLU are one
-// fused op (BatchNorm2d::forward_silu; one pass on a GPU), and BN's output, SiLU's input, is
+// Forward keeps the convolution output, which BN's backward reads. In training the convolution
+// also gathers BN's moments of its output as it writes it (Conv2d::forward_with_moments), so
+// BN's statistics need no pass over it; BN's apply and SiLU are one fused op
+// (BatchNorm2d::forward_silu; one pass on a GPU), and BN's output, SiLU's input, is
 // not kept: the fused backward normalises the kept convolution output again (a multiply-add per
 // value, against a buffer the size of the layer's output held from forward to backward).
 // Backward runs them in reverse, SiLU's backward inside BN's (BatchNorm2d::backward_silu),
@@ -30,8 +32,16 @@ Shape4 ConvBnSilu::output_shape(std::span<const Shape4> inputs) const {
 void ConvBnSilu::forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) {
   const Shape4 shape = output_shape(std::array{inputs[0].shape()});
   ensure_tensor(conv_out_, shape, output);
-  conv_.forward(inputs, conv_out_, mode);
-  bn_.forward_silu(conv_out_, output, mode);
+  if (mode == Mode::train && !mixed_precision_) {
+    const Shape4 per_channel = {1, shape.c, 1, 1};
+    Tensor mean = Tensor::empty(per_channel, conv_out_.device(), conv_out_.dtype());
+    Tensor m2 = Tensor::empty(per_channel, conv_out_.device(), conv_out_.dtype());
+    conv_.forward_with_moments(inputs[0], conv_out_, mean, m2);
+    bn_.forward_silu_train(conv_out_, mean, m2, output);
+  } else {
+    conv_.forward(inputs, conv_out_, mode);
+    bn_.forward_silu(conv_out_, output, mode);
+  }
   store_as_bf16(mixed_precision_, output);
 }
 

@@ -6,8 +6,9 @@
 //   xhat = (x - mean) * invstd,  y = xhat * gamma + beta
 //   dx  += gamma * invstd * (dy - sum(dy) / count - xhat * sum(dy * xhat) / count)
 //   dgamma += sum(dy * xhat),  dbeta += sum(dy)
-// The moments take two passes (mean first, then squared deviations from it) instead of
-// sum(x^2) - count * mean^2, which cancels catastrophically when |mean| >> std. The
+// The moments take two passes per plane (mean first, then squared deviations from it) instead
+// of sum(x^2) - count * mean^2, which cancels catastrophically when |mean| >> std, and the
+// planes' are merged exactly (batchnorm_channel.h). The
 // per-channel pieces (double lane sums, one task per channel, the per-plane formulas) live
 // in kernels/cpu/batchnorm_channel.h, shared with the fused BatchNorm + SiLU ops.
 //
@@ -32,8 +33,10 @@ using cpu::batchnorm::BackwardApply;
 using cpu::batchnorm::BackwardSums;
 using cpu::batchnorm::EvalBackwardApply;
 using cpu::batchnorm::for_each_channel;
-using cpu::batchnorm::LaneSum;
+using cpu::batchnorm::merge;
+using cpu::batchnorm::Moments;
 using cpu::batchnorm::Normalize;
+using cpu::batchnorm::plane_moments;
 using cpu::batchnorm::values_per_channel;
 
 void require_same_shape(const char* op, const char* name, Shape4 shape, Shape4 x_shape) {
@@ -71,30 +74,15 @@ BackwardSums<T> channel_backward_sums(View<const T> x, View<const T> dy, int64_t
 
 template <class T>
 void batchnorm_moments(View<const T> x, T* mean, T* m2) {
-  const int64_t count = values_per_channel("batchnorm_moments", x.shape, 1);
+  values_per_channel("batchnorm_moments", x.shape, 1);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_moments, x.device, x, mean, m2);
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
-    LaneSum sum;
+    Moments total;
     for_each_plane(
-        x.shape.n, c,
-        [&](const T* xs) {
-          sum.add(plane, [xs](int64_t j) { return static_cast<double>(xs[j]); });
-        },
-        x);
-    const double channel_mean = sum.total() / static_cast<double>(count);
-    LaneSum squared_deviations;
-    for_each_plane(
-        x.shape.n, c,
-        [&](const T* xs) {
-          squared_deviations.add(plane, [xs, channel_mean](int64_t j) {
-            const double deviation = xs[j] - channel_mean;
-            return deviation * deviation;
-          });
-        },
-        x);
-    mean[c] = static_cast<T>(channel_mean);
-    m2[c] = static_cast<T>(squared_deviations.total());
+        x.shape.n, c, [&](const T* xs) { total = merge(total, plane_moments(xs, plane)); }, x);
+    mean[c] = static_cast<T>(total.mean);
+    m2[c] = static_cast<T>(total.m2);
   });
 }
 
@@ -164,14 +152,26 @@ void batchnorm_train_statistics(View<const T> x, BatchNormParams p, T* running_m
   const int64_t count = values_per_channel("batchnorm_train_statistics", x.shape, 2);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_train_statistics, x.device, x, p, running_mean, running_var,
                          save_mean, save_invstd);
-  const int64_t channels = x.shape.c;
-  std::vector<T> m2(static_cast<size_t>(channels));
+  std::vector<T> m2(static_cast<size_t>(x.shape.c));
   batchnorm_moments(x, save_mean, m2.data());
+  batchnorm_statistics_from_moments(save_mean, m2.data(), x.shape.c, count, p, x.device,
+                                    running_mean, running_var, save_mean, save_invstd);
+}
+
+template <class T>
+void batchnorm_statistics_from_moments(const T* mean, const T* m2, int64_t channels, int64_t count,
+                                       BatchNormParams p, Device device, T* running_mean,
+                                       T* running_var, T* save_mean, T* save_invstd) {
+  if (count < 2)
+    throw std::invalid_argument("batchnorm_statistics_from_moments: " + std::to_string(count) +
+                                " values per channel; at least 2 are needed");
+  BAREYOLO_ROUTE_TO_CUDA(batchnorm_statistics_from_moments, device, mean, m2, channels, count, p,
+                         device.index, running_mean, running_var, save_mean, save_invstd);
   for (int64_t c = 0; c < channels; ++c) {
-    const double m2_c = m2[c];
+    const double mean_c = mean[c], m2_c = m2[c];
+    save_mean[c] = mean[c];
     save_invstd[c] = static_cast<T>(1.0 / std::sqrt(m2_c / count + p.eps));
-    running_mean[c] =
-        static_cast<T>((1 - p.momentum) * running_mean[c] + p.momentum * save_mean[c]);
+    running_mean[c] = static_cast<T>((1 - p.momentum) * running_mean[c] + p.momentum * mean_c);
     running_var[c] = static_cast<T>((1 - p.momentum) * running_var[c] +
                                     p.momentum * m2_c / static_cast<double>(count - 1));
   }
@@ -259,6 +259,8 @@ void batchnorm_backward_eval(View<const T> x, View<const T> dy, const T* gamma,
   template void batchnorm_backward_eval<T>(View<const T>, View<const T>, const T*, const T*,       \
                                            const T*, BatchNormParams, View<T>, T*, T*);            \
   template void batchnorm_train_statistics<T>(View<const T>, BatchNormParams, T*, T*, T*, T*);     \
+  template void batchnorm_statistics_from_moments<T>(const T*, const T*, int64_t, int64_t,         \
+                                                     BatchNormParams, Device, T*, T*, T*, T*);     \
   template void batchnorm_running_inverse_std<T>(const T*, int64_t, double, Device, T*);
 BAREYOLO_INSTANTIATE_BATCHNORM(float)
 BAREYOLO_INSTANTIATE_BATCHNORM(double)

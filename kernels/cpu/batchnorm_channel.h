@@ -69,6 +69,36 @@ struct LaneSum {
   }
 };
 
+// Phase 1 of the forward (kernels/ops.h): the count, mean and M2 = sum((x - mean)^2) of some
+// values. A channel's are its planes', each taken in two passes (mean, then the squared
+// deviations from it) and merged in image order, so that a convolution can take an image's
+// planes while it writes them (conv2d_forward with moments) and give the same bits.
+struct Moments {
+  double count = 0, mean = 0, m2 = 0;
+};
+
+template <class T>
+Moments plane_moments(const T* xs, int64_t plane) {
+  LaneSum sum;
+  sum.add(plane, [xs](int64_t j) { return static_cast<double>(xs[j]); });
+  const double mean = sum.total() / static_cast<double>(plane);
+  LaneSum squared_deviations;
+  squared_deviations.add(plane, [xs, mean](int64_t j) {
+    const double deviation = xs[j] - mean;
+    return deviation * deviation;
+  });
+  return {static_cast<double>(plane), mean, squared_deviations.total()};
+}
+
+// The moments of a's values and b's together, exactly as one set's would be (Chan, Golub and
+// LeVeque's pairwise update; SyncBatchNorm merges the ranks' the same way). Merging into empty
+// moments gives b's bits.
+inline Moments merge(const Moments& a, const Moments& b) {
+  const double count = a.count + b.count, delta = b.mean - a.mean;
+  return {count, a.mean + delta * (b.count / count),
+          a.m2 + b.m2 + delta * delta * (a.count * b.count / count)};
+}
+
 // y = (x - mean) * invstd * gamma + beta over one plane of a channel.
 template <class T>
 struct Normalize {

@@ -29,6 +29,10 @@
 // grouping and the summation order follow from the shape alone: the bits are the same for
 // any thread count.
 //
+// Asked for them, forward also gives its output's BatchNorm moments (ops.h): on the GEMM path
+// each image's task takes its channels' planes right after writing them, merged in image order
+// after the batch (kernels/cpu/batchnorm_channel.h): batchnorm_moments' bits.
+//
 // 3x3 stride-1 convolutions run Winograd F(2x2, 3x3) instead where its measured rule picks it
 // per pass (kernels/cpu/winograd.h), in float and double alike: in bands of tiles that run on
 // over the batch's images, within the same backward-weight grouping, its filter transforms
@@ -40,6 +44,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/batchnorm_channel.h"
 #include "kernels/cpu/gemm/gemm.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/thread_pool.h"
@@ -90,11 +95,12 @@ ConvGeometry conv_geometry(const char* op, Shape4 x, Shape4 weight, bool weight_
   return g;
 }
 
-// The thread_scratch tags of a band's column matrix, of backward-weight's partial sums, and of
-// Winograd's transformed filters and their gradient.
+// The thread_scratch tags of a band's column matrix, of backward-weight's partial sums, of
+// Winograd's transformed filters and their gradient, and of forward's per-image moments.
 struct ColumnScratch;
 struct PartialScratch;
 struct WinogradFilterScratch;
+struct PlaneMomentsScratch;
 
 // Size of a band's column matrix: half of a Zen 4 core's 1 MB L2, the rest left to the GEMM's
 // packed panels.
@@ -169,20 +175,30 @@ void for_each_image(int64_t batch, PerImage per_image) {
 }  // namespace
 
 template <class T>
-void conv2d_forward(View<const T> x, View<const T> weight, const T* bias, Conv2dParams p,
-                    View<T> y) {
+void conv2d_forward(View<const T> x, View<const T> weight, const T* bias, Conv2dParams p, View<T> y,
+                    T* moments_mean, T* moments_m2) {
   const Device device = detail::common_device("conv2d_forward", x, weight, y);
   const ConvGeometry g =
       conv_geometry("conv2d_forward", x.shape, weight.shape, weight.dense(), p, y.shape);
-  BAREYOLO_ROUTE_TO_CUDA(conv2d_forward, device, x, weight, bias, p, y);
+  if (!moments_mean != !moments_m2)
+    throw std::invalid_argument("conv2d_forward: give both moments outputs or neither");
+  BAREYOLO_ROUTE_TO_CUDA(conv2d_forward, device, x, weight, bias, p, y, moments_mean, moments_m2);
   const int64_t c_out = weight.shape.n, k = g.col_rows(), hw = g.col_cols();
   if (cpu::winograd_chosen(g, c_out, cpu::ConvPass::kForward)) {
+    // Winograd's bands run across images: the moments are taken after the whole output.
     T* u =
         cpu::thread_scratch<T, WinogradFilterScratch>(cpu::winograd_filter_size(c_out, x.shape.c));
     cpu::winograd_transform_filters(weight.data, c_out, x.shape.c, false, u);
-    return cpu::winograd_correlate(x.data, x.batch_stride, x.shape.n, g, c_out, u, bias, false,
-                                   y.data, y.batch_stride);
+    cpu::winograd_correlate(x.data, x.batch_stride, x.shape.n, g, c_out, u, bias, false, y.data,
+                            y.batch_stride);
+    if (moments_mean) batchnorm_moments(View<const T>(y), moments_mean, moments_m2);
+    return;
   }
+  // Each image's per-channel moments (batchnorm_moments' planes), merged in image order below.
+  cpu::batchnorm::Moments* planes =
+      moments_mean
+          ? cpu::thread_scratch<cpu::batchnorm::Moments, PlaneMomentsScratch>(x.shape.n * c_out)
+          : nullptr;
   for_each_image(x.shape.n, [&](int64_t i) {
     T* out = y.image(i);
     // With a bias, Y starts as the bias broadcast along each row and the GEMM adds onto it.
@@ -192,7 +208,18 @@ void conv2d_forward(View<const T> x, View<const T> weight, const T* bias, Conv2d
       cpu::gemm<T>(false, false, c_out, cols, k, T(1), weight.data, k, col, cols,
                    bias ? T(1) : T(0), out + first, hw);
     });
+    if (moments_mean)
+      for (int64_t o = 0; o < c_out; ++o)
+        planes[i * c_out + o] = cpu::batchnorm::plane_moments(y.channel(i, o), hw);
   });
+  if (!moments_mean) return;
+  for (int64_t o = 0; o < c_out; ++o) {
+    cpu::batchnorm::Moments total;
+    for (int64_t i = 0; i < x.shape.n; ++i)
+      total = cpu::batchnorm::merge(total, planes[i * c_out + o]);
+    moments_mean[o] = static_cast<T>(total.mean);
+    moments_m2[o] = static_cast<T>(total.m2);
+  }
 }
 
 template <class T>
@@ -271,9 +298,10 @@ void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p, V
   });
 }
 
-#define BAREYOLO_INSTANTIATE_CONV2D(T)                                                            \
-  template void conv2d_forward<T>(View<const T>, View<const T>, const T*, Conv2dParams, View<T>); \
-  template void conv2d_backward_data<T>(View<const T>, View<const T>, Conv2dParams, View<T>);     \
+#define BAREYOLO_INSTANTIATE_CONV2D(T)                                                           \
+  template void conv2d_forward<T>(View<const T>, View<const T>, const T*, Conv2dParams, View<T>, \
+                                  T*, T*);                                                       \
+  template void conv2d_backward_data<T>(View<const T>, View<const T>, Conv2dParams, View<T>);    \
   template void conv2d_backward_weight<T>(View<const T>, View<const T>, Conv2dParams, View<T>, T*);
 BAREYOLO_INSTANTIATE_CONV2D(float)
 BAREYOLO_INSTANTIATE_CONV2D(double)

@@ -220,12 +220,15 @@ void gradient_sums(View<const float> x, Gradient dy, const float* mean, const fl
 
 // invstd, and the running statistics' update with the unbiased variance, in double as the
 // CPU does it.
+// save_mean may be mean.
 __global__ void train_statistics_kernel(int64_t channels, int64_t count, double eps,
                                         double momentum, const float* mean, const float* m2,
-                                        float* invstd, float* running_mean, float* running_var) {
+                                        float* save_mean, float* invstd, float* running_mean,
+                                        float* running_var) {
   const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (c >= channels) return;
   const double m2_c = m2[c];
+  save_mean[c] = mean[c];
   invstd[c] = float(1.0 / sqrt(m2_c / double(count) + eps));
   running_mean[c] = float((1 - momentum) * running_mean[c] + momentum * mean[c]);
   running_var[c] = float((1 - momentum) * running_var[c] + momentum * m2_c / double(count - 1));
@@ -450,9 +453,20 @@ void batchnorm_train_statistics(View<const float> x, ops::BatchNormParams p, flo
   if (channels == 0) return;
   DeviceBuffer m2(sizeof(float) * channels, x.device.index);
   batchnorm_moments(x, save_mean, m2.as<float>());
-  train_statistics_kernel<<<blocks_for(channels, 128), 128, 0, stream_of(x.device)>>>(
-      channels, x.shape.n * x.shape.plane(), p.eps, p.momentum, save_mean, m2.as<float>(),
-      save_invstd, running_mean, running_var);
+  batchnorm_statistics_from_moments(save_mean, m2.as<float>(), channels,
+                                    x.shape.n * x.shape.plane(), p, x.device.index, running_mean,
+                                    running_var, save_mean, save_invstd);
+}
+
+void batchnorm_statistics_from_moments(const float* mean, const float* m2, int64_t channels,
+                                       int64_t count, ops::BatchNormParams p, int device,
+                                       float* running_mean, float* running_var, float* save_mean,
+                                       float* save_invstd) {
+  if (channels == 0) return;
+  train_statistics_kernel<<<blocks_for(channels, 128), 128, 0,
+                            static_cast<cudaStream_t>(compute_stream(device))>>>(
+      channels, count, p.eps, p.momentum, mean, m2, save_mean, save_invstd, running_mean,
+      running_var);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -41,9 +41,12 @@ ConvPath conv_path() {
 void set_conv_path(ConvPath path) { chosen_path = static_cast<int>(path); }
 
 void conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
-                    ops::Conv2dParams p, View<float> y) {
-  if (conv_path() == ConvPath::gemm) return gemm_conv2d_forward(x, weight, bias, p, y);
-  cudnn_conv2d_forward(x, weight, bias, p, y);
+                    ops::Conv2dParams p, View<float> y, float* moments_mean, float* moments_m2) {
+  if (conv_path() == ConvPath::gemm)
+    gemm_conv2d_forward(x, weight, bias, p, y);
+  else
+    cudnn_conv2d_forward(x, weight, bias, p, y);
+  if (moments_mean) batchnorm_moments(y, moments_mean, moments_m2);
 }
 
 void conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,

@@ -23,8 +23,9 @@ void add_backward(View<const float> dy, View<float> da, View<float> db);
 // per shape and cached, deterministic algorithms, workspace from the caching allocator), or
 // im2col + cuBLAS SGEMM (conv2d_gemm.cu), kept to compare against. Both use TF32 tensor cores
 // while cuda::set_tf32(true) (runtime/runtime.h).
+// With moments_mean (and moments_m2), batchnorm_moments of y after the convolution.
 void conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
-                    ops::Conv2dParams p, View<float> y);
+                    ops::Conv2dParams p, View<float> y, float* moments_mean, float* moments_m2);
 void conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
                           View<float> dx);
 void conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,
@@ -85,6 +86,11 @@ void batchnorm_silu_backward_eval(View<const float> x, View<const float> dy, con
 // the batch's mean and invstd into save_*, and the running statistics' update.
 void batchnorm_train_statistics(View<const float> x, ops::BatchNormParams p, float* running_mean,
                                 float* running_var, float* save_mean, float* save_invstd);
+// Its second half, from the batch's moments (ops.h).
+void batchnorm_statistics_from_moments(const float* mean, const float* m2, int64_t channels,
+                                       int64_t count, ops::BatchNormParams p, int device,
+                                       float* running_mean, float* running_var, float* save_mean,
+                                       float* save_invstd);
 // invstd = 1 / sqrt(running_var + eps) per channel, as batchnorm_forward_eval normalises.
 void batchnorm_running_inverse_std(const float* running_var, int64_t channels, double eps,
                                    int device, float* invstd);

@@ -1,8 +1,8 @@
 // tests/cuda/conv2d.cpp — the CUDA convolution (both paths: cuDNN, and im2col + cuBLAS) against
 // the CPU reference on random inputs, forward outputs poisoned with NaN first, on yolov5n's
 // convolution shapes: the 6x6 stride-2 stem, 3x3 stride-2 downsamples, 3x3 bottlenecks, 1x1
-// layers with and without bias, odd sizes, and channel-slice views (Concat's zero-copy form);
-// in float32, and again with TF32 on.
+// layers with and without bias, odd sizes, and channel-slice views (Concat's zero-copy form),
+// the forward also with its output's BatchNorm moments; in float32, and again with TF32 on.
 //
 // Tolerance (float32, TF32 off, the default): the GPU sums the same products in another order.
 // For an output that sums `terms` products of values in [-1, 1], float rounding leaves an error
@@ -93,6 +93,21 @@ void check_case(const ConvCase& c, cuda::ConvPath path, const Math& math, Rng& r
       },
       (label + "forward").c_str(), true, math.rtol, math.atol_per_term * double(k));
 
+  // With y's BatchNorm moments (ConvBnSilu's training forward), poisoned first: y again, and
+  // per channel the mean and M2 over `count` values (M2 ~ count; the GPU sums in float).
+  const int64_t count = y_shape.n * y_shape.plane();
+  const Shape4 per_channel{1, c.c_out, 1, 1};
+  compare_cuda_with_cpu(
+      {x, w}, {Tensor::empty(y_shape), Tensor::empty(per_channel), Tensor::empty(per_channel)},
+      [&](auto& in, auto& out) {
+        ops::conv2d_forward<float>(in[0].template view<float>(), in[1].template view<float>(),
+                                   nullptr, p, out[0].template view<float>(),
+                                   out[1].template view<float>().data,
+                                   out[2].template view<float>().data);
+      },
+      (label + "forward with moments").c_str(), true, 10 * math.rtol,
+      math.atol_per_term * double(k) * double(count));
+
   // Backward outputs start random: the ops add into them, so they are not poisoned.
   compare_cuda_with_cpu(
       {dy, w}, {uniform(rng, c.x)},
@@ -103,7 +118,6 @@ void check_case(const ConvCase& c, cuda::ConvPath path, const Math& math, Rng& r
       (label + "backward data").c_str(), false, math.rtol,
       math.atol_per_term * double(c.c_out * c.kernel * c.kernel));
 
-  const int64_t per_weight = y_shape.n * y_shape.plane();
   compare_cuda_with_cpu(
       {x, dy}, {uniform(rng, w_shape), uniform(rng, {1, c.c_out, 1, 1})},
       [&](auto& in, auto& out) {
@@ -112,7 +126,7 @@ void check_case(const ConvCase& c, cuda::ConvPath path, const Math& math, Rng& r
             out[0].template view<float>(), c.bias ? out[1].template view<float>().data : nullptr);
       },
       (label + "backward weight and bias").c_str(), false, math.rtol,
-      math.atol_per_term * double(per_weight));
+      math.atol_per_term * double(count));
 }
 
 const cuda::ConvPath kPaths[] = {cuda::ConvPath::cudnn, cuda::ConvPath::gemm};

@@ -2,7 +2,8 @@
 // the backwards against finite differences (double) and the float backward against the
 // double one, on shapes that reach every path: 1x1 without im2col, 1x1 with stride or
 // padding, the 6x6 stride-2 stem, non-square kernels and images, batch 1, strided views,
-// and every 3x3 stride-1 case again by Winograd F(2x2, 3x3).
+// and every 3x3 stride-1 case again by Winograd F(2x2, 3x3); and the BatchNorm moments the
+// forward can gather as it writes.
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -209,6 +210,44 @@ std::vector<std::vector<double>> conv2d_gradients(const ConvCase& cc, size_t k) 
 }
 
 }  // namespace
+
+// ConvBnSilu's forward in training: the convolution also gives its output's BatchNorm moments,
+// taken image by image on the GEMM path and after the whole output on Winograd's.
+TEST_CASE_TEMPLATE("conv2d forward's moments are batchnorm_moments of its output, bit for bit", T,
+                   float, double) {
+  ThreadPool& pool = ThreadPool::global();
+  const int saved_threads = pool.num_threads();
+  Rng rng(102);
+  for_each_case([&](const ConvCase& cc, size_t k) {
+    StridedBuffer<T> x(cc.x, x_gap(k), rng);
+    const std::vector<T> w = convert<T>(random_vector(rng, cc.weight().numel()));
+    const std::vector<T> bias = convert<T>(random_vector(rng, cc.c_out));
+    const View<const T> wv = dense_view<const T>(w.data(), cc.weight());
+    const T* b = cc.bias ? bias.data() : nullptr;
+    StridedBuffer<T> y_alone(cc.y(), y_gap(k), rng);
+    ops::conv2d_forward<T>(x.view(), wv, b, cc.params, y_alone.view());
+    std::vector<T> mean_ref(cc.c_out), m2_ref(cc.c_out);
+    ops::batchnorm_moments<T>(View<const T>(y_alone.view()), mean_ref.data(), m2_ref.data());
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      pool.resize(threads);
+      StridedBuffer<T> y(cc.y(), y_gap(k), rng);
+      y.poison();
+      std::vector<T> mean(cc.c_out, std::numeric_limits<T>::quiet_NaN()), m2 = mean;
+      ops::conv2d_forward<T>(x.view(), wv, b, cc.params, y.view(), mean.data(), m2.data());
+      check_close(y.values(), y_alone.values(), 0, 0, "y with moments");
+      check_close(mean, mean_ref, 0, 0, "the convolution's mean");
+      check_close(m2, m2_ref, 0, 0, "the convolution's M2");
+    }
+    pool.resize(saved_threads);
+  });
+  std::vector<float> x(2 * 3 * 5 * 5), w(4 * 3 * 3 * 3), y(2 * 4 * 5 * 5), mean(4);
+  CHECK_THROWS_AS(
+      ops::conv2d_forward<float>(dense_view<const float>(x.data(), {2, 3, 5, 5}),
+                                 dense_view<const float>(w.data(), {4, 3, 3, 3}), nullptr,
+                                 {1, 1, 1, 1}, dense_view(y.data(), {2, 4, 5, 5}), mean.data()),
+      std::invalid_argument);
+}
 
 TEST_CASE("conv2d float backward matches the double backward on strided views") {
   for_each_case([](const ConvCase& cc, size_t k) {
