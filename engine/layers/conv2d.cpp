@@ -66,20 +66,21 @@ void Conv2d::forward(std::span<const Tensor> inputs, Tensor& output, Mode) {
                              conv_params(options_), output.view<float>());
     return;
   }
-  with_float_type(weight_.dtype(), [&]<class T>() {
-    ops::conv2d_forward<T>(inputs[0].view<T>(), weight_.view<T>(),
-                           options_.bias ? bias_.view<T>().data : nullptr, conv_params(options_),
-                           output.view<T>());
-  });
+  forward_float(inputs[0], output, nullptr, nullptr);
 }
 
 void Conv2d::forward_with_moments(const Tensor& input, Tensor& output, Tensor& mean, Tensor& m2) {
   if (mixed_precision_)
     throw std::logic_error("Conv2d::forward_with_moments: not under mixed precision");
+  forward_float(input, output, &mean, &m2);
+}
+
+void Conv2d::forward_float(const Tensor& input, Tensor& output, Tensor* mean, Tensor* m2) {
   with_float_type(weight_.dtype(), [&]<class T>() {
     ops::conv2d_forward<T>(input.view<T>(), weight_.view<T>(),
                            options_.bias ? bias_.view<T>().data : nullptr, conv_params(options_),
-                           output.view<T>(), mean.view<T>().data, m2.view<T>().data);
+                           output.view<T>(), mean ? mean->view<T>().data : nullptr,
+                           m2 ? m2->view<T>().data : nullptr);
   });
 }
 

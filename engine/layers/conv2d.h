@@ -38,6 +38,9 @@ class Conv2d : public Module {
   Tensor& bias() { return bias_; }
 
  private:
+  // ops::conv2d_forward on the float weights; mean and m2 both null, or its moments' outputs.
+  void forward_float(const Tensor& input, Tensor& output, Tensor* mean, Tensor* m2);
+
   Conv2dOptions options_;
   Tensor weight_, weight_grad_, bias_, bias_grad_;
   bool mixed_precision_ = false;

@@ -31,9 +31,9 @@ namespace {
 
 using cpu::batchnorm::BackwardApply;
 using cpu::batchnorm::BackwardSums;
+using cpu::batchnorm::channel_moments;
 using cpu::batchnorm::EvalBackwardApply;
 using cpu::batchnorm::for_each_channel;
-using cpu::batchnorm::merge;
 using cpu::batchnorm::Moments;
 using cpu::batchnorm::Normalize;
 using cpu::batchnorm::plane_moments;
@@ -78,9 +78,8 @@ void batchnorm_moments(View<const T> x, T* mean, T* m2) {
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_moments, x.device, x, mean, m2);
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
-    Moments total;
-    for_each_plane(
-        x.shape.n, c, [&](const T* xs) { total = merge(total, plane_moments(xs, plane)); }, x);
+    const Moments total = channel_moments(
+        x.shape.n, [&](int64_t i) { return plane_moments(x.channel(i, c), plane); });
     mean[c] = static_cast<T>(total.mean);
     m2[c] = static_cast<T>(total.m2);
   });

@@ -99,6 +99,14 @@ inline Moments merge(const Moments& a, const Moments& b) {
           a.m2 + b.m2 + delta * delta * (a.count * b.count / count)};
 }
 
+// A channel's moments: its `batch` planes' (plane_of(i) for image i) merged in image order.
+template <class PlaneOf>
+Moments channel_moments(int64_t batch, PlaneOf plane_of) {
+  Moments total;
+  for (int64_t i = 0; i < batch; ++i) total = merge(total, plane_of(i));
+  return total;
+}
+
 // y = (x - mean) * invstd * gamma + beta over one plane of a channel.
 template <class T>
 struct Normalize {

@@ -214,9 +214,8 @@ void conv2d_forward(View<const T> x, View<const T> weight, const T* bias, Conv2d
   });
   if (!moments_mean) return;
   for (int64_t o = 0; o < c_out; ++o) {
-    cpu::batchnorm::Moments total;
-    for (int64_t i = 0; i < x.shape.n; ++i)
-      total = cpu::batchnorm::merge(total, planes[i * c_out + o]);
+    const cpu::batchnorm::Moments total = cpu::batchnorm::channel_moments(
+        x.shape.n, [&](int64_t i) { return planes[i * c_out + o]; });
     moments_mean[o] = static_cast<T>(total.mean);
     moments_m2[o] = static_cast<T>(total.m2);
   }

@@ -218,9 +218,8 @@ void gradient_sums(View<const float> x, Gradient dy, const float* mean, const fl
 
 // ---- per-channel statistics -------------------------------------------------------------
 
-// invstd, and the running statistics' update with the unbiased variance, in double as the
-// CPU does it.
-// save_mean may be mean.
+// save_mean = mean (they may be one buffer), invstd, and the running statistics' update with
+// the unbiased variance, in double as the CPU does it.
 __global__ void train_statistics_kernel(int64_t channels, int64_t count, double eps,
                                         double momentum, const float* mean, const float* m2,
                                         float* save_mean, float* invstd, float* running_mean,
