@@ -7,8 +7,8 @@
 //   --quick: 128 px, batch 8, 1 warm-up and 2 timed steps, 1 round, a 2048^3 GEMM (the smoke)
 //
 // Ours: the trainer's step (models/train/trainer.cpp) on device 0 in three precisions, taking
-// turns: float32, TF32 (--tf32 on) and mixed precision (--amp: bf16 values in float tensors,
-// the convolutions in bf16 on cuDNN; docs/mixed_precision.md), with cuDNN's deterministic
+// turns: float32, TF32 (--tf32 on) and mixed precision (--amp: bf16 activations, the
+// convolutions on cuDNN's bf16 tensor cores; docs/mixed_precision.md), with cuDNN's deterministic
 // algorithms: forward_backward
 // (forward, YOLOv5's loss normalised by this batch's counts, backward), clip to norm 10, SGD
 // with Nesterov momentum over YOLOv5's three groups (Sgd over the arena, with the trainer's lr0

@@ -5,7 +5,6 @@
 #include <stdexcept>
 
 #include "engine/backward_scratch.h"
-#include "engine/mixed_precision.h"
 #include "engine/tensor_factories.h"
 #include "engine/trace.h"
 
@@ -74,18 +73,18 @@ std::vector<Shape4> Graph::shapes(const Shape4& input) const {
   return result;
 }
 
-void Graph::plan(const Tensor& input, Mode mode) {
+void Graph::plan(const Tensor& input, DType activations, Mode mode) {
   const std::vector<Shape4> node_shapes = shapes(input.shape());
   for (size_t i = 0; i < nodes_.size(); ++i) nodes_[i].shape = node_shapes[i];
   activation_buffers_.clear();
   gradient_buffers_.clear();  // an evaluation plan has none: free the training plan's
   if (mode == Mode::train || keep_all_outputs_)
-    plan_training(input);
+    plan_training(input.device(), activations);
   else
-    plan_evaluation(input);
+    plan_evaluation(input.device(), activations);
   planned_shape_ = input.shape();
   planned_device_ = input.device();
-  planned_dtype_ = input.dtype();
+  planned_dtype_ = activations;
   planned_mode_ = mode;
 }
 
@@ -186,13 +185,13 @@ static int64_t first_channel_in_concat(const std::vector<int>& concat_inputs, in
 // to read it). Owners share SharedBuffers on backward's time axis, each zeroed just before its
 // first write (zero_before_). Slices are assigned from the last node to the first, so a
 // Concat's buffers exist before its producers take theirs.
-void Graph::plan_training(const Tensor& input) {
+void Graph::plan_training(Device device, DType activations) {
   const int n = size();
   zero_before_.assign(size_t(n) + 1, {});
-  SharedBuffers gradients(input.device(), input.dtype());
+  SharedBuffers gradients(device, activations);
   for (const Tenancy& t : tenancies(/*backward=*/true)) {
     Node& node = nodes_[size_t(t.owner)];
-    node.output = Tensor::empty(node.shape, input.device(), input.dtype());
+    node.output = Tensor::empty(node.shape, device, activations);
     activation_buffers_.push_back(node.output);
     node.grad = gradients.take(node.shape.numel(), t.start, t.end).prefix(node.shape);
     zero_before_[size_t(n - t.start)].push_back(t.owner);  // before its first write
@@ -212,9 +211,9 @@ void Graph::plan_training(const Tensor& input) {
 // Evaluation: each storage owner (a node or a Concat buffer) is live from the first node that
 // writes into it to the last node that reads any part of it (graph outputs: to the end), and
 // owners share SharedBuffers on forward's time axis.
-void Graph::plan_evaluation(const Tensor& input) {
+void Graph::plan_evaluation(Device device, DType activations) {
   const int n = size();
-  SharedBuffers outputs(input.device(), input.dtype());
+  SharedBuffers outputs(device, activations);
   for (const Tenancy& t : tenancies(/*backward=*/false)) {
     Node& node = nodes_[size_t(t.owner)];
     node.output = outputs.take(node.shape.numel(), t.start, t.end).prefix(node.shape);
@@ -249,26 +248,45 @@ std::vector<Tensor> Graph::input_tensors(const Node& node, const Tensor& graph_i
   return tensors;
 }
 
+DType Graph::activation_dtype(const Tensor& input) const {
+  if (!mixed_precision_) return input.dtype();
+  if (input.dtype() != DType::f32)
+    throw std::invalid_argument(std::string("Graph: mixed precision takes a float input, not ") +
+                                dtype_name(input.dtype()));
+  return DType::bf16;
+}
+
 const std::vector<Tensor>& Graph::forward(const Tensor& input, Mode mode) {
   if (outputs_.empty()) throw std::logic_error("Graph::forward: no outputs were set");
+  const DType activations = activation_dtype(input);
   if (!(planned_shape_ == input.shape()) || !(planned_device_ == input.device()) ||
-      planned_dtype_ != input.dtype() || planned_mode_ != mode)
-    plan(input, mode);
+      planned_dtype_ != activations || planned_mode_ != mode)
+    plan(input, activations, mode);
   input_ = input;
-  if (mixed_precision_) {  // rounded in the graph's own buffer: the caller's stays as it is
-    ensure_tensor(rounded_input_, input.shape(), input);
-    rounded_input_.copy_from(input);
-    store_as_bf16(true, rounded_input_);
-    input_ = rounded_input_;
+  if (activations != input.dtype()) {  // rounded into the graph's own buffer: the caller's stays
+    if (!bf16_input_.defined() || !(bf16_input_.shape() == input.shape()) ||
+        !(bf16_input_.device() == input.device()))
+      bf16_input_ = Tensor::empty(input.shape(), input.device(), activations);
+    bf16_input_.convert_from(input);
+    input_ = bf16_input_;
   }
   for (Node& node : nodes_) {
     if (!node.module) continue;
     const trace::Range traced(trace::Track::compute, "forward", node.label);
     node.module->forward(input_tensors(node, input_), node.output, mode);
-    store_as_bf16(mixed_precision_, node.output);
   }
   output_tensors_.clear();
-  for (int node : outputs_) output_tensors_.push_back(nodes_[static_cast<size_t>(node)].output);
+  widened_outputs_.resize(outputs_.size());
+  for (size_t k = 0; k < outputs_.size(); ++k) {
+    const Tensor& output = nodes_[static_cast<size_t>(outputs_[k])].output;
+    if (activations == input.dtype()) {
+      output_tensors_.push_back(output);
+      continue;
+    }
+    ensure_tensor(widened_outputs_[k], output.shape(), input);  // the input's dtype and device
+    widened_outputs_[k].convert_from(output);
+    output_tensors_.push_back(widened_outputs_[k]);
+  }
   return output_tensors_;
 }
 
@@ -284,11 +302,8 @@ void Graph::backward(const std::vector<Tensor>& grad_outputs,
         "Graph::backward after an evaluation forward: run forward in "
         "Mode::train first");
   for (int owner : zero_before_[size_t(size())]) nodes_[size_t(owner)].grad.zero();
-  for (size_t k = 0; k < outputs_.size(); ++k) {
-    Tensor& grad = nodes_[static_cast<size_t>(outputs_[k])].grad;
-    grad.copy_from(grad_outputs[k]);
-    store_as_bf16(mixed_precision_, grad);
-  }
+  for (size_t k = 0; k < outputs_.size(); ++k)  // rounded to bf16 under mixed precision
+    nodes_[static_cast<size_t>(outputs_[k])].grad.convert_from(grad_outputs[k]);
 
   for (int index = size() - 1; index >= 0; --index) {
     Node& node = nodes_[static_cast<size_t>(index)];
@@ -301,7 +316,6 @@ void Graph::backward(const std::vector<Tensor>& grad_outputs,
       for (int i : node.inputs)
         grad_inputs.push_back(i == kGraphInput ? Tensor() : nodes_[static_cast<size_t>(i)].grad);
       node.module->backward(input_tensors(node, input_), node.output, node.grad, grad_inputs);
-      for (const Tensor& grad : grad_inputs) store_as_bf16(mixed_precision_, grad);
     }
     if (on_node_done) on_node_done(index);
   }
@@ -315,9 +329,9 @@ std::vector<StateEntry> Graph::state() {
 }
 
 void Graph::set_mixed_precision(bool on) {
-  for (Node& node : nodes_)
-    if (node.module) node.module->set_mixed_precision(on);
   mixed_precision_ = on;
+  planned_shape_ = {};  // the next forward plans bf16 (or float) buffers
+  bf16_input_ = Tensor();
 }
 
 void Graph::release_activations() {
@@ -326,9 +340,10 @@ void Graph::release_activations() {
     if (node.module) node.module->release_activations();
   }
   output_tensors_.clear();
+  widened_outputs_.clear();
   activation_buffers_.clear();
   gradient_buffers_.clear();
-  input_ = rounded_input_ = Tensor();
+  input_ = bf16_input_ = Tensor();
   release_backward_scratch();
   planned_shape_ = {};
 }

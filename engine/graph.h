@@ -39,12 +39,14 @@ class Graph {
   int add_concat(std::string name, std::vector<int> inputs);
   void set_outputs(std::vector<int> nodes);
 
-  // Runs every node on `input`; returns the output nodes' tensors (valid until the next call).
-  // Buffers are planned for the input's shape, dtype, device and mode, and reused while
-  // those stay the same. After Mode::eval only the output nodes' tensors are meaningful.
+  // Runs every node on `input`; returns the output nodes' tensors (valid until the next call),
+  // in the input's dtype. Buffers are planned for the input's shape, dtype, device and mode, and
+  // reused while those stay the same. After Mode::eval only the output nodes' tensors are
+  // meaningful.
   const std::vector<Tensor>& forward(const Tensor& input, Mode mode);
-  // After forward(Mode::train): given dL/d(outputs), computes every parameter gradient (added
-  // into the parameters' gradient tensors). on_node_done(i) runs after node i's backward.
+  // After forward(Mode::train): given dL/d(outputs) (in the input's dtype), computes every
+  // parameter gradient (added into the parameters' gradient tensors). on_node_done(i) runs after
+  // node i's backward.
   void backward(const std::vector<Tensor>& grad_outputs,
                 const std::function<void(int node)>& on_node_done = {});
 
@@ -62,8 +64,12 @@ class Graph {
   // buffers (for tests of the plans).
   int64_t planned_activation_elements() const;
   int64_t planned_gradient_elements() const;
-  // Mixed precision (engine/mixed_precision.h): every module stores bf16 values, and so does the
-  // graph — its input, each node's output after forward, each gradient a node's backward wrote.
+  // Mixed precision (docs/mixed_precision.md): a float input is rounded into a bf16 copy, and
+  // every activation and activation gradient from there on is a bf16 tensor — the nodes' outputs
+  // and gradients, what the modules keep between forward and backward. The modules compute in
+  // float and keep float parameters, statistics and parameter gradients (kernels/ops.h). The
+  // outputs are widened to float for the caller (the loss), and the loss's gradient is rounded
+  // to bf16 on the way in.
   void set_mixed_precision(bool on);
   bool mixed_precision() const { return mixed_precision_; }
   // Keep every output in evaluation too (the training plan): for debugging a node's output,
@@ -84,9 +90,11 @@ class Graph {
     int concat_consumer = -1;  // the Concat node this node's output lives in
   };
 
-  void plan(const Tensor& input, Mode mode);
-  void plan_training(const Tensor& input);
-  void plan_evaluation(const Tensor& input);
+  // The dtype the activations of a forward on `input` are stored in.
+  DType activation_dtype(const Tensor& input) const;
+  void plan(const Tensor& input, DType activations, Mode mode);
+  void plan_training(Device device, DType activations);
+  void plan_evaluation(Device device, DType activations);
   int storage_owner(int node) const;
   // A storage owner's live range [start, end] on a plan's time axis (graph.cpp).
   struct Tenancy {
@@ -98,11 +106,12 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<int> outputs_;
   std::vector<Tensor> output_tensors_;
-  Tensor input_;          // the last forward's input (backward needs it for the first node)
-  Tensor rounded_input_;  // mixed precision: the input rounded to bf16, reused every forward
+  std::vector<Tensor> widened_outputs_;  // mixed precision: the outputs in float, for the caller
+  Tensor input_;       // the last forward's input, as the first node read it (for backward)
+  Tensor bf16_input_;  // mixed precision: the input rounded to bf16, reused every forward
   Shape4 planned_shape_;
   Device planned_device_;
-  DType planned_dtype_ = DType::f32;
+  DType planned_dtype_ = DType::f32;  // of the activations
   Mode planned_mode_ = Mode::train;
   bool keep_all_outputs_ = false;
   bool mixed_precision_ = false;

@@ -7,7 +7,9 @@
 // (YOLOv5's C3, SPPF) are modules made of modules.
 //
 // Outputs are written into tensors the caller provides, which may be channel slices of a
-// larger tensor: that is how a Concat costs nothing (engine/graph.h).
+// larger tensor: that is how a Concat costs nothing (engine/graph.h). A module stores its
+// activations (outputs, kept intermediates, gradients) in its input's dtype: the parameters'
+// dtype, or bf16 under mixed precision (Graph::set_mixed_precision), computing in float then.
 #pragma once
 
 #include <functional>
@@ -66,12 +68,6 @@ class Module {
   virtual void release_activations() {}
   // Calls visit(child) for each module this one is made of (not recursively); a leaf has none.
   virtual void for_each_child(const std::function<void(Module&)>& visit) { (void)visit; }
-  // Mixed precision (engine/mixed_precision.h): store activations and their gradients as bf16
-  // values. A module that writes them itself (a convolution, a fused BN + SiLU) overrides this;
-  // the default passes it on to the children.
-  virtual void set_mixed_precision(bool on) {
-    for_each_child([on](Module& child) { child.set_mixed_precision(on); });
-  }
 };
 
 // Calls visit on `root` and, depth first, on every module inside it. (Not named `module`:

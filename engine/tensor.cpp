@@ -270,19 +270,27 @@ std::vector<double> Tensor::to_doubles() const {
   }
 }
 
+void Tensor::convert_from(const Tensor& src) {
+  if (!(src.shape_ == shape_) || !(src.device() == device()))
+    throw std::invalid_argument("Tensor::convert_from: source " + src.shape_.str() + " on " +
+                                src.device().str() + " into " + shape_.str() + " on " +
+                                device().str() + "; shapes and devices must match");
+  if (src.dtype_ == dtype_)
+    copy_from(src);
+  else if (src.dtype_ == DType::f32 && dtype_ == DType::bf16)
+    ops::convert_to_bf16(src.view<float>(), view<bf16>());
+  else if (src.dtype_ == DType::bf16 && dtype_ == DType::f32)
+    ops::convert_from_bf16(src.view<bf16>(), view<float>());
+  else
+    throw std::invalid_argument(std::string("Tensor::convert_from: no conversion from ") +
+                                dtype_name(src.dtype_) + " to " + dtype_name(dtype_) +
+                                " (f32 <-> bf16 only)");
+}
+
 Tensor Tensor::converted(DType dtype) const {
   if (!defined()) throw std::logic_error("Tensor::converted on an undefined tensor");
   Tensor result = empty(shape_, device(), dtype);
-  if (dtype == dtype_)
-    result.copy_from(*this);
-  else if (dtype_ == DType::f32 && dtype == DType::bf16)
-    ops::convert_to_bf16(view<float>(), result.view<bf16>());
-  else if (dtype_ == DType::bf16 && dtype == DType::f32)
-    ops::convert_from_bf16(view<bf16>(), result.view<float>());
-  else
-    throw std::invalid_argument(std::string("Tensor::converted: no conversion from ") +
-                                dtype_name(dtype_) + " to " + dtype_name(dtype) +
-                                " (f32 <-> bf16 only)");
+  result.convert_from(*this);
   return result;
 }
 

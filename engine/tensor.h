@@ -123,8 +123,11 @@ class Tensor {
   std::vector<T> to_vector() const;
   // The same, converted to double from any numeric dtype but f16.
   std::vector<double> to_doubles() const;
-  // A dense copy in `dtype`, on the same device: f32 to bf16 rounds to nearest (ties to even),
-  // bf16 to f32 is exact; the same dtype copies. Other pairs throw.
+  // Copies src (same shape, same device, any layout) into this tensor's elements, converting
+  // its dtype: f32 to bf16 rounds to nearest (ties to even), bf16 to f32 is exact; the same
+  // dtype copies. Other pairs throw.
+  void convert_from(const Tensor& src);
+  // A dense copy in `dtype`, on the same device, converted as convert_from does.
   Tensor converted(DType dtype) const;
 
  private:
@@ -152,6 +155,14 @@ void with_float_type(DType dtype, Fn&& fn) {
     default:
       throw std::invalid_argument(std::string("no kernels for dtype ") + dtype_name(dtype));
   }
+}
+
+// Calls fn.template operator()<T>() with T the C++ type a floating dtype's activations are stored
+// in: float, double, or bf16 (mixed precision; its ops compute in float: ComputeType<bf16>).
+template <class Fn>
+void with_activation_type(DType dtype, Fn&& fn) {
+  if (dtype == DType::bf16) return fn.template operator()<bf16>();
+  with_float_type(dtype, fn);
 }
 
 // A dense tensor as one flat (1, 1, 1, numel) view: optimizers do not care about shapes.

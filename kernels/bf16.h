@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/view.h"
 
@@ -48,5 +49,33 @@ BAREYOLO_HOST_DEVICE inline float to_float(bf16 value) {
 // The float nearest to `value` that bf16 can hold: what storing it in bf16 and reading it
 // back gives.
 BAREYOLO_HOST_DEVICE inline float round_to_bf16(float value) { return to_float(to_bf16(value)); }
+
+// Mixed precision stores activations in bf16 and computes in float. An op on activations stored
+// as T computes in ComputeType<T> and takes its per-channel values (parameters, statistics,
+// sums, weight gradients) in it: T itself for float and double, float for bf16.
+template <class T>
+struct ComputeTypeOf {
+  using type = T;
+};
+template <>
+struct ComputeTypeOf<bf16> {
+  using type = float;
+};
+template <class T>
+using ComputeType = typename ComputeTypeOf<std::remove_const_t<T>>::type;
+
+// A stored element in its compute type (exact), and a computed value stored as T (rounded to
+// the nearest bf16, ties to even; float and double are kept as they are): kernels written with
+// these serve float and bf16 storage alike.
+BAREYOLO_HOST_DEVICE inline float widen(float value) { return value; }
+BAREYOLO_HOST_DEVICE inline double widen(double value) { return value; }
+BAREYOLO_HOST_DEVICE inline float widen(bf16 value) { return to_float(value); }
+template <class T>
+BAREYOLO_HOST_DEVICE inline T narrow(ComputeType<T> value) {
+  if constexpr (std::is_same_v<T, bf16>)
+    return to_bf16(value);
+  else
+    return value;
+}
 
 }  // namespace bareyolo

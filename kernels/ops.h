@@ -1,7 +1,8 @@
 // kernels/ops.h — every op the detector needs, declared once. Each call runs on the device
-// its views live on: kernels/cpu/ holds the reference implementations (float and double),
-// kernels/cuda/ the GPU ones (float); each CPU implementation's first statement routes a call
-// on GPU views to its CUDA twin (kernels/route.h).
+// its views live on: kernels/cpu/ holds the reference implementations (float and double, and
+// bf16 for the activation ops: see the end of this file), kernels/cuda/ the GPU ones (float, and
+// bf16 for the activation ops); each CPU implementation's first statement routes a call on GPU
+// views to its CUDA twin (kernels/route.h).
 //
 // Conventions, the same for every op:
 //  - forward ops overwrite their outputs;
@@ -94,15 +95,16 @@ inline int64_t conv_out_size(int64_t in, int64_t kernel, int stride, int pad) {
 // path, an image per task) each image's planes are taken while its output is still in cache,
 // which spares ConvBnSilu's BatchNorm two passes over y from memory in training.
 template <class T>
-void conv2d_forward(View<const T> x, View<const T> weight, const T* bias, Conv2dParams p, View<T> y,
-                    T* moments_mean = nullptr, T* moments_m2 = nullptr);
+void conv2d_forward(View<const T> x, View<const T> weight, const ComputeType<T>* bias,
+                    Conv2dParams p, View<T> y, ComputeType<T>* moments_mean = nullptr,
+                    ComputeType<T>* moments_m2 = nullptr);
 // dx += conv-transpose(dy, weight)
 template <class T>
 void conv2d_backward_data(View<const T> dy, View<const T> weight, Conv2dParams p, View<T> dx);
 // dweight += correlate(x, dy); dbias += sum of dy per channel (when dbias != nullptr)
 template <class T>
-void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p, View<T> dweight,
-                            T* dbias);
+void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p,
+                            View<ComputeType<T>> dweight, ComputeType<T>* dbias);
 
 // ---- batch normalisation --------------------------------------------------------------
 // Training mode normalises by the batch's own statistics: biased variance over (n, h, w)
@@ -113,21 +115,23 @@ void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p, V
 // (count, mean, M2) triples combine exactly across ranks (Chan's parallel formula), where a
 // float sum of squares would lose the variance to cancellation.
 template <class T>
-void batchnorm_moments(View<const T> x, T* mean, T* m2);
+void batchnorm_moments(View<const T> x, ComputeType<T>* mean, ComputeType<T>* m2);
 // Phase 2 (forward): y = (x - mean) * invstd * gamma + beta.
 template <class T>
-void batchnorm_apply(View<const T> x, const T* mean, const T* invstd, const T* gamma, const T* beta,
-                     View<T> y);
+void batchnorm_apply(View<const T> x, const ComputeType<T>* mean, const ComputeType<T>* invstd,
+                     const ComputeType<T>* gamma, const ComputeType<T>* beta, View<T> y);
 // Phase 1 (backward): per-channel sum(dy) and sum(dy * (x - mean) * invstd).
 template <class T>
-void batchnorm_backward_reduce(View<const T> x, View<const T> dy, const T* mean, const T* invstd,
-                               T* sum_dy, T* sum_dy_xhat);
+void batchnorm_backward_reduce(View<const T> x, View<const T> dy, const ComputeType<T>* mean,
+                               const ComputeType<T>* invstd, ComputeType<T>* sum_dy,
+                               ComputeType<T>* sum_dy_xhat);
 // Phase 2 (backward), with `count` = number of elements per channel over ALL ranks:
 //   dx += gamma * invstd * (dy - sum_dy / count - xhat * sum_dy_xhat / count)
 template <class T>
-void batchnorm_backward_apply(View<const T> x, View<const T> dy, const T* mean, const T* invstd,
-                              const T* gamma, const T* sum_dy, const T* sum_dy_xhat, int64_t count,
-                              View<T> dx);
+void batchnorm_backward_apply(View<const T> x, View<const T> dy, const ComputeType<T>* mean,
+                              const ComputeType<T>* invstd, const ComputeType<T>* gamma,
+                              const ComputeType<T>* sum_dy, const ComputeType<T>* sum_dy_xhat,
+                              int64_t count, View<T> dx);
 
 // No defaults: the model chooses (YOLOv5 sets eps 0.001 and momentum 0.03, models/yolo/).
 struct BatchNormParams {
@@ -139,30 +143,35 @@ struct BatchNormParams {
 // with the UNBIASED batch variance for running_var (as PyTorch does). Saves mean and invstd
 // (c values each) for the backward.
 template <class T>
-void batchnorm_forward_train(View<const T> x, const T* gamma, const T* beta, BatchNormParams p,
-                             T* running_mean, T* running_var, T* save_mean, T* save_invstd,
-                             View<T> y);
+void batchnorm_forward_train(View<const T> x, const ComputeType<T>* gamma,
+                             const ComputeType<T>* beta, BatchNormParams p,
+                             ComputeType<T>* running_mean, ComputeType<T>* running_var,
+                             ComputeType<T>* save_mean, ComputeType<T>* save_invstd, View<T> y);
 // dx += ..., dgamma += sum(dy * xhat), dbeta += sum(dy)
 template <class T>
-void batchnorm_backward_train(View<const T> x, View<const T> dy, const T* gamma, const T* save_mean,
-                              const T* save_invstd, View<T> dx, T* dgamma, T* dbeta);
+void batchnorm_backward_train(View<const T> x, View<const T> dy, const ComputeType<T>* gamma,
+                              const ComputeType<T>* save_mean, const ComputeType<T>* save_invstd,
+                              View<T> dx, ComputeType<T>* dgamma, ComputeType<T>* dbeta);
 // Eval mode: y = (x - running_mean) / sqrt(running_var + eps) * gamma + beta
 template <class T>
-void batchnorm_forward_eval(View<const T> x, const T* gamma, const T* beta, const T* running_mean,
-                            const T* running_var, BatchNormParams p, View<T> y);
+void batchnorm_forward_eval(View<const T> x, const ComputeType<T>* gamma,
+                            const ComputeType<T>* beta, const ComputeType<T>* running_mean,
+                            const ComputeType<T>* running_var, BatchNormParams p, View<T> y);
 // dx += dy * gamma / sqrt(running_var + eps); dgamma += sum(dy * xhat); dbeta += sum(dy)
 template <class T>
-void batchnorm_backward_eval(View<const T> x, View<const T> dy, const T* gamma,
-                             const T* running_mean, const T* running_var, BatchNormParams p,
-                             View<T> dx, T* dgamma, T* dbeta);
+void batchnorm_backward_eval(View<const T> x, View<const T> dy, const ComputeType<T>* gamma,
+                             const ComputeType<T>* running_mean, const ComputeType<T>* running_var,
+                             BatchNormParams p, View<T> dx, ComputeType<T>* dgamma,
+                             ComputeType<T>* dbeta);
 
 // The halves of the training and evaluation forwards, for the fused ops below:
 // batchnorm_forward_train is batchnorm_train_statistics, then batchnorm_apply with save_*;
 // batchnorm_forward_eval is batchnorm_apply with running_mean and, per channel,
 // invstd = 1 / sqrt(running_var + eps) as batchnorm_running_inverse_std writes it.
 template <class T>
-void batchnorm_train_statistics(View<const T> x, BatchNormParams p, T* running_mean, T* running_var,
-                                T* save_mean, T* save_invstd);
+void batchnorm_train_statistics(View<const T> x, BatchNormParams p, ComputeType<T>* running_mean,
+                                ComputeType<T>* running_var, ComputeType<T>* save_mean,
+                                ComputeType<T>* save_invstd);
 // batchnorm_train_statistics after its phase 1: from the moments (mean, m2) of `count` >= 2
 // values per channel, save_mean = mean (they may be the same buffer), save_invstd and the
 // running statistics' update. ConvBnSilu's path, whose convolution gathered the moments
@@ -192,24 +201,28 @@ void batchnorm_running_inverse_std(const T* running_var, int64_t channels, doubl
 // its own buffer for the convolution's gradient, and writing it saves zeroing it first, a pass
 // over an activation-sized tensor per layer (1.1-1.6% of yolov5n's CPU training step).
 template <class T>
-void batchnorm_silu_apply(View<const T> x, const T* mean, const T* invstd, const T* gamma,
-                          const T* beta, View<T> y);
+void batchnorm_silu_apply(View<const T> x, const ComputeType<T>* mean, const ComputeType<T>* invstd,
+                          const ComputeType<T>* gamma, const ComputeType<T>* beta, View<T> y);
 template <class T>
-void batchnorm_silu_backward_reduce(View<const T> x, View<const T> dy, const T* mean,
-                                    const T* invstd, const T* gamma, const T* beta, T* sum_dy,
-                                    T* sum_dy_xhat);
+void batchnorm_silu_backward_reduce(View<const T> x, View<const T> dy, const ComputeType<T>* mean,
+                                    const ComputeType<T>* invstd, const ComputeType<T>* gamma,
+                                    const ComputeType<T>* beta, ComputeType<T>* sum_dy,
+                                    ComputeType<T>* sum_dy_xhat);
 template <class T>
-void batchnorm_silu_backward_apply(View<const T> x, View<const T> dy, const T* mean,
-                                   const T* invstd, const T* gamma, const T* beta, const T* sum_dy,
-                                   const T* sum_dy_xhat, int64_t count, View<T> dx);
+void batchnorm_silu_backward_apply(View<const T> x, View<const T> dy, const ComputeType<T>* mean,
+                                   const ComputeType<T>* invstd, const ComputeType<T>* gamma,
+                                   const ComputeType<T>* beta, const ComputeType<T>* sum_dy,
+                                   const ComputeType<T>* sum_dy_xhat, int64_t count, View<T> dx);
 template <class T>
-void batchnorm_silu_backward_train(View<const T> x, View<const T> dy, const T* gamma, const T* beta,
-                                   const T* save_mean, const T* save_invstd, View<T> dx, T* dgamma,
-                                   T* dbeta);
+void batchnorm_silu_backward_train(View<const T> x, View<const T> dy, const ComputeType<T>* gamma,
+                                   const ComputeType<T>* beta, const ComputeType<T>* save_mean,
+                                   const ComputeType<T>* save_invstd, View<T> dx,
+                                   ComputeType<T>* dgamma, ComputeType<T>* dbeta);
 template <class T>
-void batchnorm_silu_backward_eval(View<const T> x, View<const T> dy, const T* gamma, const T* beta,
-                                  const T* running_mean, const T* running_var, BatchNormParams p,
-                                  View<T> dx, T* dgamma, T* dbeta);
+void batchnorm_silu_backward_eval(View<const T> x, View<const T> dy, const ComputeType<T>* gamma,
+                                  const ComputeType<T>* beta, const ComputeType<T>* running_mean,
+                                  const ComputeType<T>* running_var, BatchNormParams p, View<T> dx,
+                                  ComputeType<T>* dgamma, ComputeType<T>* dbeta);
 
 // ---- optimizer ------------------------------------------------------------------------
 // These work on flat buffers (views of shape (1, 1, 1, count)): a whole parameter arena in one
@@ -259,23 +272,19 @@ void clip_to_norm(View<T> x, View<const double> sum_of_squares, double max_norm)
 void convert_to_bf16(View<const float> x, View<bf16> y);
 // y = x (exact: every bf16 is a float)
 void convert_from_bf16(View<const bf16> x, View<float> y);
-// x = x rounded to the nearest bf16, kept in float: the value a bf16 tensor would hold. How the
-// CPU stores "in bf16" where a GPU would (mixed precision, engine/mixed_precision.h).
+// x = x rounded to the nearest bf16, kept in float: the value a bf16 tensor would hold.
 void round_to_bf16_in_place(View<float> x);
-// Convolutions of bf16 operands with float accumulation (mixed precision's tensor-core
-// convolutions), on float views whose values are bf16 (x, weight, dy). By definition — what
-// the CPU runs — each is the float op with its result stored in bf16:
-//   conv2d_forward_bf16:          y = round(conv(x, weight) + bias)
-//   conv2d_backward_data_bf16:    dx = round(dx + conv-transpose(dy, weight))  (a bf16 dx)
-//   conv2d_backward_weight_bf16:  dweight += round(correlate(x, dy)); dbias += sum(dy)
-//                                 (the float weight gradient accumulates a bf16 product)
-// On a GPU cuDNN multiplies bf16 copies on the tensor cores; the results agree up to the order
-// of the float sums, that is within one bf16 rounding.
-void conv2d_forward_bf16(View<const float> x, View<const float> weight, const float* bias,
-                         Conv2dParams p, View<float> y);
-void conv2d_backward_data_bf16(View<const float> dy, View<const float> weight, Conv2dParams p,
-                               View<float> dx);
-void conv2d_backward_weight_bf16(View<const float> x, View<const float> dy, Conv2dParams p,
-                                 View<float> dweight, float* dbias);
-
+//
+// The activation ops (elementwise SiLU and add, concat, upsample, pooling, convolution,
+// BatchNorm and BatchNorm + SiLU) also run on bf16 views: mixed precision's activations and
+// their gradients, with every per-channel value in float (ComputeType<bf16>). By definition —
+// what the CPU runs, kernels/cpu/bf16_ops.cpp — each is its float op on the widened operands,
+// with every result rounded to bf16 where it is stored. So a backward op adding into a bf16
+// gradient stores round(dx + contribution), and for the convolutions:
+//   conv2d_forward<bf16>:          y = round(conv(x, weight) + bias), weight a bf16 copy of the
+//                                  float master; its moments are those of the stored y
+//   conv2d_backward_weight<bf16>:  dweight += round(correlate(x, dy)) into the float dweight,
+//                                  the bf16 product a tensor-core convolution gives
+// A GPU computes them in float in another order (cuDNN's convolutions on the tensor cores), so
+// its results agree with the CPU's within a bf16 rounding.
 }  // namespace bareyolo::ops

@@ -2,8 +2,9 @@
 //
 // The CPU implementation of each op in kernels/ops.h is the op's definition (it is the
 // reference everything else is tested against). Its first statement routes the call:
-// views on a GPU go to the op's CUDA kernel (float only; kernels/cuda/cuda_ops.h), views in
-// host memory fall through to the CPU code below it. An op without a CUDA kernel yet says so.
+// views on a GPU go to the op's CUDA kernel (float, and bf16 for the activation ops;
+// kernels/cuda/cuda_ops.h), views in host memory fall through to the CPU code below it. An op
+// without a CUDA kernel yet says so.
 #pragma once
 
 #include <stdexcept>
@@ -96,7 +97,8 @@ inline void require_kernel(std::string_view op, const Device& device, const std:
 }  // namespace bareyolo::ops
 
 // For an op that is not a template over the element type (it takes float), outside kernels/
-// too (the detection ops in models/): run cuda::OP(args...) when `device` is a GPU.
+// too (the detection ops in models/), and for an op's bf16 form (its explicit specialisation):
+// run cuda::OP(args...) when `device` is a GPU.
 #ifdef BAREYOLO_WITH_CUDA
 #define BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(OP, device, ...)            \
   if ((device).is_cuda()) return ::bareyolo::cuda::OP(__VA_ARGS__); \

@@ -61,9 +61,9 @@ struct View {
   // True when the whole view is one dense block of shape.numel() elements.
   bool dense() const { return shape.n <= 1 || batch_stride == shape.image_numel(); }
   bool empty() const { return data == nullptr; }
-  // A mutable view converts to a read-only one.
+  // A mutable view converts to a read-only one (of the same element type only).
   template <class U = T>
-  requires(!std::is_const_v<U>) operator View<const U>() const {
+  requires(!std::is_const_v<U> && std::is_same_v<U, T>) operator View<const U>() const {
     return {data, shape, batch_stride, device};
   }
 };

@@ -15,8 +15,8 @@
 #   for 25 steps, bench_gpu_kernels and bench_gpu_train.
 # Phase B (GPU_CHECK_PHASE_B_S, 240 s): two ranks sharing the GPU over the TCP ring, the same
 #   with --amp and bf16 gradient buckets, a real NCCL communicator at world 1 through the trainer, a resume from a GPU checkpoint, the
-#   training forward and backward (grads), val and predict on the GPU against the CPU, and
-#   `bareyolo selftest`. Later issues add their cases as steps of phase B (see phase_b_steps).
+#   training forward and backward (grads, and grads --amp), val and predict on the GPU against
+#   the CPU, and `bareyolo selftest`. Later issues add their cases as steps of phase B (see phase_b_steps).
 #
 # Every step has a time limit (its own, and what is left of its phase); a step's row is
 # appended to OUTDIR/summary.log as soon as it ends. The script never reports a GPU check as
@@ -323,9 +323,9 @@ two_ranks_one_gpu() {
   fi
 }
 
-# --amp (bf16 storage, emulated on float tensors: the rounding kernels on the GPU) with bf16
-# gradient buckets staged through the TCP ring: 8 steps on 2 ranks sharing cuda:0, finite
-# losses.
+# --amp (bf16 activations through the graph: the bf16 kernels and cuDNN's bf16 convolutions)
+# with bf16 gradient buckets staged through the TCP ring: 8 steps on 2 ranks sharing cuda:0,
+# finite losses.
 amp_gpu() {
   local start=$(date +%s)
   train_small amp --device 0,0 --max-steps 8 --amp --grad-dtype bf16
@@ -392,30 +392,39 @@ comparison_weights() {
   fi
 }
 
-# The training forward and backward of yolov5n on the GPU against the CPU (TF32 off): raw head
-# outputs, the loss and every parameter gradient.
-grads_gpu_vs_cpu() {
-  local start=$(date +%s) weights
+# STEP HEADS_RTOL GRADIENTS_RTOL [GRADS ARGS...]: the training forward and backward of yolov5n
+# (`bareyolo grads`) on the GPU against the CPU: the raw head outputs and every parameter
+# gradient, each tensor within its relative tolerance (norm-wise).
+grads_on_both_devices() {
+  local step=$1 heads_rtol=$2 gradients_rtol=$3 start=$(date +%s) weights device
+  shift 3
   weights=$(comparison_weights)
-  python3 "$repo/tools/compare_outputs.py" make-batch "$work/batch.safetensors" --images 2 --imgsz 320 >>"$phase_b_log" 2>&1
-  local device
+  [ -f "$work/batch.safetensors" ] ||
+    python3 "$repo/tools/compare_outputs.py" make-batch "$work/batch.safetensors" --images 2 --imgsz 320 >>"$phase_b_log" 2>&1
   for device in cpu 0; do
     run "$phase_b_log" 40 "$build/bareyolo" grads --cfg models/yolov5n.yaml --weights "$weights" \
-      --batch "$work/batch.safetensors" --out "$work/grads_$device.safetensors" --device "$device"
+      --batch "$work/batch.safetensors" --out "$work/${step}_$device.safetensors" --device "$device" "$@"
     if [ "$rc" -ne 0 ]; then
-      row grads_gpu_vs_cpu "$(outcome)" $(($(date +%s) - start)) "grads --device $device: exit $rc"
+      row "$step" "$(outcome)" $(($(date +%s) - start)) "grads${*:+ $*} --device $device: exit $rc"
       return
     fi
   done
   local heads rest
-  heads=$(python3 "$repo/tools/compare_outputs.py" tensors --rtol 1e-4 --prefix p \
-          "$work/grads_0.safetensors" "$work/grads_cpu.safetensors" 2>&1 | tail -n 1)
-  rest=$(python3 "$repo/tools/compare_outputs.py" tensors --rtol 1e-3 --prefix grad. \
-         "$work/grads_0.safetensors" "$work/grads_cpu.safetensors" 2>&1 | tail -n 1)
+  heads=$(python3 "$repo/tools/compare_outputs.py" tensors --rtol "$heads_rtol" --prefix p \
+          "$work/${step}_0.safetensors" "$work/${step}_cpu.safetensors" 2>&1 | tail -n 1)
+  rest=$(python3 "$repo/tools/compare_outputs.py" tensors --rtol "$gradients_rtol" --prefix grad. \
+         "$work/${step}_0.safetensors" "$work/${step}_cpu.safetensors" 2>&1 | tail -n 1)
   local result=ok
   [[ $heads == ok* && $rest == ok* ]] || result=FAIL
-  row grads_gpu_vs_cpu $result $(($(date +%s) - start)) "heads: $heads | gradients: $rest"
+  row "$step" $result $(($(date +%s) - start)) "heads: $heads | gradients: $rest"
 }
+
+# In float with TF32 off: every kernel within a few float ulps of the CPU's.
+grads_gpu_vs_cpu() { grads_on_both_devices grads_gpu_vs_cpu 1e-4 1e-3; }
+# Under --amp (bf16 activations) against the CPU's bf16 definition: the two round different
+# float sums to bf16, and a value one bf16 step apart travels through the layers, so 5% per
+# tensor (a wrong kernel is off by far more; not yet measured on a GPU).
+amp_grads_gpu_vs_cpu() { grads_on_both_devices amp_grads_gpu_vs_cpu 5e-2 5e-2 --amp; }
 
 val_predict_gpu_vs_cpu() {
   local start=$(date +%s) weights device
@@ -492,7 +501,8 @@ selftest() {
 # The steps of phase B, in order. Later issues add theirs here, each a function that ends with
 # one `row`.
 phase_b_steps=(two_ranks_one_gpu amp_gpu nccl_world1 resume_gpu_checkpoint grads_gpu_vs_cpu
-               val_predict_gpu_vs_cpu sharded_val_gpu elastic_restart_gpu selftest)
+               amp_grads_gpu_vs_cpu val_predict_gpu_vs_cpu sharded_val_gpu elastic_restart_gpu
+               selftest)
 
 # ---- the run ------------------------------------------------------------------------------
 : >"$summary"

@@ -38,51 +38,53 @@ Shape4 BatchNorm2d::output_shape(std::span<const Shape4> inputs) const {
 
 void BatchNorm2d::forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) {
   last_mode_ = mode;
-  with_float_type(gamma_.dtype(), [&]<class T>() {
+  with_activation_type(inputs[0].dtype(), [&]<class T>() {
+    using P = ComputeType<T>;
     if (mode == Mode::train && sync_) {
       forward_train_synced<T>(inputs[0], output);
       num_batches_tracked_.view<int64_t>().data[0] += 1;
     } else if (mode == Mode::train) {
-      ops::batchnorm_forward_train<T>(inputs[0].view<T>(), gamma_.view<T>().data,
-                                      beta_.view<T>().data, params_, running_mean_.view<T>().data,
-                                      running_var_.view<T>().data, save_mean_.view<T>().data,
-                                      save_invstd_.view<T>().data, output.view<T>());
+      ops::batchnorm_forward_train<T>(inputs[0].view<T>(), gamma_.view<P>().data,
+                                      beta_.view<P>().data, params_, running_mean_.view<P>().data,
+                                      running_var_.view<P>().data, save_mean_.view<P>().data,
+                                      save_invstd_.view<P>().data, output.view<T>());
       num_batches_tracked_.view<int64_t>().data[0] += 1;
     } else {
-      ops::batchnorm_forward_eval<T>(inputs[0].view<T>(), gamma_.view<T>().data,
-                                     beta_.view<T>().data, running_mean_.view<T>().data,
-                                     running_var_.view<T>().data, params_, output.view<T>());
+      ops::batchnorm_forward_eval<T>(inputs[0].view<T>(), gamma_.view<P>().data,
+                                     beta_.view<P>().data, running_mean_.view<P>().data,
+                                     running_var_.view<P>().data, params_, output.view<T>());
     }
   });
 }
 
 void BatchNorm2d::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
                            std::span<Tensor> grad_inputs) {
-  with_float_type(gamma_.dtype(), [&]<class T>() {
+  with_activation_type(grad_output.dtype(), [&]<class T>() {
+    using P = ComputeType<T>;
     if (last_mode_ == Mode::train && sync_)
       backward_train_synced<T>(
           inputs[0],
-          [&](T* sum_dy, T* sum_dy_xhat) {
+          [&](P* sum_dy, P* sum_dy_xhat) {
             ops::batchnorm_backward_reduce<T>(inputs[0].view<T>(), grad_output.view<T>(),
-                                              save_mean_.view<T>().data,
-                                              save_invstd_.view<T>().data, sum_dy, sum_dy_xhat);
+                                              save_mean_.view<P>().data,
+                                              save_invstd_.view<P>().data, sum_dy, sum_dy_xhat);
           },
-          [&](const T* sum_dy, const T* sum_dy_xhat) {
+          [&](const P* sum_dy, const P* sum_dy_xhat) {
             ops::batchnorm_backward_apply<T>(inputs[0].view<T>(), grad_output.view<T>(),
-                                             save_mean_.view<T>().data, save_invstd_.view<T>().data,
-                                             gamma_.view<T>().data, sum_dy, sum_dy_xhat,
+                                             save_mean_.view<P>().data, save_invstd_.view<P>().data,
+                                             gamma_.view<P>().data, sum_dy, sum_dy_xhat,
                                              global_count_, grad_inputs[0].view<T>());
           });
     else if (last_mode_ == Mode::train)
       ops::batchnorm_backward_train<T>(inputs[0].view<T>(), grad_output.view<T>(),
-                                       gamma_.view<T>().data, save_mean_.view<T>().data,
-                                       save_invstd_.view<T>().data, grad_inputs[0].view<T>(),
-                                       gamma_grad_.view<T>().data, beta_grad_.view<T>().data);
+                                       gamma_.view<P>().data, save_mean_.view<P>().data,
+                                       save_invstd_.view<P>().data, grad_inputs[0].view<T>(),
+                                       gamma_grad_.view<P>().data, beta_grad_.view<P>().data);
     else
       ops::batchnorm_backward_eval<T>(
-          inputs[0].view<T>(), grad_output.view<T>(), gamma_.view<T>().data,
-          running_mean_.view<T>().data, running_var_.view<T>().data, params_,
-          grad_inputs[0].view<T>(), gamma_grad_.view<T>().data, beta_grad_.view<T>().data);
+          inputs[0].view<T>(), grad_output.view<T>(), gamma_.view<P>().data,
+          running_mean_.view<P>().data, running_var_.view<P>().data, params_,
+          grad_inputs[0].view<T>(), gamma_grad_.view<P>().data, beta_grad_.view<P>().data);
   });
 }
 
@@ -100,7 +102,7 @@ Tensor channel_tensor(const std::vector<double>& values, Device device) {
 // The synced statistics: phase 1 on this rank's slice (given), the moments of the whole batch
 // from every rank's, then the same finish as the single-process op (running statistics with the
 // unbiased variance); the synced forward then runs phase 2.
-template <class T>
+template <class P>
 void BatchNorm2d::synced_statistics(const Tensor& x, const Tensor& mean, const Tensor& m2) {
   const Shape4 s = x.shape();
   const dist::ChannelMoments local{s.n * s.h * s.w, mean.to_doubles(), m2.to_doubles()};
@@ -114,92 +116,97 @@ void BatchNorm2d::synced_statistics(const Tensor& x, const Tensor& mean, const T
   const double m = params_.momentum;
   for (size_t c = 0; c < invstd.size(); ++c) {
     invstd[c] = 1.0 / std::sqrt(global.m2[c] / double(global.count) + params_.eps);
-    running_mean[c] = (1 - m) * running_mean[c] + m * double(T(global.mean[c]));
+    running_mean[c] = (1 - m) * running_mean[c] + m * double(P(global.mean[c]));
     running_var[c] = (1 - m) * running_var[c] + m * global.m2[c] / double(global.count - 1);
   }
-  save_mean_.copy_from(channel_tensor<T>(global.mean, x.device()));
-  save_invstd_.copy_from(channel_tensor<T>(invstd, x.device()));
-  running_mean_.copy_from(channel_tensor<T>(running_mean, x.device()));
-  running_var_.copy_from(channel_tensor<T>(running_var, x.device()));
+  save_mean_.copy_from(channel_tensor<P>(global.mean, x.device()));
+  save_invstd_.copy_from(channel_tensor<P>(invstd, x.device()));
+  running_mean_.copy_from(channel_tensor<P>(running_mean, x.device()));
+  running_var_.copy_from(channel_tensor<P>(running_var, x.device()));
 }
 
 // This rank's moments of x: the mean into save_mean_ (the finish overwrites it), M2 returned.
 template <class T>
 Tensor BatchNorm2d::local_moments(const Tensor& x) {
-  Tensor m2 = Tensor::empty({1, channels_, 1, 1}, x.device(), x.dtype());
-  ops::batchnorm_moments<T>(x.view<T>(), save_mean_.view<T>().data, m2.view<T>().data);
+  using P = ComputeType<T>;
+  Tensor m2 = Tensor::empty({1, channels_, 1, 1}, x.device(), gamma_.dtype());
+  ops::batchnorm_moments<T>(x.view<T>(), save_mean_.view<P>().data, m2.view<P>().data);
   return m2;
 }
 
 template <class T>
 void BatchNorm2d::forward_train_synced(const Tensor& x, Tensor& y) {
-  synced_statistics<T>(x, save_mean_, local_moments<T>(x));
-  ops::batchnorm_apply<T>(x.view<T>(), save_mean_.view<T>().data, save_invstd_.view<T>().data,
-                          gamma_.view<T>().data, beta_.view<T>().data, y.view<T>());
+  using P = ComputeType<T>;
+  synced_statistics<P>(x, save_mean_, local_moments<T>(x));
+  ops::batchnorm_apply<T>(x.view<T>(), save_mean_.view<P>().data, save_invstd_.view<P>().data,
+                          gamma_.view<P>().data, beta_.view<P>().data, y.view<T>());
 }
 
 void BatchNorm2d::forward_silu(const Tensor& x, Tensor& output, Mode mode) {
   if (mode == Mode::train) {
     Tensor m2;
-    with_float_type(gamma_.dtype(), [&]<class T>() { m2 = local_moments<T>(x); });
+    with_activation_type(x.dtype(), [&]<class T>() { m2 = local_moments<T>(x); });
     return forward_silu_train(x, save_mean_, m2, output);
   }
   last_mode_ = mode;
-  with_float_type(gamma_.dtype(), [&]<class T>() {
-    Tensor running_invstd = Tensor::empty({1, channels_, 1, 1}, x.device(), x.dtype());
-    ops::batchnorm_running_inverse_std<T>(running_var_.view<T>().data, channels_, params_.eps,
-                                          x.device(), running_invstd.view<T>().data);
+  with_activation_type(x.dtype(), [&]<class T>() {
+    using P = ComputeType<T>;
+    Tensor running_invstd = Tensor::empty({1, channels_, 1, 1}, x.device(), gamma_.dtype());
+    ops::batchnorm_running_inverse_std<P>(running_var_.view<P>().data, channels_, params_.eps,
+                                          x.device(), running_invstd.view<P>().data);
     // On a GPU kernels run in stream order: running_invstd's block is reused only by later work.
-    ops::batchnorm_silu_apply<T>(x.view<T>(), running_mean_.view<T>().data,
-                                 running_invstd.view<T>().data, gamma_.view<T>().data,
-                                 beta_.view<T>().data, output.view<T>());
+    ops::batchnorm_silu_apply<T>(x.view<T>(), running_mean_.view<P>().data,
+                                 running_invstd.view<P>().data, gamma_.view<P>().data,
+                                 beta_.view<P>().data, output.view<T>());
   });
 }
 
 void BatchNorm2d::forward_silu_train(const Tensor& x, const Tensor& mean, const Tensor& m2,
                                      Tensor& output) {
   last_mode_ = Mode::train;
-  with_float_type(gamma_.dtype(), [&]<class T>() {
+  with_activation_type(x.dtype(), [&]<class T>() {
+    using P = ComputeType<T>;
     const Shape4 s = x.shape();
     if (sync_)
-      synced_statistics<T>(x, mean, m2);
+      synced_statistics<P>(x, mean, m2);
     else
-      ops::batchnorm_statistics_from_moments<T>(
-          mean.view<T>().data, m2.view<T>().data, channels_, s.n * s.h * s.w, params_, x.device(),
-          running_mean_.view<T>().data, running_var_.view<T>().data, save_mean_.view<T>().data,
-          save_invstd_.view<T>().data);
+      ops::batchnorm_statistics_from_moments<P>(
+          mean.view<P>().data, m2.view<P>().data, channels_, s.n * s.h * s.w, params_, x.device(),
+          running_mean_.view<P>().data, running_var_.view<P>().data, save_mean_.view<P>().data,
+          save_invstd_.view<P>().data);
     num_batches_tracked_.view<int64_t>().data[0] += 1;
-    ops::batchnorm_silu_apply<T>(x.view<T>(), save_mean_.view<T>().data,
-                                 save_invstd_.view<T>().data, gamma_.view<T>().data,
-                                 beta_.view<T>().data, output.view<T>());
+    ops::batchnorm_silu_apply<T>(x.view<T>(), save_mean_.view<P>().data,
+                                 save_invstd_.view<P>().data, gamma_.view<P>().data,
+                                 beta_.view<P>().data, output.view<T>());
   });
 }
 
 void BatchNorm2d::backward_silu(const Tensor& x, const Tensor& grad_output, Tensor& grad_input) {
-  with_float_type(gamma_.dtype(), [&]<class T>() {
+  with_activation_type(x.dtype(), [&]<class T>() {
+    using P = ComputeType<T>;
     const View<const T> xv = x.view<T>(), dy = grad_output.view<T>();
-    const T* mean = save_mean_.view<T>().data;
-    const T* invstd = save_invstd_.view<T>().data;
-    const T* gamma = gamma_.view<T>().data;
-    const T* beta = beta_.view<T>().data;
+    const P* mean = save_mean_.view<P>().data;
+    const P* invstd = save_invstd_.view<P>().data;
+    const P* gamma = gamma_.view<P>().data;
+    const P* beta = beta_.view<P>().data;
     if (last_mode_ == Mode::train && sync_)
       backward_train_synced<T>(
           x,
-          [&](T* sum_dy, T* sum_dy_xhat) {
+          [&](P* sum_dy, P* sum_dy_xhat) {
             ops::batchnorm_silu_backward_reduce<T>(xv, dy, mean, invstd, gamma, beta, sum_dy,
                                                    sum_dy_xhat);
           },
-          [&](const T* sum_dy, const T* sum_dy_xhat) {
+          [&](const P* sum_dy, const P* sum_dy_xhat) {
             ops::batchnorm_silu_backward_apply<T>(xv, dy, mean, invstd, gamma, beta, sum_dy,
                                                   sum_dy_xhat, global_count_, grad_input.view<T>());
           });
     else if (last_mode_ == Mode::train)
       ops::batchnorm_silu_backward_train<T>(xv, dy, gamma, beta, mean, invstd, grad_input.view<T>(),
-                                            gamma_grad_.view<T>().data, beta_grad_.view<T>().data);
+                                            gamma_grad_.view<P>().data, beta_grad_.view<P>().data);
     else
       ops::batchnorm_silu_backward_eval<T>(
-          xv, dy, gamma, beta, running_mean_.view<T>().data, running_var_.view<T>().data, params_,
-          grad_input.view<T>(), gamma_grad_.view<T>().data, beta_grad_.view<T>().data);
+          xv, dy, gamma, beta, running_mean_.view<P>().data, running_var_.view<P>().data, params_,
+          grad_input.view<T>(), gamma_grad_.view<P>().data, beta_grad_.view<P>().data);
   });
 }
 
@@ -207,24 +214,25 @@ void BatchNorm2d::backward_silu(const Tensor& x, const Tensor& grad_output, Tens
 // beta keep this rank's own sums (the reducer averages them like any parameter gradient).
 template <class T, class Reduce, class Apply>
 void BatchNorm2d::backward_train_synced(const Tensor& x, Reduce reduce, Apply apply) {
+  using P = ComputeType<T>;
   const Shape4 vector = {1, channels_, 1, 1};
-  Tensor sum_dy = Tensor::empty(vector, x.device(), x.dtype());
-  Tensor sum_dy_xhat = Tensor::empty(vector, x.device(), x.dtype());
-  reduce(sum_dy.view<T>().data, sum_dy_xhat.view<T>().data);
+  Tensor sum_dy = Tensor::empty(vector, x.device(), gamma_.dtype());
+  Tensor sum_dy_xhat = Tensor::empty(vector, x.device(), gamma_.dtype());
+  reduce(sum_dy.view<P>().data, sum_dy_xhat.view<P>().data);
   const std::vector<double> local_dy = sum_dy.to_doubles(),
                             local_dy_xhat = sum_dy_xhat.to_doubles();
   std::vector<double> global_dy = local_dy, global_dy_xhat = local_dy_xhat;
   dist::allreduce_channel_sums(*sync_, global_dy, global_dy_xhat, x.device());
-  const Tensor global_sum_dy = channel_tensor<T>(global_dy, x.device());
-  const Tensor global_sum_dy_xhat = channel_tensor<T>(global_dy_xhat, x.device());
-  apply(global_sum_dy.view<T>().data, global_sum_dy_xhat.view<T>().data);
+  const Tensor global_sum_dy = channel_tensor<P>(global_dy, x.device());
+  const Tensor global_sum_dy_xhat = channel_tensor<P>(global_dy_xhat, x.device());
+  apply(global_sum_dy.view<P>().data, global_sum_dy_xhat.view<P>().data);
   std::vector<double> dgamma = gamma_grad_.to_doubles(), dbeta = beta_grad_.to_doubles();
   for (size_t c = 0; c < dgamma.size(); ++c) {
-    dgamma[c] += double(T(local_dy_xhat[c]));
-    dbeta[c] += double(T(local_dy[c]));
+    dgamma[c] += double(P(local_dy_xhat[c]));
+    dbeta[c] += double(P(local_dy[c]));
   }
-  gamma_grad_.copy_from(channel_tensor<T>(dgamma, x.device()));
-  beta_grad_.copy_from(channel_tensor<T>(dbeta, x.device()));
+  gamma_grad_.copy_from(channel_tensor<P>(dgamma, x.device()));
+  beta_grad_.copy_from(channel_tensor<P>(dbeta, x.device()));
 }
 
 void BatchNorm2d::collect_state(const std::string& prefix, std::vector<StateEntry>& state) {

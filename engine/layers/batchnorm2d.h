@@ -5,6 +5,9 @@
 // SyncBatchNorm is this layer with a communicator set (set_sync): training then normalises
 // by the statistics of the batch over all ranks (engine/distributed/ddp/sync_batchnorm.h), between
 // the two phases of the BN ops; evaluation is unchanged.
+//
+// Its input and output are stored in the parameters' dtype or, under mixed precision (float
+// parameters), in bf16; the statistics and every per-channel value stay in the parameters'.
 #pragma once
 
 #include "engine/module.h"
@@ -47,10 +50,10 @@ class BatchNorm2d : public Module {
   void backward_silu(const Tensor& x, const Tensor& grad_output, Tensor& grad_input);
 
  private:
-  // Training statistics over the ranks from this rank's moments of x: save_mean_ /
-  // save_invstd_ of the whole batch and the running statistics' update (the phase before the
-  // apply).
-  template <class T>
+  // Training statistics over the ranks from this rank's moments of x (P: the parameters' type):
+  // save_mean_ / save_invstd_ of the whole batch and the running statistics' update (the phase
+  // before the apply).
+  template <class P>
   void synced_statistics(const Tensor& x, const Tensor& mean, const Tensor& m2);
   template <class T>
   Tensor local_moments(const Tensor& x);

@@ -3,8 +3,8 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <type_traits>
 
-#include "engine/mixed_precision.h"
 #include "engine/tensor_factories.h"
 #include "kernels/ops.h"
 
@@ -14,6 +14,15 @@ namespace {
 ops::Conv2dParams conv_params(const Conv2dOptions& o) {
   int pad = o.pad < 0 ? o.kernel / 2 : o.pad;
   return {o.stride, o.stride, pad, pad};
+}
+
+// The weights a convolution of T activations reads: the masters, or their bf16 copy.
+template <class T>
+View<const T> operand_weights(const Tensor& weight, const Tensor& weight_bf16) {
+  if constexpr (std::is_same_v<T, bf16>)
+    return weight_bf16.view<bf16>();
+  else
+    return weight.view<T>();
 }
 }  // namespace
 
@@ -46,63 +55,42 @@ Shape4 Conv2d::output_shape(std::span<const Shape4> inputs) const {
           ops::conv_out_size(inputs[0].w, options_.kernel, p.stride_w, p.pad_w)};
 }
 
-void Conv2d::set_mixed_precision(bool on) {
-  if (on && weight_.dtype() != DType::f32)
-    throw std::invalid_argument(std::string("Conv2d: mixed precision needs float weights, not ") +
-                                dtype_name(weight_.dtype()));
-  mixed_precision_ = on;
-  weight_bf16_ = Tensor();
-}
-
-// Mixed precision runs the bf16 convolutions (ops.h: float results stored in bf16; cuDNN on
-// bf16 copies on a GPU) with the rounded copy of the weights.
 void Conv2d::forward(std::span<const Tensor> inputs, Tensor& output, Mode) {
-  if (mixed_precision_) {  // the weights changed since the last forward (an optimizer step)
-    if (!weight_bf16_.defined()) weight_bf16_ = Tensor::empty(weight_.shape(), weight_.device());
-    weight_bf16_.copy_from(weight_);
-    store_as_bf16(true, weight_bf16_);
-    ops::conv2d_forward_bf16(inputs[0].view<float>(), weight_bf16_.view<float>(),
-                             options_.bias ? bias_.view<float>().data : nullptr,
-                             conv_params(options_), output.view<float>());
-    return;
-  }
-  forward_float(inputs[0], output, nullptr, nullptr);
+  forward_into(inputs[0], output, nullptr, nullptr);
 }
 
 void Conv2d::forward_with_moments(const Tensor& input, Tensor& output, Tensor& mean, Tensor& m2) {
-  if (mixed_precision_)
-    throw std::logic_error("Conv2d::forward_with_moments: not under mixed precision");
-  forward_float(input, output, &mean, &m2);
+  forward_into(input, output, &mean, &m2);
 }
 
-void Conv2d::forward_float(const Tensor& input, Tensor& output, Tensor* mean, Tensor* m2) {
-  with_float_type(weight_.dtype(), [&]<class T>() {
-    ops::conv2d_forward<T>(input.view<T>(), weight_.view<T>(),
-                           options_.bias ? bias_.view<T>().data : nullptr, conv_params(options_),
-                           output.view<T>(), mean ? mean->view<T>().data : nullptr,
-                           m2 ? m2->view<T>().data : nullptr);
+void Conv2d::forward_into(const Tensor& input, Tensor& output, Tensor* mean, Tensor* m2) {
+  if (input.dtype() == DType::bf16) {  // the weights changed since the last forward (a step)
+    if (weight_.dtype() != DType::f32)
+      throw std::invalid_argument(std::string("Conv2d: bf16 activations need float weights, not ") +
+                                  dtype_name(weight_.dtype()));
+    ensure_tensor(weight_bf16_, weight_.shape(), input);
+    weight_bf16_.convert_from(weight_);
+  }
+  with_activation_type(input.dtype(), [&]<class T>() {
+    using P = ComputeType<T>;
+    ops::conv2d_forward<T>(input.view<T>(), operand_weights<T>(weight_, weight_bf16_),
+                           options_.bias ? bias_.view<P>().data : nullptr, conv_params(options_),
+                           output.view<T>(), mean ? mean->view<P>().data : nullptr,
+                           m2 ? m2->view<P>().data : nullptr);
   });
 }
 
 void Conv2d::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
                       std::span<Tensor> grad_inputs) {
   // grad_inputs[0] is undefined for the network input: no gradient wanted.
-  if (mixed_precision_) {
-    ops::conv2d_backward_weight_bf16(inputs[0].view<float>(), grad_output.view<float>(),
-                                     conv_params(options_), weight_grad_.view<float>(),
-                                     options_.bias ? bias_grad_.view<float>().data : nullptr);
-    if (grad_inputs[0].defined())
-      ops::conv2d_backward_data_bf16(grad_output.view<float>(), weight_bf16_.view<float>(),
-                                     conv_params(options_), grad_inputs[0].view<float>());
-    return;
-  }
-  with_float_type(weight_.dtype(), [&]<class T>() {
+  with_activation_type(grad_output.dtype(), [&]<class T>() {
+    using P = ComputeType<T>;
     ops::conv2d_backward_weight<T>(inputs[0].view<T>(), grad_output.view<T>(),
-                                   conv_params(options_), weight_grad_.view<T>(),
-                                   options_.bias ? bias_grad_.view<T>().data : nullptr);
+                                   conv_params(options_), weight_grad_.view<P>(),
+                                   options_.bias ? bias_grad_.view<P>().data : nullptr);
     if (grad_inputs[0].defined())
-      ops::conv2d_backward_data<T>(grad_output.view<T>(), weight_.view<T>(), conv_params(options_),
-                                   grad_inputs[0].view<T>());
+      ops::conv2d_backward_data<T>(grad_output.view<T>(), operand_weights<T>(weight_, weight_bf16_),
+                                   conv_params(options_), grad_inputs[0].view<T>());
   });
 }
 

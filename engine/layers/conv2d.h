@@ -1,5 +1,7 @@
 // engine/layers/conv2d.h — Conv2d: a convolution with an optional bias (groups 1, dilation 1),
 // the module form of ops::conv2d_*. State: "weight" (c_out, c_in, k, k), "bias" (c_out).
+// Its activations may be stored in the weights' dtype or, under mixed precision (float
+// weights), in bf16 (kernels/ops.h says what a bf16 convolution computes).
 #pragma once
 
 #include <random>
@@ -24,27 +26,25 @@ class Conv2d : public Module {
   void forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) override;
   void backward(std::span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
                 std::span<Tensor> grad_inputs) override;
-  // forward, and batchnorm_moments of the output into mean and m2 ((1, c_out, 1, 1)),
-  // gathered as the convolution writes it (ops::conv2d_forward). Not under mixed precision,
-  // whose convolutions round their output after writing it.
+  // forward, and batchnorm_moments of the output into mean and m2 ((1, c_out, 1, 1), in the
+  // weights' dtype), gathered as the convolution writes it (ops::conv2d_forward).
   void forward_with_moments(const Tensor& input, Tensor& output, Tensor& mean, Tensor& m2);
   void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
-  // bf16 operands and results (engine/mixed_precision.h): the bf16 convolutions of ops.h, with
-  // a bf16 copy of the weights made at each forward.
-  void set_mixed_precision(bool on) override;
   void release_activations() override { weight_bf16_ = Tensor(); }
 
   const Conv2dOptions& options() const { return options_; }
+  const Tensor& weight() const { return weight_; }
   Tensor& bias() { return bias_; }
 
  private:
-  // ops::conv2d_forward on the float weights; mean and m2 both null, or its moments' outputs.
-  void forward_float(const Tensor& input, Tensor& output, Tensor* mean, Tensor* m2);
+  // ops::conv2d_forward; mean and m2 both null, or its moments' outputs.
+  void forward_into(const Tensor& input, Tensor& output, Tensor* mean, Tensor* m2);
 
   Conv2dOptions options_;
   Tensor weight_, weight_grad_, bias_, bias_grad_;
-  bool mixed_precision_ = false;
-  Tensor weight_bf16_;  // mixed precision: the weights rounded to bf16 at the last forward
+  // Mixed precision (bf16 activations): the float weights rounded to bf16 at the last forward,
+  // the operand of its convolution and of backward's. Bias and gradients stay float.
+  Tensor weight_bf16_;
 };
 
 }  // namespace bareyolo

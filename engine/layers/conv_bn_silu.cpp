@@ -14,7 +14,6 @@
 #include <array>
 
 #include "engine/backward_scratch.h"
-#include "engine/mixed_precision.h"
 #include "engine/tensor_factories.h"
 
 namespace bareyolo {
@@ -32,17 +31,16 @@ Shape4 ConvBnSilu::output_shape(std::span<const Shape4> inputs) const {
 void ConvBnSilu::forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) {
   const Shape4 shape = output_shape(std::array{inputs[0].shape()});
   ensure_tensor(conv_out_, shape, output);
-  if (mode == Mode::train && !mixed_precision_) {
+  if (mode == Mode::train) {
     const Shape4 per_channel = {1, shape.c, 1, 1};
-    Tensor mean = Tensor::empty(per_channel, conv_out_.device(), conv_out_.dtype());
-    Tensor m2 = Tensor::empty(per_channel, conv_out_.device(), conv_out_.dtype());
-    conv_.forward_with_moments(inputs[0], conv_out_, mean, m2);
-    bn_.forward_silu_train(conv_out_, mean, m2, output);
+    ensure_tensor(moments_mean_, per_channel, conv_.weight());
+    ensure_tensor(moments_m2_, per_channel, conv_.weight());
+    conv_.forward_with_moments(inputs[0], conv_out_, moments_mean_, moments_m2_);
+    bn_.forward_silu_train(conv_out_, moments_mean_, moments_m2_, output);
   } else {
     conv_.forward(inputs, conv_out_, mode);
     bn_.forward_silu(conv_out_, output, mode);
   }
-  store_as_bf16(mixed_precision_, output);
 }
 
 void ConvBnSilu::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
@@ -50,7 +48,6 @@ void ConvBnSilu::backward(std::span<const Tensor> inputs, const Tensor&, const T
   BackwardScratch scratch;
   Tensor grad_conv_out = scratch.uninitialized(conv_out_.shape(), conv_out_);
   bn_.backward_silu(conv_out_, grad_output, grad_conv_out);
-  store_as_bf16(mixed_precision_, grad_conv_out);
   conv_.backward(inputs, conv_out_, grad_conv_out, grad_inputs);
 }
 

@@ -1,5 +1,6 @@
 // engine/layers/conv_bn_silu.h — ConvBnSilu: convolution without bias, BatchNorm2d, SiLU.
-// YOLOv5 calls this block `Conv`; its state names are "conv.weight" and "bn.*".
+// YOLOv5 calls this block `Conv`; its state names are "conv.weight" and "bn.*". Its activations
+// are stored like its input's: in the parameters' dtype, or in bf16 under mixed precision.
 #pragma once
 
 #include "engine/layers/batchnorm2d.h"
@@ -19,11 +20,6 @@ class ConvBnSilu : public Module {
                 std::span<Tensor> grad_inputs) override;
   void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
   void release_activations() override;
-  // Rounds the BN + SiLU output and BN's gradient to the convolution (mixed_precision.h).
-  void set_mixed_precision(bool on) override {
-    mixed_precision_ = on;
-    conv_.set_mixed_precision(on);
-  }
   void for_each_child(const std::function<void(Module&)>& visit) override {
     visit(conv_);
     visit(bn_);
@@ -35,7 +31,9 @@ class ConvBnSilu : public Module {
   Conv2d conv_;
   BatchNorm2d bn_;
   Tensor conv_out_;  // kept from forward for backward
-  bool mixed_precision_ = false;
+  // Training: this rank's BN moments of conv_out_, which the convolution gathers (per channel, in
+  // the parameters' dtype).
+  Tensor moments_mean_, moments_m2_;
 };
 
 }  // namespace bareyolo

@@ -14,14 +14,14 @@ Shape4 Upsample::output_shape(std::span<const Shape4> inputs) const {
 }
 
 void Upsample::forward(std::span<const Tensor> inputs, Tensor& output, Mode) {
-  with_float_type(output.dtype(), [&]<class T>() {
+  with_activation_type(output.dtype(), [&]<class T>() {
     ops::upsample_nearest2x_forward<T>(inputs[0].view<T>(), output.view<T>());
   });
 }
 
 void Upsample::backward(std::span<const Tensor>, const Tensor&, const Tensor& grad_output,
                         std::span<Tensor> grad_inputs) {
-  with_float_type(grad_output.dtype(), [&]<class T>() {
+  with_activation_type(grad_output.dtype(), [&]<class T>() {
     ops::upsample_nearest2x_backward<T>(grad_output.view<T>(), grad_inputs[0].view<T>());
   });
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/cpu/batchnorm_channel.h"
+#include "kernels/cpu/widened.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
@@ -73,7 +74,7 @@ BackwardSums<T> channel_backward_sums(View<const T> x, View<const T> dy, int64_t
 }  // namespace
 
 template <class T>
-void batchnorm_moments(View<const T> x, T* mean, T* m2) {
+void batchnorm_moments(View<const T> x, ComputeType<T>* mean, ComputeType<T>* m2) {
   values_per_channel("batchnorm_moments", x.shape, 1);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_moments, x.device, x, mean, m2);
   const int64_t plane = x.shape.plane();
@@ -86,8 +87,8 @@ void batchnorm_moments(View<const T> x, T* mean, T* m2) {
 }
 
 template <class T>
-void batchnorm_apply(View<const T> x, const T* mean, const T* invstd, const T* gamma, const T* beta,
-                     View<T> y) {
+void batchnorm_apply(View<const T> x, const ComputeType<T>* mean, const ComputeType<T>* invstd,
+                     const ComputeType<T>* gamma, const ComputeType<T>* beta, View<T> y) {
   const Device device = detail::common_device("batchnorm_apply", x, y);
   require_same_shape("batchnorm_apply", "y", y.shape, x.shape);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_apply, device, x, mean, invstd, gamma, beta, y);
@@ -100,8 +101,9 @@ void batchnorm_apply(View<const T> x, const T* mean, const T* invstd, const T* g
 }
 
 template <class T>
-void batchnorm_backward_reduce(View<const T> x, View<const T> dy, const T* mean, const T* invstd,
-                               T* sum_dy, T* sum_dy_xhat) {
+void batchnorm_backward_reduce(View<const T> x, View<const T> dy, const ComputeType<T>* mean,
+                               const ComputeType<T>* invstd, ComputeType<T>* sum_dy,
+                               ComputeType<T>* sum_dy_xhat) {
   const Device device = detail::common_device("batchnorm_backward_reduce", x, dy);
   require_same_shape("batchnorm_backward_reduce", "dy", dy.shape, x.shape);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_backward_reduce, device, x, dy, mean, invstd, sum_dy,
@@ -114,9 +116,10 @@ void batchnorm_backward_reduce(View<const T> x, View<const T> dy, const T* mean,
 }
 
 template <class T>
-void batchnorm_backward_apply(View<const T> x, View<const T> dy, const T* mean, const T* invstd,
-                              const T* gamma, const T* sum_dy, const T* sum_dy_xhat, int64_t count,
-                              View<T> dx) {
+void batchnorm_backward_apply(View<const T> x, View<const T> dy, const ComputeType<T>* mean,
+                              const ComputeType<T>* invstd, const ComputeType<T>* gamma,
+                              const ComputeType<T>* sum_dy, const ComputeType<T>* sum_dy_xhat,
+                              int64_t count, View<T> dx) {
   const Device device = detail::common_device("batchnorm_backward_apply", x, dy, dx);
   require_same_shape("batchnorm_backward_apply", "dy", dy.shape, x.shape);
   require_same_shape("batchnorm_backward_apply", "dx", dx.shape, x.shape);
@@ -132,9 +135,10 @@ void batchnorm_backward_apply(View<const T> x, View<const T> dy, const T* mean, 
 }
 
 template <class T>
-void batchnorm_forward_train(View<const T> x, const T* gamma, const T* beta, BatchNormParams p,
-                             T* running_mean, T* running_var, T* save_mean, T* save_invstd,
-                             View<T> y) {
+void batchnorm_forward_train(View<const T> x, const ComputeType<T>* gamma,
+                             const ComputeType<T>* beta, BatchNormParams p,
+                             ComputeType<T>* running_mean, ComputeType<T>* running_var,
+                             ComputeType<T>* save_mean, ComputeType<T>* save_invstd, View<T> y) {
   const Device device = detail::common_device("batchnorm_forward_train", x, y);
   values_per_channel("batchnorm_forward_train", x.shape, 2);  // see train_statistics
   require_same_shape("batchnorm_forward_train", "y", y.shape, x.shape);
@@ -145,8 +149,9 @@ void batchnorm_forward_train(View<const T> x, const T* gamma, const T* beta, Bat
 }
 
 template <class T>
-void batchnorm_train_statistics(View<const T> x, BatchNormParams p, T* running_mean, T* running_var,
-                                T* save_mean, T* save_invstd) {
+void batchnorm_train_statistics(View<const T> x, BatchNormParams p, ComputeType<T>* running_mean,
+                                ComputeType<T>* running_var, ComputeType<T>* save_mean,
+                                ComputeType<T>* save_invstd) {
   // At least two values per channel: the unbiased variance divides by count - 1.
   const int64_t count = values_per_channel("batchnorm_train_statistics", x.shape, 2);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_train_statistics, x.device, x, p, running_mean, running_var,
@@ -186,8 +191,9 @@ void batchnorm_running_inverse_std(const T* running_var, int64_t channels, doubl
 }
 
 template <class T>
-void batchnorm_backward_train(View<const T> x, View<const T> dy, const T* gamma, const T* save_mean,
-                              const T* save_invstd, View<T> dx, T* dgamma, T* dbeta) {
+void batchnorm_backward_train(View<const T> x, View<const T> dy, const ComputeType<T>* gamma,
+                              const ComputeType<T>* save_mean, const ComputeType<T>* save_invstd,
+                              View<T> dx, ComputeType<T>* dgamma, ComputeType<T>* dbeta) {
   const Device device = detail::common_device("batchnorm_backward_train", x, dy, dx);
   const int64_t count = values_per_channel("batchnorm_backward_train", x.shape, 1);
   require_same_shape("batchnorm_backward_train", "dy", dy.shape, x.shape);
@@ -209,8 +215,9 @@ void batchnorm_backward_train(View<const T> x, View<const T> dy, const T* gamma,
 }
 
 template <class T>
-void batchnorm_forward_eval(View<const T> x, const T* gamma, const T* beta, const T* running_mean,
-                            const T* running_var, BatchNormParams p, View<T> y) {
+void batchnorm_forward_eval(View<const T> x, const ComputeType<T>* gamma,
+                            const ComputeType<T>* beta, const ComputeType<T>* running_mean,
+                            const ComputeType<T>* running_var, BatchNormParams p, View<T> y) {
   const Device device = detail::common_device("batchnorm_forward_eval", x, y);
   require_same_shape("batchnorm_forward_eval", "y", y.shape, x.shape);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_forward_eval, device, x, gamma, beta, running_mean, running_var,
@@ -220,9 +227,10 @@ void batchnorm_forward_eval(View<const T> x, const T* gamma, const T* beta, cons
 }
 
 template <class T>
-void batchnorm_backward_eval(View<const T> x, View<const T> dy, const T* gamma,
-                             const T* running_mean, const T* running_var, BatchNormParams p,
-                             View<T> dx, T* dgamma, T* dbeta) {
+void batchnorm_backward_eval(View<const T> x, View<const T> dy, const ComputeType<T>* gamma,
+                             const ComputeType<T>* running_mean, const ComputeType<T>* running_var,
+                             BatchNormParams p, View<T> dx, ComputeType<T>* dgamma,
+                             ComputeType<T>* dbeta) {
   const Device device = detail::common_device("batchnorm_backward_eval", x, dy, dx);
   require_same_shape("batchnorm_backward_eval", "dy", dy.shape, x.shape);
   require_same_shape("batchnorm_backward_eval", "dx", dx.shape, x.shape);
@@ -242,26 +250,149 @@ void batchnorm_backward_eval(View<const T> x, View<const T> dy, const T* gamma,
 }
 
 #define BAREYOLO_INSTANTIATE_BATCHNORM(T)                                                          \
-  template void batchnorm_moments<T>(View<const T>, T*, T*);                                       \
-  template void batchnorm_apply<T>(View<const T>, const T*, const T*, const T*, const T*,          \
-                                   View<T>);                                                       \
-  template void batchnorm_backward_reduce<T>(View<const T>, View<const T>, const T*, const T*, T*, \
-                                             T*);                                                  \
-  template void batchnorm_backward_apply<T>(View<const T>, View<const T>, const T*, const T*,      \
-                                            const T*, const T*, const T*, int64_t, View<T>);       \
-  template void batchnorm_forward_train<T>(View<const T>, const T*, const T*, BatchNormParams, T*, \
-                                           T*, T*, T*, View<T>);                                   \
-  template void batchnorm_backward_train<T>(View<const T>, View<const T>, const T*, const T*,      \
-                                            const T*, View<T>, T*, T*);                            \
-  template void batchnorm_forward_eval<T>(View<const T>, const T*, const T*, const T*, const T*,   \
-                                          BatchNormParams, View<T>);                               \
-  template void batchnorm_backward_eval<T>(View<const T>, View<const T>, const T*, const T*,       \
-                                           const T*, BatchNormParams, View<T>, T*, T*);            \
-  template void batchnorm_train_statistics<T>(View<const T>, BatchNormParams, T*, T*, T*, T*);     \
+  template void batchnorm_moments<T>(View<const T>, ComputeType<T>*, ComputeType<T>*);             \
+  template void batchnorm_apply<T>(View<const T>, const ComputeType<T>*, const ComputeType<T>*,    \
+                                   const ComputeType<T>*, const ComputeType<T>*, View<T>);         \
+  template void batchnorm_backward_reduce<T>(View<const T>, View<const T>, const ComputeType<T>*,  \
+                                             const ComputeType<T>*, ComputeType<T>*,               \
+                                             ComputeType<T>*);                                     \
+  template void batchnorm_backward_apply<T>(                                                       \
+      View<const T>, View<const T>, const ComputeType<T>*, const ComputeType<T>*,                  \
+      const ComputeType<T>*, const ComputeType<T>*, const ComputeType<T>*, int64_t, View<T>);      \
+  template void batchnorm_forward_train<T>(                                                        \
+      View<const T>, const ComputeType<T>*, const ComputeType<T>*, BatchNormParams,                \
+      ComputeType<T>*, ComputeType<T>*, ComputeType<T>*, ComputeType<T>*, View<T>);                \
+  template void batchnorm_backward_train<T>(View<const T>, View<const T>, const ComputeType<T>*,   \
+                                            const ComputeType<T>*, const ComputeType<T>*, View<T>, \
+                                            ComputeType<T>*, ComputeType<T>*);                     \
+  template void batchnorm_forward_eval<T>(View<const T>, const ComputeType<T>*,                    \
+                                          const ComputeType<T>*, const ComputeType<T>*,            \
+                                          const ComputeType<T>*, BatchNormParams, View<T>);        \
+  template void batchnorm_backward_eval<T>(                                                        \
+      View<const T>, View<const T>, const ComputeType<T>*, const ComputeType<T>*,                  \
+      const ComputeType<T>*, BatchNormParams, View<T>, ComputeType<T>*, ComputeType<T>*);          \
+  template void batchnorm_train_statistics<T>(View<const T>, BatchNormParams, ComputeType<T>*,     \
+                                              ComputeType<T>*, ComputeType<T>*, ComputeType<T>*);  \
   template void batchnorm_statistics_from_moments<T>(const T*, const T*, int64_t, int64_t,         \
                                                      BatchNormParams, Device, T*, T*, T*, T*);     \
   template void batchnorm_running_inverse_std<T>(const T*, int64_t, double, Device, T*);
 BAREYOLO_INSTANTIATE_BATCHNORM(float)
 BAREYOLO_INSTANTIATE_BATCHNORM(double)
+
+// ---- bf16 storage (mixed precision): the float ops on widened copies (kernels/cpu/widened.h);
+// every per-channel value is float.
+
+template <>
+void batchnorm_moments<bf16>(View<const bf16> x, float* mean, float* m2) {
+  values_per_channel("batchnorm_moments", x.shape, 1);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(batchnorm_moments, x.device, x, mean, m2);
+  batchnorm_moments<float>(cpu::Widened(x), mean, m2);
+}
+
+template <>
+void batchnorm_apply<bf16>(View<const bf16> x, const float* mean, const float* invstd,
+                           const float* gamma, const float* beta, View<bf16> y) {
+  const Device device = detail::common_device("batchnorm_apply", x, y);
+  require_same_shape("batchnorm_apply", "y", y.shape, x.shape);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(batchnorm_apply, device, x, mean, invstd, gamma, beta, y);
+  cpu::Widened out(y.shape);
+  batchnorm_apply<float>(cpu::Widened(x), mean, invstd, gamma, beta, out);
+  out.store(y);
+}
+
+template <>
+void batchnorm_backward_reduce<bf16>(View<const bf16> x, View<const bf16> dy, const float* mean,
+                                     const float* invstd, float* sum_dy, float* sum_dy_xhat) {
+  const Device device = detail::common_device("batchnorm_backward_reduce", x, dy);
+  require_same_shape("batchnorm_backward_reduce", "dy", dy.shape, x.shape);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(batchnorm_backward_reduce, device, x, dy, mean, invstd, sum_dy,
+                                  sum_dy_xhat);
+  batchnorm_backward_reduce<float>(cpu::Widened(x), cpu::Widened(dy), mean, invstd, sum_dy,
+                                   sum_dy_xhat);
+}
+
+template <>
+void batchnorm_backward_apply<bf16>(View<const bf16> x, View<const bf16> dy, const float* mean,
+                                    const float* invstd, const float* gamma, const float* sum_dy,
+                                    const float* sum_dy_xhat, int64_t count, View<bf16> dx) {
+  const Device device = detail::common_device("batchnorm_backward_apply", x, dy, dx);
+  require_same_shape("batchnorm_backward_apply", "dy", dy.shape, x.shape);
+  require_same_shape("batchnorm_backward_apply", "dx", dx.shape, x.shape);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(batchnorm_backward_apply, device, x, dy, mean, invstd, gamma,
+                                  sum_dy, sum_dy_xhat, count, dx);
+  cpu::Widened dx_float(dx);
+  batchnorm_backward_apply<float>(cpu::Widened(x), cpu::Widened(dy), mean, invstd, gamma, sum_dy,
+                                  sum_dy_xhat, count, dx_float);
+  dx_float.store(dx);
+}
+
+template <>
+void batchnorm_forward_train<bf16>(View<const bf16> x, const float* gamma, const float* beta,
+                                   BatchNormParams p, float* running_mean, float* running_var,
+                                   float* save_mean, float* save_invstd, View<bf16> y) {
+  const Device device = detail::common_device("batchnorm_forward_train", x, y);
+  values_per_channel("batchnorm_forward_train", x.shape, 2);
+  require_same_shape("batchnorm_forward_train", "y", y.shape, x.shape);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(batchnorm_forward_train, device, x, gamma, beta, p, running_mean,
+                                  running_var, save_mean, save_invstd, y);
+  cpu::Widened out(y.shape);
+  batchnorm_forward_train<float>(cpu::Widened(x), gamma, beta, p, running_mean, running_var,
+                                 save_mean, save_invstd, out);
+  out.store(y);
+}
+
+template <>
+void batchnorm_train_statistics<bf16>(View<const bf16> x, BatchNormParams p, float* running_mean,
+                                      float* running_var, float* save_mean, float* save_invstd) {
+  values_per_channel("batchnorm_train_statistics", x.shape, 2);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(batchnorm_train_statistics, x.device, x, p, running_mean,
+                                  running_var, save_mean, save_invstd);
+  batchnorm_train_statistics<float>(cpu::Widened(x), p, running_mean, running_var, save_mean,
+                                    save_invstd);
+}
+
+template <>
+void batchnorm_backward_train<bf16>(View<const bf16> x, View<const bf16> dy, const float* gamma,
+                                    const float* save_mean, const float* save_invstd, View<bf16> dx,
+                                    float* dgamma, float* dbeta) {
+  const Device device = detail::common_device("batchnorm_backward_train", x, dy, dx);
+  values_per_channel("batchnorm_backward_train", x.shape, 1);
+  require_same_shape("batchnorm_backward_train", "dy", dy.shape, x.shape);
+  require_same_shape("batchnorm_backward_train", "dx", dx.shape, x.shape);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(batchnorm_backward_train, device, x, dy, gamma, save_mean,
+                                  save_invstd, dx, dgamma, dbeta);
+  cpu::Widened dx_float(dx);
+  batchnorm_backward_train<float>(cpu::Widened(x), cpu::Widened(dy), gamma, save_mean, save_invstd,
+                                  dx_float, dgamma, dbeta);
+  dx_float.store(dx);
+}
+
+template <>
+void batchnorm_forward_eval<bf16>(View<const bf16> x, const float* gamma, const float* beta,
+                                  const float* running_mean, const float* running_var,
+                                  BatchNormParams p, View<bf16> y) {
+  const Device device = detail::common_device("batchnorm_forward_eval", x, y);
+  require_same_shape("batchnorm_forward_eval", "y", y.shape, x.shape);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(batchnorm_forward_eval, device, x, gamma, beta, running_mean,
+                                  running_var, p, y);
+  cpu::Widened out(y.shape);
+  batchnorm_forward_eval<float>(cpu::Widened(x), gamma, beta, running_mean, running_var, p, out);
+  out.store(y);
+}
+
+template <>
+void batchnorm_backward_eval<bf16>(View<const bf16> x, View<const bf16> dy, const float* gamma,
+                                   const float* running_mean, const float* running_var,
+                                   BatchNormParams p, View<bf16> dx, float* dgamma, float* dbeta) {
+  const Device device = detail::common_device("batchnorm_backward_eval", x, dy, dx);
+  require_same_shape("batchnorm_backward_eval", "dy", dy.shape, x.shape);
+  require_same_shape("batchnorm_backward_eval", "dx", dx.shape, x.shape);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(batchnorm_backward_eval, device, x, dy, gamma, running_mean,
+                                  running_var, p, dx, dgamma, dbeta);
+  cpu::Widened dx_float(dx);
+  batchnorm_backward_eval<float>(cpu::Widened(x), cpu::Widened(dy), gamma, running_mean,
+                                 running_var, p, dx_float, dgamma, dbeta);
+  dx_float.store(dx);
+}
 
 }  // namespace bareyolo::ops

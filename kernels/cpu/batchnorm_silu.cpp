@@ -26,6 +26,7 @@
 #include "kernels/cpu/batchnorm_channel.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/thread_scratch.h"
+#include "kernels/cpu/widened.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
@@ -77,8 +78,8 @@ BackwardSums<T> fused_backward_sums(View<const T> x, View<const T> dy, int64_t c
 }  // namespace
 
 template <class T>
-void batchnorm_silu_apply(View<const T> x, const T* mean, const T* invstd, const T* gamma,
-                          const T* beta, View<T> y) {
+void batchnorm_silu_apply(View<const T> x, const ComputeType<T>* mean, const ComputeType<T>* invstd,
+                          const ComputeType<T>* gamma, const ComputeType<T>* beta, View<T> y) {
   cpu::require_same_shape("batchnorm_silu_apply", x, y);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_apply, detail::common_device("batchnorm_silu_apply", x, y),
                          x, mean, invstd, gamma, beta, y);
@@ -94,9 +95,10 @@ void batchnorm_silu_apply(View<const T> x, const T* mean, const T* invstd, const
 }
 
 template <class T>
-void batchnorm_silu_backward_reduce(View<const T> x, View<const T> dy, const T* mean,
-                                    const T* invstd, const T* gamma, const T* beta, T* sum_dy,
-                                    T* sum_dy_xhat) {
+void batchnorm_silu_backward_reduce(View<const T> x, View<const T> dy, const ComputeType<T>* mean,
+                                    const ComputeType<T>* invstd, const ComputeType<T>* gamma,
+                                    const ComputeType<T>* beta, ComputeType<T>* sum_dy,
+                                    ComputeType<T>* sum_dy_xhat) {
   const Device device = check_fused("batchnorm_silu_backward_reduce", x, dy);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_reduce, device, x, dy, mean, invstd, gamma, beta,
                          sum_dy, sum_dy_xhat);
@@ -112,9 +114,10 @@ void batchnorm_silu_backward_reduce(View<const T> x, View<const T> dy, const T* 
 }
 
 template <class T>
-void batchnorm_silu_backward_apply(View<const T> x, View<const T> dy, const T* mean,
-                                   const T* invstd, const T* gamma, const T* beta, const T* sum_dy,
-                                   const T* sum_dy_xhat, int64_t count, View<T> dx) {
+void batchnorm_silu_backward_apply(View<const T> x, View<const T> dy, const ComputeType<T>* mean,
+                                   const ComputeType<T>* invstd, const ComputeType<T>* gamma,
+                                   const ComputeType<T>* beta, const ComputeType<T>* sum_dy,
+                                   const ComputeType<T>* sum_dy_xhat, int64_t count, View<T> dx) {
   const Device device = check_fused("batchnorm_silu_backward_apply", x, dy);
   cpu::require_same_shape("batchnorm_silu_backward_apply", x, dx);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_apply, device, x, dy, mean, invstd, gamma, beta,
@@ -131,9 +134,10 @@ void batchnorm_silu_backward_apply(View<const T> x, View<const T> dy, const T* m
 }
 
 template <class T>
-void batchnorm_silu_backward_train(View<const T> x, View<const T> dy, const T* gamma, const T* beta,
-                                   const T* save_mean, const T* save_invstd, View<T> dx, T* dgamma,
-                                   T* dbeta) {
+void batchnorm_silu_backward_train(View<const T> x, View<const T> dy, const ComputeType<T>* gamma,
+                                   const ComputeType<T>* beta, const ComputeType<T>* save_mean,
+                                   const ComputeType<T>* save_invstd, View<T> dx,
+                                   ComputeType<T>* dgamma, ComputeType<T>* dbeta) {
   const Device device = check_fused("batchnorm_silu_backward_train", x, dy);
   const int64_t count = values_per_channel("batchnorm_silu_backward_train", x.shape, 1);
   cpu::require_same_shape("batchnorm_silu_backward_train", x, dx);
@@ -156,9 +160,10 @@ void batchnorm_silu_backward_train(View<const T> x, View<const T> dy, const T* g
 }
 
 template <class T>
-void batchnorm_silu_backward_eval(View<const T> x, View<const T> dy, const T* gamma, const T* beta,
-                                  const T* running_mean, const T* running_var, BatchNormParams p,
-                                  View<T> dx, T* dgamma, T* dbeta) {
+void batchnorm_silu_backward_eval(View<const T> x, View<const T> dy, const ComputeType<T>* gamma,
+                                  const ComputeType<T>* beta, const ComputeType<T>* running_mean,
+                                  const ComputeType<T>* running_var, BatchNormParams p, View<T> dx,
+                                  ComputeType<T>* dgamma, ComputeType<T>* dbeta) {
   const Device device = check_fused("batchnorm_silu_backward_eval", x, dy);
   cpu::require_same_shape("batchnorm_silu_backward_eval", x, dx);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_eval, device, x, dy, gamma, beta, running_mean,
@@ -180,20 +185,98 @@ void batchnorm_silu_backward_eval(View<const T> x, View<const T> dy, const T* ga
   });
 }
 
-#define BAREYOLO_INSTANTIATE_BATCHNORM_SILU(T)                                                     \
-  template void batchnorm_silu_apply<T>(View<const T>, const T*, const T*, const T*, const T*,     \
-                                        View<T>);                                                  \
-  template void batchnorm_silu_backward_reduce<T>(View<const T>, View<const T>, const T*,          \
-                                                  const T*, const T*, const T*, T*, T*);           \
-  template void batchnorm_silu_backward_apply<T>(View<const T>, View<const T>, const T*, const T*, \
-                                                 const T*, const T*, const T*, const T*, int64_t,  \
-                                                 View<T>);                                         \
-  template void batchnorm_silu_backward_train<T>(View<const T>, View<const T>, const T*, const T*, \
-                                                 const T*, const T*, View<T>, T*, T*);             \
-  template void batchnorm_silu_backward_eval<T>(View<const T>, View<const T>, const T*, const T*,  \
-                                                const T*, const T*, BatchNormParams, View<T>, T*,  \
-                                                T*);
+#define BAREYOLO_INSTANTIATE_BATCHNORM_SILU(T)                                                    \
+  template void batchnorm_silu_apply<T>(View<const T>, const ComputeType<T>*,                     \
+                                        const ComputeType<T>*, const ComputeType<T>*,             \
+                                        const ComputeType<T>*, View<T>);                          \
+  template void batchnorm_silu_backward_reduce<T>(                                                \
+      View<const T>, View<const T>, const ComputeType<T>*, const ComputeType<T>*,                 \
+      const ComputeType<T>*, const ComputeType<T>*, ComputeType<T>*, ComputeType<T>*);            \
+  template void batchnorm_silu_backward_apply<T>(                                                 \
+      View<const T>, View<const T>, const ComputeType<T>*, const ComputeType<T>*,                 \
+      const ComputeType<T>*, const ComputeType<T>*, const ComputeType<T>*, const ComputeType<T>*, \
+      int64_t, View<T>);                                                                          \
+  template void batchnorm_silu_backward_train<T>(                                                 \
+      View<const T>, View<const T>, const ComputeType<T>*, const ComputeType<T>*,                 \
+      const ComputeType<T>*, const ComputeType<T>*, View<T>, ComputeType<T>*, ComputeType<T>*);   \
+  template void batchnorm_silu_backward_eval<T>(                                                  \
+      View<const T>, View<const T>, const ComputeType<T>*, const ComputeType<T>*,                 \
+      const ComputeType<T>*, const ComputeType<T>*, BatchNormParams, View<T>, ComputeType<T>*,    \
+      ComputeType<T>*);
 BAREYOLO_INSTANTIATE_BATCHNORM_SILU(float)
 BAREYOLO_INSTANTIATE_BATCHNORM_SILU(double)
+
+// ---- bf16 storage (mixed precision): the float ops on widened copies (kernels/cpu/widened.h);
+// every per-channel value is float. The backward ops write dx, so its float copy starts at zero.
+
+template <>
+void batchnorm_silu_apply<bf16>(View<const bf16> x, const float* mean, const float* invstd,
+                                const float* gamma, const float* beta, View<bf16> y) {
+  cpu::require_same_shape("batchnorm_silu_apply", x, y);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(batchnorm_silu_apply,
+                                  detail::common_device("batchnorm_silu_apply", x, y), x, mean,
+                                  invstd, gamma, beta, y);
+  cpu::Widened out(y.shape);
+  batchnorm_silu_apply<float>(cpu::Widened(x), mean, invstd, gamma, beta, out);
+  out.store(y);
+}
+
+template <>
+void batchnorm_silu_backward_reduce<bf16>(View<const bf16> x, View<const bf16> dy,
+                                          const float* mean, const float* invstd,
+                                          const float* gamma, const float* beta, float* sum_dy,
+                                          float* sum_dy_xhat) {
+  const Device device = check_fused("batchnorm_silu_backward_reduce", x, dy);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(batchnorm_silu_backward_reduce, device, x, dy, mean, invstd,
+                                  gamma, beta, sum_dy, sum_dy_xhat);
+  batchnorm_silu_backward_reduce<float>(cpu::Widened(x), cpu::Widened(dy), mean, invstd, gamma,
+                                        beta, sum_dy, sum_dy_xhat);
+}
+
+template <>
+void batchnorm_silu_backward_apply<bf16>(View<const bf16> x, View<const bf16> dy, const float* mean,
+                                         const float* invstd, const float* gamma, const float* beta,
+                                         const float* sum_dy, const float* sum_dy_xhat,
+                                         int64_t count, View<bf16> dx) {
+  const Device device = check_fused("batchnorm_silu_backward_apply", x, dy);
+  cpu::require_same_shape("batchnorm_silu_backward_apply", x, dx);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(batchnorm_silu_backward_apply, device, x, dy, mean, invstd, gamma,
+                                  beta, sum_dy, sum_dy_xhat, count, dx);
+  cpu::Widened dx_float(dx.shape);
+  batchnorm_silu_backward_apply<float>(cpu::Widened(x), cpu::Widened(dy), mean, invstd, gamma, beta,
+                                       sum_dy, sum_dy_xhat, count, dx_float);
+  dx_float.store(dx);
+}
+
+template <>
+void batchnorm_silu_backward_train<bf16>(View<const bf16> x, View<const bf16> dy,
+                                         const float* gamma, const float* beta,
+                                         const float* save_mean, const float* save_invstd,
+                                         View<bf16> dx, float* dgamma, float* dbeta) {
+  const Device device = check_fused("batchnorm_silu_backward_train", x, dy);
+  values_per_channel("batchnorm_silu_backward_train", x.shape, 1);
+  cpu::require_same_shape("batchnorm_silu_backward_train", x, dx);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(batchnorm_silu_backward_train, device, x, dy, gamma, beta,
+                                  save_mean, save_invstd, dx, dgamma, dbeta);
+  cpu::Widened dx_float(dx.shape);
+  batchnorm_silu_backward_train<float>(cpu::Widened(x), cpu::Widened(dy), gamma, beta, save_mean,
+                                       save_invstd, dx_float, dgamma, dbeta);
+  dx_float.store(dx);
+}
+
+template <>
+void batchnorm_silu_backward_eval<bf16>(View<const bf16> x, View<const bf16> dy, const float* gamma,
+                                        const float* beta, const float* running_mean,
+                                        const float* running_var, BatchNormParams p, View<bf16> dx,
+                                        float* dgamma, float* dbeta) {
+  const Device device = check_fused("batchnorm_silu_backward_eval", x, dy);
+  cpu::require_same_shape("batchnorm_silu_backward_eval", x, dx);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(batchnorm_silu_backward_eval, device, x, dy, gamma, beta,
+                                  running_mean, running_var, p, dx, dgamma, dbeta);
+  cpu::Widened dx_float(dx.shape);
+  batchnorm_silu_backward_eval<float>(cpu::Widened(x), cpu::Widened(dy), gamma, beta, running_mean,
+                                      running_var, p, dx_float, dgamma, dbeta);
+  dx_float.store(dx);
+}
 
 }  // namespace bareyolo::ops

@@ -49,6 +49,7 @@
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/thread_scratch.h"
+#include "kernels/cpu/widened.h"
 #include "kernels/cpu/winograd.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
@@ -93,6 +94,11 @@ ConvGeometry conv_geometry(const char* op, Shape4 x, Shape4 weight, bool weight_
   Shape4 expected_y{x.n, weight.n, g.out_h, g.out_w};
   if (!(y == expected_y)) fail("the output must have shape " + expected_y.str());
   return g;
+}
+
+void require_both_or_neither(const void* moments_mean, const void* moments_m2) {
+  if (!moments_mean != !moments_m2)
+    throw std::invalid_argument("conv2d_forward: give both moments outputs or neither");
 }
 
 // The thread_scratch tags of a band's column matrix, of backward-weight's partial sums, of
@@ -175,13 +181,13 @@ void for_each_image(int64_t batch, PerImage per_image) {
 }  // namespace
 
 template <class T>
-void conv2d_forward(View<const T> x, View<const T> weight, const T* bias, Conv2dParams p, View<T> y,
-                    T* moments_mean, T* moments_m2) {
+void conv2d_forward(View<const T> x, View<const T> weight, const ComputeType<T>* bias,
+                    Conv2dParams p, View<T> y, ComputeType<T>* moments_mean,
+                    ComputeType<T>* moments_m2) {
   const Device device = detail::common_device("conv2d_forward", x, weight, y);
   const ConvGeometry g =
       conv_geometry("conv2d_forward", x.shape, weight.shape, weight.dense(), p, y.shape);
-  if (!moments_mean != !moments_m2)
-    throw std::invalid_argument("conv2d_forward: give both moments outputs or neither");
+  require_both_or_neither(moments_mean, moments_m2);
   BAREYOLO_ROUTE_TO_CUDA(conv2d_forward, device, x, weight, bias, p, y, moments_mean, moments_m2);
   const int64_t c_out = weight.shape.n, k = g.col_rows(), hw = g.col_cols();
   if (cpu::winograd_chosen(g, c_out, cpu::ConvPass::kForward)) {
@@ -251,8 +257,8 @@ void conv2d_backward_data(View<const T> dy, View<const T> weight, Conv2dParams p
 }
 
 template <class T>
-void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p, View<T> dweight,
-                            T* dbias) {
+void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p,
+                            View<ComputeType<T>> dweight, ComputeType<T>* dbias) {
   const Device device = detail::common_device("conv2d_backward_weight", x, dy, dweight);
   const ConvGeometry g =
       conv_geometry("conv2d_backward_weight", x.shape, dweight.shape, dweight.dense(), p, dy.shape);
@@ -297,12 +303,55 @@ void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p, V
   });
 }
 
-#define BAREYOLO_INSTANTIATE_CONV2D(T)                                                           \
-  template void conv2d_forward<T>(View<const T>, View<const T>, const T*, Conv2dParams, View<T>, \
-                                  T*, T*);                                                       \
-  template void conv2d_backward_data<T>(View<const T>, View<const T>, Conv2dParams, View<T>);    \
-  template void conv2d_backward_weight<T>(View<const T>, View<const T>, Conv2dParams, View<T>, T*);
+#define BAREYOLO_INSTANTIATE_CONV2D(T)                                                        \
+  template void conv2d_forward<T>(View<const T>, View<const T>, const ComputeType<T>*,        \
+                                  Conv2dParams, View<T>, ComputeType<T>*, ComputeType<T>*);   \
+  template void conv2d_backward_data<T>(View<const T>, View<const T>, Conv2dParams, View<T>); \
+  template void conv2d_backward_weight<T>(View<const T>, View<const T>, Conv2dParams,         \
+                                          View<ComputeType<T>>, ComputeType<T>*);
 BAREYOLO_INSTANTIATE_CONV2D(float)
 BAREYOLO_INSTANTIATE_CONV2D(double)
+
+// ---- bf16 storage (mixed precision): the float ops on widened copies (kernels/cpu/widened.h),
+// each result rounded where a bf16 convolution stores it (ops.h); bias, moments and the weight
+// gradient are float.
+
+template <>
+void conv2d_forward<bf16>(View<const bf16> x, View<const bf16> weight, const float* bias,
+                          Conv2dParams p, View<bf16> y, float* moments_mean, float* moments_m2) {
+  const Device device = detail::common_device("conv2d_forward", x, weight, y);
+  conv_geometry("conv2d_forward", x.shape, weight.shape, weight.dense(), p, y.shape);
+  require_both_or_neither(moments_mean, moments_m2);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(conv2d_forward, device, x, weight, bias, p, y, moments_mean,
+                                  moments_m2);
+  cpu::Widened out(y.shape);
+  conv2d_forward<float>(cpu::Widened(x), cpu::Widened(weight), bias, p, out);
+  out.store(y);
+  if (moments_mean) batchnorm_moments<bf16>(y, moments_mean, moments_m2);  // of the stored y
+}
+
+template <>
+void conv2d_backward_data<bf16>(View<const bf16> dy, View<const bf16> weight, Conv2dParams p,
+                                View<bf16> dx) {
+  const Device device = detail::common_device("conv2d_backward_data", dy, weight, dx);
+  conv_geometry("conv2d_backward_data", dx.shape, weight.shape, weight.dense(), p, dy.shape);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(conv2d_backward_data, device, dy, weight, p, dx);
+  cpu::Widened dx_float(dx);
+  conv2d_backward_data<float>(cpu::Widened(dy), cpu::Widened(weight), p, dx_float);
+  dx_float.store(dx);
+}
+
+template <>
+void conv2d_backward_weight<bf16>(View<const bf16> x, View<const bf16> dy, Conv2dParams p,
+                                  View<float> dweight, float* dbias) {
+  const Device device = detail::common_device("conv2d_backward_weight", x, dy, dweight);
+  conv_geometry("conv2d_backward_weight", x.shape, dweight.shape, dweight.dense(), p, dy.shape);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(conv2d_backward_weight, device, x, dy, p, dweight, dbias);
+  // The product on its own, rounded to bf16 as a tensor-core convolution stores it, then added.
+  cpu::Widened product(dweight.shape);
+  conv2d_backward_weight<float>(cpu::Widened(x), cpu::Widened(dy), p, product, dbias);
+  round_to_bf16_in_place(product);
+  add_forward<float>(dweight, product, dweight);
+}
 
 }  // namespace bareyolo::ops

@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/activation_spans.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/widened.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
@@ -152,5 +153,50 @@ void bce_with_logits_backward(View<const T> x, View<const T> target, T pos_weigh
                                             View<T>);
 BAREYOLO_INSTANTIATE_ELEMENTWISE(float)
 BAREYOLO_INSTANTIATE_ELEMENTWISE(double)
+
+// ---- bf16 storage (mixed precision): the float ops on widened copies (kernels/cpu/widened.h)
+
+template <>
+void silu_forward<bf16>(View<const bf16> x, View<bf16> y) {
+  cpu::require_same_shape("silu_forward", x, y);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(silu_forward, detail::common_device("silu_forward", x, y), x, y);
+  cpu::Widened out(y.shape);
+  silu_forward<float>(cpu::Widened(x), out);
+  out.store(y);
+}
+
+template <>
+void silu_backward<bf16>(View<const bf16> x, View<const bf16> dy, View<bf16> dx) {
+  cpu::require_same_shape("silu_backward", x, dy);
+  cpu::require_same_shape("silu_backward", x, dx);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(silu_backward, detail::common_device("silu_backward", x, dy, dx),
+                                  x, dy, dx);
+  cpu::Widened dx_float(dx);
+  silu_backward<float>(cpu::Widened(x), cpu::Widened(dy), dx_float);
+  dx_float.store(dx);
+}
+
+template <>
+void add_forward<bf16>(View<const bf16> a, View<const bf16> b, View<bf16> y) {
+  cpu::require_same_shape("add_forward", a, b);
+  cpu::require_same_shape("add_forward", a, y);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(add_forward, detail::common_device("add_forward", a, b, y), a, b,
+                                  y);
+  cpu::Widened out(y.shape);
+  add_forward<float>(cpu::Widened(a), cpu::Widened(b), out);
+  out.store(y);
+}
+
+template <>
+void add_backward<bf16>(View<const bf16> dy, View<bf16> da, View<bf16> db) {
+  cpu::require_same_shape("add_backward", dy, da);
+  cpu::require_same_shape("add_backward", dy, db);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(add_backward, detail::common_device("add_backward", dy, da, db),
+                                  dy, da, db);
+  cpu::Widened da_float(da), db_float(db);
+  add_backward<float>(cpu::Widened(dy), da_float, db_float);
+  da_float.store(da);
+  db_float.store(db);
+}
 
 }  // namespace bareyolo::ops

@@ -11,10 +11,12 @@
 // Threads: one task per (image, channel) plane. Windows overlap only inside a plane, so
 // the backward's dx += writes never race.
 #include <algorithm>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/widened.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
@@ -76,6 +78,23 @@ void for_each_window(View<const T> x, const PoolGeometry& g, Pool2dParams p, Per
   });
 }
 
+void require_same_shape_as_input(const Shape4& x, const Shape4& dx) {
+  if (!(dx == x))
+    throw std::invalid_argument("maxpool2d_backward: dx has shape " + dx.str() +
+                                " but x has shape " + x.str() + "; they must match");
+}
+
+// SPPF's chain: stride 1 and padding (kernel - 1) / 2, so each output has the input's shape.
+void require_chainable(const Shape4& x, Pool2dParams p, std::initializer_list<Shape4> outputs) {
+  if (p.stride != 1 || 2 * p.pad + 1 != p.kernel)
+    throw std::invalid_argument(
+        "maxpool2d_chain3_forward: chained pools need stride 1 and padding (kernel - 1) / 2 "
+        "(SPPF's), got kernel " +
+        std::to_string(p.kernel) + ", stride " + std::to_string(p.stride) + ", padding " +
+        std::to_string(p.pad));
+  for (const Shape4& y : outputs) pool_geometry("maxpool2d_chain3_forward", x, p, y);
+}
+
 }  // namespace
 
 template <class T>
@@ -91,9 +110,7 @@ void maxpool2d_forward(View<const T> x, Pool2dParams p, View<T> y) {
 template <class T>
 void maxpool2d_backward(View<const T> x, View<const T> dy, Pool2dParams p, View<T> dx) {
   const PoolGeometry g = pool_geometry("maxpool2d_backward", x.shape, p, dy.shape);
-  if (!(dx.shape == x.shape))
-    throw std::invalid_argument("maxpool2d_backward: dx has shape " + dx.shape.str() +
-                                " but x has shape " + x.shape.str() + "; they must match");
+  require_same_shape_as_input(x.shape, dx.shape);
   BAREYOLO_ROUTE_TO_CUDA(maxpool2d_backward, detail::common_device("maxpool2d_backward", x, dy, dx),
                          x, dy, p, dx);
   for_each_window(x, g, p, [&](int64_t image, int64_t channel, int64_t out, int64_t argmax) {
@@ -103,14 +120,7 @@ void maxpool2d_backward(View<const T> x, View<const T> dy, Pool2dParams p, View<
 
 template <class T>
 void maxpool2d_chain3_forward(View<const T> x, Pool2dParams p, View<T> y1, View<T> y2, View<T> y3) {
-  if (p.stride != 1 || 2 * p.pad + 1 != p.kernel)
-    throw std::invalid_argument(
-        "maxpool2d_chain3_forward: chained pools need stride 1 and padding (kernel - 1) / 2 "
-        "(SPPF's), got kernel " +
-        std::to_string(p.kernel) + ", stride " + std::to_string(p.stride) + ", padding " +
-        std::to_string(p.pad));
-  for (const View<T>* y : {&y1, &y2, &y3})
-    pool_geometry("maxpool2d_chain3_forward", x.shape, p, y->shape);
+  require_chainable(x.shape, p, {y1.shape, y2.shape, y3.shape});
   BAREYOLO_ROUTE_TO_CUDA(maxpool2d_chain3_forward,
                          detail::common_device("maxpool2d_chain3_forward", x, y1, y2, y3), x, p, y1,
                          y2, y3);
@@ -125,5 +135,43 @@ void maxpool2d_chain3_forward(View<const T> x, Pool2dParams p, View<T> y1, View<
   template void maxpool2d_chain3_forward<T>(View<const T>, Pool2dParams, View<T>, View<T>, View<T>);
 BAREYOLO_INSTANTIATE_MAXPOOL2D(float)
 BAREYOLO_INSTANTIATE_MAXPOOL2D(double)
+
+// ---- bf16 storage (mixed precision): the float ops on widened copies (kernels/cpu/widened.h)
+
+template <>
+void maxpool2d_forward<bf16>(View<const bf16> x, Pool2dParams p, View<bf16> y) {
+  pool_geometry("maxpool2d_forward", x.shape, p, y.shape);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(maxpool2d_forward,
+                                  detail::common_device("maxpool2d_forward", x, y), x, p, y);
+  cpu::Widened out(y.shape);
+  maxpool2d_forward<float>(cpu::Widened(x), p, out);
+  out.store(y);
+}
+
+template <>
+void maxpool2d_backward<bf16>(View<const bf16> x, View<const bf16> dy, Pool2dParams p,
+                              View<bf16> dx) {
+  pool_geometry("maxpool2d_backward", x.shape, p, dy.shape);
+  require_same_shape_as_input(x.shape, dx.shape);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(
+      maxpool2d_backward, detail::common_device("maxpool2d_backward", x, dy, dx), x, dy, p, dx);
+  cpu::Widened dx_float(dx);
+  maxpool2d_backward<float>(cpu::Widened(x), cpu::Widened(dy), p, dx_float);
+  dx_float.store(dx);
+}
+
+template <>
+void maxpool2d_chain3_forward<bf16>(View<const bf16> x, Pool2dParams p, View<bf16> y1,
+                                    View<bf16> y2, View<bf16> y3) {
+  require_chainable(x.shape, p, {y1.shape, y2.shape, y3.shape});
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(maxpool2d_chain3_forward,
+                                  detail::common_device("maxpool2d_chain3_forward", x, y1, y2, y3),
+                                  x, p, y1, y2, y3);
+  cpu::Widened out1(y1.shape), out2(y2.shape), out3(y3.shape);
+  maxpool2d_chain3_forward<float>(cpu::Widened(x), p, out1, out2, out3);
+  out1.store(y1);
+  out2.store(y2);
+  out3.store(y3);
+}
 
 }  // namespace bareyolo::ops

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/widened.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
@@ -116,5 +117,49 @@ void upsample_nearest2x_backward(View<const T> dy, View<T> dx) {
   template void upsample_nearest2x_backward<T>(View<const T>, View<T>);
 BAREYOLO_INSTANTIATE_SHAPE_OPS(float)
 BAREYOLO_INSTANTIATE_SHAPE_OPS(double)
+
+// ---- bf16 storage (mixed precision): the float ops on widened copies (kernels/cpu/widened.h)
+
+template <>
+void concat_forward<bf16>(const std::vector<View<const bf16>>& inputs, View<bf16> y) {
+  BAREYOLO_REQUIRE_CPU(concat_forward, y.device);
+  std::vector<cpu::Widened> widened;
+  std::vector<View<const float>> views;
+  for (const View<const bf16>& input : inputs) views.push_back(widened.emplace_back(input));
+  cpu::Widened out(y.shape);
+  concat_forward<float>(views, out);
+  out.store(y);
+}
+
+template <>
+void concat_backward<bf16>(View<const bf16> dy, const std::vector<View<bf16>>& dx) {
+  BAREYOLO_REQUIRE_CPU(concat_backward, dy.device);
+  std::vector<cpu::Widened> widened;
+  std::vector<View<float>> views;
+  for (const View<bf16>& grad : dx) views.push_back(widened.emplace_back(grad));
+  concat_backward<float>(cpu::Widened(dy), views);
+  for (size_t k = 0; k < dx.size(); ++k) widened[k].store(dx[k]);
+}
+
+template <>
+void upsample_nearest2x_forward<bf16>(View<const bf16> x, View<bf16> y) {
+  require_upsampled("upsample_nearest2x_forward", x.shape, y.shape);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(upsample_nearest2x_forward,
+                                  detail::common_device("upsample_nearest2x_forward", x, y), x, y);
+  cpu::Widened out(y.shape);
+  upsample_nearest2x_forward<float>(cpu::Widened(x), out);
+  out.store(y);
+}
+
+template <>
+void upsample_nearest2x_backward<bf16>(View<const bf16> dy, View<bf16> dx) {
+  require_upsampled("upsample_nearest2x_backward", dx.shape, dy.shape);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(upsample_nearest2x_backward,
+                                  detail::common_device("upsample_nearest2x_backward", dy, dx), dy,
+                                  dx);
+  cpu::Widened dx_float(dx);
+  upsample_nearest2x_backward<float>(cpu::Widened(dy), dx_float);
+  dx_float.store(dx);
+}
 
 }  // namespace bareyolo::ops

@@ -2,6 +2,11 @@
 // interleaves with its all-reduces, the train/eval ops built from them, and the fused
 // BatchNorm + SiLU apply. The math is the CPU reference's (kernels/cpu/batchnorm.cpp).
 //
+// Activations (x, y, dy, dx) are stored as S, float or bf16 (mixed precision): every value is
+// widened to float as it is read and each stored result narrowed back (kernels/bf16.h), so the
+// bf16 ops compute what the CPU's bf16 definition does (the float op on widened values, each
+// result rounded once); every per-channel value is float.
+//
 // The backward ops read dL/d(BN output) through a gradient source: the gradient itself, or,
 // for the fused BN + SiLU, SiLU's backward of dL/d(SiLU output) computed on the fly from the
 // stored pre-activation (no dL/d(BN output) tensor is written and read back).
@@ -25,6 +30,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/bf16.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/runtime/allocator.h"
@@ -103,13 +109,14 @@ struct MergeMoments {
   }
 };
 
+template <class S>
 __global__ void __launch_bounds__(kReduceThreads)
-    moments_partial_kernel(View<const float> x, int64_t per_block, Moments* partials) {
+    moments_partial_kernel(View<const S> x, int64_t per_block, Moments* partials) {
   const int64_t c = blockIdx.y, plane = x.shape.plane(), count = x.shape.n * plane;
   const int64_t begin = blockIdx.x * per_block, end = min(count, begin + per_block);
   Moments m{0, 0.0f, 0.0f};
   for_each_in_range(begin, end, plane, [&](int64_t image, int64_t offset) {
-    const float v = x.channel(image, c)[offset];  // Welford
+    const float v = widen(x.channel(image, c)[offset]);  // Welford
     m.count += 1;
     const float delta = v - m.mean;
     m.mean += delta / float(m.count);
@@ -136,22 +143,26 @@ __global__ void __launch_bounds__(kReduceThreads)
 // SiLU (batchnorm_silu_*) — SiLU's backward of it, computed on the fly from the stored
 // pre-activation: dy * s * (1 + v * (1 - s)), s = sigmoid(v), the formula of silu_backward.
 // kWritesDx: the fused ops write dx where BatchNorm's own add into it (kernels/ops.h).
+template <class S>
 struct PlainGradient {
+  using Storage = S;
   static constexpr bool kWritesDx = false;
-  View<const float> dy;
+  View<const S> dy;
   __device__ float operator()(int64_t image, int64_t c, int64_t j) const {
-    return dy.channel(image, c)[j];
+    return widen(dy.channel(image, c)[j]);
   }
 };
 // dL/dbn from dy = dL/d silu(bn), with bn normalised again from x as Apply does.
+template <class S>
 struct SiluGradient {
+  using Storage = S;
   static constexpr bool kWritesDx = true;
-  View<const float> dy, x;
+  View<const S> dy, x;
   const float *mean, *invstd, *gamma, *beta;
   __device__ float operator()(int64_t image, int64_t c, int64_t j) const {
-    const float v = (x.channel(image, c)[j] - mean[c]) * (invstd[c] * gamma[c]) + beta[c];
+    const float v = (widen(x.channel(image, c)[j]) - mean[c]) * (invstd[c] * gamma[c]) + beta[c];
     const float s = 1.0f / (1.0f + expf(-v));
-    return dy.channel(image, c)[j] * s * (1.0f + v * (1.0f - s));
+    return widen(dy.channel(image, c)[j]) * s * (1.0f + v * (1.0f - s));
   }
 };
 
@@ -165,8 +176,8 @@ struct GradientSums {
 
 template <class Gradient>
 __global__ void __launch_bounds__(kReduceThreads)
-    gradient_sums_partial_kernel(View<const float> x, Gradient dy, const float* mean,
-                                 int64_t per_block, GradientSums* partials) {
+    gradient_sums_partial_kernel(View<const typename Gradient::Storage> x, Gradient dy,
+                                 const float* mean, int64_t per_block, GradientSums* partials) {
   const int64_t c = blockIdx.y, plane = x.shape.plane(), count = x.shape.n * plane;
   const int64_t begin = blockIdx.x * per_block, end = min(count, begin + per_block);
   const float mu = mean[c];
@@ -174,7 +185,7 @@ __global__ void __launch_bounds__(kReduceThreads)
   for_each_in_range(begin, end, plane, [&](int64_t image, int64_t offset) {
     const float g = dy(image, c, offset);
     sums.dy += g;
-    sums.dy_centered += g * (x.channel(image, c)[offset] - mu);
+    sums.dy_centered += g * (widen(x.channel(image, c)[offset]) - mu);
   });
   sums = block_reduce(sums, Plus{});
   if (threadIdx.x == 0) partials[c * gridDim.x + blockIdx.x] = sums;
@@ -200,8 +211,9 @@ __global__ void __launch_bounds__(kReduceThreads)
 }
 
 template <class Gradient>
-void gradient_sums(View<const float> x, Gradient dy, const float* mean, const float* invstd,
-                   float* sum_dy, float* sum_dy_xhat, float* dgamma, float* dbeta) {
+void gradient_sums(View<const typename Gradient::Storage> x, Gradient dy, const float* mean,
+                   const float* invstd, float* sum_dy, float* sum_dy_xhat, float* dgamma,
+                   float* dbeta) {
   const int64_t channels = x.shape.c;
   if (channels == 0) return;
   const ChannelSplit split = channel_split(x.shape, x.device.index);
@@ -277,41 +289,42 @@ void launch_planes(const Shape4& shape, const Device& device, Op op) {
 }
 
 // y = (x - mean) * (invstd * gamma) + beta; with kSilu, y = silu of that.
-template <bool kSilu>
+template <bool kSilu, class S>
 struct Apply {
-  View<const float> x;
-  View<float> y;
+  View<const S> x;
+  View<S> y;
   const float *mean, *invstd, *gamma, *beta;
   __device__ void operator()(int64_t image, int64_t c, int64_t j) const {
-    const float v = (x.channel(image, c)[j] - mean[c]) * (invstd[c] * gamma[c]) + beta[c];
+    const float v = (widen(x.channel(image, c)[j]) - mean[c]) * (invstd[c] * gamma[c]) + beta[c];
     if constexpr (kSilu)
-      y.channel(image, c)[j] = v * (1.0f / (1.0f + expf(-v)));
+      y.channel(image, c)[j] = narrow<S>(v * (1.0f / (1.0f + expf(-v))));
     else
-      y.channel(image, c)[j] = v;
+      y.channel(image, c)[j] = narrow<S>(v);
   }
 };
 
-// dx += (or =, Gradient::kWritesDx) value
+// dx += (or =, Gradient::kWritesDx) value, rounded once into dx's storage.
 template <class Gradient>
-__device__ void store_dx(float& dx, float value) {
+__device__ void store_dx(typename Gradient::Storage& dx, float value) {
+  using S = typename Gradient::Storage;
   if constexpr (Gradient::kWritesDx)
-    dx = value;
+    dx = narrow<S>(value);
   else
-    dx += value;
+    dx = narrow<S>(widen(dx) + value);
 }
 
 // dx += (or =) gamma * invstd * (dy - sum_dy / count - xhat * sum_dy_xhat / count)
 template <class Gradient>
 struct BackwardApply {
-  View<const float> x;
+  View<const typename Gradient::Storage> x;
   Gradient dy;
-  View<float> dx;
+  View<typename Gradient::Storage> dx;
   const float *mean, *invstd, *gamma, *sum_dy, *sum_dy_xhat;
   float count;
   __device__ void operator()(int64_t image, int64_t c, int64_t j) const {
     const float scale = gamma[c] * invstd[c], inv = invstd[c];
     const float mean_dy = sum_dy[c] / count, mean_dy_xhat = sum_dy_xhat[c] / count;
-    const float xc = x.channel(image, c)[j] - mean[c];
+    const float xc = widen(x.channel(image, c)[j]) - mean[c];
     store_dx<Gradient>(dx.channel(image, c)[j],
                        scale * (dy(image, c, j) - mean_dy - xc * inv * mean_dy_xhat));
   }
@@ -321,7 +334,7 @@ struct BackwardApply {
 template <class Gradient>
 struct EvalBackwardApply {
   Gradient dy;
-  View<float> dx;
+  View<typename Gradient::Storage> dx;
   const float *gamma, *invstd;
   __device__ void operator()(int64_t image, int64_t c, int64_t j) const {
     store_dx<Gradient>(dx.channel(image, c)[j], gamma[c] * invstd[c] * dy(image, c, j));
@@ -329,18 +342,18 @@ struct EvalBackwardApply {
 };
 
 // The backward ops for either gradient source; the public ops below pick one.
-template <class Gradient>
-void backward_apply(View<const float> x, Gradient dy, const float* mean, const float* invstd,
+template <class Gradient, class S = typename Gradient::Storage>
+void backward_apply(View<const S> x, Gradient dy, const float* mean, const float* invstd,
                     const float* gamma, const float* sum_dy, const float* sum_dy_xhat,
-                    int64_t count, View<float> dx) {
+                    int64_t count, View<S> dx) {
   launch_planes(x.shape, x.device,
                 BackwardApply<Gradient>{x, dy, dx, mean, invstd, gamma, sum_dy, sum_dy_xhat,
                                         static_cast<float>(count)});
 }
 
-template <class Gradient>
-void backward_train(View<const float> x, Gradient dy, const float* gamma, const float* save_mean,
-                    const float* save_invstd, View<float> dx, float* dgamma, float* dbeta) {
+template <class Gradient, class S = typename Gradient::Storage>
+void backward_train(View<const S> x, Gradient dy, const float* gamma, const float* save_mean,
+                    const float* save_invstd, View<S> dx, float* dgamma, float* dbeta) {
   const int64_t channels = x.shape.c;
   if (channels == 0) return;
   DeviceBuffer sums(2 * sizeof(float) * channels, x.device.index);
@@ -352,9 +365,9 @@ void backward_train(View<const float> x, Gradient dy, const float* gamma, const 
 }
 
 // invstd: the running statistics' (running_inverse_std), which the caller also gives dy.
-template <class Gradient>
-void backward_eval(View<const float> x, Gradient dy, const float* gamma, const float* running_mean,
-                   const float* invstd, View<float> dx, float* dgamma, float* dbeta) {
+template <class Gradient, class S = typename Gradient::Storage>
+void backward_eval(View<const S> x, Gradient dy, const float* gamma, const float* running_mean,
+                   const float* invstd, View<S> dx, float* dgamma, float* dbeta) {
   const int64_t channels = x.shape.c;
   DeviceBuffer sums(2 * sizeof(float) * channels, x.device.index);
   gradient_sums(x, dy, running_mean, invstd, sums.as<float>(), sums.as<float>() + channels, dgamma,
@@ -368,11 +381,10 @@ void require_silu_shapes(const char* op, const Shape4& x, const Shape4& dy) {
                                 dy.str() + "; they must match");
 }
 
-}  // namespace
+// ---- the ops, for either storage (the public overloads below call these) -----------------
 
-// ---- the ops ----------------------------------------------------------------------------
-
-void batchnorm_moments(View<const float> x, float* mean, float* m2) {
+template <class S>
+void moments(View<const S> x, float* mean, float* m2) {
   const int64_t channels = x.shape.c;
   if (channels == 0) return;
   const ChannelSplit split = channel_split(x.shape, x.device.index);
@@ -386,75 +398,193 @@ void batchnorm_moments(View<const float> x, float* mean, float* m2) {
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 
+template <bool kSilu, class S>
+void apply(View<const S> x, const float* mean, const float* invstd, const float* gamma,
+           const float* beta, View<S> y) {
+  if constexpr (kSilu) require_silu_shapes("batchnorm_silu_apply", x.shape, y.shape);
+  launch_planes(x.shape, x.device, Apply<kSilu, S>{x, y, mean, invstd, gamma, beta});
+}
+
+template <class S>
+void train_statistics(View<const S> x, ops::BatchNormParams p, float* running_mean,
+                      float* running_var, float* save_mean, float* save_invstd) {
+  const int64_t channels = x.shape.c;
+  if (channels == 0) return;
+  DeviceBuffer m2(sizeof(float) * channels, x.device.index);
+  moments(x, save_mean, m2.as<float>());
+  batchnorm_statistics_from_moments(save_mean, m2.as<float>(), channels,
+                                    x.shape.n * x.shape.plane(), p, x.device.index, running_mean,
+                                    running_var, save_mean, save_invstd);
+}
+
+template <class S>
+void forward_train(View<const S> x, const float* gamma, const float* beta, ops::BatchNormParams p,
+                   float* running_mean, float* running_var, float* save_mean, float* save_invstd,
+                   View<S> y) {
+  if (x.shape.c == 0) return;
+  train_statistics(x, p, running_mean, running_var, save_mean, save_invstd);
+  apply<false>(x, save_mean, save_invstd, gamma, beta, y);
+}
+
+template <class S>
+void forward_eval(View<const S> x, const float* gamma, const float* beta, const float* running_mean,
+                  const float* running_var, ops::BatchNormParams p, View<S> y) {
+  const DeviceBuffer invstd = running_inverse_std(running_var, x.shape.c, p.eps, x.device);
+  apply<false>(x, running_mean, invstd.as<float>(), gamma, beta, y);
+}
+
+template <class S>
+void silu_backward_reduce(View<const S> x, View<const S> dy, const float* mean, const float* invstd,
+                          const float* gamma, const float* beta, float* sum_dy,
+                          float* sum_dy_xhat) {
+  require_silu_shapes("batchnorm_silu_backward_reduce", x.shape, dy.shape);
+  gradient_sums(x, SiluGradient<S>{dy, x, mean, invstd, gamma, beta}, mean, invstd, sum_dy,
+                sum_dy_xhat, nullptr, nullptr);
+}
+
+template <class S>
+void silu_backward_apply(View<const S> x, View<const S> dy, const float* mean, const float* invstd,
+                         const float* gamma, const float* beta, const float* sum_dy,
+                         const float* sum_dy_xhat, int64_t count, View<S> dx) {
+  require_silu_shapes("batchnorm_silu_backward_apply", x.shape, dy.shape);
+  backward_apply(x, SiluGradient<S>{dy, x, mean, invstd, gamma, beta}, mean, invstd, gamma, sum_dy,
+                 sum_dy_xhat, count, dx);
+}
+
+template <class S>
+void silu_backward_train(View<const S> x, View<const S> dy, const float* gamma, const float* beta,
+                         const float* save_mean, const float* save_invstd, View<S> dx,
+                         float* dgamma, float* dbeta) {
+  require_silu_shapes("batchnorm_silu_backward_train", x.shape, dy.shape);
+  backward_train(x, SiluGradient<S>{dy, x, save_mean, save_invstd, gamma, beta}, gamma, save_mean,
+                 save_invstd, dx, dgamma, dbeta);
+}
+
+template <class S>
+void silu_backward_eval(View<const S> x, View<const S> dy, const float* gamma, const float* beta,
+                        const float* running_mean, const float* running_var, ops::BatchNormParams p,
+                        View<S> dx, float* dgamma, float* dbeta) {
+  require_silu_shapes("batchnorm_silu_backward_eval", x.shape, dy.shape);
+  if (x.shape.c == 0) return;
+  const DeviceBuffer invstd = running_inverse_std(running_var, x.shape.c, p.eps, x.device);
+  const float* inv = invstd.as<float>();
+  backward_eval(x, SiluGradient<S>{dy, x, running_mean, inv, gamma, beta}, gamma, running_mean, inv,
+                dx, dgamma, dbeta);
+}
+
+template <class S>
+void plain_backward_eval(View<const S> x, View<const S> dy, const float* gamma,
+                         const float* running_mean, const float* running_var,
+                         ops::BatchNormParams p, View<S> dx, float* dgamma, float* dbeta) {
+  if (x.shape.c == 0) return;
+  const DeviceBuffer invstd = running_inverse_std(running_var, x.shape.c, p.eps, x.device);
+  backward_eval(x, PlainGradient<S>{dy}, gamma, running_mean, invstd.as<float>(), dx, dgamma,
+                dbeta);
+}
+
+}  // namespace
+
+// ---- the ops ----------------------------------------------------------------------------
+// Each op has a float and a bf16 overload (cuda_ops.h) that run the same template.
+
+void batchnorm_moments(View<const float> x, float* mean, float* m2) { moments(x, mean, m2); }
+void batchnorm_moments(View<const bf16> x, float* mean, float* m2) { moments(x, mean, m2); }
+
 void batchnorm_apply(View<const float> x, const float* mean, const float* invstd,
                      const float* gamma, const float* beta, View<float> y) {
-  launch_planes(x.shape, x.device, Apply<false>{x, y, mean, invstd, gamma, beta});
+  apply<false>(x, mean, invstd, gamma, beta, y);
+}
+void batchnorm_apply(View<const bf16> x, const float* mean, const float* invstd, const float* gamma,
+                     const float* beta, View<bf16> y) {
+  apply<false>(x, mean, invstd, gamma, beta, y);
 }
 
 void batchnorm_silu_apply(View<const float> x, const float* mean, const float* invstd,
                           const float* gamma, const float* beta, View<float> y) {
-  require_silu_shapes("batchnorm_silu_apply", x.shape, y.shape);
-  launch_planes(x.shape, x.device, Apply<true>{x, y, mean, invstd, gamma, beta});
+  apply<true>(x, mean, invstd, gamma, beta, y);
+}
+void batchnorm_silu_apply(View<const bf16> x, const float* mean, const float* invstd,
+                          const float* gamma, const float* beta, View<bf16> y) {
+  apply<true>(x, mean, invstd, gamma, beta, y);
 }
 
 void batchnorm_backward_reduce(View<const float> x, View<const float> dy, const float* mean,
                                const float* invstd, float* sum_dy, float* sum_dy_xhat) {
-  gradient_sums(x, PlainGradient{dy}, mean, invstd, sum_dy, sum_dy_xhat, nullptr, nullptr);
+  gradient_sums(x, PlainGradient<float>{dy}, mean, invstd, sum_dy, sum_dy_xhat, nullptr, nullptr);
+}
+void batchnorm_backward_reduce(View<const bf16> x, View<const bf16> dy, const float* mean,
+                               const float* invstd, float* sum_dy, float* sum_dy_xhat) {
+  gradient_sums(x, PlainGradient<bf16>{dy}, mean, invstd, sum_dy, sum_dy_xhat, nullptr, nullptr);
 }
 
 void batchnorm_backward_apply(View<const float> x, View<const float> dy, const float* mean,
                               const float* invstd, const float* gamma, const float* sum_dy,
                               const float* sum_dy_xhat, int64_t count, View<float> dx) {
-  backward_apply(x, PlainGradient{dy}, mean, invstd, gamma, sum_dy, sum_dy_xhat, count, dx);
+  backward_apply(x, PlainGradient<float>{dy}, mean, invstd, gamma, sum_dy, sum_dy_xhat, count, dx);
+}
+void batchnorm_backward_apply(View<const bf16> x, View<const bf16> dy, const float* mean,
+                              const float* invstd, const float* gamma, const float* sum_dy,
+                              const float* sum_dy_xhat, int64_t count, View<bf16> dx) {
+  backward_apply(x, PlainGradient<bf16>{dy}, mean, invstd, gamma, sum_dy, sum_dy_xhat, count, dx);
 }
 
 void batchnorm_silu_backward_reduce(View<const float> x, View<const float> dy, const float* mean,
                                     const float* invstd, const float* gamma, const float* beta,
                                     float* sum_dy, float* sum_dy_xhat) {
-  require_silu_shapes("batchnorm_silu_backward_reduce", x.shape, dy.shape);
-  gradient_sums(x, SiluGradient{dy, x, mean, invstd, gamma, beta}, mean, invstd, sum_dy,
-                sum_dy_xhat, nullptr, nullptr);
+  silu_backward_reduce(x, dy, mean, invstd, gamma, beta, sum_dy, sum_dy_xhat);
+}
+void batchnorm_silu_backward_reduce(View<const bf16> x, View<const bf16> dy, const float* mean,
+                                    const float* invstd, const float* gamma, const float* beta,
+                                    float* sum_dy, float* sum_dy_xhat) {
+  silu_backward_reduce(x, dy, mean, invstd, gamma, beta, sum_dy, sum_dy_xhat);
 }
 
 void batchnorm_silu_backward_apply(View<const float> x, View<const float> dy, const float* mean,
                                    const float* invstd, const float* gamma, const float* beta,
                                    const float* sum_dy, const float* sum_dy_xhat, int64_t count,
                                    View<float> dx) {
-  require_silu_shapes("batchnorm_silu_backward_apply", x.shape, dy.shape);
-  backward_apply(x, SiluGradient{dy, x, mean, invstd, gamma, beta}, mean, invstd, gamma, sum_dy,
-                 sum_dy_xhat, count, dx);
+  silu_backward_apply(x, dy, mean, invstd, gamma, beta, sum_dy, sum_dy_xhat, count, dx);
+}
+void batchnorm_silu_backward_apply(View<const bf16> x, View<const bf16> dy, const float* mean,
+                                   const float* invstd, const float* gamma, const float* beta,
+                                   const float* sum_dy, const float* sum_dy_xhat, int64_t count,
+                                   View<bf16> dx) {
+  silu_backward_apply(x, dy, mean, invstd, gamma, beta, sum_dy, sum_dy_xhat, count, dx);
 }
 
 void batchnorm_silu_backward_train(View<const float> x, View<const float> dy, const float* gamma,
                                    const float* beta, const float* save_mean,
                                    const float* save_invstd, View<float> dx, float* dgamma,
                                    float* dbeta) {
-  require_silu_shapes("batchnorm_silu_backward_train", x.shape, dy.shape);
-  backward_train(x, SiluGradient{dy, x, save_mean, save_invstd, gamma, beta}, gamma, save_mean,
-                 save_invstd, dx, dgamma, dbeta);
+  silu_backward_train(x, dy, gamma, beta, save_mean, save_invstd, dx, dgamma, dbeta);
+}
+void batchnorm_silu_backward_train(View<const bf16> x, View<const bf16> dy, const float* gamma,
+                                   const float* beta, const float* save_mean,
+                                   const float* save_invstd, View<bf16> dx, float* dgamma,
+                                   float* dbeta) {
+  silu_backward_train(x, dy, gamma, beta, save_mean, save_invstd, dx, dgamma, dbeta);
 }
 
 void batchnorm_silu_backward_eval(View<const float> x, View<const float> dy, const float* gamma,
                                   const float* beta, const float* running_mean,
                                   const float* running_var, ops::BatchNormParams p, View<float> dx,
                                   float* dgamma, float* dbeta) {
-  require_silu_shapes("batchnorm_silu_backward_eval", x.shape, dy.shape);
-  if (x.shape.c == 0) return;
-  const DeviceBuffer invstd = running_inverse_std(running_var, x.shape.c, p.eps, x.device);
-  const float* inv = invstd.as<float>();
-  backward_eval(x, SiluGradient{dy, x, running_mean, inv, gamma, beta}, gamma, running_mean, inv,
-                dx, dgamma, dbeta);
+  silu_backward_eval(x, dy, gamma, beta, running_mean, running_var, p, dx, dgamma, dbeta);
+}
+void batchnorm_silu_backward_eval(View<const bf16> x, View<const bf16> dy, const float* gamma,
+                                  const float* beta, const float* running_mean,
+                                  const float* running_var, ops::BatchNormParams p, View<bf16> dx,
+                                  float* dgamma, float* dbeta) {
+  silu_backward_eval(x, dy, gamma, beta, running_mean, running_var, p, dx, dgamma, dbeta);
 }
 
 void batchnorm_train_statistics(View<const float> x, ops::BatchNormParams p, float* running_mean,
                                 float* running_var, float* save_mean, float* save_invstd) {
-  const int64_t channels = x.shape.c;
-  if (channels == 0) return;
-  DeviceBuffer m2(sizeof(float) * channels, x.device.index);
-  batchnorm_moments(x, save_mean, m2.as<float>());
-  batchnorm_statistics_from_moments(save_mean, m2.as<float>(), channels,
-                                    x.shape.n * x.shape.plane(), p, x.device.index, running_mean,
-                                    running_var, save_mean, save_invstd);
+  train_statistics(x, p, running_mean, running_var, save_mean, save_invstd);
+}
+void batchnorm_train_statistics(View<const bf16> x, ops::BatchNormParams p, float* running_mean,
+                                float* running_var, float* save_mean, float* save_invstd) {
+  train_statistics(x, p, running_mean, running_var, save_mean, save_invstd);
 }
 
 void batchnorm_statistics_from_moments(const float* mean, const float* m2, int64_t channels,
@@ -481,30 +611,45 @@ void batchnorm_running_inverse_std(const float* running_var, int64_t channels, d
 void batchnorm_forward_train(View<const float> x, const float* gamma, const float* beta,
                              ops::BatchNormParams p, float* running_mean, float* running_var,
                              float* save_mean, float* save_invstd, View<float> y) {
-  if (x.shape.c == 0) return;
-  batchnorm_train_statistics(x, p, running_mean, running_var, save_mean, save_invstd);
-  batchnorm_apply(x, save_mean, save_invstd, gamma, beta, y);
+  forward_train(x, gamma, beta, p, running_mean, running_var, save_mean, save_invstd, y);
+}
+void batchnorm_forward_train(View<const bf16> x, const float* gamma, const float* beta,
+                             ops::BatchNormParams p, float* running_mean, float* running_var,
+                             float* save_mean, float* save_invstd, View<bf16> y) {
+  forward_train(x, gamma, beta, p, running_mean, running_var, save_mean, save_invstd, y);
 }
 
 void batchnorm_backward_train(View<const float> x, View<const float> dy, const float* gamma,
                               const float* save_mean, const float* save_invstd, View<float> dx,
                               float* dgamma, float* dbeta) {
-  backward_train(x, PlainGradient{dy}, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+  backward_train(x, PlainGradient<float>{dy}, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+}
+void batchnorm_backward_train(View<const bf16> x, View<const bf16> dy, const float* gamma,
+                              const float* save_mean, const float* save_invstd, View<bf16> dx,
+                              float* dgamma, float* dbeta) {
+  backward_train(x, PlainGradient<bf16>{dy}, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
 }
 
 void batchnorm_forward_eval(View<const float> x, const float* gamma, const float* beta,
                             const float* running_mean, const float* running_var,
                             ops::BatchNormParams p, View<float> y) {
-  const DeviceBuffer invstd = running_inverse_std(running_var, x.shape.c, p.eps, x.device);
-  batchnorm_apply(x, running_mean, invstd.as<float>(), gamma, beta, y);
+  forward_eval(x, gamma, beta, running_mean, running_var, p, y);
+}
+void batchnorm_forward_eval(View<const bf16> x, const float* gamma, const float* beta,
+                            const float* running_mean, const float* running_var,
+                            ops::BatchNormParams p, View<bf16> y) {
+  forward_eval(x, gamma, beta, running_mean, running_var, p, y);
 }
 
 void batchnorm_backward_eval(View<const float> x, View<const float> dy, const float* gamma,
                              const float* running_mean, const float* running_var,
                              ops::BatchNormParams p, View<float> dx, float* dgamma, float* dbeta) {
-  if (x.shape.c == 0) return;
-  const DeviceBuffer invstd = running_inverse_std(running_var, x.shape.c, p.eps, x.device);
-  backward_eval(x, PlainGradient{dy}, gamma, running_mean, invstd.as<float>(), dx, dgamma, dbeta);
+  plain_backward_eval(x, dy, gamma, running_mean, running_var, p, dx, dgamma, dbeta);
+}
+void batchnorm_backward_eval(View<const bf16> x, View<const bf16> dy, const float* gamma,
+                             const float* running_mean, const float* running_var,
+                             ops::BatchNormParams p, View<bf16> dx, float* dgamma, float* dbeta) {
+  plain_backward_eval(x, dy, gamma, running_mean, running_var, p, dx, dgamma, dbeta);
 }
 
 }  // namespace bareyolo::cuda

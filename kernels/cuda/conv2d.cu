@@ -1,5 +1,5 @@
-// kernels/cuda/conv2d.cu — the CUDA convolution ops: each call goes to the path conv_path()
-// names, cuDNN by default, im2col + cuBLAS with BAREYOLO_CONV=gemm (conv2d_paths.h).
+// kernels/cuda/conv2d.cu — the CUDA convolution ops, float and bf16: each call goes to the path
+// conv_path() names, cuDNN by default, im2col + cuBLAS with BAREYOLO_CONV=gemm (conv2d_paths.h).
 #include <atomic>
 #include <cstdlib>
 #include <stdexcept>
@@ -61,31 +61,60 @@ void conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv
   cudnn_conv2d_backward_weight(x, dy, p, dweight, dbias);
 }
 
-// The bf16 convolutions: cuDNN on bf16 copies; the gemm path (kept to compare against) runs
-// their definition, the float convolution with its result rounded as ops.h says.
-void conv2d_forward_bf16(View<const float> x, View<const float> weight, const float* bias,
-                         ops::Conv2dParams p, View<float> y) {
-  if (conv_path() == ConvPath::cudnn) return cudnn_conv2d_forward_bf16(x, weight, bias, p, y);
-  gemm_conv2d_forward(x, weight, bias, p, y);
-  round_to_bf16_in_place(y);
+// ---- bf16 storage (mixed precision): cuDNN on the tensor cores, or the gemm path (kept to
+// compare against) running the definition of ops.h on float copies, as the CPU does.
+
+namespace {
+
+// A dense float copy of a bf16 view in device memory from the caching allocator, or zeros for a
+// result; store() rounds it into a bf16 view (kernels/cpu/widened.h's twin on the GPU).
+class DeviceWidened {
+ public:
+  explicit DeviceWidened(View<const bf16> values) : DeviceWidened(values.shape, values.device) {
+    convert_from_bf16(values, view_);
+  }
+  DeviceWidened(const Shape4& shape, const Device& device)
+      : buffer_(size_t(shape.numel()) * sizeof(float), device.index),
+        view_(dense_view(buffer_.as<float>(), shape, device)) {
+    fill_bytes(view_.data, 0, buffer_.bytes(), device.index);
+  }
+  operator View<float>() const { return view_; }
+  operator View<const float>() const { return view_; }
+  void store(View<bf16> to) const { convert_to_bf16(view_, to); }
+
+ private:
+  DeviceBuffer buffer_;
+  View<float> view_;
+};
+
+}  // namespace
+
+void conv2d_forward(View<const bf16> x, View<const bf16> weight, const float* bias,
+                    ops::Conv2dParams p, View<bf16> y, float* moments_mean, float* moments_m2) {
+  if (conv_path() == ConvPath::cudnn) {
+    cudnn_conv2d_forward(x, weight, bias, p, y);
+  } else {
+    const DeviceWidened out(y.shape, y.device);
+    gemm_conv2d_forward(DeviceWidened(x), DeviceWidened(weight), bias, p, out);
+    out.store(y);
+  }
+  if (moments_mean) batchnorm_moments(View<const bf16>(y), moments_mean, moments_m2);
 }
 
-void conv2d_backward_data_bf16(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
-                               View<float> dx) {
-  if (conv_path() == ConvPath::cudnn) return cudnn_conv2d_backward_data_bf16(dy, weight, p, dx);
-  gemm_conv2d_backward_data(dy, weight, p, dx);
-  round_to_bf16_in_place(dx);
+void conv2d_backward_data(View<const bf16> dy, View<const bf16> weight, ops::Conv2dParams p,
+                          View<bf16> dx) {
+  if (conv_path() == ConvPath::cudnn) return cudnn_conv2d_backward_data(dy, weight, p, dx);
+  const DeviceWidened dx_float(dx);
+  gemm_conv2d_backward_data(DeviceWidened(dy), DeviceWidened(weight), p, dx_float);
+  dx_float.store(dx);
 }
 
-void conv2d_backward_weight_bf16(View<const float> x, View<const float> dy, ops::Conv2dParams p,
-                                 View<float> dweight, float* dbias) {
-  if (conv_path() == ConvPath::cudnn)
-    return cudnn_conv2d_backward_weight_bf16(x, dy, p, dweight, dbias);
-  // The product alone, rounded, then added: a scratch of the weight's size.
-  DeviceBuffer scratch(size_t(dweight.shape.numel()) * sizeof(float), dweight.device.index);
-  const View<float> product = dense_view(scratch.as<float>(), dweight.shape, dweight.device);
-  fill_bytes(product.data, 0, scratch.bytes(), dweight.device.index);
-  gemm_conv2d_backward_weight(x, dy, p, product, dbias);
+void conv2d_backward_weight(View<const bf16> x, View<const bf16> dy, ops::Conv2dParams p,
+                            View<float> dweight, float* dbias) {
+  if (conv_path() == ConvPath::cudnn) return cudnn_conv2d_backward_weight(x, dy, p, dweight, dbias);
+  // The product alone, rounded, then added to the float dweight.
+  const DeviceWidened product(dweight.shape, dweight.device);
+  gemm_conv2d_backward_weight(DeviceWidened(x), DeviceWidened(dy), p, product, dbias);
   round_to_bf16_in_place(product);
   add_forward(dweight, product, dweight);
 }

@@ -16,7 +16,6 @@
 // no atomics, the same bits every run.
 #include <algorithm>
 
-#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/conv2d_paths.h"
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/check.h"
@@ -98,20 +97,6 @@ __global__ void __launch_bounds__(kThreads) fill_bias_kernel(const float* bias, 
     const int64_t n = index / per_image, within = index % per_image;
     y.image(n)[within] = bias[within / plane];
   }
-}
-
-// dbias[o] += sum over images and positions of dy[n][o][p]; one block per channel, in double
-// (a channel sums batch * HW values, as the CPU does), combined as a fixed tree.
-__global__ void __launch_bounds__(kReduceThreads)
-    bias_gradient_kernel(View<const float> dy, float* dbias) {
-  const int64_t o = blockIdx.x, plane = dy.shape.plane();
-  double sum = 0.0;
-  for (int64_t n = 0; n < dy.shape.n; ++n) {
-    const float* row = dy.channel(n, o);
-    for (int64_t p = threadIdx.x; p < plane; p += kReduceThreads) sum += row[p];
-  }
-  sum = block_reduce(sum, Plus{});
-  if (threadIdx.x == 0) dbias[o] += static_cast<float>(sum);
 }
 
 }  // namespace
@@ -209,10 +194,7 @@ void gemm_conv2d_backward_weight(View<const float> x, View<const float> dy, ops:
                                         k));
     }
   }
-  if (dbias) {
-    bias_gradient_kernel<<<unsigned(c_out), kReduceThreads, 0, stream>>>(dy, dbias);
-    BAREYOLO_CUDA_CHECK(cudaGetLastError());
-  }
+  if (dbias) add_bias_gradient(dy, dbias);
 }
 
 }  // namespace bareyolo::cuda

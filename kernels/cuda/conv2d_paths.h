@@ -1,8 +1,9 @@
 // kernels/cuda/conv2d_paths.h — the two CUDA convolution implementations behind the ops of
-// cuda_ops.h (conv2d.cu picks one per call): cuDNN (cudnn_conv.cpp) and im2col + cuBLAS SGEMM
-// (conv2d_gemm.cu). Both take the ops' arguments after kernels/cpu/conv2d.cpp has checked the
-// shapes, and follow the ops' conventions (forward overwrites y; backward adds into dx, dW,
-// dbias).
+// cuda_ops.h (conv2d.cu picks one per call): cuDNN (cudnn_conv.cpp; float, and bf16 on the
+// tensor cores) and im2col + cuBLAS SGEMM (conv2d_gemm.cu; float, which conv2d.cu runs on float
+// copies for bf16), and the bias both use (conv2d_bias.cu). They take the ops' arguments after
+// kernels/cpu/conv2d.cpp has checked the shapes, and follow the ops' conventions (forward
+// overwrites y; backward adds into dx, dW, dbias).
 #pragma once
 
 #include <climits>
@@ -10,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/bf16.h"
 #include "kernels/ops.h"
 #include "kernels/view.h"
 
@@ -63,13 +65,14 @@ void cudnn_conv2d_backward_data(View<const float> dy, View<const float> weight, 
 void cudnn_conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,
                                   View<float> dweight, float* dbias);
 
-// The bf16 convolutions of ops.h on cuDNN (bf16 copies of the float views).
-void cudnn_conv2d_forward_bf16(View<const float> x, View<const float> weight, const float* bias,
-                               ops::Conv2dParams p, View<float> y);
-void cudnn_conv2d_backward_data_bf16(View<const float> dy, View<const float> weight,
-                                     ops::Conv2dParams p, View<float> dx);
-void cudnn_conv2d_backward_weight_bf16(View<const float> x, View<const float> dy,
-                                       ops::Conv2dParams p, View<float> dweight, float* dbias);
+// bf16 operands with float accumulation on the tensor cores; bias and weight gradient float
+// (kernels/ops.h).
+void cudnn_conv2d_forward(View<const bf16> x, View<const bf16> weight, const float* bias,
+                          ops::Conv2dParams p, View<bf16> y);
+void cudnn_conv2d_backward_data(View<const bf16> dy, View<const bf16> weight, ops::Conv2dParams p,
+                                View<bf16> dx);
+void cudnn_conv2d_backward_weight(View<const bf16> x, View<const bf16> dy, ops::Conv2dParams p,
+                                  View<float> dweight, float* dbias);
 
 void gemm_conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
                          ops::Conv2dParams p, View<float> y);
@@ -77,5 +80,12 @@ void gemm_conv2d_backward_data(View<const float> dy, View<const float> weight, o
                                View<float> dx);
 void gemm_conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,
                                  View<float> dweight, float* dbias);
+
+// conv2d_bias.cu: y = y + bias per channel (rounded once into y's storage); dbias += the
+// per-channel sums of dy.
+void add_channel_bias(View<float> y, const float* bias);
+void add_channel_bias(View<bf16> y, const float* bias);
+void add_bias_gradient(View<const float> dy, float* dbias);
+void add_bias_gradient(View<const bf16> dy, float* dbias);
 
 }  // namespace bareyolo::cuda

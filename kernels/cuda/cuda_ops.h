@@ -1,4 +1,5 @@
-// kernels/cuda/cuda_ops.h — the ops of kernels/ops.h that have a CUDA kernel, for float.
+// kernels/cuda/cuda_ops.h — the ops of kernels/ops.h that have a CUDA kernel, for float (and for
+// bf16 storage, the activation ops: the end of this file).
 // Same meaning and conventions as there; callers go through kernels/ops.h, which routes
 // views on a GPU here. Kernels run on the device's compute stream (runtime/runtime.h).
 #pragma once
@@ -125,13 +126,67 @@ void clip_to_norm(View<float> x, View<const double> sum_of_squares, double max_n
 void convert_to_bf16(View<const float> x, View<bf16> y);
 void convert_from_bf16(View<const bf16> x, View<float> y);
 void round_to_bf16_in_place(View<float> x);
-// conv2d.cu: the bf16 convolutions of ops.h (cuDNN on bf16 copies; the gemm path runs their
-// float definition)
-void conv2d_forward_bf16(View<const float> x, View<const float> weight, const float* bias,
-                         ops::Conv2dParams p, View<float> y);
-void conv2d_backward_data_bf16(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
-                               View<float> dx);
-void conv2d_backward_weight_bf16(View<const float> x, View<const float> dy, ops::Conv2dParams p,
-                                 View<float> dweight, float* dbias);
+
+// ---- bf16 storage (mixed precision) ---------------------------------------------------
+// The activation ops on bf16 views, every per-channel value float: the same kernels as the
+// float ops above, reading bf16, computing in float and rounding each stored result (ops.h).
+// The convolutions run cuDNN's bf16 tensor-core convolutions with float accumulation; the gemm
+// path runs their definition on float copies.
+void silu_forward(View<const bf16> x, View<bf16> y);
+void silu_backward(View<const bf16> x, View<const bf16> dy, View<bf16> dx);
+void add_forward(View<const bf16> a, View<const bf16> b, View<bf16> y);
+void add_backward(View<const bf16> dy, View<bf16> da, View<bf16> db);
+void upsample_nearest2x_forward(View<const bf16> x, View<bf16> y);
+void upsample_nearest2x_backward(View<const bf16> dy, View<bf16> dx);
+void maxpool2d_forward(View<const bf16> x, ops::Pool2dParams p, View<bf16> y);
+void maxpool2d_backward(View<const bf16> x, View<const bf16> dy, ops::Pool2dParams p,
+                        View<bf16> dx);
+void maxpool2d_chain3_forward(View<const bf16> x, ops::Pool2dParams p, View<bf16> y1, View<bf16> y2,
+                              View<bf16> y3);
+void conv2d_forward(View<const bf16> x, View<const bf16> weight, const float* bias,
+                    ops::Conv2dParams p, View<bf16> y, float* moments_mean, float* moments_m2);
+void conv2d_backward_data(View<const bf16> dy, View<const bf16> weight, ops::Conv2dParams p,
+                          View<bf16> dx);
+void conv2d_backward_weight(View<const bf16> x, View<const bf16> dy, ops::Conv2dParams p,
+                            View<float> dweight, float* dbias);
+void batchnorm_moments(View<const bf16> x, float* mean, float* m2);
+void batchnorm_apply(View<const bf16> x, const float* mean, const float* invstd, const float* gamma,
+                     const float* beta, View<bf16> y);
+void batchnorm_backward_reduce(View<const bf16> x, View<const bf16> dy, const float* mean,
+                               const float* invstd, float* sum_dy, float* sum_dy_xhat);
+void batchnorm_backward_apply(View<const bf16> x, View<const bf16> dy, const float* mean,
+                              const float* invstd, const float* gamma, const float* sum_dy,
+                              const float* sum_dy_xhat, int64_t count, View<bf16> dx);
+void batchnorm_forward_train(View<const bf16> x, const float* gamma, const float* beta,
+                             ops::BatchNormParams p, float* running_mean, float* running_var,
+                             float* save_mean, float* save_invstd, View<bf16> y);
+void batchnorm_backward_train(View<const bf16> x, View<const bf16> dy, const float* gamma,
+                              const float* save_mean, const float* save_invstd, View<bf16> dx,
+                              float* dgamma, float* dbeta);
+void batchnorm_forward_eval(View<const bf16> x, const float* gamma, const float* beta,
+                            const float* running_mean, const float* running_var,
+                            ops::BatchNormParams p, View<bf16> y);
+void batchnorm_backward_eval(View<const bf16> x, View<const bf16> dy, const float* gamma,
+                             const float* running_mean, const float* running_var,
+                             ops::BatchNormParams p, View<bf16> dx, float* dgamma, float* dbeta);
+void batchnorm_train_statistics(View<const bf16> x, ops::BatchNormParams p, float* running_mean,
+                                float* running_var, float* save_mean, float* save_invstd);
+void batchnorm_silu_apply(View<const bf16> x, const float* mean, const float* invstd,
+                          const float* gamma, const float* beta, View<bf16> y);
+void batchnorm_silu_backward_reduce(View<const bf16> x, View<const bf16> dy, const float* mean,
+                                    const float* invstd, const float* gamma, const float* beta,
+                                    float* sum_dy, float* sum_dy_xhat);
+void batchnorm_silu_backward_apply(View<const bf16> x, View<const bf16> dy, const float* mean,
+                                   const float* invstd, const float* gamma, const float* beta,
+                                   const float* sum_dy, const float* sum_dy_xhat, int64_t count,
+                                   View<bf16> dx);
+void batchnorm_silu_backward_train(View<const bf16> x, View<const bf16> dy, const float* gamma,
+                                   const float* beta, const float* save_mean,
+                                   const float* save_invstd, View<bf16> dx, float* dgamma,
+                                   float* dbeta);
+void batchnorm_silu_backward_eval(View<const bf16> x, View<const bf16> dy, const float* gamma,
+                                  const float* beta, const float* running_mean,
+                                  const float* running_var, ops::BatchNormParams p, View<bf16> dx,
+                                  float* dgamma, float* dbeta);
 
 }  // namespace bareyolo::cuda

@@ -24,10 +24,11 @@
 // sometimes missing the fastest algorithm; PyTorch chooses this way too unless cudnn.benchmark
 // is on.
 //
-// bf16 convolutions (mixed precision; ops.h's *_bf16): the float views are converted into
-// dense bf16 copies from the caching allocator, cuDNN convolves those with float accumulation
-// (compute type float, tensor-core math allowed), and the result is widened back; a bias and
-// a bias gradient are applied in float, on the float views, as the definitions say.
+// bf16 convolutions (mixed precision; ops.h): cuDNN convolves the bf16 views themselves with
+// float accumulation (compute type float, tensor-core math allowed) and stores bf16; a forward's
+// bias is then added in float and rounded (conv2d_bias.cu: y = round(round(conv) + bias), within
+// a bf16 step of the definition's round(conv + bias)); the weight gradient's bf16 product is
+// added to the float dweight; the bias gradient sums dy in double (conv2d_bias.cu).
 //
 // (This is cuDNN's legacy convolution API, deprecated in cuDNN 9 in favour of its graph API
 // but complete and supported there; moving to the graph API changes only this file.)
@@ -390,49 +391,39 @@ void backward_weight(View<const T> x, View<const T> dy, ops::Conv2dParams p, Vie
   });
 }
 
-// y += bias per channel; dbias += sum of dy per channel (float views).
-void add_bias(View<float> y, const float* bias) {
-  const TensorDescriptor bias_descriptor({1, y.shape.c, 1, 1}, y.shape.c, "bias");
-  const TensorDescriptor out(y, "y");
-  BAREYOLO_CUDNN_CHECK(cudnnAddTensor(cudnn_handle(y.device.index), &kOne, bias_descriptor.get(),
-                                      bias, &kOne, out.get(), y.data));
-}
-void add_bias_gradient(View<const float> dy, float* dbias) {
-  const TensorDescriptor bias_descriptor({1, dy.shape.c, 1, 1}, dy.shape.c, "dbias");
-  const TensorDescriptor grad(dy, "dy");
-  BAREYOLO_CUDNN_CHECK(cudnnConvolutionBackwardBias(cudnn_handle(dy.device.index), &kOne,
-                                                    grad.get(), dy.data, &kOne,
-                                                    bias_descriptor.get(), dbias));
+// The passes with the bias and the ops' zero-image case, for either storage S.
+template <class S>
+void run_forward(View<const S> x, View<const S> weight, const float* bias, ops::Conv2dParams p,
+                 View<S> y) {
+  if (x.shape.n == 0) return;
+  forward(x, weight, p, y);
+  if (bias) add_channel_bias(y, bias);
 }
 
-// A dense bf16 copy of a float view, in memory from the caching allocator.
-class Bf16Copy {
- public:
-  Bf16Copy(View<const float> from, bool copy_values)
-      : buffer_(size_t(from.shape.numel()) * sizeof(bf16), from.device.index),
-        view_(dense_view(buffer_.as<bf16>(), from.shape, from.device)) {
-    if (copy_values) convert_to_bf16(from, view_);
-  }
-  const View<bf16>& view() const { return view_; }
-
- private:
-  DeviceBuffer buffer_;
-  View<bf16> view_;
-};
+template <class S>
+void run_backward_data(View<const S> dy, View<const S> weight, ops::Conv2dParams p, View<S> dx) {
+  if (dx.shape.n == 0) return;
+  backward_data(dy, weight, p, dx);
+}
 
 }  // namespace
 
 void cudnn_conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
                           ops::Conv2dParams p, View<float> y) {
-  if (x.shape.n == 0) return;
-  forward(x, weight, p, y);
-  if (bias) add_bias(y, bias);
+  run_forward(x, weight, bias, p, y);
+}
+void cudnn_conv2d_forward(View<const bf16> x, View<const bf16> weight, const float* bias,
+                          ops::Conv2dParams p, View<bf16> y) {
+  run_forward(x, weight, bias, p, y);
 }
 
 void cudnn_conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
                                 View<float> dx) {
-  if (dx.shape.n == 0) return;
-  backward_data(dy, weight, p, dx);
+  run_backward_data(dy, weight, p, dx);
+}
+void cudnn_conv2d_backward_data(View<const bf16> dy, View<const bf16> weight, ops::Conv2dParams p,
+                                View<bf16> dx) {
+  run_backward_data(dy, weight, p, dx);  // blended in float, stored bf16
 }
 
 void cudnn_conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,
@@ -442,34 +433,18 @@ void cudnn_conv2d_backward_weight(View<const float> x, View<const float> dy, ops
   if (dbias) add_bias_gradient(dy, dbias);
 }
 
-void cudnn_conv2d_forward_bf16(View<const float> x, View<const float> weight, const float* bias,
-                               ops::Conv2dParams p, View<float> y) {
+// The bf16 product (what the tensor cores give) into a bf16 scratch, then widened and added to
+// the float dweight, as ops.h defines it.
+void cudnn_conv2d_backward_weight(View<const bf16> x, View<const bf16> dy, ops::Conv2dParams p,
+                                  View<float> dweight, float* dbias) {
   if (x.shape.n == 0) return;
-  const Bf16Copy x16(x, true), w16(weight, true), y16(y, false);
-  forward<bf16>(x16.view(), w16.view(), p, y16.view());
-  convert_from_bf16(y16.view(), y);
-  if (!bias) return;
-  add_bias(y, bias);
-  round_to_bf16_in_place(y);
-}
-
-void cudnn_conv2d_backward_data_bf16(View<const float> dy, View<const float> weight,
-                                     ops::Conv2dParams p, View<float> dx) {
-  if (dx.shape.n == 0) return;
-  const Bf16Copy dy16(dy, true), w16(weight, true), dx16(dx, true);
-  backward_data<bf16>(dy16.view(), w16.view(), p, dx16.view());  // blended in float, stored bf16
-  convert_from_bf16(dx16.view(), dx);
-}
-
-void cudnn_conv2d_backward_weight_bf16(View<const float> x, View<const float> dy,
-                                       ops::Conv2dParams p, View<float> dweight, float* dbias) {
-  if (x.shape.n == 0) return;
-  const Bf16Copy x16(x, true), dy16(dy, true), dw16(dweight, false);
-  backward_weight<bf16>(x16.view(), dy16.view(), p, dw16.view(), &kZero);
-  // dweight += the bf16 product: widened into a float scratch, then added.
-  DeviceBuffer wide(size_t(dweight.shape.numel()) * sizeof(float), dweight.device.index);
-  const View<float> product = dense_view(wide.as<float>(), dweight.shape, dweight.device);
-  convert_from_bf16(dw16.view(), product);
+  const int device = dweight.device.index;
+  DeviceBuffer narrow_product(size_t(dweight.shape.numel()) * sizeof(bf16), device);
+  const View<bf16> product16 = dense_view(narrow_product.as<bf16>(), dweight.shape, dweight.device);
+  backward_weight(x, dy, p, product16, &kZero);
+  DeviceBuffer wide_product(size_t(dweight.shape.numel()) * sizeof(float), device);
+  const View<float> product = dense_view(wide_product.as<float>(), dweight.shape, dweight.device);
+  convert_from_bf16(product16, product);
   add_forward(dweight, product, dweight);
   if (dbias) add_bias_gradient(dy, dbias);
 }

@@ -1,91 +1,100 @@
-// kernels/cuda/elementwise.cu — SiLU and add, forward and backward, on the GPU.
+// kernels/cuda/elementwise.cu — SiLU and add, forward and backward, on the GPU, for float and
+// bf16 storage (S): values are widened to float, computed, and each stored result narrowed
+// back (kernels/bf16.h), so the bf16 ops are the float ones stored in bf16 (kernels/ops.h).
 //
-// One grid-stride kernel walks every element of an NCHW view as (image, offset in image), so
-// channel-slice views (batch_stride > c*h*w) work exactly as on the CPU. Each op is a small
-// functor; the math is the CPU reference's (kernels/cpu/elementwise.cpp), with expf rather
-// than __expf so results stay within a few ulps of it.
-#include <algorithm>
-
+// pointwise.cuh's grid-stride kernel walks every element of an NCHW view as (image, offset in
+// image), so channel-slice views (batch_stride > c*h*w) work exactly as on the CPU. Each op is
+// a small functor; the math is the CPU reference's (kernels/cpu/elementwise.cpp), with expf
+// rather than __expf so results stay within a few ulps of it.
+#include "kernels/bf16.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/runtime/check.h"
-#include "kernels/cuda/runtime/runtime.h"
+#include "kernels/cuda/pointwise.cuh"
 
 namespace bareyolo::cuda {
 
 namespace {
 
-template <class Op>
-__global__ void pointwise_kernel(int64_t total, int64_t per_image, Op op) {
-  for (int64_t index = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; index < total;
-       index += int64_t(gridDim.x) * blockDim.x)
-    op(index / per_image, index % per_image);
-}
-
-// Launches `op` over every element of `shape` on `device`'s compute stream.
-template <class Op>
-void launch_pointwise(const Shape4& shape, const Device& device, Op op) {
-  const int64_t total = shape.numel();
-  if (total == 0) return;
-  constexpr int threads = 256;
-  const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 65535);
-  auto stream = static_cast<cudaStream_t>(compute_stream(device.index));
-  pointwise_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(total,
-                                                                          shape.image_numel(), op);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
-}
-
 __device__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+template <class S>
 struct SiluForward {
-  View<const float> x;
-  View<float> y;
+  View<const S> x;
+  View<S> y;
   __device__ void operator()(int64_t n, int64_t i) const {
-    float v = x.image(n)[i];
-    y.image(n)[i] = v * sigmoidf(v);
+    const float v = widen(x.image(n)[i]);
+    y.image(n)[i] = narrow<S>(v * sigmoidf(v));
   }
 };
 
+template <class S>
 struct SiluBackward {
-  View<const float> x, dy;
-  View<float> dx;
+  View<const S> x, dy;
+  View<S> dx;
   __device__ void operator()(int64_t n, int64_t i) const {
-    float v = x.image(n)[i];
-    float s = sigmoidf(v);
-    dx.image(n)[i] += dy.image(n)[i] * s * (1.0f + v * (1.0f - s));
+    const float v = widen(x.image(n)[i]), s = sigmoidf(v);
+    S& grad = dx.image(n)[i];
+    grad = narrow<S>(widen(grad) + widen(dy.image(n)[i]) * s * (1.0f + v * (1.0f - s)));
   }
 };
 
+template <class S>
 struct AddForward {
-  View<const float> a, b;
-  View<float> y;
+  View<const S> a, b;
+  View<S> y;
   __device__ void operator()(int64_t n, int64_t i) const {
-    y.image(n)[i] = a.image(n)[i] + b.image(n)[i];
+    y.image(n)[i] = narrow<S>(widen(a.image(n)[i]) + widen(b.image(n)[i]));
   }
 };
 
+template <class S>
 struct AddBackward {
-  View<const float> dy;
-  View<float> da, db;
+  View<const S> dy;
+  View<S> da, db;
   __device__ void operator()(int64_t n, int64_t i) const {
-    float g = dy.image(n)[i];
-    da.image(n)[i] += g;
-    db.image(n)[i] += g;
+    const float g = widen(dy.image(n)[i]);
+    S& grad_a = da.image(n)[i];
+    S& grad_b = db.image(n)[i];
+    grad_a = narrow<S>(widen(grad_a) + g);
+    grad_b = narrow<S>(widen(grad_b) + g);
   }
 };
+
+template <class S>
+void run_silu_forward(View<const S> x, View<S> y) {
+  launch_pointwise(x.shape, x.device, all_dense(x, y), SiluForward<S>{x, y});
+}
+template <class S>
+void run_silu_backward(View<const S> x, View<const S> dy, View<S> dx) {
+  launch_pointwise(x.shape, x.device, all_dense(x, dy, dx), SiluBackward<S>{x, dy, dx});
+}
+template <class S>
+void run_add_forward(View<const S> a, View<const S> b, View<S> y) {
+  launch_pointwise(a.shape, a.device, all_dense(a, b, y), AddForward<S>{a, b, y});
+}
+template <class S>
+void run_add_backward(View<const S> dy, View<S> da, View<S> db) {
+  launch_pointwise(dy.shape, dy.device, all_dense(dy, da, db), AddBackward<S>{dy, da, db});
+}
 
 }  // namespace
 
-void silu_forward(View<const float> x, View<float> y) {
-  launch_pointwise(x.shape, x.device, SiluForward{x, y});
-}
+void silu_forward(View<const float> x, View<float> y) { run_silu_forward(x, y); }
+void silu_forward(View<const bf16> x, View<bf16> y) { run_silu_forward(x, y); }
 void silu_backward(View<const float> x, View<const float> dy, View<float> dx) {
-  launch_pointwise(x.shape, x.device, SiluBackward{x, dy, dx});
+  run_silu_backward(x, dy, dx);
+}
+void silu_backward(View<const bf16> x, View<const bf16> dy, View<bf16> dx) {
+  run_silu_backward(x, dy, dx);
 }
 void add_forward(View<const float> a, View<const float> b, View<float> y) {
-  launch_pointwise(a.shape, a.device, AddForward{a, b, y});
+  run_add_forward(a, b, y);
 }
+void add_forward(View<const bf16> a, View<const bf16> b, View<bf16> y) { run_add_forward(a, b, y); }
 void add_backward(View<const float> dy, View<float> da, View<float> db) {
-  launch_pointwise(dy.shape, dy.device, AddBackward{dy, da, db});
+  run_add_backward(dy, da, db);
+}
+void add_backward(View<const bf16> dy, View<bf16> da, View<bf16> db) {
+  run_add_backward(dy, da, db);
 }
 
 }  // namespace bareyolo::cuda

@@ -1,5 +1,8 @@
 // kernels/cuda/pool.cu — 2-D max pooling on the GPU: forward (any square window), SPPF's three
 // chained stride-1 pools in one pass, and the backward; same meaning as kernels/cpu/pool.cpp.
+// For float and bf16 storage (S): values are widened to float as they are loaded (shared memory
+// holds floats), so a maximum is exact in either and the backward's sums run in float, each dx
+// rounded once when stored, as the CPU's bf16 definition does.
 //
 // Tiles are 32x32, or the plane itself when it is smaller (SPPF's planes are 20x20 at 640):
 // a tile larger than the plane would spend most of its shared memory on padding.
@@ -27,7 +30,9 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
+#include "kernels/bf16.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
@@ -64,14 +69,25 @@ __device__ TileIndex tile_of_block(const PlaneGeometry& g) {
 }
 
 // Output `stage` views for the chained forward; unused ones are empty.
+template <class S>
 struct ChainOutputs {
-  View<float> y[3];
+  View<S> y[3];
 };
+
+// A value of a read-only plane as float: through the read-only cache for float.
+template <class S>
+__device__ float load_read_only(const S* value) {
+  if constexpr (std::is_same_v<S, float>)
+    return __ldg(value);
+  else
+    return widen(*value);
+}
 
 // `stages` stride-1 pools of radius `pad` over an output tile, in shared memory. The region is
 // side_h x side_w floats with side = tile + 2 * stages * pad; stage s is valid on
 // [s * pad, side - s * pad) in both directions.
-__global__ void pool_chain_kernel(View<const float> x, ChainOutputs outputs, int stages, int pad,
+template <class S>
+__global__ void pool_chain_kernel(View<const S> x, ChainOutputs<S> outputs, int stages, int pad,
                                   PlaneGeometry g) {
   extern __shared__ float shared[];
   const int halo = stages * pad;
@@ -87,10 +103,10 @@ __global__ void pool_chain_kernel(View<const float> x, ChainOutputs outputs, int
     return gy >= 0 && gy < g.height && gx >= 0 && gx < g.width;
   };
 
-  const float* plane = x.channel(t.image, t.channel);
+  const S* plane = x.channel(t.image, t.channel);
   for (int i = thread; i < side_h * side_w; i += threads) {
     const int r = i / side_w, c = i % side_w;
-    values[i] = inside(r, c) ? plane[(origin_y + r) * g.width + origin_x + c] : -INFINITY;
+    values[i] = inside(r, c) ? widen(plane[(origin_y + r) * g.width + origin_x + c]) : -INFINITY;
   }
   __syncthreads();
 
@@ -114,11 +130,12 @@ __global__ void pool_chain_kernel(View<const float> x, ChainOutputs outputs, int
     }
     __syncthreads();
     // The tile itself goes to this stage's output.
-    const View<float>& y = outputs.y[stage - 1];
-    float* out = y.channel(t.image, t.channel);
+    const View<S>& y = outputs.y[stage - 1];
+    S* out = y.channel(t.image, t.channel);
     for (int i = thread; i < g.tile_h * g.tile_w; i += threads) {
       const int r = halo + i / g.tile_w, c = halo + i % g.tile_w;
-      if (inside(r, c)) out[(origin_y + r) * g.width + origin_x + c] = values[r * side_w + c];
+      if (inside(r, c))
+        out[(origin_y + r) * g.width + origin_x + c] = narrow<S>(values[r * side_w + c]);
     }
     // No barrier needed here: the next row pass writes only row_max, and `values` is
     // rewritten only after the barrier that follows it.
@@ -126,7 +143,8 @@ __global__ void pool_chain_kernel(View<const float> x, ChainOutputs outputs, int
 }
 
 // Any window: one thread per output, the clipped window read through the read-only cache.
-__global__ void pool_direct_kernel(View<const float> x, View<float> y, ops::Pool2dParams p,
+template <class S>
+__global__ void pool_direct_kernel(View<const S> x, View<S> y, ops::Pool2dParams p,
                                    PlaneGeometry g) {
   const int64_t per_plane = int64_t(g.out_h) * g.out_w;
   const int64_t total = x.shape.n * g.channels * per_plane;
@@ -136,18 +154,18 @@ __global__ void pool_direct_kernel(View<const float> x, View<float> y, ops::Pool
     const int out = int(index % per_plane);
     const int oh = out / g.out_w, ow = out % g.out_w;
     const int64_t image = plane_index / g.channels, channel = plane_index % g.channels;
-    const float* plane = x.channel(image, channel);
+    const S* plane = x.channel(image, channel);
     const int r0 = max(0, oh * p.stride - p.pad),
               r1 = min(g.height, oh * p.stride - p.pad + p.kernel);
     const int c0 = max(0, ow * p.stride - p.pad),
               c1 = min(g.width, ow * p.stride - p.pad + p.kernel);
-    float best = __ldg(plane + r0 * g.width + c0);
+    float best = load_read_only(plane + r0 * g.width + c0);
     for (int r = r0; r < r1; ++r)
       for (int c = c0; c < c1; ++c) {
-        const float v = __ldg(plane + r * g.width + c);
+        const float v = load_read_only(plane + r * g.width + c);
         if (v > best) best = v;
       }
-    y.channel(image, channel)[out] = best;
+    y.channel(image, channel)[out] = narrow<S>(best);
   }
 }
 
@@ -168,7 +186,8 @@ __host__ __device__ BackwardLayout backward_layout(ops::Pool2dParams p, const Pl
           (outputs_w - 1) * p.stride + p.kernel};
 }
 
-__global__ void pool_backward_kernel(View<const float> x, View<const float> dy, View<float> dx,
+template <class S>
+__global__ void pool_backward_kernel(View<const S> x, View<const S> dy, View<S> dx,
                                      ops::Pool2dParams p, PlaneGeometry g) {
   extern __shared__ float shared[];
   const BackwardLayout layout = backward_layout(p, g);
@@ -196,12 +215,12 @@ __global__ void pool_backward_kernel(View<const float> x, View<const float> dy, 
             c1 = min(g.width, ow1 * p.stride - p.pad + p.kernel);
   const int region_w = c1 - c0;
 
-  const float* plane = x.channel(t.image, t.channel);
+  const S* plane = x.channel(t.image, t.channel);
   for (int i = thread; i < (r1 - r0) * region_w; i += threads)
-    x_region[i] = plane[(r0 + i / region_w) * g.width + c0 + i % region_w];
-  const float* grad_plane = dy.channel(t.image, t.channel);
+    x_region[i] = widen(plane[(r0 + i / region_w) * g.width + c0 + i % region_w]);
+  const S* grad_plane = dy.channel(t.image, t.channel);
   for (int i = thread; i < rows_out * cols_out; i += threads)
-    grad[i] = grad_plane[(oh0 + i / cols_out) * g.out_w + ow0 + i % cols_out];
+    grad[i] = widen(grad_plane[(oh0 + i / cols_out) * g.out_w + ow0 + i % cols_out]);
   __syncthreads();
 
   // Each covering window's first maximum in row-major order, as a row-major index in x's plane.
@@ -227,7 +246,7 @@ __global__ void pool_backward_kernel(View<const float> x, View<const float> dy, 
   __syncthreads();
 
   // Gather: each input element of the tile adds the dy of the windows it is the maximum of.
-  float* grad_in = dx.channel(t.image, t.channel);
+  S* grad_in = dx.channel(t.image, t.channel);
   for (int i = thread; i < g.tile_h * g.tile_w; i += threads) {
     const int h = h0 + i / g.tile_w, w = w0 + i % g.tile_w;
     if (h >= h1 || w >= w1) continue;
@@ -236,13 +255,13 @@ __global__ void pool_backward_kernel(View<const float> x, View<const float> dy, 
     const int last_oh = min(oh1, floor_div(h + p.pad, p.stride));
     const int first_ow = max(ow0, floor_div(w + p.pad - p.kernel, p.stride) + 1);
     const int last_ow = min(ow1, floor_div(w + p.pad, p.stride));
-    float sum = grad_in[me];
+    float sum = widen(grad_in[me]);
     for (int oh = first_oh; oh <= last_oh; ++oh)
       for (int ow = first_ow; ow <= last_ow; ++ow) {
         const int k = (oh - oh0) * cols_out + (ow - ow0);
         if (argmax[k] == me) sum += grad[k];
       }
-    grad_in[me] = sum;
+    grad_in[me] = narrow<S>(sum);
   }
 }
 
@@ -277,7 +296,8 @@ cudaStream_t stream_of(const Device& device) {
   return static_cast<cudaStream_t>(compute_stream(device.index));
 }
 
-void launch_chain(View<const float> x, int pad, const ChainOutputs& outputs, int stages) {
+template <class S>
+void launch_chain(View<const S> x, int pad, const ChainOutputs<S>& outputs, int stages) {
   const PlaneGeometry g = plane_geometry(x.shape, x.shape, x.shape.h, x.shape.w);
   const int halo = stages * pad;
   const size_t bytes = size_t(2) * (g.tile_h + 2 * halo) * (g.tile_w + 2 * halo) * sizeof(float);
@@ -290,13 +310,12 @@ void launch_chain(View<const float> x, int pad, const ChainOutputs& outputs, int
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 
-}  // namespace
-
-void maxpool2d_forward(View<const float> x, ops::Pool2dParams p, View<float> y) {
+template <class S>
+void run_forward(View<const S> x, ops::Pool2dParams p, View<S> y) {
   if (x.shape.numel() == 0) return;
   require_int_planes("maxpool2d_forward", x.shape);
   if (p.stride == 1 && 2 * p.pad + 1 == p.kernel) {
-    launch_chain(x, p.pad, ChainOutputs{{y, {}, {}}}, 1);
+    launch_chain(x, p.pad, ChainOutputs<S>{{y, {}, {}}}, 1);
     return;
   }
   const PlaneGeometry g = plane_geometry(x.shape, y.shape, y.shape.h, y.shape.w);
@@ -307,15 +326,15 @@ void maxpool2d_forward(View<const float> x, ops::Pool2dParams p, View<float> y) 
 }
 
 // Window, shapes and devices are checked by the op (kernels/cpu/pool.cpp).
-void maxpool2d_chain3_forward(View<const float> x, ops::Pool2dParams p, View<float> y1,
-                              View<float> y2, View<float> y3) {
+template <class S>
+void run_chain3_forward(View<const S> x, ops::Pool2dParams p, View<S> y1, View<S> y2, View<S> y3) {
   if (x.shape.numel() == 0) return;
   require_int_planes("maxpool2d_chain3_forward", x.shape);
-  launch_chain(x, p.pad, ChainOutputs{{y1, y2, y3}}, 3);
+  launch_chain(x, p.pad, ChainOutputs<S>{{y1, y2, y3}}, 3);
 }
 
-void maxpool2d_backward(View<const float> x, View<const float> dy, ops::Pool2dParams p,
-                        View<float> dx) {
+template <class S>
+void run_backward(View<const S> x, View<const S> dy, ops::Pool2dParams p, View<S> dx) {
   if (x.shape.numel() == 0 || dy.shape.numel() == 0) return;
   require_int_planes("maxpool2d_backward", x.shape);
   const PlaneGeometry g = plane_geometry(x.shape, dy.shape, x.shape.h, x.shape.w);
@@ -327,6 +346,31 @@ void maxpool2d_backward(View<const float> x, View<const float> dy, ops::Pool2dPa
   pool_backward_kernel<<<tile_grid(g, x.shape.n), dim3(kThreadsX, kThreadsY), layout.bytes(),
                          stream_of(x.device)>>>(x, dy, dx, p, g);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void maxpool2d_forward(View<const float> x, ops::Pool2dParams p, View<float> y) {
+  run_forward(x, p, y);
+}
+void maxpool2d_forward(View<const bf16> x, ops::Pool2dParams p, View<bf16> y) {
+  run_forward(x, p, y);
+}
+void maxpool2d_chain3_forward(View<const float> x, ops::Pool2dParams p, View<float> y1,
+                              View<float> y2, View<float> y3) {
+  run_chain3_forward(x, p, y1, y2, y3);
+}
+void maxpool2d_chain3_forward(View<const bf16> x, ops::Pool2dParams p, View<bf16> y1, View<bf16> y2,
+                              View<bf16> y3) {
+  run_chain3_forward(x, p, y1, y2, y3);
+}
+void maxpool2d_backward(View<const float> x, View<const float> dy, ops::Pool2dParams p,
+                        View<float> dx) {
+  run_backward(x, dy, p, dx);
+}
+void maxpool2d_backward(View<const bf16> x, View<const bf16> dy, ops::Pool2dParams p,
+                        View<bf16> dx) {
+  run_backward(x, dy, p, dx);
 }
 
 }  // namespace bareyolo::cuda

@@ -1,10 +1,12 @@
 // kernels/cuda/upsample.cu — nearest-neighbour x2 upsampling on the GPU, forward and
-// backward; same meaning as kernels/cpu/shape_ops.cpp.
+// backward, for float and bf16 storage (S); same meaning as kernels/cpu/shape_ops.cpp.
 //
 // One thread per INPUT element in both directions: forward reads x once and writes its 2x2
 // block (two pairs of neighbours, so a warp writes two contiguous runs of 64 floats), backward
 // reads the 2x2 block of dy and adds its sum into dx in the CPU's order
-// (dx + (((top-left + top-right) + bottom-left) + bottom-right)), so dx matches bit for bit.
+// (dx + (((top-left + top-right) + bottom-left) + bottom-right)), so dx matches bit for bit
+// (bf16: summed in float, the result rounded once, as the CPU's definition does).
+#include "kernels/bf16.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/pointwise.cuh"
 
@@ -12,16 +14,17 @@ namespace bareyolo::cuda {
 
 namespace {
 
+template <class S>
 struct UpsampleForward {
-  View<const float> x;
-  View<float> y;
+  View<const S> x;
+  View<S> y;
   int64_t width;  // of x
   __device__ void operator()(int64_t n, int64_t i) const {
     // Element i of image n of x is (channel plane p, row r, column c); its block in y starts at
     // row 2r, column 2c of plane p, whose rows are 2 * width long.
     const int64_t row = i / width, column = i % width;  // row counts over all planes
-    const float v = x.image(n)[i];
-    float* top = y.image(n) + (2 * row) * (2 * width) + 2 * column;
+    const S v = x.image(n)[i];                          // a copy: exact in any storage
+    S* top = y.image(n) + (2 * row) * (2 * width) + 2 * column;
     top[0] = v;
     top[1] = v;
     top[2 * width] = v;
@@ -29,31 +32,41 @@ struct UpsampleForward {
   }
 };
 
+template <class S>
 struct UpsampleBackward {
-  View<const float> dy;
-  View<float> dx;
+  View<const S> dy;
+  View<S> dx;
   int64_t width;  // of dx
   __device__ void operator()(int64_t n, int64_t i) const {
     const int64_t row = i / width, column = i % width;
-    const float* top = dy.image(n) + (2 * row) * (2 * width) + 2 * column;
-    const float* bottom = top + 2 * width;
-    dx.image(n)[i] += top[0] + top[1] + bottom[0] + bottom[1];
+    const S* top = dy.image(n) + (2 * row) * (2 * width) + 2 * column;
+    const S* bottom = top + 2 * width;
+    S& grad = dx.image(n)[i];
+    grad = narrow<S>(widen(grad) +
+                     (widen(top[0]) + widen(top[1]) + widen(bottom[0]) + widen(bottom[1])));
   }
 };
-
-}  // namespace
 
 // Rows of consecutive planes follow each other in memory, so "row r of the image" (over all
 // planes, r < c * h) maps to rows 2r and 2r + 1 of the output image: plane p's row k is image
 // row p * h + k, and its output rows 2k, 2k + 1 of plane p are image rows p * 2h + 2k (+1).
 // The same holds across the images of dense views, which then run as one flat range.
 
-void upsample_nearest2x_forward(View<const float> x, View<float> y) {
-  launch_pointwise(x.shape, x.device, all_dense(x, y), UpsampleForward{x, y, x.shape.w});
+template <class S>
+void run_forward(View<const S> x, View<S> y) {
+  launch_pointwise(x.shape, x.device, all_dense(x, y), UpsampleForward<S>{x, y, x.shape.w});
 }
 
-void upsample_nearest2x_backward(View<const float> dy, View<float> dx) {
-  launch_pointwise(dx.shape, dx.device, all_dense(dy, dx), UpsampleBackward{dy, dx, dx.shape.w});
+template <class S>
+void run_backward(View<const S> dy, View<S> dx) {
+  launch_pointwise(dx.shape, dx.device, all_dense(dy, dx), UpsampleBackward<S>{dy, dx, dx.shape.w});
 }
+
+}  // namespace
+
+void upsample_nearest2x_forward(View<const float> x, View<float> y) { run_forward(x, y); }
+void upsample_nearest2x_forward(View<const bf16> x, View<bf16> y) { run_forward(x, y); }
+void upsample_nearest2x_backward(View<const float> dy, View<float> dx) { run_backward(dy, dx); }
+void upsample_nearest2x_backward(View<const bf16> dy, View<bf16> dx) { run_backward(dy, dx); }
 
 }  // namespace bareyolo::cuda

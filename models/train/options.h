@@ -73,10 +73,10 @@ struct TrainOptions {
   // it (kernels/cpu/winograd.h: fewer multiplications, float results that differ in the last
   // bits); false: im2col + GEMM everywhere.
   bool winograd = true;
-  // --amp: bf16 mixed precision (engine/mixed_precision.h) for the model's activations and
-  // gradients: float tensors rounded to bf16 where mixed precision stores bf16, convolutions as
-  // bf16 ops (cuDNN on tensor cores on a GPU). Off by default until the device check has run
-  // it; validation runs the same model, so it too.
+  // --amp: bf16 mixed precision (Graph::set_mixed_precision) for the model's activations and
+  // their gradients, which become bf16 tensors; the ops compute in float (cuDNN's bf16
+  // convolutions on tensor cores on a GPU). Off by default until the device check has run it;
+  // validation runs the same model, so it too.
   bool amp = false;
   // --cache: "ram" or "disk" decodes the images once into a file every rank of the host maps
   // (data/image_cache.h); "": decoded every epoch.

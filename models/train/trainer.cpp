@@ -240,8 +240,8 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
                       std::string("--optimizer ") + optimizer_name(options_.optimizer));
   const bool rank0 = run_.rank == 0;
   if (options_.amp && rank0)
-    log("mixed precision (--amp): activations and gradients stored as bf16 values in fp32 "
-        "tensors, convolutions in bf16 (docs/mixed_precision.md)");
+    log("mixed precision (--amp): activations and their gradients in bf16 tensors, computed in "
+        "fp32; fp32 weights, statistics and loss (docs/mixed_precision.md)");
 
   trace_if_in_window();  // a window from step 0 includes the start-up broadcasts
 

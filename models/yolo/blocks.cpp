@@ -19,7 +19,7 @@ Shape4 with_channels(Shape4 s, int64_t channels) {
 
 // dst += src, elementwise (add_forward may write over one of its inputs).
 void accumulate(const Tensor& src, Tensor& dst) {
-  with_float_type(dst.dtype(), [&]<class T>() {
+  with_activation_type(dst.dtype(), [&]<class T>() {
     ops::add_forward<T>(dst.view<T>(), src.view<T>(), dst.view<T>());
   });
 }
@@ -167,7 +167,7 @@ void SPPF::forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) {
                 output);
   Tensor first = cat_.channels(0, c);
   cv1_->forward(inputs, first, mode);
-  with_float_type(output.dtype(), [&]<class T>() {
+  with_activation_type(output.dtype(), [&]<class T>() {
     // Slice k+1 = slice k pooled once more; one op, so a GPU reads x once for all three.
     ops::maxpool2d_chain3_forward<T>(first.view<T>(), pool_, cat_.channels(c, 2 * c).view<T>(),
                                      cat_.channels(2 * c, 3 * c).view<T>(),
@@ -182,7 +182,7 @@ void SPPF::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor&
   BackwardScratch scratch;
   Tensor grad_cat = scratch.zeros(cat_.shape(), cat_);
   cv2_->backward(std::span(&cat_, 1), Tensor(), grad_output, std::span(&grad_cat, 1));
-  with_float_type(grad_output.dtype(), [&]<class T>() {
+  with_activation_type(grad_output.dtype(), [&]<class T>() {
     // Slice k+1's gradient is complete once the pools reading it are done: walk back.
     for (int64_t k = 3; k-- > 0;)
       ops::maxpool2d_backward<T>(cat_.channels(k * c, (k + 1) * c).view<T>(),

@@ -121,12 +121,12 @@ TEST_CASE(
   CHECK(difference.worst < 1e-3);  // measured 1.3e-4; per-rank BatchNorm instead of SyncBN: 5.0
 }
 
-// Mixed precision's plumbing in a real run: bf16 activations (emulated) and bf16 gradient
-// buckets over the TCP ring, against the same run in fp32 on one rank. The checkpoint keeps
+// Mixed precision's plumbing in a real run: bf16 activations and bf16 gradient buckets over
+// the TCP ring, against the same run in fp32 on one rank. The checkpoint keeps
 // fp32 masters, which bf16 does not hold. Compared over all weights at once: after 10 steps a
 // BatchNorm bias is only its summed gradients (it starts at 0, warmup moves it at lr 0.1), and
 // such a sum of bf16 gradients that nearly cancel differs from the fp32 one by most of its
-// small size (measured: conv weights 0.2-0.5%, BN biases of norm ~0.01 up to 95%).
+// small size (measured: 0.31% over all weights; BN biases of norm ~0.01 up to 175%).
 TEST_CASE("train --amp --grad-dtype bf16: 2 CPU ranks stay near fp32, checkpoints keep fp32") {
   TempDir dir;
   const std::string data = sparse_shapes(dir.path);
@@ -153,7 +153,7 @@ TEST_CASE("train --amp --grad-dtype bf16: 2 CPU ranks stay near fp32, checkpoint
                                           << difference.worst << " at most (" << difference.where
                                           << ")");
   CHECK(difference.compared > 50);
-  CHECK(difference.overall > 3e-4);  // the rounding was on: measured 2.6e-3; fp32 on 2 ranks 2.3e-7
+  CHECK(difference.overall > 3e-4);  // the rounding was on: measured 3.1e-3; fp32 on 2 ranks 2.3e-7
   CHECK(difference.overall < 0.02);
 }
 

@@ -19,6 +19,7 @@ struct ModelCommandOptions {
   std::string cfg, weights, batch, out, hyp, dtype = "bf16";
   int nc = 0;
   uint64_t seed = 0;
+  bool amp = false;
   DeviceOption device;
 } options;
 
@@ -43,6 +44,7 @@ int compute_grads() {
   models::DetectionModel model(models::load_model_config(options.cfg),
                                {.nc = nc, .device = options.device.resolve()});
   models::load_state(weights, model.state(), options.weights);
+  model.graph().set_mixed_precision(options.amp);
   const SafetensorsFile batch = SafetensorsFile::load(options.batch);
   const models::LossHyp hyp =
       options.hyp.empty() ? models::LossHyp{} : models::load_loss_hyp(options.hyp);
@@ -95,6 +97,8 @@ void add_model_commands(CLI::App& app) {
       ->check(cli::kNonNegative);
   grads->add_option("--hyp", options.hyp, "Hyperparameter yaml (default: hyp.scratch-low)")
       ->check(CLI::ExistingFile);
+  grads->add_flag("--amp", options.amp,
+                  "bf16 mixed precision, as train --amp runs it (docs/mixed_precision.md)");
   options.device.add_to(grads);
 
   CLI::App* convert = app.add_subcommand(

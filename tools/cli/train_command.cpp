@@ -197,10 +197,9 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   cmd->add_flag("--amp", t.amp,
-                "bf16 mixed precision: activations and their gradients stored as bf16, weights, "
-                "BatchNorm statistics, loss and optimizer in fp32. For now the tensors stay "
-                "fp32, holding bf16 values; the convolutions are bf16 (cuDNN's tensor cores "
-                "on a GPU)");
+                "bf16 mixed precision: activations and their gradients in bf16 tensors, "
+                "computed in fp32; weights, BatchNorm statistics, loss and optimizer in fp32 "
+                "(cuDNN's bf16 tensor-core convolutions on a GPU)");
   cmd->add_option("--timeout", t.timeout_s, "Seconds any rank waits for the others before failing")
       ->check(cli::kPositive)
       ->capture_default_str();
