@@ -23,8 +23,10 @@ ctest --test-dir build --output-on-failure -j "$jobs"
 if [ "${1:-}" = "--release-only" ]; then exit 0; fi
 
 echo "== ASan+UBSan build (CPU only): fast tests"
+# -O1 with line tables only: the build takes two thirds of -O2 -g's time (6.4 against 9.6 min
+# here, most of CI's), the tests 16 s more, and a report still names the file and line.
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWITH_CUDA=OFF \
-  -DBAREYOLO_SANITIZE=ON > build-asan.log
+  -DBAREYOLO_SANITIZE=ON -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" > build-asan.log
 cmake --build build-asan -j "$jobs" --target unit_tests >> build-asan.log ||
   { tail -n 50 build-asan.log; exit 1; }
 ctest --test-dir build-asan -L fast --output-on-failure -j "$jobs"
