@@ -264,9 +264,7 @@ const std::vector<Tensor>& Graph::forward(const Tensor& input, Mode mode) {
     plan(input, activations, mode);
   input_ = input;
   if (activations != input.dtype()) {  // rounded into the graph's own buffer: the caller's stays
-    if (!bf16_input_.defined() || !(bf16_input_.shape() == input.shape()) ||
-        !(bf16_input_.device() == input.device()))
-      bf16_input_ = Tensor::empty(input.shape(), input.device(), activations);
+    ensure_tensor(bf16_input_, input.shape(), input.device(), activations);
     bf16_input_.convert_from(input);
     input_ = bf16_input_;
   }
@@ -329,8 +327,7 @@ std::vector<StateEntry> Graph::state() {
 }
 
 void Graph::set_mixed_precision(bool on) {
-  mixed_precision_ = on;
-  planned_shape_ = {};  // the next forward plans bf16 (or float) buffers
+  mixed_precision_ = on;  // the next forward plans for its activations' dtype
   bf16_input_ = Tensor();
 }
 

@@ -35,12 +35,16 @@ inline Tensor filled_tensor(Shape4 shape, double value, Device device, DType dty
                      dtype);
 }
 
-// Makes `t` a dense tensor of `shape` like `like` (device, dtype), reallocating only when
-// something changed: modules keep their intermediates across steps without allocating.
+// Makes `t` a dense tensor of `shape` on `device` in `dtype`, reallocating only when something
+// changed: modules keep their intermediates across steps without allocating.
+inline void ensure_tensor(Tensor& t, Shape4 shape, Device device, DType dtype) {
+  if (!t.defined() || !(t.shape() == shape) || !(t.device() == device) || t.dtype() != dtype ||
+      !t.dense())
+    t = Tensor::empty(shape, device, dtype);
+}
+// The same, with the device and dtype of `like`.
 inline void ensure_tensor(Tensor& t, Shape4 shape, const Tensor& like) {
-  if (!t.defined() || !(t.shape() == shape) || !(t.device() == like.device()) ||
-      t.dtype() != like.dtype() || !t.dense())
-    t = Tensor::empty(shape, like.device(), like.dtype());
+  ensure_tensor(t, shape, like.device(), like.dtype());
 }
 
 }  // namespace bareyolo
