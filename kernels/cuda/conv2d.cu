@@ -109,14 +109,22 @@ void conv2d_backward_data(View<const bf16> dy, View<const bf16> weight, ops::Con
   dx_float.store(dx);
 }
 
+// The product alone, rounded to bf16 as a tensor-core convolution stores it (cuDNN's, or the gemm
+// path's float product rounded), then added to the float dweight, as ops.h defines it.
 void conv2d_backward_weight(View<const bf16> x, View<const bf16> dy, ops::Conv2dParams p,
                             View<float> dweight, float* dbias) {
-  if (conv_path() == ConvPath::cudnn) return cudnn_conv2d_backward_weight(x, dy, p, dweight, dbias);
-  // The product alone, rounded, then added to the float dweight.
-  const DeviceWidened product(dweight.shape, dweight.device);
-  gemm_conv2d_backward_weight(DeviceWidened(x), DeviceWidened(dy), p, product, dbias);
-  round_to_bf16_in_place(product);
-  add_forward(dweight, product, dweight);
+  if (x.shape.n == 0) return;
+  DeviceBuffer buffer(size_t(dweight.shape.numel()) * sizeof(bf16), dweight.device.index);
+  const View<bf16> product = dense_view(buffer.as<bf16>(), dweight.shape, dweight.device);
+  if (conv_path() == ConvPath::cudnn) {
+    cudnn_conv2d_weight_product(x, dy, p, product);
+  } else {
+    const DeviceWidened wide(dweight.shape, dweight.device);  // zeros: the gemm path adds into it
+    gemm_conv2d_backward_weight(DeviceWidened(x), DeviceWidened(dy), p, wide, nullptr);
+    wide.store(product);
+  }
+  add_forward(dweight, DeviceWidened(product), dweight);
+  if (dbias) add_bias_gradient(dy, dbias);
 }
 
 }  // namespace bareyolo::cuda

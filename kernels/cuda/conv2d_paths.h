@@ -65,14 +65,15 @@ void cudnn_conv2d_backward_data(View<const float> dy, View<const float> weight, 
 void cudnn_conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,
                                   View<float> dweight, float* dbias);
 
-// bf16 operands with float accumulation on the tensor cores; bias and weight gradient float
-// (kernels/ops.h).
+// bf16 operands with float accumulation on the tensor cores; the bias float (kernels/ops.h).
 void cudnn_conv2d_forward(View<const bf16> x, View<const bf16> weight, const float* bias,
                           ops::Conv2dParams p, View<bf16> y);
 void cudnn_conv2d_backward_data(View<const bf16> dy, View<const bf16> weight, ops::Conv2dParams p,
                                 View<bf16> dx);
-void cudnn_conv2d_backward_weight(View<const bf16> x, View<const bf16> dy, ops::Conv2dParams p,
-                                  View<float> dweight, float* dbias);
+// product = correlate(x, dy), stored in bf16 as the tensor cores give it (overwritten, not
+// added to: conv2d.cu adds it to the float weight gradient, for both paths).
+void cudnn_conv2d_weight_product(View<const bf16> x, View<const bf16> dy, ops::Conv2dParams p,
+                                 View<bf16> product);
 
 void gemm_conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
                          ops::Conv2dParams p, View<float> y);

@@ -27,8 +27,8 @@
 // bf16 convolutions (mixed precision; ops.h): cuDNN convolves the bf16 views themselves with
 // float accumulation (compute type float, tensor-core math allowed) and stores bf16; a forward's
 // bias is then added in float and rounded (conv2d_bias.cu: y = round(round(conv) + bias), within
-// a bf16 step of the definition's round(conv + bias)); the weight gradient's bf16 product is
-// added to the float dweight; the bias gradient sums dy in double (conv2d_bias.cu).
+// a bf16 step of the definition's round(conv + bias)); the weight gradient is the bf16 product
+// alone, which conv2d.cu adds to the float dweight.
 //
 // (This is cuDNN's legacy convolution API, deprecated in cuDNN 9 in favour of its graph API
 // but complete and supported there; moving to the graph API changes only this file.)
@@ -433,20 +433,9 @@ void cudnn_conv2d_backward_weight(View<const float> x, View<const float> dy, ops
   if (dbias) add_bias_gradient(dy, dbias);
 }
 
-// The bf16 product (what the tensor cores give) into a bf16 scratch, then widened and added to
-// the float dweight, as ops.h defines it.
-void cudnn_conv2d_backward_weight(View<const bf16> x, View<const bf16> dy, ops::Conv2dParams p,
-                                  View<float> dweight, float* dbias) {
-  if (x.shape.n == 0) return;
-  const int device = dweight.device.index;
-  DeviceBuffer narrow_product(size_t(dweight.shape.numel()) * sizeof(bf16), device);
-  const View<bf16> product16 = dense_view(narrow_product.as<bf16>(), dweight.shape, dweight.device);
-  backward_weight(x, dy, p, product16, &kZero);
-  DeviceBuffer wide_product(size_t(dweight.shape.numel()) * sizeof(float), device);
-  const View<float> product = dense_view(wide_product.as<float>(), dweight.shape, dweight.device);
-  convert_from_bf16(product16, product);
-  add_forward(dweight, product, dweight);
-  if (dbias) add_bias_gradient(dy, dbias);
+void cudnn_conv2d_weight_product(View<const bf16> x, View<const bf16> dy, ops::Conv2dParams p,
+                                 View<bf16> product) {
+  backward_weight(x, dy, p, product, &kZero);  // beta 0: product =
 }
 
 }  // namespace bareyolo::cuda
