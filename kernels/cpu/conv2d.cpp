@@ -20,14 +20,17 @@
 // GEMM inside then runs on that thread (nested loops run serially), and with a batch of one
 // the GEMM gets the pool itself.
 //
-// backward-weight sums over the images. Where dW is large (the deep layers) the per-image
-// GEMMs are large too and split well over the pool, so the images are added one after
-// another into dW. Where dW is small (at most kMaxPartialWeights: the early layers, whose
-// dW has few columns, e.g. 16 x 108 for the stem) a GEMM is one task, so the batch is cut
-// into at most kMaxWeightGroups groups of consecutive images, each summed by one thread
-// into its own partial dW, and the partials are added into dW in group order. Both ways the
-// grouping and the summation order follow from the shape alone: the bits are the same for
-// any thread count.
+// backward-weight sums over the images. Where dW is large (the deep layers) the GEMMs split
+// well over the pool: the column matrices of a chunk of images (at most kMaxChunkBytes) are
+// written together on the pool, then summed by one gemm_sum, one split of dW over the pool
+// for all the chunk's images. (Image by image, the 10x10 layers' GEMMs are only 100 deep:
+// each image paid a serial im2col and a wait for the pool; at 2 threads that path scaled
+// 1.2-1.6x on yolov5n's deep layers.) Where dW is small (at most kMaxPartialWeights: the
+// early layers, whose dW has few columns, e.g. 16 x 108 for the stem) a GEMM is one task, so
+// the batch is cut into at most kMaxWeightGroups groups of consecutive images, each summed
+// by one thread into its own partial dW, and the partials are added into dW in group order.
+// Both ways the grouping and the summation order follow from the shape alone: the bits are
+// the same for any thread count.
 //
 // Asked for them, forward also gives its output's BatchNorm moments (ops.h): on the GEMM path
 // each image's task takes its channels' planes right after writing them, merged in image order
@@ -101,9 +104,11 @@ void require_both_or_neither(const void* moments_mean, const void* moments_m2) {
     throw std::invalid_argument("conv2d_forward: give both moments outputs or neither");
 }
 
-// The thread_scratch tags of a band's column matrix, of backward-weight's partial sums, of
-// Winograd's transformed filters and their gradient, and of forward's per-image moments.
+// The thread_scratch tags of a band's column matrix, of a chunk of images' column matrices, of
+// backward-weight's partial sums, of Winograd's transformed filters and their gradient, and
+// of forward's per-image moments.
 struct ColumnScratch;
+struct ChunkColumnScratch;
 struct PartialScratch;
 struct WinogradFilterScratch;
 struct PlaneMomentsScratch;
@@ -167,6 +172,53 @@ void sum_over_batch(int64_t batch, int64_t size, AddImages add_images, T* total)
     T sum = partials[e];
     for (int64_t group = 1; group < groups; ++group) sum += partials[group * size + e];
     total[e] += sum;
+  }
+}
+
+// Column matrices written at once by backward weight's large-dW path: the two cores' L2 (on
+// yolov5n's deep layers 2-4 images; 8 MB, all 16, was slower on one thread, the columns
+// then read back from L3).
+constexpr int64_t kMaxChunkBytes = 2 << 20;
+
+// dweight += the batch's dY_i col_i^T with the GEMMs on the pool (the large-dW path, see the
+// header). A 1x1 stride-1 convolution's images are their own column matrices: one gemm_sum
+// over the batch. An image whose column matrix alone is over kMaxChunkBytes goes band by
+// band, a GEMM each.
+template <class T>
+void add_weight_gradient_on_pool(View<const T> x, View<const T> dy, const ConvGeometry& g,
+                                 int64_t c_out, T* dweight) {
+  const int64_t k = g.col_rows(), hw = g.col_cols(), batch = x.shape.n;
+  if (g.image_is_col())
+    return cpu::gemm_sum<T>(batch, false, true, c_out, k, hw, T(1), dy.data, hw, dy.batch_stride,
+                            x.data, hw, x.batch_stride, T(1), dweight, k);
+  const int64_t image_values = k * hw;
+  const int64_t per_chunk =
+      std::min(batch, kMaxChunkBytes / (image_values * static_cast<int64_t>(sizeof(T))));
+  if (per_chunk == 0) {
+    for (int64_t i = 0; i < batch; ++i)
+      for_each_column_band(x.image(i), g, [&](int64_t offset, int64_t cols, const T* col) {
+        cpu::gemm<T>(false, true, c_out, k, cols, T(1), dy.image(i) + offset, hw, col, cols, T(1),
+                     dweight, k);
+      });
+    return;
+  }
+  // The chunk's im2col, a quarter of an image's channels per task (a task per channel cost
+  // more in claiming than it gave on two threads).
+  ConvGeometry one_channel = g;
+  one_channel.channels = 1;
+  const int64_t channel_values = g.kernel_h * g.kernel_w * hw, plane = g.height * g.width;
+  T* cols = cpu::thread_scratch<T, ChunkColumnScratch>(per_chunk * image_values);
+  for (int64_t first = 0; first < batch; first += per_chunk) {
+    const int64_t count = std::min(per_chunk, batch - first);
+    parallel_for(count * g.channels, (g.channels + 3) / 4, [&](int64_t begin, int64_t end) {
+      for (int64_t e = begin; e < end; ++e) {
+        const int64_t i = e / g.channels, c = e % g.channels;
+        cpu::im2col(x.image(first + i) + c * plane, one_channel, 0, g.out_h,
+                    cols + i * image_values + c * channel_values);
+      }
+    });
+    cpu::gemm_sum<T>(count, false, true, c_out, k, hw, T(1), dy.image(first), hw, dy.batch_stride,
+                     cols, hw, image_values, T(1), dweight, k);
   }
 }
 
@@ -278,6 +330,8 @@ void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p,
         },
         du);
     cpu::winograd_add_weight_gradient(du, c_out, c_in, dweight.data);
+  } else if (c_out * k > kMaxPartialWeights) {
+    add_weight_gradient_on_pool(x, dy, g, c_out, dweight.data);
   } else {
     sum_over_batch(
         batch, c_out * k,

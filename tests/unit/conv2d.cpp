@@ -267,6 +267,66 @@ TEST_CASE("conv2d backward gives identical bits on one two and three threads") {
   });
 }
 
+// Backward weight where dW is large (over conv2d.cpp's kMaxPartialWeights = 65536 values: the
+// deep layers), where the images' column matrices are written together and summed by one
+// gemm_sum per chunk of kMaxChunkBytes = 2 MB: a 1x1 (no column matrix, the whole batch one
+// sum), a 3x3 whose images fill one chunk each (three chunks), a 3x3 of several images per
+// chunk with stride 2, and a 3x3 whose one image is over a chunk (band by band). dW starts
+// random (it is added to), x and dy are strided views; checked against the definition in
+// double, float and double, and for the same bits on one, two and three threads.
+TEST_CASE("conv2d backward weight of a large dW matches the definition on every chunking") {
+  ScopedWinogradUse scope(cpu::WinogradUse::kNever);
+  const ConvCase cases[] = {
+      {{3, 128, 5, 4}, 600, 1, 1, {1, 1, 0, 0}, true},
+      {{3, 64, 22, 21}, 128, 3, 3, {1, 1, 1, 1}, false},
+      {{5, 64, 11, 12}, 128, 3, 3, {2, 2, 1, 1}, true},
+      {{2, 64, 32, 31}, 128, 3, 3, {1, 1, 1, 1}, false},
+  };
+  ThreadPool& pool = ThreadPool::global();
+  const int saved_threads = pool.num_threads();
+  for (size_t index = 0; index < std::size(cases); ++index) {
+    const ConvCase& cc = cases[index];
+    CAPTURE(index);
+    REQUIRE(cc.weight().numel() > 65536);
+    // dW = start + sum over (n, r, c) of dy[n][o][r][c] * x at the tap, and dbias likewise.
+    const size_t k = 100 + index;
+    StridedBuffer<double> x = StridedBuffer<double>::seeded(cc.x, x_gap(k), 1000 + k);
+    StridedBuffer<double> dy = StridedBuffer<double>::seeded(cc.y(), x_gap(k) + 2, 1002 + k);
+    Rng rng(1003 + k);
+    random_vector(rng, cc.weight().numel());  // the weight, drawn first by conv2d_gradients
+    std::vector<double> expected = random_vector(rng, cc.weight().numel());
+    const Shape4 ys = cc.y();
+    const auto& p = cc.params;
+    for (int64_t o = 0; o < cc.c_out; ++o)
+      for (int64_t i = 0; i < cc.x.c; ++i)
+        for (int64_t kr = 0; kr < cc.kernel_h; ++kr)
+          for (int64_t kc = 0; kc < cc.kernel_w; ++kc) {
+            double sum = 0;
+            for (int64_t n = 0; n < ys.n; ++n)
+              for (int64_t r = 0; r < ys.h; ++r)
+                for (int64_t c = 0; c < ys.w; ++c) {
+                  const int64_t ir = r * p.stride_h - p.pad_h + kr;
+                  const int64_t ic = c * p.stride_w - p.pad_w + kc;
+                  if (ir >= 0 && ir < cc.x.h && ic >= 0 && ic < cc.x.w)
+                    sum += dy.at(n, o, r, c) * x.at(n, i, ir, ic);
+                }
+            expected[((o * cc.x.c + i) * cc.kernel_h + kr) * cc.kernel_w + kc] += sum;
+          }
+    std::vector<std::vector<double>> float_results;
+    for (int threads : {1, 2, 3}) {
+      pool.resize(threads);
+      float_results.push_back(conv2d_gradients<float>(cc, k)[1]);
+    }
+    pool.resize(saved_threads);
+    // conv2d_gradients makes the same x, dy and starting dW from the same seeds.
+    check_close(conv2d_gradients<double>(cc, k)[1], expected, 1e-12, 1e-12, "double dweight");
+    check_close(float_results[0], expected, 1e-4, 1e-4, "float dweight");
+    for (size_t t = 1; t < float_results.size(); ++t)
+      CHECK_MESSAGE(float_results[t] == float_results[0],
+                    "float dweight differs on " << t + 1 << " threads");
+  }
+}
+
 TEST_CASE("conv2d rejects mismatched shapes and CUDA views") {
   std::vector<float> x(2 * 3 * 5 * 5), w(4 * 3 * 3 * 3), y(2 * 4 * 5 * 5);
   const Shape4 xs{2, 3, 5, 5}, ws{4, 3, 3, 3}, ys{2, 4, 5, 5};

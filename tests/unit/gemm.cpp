@@ -5,6 +5,7 @@
 // is caught). beta == 0 cases start C as NaN, which must never show through.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -204,6 +205,53 @@ TEST_CASE("gemm gives identical bits on one and two threads for a product split 
       check_gemm<float>(rng, gc, 1e-5, 1e-5);
     }
   }
+}
+
+// gemm_sum is defined as gemm called term by term (beta on the first, 1 after): the same bits,
+// on one thread and on two, for the packed kernels (every transposition) and the dot-product
+// path (the last shape, only B transposed), terms that lie apart in memory with NaN between
+// them, and a C that starts as NaN (beta = 0, never read).
+TEST_CASE("gemm_sum gives the bits of gemm called term by term") {
+  ThreadPool& pool = ThreadPool::global();
+  const int saved_threads = pool.num_threads();
+  const int64_t shapes[][3] = {{70, 300, 100}, {9, 33, 17}, {32, 130, 300}};
+  constexpr int64_t kTerms = 5, kTermGap = 3;
+  for (const auto& shape : shapes)
+    for (int trans = 0; trans < 4; ++trans) {
+      const bool trans_a = (trans & 1) != 0, trans_b = (trans & 2) != 0;
+      const int64_t m = shape[0], n = shape[1], k = shape[2];
+      const int64_t a_step = m * k + kTermGap, b_step = k * n + kTermGap;
+      Rng rng(41);
+      std::vector<float> a(static_cast<size_t>(kTerms * a_step), std::nanf(""));
+      std::vector<float> b(static_cast<size_t>(kTerms * b_step), std::nanf(""));
+      for (int64_t t = 0; t < kTerms; ++t) {
+        const std::vector<float> a_t = testing::random_vector<float>(rng, m * k);
+        const std::vector<float> b_t = testing::random_vector<float>(rng, k * n);
+        std::copy(a_t.begin(), a_t.end(), a.begin() + t * a_step);
+        std::copy(b_t.begin(), b_t.end(), b.begin() + t * b_step);
+      }
+      const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
+      for (float beta : {0.0f, 0.5f}) {
+        std::vector<float> start = testing::random_vector<float>(rng, m * n);
+        if (beta == 0.0f) std::fill(start.begin(), start.end(), std::nanf(""));
+        std::vector<float> expected = start;
+        for (int64_t t = 0; t < kTerms; ++t)
+          cpu::gemm<float>(trans_a, trans_b, m, n, k, 0.75f, a.data() + t * a_step, lda,
+                           b.data() + t * b_step, ldb, t == 0 ? beta : 1.0f, expected.data(), n);
+        for (int threads : {1, 2}) {
+          pool.resize(threads);
+          std::vector<float> c = start;
+          cpu::gemm_sum<float>(kTerms, trans_a, trans_b, m, n, k, 0.75f, a.data(), lda, a_step,
+                               b.data(), ldb, b_step, beta, c.data(), n);
+          CAPTURE(threads);
+          CHECK_MESSAGE(std::memcmp(c.data(), expected.data(), c.size() * sizeof(float)) == 0,
+                        "gemm_sum of m=" << m << " n=" << n << " k=" << k << " trans_a=" << trans_a
+                                         << " trans_b=" << trans_b << " beta=" << beta
+                                         << " differs from gemm term by term");
+        }
+        pool.resize(saved_threads);
+      }
+    }
 }
 
 // The SIMD micro-kernels one by one, so that the AVX2 ones are checked on a CPU where gemm

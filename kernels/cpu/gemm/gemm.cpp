@@ -15,6 +15,8 @@
 //        once (times beta for the first depth block, plain after).
 // Packing turns any lda/ldb and any transposition into contiguous, aligned, zero-padded
 // panels, so the micro-kernel has one code path; edge tiles go through a scratch tile.
+// A summed product (gemm_sum) runs the depth blocks of its terms one after another inside the
+// same task, so a term is just more depth blocks.
 //
 // Products with op(A)'s rows and op(B)'s columns both contiguous over k (only B transposed:
 // backward weight, dW += dY col^T) and few rows go through the dot-product path further down
@@ -66,15 +68,18 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t multiple) { return ceil_div(a, multiple) * multiple; }
 
 // Element (r, p) of op(A) (r = row) or of op(B) transposed (r = column): either r or p is the
-// contiguous index of the stored matrix.
+// contiguous index of the stored matrix. A summed product (gemm_sum) has one such matrix per
+// term, `step` elements apart.
 template <class T>
 struct Operand {
   const T* data;
   int64_t ld;
   bool p_contiguous;  // element (r, p) at data[r * ld + p], else at data[p * ld + r]
+  int64_t step = 0;
   const T* at(int64_t r, int64_t p) const {
     return p_contiguous ? data + r * ld + p : data + p * ld + r;
   }
+  Operand term(int64_t t) const { return {data + t * step, ld, p_contiguous, step}; }
 };
 
 // Grow-only scratch, 64-byte aligned so panels can be loaded with aligned vector loads.
@@ -216,49 +221,60 @@ void portable_micro_kernel(int64_t kc, const T* a_panel, const T* b_panel, T alp
           beta == T(0) ? alpha * acc[i][j] : std::fma(beta, c[i * ldc + j], alpha * acc[i][j]);
 }
 
-// One task: C[row0.., col0..] (rows x cols) over all of k.
+// Calls per_block(term, p0, depth, beta_now) for the depth blocks of every term in order:
+// beta applies to the first block, later ones add onto C. That order alone fixes the bits.
+template <class T, class PerBlock>
+void for_each_depth_block(int64_t terms, int64_t k, int64_t depth_step, T beta,
+                          PerBlock per_block) {
+  for (int64_t t = 0; t < terms; ++t)
+    for (int64_t p0 = 0; p0 < k; p0 += depth_step)
+      per_block(t, p0, std::min(depth_step, k - p0), t == 0 && p0 == 0 ? beta : T(1));
+}
+
+// One task: C[row0.., col0..] (rows x cols) over all of k and every term.
 template <class T, int MR, int NR>
 void multiply_block(const MicroKernels<T>& kernels, const Operand<T>& a, const Operand<T>& b,
-                    int64_t k, int64_t depth_step, int64_t row0, int64_t rows, int64_t col0,
-                    int64_t cols, T alpha, T beta, T* c, int64_t ldc) {
+                    int64_t terms, int64_t k, int64_t depth_step, int64_t row0, int64_t rows,
+                    int64_t col0, int64_t cols, T alpha, T beta, T* c, int64_t ldc) {
   T* a_block = tls_a_block.get<T>(round_up(rows, MR) * depth_step);
   T* b_block = tls_b_block.get<T>(round_up(cols, NR) * depth_step);
   alignas(64) T edge_tile[MR * NR];
-  for (int64_t p0 = 0; p0 < k; p0 += depth_step) {
-    int64_t depth = std::min(depth_step, k - p0);
-    T beta_now = p0 == 0 ? beta : T(1);
-    pack_block<T, MR>(a, row0, rows, p0, depth, a_block);
-    pack_block<T, NR>(b, col0, cols, p0, depth, b_block);
-    for (int64_t j = 0; j < cols; j += NR) {
-      int64_t tile_cols = std::min<int64_t>(NR, cols - j);
-      const int64_t kernel_cols = tile_cols <= NR / 2 ? NR / 2 : NR;
-      MicroKernel<T> kernel = tile_cols <= NR / 2 ? kernels.narrow : kernels.full;
-      const T* b_panel = b_block + j * depth;
-      for (int64_t i = 0; i < rows; i += MR) {
-        int64_t tile_rows = std::min<int64_t>(MR, rows - i);
-        const T* a_panel = a_block + i * depth;
-        T* c_tile = c + (row0 + i) * ldc + col0 + j;
-        if (tile_rows == MR && tile_cols == kernel_cols) {
-          kernel(depth, a_panel, b_panel, alpha, beta_now, c_tile, ldc);
-          continue;
-        }
-        // Same arithmetic as the kernel's own store, so edge tiles round like full ones.
-        kernel(depth, a_panel, b_panel, T(1), T(0), edge_tile, NR);
-        for (int64_t r = 0; r < tile_rows; ++r)
-          for (int64_t col = 0; col < tile_cols; ++col) {
-            T product = alpha * edge_tile[r * NR + col];
-            T& out = c_tile[r * ldc + col];
-            out = beta_now == T(0) ? product : std::fma(beta_now, out, product);
+  for_each_depth_block(
+      terms, k, depth_step, beta, [&](int64_t t, int64_t p0, int64_t depth, T beta_now) {
+        pack_block<T, MR>(a.term(t), row0, rows, p0, depth, a_block);
+        pack_block<T, NR>(b.term(t), col0, cols, p0, depth, b_block);
+        for (int64_t j = 0; j < cols; j += NR) {
+          int64_t tile_cols = std::min<int64_t>(NR, cols - j);
+          const int64_t kernel_cols = tile_cols <= NR / 2 ? NR / 2 : NR;
+          MicroKernel<T> kernel = tile_cols <= NR / 2 ? kernels.narrow : kernels.full;
+          const T* b_panel = b_block + j * depth;
+          for (int64_t i = 0; i < rows; i += MR) {
+            int64_t tile_rows = std::min<int64_t>(MR, rows - i);
+            const T* a_panel = a_block + i * depth;
+            T* c_tile = c + (row0 + i) * ldc + col0 + j;
+            if (tile_rows == MR && tile_cols == kernel_cols) {
+              kernel(depth, a_panel, b_panel, alpha, beta_now, c_tile, ldc);
+              continue;
+            }
+            // Same arithmetic as the kernel's own store, so edge tiles round like full ones.
+            kernel(depth, a_panel, b_panel, T(1), T(0), edge_tile, NR);
+            for (int64_t r = 0; r < tile_rows; ++r)
+              for (int64_t col = 0; col < tile_cols; ++col) {
+                T product = alpha * edge_tile[r * NR + col];
+                T& out = c_tile[r * ldc + col];
+                out = beta_now == T(0) ? product : std::fma(beta_now, out, product);
+              }
           }
-      }
-    }
-  }
+        }
+      });
 }
 
 // Runs run_tasks(begin, end) over [0, tasks), on the pool when the product is worth it.
 template <class RunTasks>
-void run_product(int64_t m, int64_t n, int64_t k, int64_t tasks, const RunTasks& run_tasks) {
-  if (2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <
+void run_product(int64_t m, int64_t n, int64_t k, int64_t terms, int64_t tasks,
+                 const RunTasks& run_tasks) {
+  if (2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
+          static_cast<double>(terms) <
       kMinParallelFlops)
     run_tasks(0, tasks);
   else
@@ -267,8 +283,8 @@ void run_product(int64_t m, int64_t n, int64_t k, int64_t tasks, const RunTasks&
 
 // Cuts C into tasks from the shape alone and runs them, on the pool when worth it.
 template <class T, int MR, int NR>
-void multiply(const MicroKernels<T>& kernels, const Operand<T>& a, const Operand<T>& b, int64_t m,
-              int64_t n, int64_t k, T alpha, T beta, T* c, int64_t ldc) {
+void multiply(const MicroKernels<T>& kernels, const Operand<T>& a, const Operand<T>& b,
+              int64_t terms, int64_t m, int64_t n, int64_t k, T alpha, T beta, T* c, int64_t ldc) {
   // Depth blocks of equal length (300 -> 150 + 150, not 256 + 44).
   int64_t depth_step = ceil_div(k, ceil_div(k, kMaxDepth));
   int64_t row_blocks = ceil_div(m, kMaxBlockRows);
@@ -283,11 +299,12 @@ void multiply(const MicroKernels<T>& kernels, const Operand<T>& a, const Operand
   auto run_tasks = [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       int64_t row0 = task % row_blocks * block_rows, col0 = task / row_blocks * block_cols;
-      multiply_block<T, MR, NR>(kernels, a, b, k, depth_step, row0, std::min(block_rows, m - row0),
-                                col0, std::min(block_cols, n - col0), alpha, beta, c, ldc);
+      multiply_block<T, MR, NR>(kernels, a, b, terms, k, depth_step, row0,
+                                std::min(block_rows, m - row0), col0,
+                                std::min(block_cols, n - col0), alpha, beta, c, ldc);
     }
   };
-  run_product(m, n, k, row_blocks * col_blocks, run_tasks);
+  run_product(m, n, k, terms, row_blocks * col_blocks, run_tasks);
 }
 
 // The dot-product path (gemm_kernels.h): op(A)'s rows and op(B)'s columns both contiguous
@@ -311,50 +328,52 @@ constexpr int64_t dot_block_cols(int q) { return 126 / q * q; }
 constexpr int64_t kMaxDotRows = 32;
 constexpr int64_t kMinDotDepth = 256;
 
-// One task: C[row0.., col0..] (rows x cols) over all of k, in R x Q tiles.
+// One task: C[row0.., col0..] (rows x cols) over all of k and every term, in R x Q tiles.
 template <int R, int Q>
-void multiply_dot_block(DotTile tile, const Operand<float>& a, const Operand<float>& b, int64_t k,
-                        int64_t depth_step, int64_t row0, int64_t rows, int64_t col0, int64_t cols,
-                        float alpha, float beta, float* c, int64_t ldc) {
+void multiply_dot_block(DotTile tile, const Operand<float>& all_a, const Operand<float>& all_b,
+                        int64_t terms, int64_t k, int64_t depth_step, int64_t row0, int64_t rows,
+                        int64_t col0, int64_t cols, float alpha, float beta, float* c,
+                        int64_t ldc) {
   alignas(64) float sums[R * Q];
-  for (int64_t p0 = 0; p0 < k; p0 += depth_step) {
-    const int64_t depth = std::min(depth_step, k - p0);
-    const float beta_now = p0 == 0 ? beta : 1.0f;
-    for (int64_t i = 0; i < rows; i += R) {
-      const int64_t tile_rows = std::min<int64_t>(R, rows - i);
-      // Past the edge a tile reads its first row again; those sums are never stored.
-      const float* a_rows[R];
-      for (int r = 0; r < R; ++r) a_rows[r] = a.at(row0 + i + (r < tile_rows ? r : 0), p0);
-      for (int64_t j = 0; j < cols; j += Q) {
-        const int64_t tile_cols = std::min<int64_t>(Q, cols - j);
-        const float* b_rows[Q];
-        for (int q = 0; q < Q; ++q) b_rows[q] = b.at(col0 + j + (q < tile_cols ? q : 0), p0);
-        tile(depth, a_rows, b_rows, sums);
-        // The SIMD kernels' store arithmetic: alpha * sum, plus beta * C unless beta is 0.
-        for (int64_t r = 0; r < tile_rows; ++r)
-          for (int64_t q = 0; q < tile_cols; ++q) {
-            const float product = alpha * sums[r * Q + q];
-            float& out = c[(row0 + i + r) * ldc + col0 + j + q];
-            out = beta_now == 0.0f ? product : std::fma(beta_now, out, product);
+  for_each_depth_block(
+      terms, k, depth_step, beta, [&](int64_t t, int64_t p0, int64_t depth, float beta_now) {
+        const Operand<float> a = all_a.term(t), b = all_b.term(t);
+        for (int64_t i = 0; i < rows; i += R) {
+          const int64_t tile_rows = std::min<int64_t>(R, rows - i);
+          // Past the edge a tile reads its first row again; those sums are never stored.
+          const float* a_rows[R];
+          for (int r = 0; r < R; ++r) a_rows[r] = a.at(row0 + i + (r < tile_rows ? r : 0), p0);
+          for (int64_t j = 0; j < cols; j += Q) {
+            const int64_t tile_cols = std::min<int64_t>(Q, cols - j);
+            const float* b_rows[Q];
+            for (int q = 0; q < Q; ++q) b_rows[q] = b.at(col0 + j + (q < tile_cols ? q : 0), p0);
+            tile(depth, a_rows, b_rows, sums);
+            // The SIMD kernels' store arithmetic: alpha * sum, plus beta * C unless beta is 0.
+            for (int64_t r = 0; r < tile_rows; ++r)
+              for (int64_t q = 0; q < tile_cols; ++q) {
+                const float product = alpha * sums[r * Q + q];
+                float& out = c[(row0 + i + r) * ldc + col0 + j + q];
+                out = beta_now == 0.0f ? product : std::fma(beta_now, out, product);
+              }
           }
-      }
-    }
-  }
+        }
+      });
 }
 
 template <int R, int Q>
-void multiply_dot(DotTile tile, const Operand<float>& a, const Operand<float>& b, int64_t m,
-                  int64_t n, int64_t k, float alpha, float beta, float* c, int64_t ldc) {
+void multiply_dot(DotTile tile, const Operand<float>& a, const Operand<float>& b, int64_t terms,
+                  int64_t m, int64_t n, int64_t k, float alpha, float beta, float* c, int64_t ldc) {
   constexpr int64_t block_cols = dot_block_cols(Q);
   const int64_t depth_step = ceil_div(k, ceil_div(k, kDotDepth));
   const int64_t row_blocks = ceil_div(m, kDotBlockRows);
   const int64_t col_blocks = ceil_div(n, block_cols);
-  run_product(m, n, k, row_blocks * col_blocks, [&](int64_t begin, int64_t end) {
+  run_product(m, n, k, terms, row_blocks * col_blocks, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t row0 = task % row_blocks * kDotBlockRows;
       const int64_t col0 = task / row_blocks * block_cols;
-      multiply_dot_block<R, Q>(tile, a, b, k, depth_step, row0, std::min(kDotBlockRows, m - row0),
-                               col0, std::min(block_cols, n - col0), alpha, beta, c, ldc);
+      multiply_dot_block<R, Q>(tile, a, b, terms, k, depth_step, row0,
+                               std::min(kDotBlockRows, m - row0), col0,
+                               std::min(block_cols, n - col0), alpha, beta, c, ldc);
     }
   });
 }
@@ -375,32 +394,40 @@ bool cpu_has_avx512() {
 }  // namespace gemm_detail
 
 template <class T>
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
-          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+void gemm_sum(int64_t terms, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha,
+              const T* a, int64_t lda, int64_t a_step, const T* b, int64_t ldb, int64_t b_step,
+              T beta, T* c, int64_t ldc) {
   using namespace gemm_detail;
   if (m <= 0 || n <= 0) return;
-  if (k <= 0 || alpha == T(0)) return scale(m, n, beta, c, ldc);
+  if (terms <= 0 || k <= 0 || alpha == T(0)) return scale(m, n, beta, c, ldc);
   // op(A) is read by rows r = i, op(B) by columns r = j.
-  Operand<T> a_rows{a, lda, !trans_a}, b_cols{b, ldb, trans_b};
+  Operand<T> a_rows{a, lda, !trans_a, a_step}, b_cols{b, ldb, trans_b, b_step};
   if constexpr (std::is_same_v<T, float>) {
     const bool dot =
         a_rows.p_contiguous && b_cols.p_contiguous && m <= kMaxDotRows && k >= kMinDotDepth;
     if (cpu_has_avx512() && dot)
-      return multiply_dot<kAvx512DotRows, kAvx512DotCols>(dot_tile_avx512_4x6, a_rows, b_cols, m, n,
-                                                          k, alpha, beta, c, ldc);
+      return multiply_dot<kAvx512DotRows, kAvx512DotCols>(dot_tile_avx512_4x6, a_rows, b_cols,
+                                                          terms, m, n, k, alpha, beta, c, ldc);
     if (cpu_has_avx512())
       return multiply<float, kAvx512Rows, kAvx512Cols>(
-          {micro_kernel_avx512_8x32, micro_kernel_avx512_8x16}, a_rows, b_cols, m, n, k, alpha,
-          beta, c, ldc);
+          {micro_kernel_avx512_8x32, micro_kernel_avx512_8x16}, a_rows, b_cols, terms, m, n, k,
+          alpha, beta, c, ldc);
     if (dot)
-      return multiply_dot<kAvx2DotRows, kAvx2DotCols>(dot_tile_avx2_4x3, a_rows, b_cols, m, n, k,
-                                                      alpha, beta, c, ldc);
+      return multiply_dot<kAvx2DotRows, kAvx2DotCols>(dot_tile_avx2_4x3, a_rows, b_cols, terms, m,
+                                                      n, k, alpha, beta, c, ldc);
     return multiply<float, kAvx2Rows, kAvx2Cols>({micro_kernel_avx2_6x16, micro_kernel_avx2_6x8},
-                                                 a_rows, b_cols, m, n, k, alpha, beta, c, ldc);
+                                                 a_rows, b_cols, terms, m, n, k, alpha, beta, c,
+                                                 ldc);
   } else {
     return multiply<T, 4, 8>({portable_micro_kernel<T, 4, 8, 8>, portable_micro_kernel<T, 4, 8, 4>},
-                             a_rows, b_cols, m, n, k, alpha, beta, c, ldc);
+                             a_rows, b_cols, terms, m, n, k, alpha, beta, c, ldc);
   }
+}
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  gemm_sum<T>(1, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc);
 }
 
 const char* gemm_float_kernels() { return gemm_detail::cpu_has_avx512() ? "avx512" : "avx2"; }
@@ -409,5 +436,11 @@ template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const fl
                           const float*, int64_t, float, float*, int64_t);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
                            const double*, int64_t, double, double*, int64_t);
+template void gemm_sum<float>(int64_t, bool, bool, int64_t, int64_t, int64_t, float, const float*,
+                              int64_t, int64_t, const float*, int64_t, int64_t, float, float*,
+                              int64_t);
+template void gemm_sum<double>(int64_t, bool, bool, int64_t, int64_t, int64_t, double,
+                               const double*, int64_t, int64_t, const double*, int64_t, int64_t,
+                               double, double*, int64_t);
 
 }  // namespace bareyolo::cpu

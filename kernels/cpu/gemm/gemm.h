@@ -19,6 +19,17 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
           int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
 
+// A sum of `terms` products of the same shape into one C:
+//   C = alpha * sum over t < terms of op(A_t) * op(B_t) + beta * C,
+//   A_t at a + t * a_step, B_t at b + t * b_step,
+// the bits of gemm called for each term in order (beta for the first, 1 after), but one split
+// of C over the pool for all of them: backward weight's sum over a batch's images, whose
+// per-image products at low resolution are too short to split well one by one.
+template <class T>
+void gemm_sum(int64_t terms, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha,
+              const T* a, int64_t lda, int64_t a_step, const T* b, int64_t ldb, int64_t b_step,
+              T beta, T* c, int64_t ldc);
+
 // The instruction set of the float kernels gemm runs on this CPU: "avx512" or "avx2". Their
 // order of additions differs, so float results are bit for bit the same only between CPUs
 // that give the same answer here (a test comparing with results written elsewhere asks).
