@@ -42,10 +42,15 @@ void parallel_over_elements(const Shape4& shape, Fn&& fn) {
   });
 }
 
-// fn(image, channel) over every (image, channel) plane of `shape`.
+// fn(image, channel) over every (image, channel) plane of `shape`, in chunks of about
+// kElementGrain elements' worth of planes. (One plane per chunk, a 10x10 map's 2048 planes in
+// a batch of 16 were claimed one by one, each claim an atomic on a cache line both cores
+// write: two threads ran upsampling and max pooling slower than one.)
 template <class Fn>
 void parallel_over_planes(const Shape4& shape, Fn&& fn) {
-  parallel_for(shape.n * shape.c, 1, [&](int64_t first, int64_t last) {
+  const int64_t planes_per_chunk =
+      std::max<int64_t>(1, kElementGrain / std::max<int64_t>(1, shape.plane()));
+  parallel_for(shape.n * shape.c, planes_per_chunk, [&](int64_t first, int64_t last) {
     for (int64_t plane = first; plane < last; ++plane) fn(plane / shape.c, plane % shape.c);
   });
 }

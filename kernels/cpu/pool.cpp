@@ -9,14 +9,15 @@
 // output held from forward to backward for every pooling layer. Forward and backward share
 // the one window search, so they agree on ties.
 //
-// Threads: one task per (image, channel) plane. Windows overlap only inside a plane, so
-// the backward's dx += writes never race.
+// Threads: the (image, channel) planes are split over the pool (cpu::parallel_over_planes).
+// Windows overlap only inside a plane, so the backward's dx += writes never race.
 #include <algorithm>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
+#include "kernels/cpu/loops.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/thread_scratch.h"
 #include "kernels/cpu/widened.h"
@@ -102,17 +103,14 @@ void window_argmaxes(const T* plane, const PoolGeometry& g, Pool2dParams p, int6
 }
 
 // Runs per_window(image, channel, output index in the plane, index of its window's first
-// maximum in x's plane) for every output, one task per (image, channel) plane.
+// maximum in x's plane) for every output, the planes split over the pool.
 template <class T, class PerWindow>
 void for_each_window(View<const T> x, const PoolGeometry& g, Pool2dParams p, PerWindow per_window) {
-  const int64_t channels = x.shape.c, outputs = g.out_h * g.out_w;
-  parallel_for(x.shape.n * channels, 1, [&](int64_t begin, int64_t end) {
+  const int64_t outputs = g.out_h * g.out_w;
+  cpu::parallel_over_planes(x.shape, [&](int64_t image, int64_t channel) {
     int64_t* argmax = cpu::thread_scratch<int64_t, PlaneArgmaxScratch>(outputs);
-    for (int64_t q = begin; q < end; ++q) {
-      const int64_t image = q / channels, channel = q % channels;
-      window_argmaxes(x.channel(image, channel), g, p, argmax);
-      for (int64_t out = 0; out < outputs; ++out) per_window(image, channel, out, argmax[out]);
-    }
+    window_argmaxes(x.channel(image, channel), g, p, argmax);
+    for (int64_t out = 0; out < outputs; ++out) per_window(image, channel, out, argmax[out]);
   });
 }
 
