@@ -182,7 +182,10 @@ void pack_by_rows(const Operand<T>& operand, int64_t r0, int64_t count, int64_t 
           transpose_8x8(first + r * ld + p, ld, out + p * W + r, W);
         }
     }
-    for (int64_t p = 0; p < depth; ++p) {  // what the 8 x 8 blocks left, and the zero rows
+    // What the 8 x 8 blocks left, and the zero rows. Most panels have neither: the loop over
+    // the depth is skipped then (run empty, it cost more than the transposes).
+    if (r_done == W && p_done == depth) continue;
+    for (int64_t p = 0; p < depth; ++p) {
       T* dst = out + p * W;
       for (int64_t r = p < p_done ? r_done : 0; r < valid; ++r) dst[r] = first[r * ld + p];
       for (int64_t r = valid; r < W; ++r) dst[r] = T(0);
