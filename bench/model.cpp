@@ -26,6 +26,7 @@
 
 #include "bench/memory_bandwidth.h"
 #include "engine/shipped_files.h"
+#include "kernels/cpu/cache_sizes.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/winograd.h"
 #include "kernels/op_profile.h"
@@ -172,6 +173,10 @@ int main(int argc, char** argv) {
   std::printf("%s at %dx%d, batch %d, %d threads, Winograd %s: %.3f GFLOP per image forward\n",
               cfg.c_str(), image_size, image_size, batch, threads,
               cpu::winograd_use() == cpu::WinogradUse::kNever ? "off" : "on", gflops);
+  const cpu::CacheSizes& caches = cpu::cache_sizes();
+  std::printf("caches the CPU kernels size their blocks by: L1d %lld KB, L2 %lld KB, L3 %lld MB\n",
+              (long long)(caches.l1d >> 10), (long long)(caches.l2 >> 10),
+              (long long)(caches.l3 >> 20));
 
   const double forward_s = best_time(reps, [&] { model.forward(images, Mode::eval); });
   const double train_s = best_time(reps, [&] {

@@ -10,18 +10,18 @@
 //
 // Bands: the column matrix of a large map is big (the 6x6 stem at 320x320: 108 x 25600
 // floats, 11 MB per image), and writing it out only for the GEMM to read it back from memory
-// cost as much as the GEMM. So an image whose column matrix exceeds kMaxBandBytes is done in
+// cost as much as the GEMM. So an image whose column matrix exceeds max_band_bytes() is done in
 // bands of whole output rows (im2col.h), each band's columns written and consumed while they
 // sit in L2: Y, dY and dcol are cut the same way, as column ranges of width band rows * out_w.
 // (Measured on the stem with build/bench_model: its three passes run about 40% faster in bands
-// than with kMaxBandBytes raised above its column matrix.)
+// than with the band size raised above its column matrix.)
 //
 // Threads: forward and backward-data split the batch over the pool, one image per task; the
 // GEMM inside then runs on that thread (nested loops run serially), and with a batch of one
 // the GEMM gets the pool itself.
 //
 // backward-weight sums over the images. Where dW is large (the deep layers) the GEMMs split
-// well over the pool: the column matrices of a chunk of images (at most kMaxChunkBytes) are
+// well over the pool: the column matrices of a chunk of images (at most max_chunk_bytes()) are
 // written together on the pool, then summed by one gemm_sum, one split of dW over the pool
 // for all the chunk's images. (Image by image, the 10x10 layers' GEMMs are only 100 deep:
 // each image paid a serial im2col and a wait for the pool; at 2 threads that path scaled
@@ -29,8 +29,8 @@
 // early layers, whose dW has few columns, e.g. 16 x 108 for the stem) a GEMM is one task, so
 // the batch is cut into at most kMaxWeightGroups groups of consecutive images, each summed
 // by one thread into its own partial dW, and the partials are added into dW in group order.
-// Both ways the grouping and the summation order follow from the shape alone: the bits are
-// the same for any thread count.
+// Both ways the grouping and the summation order follow from the shape and the band size (from
+// this CPU's L2) alone: the bits are the same for any thread count.
 //
 // Asked for them, forward also gives its output's BatchNorm moments (ops.h): on the GEMM path
 // each image's task takes its channels' planes right after writing them, merged in image order
@@ -48,6 +48,7 @@
 #include <string>
 
 #include "kernels/cpu/batchnorm_channel.h"
+#include "kernels/cpu/cache_sizes.h"
 #include "kernels/cpu/gemm/gemm.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/thread_pool.h"
@@ -113,16 +114,16 @@ struct PartialScratch;
 struct WinogradFilterScratch;
 struct PlaneMomentsScratch;
 
-// Size of a band's column matrix: half of a Zen 4 core's 1 MB L2, the rest left to the GEMM's
-// packed panels.
-constexpr int64_t kMaxBandBytes = 512 * 1024;
+// Size of a band's column matrix: half of a core's L2 (kernels/cpu/cache_sizes.h; 512 KB on
+// the Zen 4 core it was measured on), the rest left to the GEMM's packed panels.
+int64_t max_band_bytes() { return cpu::cache_sizes().l2 / 2; }
 
-// Output rows per band: all of them when the whole column matrix fits kMaxBandBytes, else as
+// Output rows per band: all of them when the whole column matrix fits max_band_bytes(), else as
 // many as fit (at least one). A function of the shape only.
 template <class T>
 int64_t band_rows(const ConvGeometry& g) {
   const int64_t row_bytes = g.col_rows() * g.out_w * static_cast<int64_t>(sizeof(T));
-  return std::clamp<int64_t>(kMaxBandBytes / row_bytes, 1, g.out_h);
+  return std::clamp<int64_t>(max_band_bytes() / row_bytes, 1, g.out_h);
 }
 
 // Calls per_band(oh_begin, oh_end, scratch) for the bands of output rows in order; scratch
@@ -180,14 +181,14 @@ void sum_over_batch(int64_t batch, int64_t size, AddImages add_images, T* total)
   });
 }
 
-// Column matrices written at once by backward weight's large-dW path: the two cores' L2 (on
-// yolov5n's deep layers 2-4 images; 8 MB, all 16, was slower on one thread, the columns
-// then read back from L3).
-constexpr int64_t kMaxChunkBytes = 2 << 20;
+// Column matrices written at once by backward weight's large-dW path: two cores' L2 (with
+// 1 MB ones, 2-4 of yolov5n's deep-layer images; 8 MB, all 16, was slower on one thread, the
+// columns then read back from L3).
+int64_t max_chunk_bytes() { return 2 * cpu::cache_sizes().l2; }
 
 // dweight += the batch's dY_i col_i^T with the GEMMs on the pool (the large-dW path, see the
 // header). A 1x1 stride-1 convolution's images are their own column matrices: one gemm_sum
-// over the batch. An image whose column matrix alone is over kMaxChunkBytes goes band by
+// over the batch. An image whose column matrix alone is over max_chunk_bytes() goes band by
 // band, a GEMM each.
 template <class T>
 void add_weight_gradient_on_pool(View<const T> x, View<const T> dy, const ConvGeometry& g,
@@ -198,7 +199,7 @@ void add_weight_gradient_on_pool(View<const T> x, View<const T> dy, const ConvGe
                             x.data, hw, x.batch_stride, T(1), dweight, k);
   const int64_t image_values = k * hw;
   const int64_t per_chunk =
-      std::min(batch, kMaxChunkBytes / (image_values * static_cast<int64_t>(sizeof(T))));
+      std::min(batch, max_chunk_bytes() / (image_values * static_cast<int64_t>(sizeof(T))));
   if (per_chunk == 0) {
     for (int64_t i = 0; i < batch; ++i)
       for_each_column_band(x.image(i), g, [&](int64_t offset, int64_t cols, const T* col) {

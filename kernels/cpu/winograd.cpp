@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "kernels/cpu/cache_sizes.h"
 #include "kernels/cpu/gemm/gemm.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/thread_scratch.h"
@@ -27,8 +28,9 @@ struct InputTransformScratch;
 struct ProductScratch;
 struct LineScratch;
 
-// Bytes of one band's input transforms (as conv2d.cpp's column bands: half of a 1 MB L2).
-constexpr int64_t kMaxBandBytes = 512 * 1024;
+// Bytes of one band's input transforms (as conv2d.cpp's column bands: half of a core's L2,
+// kernels/cpu/cache_sizes.h).
+int64_t max_band_bytes() { return cache_sizes().l2 / 2; }
 
 struct Tiles {
   int64_t rows, cols;  // 2x2 output tiles per column and per row of the map
@@ -40,7 +42,7 @@ Tiles tiles_of(const ConvGeometry& g) { return {(g.out_h + 1) / 2, (g.out_w + 1)
 template <class T>
 int64_t band_tile_rows(const Tiles& tiles, int64_t channels, int64_t rows) {
   const int64_t row_bytes = 16 * channels * tiles.cols * static_cast<int64_t>(sizeof(T));
-  return std::clamp<int64_t>(kMaxBandBytes / row_bytes, 1, rows);
+  return std::clamp<int64_t>(max_band_bytes() / row_bytes, 1, rows);
 }
 
 // Bands run over the tile rows of a batch (image i's tile row tr is row i * tiles.rows + tr):
