@@ -193,11 +193,13 @@ void ThreadPool::run_chunks(const Job& job) {
   tls_inside_loop = false;
 }
 
+bool ThreadPool::runs_inline() const { return tls_inside_loop || wanted_workers_ == 0; }
+
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   int64_t chunks = (n + grain - 1) / grain;
-  if (tls_inside_loop || wanted_workers_ == 0 || chunks == 1) {
+  if (runs_inline() || chunks == 1) {
     // Same chunk boundaries as the parallel path, so reductions give the same bits.
     for (int64_t begin = 0; begin < n; begin += grain) fn(begin, std::min(n, begin + grain));
     return;

@@ -44,6 +44,10 @@ class ThreadPool {
   // Replaces the workers; must not be called while a loop is running.
   void resize(int num_threads);
 
+  // Whether a parallel_for called now from this thread would run all its chunks on it, one
+  // after another: inside another loop, or with no workers. (A GEMM then cuts fewer tasks.)
+  bool runs_inline() const;
+
   // Calls fn(begin, end) on consecutive chunks of [0, n) of `grain` elements (the last one
   // shorter) and returns when all are done. An exception thrown by fn is rethrown here.
   void parallel_for(int64_t n, int64_t grain, const RangeFn& fn);

@@ -272,16 +272,23 @@ void multiply_block(const MicroKernels<T>& kernels, const Operand<T>& a, const O
       });
 }
 
-// Runs run_tasks(begin, end) over [0, tasks), on the pool when the product is worth it.
+// Whether a product's tasks go to the pool: not when it is too small to pay for waking it,
+// nor when the pool would run them inline anyway (from inside another parallel loop, as a
+// convolution's per-image GEMMs, or with one thread).
+bool runs_on_pool(int64_t m, int64_t n, int64_t k, int64_t terms) {
+  return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
+                 static_cast<double>(terms) >=
+             kMinParallelFlops &&
+         !ThreadPool::global().runs_inline();
+}
+
+// Runs run_tasks(begin, end) over [0, tasks), on the pool or on this thread.
 template <class RunTasks>
-void run_product(int64_t m, int64_t n, int64_t k, int64_t terms, int64_t tasks,
-                 const RunTasks& run_tasks) {
-  if (2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
-          static_cast<double>(terms) <
-      kMinParallelFlops)
-    run_tasks(0, tasks);
-  else
+void run_product(bool on_pool, int64_t tasks, const RunTasks& run_tasks) {
+  if (on_pool)
     parallel_for(tasks, 1, run_tasks);
+  else
+    run_tasks(0, tasks);
 }
 
 // Cuts C into tasks from the shape alone and runs them, on the pool when worth it.
@@ -294,7 +301,9 @@ void multiply(const MicroKernels<T>& kernels, const Operand<T>& a, const Operand
   int64_t block_rows = round_up(ceil_div(m, row_blocks), MR);
   row_blocks = ceil_div(m, block_rows);
   int64_t col_blocks = ceil_div(n, kMaxBlockCols);
-  if (row_blocks * col_blocks < kMinTasks)
+  // Narrower blocks only for the pool's sake: run on this thread, each would pack A again.
+  const bool on_pool = runs_on_pool(m, n, k, terms);
+  if (on_pool && row_blocks * col_blocks < kMinTasks)
     col_blocks = std::max(col_blocks, std::min(ceil_div(kMinTasks, row_blocks), n / kMinBlockCols));
   int64_t block_cols = round_up(ceil_div(n, std::max<int64_t>(1, col_blocks)), NR);
   col_blocks = ceil_div(n, block_cols);
@@ -307,7 +316,7 @@ void multiply(const MicroKernels<T>& kernels, const Operand<T>& a, const Operand
                                 std::min(block_cols, n - col0), alpha, beta, c, ldc);
     }
   };
-  run_product(m, n, k, terms, row_blocks * col_blocks, run_tasks);
+  run_product(on_pool, row_blocks * col_blocks, run_tasks);
 }
 
 // The dot-product path (gemm_kernels.h): op(A)'s rows and op(B)'s columns both contiguous
@@ -370,15 +379,16 @@ void multiply_dot(DotTile tile, const Operand<float>& a, const Operand<float>& b
   const int64_t depth_step = ceil_div(k, ceil_div(k, kDotDepth));
   const int64_t row_blocks = ceil_div(m, kDotBlockRows);
   const int64_t col_blocks = ceil_div(n, block_cols);
-  run_product(m, n, k, terms, row_blocks * col_blocks, [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t row0 = task % row_blocks * kDotBlockRows;
-      const int64_t col0 = task / row_blocks * block_cols;
-      multiply_dot_block<R, Q>(tile, a, b, terms, k, depth_step, row0,
-                               std::min(kDotBlockRows, m - row0), col0,
-                               std::min(block_cols, n - col0), alpha, beta, c, ldc);
-    }
-  });
+  run_product(runs_on_pool(m, n, k, terms), row_blocks * col_blocks,
+              [&](int64_t begin, int64_t end) {
+                for (int64_t task = begin; task < end; ++task) {
+                  const int64_t row0 = task % row_blocks * kDotBlockRows;
+                  const int64_t col0 = task / row_blocks * block_cols;
+                  multiply_dot_block<R, Q>(tile, a, b, terms, k, depth_step, row0,
+                                           std::min(kDotBlockRows, m - row0), col0,
+                                           std::min(block_cols, n - col0), alpha, beta, c, ldc);
+                }
+              });
 }
 
 // C = beta * C, the whole product when k == 0 or alpha == 0 (A and B are then not read).
