@@ -119,7 +119,7 @@ struct PlaneMomentsScratch;
 int64_t max_band_bytes() { return cpu::cache_sizes().l2 / 2; }
 
 // Output rows per band: all of them when the whole column matrix fits max_band_bytes(), else as
-// many as fit (at least one). A function of the shape only.
+// many as fit (at least one). A function of the shape and of this CPU's L2 only.
 template <class T>
 int64_t band_rows(const ConvGeometry& g) {
   const int64_t row_bytes = g.col_rows() * g.out_w * static_cast<int64_t>(sizeof(T));

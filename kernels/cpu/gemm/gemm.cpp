@@ -59,8 +59,9 @@ constexpr int64_t kMaxBlockRows = 256;
 constexpr int64_t kMaxBlockCols = 512;
 // A product smaller than this runs on the calling thread: waking the pool costs more.
 constexpr double kMinParallelFlops = 2e6;
-// Products with fewer tasks than this are cut into narrower n-blocks (never under
-// kMinBlockCols columns), so the 20 x 20 layers split too; a constant, not the pool size.
+// Products with fewer tasks than this that run on the pool are cut into narrower n-blocks
+// (never under kMinBlockCols columns), so the 20 x 20 layers split too; a constant, not the
+// pool size.
 constexpr int64_t kMinTasks = 4;
 constexpr int64_t kMinBlockCols = 96;
 
