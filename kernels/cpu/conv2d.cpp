@@ -148,6 +148,19 @@ void for_each_column_band(const T* image, const ConvGeometry& g, PerBand per_ban
   });
 }
 
+// sum (c_out x col_rows) += dY_i col_i^T for the images [first, last), one after another,
+// each band by band (for_each_column_band), a GEMM per band.
+template <class T>
+void add_weight_gradient_by_bands(View<const T> x, View<const T> dy, const ConvGeometry& g,
+                                  int64_t c_out, int64_t first, int64_t last, T* sum) {
+  const int64_t k = g.col_rows(), hw = g.col_cols();
+  for (int64_t i = first; i < last; ++i)
+    for_each_column_band(x.image(i), g, [&](int64_t offset, int64_t cols, const T* col) {
+      cpu::gemm<T>(false, true, c_out, k, cols, T(1), dy.image(i) + offset, hw, col, cols, T(1),
+                   sum, k);
+    });
+}
+
 // Backward-weight's partial sums, see the header: dW of at most this many values is summed in
 // at most this many groups.
 constexpr int64_t kMaxPartialWeights = 1 << 16;
@@ -200,14 +213,7 @@ void add_weight_gradient_on_pool(View<const T> x, View<const T> dy, const ConvGe
   const int64_t image_values = k * hw;
   const int64_t per_chunk =
       std::min(batch, max_chunk_bytes() / (image_values * static_cast<int64_t>(sizeof(T))));
-  if (per_chunk == 0) {
-    for (int64_t i = 0; i < batch; ++i)
-      for_each_column_band(x.image(i), g, [&](int64_t offset, int64_t cols, const T* col) {
-        cpu::gemm<T>(false, true, c_out, k, cols, T(1), dy.image(i) + offset, hw, col, cols, T(1),
-                     dweight, k);
-      });
-    return;
-  }
+  if (per_chunk == 0) return add_weight_gradient_by_bands(x, dy, g, c_out, 0, batch, dweight);
   // The chunk's im2col, a quarter of an image's channels per task (a task per channel cost
   // more in claiming than it gave on two threads).
   ConvGeometry one_channel = g;
@@ -342,11 +348,7 @@ void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p,
     sum_over_batch(
         batch, c_out * k,
         [&](int64_t first, int64_t last, T* sum) {
-          for (int64_t i = first; i < last; ++i)
-            for_each_column_band(x.image(i), g, [&](int64_t offset, int64_t cols, const T* col) {
-              cpu::gemm<T>(false, true, c_out, k, cols, T(1), dy.image(i) + offset, hw, col, cols,
-                           T(1), sum, k);
-            });
+          add_weight_gradient_by_bands(x, dy, g, c_out, first, last, sum);
         },
         dweight.data);
   }
