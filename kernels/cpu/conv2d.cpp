@@ -10,7 +10,7 @@
 //
 // Bands: the column matrix of a large map is big (the 6x6 stem at 320x320: 108 x 25600
 // floats, 11 MB per image), and writing it out only for the GEMM to read it back from memory
-// cost as much as the GEMM. So an image whose column matrix exceeds max_band_bytes() is done in
+// cost as much as the GEMM. So an image whose column matrix exceeds cpu::l2_band_bytes() is done in
 // bands of whole output rows (im2col.h), each band's columns written and consumed while they
 // sit in L2: Y, dY and dcol are cut the same way, as column ranges of width band rows * out_w.
 // (Measured on the stem with build/bench_model: its three passes run about 40% faster in bands
@@ -114,16 +114,12 @@ struct PartialScratch;
 struct WinogradFilterScratch;
 struct PlaneMomentsScratch;
 
-// Size of a band's column matrix: half of a core's L2 (kernels/cpu/cache_sizes.h; 512 KB on
-// the Zen 4 core it was measured on), the rest left to the GEMM's packed panels.
-int64_t max_band_bytes() { return cpu::cache_sizes().l2 / 2; }
-
-// Output rows per band: all of them when the whole column matrix fits max_band_bytes(), else as
+// Output rows per band: all of them when the whole column matrix fits cpu::l2_band_bytes(), else as
 // many as fit (at least one). A function of the shape and of this CPU's L2 only.
 template <class T>
 int64_t band_rows(const ConvGeometry& g) {
   const int64_t row_bytes = g.col_rows() * g.out_w * static_cast<int64_t>(sizeof(T));
-  return std::clamp<int64_t>(max_band_bytes() / row_bytes, 1, g.out_h);
+  return std::clamp<int64_t>(cpu::l2_band_bytes() / row_bytes, 1, g.out_h);
 }
 
 // Calls per_band(oh_begin, oh_end, scratch) for the bands of output rows in order; scratch

@@ -28,21 +28,17 @@ struct InputTransformScratch;
 struct ProductScratch;
 struct LineScratch;
 
-// Bytes of one band's input transforms (as conv2d.cpp's column bands: half of a core's L2,
-// kernels/cpu/cache_sizes.h).
-int64_t max_band_bytes() { return cache_sizes().l2 / 2; }
-
 struct Tiles {
   int64_t rows, cols;  // 2x2 output tiles per column and per row of the map
 };
 Tiles tiles_of(const ConvGeometry& g) { return {(g.out_h + 1) / 2, (g.out_w + 1) / 2}; }
 
 // Tile rows per band, out of `rows`: as many as keep the band's 16 * channels transforms within
-// the budget.
+// l2_band_bytes() (as conv2d.cpp's column bands).
 template <class T>
 int64_t band_tile_rows(const Tiles& tiles, int64_t channels, int64_t rows) {
   const int64_t row_bytes = 16 * channels * tiles.cols * static_cast<int64_t>(sizeof(T));
-  return std::clamp<int64_t>(max_band_bytes() / row_bytes, 1, rows);
+  return std::clamp<int64_t>(l2_band_bytes() / row_bytes, 1, rows);
 }
 
 // Bands run over the tile rows of a batch (image i's tile row tr is row i * tiles.rows + tr):
