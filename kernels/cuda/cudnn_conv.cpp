@@ -435,7 +435,7 @@ void cudnn_conv2d_backward_weight(View<const float> x, View<const float> dy, ops
 
 void cudnn_conv2d_weight_product(View<const bf16> x, View<const bf16> dy, ops::Conv2dParams p,
                                  View<bf16> product) {
-  backward_weight(x, dy, p, product, &kZero);  // beta 0: product =
+  backward_weight(x, dy, p, product, &kZero);  // beta 0: written over, not added to
 }
 
 }  // namespace bareyolo::cuda
