@@ -269,11 +269,12 @@ TEST_CASE("conv2d backward gives identical bits on one two and three threads") {
 
 // Backward weight where dW is large (over conv2d.cpp's kMaxPartialWeights = 65536 values: the
 // deep layers), where the images' column matrices are written together and summed by one
-// gemm_sum per chunk of kMaxChunkBytes = 2 MB: a 1x1 (no column matrix, the whole batch one
-// sum), a 3x3 whose images fill one chunk each (three chunks), a 3x3 of several images per
-// chunk with stride 2, and a 3x3 whose one image is over a chunk (band by band). dW starts
-// random (it is added to), x and dy are strided views; checked against the definition in
-// double, float and double, and for the same bits on one, two and three threads.
+// gemm_sum per chunk of max_chunk_bytes() (two L2s: the chunkings named here are those of a
+// 1 MB L2, 2 MB chunks; another L2 cuts the same shapes otherwise): a 1x1 (no column matrix,
+// the whole batch one sum), a 3x3 whose images fill one chunk each (three chunks), a 3x3 of
+// several images per chunk with stride 2, and a 3x3 whose one image is over a chunk (band by
+// band). dW starts random (it is added to), x and dy are strided views; checked against the
+// definition in double, float and double, and for the same bits on one, two and three threads.
 TEST_CASE("conv2d backward weight of a large dW matches the definition on every chunking") {
   ScopedWinogradUse scope(cpu::WinogradUse::kNever);
   const ConvCase cases[] = {
