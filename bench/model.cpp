@@ -15,7 +15,8 @@
 // calls, milliseconds and share of the step, GFLOP/s for the convolutions, and the 1 -> 2
 // thread speed-up; "outside ops" is the rest of the step (allocation, copies, the graph);
 // under it, the host's memory bandwidth at 1 and 2 threads (bench/memory_bandwidth.h), the
-// ceiling of the memory-bound ops' speed-up.
+// ceiling of the memory-bound ops' speed-up, and its FMA throughput at 1 and 2 threads
+// (bench/compute_throughput.h), the ceiling of every op's.
 // Last line: RESULT fwd_ms_per_img=<x> train_ms_per_img=<y> gflops_per_s=<z>
 #include <algorithm>
 #include <chrono>
@@ -24,6 +25,7 @@
 #include <random>
 #include <string>
 
+#include "bench/compute_throughput.h"
 #include "bench/memory_bandwidth.h"
 #include "engine/shipped_files.h"
 #include "kernels/cpu/cache_sizes.h"
@@ -209,6 +211,9 @@ int main(int argc, char** argv) {
   const bench::MemoryScaling memory = bench::measure_memory_scaling();
   std::printf("memory bandwidth: %.1f GB/s at 1 thread, %.1f at 2 (%.2fx)\n", memory.one_thread,
               memory.two_threads, memory.ratio());
+  const bench::ComputeScaling compute = bench::measure_compute_scaling();
+  std::printf("FMA throughput: %.1f GFLOP/s at 1 thread, %.1f at 2 (%.2fx)\n", compute.one_thread,
+              compute.two_threads, compute.ratio);
   std::printf("RESULT fwd_ms_per_img=%.3f train_ms_per_img=%.3f gflops_per_s=%.1f\n", fwd_ms,
               train_ms, train_rate);
   return 0;

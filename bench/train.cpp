@@ -32,9 +32,11 @@
 // exists — run last, so that nothing competes with it or with ours.
 // Last line: RESULT ours_img_s=<x> torch_img_s=<plain torch> ratio_vs_torch=<x/t>
 //   yolov5_img_s=<y> ratio_vs_yolov5=<x/y, the median of the rounds' ratios> ddp2_scaling=<s>
-//   threads2_scaling=<s2> memory2_scaling=<m> (a peer's figures are nan without it; m: the
-//   host's memory bandwidth at 2 threads over 1, bench/memory_bandwidth.h, the ceiling of the
-//   step's memory-bound passes).
+//   threads2_scaling=<s2> memory2_scaling=<m> compute2_scaling=<c> (a peer's figures are nan
+//   without it; m: the host's memory bandwidth at 2 threads over 1, bench/memory_bandwidth.h,
+//   the ceiling of the step's memory-bound passes; c: the host's FMA throughput at 2 threads
+//   over 1, bench/compute_throughput.h, measured after every round of the headline and of the
+//   scaling table, the median: the ceiling of both scalings).
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -48,10 +50,11 @@
 #include <thread>
 #include <vector>
 
-#include "bench/loader_rate.h"       // defines: BenchDataset, loader_images_per_second
-#include "bench/memory_bandwidth.h"  // defines: measure_memory_scaling
-#include "bench/python_peer.h"       // defines: find_python_running, find_yolov5
-#include "data/dataset.h"            // defines: read_dataset_yaml, open_split
+#include "bench/compute_throughput.h"  // defines: measure_compute_scaling
+#include "bench/loader_rate.h"         // defines: BenchDataset, loader_images_per_second
+#include "bench/memory_bandwidth.h"    // defines: measure_memory_scaling
+#include "bench/python_peer.h"         // defines: find_python_running, find_yolov5
+#include "data/dataset.h"              // defines: read_dataset_yaml, open_split
 #include "engine/distributed/ddp/data_parallel.h"     // defines: sync_batchnorm
 #include "engine/distributed/ddp/reducer.h"           // defines: Reducer, broadcast_state
 #include "engine/distributed/launch/launcher.h"       // defines: launch_workers, LaunchPlan
@@ -388,11 +391,15 @@ int main(int argc, char** argv) {
     double loss_fraction = 0;
     std::vector<double> headline_rates, one_thread_full_rates, threads2_scalings, yolov5_rates,
         yolov5_ratios;
+    // The host's FMA throughput at 2 threads over 1 after each round, here and in the scaling
+    // table's rounds: what a second core gave at the time.
+    std::vector<double> compute_scalings;
     for (int round = 0; round < options.rounds; ++round) {
       headline_rates.push_back(single_rank_images_per_second(
           setup, options.batch, kHeadlineThreads, round == 0 ? &loss_fraction : nullptr));
       one_thread_full_rates.push_back(single_rank_images_per_second(setup, options.batch, 1));
       threads2_scalings.push_back(headline_rates.back() / one_thread_full_rates.back());
+      compute_scalings.push_back(bench::measure_compute_scaling().ratio);
       if (!yolov5.present()) continue;
       yolov5_rates.push_back(yolov5_images_per_second(options, yolov5));
       yolov5_ratios.push_back(headline_rates.back() / yolov5_rates.back());
@@ -411,6 +418,10 @@ int main(int argc, char** argv) {
         "memory bandwidth: %.1f GB/s at 1 thread, %.1f at 2 (%.2fx): the most a "
         "memory-bound pass can gain from the second thread\n",
         memory.one_thread, memory.two_threads, memory.ratio());
+    std::printf(
+        "FMA throughput at 2 threads over 1 after each round: %s: the most any pass can gain "
+        "from the second thread\n",
+        joined(compute_scalings).c_str());
     print_rate("PyTorch YOLOv5 Model + ComputeLoss, " + std::to_string(kHeadlineThreads) +
                    " threads, " + batch_text,
                yolov5_rate,
@@ -444,6 +455,7 @@ int main(int argc, char** argv) {
         rates[row].push_back(multi_rank_images_per_second(setup, half, rows[row].how));
         scalings[row].push_back(rates[row].back() / one_thread_rates.back());
       }
+      compute_scalings.push_back(bench::measure_compute_scaling().ratio);
     }
     print_rate("1 thread, 1 rank, batch " + std::to_string(half), median(one_thread_rates),
                "median of " + std::to_string(options.rounds) + " rounds");
@@ -452,6 +464,13 @@ int main(int argc, char** argv) {
                  "scaling " + fixed(median(scalings[row])) + "x" + rows[row].note +
                      " (rounds: " + joined(scalings[row]) + ")");
     const double scaling = median(scalings[0]);
+    const double compute2_scaling = median(compute_scalings);
+    std::printf(
+        "FMA throughput at 2 threads over 1, after each round of the table: %s; over the whole "
+        "run: %.2fx (median)\n",
+        joined(std::vector<double>(compute_scalings.end() - options.rounds, compute_scalings.end()))
+            .c_str(),
+        compute2_scaling);
 
     std::string dataset;
     const double loader = loader_images_per_second(options, &dataset);
@@ -473,9 +492,10 @@ int main(int argc, char** argv) {
           describe_load(load_before).c_str());
     std::printf(
         "RESULT ours_img_s=%.2f torch_img_s=%.2f ratio_vs_torch=%.2f yolov5_img_s=%.2f "
-        "ratio_vs_yolov5=%.2f ddp2_scaling=%.2f threads2_scaling=%.2f memory2_scaling=%.2f\n",
+        "ratio_vs_yolov5=%.2f ddp2_scaling=%.2f threads2_scaling=%.2f memory2_scaling=%.2f "
+        "compute2_scaling=%.2f\n",
         ours, torch, ours / torch, yolov5_rate, ratio_vs_yolov5, scaling, threads2_scaling,
-        memory.ratio());
+        memory.ratio(), compute2_scaling);
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bench_train: error: %s\n", error.what());
