@@ -200,6 +200,11 @@ void batchnorm_running_inverse_std(const T* running_var, int64_t channels, doubl
 // to a zeroed dx), dgamma and dbeta still accumulate: their one caller, ConvBnSilu, hands them
 // its own buffer for the convolution's gradient, and writing it saves zeroing it first, a pass
 // over an activation-sized tensor per layer (1.1-1.6% of yolov5n's CPU training step).
+// SyncBatchNorm's two phases share dx as a workspace: reduce may leave in it what apply reads
+// back, so apply must get the dx that reduce got, untouched in between (and the same x, dy and
+// statistics). The CPU leaves dbn there, sparing apply an exp and a division per value (its
+// two phases cost 1.5-1.7x the one-call op when apply computed dbn again, 1.0-1.2x now); a GPU,
+// memory-bound here, computes dbn again, which costs less than storing it and reading it back.
 template <class T>
 void batchnorm_silu_apply(View<const T> x, const ComputeType<T>* mean, const ComputeType<T>* invstd,
                           const ComputeType<T>* gamma, const ComputeType<T>* beta, View<T> y);
@@ -207,7 +212,7 @@ template <class T>
 void batchnorm_silu_backward_reduce(View<const T> x, View<const T> dy, const ComputeType<T>* mean,
                                     const ComputeType<T>* invstd, const ComputeType<T>* gamma,
                                     const ComputeType<T>* beta, ComputeType<T>* sum_dy,
-                                    ComputeType<T>* sum_dy_xhat);
+                                    ComputeType<T>* sum_dy_xhat, View<T> dx);
 template <class T>
 void batchnorm_silu_backward_apply(View<const T> x, View<const T> dy, const ComputeType<T>* mean,
                                    const ComputeType<T>* invstd, const ComputeType<T>* gamma,

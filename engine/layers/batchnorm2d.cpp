@@ -194,7 +194,7 @@ void BatchNorm2d::backward_silu(const Tensor& x, const Tensor& grad_output, Tens
           x,
           [&](P* sum_dy, P* sum_dy_xhat) {
             ops::batchnorm_silu_backward_reduce<T>(xv, dy, mean, invstd, gamma, beta, sum_dy,
-                                                   sum_dy_xhat);
+                                                   sum_dy_xhat, grad_input.view<T>());
           },
           [&](const P* sum_dy, const P* sum_dy_xhat) {
             ops::batchnorm_silu_backward_apply<T>(xv, dy, mean, invstd, gamma, beta, sum_dy,

@@ -46,7 +46,8 @@ class BatchNorm2d : public Module {
   // The backward of forward_silu, fused likewise (ops::batchnorm_silu_backward_*, which
   // normalise x again for SiLU's backward): WRITES dL/dx into grad_input (kernels/ops.h says
   // why) from dL/d(SiLU output); the parameter gradients and SyncBN's all-reduce as in
-  // backward().
+  // backward(). grad_input must not overlap x or grad_output: synced, it is also the two
+  // phases' workspace.
   void backward_silu(const Tensor& x, const Tensor& grad_output, Tensor& grad_input);
 
  private:

@@ -169,12 +169,17 @@ struct BackwardApply {
   void write(const T* xs, const T* dys, T* dxs, int64_t plane) const {
     run<Store::write>(xs, dys, dxs, plane);
   }
+  // dx written over dy: dys_dxs holds dy on entry. (write() with dys == dxs would be right too,
+  // but the compiler's overlap check would send it down its scalar loop.)
+  void write_over_dy(const T* xs, T* dys_dxs, int64_t plane) const {
+    for (int64_t j = 0; j < plane; ++j) dys_dxs[j] = dx(xs[j], dys_dxs[j]);
+  }
 
  private:
+  T dx(T x, T dy) const { return scale * (dy - mean_dy - (x - mean) * invstd * mean_dy_xhat); }
   template <Store kStore>
   void run(const T* xs, const T* dys, T* dxs, int64_t plane) const {
-    for (int64_t j = 0; j < plane; ++j)
-      store<kStore>(dxs[j], scale * (dys[j] - mean_dy - (xs[j] - mean) * invstd * mean_dy_xhat));
+    for (int64_t j = 0; j < plane; ++j) store<kStore>(dxs[j], dx(xs[j], dys[j]));
   }
 };
 

@@ -14,8 +14,10 @@
 //   backward train  dbn of the channel's planes into this thread's buffer (n*h*w values, in
 //                   L2 or L3), its sums, then dx from the same buffer;
 //   backward reduce and apply (SyncBatchNorm's two phases, an all-reduce between them):
-//                   dbn one plane at a time into a plane-sized buffer, computed again in the
-//                   apply phase (one exp per value more, against a whole-tensor buffer);
+//                   reduce writes dbn into dx, the phases' shared workspace (ops.h), and
+//                   takes its sums; apply writes dx over it. (Computing dbn again in apply
+//                   instead, as the GPU does, cost an exp and a division per value: the
+//                   two phases took 1.5-1.7x the one-call op, against 1.0-1.2x now.)
 //   backward eval   like train, with the running statistics.
 // The CUDA kernels (kernels/cuda/batchnorm.cu) do each in one pass without storing bn or dbn,
 // and are tested against these.
@@ -98,16 +100,15 @@ template <class T>
 void batchnorm_silu_backward_reduce(View<const T> x, View<const T> dy, const ComputeType<T>* mean,
                                     const ComputeType<T>* invstd, const ComputeType<T>* gamma,
                                     const ComputeType<T>* beta, ComputeType<T>* sum_dy,
-                                    ComputeType<T>* sum_dy_xhat) {
+                                    ComputeType<T>* sum_dy_xhat, View<T> dx) {
   const Device device = check_fused("batchnorm_silu_backward_reduce", x, dy);
+  cpu::require_same_shape("batchnorm_silu_backward_reduce", x, dx);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_reduce, device, x, dy, mean, invstd, gamma, beta,
-                         sum_dy, sum_dy_xhat);
-  const int64_t plane = x.shape.plane();
+                         sum_dy, sum_dy_xhat, dx);
   for_each_channel(x.shape.c, [&](int64_t c) {
-    T* dbn = cpu::thread_scratch<T, SiluGradientScratch>(plane);
     const Normalize<T> normalize(mean[c], invstd[c], gamma[c], beta[c]);
     const BackwardSums<T> sums = fused_backward_sums(x, dy, c, mean[c], invstd[c], normalize,
-                                                     [dbn](int64_t) { return dbn; });
+                                                     [&](int64_t i) { return dx.channel(i, c); });
     sum_dy[c] = sums.dy;
     sum_dy_xhat[c] = sums.dy_xhat;
   });
@@ -116,20 +117,19 @@ void batchnorm_silu_backward_reduce(View<const T> x, View<const T> dy, const Com
 template <class T>
 void batchnorm_silu_backward_apply(View<const T> x, View<const T> dy, const ComputeType<T>* mean,
                                    const ComputeType<T>* invstd, const ComputeType<T>* gamma,
-                                   const ComputeType<T>* beta, const ComputeType<T>* sum_dy,
-                                   const ComputeType<T>* sum_dy_xhat, int64_t count, View<T> dx) {
+                                   [[maybe_unused]] const ComputeType<T>* beta,
+                                   const ComputeType<T>* sum_dy, const ComputeType<T>* sum_dy_xhat,
+                                   int64_t count, View<T> dx) {
   const Device device = check_fused("batchnorm_silu_backward_apply", x, dy);
   cpu::require_same_shape("batchnorm_silu_backward_apply", x, dx);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_apply, device, x, dy, mean, invstd, gamma, beta,
                          sum_dy, sum_dy_xhat, count, dx);
+  // dx holds dbn, which the reduce phase left there.
   const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
     const BackwardApply<T> apply(gamma[c], invstd[c], mean[c], {sum_dy[c], sum_dy_xhat[c]}, count);
-    const Normalize<T> normalize(mean[c], invstd[c], gamma[c], beta[c]);
-    T* dbn = cpu::thread_scratch<T, SiluGradientScratch>(plane);
     for (int64_t i = 0; i < x.shape.n; ++i)
-      apply.write(x.channel(i, c), silu_gradient_plane(x, dy, normalize, i, c, dbn),
-                  dx.channel(i, c), plane);
+      apply.write_over_dy(x.channel(i, c), dx.channel(i, c), plane);
   });
 }
 
@@ -191,7 +191,7 @@ void batchnorm_silu_backward_eval(View<const T> x, View<const T> dy, const Compu
                                         const ComputeType<T>*, View<T>);                          \
   template void batchnorm_silu_backward_reduce<T>(                                                \
       View<const T>, View<const T>, const ComputeType<T>*, const ComputeType<T>*,                 \
-      const ComputeType<T>*, const ComputeType<T>*, ComputeType<T>*, ComputeType<T>*);            \
+      const ComputeType<T>*, const ComputeType<T>*, ComputeType<T>*, ComputeType<T>*, View<T>);   \
   template void batchnorm_silu_backward_apply<T>(                                                 \
       View<const T>, View<const T>, const ComputeType<T>*, const ComputeType<T>*,                 \
       const ComputeType<T>*, const ComputeType<T>*, const ComputeType<T>*, const ComputeType<T>*, \
@@ -208,6 +208,8 @@ BAREYOLO_INSTANTIATE_BATCHNORM_SILU(double)
 
 // ---- bf16 storage (mixed precision): the float ops on widened copies (kernels/cpu/widened.h);
 // every per-channel value is float. The backward ops write dx, so its float copy starts at zero.
+// SyncBatchNorm's phases cannot leave a float dbn in a bf16 dx: reduce leaves dx alone, and
+// apply runs both float phases (their dbn, the same values, in its float copy of dx).
 
 template <>
 void batchnorm_silu_apply<bf16>(View<const bf16> x, const float* mean, const float* invstd,
@@ -225,12 +227,14 @@ template <>
 void batchnorm_silu_backward_reduce<bf16>(View<const bf16> x, View<const bf16> dy,
                                           const float* mean, const float* invstd,
                                           const float* gamma, const float* beta, float* sum_dy,
-                                          float* sum_dy_xhat) {
+                                          float* sum_dy_xhat, View<bf16> dx) {
   const Device device = check_fused("batchnorm_silu_backward_reduce", x, dy);
+  cpu::require_same_shape("batchnorm_silu_backward_reduce", x, dx);
   BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(batchnorm_silu_backward_reduce, device, x, dy, mean, invstd,
-                                  gamma, beta, sum_dy, sum_dy_xhat);
+                                  gamma, beta, sum_dy, sum_dy_xhat, dx);
+  cpu::Widened dbn(dx.shape);
   batchnorm_silu_backward_reduce<float>(cpu::Widened(x), cpu::Widened(dy), mean, invstd, gamma,
-                                        beta, sum_dy, sum_dy_xhat);
+                                        beta, sum_dy, sum_dy_xhat, dbn);
 }
 
 template <>
@@ -242,9 +246,13 @@ void batchnorm_silu_backward_apply<bf16>(View<const bf16> x, View<const bf16> dy
   cpu::require_same_shape("batchnorm_silu_backward_apply", x, dx);
   BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(batchnorm_silu_backward_apply, device, x, dy, mean, invstd, gamma,
                                   beta, sum_dy, sum_dy_xhat, count, dx);
+  const cpu::Widened x_float(x), dy_float(dy);
   cpu::Widened dx_float(dx.shape);
-  batchnorm_silu_backward_apply<float>(cpu::Widened(x), cpu::Widened(dy), mean, invstd, gamma, beta,
-                                       sum_dy, sum_dy_xhat, count, dx_float);
+  std::vector<float> local_sum_dy(size_t(x.shape.c)), local_sum_dy_xhat(size_t(x.shape.c));
+  batchnorm_silu_backward_reduce<float>(x_float, dy_float, mean, invstd, gamma, beta,
+                                        local_sum_dy.data(), local_sum_dy_xhat.data(), dx_float);
+  batchnorm_silu_backward_apply<float>(x_float, dy_float, mean, invstd, gamma, beta, sum_dy,
+                                       sum_dy_xhat, count, dx_float);
   dx_float.store(dx);
 }
 

@@ -530,12 +530,12 @@ void batchnorm_backward_apply(View<const bf16> x, View<const bf16> dy, const flo
 
 void batchnorm_silu_backward_reduce(View<const float> x, View<const float> dy, const float* mean,
                                     const float* invstd, const float* gamma, const float* beta,
-                                    float* sum_dy, float* sum_dy_xhat) {
+                                    float* sum_dy, float* sum_dy_xhat, View<float>) {
   silu_backward_reduce(x, dy, mean, invstd, gamma, beta, sum_dy, sum_dy_xhat);
 }
 void batchnorm_silu_backward_reduce(View<const bf16> x, View<const bf16> dy, const float* mean,
                                     const float* invstd, const float* gamma, const float* beta,
-                                    float* sum_dy, float* sum_dy_xhat) {
+                                    float* sum_dy, float* sum_dy_xhat, View<bf16>) {
   silu_backward_reduce(x, dy, mean, invstd, gamma, beta, sum_dy, sum_dy_xhat);
 }
 

@@ -67,10 +67,11 @@ void batchnorm_silu_apply(View<const float> x, const float* mean, const float* i
 // The backward of y = silu(bn), bn = batchnorm(x), from dy = dL/dy: each is the BatchNorm
 // backward op of the same name with dL/dbn = silu_backward(bn, dy) computed on the fly, bn
 // normalised again from x with the statistics given (SyncBN's reduce and apply, the training
-// op, the evaluation op); neither bn nor dL/dbn is materialised.
+// op, the evaluation op); neither bn nor dL/dbn is materialised, so reduce leaves the phases'
+// shared workspace dx (kernels/ops.h) alone.
 void batchnorm_silu_backward_reduce(View<const float> x, View<const float> dy, const float* mean,
                                     const float* invstd, const float* gamma, const float* beta,
-                                    float* sum_dy, float* sum_dy_xhat);
+                                    float* sum_dy, float* sum_dy_xhat, View<float> dx);
 void batchnorm_silu_backward_apply(View<const float> x, View<const float> dy, const float* mean,
                                    const float* invstd, const float* gamma, const float* beta,
                                    const float* sum_dy, const float* sum_dy_xhat, int64_t count,
@@ -175,7 +176,7 @@ void batchnorm_silu_apply(View<const bf16> x, const float* mean, const float* in
                           const float* gamma, const float* beta, View<bf16> y);
 void batchnorm_silu_backward_reduce(View<const bf16> x, View<const bf16> dy, const float* mean,
                                     const float* invstd, const float* gamma, const float* beta,
-                                    float* sum_dy, float* sum_dy_xhat);
+                                    float* sum_dy, float* sum_dy_xhat, View<bf16> dx);
 void batchnorm_silu_backward_apply(View<const bf16> x, View<const bf16> dy, const float* mean,
                                    const float* invstd, const float* gamma, const float* beta,
                                    const float* sum_dy, const float* sum_dy_xhat, int64_t count,

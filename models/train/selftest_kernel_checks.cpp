@@ -298,22 +298,30 @@ double check_bn_silu_apply(const Device& dut) {
                                 });
 }
 
+// SyncBatchNorm's two phases share dx as a workspace (kernels/ops.h): reduce gets one (in[6]
+// here), and apply runs after a reduce on the same dx (whose local sums, in[8] and in[9], it
+// does not use: it gets the sums of all ranks).
 double check_bn_silu_backward_reduce(const Device& dut) {
   const BnInputs b = bn_inputs(31);
-  return compare_with_reference(dut, {b.x, b.dy, b.mean, b.invstd, b.gamma, b.beta},
-                                {poisoned(kChannels), poisoned(kChannels)},
-                                []<class T>(Tensors& in, Tensors& out) {
-                                  ops::batchnorm_silu_backward_reduce<T>(
-                                      as<T>(in[0]), as<T>(in[1]), ptr<T>(in[2]), ptr<T>(in[3]),
-                                      ptr<T>(in[4]), ptr<T>(in[5]), ptr<T>(out[0]), ptr<T>(out[1]));
-                                });
+  return compare_with_reference(
+      dut, {b.x, b.dy, b.mean, b.invstd, b.gamma, b.beta, b.dx},
+      {poisoned(kChannels), poisoned(kChannels)}, []<class T>(Tensors& in, Tensors& out) {
+        ops::batchnorm_silu_backward_reduce<T>(as<T>(in[0]), as<T>(in[1]), ptr<T>(in[2]),
+                                               ptr<T>(in[3]), ptr<T>(in[4]), ptr<T>(in[5]),
+                                               ptr<T>(out[0]), ptr<T>(out[1]), as<T>(in[6]));
+      });
 }
 
 double check_bn_silu_backward_apply(const Device& dut) {
   const BnInputs b = bn_inputs(32);
   return compare_with_reference(
-      dut, {b.x, b.dy, b.mean, b.invstd, b.gamma, b.beta, b.sum_dy, b.sum_dy_xhat}, {b.dx},
-      []<class T>(Tensors& in, Tensors& out) {
+      dut,
+      {b.x, b.dy, b.mean, b.invstd, b.gamma, b.beta, b.sum_dy, b.sum_dy_xhat, poisoned(kChannels),
+       poisoned(kChannels)},
+      {poisoned(kMap)}, []<class T>(Tensors& in, Tensors& out) {
+        ops::batchnorm_silu_backward_reduce<T>(as<T>(in[0]), as<T>(in[1]), ptr<T>(in[2]),
+                                               ptr<T>(in[3]), ptr<T>(in[4]), ptr<T>(in[5]),
+                                               ptr<T>(in[8]), ptr<T>(in[9]), as<T>(out[0]));
         ops::batchnorm_silu_backward_apply<T>(
             as<T>(in[0]), as<T>(in[1]), ptr<T>(in[2]), ptr<T>(in[3]), ptr<T>(in[4]), ptr<T>(in[5]),
             ptr<T>(in[6]), ptr<T>(in[7]), kPerChannel, as<T>(out[0]));

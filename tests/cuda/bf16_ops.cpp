@@ -148,13 +148,16 @@ TEST_CASE("cuda bf16 batchnorm and batchnorm + silu ops equal the cpu's bf16 ops
                                                data(in[3]), data(out[0]), data(out[1]));
         },
         "backward reduce bf16", true, kSumRtol, sum_atol);
+    // SyncBatchNorm's two phases share dx as a workspace (kernels/ops.h): reduce gets one
+    // (in[6]), and apply runs after a reduce on the same dx, whose local sums (in[8], in[9]) it
+    // does not use.
     compare_cuda_with_cpu(
-        {x, dy, mean, invstd, gamma, beta},
+        {x, dy, mean, invstd, gamma, beta, written_bf16(s)},
         {Tensor::empty(per_channel), Tensor::empty(per_channel)},
         [](auto& in, auto& out) {
           ops::batchnorm_silu_backward_reduce<bf16>(
               in[0].template view<bf16>(), in[1].template view<bf16>(), data(in[2]), data(in[3]),
-              data(in[4]), data(in[5]), data(out[0]), data(out[1]));
+              data(in[4]), data(in[5]), data(out[0]), data(out[1]), in[6].template view<bf16>());
         },
         "batchnorm + silu backward reduce bf16", true, kSumRtol, sum_atol);
     compare_cuda_with_cpu(
@@ -166,8 +169,13 @@ TEST_CASE("cuda bf16 batchnorm and batchnorm + silu ops equal the cpu's bf16 ops
         },
         "backward apply bf16", false, kBf16Rtol, kBf16Atol);
     compare_cuda_with_cpu(  // the fused backward ops write dx
-        {x, dy, mean, invstd, gamma, beta, sums, sums_xhat}, {written_bf16(s)},
+        {x, dy, mean, invstd, gamma, beta, sums, sums_xhat, Tensor::empty(per_channel),
+         Tensor::empty(per_channel)},
+        {written_bf16(s)},
         [count](auto& in, auto& out) {
+          ops::batchnorm_silu_backward_reduce<bf16>(
+              in[0].template view<bf16>(), in[1].template view<bf16>(), data(in[2]), data(in[3]),
+              data(in[4]), data(in[5]), data(in[8]), data(in[9]), out[0].template view<bf16>());
           ops::batchnorm_silu_backward_apply<bf16>(
               in[0].template view<bf16>(), in[1].template view<bf16>(), data(in[2]), data(in[3]),
               data(in[4]), data(in[5]), data(in[6]), data(in[7]), count,

@@ -279,9 +279,11 @@ void batchnorm_silu_backward(Mode mode, const std::vector<double>& x, Shape4 s,
   ops::batchnorm_silu_backward_train<double>(xv, dyv, cp.gamma.data(), cp.beta.data(), mean.data(),
                                              invstd.data(), dense_view(dx.data(), s), d[1].data(),
                                              d[2].data());
+  // The two phases, dx their shared workspace between them (ops.h).
   std::vector<double> sum_dy(c), sum_dy_xhat(c), phased = poisoned;
   ops::batchnorm_silu_backward_reduce<double>(xv, dyv, mean.data(), invstd.data(), cp.gamma.data(),
-                                              cp.beta.data(), sum_dy.data(), sum_dy_xhat.data());
+                                              cp.beta.data(), sum_dy.data(), sum_dy_xhat.data(),
+                                              dense_view(phased.data(), s));
   ops::batchnorm_silu_backward_apply<double>(xv, dyv, mean.data(), invstd.data(), cp.gamma.data(),
                                              cp.beta.data(), sum_dy.data(), sum_dy_xhat.data(),
                                              s.n * s.h * s.w, dense_view(phased.data(), s));
@@ -445,15 +447,17 @@ TEST_CASE_TEMPLATE("fused batchnorm + silu ops equal their composition bit for b
     check_close(dgamma, dgamma_ref, 0, 0, "fused backward_train dgamma");
     check_close(dbeta, dbeta_ref, 0, 0, "fused backward_train dbeta");
 
+    // SyncBatchNorm's phases pass dx between them (their workspace, ops.h): poisoned before
+    // reduce, not between.
     std::vector<T> sum_dy(s.c), sum_dy_xhat(s.c), sum_dy_ref(s.c), sum_dy_xhat_ref(s.c);
+    dx.poison();
     ops::batchnorm_silu_backward_reduce<T>(x.view(), dy.view(), mean.data(), invstd.data(),
                                            gamma.data(), beta.data(), sum_dy.data(),
-                                           sum_dy_xhat.data());
+                                           sum_dy_xhat.data(), dx.view());
     ops::batchnorm_backward_reduce<T>(x.view(), dbnv, mean.data(), invstd.data(), sum_dy_ref.data(),
                                       sum_dy_xhat_ref.data());
     check_close(sum_dy, sum_dy_ref, 0, 0, "fused backward_reduce sum_dy");
     check_close(sum_dy_xhat, sum_dy_xhat_ref, 0, 0, "fused backward_reduce sum_dy_xhat");
-    dx.poison();
     dx_ref = dx_zero;
     ops::batchnorm_silu_backward_apply<T>(x.view(), dy.view(), mean.data(), invstd.data(),
                                           gamma.data(), beta.data(), sum_dy.data(),

@@ -203,13 +203,13 @@ TEST_CASE("bf16 BatchNorm and BatchNorm + SiLU ops are their float ops stored in
     ops::batchnorm_silu_apply<T>(v[0].view<T>(), mean(f), invstd(f), gamma(f), beta(f),
                                  v[1].view<T>());
   });
-  check_against_float({{s, in}, {s, in}}, n, [&]<class T>(std::vector<Tensor>& v, float* f) {
-    ops::batchnorm_silu_backward_reduce<T>(v[0].view<T>(), v[1].view<T>(), mean(f), invstd(f),
-                                           gamma(f), beta(f), first(f), second(f));
-  });
-  // The fused backward ops write dx.
+  // The fused backward ops write dx. SyncBatchNorm's two phases pass dx between them (ops.h),
+  // so they run as a pair: reduce's sums, then apply with them (the one-rank case).
   check_against_float(
       {{s, in}, {s, in}, {s, out}}, n, [&]<class T>(std::vector<Tensor>& v, float* f) {
+        ops::batchnorm_silu_backward_reduce<T>(v[0].view<T>(), v[1].view<T>(), mean(f), invstd(f),
+                                               gamma(f), beta(f), first(f), second(f),
+                                               v[2].view<T>());
         ops::batchnorm_silu_backward_apply<T>(v[0].view<T>(), v[1].view<T>(), mean(f), invstd(f),
                                               gamma(f), beta(f), first(f), second(f), count,
                                               v[2].view<T>());
