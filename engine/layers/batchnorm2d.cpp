@@ -2,8 +2,10 @@
 // BatchNorm's phases and, for forward_silu / backward_silu, the fused BatchNorm + SiLU ops.
 #include "engine/layers/batchnorm2d.h"
 
+#include <array>
 #include <cmath>
 #include <stdexcept>
+#include <type_traits>
 
 #include "engine/distributed/ddp/sync_batchnorm.h"
 #include "engine/tensor_factories.h"
@@ -97,16 +99,30 @@ Tensor channel_tensor(const std::vector<double>& values, Device device) {
                              {1, int64_t(values.size()), 1, 1}, device);
 }
 
+void append(std::vector<double>& to, const std::vector<double>& values) {
+  to.insert(to.end(), values.begin(), values.end());
+}
+// `channels` values of `values` from `first` on.
+std::vector<double> channel_slice(const std::vector<double>& values, size_t first, int channels) {
+  return {values.begin() + int64_t(first), values.begin() + int64_t(first) + channels};
+}
+
 }  // namespace
 
 // The synced statistics: phase 1 on this rank's slice (given), the moments of the whole batch
-// from every rank's, then the same finish as the single-process op (running statistics with the
-// unbiased variance); the synced forward then runs phase 2.
+// from every rank's, then the same finish as the single-process op (set_synced_statistics);
+// the synced forward then runs phase 2.
 template <class P>
 void BatchNorm2d::synced_statistics(const Tensor& x, const Tensor& mean, const Tensor& m2) {
   const Shape4 s = x.shape();
   const dist::ChannelMoments local{s.n * s.h * s.w, mean.to_doubles(), m2.to_doubles()};
-  const dist::ChannelMoments global = dist::allgather_moments(*sync_, local, x.device());
+  set_synced_statistics<P>(x, dist::allgather_moments(*sync_, local, x.device()));
+}
+
+// save_mean_, save_invstd_ and the running statistics (with the unbiased variance) from the
+// moments of the whole batch.
+template <class P>
+void BatchNorm2d::set_synced_statistics(const Tensor& x, const dist::ChannelMoments& global) {
   if (global.count < 2)
     throw std::invalid_argument("SyncBatchNorm: " + std::to_string(global.count) +
                                 " values per channel over all ranks; at least 2 are needed");
@@ -163,76 +179,189 @@ void BatchNorm2d::forward_silu(const Tensor& x, Tensor& output, Mode mode) {
 
 void BatchNorm2d::forward_silu_train(const Tensor& x, const Tensor& mean, const Tensor& m2,
                                      Tensor& output) {
-  last_mode_ = Mode::train;
+  if (sync_)
+    return forward_silu_train_together(std::array{SiluTrainForward{*this, x, mean, m2, output}});
   with_activation_type(x.dtype(), [&]<class T>() {
     using P = ComputeType<T>;
     const Shape4 s = x.shape();
-    if (sync_)
-      synced_statistics<P>(x, mean, m2);
-    else
-      ops::batchnorm_statistics_from_moments<P>(
-          mean.view<P>().data, m2.view<P>().data, channels_, s.n * s.h * s.w, params_, x.device(),
-          running_mean_.view<P>().data, running_var_.view<P>().data, save_mean_.view<P>().data,
-          save_invstd_.view<P>().data);
-    num_batches_tracked_.view<int64_t>().data[0] += 1;
-    ops::batchnorm_silu_apply<T>(x.view<T>(), save_mean_.view<P>().data,
-                                 save_invstd_.view<P>().data, gamma_.view<P>().data,
-                                 beta_.view<P>().data, output.view<T>());
+    ops::batchnorm_statistics_from_moments<P>(
+        mean.view<P>().data, m2.view<P>().data, channels_, s.n * s.h * s.w, params_, x.device(),
+        running_mean_.view<P>().data, running_var_.view<P>().data, save_mean_.view<P>().data,
+        save_invstd_.view<P>().data);
+    apply_silu_train<T>(x, output);
   });
+}
+
+template <class T>
+void BatchNorm2d::apply_silu_train(const Tensor& x, Tensor& output) {
+  using P = ComputeType<T>;
+  last_mode_ = Mode::train;
+  num_batches_tracked_.view<int64_t>().data[0] += 1;
+  ops::batchnorm_silu_apply<T>(x.view<T>(), save_mean_.view<P>().data, save_invstd_.view<P>().data,
+                               gamma_.view<P>().data, beta_.view<P>().data, output.view<T>());
 }
 
 void BatchNorm2d::backward_silu(const Tensor& x, const Tensor& grad_output, Tensor& grad_input) {
+  if (last_mode_ == Mode::train && sync_)
+    return backward_silu_together(std::array{SiluBackward{*this, x, grad_output, grad_input}});
   with_activation_type(x.dtype(), [&]<class T>() {
     using P = ComputeType<T>;
     const View<const T> xv = x.view<T>(), dy = grad_output.view<T>();
-    const P* mean = save_mean_.view<P>().data;
-    const P* invstd = save_invstd_.view<P>().data;
-    const P* gamma = gamma_.view<P>().data;
-    const P* beta = beta_.view<P>().data;
-    if (last_mode_ == Mode::train && sync_)
-      backward_train_synced<T>(
-          x,
-          [&](P* sum_dy, P* sum_dy_xhat) {
-            ops::batchnorm_silu_backward_reduce<T>(xv, dy, mean, invstd, gamma, beta, sum_dy,
-                                                   sum_dy_xhat, grad_input.view<T>());
-          },
-          [&](const P* sum_dy, const P* sum_dy_xhat) {
-            ops::batchnorm_silu_backward_apply<T>(xv, dy, mean, invstd, gamma, beta, sum_dy,
-                                                  sum_dy_xhat, global_count_, grad_input.view<T>());
-          });
-    else if (last_mode_ == Mode::train)
-      ops::batchnorm_silu_backward_train<T>(xv, dy, gamma, beta, mean, invstd, grad_input.view<T>(),
-                                            gamma_grad_.view<P>().data, beta_grad_.view<P>().data);
+    if (last_mode_ == Mode::train)
+      ops::batchnorm_silu_backward_train<T>(xv, dy, gamma_.view<P>().data, beta_.view<P>().data,
+                                            save_mean_.view<P>().data, save_invstd_.view<P>().data,
+                                            grad_input.view<T>(), gamma_grad_.view<P>().data,
+                                            beta_grad_.view<P>().data);
     else
       ops::batchnorm_silu_backward_eval<T>(
-          xv, dy, gamma, beta, running_mean_.view<P>().data, running_var_.view<P>().data, params_,
-          grad_input.view<T>(), gamma_grad_.view<P>().data, beta_grad_.view<P>().data);
+          xv, dy, gamma_.view<P>().data, beta_.view<P>().data, running_mean_.view<P>().data,
+          running_var_.view<P>().data, params_, grad_input.view<T>(), gamma_grad_.view<P>().data,
+          beta_grad_.view<P>().data);
   });
 }
 
-// The synced backward: sum(dy) and sum(dy * xhat) over the whole batch feed dx; gamma and
-// beta keep this rank's own sums (the reducer averages them like any parameter gradient).
+// ---- meetings shared by several layers --------------------------------------------------
+
+template <class Part>
+dist::Communicator* BatchNorm2d::shared_meeting(std::span<const Part> parts) {
+  if (parts.empty()) return nullptr;
+  const Tensor& first = parts.front().x;
+  dist::Communicator* comm = parts.front().layer.sync_;
+  for (const Part& part : parts) {
+    const Shape4 s = part.x.shape(), f = first.shape();
+    // Backward shares only a meeting of layers whose forward was in training.
+    const bool trained =
+        std::is_same_v<Part, SiluTrainForward> || part.layer.last_mode_ == Mode::train;
+    if (part.layer.sync_ != comm || !trained || s.n * s.h * s.w != f.n * f.h * f.w ||
+        part.x.dtype() != first.dtype() || part.x.device() != first.device())
+      return nullptr;
+  }
+  return comm;
+}
+
+// One all-gather carries every layer's moments, the layers' channels one after another; each
+// channel's moments merge over the ranks on their own, so each layer gets what its own
+// all-gather would give.
+void BatchNorm2d::forward_silu_train_together(std::span<const SiluTrainForward> parts) {
+  dist::Communicator* comm = shared_meeting(parts);
+  if (!comm) {
+    for (const SiluTrainForward& part : parts)
+      part.layer.forward_silu_train(part.x, part.mean, part.m2, part.output);
+    return;
+  }
+  const Shape4 s = parts.front().x.shape();
+  dist::ChannelMoments local{s.n * s.h * s.w, {}, {}};
+  for (const SiluTrainForward& part : parts) {
+    append(local.mean, part.mean.to_doubles());
+    append(local.m2, part.m2.to_doubles());
+  }
+  const dist::ChannelMoments global =
+      dist::allgather_moments(*comm, local, parts.front().x.device());
+  size_t first = 0;
+  for (const SiluTrainForward& part : parts) {
+    const int channels = part.layer.channels_;
+    const dist::ChannelMoments own{global.count, channel_slice(global.mean, first, channels),
+                                   channel_slice(global.m2, first, channels)};
+    first += size_t(channels);
+    with_activation_type(part.x.dtype(), [&]<class T>() {
+      part.layer.set_synced_statistics<ComputeType<T>>(part.x, own);
+      part.layer.apply_silu_train<T>(part.x, part.output);
+    });
+  }
+}
+
+// One all-reduce carries every layer's sums, likewise. (A ring adds each value's ranks in an
+// order that depends on where the value falls in the buffer: from three ranks on, the last bit
+// of a sum in double may differ from its own all-reduce's.)
+void BatchNorm2d::backward_silu_together(std::span<const SiluBackward> parts) {
+  dist::Communicator* comm = shared_meeting(parts);
+  if (!comm) {
+    for (const SiluBackward& part : parts)
+      part.layer.backward_silu(part.x, part.grad_output, part.grad_input);
+    return;
+  }
+  std::vector<ChannelSums> local;
+  ChannelSums all;
+  for (const SiluBackward& part : parts)
+    with_activation_type(part.x.dtype(), [&]<class T>() {
+      local.push_back(part.layer.silu_reduce_synced<T>(part.x, part.grad_output, part.grad_input));
+      append(all.dy, local.back().dy);
+      append(all.dy_xhat, local.back().dy_xhat);
+    });
+  dist::allreduce_channel_sums(*comm, all.dy, all.dy_xhat, parts.front().x.device());
+  size_t first = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const SiluBackward& part = parts[k];
+    const int channels = part.layer.channels_;
+    const ChannelSums global{channel_slice(all.dy, first, channels),
+                             channel_slice(all.dy_xhat, first, channels)};
+    first += size_t(channels);
+    with_activation_type(part.x.dtype(), [&]<class T>() {
+      part.layer.silu_apply_synced<T>(part.x, part.grad_output, part.grad_input, local[k], global);
+    });
+  }
+}
+
+// ---- the synced backward's phases ---------------------------------------------------------
+
+// sum(dy) and sum(dy * xhat) feed dx from the whole batch; gamma and beta keep this rank's own
+// sums (the reducer averages them like any parameter gradient).
 template <class T, class Reduce, class Apply>
 void BatchNorm2d::backward_train_synced(const Tensor& x, Reduce reduce, Apply apply) {
+  const ChannelSums local = reduce_synced<T>(x, reduce);
+  ChannelSums global = local;
+  dist::allreduce_channel_sums(*sync_, global.dy, global.dy_xhat, x.device());
+  apply_synced<T>(x, local, global, apply);
+}
+
+template <class T, class Reduce>
+BatchNorm2d::ChannelSums BatchNorm2d::reduce_synced(const Tensor& x, Reduce reduce) {
   using P = ComputeType<T>;
   const Shape4 vector = {1, channels_, 1, 1};
   Tensor sum_dy = Tensor::empty(vector, x.device(), gamma_.dtype());
   Tensor sum_dy_xhat = Tensor::empty(vector, x.device(), gamma_.dtype());
   reduce(sum_dy.view<P>().data, sum_dy_xhat.view<P>().data);
-  const std::vector<double> local_dy = sum_dy.to_doubles(),
-                            local_dy_xhat = sum_dy_xhat.to_doubles();
-  std::vector<double> global_dy = local_dy, global_dy_xhat = local_dy_xhat;
-  dist::allreduce_channel_sums(*sync_, global_dy, global_dy_xhat, x.device());
-  const Tensor global_sum_dy = channel_tensor<P>(global_dy, x.device());
-  const Tensor global_sum_dy_xhat = channel_tensor<P>(global_dy_xhat, x.device());
+  return {sum_dy.to_doubles(), sum_dy_xhat.to_doubles()};
+}
+
+template <class T, class Apply>
+void BatchNorm2d::apply_synced(const Tensor& x, const ChannelSums& local, const ChannelSums& global,
+                               Apply apply) {
+  using P = ComputeType<T>;
+  const Tensor global_sum_dy = channel_tensor<P>(global.dy, x.device());
+  const Tensor global_sum_dy_xhat = channel_tensor<P>(global.dy_xhat, x.device());
   apply(global_sum_dy.view<P>().data, global_sum_dy_xhat.view<P>().data);
   std::vector<double> dgamma = gamma_grad_.to_doubles(), dbeta = beta_grad_.to_doubles();
   for (size_t c = 0; c < dgamma.size(); ++c) {
-    dgamma[c] += double(P(local_dy_xhat[c]));
-    dbeta[c] += double(P(local_dy[c]));
+    dgamma[c] += double(P(local.dy_xhat[c]));
+    dbeta[c] += double(P(local.dy[c]));
   }
   gamma_grad_.copy_from(channel_tensor<P>(dgamma, x.device()));
   beta_grad_.copy_from(channel_tensor<P>(dbeta, x.device()));
+}
+
+// dx is the phases' workspace (kernels/ops.h): the reduce phase may leave SiLU's gradient in it.
+template <class T>
+BatchNorm2d::ChannelSums BatchNorm2d::silu_reduce_synced(const Tensor& x, const Tensor& grad_output,
+                                                         Tensor& grad_input) {
+  using P = ComputeType<T>;
+  return reduce_synced<T>(x, [&](P* sum_dy, P* sum_dy_xhat) {
+    ops::batchnorm_silu_backward_reduce<T>(
+        x.view<T>(), grad_output.view<T>(), save_mean_.view<P>().data, save_invstd_.view<P>().data,
+        gamma_.view<P>().data, beta_.view<P>().data, sum_dy, sum_dy_xhat, grad_input.view<T>());
+  });
+}
+
+template <class T>
+void BatchNorm2d::silu_apply_synced(const Tensor& x, const Tensor& grad_output, Tensor& grad_input,
+                                    const ChannelSums& local, const ChannelSums& global) {
+  using P = ComputeType<T>;
+  apply_synced<T>(x, local, global, [&](const P* sum_dy, const P* sum_dy_xhat) {
+    ops::batchnorm_silu_backward_apply<T>(x.view<T>(), grad_output.view<T>(),
+                                          save_mean_.view<P>().data, save_invstd_.view<P>().data,
+                                          gamma_.view<P>().data, beta_.view<P>().data, sum_dy,
+                                          sum_dy_xhat, global_count_, grad_input.view<T>());
+  });
 }
 
 void BatchNorm2d::collect_state(const std::string& prefix, std::vector<StateEntry>& state) {

@@ -10,6 +10,9 @@
 // parameters), in bf16; the statistics and every per-channel value stay in the parameters'.
 #pragma once
 
+#include <span>
+#include <vector>
+
 #include "engine/module.h"
 #include "kernels/ops.h"
 
@@ -17,7 +20,8 @@ namespace bareyolo {
 
 namespace dist {
 class Communicator;
-}
+struct ChannelMoments;
+}  // namespace dist
 
 class BatchNorm2d : public Module {
  public:
@@ -50,21 +54,65 @@ class BatchNorm2d : public Module {
   // phases' workspace.
   void backward_silu(const Tensor& x, const Tensor& grad_output, Tensor& grad_input);
 
+  // forward_silu_train and backward_silu of several layers, with one SyncBatchNorm meeting for
+  // all of them instead of one each: C3's cv1 and cv2 normalise maps of one size computed from
+  // the same input, so one collective can carry both layers' channels, one after the other.
+  // The results are each layer's own call's (bit for bit on two ranks; from three on, a ring
+  // may add a sum's ranks in another order). Layers that are not synced over one
+  // communicator, or whose maps differ in size, make their own calls.
+  struct SiluTrainForward {
+    BatchNorm2d& layer;
+    const Tensor &x, &mean, &m2;
+    Tensor& output;
+  };
+  static void forward_silu_train_together(std::span<const SiluTrainForward> parts);
+  struct SiluBackward {
+    BatchNorm2d& layer;
+    const Tensor &x, &grad_output;
+    Tensor& grad_input;
+  };
+  static void backward_silu_together(std::span<const SiluBackward> parts);
+
  private:
+  // Per-channel sums of a backward's reduce phase: sum(dy) and sum(dy * xhat).
+  struct ChannelSums {
+    std::vector<double> dy, dy_xhat;
+  };
+  // The communicator all of `parts` are synced over, when they may share a meeting; else null.
+  template <class Part>
+  static dist::Communicator* shared_meeting(std::span<const Part> parts);
+
   // Training statistics over the ranks from this rank's moments of x (P: the parameters' type):
   // save_mean_ / save_invstd_ of the whole batch and the running statistics' update (the phase
   // before the apply).
   template <class P>
   void synced_statistics(const Tensor& x, const Tensor& mean, const Tensor& m2);
+  // Its second half, from the moments of the whole batch (channels_ of them).
+  template <class P>
+  void set_synced_statistics(const Tensor& x, const dist::ChannelMoments& global);
   template <class T>
   Tensor local_moments(const Tensor& x);
   template <class T>
   void forward_train_synced(const Tensor& x, Tensor& y);
+  // forward_silu_train's apply, once the statistics are set.
+  template <class T>
+  void apply_silu_train(const Tensor& x, Tensor& output);
   // The synced backward around a BN backward's two phases (plain, or behind a fused SiLU):
-  // reduce(sum_dy, sum_dy_xhat) over this rank's slice, apply(global sums) after the
-  // all-reduce.
+  // reduce(sum_dy, sum_dy_xhat) over this rank's slice (reduce_synced), then the all-reduce,
+  // then apply(global sums) and this rank's own sums into dgamma and dbeta (apply_synced).
   template <class T, class Reduce, class Apply>
   void backward_train_synced(const Tensor& x, Reduce reduce, Apply apply);
+  template <class T, class Reduce>
+  ChannelSums reduce_synced(const Tensor& x, Reduce reduce);
+  template <class T, class Apply>
+  void apply_synced(const Tensor& x, const ChannelSums& local, const ChannelSums& global,
+                    Apply apply);
+  // backward_silu's synced phases.
+  template <class T>
+  ChannelSums silu_reduce_synced(const Tensor& x, const Tensor& grad_output, Tensor& grad_input);
+  template <class T>
+  void silu_apply_synced(const Tensor& x, const Tensor& grad_output, Tensor& grad_input,
+                         const ChannelSums& local, const ChannelSums& global);
 
   int channels_;
   dist::Communicator* sync_ = nullptr;

@@ -29,18 +29,23 @@ Shape4 ConvBnSilu::output_shape(std::span<const Shape4> inputs) const {
 }
 
 void ConvBnSilu::forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) {
-  const Shape4 shape = output_shape(std::array{inputs[0].shape()});
-  ensure_tensor(conv_out_, shape, output);
   if (mode == Mode::train) {
-    const Shape4 per_channel = {1, shape.c, 1, 1};
-    ensure_tensor(moments_mean_, per_channel, conv_.weight());
-    ensure_tensor(moments_m2_, per_channel, conv_.weight());
-    conv_.forward_with_moments(inputs[0], conv_out_, moments_mean_, moments_m2_);
+    convolve_with_moments(inputs[0], output);
     bn_.forward_silu_train(conv_out_, moments_mean_, moments_m2_, output);
   } else {
+    ensure_tensor(conv_out_, output_shape(std::array{inputs[0].shape()}), output);
     conv_.forward(inputs, conv_out_, mode);
     bn_.forward_silu(conv_out_, output, mode);
   }
+}
+
+void ConvBnSilu::convolve_with_moments(const Tensor& input, const Tensor& like) {
+  const Shape4 shape = output_shape(std::array{input.shape()});
+  ensure_tensor(conv_out_, shape, like);
+  const Shape4 per_channel = {1, shape.c, 1, 1};
+  ensure_tensor(moments_mean_, per_channel, conv_.weight());
+  ensure_tensor(moments_m2_, per_channel, conv_.weight());
+  conv_.forward_with_moments(input, conv_out_, moments_mean_, moments_m2_);
 }
 
 void ConvBnSilu::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
@@ -49,6 +54,33 @@ void ConvBnSilu::backward(std::span<const Tensor> inputs, const Tensor&, const T
   Tensor grad_conv_out = scratch.uninitialized(conv_out_.shape(), conv_out_);
   bn_.backward_silu(conv_out_, grad_output, grad_conv_out);
   conv_.backward(inputs, conv_out_, grad_conv_out, grad_inputs);
+}
+
+void ConvBnSilu::forward_siblings(ConvBnSilu& a, ConvBnSilu& b, const Tensor& input,
+                                  Tensor& output_a, Tensor& output_b, Mode mode) {
+  if (mode != Mode::train) {
+    a.forward(std::span(&input, 1), output_a, mode);
+    b.forward(std::span(&input, 1), output_b, mode);
+    return;
+  }
+  a.convolve_with_moments(input, output_a);
+  b.convolve_with_moments(input, output_b);
+  BatchNorm2d::forward_silu_train_together(std::array{
+      BatchNorm2d::SiluTrainForward{a.bn_, a.conv_out_, a.moments_mean_, a.moments_m2_, output_a},
+      BatchNorm2d::SiluTrainForward{b.bn_, b.conv_out_, b.moments_mean_, b.moments_m2_, output_b}});
+}
+
+void ConvBnSilu::backward_siblings(ConvBnSilu& a, const Tensor& grad_output_a, ConvBnSilu& b,
+                                   const Tensor& grad_output_b, const Tensor& input,
+                                   Tensor& grad_input) {
+  BackwardScratch scratch;
+  Tensor grad_conv_out_a = scratch.uninitialized(a.conv_out_.shape(), a.conv_out_);
+  Tensor grad_conv_out_b = scratch.uninitialized(b.conv_out_.shape(), b.conv_out_);
+  BatchNorm2d::backward_silu_together(
+      std::array{BatchNorm2d::SiluBackward{b.bn_, b.conv_out_, grad_output_b, grad_conv_out_b},
+                 BatchNorm2d::SiluBackward{a.bn_, a.conv_out_, grad_output_a, grad_conv_out_a}});
+  b.conv_.backward(std::span(&input, 1), b.conv_out_, grad_conv_out_b, std::span(&grad_input, 1));
+  a.conv_.backward(std::span(&input, 1), a.conv_out_, grad_conv_out_a, std::span(&grad_input, 1));
 }
 
 void ConvBnSilu::collect_state(const std::string& prefix, std::vector<StateEntry>& state) {

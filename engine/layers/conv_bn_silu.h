@@ -27,7 +27,20 @@ class ConvBnSilu : public Module {
 
   int c_out() const { return conv_.options().c_out; }
 
+  // Two layers that convolve the same input (C3's cv1 and cv2): forward() and backward() of
+  // each, but with one SyncBatchNorm meeting for both instead of one each
+  // (BatchNorm2d::forward_silu_train_together, backward_silu_together). Backward adds b's
+  // gradient of the input into grad_input first, then a's, as b's backward and then a's would.
+  static void forward_siblings(ConvBnSilu& a, ConvBnSilu& b, const Tensor& input, Tensor& output_a,
+                               Tensor& output_b, Mode mode);
+  static void backward_siblings(ConvBnSilu& a, const Tensor& grad_output_a, ConvBnSilu& b,
+                                const Tensor& grad_output_b, const Tensor& input,
+                                Tensor& grad_input);
+
  private:
+  // Training's convolution: conv_out_ and this rank's BN moments of it.
+  void convolve_with_moments(const Tensor& input, const Tensor& like);
+
   Conv2d conv_;
   BatchNorm2d bn_;
   Tensor conv_out_;  // kept from forward for backward

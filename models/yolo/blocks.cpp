@@ -96,11 +96,11 @@ void C3::forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) {
   stages_.back() = cat_.channels(0, c);  // the m branch comes first in the concatenation
   if (m_.empty()) stages_[0] = cat_.channels(0, c);
 
-  cv1_->forward(inputs, stages_[0], mode);
+  // cv1 and cv2 read the same input: one SyncBatchNorm meeting serves both.
+  Tensor second = cat_.channels(c, 2 * c);
+  ConvBnSilu::forward_siblings(*cv1_, *cv2_, inputs[0], stages_[0], second, mode);
   for (size_t i = 0; i < m_.size(); ++i)
     m_[i]->forward(std::span(&stages_[i], 1), stages_[i + 1], mode);
-  Tensor second = cat_.channels(c, 2 * c);
-  cv2_->forward(inputs, second, mode);
   cv3_->forward(std::span(&cat_, 1), output, mode);
 }
 
@@ -110,9 +110,9 @@ void C3::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& g
   BackwardScratch scratch;
   Tensor grad_cat = scratch.zeros(cat_.shape(), cat_);
   cv3_->backward(std::span(&cat_, 1), Tensor(), grad_output, std::span(&grad_cat, 1));
-  cv2_->backward(inputs, Tensor(), grad_cat.channels(c, 2 * c), grad_inputs);
-  // Stage i's gradient is complete once m_[i] has run and dead once m_[i - 1] has: two
-  // buffers serve every stage in turn.
+  // The m branch first, so that cv1's output gradient is complete when cv1 and cv2 go back
+  // together (one SyncBatchNorm meeting for both). Stage i's gradient is complete once m_[i]
+  // has run and dead once m_[i - 1] has: two buffers serve every stage in turn.
   Tensor grad_stage = grad_cat.channels(0, c);
   Tensor spare[2];
   for (size_t i = m_.size(); i-- > 0;) {
@@ -125,7 +125,8 @@ void C3::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& g
                     std::span(&grad_input, 1));
     grad_stage = grad_input;
   }
-  cv1_->backward(inputs, stages_[0], grad_stage, grad_inputs);
+  ConvBnSilu::backward_siblings(*cv1_, grad_stage, *cv2_, grad_cat.channels(c, 2 * c), inputs[0],
+                                grad_inputs[0]);
 }
 
 void C3::collect_state(const std::string& prefix, std::vector<StateEntry>& state) {
