@@ -34,6 +34,31 @@ struct BnResult {
   std::vector<double> dgamma, dbeta, running_mean, running_var;
 };
 
+// Rank r holds images [first, first + mine) of the global batch of `total`; slices differ in
+// size.
+struct RankSlice {
+  int total = 0, first = 0, mine = 0;
+};
+RankSlice slice_of(int rank, const std::vector<int>& images_per_rank) {
+  RankSlice slice;
+  for (size_t r = 0; r < images_per_rank.size(); ++r) {
+    if (int(r) < rank) slice.first += images_per_rank[r];
+    slice.total += images_per_rank[r];
+  }
+  slice.mine = images_per_rank[size_t(rank)];
+  return slice;
+}
+
+// The layer's parameter gradients and running statistics into `r`.
+void read_state(BatchNorm2d& bn, BnResult& r) {
+  std::vector<StateEntry> state;
+  bn.collect_state("", state);
+  r.dgamma = state[0].grad->to_doubles();
+  r.dbeta = state[1].grad->to_doubles();
+  r.running_mean = state[2].value->to_doubles();
+  r.running_var = state[3].value->to_doubles();
+}
+
 BnResult train_step(BatchNorm2d& bn, const Tensor& x, const Tensor& dy) {
   BnResult r;
   r.y = Tensor::zeros(x.shape(), Device::cpu(), DType::f64);
@@ -42,25 +67,13 @@ BnResult train_step(BatchNorm2d& bn, const Tensor& x, const Tensor& dy) {
   bn.forward(inputs, r.y, Mode::train);
   Tensor grads[] = {r.dx};
   bn.backward(inputs, r.y, dy, grads);
-  std::vector<StateEntry> state;
-  bn.collect_state("", state);
-  r.dgamma = state[0].grad->to_doubles();
-  r.dbeta = state[1].grad->to_doubles();
-  r.running_mean = state[2].value->to_doubles();
-  r.running_var = state[3].value->to_doubles();
+  read_state(bn, r);
   return r;
 }
 
-// Rank r holds images [first(r), first(r + 1)) of the global batch; slices differ in size.
 void check_sync_batchnorm(int world, std::vector<int> images_per_rank) {
   check_ranks_ok(run_ranks(world, [&](ProcessGroup& group) {
-    const int rank = group.rank();
-    int total = 0, first = 0;
-    for (int r = 0; r < world; ++r) {
-      if (r < rank) first += images_per_rank[size_t(r)];
-      total += images_per_rank[size_t(r)];
-    }
-    const int mine = images_per_rank[size_t(rank)];
+    const auto [total, first, mine] = slice_of(group.rank(), images_per_rank);
     bareyolo::testing::Rng rng(7);
     const Shape4 shape{total, kChannels, kHeight, kWidth};
     // A large offset: a float sum of squares would lose the variance here.
@@ -131,14 +144,7 @@ std::vector<BnResult> silu_steps(const std::vector<BatchNorm2d*>& layers,
       part.layer.forward_silu_train(part.x, part.mean, part.m2, part.output);
     for (auto& part : backward) part.layer.backward_silu(part.x, part.grad_output, part.grad_input);
   }
-  for (size_t k = 0; k < layers.size(); ++k) {
-    std::vector<StateEntry> state;
-    layers[k]->collect_state("", state);
-    results[k].dgamma = state[0].grad->to_doubles();
-    results[k].dbeta = state[1].grad->to_doubles();
-    results[k].running_mean = state[2].value->to_doubles();
-    results[k].running_var = state[3].value->to_doubles();
-  }
+  for (size_t k = 0; k < layers.size(); ++k) read_state(*layers[k], results[k]);
   return results;
 }
 
@@ -147,13 +153,7 @@ std::vector<BnResult> silu_steps(const std::vector<BatchNorm2d*>& layers,
 // ring may add a sum's ranks in another order) and against unsynced layers on the whole batch.
 void check_shared_meetings(int world, std::vector<int> images_per_rank) {
   check_ranks_ok(run_ranks(world, [&](ProcessGroup& group) {
-    const int rank = group.rank();
-    int total = 0, first = 0;
-    for (int r = 0; r < world; ++r) {
-      if (r < rank) first += images_per_rank[size_t(r)];
-      total += images_per_rank[size_t(r)];
-    }
-    const int mine = images_per_rank[size_t(rank)];
+    const auto [total, first, mine] = slice_of(group.rank(), images_per_rank);
     bareyolo::testing::Rng rng(11);
     std::vector<Tensor> whole_x, whole_dy, my_x, my_dy;
     for (int channels : {kChannels, 3}) {
