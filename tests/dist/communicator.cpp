@@ -112,6 +112,36 @@ TEST_CASE("tcp ring: a small allreduce gives every rank the same bits") {
   }
 }
 
+// tcp_ring.h: a small collective on host memory that finds none queued or running runs on the
+// caller's thread and returns complete; behind a large one in flight it waits its turn (run
+// at once, it would reach the wire first and the neighbour would refuse its sequence number).
+TEST_CASE("tcp ring: a small collective runs at once when the ring is idle, else in turn") {
+  for (int world : {2, 3}) {
+    INFO("world " << world);
+    check_ranks_ok(run_ranks(
+        world,
+        [](ProcessGroup& group) {
+          Communicator& comm = *group.comm;
+          const int world = comm.world_size(), rank = comm.rank();
+          const float ranks_sum = float(world * (world + 1) / 2);
+          std::vector<float> small(1000, float(rank + 1));
+          if (!comm.allreduce(CommBuffer::of(small.data(), 1000), ReduceOp::sum)->completed())
+            throw std::runtime_error("a small allreduce on an idle ring returned incomplete");
+          contract::expect_equal(small, std::vector<float>(1000, ranks_sum), "small, idle");
+
+          std::vector<float> large((size_t{1} << 20) + 3, float(rank + 1)), behind(1000, 1.0f);
+          WorkHandle first =
+              comm.allreduce(CommBuffer::of(large.data(), int64_t(large.size())), ReduceOp::sum);
+          comm.allreduce(CommBuffer::of(behind.data(), 1000), ReduceOp::sum)->wait();
+          if (!first->completed())
+            throw std::runtime_error("the small allreduce completed before the large one");
+          contract::expect_equal(large, std::vector<float>(large.size(), ranks_sum), "large");
+          contract::expect_equal(behind, std::vector<float>(1000, float(world)), "small, behind");
+        },
+        100s));
+  }
+}
+
 TEST_CASE("communicator: broadcast from every root") {
   on_every_backend([](ProcessGroup& group) {
     contract::for_each_dtype([&]<class T>(T) {

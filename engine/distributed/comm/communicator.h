@@ -3,9 +3,12 @@
 //
 // A Communicator connects the `world_size` ranks of a job. Each collective is issued by every
 // rank, in the same order on every rank (the training step is a static sequence, so this holds
-// by construction), and returns a Work handle at once; the data may move in the background
-// (the TCP ring's comm thread, NCCL's comm stream) until wait() returns. Until then the buffer
-// belongs to the communicator: the caller neither reads nor writes it.
+// by construction), and returns a Work handle; the data may move in the background (the TCP
+// ring's comm thread, NCCL's comm stream) until wait() returns. Until then the buffer belongs
+// to the communicator: the caller neither reads nor writes it. A backend may also complete a
+// collective before it returns (the TCP ring does for small ones on host memory), so a rank
+// must not make its peers' entry into a collective wait for something it does after issuing
+// it.
 //
 // Contract, held by one test suite for every backend (tests/dist/communicator.cpp):
 //   - allreduce(buf, op): every rank ends with the element-wise sum / mean / max of all ranks'

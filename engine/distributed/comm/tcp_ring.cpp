@@ -178,6 +178,11 @@ void check_buffer(const CommBuffer& buffer, const char* collective) {
   }
 }
 
+// A collective on host memory of at most kSmallAllreduceBytes: its time is latency.
+bool latency_bound(const CommBuffer& buffer) {
+  return buffer.device.is_cpu() && size_t(buffer.bytes()) <= kSmallAllreduceBytes;
+}
+
 class TcpRingCommunicator final : public Communicator {
  public:
   TcpRingCommunicator(Store& store, int rank, int world_size, const std::string& master_addr,
@@ -207,14 +212,15 @@ class TcpRingCommunicator final : public Communicator {
 
   WorkHandle allreduce(CommBuffer buffer, ReduceOp op) override {
     check_buffer(buffer, "allreduce");
-    return enqueue([this, buffer, op](uint64_t sequence, Clock::time_point deadline) {
-      HostView host(buffer, /*copy_in=*/true);
-      if (size_t(buffer.bytes()) <= kSmallAllreduceBytes)
-        small_allreduce(host.data(), buffer.count, buffer.dtype, op, sequence, deadline);
-      else
-        ring_allreduce(host.data(), buffer.count, buffer.dtype, op, sequence, deadline);
-      host.copy_back();
-    });
+    return enqueue(
+        latency_bound(buffer), [this, buffer, op](uint64_t sequence, Clock::time_point deadline) {
+          HostView host(buffer, /*copy_in=*/true);
+          if (size_t(buffer.bytes()) <= kSmallAllreduceBytes)
+            small_allreduce(host.data(), buffer.count, buffer.dtype, op, sequence, deadline);
+          else
+            ring_allreduce(host.data(), buffer.count, buffer.dtype, op, sequence, deadline);
+          host.copy_back();
+        });
   }
 
   WorkHandle broadcast(CommBuffer buffer, int root) override {
@@ -224,11 +230,12 @@ class TcpRingCommunicator final : public Communicator {
                                   std::to_string(world_size_) + " (0.." +
                                   std::to_string(world_size_ - 1) + ")");
     }
-    return enqueue([this, buffer, root](uint64_t sequence, Clock::time_point deadline) {
-      HostView host(buffer, /*copy_in=*/rank_ == root);
-      ring_broadcast(host.data(), size_t(buffer.bytes()), root, sequence, deadline);
-      if (rank_ != root) host.copy_back();
-    });
+    return enqueue(latency_bound(buffer),
+                   [this, buffer, root](uint64_t sequence, Clock::time_point deadline) {
+                     HostView host(buffer, /*copy_in=*/rank_ == root);
+                     ring_broadcast(host.data(), size_t(buffer.bytes()), root, sequence, deadline);
+                     if (rank_ != root) host.copy_back();
+                   });
   }
 
   WorkHandle allgather(CommBuffer send, CommBuffer recv) override {
@@ -241,7 +248,8 @@ class TcpRingCommunicator final : public Communicator {
           " elements; it must hold world_size x send count = " + std::to_string(world_size_) +
           " x " + std::to_string(send.count) + " " + dtype_name(send.dtype) + " elements");
     }
-    return enqueue([this, send, recv](uint64_t sequence, Clock::time_point deadline) {
+    return enqueue(latency_bound(recv), [this, send, recv](uint64_t sequence,
+                                                           Clock::time_point deadline) {
       HostView host_send(send, /*copy_in=*/true);
       HostView host_recv(recv, /*copy_in=*/false);
       ring_allgather(host_send.data(), host_recv.data(), size_t(send.bytes()), sequence, deadline);
@@ -252,7 +260,7 @@ class TcpRingCommunicator final : public Communicator {
   // An allgather of one value per rank: rank r can only complete it after a frame that every
   // other rank sent after entering the barrier has travelled round to it.
   WorkHandle barrier() override {
-    return enqueue([this](uint64_t sequence, Clock::time_point deadline) {
+    return enqueue(/*small=*/true, [this](uint64_t sequence, Clock::time_point deadline) {
       int64_t mine = rank_;
       std::vector<int64_t> everyone(size_t(world_size_), -1);
       ring_allgather(reinterpret_cast<char*>(&mine), reinterpret_cast<char*>(everyone.data()),
@@ -269,13 +277,28 @@ class TcpRingCommunicator final : public Communicator {
   };
 
   // Queues a collective behind those issued before it; its number travels in every frame.
-  WorkHandle enqueue(Job job) {
+  // A `small` one (latency-bound, on host memory: SyncBN's ~100 a step) that finds nothing
+  // queued or running runs at once on the calling thread instead: the hand-over to the comm
+  // thread and back costs two thread wake-ups, more than its bytes, and the caller waits
+  // for it anyway. Either way collectives run one at a time, in issue order.
+  WorkHandle enqueue(bool small, Job job) {
     auto work = std::make_shared<RingWork>();
-    {
-      std::lock_guard lock(mutex_);
-      if (!broken_.empty()) throw std::runtime_error(broken_);
-      queue_.push_back({std::move(job), ++issued_, work});
+    std::unique_lock lock(mutex_);
+    if (!broken_.empty()) throw std::runtime_error(broken_);
+    Queued queued{std::move(job), ++issued_, work};
+    if (small && queue_.empty() && !running_) {
+      running_ = true;  // the comm thread takes nothing until this one is done
+      lock.unlock();
+      work->finish(run(queued));
+      lock.lock();
+      running_ = false;
+      const bool more = !queue_.empty();  // issued by another thread meanwhile
+      lock.unlock();
+      if (more) queued_.notify_one();
+      return work;
     }
+    queue_.push_back(std::move(queued));
+    lock.unlock();
     queued_.notify_one();
     return work;
   }
@@ -286,7 +309,7 @@ class TcpRingCommunicator final : public Communicator {
       Queued next;
       {
         std::unique_lock lock(mutex_);
-        queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        queued_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !running_); });
         if (stopping_) {
           for (auto& abandoned : queue_)
             abandoned.work->finish(
@@ -295,8 +318,11 @@ class TcpRingCommunicator final : public Communicator {
         }
         next = std::move(queue_.front());
         queue_.pop_front();
+        running_ = true;
       }
       next.work->finish(run(next));
+      std::lock_guard lock(mutex_);
+      running_ = false;
     }
   }
 
@@ -448,10 +474,10 @@ class TcpRingCommunicator final : public Communicator {
   const int rank_;
   const int world_size_;
   const std::chrono::milliseconds timeout_;
-  RingLink link_;  // touched by the comm thread only (and interrupt())
+  RingLink link_;  // touched by whoever runs a collective (running_), and interrupt()
   // The comm thread's landing place for one received frame, reduced from there.
   std::vector<char> scratch_ = std::vector<char>(kFrameBytes);
-  // small_allreduce's N blocks (comm thread only), kept between calls: SyncBN issues ~100 a
+  // small_allreduce's N blocks (whoever runs it), kept between calls: SyncBN issues ~100 a
   // step. At most N x kSmallAllreduceBytes.
   std::vector<char> gathered_;
 
@@ -459,7 +485,8 @@ class TcpRingCommunicator final : public Communicator {
   std::condition_variable queued_;
   std::deque<Queued> queue_;
   uint64_t issued_ = 0;
-  std::string broken_;  // the error of a broken ring; "" while it works
+  bool running_ = false;  // a collective is on the link (on the comm thread or a caller's)
+  std::string broken_;    // the error of a broken ring; "" while it works
   std::atomic<bool> stopping_ = false;
 
   std::thread comm_thread_;  // last: starts once everything above exists

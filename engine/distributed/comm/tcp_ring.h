@@ -4,8 +4,11 @@
 // Collectives run on one background comm thread per rank, in issue order; allreduce() and the
 // others only queue the work and return, so the caller computes while the bytes move. (For a
 // large collective the link's own receiving thread takes the incoming direction, so sending
-// and receiving run at once.) The connections, frames and failure protocol are in
-// ring_link.h; the schedules of the collectives (which chunk goes where at which step) are
+// and receiving run at once.) A small one on host memory (at most 64 KB, latency-bound:
+// SyncBN's statistics, the loss's counts) that finds no other queued or running runs on the
+// caller's thread and returns complete: a 4 KB allreduce between 2 ranks on loopback took
+// 16-39 us through the comm thread, ~10.5 us so. The connections, frames and failure protocol are
+// in ring_link.h; the schedules of the collectives (which chunk goes where at which step) are
 // commented in tcp_ring.cpp.
 //
 // Buffers in GPU memory are staged through host memory on the comm thread (copies on the
