@@ -167,15 +167,22 @@ std::vector<Graph::Tenancy> Graph::tenancies(bool backward) const {
   return all;
 }
 
-// Where a node's output sits in its Concat's buffer: after the Concat's earlier inputs.
-static int64_t first_channel_in_concat(const std::vector<int>& concat_inputs, int producer,
-                                       const std::function<int64_t(int)>& channels_of) {
-  int64_t channel = 0;
-  for (int input : concat_inputs) {
-    if (input == producer) break;
-    channel += channels_of(input);
+// Producers of Concats take their channels of the Concat's buffers (the gradient's too when
+// `gradients`), after the Concat's earlier inputs. From the last node to the first, so that a
+// Concat that feeds another Concat has its slice before its own producers take theirs.
+void Graph::place_concat_producers(bool gradients) {
+  for (int index = size() - 1; index >= 0; --index) {
+    Node& node = nodes_[size_t(index)];
+    if (node.concat_consumer == -1) continue;
+    const Node& concat = nodes_[size_t(node.concat_consumer)];
+    int64_t channel = 0;
+    for (int input : concat.inputs) {
+      if (input == index) break;
+      channel += nodes_[size_t(input)].shape.c;
+    }
+    node.output = concat.output.channels(channel, channel + node.shape.c);
+    node.grad = gradients ? concat.grad.channels(channel, channel + node.shape.c) : Tensor();
   }
-  return channel;
 }
 
 // Training: every storage owner keeps its own output buffer (backward reads each node's
@@ -183,8 +190,7 @@ static int64_t first_channel_in_concat(const std::vector<int>& concat_inputs, in
 // the backward of the last node reading any part of it (which adds the first contribution;
 // a graph output's from the start) down to the backward of the first node it holds (the last
 // to read it). Owners share SharedBuffers on backward's time axis, each zeroed just before its
-// first write (zero_before_). Slices are assigned from the last node to the first, so a
-// Concat's buffers exist before its producers take theirs.
+// first write (zero_before_).
 void Graph::plan_training(Device device, DType activations) {
   const int n = size();
   zero_before_.assign(size_t(n) + 1, {});
@@ -197,38 +203,20 @@ void Graph::plan_training(Device device, DType activations) {
     zero_before_[size_t(n - t.start)].push_back(t.owner);  // before its first write
   }
   gradient_buffers_ = gradients.storages();
-  for (int index = n - 1; index >= 0; --index) {
-    Node& node = nodes_[size_t(index)];
-    if (node.concat_consumer == -1) continue;
-    const Node& concat = nodes_[size_t(node.concat_consumer)];
-    const int64_t channel = first_channel_in_concat(
-        concat.inputs, index, [&](int i) { return nodes_[size_t(i)].shape.c; });
-    node.output = concat.output.channels(channel, channel + node.shape.c);
-    node.grad = concat.grad.channels(channel, channel + node.shape.c);
-  }
+  place_concat_producers(/*gradients=*/true);
 }
 
 // Evaluation: each storage owner (a node or a Concat buffer) is live from the first node that
 // writes into it to the last node that reads any part of it (graph outputs: to the end), and
 // owners share SharedBuffers on forward's time axis.
 void Graph::plan_evaluation(Device device, DType activations) {
-  const int n = size();
   SharedBuffers outputs(device, activations);
   for (const Tenancy& t : tenancies(/*backward=*/false)) {
     Node& node = nodes_[size_t(t.owner)];
     node.output = outputs.take(node.shape.numel(), t.start, t.end).prefix(node.shape);
     node.grad = Tensor();  // no backward after an evaluation forward
   }
-  // Producers of Concats take their slices, from the last node to the first as in training.
-  for (int index = n - 1; index >= 0; --index) {
-    Node& node = nodes_[size_t(index)];
-    if (node.concat_consumer == -1) continue;
-    const Node& concat = nodes_[size_t(node.concat_consumer)];
-    const int64_t channel = first_channel_in_concat(
-        concat.inputs, index, [&](int i) { return nodes_[size_t(i)].shape.c; });
-    node.output = concat.output.channels(channel, channel + node.shape.c);
-    node.grad = Tensor();
-  }
+  place_concat_producers(/*gradients=*/false);
   activation_buffers_ = outputs.storages();
 }
 

@@ -95,6 +95,7 @@ class Graph {
   void plan(const Tensor& input, DType activations, Mode mode);
   void plan_training(Device device, DType activations);
   void plan_evaluation(Device device, DType activations);
+  void place_concat_producers(bool gradients);
   int storage_owner(int node) const;
   // A storage owner's live range [start, end] on a plan's time axis (graph.cpp).
   struct Tenancy {
