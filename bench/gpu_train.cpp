@@ -62,13 +62,14 @@
 #include <system_error>
 #include <vector>
 
-#include "bench/python_peer.h"               // defines: find_python_running
-#include "engine/layers/conv2d.h"            // defines: Conv2d (its shapes give the FLOPs)
-#include "engine/optim/clip.h"               // defines: clip_gradient_norm
-#include "engine/optim/ema.h"                // defines: ModelEma
-#include "engine/optim/sgd.h"                // defines: Sgd (YOLOv5's three groups)
-#include "engine/parameter_arena.h"          // defines: ParameterArena
-#include "engine/shipped_files.h"            // defines: find_shipped_file
+#include "bench/python_peer.h"       // defines: find_python_running
+#include "bench/train_options.h"     // defines: TrainBenchOptions, parse_train_bench_options
+#include "engine/layers/conv2d.h"    // defines: Conv2d (its shapes give the FLOPs)
+#include "engine/optim/clip.h"       // defines: clip_gradient_norm
+#include "engine/optim/ema.h"        // defines: ModelEma
+#include "engine/optim/sgd.h"        // defines: Sgd (YOLOv5's three groups)
+#include "engine/parameter_arena.h"  // defines: ParameterArena
+#include "engine/shipped_files.h"    // defines: find_shipped_file
 #include "kernels/cuda/runtime/allocator.h"  // defines: memory_stats, empty_cache, DeviceBuffer
 #include "kernels/cuda/runtime/check.h"      // defines: BAREYOLO_CUDA_CHECK
 #include "kernels/cuda/runtime/cublas.h"     // defines: cublas_handle, BAREYOLO_CUBLAS_CHECK
@@ -97,11 +98,13 @@ const char kUsage[] =
     "                [--steps 20] [--rounds 3] [--no-torch] [--quick]\n"
     "  --quick: 128 px, batch 8, 1 warm-up and 2 timed steps, 1 round, a 2048^3 GEMM\n";
 
-struct Options {
-  std::string cfg = "models/yolov5s.yaml";  // found among the shipped yamls
-  int imgsz = 640, batch = 64, warmup = 5, steps = 20, rounds = 3, gemm_size = 8192;
-  bool torch = true;
+struct Options : bench::TrainBenchOptions {
+  int gemm_size = 8192;  // the bf16 GEMM's m = n = k; 2048 with --quick
 };
+const bench::TrainBenchOptions kDefaults{
+    .cfg = "models/yolov5s.yaml", .imgsz = 640, .batch = 64, .warmup = 5, .steps = 20, .rounds = 3};
+const bench::TrainBenchOptions kQuick{
+    .imgsz = 128, .batch = 8, .warmup = 1, .steps = 2, .rounds = 1};
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -552,40 +555,9 @@ void report(const std::array<OurMode, 3>& precisions, const std::array<PeerMode,
 
 Options parse(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&] {
-      if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
-      return std::stoi(argv[++i]);
-    };
-    if (arg == "--cfg" && i + 1 < argc)
-      options.cfg = argv[++i];
-    else if (arg == "--imgsz")
-      options.imgsz = value();
-    else if (arg == "--batch")
-      options.batch = value();
-    else if (arg == "--warmup")
-      options.warmup = value();
-    else if (arg == "--steps")
-      options.steps = value();
-    else if (arg == "--rounds")
-      options.rounds = value();
-    else if (arg == "--no-torch")
-      options.torch = false;
-    else if (arg == "--quick")
-      options.imgsz = 128, options.batch = 8, options.warmup = 1, options.steps = 2,
-      options.rounds = 1, options.gemm_size = 2048;
-    else if (arg == "--help") {
-      std::printf("%s", kUsage);
-      std::exit(0);
-    } else
-      throw std::invalid_argument("unknown argument '" + arg + "'\n" + kUsage);
-  }
-  if (options.imgsz % 32 != 0 || options.imgsz <= 0)
-    throw std::invalid_argument("--imgsz " + std::to_string(options.imgsz) +
-                                " must be a positive multiple of 32 (the largest stride)");
-  if (options.batch < 1 || options.steps < 1 || options.warmup < 0 || options.rounds < 1)
-    throw std::invalid_argument("--batch, --steps and --rounds must be >= 1 and --warmup >= 0");
+  static_cast<bench::TrainBenchOptions&>(options) =
+      bench::parse_train_bench_options(argc, argv, kDefaults, kQuick, kUsage);
+  if (options.quick) options.gemm_size = 2048;
   return options;
 }
 

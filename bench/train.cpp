@@ -54,6 +54,7 @@
 #include "bench/loader_rate.h"         // defines: BenchDataset, loader_images_per_second
 #include "bench/memory_bandwidth.h"    // defines: measure_memory_scaling
 #include "bench/python_peer.h"         // defines: find_python_running, find_yolov5
+#include "bench/train_options.h"       // defines: TrainBenchOptions, parse_train_bench_options
 #include "data/dataset.h"              // defines: read_dataset_yaml, open_split
 #include "engine/distributed/ddp/data_parallel.h"     // defines: sync_batchnorm
 #include "engine/distributed/ddp/reducer.h"           // defines: Reducer, broadcast_state
@@ -80,11 +81,14 @@ constexpr int kBoxesPerImage = 3;
 constexpr std::chrono::minutes kCollectiveTimeout{5};
 constexpr double kBusyLoad = 1.0;  // 1-minute load average above which the figures are suspect
 
-struct Options {
-  std::string cfg = "models/yolov5n.yaml";  // found among the shipped yamls
-  int imgsz = 320, batch = 16, warmup = 2, steps = 6, rounds = 3;
-  bool torch = true, quick = false;
-};
+using Options = bench::TrainBenchOptions;
+const Options kDefaults{
+    .cfg = "models/yolov5n.yaml", .imgsz = 320, .batch = 16, .warmup = 2, .steps = 6, .rounds = 3};
+const Options kQuick{.imgsz = 128, .batch = 4, .warmup = 1, .steps = 2, .rounds = 1};
+const char kUsage[] =
+    "bench_train [--cfg models/yolov5n.yaml] [--imgsz 320] [--batch 16] [--warmup 2]\n"
+    "            [--steps 6] [--rounds 3] [--no-torch] [--quick]\n"
+    "  --quick: 128 px, batch 4, 1 warm-up and 2 timed steps, 1 round, 2 loader batches\n";
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -325,44 +329,11 @@ std::string describe_load(double load) {
 }
 
 Options parse(int argc, char** argv) {
-  Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&] {
-      if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
-      return std::stoi(argv[++i]);
-    };
-    if (arg == "--cfg" && i + 1 < argc)
-      options.cfg = argv[++i];
-    else if (arg == "--imgsz")
-      options.imgsz = value();
-    else if (arg == "--batch")
-      options.batch = value();
-    else if (arg == "--warmup")
-      options.warmup = value();
-    else if (arg == "--steps")
-      options.steps = value();
-    else if (arg == "--rounds")
-      options.rounds = value();
-    else if (arg == "--no-torch")
-      options.torch = false;
-    else if (arg == "--quick")
-      options.quick = true, options.imgsz = 128, options.batch = 4, options.warmup = 1,
-      options.steps = 2, options.rounds = 1;
-    else
-      throw std::invalid_argument("unknown argument '" + arg + "'");
-  }
-  if (options.batch < kRanks || options.batch % kRanks != 0)
+  const Options options = bench::parse_train_bench_options(argc, argv, kDefaults, kQuick, kUsage);
+  if (options.batch % kRanks != 0)
     throw std::invalid_argument("--batch " + std::to_string(options.batch) +
-                                " must be a positive "
-                                "multiple of " +
-                                std::to_string(kRanks) + " (it is split over " +
-                                std::to_string(kRanks) + " ranks)");
-  if (options.imgsz % 32 != 0 || options.imgsz <= 0)
-    throw std::invalid_argument("--imgsz " + std::to_string(options.imgsz) +
-                                " must be a positive multiple of 32 (the largest stride)");
-  if (options.steps < 1 || options.warmup < 0 || options.rounds < 1)
-    throw std::invalid_argument("--steps and --rounds must be >= 1 and --warmup >= 0");
+                                " must be a multiple of " + std::to_string(kRanks) +
+                                " (it is split over " + std::to_string(kRanks) + " ranks)");
   return options;
 }
 
