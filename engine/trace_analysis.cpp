@@ -124,6 +124,40 @@ StepAnatomy step_anatomy(const std::vector<Event>& events) {
   return anatomy;
 }
 
+std::optional<MeetingCosts> meeting_costs(const std::vector<std::vector<Event>>& ranks,
+                                          size_t longest) {
+  if (ranks.size() < 2) return std::nullopt;
+  std::vector<std::vector<const Event*>> meetings_of(ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    for (const Event& e : ranks[r])
+      if (e.track == Track::communication && kind_of(e) == "syncbn") meetings_of[r].push_back(&e);
+    std::stable_sort(meetings_of[r].begin(), meetings_of[r].end(),
+                     [](const Event* a, const Event* b) { return a->begin_us < b->begin_us; });
+    if (meetings_of[r].size() != meetings_of[0].size()) return std::nullopt;
+  }
+  MeetingCosts costs;
+  costs.meetings = int64_t(meetings_of[0].size());
+  std::map<std::string, std::pair<int64_t, int64_t>> wait_by_name;  // total us, meetings
+  for (size_t k = 0; k < meetings_of[0].size(); ++k) {
+    int64_t shortest = INT64_MAX, longest_us = 0;
+    for (const auto& meetings : meetings_of) {
+      const int64_t us = meetings[k]->end_us - meetings[k]->begin_us;
+      shortest = std::min(shortest, us), longest_us = std::max(longest_us, us);
+    }
+    costs.latency_ms += double(shortest) / 1e3;
+    costs.wait_ms += double(longest_us - shortest) / 1e3;
+    auto& [total, count] = wait_by_name[meetings_of[0][k]->name];
+    total += longest_us - shortest, ++count;
+  }
+  for (const auto& [name, total_count] : wait_by_name)
+    costs.longest_waits_ms.emplace_back(
+        name, double(total_count.first) / 1e3 / double(total_count.second));
+  std::stable_sort(costs.longest_waits_ms.begin(), costs.longest_waits_ms.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (costs.longest_waits_ms.size() > longest) costs.longest_waits_ms.resize(longest);
+  return costs;
+}
+
 std::vector<std::vector<Event>> events_from_chrome_json(const std::string& json) {
   const nlohmann::json trace = nlohmann::json::parse(json, nullptr, false);
   if (trace.is_discarded() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array())

@@ -1,7 +1,7 @@
 // engine/trace_analysis.h — what a trace says about a data-parallel step (engine/trace.h's
 // events): how much of the gradient communication backward hid, how long the loader kept
-// the rank waiting, and the anatomy of a step — its collectives by kind and size, and when
-// each gradient bucket left.
+// the rank waiting, the anatomy of a step — its collectives by kind and size, and when each
+// gradient bucket left — and what SyncBN's meetings cost in latency and in waiting.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +54,21 @@ struct StepAnatomy {
 // One rank's anatomy; a kind is the event name without its node ("syncbn model.4" ->
 // "syncbn"), so a step's many SyncBN collectives count as one kind.
 StepAnatomy step_anatomy(const std::vector<Event>& events);
+
+// What SyncBN's meetings cost, over all ranks' events. Every rank issues the same collectives
+// in the same order, so the k-th "syncbn" range of each rank is one meeting; each range runs
+// from its launch to its result. The rank that arrives last spends only the latency in it;
+// the others also wait for that rank. Per meeting: latency = the shortest range, wait = the
+// longest minus the shortest (what the first rank to arrive waited).
+struct MeetingCosts {
+  int64_t meetings = 0;  // over all traced steps
+  double latency_ms = 0, wait_ms = 0;
+  // The meetings that waited longest on average, by name ("syncbn model.0"), longest first.
+  std::vector<std::pair<std::string, double>> longest_waits_ms;
+};
+// Empty with fewer than two ranks or when the ranks' meeting counts differ (a cut-short trace).
+std::optional<MeetingCosts> meeting_costs(const std::vector<std::vector<Event>>& ranks,
+                                          size_t longest = 3);
 
 // The events of each rank of a Chrome trace that chrome_trace_json wrote. Throws
 // std::invalid_argument naming what is missing when `json` is not such a trace.

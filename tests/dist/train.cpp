@@ -295,4 +295,10 @@ TEST_CASE("train --trace: 2 ranks in one Chrome trace, buckets leaving during ba
     CHECK(anatomy.buckets.front().before_backward_end_ms > 0);  // the first left before the end
     CHECK(trace::step_shares(events).hidden_communication > 0);
   }
+  // The ranks' meetings pair up one to one; each costs some latency.
+  const std::optional<trace::MeetingCosts> meetings = trace::meeting_costs(ranks);
+  REQUIRE(meetings.has_value());
+  CHECK(meetings->meetings == trace::step_anatomy(ranks[0]).kinds.at("syncbn").count);
+  CHECK(meetings->latency_ms > 0);
+  CHECK(meetings->wait_ms >= 0);
 }

@@ -94,3 +94,29 @@ TEST_CASE("trace analysis: hidden communication, loader waits and bucket departu
   CHECK_THROWS_WITH_AS(trace::events_from_chrome_json("{\"x\": 1}"),
                        doctest::Contains("traceEvents"), std::invalid_argument);
 }
+
+TEST_CASE("trace analysis: SyncBN meetings split into latency and waits over the ranks") {
+  // Three meetings; rank 1 arrives last at the first and third, rank 0 at the second.
+  const std::vector<Event> rank0 = {
+      range("syncbn model.1", Track::communication, 0, 10, 64),
+      range("allreduce bucket 0", Track::communication, 12, 40, 4000),  // not a meeting
+      range("syncbn model.2", Track::communication, 20, 21, 64),
+      range("syncbn model.1", Track::communication, 30, 32, 64),
+  };
+  const std::vector<Event> rank1 = {
+      range("syncbn model.1", Track::communication, 5, 10, 64),
+      range("syncbn model.2", Track::communication, 15, 21, 64),
+      range("syncbn model.1", Track::communication, 30, 35, 64),
+  };
+  const std::optional<trace::MeetingCosts> costs = trace::meeting_costs({rank0, rank1});
+  REQUIRE(costs.has_value());
+  CHECK(costs->meetings == 3);
+  CHECK(costs->latency_ms == doctest::Approx((5 + 1 + 2) / 1e3));
+  CHECK(costs->wait_ms == doctest::Approx((5 + 5 + 3) / 1e3));
+  REQUIRE(costs->longest_waits_ms.size() == 2);
+  CHECK(costs->longest_waits_ms[0].first == "syncbn model.2");
+  CHECK(costs->longest_waits_ms[0].second == doctest::Approx(5 / 1e3));
+  CHECK(costs->longest_waits_ms[1].second == doctest::Approx((5 + 3) / 2 / 1e3));
+  CHECK_FALSE(trace::meeting_costs({rank0}).has_value());              // one rank meets nobody
+  CHECK_FALSE(trace::meeting_costs({rank0, {rank1[0]}}).has_value());  // cut short
+}

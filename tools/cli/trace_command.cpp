@@ -1,6 +1,7 @@
 // tools/cli/trace_command.cpp — see trace_command.h.
 #include "tools/cli/trace_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -52,6 +53,24 @@ void print_rank(size_t rank, const std::vector<trace::Event>& events) {
               100 * shares.hidden_communication, 100 * shares.loader_wait);
 }
 
+// SyncBN's meetings over all ranks: what the latency and the waits for the last rank cost.
+void print_meetings(const std::vector<std::vector<trace::Event>>& ranks) {
+  const std::optional<trace::MeetingCosts> costs = trace::meeting_costs(ranks);
+  if (!costs || costs->meetings == 0) return;
+  const double steps = std::max(1, trace::step_anatomy(ranks[0]).steps);
+  std::printf(
+      "SyncBN meetings, all ranks: %.1f a step; latency (the last rank's time in them) %.2f ms a "
+      "step, waits (the first rank's extra time) %.2f ms a step\n",
+      double(costs->meetings) / steps, costs->latency_ms / steps, costs->wait_ms / steps);
+  std::string longest;
+  for (const auto& [name, ms] : costs->longest_waits_ms) {
+    char text[96];
+    std::snprintf(text, sizeof text, "%s%s %.2f ms", longest.empty() ? "" : ", ", name.c_str(), ms);
+    longest += text;
+  }
+  std::printf("  the longest waits, on average per meeting: %s\n", longest.c_str());
+}
+
 }  // namespace
 
 void add_trace_command(CLI::App& app) {
@@ -74,6 +93,7 @@ std::optional<int> run_trace_command(const CLI::App& app) {
     throw std::invalid_argument(trace_file + ": " + error.what());
   }
   for (size_t rank = 0; rank < ranks.size(); ++rank) print_rank(rank, ranks[rank]);
+  print_meetings(ranks);
   return 0;
 }
 
