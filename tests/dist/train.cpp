@@ -269,6 +269,7 @@ TEST_CASE("train --trace: 2 ranks in one Chrome trace, buckets leaving during ba
     batchnorms_and_c3s.second += bn_weight && entry.name.ends_with(".cv3.bn.weight");
   }
   CHECK(batchnorms_and_c3s == std::pair<int64_t, int64_t>(57, 8));
+  int ranks_overlapping = 0, ranks_hiding = 0;
   for (size_t rank = 0; rank < ranks.size(); ++rank) {
     CAPTURE(rank);
     const std::vector<trace::Event>& events = ranks[rank];
@@ -281,6 +282,7 @@ TEST_CASE("train --trace: 2 ranks in one Chrome trace, buckets leaving during ba
     // each per C3, whose cv1 and cv2 share theirs: yolov5n's 57 and 8 give 98 a step.
     CHECK(anatomy.kinds.at("syncbn").count ==
           anatomy.steps * 2 * (batchnorms_and_c3s.first - batchnorms_and_c3s.second));
+    CHECK(anatomy.buckets.front().before_backward_end_ms > 0);  // the first left before the end
     // A bucket range overlaps a backward range: communication during backward.
     int overlapping = 0;
     for (const trace::Event& bucket : events)
@@ -291,10 +293,15 @@ TEST_CASE("train --trace: 2 ranks in one Chrome trace, buckets leaving during ba
             ++overlapping;
             break;
           }
-    CHECK(overlapping > 0);
-    CHECK(anatomy.buckets.front().before_backward_end_ms > 0);  // the first left before the end
-    CHECK(trace::step_shares(events).hidden_communication > 0);
+    ranks_overlapping += overlapping > 0;
+    ranks_hiding += trace::step_shares(events).hidden_communication > 0;
   }
+  // On some rank, at least. In one CI run (two tests at once on two cores) rank 1 had no
+  // bucket range over a backward range although its first bucket left before its backward
+  // ended: a comm thread woken by the launch can take the shared core and finish the bucket
+  // before the training thread starts the next backward range.
+  CHECK(ranks_overlapping > 0);
+  CHECK(ranks_hiding > 0);
   // The ranks' meetings pair up one to one; each costs some latency.
   const std::optional<trace::MeetingCosts> meetings = trace::meeting_costs(ranks);
   REQUIRE(meetings.has_value());
