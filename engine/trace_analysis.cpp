@@ -135,6 +135,16 @@ std::optional<MeetingCosts> meeting_costs(const std::vector<std::vector<Event>>&
                      [](const Event* a, const Event* b) { return a->begin_us < b->begin_us; });
     if (meetings_of[r].size() != meetings_of[0].size()) return std::nullopt;
   }
+  // A meeting's pass: the forward or backward range of rank 0 that holds it.
+  auto pass_of = [&](const Event& meeting) -> std::string {
+    for (const Event& e : ranks[0])
+      if (e.track == Track::compute && e.begin_us <= meeting.begin_us &&
+          meeting.end_us <= e.end_us) {
+        if (starts_with(e.name, "forward ")) return " (forward)";
+        if (starts_with(e.name, "backward ")) return " (backward)";
+      }
+    return "";
+  };
   MeetingCosts costs;
   costs.meetings = int64_t(meetings_of[0].size());
   std::map<std::string, std::pair<int64_t, int64_t>> wait_by_name;  // total us, meetings
@@ -146,7 +156,7 @@ std::optional<MeetingCosts> meeting_costs(const std::vector<std::vector<Event>>&
     }
     costs.latency_ms += double(shortest) / 1e3;
     costs.wait_ms += double(longest_us - shortest) / 1e3;
-    auto& [total, count] = wait_by_name[meetings_of[0][k]->name];
+    auto& [total, count] = wait_by_name[meetings_of[0][k]->name + pass_of(*meetings_of[0][k])];
     total += longest_us - shortest, ++count;
   }
   for (const auto& [name, total_count] : wait_by_name)

@@ -63,7 +63,8 @@ StepAnatomy step_anatomy(const std::vector<Event>& events);
 struct MeetingCosts {
   int64_t meetings = 0;  // over all traced steps
   double latency_ms = 0, wait_ms = 0;
-  // The meetings that waited longest on average, by name ("syncbn model.0"), longest first.
+  // The meetings that waited longest on average, by name and pass ("syncbn model.0 (forward)",
+  // from rank 0's range that holds it), longest first.
   std::vector<std::pair<std::string, double>> longest_waits_ms;
 };
 // Empty with fewer than two ranks or when the ranks' meeting counts differ (a cut-short trace).

@@ -96,9 +96,12 @@ TEST_CASE("trace analysis: hidden communication, loader waits and bucket departu
 }
 
 TEST_CASE("trace analysis: SyncBN meetings split into latency and waits over the ranks") {
-  // Three meetings; rank 1 arrives last at the first and third, rank 0 at the second.
+  // Three meetings; rank 1 arrives last at the first and third, rank 0 at the second. Rank
+  // 0's compute ranges give the first its pass (forward) and the third its (backward).
   const std::vector<Event> rank0 = {
+      range("forward model.1", Track::compute, 0, 11),
       range("syncbn model.1", Track::communication, 0, 10, 64),
+      range("backward model.1", Track::compute, 29, 33),
       range("allreduce bucket 0", Track::communication, 12, 40, 4000),  // not a meeting
       range("syncbn model.2", Track::communication, 20, 21, 64),
       range("syncbn model.1", Track::communication, 30, 32, 64),
@@ -113,10 +116,12 @@ TEST_CASE("trace analysis: SyncBN meetings split into latency and waits over the
   CHECK(costs->meetings == 3);
   CHECK(costs->latency_ms == doctest::Approx((5 + 1 + 2) / 1e3));
   CHECK(costs->wait_ms == doctest::Approx((5 + 5 + 3) / 1e3));
-  REQUIRE(costs->longest_waits_ms.size() == 2);
-  CHECK(costs->longest_waits_ms[0].first == "syncbn model.2");
+  REQUIRE(costs->longest_waits_ms.size() == 3);
+  CHECK(costs->longest_waits_ms[0].first == "syncbn model.1 (forward)");
   CHECK(costs->longest_waits_ms[0].second == doctest::Approx(5 / 1e3));
-  CHECK(costs->longest_waits_ms[1].second == doctest::Approx((5 + 3) / 2 / 1e3));
+  CHECK(costs->longest_waits_ms[1].first == "syncbn model.2");  // in no range: no pass
+  CHECK(costs->longest_waits_ms[2].first == "syncbn model.1 (backward)");
+  CHECK(costs->longest_waits_ms[2].second == doctest::Approx(3 / 1e3));
   CHECK_FALSE(trace::meeting_costs({rank0}).has_value());              // one rank meets nobody
   CHECK_FALSE(trace::meeting_costs({rank0, {rank1[0]}}).has_value());  // cut short
 }
