@@ -1,8 +1,10 @@
 // tests/unit/loss.cpp — YOLOv5's loss: target building by hand-worked cases, CIoU by its
 // definition, the loss gradient against finite differences (with YOLOv5's detached terms
-// held fixed), and the normalisation that lets a batch split over ranks add up exactly.
+// held fixed), the normalisation that lets a batch split over ranks add up exactly, and the
+// same bits for any thread count.
 #include <cmath>
 
+#include "kernels/cpu/thread_pool.h"
 #include "models/loss/ciou.h"
 #include "models/loss/loss.h"
 #include "tests/support/testing.h"
@@ -225,6 +227,42 @@ TEST_CASE("loss with global counts splits a batch into shares that add up exactl
   CHECK(sum.total == doctest::Approx(whole.total).epsilon(1e-12));
   CHECK(whole.box > 0);
   CHECK(whole.cls > 0);
+}
+
+TEST_CASE("yolo_loss gives the same bits on one thread and on two") {
+  // The objectness pass runs on the pool, a plane per task; its sums must be combined in a
+  // fixed order, not per thread, or training would depend on the thread count.
+  Rng rng(104);
+  const int images = 8, classes = 3, size = 320, outputs = classes + 5;
+  const std::vector<LevelGrid> levels = grids(size);
+  const LossOptions options{scale_loss_gains({}, 3, classes, size), classes};
+  std::vector<std::vector<float>> heads(3);
+  std::vector<Shape4> shapes;
+  for (size_t l = 0; l < 3; ++l) {
+    shapes.push_back({images, 3 * outputs, levels[l].ny, levels[l].nx});
+    heads[l] = convert<float>(random_vector(rng, shapes[l].numel(), -4, 4));
+  }
+  const auto targets = build_targets(random_labels(rng, images, 7, classes), levels, 4.0);
+  const LossNormalization norm = local_normalization(targets, images);
+  auto run = [&](int threads, std::vector<std::vector<float>>& grads) {
+    ThreadPool::global().resize(threads);
+    std::vector<View<const float>> in;
+    std::vector<View<float>> out;
+    for (size_t l = 0; l < 3; ++l) {
+      in.push_back(dense_view<const float>(heads[l].data(), shapes[l]));
+      grads[l].assign(heads[l].size(), 0.0f);
+      out.push_back(dense_view(grads[l].data(), shapes[l]));
+    }
+    return yolo_loss<float>(in, targets, norm, options, out);
+  };
+  const int saved_threads = ThreadPool::global().num_threads();
+  std::vector<std::vector<float>> one_grads(3), two_grads(3);
+  const LossValues one = run(1, one_grads), two = run(2, two_grads);
+  ThreadPool::global().resize(saved_threads);
+  CHECK(one.obj > 0);
+  CHECK(two.obj == one.obj);
+  CHECK(two.total == one.total);
+  for (size_t l = 0; l < 3; ++l) check_close(two_grads[l], one_grads[l], 0, 0, "gradient");
 }
 
 TEST_CASE("yolo_loss refuses a matched row outside the head it indexes") {
