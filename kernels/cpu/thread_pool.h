@@ -10,8 +10,10 @@
 //  - chunks are claimed with one atomic increment each (no lock), and a thread that runs out
 //    of work spins briefly (kSpinBeforeSleep) before it sleeps: a training step runs ~700
 //    loops, many of them under a millisecond, and waking a sleeping thread (a futex wake,
-//    through the hypervisor on a VM) costs tens of microseconds each time. The spin is
-//    bounded, so an idle pool sleeps and gives its cores back;
+//    through the hypervisor on a VM) costs tens of microseconds each time. The spin (500 us)
+//    outlasts most of the serial work between a step's loops (at 50 us, a worker slept
+//    before ~100 of yolov5n's 453 loops a step and woke 50-100 us late; a waiting caller
+//    too); it is bounded, so an idle pool sleeps and gives its cores back;
 //  - fork-safe: a forked child (the launcher's workers) has none of the parent's threads, so
 //    every pool forgets its workers and its locks in the child (a pthread_atfork handler) and
 //    starts fresh workers at the child's first parallel loop.
@@ -53,7 +55,7 @@ class ThreadPool {
   void parallel_for(int64_t n, int64_t grain, const RangeFn& fn);
 
   // How long a thread spins for new work, or for the loop's last chunks, before it sleeps.
-  static constexpr std::chrono::microseconds kSpinBeforeSleep{50};
+  static constexpr std::chrono::microseconds kSpinBeforeSleep{500};
 
   // Run in a forked child by the pthread_atfork handler this file installs (nobody else needs
   // to call it): every live pool forgets the parent's threads and starts its own at its next
