@@ -1,6 +1,7 @@
 // tests/support/testing.h — what every op test shares: seeded random data that is never all zeros,
-// strided views over it, a tolerance check, and the one finite-difference gradient checker
-// that every backward in kernels/cpu is held to (Caffe's GradientChecker idea).
+// strided views over it, a tolerance check, the one finite-difference gradient checker that
+// every backward in kernels/cpu is held to (Caffe's GradientChecker idea), and a scoped thread
+// count for the tests that compare bits across thread counts.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -15,11 +16,27 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/view.h"
 
 namespace bareyolo::testing {
 
 using Rng = std::mt19937_64;
+
+// The global pool at `threads` threads for this object's scope; the previous count comes back
+// when it ends, also when a REQUIRE throws out of it, so no later test runs at the wrong one.
+class PoolThreads {
+ public:
+  explicit PoolThreads(int threads) : saved_(ThreadPool::global().num_threads()) {
+    ThreadPool::global().resize(threads);
+  }
+  ~PoolThreads() { ThreadPool::global().resize(saved_); }
+  PoolThreads(const PoolThreads&) = delete;
+  PoolThreads& operator=(const PoolThreads&) = delete;
+
+ private:
+  int saved_;
+};
 
 // Uniform values in [lo, hi). Fixed seeds keep a failure reproducible.
 template <class T = double>

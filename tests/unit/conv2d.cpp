@@ -9,7 +9,6 @@
 #include <stdexcept>
 #include <type_traits>
 
-#include "kernels/cpu/thread_pool.h"
 #include "kernels/ops.h"
 #include "tests/support/testing.h"
 #include "tests/support/winograd_use.h"
@@ -215,8 +214,6 @@ std::vector<std::vector<double>> conv2d_gradients(const ConvCase& cc, size_t k) 
 // taken image by image on the GEMM path and after the whole output on Winograd's.
 TEST_CASE_TEMPLATE("conv2d forward's moments are batchnorm_moments of its output, bit for bit", T,
                    float, double) {
-  ThreadPool& pool = ThreadPool::global();
-  const int saved_threads = pool.num_threads();
   Rng rng(102);
   for_each_case([&](const ConvCase& cc, size_t k) {
     StridedBuffer<T> x(cc.x, x_gap(k), rng);
@@ -230,7 +227,7 @@ TEST_CASE_TEMPLATE("conv2d forward's moments are batchnorm_moments of its output
     ops::batchnorm_moments<T>(View<const T>(y_alone.view()), mean_ref.data(), m2_ref.data());
     for (int threads : {1, 2}) {
       CAPTURE(threads);
-      pool.resize(threads);
+      const PoolThreads pool(threads);
       StridedBuffer<T> y(cc.y(), y_gap(k), rng);
       y.poison();
       std::vector<T> mean(cc.c_out, std::numeric_limits<T>::quiet_NaN()), m2 = mean;
@@ -239,7 +236,6 @@ TEST_CASE_TEMPLATE("conv2d forward's moments are batchnorm_moments of its output
       check_close(mean, mean_ref, 0, 0, "the convolution's mean");
       check_close(m2, m2_ref, 0, 0, "the convolution's M2");
     }
-    pool.resize(saved_threads);
   });
 }
 
@@ -254,15 +250,12 @@ TEST_CASE("conv2d float backward matches the double backward on strided views") 
 }
 
 TEST_CASE("conv2d backward gives identical bits on one two and three threads") {
-  ThreadPool& pool = ThreadPool::global();
-  const int saved_threads = pool.num_threads();
   for_each_case([&](const ConvCase& cc, size_t k) {
     std::vector<std::vector<std::vector<double>>> results;
     for (int threads : {1, 2, 3}) {
-      pool.resize(threads);
+      const PoolThreads pool(threads);
       results.push_back(conv2d_gradients<float>(cc, k));
     }
-    pool.resize(saved_threads);
     for (size_t t = 1; t < results.size(); ++t) CHECK(results[t] == results[0]);
   });
 }
@@ -283,8 +276,6 @@ TEST_CASE("conv2d backward weight of a large dW matches the definition on every 
       {{5, 64, 11, 12}, 128, 3, 3, {2, 2, 1, 1}, true},
       {{2, 64, 32, 31}, 128, 3, 3, {1, 1, 1, 1}, false},
   };
-  ThreadPool& pool = ThreadPool::global();
-  const int saved_threads = pool.num_threads();
   for (size_t index = 0; index < std::size(cases); ++index) {
     const ConvCase& cc = cases[index];
     CAPTURE(index);
@@ -315,10 +306,9 @@ TEST_CASE("conv2d backward weight of a large dW matches the definition on every 
           }
     std::vector<std::vector<double>> float_results;
     for (int threads : {1, 2, 3}) {
-      pool.resize(threads);
+      const PoolThreads pool(threads);
       float_results.push_back(conv2d_gradients<float>(cc, k)[1]);
     }
-    pool.resize(saved_threads);
     // conv2d_gradients makes the same x, dy and starting dW from the same seeds.
     check_close(conv2d_gradients<double>(cc, k)[1], expected, 1e-12, 1e-12, "double dweight");
     check_close(float_results[0], expected, 1e-4, 1e-4, "float dweight");

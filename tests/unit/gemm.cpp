@@ -16,7 +16,6 @@
 
 #include "kernels/cpu/gemm/gemm.h"
 #include "kernels/cpu/gemm/gemm_kernels.h"
-#include "kernels/cpu/thread_pool.h"
 #include "tests/support/testing.h"
 
 namespace bareyolo {
@@ -178,8 +177,6 @@ TEST_CASE("gemm's dot-product path matches a double reference on edge tiles and 
 // The product is split into several tasks over the pool; the result must be correct and the
 // same bits whatever the number of threads.
 TEST_CASE("gemm gives identical bits on one and two threads for a product split into tasks") {
-  ThreadPool& pool = ThreadPool::global();
-  const int saved_threads = pool.num_threads();
   // The second shape goes through the dot-product path when only B is transposed.
   const int64_t shapes[][3] = {{70, 3000, 300}, {32, 1000, 1100}};
   for (const auto& shape : shapes) {
@@ -187,7 +184,7 @@ TEST_CASE("gemm gives identical bits on one and two threads for a product split 
       GemmCase gc{(trans & 1) != 0, (trans & 2) != 0, shape[0], shape[1], shape[2], 0.5, 0.25, 1};
       std::vector<std::vector<float>> results;
       for (int threads : {1, 2}) {
-        pool.resize(threads);
+        const testing::PoolThreads pool(threads);
         Rng rng(99);  // same inputs for both runs
         StoredMatrix<float> a(rng, gc.trans_a ? gc.k : gc.m, gc.trans_a ? gc.m : gc.k, 1, kNaN);
         StoredMatrix<float> b(rng, gc.trans_b ? gc.n : gc.k, gc.trans_b ? gc.k : gc.n, 1, kNaN);
@@ -196,7 +193,6 @@ TEST_CASE("gemm gives identical bits on one and two threads for a product split 
                          b.values.data(), b.ld, 0.25f, c.values.data(), c.ld);
         results.push_back(c.values);
       }
-      pool.resize(saved_threads);
       REQUIRE(results[0].size() == results[1].size());
       CHECK_MESSAGE(
           std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)) == 0,
@@ -212,8 +208,6 @@ TEST_CASE("gemm gives identical bits on one and two threads for a product split 
 // path (the last shape, only B transposed), terms that lie apart in memory with NaN between
 // them, and a C that starts as NaN (beta = 0, never read).
 TEST_CASE("gemm_sum gives the bits of gemm called term by term") {
-  ThreadPool& pool = ThreadPool::global();
-  const int saved_threads = pool.num_threads();
   const int64_t shapes[][3] = {{70, 300, 100}, {9, 33, 17}, {32, 130, 300}};
   constexpr int64_t kTerms = 5, kTermGap = 3;
   for (const auto& shape : shapes)
@@ -239,7 +233,7 @@ TEST_CASE("gemm_sum gives the bits of gemm called term by term") {
           cpu::gemm<float>(trans_a, trans_b, m, n, k, 0.75f, a.data() + t * a_step, lda,
                            b.data() + t * b_step, ldb, t == 0 ? beta : 1.0f, expected.data(), n);
         for (int threads : {1, 2}) {
-          pool.resize(threads);
+          const testing::PoolThreads pool(threads);
           std::vector<float> c = start;
           cpu::gemm_sum<float>(kTerms, trans_a, trans_b, m, n, k, 0.75f, a.data(), lda, a_step,
                                b.data(), ldb, b_step, beta, c.data(), n);
@@ -249,7 +243,6 @@ TEST_CASE("gemm_sum gives the bits of gemm called term by term") {
                                          << " trans_b=" << trans_b << " beta=" << beta
                                          << " differs from gemm term by term");
         }
-        pool.resize(saved_threads);
       }
     }
 }

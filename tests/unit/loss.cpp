@@ -4,7 +4,6 @@
 // same bits for any thread count.
 #include <cmath>
 
-#include "kernels/cpu/thread_pool.h"
 #include "models/loss/ciou.h"
 #include "models/loss/loss.h"
 #include "tests/support/testing.h"
@@ -245,7 +244,7 @@ TEST_CASE("yolo_loss gives the same bits on one thread and on two") {
   const auto targets = build_targets(random_labels(rng, images, 7, classes), levels, 4.0);
   const LossNormalization norm = local_normalization(targets, images);
   auto run = [&](int threads, std::vector<std::vector<float>>& grads) {
-    ThreadPool::global().resize(threads);
+    const PoolThreads pool(threads);
     std::vector<View<const float>> in;
     std::vector<View<float>> out;
     for (size_t l = 0; l < 3; ++l) {
@@ -255,10 +254,8 @@ TEST_CASE("yolo_loss gives the same bits on one thread and on two") {
     }
     return yolo_loss<float>(in, targets, norm, options, out);
   };
-  const int saved_threads = ThreadPool::global().num_threads();
   std::vector<std::vector<float>> one_grads(3), two_grads(3);
   const LossValues one = run(1, one_grads), two = run(2, two_grads);
-  ThreadPool::global().resize(saved_threads);
   CHECK(one.obj > 0);
   CHECK(two.obj == one.obj);
   CHECK(two.total == one.total);

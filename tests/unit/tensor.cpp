@@ -65,9 +65,7 @@ TEST_CASE("tensor image slice and copy_from between layouts") {
 TEST_CASE("zero clears a channel slice of many pool chunks, and nothing around it") {
   // 3 x 40 x 64 x 64 floats: each image's slice of 20 channels is 320 KB, over one chunk of
   // the parallel zero (kernels/cpu/loops.h), and 2 threads share it.
-  ThreadPool& pool = ThreadPool::global();
-  const int saved_threads = pool.num_threads();
-  pool.resize(2);
+  const PoolThreads two_threads(2);
   Rng rng(33);
   const Shape4 shape = {3, 40, 64, 64};
   std::vector<float> values = random_vector<float>(rng, shape.numel());
@@ -82,7 +80,6 @@ TEST_CASE("zero clears a channel slice of many pool chunks, and nothing around i
     const float expected = channel >= 10 && channel < 30 ? 0.0f : values[size_t(i)];
     wrong += after[size_t(i)] != expected;
   }
-  pool.resize(saved_threads);
   CHECK(wrong == 0);
 }
 
