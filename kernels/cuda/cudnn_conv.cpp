@@ -2,18 +2,22 @@
 // through cuDNN's convolution API (conv2d_paths.h).
 //
 // Descriptors carry the views' real strides (a channel slice of a Concat buffer has a batch
-// stride beyond c*h*w), so no view is copied. Math is CUDNN_FMA_MATH, plain float FMAs, so
-// results stay within float rounding of the CPU reference; with cuda::set_tf32(true) it is
-// CUDNN_DEFAULT_MATH, which lets cuDNN round the operands to TF32 for the tensor cores.
+// stride beyond c*h*w), so no view is copied. Math on float views is CUDNN_FMA_MATH, plain
+// float FMAs, so results stay within float rounding of the CPU reference; with
+// cuda::set_tf32(true) it is CUDNN_DEFAULT_MATH, which lets cuDNN round the operands to TF32
+// for the tensor cores; on bf16 views it is CUDNN_TENSOR_OP_MATH (convolution_math in
+// cudnn_algorithm_choice.h says why).
 //
 // Algorithms are chosen on the first call of a (device, pass, shapes, strides, pointer
 // alignment, math) and cached for the process. cuDNN's heuristics
 // (cudnnGetConvolution*Algorithm_v7) rank the algorithms for the descriptors without running
 // any; the choice is the first deterministic one that is supported and whose workspace fits the
-// cap (cudnn_algorithm_choice.h). That first call runs the candidates in this order until cuDNN
-// accepts one, since an algorithm may refuse the real pointers' alignment, which the heuristics
-// do not see; it is the very call the op was asked for, so nothing runs twice. Each call takes
-// the chosen workspace from the caching allocator (the same block every step).
+// cap (cudnn_algorithm_choice.h; BAREYOLO_CUDNN_DETERMINISTIC=0 takes cuDNN's first, and
+// BAREYOLO_CUDNN_LOG=1 prints each choice with the whole ranking). That first call runs the
+// candidates in this order until cuDNN accepts one, since an algorithm may refuse the real
+// pointers' alignment, which the heuristics do not see; it is the very call the op was asked for,
+// so nothing runs twice. Each call takes the chosen workspace from the caching allocator (the same
+// block every step).
 //
 // Nothing is timed (cudnnFind*, which this file used before), for two reasons. Timing needs
 // search memory beside the tensors and synchronises the device, about 180 times in the first
@@ -25,16 +29,18 @@
 // is on.
 //
 // bf16 convolutions (mixed precision; ops.h): cuDNN convolves the bf16 views themselves with
-// float accumulation (compute type float, tensor-core math allowed) and stores bf16; a forward's
-// bias is then added in float and rounded (conv2d_bias.cu: y = round(round(conv) + bias), within
-// a bf16 step of the definition's round(conv + bias)); the weight gradient is the bf16 product
-// alone, which conv2d.cu adds to the float dweight.
+// float accumulation (compute type float, tensor-core math) and stores bf16; a forward's
+// bias is then added in float and rounded (conv2d_bias.cu: y = round(round(conv) + bias), half
+// a bf16 step of the convolution beside the definition's round(conv + bias)); the weight
+// gradient is the bf16 product alone, which conv2d.cu adds to the float dweight.
 //
 // (This is cuDNN's legacy convolution API, deprecated in cuDNN 9 in favour of its graph API
 // but complete and supported there; moving to the graph API changes only this file.)
 #include <array>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <initializer_list>
 #include <map>
 #include <mutex>
@@ -158,6 +164,50 @@ int64_t common_alignment(std::initializer_list<const void*> pointers) {
   return static_cast<int64_t>(bits & (~bits + 1));  // the lowest set bit
 }
 
+cudnnMathType_t cudnn_math(ConvolutionMath math) {
+  switch (math) {
+    case ConvolutionMath::tensor_op:
+      return CUDNN_TENSOR_OP_MATH;
+    case ConvolutionMath::default_tf32:
+      return CUDNN_DEFAULT_MATH;
+    default:
+      return CUDNN_FMA_MATH;
+  }
+}
+
+// A flag of the environment, read once: unset or empty gives `otherwise`, "0" false.
+bool environment_flag(const char* name, bool otherwise) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) return otherwise;
+  return std::string(value) != "0";
+}
+
+// BAREYOLO_CUDNN_DETERMINISTIC=0: cuDNN's ranking alone picks (cudnn_algorithm_choice.h).
+bool deterministic_first() {
+  static const bool on = environment_flag("BAREYOLO_CUDNN_DETERMINISTIC", true);
+  return on;
+}
+
+// BAREYOLO_CUDNN_LOG=1 prints each choice with cuDNN's whole ranking to stderr (which
+// algorithm a slow layer got, and what else was offered).
+bool log_choices() {
+  static const bool on = environment_flag("BAREYOLO_CUDNN_LOG", false);
+  return on;
+}
+
+const char* math_name(int math) {
+  switch (math) {
+    case CUDNN_FMA_MATH:
+      return "fma";
+    case CUDNN_DEFAULT_MATH:
+      return "default";
+    case CUDNN_TENSOR_OP_MATH:
+      return "tensor-op";
+    default:
+      return "tensor-op-conversion";
+  }
+}
+
 // ---- the three passes: the cuDNN calls that differ between them --------------------------
 
 // A pass names its heuristics (rank: up to kAlgorithms results, best first) and its call.
@@ -253,7 +303,7 @@ class Convolution {
         x(x_view, x_name),
         y(y_view, y_name),
         w(w_view.shape, cudnn_type<W>()),
-        conv_(p, tensor_cores ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH),
+        conv_(p, cudnn_math(convolution_math(bf16_operands, tensor_cores))),
         x_shape_(x_view.shape),
         w_shape_(w_view.shape),
         key_{device,
@@ -294,7 +344,8 @@ class Convolution {
     }
     const std::vector<AlgorithmCandidate> ranking = ranked<Pass>();
     const size_t cap = workspace_cap(device);
-    const std::vector<AlgorithmCandidate> order = algorithms_to_try(ranking, cap);
+    const std::vector<AlgorithmCandidate> order =
+        algorithms_to_try(ranking, cap, deterministic_first());
     const std::string what = std::string(" for the ") + Pass::kName + " convolution of input " +
                              x_shape_.str() + " with weight " + w_shape_.str();
     if (order.empty())
@@ -307,6 +358,7 @@ class Convolution {
       status = attempt(candidate);
       if (status == CUDNN_STATUS_SUCCESS) {
         remember_choice(key, candidate);
+        if (log_choices()) log_choice(Pass::kName, ranking, candidate);
         return;
       }
       if (!refused(status)) check_cudnn(status, Pass::kCall, __FILE__, __LINE__);
@@ -345,6 +397,19 @@ class Convolution {
            result.determinism == CUDNN_DETERMINISTIC, result.memory});
     }
     return candidates;
+  }
+
+  void log_choice(const char* pass, const std::vector<AlgorithmCandidate>& ranking,
+                  const AlgorithmCandidate& chosen) const {
+    std::string line =
+        std::string("cudnn ") + pass + (bf16_operands ? " bf16 x" : " float x") + x_shape_.str() +
+        " w" + w_shape_.str() + " stride " + std::to_string(key_[11]) + ": algorithm " +
+        std::to_string(chosen.algorithm) + " " + math_name(chosen.math) + "; ranked:";
+    for (const AlgorithmCandidate& c : ranking)
+      line += " " + std::to_string(c.algorithm) + "/" + math_name(c.math) +
+              (c.supported ? "" : "/unsupported") + (c.deterministic ? "" : "/nondeterministic") +
+              "/" + std::to_string(c.workspace >> 20) + "MiB";
+    std::fprintf(stderr, "%s\n", line.c_str());
   }
 
   ConvolutionDescriptor conv_;  // its math type follows the algorithm being run

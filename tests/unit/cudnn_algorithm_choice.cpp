@@ -1,7 +1,8 @@
 // tests/unit/cudnn_algorithm_choice.cpp — which of cuDNN's ranked convolution algorithms the
 // CUDA convolution runs (kernels/cuda/cudnn_algorithm_choice.h), on made-up rankings, so it runs
 // without a GPU: the first deterministic supported algorithm whose workspace fits, the others as
-// fallbacks in cuDNN's order, non-deterministic ones last, and the workspace cap.
+// fallbacks in cuDNN's order, non-deterministic ones last (or in cuDNN's order when determinism
+// is not asked for), the workspace cap, and the math type a descriptor asks for.
 #include <doctest/doctest.h>
 
 #include <cstddef>
@@ -64,6 +65,24 @@ TEST_CASE("conv algorithm choice: non-deterministic only when no deterministic o
   // With room for ALGO_1 it leads; without, the fastest non-deterministic one is the choice.
   CHECK(algorithms(algorithms_to_try(ranked, 8 * kMiB)) == std::vector<int>{1, 0, 3});
   CHECK(algorithms(algorithms_to_try(ranked, kMiB)) == std::vector<int>{0, 3});
+}
+
+TEST_CASE("conv algorithm choice: cuDNN's ranking alone when determinism is not asked for") {
+  const std::vector<AlgorithmCandidate> ranked = {
+      candidate(0, true, false, 0), candidate(7, false, true, 0), candidate(3, true, false, kMiB),
+      candidate(1, true, true, 8 * kMiB), candidate(5, true, true, 0)};
+  CHECK(algorithms(algorithms_to_try(ranked, 8 * kMiB, false)) == std::vector<int>{0, 3, 1, 5});
+  CHECK(algorithms(algorithms_to_try(ranked, kMiB, false)) == std::vector<int>{0, 3, 5});
+  CHECK(algorithms(algorithms_to_try(ranked, 8 * kMiB, true)) == std::vector<int>{1, 5, 0, 3});
+}
+
+TEST_CASE("conv algorithm choice: bf16 asks for tensor-op math, TF32 for default, float for FMA") {
+  using bareyolo::cuda::convolution_math;
+  using bareyolo::cuda::ConvolutionMath;
+  CHECK(convolution_math(true, false) == ConvolutionMath::tensor_op);
+  CHECK(convolution_math(true, true) == ConvolutionMath::tensor_op);
+  CHECK(convolution_math(false, true) == ConvolutionMath::default_tf32);
+  CHECK(convolution_math(false, false) == ConvolutionMath::fma);
 }
 
 TEST_CASE("conv algorithm choice: nothing to try when nothing is usable") {
