@@ -9,11 +9,23 @@
 // (norm-wise per tensor), while a wrong gradient anywhere moves a tensor by far more.
 //
 // Under mixed precision (bf16 activations) the two devices round different float sums to bf16,
-// so a value may land one bf16 step apart, and such differences travel through the layers: the
-// step's update (parameters after minus before) is compared instead, within 5% norm-wise per
-// tensor, against a wrong gradient's 100% (not yet measured on a GPU). And the tiny model's loss
-// under --amp on the GPU tracks its fp32 loss over 200 steps as on the CPU
-// (tests/support/mixed_precision_tracking.h).
+// so a value may land one bf16 step apart, and such differences travel through the layers. The
+// bf16 update is not close to the float one on either device: a weight gradient sums products
+// that cancel, and each bf16 rounding of an activation gradient (2^-9 of it) adds noise of
+// its own. Measured on an H200: for yolov5n at 320 px (`bareyolo grads --amp`, fresh and
+// briefly trained weights) the CPU's bf16 gradient differs from its float gradient by 3-80%
+// norm-wise per tensor, and the GPU's bf16 gradient from the CPU's bf16 one by 0.4-59%, at most
+// 1.2 times the CPU's own bf16 deviation of that tensor, 0.69 times over all tensors; for this
+// step of the tiny model, at most 2.2 times for one tensor and 0.16 times over all. A GPU that
+// computes the same bf16 definition sits that close, and a wrong gradient adds its own error
+// on top of the rounding noise. So the GPU's bf16 update is compared with the CPU's bf16
+// update: over all tensors within the distance between the CPU's bf16 and float updates, each
+// tensor within 3 times its own. And the tiny model's loss under --amp on the GPU tracks its
+// fp32 loss over 200 steps as on the CPU (tests/support/mixed_precision_tracking.h).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "engine/optim/clip.h"
 #include "engine/optim/sgd.h"
 #include "engine/parameter_arena.h"
@@ -56,16 +68,29 @@ Step one_step(Device device, bool amp = false) {
   return step;
 }
 
-// The largest norm-wise relative difference, over the tensors, of `value(step, tensor)` on
-// the two devices.
-template <class Value>
-double worst_difference(const Step& cpu, const Step& gpu, Value value) {
+// The norm-wise difference of two steps' updates (parameters after minus before), per tensor.
+std::vector<double> update_distances(const Step& a, const Step& b) {
+  REQUIRE(a.after.size() == b.after.size());
+  std::vector<double> distances;
+  for (size_t p = 0; p < a.after.size(); ++p) {
+    double squares = 0;
+    for (size_t k = 0; k < a.after[p].size(); ++k) {
+      const double d = (a.after[p][k] - a.before[p][k]) - (b.after[p][k] - b.before[p][k]);
+      squares += d * d;
+    }
+    distances.push_back(std::sqrt(squares));
+  }
+  return distances;
+}
+
+// The largest norm-wise relative difference, over the tensors, of the parameters after the step.
+double worst_difference(const Step& cpu, const Step& gpu) {
   REQUIRE(cpu.after.size() == gpu.after.size());
   double worst = 0;
   for (size_t p = 0; p < cpu.after.size(); ++p) {
     double diff = 0, norm = 0;
     for (size_t k = 0; k < cpu.after[p].size(); ++k) {
-      const double a = value(cpu, p, k), b = value(gpu, p, k);
+      const double a = cpu.after[p][k], b = gpu.after[p][k];
       diff += (a - b) * (a - b);
       norm += a * a;
     }
@@ -77,19 +102,26 @@ double worst_difference(const Step& cpu, const Step& gpu, Value value) {
 }  // namespace
 
 TEST_CASE("one training step of the tiny model: GPU == CPU") {
-  const double worst =
-      worst_difference(one_step(Device::cpu()), one_step(Device::cuda(0)),
-                       [](const Step& s, size_t p, size_t k) { return s.after[p][k]; });
+  const double worst = worst_difference(one_step(Device::cpu()), one_step(Device::cuda(0)));
   MESSAGE("largest relative difference of a parameter tensor: " << worst);
   CHECK(worst < 1e-4);
 }
 
-TEST_CASE("one training step of the tiny model under mixed precision: GPU == CPU within bf16") {
-  const double worst = worst_difference(
-      one_step(Device::cpu(), true), one_step(Device::cuda(0), true),
-      [](const Step& s, size_t p, size_t k) { return s.after[p][k] - s.before[p][k]; });
-  MESSAGE("largest relative difference of a parameter tensor's update: " << worst);
-  CHECK(worst < 0.05);
+TEST_CASE("one training step of the tiny model under mixed precision: GPU near the CPU's bf16") {
+  const Step cpu_float = one_step(Device::cpu()), cpu_bf16 = one_step(Device::cpu(), true),
+             gpu_bf16 = one_step(Device::cuda(0), true);
+  const std::vector<double> noise = update_distances(cpu_bf16, cpu_float),
+                            apart = update_distances(gpu_bf16, cpu_bf16);
+  double worst_ratio = 0, noise_squares = 0, apart_squares = 0;
+  for (size_t p = 0; p < noise.size(); ++p) {
+    CHECK(apart[p] <= 3 * noise[p] + 1e-12);
+    worst_ratio = std::max(worst_ratio, apart[p] / std::max(noise[p], 1e-30));
+    noise_squares += noise[p] * noise[p];
+    apart_squares += apart[p] * apart[p];
+  }
+  MESSAGE("GPU bf16 vs CPU bf16 update, over CPU bf16 vs CPU float: worst tensor "
+          << worst_ratio << ", all tensors " << std::sqrt(apart_squares / noise_squares));
+  CHECK(apart_squares <= noise_squares);
 }
 
 TEST_CASE("cuda mixed precision: the tiny model's loss tracks float over 200 steps") {
