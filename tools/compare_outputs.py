@@ -8,6 +8,10 @@ Python's standard library only: the GPU machine may have nothing else.
   compare_outputs.py tensors A B [--rtol 1e-4] [--prefix p]
       every float tensor of two safetensors files: norm-wise relative error
       |a - b| / |b| <= rtol per tensor (and the same names and shapes)
+  compare_outputs.py bf16 GPU_BF16 CPU_BF16 CPU_FLOAT [--factor 3] [--prefix grad.]
+      a bf16 (--amp) result against the CPU's bf16 definition, measured by the rounding
+      noise of that definition: per tensor |gpu - cpu_bf16| <= factor |cpu_bf16 - cpu_float|,
+      and over all tensors together |gpu - cpu_bf16| <= |cpu_bf16 - cpu_float|
   compare_outputs.py detections A.json B.json [--box-tol 1.0] [--score-tol 1e-3]
       two COCO results files (val --save-json, predict's detections.json): the same
       detections per image, boxes within box-tol pixels, scores within score-tol
@@ -74,6 +78,16 @@ def make_batch(args):
     return 0
 
 
+def tensor_verdict(failures, compared, summary):
+    """Prints the failures and the last line; nothing compared is a failure too."""
+    for line in failures:
+        print(line)
+    if compared == 0:
+        failures.append("no float tensor in common")
+    print(f"{'FAIL' if failures else 'ok'}: {compared} tensors, {summary}")
+    return 1 if failures else 0
+
+
 def compare_tensors(args):
     a, b = read_safetensors(args.a), read_safetensors(args.b)
     failures, compared, worst = [], 0, (0.0, "")
@@ -100,14 +114,42 @@ def compare_tensors(args):
         worst = max(worst, (error, name))
         if not error <= args.rtol:
             failures.append(f"{name}: norm-wise relative error {error:.3g} > {args.rtol:g}")
-    for line in failures:
-        print(line)
-    if compared == 0:
-        failures.append("no float tensor in common")
-    verdict = "FAIL" if failures else "ok"
-    print(f"{verdict}: {compared} tensors, worst {worst[0]:.3g} ({worst[1]}), "
-          f"{len(failures)} beyond rtol {args.rtol:g}")
-    return 1 if failures else 0
+    return tensor_verdict(failures, compared, f"worst {worst[0]:.3g} ({worst[1]}), "
+                          f"{len(failures)} beyond rtol {args.rtol:g}")
+
+
+def compare_bf16(args):
+    gpu, cpu, reference = (read_safetensors(p) for p in (args.gpu_bf16, args.cpu_bf16, args.cpu_float))
+    failures, compared, worst, apart_total, noise_total = [], 0, (0.0, ""), 0.0, 0.0
+    for name in sorted(reference):
+        if not name.startswith(args.prefix):
+            continue
+        if name not in gpu or name not in cpu:
+            failures.append(f"{name}: missing from {'GPU_BF16' if name not in gpu else 'CPU_BF16'}")
+            continue
+        g, c, r = (floats(t[name][0], t[name][2]) for t in (gpu, cpu, reference))
+        if g is None or c is None or r is None:
+            continue
+        if len(g) != len(r) or len(c) != len(r):
+            failures.append(f"{name}: sizes {len(g)}, {len(c)}, {len(r)}")
+            continue
+        if not all(map(math.isfinite, g)):
+            failures.append(f"{name}: GPU_BF16 holds a value that is not finite")
+            continue
+        apart = sum((p - q) ** 2 for p, q in zip(g, c))
+        noise = sum((p - q) ** 2 for p, q in zip(c, r))
+        compared += 1
+        apart_total += apart
+        noise_total += noise
+        ratio = math.sqrt(apart / noise) if noise > 0 else (0.0 if apart == 0 else math.inf)
+        worst = max(worst, (ratio, name))
+        if not ratio <= args.factor:
+            failures.append(f"{name}: {ratio:.3g} times the CPU's bf16 rounding noise > {args.factor:g}")
+    overall = math.sqrt(apart_total / noise_total) if noise_total > 0 else math.inf
+    if compared and not overall <= 1.0:
+        failures.append(f"all tensors: {overall:.3g} times the CPU's bf16 rounding noise > 1")
+    return tensor_verdict(failures, compared, f"apart {overall:.3g} times the bf16 noise overall, "
+                          f"worst {worst[0]:.3g} ({worst[1]}), {len(failures)} failures")
 
 
 def compare_detections(args):
@@ -181,6 +223,13 @@ def main():
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--prefix", default="")
     p.set_defaults(run=compare_tensors)
+    p = sub.add_parser("bf16")
+    p.add_argument("gpu_bf16")
+    p.add_argument("cpu_bf16")
+    p.add_argument("cpu_float")
+    p.add_argument("--factor", type=float, default=3.0)
+    p.add_argument("--prefix", default="grad.")
+    p.set_defaults(run=compare_bf16)
     p = sub.add_parser("detections")
     p.add_argument("a")
     p.add_argument("b")

@@ -7,16 +7,20 @@
 # BUILD_DIR holds the binaries (bareyolo, cuda_tests, bench_gpu_kernels, bench_gpu_train),
 # built for the GPU elsewhere: a build tree, or the folder tools/stage_gpu_check.sh stages
 # (bin/ with models/ and bench/*.py beside it). Nothing is compiled here.
+# GPU_CHECK_ONLY="STEP ..." runs the environment and the named steps alone (the names of the
+# summary's rows and of phase_b_steps: a second run of what failed, in less device time).
 #
 # Phase A (GPU_CHECK_PHASE_A_S, 240 s): the environment (driver, the CUDA libraries actually
 #   loaded and their versions, one copy of each), every CUDA test case in its own process (a
 #   sticky CUDA error fails one case, not the rest; the NCCL cases last), the first failing
 #   case again under compute-sanitizer, `bareyolo train --device 0` of yolov5s at 640 batch 64
 #   for 25 steps, bench_gpu_kernels and bench_gpu_train.
-# Phase B (GPU_CHECK_PHASE_B_S, 240 s): two ranks sharing the GPU over the TCP ring, the same
-#   with --amp and bf16 gradient buckets, a real NCCL communicator at world 1 through the trainer, a resume from a GPU checkpoint, the
-#   training forward and backward (grads, and grads --amp), val and predict on the GPU against
-#   the CPU, and `bareyolo selftest`. Later issues add their cases as steps of phase B (see phase_b_steps).
+# Phase B (GPU_CHECK_PHASE_B_S, 240 s; ~150 s on an H200): two ranks sharing the GPU over the
+#   TCP ring, the same with --amp and bf16 gradient buckets, a real NCCL communicator at world
+#   1 through the trainer, a resume from a GPU checkpoint, the training forward and backward
+#   (grads, and grads --amp), the main job for 30 epochs, val and predict of its weights on the
+#   GPU against the CPU, sharded validation, an elastic restart, and `bareyolo selftest`. Later
+#   issues add their cases as steps of phase B (see phase_b_steps).
 #
 # Every step has a time limit (its own, and what is left of its phase); a step's row is
 # appended to OUTDIR/summary.log as soon as it ends. The script never reports a GPU check as
@@ -123,8 +127,12 @@ environment() {
   } >"$log"
   local folders
   mapfile -t folders < <(find_library_folders)
-  if [ ${#folders[@]} -gt 0 ]; then
-    export LD_LIBRARY_PATH="$(IFS=:; echo "${folders[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  local folder added=()  # a folder already on the path is not added twice
+  for folder in "${folders[@]}"; do
+    [[ ":${LD_LIBRARY_PATH:-}:" == *":$folder:"* ]] || added+=("$folder")
+  done
+  if [ ${#added[@]} -gt 0 ]; then
+    export LD_LIBRARY_PATH="$(IFS=:; echo "${added[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   fi
   # The Python of the PyTorch peers: the one whose site-packages holds torch.
   local torch_init=""
@@ -245,9 +253,15 @@ sample_memory() {
   done
 }
 
+# The shapes data the training steps share: 128 training and 16 validation images of 320 px.
+make_shapes() {
+  [ -f "$work/shapes/data.yaml" ] && { rc=0; return; }
+  run "$1" 60 "$build/bareyolo" make-shapes --out "$work/shapes" --n-train 128 --n-val 16 --imgsz 320
+}
+
 train_yolov5s() {
   local log=$out/phase_a.log start=$(date +%s)
-  run "$log" 60 "$build/bareyolo" make-shapes --out "$work/shapes" --n-train 128 --n-val 16 --imgsz 320
+  make_shapes "$log"
   if [ "$rc" -ne 0 ]; then
     row train_yolov5s_640 "$(outcome)" "$elapsed" "make-shapes failed (phase_a.log)"
     return
@@ -302,17 +316,17 @@ bench() {  # NAME CAP ARGS...: a bench's RESULT line in the summary
 
 # ---- phase B: multi-rank, NCCL, resume, GPU against CPU ----------------------------------
 phase_b_log=$out/phase_b.log
-train_small() {  # NAME ARGS...: yolov5n at 320 on the shapes data
-  local name=$1
-  shift
+train_small() {  # NAME EPOCHS ARGS...: yolov5n at 320 on the shapes data
+  local name=$1 epochs=$2
+  shift 2
   run "$phase_b_log" 90 "$build/bareyolo" train --data "$work/shapes/data.yaml" \
-    --cfg models/yolov5n.yaml --batch 16 --imgsz 320 --epochs 100 --no-val \
+    --cfg models/yolov5n.yaml --batch 16 --imgsz 320 --epochs "$epochs" --no-val \
     --project "$work/runs" --name "$name" --exist-ok "$@"
 }
 
 two_ranks_one_gpu() {
   local start=$(date +%s)
-  train_small shared --device 0,0 --max-steps 8
+  train_small shared 100 --device 0,0 --max-steps 8
   local used
   used=$(grep -m1 'communicator:' "$phase_b_log" | sed 's/.*communicator: //')
   if [ "$rc" -eq 0 ] && [[ $used == "tcp, 2 rank(s)" ]]; then
@@ -324,18 +338,18 @@ two_ranks_one_gpu() {
 }
 
 # --amp (bf16 activations through the graph: the bf16 kernels and cuDNN's bf16 convolutions)
-# with bf16 gradient buckets staged through the TCP ring: 8 steps on 2 ranks sharing cuda:0,
-# finite losses.
+# with bf16 gradient buckets staged through the TCP ring: 8 batches on 2 ranks sharing cuda:0,
+# finite losses (1 epoch: its row in results.jsonl).
 amp_gpu() {
   local start=$(date +%s)
-  train_small amp --device 0,0 --max-steps 8 --amp --grad-dtype bf16
+  train_small amp 1 --device 0,0 --amp --grad-dtype bf16
   local verdict
   verdict=$(python3 - "$work/runs/amp/results.jsonl" 2>&1 <<'EOF'
 import json, math, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 loss = [r["train/box_loss"] + r["train/obj_loss"] + r["train/cls_loss"] for r in rows]
 print(("ok" if rows and all(map(math.isfinite, loss)) else "FAIL"),
-      f"2 ranks on cuda:0, --amp --grad-dtype bf16, 8 steps, loss {loss[-1]:.4f}")
+      f"2 ranks on cuda:0, --amp --grad-dtype bf16, 1 epoch, loss {loss[-1]:.4f}")
 EOF
 )
   if [ "$rc" -eq 0 ] && grep -q 'mixed precision (--amp)' "$phase_b_log"; then
@@ -348,7 +362,7 @@ EOF
 nccl_world1() {
   local start=$(date +%s) mark
   mark=$(wc -l <"$phase_b_log")
-  train_small nccl --device 0 --backend nccl --max-steps 6 --save-steps 3
+  train_small nccl 100 --device 0 --backend nccl --max-steps 6 --save-steps 3
   local used
   used=$(tail -n +"$mark" "$phase_b_log" | grep -m1 'communicator:' | sed 's/.*communicator: //')
   if [ "$rc" -eq 0 ] && [[ $used == "nccl, 1 rank(s)" ]]; then
@@ -392,6 +406,13 @@ comparison_weights() {
   fi
 }
 
+# The batch `bareyolo grads` runs on: 2 random images of 320 px with targets.
+comparison_batch() {
+  [ -f "$work/batch.safetensors" ] ||
+    python3 "$repo/tools/compare_outputs.py" make-batch "$work/batch.safetensors" --images 2 \
+      --imgsz 320 >>"$phase_b_log" 2>&1
+}
+
 # STEP HEADS_RTOL GRADIENTS_RTOL [GRADS ARGS...]: the training forward and backward of yolov5n
 # (`bareyolo grads`) on the GPU against the CPU: the raw head outputs and every parameter
 # gradient, each tensor within its relative tolerance (norm-wise).
@@ -399,8 +420,7 @@ grads_on_both_devices() {
   local step=$1 heads_rtol=$2 gradients_rtol=$3 start=$(date +%s) weights device
   shift 3
   weights=$(comparison_weights)
-  [ -f "$work/batch.safetensors" ] ||
-    python3 "$repo/tools/compare_outputs.py" make-batch "$work/batch.safetensors" --images 2 --imgsz 320 >>"$phase_b_log" 2>&1
+  comparison_batch
   for device in cpu 0; do
     run "$phase_b_log" 40 "$build/bareyolo" grads --cfg models/yolov5n.yaml --weights "$weights" \
       --batch "$work/batch.safetensors" --out "$work/${step}_$device.safetensors" --device "$device" "$@"
@@ -421,26 +441,80 @@ grads_on_both_devices() {
 
 # In float with TF32 off: every kernel within a few float ulps of the CPU's.
 grads_gpu_vs_cpu() { grads_on_both_devices grads_gpu_vs_cpu 1e-4 1e-3; }
-# Under --amp (bf16 activations) against the CPU's bf16 definition: the two round different
-# float sums to bf16, and a value one bf16 step apart travels through the layers, so 5% per
-# tensor (a wrong kernel is off by far more; not yet measured on a GPU).
-amp_grads_gpu_vs_cpu() { grads_on_both_devices amp_grads_gpu_vs_cpu 5e-2 5e-2 --amp; }
-
-val_predict_gpu_vs_cpu() {
-  local start=$(date +%s) weights device
+# Under --amp (bf16 activations) against the CPU's bf16 definition. The heads within 5% per
+# tensor (seen on an H200: at most 2.5%). The gradients are measured by the definition's own
+# rounding noise (compare_outputs.py bf16): a weight gradient sums products that cancel, so the
+# CPU's bf16 gradients differ from its float ones by 3-80% per tensor; the GPU's differ from
+# the CPU's bf16 ones by 0.69 times that over all tensors, at most 1.2 times for one (seen on an
+# H200). Allowed: 1 time over all tensors, 3 times for one; a wrong gradient adds its own error.
+amp_grads_gpu_vs_cpu() {
+  local start=$(date +%s) weights device amp
   weights=$(comparison_weights)
-  local model=(--cfg models/yolov5n.yaml --weights "$weights" --imgsz 320)
+  comparison_batch
+  for run in cpu:float cpu:bf16 0:bf16; do
+    device=${run%%:*} amp=""
+    [ "${run#*:}" = bf16 ] && amp=--amp
+    run "$phase_b_log" 40 "$build/bareyolo" grads --cfg models/yolov5n.yaml --weights "$weights" \
+      --batch "$work/batch.safetensors" --out "$work/amp_grads_${device}_${run#*:}.safetensors" \
+      --device "$device" $amp
+    if [ "$rc" -ne 0 ]; then
+      row amp_grads_gpu_vs_cpu "$(outcome)" $(($(date +%s) - start)) "grads $amp --device $device: exit $rc"
+      return
+    fi
+  done
+  local heads rest
+  heads=$(python3 "$repo/tools/compare_outputs.py" tensors --rtol 5e-2 --prefix p \
+          "$work/amp_grads_0_bf16.safetensors" "$work/amp_grads_cpu_bf16.safetensors" 2>&1 | tail -n 1)
+  rest=$(python3 "$repo/tools/compare_outputs.py" bf16 "$work/amp_grads_0_bf16.safetensors" \
+         "$work/amp_grads_cpu_bf16.safetensors" "$work/amp_grads_cpu_float.safetensors" 2>&1 | tail -n 1)
+  local result=ok
+  [[ $heads == ok* && $rest == ok* ]] || result=FAIL
+  row amp_grads_gpu_vs_cpu $result $(($(date +%s) - start)) "heads: $heads | gradients: $rest"
+}
+
+# The main job on the GPU (`bareyolo train --device 0` with no --data: yolov5n on the built-in
+# shapes data at 128 px), GPU_CHECK_MAIN_EPOCHS epochs (30) of its 80, validating every epoch:
+# it must learn (best mAP50 above 0.1), and its weights are the trained ones that
+# val_predict_gpu_vs_cpu compares the devices with.
+main_job_gpu() {
+  local start=$(date +%s) epochs=${GPU_CHECK_MAIN_EPOCHS:-30}
+  mkdir -p "$work/main"
+  run "$phase_b_log" 150 bash -c "cd '$work/main' && '$build/bareyolo' train --device 0 \
+    --epochs $epochs --project runs --name main --exist-ok"
+  local best
+  best=$(grep -o 'best mAP50 [0-9.]*, mAP50-95 [0-9.]*' "$phase_b_log" | tail -n 1)
+  if [ "$rc" -eq 0 ] && awk -v m="${best#best mAP50 }" 'BEGIN { exit !(m + 0 > 0.1) }'; then
+    row main_job_gpu ok $(($(date +%s) - start)) "$epochs epochs: $best"
+  else
+    row main_job_gpu "$( [ "$rc" -eq 0 ] && echo FAIL || outcome)" $(($(date +%s) - start)) \
+      "exit $rc after $epochs epochs: ${best:-no result}"
+  fi
+}
+
+# val and predict of the main job's weights on both devices: the metrics within 0.005 and the
+# detections (--conf 0.25) equal. Trained weights, because an untrained model's scores are
+# nearly equal everywhere: which of two near-tied boxes NMS keeps then follows float noise
+# (seen on an H200: the same decoded outputs to 1e-4 of 372 px, 654 of 1143 detections equal).
+val_predict_gpu_vs_cpu() {
+  local start=$(date +%s) device data=$work/main/datasets/shapes
+  local weights=$work/main/runs/main/weights/best.safetensors
+  if [ ! -f "$weights" ]; then
+    row val_predict_gpu_vs_cpu FAIL 0 "no trained weights (main_job_gpu)"
+    return
+  fi
+  local model=(--cfg models/yolov5n.yaml --weights "$weights" --imgsz 128)
   for device in cpu 0; do
-    run "$work/val_$device.log" 40 "$build/bareyolo" val "${model[@]}" --data "$work/shapes/data.yaml" \
-      --device "$device" --save-json "$work/val_$device.json"
+    run "$work/val_$device.log" 40 "$build/bareyolo" val "${model[@]}" --data "$data/data.yaml" \
+      --device "$device"
     cat "$work/val_$device.log" >>"$phase_b_log"
     [ "$rc" -eq 0 ] || { row val_predict_gpu_vs_cpu "$(outcome)" "$elapsed" "val --device $device: exit $rc"; return; }
-    run "$phase_b_log" 40 "$build/bareyolo" predict "${model[@]}" --conf 0.001 \
-      --source "$work/shapes/images/val" --out "$work/predict_$device" --device "$device"
+    run "$phase_b_log" 40 "$build/bareyolo" predict "${model[@]}" --conf 0.25 \
+      --source "$data/images/val" --out "$work/predict_$device" --device "$device"
     [ "$rc" -eq 0 ] || { row val_predict_gpu_vs_cpu "$(outcome)" "$elapsed" "predict --device $device: exit $rc"; return; }
   done
   local metrics detections
-  metrics=$(python3 "$repo/tools/compare_outputs.py" val-metrics "$work/val_0.log" "$work/val_cpu.log" 2>&1 | tail -n 1)
+  metrics=$(python3 "$repo/tools/compare_outputs.py" val-metrics --atol 0.005 "$work/val_0.log" \
+            "$work/val_cpu.log" 2>&1 | tail -n 1)
   detections=$(python3 "$repo/tools/compare_outputs.py" detections \
                "$work/predict_0/detections.json" "$work/predict_cpu/detections.json" 2>&1 | tail -n 1)
   local result=ok
@@ -474,7 +548,7 @@ sharded_val_gpu() {
 # checkpoint; --max-restarts 1 restarts the job from it and the run ends by itself.
 elastic_restart_gpu() {
   local start=$(date +%s) runs=$work/runs launcher
-  ( train_small elastic --device 0,0 --max-steps 60 --save-steps 3 --max-restarts 1 ) &
+  ( train_small elastic 100 --device 0,0 --max-steps 60 --save-steps 3 --max-restarts 1 ) &
   launcher=$!
   for _ in $(seq 300); do
     [ -s "$runs/elastic/weights/step3.safetensors" ] && break
@@ -501,21 +575,22 @@ selftest() {
 # The steps of phase B, in order. Later issues add theirs here, each a function that ends with
 # one `row`.
 phase_b_steps=(two_ranks_one_gpu amp_gpu nccl_world1 resume_gpu_checkpoint grads_gpu_vs_cpu
-               amp_grads_gpu_vs_cpu val_predict_gpu_vs_cpu sharded_val_gpu elastic_restart_gpu
-               selftest)
+               amp_grads_gpu_vs_cpu main_job_gpu val_predict_gpu_vs_cpu sharded_val_gpu
+               elastic_restart_gpu selftest)
 
 # ---- the run ------------------------------------------------------------------------------
 : >"$summary"
 echo "gpu_check: $build -> $out"
+wanted() { [ -z "${GPU_CHECK_ONLY:-}" ] || [[ " $GPU_CHECK_ONLY " == *" $1 "* ]]; }
 start_phase A "$phase_a_s"
 environment
-cuda_tests
-sanitizer
-train_yolov5s
-bench bench_gpu_kernels 40
-bench bench_gpu_train 150 --warmup 3 --steps 10 --rounds 2
+wanted cuda_tests && { cuda_tests; sanitizer; }
+wanted train_yolov5s_640 && train_yolov5s
+wanted bench_gpu_kernels && bench bench_gpu_kernels 40
+wanted bench_gpu_train && bench bench_gpu_train 150 --warmup 3 --steps 10 --rounds 2
 start_phase B "$phase_b_s"
 : >"$phase_b_log"
-for step in "${phase_b_steps[@]}"; do "$step"; done
+make_shapes "$phase_b_log"
+for step in "${phase_b_steps[@]}"; do wanted "$step" && "$step"; done
 echo "== gpu_check: $([ "$failed" -eq 0 ] && echo 'every step passed' || echo 'FAILED (see the rows above)')" | tee -a "$summary"
 exit "$failed"

@@ -20,6 +20,11 @@ expect 0 make-batch "$tmp/b.safetensors" --images 2 --imgsz 32 --seed 2
 expect 0 tensors "$tmp/a.safetensors" "$tmp/a.safetensors"
 expect 1 tensors "$tmp/a.safetensors" "$tmp/b.safetensors"  # other random images
 expect 0 tensors --prefix targets --rtol 10 "$tmp/a.safetensors" "$tmp/b.safetensors"
+# bf16 GPU CPU_BF16 CPU_FLOAT: measured by the CPU's bf16-vs-float distance
+expect 0 bf16 --prefix images "$tmp/b.safetensors" "$tmp/b.safetensors" "$tmp/a.safetensors"
+expect 0 bf16 --prefix images "$tmp/a.safetensors" "$tmp/b.safetensors" "$tmp/a.safetensors"
+expect 1 bf16 --prefix images "$tmp/b.safetensors" "$tmp/a.safetensors" "$tmp/a.safetensors"
+expect 1 bf16 --prefix images --factor 0.5 "$tmp/a.safetensors" "$tmp/b.safetensors" "$tmp/a.safetensors"
 
 cat >"$tmp/a.json" <<'JSON'
 [{"image_id": 1, "category_id": 0, "bbox": [1, 2, 3, 4], "score": 0.5},
