@@ -3,8 +3,10 @@
 // TFLOP/s as a fraction of a bf16 GEMM's.
 //
 //   bench_gpu_train [--cfg models/yolov5s.yaml] [--imgsz 640] [--batch 64] [--warmup 5]
-//                   [--steps 20] [--rounds 3] [--no-torch] [--quick]
+//                   [--steps 20] [--rounds 3] [--no-torch] [--no-compile] [--quick]
 //   --quick: 128 px, batch 8, 1 warm-up and 2 timed steps, 1 round, a 2048^3 GEMM (the smoke)
+//   --no-compile: the peer's eager modes only (torch.compile spends a minute or more of GPU
+//                 time compiling; tools/gpu_check.sh skips it)
 //
 // Ours: the trainer's step (models/train/trainer.cpp) on device 0 in three precisions, taking
 // turns: float32, TF32 (--tf32 on) and mixed precision (--amp: bf16 activations, the
@@ -95,11 +97,13 @@ constexpr double kTrainingFlopsPerForward = 3;  // forward + backward-data + bac
 
 const char kUsage[] =
     "bench_gpu_train [--cfg models/yolov5s.yaml] [--imgsz 640] [--batch 64] [--warmup 5]\n"
-    "                [--steps 20] [--rounds 3] [--no-torch] [--quick]\n"
-    "  --quick: 128 px, batch 8, 1 warm-up and 2 timed steps, 1 round, a 2048^3 GEMM\n";
+    "                [--steps 20] [--rounds 3] [--no-torch] [--no-compile] [--quick]\n"
+    "  --quick: 128 px, batch 8, 1 warm-up and 2 timed steps, 1 round, a 2048^3 GEMM\n"
+    "  --no-compile: the PyTorch peer's eager modes only\n";
 
 struct Options : bench::TrainBenchOptions {
   int gemm_size = 8192;  // the bf16 GEMM's m = n = k; 2048 with --quick
+  bool compile = true;   // the peer's torch.compile mode; --no-compile skips it
 };
 const bench::TrainBenchOptions kDefaults{
     .cfg = "models/yolov5s.yaml", .imgsz = 640, .batch = 64, .warmup = 5, .steps = 20, .rounds = 3};
@@ -553,10 +557,17 @@ void report(const std::array<OurMode, 3>& precisions, const std::array<PeerMode,
       ratio_or_nan(amp_rate / eager.rate()).c_str(), tflops(fastest) / gemm_tflops);
 }
 
+// --no-compile is this bench's own; the rest is the options it shares with bench_train.
 Options parse(int argc, char** argv) {
   Options options;
-  static_cast<bench::TrainBenchOptions&>(options) =
-      bench::parse_train_bench_options(argc, argv, kDefaults, kQuick, kUsage);
+  std::vector<char*> shared = {argv[0]};
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--no-compile")
+      options.compile = false;
+    else
+      shared.push_back(argv[i]);
+  static_cast<bench::TrainBenchOptions&>(options) = bench::parse_train_bench_options(
+      int(shared.size()), shared.data(), kDefaults, kQuick, kUsage);
   if (options.quick) options.gemm_size = 2048;
   return options;
 }
@@ -608,6 +619,7 @@ int main(int argc, char** argv) {
     std::array<PeerMode, 3> modes = {PeerMode("eager_nchw", "torch eager AMP NCHW"),
                                      PeerMode("eager_channels_last", "torch eager AMP NHWC"),
                                      PeerMode("compile", "torch.compile AMP NHWC")};
+    if (!options.compile) modes[2].absent = "skipped (--no-compile)";
     std::array<OurMode, 3> precisions = {OurMode{"float32", false, false, {}},
                                          OurMode{"TF32", true, false, {}},
                                          OurMode{"AMP (bf16)", false, true, {}}};

@@ -6,12 +6,12 @@
         [--modes eager_nchw,eager_channels_last,compile] [--serve]
 
 Model, loss, optimizer and EMA are YOLOv5's own (Model, ComputeLoss, smart_optimizer, ModelEMA):
-from the checkout that YOLOV5_DIR names when it is set, else from the `yolov5` package
-(pip install yolov5). The step is train.py's: forward and loss under autocast, scaled backward,
-unscale, clip_grad_norm_(10), scaler step and update, zero_grad, EMA update, with
-hyp.scratch-low's values scaled as train.py scales them (weight decay x batch x accumulate / 64;
-the loss gains for the levels, classes and image size). One batch, made once on the GPU:
-random images in [0, 1), 3 random boxes per image.
+from the checkout or the yolov5 package folder that YOLOV5_DIR names when it is set, else from
+the `yolov5` package (pip install yolov5). The step is train.py's: forward and loss under
+autocast, scaled backward, unscale, clip_grad_norm_(10), scaler step and update, zero_grad, EMA
+update, with hyp.scratch-low's values scaled as train.py scales them (weight decay x batch x
+accumulate / 64; the loss gains for the levels, classes and image size). One batch, made once
+on the GPU: random images in [0, 1), 3 random boxes per image.
 
 Modes, each with its own model, optimizer and EMA, built at its first round:
   eager_nchw           eager, AMP
@@ -91,7 +91,12 @@ def one_line(error):
 def import_yolov5():
     """YOLOv5's pieces the step uses, and where they came from; raises ImportError."""
     checkout = os.environ.get("YOLOV5_DIR")
-    if checkout:  # a checkout of ultralytics/yolov5 imports as top-level `models` and `utils`
+    if checkout and os.path.isfile(os.path.join(checkout, "__init__.py")):
+        # The yolov5 package's own folder (pip install yolov5, or tools/stage_gpu_check.sh's
+        # copy): its modules import each other as yolov5.*, so its parent goes on the path.
+        sys.path.insert(0, os.path.dirname(os.path.abspath(checkout)))
+        prefix, origin = "yolov5.", f"the package YOLOV5_DIR={checkout}"
+    elif checkout:  # a checkout of ultralytics/yolov5 imports as top-level `models` and `utils`
         sys.path.insert(0, checkout)
         prefix, origin = "", f"the checkout YOLOV5_DIR={checkout}"
     else:

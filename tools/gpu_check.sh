@@ -14,7 +14,8 @@
 #   loaded and their versions, one copy of each), every CUDA test case in its own process (a
 #   sticky CUDA error fails one case, not the rest; the NCCL cases last), the first failing
 #   case again under compute-sanitizer, `bareyolo train --device 0` of yolov5s at 640 batch 64
-#   for 25 steps, bench_gpu_kernels and bench_gpu_train.
+#   for 25 steps, bench_gpu_kernels and bench_gpu_train (the PyTorch peer's eager modes, when
+#   tools/stage_gpu_check.sh staged YOLOv5 beside the binaries).
 # Phase B (GPU_CHECK_PHASE_B_S, 240 s; ~150 s on an H200): two ranks sharing the GPU over the
 #   TCP ring, the same with --amp and bf16 gradient buckets, a real NCCL communicator at world
 #   1 through the trainer, a resume from a GPU checkpoint, the training forward and backward
@@ -144,8 +145,11 @@ environment() {
     python_bin=$(cd "$(dirname "$torch_init")/../../../../bin" 2>/dev/null && pwd)
     [ -n "$python_bin" ] && export PATH="$python_bin:$PATH"
   fi
+  # YOLOv5 for bench_gpu_train's PyTorch peer, where tools/stage_gpu_check.sh staged it.
+  [ -f "$build/../peer/yolov5/__init__.py" ] && export YOLOV5_DIR=$(cd "$build/../peer/yolov5" && pwd)
   {
     echo "library folders: ${folders[*]:-(none found)}"
+    echo "YOLOV5_DIR=${YOLOV5_DIR:-(unset: the PyTorch peer needs the yolov5 package)}"
     echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
     echo "python3: $(command -v python3) (torch at ${torch_init:-none})"
     echo "-- driver libraries (dlopened; ldd cannot see them)"
@@ -587,7 +591,7 @@ environment
 wanted cuda_tests && { cuda_tests; sanitizer; }
 wanted train_yolov5s_640 && train_yolov5s
 wanted bench_gpu_kernels && bench bench_gpu_kernels 40
-wanted bench_gpu_train && bench bench_gpu_train 150 --warmup 3 --steps 10 --rounds 2
+wanted bench_gpu_train && bench bench_gpu_train 150 --warmup 3 --steps 10 --rounds 2 --no-compile
 start_phase B "$phase_b_s"
 : >"$phase_b_log"
 make_shapes "$phase_b_log"

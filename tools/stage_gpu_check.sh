@@ -40,13 +40,33 @@ cp models/*.yaml "$stage/models/"
 cp bench/*.py "$stage/bench/"
 cp tools/gpu_check.sh tools/compare_outputs.py "$stage/tools/"
 
+# bench_gpu_train's PyTorch peer needs YOLOv5's own code, which the GPU machine lacks and cannot
+# download: with YOLOV5_DIR naming the yolov5 package's folder here (pip install yolov5),
+# a copy goes to peer/yolov5, which gpu_check.sh hands to the bench. Two stubs beside it stand
+# for what YOLOv5 7.0 imports but the step never uses: ultralytics' check_requirements (it
+# would pip-install packages) and setuptools' pkg_resources (gone from recent setuptools; only
+# parse_version is called).
+peer=""
+if [ -n "${YOLOV5_DIR:-}" ] && [ -f "$YOLOV5_DIR/__init__.py" ]; then
+  mkdir -p "$stage/peer/ultralytics/utils" "$stage/peer/pkg_resources"
+  cp -r "$YOLOV5_DIR" "$stage/peer/yolov5"
+  find "$stage/peer" -name __pycache__ -prune -exec rm -rf {} +
+  : >"$stage/peer/ultralytics/__init__.py"
+  : >"$stage/peer/ultralytics/utils/__init__.py"
+  printf 'def check_requirements(*args, **kwargs):  # a stub: see tools/stage_gpu_check.sh\n    return True\n' \
+    >"$stage/peer/ultralytics/utils/checks.py"
+  printf 'from packaging.version import parse as parse_version  # a stub: see tools/stage_gpu_check.sh\n' \
+    >"$stage/peer/pkg_resources/__init__.py"
+  peer=" and YOLOv5 from $YOLOV5_DIR for the PyTorch peer"
+fi
+
 size_mib=$(( $(du -sb "$stage" | cut -f1) / 1048576 ))
 if [ "$size_mib" -gt "$limit_mib" ]; then
   echo "stage_gpu_check: $stage is $size_mib MiB, over the $limit_mib MiB a device run carries" >&2
   exit 1
 fi
 cat <<EOF
-stage_gpu_check: staged $stage ($size_mib MiB of $limit_mib): ${binaries[*]} for sm_90
+stage_gpu_check: staged $stage ($size_mib MiB of $limit_mib): ${binaries[*]} for sm_90$peer
 run it on the GPU machine, from this repository's root (the device tool: carry ["$stage"]):
   tools/gpu_check.sh $stage/bin "\$OUT"
 or from the folder alone, copied anywhere:
