@@ -15,7 +15,9 @@
 // --rounds N each configuration runs N times, in turns, and its best rate counts (the others
 // were disturbed by something else on the machine). Last line:
 //   RESULT ours_img_per_cpu_s=<x> yolov5_img_per_cpu_s=<y> ratio=<x/y> cached_ratio=<xc/yc>
-//          cache_pss_ratio=<p>
+//          cache_pss_ratio=<p> first_batch_speedup=<s>
+// (s: an epoch's first batch on one thread over on --workers threads; ideally the worker
+// count, where that many cores are free.)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -183,6 +185,23 @@ int main(int argc, char** argv) {
       if (yolov5.present()) best[3] = std::max(best[3], yolov5.images_per_cpu_second(true));
     }
 
+    // An epoch's first batch with the workers against one thread building it alone: the
+    // workers share a batch's samples, so the wait at an epoch's start shrinks with them.
+    bench::LoaderRateOptions one_batch = rate;
+    one_batch.max_batches = 1;
+    double alone = 1e30, shared = 1e30;
+    for (int round = 0; round < std::max(options.rounds, 2); ++round) {
+      one_batch.workers = 0;
+      alone = std::min(alone, bench::first_batch_seconds(train.dataset, one_batch));
+      one_batch.workers = options.workers;
+      shared = std::min(shared, bench::first_batch_seconds(train.dataset, one_batch));
+    }
+    const double first_batch_speedup = alone / shared;
+    std::printf(
+        "first batch of an epoch (batch %d): %.3f s on one thread, %.3f s on %d workers "
+        "(%.2fx)\n",
+        options.batch, alone, shared, options.workers, first_batch_speedup);
+
     const int label_rows = options.quick ? 100000 : 1000000;
     const double label_seconds = label_parse_seconds(label_rows);
     std::printf("label parser: %d rows in one file (half duplicates), %.0f rows/s\n", label_rows,
@@ -190,13 +209,13 @@ int main(int argc, char** argv) {
     if (yolov5.present())
       std::printf(
           "RESULT ours_img_per_cpu_s=%.2f yolov5_img_per_cpu_s=%.2f ratio=%.3f "
-          "cached_ratio=%.3f cache_pss_ratio=%.3f\n",
-          best[0], best[1], best[0] / best[1], best[2] / best[3], pss.ratio());
+          "cached_ratio=%.3f cache_pss_ratio=%.3f first_batch_speedup=%.2f\n",
+          best[0], best[1], best[0] / best[1], best[2] / best[3], pss.ratio(), first_batch_speedup);
     else
       std::printf(
           "RESULT ours_img_per_cpu_s=%.2f ours_cached_img_per_cpu_s=%.2f yolov5=absent "
-          "cache_pss_ratio=%.3f\n",
-          best[0], best[2], pss.ratio());
+          "cache_pss_ratio=%.3f first_batch_speedup=%.2f\n",
+          best[0], best[2], pss.ratio(), first_batch_speedup);
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bench_data_loader: error: %s\n", error.what());

@@ -46,25 +46,40 @@ double process_cpu_seconds() {
   return seconds;
 }
 
+namespace {
+
+data::Loader make_loader(const data::Dataset& dataset, const LoaderRateOptions& options,
+                         int epoch) {
+  data::SamplerOptions sampler;
+  sampler.dataset_size = dataset.size();
+  sampler.global_batch = options.batch;
+  std::vector<data::Step> plan = data::DistributedSampler(sampler).plan_epoch(epoch, options.imgsz);
+  if (options.max_batches > 0) plan.resize(std::min(plan.size(), size_t(options.max_batches)));
+  data::LoaderOptions loader_options;
+  loader_options.imgsz = options.imgsz;
+  loader_options.workers = options.workers;
+  return data::Loader(dataset, std::move(plan), epoch, loader_options);
+}
+
+}  // namespace
+
+double first_batch_seconds(const data::Dataset& dataset, const LoaderRateOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  data::Loader loader = make_loader(dataset, options, 0);
+  loader.next();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 double loader_images_per_second(const data::Dataset& dataset, const LoaderRateOptions& options) {
   return measure_loader(dataset, options).per_second();
 }
 
 LoaderRate measure_loader(const data::Dataset& dataset, const LoaderRateOptions& options) {
-  data::SamplerOptions sampler;
-  sampler.dataset_size = dataset.size();
-  sampler.global_batch = options.batch;
-  data::LoaderOptions loader_options;
-  loader_options.imgsz = options.imgsz;
-  loader_options.workers = options.workers;
   int64_t images = 0;
   const double cpu_start = process_cpu_seconds();
   const auto start = std::chrono::steady_clock::now();
   for (int epoch = 0; epoch < options.epochs; ++epoch) {
-    std::vector<data::Step> plan =
-        data::DistributedSampler(sampler).plan_epoch(epoch, options.imgsz);
-    if (options.max_batches > 0) plan.resize(std::min(plan.size(), size_t(options.max_batches)));
-    data::Loader loader(dataset, plan, epoch, loader_options);
+    data::Loader loader = make_loader(dataset, options, epoch);
     while (std::optional<data::Batch> batch = loader.next()) images += batch->size;
   }
   const double seconds =

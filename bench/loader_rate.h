@@ -46,6 +46,10 @@ struct LoaderRate {
 };
 LoaderRate measure_loader(const data::Dataset& dataset, const LoaderRateOptions& options);
 
+// Wall seconds from a loader's construction to its first batch (epoch 0): what a training
+// step waits for at each epoch's start.
+double first_batch_seconds(const data::Dataset& dataset, const LoaderRateOptions& options);
+
 // Images per second the loader delivers with `options.workers` threads.
 double loader_images_per_second(const data::Dataset& dataset, const LoaderRateOptions& options);
 

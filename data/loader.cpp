@@ -2,6 +2,7 @@
 #include "data/loader.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "data/rng.h"
 
@@ -27,36 +28,49 @@ Loader::~Loader() {
   for (std::thread& worker : workers_) worker.join();
 }
 
+Sample Loader::build_sample(const Step& step, size_t i) const {
+  if (!options_.augment)
+    return make_val_sample(dataset_, step.indices[i], options_.imgsz, step.width, step.height);
+  SampleRng rng(options_.seed, uint64_t(epoch_), uint64_t(step.positions[i]));
+  return make_train_sample(dataset_, step.indices[i], options_.imgsz, options_.hyp, rng);
+}
+
 Batch Loader::build(const Step& step) const {
   std::vector<Sample> samples;
   samples.reserve(step.indices.size());
-  for (size_t i = 0; i < step.indices.size(); ++i) {
-    if (options_.augment) {
-      SampleRng rng(options_.seed, uint64_t(epoch_), uint64_t(step.positions[i]));
-      samples.push_back(
-          make_train_sample(dataset_, step.indices[i], options_.imgsz, options_.hyp, rng));
-    } else {
-      samples.push_back(
-          make_val_sample(dataset_, step.indices[i], options_.imgsz, step.width, step.height));
-    }
-  }
+  for (size_t i = 0; i < step.indices.size(); ++i) samples.push_back(build_sample(step, i));
   return collate(step.step, samples, step.width, step.height);
 }
 
 void Loader::worker_loop() {
   while (true) {
-    size_t step;
+    size_t step, i;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       space_.wait(lock, [&] {
-        return stopping_ || error_ || next_to_build_ >= plan_.size() ||
-               next_to_build_ < next_to_hand_out_ + size_t(queue_batches_);
+        return stopping_ || error_ || next_step_ >= plan_.size() ||
+               next_step_ < next_to_hand_out_ + size_t(queue_batches_);
       });
-      if (stopping_ || error_ || next_to_build_ >= plan_.size()) return;
-      step = next_to_build_++;
+      if (stopping_ || error_ || next_step_ >= plan_.size()) return;
+      step = next_step_, i = next_sample_;
+      const size_t size = plan_[step].indices.size();
+      if (i == 0) assembling_[step] = {std::vector<Sample>(size), size};
+      if (++next_sample_ >= size) ++next_step_, next_sample_ = 0;
     }
     try {
-      Batch batch = build(plan_[step]);
+      const Step& s = plan_[step];
+      std::optional<Sample> sample;  // none for a step without samples
+      if (i < s.indices.size()) sample = build_sample(s, i);
+      std::vector<Sample> complete;  // taken by the worker that adds a batch's last sample
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        Assembly& assembly = assembling_.at(step);
+        if (sample) assembly.samples[i] = std::move(*sample), --assembly.missing;
+        if (assembly.missing > 0) continue;
+        complete = std::move(assembly.samples);
+        assembling_.erase(step);
+      }
+      Batch batch = collate(s.step, complete, s.width, s.height);
       std::lock_guard<std::mutex> lock(mutex_);
       finished_.emplace(step, std::move(batch));
     } catch (...) {

@@ -114,8 +114,8 @@ struct TrainOptions {
 
 // The loader threads a rank uses: `workers` when given (not kAutoWorkers); else, on a GPU, one
 // per core this process may run on (sched_getaffinity; the launcher gives each rank its block)
-// but one, for the thread that drives the GPU, and no more than the rank's batch (a thread
-// builds a whole batch); on the CPU, where the compute threads use those cores, 2 (bench_train:
+// but one, for the thread that drives the GPU, and no more than the rank's batch (the threads
+// share a batch's samples); on the CPU, where the compute threads use those cores, 2 (bench_train:
 // the loader then builds batches 6x faster than yolov5n@320 trains on them).
 int loader_workers(int workers, const Device& device, int per_rank_batch);
 
