@@ -483,7 +483,7 @@ amp_grads_gpu_vs_cpu() {
 main_job_gpu() {
   local start=$(date +%s) epochs=${GPU_CHECK_MAIN_EPOCHS:-30}
   mkdir -p "$work/main"
-  run "$phase_b_log" 150 bash -c "cd '$work/main' && '$build/bareyolo' train --device 0 \
+  run "$phase_b_log" 150 bash -c "cd '$work/main' && exec '$build/bareyolo' train --device 0 \
     --epochs $epochs --project runs --name main --exist-ok"
   local best
   best=$(grep -o 'best mAP50 [0-9.]*, mAP50-95 [0-9.]*' "$phase_b_log" | tail -n 1)
