@@ -24,6 +24,7 @@
 // fp32 loss over 200 steps as on the CPU (tests/support/mixed_precision_tracking.h).
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "engine/optim/clip.h"
@@ -40,7 +41,8 @@ using namespace bareyolo::models;
 namespace {
 
 struct Step {
-  std::vector<std::vector<double>> before, after;  // every state entry's values
+  std::vector<std::string> names;                  // every state entry's
+  std::vector<std::vector<double>> before, after;  // and its values
 };
 
 Step one_step(Device device, bool amp = false) {
@@ -56,7 +58,10 @@ Step one_step(Device device, bool amp = false) {
   std::vector<StateEntry> state = model.state();
   ParameterArena arena(state);
   Step step;
-  for (const StateEntry& e : state) step.before.push_back(e.value->to_doubles());
+  for (const StateEntry& e : state) {
+    step.names.push_back(e.name);
+    step.before.push_back(e.value->to_doubles());
+  }
   Sgd sgd(arena, 0.01, 0.9, 5e-4);
   forward_backward(model, images.to(device), labels, {scale_loss_gains({}, 3, 2, 64), 2});
   // The clip (its norm stays on the device) and the SGD pass: no wait for the GPU between them.
@@ -113,14 +118,18 @@ TEST_CASE("one training step of the tiny model under mixed precision: GPU near t
   const std::vector<double> noise = update_distances(cpu_bf16, cpu_float),
                             apart = update_distances(gpu_bf16, cpu_bf16);
   double worst_ratio = 0, noise_squares = 0, apart_squares = 0;
+  size_t worst = 0;
   for (size_t p = 0; p < noise.size(); ++p) {
+    INFO(cpu_float.names[p]);
     CHECK(apart[p] <= 3 * noise[p] + 1e-12);
-    worst_ratio = std::max(worst_ratio, apart[p] / std::max(noise[p], 1e-30));
+    const double ratio = apart[p] / std::max(noise[p], 1e-30);
+    if (ratio > worst_ratio) worst_ratio = ratio, worst = p;
     noise_squares += noise[p] * noise[p];
     apart_squares += apart[p] * apart[p];
   }
   MESSAGE("GPU bf16 vs CPU bf16 update, over CPU bf16 vs CPU float: worst tensor "
-          << worst_ratio << ", all tensors " << std::sqrt(apart_squares / noise_squares));
+          << worst_ratio << " (" << cpu_float.names[worst] << "), all tensors "
+          << std::sqrt(apart_squares / noise_squares));
   CHECK(apart_squares <= noise_squares);
 }
 
