@@ -40,7 +40,6 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <initializer_list>
 #include <map>
 #include <mutex>
@@ -173,13 +172,6 @@ cudnnMathType_t cudnn_math(ConvolutionMath math) {
     default:
       return CUDNN_FMA_MATH;
   }
-}
-
-// A flag of the environment, read once: unset or empty gives `otherwise`, "0" false.
-bool environment_flag(const char* name, bool otherwise) {
-  const char* value = std::getenv(name);
-  if (!value || !*value) return otherwise;
-  return std::string(value) != "0";
 }
 
 // BAREYOLO_CUDNN_DETERMINISTIC=0: cuDNN's ranking alone picks (cudnn_algorithm_choice.h).

@@ -28,14 +28,22 @@ std::string unavailable_reason();
 // no such state, and it stays false.
 bool initialized();
 
-// Why this machine must have a usable GPU, or "" when it need not: BAREYOLO_REQUIRE_GPU is set
-// to anything but "" or "0", or /dev/nvidia0 exists (an NVIDIA driver is installed). Test
-// runners and GPU benches exit 77 (*skipped*) when device_count() is 0, but where a GPU is
-// required they must fail instead: a broken driver or library must never read as skipped.
+// The CUDA backend's on/off switches in the environment (BAREYOLO_REQUIRE_GPU,
+// BAREYOLO_CUDNN_LOG, BAREYOLO_CUDNN_DETERMINISTIC): unset or "" gives `otherwise`, "0" false,
+// anything else true.
+inline bool environment_flag(const char* name, bool otherwise) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) return otherwise;
+  return std::string(value) != "0";
+}
+
+// Why this machine must have a usable GPU, or "" when it need not: BAREYOLO_REQUIRE_GPU is on,
+// or /dev/nvidia0 exists (an NVIDIA driver is installed). Test runners and GPU benches exit 77
+// (*skipped*) when device_count() is 0, but where a GPU is required they must fail instead: a
+// broken driver or library must never read as skipped.
 inline std::string gpu_required_reason() {
-  const char* require = std::getenv("BAREYOLO_REQUIRE_GPU");
-  if (require && *require && std::string(require) != "0")
-    return std::string("BAREYOLO_REQUIRE_GPU=") + require + " is set";
+  if (environment_flag("BAREYOLO_REQUIRE_GPU", false))
+    return std::string("BAREYOLO_REQUIRE_GPU=") + std::getenv("BAREYOLO_REQUIRE_GPU") + " is set";
   std::error_code error;  // a path that cannot be checked counts as absent
   if (std::filesystem::exists("/dev/nvidia0", error)) return "/dev/nvidia0 exists";
   return "";
