@@ -319,6 +319,9 @@ bench() {  # NAME CAP ARGS...: a bench's RESULT line in the summary
 }
 
 # ---- phase B: multi-rank, NCCL, resume, GPU against CPU ----------------------------------
+# compare ARGS...: tools/compare_outputs.py's last line ("ok: ..." or "FAIL: ...").
+compare() { python3 "$repo/tools/compare_outputs.py" "$@" 2>&1 | tail -n 1; }
+
 phase_b_log=$out/phase_b.log
 train_small() {  # NAME EPOCHS ARGS...: yolov5n at 320 on the shapes data
   local name=$1 epochs=$2
@@ -393,8 +396,8 @@ resume_gpu_checkpoint() {
     return
   fi
   local compared
-  compared=$(python3 "$repo/tools/compare_outputs.py" tensors --rtol 1e-6 \
-             "$runs/nccl/weights/last.safetensors" "$runs/resumed/weights/last.safetensors" 2>&1 | tail -n 1)
+  compared=$(compare tensors --rtol 1e-6 "$runs/nccl/weights/last.safetensors" \
+             "$runs/resumed/weights/last.safetensors")
   row resume_gpu_checkpoint "${compared%%:*}" $(($(date +%s) - start)) "resumed vs uninterrupted: $compared"
 }
 
@@ -417,34 +420,41 @@ comparison_batch() {
       --imgsz 320 >>"$phase_b_log" 2>&1
 }
 
-# STEP HEADS_RTOL GRADIENTS_RTOL [GRADS ARGS...]: the training forward and backward of yolov5n
-# (`bareyolo grads`) on the GPU against the CPU: the raw head outputs and every parameter
-# gradient, each tensor within its relative tolerance (norm-wise).
-grads_on_both_devices() {
-  local step=$1 heads_rtol=$2 gradients_rtol=$3 start=$(date +%s) weights device
-  shift 3
-  weights=$(comparison_weights)
+# run_grads STEP START WEIGHTS DEVICE PRECISION: the training forward and backward of yolov5n
+# (`bareyolo grads`) on the comparison batch into $work/STEP_DEVICE_PRECISION.safetensors
+# (PRECISION float, or bf16: --amp); when it fails, STEP's row says so and the status is 1.
+run_grads() {
+  local step=$1 start=$2 weights=$3 device=$4 precision=$5 amp=()
+  [ "$precision" = bf16 ] && amp=(--amp)
   comparison_batch
-  for device in cpu 0; do
-    run "$phase_b_log" 40 "$build/bareyolo" grads --cfg models/yolov5n.yaml --weights "$weights" \
-      --batch "$work/batch.safetensors" --out "$work/${step}_$device.safetensors" --device "$device" "$@"
-    if [ "$rc" -ne 0 ]; then
-      row "$step" "$(outcome)" $(($(date +%s) - start)) "grads${*:+ $*} --device $device: exit $rc"
-      return
-    fi
-  done
-  local heads rest
-  heads=$(python3 "$repo/tools/compare_outputs.py" tensors --rtol "$heads_rtol" --prefix p \
-          "$work/${step}_0.safetensors" "$work/${step}_cpu.safetensors" 2>&1 | tail -n 1)
-  rest=$(python3 "$repo/tools/compare_outputs.py" tensors --rtol "$gradients_rtol" --prefix grad. \
-         "$work/${step}_0.safetensors" "$work/${step}_cpu.safetensors" 2>&1 | tail -n 1)
-  local result=ok
-  [[ $heads == ok* && $rest == ok* ]] || result=FAIL
-  row "$step" $result $(($(date +%s) - start)) "heads: $heads | gradients: $rest"
+  run "$phase_b_log" 40 "$build/bareyolo" grads --cfg models/yolov5n.yaml --weights "$weights" \
+    --batch "$work/batch.safetensors" --out "$work/${step}_${device}_$precision.safetensors" \
+    --device "$device" "${amp[@]}"
+  [ "$rc" -eq 0 ] && return 0
+  row "$step" "$(outcome)" $(($(date +%s) - start)) "grads ${amp[*]} --device $device: exit $rc"
+  return 1
 }
 
-# In float with TF32 off: every kernel within a few float ulps of the CPU's.
-grads_gpu_vs_cpu() { grads_on_both_devices grads_gpu_vs_cpu 1e-4 1e-3; }
+# STEP START NAME1 LAST_LINE1 NAME2 LAST_LINE2: STEP's row from two comparisons' last lines,
+# ok when both are.
+comparisons_row() {
+  local result=ok
+  [[ $4 == ok* && $6 == ok* ]] || result=FAIL
+  row "$1" $result $(($(date +%s) - $2)) "$3: $4 | $5: $6"
+}
+
+# In float with TF32 off, the GPU against the CPU: every kernel within a few float ulps of the
+# CPU's, so the raw head outputs within 1e-4 and every parameter gradient within 1e-3 per tensor
+# (norm-wise).
+grads_gpu_vs_cpu() {
+  local step=grads_gpu_vs_cpu start=$(date +%s) weights device
+  weights=$(comparison_weights)
+  for device in cpu 0; do run_grads $step "$start" "$weights" $device float || return; done
+  local gpu=$work/${step}_0_float.safetensors cpu=$work/${step}_cpu_float.safetensors
+  comparisons_row $step "$start" heads "$(compare tensors --rtol 1e-4 --prefix p "$gpu" "$cpu")" \
+    gradients "$(compare tensors --rtol 1e-3 --prefix grad. "$gpu" "$cpu")"
+}
+
 # Under --amp (bf16 activations) against the CPU's bf16 definition. The heads within 5% per
 # tensor (seen on an H200: at most 2.5%). The gradients are measured by the definition's own
 # rounding noise (compare_outputs.py bf16): a weight gradient sums products that cancel, so the
@@ -452,28 +462,17 @@ grads_gpu_vs_cpu() { grads_on_both_devices grads_gpu_vs_cpu 1e-4 1e-3; }
 # the CPU's bf16 ones by 0.69 times that over all tensors, at most 1.2 times for one (seen on an
 # H200). Allowed: 1 time over all tensors, 3 times for one; a wrong gradient adds its own error.
 amp_grads_gpu_vs_cpu() {
-  local start=$(date +%s) weights device amp
+  local step=amp_grads_gpu_vs_cpu start=$(date +%s) weights
   weights=$(comparison_weights)
-  comparison_batch
-  for run in cpu:float cpu:bf16 0:bf16; do
-    device=${run%%:*} amp=""
-    [ "${run#*:}" = bf16 ] && amp=--amp
-    run "$phase_b_log" 40 "$build/bareyolo" grads --cfg models/yolov5n.yaml --weights "$weights" \
-      --batch "$work/batch.safetensors" --out "$work/amp_grads_${device}_${run#*:}.safetensors" \
-      --device "$device" $amp
-    if [ "$rc" -ne 0 ]; then
-      row amp_grads_gpu_vs_cpu "$(outcome)" $(($(date +%s) - start)) "grads $amp --device $device: exit $rc"
-      return
-    fi
-  done
-  local heads rest
-  heads=$(python3 "$repo/tools/compare_outputs.py" tensors --rtol 5e-2 --prefix p \
-          "$work/amp_grads_0_bf16.safetensors" "$work/amp_grads_cpu_bf16.safetensors" 2>&1 | tail -n 1)
-  rest=$(python3 "$repo/tools/compare_outputs.py" bf16 "$work/amp_grads_0_bf16.safetensors" \
-         "$work/amp_grads_cpu_bf16.safetensors" "$work/amp_grads_cpu_float.safetensors" 2>&1 | tail -n 1)
-  local result=ok
-  [[ $heads == ok* && $rest == ok* ]] || result=FAIL
-  row amp_grads_gpu_vs_cpu $result $(($(date +%s) - start)) "heads: $heads | gradients: $rest"
+  run_grads $step "$start" "$weights" cpu float || return
+  run_grads $step "$start" "$weights" cpu bf16 || return
+  run_grads $step "$start" "$weights" 0 bf16 || return
+  local prefix=$work/${step}
+  comparisons_row $step "$start" \
+    heads "$(compare tensors --rtol 5e-2 --prefix p "${prefix}_0_bf16.safetensors" \
+             "${prefix}_cpu_bf16.safetensors")" \
+    gradients "$(compare bf16 "${prefix}_0_bf16.safetensors" "${prefix}_cpu_bf16.safetensors" \
+                 "${prefix}_cpu_float.safetensors")"
 }
 
 # The main job on the GPU (`bareyolo train --device 0` with no --data: yolov5n on the built-in
@@ -516,14 +515,10 @@ val_predict_gpu_vs_cpu() {
       --source "$data/images/val" --out "$work/predict_$device" --device "$device"
     [ "$rc" -eq 0 ] || { row val_predict_gpu_vs_cpu "$(outcome)" "$elapsed" "predict --device $device: exit $rc"; return; }
   done
-  local metrics detections
-  metrics=$(python3 "$repo/tools/compare_outputs.py" val-metrics --atol 0.005 "$work/val_0.log" \
-            "$work/val_cpu.log" 2>&1 | tail -n 1)
-  detections=$(python3 "$repo/tools/compare_outputs.py" detections \
-               "$work/predict_0/detections.json" "$work/predict_cpu/detections.json" 2>&1 | tail -n 1)
-  local result=ok
-  [[ $metrics == ok* && $detections == ok* ]] || result=FAIL
-  row val_predict_gpu_vs_cpu $result $(($(date +%s) - start)) "val: $metrics | predict: $detections"
+  comparisons_row val_predict_gpu_vs_cpu "$start" \
+    val "$(compare val-metrics --atol 0.005 "$work/val_0.log" "$work/val_cpu.log")" \
+    predict "$(compare detections "$work/predict_0/detections.json" \
+               "$work/predict_cpu/detections.json")"
 }
 
 # Sharded validation on the GPU: 2 ranks sharing cuda:0 (the TCP ring: NCCL wants a GPU per
@@ -543,8 +538,7 @@ sharded_val_gpu() {
     --data "$work/shapes/data.yaml" --device 0
   cat "$work/sharded_val.log" >>"$phase_b_log"
   [ "$rc" -eq 0 ] || { row sharded_val_gpu "$(outcome)" "$elapsed" "val: exit $rc"; return; }
-  metrics=$(python3 "$repo/tools/compare_outputs.py" val-metrics --atol 0.001 \
-            "$work/sharded_train.log" "$work/sharded_val.log" 2>&1 | tail -n 1)
+  metrics=$(compare val-metrics --atol 0.001 "$work/sharded_train.log" "$work/sharded_val.log")
   row sharded_val_gpu "${metrics%%:*}" $(($(date +%s) - start)) "sharded in training vs val: $metrics"
 }
 
