@@ -129,6 +129,19 @@ TEST_CASE("gemm float matches a double reference for every transposition and edg
   check_many_shapes<float>(1e-5, 1e-5);
 }
 
+// The AVX2 kernels and their packing, on any CPU (the test above runs AVX-512's where the CPU
+// has it).
+TEST_CASE("gemm float on the AVX2 kernels matches a double reference on every path") {
+  struct AllowOnlyAvx2 {
+    AllowOnlyAvx2() { cpu::set_gemm_float_kernels(cpu::GemmFloatKernels::kAvx2); }
+    ~AllowOnlyAvx2() { cpu::set_gemm_float_kernels(cpu::GemmFloatKernels::kBest); }
+  } only_avx2;
+  REQUIRE(std::string(cpu::gemm_float_kernels()) == "avx2");
+  check_many_shapes<float>(1e-5, 1e-5);
+  Rng rng(32);  // the dot-product path: only B transposed, few rows, a deep sum
+  for (int64_t m : {5, 32}) check_gemm<float>(rng, GemmCase{false, true, m, 130, 1100}, 1e-5, 1e-5);
+}
+
 TEST_CASE("gemm double matches a double reference for every transposition and edge tile") {
   check_many_shapes<double>(1e-12, 1e-12);
 }

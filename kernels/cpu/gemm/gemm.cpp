@@ -24,13 +24,14 @@
 //
 // Reproducibility: the depth blocks are cut from k alone and each element of C is computed by
 // exactly one task, so the bits never depend on the thread count or on the m/n partition.
-// Which path runs depends on the shape (and on the CPU having AVX-512: gemm_float_kernels)
+// Which path runs depends on the shape (and on the float kernels in use: gemm_float_kernels)
 // alone.
 #include "kernels/cpu/gemm/gemm.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
@@ -105,16 +106,12 @@ class PackBuffer {
 };
 thread_local PackBuffer tls_a_block, tls_b_block;
 
-// out[q * out_stride + r] = src[r * ld + q] for an 8 x 8 block of floats.
-void transpose_8x8(const float* src, int64_t ld, float* out, int64_t out_stride) {
-  __m256 r0 = _mm256_loadu_ps(src + 0 * ld), r1 = _mm256_loadu_ps(src + 1 * ld);
-  __m256 r2 = _mm256_loadu_ps(src + 2 * ld), r3 = _mm256_loadu_ps(src + 3 * ld);
-  __m256 r4 = _mm256_loadu_ps(src + 4 * ld), r5 = _mm256_loadu_ps(src + 5 * ld);
-  __m256 r6 = _mm256_loadu_ps(src + 6 * ld), r7 = _mm256_loadu_ps(src + 7 * ld);
-  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-  __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-  __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-  __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+// Transposes the 8 x 8 block of floats held in rows[0..7] in place: rows[j][i] = old rows[i][j].
+__attribute__((always_inline)) inline void transpose_8x8(__m256 (&rows)[8]) {
+  __m256 t0 = _mm256_unpacklo_ps(rows[0], rows[1]), t1 = _mm256_unpackhi_ps(rows[0], rows[1]);
+  __m256 t2 = _mm256_unpacklo_ps(rows[2], rows[3]), t3 = _mm256_unpackhi_ps(rows[2], rows[3]);
+  __m256 t4 = _mm256_unpacklo_ps(rows[4], rows[5]), t5 = _mm256_unpackhi_ps(rows[4], rows[5]);
+  __m256 t6 = _mm256_unpacklo_ps(rows[6], rows[7]), t7 = _mm256_unpackhi_ps(rows[6], rows[7]);
   __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
   __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
   __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
@@ -123,14 +120,26 @@ void transpose_8x8(const float* src, int64_t ld, float* out, int64_t out_stride)
   __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
   __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
   __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
-  _mm256_storeu_ps(out + 0 * out_stride, _mm256_permute2f128_ps(u0, u4, 0x20));
-  _mm256_storeu_ps(out + 1 * out_stride, _mm256_permute2f128_ps(u1, u5, 0x20));
-  _mm256_storeu_ps(out + 2 * out_stride, _mm256_permute2f128_ps(u2, u6, 0x20));
-  _mm256_storeu_ps(out + 3 * out_stride, _mm256_permute2f128_ps(u3, u7, 0x20));
-  _mm256_storeu_ps(out + 4 * out_stride, _mm256_permute2f128_ps(u0, u4, 0x31));
-  _mm256_storeu_ps(out + 5 * out_stride, _mm256_permute2f128_ps(u1, u5, 0x31));
-  _mm256_storeu_ps(out + 6 * out_stride, _mm256_permute2f128_ps(u2, u6, 0x31));
-  _mm256_storeu_ps(out + 7 * out_stride, _mm256_permute2f128_ps(u3, u7, 0x31));
+  rows[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  rows[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  rows[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  rows[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  rows[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  rows[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  rows[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  rows[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// out[0, kWidth) = the first kWidth floats of v (kWidth: 8, or 6 for AVX2's 6-row A panels).
+template <int kWidth>
+void store_first(float* out, __m256 v) {
+  static_assert(kWidth == 8 || kWidth == 6);
+  if constexpr (kWidth == 8) {
+    _mm256_storeu_ps(out, v);
+  } else {
+    _mm_storeu_ps(out, _mm256_castps256_ps128(v));
+    _mm_storel_pi(reinterpret_cast<__m64*>(out + 4), _mm256_extractf128_ps(v, 1));
+  }
 }
 
 // Packing writes panels of W rows r (rows of op(A), or columns of op(B)): panel q holds
@@ -161,34 +170,39 @@ void pack_by_steps(const Operand<T>& operand, int64_t r0, int64_t count, int64_t
   }
 }
 
-// Each row r of the operand is contiguous over p: transpose panel by panel, by 8 x 8 blocks
-// where the type allows. The rows lie far apart (backward weight: one row per column of
-// op(B), HW floats long), too many streams for the hardware prefetcher, so each block
-// prefetches the same rows one depth block ahead, which is what the next call packs.
+// Each row r of the operand is contiguous over p: transpose panel by panel, 8 rows by 8 steps
+// at a time for float (rows past `count` enter the transpose as zeros; a 6-row panel, AVX2's
+// A, stores 6 of the 8 transposed lanes), element by element for the steps left over and for
+// double. The rows lie far apart (backward weight: one row per column of op(B), HW floats
+// long), too many streams for the hardware prefetcher, so each block prefetches the same rows
+// one depth block ahead, which is what the next call packs.
 template <class T, int W>
 void pack_by_rows(const Operand<T>& operand, int64_t r0, int64_t count, int64_t p0, int64_t depth,
                   T* out) {
   for (int64_t panel_r = 0; panel_r < count; panel_r += W, out += W * depth) {
     const T* first = operand.at(r0 + panel_r, p0);
     const int64_t ld = operand.ld, valid = std::min<int64_t>(W, count - panel_r);
-    int64_t r_done = 0, p_done = 0;
-    if constexpr (std::is_same_v<T, float> && W % 8 == 0) {
-      r_done = valid / 8 * 8;
+    int64_t p_done = 0;
+    if constexpr (std::is_same_v<T, float> && (W % 8 == 0 || W == 6)) {
+      constexpr int kGroupWidth = W % 8 == 0 ? 8 : W;
       p_done = depth / 8 * 8;
       for (int64_t p = 0; p < p_done; p += 8)
-        for (int64_t r = 0; r < r_done; r += 8) {
-          if (p % 16 == 0)
-            for (int64_t q = r; q < r + 8; ++q)
-              _mm_prefetch(reinterpret_cast<const char*>(first + q * ld + p + depth), _MM_HINT_T0);
-          transpose_8x8(first + r * ld + p, ld, out + p * W + r, W);
+        for (int64_t r = 0; r < W; r += kGroupWidth) {
+          __m256 rows[8];
+          for (int64_t q = 0; q < 8; ++q) {
+            const bool real = q < kGroupWidth && r + q < valid;
+            if (real && p % 16 == 0)
+              _mm_prefetch(reinterpret_cast<const char*>(first + (r + q) * ld + p + depth),
+                           _MM_HINT_T0);
+            rows[q] = real ? _mm256_loadu_ps(first + (r + q) * ld + p) : _mm256_setzero_ps();
+          }
+          transpose_8x8(rows);
+          for (int64_t s = 0; s < 8; ++s) store_first<kGroupWidth>(out + (p + s) * W + r, rows[s]);
         }
     }
-    // What the 8 x 8 blocks left, and the zero rows. Most panels have neither: the loop over
-    // the depth is skipped then (run empty, it cost more than the transposes).
-    if (r_done == W && p_done == depth) continue;
-    for (int64_t p = 0; p < depth; ++p) {
+    for (int64_t p = p_done; p < depth; ++p) {
       T* dst = out + p * W;
-      for (int64_t r = p < p_done ? r_done : 0; r < valid; ++r) dst[r] = first[r * ld + p];
+      for (int64_t r = 0; r < valid; ++r) dst[r] = first[r * ld + p];
       for (int64_t r = valid; r < W; ++r) dst[r] = T(0);
     }
   }
@@ -399,9 +413,12 @@ void scale(int64_t m, int64_t n, T beta, T* c, int64_t ldc) {
     for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
 }
 
-bool cpu_has_avx512() {
+std::atomic<GemmFloatKernels> allowed_float_kernels{GemmFloatKernels::kBest};
+
+// Whether float products run the AVX-512 kernels: where the CPU has them and they are allowed.
+bool runs_avx512() {
   static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
+  return has && allowed_float_kernels.load(std::memory_order_relaxed) == GemmFloatKernels::kBest;
 }
 
 }  // namespace
@@ -419,10 +436,10 @@ void gemm_sum(int64_t terms, bool trans_a, bool trans_b, int64_t m, int64_t n, i
   if constexpr (std::is_same_v<T, float>) {
     const bool dot =
         a_rows.p_contiguous && b_cols.p_contiguous && m <= kMaxDotRows && k >= kMinDotDepth;
-    if (cpu_has_avx512() && dot)
+    if (runs_avx512() && dot)
       return multiply_dot<kAvx512DotRows, kAvx512DotCols>(dot_tile_avx512_4x6, a_rows, b_cols,
                                                           terms, m, n, k, alpha, beta, c, ldc);
-    if (cpu_has_avx512())
+    if (runs_avx512())
       return multiply<float, kAvx512Rows, kAvx512Cols>(
           {micro_kernel_avx512_8x32, micro_kernel_avx512_8x16}, a_rows, b_cols, terms, m, n, k,
           alpha, beta, c, ldc);
@@ -444,7 +461,11 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
   gemm_sum<T>(1, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc);
 }
 
-const char* gemm_float_kernels() { return gemm_detail::cpu_has_avx512() ? "avx512" : "avx2"; }
+const char* gemm_float_kernels() { return gemm_detail::runs_avx512() ? "avx512" : "avx2"; }
+
+void set_gemm_float_kernels(GemmFloatKernels kernels) {
+  gemm_detail::allowed_float_kernels.store(kernels);
+}
 
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
                           const float*, int64_t, float, float*, int64_t);

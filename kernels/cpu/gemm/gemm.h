@@ -35,4 +35,10 @@ void gemm_sum(int64_t terms, bool trans_a, bool trans_b, int64_t m, int64_t n, i
 // that give the same answer here (a test comparing with results written elsewhere asks).
 const char* gemm_float_kernels();
 
+// Which float kernels gemm may choose, process-wide: the best this CPU has (the default), or
+// AVX2's even where AVX-512 is there, so that a test on an AVX-512 CPU also runs the AVX2
+// kernels and their packing (6-row panels of A, 16-column panels of B).
+enum class GemmFloatKernels { kBest, kAvx2 };
+void set_gemm_float_kernels(GemmFloatKernels kernels);
+
 }  // namespace bareyolo::cpu
