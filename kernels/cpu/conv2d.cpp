@@ -36,6 +36,9 @@
 // each image's task takes its channels' planes right after writing them, merged in image order
 // after the batch (kernels/cpu/batchnorm_channel.h): batchnorm_moments' bits.
 //
+// The forward of a convolution of at most 4 input channels (YOLOv5's stem) in float skips
+// im2col and the GEMM: kernels/cpu/conv2d_direct.h computes it directly, the same bits.
+//
 // 3x3 stride-1 convolutions run Winograd F(2x2, 3x3) instead where its measured rule picks it
 // per pass (kernels/cpu/winograd.h), in float and double alike: in bands of tiles that run on
 // over the batch's images, within the same backward-weight grouping, its filter transforms
@@ -49,6 +52,7 @@
 
 #include "kernels/cpu/batchnorm_channel.h"
 #include "kernels/cpu/cache_sizes.h"
+#include "kernels/cpu/conv2d_direct.h"
 #include "kernels/cpu/gemm/gemm.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/thread_pool.h"
@@ -265,15 +269,23 @@ void conv2d_forward(View<const T> x, View<const T> weight, const ComputeType<T>*
       moments_mean
           ? cpu::thread_scratch<cpu::batchnorm::Moments, PlaneMomentsScratch>(x.shape.n * c_out)
           : nullptr;
+  // Few input channels (the stem) in float: computed directly, the same bits (conv2d_direct.h).
+  bool direct = false;
+  if constexpr (std::is_same_v<T, float>) direct = cpu::direct_conv_applies(g, c_out);
   for_each_image(x.shape.n, [&](int64_t i) {
     T* out = y.image(i);
-    // With a bias, Y starts as the bias broadcast along each row and the GEMM adds onto it.
-    if (bias)
-      for (int64_t o = 0; o < c_out; ++o) std::fill(out + o * hw, out + (o + 1) * hw, bias[o]);
-    for_each_column_band(x.image(i), g, [&](int64_t first, int64_t cols, const T* col) {
-      cpu::gemm<T>(false, false, c_out, cols, k, T(1), weight.data, k, col, cols,
-                   bias ? T(1) : T(0), out + first, hw);
-    });
+    if constexpr (std::is_same_v<T, float>) {
+      if (direct) cpu::direct_conv_forward(x.image(i), g, weight.data, bias, c_out, out);
+    }
+    if (!direct) {
+      // With a bias, Y starts as the bias broadcast along each row and the GEMM adds onto it.
+      if (bias)
+        for (int64_t o = 0; o < c_out; ++o) std::fill(out + o * hw, out + (o + 1) * hw, bias[o]);
+      for_each_column_band(x.image(i), g, [&](int64_t first, int64_t cols, const T* col) {
+        cpu::gemm<T>(false, false, c_out, cols, k, T(1), weight.data, k, col, cols,
+                     bias ? T(1) : T(0), out + first, hw);
+      });
+    }
     if (moments_mean)
       for (int64_t o = 0; o < c_out; ++o)
         planes[i * c_out + o] = cpu::batchnorm::plane_moments(y.channel(i, o), hw);
