@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/gemm/gemm.h"
 #include "kernels/cpu/thread_scratch.h"
 
 namespace bareyolo::cpu {
@@ -18,9 +19,8 @@ namespace {
 // slower: 8 chains leave no slack.)
 constexpr int64_t kChannels = 4, kVectors = 3, kTileCols = 8 * kVectors;
 constexpr int64_t kMaxInputChannels = 4;
-// One depth block of the GEMM (kernels/cpu/gemm/gemm.cpp's kMaxDepth): up to here the GEMM
-// sums all the taps in one chain, which is what gives the same bits.
-constexpr int64_t kMaxTaps = 128;
+// One depth block of the GEMM: up to here it sums all the taps in one chain, as here.
+constexpr int64_t kMaxTaps = kGemmMaxDepth;
 
 struct PhaseScratch;
 

@@ -12,7 +12,7 @@
 // Same bits as the GEMM path: every output is one chain of fused multiply-adds over the taps
 // in the column matrix's order (c, i, j) starting from zero, padding taps included (times a
 // zero), as the GEMM's micro-kernels sum one depth block; direct_conv_applies asks for at most
-// one depth block of taps (kernels/cpu/gemm/gemm.cpp: kMaxDepth).
+// one depth block of taps (kGemmMaxDepth, kernels/cpu/gemm/gemm.h).
 #pragma once
 
 #include <cstdint>
@@ -21,8 +21,9 @@
 
 namespace bareyolo::cpu {
 
-// Whether direct_conv_forward computes this convolution: at most 4 input channels and 128
-// taps in all (c_in * kh * kw), a stride of 1 or 2 across, and c_out a multiple of 4.
+// Whether direct_conv_forward computes this convolution: at most 4 input channels and
+// kGemmMaxDepth taps in all (c_in * kh * kw), a stride of 1 or 2 across, and c_out a multiple
+// of 4.
 bool direct_conv_applies(const ConvGeometry& g, int64_t c_out);
 
 // out (c_out x out_h x out_w, dense) = the convolution of one image (channels x height x

@@ -6,7 +6,7 @@
 // Loops, outermost first, with what each keeps in which cache (one core of Zen 4: 32 KB L1d,
 // 1 MB L2):
 //   task (m-block x n-block, <= 256 x 512)  independent pieces of C, shared over the pool;
-//   p0   (depth block, <= kMaxDepth = 128 steps of k)  pack the task's rows of op(A) into
+//   p0   (depth block, <= kGemmMaxDepth = 128 steps of k)  pack the task's rows of op(A) into
 //        MR-row panels (<= 256 x 128 floats, 128 KB) and its columns of op(B) into NR-column
 //        panels (<= 128 x 512 floats, 256 KB); both stay in L2 for the two loops below;
 //   j    (one B panel, 128 x 32 floats = 16 KB)  stays in L1 while
@@ -48,10 +48,9 @@ namespace bareyolo::cpu {
 namespace gemm_detail {
 namespace {
 
-// Depth of a packed panel: at 128 steps the 8 x 32 kernel's B panel is 16 KB, half of L1,
-// next to the A panels streaming past (256 would fill L1); the C tile is then loaded and
-// stored once per 128 x 16 FMAs, which is noise.
-constexpr int64_t kMaxDepth = 128;
+// kGemmMaxDepth (gemm.h), the depth of a packed panel: at 128 steps the 8 x 32 kernel's B
+// panel is 16 KB, half of L1, next to the A panels streaming past (256 would fill L1); the C
+// tile is then loaded and stored once per 128 x 16 FMAs, which is noise.
 // Rows of op(A) packed at once: a yolov5n Cout (<= 256) is one block; taller products
 // (backward data, M = Cin*k*k) are cut into blocks that also become parallel tasks.
 constexpr int64_t kMaxBlockRows = 256;
@@ -311,7 +310,7 @@ template <class T, int MR, int NR>
 void multiply(const MicroKernels<T>& kernels, const Operand<T>& a, const Operand<T>& b,
               int64_t terms, int64_t m, int64_t n, int64_t k, T alpha, T beta, T* c, int64_t ldc) {
   // Depth blocks of equal length (300 -> 150 + 150, not 256 + 44).
-  int64_t depth_step = ceil_div(k, ceil_div(k, kMaxDepth));
+  int64_t depth_step = ceil_div(k, ceil_div(k, kGemmMaxDepth));
   int64_t row_blocks = ceil_div(m, kMaxBlockRows);
   int64_t block_rows = round_up(ceil_div(m, row_blocks), MR);
   row_blocks = ceil_div(m, block_rows);

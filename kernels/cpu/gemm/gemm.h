@@ -35,6 +35,13 @@ void gemm_sum(int64_t terms, bool trans_a, bool trans_b, int64_t m, int64_t n, i
 // that give the same answer here (a test comparing with results written elsewhere asks).
 const char* gemm_float_kernels();
 
+// The packed kernels (every product but the dot-product path's: only B transposed, few rows,
+// a deep sum) cut k into depth blocks of at most this many steps (why 128: gemm.cpp). A k of
+// at most kGemmMaxDepth is one block: each element of C is then one chain of fused
+// multiply-adds over p in order, from zero, stored as alpha * sum (+ beta * C), which is what
+// another kernel must compute to give gemm's bits (kernels/cpu/conv2d_direct.h does).
+inline constexpr int64_t kGemmMaxDepth = 128;
+
 // Which float kernels gemm may choose, process-wide: the best this CPU has (the default), or
 // AVX2's even where AVX-512 is there, so that a test on an AVX-512 CPU also runs the AVX2
 // kernels and their packing (6-row panels of A, 16-column panels of B).
