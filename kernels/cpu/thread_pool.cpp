@@ -119,7 +119,6 @@ void ThreadPool::forget_workers_after_fork() {
   generation_ = 0;
   stopping_ = false;
   job_ = {};
-  next_chunk_ = 0;
   busy_workers_ = 0;
   failed_ = false;
   error_ = nullptr;
@@ -139,7 +138,14 @@ void ThreadPool::resize(int num_threads) {
 
 void ThreadPool::start_workers(int count) {
   stopping_ = false;
-  for (int i = 0; i < count; ++i) workers_.emplace_back([this] { worker_loop(); });
+  if (shares_ != wanted_workers_ + 1) {
+    shares_ = wanted_workers_ + 1;
+    cursors_ = std::make_unique<ShareCursor[]>(static_cast<size_t>(shares_));
+  }
+  for (int i = 0; i < count; ++i) {
+    const int thread_index = static_cast<int>(workers_.size()) + 1;
+    workers_.emplace_back([this, thread_index] { worker_loop(thread_index); });
+  }
 }
 
 void ThreadPool::stop_workers() {
@@ -152,7 +158,7 @@ void ThreadPool::stop_workers() {
   workers_.clear();
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int thread_index) {
   uint64_t seen_generation = 0;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
@@ -167,27 +173,34 @@ void ThreadPool::worker_loop() {
     const Job job = job_;
     ++busy_workers_;
     lock.unlock();
-    if (job.chunks > 0) run_chunks(job);
+    if (job.chunks > 0) run_chunks(job, thread_index);
     lock.lock();
     if (--busy_workers_ == 0) done_.notify_all();
   }
 }
 
-// Claims chunks until none are left. Called by the workers and by the caller.
-void ThreadPool::run_chunks(const Job& job) {
+void ThreadPool::run_chunk(const Job& job, int64_t chunk) {
+  const int64_t begin = chunk * job.grain;
+  try {
+    (*job.fn)(begin, std::min(job.n, begin + job.grain));
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_) error_ = std::current_exception();
+    failed_ = true;
+  }
+}
+
+// Share s holds the chunks [s * chunks / shares_, (s + 1) * chunks / shares_).
+void ThreadPool::run_chunks(const Job& job, int thread_index) {
   tls_inside_loop = true;
-  for (;;) {
-    if (failed_.load(std::memory_order_relaxed)) break;
-    const int64_t chunk = next_chunk_.fetch_add(1);
-    if (chunk >= job.chunks) break;
-    int64_t begin = chunk * job.grain;
-    int64_t end = std::min(job.n, begin + job.grain);
-    try {
-      (*job.fn)(begin, end);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!error_) error_ = std::current_exception();
-      failed_ = true;
+  for (int k = 0; k < shares_; ++k) {
+    const int share = (thread_index + k) % shares_;
+    const int64_t end = (share + 1) * job.chunks / shares_;
+    for (;;) {
+      if (failed_.load(std::memory_order_relaxed)) break;
+      const int64_t chunk = cursors_[share].next.fetch_add(1);
+      if (chunk >= end) break;
+      run_chunk(job, chunk);
     }
   }
   tls_inside_loop = false;
@@ -211,13 +224,13 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     job_ = {&fn, n, grain, chunks};
-    next_chunk_ = 0;
+    for (int share = 0; share < shares_; ++share) cursors_[share].next = share * chunks / shares_;
     failed_ = false;
     error_ = nullptr;
     ++generation_;
   }
   wake_.notify_all();
-  run_chunks({&fn, n, grain, chunks});
+  run_chunks({&fn, n, grain, chunks}, 0);
   // The workers still in the loop are finishing their last chunks: wait for them awake.
   spin_until([&] { return busy_workers_ == 0; });
   std::exception_ptr error;
@@ -229,7 +242,6 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
     // A worker that wakes only now must find nothing to claim, also when an error left
     // chunks unclaimed: it would call job_, which is about to dangle.
     job_ = {};
-    next_chunk_ = 0;
     error = error_;
     error_ = nullptr;
   }

@@ -7,8 +7,17 @@
 //    any number of threads;
 //  - the calling thread works too, and a parallel_for issued from inside a running loop
 //    (a GEMM inside a per-image convolution loop) runs serially on the thread that issued it;
-//  - chunks are claimed with one atomic increment each (no lock), and a thread that runs out
-//    of work spins briefly (kSpinBeforeSleep) before it sleeps: a training step runs ~700
+//  - every thread has a share of each loop's chunks, the caller the first of num_threads()
+//    consecutive runs and worker i the (i+1)-th: it claims its own share front to back, then
+//    helps with what is left of the others' (one atomic increment per chunk, on a counter
+//    per share, each on its own cache line). A loop over a batch thus gives a thread the
+//    same images op after op, and the activations it wrote for them are still in its core's
+//    caches when the next op reads them; from one shared counter the images changed threads
+//    from loop to loop, and half of every op's input came from the other core. (A yolov5n
+//    step at 2 threads, in turns with the shared counter in one process: 1.005-1.08x faster
+//    over ten runs, about 1.03x in the median; the bits never depend on who runs a chunk.)
+//  - a thread that runs out of work spins briefly (kSpinBeforeSleep) before it sleeps: a
+//    training step runs ~700
 //    loops, many of them under a millisecond, and waking a sleeping thread (a futex wake,
 //    through the hypervisor on a VM) costs tens of microseconds each time. The spin (500 us)
 //    outlasts most of the serial work between a step's loops (at 50 us, a worker slept
@@ -24,6 +33,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -65,13 +75,16 @@ class ThreadPool {
  private:
   void start_workers(int count);
   void stop_workers();
-  void worker_loop();
+  void worker_loop(int thread_index);
   // A loop: fn over [0, n) in `chunks` chunks of `grain` elements.
   struct Job {
     const RangeFn* fn = nullptr;
     int64_t n = 0, grain = 1, chunks = 0;
   };
-  void run_chunks(const Job& job);
+  // Claims and runs chunks, its own share's first, until none are left (thread_index: 0 for
+  // the caller, i for worker i).
+  void run_chunks(const Job& job, int thread_index);
+  void run_chunk(const Job& job, int64_t chunk);
   // In a forked child: drops the parent's threads and locks without touching them.
   void forget_workers_after_fork();
 
@@ -86,12 +99,18 @@ class ThreadPool {
   std::atomic<int> busy_workers_{0};  // workers that joined the current loop and are in it
   // The loop being run (valid while busy_workers_ > 0 or the caller is in it), guarded by
   // mutex_: a worker copies it when it joins, so one that joins after the loop ended (a
-  // copy with no chunks) never touches next_chunk_, which the next loop may be resetting.
+  // copy with no chunks) never touches cursors_, which the next loop may be resetting.
   Job job_;
-  std::atomic<int64_t> next_chunk_{0};  // claimed by fetch_add; >= job_.chunks when none left
-  std::atomic<bool> failed_{false};     // a chunk threw: claim no more
-  std::exception_ptr error_;            // guarded by mutex_
-  std::mutex call_mutex_;               // one loop at a time from outside the pool
+  // Per share (thread), the next chunk to claim in it, by fetch_add; at or past the share's
+  // end when none are left. Sized num_threads() with the workers.
+  struct alignas(64) ShareCursor {
+    std::atomic<int64_t> next{0};
+  };
+  std::unique_ptr<ShareCursor[]> cursors_;
+  int shares_ = 0;
+  std::atomic<bool> failed_{false};  // a chunk threw: claim no more
+  std::exception_ptr error_;         // guarded by mutex_
+  std::mutex call_mutex_;            // one loop at a time from outside the pool
 };
 
 // Shorthand for ThreadPool::global().parallel_for.

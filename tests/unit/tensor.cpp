@@ -1,6 +1,12 @@
 // tests/unit/tensor.cpp — Tensor storage, zero-copy channel/image views, copies; ThreadPool.
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
 #include <numeric>
+#include <set>
+#include <thread>
 
 #include "engine/tensor.h"
 #include "kernels/cpu/host_memory.h"
@@ -120,6 +126,27 @@ TEST_CASE("thread pool covers every index once and rethrows errors") {
     pool.parallel_for(10, 3, [&](int64_t begin, int64_t end) { total += end - begin; });
   });
   CHECK(total.load() == 80);
+}
+
+TEST_CASE("thread pool: each thread starts on its own share of the chunks") {
+  // Two threads, 8 chunks: the caller's share is chunks 0-3, the worker's 4-7. The first
+  // chunk each thread runs waits (at most 10 s) until the other thread has started one too,
+  // so both claim their first chunk before either can take the other's: from their own
+  // shares, 0 and 4. (With one counter for the whole loop they were 0 and 1.)
+  ThreadPool pool(2);
+  std::mutex mutex;
+  std::condition_variable both_started;
+  std::map<std::thread::id, int64_t> first_chunk;
+  pool.parallel_for(8, 1, [&](int64_t begin, int64_t) {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (!first_chunk.emplace(std::this_thread::get_id(), begin).second) return;
+    both_started.notify_all();
+    both_started.wait_for(lock, std::chrono::seconds(10), [&] { return first_chunk.size() == 2; });
+  });
+  REQUIRE(first_chunk.size() == 2);
+  std::set<int64_t> firsts;
+  for (const auto& [thread, chunk] : first_chunk) firsts.insert(chunk);
+  CHECK(firsts == std::set<int64_t>{0, 4});
 }
 
 TEST_CASE("device without CUDA is reported, not a crash") {
