@@ -13,7 +13,11 @@
 // between the two.
 // Then the train step's per-op profile (kernels/op_profile.h) at 1 and 2 threads: each op's
 // calls, milliseconds and share of the step, GFLOP/s for the convolutions, and the 1 -> 2
-// thread speed-up; "outside ops" is the rest of the step (allocation, copies, the graph);
+// thread speed-up, and at 2 threads the share of the op's thread-time that no thread spent
+// on its work ("idle": waiting in its parallel loops, or beside its serial parts:
+// op_profile::idle_share), so that what a second thread fails to give splits into idle time
+// and slower work;
+// "outside ops" is the rest of the step (allocation, copies, the graph);
 // under it, the host's memory bandwidth at 1 and 2 threads (bench/memory_bandwidth.h), the
 // ceiling of the memory-bound ops' speed-up, and its FMA throughput at 1 and 2 threads
 // (bench/compute_throughput.h), the ceiling of every op's.
@@ -85,8 +89,8 @@ void print_profiles(const Profile& one, const Profile& two,
   std::vector<std::pair<std::string, op_profile::Totals>> rows(one.ops.begin(), one.ops.end());
   std::sort(rows.begin(), rows.end(),
             [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
-  std::printf("%-34s %6s | %9s %6s %8s | %9s %6s %8s | %7s\n", "op (train step)", "calls",
-              "1 thr ms", "share", "GFLOP/s", "2 thr ms", "share", "GFLOP/s", "1->2");
+  std::printf("%-34s %6s | %9s %6s %8s | %9s %6s %8s %6s | %7s\n", "op (train step)", "calls",
+              "1 thr ms", "share", "GFLOP/s", "2 thr ms", "share", "GFLOP/s", "idle", "1->2");
   auto columns = [](const Profile& p, double seconds, double gflops) {
     const double ms = seconds / p.steps * 1e3;
     std::printf(" | %9.2f %5.1f%% ", ms, 100 * seconds / p.step_seconds);
@@ -95,25 +99,41 @@ void print_profiles(const Profile& one, const Profile& two,
     else
       std::printf("%8s", "");
   };
+  // The 2 threads' idle share (blank where not measured: outside the ops).
+  auto idle_column = [](const op_profile::Totals* totals) {
+    if (totals)
+      std::printf(" %5.1f%%", 100 * op_profile::idle_share(*totals, 2));
+    else
+      std::printf(" %6s", "");
+  };
   double one_in_ops = 0, two_in_ops = 0;
+  op_profile::Totals two_all_ops;  // summed, for the step's idle share
   for (const auto& [op, totals] : rows) {
     const auto found = two.ops.find(op);
-    const double two_seconds = found == two.ops.end() ? 0 : found->second.seconds;
+    const op_profile::Totals two_totals =
+        found == two.ops.end() ? op_profile::Totals{} : found->second;
     const auto flops = conv_gflops.find(op);
     const double gflops = flops == conv_gflops.end() ? 0 : flops->second;
     std::printf("%-34s %6lld", op.c_str(), (long long)(totals.calls / one.steps));
     columns(one, totals.seconds, gflops);
-    columns(two, two_seconds, gflops);
-    std::printf(" | %6.2fx\n", totals.seconds / two_seconds);
-    one_in_ops += totals.seconds, two_in_ops += two_seconds;
+    columns(two, two_totals.seconds, gflops);
+    idle_column(&two_totals);
+    std::printf(" | %6.2fx\n", totals.seconds / two_totals.seconds);
+    one_in_ops += totals.seconds, two_in_ops += two_totals.seconds;
+    two_all_ops.pool_loop_seconds += two_totals.pool_loop_seconds;
+    two_all_ops.pool_wait_seconds += two_totals.pool_wait_seconds;
   }
+  // The step: its time outside the ops runs on one thread, idle for the other.
+  two_all_ops.seconds = two.step_seconds;
   std::printf("%-34s %6s", "outside ops", "");
   columns(one, one.step_seconds - one_in_ops, 0);
   columns(two, two.step_seconds - two_in_ops, 0);
+  idle_column(nullptr);
   std::printf(" | %6.2fx\n", (one.step_seconds - one_in_ops) / (two.step_seconds - two_in_ops));
   std::printf("%-34s %6s", "train step", "");
   columns(one, one.step_seconds, 0);
   columns(two, two.step_seconds, 0);
+  idle_column(&two_all_ops);
   std::printf(" | %6.2fx\n", one.step_seconds / two.step_seconds);
 }
 

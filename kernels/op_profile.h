@@ -6,6 +6,13 @@
 // pool threads' share of it) is summed under the op's name. An op that calls another op
 // (batchnorm_forward_train runs the two phases) counts once, as the outer one. Off, a timer
 // costs one relaxed atomic load.
+//
+// Beside it, the thread pool reports (add_pool_loop) the wall time of the op's parallel loops
+// and how long its threads waited in them: a loop of W seconds on T threads offers T * W
+// thread-seconds, and those not spent running chunks went to waking up, claiming, or waiting
+// for the slowest thread's last chunk. Outside its loops an op runs on one thread while the
+// others wait. Both together (idle_share) split what an op loses to a second thread into
+// waiting (uneven or serial work) and slower work (threads contending for caches and memory).
 #pragma once
 
 #include <chrono>
@@ -18,9 +25,20 @@ namespace bareyolo::op_profile {
 struct Totals {
   int64_t calls = 0;
   double seconds = 0;
+  double pool_loop_seconds = 0;  // wall time of its parallel loops on the thread pool
+  double pool_wait_seconds = 0;  // thread-seconds the pool's threads waited in those loops
 };
 
+// The share of `threads` threads' time in an op (totals recorded at that thread count) that
+// no thread spent on its work: waits inside its parallel loops, and every other thread's
+// time while the op ran outside them.
+double idle_share(const Totals& totals, int threads);
+
 void enable(bool on);
+bool enabled();
+// Adds a parallel loop to the op open on this thread (the outermost timer): called by the
+// thread pool after each loop while profiling is on.
+void add_pool_loop(double wall_seconds, double wait_thread_seconds);
 // What was recorded since the last take(), by op name; clears it.
 std::map<std::string, Totals> take();
 

@@ -12,9 +12,17 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/op_profile.h"
+
 namespace bareyolo {
 
 namespace {
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 // Set while a thread is executing chunks of some loop; nested loops then run inline.
 thread_local bool tls_inside_loop = false;
 
@@ -35,7 +43,6 @@ int threads_from_environment() {
 // between checks, so that on a busy machine another thread can have the core meanwhile.
 template <class Ready>
 bool spin_until(Ready ready) {
-  using Clock = std::chrono::steady_clock;
   constexpr int kTightSpins = 256;
   const Clock::time_point deadline = Clock::now() + ThreadPool::kSpinBeforeSleep;
   for (int spins = 0;; ++spins) {
@@ -193,6 +200,7 @@ void ThreadPool::run_chunk(const Job& job, int64_t chunk) {
 // Share s holds the chunks [s * chunks / shares_, (s + 1) * chunks / shares_).
 void ThreadPool::run_chunks(const Job& job, int thread_index) {
   tls_inside_loop = true;
+  const Clock::time_point start = job.timed ? Clock::now() : Clock::time_point{};
   for (int k = 0; k < shares_; ++k) {
     const int share = (thread_index + k) % shares_;
     const int64_t end = (share + 1) * job.chunks / shares_;
@@ -203,6 +211,7 @@ void ThreadPool::run_chunks(const Job& job, int thread_index) {
       run_chunk(job, chunk);
     }
   }
+  if (job.timed) cursors_[thread_index].busy_seconds = seconds_since(start);
   tls_inside_loop = false;
 }
 
@@ -218,19 +227,24 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
     return;
   }
   std::lock_guard<std::mutex> one_caller(call_mutex_);
+  const Job job{&fn, n, grain, chunks, op_profile::enabled()};
   // Fewer workers than wanted only in a forked child that has not run a loop yet.
   if (static_cast<int>(workers_.size()) < wanted_workers_)
     start_workers(wanted_workers_ - static_cast<int>(workers_.size()));
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    job_ = {&fn, n, grain, chunks};
-    for (int share = 0; share < shares_; ++share) cursors_[share].next = share * chunks / shares_;
+    job_ = job;
+    for (int share = 0; share < shares_; ++share) {
+      cursors_[share].next = share * chunks / shares_;
+      cursors_[share].busy_seconds = 0;
+    }
     failed_ = false;
     error_ = nullptr;
     ++generation_;
   }
+  const Clock::time_point start = job.timed ? Clock::now() : Clock::time_point{};
   wake_.notify_all();
-  run_chunks({&fn, n, grain, chunks}, 0);
+  run_chunks(job, 0);
   // The workers still in the loop are finishing their last chunks: wait for them awake.
   spin_until([&] { return busy_workers_ == 0; });
   std::exception_ptr error;
@@ -244,6 +258,14 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
     job_ = {};
     error = error_;
     error_ = nullptr;
+  }
+  if (job.timed) {
+    // The loop offered shares_ threads for its wall time; what they did not spend running
+    // chunks they spent waiting (kernels/op_profile.h).
+    const double wall = seconds_since(start);
+    double busy = 0;
+    for (int share = 0; share < shares_; ++share) busy += cursors_[share].busy_seconds;
+    op_profile::add_pool_loop(wall, std::max(0.0, shares_ * wall - busy));
   }
   if (error) std::rethrow_exception(error);
 }

@@ -80,6 +80,7 @@ class ThreadPool {
   struct Job {
     const RangeFn* fn = nullptr;
     int64_t n = 0, grain = 1, chunks = 0;
+    bool timed = false;  // the op profile is on: each thread times its run_chunks
   };
   // Claims and runs chunks, its own share's first, until none are left (thread_index: 0 for
   // the caller, i for worker i).
@@ -102,9 +103,11 @@ class ThreadPool {
   // copy with no chunks) never touches cursors_, which the next loop may be resetting.
   Job job_;
   // Per share (thread), the next chunk to claim in it, by fetch_add; at or past the share's
-  // end when none are left. Sized num_threads() with the workers.
+  // end when none are left; and, in a timed loop, how long that thread ran chunks. Sized
+  // num_threads() with the workers.
   struct alignas(64) ShareCursor {
     std::atomic<int64_t> next{0};
+    double busy_seconds = 0;
   };
   std::unique_ptr<ShareCursor[]> cursors_;
   int shares_ = 0;

@@ -1,12 +1,18 @@
 // tests/unit/op_profile.cpp — the per-op profile (kernels/op_profile.h): each routed CPU op is
 // counted under its name while profiling is on, an op that runs other ops counts once, and
-// nothing is recorded while it is off.
+// nothing is recorded while it is off; the thread pool's loops and waits go to the open op.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "engine/tensor.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/op_profile.h"
 #include "kernels/ops.h"
 
@@ -55,4 +61,44 @@ TEST_CASE("op profile: routed CPU ops are counted once each, the outer op only, 
   CHECK(totals.at("silu_forward").seconds > 0);
   CHECK(totals.at("batchnorm_forward_train").seconds > 0);
   CHECK(op_profile::take().empty());  // take() cleared them
+}
+
+TEST_CASE("op profile: the pool's loops and their waiting are counted to the open op") {
+  // Two threads, two chunks: the worker's chunk returns at once; the caller's waits for it
+  // (at most 10 s), then sleeps 40 ms, so the worker waits at least those 40 ms of the loop.
+  // 20 ms of sleep after the loop are the op's serial part.
+  ThreadPool pool(2);
+  std::mutex mutex;
+  std::condition_variable worker_done;
+  bool done = false;
+  op_profile::take();
+  op_profile::enable(true);
+  {
+    const op_profile::Timer timer("pool_test");
+    pool.parallel_for(2, 1, [&](int64_t begin, int64_t) {
+      std::unique_lock<std::mutex> lock(mutex);
+      if (begin == 1) {
+        done = true;
+        worker_done.notify_all();
+        return;
+      }
+      worker_done.wait_for(lock, std::chrono::seconds(10), [&] { return done; });
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  op_profile::enable(false);
+  const std::map<std::string, op_profile::Totals> totals = op_profile::take();
+  REQUIRE(totals.count("pool_test") == 1);
+  const op_profile::Totals& t = totals.at("pool_test");
+  CHECK(t.pool_loop_seconds >= 0.04);
+  CHECK(t.seconds >= t.pool_loop_seconds + 0.02);
+  CHECK(t.pool_wait_seconds >= 0.035);
+  CHECK(t.pool_wait_seconds <= 2 * t.pool_loop_seconds);
+  // Idle: the waits in the loop and the worker's time beside the serial 20 ms, over 2 threads.
+  const double expected =
+      (t.pool_wait_seconds + (t.seconds - t.pool_loop_seconds)) / (2 * t.seconds);
+  CHECK(op_profile::idle_share(t, 2) == doctest::Approx(expected));
+  CHECK(op_profile::idle_share(t, 2) > 0.3);
 }
