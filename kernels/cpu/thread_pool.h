@@ -17,9 +17,9 @@
 //    step at 2 threads, in turns with the shared counter in one process: 1.005-1.08x faster
 //    over ten runs, about 1.03x in the median; the bits never depend on who runs a chunk.)
 //  - a thread that runs out of work spins briefly (kSpinBeforeSleep) before it sleeps: a
-//    training step runs ~700
-//    loops, many of them under a millisecond, and waking a sleeping thread (a futex wake,
-//    through the hypervisor on a VM) costs tens of microseconds each time. The spin (500 us)
+//    training step runs ~700 loops, many of them under a millisecond, and waking a sleeping
+//    thread (a futex wake, through the hypervisor on a VM) costs tens of microseconds each
+//    time. The spin (500 us)
 //    outlasts most of the serial work between a step's loops (at 50 us, a worker slept
 //    before ~100 of yolov5n's 453 loops a step and woke 50-100 us late; a waiting caller
 //    too); it is bounded, so an idle pool sleeps and gives its cores back;
