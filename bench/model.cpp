@@ -123,7 +123,8 @@ void print_profiles(const Profile& one, const Profile& two,
     two_all_ops.pool_loop_seconds += two_totals.pool_loop_seconds;
     two_all_ops.pool_wait_seconds += two_totals.pool_wait_seconds;
   }
-  // The step: its time outside the ops runs on one thread, idle for the other.
+  // The step: its time outside the ops counts as one thread's (an upper bound: the gradient
+  // zeroing there runs on the pool, but its loops belong to no op).
   two_all_ops.seconds = two.step_seconds;
   std::printf("%-34s %6s", "outside ops", "");
   columns(one, one.step_seconds - one_in_ops, 0);
