@@ -145,10 +145,7 @@ void ThreadPool::resize(int num_threads) {
 
 void ThreadPool::start_workers(int count) {
   stopping_ = false;
-  if (shares_ != wanted_workers_ + 1) {
-    shares_ = wanted_workers_ + 1;
-    cursors_ = std::make_unique<ShareCursor[]>(static_cast<size_t>(shares_));
-  }
+  cursors_ = std::make_unique<ShareCursor[]>(static_cast<size_t>(num_threads()));
   for (int i = 0; i < count; ++i) {
     const int thread_index = static_cast<int>(workers_.size()) + 1;
     workers_.emplace_back([this, thread_index] { worker_loop(thread_index); });
@@ -197,13 +194,14 @@ void ThreadPool::run_chunk(const Job& job, int64_t chunk) {
   }
 }
 
-// Share s holds the chunks [s * chunks / shares_, (s + 1) * chunks / shares_).
+// Share s of T = num_threads() holds the chunks [s * chunks / T, (s + 1) * chunks / T).
 void ThreadPool::run_chunks(const Job& job, int thread_index) {
   tls_inside_loop = true;
+  const int shares = num_threads();
   const Clock::time_point start = job.timed ? Clock::now() : Clock::time_point{};
-  for (int k = 0; k < shares_; ++k) {
-    const int share = (thread_index + k) % shares_;
-    const int64_t end = (share + 1) * job.chunks / shares_;
+  for (int k = 0; k < shares; ++k) {
+    const int share = (thread_index + k) % shares;
+    const int64_t end = (share + 1) * job.chunks / shares;
     for (;;) {
       if (failed_.load(std::memory_order_relaxed)) break;
       const int64_t chunk = cursors_[share].next.fetch_add(1);
@@ -228,14 +226,15 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
   }
   std::lock_guard<std::mutex> one_caller(call_mutex_);
   const Job job{&fn, n, grain, chunks, op_profile::enabled()};
+  const int shares = num_threads();
   // Fewer workers than wanted only in a forked child that has not run a loop yet.
   if (static_cast<int>(workers_.size()) < wanted_workers_)
     start_workers(wanted_workers_ - static_cast<int>(workers_.size()));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     job_ = job;
-    for (int share = 0; share < shares_; ++share) {
-      cursors_[share].next = share * chunks / shares_;
+    for (int share = 0; share < shares; ++share) {
+      cursors_[share].next = share * chunks / shares;
       cursors_[share].busy_seconds = 0;
     }
     failed_ = false;
@@ -260,12 +259,12 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
     error_ = nullptr;
   }
   if (job.timed) {
-    // The loop offered shares_ threads for its wall time; what they did not spend running
+    // The loop offered `shares` threads for its wall time; what they did not spend running
     // chunks they spent waiting (kernels/op_profile.h).
     const double wall = seconds_since(start);
     double busy = 0;
-    for (int share = 0; share < shares_; ++share) busy += cursors_[share].busy_seconds;
-    op_profile::add_pool_loop(wall, std::max(0.0, shares_ * wall - busy));
+    for (int share = 0; share < shares; ++share) busy += cursors_[share].busy_seconds;
+    op_profile::add_pool_loop(wall, std::max(0.0, shares * wall - busy));
   }
   if (error) std::rethrow_exception(error);
 }

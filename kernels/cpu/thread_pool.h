@@ -19,10 +19,9 @@
 //  - a thread that runs out of work spins briefly (kSpinBeforeSleep) before it sleeps: a
 //    training step runs ~700 loops, many of them under a millisecond, and waking a sleeping
 //    thread (a futex wake, through the hypervisor on a VM) costs tens of microseconds each
-//    time. The spin (500 us)
-//    outlasts most of the serial work between a step's loops (at 50 us, a worker slept
-//    before ~100 of yolov5n's 453 loops a step and woke 50-100 us late; a waiting caller
-//    too); it is bounded, so an idle pool sleeps and gives its cores back;
+//    time. The spin (500 us) outlasts most of the serial work between a step's loops (at
+//    50 us, a worker slept before ~100 of yolov5n's 453 loops a step and woke 50-100 us late;
+//    a waiting caller too); it is bounded, so an idle pool sleeps and gives its cores back;
 //  - fork-safe: a forked child (the launcher's workers) has none of the parent's threads, so
 //    every pool forgets its workers and its locks in the child (a pthread_atfork handler) and
 //    starts fresh workers at the child's first parallel loop.
@@ -104,13 +103,12 @@ class ThreadPool {
   Job job_;
   // Per share (thread), the next chunk to claim in it, by fetch_add; at or past the share's
   // end when none are left; and, in a timed loop, how long that thread ran chunks. Sized
-  // num_threads() with the workers.
+  // num_threads() whenever workers start.
   struct alignas(64) ShareCursor {
     std::atomic<int64_t> next{0};
     double busy_seconds = 0;
   };
   std::unique_ptr<ShareCursor[]> cursors_;
-  int shares_ = 0;
   std::atomic<bool> failed_{false};  // a chunk threw: claim no more
   std::exception_ptr error_;         // guarded by mutex_
   std::mutex call_mutex_;            // one loop at a time from outside the pool
