@@ -112,8 +112,9 @@ template <class T>
 struct Normalize {
   T mean, scale, shift;
   Normalize(T mean_, T invstd, T gamma, T beta) : mean(mean_), scale(invstd * gamma), shift(beta) {}
+  T operator()(T x) const { return (x - mean) * scale + shift; }
   void operator()(const T* xs, T* ys, int64_t plane) const {
-    for (int64_t j = 0; j < plane; ++j) ys[j] = (xs[j] - mean) * scale + shift;
+    for (int64_t j = 0; j < plane; ++j) ys[j] = (*this)(xs[j]);
   }
 };
 
