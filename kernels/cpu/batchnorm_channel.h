@@ -192,6 +192,10 @@ struct EvalBackwardApply {
   EvalBackwardApply(T gamma, T invstd) : scale(gamma * invstd) {}
   void add(const T* dys, T* dxs, int64_t plane) const { run<Store::add>(dys, dxs, plane); }
   void write(const T* dys, T* dxs, int64_t plane) const { run<Store::write>(dys, dxs, plane); }
+  // dx written over dy (see BackwardApply::write_over_dy).
+  void write_over_dy(T* dys_dxs, int64_t plane) const {
+    for (int64_t j = 0; j < plane; ++j) dys_dxs[j] = scale * dys_dxs[j];
+  }
 
  private:
   template <Store kStore>

@@ -13,23 +13,23 @@
 // AVX2), never in a buffer:
 //   apply           per plane: y = SiLU(bn) in one pass (normalising into y, then SiLU in
 //                   place, took 1.3-1.4x as long);
-//   backward train  dbn of the channel's planes into this thread's buffer (n*h*w values, in
-//                   L2 or L3), its sums, then dx from the same buffer;
-//   backward reduce and apply (SyncBatchNorm's two phases, an all-reduce between them):
-//                   reduce writes dbn into dx, the phases' shared workspace (ops.h), and
-//                   takes its sums; apply writes dx over it. (Computing dbn again in apply
-//                   instead, as the GPU does, cost an exp and a division per value: the
-//                   two phases took 1.5-1.7x the one-call op, against 1.0-1.2x now.)
+//   backward train  per channel: dbn of its planes written into dx, their sums, then dx
+//                   written over dbn while the channel is still in cache (the ops' write
+//                   contract lets dx be the workspace; a thread buffer for dbn, then dx
+//                   written from it, took 1.15-1.2x as long);
+//   backward reduce and apply (SyncBatchNorm's two phases, an all-reduce between them): the
+//                   same two passes, each over every channel: reduce leaves dbn in dx, the
+//                   phases' shared workspace (ops.h), and takes its sums; apply writes dx
+//                   over it. (Computing dbn again in apply instead, as the GPU does, cost
+//                   an exp and a division per value: the phases took 1.5-1.7x the one-call op.)
 //   backward eval   like train, with the running statistics.
 // The CUDA kernels (kernels/cuda/batchnorm.cu) do each in one pass without storing bn or dbn,
 // and are tested against these.
-#include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/activation_spans.h"
 #include "kernels/cpu/batchnorm_channel.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/cpu/thread_scratch.h"
 #include "kernels/cpu/widened.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
@@ -51,9 +51,6 @@ Device check_fused(const char* op, View<const T> x, View<const T> dy) {
   cpu::require_same_shape(op, x, dy);
   return detail::common_device(op, x, dy);
 }
-
-// The thread_scratch tag of SiLU's gradient (dbn).
-struct SiluGradientScratch;
 
 // The two passes over one plane of a channel, with bn = normalize(x) kept in registers: y =
 // SiLU(bn), and dbn = SiLU's gradient at bn times dy, written. The formulas of batchnorm_apply
@@ -100,21 +97,29 @@ inline void normalized_silu_gradient(const Normalize<float>& normalize, const fl
 }
 #endif
 
-// dbn of image i's plane of channel c, into `out`.
+// The first pass of every backward op over channel c: dbn of each image's plane written into
+// dx (the ops' workspace), and the channel's sums over it, bn normalised with `statistics`'
+// mean and invstd (the batch's, or the running ones in evaluation).
 template <class T>
-const T* silu_gradient_plane(View<const T> x, View<const T> dy, const Normalize<T>& normalize,
-                             int64_t i, int64_t c, T* out) {
-  normalized_silu_gradient(normalize, x.channel(i, c), dy.channel(i, c), out, x.shape.plane());
-  return out;
+BackwardSums<T> silu_gradient_and_sums(View<const T> x, View<const T> dy, int64_t c, T mean,
+                                       T invstd, T gamma, T beta, View<T> dx) {
+  const Normalize<T> normalize(mean, invstd, gamma, beta);
+  const int64_t plane = x.shape.plane();
+  return cpu::batchnorm::backward_sums(
+      x.shape.n, plane, mean, invstd, [&](int64_t i) { return x.channel(i, c); },
+      [&](int64_t i) {
+        normalized_silu_gradient(normalize, x.channel(i, c), dy.channel(i, c), dx.channel(i, c),
+                                 plane);
+        return static_cast<const T*>(dx.channel(i, c));
+      });
 }
 
-// Channel c's backward sums over (x, dbn), with dbn of image i written to dbn_plane(i).
-template <class T, class DbnPlane>
-BackwardSums<T> fused_backward_sums(View<const T> x, View<const T> dy, int64_t c, T mean, T invstd,
-                                    const Normalize<T>& normalize, DbnPlane dbn_plane) {
-  return cpu::batchnorm::backward_sums(
-      x.shape.n, x.shape.plane(), mean, invstd, [&](int64_t i) { return x.channel(i, c); },
-      [&](int64_t i) { return silu_gradient_plane(x, dy, normalize, i, c, dbn_plane(i)); });
+// The second pass over channel c: dx written over the dbn that the first left in it.
+template <class T>
+void backward_apply_over_dbn(View<const T> x, int64_t c, const BackwardApply<T>& apply,
+                             View<T> dx) {
+  for (int64_t i = 0; i < x.shape.n; ++i)
+    apply.write_over_dy(x.channel(i, c), dx.channel(i, c), x.shape.plane());
 }
 
 }  // namespace
@@ -143,9 +148,8 @@ void batchnorm_silu_backward_reduce(View<const T> x, View<const T> dy, const Com
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_reduce, device, x, dy, mean, invstd, gamma, beta,
                          sum_dy, sum_dy_xhat, dx);
   for_each_channel(x.shape.c, [&](int64_t c) {
-    const Normalize<T> normalize(mean[c], invstd[c], gamma[c], beta[c]);
-    const BackwardSums<T> sums = fused_backward_sums(x, dy, c, mean[c], invstd[c], normalize,
-                                                     [&](int64_t i) { return dx.channel(i, c); });
+    const BackwardSums<T> sums =
+        silu_gradient_and_sums(x, dy, c, mean[c], invstd[c], gamma[c], beta[c], dx);
     sum_dy[c] = sums.dy;
     sum_dy_xhat[c] = sums.dy_xhat;
   });
@@ -162,11 +166,10 @@ void batchnorm_silu_backward_apply(View<const T> x, View<const T> dy, const Comp
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_apply, device, x, dy, mean, invstd, gamma, beta,
                          sum_dy, sum_dy_xhat, count, dx);
   // dx holds dbn, which the reduce phase left there.
-  const int64_t plane = x.shape.plane();
   for_each_channel(x.shape.c, [&](int64_t c) {
-    const BackwardApply<T> apply(gamma[c], invstd[c], mean[c], {sum_dy[c], sum_dy_xhat[c]}, count);
-    for (int64_t i = 0; i < x.shape.n; ++i)
-      apply.write_over_dy(x.channel(i, c), dx.channel(i, c), plane);
+    backward_apply_over_dbn(
+        x, c, BackwardApply<T>(gamma[c], invstd[c], mean[c], {sum_dy[c], sum_dy_xhat[c]}, count),
+        dx);
   });
 }
 
@@ -180,17 +183,12 @@ void batchnorm_silu_backward_train(View<const T> x, View<const T> dy, const Comp
   cpu::require_same_shape("batchnorm_silu_backward_train", x, dx);
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_silu_backward_train, device, x, dy, gamma, beta, save_mean,
                          save_invstd, dx, dgamma, dbeta);
-  const int64_t plane = x.shape.plane();
+  // Both passes channel by channel, so that dbn is still in cache when the second reads it.
   for_each_channel(x.shape.c, [&](int64_t c) {
-    // The channel's planes, image after image.
-    T* dbn = cpu::thread_scratch<T, SiluGradientScratch>(count);
-    const Normalize<T> normalize(save_mean[c], save_invstd[c], gamma[c], beta[c]);
     const BackwardSums<T> sums =
-        fused_backward_sums(x, dy, c, save_mean[c], save_invstd[c], normalize,
-                            [&](int64_t i) { return dbn + i * plane; });
-    const BackwardApply<T> apply(gamma[c], save_invstd[c], save_mean[c], sums, count);
-    for (int64_t i = 0; i < x.shape.n; ++i)
-      apply.write(x.channel(i, c), dbn + i * plane, dx.channel(i, c), plane);
+        silu_gradient_and_sums(x, dy, c, save_mean[c], save_invstd[c], gamma[c], beta[c], dx);
+    backward_apply_over_dbn(
+        x, c, BackwardApply<T>(gamma[c], save_invstd[c], save_mean[c], sums, count), dx);
     dgamma[c] += sums.dy_xhat;
     dbeta[c] += sums.dy;
   });
@@ -210,13 +208,10 @@ void batchnorm_silu_backward_eval(View<const T> x, View<const T> dy, const Compu
   batchnorm_running_inverse_std(running_var, x.shape.c, p.eps, x.device, invstd.data());
   // The statistics are constants here, so dx is dbn scaled per channel.
   for_each_channel(x.shape.c, [&](int64_t c) {
-    T* dbn = cpu::thread_scratch<T, SiluGradientScratch>(x.shape.n * plane);
-    const Normalize<T> normalize(running_mean[c], invstd[c], gamma[c], beta[c]);
     const BackwardSums<T> sums =
-        fused_backward_sums(x, dy, c, running_mean[c], invstd[c], normalize,
-                            [&](int64_t i) { return dbn + i * plane; });
+        silu_gradient_and_sums(x, dy, c, running_mean[c], invstd[c], gamma[c], beta[c], dx);
     const EvalBackwardApply<T> apply(gamma[c], invstd[c]);
-    for (int64_t i = 0; i < x.shape.n; ++i) apply.write(dbn + i * plane, dx.channel(i, c), plane);
+    for (int64_t i = 0; i < x.shape.n; ++i) apply.write_over_dy(dx.channel(i, c), plane);
     dgamma[c] += sums.dy_xhat;
     dbeta[c] += sums.dy;
   });
