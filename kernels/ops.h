@@ -203,7 +203,7 @@ void batchnorm_running_inverse_std(const T* running_var, int64_t channels, doubl
 // SyncBatchNorm's two phases share dx as a workspace: reduce may leave in it what apply reads
 // back, so apply must get the dx that reduce got, untouched in between (and the same x, dy and
 // statistics). The CPU leaves dbn there, sparing apply an exp and a division per value (its
-// two phases cost 1.5-1.7x the one-call op when apply computed dbn again, 1.0-1.2x now); a GPU,
+// two phases cost 1.5-1.7x the one-call op when apply computed dbn again, 1.07-1.1x now); a GPU,
 // memory-bound here, computes dbn again, which costs less than storing it and reading it back.
 template <class T>
 void batchnorm_silu_apply(View<const T> x, const ComputeType<T>* mean, const ComputeType<T>* invstd,

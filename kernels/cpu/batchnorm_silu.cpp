@@ -98,8 +98,8 @@ inline void normalized_silu_gradient(const Normalize<float>& normalize, const fl
 #endif
 
 // The first pass of every backward op over channel c: dbn of each image's plane written into
-// dx (the ops' workspace), and the channel's sums over it, bn normalised with `statistics`'
-// mean and invstd (the batch's, or the running ones in evaluation).
+// dx (the ops' workspace), and the channel's sums over it; bn normalised with `mean` and
+// `invstd` (the batch's, or the running ones in evaluation).
 template <class T>
 BackwardSums<T> silu_gradient_and_sums(View<const T> x, View<const T> dy, int64_t c, T mean,
                                        T invstd, T gamma, T beta, View<T> dx) {
