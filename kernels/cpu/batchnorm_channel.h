@@ -19,6 +19,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -112,7 +113,16 @@ template <class T>
 struct Normalize {
   T mean, scale, shift;
   Normalize(T mean_, T invstd, T gamma, T beta) : mean(mean_), scale(invstd * gamma), shift(beta) {}
-  T operator()(T x) const { return (x - mean) * scale + shift; }
+  // One fma where the CPU has it, as the AVX2 paths (kernels/cpu/batchnorm_silu.cpp) compute
+  // it: written out, because whether a compiler contracts a * b + c depends on its flags (GCC
+  // does at -O2, not at -O1), and the fused ops must give these bits.
+  T operator()(T x) const {
+#ifdef __FMA__
+    return std::fma(x - mean, scale, shift);
+#else
+    return (x - mean) * scale + shift;
+#endif
+  }
   void operator()(const T* xs, T* ys, int64_t plane) const {
     for (int64_t j = 0; j < plane; ++j) ys[j] = (*this)(xs[j]);
   }
