@@ -150,21 +150,10 @@ BackwardSums<T> backward_sums(int64_t batch, int64_t plane, T mean, T invstd, XP
   return {static_cast<T>(dy_sum.total()), static_cast<T>(dy_centered_sum.total() * invstd)};
 }
 
-// How a backward pass stores dx: added to it (the backward ops' convention) or written over
-// it (the fused BatchNorm + SiLU ops, kernels/ops.h). Writing v gives what adding v to a
-// zeroed buffer gives, up to the sign of a zero.
-enum class Store { add, write };
-
-template <Store kStore, class T>
-void store(T& dx, T value) {
-  if constexpr (kStore == Store::add)
-    dx += value;
-  else
-    dx = value;
-}
-
-// dx += (or =) gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) over one plane of a
-// channel, given the channel's backward sums over `count` values.
+// dx += gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) over one plane of a
+// channel, given the channel's backward sums over `count` values (the backward ops add into
+// dx, kernels/ops.h); or dx written over dy, as the fused BatchNorm + SiLU ops do (writing v
+// gives what adding v to a zeroed buffer gives, up to the sign of a zero).
 template <class T>
 struct BackwardApply {
   T scale, mean, invstd, mean_dy, mean_dy_xhat;
@@ -175,42 +164,28 @@ struct BackwardApply {
         mean_dy(sums.dy / static_cast<T>(count)),
         mean_dy_xhat(sums.dy_xhat / static_cast<T>(count)) {}
   void add(const T* xs, const T* dys, T* dxs, int64_t plane) const {
-    run<Store::add>(xs, dys, dxs, plane);
+    for (int64_t j = 0; j < plane; ++j) dxs[j] += dx(xs[j], dys[j]);
   }
-  void write(const T* xs, const T* dys, T* dxs, int64_t plane) const {
-    run<Store::write>(xs, dys, dxs, plane);
-  }
-  // dx written over dy: dys_dxs holds dy on entry. (write() with dys == dxs would be right too,
-  // but the compiler's overlap check would send it down its scalar loop.)
+  // dys_dxs holds dy on entry and dx on return.
   void write_over_dy(const T* xs, T* dys_dxs, int64_t plane) const {
     for (int64_t j = 0; j < plane; ++j) dys_dxs[j] = dx(xs[j], dys_dxs[j]);
   }
 
  private:
   T dx(T x, T dy) const { return scale * (dy - mean_dy - (x - mean) * invstd * mean_dy_xhat); }
-  template <Store kStore>
-  void run(const T* xs, const T* dys, T* dxs, int64_t plane) const {
-    for (int64_t j = 0; j < plane; ++j) store<kStore>(dxs[j], dx(xs[j], dys[j]));
-  }
 };
 
-// dx += (or =) gamma * invstd * dy over one plane: evaluation's backward, whose statistics are
-// constants.
+// dx += gamma * invstd * dy over one plane, or dx written over dy: evaluation's backward,
+// whose statistics are constants.
 template <class T>
 struct EvalBackwardApply {
   T scale;
   EvalBackwardApply(T gamma, T invstd) : scale(gamma * invstd) {}
-  void add(const T* dys, T* dxs, int64_t plane) const { run<Store::add>(dys, dxs, plane); }
-  void write(const T* dys, T* dxs, int64_t plane) const { run<Store::write>(dys, dxs, plane); }
-  // dx written over dy (see BackwardApply::write_over_dy).
+  void add(const T* dys, T* dxs, int64_t plane) const {
+    for (int64_t j = 0; j < plane; ++j) dxs[j] += scale * dys[j];
+  }
   void write_over_dy(T* dys_dxs, int64_t plane) const {
     for (int64_t j = 0; j < plane; ++j) dys_dxs[j] = scale * dys_dxs[j];
-  }
-
- private:
-  template <Store kStore>
-  void run(const T* dys, T* dxs, int64_t plane) const {
-    for (int64_t j = 0; j < plane; ++j) store<kStore>(dxs[j], scale * dys[j]);
   }
 };
 
