@@ -19,16 +19,23 @@ template <class T>
 T sigmoid(T x) {
   return T(1) / (T(1) + std::exp(-x));
 }
+// SiLU at x, and its gradient at x times dy (the spans' and the fused BN+SiLU ops' one formula).
+template <class T>
+T silu(T x) {
+  return x * sigmoid(x);
+}
+template <class T>
+T silu_gradient(T x, T dy) {
+  const T s = sigmoid(x);
+  return dy * s * (T(1) + x * (T(1) - s));
+}
 template <class T>
 void silu_forward_span(const T* x, T* y, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) y[i] = x[i] * sigmoid(x[i]);
+  for (int64_t i = 0; i < count; ++i) y[i] = silu(x[i]);
 }
 template <class T>
 void silu_backward_span(const T* x, const T* dy, T* dx, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) {
-    T s = sigmoid(x[i]);
-    dx[i] += dy[i] * s * (T(1) + x[i] * (T(1) - s));
-  }
+  for (int64_t i = 0; i < count; ++i) dx[i] += silu_gradient(x[i], dy[i]);
 }
 template <class T>
 void sigmoid_forward_span(const T* x, T* y, int64_t count) {

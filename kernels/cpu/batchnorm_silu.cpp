@@ -58,18 +58,12 @@ Device check_fused(const char* op, View<const T> x, View<const T> dy) {
 // product plus zero is the product), so the composition's bits.
 template <class T>
 void normalized_silu(const Normalize<T>& normalize, const T* x, T* y, int64_t plane) {
-  for (int64_t j = 0; j < plane; ++j) {
-    const T bn = normalize(x[j]);
-    y[j] = bn * cpu::sigmoid(bn);
-  }
+  for (int64_t j = 0; j < plane; ++j) y[j] = cpu::silu(normalize(x[j]));
 }
 template <class T>
 void normalized_silu_gradient(const Normalize<T>& normalize, const T* x, const T* dy, T* dbn,
                               int64_t plane) {
-  for (int64_t j = 0; j < plane; ++j) {
-    const T bn = normalize(x[j]), s = cpu::sigmoid(bn);
-    dbn[j] = dy[j] * s * (T(1) + bn * (T(1) - s));
-  }
+  for (int64_t j = 0; j < plane; ++j) dbn[j] = cpu::silu_gradient(normalize(x[j]), dy[j]);
 }
 
 #ifdef BAREYOLO_VECTOR_EXP
