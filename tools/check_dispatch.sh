@@ -19,7 +19,7 @@ allowed_is_cuda=(
   # a GPU rank's loader feeds a faster consumer: more threads (TrainOptions::workers)
   "models/train/options.cpp:  if (!device.is_cuda()) return 2;"
   # the selftest's launch plan pins one worker per GPU it checks
-  "models/train/selftest_nccl.cpp:    if (device.is_cuda()) plan.cuda_indices.push_back(device.index);"
+  "tools/selftest/nccl_checks.cpp:    if (device.is_cuda()) plan.cuda_indices.push_back(device.index);"
 )
 
 sources() {

@@ -3,8 +3,9 @@
 #
 # The layers, lowest first (docs/layout.md says what each holds):
 #   kernels <- engine <- data <- models (yolo; loss and eval, which build on yolo only)
-#           <- train (models/train) <- api (models/api) and the CLI (tools/cli), side by side;
-#           the ONNX export (models/export, on yolo) and its binary (tools/export) beside them
+#           <- train (models/train) <- api (models/api) and the selftest's checks (tools/selftest),
+#           side by side <- the CLI (tools/bareyolo); the ONNX export (models/export, on yolo) and
+#           its binary (tools/export) beside them
 # A file may include its own room and the rooms below it. CMake builds one static library per
 # layer linking only the layers below, so an upward call would not link either; this check
 # names the file and line at once, and catches the includes that compile without linking
@@ -28,7 +29,8 @@ room_of() {
     models/api/*) echo api ;;
     models/export/*) echo export ;;
     tools/export/*) echo export_cli ;;
-    tools/cli/*) echo cli ;;
+    tools/selftest/*) echo selftest ;;
+    tools/bareyolo/*) echo cli ;;
     *) echo other ;;
   esac
 }
@@ -43,7 +45,8 @@ declare -A may_include=(
   [eval]="kernels engine data yolo eval"
   [train]="kernels engine data yolo loss eval train"
   [api]="kernels engine data yolo loss eval train api"
-  [cli]="kernels engine data yolo loss eval train cli"
+  [selftest]="kernels engine data yolo loss eval train selftest"
+  [cli]="kernels engine data yolo loss eval train selftest cli"
   [export]="kernels engine data yolo export"
   [export_cli]="kernels engine data yolo export cli export_cli"
 )
@@ -64,7 +67,7 @@ while IFS= read -r -d '' file; do
       violations=$((violations + 1))
     fi
   done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file" || true)
-done < <(find kernels engine data models tools/cli tools/export -type f \
+done < <(find kernels engine data models tools/selftest tools/bareyolo tools/export -type f \
               \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) -print0 | sort -z)
 
 if [ "$violations" -gt 0 ]; then

@@ -1,16 +1,16 @@
 // tests/cuda/selftest.cpp — `bareyolo selftest`'s checks on cuda:0 (skipped without a GPU): every
-// op check of models/train/selftest.h passes, with the whole table printed (each check's error
+// op check of tools/selftest/selftest.h passes, with the whole table printed (each check's error
 // beside its tolerance), and leaves the convolution path as it found it; the collective checks of
-// models/train/selftest_nccl.h hold on a one-GPU NCCL process group. (The command runs those in
+// tools/selftest/nccl_checks.h hold on a one-GPU NCCL process group. (The command runs those in
 // forked workers; this runner has initialised CUDA, so it joins the group in-process.)
-#include "models/train/selftest.h"
+#include "tools/selftest/selftest.h"
 #include "engine/distributed/launch/process_group.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "models/train/selftest_nccl.h"
 #include "tests/cuda/cuda_testing.h"
+#include "tools/selftest/nccl_checks.h"
 
 using namespace bareyolo;
-using namespace bareyolo::models::selftest;
+using namespace bareyolo::selftest;
 
 TEST_CASE("every selftest op check passes on cuda:0") {
   const cuda::ConvPath path = cuda::conv_path();

@@ -1,5 +1,5 @@
 // tests/dist/selftest.cpp — the collective half of `bareyolo selftest`
-// (models/train/selftest_nccl.h) without a GPU, on the TCP ring over loopback:
+// (tools/selftest/nccl_checks.h) without a GPU, on the TCP ring over loopback:
 //  - check_collectives on 2 and 3 ranks: the values each rank expects from the others are right
 //    (sums, averages, both broadcast roots, the allgather's order, the barrier's timing), so that
 //    on GPUs only NCCL itself is under test;
@@ -10,11 +10,11 @@
 #include <algorithm>
 #include <chrono>
 
-#include "models/train/selftest_nccl.h"
 #include "tests/support/dist_testing.h"
+#include "tools/selftest/nccl_checks.h"
 
 using namespace bareyolo;
-using namespace bareyolo::models::selftest;
+using namespace bareyolo::selftest;
 
 TEST_CASE("the selftest's collective checks hold on 2 and 3 TCP ranks") {
   for (int world : {2, 3}) {

@@ -12,7 +12,7 @@ fail() { echo "static checks: FAIL: $*"; exit 1; }
 fresh_copy() {
   rm -rf "$tmp/tree" && mkdir -p "$tmp/tree/tools"
   cp -r "$root/kernels" "$root/engine" "$root/data" "$root/models" "$tmp/tree/"
-  cp -r "$root/tools/cli" "$tmp/tree/tools/"
+  cp -r "$root/tools/bareyolo" "$root/tools/selftest" "$tmp/tree/tools/"
   cp "$root/tools/check_layers.sh" "$root/tools/check_dispatch.sh" "$tmp/tree/tools/"
 }
 

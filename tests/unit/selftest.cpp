@@ -1,12 +1,12 @@
-// tests/unit/selftest.cpp — `bareyolo selftest`'s checks (models/train/selftest.h) with the CPU's
+// tests/unit/selftest.cpp — `bareyolo selftest`'s checks (tools/selftest/selftest.h) with the CPU's
 // float kernels as the device under test, as CI runs them without a GPU: every check of the table
 // passes, and compares two different computations (float against double, not one computation
 // with itself); a wrong result, an output left unwritten, a too-tight tolerance and a check that
 // throws each fail under their names, in the report and in the verdict line; the grouped report
 // of eight GPUs fits one screen. And the NCCL half's collective checks
-// (models/train/selftest_nccl.h) on the one-rank communicator: they pass, and catch a
+// (tools/selftest/nccl_checks.h) on the one-rank communicator: they pass, and catch a
 // communicator that returns a wrong sum (on several TCP ranks: tests/dist/selftest.cpp).
-#include "models/train/selftest.h"
+#include "tools/selftest/selftest.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,11 +15,11 @@
 #include <sstream>
 
 #include "kernels/ops.h"
-#include "models/train/selftest_nccl.h"
 #include "tests/support/testing.h"
+#include "tools/selftest/nccl_checks.h"
 
 using namespace bareyolo;
-using namespace bareyolo::models::selftest;
+using namespace bareyolo::selftest;
 
 namespace {
 

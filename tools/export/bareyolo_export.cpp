@@ -1,5 +1,5 @@
 // tools/export/bareyolo_export.cpp — bareyolo-export, the program behind `bareyolo export`: the
-// same flags (tools/cli/export_options.h), and the one binary that links libonnx and
+// same flags (tools/bareyolo/export_options.h), and the one binary that links libonnx and
 // libprotobuf (shared libraries in Debian), so that `bareyolo` itself does not.
 #include <CLI/CLI.hpp>
 
@@ -7,10 +7,10 @@
 #include <exception>
 #include <string>
 
-#include "engine/safetensors.h"         // defines: SafetensorsFile
-#include "models/export/onnx_export.h"  // defines: export_onnx
-#include "models/yolo/weights.h"        // defines: load_state
-#include "tools/cli/export_options.h"   // defines: ExportOptions, add_export_options
+#include "engine/safetensors.h"             // defines: SafetensorsFile
+#include "models/export/onnx_export.h"      // defines: export_onnx
+#include "models/yolo/weights.h"            // defines: load_state
+#include "tools/bareyolo/export_options.h"  // defines: ExportOptions, add_export_options
 
 namespace {
 

@@ -1,4 +1,4 @@
-// tools/cli/validators.h — option checks whose errors read as sentences. CLI11's
+// tools/bareyolo/validators.h — option checks whose errors read as sentences. CLI11's
 // PositiveNumber and NonNegativeNumber name their upper bound, DBL_MAX, in 309 digits
 // ("Value 0 not in range 0.000000 to 17976931348623157..."); these say what is allowed.
 #pragma once

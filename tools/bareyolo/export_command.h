@@ -1,6 +1,6 @@
-// tools/cli/export_command.h — `bareyolo export` (flags: tools/cli/export_options.h): checks
-// the flags, then runs `bareyolo-export` from this binary's folder with them. A build without
-// Debian's libonnx-dev and libprotobuf-dev has no bareyolo-export, and the command says so.
+// tools/bareyolo/export_command.h — `bareyolo export` (flags: tools/bareyolo/export_options.h):
+// checks the flags, then runs `bareyolo-export` from this binary's folder with them. A build
+// without Debian's libonnx-dev and libprotobuf-dev has no bareyolo-export, and the command says so.
 //
 // main() calls add_export_command(app) before parsing and run_export_command(app) after.
 #pragma once

@@ -1,4 +1,4 @@
-// models/train/selftest_model_checks.cpp — the selftest's checks of what the model adds to the
+// tools/selftest/model_checks.cpp — the selftest's checks of what the model adds to the
 // kernels (see selftest.h): the Detect decode, NMS, the YOLOv5 loss, and training steps of the
 // tiny model; then their half of the table.
 #include <span>
@@ -13,11 +13,13 @@
 #include "models/eval/nms.h"
 #include "models/eval/validate.h"
 #include "models/loss/head_loss.h"
-#include "models/train/selftest_checks.h"
 #include "models/train/step.h"
 #include "models/yolo/model_config.h"
+#include "tools/selftest/checks.h"
 
-namespace bareyolo::models::selftest {
+namespace bareyolo::selftest {
+
+using namespace bareyolo::models;  // the model, its loss and evaluation under check
 
 namespace {
 
@@ -267,4 +269,4 @@ std::vector<Check> model_checks() {
   };
 }
 
-}  // namespace bareyolo::models::selftest
+}  // namespace bareyolo::selftest

@@ -1,4 +1,4 @@
-// tools/cli/data_commands.h — the data subcommands of the bareyolo CLI:
+// tools/bareyolo/data_commands.h — the data subcommands of the bareyolo CLI:
 //
 //   bareyolo make-shapes --out DIR [--n-train 512 --n-val 128 --imgsz 256 --classes 4 --seed 0]
 //   bareyolo data-check --data D        verification summary and every problem, per split

@@ -1,11 +1,12 @@
-// tools/cli/selftest_command.h — `bareyolo selftest`: does bareyolo work on this machine's GPUs?
+// tools/bareyolo/selftest_command.h — `bareyolo selftest`: does bareyolo work on this machine's
+// GPUs?
 //
 //   bareyolo selftest [--device auto|0|0,1|cuda:1] [--cpu-reference-only] [--verbose]
 //
 // In about a minute: the NCCL communicator contract across the GPUs, one forked worker per GPU
-// (models/train/selftest_nccl.h), then every op, the loss, the Detect decode, NMS and three
+// (tools/selftest/nccl_checks.h), then every op, the loss, the Detect decode, NMS and three
 // training steps of the tiny model on each GPU against the CPU reference in double
-// (models/train/selftest.h). Prints a table that fits one screen, every failure in full, and a
+// (tools/selftest/selftest.h). Prints a table that fits one screen, every failure in full, and a
 // last line "selftest: PASS (N checks on cuda:0, cuda:1)" or "selftest: FAIL (k of N checks
 // failed: ...)"; exits 0 or 1. Without a usable GPU it says why and exits 77 (skipped), or 1 where
 // a GPU is required (BAREYOLO_REQUIRE_GPU=1, or /dev/nvidia0 exists: a broken driver must not

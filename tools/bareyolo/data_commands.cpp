@@ -1,5 +1,5 @@
-// tools/cli/data_commands.cpp — make-shapes, data-check and show-batch (see data_commands.h).
-#include "tools/cli/data_commands.h"
+// tools/bareyolo/data_commands.cpp — make-shapes, data-check and show-batch (see data_commands.h).
+#include "tools/bareyolo/data_commands.h"
 
 #include <cstdio>
 #include <string>
@@ -11,7 +11,7 @@
 #include "data/preview.h"       // defines: render_batch
 #include "data/sampler.h"       // defines: DistributedSampler
 #include "data/shapes.h"        // defines: make_shapes_dataset
-#include "tools/cli/validators.h"
+#include "tools/bareyolo/validators.h"
 
 namespace bareyolo {
 

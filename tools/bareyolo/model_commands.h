@@ -1,4 +1,4 @@
-// tools/cli/model_commands.h — the model subcommands of the bareyolo CLI:
+// tools/bareyolo/model_commands.h — the model subcommands of the bareyolo CLI:
 //
 //   bareyolo init  --cfg CFG [--nc N] [--seed S] --out W.safetensors
 //       freshly initialised weights (YOLOv5's from-scratch state) under YOLOv5's names

@@ -1,4 +1,4 @@
-// tools/cli/device_option.h — --device and --tf32 for the commands that run in one process
+// tools/bareyolo/device_option.h — --device and --tf32 for the commands that run in one process
 // (val, predict, grads): one device, "cpu", "0" or "cuda:1", and TF32 math on a GPU or not.
 #pragma once
 

@@ -1,4 +1,4 @@
-// tools/cli/eval_commands.h — evaluation and inference subcommands of the bareyolo CLI:
+// tools/bareyolo/eval_commands.h — evaluation and inference subcommands of the bareyolo CLI:
 //
 //   bareyolo val     --cfg CFG --weights W --data D [--imgsz 640 --batch 32 --conf 0.001
 //                    --iou 0.6 --split val --no-rect --workers 0 --save-json F]

@@ -1,6 +1,7 @@
-// tools/cli/model_commands.cpp — `init`, `grads` and `convert` (see model_commands.h); the work is
-// in models/ (weights.h, gradient_report.h), this file reads the command line and the files.
-#include "tools/cli/model_commands.h"
+// tools/bareyolo/model_commands.cpp — `init`, `grads` and `convert` (see model_commands.h); the
+// work is in models/ (weights.h, gradient_report.h), this file reads the command line and the
+// files.
+#include "tools/bareyolo/model_commands.h"
 
 #include <cstdio>
 #include <string>
@@ -8,8 +9,8 @@
 #include "engine/safetensors.h"
 #include "models/loss/gradient_report.h"
 #include "models/yolo/weights.h"
-#include "tools/cli/device_option.h"
-#include "tools/cli/validators.h"
+#include "tools/bareyolo/device_option.h"
+#include "tools/bareyolo/validators.h"
 
 namespace bareyolo {
 

@@ -1,5 +1,5 @@
-// tools/cli/train_command.cpp — see train_command.h.
-#include "tools/cli/train_command.h"
+// tools/bareyolo/train_command.cpp — see train_command.h.
+#include "tools/bareyolo/train_command.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -13,7 +13,7 @@
 #include "models/train/launch.h"
 #include "models/train/options.h"
 #include "models/train/run_dir.h"
-#include "tools/cli/validators.h"
+#include "tools/bareyolo/validators.h"
 
 namespace bareyolo {
 

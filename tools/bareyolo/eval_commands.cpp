@@ -1,4 +1,4 @@
-// tools/cli/eval_commands.cpp — `val` and `predict` (see eval_commands.h). The work is in
+// tools/bareyolo/eval_commands.cpp — `val` and `predict` (see eval_commands.h). The work is in
 // models/eval/validate.h, models/eval/decode.h and models/eval/nms.h; this file reads the command
 // line, the files, and prints or writes the results.
 //
@@ -13,7 +13,7 @@
 // [1, rows, 5 + nc]: what an exported ONNX graph outputs), `letterbox.k` (gain, pad x, pad y,
 // original width and height) and the metadata `image.k` (its path): to hold another runtime's
 // outputs against bareyolo's on the very same input.
-#include "tools/cli/eval_commands.h"
+#include "tools/bareyolo/eval_commands.h"
 
 #include <nlohmann/json.hpp>
 
@@ -30,8 +30,8 @@
 #include "models/eval/decode.h"
 #include "models/eval/validate.h"
 #include "models/yolo/weights.h"
-#include "tools/cli/device_option.h"
-#include "tools/cli/validators.h"
+#include "tools/bareyolo/device_option.h"
+#include "tools/bareyolo/validators.h"
 
 namespace bareyolo {
 

@@ -1,8 +1,8 @@
-// models/train/selftest_nccl.h — the communicator half of `bareyolo selftest`: the Communicator
+// tools/selftest/nccl_checks.h — the communicator half of `bareyolo selftest`: the Communicator
 // contract (engine/distributed/comm/communicator.h) over NCCL across the GPUs named, one forked
 // worker per GPU, as training runs them.
 //
-// It runs before the op checks (models/train/selftest.h): the workers are forked by
+// It runs before the op checks (tools/selftest/selftest.h): the workers are forked by
 // dist::launch_workers, which refuses once this process has initialised CUDA.
 #pragma once
 
@@ -10,9 +10,9 @@
 
 #include "engine/distributed/comm/communicator.h"
 #include "engine/distributed/launch/device_spec.h"
-#include "models/train/selftest.h"
+#include "tools/selftest/selftest.h"
 
-namespace bareyolo::models::selftest {
+namespace bareyolo::selftest {
 
 // Every rank of `comm` calls it; the collectives run on buffers of `device`, each filled with
 // values every rank can compute for every other rank, so that each knows the exact result:
@@ -34,4 +34,4 @@ int check_collectives(dist::Communicator& comm, const Device& device);
 std::vector<CheckResult> run_collective_checks(const std::vector<Device>& devices,
                                                dist::Backend backend);
 
-}  // namespace bareyolo::models::selftest
+}  // namespace bareyolo::selftest

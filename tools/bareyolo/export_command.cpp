@@ -1,5 +1,5 @@
-// tools/cli/export_command.cpp — see export_command.h.
-#include "tools/cli/export_command.h"
+// tools/bareyolo/export_command.cpp — see export_command.h.
+#include "tools/bareyolo/export_command.h"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "tools/cli/export_options.h"
+#include "tools/bareyolo/export_options.h"
 
 namespace bareyolo {
 

@@ -1,5 +1,5 @@
-// models/train/selftest_nccl.cpp — see selftest_nccl.h.
-#include "models/train/selftest_nccl.h"
+// tools/selftest/nccl_checks.cpp — see nccl_checks.h.
+#include "tools/selftest/nccl_checks.h"
 
 #include <sys/mman.h>
 
@@ -16,7 +16,7 @@
 #include "engine/distributed/launch/launcher.h"
 #include "engine/distributed/launch/process_group.h"
 
-namespace bareyolo::models::selftest {
+namespace bareyolo::selftest {
 
 namespace {
 
@@ -236,4 +236,4 @@ std::vector<CheckResult> run_collective_checks(const std::vector<Device>& device
   return results;
 }
 
-}  // namespace bareyolo::models::selftest
+}  // namespace bareyolo::selftest

@@ -1,5 +1,5 @@
-// models/train/selftest.cpp — see selftest.h: the harness (compare a DUT with the reference),
-// running the table of checks (selftest_kernel_checks.cpp, selftest_model_checks.cpp), and the
+// tools/selftest/selftest.cpp — see selftest.h: the harness (compare a DUT with the reference),
+// running the table of checks (kernel_checks.cpp, model_checks.cpp), and the
 // report.
 //
 // Tolerances, for float against double from the same float inputs (the error is relative,
@@ -21,7 +21,7 @@
 //    double, measured), and 1e-3 for the losses of three SGD steps (the CPU's: 4.8e-6).
 //    A kernel that is wrong, not just rounded differently, errs by whole terms in the gradients
 //    it feeds.
-#include "models/train/selftest.h"
+#include "tools/selftest/selftest.h"
 
 #include <algorithm>
 #include <cmath>
@@ -29,9 +29,9 @@
 #include <limits>
 #include <utility>
 
-#include "models/train/selftest_checks.h"
+#include "tools/selftest/checks.h"
 
-namespace bareyolo::models::selftest {
+namespace bareyolo::selftest {
 
 double max_error(std::span<const double> dut, std::span<const double> reference) {
   if (dut.size() != reference.size()) return kInfinity;
@@ -204,4 +204,4 @@ std::string verdict_line(const std::vector<CheckResult>& results) {
          " checks failed: " + names + ")";
 }
 
-}  // namespace bareyolo::models::selftest
+}  // namespace bareyolo::selftest

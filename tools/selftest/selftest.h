@@ -1,4 +1,4 @@
-// models/train/selftest.h — `bareyolo selftest`'s checks: do every op, the loss, the decode,
+// tools/selftest/selftest.h — `bareyolo selftest`'s checks: do every op, the loss, the decode,
 // NMS and a few training steps compute on this machine's GPUs what the CPU reference computes?
 //
 // A check runs one op on a device under test (DUT) and on the CPU reference in double precision
@@ -20,7 +20,7 @@
 // passes when error <= tolerance.
 //
 // The communicator half of the selftest (NCCL across the GPUs, in forked workers) is
-// models/train/selftest_nccl.h; the command is tools/cli/selftest_command.h.
+// tools/selftest/nccl_checks.h; the command is tools/bareyolo/selftest_command.h.
 #pragma once
 
 #include <functional>
@@ -30,7 +30,7 @@
 
 #include "engine/tensor.h"
 
-namespace bareyolo::models::selftest {
+namespace bareyolo::selftest {
 
 // See the file comment.
 double max_error(std::span<const double> dut, std::span<const double> reference);
@@ -96,4 +96,4 @@ std::string format_report(const std::vector<CheckResult>& results, bool every_ro
 std::string verdict_line(const std::vector<CheckResult>& results);
 bool all_passed(const std::vector<CheckResult>& results);
 
-}  // namespace bareyolo::models::selftest
+}  // namespace bareyolo::selftest

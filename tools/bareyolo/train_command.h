@@ -1,4 +1,4 @@
-// tools/cli/train_command.h — `bareyolo train`: YOLOv5's recipe (models/train/trainer.h).
+// tools/bareyolo/train_command.h — `bareyolo train`: YOLOv5's recipe (models/train/trainer.h).
 //
 //   bareyolo train [--data D] [--cfg CFG] [--weights W] [--epochs 100] [--batch 16]
 //                  [--imgsz 640] [--workers 2] [--project runs/train] [--name exp]

@@ -1,7 +1,7 @@
-// tools/cli/selftest_command.cpp — `selftest` (see selftest_command.h). The checks are in
-// models/train/selftest.h and selftest_nccl.h; this file picks the GPUs, orders the two halves
+// tools/bareyolo/selftest_command.cpp — `selftest` (see selftest_command.h). The checks are in
+// tools/selftest/selftest.h and nccl_checks.h; this file picks the GPUs, orders the two halves
 // (the NCCL workers are forked before this process touches CUDA) and prints the verdict.
-#include "tools/cli/selftest_command.h"
+#include "tools/bareyolo/selftest_command.h"
 
 #include <cstdio>
 #include <functional>
@@ -14,8 +14,8 @@
 #include "engine/distributed/launch/launcher.h"
 #include "kernels/cuda/runtime/runtime.h"
 #include "kernels/cuda/runtime/versions.h"
-#include "models/train/selftest.h"
-#include "models/train/selftest_nccl.h"
+#include "tools/selftest/nccl_checks.h"
+#include "tools/selftest/selftest.h"
 
 namespace bareyolo {
 
@@ -65,14 +65,13 @@ std::string joined(const std::vector<Device>& devices,
   return text;
 }
 
-int print_verdict(const std::vector<models::selftest::CheckResult>& results) {
-  std::printf("%s%s\n", models::selftest::format_report(results, options.every_row).c_str(),
-              models::selftest::verdict_line(results).c_str());
-  return models::selftest::all_passed(results) ? 0 : 1;
+int print_verdict(const std::vector<selftest::CheckResult>& results) {
+  std::printf("%s%s\n", selftest::format_report(results, options.every_row).c_str(),
+              selftest::verdict_line(results).c_str());
+  return selftest::all_passed(results) ? 0 : 1;
 }
 
 int run_selftest() {
-  namespace selftest = models::selftest;
   if (options.cpu_reference_only) {
     std::printf("selftest: %zu op checks, the CPU's float kernels as the device under test\n",
                 selftest::op_checks().size());

@@ -1,5 +1,5 @@
-// tools/cli/demo.h — `bareyolo demo`: a small convolutional network trained end to end with the
-// CPU kernels, until the detector trainer exists.
+// tools/bareyolo/demo.h — `bareyolo demo`: a small convolutional network trained end to end with
+// the CPU kernels, until the detector trainer exists.
 #pragma once
 
 namespace bareyolo {

@@ -1,7 +1,7 @@
-// models/train/selftest_checks.h — what the selftest's checks share (inputs, constants, the
+// tools/selftest/checks.h — what the selftest's checks share (inputs, constants, the
 // reference's double copies) and the two halves of its table: the kernels' ops
-// (selftest_kernel_checks.cpp) and the model's (selftest_model_checks.cpp). Internal to
-// models/train/selftest*.cpp; the interface is selftest.h.
+// (kernel_checks.cpp) and the model's (model_checks.cpp). Internal to
+// tools/selftest/*.cpp; the interface is selftest.h.
 #pragma once
 
 #include <algorithm>
@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "kernels/ops.h"
-#include "models/train/selftest.h"
+#include "tools/selftest/selftest.h"
 
-namespace bareyolo::models::selftest {
+namespace bareyolo::selftest {
 
 inline constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
@@ -77,4 +77,4 @@ std::vector<Check>
 kernel_checks();  // elementwise, convolution, batchnorm, bn+silu, pools, optimizer
 std::vector<Check> model_checks();  // decode, NMS, the loss, training steps of the tiny model
 
-}  // namespace bareyolo::models::selftest
+}  // namespace bareyolo::selftest

@@ -1,4 +1,4 @@
-// models/train/selftest_kernel_checks.cpp — the selftest's checks of the kernels' ops (see
+// tools/selftest/kernel_checks.cpp — the selftest's checks of the kernels' ops (see
 // selftest.h; the tolerances are derived at the top of selftest.cpp): one small function each,
 // then their half of the table.
 #include <cmath>
@@ -8,9 +8,9 @@
 
 #include "kernels/cuda/cuda_ops.h"  // the convolution paths
 #include "kernels/ops.h"
-#include "models/train/selftest_checks.h"
+#include "tools/selftest/checks.h"
 
-namespace bareyolo::models::selftest {
+namespace bareyolo::selftest {
 
 namespace {
 
@@ -526,4 +526,4 @@ std::vector<Check> kernel_checks() {
   return checks;
 }
 
-}  // namespace bareyolo::models::selftest
+}  // namespace bareyolo::selftest

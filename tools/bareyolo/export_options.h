@@ -1,5 +1,5 @@
-// tools/cli/export_options.h — the flags of `bareyolo export`, declared once for the two programs
-// that read them: `bareyolo export` checks them and hands them on to `bareyolo-export`
+// tools/bareyolo/export_options.h — the flags of `bareyolo export`, declared once for the two
+// programs that read them: `bareyolo export` checks them and hands them on to `bareyolo-export`
 // (tools/export/), the separate binary that links the ONNX and protobuf libraries, so that the
 // trainer binary itself never depends on them.
 //

@@ -1,4 +1,4 @@
-// tools/cli/trace_command.h — `bareyolo trace-summary FILE`: the anatomy of a traced step
+// tools/bareyolo/trace_command.h — `bareyolo trace-summary FILE`: the anatomy of a traced step
 // (engine/trace_analysis.h) from a `train --trace` file — per rank, the collectives of a step
 // by kind with their count and bytes, each gradient bucket of the last traced step with its
 // size, how long before backward's end it left and how long its all-reduce took, and the

@@ -1,17 +1,17 @@
-// tools/cli/bareyolo.cpp — the bareyolo command line.
+// tools/bareyolo/bareyolo.cpp — the bareyolo command line.
 //
 //   bareyolo devices      the CPU, the GPUs and the CUDA libraries this binary loads
 //   bareyolo demo         train a small network end to end with the CPU kernels
-//   bareyolo make-shapes, data-check, show-batch     datasets (tools/cli/data_commands.h)
-//   bareyolo init, grads  weights and the golden check (tools/cli/model_commands.h)
-//   bareyolo val, predict evaluation and inference (tools/cli/eval_commands.h)
-//   bareyolo export       the model as an ONNX graph (tools/cli/export_command.h)
+//   bareyolo make-shapes, data-check, show-batch     datasets (tools/bareyolo/data_commands.h)
+//   bareyolo init, grads  weights and the golden check (tools/bareyolo/model_commands.h)
+//   bareyolo val, predict evaluation and inference (tools/bareyolo/eval_commands.h)
+//   bareyolo export       the model as an ONNX graph (tools/bareyolo/export_command.h)
 //   bareyolo train        YOLOv5's recipe on one process, CPU ranks or GPUs, spawned or under
-//                         torchrun/srun/mpirun (tools/cli/train_command.h; docs/ddp.md)
+//                         torchrun/srun/mpirun (tools/bareyolo/train_command.h; docs/ddp.md)
 //   bareyolo trace-summary  the anatomy of a step from a `train --trace` file
-//                         (tools/cli/trace_command.h)
+//                         (tools/bareyolo/trace_command.h)
 //   bareyolo selftest     NCCL and every op on the GPUs against the CPU
-//                         (tools/cli/selftest_command.h)
+//                         (tools/bareyolo/selftest_command.h)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -20,18 +20,18 @@
 
 #include "engine/distributed/comm/nccl_communicator.h"  // defines: dist::nccl_version
 #include "kernels/cpu/host_memory.h"                    // defines: HostOutOfMemory
-#include "kernels/cpu/thread_pool.h"        // defines: ThreadPool (CPU kernels' threads)
-#include "kernels/cuda/runtime/runtime.h"   // defines: cuda::device_count, gpu_required
-#include "kernels/cuda/runtime/versions.h"  // defines: cuda::library_versions, device_properties
-#include "tools/cli/data_commands.h"        // defines: add_data_commands, run_data_command
-#include "tools/cli/demo.h"                 // defines: run_demo
-#include "tools/cli/eval_commands.h"        // defines: add_eval_commands, run_eval_command
-#include "tools/cli/export_command.h"       // defines: add_export_command, run_export_command
-#include "tools/cli/model_commands.h"       // defines: add_model_commands, run_model_command
-#include "tools/cli/selftest_command.h"     // defines: add_selftest_command, run_selftest_command
-#include "tools/cli/trace_command.h"        // defines: add_trace_command, run_trace_command
-#include "tools/cli/train_command.h"        // defines: add_train_command, run_train_command
-#include "tools/cli/validators.h"
+#include "kernels/cpu/thread_pool.h"          // defines: ThreadPool (CPU kernels' threads)
+#include "kernels/cuda/runtime/runtime.h"     // defines: cuda::device_count, gpu_required
+#include "kernels/cuda/runtime/versions.h"    // defines: cuda::library_versions, device_properties
+#include "tools/bareyolo/data_commands.h"     // defines: add_data_commands, run_data_command
+#include "tools/bareyolo/demo.h"              // defines: run_demo
+#include "tools/bareyolo/eval_commands.h"     // defines: add_eval_commands, run_eval_command
+#include "tools/bareyolo/export_command.h"    // defines: add_export_command, run_export_command
+#include "tools/bareyolo/model_commands.h"    // defines: add_model_commands, run_model_command
+#include "tools/bareyolo/selftest_command.h"  // defines: add_selftest_command, run_selftest_command
+#include "tools/bareyolo/trace_command.h"     // defines: add_trace_command, run_trace_command
+#include "tools/bareyolo/train_command.h"     // defines: add_train_command, run_train_command
+#include "tools/bareyolo/validators.h"
 
 namespace {
 

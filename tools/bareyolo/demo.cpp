@@ -1,12 +1,12 @@
-// tools/cli/demo.cpp — a per-pixel classifier trained from scratch on synthetic images, to show
-// the kernels of kernels/ops.h working together: forward, backward and an SGD step.
+// tools/bareyolo/demo.cpp — a per-pixel classifier trained from scratch on synthetic images, to
+// show the kernels of kernels/ops.h working together: forward, backward and an SGD step.
 //
 // Task: for random RGB images, predict for every pixel whether the 3x3 neighbourhood is on
 // average redder than it is green. Network (all ops from kernels/ops.h):
 //   conv3x3(3->16) -> BN -> SiLU -> conv3x3(16->16) -> BN -> SiLU -> conv1x1(16->1, bias)
 //   -> BCE-with-logits, averaged over pixels.
 // The loss falls from about 0.69 (chance) as the network learns the rule.
-#include "tools/cli/demo.h"
+#include "tools/bareyolo/demo.h"
 
 #include <cmath>
 #include <cstdio>

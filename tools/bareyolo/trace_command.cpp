@@ -1,5 +1,5 @@
-// tools/cli/trace_command.cpp — see trace_command.h.
-#include "tools/cli/trace_command.h"
+// tools/bareyolo/trace_command.cpp — see trace_command.h.
+#include "tools/bareyolo/trace_command.h"
 
 #include <algorithm>
 #include <cstdio>
