@@ -8,14 +8,13 @@
 //   --no-compile: the peer's eager modes only (torch.compile spends a minute or more of GPU
 //                 time compiling; tools/gpu_check.sh skips it)
 //
-// Ours: the trainer's step (models/train/trainer.cpp) on device 0 in three precisions, taking
-// turns: float32, TF32 (--tf32 on) and mixed precision (--amp: bf16 activations, the
+// Ours: the trainer's step (the Solver, models/train/solver.h) on device 0 in three precisions,
+// taking turns: float32, TF32 (--tf32 on) and mixed precision (--amp: bf16 activations, the
 // convolutions on cuDNN's bf16 tensor cores; docs/mixed_precision.md), with cuDNN's deterministic
-// algorithms: forward_backward
-// (forward, YOLOv5's loss normalised by this batch's counts, backward), clip to norm 10, SGD
-// with Nesterov momentum over YOLOv5's three groups (Sgd over the arena, with the trainer's lr0
-// 0.01, momentum 0.937, weight decay 5e-4 x batch x accumulate / 64), zero_grad, the EMA
-// update. One optimizer step per batch: at batch 64 the trainer's accumulate is 1. The batch is
+// algorithms: forward, YOLOv5's loss normalised by this batch's counts, backward, clip to norm
+// 10, SGD with Nesterov momentum over YOLOv5's three groups (hyp.scratch-low's schedule from
+// its first iteration), zero_grad, the EMA update. One optimizer step per batch (nbs = the
+// batch; at batch 64 the trainer's accumulate is 1 too). The batch is
 // made once and stays on the GPU (random pixels in [0, 1), kBoxesPerImage random boxes per
 // image), so no loader or upload is timed.
 // The peer, bench/torch_gpu_train.py: PyTorch YOLOv5's own Model, ComputeLoss, smart_optimizer
@@ -64,20 +63,17 @@
 #include <system_error>
 #include <vector>
 
-#include "bench/python_peer.h"       // defines: find_python_running
-#include "bench/train_options.h"     // defines: TrainBenchOptions, parse_train_bench_options
-#include "engine/layers/conv2d.h"    // defines: Conv2d (its shapes give the FLOPs)
-#include "engine/optim/clip.h"       // defines: clip_gradient_norm
-#include "engine/optim/ema.h"        // defines: ModelEma
-#include "engine/optim/sgd.h"        // defines: Sgd (YOLOv5's three groups)
-#include "engine/parameter_arena.h"  // defines: ParameterArena
-#include "engine/shipped_files.h"    // defines: find_shipped_file
+#include "bench/python_peer.h"     // defines: find_python_running
+#include "bench/train_options.h"   // defines: TrainBenchOptions, parse_train_bench_options
+#include "engine/layers/conv2d.h"  // defines: Conv2d (its shapes give the FLOPs)
+#include "engine/shipped_files.h"  // defines: find_shipped_file
 #include "kernels/cuda/runtime/allocator.h"  // defines: memory_stats, empty_cache, DeviceBuffer
 #include "kernels/cuda/runtime/check.h"      // defines: BAREYOLO_CUDA_CHECK
 #include "kernels/cuda/runtime/cublas.h"     // defines: cublas_handle, BAREYOLO_CUBLAS_CHECK
 #include "kernels/cuda/runtime/runtime.h"    // defines: device_count, synchronize, copy
+#include "kernels/settings.h"                // defines: ops::use_settings (TF32)
 #include "models/train/options.h"            // defines: TrainOptions (the trainer's defaults)
-#include "models/train/step.h"               // defines: forward_backward (the trainer's step)
+#include "models/train/solver.h"             // defines: Solver (the trainer's step)
 
 extern char** environ;
 
@@ -219,28 +215,21 @@ DeviceBatch synthetic_batch(int batch, int imgsz, int classes) {
   return out;
 }
 
-// YOLOv5's weight decay scaling, as the trainer applies it: x batch x accumulate / nbs, where
-// accumulate = max(round(nbs / batch), 1) once warmup is over.
-double scaled_weight_decay(const TrainOptions& defaults, int batch) {
-  const int accumulate = std::max(int(std::lround(double(defaults.nbs) / batch)), 1);
-  return defaults.weight_decay * batch * accumulate / defaults.nbs;
-}
-
-// bareyolo's training step on the GPU, as the trainer runs it, on one batch made once.
+// bareyolo's training step on the GPU, the trainer's (models/train/solver.h), on one batch made
+// once: hyp.scratch-low's schedule and update, one optimizer step per batch (nbs = the batch).
 class OurTrainer {
  public:
   OurTrainer(const Options& options, const ModelConfig& config, const TrainOptions& defaults)
       : batch_size_(options.batch),
         model_(config, {.device = kGpu}),
-        state_(model_.state()),
-        arena_(state_),
-        optimizer_(arena_, defaults.schedule.lr0, defaults.schedule.momentum,
-                   scaled_weight_decay(defaults, options.batch)),
-        ema_(arena_, state_),
-        batch_(synthetic_batch(options.batch, options.imgsz, model_.num_classes())),
-        loss_{scale_loss_gains(defaults.loss, model_.num_levels(), model_.num_classes(),
-                               options.imgsz),
-              model_.num_classes()} {}
+        solver_(model_, {.schedule = defaults.schedule,
+                         .weight_decay = defaults.weight_decay,
+                         .batch = options.batch,
+                         .nbs = options.batch,
+                         .loss = {scale_loss_gains(defaults.loss, model_.num_levels(),
+                                                   model_.num_classes(), options.imgsz),
+                                  model_.num_classes()}}),
+        batch_(synthetic_batch(options.batch, options.imgsz, model_.num_classes())) {}
 
   DetectionModel& model() { return model_; }
   // The first step this trainer took: cuDNN's algorithm search and the first allocations.
@@ -263,10 +252,10 @@ class OurTrainer {
 
   // The step's phases, the device synchronised after each (median ms of kBreakdownSteps):
   // forward_backward's one-process body (models/train/step.cpp) split in three, then the
-  // trainer's update.
+  // Solver's update.
   std::string breakdown() {
-    constexpr std::array<const char*, 5> kPhases = {"forward", "loss (targets on the host)",
-                                                    "backward", "clip + SGD", "EMA"};
+    constexpr std::array<const char*, 4> kPhases = {"forward", "loss (targets on the host)",
+                                                    "backward", "update (clip, SGD, EMA)"};
     std::array<std::vector<double>, kPhases.size()> ms;
     for (int rep = 0; rep < kBreakdownSteps; ++rep) {
       cuda::synchronize(kDevice);
@@ -279,15 +268,13 @@ class OurTrainer {
       };
       const std::vector<Tensor>& head = model_.forward(batch_.images, Mode::train);
       lap();
-      const LevelTargets targets = head_targets(model_, head, batch_.labels, loss_);
+      const LevelTargets targets = head_targets(model_, head, batch_.labels, loss_options());
       const HeadLoss loss =
-          head_loss(head, targets, local_normalization(targets, batch_size_), loss_);
+          head_loss(head, targets, local_normalization(targets, batch_size_), loss_options());
       lap();
       model_.backward(loss.gradients);
       lap();
-      update();
-      lap();
-      ema_.update();
+      solver_.update();
       lap();
     }
     std::string line;
@@ -304,25 +291,14 @@ class OurTrainer {
   }
 
  private:
-  void step() {
-    forward_backward(model_, batch_.images, batch_.labels, loss_);
-    update();
-    ema_.update();
-  }
-  void update() {
-    clip_gradient_norm(arena_, 10.0);
-    optimizer_.step();
-    optimizer_.zero_grad();
-  }
+  void step() { solver_.step(batch_.images, batch_.labels, iteration_++); }
+  const LossOptions& loss_options() const { return solver_.options().loss; }
 
   int batch_size_;
   DetectionModel model_;
-  std::vector<StateEntry> state_;
-  ParameterArena arena_;
-  Sgd optimizer_;
-  ModelEma ema_;
+  Solver solver_;
   DeviceBatch batch_;
-  LossOptions loss_;
+  int64_t iteration_ = 0;
   double first_step_s_ = std::nan("");
 };
 
@@ -626,13 +602,13 @@ int main(int argc, char** argv) {
     for (int round = 1; round <= options.rounds; ++round) {
       std::string line = "round " + std::to_string(round) + ": ours";
       for (OurMode& precision : precisions) {
-        cuda::set_tf32(precision.tf32);
+        ops::use_settings({.tf32 = precision.tf32});
         ours.model().graph().set_mixed_precision(precision.amp);
         precision.rates.push_back(options.batch /
                                   ours.round_seconds(options.warmup, options.steps));
         line += std::string(" ") + precision.label + " " + fixed(precision.rates.back());
       }
-      cuda::set_tf32(false);
+      ops::use_settings({.tf32 = false});
       ours.model().graph().set_mixed_precision(false);
       line += " img/s";
       if (round == 1) {

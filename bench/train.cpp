@@ -6,10 +6,11 @@
 //   --quick: 128 px, batch 4, 1 warm-up and 2 timed steps, 1 round, 2 loader batches (the
 //   ctest smoke)
 //
-// A step is the trainer's: forward_backward (forward, YOLOv5's loss, backward with the
-// reducer's hook), reducer finish, gradient clipping at norm 10, SGD with Nesterov momentum,
-// zero_grad and the EMA update. Batches are synthetic and made once, in memory (random pixels,
-// three random boxes per image), so no loader competes for the cores. Each figure is the
+// A step is the trainer's: the Solver's (models/train/solver.h: forward, YOLOv5's loss,
+// backward with the reducer's hook, then the update: reducer finish, gradient clipping at norm
+// 10, SGD with Nesterov momentum, zero_grad and the EMA update), with nbs = the batch, so that
+// every batch ends with an optimizer step. Batches are synthetic and made once, in memory (random
+// pixels, three random boxes per image), so no loader competes for the cores. Each figure is the
 // batch over the median time of `steps` steps after `warmup` steps. Configurations:
 //   1 rank  x 2 threads, batch B           the headline, in turns with the same step at 1
 //                                          thread (threads2_scaling = rate(2) / rate(1)) and
@@ -56,17 +57,11 @@
 #include "bench/python_peer.h"         // defines: find_python_running, find_yolov5
 #include "bench/train_options.h"       // defines: TrainBenchOptions, parse_train_bench_options
 #include "data/dataset.h"              // defines: read_dataset_yaml, open_split
-#include "engine/distributed/ddp/data_parallel.h"     // defines: sync_batchnorm
-#include "engine/distributed/ddp/reducer.h"           // defines: Reducer, broadcast_state
 #include "engine/distributed/launch/launcher.h"       // defines: launch_workers, LaunchPlan
 #include "engine/distributed/launch/process_group.h"  // defines: init_process_group
-#include "engine/optim/clip.h"                        // defines: clip_gradient_norm
-#include "engine/optim/ema.h"                         // defines: ModelEma
-#include "engine/optim/sgd.h"                         // defines: Sgd
-#include "engine/parameter_arena.h"                   // defines: ParameterArena
 #include "engine/shipped_files.h"                     // defines: shipped_file
 #include "kernels/cpu/thread_pool.h"                  // defines: ThreadPool
-#include "models/train/step.h"                        // defines: forward_backward, DataParallel
+#include "models/train/solver.h"                      // defines: Solver (the trainer's step)
 
 using namespace bareyolo;
 using namespace bareyolo::models;
@@ -132,23 +127,19 @@ struct Setup {
   SyntheticBatch batch(int images, uint32_t seed) const {
     return synthetic_batch(images, options.imgsz, loss.classes, seed);
   }
+  // The trainer's recipe for a global batch of `batch`, one optimizer step per batch (nbs =
+  // batch); `sync_bn` and `bucket_mb` matter with several ranks.
+  SolverOptions solver(int batch, bool sync_bn = true, double bucket_mb = 0) const {
+    return {.batch = batch, .nbs = batch, .loss = loss, .sync_bn = sync_bn, .bucket_mb = bucket_mb};
+  }
 };
 
-// Median seconds of a full training step of `model` on `batch`, over the timed steps.
-double median_step_seconds(DetectionModel& model, ParameterArena& arena,
-                           const SyntheticBatch& batch, const Setup& setup,
-                           const DataParallel& parallel) {
-  Sgd sgd(arena, 0.01, 0.937, 5e-4);
-  ModelEma ema(arena, model.state());
+// Median seconds of a full training step on `batch`, over the timed steps.
+double median_step_seconds(Solver& solver, const SyntheticBatch& batch, const Setup& setup) {
   std::vector<double> seconds;
   for (int step = 0; step < setup.options.warmup + setup.options.steps; ++step) {
     const auto start = Clock::now();
-    forward_backward(model, batch.images, batch.labels, setup.loss, parallel);
-    if (parallel.reducer) parallel.reducer->finish();
-    clip_gradient_norm(arena, 10.0);
-    sgd.step();
-    sgd.zero_grad();
-    ema.update();
+    solver.step(batch.images, batch.labels, step);
     if (step >= setup.options.warmup) seconds.push_back(seconds_since(start));
   }
   return median(seconds);
@@ -161,9 +152,9 @@ double single_rank_images_per_second(const Setup& setup, int batch, int threads,
                                      double* loss_fraction = nullptr) {
   ThreadPool::global().resize(threads);
   DetectionModel model(setup.config);
-  ParameterArena arena(model.state());
+  Solver solver(model, setup.solver(batch));
   const SyntheticBatch data = setup.batch(batch, 1);
-  const double step_s = median_step_seconds(model, arena, data, setup, {});
+  const double step_s = median_step_seconds(solver, data, setup);
   if (loss_fraction) {
     const std::vector<Tensor>& head = model.forward(data.images, Mode::train);
     std::vector<double> seconds;
@@ -202,20 +193,17 @@ double multi_rank_images_per_second(const Setup& setup, int per_rank_batch, Mult
     DetectionModel model(setup.config);
     const SyntheticBatch data = setup.batch(per_rank_batch, 100 + uint32_t(local_rank));
     if (!how.data_parallel) {
-      ParameterArena arena(model.state());
-      step_s[local_rank] = median_step_seconds(model, arena, data, setup, {});
+      Solver solver(model, setup.solver(per_rank_batch));
+      step_s[local_rank] = median_step_seconds(solver, data, setup);
       return 0;
     }
     // A bench that hangs on a dead rank helps nobody: every collective gives up after this.
     dist::ProcessGroup group =
         dist::init_process_group(dist::read_launch_env(dist::process_environment()),
                                  {.backend = std::nullopt, .timeout = kCollectiveTimeout});
-    if (how.sync_bn) dist::sync_batchnorm(model.graph(), group.comm.get());
-    ParameterArena arena(model.state());
-    dist::broadcast_state(*group.comm, arena, model.state());
-    dist::Reducer reducer(arena, model.graph(), *group.comm, {.bucket_mb = how.bucket_mb});
-    step_s[local_rank] =
-        median_step_seconds(model, arena, data, setup, {group.comm.get(), &reducer});
+    Solver solver(model, setup.solver(kRanks * per_rank_batch, how.sync_bn, how.bucket_mb),
+                  group.comm.get());
+    step_s[local_rank] = median_step_seconds(solver, data, setup);
     return 0;
   });
   double images_per_second = 0;

@@ -21,6 +21,7 @@ class ModelEma {
   void update();
   double decay() const;  // the decay the next update will use
   int64_t updates() const { return updates_; }
+  void set_updates(int64_t updates) { updates_ = updates; }  // a resumed run's count
   // The averaged tensors, in the model's state order (views of the average; the integer
   // entries' own copies).
   std::vector<Tensor>& values() { return values_; }

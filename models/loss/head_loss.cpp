@@ -36,14 +36,16 @@ LossNormalization global_normalization(dist::Communicator& comm, const LevelTarg
 HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
                    const LossNormalization& norm, const LossOptions& options) {
   HeadLoss result;
-  std::vector<View<const float>> outputs;
-  std::vector<View<float>> gradients;
-  for (const Tensor& h : head) {
-    result.gradients.push_back(Tensor::zeros(h.shape(), h.device(), h.dtype()));  // loss adds
-    outputs.push_back(h.view<float>());
-    gradients.push_back(result.gradients.back().view<float>());
-  }
-  result.values = yolo_loss<float>(outputs, targets, norm, options, gradients);
+  with_float_type(head.empty() ? DType::f32 : head[0].dtype(), [&]<class T>() {
+    std::vector<View<const T>> outputs;
+    std::vector<View<T>> gradients;
+    for (const Tensor& h : head) {
+      result.gradients.push_back(Tensor::zeros(h.shape(), h.device(), h.dtype()));  // loss adds
+      outputs.push_back(h.view<T>());
+      gradients.push_back(result.gradients.back().view<T>());
+    }
+    result.values = yolo_loss<T>(outputs, targets, norm, options, gradients);
+  });
   return result;
 }
 

@@ -36,8 +36,9 @@ LevelTargets head_targets(const DetectionModel& model, const std::vector<Tensor>
 LossNormalization global_normalization(dist::Communicator& comm, const LevelTargets& targets,
                                        int images);
 
-// On the head's device (yolo_loss routes a GPU head to cuda::yolo_loss: only the matched rows
-// go up and three sums come back).
+// On the head's device and in its dtype (yolo_loss routes a GPU head to cuda::yolo_loss: only
+// the matched rows go up and three sums come back; a double head, the reference of the checks,
+// runs the host's double loss).
 HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
                    const LossNormalization& norm, const LossOptions& options);
 

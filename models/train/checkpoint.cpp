@@ -34,30 +34,31 @@ void add_common_metadata(SafetensorsFile& file, int nc, const std::vector<std::s
   file.metadata()["names"] = joined;  // one per line
 }
 
-nlohmann::json progress_json(const TrainingProgress& p) {
+// The "progress" entry: the trainer's position and the Solver's step counters, one object.
+nlohmann::json progress_json(const TrainingProgress& p, const SolverState& s) {
+  const EpochProgress& e = p.this_epoch;
   return {{"epoch", p.epoch},
-          {"batches_done", p.batches_done},
-          {"optimizer_steps", p.optimizer_steps},
-          {"last_step_iteration", p.last_step_iteration},
-          {"loss_mean", {p.loss_mean[0], p.loss_mean[1], p.loss_mean[2]}},
-          {"train_seconds", p.train_seconds},
+          {"batches_done", e.batches_done},
+          {"optimizer_steps", s.optimizer_steps},
+          {"last_step_iteration", s.last_step_iteration},
+          {"loss_mean", {e.loss_mean[0], e.loss_mean[1], e.loss_mean[2]}},
+          {"train_seconds", e.train_seconds},
           {"best_fitness", p.best_fitness},
           {"best_epoch", p.best_epoch},
           {"finished", p.finished}};
 }
 
-TrainingProgress parse_progress(const nlohmann::json& j) {
-  TrainingProgress p;
+void parse_progress(const nlohmann::json& j, TrainingProgress& p, SolverState& s) {
+  EpochProgress& e = p.this_epoch;
   j.at("epoch").get_to(p.epoch);
-  j.at("batches_done").get_to(p.batches_done);
-  j.at("optimizer_steps").get_to(p.optimizer_steps);
-  j.at("last_step_iteration").get_to(p.last_step_iteration);
-  for (int k = 0; k < 3; ++k) j.at("loss_mean").at(size_t(k)).get_to(p.loss_mean[k]);
-  j.at("train_seconds").get_to(p.train_seconds);
+  j.at("batches_done").get_to(e.batches_done);
+  j.at("optimizer_steps").get_to(s.optimizer_steps);
+  j.at("last_step_iteration").get_to(s.last_step_iteration);
+  for (int k = 0; k < 3; ++k) j.at("loss_mean").at(size_t(k)).get_to(e.loss_mean[k]);
+  j.at("train_seconds").get_to(e.train_seconds);
   j.at("best_fitness").get_to(p.best_fitness);
   j.at("best_epoch").get_to(p.best_epoch);
   j.at("finished").get_to(p.finished);
-  return p;
 }
 
 }  // namespace
@@ -76,15 +77,16 @@ SafetensorsFile make_checkpoint(const CheckpointTensors& tensors, const Checkpoi
   add_state(file, optimizer_entries(tensors), kOptimizerPrefix);
   std::map<std::string, std::string>& meta = file.metadata();
   meta["checkpoint"] = "1";
-  meta["progress"] = progress_json(info.progress).dump();
-  meta["sampler"] =
-      nlohmann::json{{"epoch", info.progress.epoch}, {"batch", info.progress.batches_done}}.dump();
+  meta["progress"] = progress_json(info.progress, info.solver).dump();
+  meta["sampler"] = nlohmann::json{{"epoch", info.progress.epoch},
+                                   {"batch", info.progress.this_epoch.batches_done}}
+                        .dump();
   meta["rng"] =
       nlohmann::json{{"seed", info.seed}, {"streams", "SampleRng(seed, epoch, sample position)"}}
           .dump();
-  meta["ema_updates"] = std::to_string(info.ema_updates);
-  meta["optimizer"] = info.optimizer;
-  meta["optimizer_steps"] = std::to_string(info.optimizer_updates);
+  meta["ema_updates"] = std::to_string(info.solver.ema_updates);
+  meta["optimizer"] = info.solver.optimizer;
+  meta["optimizer_steps"] = std::to_string(info.solver.optimizer_updates);
   meta["config"] = info.config_json;
   nlohmann::json history = nlohmann::json::array();
   for (const EpochMetrics& m : info.history)
@@ -107,10 +109,10 @@ CheckpointInfo read_checkpoint_info(const SafetensorsFile& file, const std::stri
   };
   CheckpointInfo info;
   try {
-    info.progress = parse_progress(nlohmann::json::parse(field("progress")));
-    info.ema_updates = file.metadata_integer("ema_updates", source);
-    info.optimizer = field("optimizer");
-    info.optimizer_updates = file.metadata_integer("optimizer_steps", source);
+    parse_progress(nlohmann::json::parse(field("progress")), info.progress, info.solver);
+    info.solver.ema_updates = file.metadata_integer("ema_updates", source);
+    info.solver.optimizer = field("optimizer");
+    info.solver.optimizer_updates = file.metadata_integer("optimizer_steps", source);
     info.config_json = field("config");
     for (const nlohmann::json& m : nlohmann::json::parse(field("history")))
       info.history.push_back(parse_epoch_metrics_json(m.dump()));
@@ -191,13 +193,14 @@ void check_resolved(const CheckpointInfo& info, const std::string& source,
 void check_resume_fits(const CheckpointInfo& info, const std::string& source,
                        const TrainOptions& options, int64_t batches_per_epoch) {
   const std::string optimizer = optimizer_name(options.optimizer);
-  if (info.optimizer != optimizer)
-    throw std::invalid_argument(source + ": saved by " + info.optimizer +
+  if (info.solver.optimizer != optimizer)
+    throw std::invalid_argument(source + ": saved by " + info.solver.optimizer +
                                 ", but its configuration says " + optimizer);
-  if (info.progress.batches_done > batches_per_epoch || info.progress.epoch >= options.epochs)
+  const TrainingProgress& saved = info.progress;
+  if (saved.this_epoch.batches_done > batches_per_epoch || saved.epoch >= options.epochs)
     throw std::invalid_argument(
-        source + ": saved at epoch " + std::to_string(info.progress.epoch) + " batch " +
-        std::to_string(info.progress.batches_done) + ", but this dataset gives " +
+        source + ": saved at epoch " + std::to_string(saved.epoch) + " batch " +
+        std::to_string(saved.this_epoch.batches_done) + ", but this dataset gives " +
         std::to_string(batches_per_epoch) + " batches per epoch for " +
         std::to_string(options.epochs) +
         " epochs; was the dataset changed since? Start a new run with --weights instead");

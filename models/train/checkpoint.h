@@ -10,7 +10,7 @@
 //             progress                 JSON: epoch, batches of it done, optimizer steps, last
 //                                      step's iteration, running loss means, best fitness and
 //                                      its epoch (the patience counter), finished
-//             ema_updates, optimizer, optimizer_steps
+//             ema_updates, optimizer, optimizer_steps   the Solver's counters (solver.h)
 //             sampler                  JSON: epoch and batch index to continue at
 //             rng                      JSON: the seed; every random draw of training is keyed
 //                                      by (seed, epoch, sample position), so the position
@@ -33,24 +33,35 @@
 
 namespace bareyolo::models {
 
+// How far the epoch in progress has come: reset whole when an epoch ends.
+struct EpochProgress {
+  int64_t batches_done = 0;         // = batches per epoch once its training is done
+  double loss_mean[3] = {0, 0, 0};  // box, obj, cls running means over batches_done
+  double train_seconds = 0;         // of this epoch's batches so far (step time)
+};
+
+// The trainer's position in the run (the Solver keeps its own: SolverState).
 struct TrainingProgress {
-  int epoch = 0;                     // the epoch in progress
-  int64_t batches_done = 0;          // of it; = batches per epoch once its training is done
-  int64_t optimizer_steps = 0;       // in the whole run
-  int64_t last_step_iteration = -1;  // iteration (batch + epoch * batches) of the last step
-  double loss_mean[3] = {0, 0, 0};   // box, obj, cls running means over batches_done
-  double train_seconds = 0;          // of this epoch's batches so far (step time)
-  double best_fitness = -1;          // EarlyStopping: strict improvement over this
+  int epoch = 0;  // the epoch in progress
+  EpochProgress this_epoch;
+  double best_fitness = -1;  // EarlyStopping: strict improvement over this
   int best_epoch = 0;
   bool finished = false;  // the run ended (all epochs or early stop): nothing to resume
+};
+
+// The Solver's counters (solver.h): where the optimizer stands.
+struct SolverState {
+  int64_t optimizer_steps = 0;       // in the whole run
+  int64_t last_step_iteration = -1;  // iteration (batch + epoch * batches) of the last step
+  int64_t ema_updates = 0;
+  std::string optimizer;  // "SGD" or "AdamW"
+  int64_t optimizer_updates = 0;
 };
 
 // The non-tensor contents.
 struct CheckpointInfo {
   TrainingProgress progress;
-  int64_t ema_updates = 0;
-  std::string optimizer;  // "SGD" or "AdamW"
-  int64_t optimizer_updates = 0;
+  SolverState solver;
   std::string config_json;  // options_to_json (options.h)
   std::vector<EpochMetrics> history;
   int nc = 0;

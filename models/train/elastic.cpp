@@ -24,11 +24,10 @@ TrainOptions continue_run(const TrainOptions& request, std::string* position) {
   options.resume = last;
   options = resolved_request(options);
   if (position) {
-    const TrainingProgress progress =
-        read_checkpoint_info(SafetensorsFile::load_metadata(options.resume), options.resume)
-            .progress;
-    *position = "from " + options.resume + " (epoch " + std::to_string(progress.epoch) +
-                ", optimizer step " + std::to_string(progress.optimizer_steps) + ")";
+    const CheckpointInfo info =
+        read_checkpoint_info(SafetensorsFile::load_metadata(options.resume), options.resume);
+    *position = "from " + options.resume + " (epoch " + std::to_string(info.progress.epoch) +
+                ", optimizer step " + std::to_string(info.solver.optimizer_steps) + ")";
   }
   return options;
 }

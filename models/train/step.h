@@ -1,6 +1,6 @@
 // models/train/step.h — one rank's forward and backward of one micro-batch: the part of the
-// training step that data parallelism changes. The trainer (trainer.cpp) and bench_train
-// share it.
+// training step that data parallelism changes. The Solver (solver.h) runs it for every batch;
+// AutoBatch's memory probe runs it alone.
 //
 //   images -> model.forward(train) -> head_targets (this rank's labels matched to the grids)
 //          -> normalisation: this batch's counts on one process; on several ranks the counts
@@ -11,7 +11,7 @@
 //             (engine/distributed/ddp/reducer.h)
 //
 // Whether this micro-batch ends an accumulation (and so communicates) is the reducer's sync
-// flag, which the caller sets; after the backward of a boundary micro-batch the caller calls
+// flag, which the Solver sets; after the backward of a boundary micro-batch it calls
 // reducer->finish() before the optimizer step.
 #pragma once
 

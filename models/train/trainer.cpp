@@ -1,10 +1,10 @@
 // models/train/trainer.cpp — see trainer.h. Set-up first (Trainer's constructor): the
-// configuration (the request, or the checkpoint's on --resume), data, model, the parameter
-// arena, data parallelism, optimizer, EMA, schedule, the checkpoint's state, the outputs. Then
-// the loop (Trainer::run, Trainer::train_epoch), which reads top to bottom:
-//     batches: loader -> model.forward(train) -> YOLOv5's loss -> model.backward ->
-//              [every `accumulate` batches] clip to norm 10 -> optimizer step -> EMA update
-//              -> [snapshot] step checkpoints
+// configuration (the request, or the checkpoint's on --resume), data, models, the job's
+// communicator, the Solver (the step's arena, optimizer, EMA, schedule and reducer), the
+// checkpoint's state, the outputs. Then the loop (Trainer::run, Trainer::train_epoch), which
+// reads top to bottom:
+//     batches: loader -> solver.step (forward, YOLOv5's loss, backward; every `accumulate`
+//              batches the update: clip, optimizer step, EMA) -> [snapshot] step checkpoints
 //     epoch end: validate the EMA -> metrics, fitness, early stopping -> [snapshot] checkpoints
 //   -> weights/final.safetensors when training finished.
 // Everything a person sees (progress bar, log lines, report.html, results.csv/jsonl) is a
@@ -18,26 +18,16 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <set>
 
 #include "data/dataset.h"                    // defines: read_dataset_yaml, open_split
 #include "data/loader.h"                     // defines: Loader (threaded, deterministic)
 #include "engine/atomic_file.h"              // defines: write_file_atomically
 #include "engine/distributed/comm/gather.h"  // defines: allgather_strings
 #include "engine/distributed/comm/traced_communicator.h"  // defines: dist::traced
-#include "engine/distributed/ddp/data_parallel.h"         // defines: start_data_parallel, Reducer
+#include "engine/distributed/ddp/data_parallel.h"         // defines: broadcast_buffers
 #include "engine/distributed/launch/process_group.h"      // defines: ProcessGroup
-#include "engine/optim/adamw.h"                           // defines: AdamW
-#include "engine/optim/clip.h"                            // defines: clip_gradient_norm
-#include "engine/optim/ema.h"                             // defines: ModelEma
-#include "engine/optim/sgd.h"                             // defines: Sgd
-#include "engine/parameter_arena.h"                       // defines: ParameterArena
 #include "engine/trace.h"                                 // defines: trace::Range, trace::enable
 #include "engine/trace_analysis.h"                        // defines: trace::step_shares
-#include "kernels/cpu/winograd.h"                         // defines: cpu::set_winograd_use
-#include "kernels/cuda/runtime/runtime.h"                 // defines: cuda::set_tf32
-#include "kernels/route.h"                                // defines: ops::require_kernel
-#include "models/loss/head_loss.h"          // defines: head_loss (YOLOv5's loss of the head)
 #include "models/train/checkpointer.h"      // defines: Checkpointer (the snapshot step)
 #include "models/train/early_stopping.h"    // defines: EarlyStopping
 #include "models/train/epoch_validation.h"  // defines: validate_with_loss (sharded)
@@ -46,7 +36,7 @@
 #include "models/train/outputs/progress.h"  // defines: progress_bar
 #include "models/train/outputs/report.h"    // defines: report_writer
 #include "models/train/run_dir.h"           // defines: run_dir_of_checkpoint
-#include "models/train/step.h"              // defines: forward_backward (one rank's micro-batch)
+#include "models/train/solver.h"            // defines: Solver (the step and its state)
 #include "models/yolo/weights.h"            // defines: load_state
 
 namespace bareyolo::models {
@@ -55,13 +45,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using Log = std::function<void(const std::string&)>;
-
-// The optimizer --optimizer names, over YOLOv5's three groups; weight_decay on group 1 only.
-std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind, ParameterArena& arena, double lr0,
-                                          double momentum, double weight_decay) {
-  if (kind == OptimizerKind::sgd) return std::make_unique<Sgd>(arena, lr0, momentum, weight_decay);
-  return std::make_unique<AdamW>(arena, lr0, momentum, weight_decay);
-}
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -74,20 +57,17 @@ void sum_over_ranks(dist::Communicator* comm, double* values, int count, const c
   if (comm) comm->allreduce(dist::CommBuffer::of(values, count), dist::ReduceOp::sum)->wait();
 }
 
-// The model's state entries re-pointed at `values` (the EMA's tensors, same order).
-std::vector<StateEntry> with_values(std::vector<StateEntry> entries, std::vector<Tensor>& values) {
-  for (size_t i = 0; i < entries.size(); ++i) {
-    entries[i].value = &values[i];
-    entries[i].grad = nullptr;
-  }
-  return entries;
+// --resume's checkpoint, opened once; nothing without --resume.
+std::optional<Resume> open_resume_if_asked(const std::string& resume) {
+  if (resume.empty()) return std::nullopt;
+  return open_resume(resume);
 }
 
 // The request as the trainer takes it: resolved (resolved_request, checkpoint.h) in the run
 // directory and with the batch plan the launch resolved (run_context.h).
 TrainOptions checked_request(const TrainOptions& request, const RunContext& run,
-                             const CheckpointInfo* resumed) {
-  if (resumed) check_resolved(*resumed, request.resume, request);
+                             const std::optional<Resume>& resume) {
+  if (resume) check_resolved(resume->info, request.resume, request);
   if (request.epochs < 1 || request.batch < 1 || request.nbs < 1)
     throw std::invalid_argument(
         "epochs, batch and nbs must be positive (got " + std::to_string(request.epochs) + ", " +
@@ -106,30 +86,25 @@ TrainOptions checked_request(const TrainOptions& request, const RunContext& run,
   return options;
 }
 
-// Every parameter and gradient in one flat buffer each (the optimizer, the EMA, the clipping
-// and the reducer work on them in one pass), the --freeze layers outside the optimised range.
-ParameterArena make_arena(const std::vector<StateEntry>& state, int freeze) {
-  const std::vector<bool> frozen = frozen_entries(state, freeze);
-  std::set<const Tensor*> frozen_values;
-  for (size_t i = 0; i < state.size(); ++i)
-    if (frozen[i]) frozen_values.insert(state[i].value);
-  if (std::none_of(state.begin(), state.end(), [&](const StateEntry& e) {
-        return e.trainable() && frozen_values.count(e.value) == 0;
-      }))
-    throw std::invalid_argument("--freeze " + std::to_string(freeze) +
-                                " freezes every parameter; freeze fewer layers");
-  return ParameterArena(state, {.frozen = [frozen_values](const StateEntry& e) {
-                          return frozen_values.count(e.value) > 0;
-                        }});
+// The dataset's config and its two splits (their datasets take the --cache image caches).
+struct TrainingData {
+  data::DatasetConfig config;
+  data::OpenedSplit train, val;
+  int nc() const { return config.num_classes(); }
+};
+TrainingData open_training_data(const std::string& data_yaml) {
+  data::DatasetConfig config = data::read_dataset_yaml(data_yaml);
+  data::OpenedSplit train = data::open_split(config, "train");
+  data::OpenedSplit val = data::open_split(config, "val");
+  return {std::move(config), std::move(train), std::move(val)};
 }
 
-// The initial weights (--weights) loaded into `model` unless a checkpoint will overwrite them;
-// its state entries.
-std::vector<StateEntry> initial_state(DetectionModel& model, const TrainOptions& options,
-                                      bool resuming) {
+// `model` with the initial weights (--weights) unless a checkpoint will overwrite them.
+DetectionModel& with_initial_weights(DetectionModel& model, const TrainOptions& options,
+                                     bool resuming) {
   if (!options.weights.empty() && !resuming)
     load_state(SafetensorsFile::load(options.weights), model.state(), options.weights);
-  return model.state();
+  return model;
 }
 
 // YOLOv5: the image size a multiple of the largest stride (at least 32), at least two of it.
@@ -141,6 +116,27 @@ int training_image_size(int imgsz, const DetectionModel& model, bool rank0, cons
   return size;
 }
 
+// The Solver's options from the run's: YOLOv5's schedule over the sampler's batches, the
+// update rule, the loss for the model's head, the device switches, data parallelism.
+SolverOptions solver_options(const TrainOptions& options, const RunContext& run,
+                             int64_t batches_per_epoch, const LossOptions& loss) {
+  return {.optimizer = options.optimizer,
+          .schedule = options.schedule,
+          .weight_decay = options.weight_decay,
+          .freeze = options.freeze,
+          .epochs = options.epochs,
+          .batches_per_epoch = batches_per_epoch,
+          .batch = run.batch.global,
+          .nbs = options.nbs,
+          .loss = loss,
+          .tf32 = options.tf32,
+          .winograd = options.winograd,
+          .amp = options.amp,
+          .sync_bn = options.sync_bn.value_or(true),
+          .bucket_mb = options.bucket_mb,
+          .bf16_grad_buckets = options.bf16_grad_buckets};
+}
+
 class Trainer {
  public:
   Trainer(const TrainOptions& request, const RunContext& run, const Log& log);
@@ -149,15 +145,15 @@ class Trainer {
  private:
   bool train_epoch(int epoch);  // true when --max-steps ended the run inside it
   std::optional<data::Batch> next_batch(data::Loader& loader, double& waited);
+  dist::Communicator* job_communicator();
   // --trace: records while the optimizer step count is in [trace_begin, trace_end).
-  void trace_if_in_window() const;
+  void trace_if_in_window(int64_t optimizer_steps) const;
   void log_traced_epoch(int epoch, size_t first_event) const;
   void write_trace();
   EpochMetrics epoch_metrics(int epoch) const;
   void validate_epoch(int epoch, EpochMetrics& metrics);
   TrainStartInfo start_info() const;
-  SafetensorsFile snapshot() const;
-  bool sync_bn() const { return options_.sync_bn.value_or(true); }
+  SafetensorsFile snapshot();
   int loader_workers() const {
     return models::loader_workers(options_.workers, run_.device, run_.batch.per_rank);
   }
@@ -172,26 +168,19 @@ class Trainer {
   const RunContext run_;
   std::optional<Resume> resume_;
   const TrainOptions options_;
-  const data::DatasetConfig data_;
-  data::OpenedSplit train_split_, val_split_;  // their datasets take the --cache image caches
-  const int nc_;
+  TrainingData data_;
   const ModelConfig model_config_;
   // The model and the loss live on this rank's device; the metrics are computed on the host.
-  DetectionModel model_, ema_model_;
-  const std::vector<StateEntry> state_, ema_state_;
-  ParameterArena arena_;
+  DetectionModel model_, ema_model_;  // the one trained, and the one validated (EMA weights)
+  const std::vector<StateEntry> ema_state_;
   const int imgsz_;
   const data::DistributedSampler sampler_;
   const int64_t batches_;  // per epoch
-  const Schedule schedule_;
-  const std::unique_ptr<Optimizer> optimizer_;
-  ModelEma ema_;
   const LossOptions loss_options_;
-  const EarlyStopping stopping_;
-  const CheckpointTensors tensors_;
-  dist::Communicator* comm_ = nullptr;               // null: one process
   std::unique_ptr<dist::Communicator> traced_comm_;  // --trace: the group's, traced
-  std::unique_ptr<dist::Reducer> reducer_;
+  dist::Communicator* const comm_;                   // null: one process
+  Solver solver_;
+  const EarlyStopping stopping_;
   TrainingProgress progress_;
   std::vector<EpochMetrics> history_;
   std::vector<double> data_wait_per_rank_;  // the last epoch's, gathered from every rank
@@ -202,77 +191,41 @@ class Trainer {
 Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& log)
     : log_(log),
       run_(run),
-      resume_(request.resume.empty() ? std::nullopt
-                                     : std::optional<Resume>(open_resume(request.resume))),
-      options_(checked_request(request, run_, resume_ ? &resume_->info : nullptr)),
-      data_(data::read_dataset_yaml(options_.data)),
-      train_split_(data::open_split(data_, "train")),
-      val_split_(data::open_split(data_, "val")),
-      nc_(data_.num_classes()),
+      resume_(open_resume_if_asked(request.resume)),
+      options_(checked_request(request, run_, resume_)),
+      data_(open_training_data(options_.data)),
       model_config_(load_model_config(options_.cfg)),
-      model_(model_config_, {.nc = nc_, .seed = options_.seed, .device = run_.device}),
-      ema_model_(model_config_, {.nc = nc_, .seed = options_.seed, .device = run_.device}),
-      state_(initial_state(model_, options_, resume_.has_value())),
+      model_(model_config_, {.nc = data_.nc(), .seed = options_.seed, .device = run_.device}),
+      ema_model_(model_config_, {.nc = data_.nc(), .seed = options_.seed, .device = run_.device}),
       ema_state_(ema_model_.state()),
-      arena_(make_arena(state_, options_.freeze)),
       imgsz_(training_image_size(options_.imgsz, model_, run_.rank == 0, log)),
-      sampler_({.dataset_size = train_split_.dataset.size(),
+      sampler_({.dataset_size = data_.train.dataset.size(),
                 .global_batch = run_.batch.global,
                 .world_size = run_.world_size,
                 .rank = run_.rank,
                 .seed = options_.seed}),
       batches_(sampler_.steps_per_epoch()),
-      schedule_(options_.schedule, options_.epochs, batches_, run_.batch.global, options_.nbs),
-      // Weight decay scaled by batch * accumulate / nbs, as YOLOv5 does.
-      optimizer_(make_optimizer(
-          options_.optimizer, arena_, options_.schedule.lr0, options_.schedule.momentum,
-          options_.weight_decay * run_.batch.global * run_.batch.accumulate / options_.nbs)),
-      ema_(arena_, state_, resume_ ? resume_->info.ema_updates : 0),
-      loss_options_{scale_loss_gains(options_.loss, model_.num_levels(), nc_, imgsz_), nc_},
-      stopping_{options_.patience},
-      tensors_{with_values(state_, ema_.values()), state_, optimizer_->state()} {
-  cuda::set_tf32(options_.tf32);  // steers GPU convolutions and GEMMs only
-  // steers CPU convolutions only
-  cpu::set_winograd_use(options_.winograd ? cpu::WinogradUse::kMeasuredRule
-                                          : cpu::WinogradUse::kNever);
-  model_.graph().set_mixed_precision(options_.amp);
-  ops::require_kernel(optimizer_->kernel(), run_.device,
-                      std::string("--optimizer ") + optimizer_name(options_.optimizer));
+      loss_options_{scale_loss_gains(options_.loss, model_.num_levels(), data_.nc(), imgsz_),
+                    data_.nc()},
+      comm_(job_communicator()),
+      solver_(with_initial_weights(model_, options_, resume_.has_value()),
+              solver_options(options_, run_, batches_, loss_options_), comm_),
+      stopping_{options_.patience} {
   const bool rank0 = run_.rank == 0;
   if (options_.amp && rank0)
     log("mixed precision (--amp): activations and their gradients in bf16 tensors, computed in "
         "fp32; fp32 weights, statistics and loss (docs/mixed_precision.md)");
 
-  trace_if_in_window();  // a window from step 0 includes the start-up broadcasts
-
-  // ---- data parallelism: identical start, SyncBN, the gradient reducer ----
-  if (run_.group && run_.group->communicates()) {
-    comm_ = run_.group->comm.get();
-    if (!options_.trace.empty()) traced_comm_ = dist::traced(*comm_), comm_ = traced_comm_.get();
-    if (rank0)
-      log(std::string("communicator: ") + dist::to_string(comm_->backend()) + ", " +
-          std::to_string(comm_->world_size()) + " rank(s)");
-    const int per_rank = run_.batch.per_rank;
-    if (!sync_bn() && per_rank < 16 && rank0)
-      log("warning: BatchNorm runs unsynced on " + std::to_string(per_rank) +
-          " images per rank (fewer than 16): its statistics are noisy; drop --no-sync-bn");
-    reducer_ = dist::start_data_parallel(*comm_, arena_, state_, model_.graph(),
-                                         {.sync_batchnorm = sync_bn(),
-                                          .bucket_mb = options_.bucket_mb,
-                                          .bf16_buckets = options_.bf16_grad_buckets});
-  }
-
   // ---- --cache: the decoded images once per host, mapped by every rank ----
   use_image_caches({.mode = data::parse_cache_mode(options_.cache),
                     .imgsz = imgsz_,
                     .timeout_ms = int64_t(options_.timeout_s * 1000)},
-                   {&train_split_, &val_split_}, run_.rank, comm_, log);
+                   {&data_.train, &data_.val}, run_.rank, comm_, log);
 
   // ---- the run's state: fresh, or everything the checkpoint holds ----
   if (resume_) {
     check_resume_fits(resume_->info, request.resume, options_, batches_);
-    restore_checkpoint(resume_->file, tensors_, request.resume);
-    optimizer_->set_steps(resume_->info.optimizer_updates);
+    solver_.restore(*resume_, request.resume);
     progress_ = resume_->info.progress;
     history_ = resume_->info.history;
     resume_->file = {};  // its tensors are copied; free the memory
@@ -297,35 +250,51 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
   }
 }
 
+// The job's communicator (null: one process), traced under --trace, and what a user should
+// know of it; tracing starts here when its window opens at step 0, to show the start-up
+// broadcasts.
+dist::Communicator* Trainer::job_communicator() {
+  trace_if_in_window(0);
+  if (!run_.group || !run_.group->communicates()) return nullptr;
+  dist::Communicator* comm = run_.group->comm.get();
+  if (!options_.trace.empty()) traced_comm_ = dist::traced(*comm), comm = traced_comm_.get();
+  if (run_.rank != 0) return comm;
+  log_(std::string("communicator: ") + dist::to_string(comm->backend()) + ", " +
+       std::to_string(comm->world_size()) + " rank(s)");
+  const int per_rank = run_.batch.per_rank;
+  if (!options_.sync_bn.value_or(true) && per_rank < 16)
+    log_("warning: BatchNorm runs unsynced on " + std::to_string(per_rank) +
+         " images per rank (fewer than 16): its statistics are noisy; drop --no-sync-bn");
+  return comm;
+}
+
 TrainStartInfo Trainer::start_info() const {
   return {.run_dir = options_.run_dir,
           .start_epoch = progress_.epoch,
           .epochs = options_.epochs,
           .history = history_,
           .cfg = options_.cfg,
-          .parameters = arena_.parameters(),
-          .images = train_split_.dataset.size(),
-          .names = data_.names,
+          .parameters = solver_.arena().parameters(),
+          .images = data_.train.dataset.size(),
+          .names = data_.config.names,
           .imgsz = imgsz_,
           .batch = run_.batch.global,
           .accumulate = run_.batch.accumulate,
           .optimizer = optimizer_name(options_.optimizer),
           .resumed = resume_.has_value(),
-          .resume_batch = progress_.batches_done,
+          .resume_batch = progress_.this_epoch.batches_done,
           .config_json = options_to_json(options_)};
 }
 
-SafetensorsFile Trainer::snapshot() const {
-  return make_checkpoint(tensors_, {.progress = progress_,
-                                    .ema_updates = ema_.updates(),
-                                    .optimizer = optimizer_name(options_.optimizer),
-                                    .optimizer_updates = optimizer_->steps(),
-                                    .config_json = options_to_json(options_),
-                                    .history = history_,
-                                    .nc = nc_,
-                                    .names = data_.names,
-                                    .seed = options_.seed,
-                                    .cfg = options_.cfg});
+SafetensorsFile Trainer::snapshot() {
+  return make_checkpoint(solver_.checkpoint_tensors(), {.progress = progress_,
+                                                        .solver = solver_.state(),
+                                                        .config_json = options_to_json(options_),
+                                                        .history = history_,
+                                                        .nc = data_.nc(),
+                                                        .names = data_.config.names,
+                                                        .seed = options_.seed,
+                                                        .cfg = options_.cfg});
 }
 
 TrainSummary Trainer::run() {
@@ -348,12 +317,9 @@ TrainSummary Trainer::run() {
     const bool is_best = metrics.fitness >= progress_.best_fitness;  // YOLOv5 saves best on ties
     stopped_early = stopping_.update(epoch, metrics.fitness, progress_) && !last_epoch;
     history_.push_back(metrics);
-    progress_ = {.epoch = epoch + 1,
-                 .optimizer_steps = progress_.optimizer_steps,
-                 .last_step_iteration = progress_.last_step_iteration,
-                 .best_fitness = progress_.best_fitness,
-                 .best_epoch = progress_.best_epoch,
-                 .finished = stopped_early || last_epoch};
+    progress_.epoch = epoch + 1;
+    progress_.this_epoch = {};  // the next epoch starts at its first batch
+    progress_.finished = stopped_early || last_epoch;
     ++summary.epochs_run;
     summary.last_map50 = metrics.map50, summary.last_map50_95 = metrics.map50_95;
     fire(&TrainCallbacks::on_fit_epoch_end, metrics);
@@ -363,9 +329,10 @@ TrainSummary Trainer::run() {
   write_trace();
 
   // ---- the end: final weights when training finished ----
-  if (progress_.finished) checkpoints_->final_weights(ema_state_, nc_, data_.names, options_.cfg);
+  if (progress_.finished)
+    checkpoints_->final_weights(ema_state_, data_.nc(), data_.config.names, options_.cfg);
   summary.finished = progress_.finished;
-  summary.optimizer_steps = progress_.optimizer_steps;
+  summary.optimizer_steps = solver_.optimizer_steps();
   summary.best_fitness = progress_.best_fitness;
   for (const EpochMetrics& m : history_)
     if (m.epoch == progress_.best_epoch)
@@ -385,65 +352,46 @@ TrainSummary Trainer::run() {
 
 // One epoch of training steps, from where a resumed run left off.
 bool Trainer::train_epoch(int epoch) {
+  EpochProgress& done = progress_.this_epoch;
   std::vector<data::Step> plan = sampler_.plan_epoch(epoch, imgsz_);
-  plan.erase(plan.begin(), plan.begin() + progress_.batches_done);
-  data::Loader loader(train_split_.dataset, std::move(plan), epoch,
+  plan.erase(plan.begin(), plan.begin() + done.batches_done);
+  data::Loader loader(data_.train.dataset, std::move(plan), epoch,
                       {.imgsz = imgsz_,
                        .augment = true,
                        .hyp = options_.augment,
                        .seed = options_.seed,
                        .workers = loader_workers()});
   fire(&TrainCallbacks::on_train_epoch_start,
-       EpochStartInfo{epoch, options_.epochs, batches_, progress_.batches_done});
-  optimizer_->zero_grad();  // YOLOv5 drops a partial accumulation at each epoch's start
+       EpochStartInfo{epoch, options_.epochs, batches_, done.batches_done});
+  solver_.drop_accumulation();  // YOLOv5 drops a partial accumulation at each epoch's start
   const auto epoch_start = Clock::now();
-  const double seconds_before = progress_.train_seconds;
+  const double seconds_before = done.train_seconds;
   double data_wait_seconds = 0;  // in loader.next(): the input pipeline's share of the steps
   while (std::optional<data::Batch> batch = next_batch(loader, data_wait_seconds)) {
-    const int64_t iteration = batch->step + batches_ * epoch;
-    const StepSettings settings = schedule_.at(iteration);
-    apply(settings, *optimizer_);
-
-    // ---- forward and backward; only an accumulation's last micro-batch communicates ----
-    const bool boundary = iteration - progress_.last_step_iteration >= settings.accumulate;
-    if (reducer_) reducer_->set_sync(boundary);
-    const LossValues loss =
-        forward_backward(model_, batch->images_tensor(run_.device), batch_labels(*batch),
-                         loss_options_, {comm_, reducer_.get()});
-    double items[4] = {loss.box, loss.obj, loss.cls, loss.total};
+    // ---- forward, loss, backward; at an accumulation's end the update (solver.h) ----
+    const StepOutcome step = solver_.step(batch->images_tensor(run_.device), batch_labels(*batch),
+                                          batch->step + batches_ * epoch);
+    double items[4] = {step.loss.box, step.loss.obj, step.loss.cls, step.loss.total};
     sum_over_ranks(comm_, items, 4, "loss items");
     if (!std::isfinite(items[3]))
       throw std::runtime_error("the loss became " + std::to_string(items[3]) + " at epoch " +
                                std::to_string(epoch) + " batch " + std::to_string(batch->step) +
                                "; lower lr0 or check the labels");
-    ++progress_.batches_done;
+    ++done.batches_done;
     for (int k = 0; k < 3; ++k)
-      progress_.loss_mean[k] +=
-          (items[k] - progress_.loss_mean[k]) / double(progress_.batches_done);
-
-    // ---- the update: gradients averaged over the ranks, clipped, applied, averaged into EMA ----
-    bool max_steps_reached = false;
-    if (boundary) {
-      const trace::Range traced(trace::Track::compute, "optimizer step");
-      if (reducer_) reducer_->finish();
-      clip_gradient_norm(arena_, 10.0);
-      optimizer_->step();
-      optimizer_->zero_grad();
-      ema_.update();
-      progress_.last_step_iteration = iteration;
-      ++progress_.optimizer_steps;
-      max_steps_reached = options_.max_steps > 0 && progress_.optimizer_steps >= options_.max_steps;
-    }
-    progress_.train_seconds = seconds_before + seconds_since(epoch_start);
+      done.loss_mean[k] += (items[k] - done.loss_mean[k]) / double(done.batches_done);
+    const int64_t steps = solver_.optimizer_steps();
+    const bool max_steps_reached =
+        step.updated && options_.max_steps > 0 && steps >= options_.max_steps;
+    done.train_seconds = seconds_before + seconds_since(epoch_start);
     fire(&TrainCallbacks::on_train_batch_end,
-         BatchEndInfo{
-             .epoch = epoch,
-             .batches_done = progress_.batches_done,
-             .loss_mean = {progress_.loss_mean[0], progress_.loss_mean[1], progress_.loss_mean[2]},
-             .instances = batch->num_targets(),
-             .image_size = batch->width,
-             .optimizer_steps = progress_.optimizer_steps});
-    if (boundary) checkpoints_->after_step(progress_.optimizer_steps, max_steps_reached);
+         BatchEndInfo{.epoch = epoch,
+                      .batches_done = done.batches_done,
+                      .loss_mean = {done.loss_mean[0], done.loss_mean[1], done.loss_mean[2]},
+                      .instances = batch->num_targets(),
+                      .image_size = batch->width,
+                      .optimizer_steps = steps});
+    if (step.updated) checkpoints_->after_step(steps, max_steps_reached);  // snapshot
     if (max_steps_reached) return true;
   }
   data_wait_per_rank_.assign(size_t(run_.world_size), 0.0);
@@ -456,7 +404,7 @@ bool Trainer::train_epoch(int epoch) {
 // The next batch; the wait for it is added to `waited` and traced ("data wait"), with
 // tracing switched for the step it belongs to.
 std::optional<data::Batch> Trainer::next_batch(data::Loader& loader, double& waited) {
-  trace_if_in_window();
+  trace_if_in_window(solver_.optimizer_steps());
   const trace::Range traced(trace::Track::loader, "data wait");
   const auto wait_start = Clock::now();
   std::optional<data::Batch> batch = loader.next();
@@ -464,9 +412,9 @@ std::optional<data::Batch> Trainer::next_batch(data::Loader& loader, double& wai
   return batch;
 }
 
-void Trainer::trace_if_in_window() const {
-  trace::enable(!options_.trace.empty() && progress_.optimizer_steps >= options_.trace_begin &&
-                progress_.optimizer_steps < options_.trace_end);
+void Trainer::trace_if_in_window(int64_t optimizer_steps) const {
+  trace::enable(!options_.trace.empty() && optimizer_steps >= options_.trace_begin &&
+                optimizer_steps < options_.trace_end);
 }
 
 // Rank 0's reading of its own trace of the epoch: how much of the gradient all-reduce time
@@ -504,16 +452,17 @@ void Trainer::write_trace() {
 
 // The epoch's training numbers: running loss means, the groups' lr at its last batch, times.
 EpochMetrics Trainer::epoch_metrics(int epoch) const {
-  const StepSettings last = schedule_.at(batches_ * epoch + batches_ - 1);
+  const StepSettings last = solver_.schedule().at(batches_ * epoch + batches_ - 1);
+  const EpochProgress& done = progress_.this_epoch;
   return {.epoch = epoch,
-          .train_box = progress_.loss_mean[0],
-          .train_obj = progress_.loss_mean[1],
-          .train_cls = progress_.loss_mean[2],
+          .train_box = done.loss_mean[0],
+          .train_obj = done.loss_mean[1],
+          .train_cls = done.loss_mean[2],
           .lr0 = last.bias_lr,
           .lr1 = last.lr,
           .lr2 = last.lr,
-          .epoch_seconds = progress_.train_seconds,
-          .step_seconds = progress_.train_seconds / double(batches_),
+          .epoch_seconds = done.train_seconds,
+          .step_seconds = done.train_seconds / double(batches_),
           .data_wait_per_rank = data_wait_per_rank_,
           .data_wait = data_wait_per_rank_.empty() ? 0.0
                                                    : *std::max_element(data_wait_per_rank_.begin(),
@@ -526,11 +475,12 @@ EpochMetrics Trainer::epoch_metrics(int epoch) const {
 // numbers.
 void Trainer::validate_epoch(int epoch, EpochMetrics& metrics) {
   const trace::Range traced(trace::Track::compute, "validation");
-  for (size_t i = 0; i < ema_state_.size(); ++i) ema_state_[i].value->copy_from(ema_.values()[i]);
-  if (comm_ && !sync_bn()) dist::broadcast_buffers(*comm_, ema_state_);
+  for (size_t i = 0; i < ema_state_.size(); ++i)
+    ema_state_[i].value->copy_from(solver_.ema_values()[i]);
+  if (comm_ && !options_.sync_bn.value_or(true)) dist::broadcast_buffers(*comm_, ema_state_);
   const int shards = comm_ ? comm_->world_size() : 1;
   auto [result, numbers] =
-      validate_with_loss(ema_model_, val_split_.dataset,
+      validate_with_loss(ema_model_, data_.val.dataset,
                          {.batch = std::max(1, run_.batch.per_rank * 2),
                           .imgsz = imgsz_,
                           .workers = loader_workers(),
@@ -548,14 +498,6 @@ void Trainer::validate_epoch(int epoch, EpochMetrics& metrics) {
 }
 
 }  // namespace
-
-std::vector<bool> frozen_entries(const std::vector<StateEntry>& state, int freeze_layers) {
-  std::vector<bool> frozen(state.size(), false);
-  for (size_t i = 0; i < state.size(); ++i)
-    for (int k = 0; k < freeze_layers && !frozen[i]; ++k)
-      frozen[i] = state[i].name.rfind("model." + std::to_string(k) + ".", 0) == 0;
-  return frozen;
-}
 
 TrainSummary train(const TrainOptions& request, const RunContext& run,
                    const std::function<void(const std::string&)>& log) {

@@ -1,9 +1,9 @@
 // models/train/trainer.h — YOLOv5's training recipe (`bareyolo train` and the C++ API).
 //
-// One epoch: the sampler's global sequence in batches; per batch, warmup/LR/momentum and
-// accumulation from the schedule (engine/optim/schedule.h), a training forward, YOLOv5's
-// loss and backward, and every `accumulate` batches gradient-norm clipping at 10, an
-// optimizer step (SGD or AdamW, optimizer.h) and an EMA update. After each epoch the
+// One epoch: the sampler's global sequence in batches; per batch, the Solver's step
+// (solver.h): warmup/LR/momentum and accumulation from the schedule, a training forward,
+// YOLOv5's loss and backward, and every `accumulate` batches gradient-norm clipping at 10, an
+// optimizer step (SGD or AdamW) and an EMA update. After each epoch the
 // EMA weights are validated (mAP50, mAP50-95, val losses), fitness = 0.1 mAP50 + 0.9
 // mAP50-95 picks the best and drives early stopping (--patience), and the run directory gets
 //   weights/last.safetensors, best.safetensors   checkpoints (checkpoint.h), model.* = EMA
@@ -47,11 +47,5 @@ TrainSummary train(const TrainOptions& request, const RunContext& run,
                    const std::function<void(const std::string&)>& log);
 // One process on the CPU: in request.run_dir, or with --resume in the checkpoint's run.
 TrainSummary train(const TrainOptions& request, const std::function<void(const std::string&)>& log);
-
-// Which state entries --freeze N freezes: those of model layers 0 .. N-1 (names starting
-// "model.<k>."), as YOLOv5 does. Frozen parameters get no optimizer step, no weight decay and
-// no part in gradient clipping (and the gradient reducer skips them); the EMA still follows
-// them.
-std::vector<bool> frozen_entries(const std::vector<StateEntry>& state, int freeze_layers);
 
 }  // namespace bareyolo::models

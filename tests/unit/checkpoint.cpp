@@ -17,6 +17,7 @@
 #include "models/train/launch.h"
 #include "models/train/run_dir.h"
 #include "models/train/run_lock.h"
+#include "models/train/solver.h"
 #include "models/train/trainer.h"
 #include "models/yolo/weights.h"
 #include "tests/support/data_fixtures.h"
@@ -135,15 +136,14 @@ TEST_CASE("a checkpoint round-trips every tensor and counter exactly") {
   Tensor momentum = Tensor::from_vector(std::vector<float>{0.25f, -1.5f, 3.0f}, {1, 1, 1, 3});
   models::CheckpointInfo info;
   info.progress = {.epoch = 2,
-                   .batches_done = 5,
-                   .optimizer_steps = 17,
-                   .last_step_iteration = 20,
-                   .loss_mean = {0.1, 0.2, 1.0 / 3},
+                   .this_epoch = {.batches_done = 5, .loss_mean = {0.1, 0.2, 1.0 / 3}},
                    .best_fitness = 0.125,
                    .best_epoch = 1};
-  info.ema_updates = 17;
-  info.optimizer = "SGD";
-  info.optimizer_updates = 17;
+  info.solver = {.optimizer_steps = 17,
+                 .last_step_iteration = 20,
+                 .ema_updates = 17,
+                 .optimizer = "SGD",
+                 .optimizer_updates = 17};
   info.config_json = R"({"epochs": 3})";
   info.history = {{.epoch = 0, .train_box = 0.5, .map50 = 0.25, .lr0 = 0.01, .validated = true},
                   {.epoch = 1, .train_box = 0.4, .map50 = 1.0 / 3}};
@@ -163,13 +163,13 @@ TEST_CASE("a checkpoint round-trips every tensor and counter exactly") {
   CHECK(file.metadata().at("nc") == "2");
   const models::CheckpointInfo read = models::read_checkpoint_info(file, path);
   CHECK(read.progress.epoch == 2);
-  CHECK(read.progress.batches_done == 5);
-  CHECK(read.progress.optimizer_steps == 17);
-  CHECK(read.progress.last_step_iteration == 20);
-  CHECK(read.progress.loss_mean[2] == 1.0 / 3);  // doubles survive exactly
+  CHECK(read.progress.this_epoch.batches_done == 5);
+  CHECK(read.solver.optimizer_steps == 17);
+  CHECK(read.solver.last_step_iteration == 20);
+  CHECK(read.progress.this_epoch.loss_mean[2] == 1.0 / 3);  // doubles survive exactly
   CHECK(read.progress.best_fitness == 0.125);
   CHECK(read.progress.best_epoch == 1);
-  CHECK(read.ema_updates == 17);
+  CHECK(read.solver.ema_updates == 17);
   CHECK(read.config_json == info.config_json);
   CHECK(read.names == info.names);
   CHECK(read.seed == 7);
@@ -205,7 +205,7 @@ TEST_CASE("plain weights are not a checkpoint to resume from") {
 TEST_CASE("a failed checkpoint write leaves the previous checkpoint intact") {
   models::DetectionModel model = tiny_model(1);
   models::CheckpointInfo info;
-  info.optimizer = "SGD";
+  info.solver.optimizer = "SGD";
   info.nc = 2;
   TempDir dir;
   const fs::path path = dir.path() / "last.safetensors";

@@ -4,6 +4,7 @@
 
 #include "engine/shipped_files.h"
 #include "models/train/options.h"
+#include "models/train/solver.h"
 #include "models/train/trainer.h"
 #include "models/yolo/yolo_model.h"
 #include "tests/support/data_fixtures.h"

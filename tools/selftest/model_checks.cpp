@@ -5,15 +5,12 @@
 #include <string>
 #include <utility>
 
-#include "engine/optim/clip.h"
-#include "engine/optim/sgd.h"
-#include "engine/parameter_arena.h"
 #include "engine/shipped_files.h"
 #include "models/eval/decode.h"
 #include "models/eval/nms.h"
 #include "models/eval/validate.h"
 #include "models/loss/head_loss.h"
-#include "models/train/step.h"
+#include "models/train/solver.h"
 #include "models/yolo/model_config.h"
 #include "tools/selftest/checks.h"
 
@@ -126,21 +123,6 @@ LossOptions tiny_loss_options() {
   return {scale_loss_gains({}, 3, kTinyClasses, kTinyImageSize), kTinyClasses};
 }
 
-// yolo_loss<double> of a double head on the host: the reference of head_loss, which takes float.
-HeadLoss reference_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
-                        const LossNormalization& norm, const LossOptions& options) {
-  HeadLoss loss;
-  std::vector<View<const double>> outputs;
-  std::vector<View<double>> gradients;
-  for (const Tensor& h : head) {
-    loss.gradients.push_back(Tensor::zeros(h.shape(), Device::cpu(), DType::f64));
-    outputs.push_back(h.view<double>());
-    gradients.push_back(loss.gradients.back().view<double>());
-  }
-  loss.values = yolo_loss<double>(outputs, targets, norm, options, gradients);
-  return loss;
-}
-
 std::vector<double> loss_values(const LossValues& v) { return {v.box, v.obj, v.cls, v.total}; }
 
 // head_loss of a head on the DUT (the device loss on a GPU) against the reference: the four
@@ -157,7 +139,7 @@ double check_yolo_loss(const Device& dut) {
   const HeadLoss got = head_loss(on_device(head, dut), targets, norm, options);
   std::vector<Tensor> head_in_double;
   for (const Tensor& h : head) head_in_double.push_back(in_double(h));
-  const HeadLoss want = reference_loss(head_in_double, targets, norm, options);
+  const HeadLoss want = head_loss(head_in_double, targets, norm, options);  // the host's, in double
   double worst = max_error(loss_values(got.values), loss_values(want.values));
   for (size_t level = 0; level < head.size(); ++level)
     worst = std::max(
@@ -167,50 +149,51 @@ double check_yolo_loss(const Device& dut) {
 
 // ---- training steps --------------------------------------------------------------------------
 
-// The tiny model on the DUT in float, stepped by the trainer's forward_backward
-// (models/train/step.h), beside the reference in double from the same initial state, both on
-// one batch of random images and labels.
+// The trainer's step (models/train/solver.h) for the tiny model, a batch of 4 per step, at
+// iterations past YOLOv5's warm-up (100 iterations at least), where every parameter group moves
+// with its learning rate (lr0 x lf: 0.005 here) and the full momentum.
+constexpr int kTinyBatch = 4;
+constexpr int64_t kFirstIteration = 100;
+SolverOptions tiny_solver_options() {
+  return {.epochs = 2 * kFirstIteration,
+          .batches_per_epoch = 1,
+          .batch = kTinyBatch,
+          .nbs = kTinyBatch,
+          .loss = tiny_loss_options()};
+}
+
+// The tiny model on the DUT in float beside the reference in double from the same initial
+// state, each stepped by a Solver, both on one batch of random images and labels.
 class TinyTraining {
  public:
   explicit TinyTraining(const Device& dut)
       : model_(tiny_config(), {.nc = kTinyClasses, .seed = 7, .device = dut}),
         reference_(tiny_config(), {.nc = kTinyClasses, .seed = 7, .dtype = DType::f64}),
+        solver_(model_, tiny_solver_options()),
+        reference_solver_(reference_, tiny_solver_options()),
         state_(model_.state()),
-        reference_state_(reference_.state()),
-        arena_(state_),
-        reference_arena_(reference_state_),
-        sgd_(arena_, 0.01, 0.937, 5e-4),
-        reference_sgd_(reference_arena_, 0.01, 0.937, 5e-4) {
+        reference_state_(reference_.state()) {
     for (size_t i = 0; i < state_.size(); ++i)
       if (state_[i].value->dtype() == DType::f32)
         reference_state_[i].value->copy_from(in_double(*state_[i].value));
     Random random(80);
-    const Tensor images = random.uniform({4, 3, kTinyImageSize, kTinyImageSize}, 0, 1);
+    const Tensor images = random.uniform({kTinyBatch, 3, kTinyImageSize, kTinyImageSize}, 0, 1);
     images_ = images.to(dut);
     images_in_double_ = in_double(images);
-    labels_ = random_labels(random, 4, 6);
+    labels_ = random_labels(random, kTinyBatch, 6);
   }
 
   // Forward, loss and backward of both models; returns their total losses (DUT, reference).
   std::pair<double, double> forward_backward() {
-    const double loss = models::forward_backward(model_, images_, labels_, options_).total;
-    // The reference's forward_backward: the same, with the loss in double (head_loss takes float).
-    const std::vector<Tensor>& head = reference_.forward(images_in_double_, Mode::train);
-    const LevelTargets targets = head_targets(reference_, head, labels_, options_);
-    const HeadLoss reference = reference_loss(
-        head, targets, local_normalization(targets, int(images_.shape().n)), options_);
-    reference_.backward(reference.gradients);
-    return {loss, reference.values.total};
+    return {solver_.forward_backward(images_, labels_).total,
+            reference_solver_.forward_backward(images_in_double_, labels_).total};
   }
 
-  // The optimizer's part of a step, as the trainer runs it: clip at norm 10, SGD, zero gradients.
-  void optimizer_step() {
-    for (auto [arena, sgd] :
-         {std::pair{&arena_, &sgd_}, std::pair{&reference_arena_, &reference_sgd_}}) {
-      clip_gradient_norm(*arena, 10.0);
-      sgd->step();
-      sgd->zero_grad();
-    }
+  // A whole step of both (forward, loss, backward, the update); returns their total losses.
+  std::pair<double, double> step() {
+    const int64_t iteration = kFirstIteration + steps_++;
+    return {solver_.step(images_, labels_, iteration).loss.total,
+            reference_solver_.step(images_in_double_, labels_, iteration).loss.total};
   }
 
   // The worst error over every parameter's gradient and every buffer (BatchNorm's running
@@ -229,12 +212,11 @@ class TinyTraining {
 
  private:
   DetectionModel model_, reference_;
+  Solver solver_, reference_solver_;
   std::vector<StateEntry> state_, reference_state_;
-  ParameterArena arena_, reference_arena_;
-  Sgd sgd_, reference_sgd_;
   Tensor images_, images_in_double_;
   std::vector<LabelRow> labels_;
-  LossOptions options_ = tiny_loss_options();
+  int64_t steps_ = 0;
 };
 
 // One step's gradients, and the running statistics its forward left.
@@ -249,10 +231,9 @@ double check_training_losses(const Device& dut) {
   TinyTraining training(dut);
   std::vector<double> losses, reference_losses;
   for (int step = 0; step < 3; ++step) {
-    const auto [loss, reference] = training.forward_backward();
+    const auto [loss, reference] = training.step();
     losses.push_back(loss);
     reference_losses.push_back(reference);
-    training.optimizer_step();
   }
   return max_error(losses, reference_losses);
 }

@@ -18,7 +18,7 @@
 //    BatchNorm (126 values per channel, and its backward's cancelling differences);
 //  - the tiny model: 1e-2 for one step's gradients, which pass through about 25 layers forward
 //    and back, their BatchNorms over maps as small as 2x2 (the CPU's float kernels: 4.4e-4 of
-//    double, measured), and 1e-3 for the losses of three SGD steps (the CPU's: 4.8e-6).
+//    double, measured), and 1e-3 for the losses of three Solver steps (the CPU's: 1.2e-5).
 //    A kernel that is wrong, not just rounded differently, errs by whole terms in the gradients
 //    it feeds.
 #include "tools/selftest/selftest.h"

@@ -1,0 +1,138 @@
+// models/train/solver.cpp — see solver.h.
+#include "models/train/solver.h"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+#include "engine/distributed/ddp/data_parallel.h"  // defines: start_data_parallel
+#include "engine/optim/adamw.h"                    // defines: AdamW
+#include "engine/optim/clip.h"                     // defines: clip_gradient_norm
+#include "engine/optim/sgd.h"                      // defines: Sgd
+#include "engine/trace.h"                          // defines: trace::Range
+#include "kernels/route.h"                         // defines: ops::require_kernel
+#include "kernels/settings.h"                      // defines: ops::use_settings
+
+namespace bareyolo::models {
+
+namespace {
+
+// Every parameter and gradient in one flat buffer each, the --freeze layers outside the
+// optimised range.
+ParameterArena make_arena(const std::vector<StateEntry>& state, int freeze) {
+  const std::vector<bool> frozen = frozen_entries(state, freeze);
+  std::set<const Tensor*> frozen_values;
+  for (size_t i = 0; i < state.size(); ++i)
+    if (frozen[i]) frozen_values.insert(state[i].value);
+  if (std::none_of(state.begin(), state.end(), [&](const StateEntry& e) {
+        return e.trainable() && frozen_values.count(e.value) == 0;
+      }))
+    throw std::invalid_argument("--freeze " + std::to_string(freeze) +
+                                " freezes every parameter; freeze fewer layers");
+  return ParameterArena(state, {.frozen = [frozen_values](const StateEntry& e) {
+                          return frozen_values.count(e.value) > 0;
+                        }});
+}
+
+// The optimizer `options` names over YOLOv5's three groups, its weight decay scaled by batch x
+// accumulate / nbs as YOLOv5 scales it.
+std::unique_ptr<Optimizer> make_optimizer(const SolverOptions& options, const Schedule& schedule,
+                                          ParameterArena& arena) {
+  const double lr0 = options.schedule.lr0, momentum = options.schedule.momentum;
+  const double weight_decay =
+      options.weight_decay * options.batch * schedule.accumulate() / options.nbs;
+  if (options.optimizer == OptimizerKind::sgd)
+    return std::make_unique<Sgd>(arena, lr0, momentum, weight_decay);
+  return std::make_unique<AdamW>(arena, lr0, momentum, weight_decay);
+}
+
+// The model's state entries re-pointed at `values` (the EMA's tensors, same order).
+std::vector<StateEntry> with_values(std::vector<StateEntry> entries, std::vector<Tensor>& values) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    entries[i].value = &values[i];
+    entries[i].grad = nullptr;
+  }
+  return entries;
+}
+
+}  // namespace
+
+std::vector<bool> frozen_entries(const std::vector<StateEntry>& state, int freeze_layers) {
+  std::vector<bool> frozen(state.size(), false);
+  for (size_t i = 0; i < state.size(); ++i)
+    for (int k = 0; k < freeze_layers && !frozen[i]; ++k)
+      frozen[i] = state[i].name.rfind("model." + std::to_string(k) + ".", 0) == 0;
+  return frozen;
+}
+
+Solver::Solver(DetectionModel& model, const SolverOptions& options, dist::Communicator* comm)
+    : model_(model),
+      options_(options),
+      comm_(comm),
+      state_(model.state()),
+      arena_(make_arena(state_, options.freeze)),
+      schedule_(options.schedule, options.epochs, options.batches_per_epoch, options.batch,
+                options.nbs),
+      optimizer_(make_optimizer(options, schedule_, arena_)),
+      ema_(arena_, state_) {
+  ops::use_settings({.tf32 = options.tf32, .winograd = options.winograd});
+  model_.graph().set_mixed_precision(options.amp);
+  ops::require_kernel(optimizer_->kernel(), arena_.device(),
+                      std::string("--optimizer ") + optimizer_name(options.optimizer));
+  if (comm_)
+    reducer_ = dist::start_data_parallel(*comm_, arena_, state_, model_.graph(),
+                                         {.sync_batchnorm = options.sync_bn,
+                                          .bucket_mb = options.bucket_mb,
+                                          .bf16_buckets = options.bf16_grad_buckets});
+}
+
+StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labels,
+                         int64_t iteration) {
+  const StepSettings settings = schedule_.at(iteration);
+  apply(settings, *optimizer_);
+  const bool boundary = iteration - last_step_iteration_ >= settings.accumulate;
+  if (reducer_) reducer_->set_sync(boundary);
+  StepOutcome outcome{.loss = forward_backward(images, labels), .updated = boundary};
+  if (boundary) {
+    update();
+    last_step_iteration_ = iteration;
+  }
+  return outcome;
+}
+
+LossValues Solver::forward_backward(const Tensor& images, const std::vector<LabelRow>& labels) {
+  return models::forward_backward(model_, images, labels, options_.loss, {comm_, reducer_.get()});
+}
+
+void Solver::update() {
+  const trace::Range traced(trace::Track::compute, "optimizer step");
+  if (reducer_) reducer_->finish();
+  clip_gradient_norm(arena_, options_.max_grad_norm);
+  optimizer_->step();
+  optimizer_->zero_grad();
+  ema_.update();
+  ++optimizer_steps_;
+}
+
+void Solver::restore(const Resume& resume, const std::string& source) {
+  restore_checkpoint(resume.file, checkpoint_tensors(), source);
+  const SolverState& saved = resume.info.solver;
+  optimizer_->set_steps(saved.optimizer_updates);
+  ema_.set_updates(saved.ema_updates);
+  optimizer_steps_ = saved.optimizer_steps;
+  last_step_iteration_ = saved.last_step_iteration;
+}
+
+SolverState Solver::state() const {
+  return {.optimizer_steps = optimizer_steps_,
+          .last_step_iteration = last_step_iteration_,
+          .ema_updates = ema_.updates(),
+          .optimizer = optimizer_name(options_.optimizer),
+          .optimizer_updates = optimizer_->steps()};
+}
+
+CheckpointTensors Solver::checkpoint_tensors() {
+  return {with_values(state_, ema_.values()), state_, optimizer_->state()};
+}
+
+}  // namespace bareyolo::models

@@ -1,0 +1,123 @@
+// models/train/solver.h — the one owner of a training step (Caffe's Solver): every optimizer
+// step bareyolo takes runs here — the trainer's, bench_train's, bench_gpu_train's and the
+// selftest's — so none can drift from what training does. One call, step(), is one batch:
+//
+//   settings = schedule.at(iteration)        learning rates, momentum, accumulation (YOLOv5's)
+//   boundary = iteration - last step's >= accumulate
+//   reducer.set_sync(boundary)               only an accumulation's last batch communicates
+//   forward_backward                         forward, YOLOv5's loss, backward (step.h); on
+//                                            several ranks the buckets leave during backward
+//   at the boundary, update():
+//     reducer.finish()                       every gradient averaged over the ranks
+//     clip to norm 10                        one reduction and one scale, on the device
+//     optimizer step, zero_grad              one pass over the arena each
+//     EMA update                             one pass
+//
+// It owns the parameter arena (every parameter and gradient in one flat buffer each), the
+// optimizer, the EMA, the schedule, the gradient reducer (on several ranks) and the kernels'
+// process-wide switches (TF32, Winograd) and the graph's mixed precision, all set from plain
+// options at construction. restore() is the one place a resumed run touches the step's state.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/distributed/ddp/reducer.h"
+#include "engine/optim/ema.h"
+#include "engine/optim/optimizer.h"
+#include "engine/optim/schedule.h"
+#include "engine/parameter_arena.h"
+#include "models/train/checkpoint.h"
+#include "models/train/options.h"
+#include "models/train/step.h"
+
+namespace bareyolo::models {
+
+struct SolverOptions {
+  // The update: SGD with Nesterov momentum or AdamW over YOLOv5's three parameter groups;
+  // weight decay on the weights group alone, scaled as YOLOv5 scales it (x batch x
+  // accumulate / nbs).
+  OptimizerKind optimizer = OptimizerKind::sgd;
+  ScheduleHyp schedule = {};  // lr0, lrf, momentum, warm-up, cosine
+  double weight_decay = 5e-4;
+  double max_grad_norm = 10.0;  // YOLOv5 clips the gradients' global norm at 10
+  int freeze = 0;               // model layers 0 .. freeze-1 are not optimised (--freeze)
+  // The schedule's frame: `batch` is the global batch (every rank's images of one iteration),
+  // nbs the nominal batch an optimizer step gathers by accumulating batches.
+  int epochs = 1;
+  int64_t batches_per_epoch = 1;
+  int batch = 16, nbs = 64;
+  LossOptions loss = {};
+
+  // The device switches (process-wide; TrainOptions says what each does).
+  bool tf32 = false, winograd = true, amp = false;
+
+  // With a communicator (several ranks): SyncBatchNorm, and the reducer's buckets.
+  bool sync_bn = true;
+  double bucket_mb = 0;  // 0: sized from the model
+  bool bf16_grad_buckets = false;
+};
+
+// What step() did with one batch.
+struct StepOutcome {
+  LossValues loss;       // this rank's share of the global batch's loss
+  bool updated = false;  // the batch ended an accumulation: the weights moved
+};
+
+// Which state entries --freeze N freezes: those of model layers 0 .. N-1 (names starting
+// "model.<k>."), as YOLOv5 does. Frozen parameters get no optimizer step, no weight decay and
+// no part in gradient clipping (and the gradient reducer skips them); the EMA still follows
+// them.
+std::vector<bool> frozen_entries(const std::vector<StateEntry>& state, int freeze_layers);
+
+class Solver {
+ public:
+  // `model`'s parameters move into the arena (values kept: load initial weights first). With
+  // `comm`, every rank starts from rank 0's parameters, BatchNorm syncs its statistics
+  // (options.sync_bn) and the reducer averages the gradients.
+  Solver(DetectionModel& model, const SolverOptions& options, dist::Communicator* comm = nullptr);
+  Solver(const Solver&) = delete;
+  Solver& operator=(const Solver&) = delete;
+
+  // One batch of iteration `iteration` (its index in the run: batch + epoch x batches per
+  // epoch), as the file comment shows.
+  StepOutcome step(const Tensor& images, const std::vector<LabelRow>& labels, int64_t iteration);
+  // The two halves of step() on their own: a batch's forward and backward (gradients add up),
+  // and the update that ends an accumulation.
+  LossValues forward_backward(const Tensor& images, const std::vector<LabelRow>& labels);
+  void update();
+  // Drops a partial accumulation (YOLOv5 does at each epoch's start): the gradients to zero.
+  void drop_accumulation() { optimizer_->zero_grad(); }
+
+  // Continues from `resume`: every tensor of the step (weights, EMA, optimizer state) and the
+  // counters; refused, naming `source`, when another optimizer saved it.
+  void restore(const Resume& resume, const std::string& source);
+  SolverState state() const;
+  // The tensors a checkpoint holds, under the model's names: the EMA's as model.*, the raw
+  // weights as train.model.*, the optimizer's buffers as optimizer.*.
+  CheckpointTensors checkpoint_tensors();
+
+  std::vector<Tensor>& ema_values() { return ema_.values(); }
+  const SolverOptions& options() const { return options_; }
+  ParameterArena& arena() { return arena_; }
+  const ParameterArena& arena() const { return arena_; }
+  const Schedule& schedule() const { return schedule_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  dist::Reducer* reducer() { return reducer_.get(); }
+  int64_t optimizer_steps() const { return optimizer_steps_; }
+
+ private:
+  DetectionModel& model_;
+  const SolverOptions options_;
+  dist::Communicator* comm_;
+  const std::vector<StateEntry> state_;
+  ParameterArena arena_;
+  const Schedule schedule_;
+  const std::unique_ptr<Optimizer> optimizer_;
+  ModelEma ema_;
+  std::unique_ptr<dist::Reducer> reducer_;
+  int64_t optimizer_steps_ = 0, last_step_iteration_ = -1;
+};
+
+}  // namespace bareyolo::models

@@ -1,0 +1,137 @@
+// tests/unit/solver.cpp — the Solver (models/train/solver.h), the one owner of the optimizer
+// step: it moves the weights at the end of each accumulation and only there, its step is
+// exactly the sequence it documents (schedule, forward and backward, clip, SGD, zero, EMA), and
+// restore() continues a run bit for bit.
+#include "models/train/solver.h"
+
+#include "engine/optim/clip.h"
+#include "engine/optim/ema.h"
+#include "engine/optim/sgd.h"
+#include "engine/shipped_files.h"
+#include "tests/support/testing.h"
+
+using namespace bareyolo;
+using namespace bareyolo::models;
+using namespace bareyolo::testing;
+
+namespace {
+
+constexpr int kBatch = 2;
+
+DetectionModel tiny_model() {
+  return DetectionModel(load_model_config(shipped_file("models/yolov5-tiny.yaml")),
+                        {.nc = 2, .seed = 5});
+}
+
+struct TinyBatch {
+  Tensor images;
+  std::vector<LabelRow> labels;
+};
+TinyBatch tiny_batch(uint64_t seed) {
+  Rng rng(seed);
+  return {Tensor::from_vector(random_vector<float>(rng, kBatch * 3 * 64 * 64, 0, 1),
+                              {kBatch, 3, 64, 64}),
+          {{0, 0, 0.3f, 0.4f, 0.2f, 0.3f}, {1, 1, 0.6f, 0.5f, 0.4f, 0.2f}}};
+}
+
+// Two batches per optimizer step once warm-up is over (nbs = 2 x the batch), 10 batches an
+// epoch: warm-up lasts 100 iterations, so iterations from 100 on accumulate.
+SolverOptions accumulating_options() {
+  return {.epochs = 20,
+          .batches_per_epoch = 10,
+          .batch = kBatch,
+          .nbs = 2 * kBatch,
+          .loss = {scale_loss_gains({}, 3, 2, 64), 2}};
+}
+
+std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
+
+bool all_zero(const Tensor& t) {
+  for (float v : values(t))
+    if (v != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("the solver updates at the end of each accumulation, and only there") {
+  DetectionModel model = tiny_model();
+  Solver solver(model, accumulating_options());
+  const TinyBatch batch = tiny_batch(1);
+  const std::vector<float> before = values(solver.arena().values());
+  for (int64_t iteration = 100; iteration < 106; ++iteration) {
+    const StepOutcome step = solver.step(batch.images, batch.labels, iteration);
+    CHECK(step.loss.total > 0);
+    // The first batch ends an accumulation (nothing came before it), then every second one.
+    const bool boundary = iteration % 2 == 0;
+    CHECK(step.updated == boundary);
+    CHECK(solver.optimizer_steps() == (iteration - 100) / 2 + 1);
+    // A step leaves the gradients zeroed for the next accumulation; a batch inside one leaves
+    // them summed.
+    CHECK(all_zero(solver.arena().gradients()) == boundary);
+  }
+  CHECK(values(solver.arena().values()) != before);
+  CHECK(solver.state().optimizer_steps == 3);
+  CHECK(solver.state().last_step_iteration == 104);
+  CHECK(solver.state().ema_updates == 3);
+  CHECK(solver.state().optimizer_updates == 3);
+}
+
+TEST_CASE("a solver step is the schedule, forward and backward, clip, SGD, zero and EMA") {
+  DetectionModel model = tiny_model(), twin = tiny_model();
+  const SolverOptions options = accumulating_options();
+  Solver solver(model, options);
+
+  // The same recipe written out on the twin, in the order the Solver documents.
+  ParameterArena arena(twin.state());
+  const Schedule schedule(options.schedule, options.epochs, options.batches_per_epoch,
+                          options.batch, options.nbs);
+  Sgd sgd(arena, options.schedule.lr0, options.schedule.momentum,
+          options.weight_decay * options.batch * schedule.accumulate() / options.nbs);
+  ModelEma ema(arena, twin.state());
+  int64_t last_step = -1;
+  for (int64_t iteration = 0; iteration < 4; ++iteration) {  // warm-up: a step every batch
+    const TinyBatch batch = tiny_batch(10 + uint64_t(iteration));
+    solver.step(batch.images, batch.labels, iteration);
+    const StepSettings settings = schedule.at(iteration);
+    apply(settings, sgd);
+    forward_backward(twin, batch.images, batch.labels, options.loss);
+    REQUIRE(iteration - last_step >= settings.accumulate);
+    clip_gradient_norm(arena, 10.0);
+    sgd.step();
+    sgd.zero_grad();
+    ema.update();
+    last_step = iteration;
+  }
+  CHECK(values(solver.arena().values()) == values(arena.values()));  // bit for bit
+  for (size_t i = 0; i < ema.values().size(); ++i)
+    CHECK(solver.ema_values()[i].to_doubles() == ema.values()[i].to_doubles());
+}
+
+TEST_CASE("a restored solver continues bit for bit") {
+  const SolverOptions options = accumulating_options();
+  DetectionModel whole_model = tiny_model(), first_model = tiny_model(), rest_model = tiny_model();
+  Solver whole(whole_model, options), first(first_model, options), rest(rest_model, options);
+  auto run = [](Solver& solver, int64_t from, int64_t to) {
+    for (int64_t iteration = from; iteration < to; ++iteration) {
+      const TinyBatch batch = tiny_batch(20 + uint64_t(iteration));
+      solver.step(batch.images, batch.labels, iteration);
+    }
+  };
+  run(whole, 99, 106);
+  run(first, 99, 102);  // ends with an optimizer step, where the trainer writes checkpoints
+
+  // first's checkpoint restored into a fresh solver (the tensors and the counters), which then
+  // takes the batches `whole` took after that step.
+  Resume resume;
+  resume.info.solver = first.state();
+  resume.file = make_checkpoint(first.checkpoint_tensors(), resume.info);
+  rest.restore(resume, "first's checkpoint");
+  CHECK(rest.state().optimizer_steps == 2);
+  CHECK(rest.state().last_step_iteration == 101);
+  run(rest, 102, 106);
+  CHECK(values(rest.arena().values()) == values(whole.arena().values()));
+  for (size_t i = 0; i < whole.ema_values().size(); ++i)
+    CHECK(rest.ema_values()[i].to_doubles() == whole.ema_values()[i].to_doubles());
+  CHECK(rest.state().optimizer_steps == whole.state().optimizer_steps);
+}
