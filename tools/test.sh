@@ -2,10 +2,10 @@
 # tools/test.sh — run the tests (after tools/setup.sh).
 #
 #  1. the static checks: every include goes down a layer (tools/check_layers.sh), only the
-#     dispatch layer chooses a device's code (tools/check_dispatch.sh), every source is
-#     formatted as .clang-format says (tools/check_format.sh), the README stays a front page
-#     whose paths and links resolve and docs/README.md indexes every docs/ file
-#     (tools/check_docs.sh);
+#     dispatch layer chooses a device's code (tools/check_dispatch.sh), only the Solver runs
+#     an optimizer step (tools/check_solver.sh), every source is formatted as .clang-format
+#     says (tools/check_format.sh), the README stays a front page whose paths and links
+#     resolve and docs/README.md indexes every docs/ file (tools/check_docs.sh);
 #  2. every test of the Release build in build/ (CUDA tests report *skipped* without a GPU);
 #  3. the fast unit tests again in a CPU-only AddressSanitizer + UndefinedBehaviorSanitizer
 #     build (build-asan/), which stops at the first report.
@@ -17,6 +17,7 @@ jobs=$(nproc)
 echo "== Static checks"
 tools/check_layers.sh
 tools/check_dispatch.sh
+tools/check_solver.sh
 tools/check_format.sh
 tools/check_docs.sh
 
