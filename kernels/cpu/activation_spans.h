@@ -2,33 +2,20 @@
 // under kernels/cpu/elementwise.cpp's ops and the fused BatchNorm + SiLU ops
 // (kernels/cpu/batchnorm_silu.cpp), shared so that both give the same bits.
 //
-// Each is a scalar template (double, or float without AVX2) and, for float, an overload on the
-// 8-lane exp of vector_math.h, which is where a training step spends its pointwise time.
+// Each is a scalar template (double, or float without AVX2) over the one scalar formula of
+// kernels/activation.h and, for float, an overload on the 8-lane exp of vector_math.h, which is
+// where a training step spends its pointwise time.
 //   silu_forward_span:   y = x sigmoid(x)
 //   silu_backward_span:  dx += dy s (1 + x (1 - s)),  s = sigmoid(x)   (accumulates)
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 
+#include "kernels/activation.h"
 #include "kernels/cpu/vector_math.h"
 
 namespace bareyolo::cpu {
 
-template <class T>
-T sigmoid(T x) {
-  return T(1) / (T(1) + std::exp(-x));
-}
-// SiLU at x, and its gradient at x times dy (the spans' and the fused BN+SiLU ops' one formula).
-template <class T>
-T silu(T x) {
-  return x * sigmoid(x);
-}
-template <class T>
-T silu_gradient(T x, T dy) {
-  const T s = sigmoid(x);
-  return dy * s * (T(1) + x * (T(1) - s));
-}
 template <class T>
 void silu_forward_span(const T* x, T* y, int64_t count) {
   for (int64_t i = 0; i < count; ++i) y[i] = silu(x[i]);

@@ -3,14 +3,14 @@
 // Each op is defined as the composition of the ops it fuses (ops.h; the backward ops write
 // dx, as the composition adding into a zeroed dx would) and gives the same bits
 // (tests/unit/batchnorm.cpp checks it): the same per-plane formulas and double lane sums
-// (kernels/cpu/batchnorm_channel.h) and the same SiLU formulas (kernels/cpu/activation_spans.h),
-// in the same order. What changes is where the data lives. The composition makes whole-tensor
-// passes: forward writes bn, then reads it back from memory for SiLU; backward writes SiLU's
-// gradient dbn for the whole batch (after zeroing it), then reads it twice, in BN's reduce
-// pass and again in its apply pass. Here every op runs channel by channel, one task each
-// (image order inside, so the bits do not depend on the thread count), and bn is never
-// stored: each pass normalises x again and keeps bn in registers (8 values at a time with
-// AVX2), never in a buffer:
+// (kernels/cpu/batchnorm_channel.h) and the same SiLU formulas (kernels/activation.h, and the
+// 8-lane forms of kernels/cpu/activation_spans.h), in the same order. What changes is where
+// the data lives. The composition makes whole-tensor passes: forward writes bn, then reads it
+// back from memory for SiLU; backward writes SiLU's gradient dbn for the whole batch (after
+// zeroing it), then reads it twice, in BN's reduce pass and again in its apply pass. Here
+// every op runs channel by channel, one task each (image order inside, so the bits do not
+// depend on the thread count), and bn is never stored: each pass normalises x again and keeps
+// bn in registers (8 values at a time with AVX2), never in a buffer:
 //   apply           per plane: y = SiLU(bn) in one pass (normalising into y, then SiLU in
 //                   place, took 1.3-1.4x as long);
 //   backward train  per channel: dbn of its planes written into dx, their sums, then dx
@@ -27,6 +27,7 @@
 // and are tested against these.
 #include <vector>
 
+#include "kernels/activation.h"
 #include "kernels/cpu/activation_spans.h"
 #include "kernels/cpu/batchnorm_channel.h"
 #include "kernels/cpu/loops.h"
@@ -58,12 +59,12 @@ Device check_fused(const char* op, View<const T> x, View<const T> dy) {
 // product plus zero is the product), so the composition's bits.
 template <class T>
 void normalized_silu(const Normalize<T>& normalize, const T* x, T* y, int64_t plane) {
-  for (int64_t j = 0; j < plane; ++j) y[j] = cpu::silu(normalize(x[j]));
+  for (int64_t j = 0; j < plane; ++j) y[j] = silu(normalize(x[j]));
 }
 template <class T>
 void normalized_silu_gradient(const Normalize<T>& normalize, const T* x, const T* dy, T* dbn,
                               int64_t plane) {
-  for (int64_t j = 0; j < plane; ++j) dbn[j] = cpu::silu_gradient(normalize(x[j]), dy[j]);
+  for (int64_t j = 0; j < plane; ++j) dbn[j] = silu_gradient(normalize(x[j]), dy[j]);
 }
 
 #ifdef BAREYOLO_VECTOR_EXP

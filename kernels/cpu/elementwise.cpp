@@ -8,10 +8,9 @@
 //   with softplus(-x) = max(-x, 0) + log1p(e^-|x|), which never overflows, and
 //         dl/dx = (1 - t) s - w t (1 - s).
 //
-// SiLU and sigmoid run over each contiguous span through the *_span kernels of
-// activation_spans.h.
-#include <cmath>
-
+// The scalar formulas are kernels/activation.h's, shared with the CUDA kernels; SiLU and sigmoid
+// run over each contiguous span through the *_span kernels of activation_spans.h.
+#include "kernels/activation.h"
 #include "kernels/cpu/activation_spans.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/widened.h"
@@ -20,13 +19,6 @@
 #include "kernels/route.h"
 
 namespace bareyolo::ops {
-
-namespace {
-template <class T>
-T softplus_of_negative(T x) {  // log(1 + e^-x)
-  return std::max(-x, T(0)) + std::log1p(std::exp(-std::fabs(x)));
-}
-}  // namespace
 
 template <class T>
 void silu_forward(View<const T> x, View<T> y) {
@@ -98,7 +90,8 @@ void sigmoid_backward(View<const T> y, View<const T> dy, View<T> dx) {
     const T* out = y.image(n);
     const T* grad_out = dy.image(n);
     T* grad_in = dx.image(n);
-    for (int64_t i = begin; i < end; ++i) grad_in[i] += grad_out[i] * out[i] * (T(1) - out[i]);
+    for (int64_t i = begin; i < end; ++i)
+      grad_in[i] += sigmoid_gradient_from_output(out[i], grad_out[i]);
   });
 }
 
@@ -113,10 +106,7 @@ void bce_with_logits_forward(View<const T> x, View<const T> target, T pos_weight
     const T* logit = x.image(n);
     const T* t = target.image(n);
     T* out = loss.image(n);
-    for (int64_t i = begin; i < end; ++i) {
-      T log_weight = pos_weight * t[i] + T(1) - t[i];
-      out[i] = (T(1) - t[i]) * logit[i] + log_weight * softplus_of_negative(logit[i]);
-    }
+    for (int64_t i = begin; i < end; ++i) out[i] = bce(logit[i], t[i], pos_weight);
   });
 }
 
@@ -134,10 +124,8 @@ void bce_with_logits_backward(View<const T> x, View<const T> target, T pos_weigh
     const T* t = target.image(n);
     const T* grad_out = dloss.image(n);
     T* grad_in = dx.image(n);
-    for (int64_t i = begin; i < end; ++i) {
-      T s = cpu::sigmoid(logit[i]);
-      grad_in[i] += grad_out[i] * ((T(1) - t[i]) * s - pos_weight * t[i] * (T(1) - s));
-    }
+    for (int64_t i = begin; i < end; ++i)
+      grad_in[i] += grad_out[i] * bce_grad(logit[i], t[i], pos_weight);
   });
 }
 

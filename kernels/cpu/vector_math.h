@@ -14,7 +14,7 @@
 // results flushed, below 2.5e-38, only ever meet the sigmoid's 1 + e^-x). NaN propagates.
 //
 // Without AVX2 + FMA (a build for plain x86-64) none of this is defined (BAREYOLO_VECTOR_EXP is
-// not) and callers keep their scalar std::exp loops.
+// not) and callers keep their scalar loops over kernels/activation.h's formulas.
 #pragma once
 
 #include <cstdint>

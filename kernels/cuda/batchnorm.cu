@@ -30,6 +30,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/activation.h"
 #include "kernels/bf16.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -139,9 +140,20 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
+// bn = (x - mean) * (invstd * gamma) + beta at (image, c, j): what Apply writes and what the fused
+// SiLU's backward normalises again.
+template <class S>
+struct Normalized {
+  View<const S> x;
+  const float *mean, *invstd, *gamma, *beta;
+  __device__ float operator()(int64_t image, int64_t c, int64_t j) const {
+    return (widen(x.channel(image, c)[j]) - mean[c]) * (invstd[c] * gamma[c]) + beta[c];
+  }
+};
+
 // Where BatchNorm's backward reads dL/d(its output): the gradient itself, or — behind a fused
 // SiLU (batchnorm_silu_*) — SiLU's backward of it, computed on the fly from the stored
-// pre-activation: dy * s * (1 + v * (1 - s)), s = sigmoid(v), the formula of silu_backward.
+// pre-activation: silu_gradient (kernels/activation.h), the formula of silu_backward.
 // kWritesDx: the fused ops write dx where BatchNorm's own add into it (kernels/ops.h).
 template <class S>
 struct PlainGradient {
@@ -157,12 +169,10 @@ template <class S>
 struct SiluGradient {
   using Storage = S;
   static constexpr bool kWritesDx = true;
-  View<const S> dy, x;
-  const float *mean, *invstd, *gamma, *beta;
+  View<const S> dy;
+  Normalized<S> bn;
   __device__ float operator()(int64_t image, int64_t c, int64_t j) const {
-    const float v = (widen(x.channel(image, c)[j]) - mean[c]) * (invstd[c] * gamma[c]) + beta[c];
-    const float s = 1.0f / (1.0f + expf(-v));
-    return widen(dy.channel(image, c)[j]) * s * (1.0f + v * (1.0f - s));
+    return silu_gradient(bn(image, c, j), widen(dy.channel(image, c)[j]));
   }
 };
 
@@ -288,16 +298,15 @@ void launch_planes(const Shape4& shape, const Device& device, Op op) {
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 
-// y = (x - mean) * (invstd * gamma) + beta; with kSilu, y = silu of that.
+// y = bn = (x - mean) * (invstd * gamma) + beta; with kSilu, y = silu(bn).
 template <bool kSilu, class S>
 struct Apply {
-  View<const S> x;
+  Normalized<S> bn;
   View<S> y;
-  const float *mean, *invstd, *gamma, *beta;
   __device__ void operator()(int64_t image, int64_t c, int64_t j) const {
-    const float v = (widen(x.channel(image, c)[j]) - mean[c]) * (invstd[c] * gamma[c]) + beta[c];
+    const float v = bn(image, c, j);
     if constexpr (kSilu)
-      y.channel(image, c)[j] = narrow<S>(v * (1.0f / (1.0f + expf(-v))));
+      y.channel(image, c)[j] = narrow<S>(silu(v));
     else
       y.channel(image, c)[j] = narrow<S>(v);
   }
@@ -402,7 +411,7 @@ template <bool kSilu, class S>
 void apply(View<const S> x, const float* mean, const float* invstd, const float* gamma,
            const float* beta, View<S> y) {
   if constexpr (kSilu) require_silu_shapes("batchnorm_silu_apply", x.shape, y.shape);
-  launch_planes(x.shape, x.device, Apply<kSilu, S>{x, y, mean, invstd, gamma, beta});
+  launch_planes(x.shape, x.device, Apply<kSilu, S>{{x, mean, invstd, gamma, beta}, y});
 }
 
 template <class S>
@@ -438,7 +447,7 @@ void silu_backward_reduce(View<const S> x, View<const S> dy, const float* mean, 
                           const float* gamma, const float* beta, float* sum_dy,
                           float* sum_dy_xhat) {
   require_silu_shapes("batchnorm_silu_backward_reduce", x.shape, dy.shape);
-  gradient_sums(x, SiluGradient<S>{dy, x, mean, invstd, gamma, beta}, mean, invstd, sum_dy,
+  gradient_sums(x, SiluGradient<S>{dy, {x, mean, invstd, gamma, beta}}, mean, invstd, sum_dy,
                 sum_dy_xhat, nullptr, nullptr);
 }
 
@@ -447,8 +456,8 @@ void silu_backward_apply(View<const S> x, View<const S> dy, const float* mean, c
                          const float* gamma, const float* beta, const float* sum_dy,
                          const float* sum_dy_xhat, int64_t count, View<S> dx) {
   require_silu_shapes("batchnorm_silu_backward_apply", x.shape, dy.shape);
-  backward_apply(x, SiluGradient<S>{dy, x, mean, invstd, gamma, beta}, mean, invstd, gamma, sum_dy,
-                 sum_dy_xhat, count, dx);
+  backward_apply(x, SiluGradient<S>{dy, {x, mean, invstd, gamma, beta}}, mean, invstd, gamma,
+                 sum_dy, sum_dy_xhat, count, dx);
 }
 
 template <class S>
@@ -456,7 +465,7 @@ void silu_backward_train(View<const S> x, View<const S> dy, const float* gamma, 
                          const float* save_mean, const float* save_invstd, View<S> dx,
                          float* dgamma, float* dbeta) {
   require_silu_shapes("batchnorm_silu_backward_train", x.shape, dy.shape);
-  backward_train(x, SiluGradient<S>{dy, x, save_mean, save_invstd, gamma, beta}, gamma, save_mean,
+  backward_train(x, SiluGradient<S>{dy, {x, save_mean, save_invstd, gamma, beta}}, gamma, save_mean,
                  save_invstd, dx, dgamma, dbeta);
 }
 
@@ -468,8 +477,8 @@ void silu_backward_eval(View<const S> x, View<const S> dy, const float* gamma, c
   if (x.shape.c == 0) return;
   const DeviceBuffer invstd = running_inverse_std(running_var, x.shape.c, p.eps, x.device);
   const float* inv = invstd.as<float>();
-  backward_eval(x, SiluGradient<S>{dy, x, running_mean, inv, gamma, beta}, gamma, running_mean, inv,
-                dx, dgamma, dbeta);
+  backward_eval(x, SiluGradient<S>{dy, {x, running_mean, inv, gamma, beta}}, gamma, running_mean,
+                inv, dx, dgamma, dbeta);
 }
 
 template <class S>

@@ -4,8 +4,8 @@
 //
 // pointwise.cuh's grid-stride kernel walks every element of an NCHW view as (image, offset in
 // image), so channel-slice views (batch_stride > c*h*w) work exactly as on the CPU. Each op is
-// a small functor; the math is the CPU reference's (kernels/cpu/elementwise.cpp), with expf
-// rather than __expf so results stay within a few ulps of it.
+// a small functor over the CPU reference's scalar formulas (kernels/activation.h).
+#include "kernels/activation.h"
 #include "kernels/bf16.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/pointwise.cuh"
@@ -14,15 +14,12 @@ namespace bareyolo::cuda {
 
 namespace {
 
-__device__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-
 template <class S>
 struct SiluForward {
   View<const S> x;
   View<S> y;
   __device__ void operator()(int64_t n, int64_t i) const {
-    const float v = widen(x.image(n)[i]);
-    y.image(n)[i] = narrow<S>(v * sigmoidf(v));
+    y.image(n)[i] = narrow<S>(silu(widen(x.image(n)[i])));
   }
 };
 
@@ -31,9 +28,8 @@ struct SiluBackward {
   View<const S> x, dy;
   View<S> dx;
   __device__ void operator()(int64_t n, int64_t i) const {
-    const float v = widen(x.image(n)[i]), s = sigmoidf(v);
     S& grad = dx.image(n)[i];
-    grad = narrow<S>(widen(grad) + widen(dy.image(n)[i]) * s * (1.0f + v * (1.0f - s)));
+    grad = narrow<S>(widen(grad) + silu_gradient(widen(x.image(n)[i]), widen(dy.image(n)[i])));
   }
 };
 

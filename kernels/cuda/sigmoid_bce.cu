@@ -1,9 +1,10 @@
 // kernels/cuda/sigmoid_bce.cu — the pointwise pieces of the loss on the GPU: sigmoid and
-// BCE-with-logits, forward and backward; same formulas as kernels/cpu/elementwise.cpp:
+// BCE-with-logits, forward and backward; the scalar formulas are the CPU reference's
+// (kernels/activation.h, with kernels/cpu/elementwise.cpp):
 //   sigmoid  s = 1 / (1 + e^-x)                       ds: dx += dy * s (1 - s)
 //   BCE      l = (1 - t) x + (w t + 1 - t) softplus(-x), softplus(-x) = max(-x, 0) + log1p(e^-|x|)
 //            dl/dx = (1 - t) s - w t (1 - s)
-// expf and log1pf (not the fast intrinsics) keep results within a few ulps of the CPU.
+#include "kernels/activation.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/pointwise.cuh"
 
@@ -11,18 +12,15 @@ namespace bareyolo::cuda {
 
 namespace {
 
-__device__ float sigmoid_of(float x) { return 1.0f / (1.0f + expf(-x)); }
-
 struct Sigmoid {
-  __device__ float operator()(float x) const { return sigmoid_of(x); }
+  __device__ float operator()(float x) const { return sigmoid(x); }
 };
 
 struct SigmoidBackward {
   View<const float> y, dy;
   View<float> dx;
   __device__ void operator()(int64_t n, int64_t i) const {
-    const float s = y.image(n)[i];
-    dx.image(n)[i] += dy.image(n)[i] * s * (1.0f - s);
+    dx.image(n)[i] += sigmoid_gradient_from_output(y.image(n)[i], dy.image(n)[i]);
   }
 };
 
@@ -31,9 +29,7 @@ struct BceForward {
   float pos_weight;
   View<float> loss;
   __device__ void operator()(int64_t n, int64_t i) const {
-    const float logit = x.image(n)[i], t = target.image(n)[i];
-    const float softplus_neg = fmaxf(-logit, 0.0f) + log1pf(expf(-fabsf(logit)));
-    loss.image(n)[i] = (1.0f - t) * logit + (pos_weight * t + 1.0f - t) * softplus_neg;
+    loss.image(n)[i] = bce(x.image(n)[i], target.image(n)[i], pos_weight);
   }
 };
 
@@ -43,8 +39,7 @@ struct BceBackward {
   View<const float> dloss;
   View<float> dx;
   __device__ void operator()(int64_t n, int64_t i) const {
-    const float s = sigmoid_of(x.image(n)[i]), t = target.image(n)[i];
-    dx.image(n)[i] += dloss.image(n)[i] * ((1.0f - t) * s - pos_weight * t * (1.0f - s));
+    dx.image(n)[i] += dloss.image(n)[i] * bce_grad(x.image(n)[i], target.image(n)[i], pos_weight);
   }
 };
 

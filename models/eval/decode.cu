@@ -2,7 +2,7 @@
 // the formulas and the row order of models/eval/decode.h:
 //   cx = (2 s_x - 0.5 + gx) * stride      cy = (2 s_y - 0.5 + gy) * stride
 //   w  = (2 s_w)^2 * anchor_w * stride    h  = (2 s_h)^2 * anchor_h * stride
-//   objectness and class scores = s       (s = sigmoid of the field)
+//   objectness and class scores = s       (s = sigmoid of the field, kernels/activation.h)
 // The products are rounded in the CPU's order ((2 s)^2 * anchor, then * stride).
 //
 // The head is field-major (one plane per field) and the rows are cell-major (all fields of a
@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/activation.h"
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
 #include "models/eval/detect_cuda.h"
@@ -41,7 +42,7 @@ __global__ void decode_kernel(View<const float> head, models::DecodeLevel level,
   for (int i = threadIdx.x; i < outputs * cells; i += blockDim.x) {
     const int field = i / cells, c = i % cells;
     const int64_t cell = first_cell + c;
-    const float s = 1.0f / (1.0f + expf(-fields[field * plane + c]));
+    const float s = sigmoid(fields[field * plane + c]);
     float value;
     switch (field) {
       case 0:

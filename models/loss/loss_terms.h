@@ -1,28 +1,16 @@
 // models/loss/loss_terms.h — the per-element math of YOLOv5's loss (models/loss/loss.h), shared by
 // the host loss (models/loss/loss.cpp) and the CUDA loss (models/loss/head_loss.cu) so both
 // evaluate the same formulas in the same order, in double:
-//   BCE with logits, YOLOv5's pos_weight form (see kernels/ops.h), and its derivative;
+//   BCE with logits, YOLOv5's pos_weight form, and its derivative: bce and bce_grad, the
+//   sigmoid family's one definition for every device (kernels/activation.h);
 //   the box term of one matched row: CIoU of the decoded prediction against the target and
 //   the derivative of CIoU with respect to each of the four box logits.
 #pragma once
 
-#include <math.h>
-
+#include "kernels/activation.h"  // sigmoid, bce, bce_grad
 #include "models/loss/ciou.h"
 
 namespace bareyolo::models {
-
-BAREYOLO_HOST_DEVICE inline double sigmoid(double x) { return 1 / (1 + ::exp(-x)); }
-
-BAREYOLO_HOST_DEVICE inline double bce(double x, double t, double pos_weight) {
-  const double neg = -x;  // max(-x, 0) as std::max picks it (also for -0 and NaN)
-  const double softplus_neg = (neg < 0.0 ? 0.0 : neg) + ::log1p(::exp(-::fabs(x)));
-  return (1 - t) * x + (pos_weight * t + 1 - t) * softplus_neg;
-}
-BAREYOLO_HOST_DEVICE inline double bce_grad(double x, double t, double pos_weight) {
-  const double s = sigmoid(x);
-  return (1 - t) * s - pos_weight * t * (1 - s);
-}
 
 // The box term of one matched row.
 struct RowBox {
