@@ -3,12 +3,12 @@
 #include "engine/layers/batchnorm2d.h"
 
 #include <array>
-#include <cmath>
 #include <stdexcept>
 #include <type_traits>
 
 #include "engine/distributed/ddp/sync_batchnorm.h"
 #include "engine/tensor_factories.h"
+#include "kernels/batchnorm_statistics.h"
 
 namespace bareyolo {
 
@@ -120,7 +120,8 @@ void BatchNorm2d::synced_statistics(const Tensor& x, const Tensor& mean, const T
 }
 
 // save_mean_, save_invstd_ and the running statistics (with the unbiased variance) from the
-// moments of the whole batch.
+// moments of the whole batch, by the formulas the single-process op uses
+// (kernels/batchnorm_statistics.h).
 template <class P>
 void BatchNorm2d::set_synced_statistics(const Tensor& x, const dist::ChannelMoments& global) {
   if (global.count < 2)
@@ -129,11 +130,14 @@ void BatchNorm2d::set_synced_statistics(const Tensor& x, const dist::ChannelMome
   global_count_ = global.count;
   std::vector<double> invstd(global.mean.size()), running_mean = running_mean_.to_doubles(),
                                                   running_var = running_var_.to_doubles();
-  const double m = params_.momentum;
   for (size_t c = 0; c < invstd.size(); ++c) {
-    invstd[c] = 1.0 / std::sqrt(global.m2[c] / double(global.count) + params_.eps);
-    running_mean[c] = (1 - m) * running_mean[c] + m * double(P(global.mean[c]));
-    running_var[c] = (1 - m) * running_var[c] + m * global.m2[c] / double(global.count - 1);
+    // The mean as save_mean_ holds it (rounded to P), M2 in double: never rounded.
+    const ops::batchnorm::ChannelStatistics statistics =
+        ops::batchnorm::channel_statistics(double(P(global.mean[c])), global.m2[c], global.count,
+                                           running_mean[c], running_var[c], params_);
+    invstd[c] = statistics.invstd;
+    running_mean[c] = statistics.running_mean;
+    running_var[c] = statistics.running_var;
   }
   save_mean_.copy_from(channel_tensor<P>(global.mean, x.device()));
   save_invstd_.copy_from(channel_tensor<P>(invstd, x.device()));

@@ -3,6 +3,7 @@
 //
 // Per channel c, over the count = n*h*w elements of the batch:
 //   mean = sum(x) / count,  M2 = sum((x - mean)^2),  invstd = 1 / sqrt(M2 / count + eps)
+//   (invstd and the running statistics' update: kernels/batchnorm_statistics.h)
 //   xhat = (x - mean) * invstd,  y = xhat * gamma + beta
 //   dx  += gamma * invstd * (dy - sum(dy) / count - xhat * sum(dy * xhat) / count)
 //   dgamma += sum(dy * xhat),  dbeta += sum(dy)
@@ -15,11 +16,11 @@
 // Views on a GPU go to kernels/cuda/batchnorm.cu after the shape checks here; there every
 // per-channel pointer is device memory.
 #include <algorithm>
-#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "kernels/batchnorm_statistics.h"
 #include "kernels/cpu/batchnorm_channel.h"
 #include "kernels/cpu/widened.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -58,7 +59,7 @@ template <class T>
 std::vector<T> inverse_std(const T* variance, int64_t channels, double eps) {
   std::vector<T> invstd(static_cast<size_t>(channels));
   for (int64_t c = 0; c < channels; ++c)
-    invstd[c] = static_cast<T>(1.0 / std::sqrt(static_cast<double>(variance[c]) + eps));
+    invstd[c] = static_cast<T>(batchnorm::inverse_std(variance[c], eps));
   return invstd;
 }
 
@@ -172,12 +173,12 @@ void batchnorm_statistics_from_moments(const T* mean, const T* m2, int64_t chann
   BAREYOLO_ROUTE_TO_CUDA(batchnorm_statistics_from_moments, device, mean, m2, channels, count, p,
                          device.index, running_mean, running_var, save_mean, save_invstd);
   for (int64_t c = 0; c < channels; ++c) {
-    const double mean_c = mean[c], m2_c = m2[c];
+    const batchnorm::ChannelStatistics statistics =
+        batchnorm::channel_statistics(mean[c], m2[c], count, running_mean[c], running_var[c], p);
     save_mean[c] = mean[c];
-    save_invstd[c] = static_cast<T>(1.0 / std::sqrt(m2_c / count + p.eps));
-    running_mean[c] = static_cast<T>((1 - p.momentum) * running_mean[c] + p.momentum * mean_c);
-    running_var[c] = static_cast<T>((1 - p.momentum) * running_var[c] +
-                                    p.momentum * m2_c / static_cast<double>(count - 1));
+    save_invstd[c] = static_cast<T>(statistics.invstd);
+    running_mean[c] = static_cast<T>(statistics.running_mean);
+    running_var[c] = static_cast<T>(statistics.running_var);
   }
 }
 

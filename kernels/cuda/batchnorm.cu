@@ -31,6 +31,7 @@
 #include <string>
 
 #include "kernels/activation.h"
+#include "kernels/batchnorm_statistics.h"
 #include "kernels/bf16.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -241,24 +242,24 @@ void gradient_sums(View<const typename Gradient::Storage> x, Gradient dy, const 
 // ---- per-channel statistics -------------------------------------------------------------
 
 // save_mean = mean (they may be one buffer), invstd, and the running statistics' update with
-// the unbiased variance, in double as the CPU does it.
-__global__ void train_statistics_kernel(int64_t channels, int64_t count, double eps,
-                                        double momentum, const float* mean, const float* m2,
-                                        float* save_mean, float* invstd, float* running_mean,
-                                        float* running_var) {
+// the unbiased variance: the CPU's formulas, in double (kernels/batchnorm_statistics.h).
+__global__ void train_statistics_kernel(int64_t channels, int64_t count, ops::BatchNormParams p,
+                                        const float* mean, const float* m2, float* save_mean,
+                                        float* invstd, float* running_mean, float* running_var) {
   const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (c >= channels) return;
-  const double m2_c = m2[c];
+  const ops::batchnorm::ChannelStatistics statistics =
+      ops::batchnorm::channel_statistics(mean[c], m2[c], count, running_mean[c], running_var[c], p);
   save_mean[c] = mean[c];
-  invstd[c] = float(1.0 / sqrt(m2_c / double(count) + eps));
-  running_mean[c] = float((1 - momentum) * running_mean[c] + momentum * mean[c]);
-  running_var[c] = float((1 - momentum) * running_var[c] + momentum * m2_c / double(count - 1));
+  invstd[c] = float(statistics.invstd);
+  running_mean[c] = float(statistics.running_mean);
+  running_var[c] = float(statistics.running_var);
 }
 
 __global__ void inverse_std_kernel(int64_t channels, const float* variance, double eps,
                                    float* invstd) {
   const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (c < channels) invstd[c] = float(1.0 / sqrt(double(variance[c]) + eps));
+  if (c < channels) invstd[c] = float(ops::batchnorm::inverse_std(variance[c], eps));
 }
 
 unsigned blocks_for(int64_t count, int threads) {
@@ -603,8 +604,7 @@ void batchnorm_statistics_from_moments(const float* mean, const float* m2, int64
   if (channels == 0) return;
   train_statistics_kernel<<<blocks_for(channels, 128), 128, 0,
                             static_cast<cudaStream_t>(compute_stream(device))>>>(
-      channels, count, p.eps, p.momentum, mean, m2, save_mean, save_invstd, running_mean,
-      running_var);
+      channels, count, p, mean, m2, save_mean, save_invstd, running_mean, running_var);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,5 +1,12 @@
 // tests/unit/layers.cpp — the engine's modules (Conv2d, BatchNorm2d, ConvBnSilu): state names
-// and shapes, and backward against finite differences through the whole module.
+// and shapes, backward against finite differences through the whole module, and SyncBatchNorm's
+// statistics against the single-process op's.
+#include <array>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "engine/distributed/comm/communicator.h"
 #include "engine/layers/conv_bn_silu.h"
 #include "tests/unit/module_check.h"
 
@@ -56,4 +63,44 @@ TEST_CASE("BatchNorm2d counts batches and updates running statistics only in tra
   CHECK(state[4].value->to_vector<int64_t>()[0] == 1);
   bn.forward(std::array{x}, y, Mode::eval);
   CHECK(state[4].value->to_vector<int64_t>()[0] == 1);
+}
+
+// SyncBatchNorm finishes its statistics on the host from the gathered moments (M2 in double),
+// the single-process op inside the op; both by kernels/batchnorm_statistics.h. With one rank
+// the gathered moments are the rank's own, so every value must be the op's, bit for bit, step
+// after step (the running statistics feed back), in the plain and the fused (SiLU) forward.
+TEST_CASE_TEMPLATE("SyncBatchNorm on one rank gives the op's statistics bit for bit", T, float,
+                   double) {
+  const DType dtype = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+  const std::unique_ptr<dist::Communicator> comm = dist::make_single_rank_communicator();
+  const Shape4 shape{3, 5, 4, 7};
+  Rng rng(63);
+  for (const bool fused : {false, true}) {
+    CAPTURE(fused);
+    BatchNorm2d plain(shape.c, kYolov5Bn, Device::cpu(), dtype);
+    BatchNorm2d synced(shape.c, kYolov5Bn, Device::cpu(), dtype);
+    synced.set_sync(comm.get());
+    for (int step = 0; step < 3; ++step) {
+      // Far from zero, so the mean and M2 round differently in float than in double.
+      const Tensor x = Tensor::from_vector(random_vector<T>(rng, shape.numel(), 40, 43), shape);
+      Tensor y_plain = Tensor::empty(shape, Device::cpu(), dtype);
+      Tensor y_synced = Tensor::empty(shape, Device::cpu(), dtype);
+      if (fused) {
+        plain.forward_silu(x, y_plain, Mode::train);
+        synced.forward_silu(x, y_synced, Mode::train);
+      } else {
+        plain.forward(std::array{x}, y_plain, Mode::train);
+        synced.forward(std::array{x}, y_synced, Mode::train);
+      }
+      CHECK(y_synced.to_vector<T>() == y_plain.to_vector<T>());
+    }
+    std::vector<StateEntry> plain_state, synced_state;
+    plain.collect_state("", plain_state);
+    synced.collect_state("", synced_state);
+    REQUIRE(plain_state.size() == synced_state.size());
+    for (size_t i = 0; i < plain_state.size(); ++i) {
+      CAPTURE(plain_state[i].name);
+      CHECK(synced_state[i].value->to_doubles() == plain_state[i].value->to_doubles());
+    }
+  }
 }
