@@ -1,7 +1,8 @@
 // kernels/cpu/optim.cpp — the optimizer's arithmetic over flat buffers (whole parameter
 // arenas): SGD with Nesterov momentum and weight decay and AdamW, each element with its
 // group's settings; the EMA of weights; and the two halves of gradient-norm clipping (sum of
-// squares, scale to the norm). Pointwise loops on the thread pool; the sum of squares
+// squares, scale to the norm), each element by kernels/optim_update.h's formulas, which the
+// CUDA kernels share. Pointwise loops on the thread pool; the sum of squares
 // reduces per chunk in double and combines the chunks in order, so it is the same for any
 // thread count.
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "kernels/cpu/loops.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
+#include "kernels/optim_update.h"
 #include "kernels/route.h"
 
 namespace bareyolo::ops {
@@ -48,24 +50,14 @@ void sgd_step(View<T> param, View<const T> grad, View<T> velocity, View<const ui
   check_update("sgd_step", param, group_of, groups);
   BAREYOLO_ROUTE_TO_CUDA(sgd_step, detail::common_device("sgd_step", param, grad, velocity), param,
                          grad, velocity, group_of, groups);
-  struct Factors {
-    T lr, momentum, decay;
-    bool nesterov;
-  };
-  std::vector<Factors> factors;
-  for (const SgdParams& p : groups)
-    factors.push_back({T(p.lr), T(p.momentum), T(p.weight_decay), p.nesterov});
+  std::vector<SgdFactors<T>> factors;
+  for (const SgdParams& p : groups) factors.push_back(SgdFactors<T>::of(p));
   cpu::parallel_over_elements(param.shape, [&](int64_t n, int64_t begin, int64_t end) {
     T* w = param.image(n);
     const T* g = grad.image(n);
     T* v = velocity.image(n);
     const uint8_t* group = group_of.image(n);
-    for (int64_t i = begin; i < end; ++i) {
-      const Factors& f = factors.at(group[i]);
-      const T step_grad = g[i] + f.decay * w[i];
-      v[i] = f.momentum * v[i] + step_grad;
-      w[i] -= f.lr * (f.nesterov ? step_grad + f.momentum * v[i] : v[i]);
-    }
+    for (int64_t i = begin; i < end; ++i) factors.at(group[i]).step(w[i], v[i], g[i]);
   });
 }
 
@@ -110,11 +102,11 @@ void ema_update(View<T> average, View<const T> value, double decay) {
   cpu::require_same_shape("ema_update", average, value);
   BAREYOLO_ROUTE_TO_CUDA(ema_update, detail::common_device("ema_update", average, value), average,
                          value, decay);
-  const T d = T(decay), keep = T(1 - decay);
+  const EmaFactors<T> ema = EmaFactors<T>::of(decay);
   cpu::parallel_over_elements(average.shape, [&](int64_t n, int64_t begin, int64_t end) {
     T* a = average.image(n);
     const T* x = value.image(n);
-    for (int64_t i = begin; i < end; ++i) a[i] = d * a[i] + keep * x[i];
+    for (int64_t i = begin; i < end; ++i) a[i] = ema.blend(a[i], x[i]);
   });
 }
 
@@ -142,7 +134,7 @@ void clip_to_norm(View<T> x, View<const double> sum_of_squares, double max_norm)
   require_one_element("clip_to_norm", sum_of_squares);
   BAREYOLO_ROUTE_TO_CUDA(clip_to_norm, detail::common_device("clip_to_norm", x, sum_of_squares), x,
                          sum_of_squares, max_norm);
-  const double factor = max_norm / (std::sqrt(sum_of_squares.data[0]) + 1e-6);
+  const double factor = clip_factor(sum_of_squares.data[0], max_norm);
   if (factor >= 1) return;
   const T f = T(factor);
   cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {

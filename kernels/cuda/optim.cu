@@ -2,53 +2,42 @@
 // on the GPU: SGD with Nesterov momentum and weight decay, each element with its group's
 // settings (one launch for the arena; the groups ride in the kernel's arguments), the EMA of
 // weights, and gradient-norm clipping's sum of squares and scale, whose factor is computed on
-// the device from the sum the first kernel left there: no host round trip. Same formulas as
-// kernels/cpu/optim.cpp.
+// the device from the sum the first kernel left there: no host round trip. The per-element
+// formulas are kernels/cpu/optim.cpp's (kernels/optim_update.h).
 //
 // sum_of_squares is deterministic: a fixed grid of kPartialBlocks blocks accumulates in
 // double over a grid-stride loop (so element k always lands in the same thread), each block
 // reduces by block_reduce's fixed tree, and one block reduces the partials by the same tree.
 // The result is the same on every run and every GPU; it differs from the CPU's ordered sum by
 // rounding only.
-#include <cmath>
-
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/pointwise.cuh"
 #include "kernels/cuda/runtime/allocator.h"
+#include "kernels/optim_update.h"
 
 namespace bareyolo::cuda {
 
 namespace {
-
-struct SgdFactors {
-  float lr = 0, momentum = 0, decay = 0;
-  bool nesterov = true;
-};
 
 struct SgdStep {
   View<float> param;
   View<const float> grad;
   View<float> velocity;
   View<const uint8_t> group_of;
-  SgdFactors groups[ops::kMaxParameterGroups];
+  ops::SgdFactors<float> groups[ops::kMaxParameterGroups];
   __device__ void operator()(int64_t n, int64_t i) const {
-    const SgdFactors& f = groups[group_of.image(n)[i]];
-    float& w = param.image(n)[i];
-    float& v = velocity.image(n)[i];
-    const float step_grad = grad.image(n)[i] + f.decay * w;
-    v = f.momentum * v + step_grad;
-    w -= f.lr * (f.nesterov ? step_grad + f.momentum * v : v);
+    groups[group_of.image(n)[i]].step(param.image(n)[i], velocity.image(n)[i], grad.image(n)[i]);
   }
 };
 
 struct EmaUpdate {
   View<float> average;
   View<const float> value;
-  float decay, keep;
+  ops::EmaFactors<float> ema;
   __device__ void operator()(int64_t n, int64_t i) const {
     float& a = average.image(n)[i];
-    a = decay * a + keep * value.image(n)[i];
+    a = ema.blend(a, value.image(n)[i]);
   }
 };
 
@@ -59,7 +48,7 @@ struct ClipToNorm {
   const double* sum_of_squares;
   double max_norm;
   __device__ void operator()(int64_t n, int64_t i) const {
-    const double factor = max_norm / (sqrt(*sum_of_squares) + 1e-6);
+    const double factor = ops::clip_factor(*sum_of_squares, max_norm);
     if (factor < 1) x.image(n)[i] *= float(factor);
   }
 };
@@ -90,15 +79,13 @@ __global__ void sum_partials(const double* partials, double* result) {
 void sgd_step(View<float> param, View<const float> grad, View<float> velocity,
               View<const uint8_t> group_of, std::span<const ops::SgdParams> groups) {
   SgdStep op{param, grad, velocity, group_of, {}};
-  for (size_t g = 0; g < groups.size(); ++g)
-    op.groups[g] = {float(groups[g].lr), float(groups[g].momentum), float(groups[g].weight_decay),
-                    groups[g].nesterov};
+  for (size_t g = 0; g < groups.size(); ++g) op.groups[g] = ops::SgdFactors<float>::of(groups[g]);
   launch_pointwise(param.shape, param.device, all_dense(param, grad, velocity, group_of), op);
 }
 
 void ema_update(View<float> average, View<const float> value, double decay) {
   launch_pointwise(average.shape, average.device, all_dense(average, value),
-                   EmaUpdate{average, value, float(decay), float(1 - decay)});
+                   EmaUpdate{average, value, ops::EmaFactors<float>::of(decay)});
 }
 
 void sum_of_squares(View<const float> x, View<double> result) {
