@@ -38,6 +38,7 @@
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "kernels/cuda/runtime/stream.h"
 
 namespace bareyolo::cuda {
 
@@ -45,10 +46,6 @@ namespace {
 
 constexpr int kValuesPerThread = 64;  // the longest run one float accumulator sums serially
 constexpr int kRowThreads = 256;
-
-cudaStream_t stream_of(const Device& device) {
-  return static_cast<cudaStream_t>(compute_stream(device.index));
-}
 
 // ---- per-channel reductions -----------------------------------------------------------
 
@@ -602,8 +599,7 @@ void batchnorm_statistics_from_moments(const float* mean, const float* m2, int64
                                        float* running_mean, float* running_var, float* save_mean,
                                        float* save_invstd) {
   if (channels == 0) return;
-  train_statistics_kernel<<<blocks_for(channels, 128), 128, 0,
-                            static_cast<cudaStream_t>(compute_stream(device))>>>(
+  train_statistics_kernel<<<blocks_for(channels, 128), 128, 0, stream_of(device)>>>(
       channels, count, p, mean, m2, save_mean, save_invstd, running_mean, running_var);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
@@ -611,9 +607,8 @@ void batchnorm_statistics_from_moments(const float* mean, const float* m2, int64
 void batchnorm_running_inverse_std(const float* running_var, int64_t channels, double eps,
                                    int device, float* invstd) {
   if (channels == 0) return;
-  inverse_std_kernel<<<blocks_for(channels, 128), 128, 0,
-                       static_cast<cudaStream_t>(compute_stream(device))>>>(channels, running_var,
-                                                                            eps, invstd);
+  inverse_std_kernel<<<blocks_for(channels, 128), 128, 0, stream_of(device)>>>(
+      channels, running_var, eps, invstd);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 

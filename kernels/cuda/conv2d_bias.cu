@@ -11,6 +11,7 @@
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/conv2d_paths.h"
 #include "kernels/cuda/pointwise.cuh"
+#include "kernels/cuda/runtime/stream.h"
 
 namespace bareyolo::cuda {
 
@@ -42,8 +43,8 @@ __global__ void __launch_bounds__(kReduceThreads)
 template <class S>
 void run_bias_gradient(View<const S> dy, float* dbias) {
   if (dy.shape.c == 0) return;
-  bias_gradient_kernel<<<unsigned(dy.shape.c), kReduceThreads, 0,
-                         static_cast<cudaStream_t>(compute_stream(dy.device.index))>>>(dy, dbias);
+  bias_gradient_kernel<<<unsigned(dy.shape.c), kReduceThreads, 0, stream_of(dy.device)>>>(dy,
+                                                                                          dbias);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 

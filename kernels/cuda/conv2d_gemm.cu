@@ -21,6 +21,7 @@
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/cublas.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "kernels/cuda/runtime/stream.h"
 
 namespace bareyolo::cuda {
 
@@ -28,10 +29,6 @@ namespace {
 
 constexpr size_t kColumnBudgetBytes = size_t{256} << 20;
 constexpr int kThreads = 256;
-
-cudaStream_t stream_of(const Device& device) {
-  return static_cast<cudaStream_t>(compute_stream(device.index));
-}
 
 // Blocks for a grid-stride loop over `total` elements: enough to fill the GPU a few times over.
 unsigned grid_for(int64_t total) {

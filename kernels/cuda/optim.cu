@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/pointwise.cuh"
 #include "kernels/cuda/runtime/allocator.h"
+#include "kernels/cuda/runtime/stream.h"
 #include "kernels/optim_update.h"
 
 namespace bareyolo::cuda {
@@ -90,7 +91,7 @@ void ema_update(View<float> average, View<const float> value, double decay) {
 
 void sum_of_squares(View<const float> x, View<double> result) {
   const int device = x.device.index;
-  auto stream = static_cast<cudaStream_t>(compute_stream(device));
+  const cudaStream_t stream = stream_of(device);
   const DeviceBuffer partials(kPartialBlocks * sizeof(double), device);  // the caching allocator
   partial_sums_of_squares<<<kPartialBlocks, kReduceThreads, 0, stream>>>(x, x.dense(),
                                                                          partials.as<double>());

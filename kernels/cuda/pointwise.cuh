@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "kernels/cuda/runtime/stream.h"
 #include "kernels/view.h"
 
 namespace bareyolo::cuda {
@@ -37,7 +38,7 @@ void launch_pointwise(const Shape4& shape, const Device& device, bool all_dense,
   constexpr int threads = 256;
   // A few waves of blocks; the grid-stride loop covers the rest.
   const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 8192);
-  auto stream = static_cast<cudaStream_t>(compute_stream(device.index));
+  const cudaStream_t stream = stream_of(device);
   if (all_dense)
     pointwise_loop<true><<<unsigned(blocks), threads, 0, stream>>>(total, total, op);
   else

@@ -36,6 +36,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "kernels/cuda/runtime/stream.h"
 
 namespace bareyolo::cuda {
 
@@ -290,10 +291,6 @@ void require_int_planes(const char* op, const Shape4& x) {
 
 dim3 tile_grid(const PlaneGeometry& g, int64_t images) {
   return dim3(unsigned(images * g.channels * g.tiles_x * g.tiles_y));
-}
-
-cudaStream_t stream_of(const Device& device) {
-  return static_cast<cudaStream_t>(compute_stream(device.index));
 }
 
 template <class S>

@@ -17,6 +17,7 @@
 #include "kernels/activation.h"
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "kernels/cuda/runtime/stream.h"
 #include "models/eval/detect_cuda.h"
 
 namespace bareyolo::cuda {
@@ -82,7 +83,7 @@ void decode_level(View<const float> head, const models::DecodeLevel& level, View
   const int64_t chunks = (plane + cells_per_block - 1) / cells_per_block;
   const int64_t blocks = head.shape.n * level.anchors * chunks;
   const size_t bytes = size_t(cells_per_block) * size_t(level.outputs) * sizeof(float);
-  auto stream = static_cast<cudaStream_t>(compute_stream(head.device.index));
+  const cudaStream_t stream = stream_of(head.device);
   decode_kernel<<<unsigned(blocks), kThreads, bytes, stream>>>(head, level, cells_per_block, chunks,
                                                                rows.data);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());

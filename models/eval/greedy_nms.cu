@@ -17,6 +17,7 @@
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "kernels/cuda/runtime/stream.h"
 #include "models/eval/detect_cuda.h"
 
 namespace bareyolo::cuda {
@@ -104,7 +105,7 @@ std::vector<int64_t> greedy_nms(const float* boxes, int64_t count, float iou_thr
   uint64_t* removed = mask + size_t(count) * size_t(words);
   int64_t* kept_on_device = reinterpret_cast<int64_t*>(removed + words);
   int64_t* kept_count = kept_on_device + most_kept;
-  auto stream = static_cast<cudaStream_t>(compute_stream(device));
+  const cudaStream_t stream = stream_of(device);
   overlap_mask_kernel<<<dim3(unsigned(words), unsigned(words)), kBlockBoxes, 0, stream>>>(
       reinterpret_cast<const Box*>(boxes), count, iou_threshold, words, mask);
   BAREYOLO_CUDA_CHECK(cudaGetLastError());

@@ -22,6 +22,7 @@
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "kernels/cuda/runtime/stream.h"
 #include "models/eval/detect_cuda.h"
 
 namespace bareyolo::cuda {
@@ -163,7 +164,7 @@ std::vector<models::Detection> non_max_suppression(const float* rows, int64_t co
   std::vector<models::Detection> detections;
   const int64_t slots = params.multi_label ? count * classes : count;
   if (slots == 0 || params.max_det <= 0 || params.max_nms <= 0) return detections;
-  const cudaStream_t stream = static_cast<cudaStream_t>(compute_stream(device));
+  const cudaStream_t stream = stream_of(device);
 
   DeviceBuffer wanted;
   if (!params.classes.empty()) {

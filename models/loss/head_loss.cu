@@ -30,6 +30,7 @@
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "kernels/cuda/runtime/stream.h"
 #include "models/loss/head_loss.cuh"
 
 namespace bareyolo::models {
@@ -150,7 +151,7 @@ models::LossValues yolo_loss(const std::vector<View<const float>>& predictions,
   double* obj_sums = class_terms + cls_terms;
   double* results = obj_sums + obj_blocks;
 
-  auto stream = static_cast<cudaStream_t>(cuda::compute_stream(index));
+  const cudaStream_t stream = cuda::stream_of(index);
   cuda::fill_bytes(tobj, 0, sizeof(double) * size_t(cells), index);  // 0.0: unmatched cells
   if (packed.groups() > 0) {
     box_kernel<<<unsigned((packed.groups() + kRowThreads - 1) / kRowThreads), kRowThreads, 0,

@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "kernels/cuda/runtime/stream.h"
 
 namespace bareyolo::cuda {
 
@@ -24,7 +25,7 @@ cublasHandle_t cublas_handle(int device) {
   };
   static std::mutex mutex;
   static std::array<Slot, 64> slots{};
-  auto stream = static_cast<cudaStream_t>(compute_stream(device));  // checks the device
+  const cudaStream_t stream = stream_of(device);  // checks the device
   const cublasMath_t math = tf32_enabled() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
   std::lock_guard<std::mutex> lock(mutex);
   Slot& slot = slots.at(static_cast<size_t>(device));

@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "kernels/cuda/runtime/stream.h"
 
 namespace bareyolo::cuda {
 
@@ -22,7 +23,7 @@ void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file,
 cudnnHandle_t cudnn_handle(int device) {
   static std::mutex mutex;
   static std::array<cudnnHandle_t, 64> handles{};
-  auto stream = static_cast<cudaStream_t>(compute_stream(device));  // checks the device
+  const cudaStream_t stream = stream_of(device);  // checks the device
   std::lock_guard<std::mutex> lock(mutex);
   cudnnHandle_t& handle = handles.at(static_cast<size_t>(device));
   if (!handle) {

@@ -11,6 +11,7 @@
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "kernels/cuda/runtime/stream.h"
 
 namespace bareyolo::cuda {
 
@@ -121,8 +122,8 @@ void* compute_stream(int device) {
 void copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, int device) {
   static constexpr cudaMemcpyKind kinds[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
                                              cudaMemcpyDeviceToDevice};
-  BAREYOLO_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kinds[static_cast<int>(kind)],
-                                      static_cast<cudaStream_t>(compute_stream(device))));
+  BAREYOLO_CUDA_CHECK(
+      cudaMemcpyAsync(dst, src, bytes, kinds[static_cast<int>(kind)], stream_of(device)));
 }
 
 void copy(void* dst, const void* src, size_t bytes, CopyKind kind, int device) {
@@ -131,19 +132,18 @@ void copy(void* dst, const void* src, size_t bytes, CopyKind kind, int device) {
 }
 
 void fill_bytes(void* pointer, int byte, size_t bytes, int device) {
-  auto stream = static_cast<cudaStream_t>(compute_stream(device));
-  BAREYOLO_CUDA_CHECK(cudaMemsetAsync(pointer, byte, bytes, stream));
+  BAREYOLO_CUDA_CHECK(cudaMemsetAsync(pointer, byte, bytes, stream_of(device)));
 }
 
 void synchronize(int device) {
   ++waits;
-  BAREYOLO_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(compute_stream(device))));
+  BAREYOLO_CUDA_CHECK(cudaStreamSynchronize(stream_of(device)));
 }
 
 // Events are created without timing (cudaEventDisableTiming): they only order work, and
 // timing makes cudaEventRecord slower.
 Event Event::record(int device) {
-  auto stream = static_cast<cudaStream_t>(compute_stream(device));  // sets the device
+  const cudaStream_t stream = stream_of(device);  // sets the device
   cudaEvent_t event = nullptr;
   BAREYOLO_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
   Event marked(event);  // destroyed if recording fails
