@@ -388,10 +388,14 @@ void require_silu_shapes(const char* op, const Shape4& x, const Shape4& dy) {
                                 dy.str() + "; they must match");
 }
 
-// ---- the ops, for either storage (the public overloads below call these) -----------------
+}  // namespace
+
+// ---- the ops ----------------------------------------------------------------------------
+// Each op is one template over the activations' storage S (cuda_ops.h), instantiated for float
+// and bf16 at the end of this file.
 
 template <class S>
-void moments(View<const S> x, float* mean, float* m2) {
+void batchnorm_moments(View<const S> x, float* mean, float* m2) {
   const int64_t channels = x.shape.c;
   if (channels == 0) return;
   const ChannelSplit split = channel_split(x.shape, x.device.index);
@@ -405,72 +409,66 @@ void moments(View<const S> x, float* mean, float* m2) {
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 
-template <bool kSilu, class S>
-void apply(View<const S> x, const float* mean, const float* invstd, const float* gamma,
-           const float* beta, View<S> y) {
-  if constexpr (kSilu) require_silu_shapes("batchnorm_silu_apply", x.shape, y.shape);
-  launch_planes(x.shape, x.device, Apply<kSilu, S>{{x, mean, invstd, gamma, beta}, y});
+template <class S>
+void batchnorm_apply(View<const S> x, const float* mean, const float* invstd, const float* gamma,
+                     const float* beta, View<S> y) {
+  launch_planes(x.shape, x.device, Apply<false, S>{{x, mean, invstd, gamma, beta}, y});
 }
 
 template <class S>
-void train_statistics(View<const S> x, ops::BatchNormParams p, float* running_mean,
-                      float* running_var, float* save_mean, float* save_invstd) {
-  const int64_t channels = x.shape.c;
-  if (channels == 0) return;
-  DeviceBuffer m2(sizeof(float) * channels, x.device.index);
-  moments(x, save_mean, m2.as<float>());
-  batchnorm_statistics_from_moments(save_mean, m2.as<float>(), channels,
-                                    x.shape.n * x.shape.plane(), p, x.device.index, running_mean,
-                                    running_var, save_mean, save_invstd);
+void batchnorm_silu_apply(View<const S> x, const float* mean, const float* invstd,
+                          const float* gamma, const float* beta, View<S> y) {
+  require_silu_shapes("batchnorm_silu_apply", x.shape, y.shape);
+  launch_planes(x.shape, x.device, Apply<true, S>{{x, mean, invstd, gamma, beta}, y});
 }
 
 template <class S>
-void forward_train(View<const S> x, const float* gamma, const float* beta, ops::BatchNormParams p,
-                   float* running_mean, float* running_var, float* save_mean, float* save_invstd,
-                   View<S> y) {
-  if (x.shape.c == 0) return;
-  train_statistics(x, p, running_mean, running_var, save_mean, save_invstd);
-  apply<false>(x, save_mean, save_invstd, gamma, beta, y);
+void batchnorm_backward_reduce(View<const S> x, View<const S> dy, const float* mean,
+                               const float* invstd, float* sum_dy, float* sum_dy_xhat) {
+  gradient_sums(x, PlainGradient<S>{dy}, mean, invstd, sum_dy, sum_dy_xhat, nullptr, nullptr);
 }
 
 template <class S>
-void forward_eval(View<const S> x, const float* gamma, const float* beta, const float* running_mean,
-                  const float* running_var, ops::BatchNormParams p, View<S> y) {
-  const DeviceBuffer invstd = running_inverse_std(running_var, x.shape.c, p.eps, x.device);
-  apply<false>(x, running_mean, invstd.as<float>(), gamma, beta, y);
+void batchnorm_backward_apply(View<const S> x, View<const S> dy, const float* mean,
+                              const float* invstd, const float* gamma, const float* sum_dy,
+                              const float* sum_dy_xhat, int64_t count, View<S> dx) {
+  backward_apply(x, PlainGradient<S>{dy}, mean, invstd, gamma, sum_dy, sum_dy_xhat, count, dx);
 }
 
 template <class S>
-void silu_backward_reduce(View<const S> x, View<const S> dy, const float* mean, const float* invstd,
-                          const float* gamma, const float* beta, float* sum_dy,
-                          float* sum_dy_xhat) {
+void batchnorm_silu_backward_reduce(View<const S> x, View<const S> dy, const float* mean,
+                                    const float* invstd, const float* gamma, const float* beta,
+                                    float* sum_dy, float* sum_dy_xhat, View<S>) {
   require_silu_shapes("batchnorm_silu_backward_reduce", x.shape, dy.shape);
   gradient_sums(x, SiluGradient<S>{dy, {x, mean, invstd, gamma, beta}}, mean, invstd, sum_dy,
                 sum_dy_xhat, nullptr, nullptr);
 }
 
 template <class S>
-void silu_backward_apply(View<const S> x, View<const S> dy, const float* mean, const float* invstd,
-                         const float* gamma, const float* beta, const float* sum_dy,
-                         const float* sum_dy_xhat, int64_t count, View<S> dx) {
+void batchnorm_silu_backward_apply(View<const S> x, View<const S> dy, const float* mean,
+                                   const float* invstd, const float* gamma, const float* beta,
+                                   const float* sum_dy, const float* sum_dy_xhat, int64_t count,
+                                   View<S> dx) {
   require_silu_shapes("batchnorm_silu_backward_apply", x.shape, dy.shape);
   backward_apply(x, SiluGradient<S>{dy, {x, mean, invstd, gamma, beta}}, mean, invstd, gamma,
                  sum_dy, sum_dy_xhat, count, dx);
 }
 
 template <class S>
-void silu_backward_train(View<const S> x, View<const S> dy, const float* gamma, const float* beta,
-                         const float* save_mean, const float* save_invstd, View<S> dx,
-                         float* dgamma, float* dbeta) {
+void batchnorm_silu_backward_train(View<const S> x, View<const S> dy, const float* gamma,
+                                   const float* beta, const float* save_mean,
+                                   const float* save_invstd, View<S> dx, float* dgamma,
+                                   float* dbeta) {
   require_silu_shapes("batchnorm_silu_backward_train", x.shape, dy.shape);
   backward_train(x, SiluGradient<S>{dy, {x, save_mean, save_invstd, gamma, beta}}, gamma, save_mean,
                  save_invstd, dx, dgamma, dbeta);
 }
 
 template <class S>
-void silu_backward_eval(View<const S> x, View<const S> dy, const float* gamma, const float* beta,
-                        const float* running_mean, const float* running_var, ops::BatchNormParams p,
-                        View<S> dx, float* dgamma, float* dbeta) {
+void batchnorm_silu_backward_eval(View<const S> x, View<const S> dy, const float* gamma,
+                                  const float* beta, const float* running_mean,
+                                  const float* running_var, ops::BatchNormParams p, View<S> dx,
+                                  float* dgamma, float* dbeta) {
   require_silu_shapes("batchnorm_silu_backward_eval", x.shape, dy.shape);
   if (x.shape.c == 0) return;
   const DeviceBuffer invstd = running_inverse_std(running_var, x.shape.c, p.eps, x.device);
@@ -480,118 +478,15 @@ void silu_backward_eval(View<const S> x, View<const S> dy, const float* gamma, c
 }
 
 template <class S>
-void plain_backward_eval(View<const S> x, View<const S> dy, const float* gamma,
-                         const float* running_mean, const float* running_var,
-                         ops::BatchNormParams p, View<S> dx, float* dgamma, float* dbeta) {
-  if (x.shape.c == 0) return;
-  const DeviceBuffer invstd = running_inverse_std(running_var, x.shape.c, p.eps, x.device);
-  backward_eval(x, PlainGradient<S>{dy}, gamma, running_mean, invstd.as<float>(), dx, dgamma,
-                dbeta);
-}
-
-}  // namespace
-
-// ---- the ops ----------------------------------------------------------------------------
-// Each op has a float and a bf16 overload (cuda_ops.h) that run the same template.
-
-void batchnorm_moments(View<const float> x, float* mean, float* m2) { moments(x, mean, m2); }
-void batchnorm_moments(View<const bf16> x, float* mean, float* m2) { moments(x, mean, m2); }
-
-void batchnorm_apply(View<const float> x, const float* mean, const float* invstd,
-                     const float* gamma, const float* beta, View<float> y) {
-  apply<false>(x, mean, invstd, gamma, beta, y);
-}
-void batchnorm_apply(View<const bf16> x, const float* mean, const float* invstd, const float* gamma,
-                     const float* beta, View<bf16> y) {
-  apply<false>(x, mean, invstd, gamma, beta, y);
-}
-
-void batchnorm_silu_apply(View<const float> x, const float* mean, const float* invstd,
-                          const float* gamma, const float* beta, View<float> y) {
-  apply<true>(x, mean, invstd, gamma, beta, y);
-}
-void batchnorm_silu_apply(View<const bf16> x, const float* mean, const float* invstd,
-                          const float* gamma, const float* beta, View<bf16> y) {
-  apply<true>(x, mean, invstd, gamma, beta, y);
-}
-
-void batchnorm_backward_reduce(View<const float> x, View<const float> dy, const float* mean,
-                               const float* invstd, float* sum_dy, float* sum_dy_xhat) {
-  gradient_sums(x, PlainGradient<float>{dy}, mean, invstd, sum_dy, sum_dy_xhat, nullptr, nullptr);
-}
-void batchnorm_backward_reduce(View<const bf16> x, View<const bf16> dy, const float* mean,
-                               const float* invstd, float* sum_dy, float* sum_dy_xhat) {
-  gradient_sums(x, PlainGradient<bf16>{dy}, mean, invstd, sum_dy, sum_dy_xhat, nullptr, nullptr);
-}
-
-void batchnorm_backward_apply(View<const float> x, View<const float> dy, const float* mean,
-                              const float* invstd, const float* gamma, const float* sum_dy,
-                              const float* sum_dy_xhat, int64_t count, View<float> dx) {
-  backward_apply(x, PlainGradient<float>{dy}, mean, invstd, gamma, sum_dy, sum_dy_xhat, count, dx);
-}
-void batchnorm_backward_apply(View<const bf16> x, View<const bf16> dy, const float* mean,
-                              const float* invstd, const float* gamma, const float* sum_dy,
-                              const float* sum_dy_xhat, int64_t count, View<bf16> dx) {
-  backward_apply(x, PlainGradient<bf16>{dy}, mean, invstd, gamma, sum_dy, sum_dy_xhat, count, dx);
-}
-
-void batchnorm_silu_backward_reduce(View<const float> x, View<const float> dy, const float* mean,
-                                    const float* invstd, const float* gamma, const float* beta,
-                                    float* sum_dy, float* sum_dy_xhat, View<float>) {
-  silu_backward_reduce(x, dy, mean, invstd, gamma, beta, sum_dy, sum_dy_xhat);
-}
-void batchnorm_silu_backward_reduce(View<const bf16> x, View<const bf16> dy, const float* mean,
-                                    const float* invstd, const float* gamma, const float* beta,
-                                    float* sum_dy, float* sum_dy_xhat, View<bf16>) {
-  silu_backward_reduce(x, dy, mean, invstd, gamma, beta, sum_dy, sum_dy_xhat);
-}
-
-void batchnorm_silu_backward_apply(View<const float> x, View<const float> dy, const float* mean,
-                                   const float* invstd, const float* gamma, const float* beta,
-                                   const float* sum_dy, const float* sum_dy_xhat, int64_t count,
-                                   View<float> dx) {
-  silu_backward_apply(x, dy, mean, invstd, gamma, beta, sum_dy, sum_dy_xhat, count, dx);
-}
-void batchnorm_silu_backward_apply(View<const bf16> x, View<const bf16> dy, const float* mean,
-                                   const float* invstd, const float* gamma, const float* beta,
-                                   const float* sum_dy, const float* sum_dy_xhat, int64_t count,
-                                   View<bf16> dx) {
-  silu_backward_apply(x, dy, mean, invstd, gamma, beta, sum_dy, sum_dy_xhat, count, dx);
-}
-
-void batchnorm_silu_backward_train(View<const float> x, View<const float> dy, const float* gamma,
-                                   const float* beta, const float* save_mean,
-                                   const float* save_invstd, View<float> dx, float* dgamma,
-                                   float* dbeta) {
-  silu_backward_train(x, dy, gamma, beta, save_mean, save_invstd, dx, dgamma, dbeta);
-}
-void batchnorm_silu_backward_train(View<const bf16> x, View<const bf16> dy, const float* gamma,
-                                   const float* beta, const float* save_mean,
-                                   const float* save_invstd, View<bf16> dx, float* dgamma,
-                                   float* dbeta) {
-  silu_backward_train(x, dy, gamma, beta, save_mean, save_invstd, dx, dgamma, dbeta);
-}
-
-void batchnorm_silu_backward_eval(View<const float> x, View<const float> dy, const float* gamma,
-                                  const float* beta, const float* running_mean,
-                                  const float* running_var, ops::BatchNormParams p, View<float> dx,
-                                  float* dgamma, float* dbeta) {
-  silu_backward_eval(x, dy, gamma, beta, running_mean, running_var, p, dx, dgamma, dbeta);
-}
-void batchnorm_silu_backward_eval(View<const bf16> x, View<const bf16> dy, const float* gamma,
-                                  const float* beta, const float* running_mean,
-                                  const float* running_var, ops::BatchNormParams p, View<bf16> dx,
-                                  float* dgamma, float* dbeta) {
-  silu_backward_eval(x, dy, gamma, beta, running_mean, running_var, p, dx, dgamma, dbeta);
-}
-
-void batchnorm_train_statistics(View<const float> x, ops::BatchNormParams p, float* running_mean,
+void batchnorm_train_statistics(View<const S> x, ops::BatchNormParams p, float* running_mean,
                                 float* running_var, float* save_mean, float* save_invstd) {
-  train_statistics(x, p, running_mean, running_var, save_mean, save_invstd);
-}
-void batchnorm_train_statistics(View<const bf16> x, ops::BatchNormParams p, float* running_mean,
-                                float* running_var, float* save_mean, float* save_invstd) {
-  train_statistics(x, p, running_mean, running_var, save_mean, save_invstd);
+  const int64_t channels = x.shape.c;
+  if (channels == 0) return;
+  DeviceBuffer m2(sizeof(float) * channels, x.device.index);
+  batchnorm_moments(x, save_mean, m2.as<float>());
+  batchnorm_statistics_from_moments(save_mean, m2.as<float>(), channels,
+                                    x.shape.n * x.shape.plane(), p, x.device.index, running_mean,
+                                    running_var, save_mean, save_invstd);
 }
 
 void batchnorm_statistics_from_moments(const float* mean, const float* m2, int64_t channels,
@@ -612,48 +507,76 @@ void batchnorm_running_inverse_std(const float* running_var, int64_t channels, d
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 
-void batchnorm_forward_train(View<const float> x, const float* gamma, const float* beta,
+template <class S>
+void batchnorm_forward_train(View<const S> x, const float* gamma, const float* beta,
                              ops::BatchNormParams p, float* running_mean, float* running_var,
-                             float* save_mean, float* save_invstd, View<float> y) {
-  forward_train(x, gamma, beta, p, running_mean, running_var, save_mean, save_invstd, y);
-}
-void batchnorm_forward_train(View<const bf16> x, const float* gamma, const float* beta,
-                             ops::BatchNormParams p, float* running_mean, float* running_var,
-                             float* save_mean, float* save_invstd, View<bf16> y) {
-  forward_train(x, gamma, beta, p, running_mean, running_var, save_mean, save_invstd, y);
+                             float* save_mean, float* save_invstd, View<S> y) {
+  if (x.shape.c == 0) return;
+  batchnorm_train_statistics(x, p, running_mean, running_var, save_mean, save_invstd);
+  batchnorm_apply(x, save_mean, save_invstd, gamma, beta, y);
 }
 
-void batchnorm_backward_train(View<const float> x, View<const float> dy, const float* gamma,
-                              const float* save_mean, const float* save_invstd, View<float> dx,
+template <class S>
+void batchnorm_backward_train(View<const S> x, View<const S> dy, const float* gamma,
+                              const float* save_mean, const float* save_invstd, View<S> dx,
                               float* dgamma, float* dbeta) {
-  backward_train(x, PlainGradient<float>{dy}, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
-}
-void batchnorm_backward_train(View<const bf16> x, View<const bf16> dy, const float* gamma,
-                              const float* save_mean, const float* save_invstd, View<bf16> dx,
-                              float* dgamma, float* dbeta) {
-  backward_train(x, PlainGradient<bf16>{dy}, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+  backward_train(x, PlainGradient<S>{dy}, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
 }
 
-void batchnorm_forward_eval(View<const float> x, const float* gamma, const float* beta,
+template <class S>
+void batchnorm_forward_eval(View<const S> x, const float* gamma, const float* beta,
                             const float* running_mean, const float* running_var,
-                            ops::BatchNormParams p, View<float> y) {
-  forward_eval(x, gamma, beta, running_mean, running_var, p, y);
-}
-void batchnorm_forward_eval(View<const bf16> x, const float* gamma, const float* beta,
-                            const float* running_mean, const float* running_var,
-                            ops::BatchNormParams p, View<bf16> y) {
-  forward_eval(x, gamma, beta, running_mean, running_var, p, y);
+                            ops::BatchNormParams p, View<S> y) {
+  const DeviceBuffer invstd = running_inverse_std(running_var, x.shape.c, p.eps, x.device);
+  batchnorm_apply(x, running_mean, invstd.as<float>(), gamma, beta, y);
 }
 
-void batchnorm_backward_eval(View<const float> x, View<const float> dy, const float* gamma,
+template <class S>
+void batchnorm_backward_eval(View<const S> x, View<const S> dy, const float* gamma,
                              const float* running_mean, const float* running_var,
-                             ops::BatchNormParams p, View<float> dx, float* dgamma, float* dbeta) {
-  plain_backward_eval(x, dy, gamma, running_mean, running_var, p, dx, dgamma, dbeta);
+                             ops::BatchNormParams p, View<S> dx, float* dgamma, float* dbeta) {
+  if (x.shape.c == 0) return;
+  const DeviceBuffer invstd = running_inverse_std(running_var, x.shape.c, p.eps, x.device);
+  backward_eval(x, PlainGradient<S>{dy}, gamma, running_mean, invstd.as<float>(), dx, dgamma,
+                dbeta);
 }
-void batchnorm_backward_eval(View<const bf16> x, View<const bf16> dy, const float* gamma,
-                             const float* running_mean, const float* running_var,
-                             ops::BatchNormParams p, View<bf16> dx, float* dgamma, float* dbeta) {
-  plain_backward_eval(x, dy, gamma, running_mean, running_var, p, dx, dgamma, dbeta);
-}
+
+#define BAREYOLO_INSTANTIATE_BATCHNORM(S)                                                          \
+  template void batchnorm_moments<S>(View<const S>, float*, float*);                               \
+  template void batchnorm_apply<S>(View<const S>, const float*, const float*, const float*,        \
+                                   const float*, View<S>);                                         \
+  template void batchnorm_silu_apply<S>(View<const S>, const float*, const float*, const float*,   \
+                                        const float*, View<S>);                                    \
+  template void batchnorm_backward_reduce<S>(View<const S>, View<const S>, const float*,           \
+                                             const float*, float*, float*);                        \
+  template void batchnorm_backward_apply<S>(View<const S>, View<const S>, const float*,            \
+                                            const float*, const float*, const float*,              \
+                                            const float*, int64_t, View<S>);                       \
+  template void batchnorm_silu_backward_reduce<S>(View<const S>, View<const S>, const float*,      \
+                                                  const float*, const float*, const float*,        \
+                                                  float*, float*, View<S>);                        \
+  template void batchnorm_silu_backward_apply<S>(View<const S>, View<const S>, const float*,       \
+                                                 const float*, const float*, const float*,         \
+                                                 const float*, const float*, int64_t, View<S>);    \
+  template void batchnorm_silu_backward_train<S>(View<const S>, View<const S>, const float*,       \
+                                                 const float*, const float*, const float*,         \
+                                                 View<S>, float*, float*);                         \
+  template void batchnorm_silu_backward_eval<S>(View<const S>, View<const S>, const float*,        \
+                                                const float*, const float*, const float*,          \
+                                                ops::BatchNormParams, View<S>, float*, float*);    \
+  template void batchnorm_train_statistics<S>(View<const S>, ops::BatchNormParams, float*, float*, \
+                                              float*, float*);                                     \
+  template void batchnorm_forward_train<S>(View<const S>, const float*, const float*,              \
+                                           ops::BatchNormParams, float*, float*, float*, float*,   \
+                                           View<S>);                                               \
+  template void batchnorm_backward_train<S>(View<const S>, View<const S>, const float*,            \
+                                            const float*, const float*, View<S>, float*, float*);  \
+  template void batchnorm_forward_eval<S>(View<const S>, const float*, const float*, const float*, \
+                                          const float*, ops::BatchNormParams, View<S>);            \
+  template void batchnorm_backward_eval<S>(View<const S>, View<const S>, const float*,             \
+                                           const float*, const float*, ops::BatchNormParams,       \
+                                           View<S>, float*, float*);
+BAREYOLO_INSTANTIATE_BATCHNORM(float)
+BAREYOLO_INSTANTIATE_BATCHNORM(bf16)
 
 }  // namespace bareyolo::cuda

@@ -46,7 +46,7 @@ void conv2d_forward(View<const float> x, View<const float> weight, const float* 
     gemm_conv2d_forward(x, weight, bias, p, y);
   else
     cudnn_conv2d_forward(x, weight, bias, p, y);
-  if (moments_mean) batchnorm_moments(y, moments_mean, moments_m2);
+  if (moments_mean) batchnorm_moments(View<const float>(y), moments_mean, moments_m2);
 }
 
 void conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
@@ -123,7 +123,7 @@ void conv2d_backward_weight(View<const bf16> x, View<const bf16> dy, ops::Conv2d
     gemm_conv2d_backward_weight(DeviceWidened(x), DeviceWidened(dy), p, wide, nullptr);
     wide.store(product);
   }
-  add_forward(dweight, DeviceWidened(product), dweight);
+  add_forward<float>(dweight, DeviceWidened(product), dweight);
   if (dbias) add_bias_gradient(dy, dbias);
 }
 

@@ -1,7 +1,13 @@
-// kernels/cuda/cuda_ops.h — the ops of kernels/ops.h that have a CUDA kernel, for float (and for
-// bf16 storage, the activation ops: the end of this file).
+// kernels/cuda/cuda_ops.h — the ops of kernels/ops.h that have a CUDA kernel, for float and, the
+// activation ops, for bf16 storage (mixed precision).
 // Same meaning and conventions as there; callers go through kernels/ops.h, which routes
 // views on a GPU here. Kernels run on the device's compute stream (runtime/runtime.h).
+//
+// An activation op is one template over the storage S of its activations, float or bf16,
+// explicitly instantiated for both in its .cu file: it reads S, computes in float and rounds
+// each stored result (ops.h); every per-channel value is float. The convolutions' two forms
+// differ (cuDNN's bf16 tensor-core convolutions with float accumulation; the gemm path on
+// float copies), so they are overloads.
 #pragma once
 
 #include <cstdint>
@@ -13,10 +19,15 @@
 
 namespace bareyolo::cuda {
 
-void silu_forward(View<const float> x, View<float> y);
-void silu_backward(View<const float> x, View<const float> dy, View<float> dx);
-void add_forward(View<const float> a, View<const float> b, View<float> y);
-void add_backward(View<const float> dy, View<float> da, View<float> db);
+// elementwise.cu
+template <class S>
+void silu_forward(View<const S> x, View<S> y);
+template <class S>
+void silu_backward(View<const S> x, View<const S> dy, View<S> dx);
+template <class S>
+void add_forward(View<const S> a, View<const S> b, View<S> y);
+template <class S>
+void add_backward(View<const S> dy, View<S> da, View<S> db);
 
 // ---- convolution and batch normalisation ---------------------------------------------
 // conv2d.cu: shapes already checked by kernels/cpu/conv2d.cpp. Two implementations, chosen
@@ -31,6 +42,12 @@ void conv2d_backward_data(View<const float> dy, View<const float> weight, ops::C
                           View<float> dx);
 void conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,
                             View<float> dweight, float* dbias);
+void conv2d_forward(View<const bf16> x, View<const bf16> weight, const float* bias,
+                    ops::Conv2dParams p, View<bf16> y, float* moments_mean, float* moments_m2);
+void conv2d_backward_data(View<const bf16> dy, View<const bf16> weight, ops::Conv2dParams p,
+                          View<bf16> dx);
+void conv2d_backward_weight(View<const bf16> x, View<const bf16> dy, ops::Conv2dParams p,
+                            View<float> dweight, float* dbias);
 enum class ConvPath { cudnn, gemm };
 // BAREYOLO_CONV=gemm (or =cudnn, the default) in the environment, unless set_conv_path was
 // called; an unknown value throws naming it.
@@ -40,53 +57,67 @@ void set_conv_path(ConvPath path);  // a build without CUDA only records it (con
 // sums, dgamma, dbeta) is device memory on the views' device. Sums run in float, per thread
 // then as a fixed tree (Welford/Chan for the moments): deterministic, and stable when
 // |mean| >> std.
-void batchnorm_moments(View<const float> x, float* mean, float* m2);
-void batchnorm_apply(View<const float> x, const float* mean, const float* invstd,
-                     const float* gamma, const float* beta, View<float> y);
-void batchnorm_backward_reduce(View<const float> x, View<const float> dy, const float* mean,
+template <class S>
+void batchnorm_moments(View<const S> x, float* mean, float* m2);
+template <class S>
+void batchnorm_apply(View<const S> x, const float* mean, const float* invstd, const float* gamma,
+                     const float* beta, View<S> y);
+template <class S>
+void batchnorm_backward_reduce(View<const S> x, View<const S> dy, const float* mean,
                                const float* invstd, float* sum_dy, float* sum_dy_xhat);
-void batchnorm_backward_apply(View<const float> x, View<const float> dy, const float* mean,
+template <class S>
+void batchnorm_backward_apply(View<const S> x, View<const S> dy, const float* mean,
                               const float* invstd, const float* gamma, const float* sum_dy,
-                              const float* sum_dy_xhat, int64_t count, View<float> dx);
-void batchnorm_forward_train(View<const float> x, const float* gamma, const float* beta,
+                              const float* sum_dy_xhat, int64_t count, View<S> dx);
+template <class S>
+void batchnorm_forward_train(View<const S> x, const float* gamma, const float* beta,
                              ops::BatchNormParams p, float* running_mean, float* running_var,
-                             float* save_mean, float* save_invstd, View<float> y);
-void batchnorm_backward_train(View<const float> x, View<const float> dy, const float* gamma,
-                              const float* save_mean, const float* save_invstd, View<float> dx,
+                             float* save_mean, float* save_invstd, View<S> y);
+template <class S>
+void batchnorm_backward_train(View<const S> x, View<const S> dy, const float* gamma,
+                              const float* save_mean, const float* save_invstd, View<S> dx,
                               float* dgamma, float* dbeta);
-void batchnorm_forward_eval(View<const float> x, const float* gamma, const float* beta,
+template <class S>
+void batchnorm_forward_eval(View<const S> x, const float* gamma, const float* beta,
                             const float* running_mean, const float* running_var,
-                            ops::BatchNormParams p, View<float> y);
-void batchnorm_backward_eval(View<const float> x, View<const float> dy, const float* gamma,
+                            ops::BatchNormParams p, View<S> y);
+template <class S>
+void batchnorm_backward_eval(View<const S> x, View<const S> dy, const float* gamma,
                              const float* running_mean, const float* running_var,
-                             ops::BatchNormParams p, View<float> dx, float* dgamma, float* dbeta);
+                             ops::BatchNormParams p, View<S> dx, float* dgamma, float* dbeta);
 // Fused batchnorm_apply + silu_forward in one pass: y = silu(bn), bn = (x - mean) * invstd *
 // gamma + beta.
-void batchnorm_silu_apply(View<const float> x, const float* mean, const float* invstd,
-                          const float* gamma, const float* beta, View<float> y);
+template <class S>
+void batchnorm_silu_apply(View<const S> x, const float* mean, const float* invstd,
+                          const float* gamma, const float* beta, View<S> y);
 // The backward of y = silu(bn), bn = batchnorm(x), from dy = dL/dy: each is the BatchNorm
 // backward op of the same name with dL/dbn = silu_backward(bn, dy) computed on the fly, bn
 // normalised again from x with the statistics given (SyncBN's reduce and apply, the training
 // op, the evaluation op); neither bn nor dL/dbn is materialised, so reduce leaves the phases'
 // shared workspace dx (kernels/ops.h) alone.
-void batchnorm_silu_backward_reduce(View<const float> x, View<const float> dy, const float* mean,
+template <class S>
+void batchnorm_silu_backward_reduce(View<const S> x, View<const S> dy, const float* mean,
                                     const float* invstd, const float* gamma, const float* beta,
-                                    float* sum_dy, float* sum_dy_xhat, View<float> dx);
-void batchnorm_silu_backward_apply(View<const float> x, View<const float> dy, const float* mean,
+                                    float* sum_dy, float* sum_dy_xhat, View<S> dx);
+template <class S>
+void batchnorm_silu_backward_apply(View<const S> x, View<const S> dy, const float* mean,
                                    const float* invstd, const float* gamma, const float* beta,
                                    const float* sum_dy, const float* sum_dy_xhat, int64_t count,
-                                   View<float> dx);
-void batchnorm_silu_backward_train(View<const float> x, View<const float> dy, const float* gamma,
+                                   View<S> dx);
+template <class S>
+void batchnorm_silu_backward_train(View<const S> x, View<const S> dy, const float* gamma,
                                    const float* beta, const float* save_mean,
-                                   const float* save_invstd, View<float> dx, float* dgamma,
+                                   const float* save_invstd, View<S> dx, float* dgamma,
                                    float* dbeta);
-void batchnorm_silu_backward_eval(View<const float> x, View<const float> dy, const float* gamma,
+template <class S>
+void batchnorm_silu_backward_eval(View<const S> x, View<const S> dy, const float* gamma,
                                   const float* beta, const float* running_mean,
-                                  const float* running_var, ops::BatchNormParams p, View<float> dx,
+                                  const float* running_var, ops::BatchNormParams p, View<S> dx,
                                   float* dgamma, float* dbeta);
 // The statistics half of batchnorm_forward_train (which is this, then batchnorm_apply):
 // the batch's mean and invstd into save_*, and the running statistics' update.
-void batchnorm_train_statistics(View<const float> x, ops::BatchNormParams p, float* running_mean,
+template <class S>
+void batchnorm_train_statistics(View<const S> x, ops::BatchNormParams p, float* running_mean,
                                 float* running_var, float* save_mean, float* save_invstd);
 // Its second half, from the batch's moments (ops.h).
 void batchnorm_statistics_from_moments(const float* mean, const float* m2, int64_t channels,
@@ -99,15 +130,19 @@ void batchnorm_running_inverse_std(const float* running_var, int64_t channels, d
 
 // ---- pooling, upsampling, sigmoid and BCE, optimizer ---------------------------------
 // pool.cu
-void maxpool2d_forward(View<const float> x, ops::Pool2dParams p, View<float> y);
-void maxpool2d_backward(View<const float> x, View<const float> dy, ops::Pool2dParams p,
-                        View<float> dx);
+template <class S>
+void maxpool2d_forward(View<const S> x, ops::Pool2dParams p, View<S> y);
+template <class S>
+void maxpool2d_backward(View<const S> x, View<const S> dy, ops::Pool2dParams p, View<S> dx);
 // SPPF's three chained pools in one kernel (one read of x).
-void maxpool2d_chain3_forward(View<const float> x, ops::Pool2dParams p, View<float> y1,
-                              View<float> y2, View<float> y3);
+template <class S>
+void maxpool2d_chain3_forward(View<const S> x, ops::Pool2dParams p, View<S> y1, View<S> y2,
+                              View<S> y3);
 // upsample.cu
-void upsample_nearest2x_forward(View<const float> x, View<float> y);
-void upsample_nearest2x_backward(View<const float> dy, View<float> dx);
+template <class S>
+void upsample_nearest2x_forward(View<const S> x, View<S> y);
+template <class S>
+void upsample_nearest2x_backward(View<const S> dy, View<S> dx);
 // sigmoid_bce.cu
 void sigmoid_forward(View<const float> x, View<float> y);
 void sigmoid_backward(View<const float> y, View<const float> dy, View<float> dx);
@@ -127,67 +162,5 @@ void clip_to_norm(View<float> x, View<const double> sum_of_squares, double max_n
 void convert_to_bf16(View<const float> x, View<bf16> y);
 void convert_from_bf16(View<const bf16> x, View<float> y);
 void round_to_bf16_in_place(View<float> x);
-
-// ---- bf16 storage (mixed precision) ---------------------------------------------------
-// The activation ops on bf16 views, every per-channel value float: the same kernels as the
-// float ops above, reading bf16, computing in float and rounding each stored result (ops.h).
-// The convolutions run cuDNN's bf16 tensor-core convolutions with float accumulation; the gemm
-// path runs their definition on float copies.
-void silu_forward(View<const bf16> x, View<bf16> y);
-void silu_backward(View<const bf16> x, View<const bf16> dy, View<bf16> dx);
-void add_forward(View<const bf16> a, View<const bf16> b, View<bf16> y);
-void add_backward(View<const bf16> dy, View<bf16> da, View<bf16> db);
-void upsample_nearest2x_forward(View<const bf16> x, View<bf16> y);
-void upsample_nearest2x_backward(View<const bf16> dy, View<bf16> dx);
-void maxpool2d_forward(View<const bf16> x, ops::Pool2dParams p, View<bf16> y);
-void maxpool2d_backward(View<const bf16> x, View<const bf16> dy, ops::Pool2dParams p,
-                        View<bf16> dx);
-void maxpool2d_chain3_forward(View<const bf16> x, ops::Pool2dParams p, View<bf16> y1, View<bf16> y2,
-                              View<bf16> y3);
-void conv2d_forward(View<const bf16> x, View<const bf16> weight, const float* bias,
-                    ops::Conv2dParams p, View<bf16> y, float* moments_mean, float* moments_m2);
-void conv2d_backward_data(View<const bf16> dy, View<const bf16> weight, ops::Conv2dParams p,
-                          View<bf16> dx);
-void conv2d_backward_weight(View<const bf16> x, View<const bf16> dy, ops::Conv2dParams p,
-                            View<float> dweight, float* dbias);
-void batchnorm_moments(View<const bf16> x, float* mean, float* m2);
-void batchnorm_apply(View<const bf16> x, const float* mean, const float* invstd, const float* gamma,
-                     const float* beta, View<bf16> y);
-void batchnorm_backward_reduce(View<const bf16> x, View<const bf16> dy, const float* mean,
-                               const float* invstd, float* sum_dy, float* sum_dy_xhat);
-void batchnorm_backward_apply(View<const bf16> x, View<const bf16> dy, const float* mean,
-                              const float* invstd, const float* gamma, const float* sum_dy,
-                              const float* sum_dy_xhat, int64_t count, View<bf16> dx);
-void batchnorm_forward_train(View<const bf16> x, const float* gamma, const float* beta,
-                             ops::BatchNormParams p, float* running_mean, float* running_var,
-                             float* save_mean, float* save_invstd, View<bf16> y);
-void batchnorm_backward_train(View<const bf16> x, View<const bf16> dy, const float* gamma,
-                              const float* save_mean, const float* save_invstd, View<bf16> dx,
-                              float* dgamma, float* dbeta);
-void batchnorm_forward_eval(View<const bf16> x, const float* gamma, const float* beta,
-                            const float* running_mean, const float* running_var,
-                            ops::BatchNormParams p, View<bf16> y);
-void batchnorm_backward_eval(View<const bf16> x, View<const bf16> dy, const float* gamma,
-                             const float* running_mean, const float* running_var,
-                             ops::BatchNormParams p, View<bf16> dx, float* dgamma, float* dbeta);
-void batchnorm_train_statistics(View<const bf16> x, ops::BatchNormParams p, float* running_mean,
-                                float* running_var, float* save_mean, float* save_invstd);
-void batchnorm_silu_apply(View<const bf16> x, const float* mean, const float* invstd,
-                          const float* gamma, const float* beta, View<bf16> y);
-void batchnorm_silu_backward_reduce(View<const bf16> x, View<const bf16> dy, const float* mean,
-                                    const float* invstd, const float* gamma, const float* beta,
-                                    float* sum_dy, float* sum_dy_xhat, View<bf16> dx);
-void batchnorm_silu_backward_apply(View<const bf16> x, View<const bf16> dy, const float* mean,
-                                   const float* invstd, const float* gamma, const float* beta,
-                                   const float* sum_dy, const float* sum_dy_xhat, int64_t count,
-                                   View<bf16> dx);
-void batchnorm_silu_backward_train(View<const bf16> x, View<const bf16> dy, const float* gamma,
-                                   const float* beta, const float* save_mean,
-                                   const float* save_invstd, View<bf16> dx, float* dgamma,
-                                   float* dbeta);
-void batchnorm_silu_backward_eval(View<const bf16> x, View<const bf16> dy, const float* gamma,
-                                  const float* beta, const float* running_mean,
-                                  const float* running_var, ops::BatchNormParams p, View<bf16> dx,
-                                  float* dgamma, float* dbeta);
 
 }  // namespace bareyolo::cuda

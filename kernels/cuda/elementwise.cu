@@ -55,42 +55,31 @@ struct AddBackward {
   }
 };
 
+}  // namespace
+
 template <class S>
-void run_silu_forward(View<const S> x, View<S> y) {
+void silu_forward(View<const S> x, View<S> y) {
   launch_pointwise(x.shape, x.device, all_dense(x, y), SiluForward<S>{x, y});
 }
 template <class S>
-void run_silu_backward(View<const S> x, View<const S> dy, View<S> dx) {
+void silu_backward(View<const S> x, View<const S> dy, View<S> dx) {
   launch_pointwise(x.shape, x.device, all_dense(x, dy, dx), SiluBackward<S>{x, dy, dx});
 }
 template <class S>
-void run_add_forward(View<const S> a, View<const S> b, View<S> y) {
+void add_forward(View<const S> a, View<const S> b, View<S> y) {
   launch_pointwise(a.shape, a.device, all_dense(a, b, y), AddForward<S>{a, b, y});
 }
 template <class S>
-void run_add_backward(View<const S> dy, View<S> da, View<S> db) {
+void add_backward(View<const S> dy, View<S> da, View<S> db) {
   launch_pointwise(dy.shape, dy.device, all_dense(dy, da, db), AddBackward<S>{dy, da, db});
 }
 
-}  // namespace
-
-void silu_forward(View<const float> x, View<float> y) { run_silu_forward(x, y); }
-void silu_forward(View<const bf16> x, View<bf16> y) { run_silu_forward(x, y); }
-void silu_backward(View<const float> x, View<const float> dy, View<float> dx) {
-  run_silu_backward(x, dy, dx);
-}
-void silu_backward(View<const bf16> x, View<const bf16> dy, View<bf16> dx) {
-  run_silu_backward(x, dy, dx);
-}
-void add_forward(View<const float> a, View<const float> b, View<float> y) {
-  run_add_forward(a, b, y);
-}
-void add_forward(View<const bf16> a, View<const bf16> b, View<bf16> y) { run_add_forward(a, b, y); }
-void add_backward(View<const float> dy, View<float> da, View<float> db) {
-  run_add_backward(dy, da, db);
-}
-void add_backward(View<const bf16> dy, View<bf16> da, View<bf16> db) {
-  run_add_backward(dy, da, db);
-}
+#define BAREYOLO_INSTANTIATE_ELEMENTWISE(S)                              \
+  template void silu_forward<S>(View<const S>, View<S>);                 \
+  template void silu_backward<S>(View<const S>, View<const S>, View<S>); \
+  template void add_forward<S>(View<const S>, View<const S>, View<S>);   \
+  template void add_backward<S>(View<const S>, View<S>, View<S>);
+BAREYOLO_INSTANTIATE_ELEMENTWISE(float)
+BAREYOLO_INSTANTIATE_ELEMENTWISE(bf16)
 
 }  // namespace bareyolo::cuda

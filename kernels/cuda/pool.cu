@@ -307,8 +307,10 @@ void launch_chain(View<const S> x, int pad, const ChainOutputs<S>& outputs, int 
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 
+}  // namespace
+
 template <class S>
-void run_forward(View<const S> x, ops::Pool2dParams p, View<S> y) {
+void maxpool2d_forward(View<const S> x, ops::Pool2dParams p, View<S> y) {
   if (x.shape.numel() == 0) return;
   require_int_planes("maxpool2d_forward", x.shape);
   if (p.stride == 1 && 2 * p.pad + 1 == p.kernel) {
@@ -324,14 +326,15 @@ void run_forward(View<const S> x, ops::Pool2dParams p, View<S> y) {
 
 // Window, shapes and devices are checked by the op (kernels/cpu/pool.cpp).
 template <class S>
-void run_chain3_forward(View<const S> x, ops::Pool2dParams p, View<S> y1, View<S> y2, View<S> y3) {
+void maxpool2d_chain3_forward(View<const S> x, ops::Pool2dParams p, View<S> y1, View<S> y2,
+                              View<S> y3) {
   if (x.shape.numel() == 0) return;
   require_int_planes("maxpool2d_chain3_forward", x.shape);
   launch_chain(x, p.pad, ChainOutputs<S>{{y1, y2, y3}}, 3);
 }
 
 template <class S>
-void run_backward(View<const S> x, View<const S> dy, ops::Pool2dParams p, View<S> dx) {
+void maxpool2d_backward(View<const S> x, View<const S> dy, ops::Pool2dParams p, View<S> dx) {
   if (x.shape.numel() == 0 || dy.shape.numel() == 0) return;
   require_int_planes("maxpool2d_backward", x.shape);
   const PlaneGeometry g = plane_geometry(x.shape, dy.shape, x.shape.h, x.shape.w);
@@ -345,29 +348,12 @@ void run_backward(View<const S> x, View<const S> dy, ops::Pool2dParams p, View<S
   BAREYOLO_CUDA_CHECK(cudaGetLastError());
 }
 
-}  // namespace
-
-void maxpool2d_forward(View<const float> x, ops::Pool2dParams p, View<float> y) {
-  run_forward(x, p, y);
-}
-void maxpool2d_forward(View<const bf16> x, ops::Pool2dParams p, View<bf16> y) {
-  run_forward(x, p, y);
-}
-void maxpool2d_chain3_forward(View<const float> x, ops::Pool2dParams p, View<float> y1,
-                              View<float> y2, View<float> y3) {
-  run_chain3_forward(x, p, y1, y2, y3);
-}
-void maxpool2d_chain3_forward(View<const bf16> x, ops::Pool2dParams p, View<bf16> y1, View<bf16> y2,
-                              View<bf16> y3) {
-  run_chain3_forward(x, p, y1, y2, y3);
-}
-void maxpool2d_backward(View<const float> x, View<const float> dy, ops::Pool2dParams p,
-                        View<float> dx) {
-  run_backward(x, dy, p, dx);
-}
-void maxpool2d_backward(View<const bf16> x, View<const bf16> dy, ops::Pool2dParams p,
-                        View<bf16> dx) {
-  run_backward(x, dy, p, dx);
-}
+#define BAREYOLO_INSTANTIATE_POOL(S)                                                            \
+  template void maxpool2d_forward<S>(View<const S>, ops::Pool2dParams, View<S>);                \
+  template void maxpool2d_chain3_forward<S>(View<const S>, ops::Pool2dParams, View<S>, View<S>, \
+                                            View<S>);                                           \
+  template void maxpool2d_backward<S>(View<const S>, View<const S>, ops::Pool2dParams, View<S>);
+BAREYOLO_INSTANTIATE_POOL(float)
+BAREYOLO_INSTANTIATE_POOL(bf16)
 
 }  // namespace bareyolo::cuda

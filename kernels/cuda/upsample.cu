@@ -47,26 +47,26 @@ struct UpsampleBackward {
   }
 };
 
+}  // namespace
+
 // Rows of consecutive planes follow each other in memory, so "row r of the image" (over all
 // planes, r < c * h) maps to rows 2r and 2r + 1 of the output image: plane p's row k is image
 // row p * h + k, and its output rows 2k, 2k + 1 of plane p are image rows p * 2h + 2k (+1).
 // The same holds across the images of dense views, which then run as one flat range.
-
 template <class S>
-void run_forward(View<const S> x, View<S> y) {
+void upsample_nearest2x_forward(View<const S> x, View<S> y) {
   launch_pointwise(x.shape, x.device, all_dense(x, y), UpsampleForward<S>{x, y, x.shape.w});
 }
 
 template <class S>
-void run_backward(View<const S> dy, View<S> dx) {
+void upsample_nearest2x_backward(View<const S> dy, View<S> dx) {
   launch_pointwise(dx.shape, dx.device, all_dense(dy, dx), UpsampleBackward<S>{dy, dx, dx.shape.w});
 }
 
-}  // namespace
-
-void upsample_nearest2x_forward(View<const float> x, View<float> y) { run_forward(x, y); }
-void upsample_nearest2x_forward(View<const bf16> x, View<bf16> y) { run_forward(x, y); }
-void upsample_nearest2x_backward(View<const float> dy, View<float> dx) { run_backward(dy, dx); }
-void upsample_nearest2x_backward(View<const bf16> dy, View<bf16> dx) { run_backward(dy, dx); }
+#define BAREYOLO_INSTANTIATE_UPSAMPLE(S)                               \
+  template void upsample_nearest2x_forward<S>(View<const S>, View<S>); \
+  template void upsample_nearest2x_backward<S>(View<const S>, View<S>);
+BAREYOLO_INSTANTIATE_UPSAMPLE(float)
+BAREYOLO_INSTANTIATE_UPSAMPLE(bf16)
 
 }  // namespace bareyolo::cuda
