@@ -15,7 +15,7 @@
 // 10, SGD with Nesterov momentum over YOLOv5's three groups (hyp.scratch-low's schedule from
 // its first iteration), zero_grad, the EMA update. One optimizer step per batch (nbs = the
 // batch; at batch 64 the trainer's accumulate is 1 too). The batch is
-// made once and stays on the GPU (random pixels in [0, 1), kBoxesPerImage random boxes per
+// made once and stays on the GPU (random pixels in [0, 1), bench::kBoxesPerImage random boxes per
 // image), so no loader or upload is timed.
 // The peer, bench/torch_gpu_train.py: PyTorch YOLOv5's own Model, ComputeLoss, smart_optimizer
 // and ModelEMA with train.py's step (AMP float16 + GradScaler, clip 10, EMA) in three modes:
@@ -57,16 +57,16 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 #include <vector>
 
-#include "bench/python_peer.h"     // defines: find_python_running
-#include "bench/train_options.h"   // defines: TrainBenchOptions, parse_train_bench_options
-#include "engine/layers/conv2d.h"  // defines: Conv2d (its shapes give the FLOPs)
-#include "engine/shipped_files.h"  // defines: find_shipped_file
+#include "bench/python_peer.h"      // defines: find_python_running
+#include "bench/synthetic_batch.h"  // defines: synthetic_batch (made on the GPU here)
+#include "bench/train_options.h"    // defines: TrainBenchOptions, parse_train_bench_options
+#include "engine/layers/conv2d.h"   // defines: Conv2d (its shapes give the FLOPs)
+#include "engine/shipped_files.h"   // defines: find_shipped_file
 #include "kernels/cuda/runtime/allocator.h"  // defines: memory_stats, empty_cache, DeviceBuffer
 #include "kernels/cuda/runtime/check.h"      // defines: BAREYOLO_CUDA_CHECK
 #include "kernels/cuda/runtime/cublas.h"     // defines: cublas_handle, BAREYOLO_CUBLAS_CHECK
@@ -86,7 +86,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kDevice = 0;
 const Device kGpu = Device::cuda(kDevice);
-constexpr int kBoxesPerImage = 3;
 constexpr int kBreakdownSteps = 3;
 constexpr int kGemmWarmup = 3, kGemmReps = 10;
 constexpr double kTrainingFlopsPerForward = 3;  // forward + backward-data + backward-weight
@@ -197,24 +196,6 @@ double bf16_gemm_tflops(int n) {
 
 // ---- ours ---------------------------------------------------------------------------------
 
-struct DeviceBatch {
-  Tensor images;  // (batch, 3, imgsz, imgsz) on the GPU, values in [0, 1)
-  std::vector<LabelRow> labels;
-};
-
-DeviceBatch synthetic_batch(int batch, int imgsz, int classes) {
-  std::mt19937 rng(0);
-  std::uniform_real_distribution<float> unit(0, 1), centre(0.2f, 0.8f), side(0.05f, 0.4f);
-  std::uniform_int_distribution<int> cls(0, classes - 1);
-  std::vector<float> pixels(size_t(batch) * 3 * size_t(imgsz) * size_t(imgsz));
-  for (float& v : pixels) v = unit(rng);
-  DeviceBatch out{Tensor::from_vector(pixels, {batch, 3, imgsz, imgsz}, kGpu), {}};
-  for (int image = 0; image < batch; ++image)
-    for (int box = 0; box < kBoxesPerImage; ++box)
-      out.labels.push_back({image, cls(rng), centre(rng), centre(rng), side(rng), side(rng)});
-  return out;
-}
-
 // bareyolo's training step on the GPU, the trainer's (models/train/solver.h), on one batch made
 // once: hyp.scratch-low's schedule and update, one optimizer step per batch (nbs = the batch).
 class OurTrainer {
@@ -229,7 +210,8 @@ class OurTrainer {
                          .loss = {scale_loss_gains(defaults.loss, model_.num_levels(),
                                                    model_.num_classes(), options.imgsz),
                                   model_.num_classes()}}),
-        batch_(synthetic_batch(options.batch, options.imgsz, model_.num_classes())) {}
+        batch_(
+            bench::synthetic_batch(options.batch, options.imgsz, model_.num_classes(), 0, kGpu)) {}
 
   DetectionModel& model() { return model_; }
   // The first step this trainer took: cuDNN's algorithm search and the first allocations.
@@ -297,7 +279,7 @@ class OurTrainer {
   int batch_size_;
   DetectionModel model_;
   Solver solver_;
-  DeviceBatch batch_;
+  bench::SyntheticBatch batch_;  // made once, on the GPU
   int64_t iteration_ = 0;
   double first_step_s_ = std::nan("");
 };

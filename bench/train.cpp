@@ -45,7 +45,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -55,6 +54,7 @@
 #include "bench/loader_rate.h"         // defines: BenchDataset, loader_images_per_second
 #include "bench/memory_bandwidth.h"    // defines: measure_memory_scaling
 #include "bench/python_peer.h"         // defines: find_python_running, find_yolov5
+#include "bench/synthetic_batch.h"     // defines: synthetic_batch
 #include "bench/train_options.h"       // defines: TrainBenchOptions, parse_train_bench_options
 #include "data/dataset.h"              // defines: read_dataset_yaml, open_split
 #include "engine/distributed/launch/launcher.h"       // defines: launch_workers, LaunchPlan
@@ -72,7 +72,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kHeadlineThreads = 2;  // the machine's cores; PyTorch gets the same
 constexpr int kRanks = 2;
-constexpr int kBoxesPerImage = 3;
 constexpr std::chrono::minutes kCollectiveTimeout{5};
 constexpr double kBusyLoad = 1.0;  // 1-minute load average above which the figures are suspect
 
@@ -95,23 +94,7 @@ double median(std::vector<double> values) {
   return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
 }
 
-struct SyntheticBatch {
-  Tensor images;  // (batch, 3, imgsz, imgsz), values in [0, 1)
-  std::vector<LabelRow> labels;
-};
-
-SyntheticBatch synthetic_batch(int batch, int imgsz, int classes, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> unit(0, 1), centre(0.2f, 0.8f), side(0.05f, 0.4f);
-  std::uniform_int_distribution<int> cls(0, classes - 1);
-  std::vector<float> pixels(size_t(batch) * 3 * imgsz * imgsz);
-  for (float& v : pixels) v = unit(rng);
-  SyntheticBatch out{Tensor::from_vector(pixels, {batch, 3, imgsz, imgsz}), {}};
-  for (int image = 0; image < batch; ++image)
-    for (int box = 0; box < kBoxesPerImage; ++box)
-      out.labels.push_back({image, cls(rng), centre(rng), centre(rng), side(rng), side(rng)});
-  return out;
-}
+using bench::SyntheticBatch;
 
 // What every configuration shares: the model's config and loss settings, the step counts.
 struct Setup {
@@ -125,7 +108,7 @@ struct Setup {
             probe.num_classes()};
   }
   SyntheticBatch batch(int images, uint32_t seed) const {
-    return synthetic_batch(images, options.imgsz, loss.classes, seed);
+    return bench::synthetic_batch(images, options.imgsz, loss.classes, seed);
   }
   // The trainer's recipe for a global batch of `batch`, one optimizer step per batch (nbs =
   // batch); `sync_bn` and `bucket_mb` matter with several ranks.
@@ -338,7 +321,7 @@ int main(int argc, char** argv) {
         "boxes per image; step = forward + YOLOv5 loss + backward + clip + SGD "
         "(Nesterov) + EMA; median of %d steps after %d warm-up; %s\n",
         options.cfg.c_str(), (long long)DetectionModel(setup.config).parameter_count(),
-        setup.loss.classes, options.imgsz, options.imgsz, kBoxesPerImage, options.steps,
+        setup.loss.classes, options.imgsz, options.imgsz, bench::kBoxesPerImage, options.steps,
         options.warmup, describe_load(load_before).c_str());
 
     // The headline takes turns with the same step at 1 thread (threads2_scaling) and with
