@@ -24,6 +24,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/batchnorm_statistics.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/view.h"
 
@@ -91,13 +92,11 @@ Moments plane_moments(const T* xs, int64_t plane) {
   return {static_cast<double>(plane), mean, squared_deviations.total()};
 }
 
-// The moments of a's values and b's together, exactly as one set's would be (Chan, Golub and
-// LeVeque's pairwise update; SyncBatchNorm merges the ranks' the same way). Merging into empty
-// moments gives b's bits.
+// The moments of a's values and b's together (kernels/batchnorm_statistics.h).
 inline Moments merge(const Moments& a, const Moments& b) {
-  const double count = a.count + b.count, delta = b.mean - a.mean;
-  return {count, a.mean + delta * (b.count / count),
-          a.m2 + b.m2 + delta * delta * (a.count * b.count / count)};
+  const ops::batchnorm::MeanM2<double> merged =
+      ops::batchnorm::merged_moments(a.count, a.mean, a.m2, b.count, b.mean, b.m2);
+  return {a.count + b.count, merged.mean, merged.m2};
 }
 
 // A channel's moments: its `batch` planes' (plane_of(i) for image i) merged in image order.

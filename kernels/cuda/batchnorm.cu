@@ -98,13 +98,12 @@ struct Moments {
 };
 
 struct MergeMoments {
-  __device__ Moments operator()(Moments a, Moments b) const {  // Chan et al.
+  __device__ Moments operator()(Moments a, Moments b) const {  // kernels/batchnorm_statistics.h
     const int64_t count = a.count + b.count;
     if (count == 0) return a;
-    const float delta = b.mean - a.mean;
-    const float b_share = float(b.count) / float(count);
-    return {count, a.mean + delta * b_share,
-            a.m2 + b.m2 + delta * delta * float(a.count) * b_share};
+    const ops::batchnorm::MeanM2<float> merged =
+        ops::batchnorm::merged_moments(float(a.count), a.mean, a.m2, float(b.count), b.mean, b.m2);
+    return {count, merged.mean, merged.m2};
   }
 };
 

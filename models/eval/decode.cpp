@@ -1,19 +1,12 @@
 // models/eval/decode.cpp — see decode.h.
 #include "models/eval/decode.h"
 
-#include <cmath>
 #include <stdexcept>
 
 #include "kernels/route.h"
 #include "models/eval/detect_cuda.h"
 
 namespace bareyolo::models {
-
-namespace {
-
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
-}  // namespace
 
 void decode_level(View<const float> head, const DecodeLevel& level, View<float> rows) {
   const Device device = detail::common_device("decode_level", head, rows);
@@ -37,12 +30,8 @@ void decode_level(View<const float> head, const DecodeLevel& level, View<float> 
         const int64_t gy = cell / nx, gx = cell % nx;
         float* out =
             rows.data + (image * level.rows_per_image + level.first_row + a * plane + cell) * no;
-        auto field = [&](int k) { return sigmoid(head.channel(image, a * no + k)[cell]); };
-        out[0] = (2 * field(0) - 0.5f + float(gx)) * level.stride;
-        out[1] = (2 * field(1) - 0.5f + float(gy)) * level.stride;
-        out[2] = std::pow(2 * field(2), 2.0f) * level.anchors_grid[2 * a] * level.stride;
-        out[3] = std::pow(2 * field(3), 2.0f) * level.anchors_grid[2 * a + 1] * level.stride;
-        for (int k = 4; k < no; ++k) out[k] = field(k);
+        for (int k = 0; k < no; ++k)
+          out[k] = decoded_field(level, a, k, head.channel(image, a * no + k)[cell], gx, gy);
       }
 }
 

@@ -43,23 +43,8 @@ __global__ void decode_kernel(View<const float> head, models::DecodeLevel level,
   for (int i = threadIdx.x; i < outputs * cells; i += blockDim.x) {
     const int field = i / cells, c = i % cells;
     const int64_t cell = first_cell + c;
-    const float s = sigmoid(fields[field * plane + c]);
-    float value;
-    switch (field) {
-      case 0:
-        value = (2 * s - 0.5f + float(cell % nx)) * level.stride;
-        break;
-      case 1:
-        value = (2 * s - 0.5f + float(cell / nx)) * level.stride;
-        break;
-      case 2:
-      case 3:
-        value = (2 * s) * (2 * s) * level.anchors_grid[2 * anchor + field - 2] * level.stride;
-        break;
-      default:
-        value = s;
-    }
-    tile[c * outputs + field] = value;
+    tile[c * outputs + field] = models::decoded_field(
+        level, int(anchor), field, fields[field * plane + c], cell % nx, cell / nx);
   }
   __syncthreads();
   float* out =

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "kernels/activation.h"
 #include "models/yolo/yolo_model.h"
 
 namespace bareyolo::models {
@@ -24,6 +25,24 @@ struct DecodeLevel {
   float anchors_grid[2 * kMaxDecodeAnchors] = {};
   int64_t first_row = 0, rows_per_image = 0;
 };
+
+// Field `field` of the row of anchor `anchor` at cell (gx, gy) of `level`, from the head's raw
+// value: the formulas above, written once for the host (decode_level) and the GPU (decode.cu).
+BAREYOLO_HOST_DEVICE inline float decoded_field(const DecodeLevel& level, int anchor, int field,
+                                                float raw, int64_t gx, int64_t gy) {
+  const float s = sigmoid(raw);
+  switch (field) {
+    case 0:
+      return (2 * s - 0.5f + float(gx)) * level.stride;
+    case 1:
+      return (2 * s - 0.5f + float(gy)) * level.stride;
+    case 2:
+    case 3:
+      return (2 * s) * (2 * s) * level.anchors_grid[2 * anchor + field - 2] * level.stride;
+    default:
+      return s;
+  }
+}
 
 // The op: one level's decode into `rows` ([images][rows_per_image][outputs] floats, a flat view
 // on the head's device), starting at row `first_row` of each image. `head` is (images, anchors

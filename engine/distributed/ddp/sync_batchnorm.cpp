@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/batchnorm_statistics.h"
+
 namespace bareyolo::dist {
 
 namespace {
@@ -26,11 +28,12 @@ ChannelMoments merge_moments(const ChannelMoments& a, const ChannelMoments& b) {
   merged.count = a.count + b.count;
   merged.mean.resize(a.mean.size());
   merged.m2.resize(a.mean.size());
-  const double na = double(a.count), nb = double(b.count), n = double(merged.count);
+  const double na = double(a.count), nb = double(b.count);
   for (size_t c = 0; c < a.mean.size(); ++c) {
-    const double delta = b.mean[c] - a.mean[c];
-    merged.mean[c] = a.mean[c] + delta * (nb / n);
-    merged.m2[c] = a.m2[c] + b.m2[c] + delta * delta * (na * nb / n);
+    const ops::batchnorm::MeanM2<double> channel =
+        ops::batchnorm::merged_moments(na, a.mean[c], a.m2[c], nb, b.mean[c], b.m2[c]);
+    merged.mean[c] = channel.mean;
+    merged.m2[c] = channel.m2;
   }
   return merged;
 }
