@@ -31,11 +31,8 @@ struct LevelArgs {
   View<const float> head;
   View<float> grad;  // dense, the head's shape
   int anchors = 0, ny = 0, nx = 0, outputs = 0;
-  int64_t first_cell = 0;                // of this level in the objectness-target buffer
-  double rows = 0;                       // n_i, the box mean's count
-  double box_grad = 0;                   // d total / d CIoU of one row
-  double per_element = 0, cls_grad = 0;  // class terms: mean weight, d total / d BCE
-  double per_cell = 0, obj_grad = 0;     // objectness terms likewise
+  int64_t first_cell = 0;  // of this level in the objectness-target buffer
+  LevelFactors factors;    // the host loss's (models/loss/loss.h)
 
   BAREYOLO_HOST_DEVICE int64_t cell_index(int image, int anchor, int gj, int gi) const {
     return ((int64_t(image) * anchors + anchor) * ny + gj) * nx + gi;
@@ -186,8 +183,9 @@ BAREYOLO_HOST_DEVICE inline void box_group(const Levels& levels, const Rows& row
   for (int r = first; r < end; ++r) {
     const RowBox box = row_box(logit, {rows.tx[r], rows.ty[r], rows.tw[r], rows.th[r]},
                                rows.anchor_w[r], rows.anchor_h[r]);
-    row_terms[r] = (1 - box.ciou) / l.rows;
-    for (int f = 0; f < 4; ++f) gradient[f] += float(l.box_grad * box.dciou[f] * box.dcoord[f]);
+    row_terms[r] = (1 - box.ciou) / l.factors.rows;
+    for (int f = 0; f < 4; ++f)
+      gradient[f] += float(l.factors.box_grad * box.dciou[f] * box.dcoord[f]);
     last_ciou = box.ciou;
   }
   for (int f = 0; f < 4; ++f) *l.gradient(image, anchor, f, gj, gi) = gradient[f];
@@ -214,8 +212,8 @@ BAREYOLO_HOST_DEVICE inline void cls_element(const Levels& levels, const Rows& r
   double sum = 0;
   for (int r = first; r < end; ++r) {
     const double t = c == rows.class_id[r] ? targets.positive : targets.negative;
-    sum += bce(logit, t, targets.pos_weight) * l.per_element;
-    gradient += float(l.cls_grad * bce_grad(logit, t, targets.pos_weight));
+    sum += bce(logit, t, targets.pos_weight) * l.factors.per_element;
+    gradient += float(l.factors.cls_grad * bce_grad(logit, t, targets.pos_weight));
   }
   *l.gradient(image, anchor, 5 + c, gj, gi) = gradient;
   cls_terms[index] = sum;
@@ -231,17 +229,16 @@ BAREYOLO_HOST_DEVICE inline double obj_cell(const LevelArgs& l, double pos_weigh
   const int anchor = int(image_anchor % l.anchors), image = int(image_anchor / l.anchors);
   const double t = tobj[l.first_cell + i];
   const double logit = *l.logit(image, anchor, 4, gj, gi);
-  *l.gradient(image, anchor, 4, gj, gi) += float(l.obj_grad * bce_grad(logit, t, pos_weight));
-  return bce(logit, t, pos_weight) * l.per_cell;
+  *l.gradient(image, anchor, 4, gj, gi) +=
+      float(l.factors.obj_grad * bce_grad(logit, t, pos_weight));
+  return bce(logit, t, pos_weight) * l.factors.per_cell;
 }
 
-// The arguments of one level: views, shapes and the coefficients, computed as the host loss
-// computes them (same expressions, same order).
+// The arguments of one level: views, shapes and the host loss's factors (level_factors).
 inline LevelArgs level_args(const View<const float>& p, const View<float>& g, int level,
                             const LossNormalization& norm, const LossOptions& options,
                             int64_t first_cell) {
   const int nc = options.classes, outputs = nc + 5;
-  const double grad_scale = norm.images * norm.gradient_scale;
   if (p.shape.c % outputs != 0)
     throw std::invalid_argument("cuda::yolo_loss: level " + std::to_string(level) + " has " +
                                 std::to_string(p.shape.c) + " channels, not a multiple of " +
@@ -258,12 +255,7 @@ inline LevelArgs level_args(const View<const float>& p, const View<float>& g, in
   l.nx = int(p.shape.w);
   l.outputs = outputs;
   l.first_cell = first_cell;
-  l.rows = norm.matched_rows[size_t(level)];
-  l.box_grad = -options.hyp.box / l.rows * grad_scale;
-  l.per_element = 1.0 / (l.rows * nc);
-  l.cls_grad = options.hyp.cls * l.per_element * grad_scale;
-  l.per_cell = options.balance[size_t(level)] / (norm.images * l.anchors * l.ny * l.nx);
-  l.obj_grad = options.hyp.obj * l.per_cell * grad_scale;
+  l.factors = level_factors(options, norm, size_t(level), l.anchors, l.ny, l.nx);
   return l;
 }
 

@@ -120,16 +120,13 @@ LossValues yolo_loss(const std::vector<View<const T>>& predictions,
   }
   const double positive = 1 - 0.5 * options.hyp.label_smoothing;  // YOLOv5's cp and cn
   const double negative = 0.5 * options.hyp.label_smoothing;
-  const double scale_total = norm.images;  // total = (box + obj + cls) * images
-  const double grad_scale = scale_total * norm.gradient_scale;
-
   double box = 0, obj = 0, cls = 0;
   for (size_t level = 0; level < levels; ++level) {
     const View<const T>& p = predictions[level];
     const int anchors = static_cast<int>(p.shape.c / outputs);
     const int ny = static_cast<int>(p.shape.h), nx = static_cast<int>(p.shape.w);
     const std::vector<MatchedRow>& rows = targets[level];
-    const double n_rows = norm.matched_rows[level];
+    const LevelFactors factors = level_factors(options, norm, level, anchors, ny, nx);
     // Objectness targets of the matched cells, written in row order (the last row wins).
     std::vector<double> tobj(static_cast<size_t>(p.shape.n * anchors * ny * nx), 0.0);
     auto cell = [&](const MatchedRow& r) {
@@ -149,24 +146,21 @@ LossValues yolo_loss(const std::vector<View<const T>>& predictions,
         detached->alpha[level].push_back(terms.alpha);
         detached->iou[level].push_back(terms.ciou);
       }
-      box += (1 - terms.ciou) / n_rows;
+      box += (1 - terms.ciou) / factors.rows;
       tobj[cell(r)] = std::max(ciou_target, 0.0);
       if (!gradients.empty()) {
-        const double g = -options.hyp.box / n_rows * grad_scale;  // d total / d CIoU
-        for (int f = 0; f < 4; ++f)
-          at(gradients[level], outputs, r.image, r.anchor, f, r.gj, r.gi) +=
-              static_cast<T>(g * terms.dciou[f] * terms.dcoord[f]);
+        for (int k = 0; k < 4; ++k)
+          at(gradients[level], outputs, r.image, r.anchor, k, r.gj, r.gi) +=
+              static_cast<T>(factors.box_grad * terms.dciou[k] * terms.dcoord[k]);
       }
       if (nc > 1) {
-        const double per_element = 1.0 / (n_rows * nc);
         for (int c = 0; c < nc; ++c) {
           const double t = c == r.class_id ? positive : negative;
           const double logit_c = at(p, outputs, r.image, r.anchor, 5 + c, r.gj, r.gi);
-          cls += bce(logit_c, t, options.hyp.cls_pw) * per_element;
+          cls += bce(logit_c, t, options.hyp.cls_pw) * factors.per_element;
           if (!gradients.empty())
             at(gradients[level], outputs, r.image, r.anchor, 5 + c, r.gj, r.gi) +=
-                static_cast<T>(options.hyp.cls * per_element * grad_scale *
-                               bce_grad(logit_c, t, options.hyp.cls_pw));
+                static_cast<T>(factors.cls_grad * bce_grad(logit_c, t, options.hyp.cls_pw));
         }
       }
     }
@@ -175,7 +169,6 @@ LossValues yolo_loss(const std::vector<View<const T>>& predictions,
     // ~100k cells for 16 images at 320 px): on the pool, one (image, anchor) plane per task.
     // Each plane's sum is kept apart and the sums added in plane order, so the bits do not
     // depend on the thread count.
-    const double per_cell = options.balance[level] / (norm.images * anchors * ny * nx);
     std::vector<double> plane_obj(static_cast<size_t>(p.shape.n * anchors));
     parallel_for(p.shape.n * anchors, 1, [&](int64_t first, int64_t last) {
       for (int64_t plane = first; plane < last; ++plane) {
@@ -186,10 +179,10 @@ LossValues yolo_loss(const std::vector<View<const T>>& predictions,
           for (int gi = 0; gi < nx; ++gi) {
             const double t = plane_tobj[gj * nx + gi];
             const double logit = at(p, outputs, image, a, 4, gj, gi);
-            sum += bce(logit, t, options.hyp.obj_pw) * per_cell;
+            sum += bce(logit, t, options.hyp.obj_pw) * factors.per_cell;
             if (!gradients.empty())
-              at(gradients[level], outputs, image, a, 4, gj, gi) += static_cast<T>(
-                  options.hyp.obj * per_cell * grad_scale * bce_grad(logit, t, options.hyp.obj_pw));
+              at(gradients[level], outputs, image, a, 4, gj, gi) +=
+                  static_cast<T>(factors.obj_grad * bce_grad(logit, t, options.hyp.obj_pw));
           }
         plane_obj[static_cast<size_t>(plane)] = sum;
       }
@@ -201,7 +194,7 @@ LossValues yolo_loss(const std::vector<View<const T>>& predictions,
   values.box = box * options.hyp.box;
   values.obj = obj * options.hyp.obj;
   values.cls = cls * options.hyp.cls;
-  values.total = (values.box + values.obj + values.cls) * scale_total;
+  values.total = (values.box + values.obj + values.cls) * norm.images;
   return values;
 }
 

@@ -70,6 +70,32 @@ struct LossOptions {
   std::vector<double> balance = {4.0, 1.0, 0.4};  // per level; YOLOv5's for 3 levels
 };
 
+// One level's weights and gradient factors under YOLOv5's normalisation (docs/ddp.md, section
+// 5), the gradients scaled to d total x norm.gradient_scale: written once for the host loss
+// (loss.cpp) and the GPU's (head_loss.cuh).
+struct LevelFactors {
+  double rows = 0;         // n_i, the level's matched rows: the box and class means' count
+  double box_grad = 0;     // d total / d CIoU of one row
+  double per_element = 0;  // a class term's weight in the class mean: 1 / (n_i classes)
+  double cls_grad = 0;     // d total / d a class term's BCE
+  double per_cell = 0;     // a cell's weight in the objectness mean, times the level's balance
+  double obj_grad = 0;     // d total / d a cell's objectness BCE
+};
+
+// For level `level` of `anchors` x ny x nx cells.
+inline LevelFactors level_factors(const LossOptions& options, const LossNormalization& norm,
+                                  size_t level, int anchors, int ny, int nx) {
+  const double grad_scale = norm.images * norm.gradient_scale;  // total = sum x images
+  LevelFactors f;
+  f.rows = norm.matched_rows[level];
+  f.box_grad = -options.hyp.box / f.rows * grad_scale;
+  f.per_element = 1.0 / (f.rows * options.classes);
+  f.cls_grad = options.hyp.cls * f.per_element * grad_scale;
+  f.per_cell = options.balance[level] / (norm.images * anchors * ny * nx);
+  f.obj_grad = options.hyp.obj * f.per_cell * grad_scale;
+  return f;
+}
+
 // Computes the loss of the head outputs `predictions` (one NCHW view per level, channel
 // a * (nc + 5) + k) and, when `gradients` is not empty, ADDS d(total)/d(predictions) times
 // norm.gradient_scale into it (same layout). `detached`: null, or filled when empty, or
