@@ -1,25 +1,17 @@
 // data/batch.cpp — collating samples into a batch (see batch.h).
 #include "data/batch.h"
 
-#include <cstring>
-
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/runtime/runtime.h"
+#include "kernels/device_memory.h"
 
 namespace bareyolo::data {
 
 Tensor Batch::images_tensor(Device device) const {
   Tensor tensor = Tensor::empty({size, 3, height, width}, device);
   const size_t bytes = image_floats() * size_t(size) * sizeof(float);
-  if (device.is_cpu()) {
-    std::memcpy(tensor.view<float>().data, images.get(), bytes);
-    return tensor;
-  }
-  cuda::copy_async(tensor.view<float>().data, images.get(), bytes, cuda::CopyKind::host_to_device,
-                   device.index);
-  read_by_device(images, cuda::Event::record(device.index));
+  read_by_device(images, upload_async(tensor.view<float>().data, device, images.get(), bytes));
   return tensor;
 }
 

@@ -9,6 +9,7 @@
 
 #include "data/host_buffer_pool.h"
 #include "kernels/cpu/host_memory.h"
+#include "kernels/devices.h"
 
 namespace bareyolo::data {
 
@@ -19,7 +20,7 @@ constexpr size_t kAlignment = 64;
 constexpr size_t kMaxPooledBuffers = 16;
 constexpr size_t kMaxPooledBytes = size_t{8} << 30;
 
-using PinnedPool = HostBufferPool<cuda::Event>;
+using PinnedPool = HostBufferPool<DeviceEvent>;
 
 PinnedPool& pinned_pool() {
   // Never destroyed: buffers may outlive main's locals.
@@ -37,7 +38,7 @@ void HostBufferFree::operator()(float* data) const noexcept {
     }
     for (PinnedPool::Buffer& evicted : pinned_pool().keep({data, bytes, std::move(last_read)})) {
       evicted.last_read.synchronize();
-      cuda::free_pinned(evicted.data);
+      release_pinned_host_bytes(evicted.data);
     }
   } catch (const std::exception& error) {
     // The device failed while (or before) reading the buffer: it cannot be known to be done.
@@ -49,9 +50,9 @@ void HostBufferFree::operator()(float* data) const noexcept {
 HostBuffer allocate_host_buffer(size_t count) {
   const size_t bytes =
       std::max(kAlignment, (count * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment);
-  if (cuda::device_count() > 0) {
+  if (usable_gpu_count() > 0) {
     PinnedPool::Taken reused = pinned_pool().take(bytes);
-    if (!reused.data) reused = {cuda::malloc_pinned(bytes), bytes};
+    if (!reused.data) reused = {allocate_pinned_host_bytes(bytes), bytes};
     return HostBuffer(static_cast<float*>(reused.data), {reused.bytes, true, {}});
   }
   void* data = aligned_host_alloc(kAlignment, bytes, "a batch of images");

@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "kernels/cuda/runtime/runtime.h"
+#include "kernels/device_memory.h"
 
 namespace bareyolo::data {
 
@@ -23,7 +23,7 @@ struct HostBufferFree {
   bool pinned = false;
   // The last device read of the buffer. mutable: recording who reads the memory does not
   // change what it holds, and a const batch gets uploaded (validation's predictors).
-  mutable cuda::Event last_read;
+  mutable DeviceEvent last_read;
   void operator()(float* data) const noexcept;
 };
 using HostBuffer = std::unique_ptr<float[], HostBufferFree>;
@@ -31,11 +31,12 @@ using HostBuffer = std::unique_ptr<float[], HostBufferFree>;
 // `count` floats, 64-byte aligned, uninitialised. Throws HostOutOfMemory (a std::bad_alloc).
 HostBuffer allocate_host_buffer(size_t count);
 
-// `buffer` is read by device work up to `done` (an Event recorded after a copy_async from
-// it): it is reused or freed only once `done` completes. Every read of one buffer goes
-// through one device's compute stream, so the latest event covers the earlier ones.
-inline void read_by_device(const HostBuffer& buffer, cuda::Event done) {
-  buffer.get_deleter().last_read = std::move(done);
+// `buffer` is read by device work up to `done` (upload_async's event): it is reused or freed
+// only once `done` completes. Every read of one buffer goes through one device's compute
+// stream, so the latest event covers the earlier ones; an empty event (a copy into host memory,
+// done already) marks no device work and leaves the last device read as it was.
+inline void read_by_device(const HostBuffer& buffer, DeviceEvent done) {
+  if (done.recorded()) buffer.get_deleter().last_read = std::move(done);
 }
 
 }  // namespace bareyolo::data

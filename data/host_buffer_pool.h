@@ -11,8 +11,8 @@
 //      the oldest kept ones, which go back to the caller to be freed once their last read has
 //      completed.
 //
-// Each kept buffer carries the Fence of its last device read (cuda::Event: `bool complete()
-// const`, `void synchronize() const`, movable).
+// Each kept buffer carries the Fence of its last device read (DeviceEvent, device_memory.h:
+// `bool complete() const`, `void synchronize() const`, movable).
 #pragma once
 
 #include <cstddef>

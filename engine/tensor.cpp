@@ -1,12 +1,9 @@
 // engine/tensor.cpp — storage allocation, zero-copy slicing, and copies between devices.
 #include "engine/tensor.h"
 
-#include <cstdlib>
 #include <cstring>
 
-#include "kernels/cpu/host_memory.h"
-#include "kernels/cpu/loops.h"
-#include "kernels/cuda/runtime/runtime.h"
+#include "kernels/device_memory.h"
 #include "kernels/ops.h"
 
 namespace bareyolo {
@@ -47,14 +44,8 @@ const char* dtype_name(DType dtype) {
 
 // ---- Storage ----------------------------------------------------------------------------
 
-Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
-  if (device.is_cuda()) {
-    data_ = cuda::malloc_device(bytes == 0 ? 1 : bytes, device.index);
-    return;
-  }
-  // 64-byte alignment: a cache line, and the widest SIMD load.
-  data_ = aligned_host_alloc(64, bytes, "a tensor");
-}
+Storage::Storage(size_t bytes, Device device)
+    : data_(allocate_bytes(bytes, device, "a tensor")), bytes_(bytes), device_(device) {}
 
 std::shared_ptr<Storage> Storage::borrow(void* data, size_t bytes, Device device) {
   std::shared_ptr<Storage> storage(new Storage());
@@ -66,11 +57,7 @@ std::shared_ptr<Storage> Storage::borrow(void* data, size_t bytes, Device device
 }
 
 Storage::~Storage() {
-  if (!owned_) return;
-  if (device_.is_cuda())
-    cuda::free_device(data_, device_.index);
-  else
-    std::free(data_);
+  if (owned_) release_bytes(data_, device_);
 }
 
 // ---- Tensor -----------------------------------------------------------------------------
@@ -202,7 +189,7 @@ void Tensor::copy_from(const Tensor& src) {
                                 dtype_name(src.dtype_) + " into " + shape_.str() + " " +
                                 dtype_name(dtype_));
   const Device from = src.device(), to = device();
-  if (from.is_cuda() && to.is_cuda() && from.index != to.index)
+  if (from != to && !in_host_memory(from) && !in_host_memory(to))
     throw std::invalid_argument("Tensor::copy_from: " + from.str() + " to " + to.str() +
                                 " directly is not supported; go through the host");
   const size_t element = dtype_size(dtype_);
@@ -210,14 +197,7 @@ void Tensor::copy_from(const Tensor& src) {
   for (int64_t i = 0; i < blocks.count; ++i) {
     char* dst = byte_pointer() + i * batch_stride_ * element;
     const char* source = src.byte_pointer() + i * src.batch_stride_ * element;
-    if (from.is_cpu() && to.is_cpu())
-      std::memcpy(dst, source, blocks.bytes);
-    else if (from.is_cpu())
-      cuda::copy(dst, source, blocks.bytes, cuda::CopyKind::host_to_device, to.index);
-    else if (to.is_cpu())
-      cuda::copy(dst, source, blocks.bytes, cuda::CopyKind::device_to_host, from.index);
-    else
-      cuda::copy(dst, source, blocks.bytes, cuda::CopyKind::device_to_device, to.index);
+    copy_bytes(dst, to, source, from, blocks.bytes);
   }
 }
 
@@ -231,11 +211,7 @@ void Tensor::zero() {
   const size_t element = dtype_size(dtype_);
   const Blocks blocks = contiguous_blocks(shape_, dense(), element);
   for (int64_t i = 0; i < blocks.count; ++i) {
-    char* dst = byte_pointer() + i * batch_stride_ * element;
-    if (device().is_cuda())
-      cuda::fill_bytes(dst, 0, blocks.bytes, device().index);
-    else
-      cpu::parallel_zero(dst, static_cast<int64_t>(blocks.bytes));
+    zero_bytes(byte_pointer() + i * batch_stride_ * element, blocks.bytes, device());
   }
 }
 

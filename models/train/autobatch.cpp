@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "data/dataset.h"
-#include "kernels/cuda/runtime/allocator.h"
-#include "kernels/cuda/runtime/runtime.h"
+#include "kernels/device_memory.h"
+#include "kernels/device_memory_stats.h"
 #include "models/train/step.h"
 #include "models/yolo/model_config.h"
 
@@ -80,20 +80,20 @@ int probe_autobatch(const TrainOptions& options, int gpu,
   DetectionModel model(load_model_config(options.cfg), {.nc = nc, .device = device});
   const int imgsz = std::max((options.imgsz + 31) / 32 * 32, 64);
   const LossOptions loss{scale_loss_gains(options.loss, model.num_levels(), nc, imgsz), nc};
-  const cuda::MemoryStats before = cuda::memory_stats(gpu);
+  const DeviceMemoryStats before = device_memory_stats(device);
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-  const DeviceMemory memory{double(cuda::memory_info(gpu).total) / kGiB,
+  const DeviceMemory memory{double(device_memory_total_bytes(device)) / kGiB,
                             double(before.reserved) / kGiB, double(before.allocated) / kGiB};
   const AutobatchResult result =
       autobatch_per_device(memory, [&](int batch) -> std::optional<double> {
         try {
-          cuda::device_allocator(gpu).reset_peaks();
+          reset_peak_memory_stats(device);
           for (int pass = 0; pass < 3; ++pass)
             forward_backward(model, Tensor::zeros({batch, 3, imgsz, imgsz}, device), {}, loss);
-          cuda::synchronize(gpu);
-          return double(cuda::memory_stats(gpu).peak_reserved) / 1e9;
-        } catch (const cuda::OutOfDeviceMemory&) {  // this size does not fit
-          cuda::empty_cache(gpu);
+          wait_for_device(device);
+          return double(device_memory_stats(device).peak_reserved) / 1e9;
+        } catch (const OutOfDeviceMemory&) {  // this size does not fit
+          release_cached_memory(device);
           return std::nullopt;
         }
       });

@@ -17,7 +17,7 @@
 #include "engine/distributed/launch/device_spec.h"
 #include "engine/distributed/launch/launcher.h"
 #include "engine/distributed/launch/process_group.h"
-#include "kernels/cuda/runtime/runtime.h"
+#include "kernels/devices.h"
 #include "models/train/autobatch.h"
 #include "models/train/checkpoint.h"
 #include "models/train/elastic.h"
@@ -329,7 +329,7 @@ TrainSummary run_training(const TrainOptions& request, const Log& log) {
   const dist::LaunchEnv env = dist::read_launch_env(dist::process_environment());
   // A launched worker may touch CUDA (it is the process that trains); the parent of a spawn
   // must not, so it counts GPUs in a probe child.
-  const int gpus = env.launched() ? cuda::device_count() : dist::count_gpus_without_initializing();
+  const int gpus = env.launched() ? usable_gpu_count() : dist::count_gpus_without_initializing();
   dist::DeviceSpec spec = device_spec(options, gpus);
   if (!env.launched()) resolve_autobatch(options, spec, spec.ranks, true, log);
   if (options.batch > 0 && options.nproc_per_node <= 0 && options.device.text == "auto" &&

@@ -21,8 +21,7 @@
 #include "engine/distributed/comm/nccl_communicator.h"  // defines: dist::nccl_version
 #include "kernels/cpu/host_memory.h"                    // defines: HostOutOfMemory
 #include "kernels/cpu/thread_pool.h"          // defines: ThreadPool (CPU kernels' threads)
-#include "kernels/cuda/runtime/runtime.h"     // defines: cuda::device_count, gpu_required
-#include "kernels/cuda/runtime/versions.h"    // defines: cuda::library_versions, device_properties
+#include "kernels/devices.h"                  // defines: usable_gpu_count, gpu_library_versions
 #include "tools/bareyolo/data_commands.h"     // defines: add_data_commands, run_data_command
 #include "tools/bareyolo/demo.h"              // defines: run_demo
 #include "tools/bareyolo/eval_commands.h"     // defines: add_eval_commands, run_eval_command
@@ -41,26 +40,25 @@ int print_devices() {
   using namespace bareyolo;
   std::printf("cpu: %d threads, AVX2+FMA%s\n", ThreadPool::global().num_threads(),
               __builtin_cpu_supports("avx512f") ? ", AVX-512" : "");
-  const int gpus = cuda::device_count();
+  const int gpus = usable_gpu_count();
   if (gpus > 0)
     std::printf("cuda: %d device(s)\n", gpus);
   else
-    std::printf("cuda: none (%s)\n", cuda::unavailable_reason().c_str());
+    std::printf("cuda: none (%s)\n", gpu_unavailable_reason().c_str());
   for (int i = 0; i < gpus; ++i) {
-    const cuda::DeviceProperties p = cuda::device_properties(i);
+    const GpuProperties p = gpu_properties(i);
     std::printf("cuda:%d: %s, %.1f GiB, compute capability %d.%d\n", i, p.name.c_str(),
                 p.memory_gib, p.compute_major, p.compute_minor);
   }
-  std::vector<cuda::LibraryVersion> libraries = cuda::library_versions();
-  if (std::optional<cuda::LibraryVersion> nccl = dist::nccl_version()) libraries.push_back(*nccl);
-  for (const cuda::LibraryVersion& library : libraries) {
+  std::vector<LibraryVersion> libraries = gpu_library_versions();
+  if (std::optional<LibraryVersion> nccl = dist::nccl_version()) libraries.push_back(*nccl);
+  for (const LibraryVersion& library : libraries) {
     std::printf("library: %s\n", library.str().c_str());
     if (std::optional<std::string> warning = library.warning())
       std::printf("%s\n", warning->c_str());
   }
-  if (gpus == 0 && cuda::gpu_required()) {
-    std::printf("error: a GPU is required here (%s), but none is usable\n",
-                cuda::gpu_required_reason().c_str());
+  if (const std::string required = gpu_required_reason(); gpus == 0 && !required.empty()) {
+    std::printf("error: a GPU is required here (%s), but none is usable\n", required.c_str());
     return 1;
   }
   return 0;

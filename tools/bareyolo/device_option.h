@@ -8,7 +8,8 @@
 #include <string>
 
 #include "engine/distributed/launch/device_spec.h"
-#include "kernels/cuda/runtime/runtime.h"
+#include "kernels/devices.h"
+#include "kernels/gpu_math.h"
 #include "kernels/view.h"
 
 namespace bareyolo {
@@ -29,12 +30,12 @@ struct DeviceOption {
 
   // The device, once TF32 is set as asked; throws naming --device when it is not one device.
   Device resolve() const {
-    const dist::DeviceSpec spec = dist::DeviceSpec::parse(device, cuda::device_count());
+    const dist::DeviceSpec spec = dist::DeviceSpec::parse(device, usable_gpu_count());
     if (spec.ranks != 1)
       throw std::invalid_argument("--device " + device +
                                   ": this command runs on one device; give one (cpu, 0, cuda:1)");
     if (spec.kind == dist::DeviceKind::cpu) return Device::cpu();
-    cuda::set_tf32(tf32 == "on");
+    set_gpu_tf32(tf32 == "on");
     return Device::cuda(spec.cuda_indices.front());
   }
 };

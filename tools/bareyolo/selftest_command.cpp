@@ -12,8 +12,7 @@
 
 #include "engine/distributed/launch/device_spec.h"
 #include "engine/distributed/launch/launcher.h"
-#include "kernels/cuda/runtime/runtime.h"
-#include "kernels/cuda/runtime/versions.h"
+#include "kernels/devices.h"
 #include "tools/selftest/nccl_checks.h"
 #include "tools/selftest/selftest.h"
 
@@ -49,7 +48,7 @@ std::vector<Device> chosen_gpus(int gpus) {
 // after the NCCL workers have forked: asking initialises CUDA.
 std::string describe_gpu(const Device& gpu) {
   try {
-    const cuda::DeviceProperties p = cuda::device_properties(gpu.index);
+    const GpuProperties p = gpu_properties(gpu.index);
     return gpu.str() + " (" + p.name + ", sm_" + std::to_string(p.compute_major) +
            std::to_string(p.compute_minor) + ")";
   } catch (const std::exception& error) {  // the op checks will fail with the same cause
@@ -81,8 +80,8 @@ int run_selftest() {
   // Counted in a probe child: this process must not initialise CUDA before the NCCL workers fork.
   const int gpus = dist::count_gpus_without_initializing();
   if (gpus == 0) {
-    std::printf("selftest: no usable GPU: %s\n", cuda::unavailable_reason().c_str());
-    if (const std::string required = cuda::gpu_required_reason(); !required.empty()) {
+    std::printf("selftest: no usable GPU: %s\n", gpu_unavailable_reason().c_str());
+    if (const std::string required = gpu_required_reason(); !required.empty()) {
       std::printf("selftest: FAIL (a GPU is required here: %s)\n", required.c_str());
       return 1;
     }
@@ -99,7 +98,7 @@ int run_selftest() {
       selftest::run_collective_checks(devices, dist::Backend::nccl);
   std::printf("selftest: %zu op checks on each of %s against the CPU in double\n",
               selftest::op_checks().size(), joined(devices, describe_gpu).c_str());
-  for (const cuda::LibraryVersion& library : cuda::library_versions())
+  for (const LibraryVersion& library : gpu_library_versions())
     if (const std::optional<std::string> warning = library.warning())
       std::printf("selftest: %s\n", warning->c_str());
   std::fflush(stdout);

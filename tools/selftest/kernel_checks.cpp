@@ -6,7 +6,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/cuda/cuda_ops.h"  // the convolution paths
+#include "kernels/gpu_math.h"  // the convolution paths
 #include "kernels/ops.h"
 #include "tools/selftest/checks.h"
 
@@ -159,14 +159,12 @@ double check_conv2d_backward_weight(const Device& dut) {
 // The two CUDA convolutions (cuDNN, and im2col + cuBLAS): a check runs with the one it names
 // chosen and puts the previous choice back after. The CPU has one convolution, which both rows
 // run (the choice only steers CUDA convolutions).
-using cuda::ConvPath;
-
-double on_conv_path(const Device& dut, ConvPath path, double (*check)(const Device&)) {
+double on_conv_path(const Device& dut, GpuConvolutionPath path, double (*check)(const Device&)) {
   struct Restore {
-    ConvPath path;
-    ~Restore() { cuda::set_conv_path(path); }
-  } restore{cuda::conv_path()};
-  cuda::set_conv_path(path);
+    GpuConvolutionPath path;
+    ~Restore() { set_gpu_convolution_path(path); }
+  } restore{gpu_convolution_path()};
+  set_gpu_convolution_path(path);
   return check(dut);
 }
 
@@ -487,8 +485,8 @@ std::vector<Check> kernel_checks() {
       {"elementwise", "bce_with_logits_forward", 1e-5, check_bce_forward},
       {"elementwise", "bce_with_logits_backward", 1e-5, check_bce_backward},
   };
-  const std::pair<ConvPath, const char*> paths[] = {{ConvPath::cudnn, " [cudnn]"},
-                                                    {ConvPath::gemm, " [gemm]"}};
+  const std::pair<GpuConvolutionPath, const char*> paths[] = {
+      {GpuConvolutionPath::cudnn, " [cudnn]"}, {GpuConvolutionPath::gemm, " [gemm]"}};
   const std::pair<double (*)(const Device&), const char*> convs[] = {
       {check_conv2d_forward, "conv2d_forward"},
       {check_conv2d_backward_data, "conv2d_backward_data"},

@@ -2,10 +2,9 @@
 // the names of the reductions, and the communicator of a one-rank job (contract: communicator.h).
 #include "engine/distributed/comm/communicator.h"
 
-#include <cstring>
 #include <stdexcept>
 
-#include "kernels/cuda/runtime/runtime.h"
+#include "kernels/device_memory.h"
 
 namespace bareyolo::dist {
 namespace {
@@ -41,26 +40,14 @@ class SingleRankCommunicator final : public Communicator {
                                   std::to_string(send.count) + " elements of the send dtype, not " +
                                   std::to_string(recv.count));
     }
-    if (send.data != recv.data && send.bytes() > 0) copy_bytes(send, recv);
+    if (send.data != recv.data && send.bytes() > 0)
+      copy_bytes(recv.data, recv.device, send.data, send.device, size_t(send.bytes()));
     return done();
   }
   WorkHandle barrier() override { return done(); }
 
  private:
   static WorkHandle done() { return completed_work(); }
-
-  static void copy_bytes(const CommBuffer& send, const CommBuffer& recv) {
-    const size_t bytes = static_cast<size_t>(send.bytes());
-    if (send.device.is_cpu() && recv.device.is_cpu()) {
-      std::memcpy(recv.data, send.data, bytes);
-    } else if (send.device.is_cuda() && recv.device.is_cuda()) {
-      cuda::copy(recv.data, send.data, bytes, cuda::CopyKind::device_to_device, recv.device.index);
-    } else if (send.device.is_cpu()) {
-      cuda::copy(recv.data, send.data, bytes, cuda::CopyKind::host_to_device, recv.device.index);
-    } else {
-      cuda::copy(recv.data, send.data, bytes, cuda::CopyKind::device_to_host, send.device.index);
-    }
-  }
 
   Backend backend_;
 };

@@ -3,7 +3,7 @@
 
 #include <utility>
 
-#include "kernels/cuda/runtime/runtime.h"
+#include "kernels/device_memory.h"
 
 namespace bareyolo::dist {
 
@@ -11,19 +11,21 @@ namespace {
 
 class CudaDeviceStaging final : public DeviceStaging {
  public:
-  explicit CudaDeviceStaging(int device) : device_(device) {}
-  Device device() const override { return Device::cuda(device_); }
-  void* allocate(size_t bytes) override { return cuda::malloc_device(bytes, device_); }
-  void release(void* buffer) noexcept override { cuda::free_device(buffer, device_); }
+  explicit CudaDeviceStaging(int gpu) : gpu_(Device::cuda(gpu)) {}
+  Device device() const override { return gpu_; }
+  void* allocate(size_t bytes) override {
+    return allocate_bytes(bytes, gpu_, "the host-staging scratch");
+  }
+  void release(void* buffer) noexcept override { release_bytes(buffer, gpu_); }
   void copy_to_device(void* device_buffer, const void* host, size_t bytes) override {
-    cuda::copy(device_buffer, host, bytes, cuda::CopyKind::host_to_device, device_);
+    copy_bytes(device_buffer, gpu_, host, Device::cpu(), bytes);
   }
   void copy_to_host(void* host, const void* device_buffer, size_t bytes) override {
-    cuda::copy(host, device_buffer, bytes, cuda::CopyKind::device_to_host, device_);
+    copy_bytes(host, Device::cpu(), device_buffer, gpu_, bytes);
   }
 
  private:
-  int device_;
+  Device gpu_;
 };
 
 class HostStagingCommunicator final : public Communicator {
@@ -70,7 +72,7 @@ class HostStagingCommunicator final : public Communicator {
   WorkHandle barrier() override { return inner_->barrier(); }
 
  private:
-  static bool on_host(const CommBuffer& buffer) { return buffer.device.is_cpu(); }
+  static bool on_host(const CommBuffer& buffer) { return in_host_memory(buffer.device); }
   static size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
   // The scratch grows to the largest staged collective and stays: the same few sizes recur

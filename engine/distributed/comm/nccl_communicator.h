@@ -19,7 +19,7 @@
 
 #include "engine/distributed/comm/communicator.h"
 #include "engine/distributed/comm/store.h"
-#include "kernels/cuda/runtime/versions.h"
+#include "kernels/devices.h"
 
 namespace bareyolo::dist {
 
@@ -27,7 +27,7 @@ namespace bareyolo::dist {
 bool nccl_compiled();
 
 // The NCCL this process loaded and the one it was compiled against; nullopt without NCCL.
-std::optional<cuda::LibraryVersion> nccl_version();
+std::optional<LibraryVersion> nccl_version();
 
 // Joins the NCCL communicator of `world_size` ranks on GPU `cuda_device`. Every rank calls it
 // with the same store (the unique id goes through the key "nccl/unique_id").

@@ -19,7 +19,8 @@
 #include <vector>
 
 #include "engine/distributed/comm/ring_link.h"
-#include "kernels/cuda/runtime/runtime.h"
+#include "kernels/device_memory.h"
+#include "kernels/devices.h"
 
 namespace bareyolo::dist {
 namespace {
@@ -109,18 +110,15 @@ void divide_bytes(char* values, size_t bytes, DType dtype, int divisor) {
 class HostView {
  public:
   HostView(const CommBuffer& buffer, bool copy_in) : buffer_(buffer) {
-    if (buffer.device.is_cpu() || buffer.bytes() == 0) return;
+    if (in_host_memory(buffer.device) || buffer.bytes() == 0) return;
     staged_.reset(new char[size_t(buffer.bytes())]);
-    if (copy_in) {
-      cuda::copy(staged_.get(), buffer.data, size_t(buffer.bytes()), cuda::CopyKind::device_to_host,
-                 buffer.device.index);
-    }
+    if (copy_in)
+      copy_bytes(staged_.get(), Device::cpu(), buffer.data, buffer.device, size_t(buffer.bytes()));
   }
   char* data() const { return staged_ ? staged_.get() : static_cast<char*>(buffer_.data); }
   void copy_back() const {
     if (!staged_) return;
-    cuda::copy(buffer_.data, staged_.get(), size_t(buffer_.bytes()), cuda::CopyKind::host_to_device,
-               buffer_.device.index);
+    copy_bytes(buffer_.data, buffer_.device, staged_.get(), Device::cpu(), size_t(buffer_.bytes()));
   }
 
  private:
@@ -172,7 +170,7 @@ void check_buffer(const CommBuffer& buffer, const char* collective) {
                                 std::to_string(buffer.count) + " elements at " +
                                 (buffer.data ? "a valid address" : "nullptr") + " is not a buffer");
   }
-  if (buffer.device.is_cuda() && !cuda::compiled()) {
+  if (!supported_by_this_build(buffer.device)) {
     throw std::invalid_argument(std::string(collective) + ": the buffer is on " +
                                 buffer.device.str() + " but this build has no CUDA");
   }
@@ -180,7 +178,7 @@ void check_buffer(const CommBuffer& buffer, const char* collective) {
 
 // A collective on host memory of at most kSmallAllreduceBytes: its time is latency.
 bool latency_bound(const CommBuffer& buffer) {
-  return buffer.device.is_cpu() && size_t(buffer.bytes()) <= kSmallAllreduceBytes;
+  return in_host_memory(buffer.device) && size_t(buffer.bytes()) <= kSmallAllreduceBytes;
 }
 
 class TcpRingCommunicator final : public Communicator {

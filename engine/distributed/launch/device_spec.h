@@ -33,7 +33,7 @@ struct DeviceSpec {
   int ranks = 1;
 
   // Parses a --device string. `gpu_count` is the number of usable GPUs
-  // (bareyolo::cuda::device_count() in the program; injected by tests); `nproc_per_node` is
+  // (bareyolo::usable_gpu_count() in the program; injected by tests); `nproc_per_node` is
   // the rank count for "cpu" (and for "auto" without GPUs) and must be 1 or match the number
   // of indices for CUDA devices. Throws std::runtime_error naming the string.
   static DeviceSpec parse(std::string_view text, int gpu_count, int nproc_per_node = 1);

@@ -30,7 +30,7 @@
 #include "engine/distributed/comm/socket.h"
 #include "engine/distributed/comm/store.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/cuda/runtime/runtime.h"
+#include "kernels/devices.h"
 
 namespace bareyolo::dist {
 namespace {
@@ -486,7 +486,7 @@ void refuse_unsafe_fork() {
         ". The code that launches workers must not run again in a worker (bareyolo's "
         "counterpart of Python's `if __name__ == \"__main__\":` guard).");
   }
-  if (cuda::initialized()) {
+  if (cuda_initialized()) {
     throw std::runtime_error(
         "cannot fork workers: this process has already initialised CUDA, and a forked child "
         "cannot use the CUDA state it inherits. Start the workers before anything touches the "
@@ -607,9 +607,9 @@ int run_in_probe_child(const std::function<int()>& probe, const std::string& wha
 }
 
 int count_gpus_without_initializing() {
-  if (!cuda::compiled()) return 0;
-  if (cuda::initialized()) return cuda::device_count();  // nothing left to protect
-  return run_in_probe_child([] { return cuda::device_count(); }, "counting the GPUs",
+  if (!cuda_compiled()) return 0;
+  if (cuda_initialized()) return usable_gpu_count();  // nothing left to protect
+  return run_in_probe_child([] { return usable_gpu_count(); }, "counting the GPUs",
                             kGpuProbeTimeout);
 }
 

@@ -1,0 +1,70 @@
+// kernels/cpu/device_memory.cpp — see kernels/device_memory.h. Host memory is handled here;
+// a GPU's goes to kernels/cuda/runtime (in a build without CUDA, its stand-ins throw).
+#include "kernels/device_memory.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu/host_memory.h"
+#include "kernels/cpu/loops.h"
+
+namespace bareyolo {
+
+namespace {
+// The CUDA runtime's name for a copy between these two devices (at least one a GPU).
+cuda::CopyKind copy_kind(const Device& dst_device, const Device& src_device) {
+  if (in_host_memory(src_device)) return cuda::CopyKind::host_to_device;
+  if (in_host_memory(dst_device)) return cuda::CopyKind::device_to_host;
+  return cuda::CopyKind::device_to_device;
+}
+}  // namespace
+
+bool in_host_memory(const Device& device) { return device.is_cpu(); }
+
+void* allocate_bytes(size_t bytes, const Device& device, const char* purpose) {
+  if (in_host_memory(device)) return aligned_host_alloc(64, bytes, purpose);
+  return cuda::malloc_device(bytes == 0 ? 1 : bytes, device.index);
+}
+
+void release_bytes(void* data, const Device& device) noexcept {
+  if (in_host_memory(device))
+    std::free(data);
+  else
+    cuda::free_device(data, device.index);
+}
+
+void copy_bytes(void* dst, const Device& dst_device, const void* src, const Device& src_device,
+                size_t bytes) {
+  if (in_host_memory(dst_device) && in_host_memory(src_device)) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  // The stream of the GPU side: the destination's when both are GPUs.
+  const int gpu = in_host_memory(dst_device) ? src_device.index : dst_device.index;
+  cuda::copy(dst, src, bytes, copy_kind(dst_device, src_device), gpu);
+}
+
+void zero_bytes(void* data, size_t bytes, const Device& device) {
+  if (in_host_memory(device))
+    cpu::parallel_zero(static_cast<char*>(data), static_cast<int64_t>(bytes));
+  else
+    cuda::fill_bytes(data, 0, bytes, device.index);
+}
+
+DeviceEvent upload_async(void* dst, const Device& dst_device, const void* host_src, size_t bytes) {
+  if (in_host_memory(dst_device)) {
+    std::memcpy(dst, host_src, bytes);
+    return {};
+  }
+  cuda::copy_async(dst, host_src, bytes, cuda::CopyKind::host_to_device, dst_device.index);
+  return DeviceEvent::record(dst_device.index);
+}
+
+void wait_for_device(const Device& device) {
+  if (!in_host_memory(device)) cuda::synchronize(device.index);
+}
+
+void* allocate_pinned_host_bytes(size_t bytes) { return cuda::malloc_pinned(bytes); }
+void release_pinned_host_bytes(void* data) noexcept { cuda::free_pinned(data); }
+
+}  // namespace bareyolo
