@@ -1,4 +1,5 @@
-// kernels/cpu/settings.cpp — see kernels/settings.h.
+// kernels/cpu/settings.cpp — see kernels/settings.h: the GPU's switches live in kernels/cuda (the
+// runtime's TF32 flag, conv2d.cu's path) or in their stand-ins without CUDA.
 #include "kernels/settings.h"
 
 #include "kernels/cpu/winograd.h"
@@ -7,9 +8,12 @@
 namespace bareyolo::ops {
 
 void use_settings(const KernelSettings& settings) {
-  cuda::set_tf32(settings.tf32);  // a build without CUDA records it (runtime_none.cpp)
+  cuda::set_tf32(settings.tf32);
   cpu::set_winograd_use(settings.winograd ? cpu::WinogradUse::kMeasuredRule
                                           : cpu::WinogradUse::kNever);
 }
+
+GpuConvolutionPath gpu_convolution_path() { return cuda::conv_path(); }
+void set_gpu_convolution_path(GpuConvolutionPath path) { cuda::set_conv_path(path); }
 
 }  // namespace bareyolo::ops

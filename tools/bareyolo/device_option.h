@@ -9,7 +9,7 @@
 
 #include "engine/distributed/launch/device_spec.h"
 #include "kernels/devices.h"
-#include "kernels/gpu_math.h"
+#include "kernels/settings.h"
 #include "kernels/view.h"
 
 namespace bareyolo {
@@ -35,7 +35,7 @@ struct DeviceOption {
       throw std::invalid_argument("--device " + device +
                                   ": this command runs on one device; give one (cpu, 0, cuda:1)");
     if (spec.kind == dist::DeviceKind::cpu) return Device::cpu();
-    set_gpu_tf32(tf32 == "on");
+    ops::use_settings({.tf32 = tf32 == "on"});
     return Device::cuda(spec.cuda_indices.front());
   }
 };

@@ -6,8 +6,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/gpu_math.h"  // the convolution paths
 #include "kernels/ops.h"
+#include "kernels/settings.h"  // the convolution paths
 #include "tools/selftest/checks.h"
 
 namespace bareyolo::selftest {
@@ -159,12 +159,13 @@ double check_conv2d_backward_weight(const Device& dut) {
 // The two CUDA convolutions (cuDNN, and im2col + cuBLAS): a check runs with the one it names
 // chosen and puts the previous choice back after. The CPU has one convolution, which both rows
 // run (the choice only steers CUDA convolutions).
-double on_conv_path(const Device& dut, GpuConvolutionPath path, double (*check)(const Device&)) {
+double on_conv_path(const Device& dut, ops::GpuConvolutionPath path,
+                    double (*check)(const Device&)) {
   struct Restore {
-    GpuConvolutionPath path;
-    ~Restore() { set_gpu_convolution_path(path); }
-  } restore{gpu_convolution_path()};
-  set_gpu_convolution_path(path);
+    ops::GpuConvolutionPath path;
+    ~Restore() { ops::set_gpu_convolution_path(path); }
+  } restore{ops::gpu_convolution_path()};
+  ops::set_gpu_convolution_path(path);
   return check(dut);
 }
 
@@ -485,8 +486,8 @@ std::vector<Check> kernel_checks() {
       {"elementwise", "bce_with_logits_forward", 1e-5, check_bce_forward},
       {"elementwise", "bce_with_logits_backward", 1e-5, check_bce_backward},
   };
-  const std::pair<GpuConvolutionPath, const char*> paths[] = {
-      {GpuConvolutionPath::cudnn, " [cudnn]"}, {GpuConvolutionPath::gemm, " [gemm]"}};
+  const std::pair<ops::GpuConvolutionPath, const char*> paths[] = {
+      {ops::GpuConvolutionPath::cudnn, " [cudnn]"}, {ops::GpuConvolutionPath::gemm, " [gemm]"}};
   const std::pair<double (*)(const Device&), const char*> convs[] = {
       {check_conv2d_forward, "conv2d_forward"},
       {check_conv2d_backward_data, "conv2d_backward_data"},
