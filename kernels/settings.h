@@ -20,6 +20,10 @@ struct KernelSettings {
 
 void use_settings(const KernelSettings& settings);
 
+// TF32 alone (what use_settings sets), and whether it is on.
+void set_gpu_tf32(bool enabled);
+bool gpu_tf32();
+
 // Which implementation runs the GPU's float convolutions: cuDNN, or im2col + cuBLAS SGEMM (kept
 // to compare against); BAREYOLO_CONV in the environment chooses until it is set here.
 using GpuConvolutionPath = cuda::ConvPath;

@@ -8,10 +8,13 @@
 namespace bareyolo::ops {
 
 void use_settings(const KernelSettings& settings) {
-  cuda::set_tf32(settings.tf32);
+  set_gpu_tf32(settings.tf32);
   cpu::set_winograd_use(settings.winograd ? cpu::WinogradUse::kMeasuredRule
                                           : cpu::WinogradUse::kNever);
 }
+
+void set_gpu_tf32(bool enabled) { cuda::set_tf32(enabled); }
+bool gpu_tf32() { return cuda::tf32_enabled(); }
 
 GpuConvolutionPath gpu_convolution_path() { return cuda::conv_path(); }
 void set_gpu_convolution_path(GpuConvolutionPath path) { cuda::set_conv_path(path); }

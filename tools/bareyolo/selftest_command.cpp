@@ -72,7 +72,7 @@ int print_verdict(const std::vector<selftest::CheckResult>& results) {
 
 int run_selftest() {
   if (options.cpu_reference_only) {
-    std::printf("selftest: %zu op checks, the CPU's float kernels as the device under test\n",
+    std::printf("selftest: %zu op checks, the CPU's kernels as the device under test\n",
                 selftest::op_checks().size());
     std::fflush(stdout);
     return print_verdict(selftest::run_checks(selftest::op_checks(), {Device::cpu()}));
@@ -96,8 +96,9 @@ int run_selftest() {
   std::fflush(stdout);
   std::vector<selftest::CheckResult> results =
       selftest::run_collective_checks(devices, dist::Backend::nccl);
-  std::printf("selftest: %zu op checks on each of %s against the CPU in double\n",
-              selftest::op_checks().size(), joined(devices, describe_gpu).c_str());
+  std::printf(
+      "selftest: %zu op checks on each of %s against the CPU (in double where an op has it)\n",
+      selftest::op_checks().size(), joined(devices, describe_gpu).c_str());
   for (const LibraryVersion& library : gpu_library_versions())
     if (const std::optional<std::string> warning = library.warning())
       std::printf("selftest: %s\n", warning->c_str());
@@ -119,7 +120,7 @@ void add_selftest_command(CLI::App& app) {
                    "GPUs to check: auto (every GPU), 0, 0,1 or cuda:1; one NCCL rank each")
       ->capture_default_str();
   command->add_flag("--cpu-reference-only", options.cpu_reference_only,
-                    "Run the op checks with the CPU's float kernels as the device under test "
+                    "Run the op checks with the CPU's kernels as the device under test "
                     "(no GPU needed: what CI runs)");
   command->add_flag("--verbose", options.every_row, "One line per check instead of per group");
 }

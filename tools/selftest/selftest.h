@@ -1,15 +1,19 @@
 // tools/selftest/selftest.h — `bareyolo selftest`'s checks: do every op, the loss, the decode,
 // NMS and a few training steps compute on this machine's GPUs what the CPU reference computes?
+// They are also the CUDA test cases (tests/cuda/selftest.cpp runs each group on cuda:0): one
+// harness, one error measure and one set of tolerances for every comparison of a device with
+// the CPU.
 //
-// A check runs one op on a device under test (DUT) and on the CPU reference in double precision
-// (the CPU kernels take double), from the same random float inputs (never all zeros), and
-// compares the two within a tolerance stated for float. Outputs an op overwrites start as NaN on
-// both sides, so an element it fails to write shows up as a non-finite error; outputs it
-// accumulates into (backward ops, running statistics, optimizer state) start random. On a GPU
-// the DUT is cuda:N. Anywhere else the CPU's own float kernels can be the DUT, which is how CI
-// exercises the harness, the inputs and the tolerances on every commit (tests/unit/selftest.cpp).
-// Two checks have no double reference: the Detect decode and NMS compare with the CPU's float
-// implementations (NMS exactly), which on the CPU as DUT are the code under test itself.
+// A check runs one op on a device under test (DUT) in the op's own dtype, from random inputs
+// (never all zeros), and compares it with the CPU reference: in double precision where the op
+// has a double form (the CPU kernels take double), else the CPU's op in the same dtype (the bf16
+// ops, which are defined as float math rounded to bf16, the Detect decode and NMS). Outputs an
+// op overwrites start as NaN on the DUT and the CPU, so an element it fails to write shows up as
+// a non-finite error; outputs it accumulates into (backward ops, running statistics, optimizer
+// state) start random. On a GPU the DUT is cuda:N. Anywhere else the CPU's own kernels can be
+// the DUT, which is how CI exercises every check's inputs, harness and tolerances on every
+// commit (tests/unit/selftest.cpp): float against double, and for the checks without a double
+// form the CPU against itself, which still runs their inputs, poisoning and comparison.
 //
 // The error of a DUT output against its reference is the largest
 //   |dut_i - ref_i| / max(|ref_i|, rms(ref))
@@ -17,7 +21,7 @@
 // and absolute in units of that RMS below it (an element near zero, the remainder of a
 // cancelling sum, has no meaningful relative error). A non-finite element is an infinite error.
 // A check's error is the worst over its outputs (and over its cases, where it has several); it
-// passes when error <= tolerance.
+// passes when error <= tolerance. The tolerances are derived at the top of selftest.cpp.
 //
 // The communicator half of the selftest (NCCL across the GPUs, in forked workers) is
 // tools/selftest/nccl_checks.h; the command is tools/bareyolo/selftest_command.h.
@@ -39,10 +43,10 @@ using Tensors = std::vector<Tensor>;
 // An op on tensors of one device and dtype: reads `in`, writes or accumulates into `out`.
 using TensorOp = std::function<void(Tensors& in, Tensors& out)>;
 
-// Runs on_dut on float copies of `inputs` and `outputs` on `dut`, and on_reference on double
-// copies on the CPU; returns the worst max_error over the outputs. `inputs` and `outputs` are
-// float host tensors: the outputs' initial values (NaN for the outputs the op overwrites; see
-// poisoned()).
+// Runs on_dut on copies of `inputs` and `outputs` on `dut`, and on_reference on copies on the
+// CPU with every float tensor in double (other dtypes, such as the u8 optimizer groups, as they
+// are); returns the worst max_error over the outputs. `inputs` and `outputs` are host tensors:
+// the outputs' initial values (NaN for the outputs the op overwrites; see poisoned()).
 double compare_with_reference(const Device& dut, const Tensors& inputs, const Tensors& outputs,
                               const TensorOp& on_dut, const TensorOp& on_reference);
 
@@ -58,12 +62,18 @@ double compare_with_reference(const Device& dut, const Tensors& inputs, const Te
       [&](Tensors& in, Tensors& out) { op.template operator()<double>(in, out); });
 }
 
-// A float host tensor of NaN: the initial value of an output the op must overwrite.
-Tensor poisoned(Shape4 shape);
+// For an op with no double form: `op` on copies on `dut` and on the CPU, every tensor in its
+// own dtype; returns the worst max_error over the outputs, as compare_with_reference.
+double compare_with_cpu(const Device& dut, const Tensors& inputs, const Tensors& outputs,
+                        const TensorOp& op);
+
+// A host tensor of NaN (f32, f64 or bf16): the initial value of an output the op must overwrite.
+Tensor poisoned(Shape4 shape, DType dtype = DType::f32);
 
 struct Check {
   std::string group;  // the report's line: "convolution", "batchnorm", ...
-  std::string name;   // the op, as kernels/ops.h (or the module that runs it) names it
+  std::string name;   // the op, as kernels/ops.h (or the module that runs it) names it, and
+                      // the variant or cases it runs where the group has several
   double tolerance = 0;
   // Runs the check on the DUT; returns its error (see the file comment). May throw.
   std::function<double(const Device& dut)> run;
@@ -77,10 +87,11 @@ struct CheckResult {
   std::string failure;  // what the check threw, or ""
 };
 
-// Every op check, in the report's order: elementwise, convolution (cuDNN and GEMM paths),
-// batchnorm (+ SyncBN's phases), fused BN + SiLU, pooling and upsampling, optimizer, Detect
-// decode and NMS, the YOLOv5 loss, and the tiny model (models/yolov5-tiny.yaml): one training
-// step's gradients and three SGD steps' losses.
+// Every op check, in the report's order, by group: elementwise; convolution (cuDNN and GEMM
+// paths, float and TF32); batchnorm (SyncBN's phases, training, evaluation); bn+silu (the fused
+// ops and the ConvBnSilu layer); pool+upsample; optimizer; bf16 (conversions and every
+// activation op on bf16 views); detect (decode, NMS); loss; training (the tiny model,
+// models/yolov5-tiny.yaml: one training step's gradients and three SGD steps' losses).
 const std::vector<Check>& op_checks();
 
 // Runs every check on every device in turn. A check that throws fails with the exception's text.
