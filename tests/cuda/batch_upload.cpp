@@ -8,7 +8,8 @@
 
 #include "data/batch.h"
 #include "kernels/cuda/runtime/allocator.h"
-#include "tests/cuda/cuda_testing.h"
+#include "kernels/cuda/runtime/runtime.h"
+#include "tests/support/testing.h"
 
 using namespace bareyolo;
 

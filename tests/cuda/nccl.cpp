@@ -9,9 +9,10 @@
 
 #include "engine/distributed/comm/nccl_communicator.h"
 #include "engine/distributed/comm/store.h"
+#include "kernels/cuda/runtime/runtime.h"
 #include "kernels/ops.h"
-#include "tests/cuda/cuda_testing.h"
 #include "tests/support/communicator_contract.h"
+#include "tests/support/random_tensor.h"
 
 using namespace bareyolo;
 using namespace bareyolo::dist;

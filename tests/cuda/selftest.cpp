@@ -1,26 +1,66 @@
-// tests/cuda/selftest.cpp — `bareyolo selftest`'s checks on cuda:0 (skipped without a GPU): every
-// op check of tools/selftest/selftest.h passes, with the whole table printed (each check's error
-// beside its tolerance), and leaves the convolution path as it found it; the collective checks of
-// tools/selftest/nccl_checks.h hold on a one-GPU NCCL process group. (The command runs those in
-// forked workers; this runner has initialised CUDA, so it joins the group in-process.)
-#include "tools/selftest/selftest.h"
+// tests/cuda/selftest.cpp — the CUDA-vs-CPU test cases: the selftest's table
+// (tools/selftest/selftest.h), whose checks are every numerical comparison of a CUDA kernel with
+// its CPU reference, run on cuda:0, one case per group, so that ctest names the group that
+// failed and the log names each failing check with its error and tolerance (the whole group's
+// table is printed too). The same checks run with the CPU as the device under test in CI
+// (tests/unit/selftest.cpp) and on every GPU in `bareyolo selftest`. Each case also leaves the
+// convolution path and TF32 as it found them. And the collective checks of
+// tools/selftest/nccl_checks.h on a one-GPU NCCL process group (the command runs those in forked
+// workers; this runner has initialised CUDA, so it joins the group in-process).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "engine/distributed/launch/process_group.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "tests/cuda/cuda_testing.h"
+#include "kernels/cuda/runtime/runtime.h"
 #include "tools/selftest/nccl_checks.h"
+#include "tools/selftest/selftest.h"
 
 using namespace bareyolo;
 using namespace bareyolo::selftest;
 
-TEST_CASE("every selftest op check passes on cuda:0") {
+namespace {
+
+// The groups the cases below run, in the table's order.
+const std::vector<std::string> kGroups = {"elementwise",   "convolution", "batchnorm", "bn+silu",
+                                          "pool+upsample", "optimizer",   "bf16",      "detect",
+                                          "loss",          "training"};
+
+void check_group_on_cuda0(const std::string& group) {
+  std::vector<Check> checks;
+  for (const Check& check : op_checks())
+    if (check.group == group) checks.push_back(check);
+  REQUIRE_MESSAGE(!checks.empty(), "the selftest has no group " << group);
   const cuda::ConvPath path = cuda::conv_path();
-  const std::vector<CheckResult> results = run_checks(op_checks(), {Device::cuda(0)});
+  const bool tf32 = cuda::tf32_enabled();
+  const std::vector<CheckResult> results = run_checks(checks, {Device::cuda(0)});
   MESSAGE(format_report(results, true));
   for (const CheckResult& r : results) CHECK_MESSAGE(r.passed, format_report({r}));
-  CHECK(verdict_line(results) ==
-        "selftest: PASS (" + std::to_string(results.size()) + " checks on cuda:0)");
   CHECK(cuda::conv_path() == path);
+  CHECK(cuda::tf32_enabled() == tf32);
 }
+
+}  // namespace
+
+TEST_CASE("every group of the selftest's table has a case here") {
+  for (const Check& check : op_checks())
+    CHECK_MESSAGE(std::find(kGroups.begin(), kGroups.end(), check.group) != kGroups.end(),
+                  check.group);
+}
+
+TEST_CASE("selftest elementwise checks pass on cuda:0") { check_group_on_cuda0("elementwise"); }
+TEST_CASE("selftest convolution checks pass on cuda:0") { check_group_on_cuda0("convolution"); }
+TEST_CASE("selftest batchnorm checks pass on cuda:0") { check_group_on_cuda0("batchnorm"); }
+TEST_CASE("selftest bn+silu checks pass on cuda:0") { check_group_on_cuda0("bn+silu"); }
+TEST_CASE("selftest pool+upsample checks pass on cuda:0") { check_group_on_cuda0("pool+upsample"); }
+TEST_CASE("selftest optimizer checks pass on cuda:0") { check_group_on_cuda0("optimizer"); }
+TEST_CASE("selftest bf16 checks pass on cuda:0") { check_group_on_cuda0("bf16"); }
+TEST_CASE("selftest detect checks pass on cuda:0") { check_group_on_cuda0("detect"); }
+TEST_CASE("selftest loss checks pass on cuda:0") { check_group_on_cuda0("loss"); }
+TEST_CASE("selftest training checks pass on cuda:0") { check_group_on_cuda0("training"); }
 
 TEST_CASE("the selftest's collective checks hold on a one-GPU NCCL process group") {
   dist::LaunchEnv env;

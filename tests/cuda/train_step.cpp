@@ -31,9 +31,10 @@
 #include "engine/optim/sgd.h"
 #include "engine/parameter_arena.h"
 #include "engine/shipped_files.h"
+#include "kernels/cuda/runtime/runtime.h"
 #include "models/train/step.h"
-#include "tests/cuda/cuda_testing.h"
 #include "tests/support/mixed_precision_tracking.h"
+#include "tests/support/testing.h"
 
 using namespace bareyolo;
 using namespace bareyolo::models;

@@ -12,7 +12,6 @@
 #include "data/shapes.h"
 #include "engine/shipped_files.h"
 #include "models/train/trainer.h"
-#include "tests/cuda/cuda_testing.h"
 #include "tests/support/data_fixtures.h"
 
 using namespace bareyolo;

@@ -1,60 +1,15 @@
-// tests/cuda/upsample.cpp — nearest x2 upsampling on the GPU against the CPU (dense and
-// channel-slice views; bit-equal: it copies, and the backward adds in the CPU's order), and
-// Concat without copies on the GPU: a graph placed on cuda:0 gives its Upsample producers
-// channel slices of the Concat's buffer as their outputs.
+// tests/cuda/upsample.cpp — Concat without copies on the GPU: a graph placed on cuda:0 gives its
+// Upsample producers channel slices of the Concat's buffer as their outputs, and the values are
+// the CPU's. Upsampling's comparisons with the CPU are the selftest's pool+upsample checks
+// (tools/selftest/pool_checks.cpp, run on cuda:0 by tests/cuda/selftest.cpp).
 #include <memory>
 
 #include "engine/graph.h"
 #include "engine/layers/upsample.h"
-#include "kernels/ops.h"
-#include "tests/cuda/cuda_testing.h"
+#include "tests/support/random_tensor.h"
 
 using namespace bareyolo;
 using namespace bareyolo::testing;
-
-TEST_CASE("cuda upsample x2 forward and backward equal the cpu") {
-  Rng rng(61);
-  for (Shape4 s : {Shape4{1, 1, 1, 1}, Shape4{2, 3, 5, 7}, Shape4{4, 16, 20, 20}}) {
-    const Shape4 big{s.n, s.c, 2 * s.h, 2 * s.w};
-    compare_cuda_with_cpu(
-        {random_tensor(rng, s)}, {Tensor::empty(big)},
-        [](auto& in, auto& out) {
-          ops::upsample_nearest2x_forward<float>(in[0].template view<float>(),
-                                                 out[0].template view<float>());
-        },
-        "upsample forward", true, 0, 0);
-    compare_cuda_with_cpu(
-        {random_tensor(rng, big)}, {random_tensor(rng, s)},
-        [](auto& in, auto& out) {
-          ops::upsample_nearest2x_backward<float>(in[0].template view<float>(),
-                                                  out[0].template view<float>());
-        },
-        "upsample backward", false, 0, 0);
-  }
-}
-
-TEST_CASE("cuda upsample on channel slices equals the cpu") {
-  Rng rng(62);
-  const Shape4 small{3, 6, 9, 11}, big{3, 6, 18, 22};
-  compare_cuda_with_cpu(
-      {random_tensor(rng, small)}, {Tensor::empty(big)},
-      [](auto& in, auto& out) {
-        Tensor y = out[0].channels(3, 5);
-        ops::upsample_nearest2x_forward<float>(in[0].channels(1, 3).template view<float>(),
-                                               y.template view<float>());
-        out[0].channels(0, 3).zero();
-        out[0].channels(5, 6).zero();
-      },
-      "upsample forward on slices", true, 0, 0);
-  compare_cuda_with_cpu(
-      {random_tensor(rng, big)}, {random_tensor(rng, small)},
-      [](auto& in, auto& out) {
-        Tensor dx = out[0].channels(2, 6);
-        ops::upsample_nearest2x_backward<float>(in[0].channels(0, 4).template view<float>(),
-                                                dx.template view<float>());
-      },
-      "upsample backward on slices", false, 0, 0);
-}
 
 TEST_CASE("cuda graph: Concat producers write into the concatenation's buffer") {
   auto build = [] {
