@@ -5,8 +5,8 @@
 // (the last one's objectness target wins) and an empty level. The gradients must be equal
 // bit for bit (the same double terms added in float in the same row order, onto the
 // zeros of the kernels' memset); the values to 1e-12 relative (only the order of the sums
-// differs). What a GPU adds — launches, the tree sums, device memory — is
-// tests/cuda/loss.cpp's.
+// differs). What a GPU adds — launches, the tree sums, device memory — the selftest's loss
+// checks cover (tools/selftest/loss_checks.cpp, run on a GPU by tests/cuda/selftest.cpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>

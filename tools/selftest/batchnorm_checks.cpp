@@ -1,9 +1,9 @@
 // tools/selftest/batchnorm_checks.cpp — the float BatchNorm ops against their double reference
-// (see selftest.h; tolerances: the top of selftest.cpp), formerly tests/cuda/batchnorm.cpp:
-// SyncBatchNorm's four phases (moments, apply, backward reduce and apply), the training and
-// evaluation forward and backward, on yolov5n-like maps (odd sizes, few and many channels, a
-// batch of one, 1x1 maps) and on channel slices, and the moments of a batch whose mean dwarfs
-// its spread. The fused BN + SiLU ops and the ConvBnSilu layer: bn_silu_checks.cpp.
+// (see selftest.h; tolerances: the top of selftest.cpp): SyncBatchNorm's four phases (moments,
+// apply, backward reduce and apply), the training and evaluation forward and backward, on
+// yolov5n-like maps (odd sizes, few and many channels, a batch of one, 1x1 maps) and on channel
+// slices, and the moments of a batch whose mean dwarfs its spread. The fused BN + SiLU ops and the
+// ConvBnSilu layer: bn_silu_checks.cpp.
 #include <vector>
 
 #include "kernels/ops.h"

@@ -1,6 +1,6 @@
 // tools/selftest/bf16_batchnorm_checks.cpp — BatchNorm and BatchNorm + SiLU on bf16 maps on the
 // DUT against the CPU's bf16 ops (see bf16_checks.cpp and selftest.h; tolerances: the top of
-// selftest.cpp), formerly in tests/cuda/bf16_ops.cpp: SyncBatchNorm's phases, the training and
+// selftest.cpp): SyncBatchNorm's phases, the training and
 // evaluation forward and backward, plain and fused, every per-channel value in float.
 #include <vector>
 

@@ -1,11 +1,11 @@
 // tools/selftest/bf16_checks.cpp — mixed precision's bf16 storage on the DUT against the CPU's
-// bf16 ops (see selftest.h; tolerances: the top of selftest.cpp), formerly tests/cuda/bf16.cpp
-// and bf16_ops.cpp. A bf16 op has no double form: by definition (kernels/ops.h) it is its float
-// op on the widened operands, each stored result rounded to bf16, which the CPU runs; a GPU
-// computes the same float values up to the order of its float operations, so a result near the
-// midpoint of two bf16 neighbours may round to either. The conversions, bit for bit; the
-// activation ops (SiLU, add, upsampling, pooling and SPPF's chain) on channel-slice views where
-// the graph has them; the convolutions on both CUDA paths. BatchNorm: bf16_batchnorm_checks.cpp.
+// bf16 ops (see selftest.h; tolerances: the top of selftest.cpp). A bf16 op has no double form: by
+// definition (kernels/ops.h) it is its float op on the widened operands, each stored result rounded
+// to bf16, which the CPU runs; a GPU computes the same float values up to the order of its float
+// operations, so a result near the midpoint of two bf16 neighbours may round to either. The
+// conversions, bit for bit; the activation ops (SiLU, add, upsampling, pooling and SPPF's chain) on
+// channel-slice views where the graph has them; the convolutions on both CUDA paths. BatchNorm:
+// bf16_batchnorm_checks.cpp.
 #include <cmath>
 #include <string>
 #include <vector>

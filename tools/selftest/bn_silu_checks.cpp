@@ -1,10 +1,10 @@
 // tools/selftest/bn_silu_checks.cpp — the fused BatchNorm + SiLU in float against the double
 // reference (see selftest.h; tolerances: the top of selftest.cpp). On a GPU each op is one fused
 // kernel; on the CPU (and in the reference) it is its definition, the composition of the ops it
-// fuses (kernels/cpu/batchnorm_silu.cpp). The apply on yolov5n-like maps (formerly
-// tests/cuda/batchnorm.cpp), the four backward ops on a small map, and the ConvBnSilu layer,
-// which fuses BN with SiLU on a GPU (forward: one apply pass; backward: SiLU's gradient computed
-// inside BN's reduce and apply), train and eval, alone and as SyncBatchNorm over one rank.
+// fuses (kernels/cpu/batchnorm_silu.cpp). The apply on yolov5n-like maps, the four backward ops on
+// a small map, and the ConvBnSilu layer, which fuses BN with SiLU on a GPU (forward: one apply
+// pass; backward: SiLU's gradient computed inside BN's reduce and apply), train and eval, alone and
+// as SyncBatchNorm over one rank.
 #include <array>
 #include <memory>
 #include <span>

@@ -1,8 +1,7 @@
 // tools/selftest/elementwise_checks.cpp — the elementwise ops in float against their double
-// reference (see selftest.h; tolerances: the top of selftest.cpp): SiLU and add (formerly
-// tests/cuda/elementwise.cpp), sigmoid and BCE-with-logits (formerly in tests/cuda/loss.cpp),
-// on a single element, odd sizes and larger maps, and on channel slices (strided batches, as
-// Concat's zero-copy inputs and outputs are).
+// reference (see selftest.h; tolerances: the top of selftest.cpp): SiLU, add, sigmoid and
+// BCE-with-logits, on a single element, odd sizes and larger maps, and on channel slices (strided
+// batches, as Concat's zero-copy inputs and outputs are).
 #include <vector>
 
 #include "kernels/ops.h"

@@ -1,12 +1,11 @@
 // tools/selftest/loss_checks.cpp — YOLOv5's loss on the DUT against the host's loss in double
-// (see selftest.h; tolerances: the top of selftest.cpp), formerly in tests/cuda/loss.cpp and the
-// selftest's own: yolo_loss<float> of random heads and random matched rows (several rows on one
-// cell, whose objectness target the last one sets; an empty level; label smoothing and
-// pos_weights; this batch's counts and data parallelism's global ones), and head_loss of
-// build_targets' rows and of the tiny model's targets. A GPU head routes to cuda::yolo_loss:
-// only the matched rows go up and three sums come back. The values and the gradients are
-// separate checks: every term of the values is a double on both sides, while each gradient
-// element is a double rounded to float.
+// (see selftest.h; tolerances: the top of selftest.cpp): yolo_loss<float> of random heads and
+// random matched rows (several rows on one cell, whose objectness target the last one sets; an
+// empty level; label smoothing and pos_weights; this batch's counts and data parallelism's global
+// ones), and head_loss of build_targets' rows and of the tiny model's targets. A GPU head routes to
+// cuda::yolo_loss: only the matched rows go up and three sums come back. The values and the
+// gradients are separate checks: every term of the values is a double on both sides, while each
+// gradient element is a double rounded to float.
 #include <utility>
 #include <vector>
 

@@ -1,9 +1,9 @@
 // tools/selftest/optimizer_checks.cpp — the optimizer's passes over flat buffers against their
-// double reference (see selftest.h; tolerances: the top of selftest.cpp), formerly
-// tests/cuda/optim.cpp: SGD over three parameter groups in one pass (Nesterov and plain, with
-// weight decay), the EMA, clipping to a norm whose sum of squares stays on the device, and the
-// sum of squares itself (dense and strided, and the same bits when repeated), on buffers of one
-// element, of sizes that do not divide a GPU's grid, and of a million elements.
+// double reference (see selftest.h; tolerances: the top of selftest.cpp): SGD over three parameter
+// groups in one pass (Nesterov and plain, with weight decay), the EMA, clipping to a norm whose sum
+// of squares stays on the device, and the sum of squares itself (dense and strided, and the same
+// bits when repeated), on buffers of one element, of sizes that do not divide a GPU's grid, and of
+// a million elements.
 #include <string>
 #include <vector>
 
