@@ -118,22 +118,30 @@ double check_moments_large_mean(const Device& dut) {
 
 // ---- training: forward, and backward from the statistics the forward saves -------------------
 
-struct TrainCase {
+// What every training and evaluation case draws first, in this order.
+struct BatchNormInputs {
   Tensor x, dy, gamma, beta, running_mean, running_var;
-  Tensor save_mean, save_invstd;  // the CPU's float forward's, the backward's inputs
-  Tensor dx, dgamma, dbeta;       // the backward's initial values
+};
+BatchNormInputs draw_inputs(Random& random, const Shape4& s) {
+  BatchNormInputs in;
+  in.x = random.uniform(s, -2, 3);
+  in.dy = random.uniform(s, -1, 1);
+  in.gamma = random.per_channel(s.c, 0.5, 1.5);
+  in.beta = random.per_channel(s.c, -1, 1);
+  in.running_mean = random.per_channel(s.c, -0.5, 0.5);
+  in.running_var = random.per_channel(s.c, 0.5, 2);
+  return in;
+}
+
+struct TrainCase : BatchNormInputs {
+  Tensor save_mean = {}, save_invstd = {};  // the CPU's float forward's, the backward's inputs
+  Tensor dx = {}, dgamma = {}, dbeta = {};  // the backward's initial values
 };
 std::vector<TrainCase> train_cases() {
   Random random(82);
   std::vector<TrainCase> cases;
   for (const Shape4& s : kShapes) {
-    TrainCase c;
-    c.x = random.uniform(s, -2, 3);
-    c.dy = random.uniform(s, -1, 1);
-    c.gamma = random.per_channel(s.c, 0.5, 1.5);
-    c.beta = random.per_channel(s.c, -1, 1);
-    c.running_mean = random.per_channel(s.c, -0.5, 0.5);
-    c.running_var = random.per_channel(s.c, 0.5, 2);
+    TrainCase c{draw_inputs(random, s)};
     random.skip(s);  // y, save_mean and save_invstd: poisoned instead
     random.skip(per_channel(c.x));
     random.skip(per_channel(c.x));
@@ -234,20 +242,14 @@ double check_backward_train(const Device& dut) {
 
 // ---- evaluation: the running statistics ------------------------------------------------------
 
-struct EvalCase {
-  Tensor x, dy, gamma, beta, running_mean, running_var, dx, dgamma, dbeta;
+struct EvalCase : BatchNormInputs {
+  Tensor dx = {}, dgamma = {}, dbeta = {};
 };
 std::vector<EvalCase> eval_cases() {
   Random random(83);
   std::vector<EvalCase> cases;
   for (const Shape4& s : kShapes) {
-    EvalCase c;
-    c.x = random.uniform(s, -2, 3);
-    c.dy = random.uniform(s, -1, 1);
-    c.gamma = random.per_channel(s.c, 0.5, 1.5);
-    c.beta = random.per_channel(s.c, -1, 1);
-    c.running_mean = random.per_channel(s.c, -0.5, 0.5);
-    c.running_var = random.per_channel(s.c, 0.5, 2);
+    EvalCase c{draw_inputs(random, s)};
     c.dx = random.uniform(s, -3, 3);
     c.dgamma = random.per_channel(s.c, -3, 3);
     c.dbeta = random.per_channel(s.c, -3, 3);
