@@ -1,5 +1,5 @@
 // tools/bareyolo/demo.h — `bareyolo demo`: a small convolutional network trained end to end with
-// the CPU kernels, until the detector trainer exists.
+// the kernels' ops alone, a 2-second smoke run of the kernels.
 #pragma once
 
 namespace bareyolo {

@@ -5,7 +5,7 @@
 //   bareyolo grads --cfg CFG --weights W.safetensors --batch B.safetensors --out G.safetensors
 //                  [--nc N] [--hyp H.yaml]
 //       one training-mode forward, YOLOv5's loss and backward on a given batch: the golden
-//       check against PyTorch YOLOv5 (README.md, "Checking against PyTorch YOLOv5")
+//       check against PyTorch YOLOv5 (docs/models.md, "Checking against PyTorch YOLOv5")
 //   bareyolo convert --weights W.safetensors [--dtype bf16|fp32] --out W16.safetensors
 //       the same file with its F32/BF16 tensors in the other dtype (bf16 weights load anywhere
 //       fp32 ones do)

@@ -35,7 +35,8 @@ struct TrainCommandOptions {
 } options;
 
 // The built-in shapes dataset, generated on first use, and again when an older bareyolo's
-// generator wrote the one there (its images differ from what the README's numbers used).
+// generator wrote the one there (its images differ from what the recorded numbers used:
+// docs/benchmarks.md).
 std::string default_dataset() {
   const fs::path folder = fs::path("datasets") / "shapes", yaml = folder / "data.yaml";
   if (fs::exists(yaml)) {
