@@ -49,7 +49,10 @@ struct TrainingProgress {
   bool finished = false;  // the run ended (all epochs or early stop): nothing to resume
 };
 
-// The Solver's counters (solver.h): where the optimizer stands.
+// The Solver's counters (solver.h): where the optimizer stands. The optimizer's step count is
+// saved twice, as the format has always had it: in "progress" (optimizer_steps) and in the
+// metadata (optimizer_updates); the Solver writes both from the optimizer and restores from the
+// latter.
 struct SolverState {
   int64_t optimizer_steps = 0;       // in the whole run
   int64_t last_step_iteration = -1;  // iteration (batch + epoch * batches) of the last step

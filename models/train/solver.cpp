@@ -111,7 +111,6 @@ void Solver::update() {
   optimizer_->step();
   optimizer_->zero_grad();
   ema_.update();
-  ++optimizer_steps_;
 }
 
 void Solver::restore(const Resume& resume, const std::string& source) {
@@ -119,12 +118,11 @@ void Solver::restore(const Resume& resume, const std::string& source) {
   const SolverState& saved = resume.info.solver;
   optimizer_->set_steps(saved.optimizer_updates);
   ema_.set_updates(saved.ema_updates);
-  optimizer_steps_ = saved.optimizer_steps;
   last_step_iteration_ = saved.last_step_iteration;
 }
 
 SolverState Solver::state() const {
-  return {.optimizer_steps = optimizer_steps_,
+  return {.optimizer_steps = optimizer_->steps(),
           .last_step_iteration = last_step_iteration_,
           .ema_updates = ema_.updates(),
           .optimizer = optimizer_name(options_.optimizer),

@@ -91,7 +91,8 @@ class Solver {
   void drop_accumulation() { optimizer_->zero_grad(); }
 
   // Continues from `resume`: every tensor of the step (weights, EMA, optimizer state) and the
-  // counters; refused, naming `source`, when another optimizer saved it.
+  // counters; a missing tensor is refused, naming `source`, before anything is copied
+  // (check_resume_fits refuses another optimizer's checkpoint before this is called).
   void restore(const Resume& resume, const std::string& source);
   SolverState state() const;
   // The tensors a checkpoint holds, under the model's names: the EMA's as model.*, the raw
@@ -103,9 +104,7 @@ class Solver {
   ParameterArena& arena() { return arena_; }
   const ParameterArena& arena() const { return arena_; }
   const Schedule& schedule() const { return schedule_; }
-  Optimizer& optimizer() { return *optimizer_; }
-  dist::Reducer* reducer() { return reducer_.get(); }
-  int64_t optimizer_steps() const { return optimizer_steps_; }
+  int64_t optimizer_steps() const { return optimizer_->steps(); }  // in the whole run
 
  private:
   DetectionModel& model_;
@@ -117,7 +116,7 @@ class Solver {
   const std::unique_ptr<Optimizer> optimizer_;
   ModelEma ema_;
   std::unique_ptr<dist::Reducer> reducer_;
-  int64_t optimizer_steps_ = 0, last_step_iteration_ = -1;
+  int64_t last_step_iteration_ = -1;  // iteration (batch + epoch * batches) of the last step
 };
 
 }  // namespace bareyolo::models

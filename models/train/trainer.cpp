@@ -116,6 +116,9 @@ int training_image_size(int imgsz, const DetectionModel& model, bool rank0, cons
   return size;
 }
 
+// SyncBatchNorm when distributed: on unless --no-sync-bn (TrainOptions::sync_bn unset is on).
+bool sync_bn(const TrainOptions& options) { return options.sync_bn.value_or(true); }
+
 // The Solver's options from the run's: YOLOv5's schedule over the sampler's batches, the
 // update rule, the loss for the model's head, the device switches, data parallelism.
 SolverOptions solver_options(const TrainOptions& options, const RunContext& run,
@@ -132,7 +135,7 @@ SolverOptions solver_options(const TrainOptions& options, const RunContext& run,
           .tf32 = options.tf32,
           .winograd = options.winograd,
           .amp = options.amp,
-          .sync_bn = options.sync_bn.value_or(true),
+          .sync_bn = sync_bn(options),
           .bucket_mb = options.bucket_mb,
           .bf16_grad_buckets = options.bf16_grad_buckets};
 }
@@ -262,7 +265,7 @@ dist::Communicator* Trainer::job_communicator() {
   log_(std::string("communicator: ") + dist::to_string(comm->backend()) + ", " +
        std::to_string(comm->world_size()) + " rank(s)");
   const int per_rank = run_.batch.per_rank;
-  if (!options_.sync_bn.value_or(true) && per_rank < 16)
+  if (!sync_bn(options_) && per_rank < 16)
     log_("warning: BatchNorm runs unsynced on " + std::to_string(per_rank) +
          " images per rank (fewer than 16): its statistics are noisy; drop --no-sync-bn");
   return comm;
@@ -477,7 +480,7 @@ void Trainer::validate_epoch(int epoch, EpochMetrics& metrics) {
   const trace::Range traced(trace::Track::compute, "validation");
   for (size_t i = 0; i < ema_state_.size(); ++i)
     ema_state_[i].value->copy_from(solver_.ema_values()[i]);
-  if (comm_ && !options_.sync_bn.value_or(true)) dist::broadcast_buffers(*comm_, ema_state_);
+  if (comm_ && !sync_bn(options_)) dist::broadcast_buffers(*comm_, ema_state_);
   const int shards = comm_ ? comm_->world_size() : 1;
   auto [result, numbers] =
       validate_with_loss(ema_model_, data_.val.dataset,

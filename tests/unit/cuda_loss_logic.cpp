@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "models/loss/head_loss.cuh"
-#include "tests/support/random_matched_rows.h"
 #include "tests/support/testing.h"
+#include "tools/selftest/random_matched_rows.h"
 
 using namespace bareyolo;
 using namespace bareyolo::models;
@@ -40,8 +40,9 @@ TEST_CASE("the cuda loss's per-thread bodies run serially equal yolo_loss") {
         expected_grad.push_back(random_vector<float>(rng, shapes.back().numel(), -1, 1));
         grad.push_back(expected_grad.back());
         // Level 2 matches nothing.
-        targets.push_back(random_matched_rows(rng, level == 2 ? 0 : 60 / (level + 1), images,
-                                              anchors, sizes[level], sizes[level], classes));
+        targets.push_back(selftest::random_matched_rows(rng, level == 2 ? 0 : 60 / (level + 1),
+                                                        images, anchors, sizes[level], sizes[level],
+                                                        classes));
       }
       LossOptions options{scale_loss_gains({}, 3, classes, 320), classes};
       options.hyp.label_smoothing = 0.1;

@@ -1,5 +1,5 @@
 // tools/selftest/random_matched_rows.h — random matched rows (build_targets' output) for the
-// loss's checks (loss_checks.cpp) and tests (tests/support/random_matched_rows.h): `count` rows
+// loss's checks (loss_checks.cpp) and tests (tests/unit/cuda_loss_logic.cpp): `count` rows
 // on a head of images x anchors x ny x nx cells with random targets and classes, about a third
 // of them on the cell of an earlier row (YOLOv5 lets several rows share a cell, and the last
 // one's objectness target wins).
