@@ -180,9 +180,11 @@ TrainSummary train_rank(TrainOptions options, const dist::DeviceSpec& spec, cons
     const bool created = prepare_run(options, group.world_size(), log);
     if (!env.spawned_by_bareyolo) owned.emplace(options.run_dir, created, log);
     if (torchrun_job) record_elastic_run(options.run_dir, env.elastic_run_id);
-    group.store->set(kResumeKey, options.resume);
-    group.store->set(kBatchKey, std::to_string(options.batch));
-    group.store->set(kRunDirKey, options.run_dir);
+    if (group.store) {  // a job of one rank (WORLD_SIZE=1) has nobody to tell, and no store
+      group.store->set(kResumeKey, options.resume);
+      group.store->set(kBatchKey, std::to_string(options.batch));
+      group.store->set(kRunDirKey, options.run_dir);
+    }
   } else {
     options.resume = group.store->get(kResumeKey);
     options = resolved_request(options);  // rank 0's checkpoint's configuration, as rank 0's
@@ -229,14 +231,24 @@ TrainSummary summary_from_json(const nlohmann::json& j) {
   return s;
 }
 
-// The line that ends a job whose worker failed: where it can be continued from.
-std::string worker_failure(const std::string& run_dir) {
-  const std::string stopped = "training stopped: a worker failed (see the message above); ";
-  if (run_dir.empty()) return stopped + "node 0 holds the run's checkpoints";
+// Where a stopped job can be continued from, for the line that ends it.
+std::string where_to_continue(const std::string& run_dir) {
+  if (run_dir.empty()) return "node 0 holds the run's checkpoints";
   const std::string last = last_checkpoint(run_dir);
   if (!std::filesystem::is_regular_file(last))
-    return stopped + "no checkpoint of " + run_dir + " was written yet";
-  return stopped + "its last checkpoint, " + last + ", is intact: continue with --resume " + last;
+    return "no checkpoint of " + run_dir + " was written yet";
+  return "its last checkpoint, " + last + ", is intact: continue with --resume " + last;
+}
+
+// How a launch that did not succeed ends: a person's SIGINT or SIGTERM is no worker's failure.
+[[noreturn]] void throw_launch_end(const dist::LaunchEnd& end, const std::string& run_dir) {
+  if (end.interrupted_by != 0 && end.failure.empty())
+    throw TrainingInterrupted(end.interrupted_by,
+                              "training stopped: the launcher was asked to stop by " +
+                                  dist::signal_name(end.interrupted_by) +
+                                  " and stopped every worker; " + where_to_continue(run_dir));
+  throw std::runtime_error("training stopped: a worker failed (see the message above); " +
+                           where_to_continue(run_dir));
 }
 
 // One start of the job's workers: rank 0's summary, or nothing when the launch failed (`end`
@@ -307,8 +319,8 @@ TrainSummary spawn_ranks(TrainOptions options, const dist::DeviceSpec& spec, con
     dist::LaunchEnd end;
     if (std::optional<TrainSummary> summary = launch_job(options, spec, plan, log, end))
       return *summary;
-    if (end.interrupted || end.failure.empty() || restart > options.max_restarts)
-      throw std::runtime_error(worker_failure(options.run_dir));
+    if (end.interrupted_by != 0 || end.failure.empty() || restart > options.max_restarts)
+      throw_launch_end(end, options.run_dir);
     std::string position;
     options = continue_run(options, &position);
     log("restart " + std::to_string(restart) + " of " + std::to_string(options.max_restarts) +

@@ -18,15 +18,30 @@
 #pragma once
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 #include "models/train/trainer.h"
 
 namespace bareyolo::models {
 
+// What run_training throws when SIGINT or SIGTERM asked bareyolo's launcher to stop: it has
+// stopped its workers. what() says so and where the run can be continued from; a command exits
+// with exit_status(), the shell's convention for a process ended by that signal.
+class TrainingInterrupted : public std::runtime_error {
+ public:
+  TrainingInterrupted(int signal, const std::string& message)
+      : std::runtime_error(message), signal_(signal) {}
+  int exit_status() const { return 128 + signal_; }
+
+ private:
+  int signal_;
+};
+
 // Trains as described above; returns rank 0's summary (in a spawned run: best fitness and
 // epochs read back from the run directory). Throws on bad input before any worker starts
-// where it can, and when a worker failed (naming it).
+// where it can, when a worker failed (naming it), and TrainingInterrupted when stopped by a
+// signal.
 TrainSummary run_training(const TrainOptions& request,
                           const std::function<void(const std::string&)>& log);
 

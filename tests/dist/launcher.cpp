@@ -391,9 +391,11 @@ TEST_CASE("dist launcher: SIGINT to the launcher reaches every worker") {
   INFO("stdout:\n" << launcher.out() << "\nstderr:\n" << launcher.err());
   CHECK(launcher.out().find("[rank0]: got SIGINT\n") != std::string::npos);
   CHECK(launcher.out().find("[rank1]: got SIGINT\n") != std::string::npos);
-  CHECK(launcher.err().find("[launcher]: received SIGINT: forwarding it to every worker") !=
+  CHECK(launcher.err().find(
+            "[launcher]: received SIGINT: asked to stop, forwarding it to every worker") !=
         std::string::npos);
-  CHECK(launcher.err().find("[launcher]: interrupted by SIGINT") != std::string::npos);
+  CHECK(launcher.err().find("[launcher]: stopped every worker, as SIGINT asked") !=
+        std::string::npos);
 }
 
 TEST_CASE("dist launcher: a worker cannot launch workers (the recursion guard)") {

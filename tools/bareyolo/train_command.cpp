@@ -110,10 +110,16 @@ int train() {
   t.tf32 = options.tf32 == "on";
   t.winograd = options.winograd == "on";
   t.bf16_grad_buckets = options.grad_dtype == "bf16";
-  const models::TrainSummary summary = models::run_training(t, [](const std::string& line) {
-    std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
-  });
+  models::TrainSummary summary;
+  try {
+    summary = models::run_training(t, [](const std::string& line) {
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    });
+  } catch (const models::TrainingInterrupted& stop) {  // not an error: exit as the signal asks
+    std::fprintf(stderr, "bareyolo: %s\n", stop.what());
+    return stop.exit_status();
+  }
   if (!summary.rank0) return 0;
   std::printf(
       "%s: %d epochs, %lld optimizer steps in %.0f s; best mAP50 %.3f, mAP50-95 %.3f; "

@@ -48,11 +48,6 @@ constexpr auto kGpuProbeTimeout = 60s;
 
 constexpr int kRelayedSignals[] = {SIGINT, SIGTERM, SIGCHLD};
 
-std::string signal_name(int signal) {
-  const char* abbreviation = ::sigabbrev_np(signal);
-  return abbreviation ? std::string("SIG") + abbreviation : "signal " + std::to_string(signal);
-}
-
 // "exited with status 3", "was killed by signal 9 (SIGKILL)".
 std::string describe_wait_status(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
@@ -423,7 +418,7 @@ class Supervisor {
 
   void forward_interrupt(int signal) {
     if (!interrupted_by_) interrupted_by_ = signal;
-    say("received " + signal_name(signal) + ": forwarding it to every worker");
+    say("received " + signal_name(signal) + ": asked to stop, forwarding it to every worker");
     signal_running(signal);
     if (!stop_deadline_) stop_deadline_ = Clock::now() + plan_.grace;
   }
@@ -445,7 +440,7 @@ class Supervisor {
   }
 
   int report(LaunchEnd* end) {
-    if (end) end->interrupted = interrupted_by_.has_value();
+    if (end) end->interrupted_by = interrupted_by_.value_or(0);
     if (first_failure_) {
       int status = *first_failure_->wait_status;
       const std::string failure = first_failure_->name + " " + describe_wait_status(status);
@@ -454,7 +449,7 @@ class Supervisor {
       return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
     if (interrupted_by_) {
-      say("interrupted by " + signal_name(*interrupted_by_));
+      say("stopped every worker, as " + signal_name(*interrupted_by_) + " asked");
       return 128 + *interrupted_by_;
     }
     return 0;
@@ -500,6 +495,11 @@ std::string field_text(const char* field, long long value) {
 }
 
 }  // namespace
+
+std::string signal_name(int signal) {
+  const char* abbreviation = ::sigabbrev_np(signal);
+  return abbreviation ? std::string("SIG") + abbreviation : "signal " + std::to_string(signal);
+}
 
 void LaunchPlan::validate() const {
   auto fail = [](const std::string& sentence) { throw std::runtime_error(sentence); };

@@ -59,9 +59,12 @@ EnvMap worker_environment(const LaunchPlan& plan, int local_rank, int master_por
 // How a launch ended, for a caller that may start the job again (--max-restarts): only a
 // worker's failure is worth a restart, never a person's SIGINT.
 struct LaunchEnd {
-  std::string failure;       // "rank 1 was killed by signal 9 (SIGKILL)"; empty: none failed
-  bool interrupted = false;  // SIGINT or SIGTERM reached the launcher
+  std::string failure;     // "rank 1 was killed by signal 9 (SIGKILL)"; empty: none failed
+  int interrupted_by = 0;  // SIGINT or SIGTERM, when one reached the launcher; 0: none did
 };
+
+// "SIGTERM", "SIGKILL"; "signal 64" for one without a name.
+std::string signal_name(int signal);
 
 // Forks plan.nproc workers running worker(local_rank), supervises them as described above and
 // returns 0 when every worker exited 0; otherwise prints the first failure (rank, exit status
