@@ -41,11 +41,17 @@ std::optional<dist::Backend> backend_of(const std::string& name) {
   throw std::invalid_argument("--backend " + name + " is not one of auto, tcp, nccl");
 }
 
+// A timeout flag's seconds (--timeout, --rendezvous-timeout) as a duration.
+std::chrono::milliseconds duration_of(const char* flag, double seconds) {
+  constexpr double kLongestSeconds = 1e9;  // 31 years: far beyond any wait, and no overflow
+  if (!(seconds > 0 && seconds <= kLongestSeconds))
+    throw std::invalid_argument(std::string(flag) + " " + std::to_string(seconds) +
+                                " must be a positive number of seconds, at most 1e9");
+  return std::chrono::milliseconds(int64_t(seconds * 1000));
+}
+
 std::chrono::milliseconds timeout_of(const TrainOptions& options) {
-  if (!(options.timeout_s > 0))
-    throw std::invalid_argument("--timeout " + std::to_string(options.timeout_s) +
-                                " must be a positive number of seconds");
-  return std::chrono::milliseconds(int64_t(options.timeout_s * 1000));
+  return duration_of("--timeout", options.timeout_s);
 }
 
 // The devices and rank count the options ask for on this machine.
@@ -164,7 +170,10 @@ TrainSummary train_rank(TrainOptions options, const dist::DeviceSpec& spec, cons
                               : env.local_rank);
   dist::ProcessGroup group = dist::init_process_group(
       env,
-      {.backend = backend_of(options.backend), .timeout = timeout_of(options), .device = device});
+      {.backend = backend_of(options.backend),
+       .rendezvous = {.timeout = duration_of("--rendezvous-timeout", options.rendezvous_timeout_s)},
+       .timeout = timeout_of(options),
+       .device = device});
   // Rank 0 decides where the run goes (it alone creates directories) and, after a torchrun
   // restart, which checkpoint it continues from; the others are told. So does AutoBatch,
   // probed on rank 0 alone. Under an external launcher rank 0 owns the run directory (locks

@@ -62,7 +62,8 @@ struct TrainOptions {
   DeviceArg device;              // "auto", "cpu", "0", "0,1", "cuda:0"; or 0; or {0, 1}
   int nproc_per_node = 0;        // CPU ranks; 0: one for "cpu", as many as fit the cores for "auto"
   std::string backend = "auto";  // "auto", "tcp" or "nccl"
-  double timeout_s = 3 * 3600;   // bounds every rendezvous wait and collective
+  double timeout_s = 3 * 3600;   // bounds every store call and collective of a running job
+  double rendezvous_timeout_s = 600;  // bounds joining it (engine/distributed/launch/rendezvous.h)
   // Restarts of the whole job from the run's newest checkpoint after a worker fails (bareyolo's
   // own launcher: launch.h); 0: the first failure ends the run.
   int max_restarts = 0;

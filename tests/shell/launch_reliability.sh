@@ -4,7 +4,9 @@
 #      OpenMPI's for `mpirun -np 1`) trains as one process, to the very weights of a plain
 #      one-process run (it used to segfault, leaving a run directory);
 #   2. SIGTERM to bareyolo's launcher stops the workers, says the launcher was asked to stop
-#      (not that a worker failed) and exits with 128 + 15.
+#      (not that a worker failed) and exits with 128 + 15;
+#   3. a hand-launched rank whose peers never come gives up at --rendezvous-timeout, naming
+#      what it waited for (it used to wait the 3-hour collective timeout).
 set -euo pipefail
 bareyolo=$(realpath "$1") cfg=$(realpath "$2")
 work=$(mktemp -d)
@@ -40,5 +42,17 @@ test "$status" = 143 || fail "SIGTERM: exit status $status, not 143: $(tail -n 3
 grep -q "the launcher was asked to stop by SIGTERM and stopped every worker" "$work/term.txt" \
   || fail "SIGTERM: no message saying so: $(tail -n 3 "$work/term.txt")"
 if grep -q "a worker failed" "$work/term.txt"; then fail "SIGTERM was reported as a worker's failure"; fi
+
+# 3. rank 1 of 2 alone: rank 0's store never answers.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+hand=(env MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=2)
+start=$SECONDS
+if "${hand[@]}" RANK=1 "$bareyolo" train "${common[@]}" --epochs 1 --name alone \
+     --rendezvous-timeout 2 > "$work/alone.txt" 2>&1; then
+  fail "a rank without peers trained"
+fi
+test $((SECONDS - start)) -lt 10 || fail "the lone rank took $((SECONDS - start)) s to give up"
+grep -q "rank 1 gave up joining the job after 2 s (the rendezvous timeout, --rendezvous-timeout): still waiting for rank 0's store at 127.0.0.1:$port" \
+  "$work/alone.txt" || fail "no rendezvous timeout message: $(tail -n 3 "$work/alone.txt")"
 
 echo "launch reliability: all steps passed"

@@ -207,7 +207,14 @@ void add_train_command(CLI::App& app) {
                 "bf16 mixed precision: activations and their gradients in bf16 tensors, "
                 "computed in fp32; weights, BatchNorm statistics, loss and optimizer in fp32 "
                 "(cuDNN's bf16 tensor-core convolutions on a GPU)");
-  cmd->add_option("--timeout", t.timeout_s, "Seconds any rank waits for the others before failing")
+  cmd->add_option("--timeout", t.timeout_s,
+                  "Seconds a rank of a running job waits for the others (a collective) before "
+                  "failing")
+      ->check(cli::kPositive)
+      ->capture_default_str();
+  cmd->add_option("--rendezvous-timeout", t.rendezvous_timeout_s,
+                  "Seconds a rank joining a job waits for the others to join (saying every 10 s "
+                  "which it waits for) before failing")
       ->check(cli::kPositive)
       ->capture_default_str();
   cmd->add_option("--max-restarts", t.max_restarts,

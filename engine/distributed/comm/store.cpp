@@ -24,20 +24,28 @@ std::string quoted_keys(const std::vector<std::string>& keys) {
 }  // namespace
 
 Store::Store(std::string host, int port, std::string token, std::chrono::milliseconds timeout)
+    : Store(std::move(host), port, std::move(token), timeout, Clock::now() + timeout) {}
+
+Store::Store(std::string host, int port, std::string token, std::chrono::milliseconds timeout,
+             Clock::time_point connect_by)
     : host_(std::move(host)), port_(port), token_(std::move(token)), timeout_(timeout) {
-  connect(Clock::now() + timeout_);
+  connect(connect_by);
 }
 
 std::string Store::address() const { return host_ + ":" + std::to_string(port_); }
 
 void Store::connect(Clock::time_point deadline) {
-  socket_ = connect_tcp(host_, port_, deadline);
+  try {
+    socket_ = connect_tcp(host_, port_, deadline);
+  } catch (const std::runtime_error& error) {
+    if (Clock::now() < deadline) throw;  // not a wait that ran out (an unknown host, ...)
+    throw StoreUnreachable(error.what());
+  }
   const std::string nonce = random_nonce();
-  const std::string challenge =
-      request(kHello, {kMagic, this_process_name(), nonce}, "the store's challenge", deadline);
+  const std::string challenge = greeting(nonce);
   const std::string answer =
       request(kProve, {token_proof(token_, "store client", challenge, nonce)},
-              "the answer to this process's proof of the token", deadline);
+              "the answer to this process's proof of the token", Clock::now() + kHandshakeTimeout);
   if (!same_proof(answer, token_proof(token_, "store server", nonce, challenge))) {
     socket_.reset();
     throw std::runtime_error("the store at " + address() +
@@ -46,19 +54,57 @@ void Store::connect(Clock::time_point deadline) {
   }
 }
 
+std::string Store::greeting(const std::string& client_nonce) {
+  auto foreign = [&](const std::string& why) {
+    socket_.reset();
+    return std::runtime_error(
+        "the process listening on " + address() + " is not bareyolo's store: " + why +
+        ". Another program holds this port: choose a free one (MASTER_PORT, or --master-port), "
+        "the same on every rank");
+  };
+  std::optional<Frame> reply;
+  try {
+    reply = exchange(encode_frame(kHello, {kMagic, this_process_name(), client_nonce}),
+                     Clock::now() + kHandshakeTimeout);
+  } catch (const std::runtime_error& error) {
+    throw foreign(std::string("its answer to the store's handshake: ") + error.what());
+  }
+  if (!reply)
+    throw foreign("it accepted the connection but did not answer the store's handshake within " +
+                  seconds_text(kHandshakeTimeout));
+  std::string payload = reply->fields.empty() ? "" : std::move(reply->fields[0]);
+  if (reply->tag == kRefused) {  // a bareyolo store of another version
+    socket_.reset();
+    throw std::runtime_error("the store at " + address() + ": " + payload);
+  }
+  if (reply->tag != kOk || reply->fields.size() != 1)
+    throw foreign("it answered the store's handshake with a frame outside the protocol (tag " +
+                  std::to_string(reply->tag) + ")");
+  return payload;
+}
+
 std::string Store::request(uint8_t tag, const std::vector<std::string_view>& fields,
                            const std::string& waiting_for, Clock::time_point deadline) {
   if (!socket_) connect(deadline);
-  Frame reply;
+  const Clock::time_point start = Clock::now();
+  std::optional<Frame> reply;
   try {
-    reply = exchange(encode_frame(tag, fields), waiting_for, deadline);
+    reply = exchange(encode_frame(tag, fields), deadline);
   } catch (...) {
     socket_.reset();  // a reply may still come: this connection is out of step now
     throw;
   }
-  std::string payload = reply.fields.empty() ? "" : std::move(reply.fields[0]);
-  if (reply.tag == kRefused) socket_.reset();
-  if (reply.tag != kOk) throw std::runtime_error("the store at " + address() + ": " + payload);
+  if (!reply) {
+    socket_.reset();
+    throw std::runtime_error(
+        "timed out after " +
+        seconds_text(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start)) +
+        " waiting for " + waiting_for + " from the store at " + address() +
+        " (the timeout is settable; is every rank running?)");
+  }
+  std::string payload = reply->fields.empty() ? "" : std::move(reply->fields[0]);
+  if (reply->tag == kRefused) socket_.reset();
+  if (reply->tag != kOk) throw std::runtime_error("the store at " + address() + ": " + payload);
   return payload;
 }
 
@@ -67,31 +113,22 @@ std::string Store::request(uint8_t tag, const std::vector<std::string_view>& fie
   return request(tag, fields, waiting_for, Clock::now() + timeout_);
 }
 
-Frame Store::exchange(const std::string& frame, const std::string& waiting_for,
-                      Clock::time_point deadline) {
+std::optional<Frame> Store::exchange(const std::string& frame, Clock::time_point deadline) {
   const std::string peer = "the store at " + address();
   std::string header(kHeaderBytes, '\0');
-  std::string body;
-  bool in_time = send_all(socket_.get(), frame.data(), frame.size(), deadline, peer) &&
-                 recv_all(socket_.get(), header.data(), header.size(), deadline, peer);
-  if (in_time) {
-    uint64_t body_bytes = read_u64(header.data());
-    if (body_bytes == 0 || body_bytes > kMaxBodyBytes) {
-      throw std::runtime_error(peer + " sent a reply of " + std::to_string(body_bytes) +
-                               " bytes: it is not bareyolo's store (check MASTER_PORT)");
-    }
-    body.resize(body_bytes);
-    in_time = recv_all(socket_.get(), body.data(), body.size(), deadline, peer);
-  }
-  if (!in_time) {
-    throw std::runtime_error("timed out after " + seconds_text(timeout_) + " waiting for " +
-                             waiting_for + " from " + peer +
-                             " (the timeout is settable; is every rank running?)");
-  }
+  if (!send_all(socket_.get(), frame.data(), frame.size(), deadline, peer) ||
+      !recv_all(socket_.get(), header.data(), header.size(), deadline, peer))
+    return std::nullopt;
+  const uint64_t body_bytes = read_u64(header.data());
+  if (body_bytes == 0 || body_bytes > kMaxBodyBytes)
+    throw std::runtime_error(peer + " sent a header announcing " + std::to_string(body_bytes) +
+                             " bytes, outside the protocol");
+  std::string body(body_bytes, '\0');
+  if (!recv_all(socket_.get(), body.data(), body.size(), deadline, peer)) return std::nullopt;
   auto reply = decode_body(body);
   if (!reply || reply->fields.size() > 1)
-    throw std::runtime_error(peer + " sent a malformed reply to the request for " + waiting_for);
-  return std::move(*reply);
+    throw std::runtime_error(peer + " sent a reply outside the protocol");
+  return reply;
 }
 
 void Store::set(const std::string& key, std::string_view value) {

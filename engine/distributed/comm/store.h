@@ -11,13 +11,16 @@
 //     PROVE {HMAC(token, "store client", server nonce, client nonce)}
 //         -> OK {HMAC(token, "store server", client nonce, server nonce)}
 // so each side proves it holds the job's token, over nonces fresh to this connection (a
-// recorded exchange is worth nothing later). "who" ("pid N on host H") names the client in
-// messages. Anything else is answered REFUSED {reason} and the connection closed — a
-// stranger (wrong token, another protocol, a port scanner) costs the server one closed
-// socket, never a crash or a hang. Once a client that speaks the protocol fails its proof
-// (most often a node started with another BAREYOLO_STORE_TOKEN), every GET or WAIT that
-// cannot be answered at once is answered ERROR naming that client and its address, so the
-// ranks waiting for a rank that will never arrive fail within seconds, not at the timeout. Then one
+// recorded exchange is worth nothing later). bareyolo's store answers the HELLO at once: a
+// listener that does not within kHandshakeTimeout, or answers with bytes outside the protocol,
+// is another program on the port, and the client fails at once, naming the address. "who" ("pid N
+// on host H") names the client in messages. Anything else is answered REFUSED {reason} and the
+// connection closed — a stranger (wrong token, another protocol, a port scanner) costs the server
+// one closed socket, never a crash or a hang. Once a client that speaks the protocol fails its
+// proof (most often a node started with another BAREYOLO_STORE_TOKEN), every GET or WAIT that
+// cannot be answered at once (and every CHECK of a missing key) is answered ERROR naming that
+// client and its address, so the ranks waiting for a rank that will never arrive fail within
+// seconds, not at the timeout. Then one
 // request at a time, each answered by one reply:
 //     SET {key, value} -> OK          GET {key} -> OK {value}, sent once the key exists
 //     WAIT {key...} -> OK, once all exist         CHECK {key} -> OK {"1" | "0"}
@@ -36,6 +39,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -47,6 +52,15 @@
 namespace bareyolo::dist {
 
 inline constexpr std::chrono::milliseconds kDefaultStoreTimeout = std::chrono::hours(3);
+// How long a client waits for the answer to its HELLO before it calls the listener foreign.
+inline constexpr std::chrono::milliseconds kHandshakeTimeout = std::chrono::seconds(5);
+
+// Thrown by Store's constructor when nothing accepted a connection at host:port by its connect
+// deadline: rank 0 may not be up yet, and a caller with time left may try again.
+class StoreUnreachable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // The address the store binds for a given MASTER_ADDR: loopback when the master is this
 // machine's loopback name ("", "localhost", 127.x.x.x), every interface (0.0.0.0) otherwise —
@@ -86,6 +100,10 @@ class Store {
   // later), and presents `token`.
   Store(std::string host, int port, std::string token,
         std::chrono::milliseconds timeout = kDefaultStoreTimeout);
+  // The same, retrying the connection only until `connect_by` (StoreUnreachable after it);
+  // `timeout` still bounds every later call.
+  Store(std::string host, int port, std::string token, std::chrono::milliseconds timeout,
+        Clock::time_point connect_by);
 
   void set(const std::string& key, std::string_view value);
   // The value of `key`, waiting until some client sets it.
@@ -107,10 +125,13 @@ class Store {
                       const std::string& waiting_for);
   std::string request(uint8_t tag, const std::vector<std::string_view>& fields,
                       const std::string& waiting_for, Clock::time_point deadline);
-  // Sends `frame` and reads the reply, by `deadline`.
-  store_protocol::Frame exchange(const std::string& frame, const std::string& waiting_for,
-                                 Clock::time_point deadline);
+  // Sends `frame` and reads the reply, by `deadline`; nullopt when none came by then. Throws
+  // when the bytes that came are not a reply of the protocol, or the connection broke.
+  std::optional<store_protocol::Frame> exchange(const std::string& frame,
+                                                Clock::time_point deadline);
   void connect(Clock::time_point deadline);
+  // The HELLO, answered by the server's challenge, or an error saying the listener is foreign.
+  std::string greeting(const std::string& client_nonce);
   std::string address() const;
 
   std::string host_;

@@ -225,6 +225,8 @@ class Server {
         return add(connection, fields[0], fields[1]);
       case kCheck:
         if (!one_key) break;
+        if (!table_.contains(fields[0]) && !refused_peer_.empty())
+          return reply(connection, kError, {refused_peer_error()});
         return reply(connection, kOk, {table_.contains(fields[0]) ? "1" : "0"});
       case kGet:
       case kWait:
@@ -260,10 +262,7 @@ class Server {
     for (const auto& key : frame.fields) {
       if (table_.contains(key)) continue;
       if (refused_peer_.empty()) return;
-      reply(connection, kError,
-            {"a process (" + refused_peer_ +
-             ") presented another store token and was refused, so a rank of this job may "
-             "never arrive: start every node with the same BAREYOLO_STORE_TOKEN"});
+      reply(connection, kError, {refused_peer_error()});
       connection.parked.reset();
       return serve_input(connection);
     }
@@ -274,6 +273,13 @@ class Server {
     }
     connection.parked.reset();
     serve_input(connection);
+  }
+
+  // The answer to a wait for a key that a refused process may have been meant to set.
+  std::string refused_peer_error() const {
+    return "a process (" + refused_peer_ +
+           ") presented another store token and was refused, so a rank of this job may never "
+           "arrive: start every node with the same BAREYOLO_STORE_TOKEN";
   }
 
   void serve_parked() {

@@ -82,9 +82,8 @@ Backend agree_on_backend(Store& store, const LaunchEnv& env, const Device& devic
 }
 
 // Rank 0 writes a fresh token into `path` (atomically: a reader sees all of it or nothing);
-// the others wait for it, until `deadline`.
-std::string share_local_token(const LaunchEnv& env, const std::string& path,
-                              Clock::time_point deadline) {
+// the others wait for it, as long as `wait` allows.
+std::string share_local_token(const LaunchEnv& env, const std::string& path, JoinWait& wait) {
   if (env.rank == 0) {
     const std::string token = random_nonce() + random_nonce();
     try {  // the folder keeps it private
@@ -105,11 +104,9 @@ std::string share_local_token(const LaunchEnv& env, const std::string& path,
       if (fd >= 0) ::close(fd);
       if (got == ssize_t(token.size())) return token;
     }
-    if (Clock::now() >= deadline)
-      throw std::runtime_error("rank " + std::to_string(env.rank) + " waited in vain for rank 0 " +
-                               "to write the job's store token to " + path +
-                               " (do all ranks run under one launcher on this machine? else set "
-                               "BAREYOLO_STORE_TOKEN)");
+    wait.still_waiting_for("rank 0 to write the job's store token to " + path +
+                           " (do all ranks run under one launcher on this machine? else set "
+                           "BAREYOLO_STORE_TOKEN)");
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
@@ -156,24 +153,18 @@ ProcessGroup init_process_group(const LaunchEnv& env, const ProcessGroupOptions&
     group.server = std::make_unique<StoreServer>(std::move(socket), env.store_token);
     group.store = std::make_unique<Store>("127.0.0.1", port, env.store_token, options.timeout);
   } else {
+    JoinWait wait(env, options.rendezvous);
     std::string token_file;
     if (derives_local_token(env)) {
       token_file = local_token_file(env, long(::getppid()));
-      group.env.store_token = share_local_token(env, token_file, Clock::now() + options.timeout);
+      group.env.store_token = share_local_token(env, token_file, wait);
     }
     if (env.rank == 0) group.server = serve_store(group.env);
-    group.store = std::make_unique<Store>(env.master_addr, env.store_port(), group.env.store_token,
-                                          options.timeout);
-    if (!token_file.empty()) {  // once every rank has joined, every rank has read the file
-      group.store->set("pg/joined/" + std::to_string(env.rank), "1");
-      if (env.rank == 0) {
-        std::vector<std::string> joined;
-        for (int rank = 0; rank < env.world_size; ++rank)
-          joined.push_back("pg/joined/" + std::to_string(rank));
-        group.store->wait(joined);
-        std::error_code ignored;
-        std::filesystem::remove(token_file, ignored);
-      }
+    group.store = connect_to_store(env, group.env.store_token, options.timeout, wait);
+    wait_for_every_rank(*group.store, env, wait);
+    if (env.rank == 0 && !token_file.empty()) {  // every rank has joined: each has read it
+      std::error_code ignored;
+      std::filesystem::remove(token_file, ignored);
     }
   }
 

@@ -4,11 +4,12 @@
 // Rank 0 serves the store (store.h) on store_bind_host(MASTER_ADDR):store_port() — or, when
 // BAREYOLO_STORE_FD=<fd> is set, on that already listening socket, which bareyolo's launcher
 // bound on port 0 before forking (so no other process can take the port in between). Every
-// rank, rank 0 included, connects a Store client with the run's token, then the communicator
-// is built: the single-rank one for world_size 1, else the TCP ring (tcp_ring.h) or NCCL
-// (nccl_communicator.h, wrapped by host_staging.h for the host buffers a step sends). One
-// rank that asks for NCCL gets a real NCCL communicator and a private store, so that one GPU
-// can run NCCL's path end to end.
+// rank, rank 0 included, connects a Store client with the run's token and waits until every
+// rank has joined (rendezvous.h: within the rendezvous timeout, saying what it waits for),
+// then the communicator is built: the single-rank one for world_size 1, else the TCP ring
+// (tcp_ring.h) or NCCL (nccl_communicator.h, wrapped by host_staging.h for the host buffers a step
+// sends). One rank that asks for NCCL gets a real NCCL communicator and a private store, so that
+// one GPU can run NCCL's path end to end.
 //
 // Backend "auto" (no backend in the options) is decided the same way on every rank: each rank
 // publishes its host and device in the store; NCCL when this build has it and every rank is on
@@ -22,12 +23,15 @@
 #include "engine/distributed/comm/communicator.h"
 #include "engine/distributed/comm/store.h"
 #include "engine/distributed/launch/env.h"
+#include "engine/distributed/launch/rendezvous.h"
 
 namespace bareyolo::dist {
 
 struct ProcessGroupOptions {
   std::optional<Backend> backend;  // nullopt: auto, as above
-  // Bounds the rendezvous, every store call and every collective.
+  // Bounds joining the job (rendezvous.h): until every rank has announced itself.
+  RendezvousOptions rendezvous = {};
+  // Bounds every store call and every collective after that.
   std::chrono::milliseconds timeout = kDefaultStoreTimeout;
   Device device = Device::cpu();  // this rank's device: NCCL's GPU
 };
@@ -47,8 +51,8 @@ struct ProcessGroup {
 };
 
 // Joins the job `env` describes. Throws std::runtime_error with the cause (a malformed
-// BAREYOLO_STORE_FD, an unreachable store, a rank that never joined within the timeout, NCCL
-// asked for on the CPU, ...).
+// BAREYOLO_STORE_FD, an unreachable or foreign store, a rank that never joined within the
+// rendezvous timeout, NCCL asked for on the CPU, ...).
 ProcessGroup init_process_group(const LaunchEnv& env, const ProcessGroupOptions& options = {});
 
 // A job of one machine under torchrun, mpirun or srun without BAREYOLO_STORE_TOKEN would
