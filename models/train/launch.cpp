@@ -21,6 +21,7 @@
 #include "models/train/autobatch.h"
 #include "models/train/checkpoint.h"
 #include "models/train/elastic.h"
+#include "models/train/rank_agreement.h"
 #include "models/train/run_dir.h"
 #include "models/train/run_lock.h"
 #include "models/train/step.h"
@@ -174,6 +175,13 @@ TrainSummary train_rank(TrainOptions options, const dist::DeviceSpec& spec, cons
        .rendezvous = {.timeout = duration_of("--rendezvous-timeout", options.rendezvous_timeout_s)},
        .timeout = timeout_of(options),
        .device = device});
+  // Ranks forked by one bareyolo launcher share its command line; ranks started otherwise
+  // compare theirs, before anything is written (rank_agreement.h).
+  const bool forks_of_one_launcher =
+      env.spawned_by_bareyolo && env.world_size == env.local_world_size;
+  if (group.world_size() > 1 && !forks_of_one_launcher)
+    agree_on_configuration(*group.store, group.rank(), group.world_size(),
+                           rank_configuration(options));
   // Rank 0 decides where the run goes (it alone creates directories) and, after a torchrun
   // restart, which checkpoint it continues from; the others are told. So does AutoBatch,
   // probed on rank 0 alone. Under an external launcher rank 0 owns the run directory (locks

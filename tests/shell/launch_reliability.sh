@@ -6,7 +6,9 @@
 #   2. SIGTERM to bareyolo's launcher stops the workers, says the launcher was asked to stop
 #      (not that a worker failed) and exits with 128 + 15;
 #   3. a hand-launched rank whose peers never come gives up at --rendezvous-timeout, naming
-#      what it waited for (it used to wait the 3-hour collective timeout).
+#      what it waited for (it used to wait the 3-hour collective timeout);
+#   4. two hand-launched ranks with another --imgsz and another model both refuse to start,
+#      naming both differences, and no run directory is left.
 set -euo pipefail
 bareyolo=$(realpath "$1") cfg=$(realpath "$2")
 work=$(mktemp -d)
@@ -54,5 +56,23 @@ fi
 test $((SECONDS - start)) -lt 10 || fail "the lone rank took $((SECONDS - start)) s to give up"
 grep -q "rank 1 gave up joining the job after 2 s (the rendezvous timeout, --rendezvous-timeout): still waiting for rank 0's store at 127.0.0.1:$port" \
   "$work/alone.txt" || fail "no rendezvous timeout message: $(tail -n 3 "$work/alone.txt")"
+
+# 4. ranks that disagree: both refuse, naming every difference.
+disagree=(--data "$work/shapes/data.yaml" --batch 4 --workers 1 --epochs 1 --project "$work/runs"
+          --name disagree --rendezvous-timeout 20)
+"${hand[@]}" RANK=0 "$bareyolo" train "${disagree[@]}" --cfg "$cfg" --imgsz 64 \
+  > "$work/rank0.txt" 2>&1 &
+rank0=$!
+status1=0
+"${hand[@]}" RANK=1 "$bareyolo" train "${disagree[@]}" --cfg "$(dirname "$cfg")/yolov5n.yaml" \
+  --imgsz 96 > "$work/rank1.txt" 2>&1 || status1=$?
+status0=0
+wait "$rank0" || status0=$?
+test "$status0" = 1 -a "$status1" = 1 || fail "disagreeing ranks exited $status0 and $status1, not 1"
+for r in 0 1; do
+  grep -q "the ranks' configurations differ: rank 1 has --imgsz 96, rank 0 has 64; rank 1 has model yolov5n.yaml (.*), rank 0 has yolov5-tiny.yaml (" \
+    "$work/rank$r.txt" || fail "rank $r does not name the differences: $(tail -n 2 "$work/rank$r.txt")"
+done
+test ! -e "$work/runs/disagree" || fail "disagreeing ranks left a run directory"
 
 echo "launch reliability: all steps passed"
