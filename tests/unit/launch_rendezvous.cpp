@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -195,6 +196,34 @@ TEST_CASE("launch rendezvous: a silent listener on the store's port is foreign, 
   CHECK_THROWS_WITH_AS(init_process_group(rank_env(1, 2, silent.port()), options),
                        doctest::Contains(expected.c_str()), std::runtime_error);
   CHECK(seconds_since(start) < 8.0);
+}
+
+TEST_CASE("launch rendezvous: under bareyolo's launcher, a rank 0 slow to serve is no stranger") {
+  // The launcher binds the port before forking; rank 0 serves it only once it has started
+  // (initialising CUDA can take seconds): a rank that connected first must wait for it.
+  Fd listening = listen_tcp("127.0.0.1", 0);
+  const int port = bound_port(listening.get());
+  LaunchEnv rank1 = rank_env(1, 2, port), rank0 = rank_env(0, 2, port);
+  rank1.spawned_by_bareyolo = rank0.spawned_by_bareyolo = true;
+  std::string rank0_error;
+  std::jthread late_rank0([&] {
+    std::this_thread::sleep_for(kHandshakeTimeout + 500ms);
+    try {
+      StoreServer server(std::move(listening), kToken);
+      JoinWait wait(rank0, {.timeout = 20s});
+      std::unique_ptr<Store> store = connect_to_store(rank0, kToken, 20s, wait);
+      wait_for_every_rank(*store, rank0, wait);
+    } catch (const std::runtime_error& error) {
+      rank0_error = error.what();
+    }
+  });
+  JoinWait wait(rank1, {.timeout = 20s});
+  std::unique_ptr<Store> store;
+  CHECK_NOTHROW(store = connect_to_store(rank1, kToken, 20s, wait));
+  if (store) CHECK_NOTHROW(wait_for_every_rank(*store, rank1, wait));
+  store.reset();  // rank 0's server serves on until its last client has left
+  late_rank0.join();
+  CHECK(rank0_error == "");
 }
 
 TEST_CASE("launch rendezvous: a listener that answers garbage is foreign, at once") {

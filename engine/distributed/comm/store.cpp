@@ -27,8 +27,12 @@ Store::Store(std::string host, int port, std::string token, std::chrono::millise
     : Store(std::move(host), port, std::move(token), timeout, Clock::now() + timeout) {}
 
 Store::Store(std::string host, int port, std::string token, std::chrono::milliseconds timeout,
-             Clock::time_point connect_by)
-    : host_(std::move(host)), port_(port), token_(std::move(token)), timeout_(timeout) {
+             Clock::time_point connect_by, std::chrono::milliseconds handshake_timeout)
+    : host_(std::move(host)),
+      port_(port),
+      token_(std::move(token)),
+      timeout_(timeout),
+      handshake_timeout_(handshake_timeout) {
   connect(connect_by);
 }
 
@@ -45,7 +49,7 @@ void Store::connect(Clock::time_point deadline) {
   const std::string challenge = greeting(nonce);
   const std::string answer =
       request(kProve, {token_proof(token_, "store client", challenge, nonce)},
-              "the answer to this process's proof of the token", Clock::now() + kHandshakeTimeout);
+              "the answer to this process's proof of the token", Clock::now() + handshake_timeout_);
   if (!same_proof(answer, token_proof(token_, "store server", nonce, challenge))) {
     socket_.reset();
     throw std::runtime_error("the store at " + address() +
@@ -65,13 +69,13 @@ std::string Store::greeting(const std::string& client_nonce) {
   std::optional<Frame> reply;
   try {
     reply = exchange(encode_frame(kHello, {kMagic, this_process_name(), client_nonce}),
-                     Clock::now() + kHandshakeTimeout);
+                     Clock::now() + handshake_timeout_);
   } catch (const std::runtime_error& error) {
     throw foreign(std::string("its answer to the store's handshake: ") + error.what());
   }
   if (!reply)
     throw foreign("it accepted the connection but did not answer the store's handshake within " +
-                  seconds_text(kHandshakeTimeout));
+                  seconds_text(handshake_timeout_));
   std::string payload = reply->fields.empty() ? "" : std::move(reply->fields[0]);
   if (reply->tag == kRefused) {  // a bareyolo store of another version
     socket_.reset();

@@ -52,7 +52,8 @@
 namespace bareyolo::dist {
 
 inline constexpr std::chrono::milliseconds kDefaultStoreTimeout = std::chrono::hours(3);
-// How long a client waits for the answer to its HELLO before it calls the listener foreign.
+// How long a client waits for the answer to its HELLO before it calls the listener foreign
+// (unless told otherwise: see Store's constructor).
 inline constexpr std::chrono::milliseconds kHandshakeTimeout = std::chrono::seconds(5);
 
 // Thrown by Store's constructor when nothing accepted a connection at host:port by its connect
@@ -101,9 +102,12 @@ class Store {
   Store(std::string host, int port, std::string token,
         std::chrono::milliseconds timeout = kDefaultStoreTimeout);
   // The same, retrying the connection only until `connect_by` (StoreUnreachable after it);
-  // `timeout` still bounds every later call.
+  // `timeout` still bounds every later call. A listener that does not answer the HELLO within
+  // `handshake_timeout` is foreign; a caller that knows the listening socket is its store's
+  // (bound before the store started serving) may wait longer.
   Store(std::string host, int port, std::string token, std::chrono::milliseconds timeout,
-        Clock::time_point connect_by);
+        Clock::time_point connect_by,
+        std::chrono::milliseconds handshake_timeout = kHandshakeTimeout);
 
   void set(const std::string& key, std::string_view value);
   // The value of `key`, waiting until some client sets it.
@@ -138,6 +142,7 @@ class Store {
   int port_;
   std::string token_;
   std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds handshake_timeout_ = kHandshakeTimeout;
   Fd socket_;
 };
 

@@ -53,10 +53,15 @@ std::string store_address(const LaunchEnv& env) {
 
 std::unique_ptr<Store> connect_to_store(const LaunchEnv& env, const std::string& token,
                                         std::chrono::milliseconds timeout, JoinWait& wait) {
+  // bareyolo's launcher bound the store's port before forking the workers, so the listener is
+  // rank 0's even while rank 0 is still starting (initialising CUDA can take seconds) and
+  // answers nothing yet; anywhere else a listener that does not answer at once is a stranger.
+  const std::chrono::milliseconds handshake_timeout =
+      env.spawned_by_bareyolo ? timeout : kHandshakeTimeout;
   while (true) {
     try {
       return std::make_unique<Store>(env.master_addr, env.store_port(), token, timeout,
-                                     wait.next_check());
+                                     wait.next_check(), handshake_timeout);
     } catch (const StoreUnreachable&) {
       wait.still_waiting_for("rank 0's store at " + store_address(env));
     }

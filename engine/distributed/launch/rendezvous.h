@@ -56,7 +56,9 @@ class JoinWait {
 std::string store_address(const LaunchEnv& env);
 
 // A connection to rank 0's store, retried until it answers or `wait` gives up. `timeout`
-// bounds every later call of the Store. A listener that is not bareyolo's store fails at once.
+// bounds every later call of the Store. A listener that is not bareyolo's store fails at once
+// (store.h) — but under bareyolo's launcher, which bound the port itself before rank 0 could
+// serve it, a listener that has not answered yet is rank 0 still starting.
 std::unique_ptr<Store> connect_to_store(const LaunchEnv& env, const std::string& token,
                                         std::chrono::milliseconds timeout, JoinWait& wait);
 
