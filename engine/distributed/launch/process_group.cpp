@@ -104,9 +104,11 @@ std::string share_local_token(const LaunchEnv& env, const std::string& path, Joi
       if (fd >= 0) ::close(fd);
       if (got == ssize_t(token.size())) return token;
     }
-    wait.still_waiting_for("rank 0 to write the job's store token to " + path +
-                           " (do all ranks run under one launcher on this machine? else set "
-                           "BAREYOLO_STORE_TOKEN)");
+    wait.still_waiting_for([&] {
+      return "rank 0 to write the job's store token to " + path +
+             " (do all ranks run under one launcher on this machine? else set "
+             "BAREYOLO_STORE_TOKEN)";
+    });
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }

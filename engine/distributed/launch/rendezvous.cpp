@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <numeric>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -11,7 +10,7 @@
 namespace bareyolo::dist {
 namespace {
 
-// How often a rank looks for the ranks it waits for: a store CHECK each, cheap.
+// How often a joining rank asks the store whether the rank it waits for has come.
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
 
 std::string join_key(int rank) { return "rendezvous/joined/" + std::to_string(rank); }
@@ -31,18 +30,18 @@ JoinWait::JoinWait(const LaunchEnv& env, RendezvousOptions options)
 
 Clock::time_point JoinWait::next_check() const { return std::min(next_report_, deadline_); }
 
-void JoinWait::still_waiting_for(const std::string& what) {
+void JoinWait::still_waiting_for(const std::function<std::string()>& what) {
   const Clock::time_point now = Clock::now();
   const std::string rank = "rank " + std::to_string(rank_);
   if (now >= deadline_)
     throw std::runtime_error(
         rank + " gave up joining the job after " + seconds_text(options_.timeout) +
-        " (the rendezvous timeout, --rendezvous-timeout): still waiting for " + what +
+        " (the rendezvous timeout, --rendezvous-timeout): still waiting for " + what() +
         ". Start every rank with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE (" +
         std::to_string(world_size_) + "), or give them more time with --rendezvous-timeout");
   if (now < next_report_) return;
   const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - start_);
-  options_.log(rank + ": waiting for " + what + " (" + std::to_string(waited.count()) +
+  options_.log(rank + ": waiting for " + what() + " (" + std::to_string(waited.count()) +
                " s of the rendezvous timeout, " + seconds_text(options_.timeout) + ")");
   while (next_report_ <= now) next_report_ += options_.progress_interval;
 }
@@ -63,20 +62,26 @@ std::unique_ptr<Store> connect_to_store(const LaunchEnv& env, const std::string&
       return std::make_unique<Store>(env.master_addr, env.store_port(), token, timeout,
                                      wait.next_check(), handshake_timeout);
     } catch (const StoreUnreachable&) {
-      wait.still_waiting_for("rank 0's store at " + store_address(env));
+      wait.still_waiting_for([&] { return "rank 0's store at " + store_address(env); });
     }
   }
 }
 
+// Each poll asks only about the first rank not seen yet (one CHECK, whatever the world size);
+// the full list of missing ranks is asked for only when a message names it.
 void wait_for_every_rank(Store& store, const LaunchEnv& env, JoinWait& wait) {
   store.set(join_key(env.rank), "1");
-  std::vector<int> missing(size_t(env.world_size));
-  std::iota(missing.begin(), missing.end(), 0);
+  int seen = 0;  // ranks 0 .. seen-1 have joined
   while (true) {
-    std::erase_if(missing, [&](int rank) { return store.check(join_key(rank)); });
-    if (missing.empty()) return;
-    wait.still_waiting_for(ranks_text(missing) + " of " + std::to_string(env.world_size) +
-                           " to join the job at " + store_address(env));
+    while (seen < env.world_size && store.check(join_key(seen))) ++seen;
+    if (seen == env.world_size) return;
+    wait.still_waiting_for([&] {
+      std::vector<int> missing;
+      for (int rank = seen; rank < env.world_size; ++rank)
+        if (!store.check(join_key(rank))) missing.push_back(rank);
+      return ranks_text(missing) + " of " + std::to_string(env.world_size) +
+             " to join the job at " + store_address(env);
+    });
     std::this_thread::sleep_for(
         std::clamp<Clock::duration>(wait.next_check() - Clock::now(), {}, kPollInterval));
   }

@@ -43,8 +43,8 @@ class JoinWait {
   Clock::time_point next_check() const;
   // A wait that has not got `what` yet ("rank 0's store at 10.0.0.1:29500"): says so once per
   // progress interval, and throws std::runtime_error once the deadline has passed, naming
-  // `what`, the timeout and what to do.
-  void still_waiting_for(const std::string& what);
+  // `what`, the timeout and what to do. `what` is called only then (it may ask the store).
+  void still_waiting_for(const std::function<std::string()>& what);
 
  private:
   int rank_, world_size_;
