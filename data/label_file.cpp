@@ -15,6 +15,7 @@ namespace bareyolo::data {
 namespace {
 
 constexpr const char* kColumnNames[5] = {"class", "cx", "cy", "w", "h"};
+constexpr const char* kUtf8ByteOrderMark = "\xEF\xBB\xBF";
 
 std::vector<std::string> split_fields(const std::string& line) {
   std::istringstream stream(line);
@@ -52,6 +53,10 @@ std::string parse_line(const std::vector<std::string>& fields, int num_classes, 
              " is outside [0, 1]: coordinates must be normalised by the image size";
     values[i] = std::clamp(values[i], 0.0f, 1.0f);
   }
+  for (int i = 3; i < 5; ++i)
+    if (values[i] == 0)
+      return std::string(kColumnNames[i]) + " = " + fields[size_t(i)] +
+             " makes a zero-size box: a box's width and height must be > 0";
   box = LabelBox{static_cast<int>(cls), values[1], values[2], values[3], values[4]};
   return {};
 }
@@ -72,6 +77,15 @@ LabelFile parse_labels(const std::string& text, const std::string& file, int num
   LabelFile result;
   std::set<LabelBox> seen;  // duplicates in n log n: a label file may hold millions of rows
   std::istringstream lines(text);
+  if (text.starts_with(kUtf8ByteOrderMark)) {
+    // Editors on Windows save one; left in, it would glue itself to the first class id.
+    lines.ignore(std::char_traits<char>::length(kUtf8ByteOrderMark));
+    result.problems.push_back(
+        {file, 0,
+         "starts with a UTF-8 byte-order mark, ignored (saving it without one silences "
+         "this)",
+         false});
+  }
   std::string line;
   for (int number = 1; std::getline(lines, line); ++number) {
     std::vector<std::string> fields = split_fields(line);

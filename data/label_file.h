@@ -4,10 +4,12 @@
 //  - not exactly 5 columns (polygon labels are not supported), a value that is not a number,
 //    NaN or Inf (strtof accepts "nan", and NaN passes any `< 0 || > 1` test, so finiteness is
 //    checked first), a class that is not a whole number in [0, nc), a coordinate outside
-//    [0, 1] by more than kCoordinateTolerance. Any of these makes the image unusable: it is
-//    skipped, as YOLOv5 does (training on it with the bad object dropped would teach the
-//    model that the object is background).
+//    [0, 1] by more than kCoordinateTolerance, a zero width or height (after the clamp: a box
+//    without area). Any of these makes the image unusable: it is skipped, as YOLOv5 does
+//    (training on it with the bad object dropped would teach the model that the object is
+//    background).
 //  - exact duplicate rows are dropped with a warning (the first one is kept, in file order).
+//  - a UTF-8 byte-order mark at the start of the file is skipped, with one warning naming it.
 // Coordinates within the tolerance are clamped to [0, 1].
 #pragma once
 
