@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "data/float_pixels.h"  // defines: check_float_pixels
 #include "engine/safetensors.h"
 #include "models/loss/gradient_report.h"
 #include "models/yolo/weights.h"
@@ -50,6 +51,7 @@ int compute_grads() {
   const models::LossHyp hyp =
       options.hyp.empty() ? models::LossHyp{} : models::load_loss_hyp(options.hyp);
   const Tensor images = batch.tensor("images");
+  data::check_float_pixels(images, options.batch + ": 'images'");
   const std::vector<models::LabelRow> targets = models::label_rows(
       batch, "targets", options.batch, int(images.shape().n), model.num_classes());
   SafetensorsFile report = models::gradient_report(model, images.on(model.device()), targets, hyp);
