@@ -1,12 +1,18 @@
 // data/image_files.cpp — image discovery and the images/ -> labels/ rule (see image_files.h).
 #include "data/image_files.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <set>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "data/regular_file.h"
 
@@ -36,6 +42,49 @@ void add_listed_images(const fs::path& list_file, std::vector<std::string>& imag
   }
 }
 
+// Adds the images under `root`, following symbolic links. A folder reached a second time (a
+// link back up the tree, or two links to one folder) is searched once, with a note; a folder
+// that cannot be listed is named with the reason. Every entry with an image extension that is
+// not a folder is listed, whatever it points at (nothing, a loop, a FIFO): verification then
+// reports it as an unreadable image instead of it vanishing from the count.
+void add_folder_images(const fs::path& root, std::vector<std::string>& images,
+                       std::vector<Problem>& problems) {
+  std::set<std::pair<dev_t, ino_t>> searched;
+  std::vector<fs::path> pending = {root};
+  while (!pending.empty()) {
+    const fs::path folder = pending.back();
+    pending.pop_back();
+    struct stat info {};
+    if (::stat(folder.c_str(), &info) != 0) {
+      problems.push_back({folder.string(), 0,
+                          "cannot search this folder: " + std::string(std::strerror(errno)),
+                          false});
+      continue;
+    }
+    if (!searched.insert({info.st_dev, info.st_ino}).second) {
+      problems.push_back({folder.string(), 0,
+                          "leads to a folder already searched (a symbolic link loop, or a "
+                          "second link to one folder): searched once",
+                          false});
+      continue;
+    }
+    std::error_code error;
+    for (fs::directory_iterator entry(folder, error), end; !error && entry != end;
+         entry.increment(error)) {
+      std::error_code not_a_folder;  // a dangling link or a loop: not a folder, listed below
+      if (entry->is_directory(not_a_folder))
+        pending.push_back(entry->path());
+      else if (has_image_extension(entry->path().string()))
+        images.push_back(entry->path().lexically_normal().string());
+    }
+    if (error)
+      problems.push_back({folder.string(), 0,
+                          "cannot list this folder (" + error.message() +
+                              "): its images are not used; check its permissions",
+                          false});
+  }
+}
+
 }  // namespace
 
 bool has_image_extension(const std::string& path) {
@@ -47,18 +96,18 @@ bool has_image_extension(const std::string& path) {
   return std::find(kImageExtensions.begin(), kImageExtensions.end(), ext) != kImageExtensions.end();
 }
 
-std::vector<std::string> list_image_files(const std::vector<std::string>& sources) {
+std::vector<std::string> list_image_files(const std::vector<std::string>& sources,
+                                          std::vector<Problem>* listing_problems) {
   std::vector<std::string> images;
+  std::vector<Problem> problems;
   for (const std::string& source : sources) {
     fs::path path = source;
-    if (fs::is_directory(path)) {
-      for (const auto& entry :
-           fs::recursive_directory_iterator(path, fs::directory_options::follow_directory_symlink))
-        if (entry.is_regular_file() && has_image_extension(entry.path().string()))
-          images.push_back(entry.path().lexically_normal().string());
-    } else if (fs::is_regular_file(path) && path.extension() == ".txt") {
+    std::error_code error;  // a link loop or a dead link is reported as not existing
+    if (fs::is_directory(path, error)) {
+      add_folder_images(path, images, problems);
+    } else if (fs::is_regular_file(path, error) && path.extension() == ".txt") {
       add_listed_images(path, images);
-    } else if (fs::is_regular_file(path) && has_image_extension(source)) {
+    } else if (fs::is_regular_file(path, error) && has_image_extension(source)) {
       images.push_back(path.lexically_normal().string());
     } else {
       throw std::runtime_error("image source " + source +
@@ -68,6 +117,7 @@ std::vector<std::string> list_image_files(const std::vector<std::string>& source
   }
   std::sort(images.begin(), images.end());
   images.erase(std::unique(images.begin(), images.end()), images.end());
+  if (listing_problems) *listing_problems = std::move(problems);
   return images;
 }
 

@@ -13,10 +13,16 @@
 #include <string>
 #include <vector>
 
+#include "data/label_file.h"  // defines: Problem
+
 namespace bareyolo::data {
 
-// Throws std::runtime_error naming a source that does not exist.
-std::vector<std::string> list_image_files(const std::vector<std::string>& sources);
+// Throws std::runtime_error naming a source that does not exist. Symbolic links are followed;
+// what the folder walk met but could not use (a folder that cannot be listed, a folder
+// reached twice through a link) goes to `listing_problems` as warnings, when given. An image
+// entry that leads nowhere is listed, for verification to report.
+std::vector<std::string> list_image_files(const std::vector<std::string>& sources,
+                                          std::vector<Problem>* listing_problems = nullptr);
 
 std::string label_path_for(const std::string& image_path);
 

@@ -110,7 +110,7 @@ std::string write_atomically(const std::string& file, const std::string& text) {
 
 SplitFiles split_files(const std::vector<std::string>& sources) {
   SplitFiles files;
-  files.images = list_image_files(sources);
+  files.images = list_image_files(sources, &files.listing_problems);
   if (sources.size() == 1 && fs::path(sources[0]).extension() == ".txt")
     files.cache_file = fs::path(sources[0]).replace_extension(".cache").string();
   else if (!files.images.empty())
@@ -137,6 +137,8 @@ CachedSplit load_or_build_split(const std::vector<std::string>& sources, int num
     return std::move(*cached);
   std::string fallback = fallback_cache_file(files.cache_file);
   result.report = verify_images(files.images, num_classes);
+  result.report.problems.insert(result.report.problems.end(), files.listing_problems.begin(),
+                                files.listing_problems.end());
   std::string text = to_json(result.report, fingerprint).dump();
   std::string reason = write_atomically(files.cache_file, text);
   if (reason.empty()) {

@@ -37,6 +37,7 @@ struct CachedSplit {
 struct SplitFiles {
   std::vector<std::string> images;
   std::string cache_file;
+  std::vector<Problem> listing_problems;  // list_image_files's, added to the report
 };
 SplitFiles split_files(const std::vector<std::string>& sources);
 

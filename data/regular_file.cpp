@@ -7,15 +7,37 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 namespace bareyolo::data {
+
+namespace {
+
+// When `path` is a symbolic link that open() could not follow (`open_error` ENOENT or ELOOP),
+// what it points at and why that fails; else "". Such a file exists, broken: it is not missing.
+std::string dead_link_reason(const std::string& path, int open_error) {
+  struct stat link {};
+  if ((open_error != ENOENT && open_error != ELOOP) || ::lstat(path.c_str(), &link) != 0 ||
+      !S_ISLNK(link.st_mode))
+    return {};
+  std::error_code ignored;
+  const std::string target = std::filesystem::read_symlink(path, ignored).string();
+  return open_error == ELOOP
+             ? "it is a symbolic link to '" + target + "' in a loop of links that never ends"
+             : "it is a symbolic link to '" + target + "', which does not exist";
+}
+
+}  // namespace
 
 FileContents read_regular_file(const std::string& path) {
   FileContents result;
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    result.kind = errno == ENOENT ? FileContents::missing : FileContents::unreadable;
-    result.error = std::strerror(errno);
+    const int open_error = errno;
+    const std::string dead_link = dead_link_reason(path, open_error);
+    result.kind = open_error == ENOENT && dead_link.empty() ? FileContents::missing
+                                                            : FileContents::unreadable;
+    result.error = dead_link.empty() ? std::strerror(open_error) : dead_link;
     return result;
   }
   struct stat info {};

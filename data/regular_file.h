@@ -9,6 +9,8 @@
 namespace bareyolo::data {
 
 struct FileContents {
+  // missing: no such file. A symbolic link that leads nowhere (or into a loop) is unreadable,
+  // with the link's target in `error`: the file is there, broken.
   enum Kind { regular, missing, directory, not_regular, unreadable } kind = missing;
   std::string bytes;  // the whole file, when kind == regular
   std::string error;  // what went wrong otherwise, in words (strerror, or the file's type)
