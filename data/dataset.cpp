@@ -1,21 +1,24 @@
 // data/dataset.cpp — opening a verified split (see dataset.h).
 #include "data/dataset.h"
 
+#include <optional>
 #include <stdexcept>
 
 namespace bareyolo::data {
 
 LoadedImage Dataset::load(int64_t index, int imgsz) const {
   if (cache_ && cache_->imgsz() == imgsz) return cache_->load(index);
-  return load_resized(record(index).path, imgsz);
+  // Verified against the pixel limit already: no more pixels than verification saw.
+  return load_resized(record(index).path, imgsz, record(index).pixels());
 }
 
 OpenedSplit open_split(const DatasetConfig& config, const std::string& split,
                        const OpenOptions& options) {
   const std::vector<std::string>& sources = split_sources(config, split);
-  CachedSplit verified = options.rank == 0 ? load_or_build_split(sources, config.num_classes())
-                                           : wait_for_split(sources, config.num_classes(),
-                                                            options.wait_timeout_ms, options.rank);
+  CachedSplit verified =
+      options.rank == 0 ? load_or_build_split(sources, config.num_classes(), options.max_pixels)
+                        : wait_for_split(sources, config.num_classes(), options.wait_timeout_ms,
+                                         options.rank, options.max_pixels);
   if (verified.report.images.empty() && !(split == "test" && sources.empty())) {
     std::string where;
     for (const std::string& source : sources) where += (where.empty() ? "" : ", ") + source;
@@ -24,6 +27,10 @@ OpenedSplit open_split(const DatasetConfig& config, const std::string& split,
         verified.report.summary() + "); searched " + (where.empty() ? "nothing" : where) +
         " for .jpg/.png/.bmp files (labels expected in the matching labels/ folder)");
   }
+  if (split == "train")
+    if (std::optional<Problem> no_labels = no_labels_problem(verified.report))
+      throw std::runtime_error(config.yaml_file +
+                               ": cannot train on the train split: " + no_labels->to_string());
   return {Dataset(verified.report.images, config.names), std::move(verified)};
 }
 

@@ -38,8 +38,9 @@ class Dataset {
 };
 
 struct OpenOptions {
-  int rank = 0;                        // 0 (or no DDP) verifies; others wait for its cache
-  int64_t wait_timeout_ms = 3600'000;  // how long rank > 0 waits for the cache
+  int rank = 0;                            // 0 (or no DDP) verifies; others wait for its cache
+  int64_t wait_timeout_ms = 3600'000;      // how long rank > 0 waits for the cache
+  int64_t max_pixels = kDefaultMaxPixels;  // larger images are skipped (--max-pixels; 0: no limit)
 };
 
 struct OpenedSplit {
@@ -48,7 +49,8 @@ struct OpenedSplit {
 };
 
 // Opens "train", "val" or "test". A split with no usable image is an error naming the
-// sources it searched (for every split but an absent "test").
+// sources it searched (for every split but an absent "test"); so is a "train" split without a
+// single label (no_labels_problem says why), which YOLOv5 refuses to train on too.
 OpenedSplit open_split(const DatasetConfig& config, const std::string& split,
                        const OpenOptions& options = {});
 

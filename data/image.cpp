@@ -48,17 +48,27 @@ Image from_stb(unsigned char* decoded, int width, int height, const std::string&
 
 }  // namespace
 
-Image read_image(const std::string& path) {
+Image read_image(const std::string& path, int64_t max_pixels) {
   const FileContents contents = read_regular_file(path);
   if (contents.kind != FileContents::regular)
     throw ImageError("cannot open image", path, contents.error);
   return decode_image(reinterpret_cast<const uint8_t*>(contents.bytes.data()),
-                      contents.bytes.size(), path);
+                      contents.bytes.size(), path, max_pixels);
 }
 
-Image decode_image(const uint8_t* bytes, size_t size, const std::string& name) {
+Image decode_image(const uint8_t* bytes, size_t size, const std::string& name, int64_t max_pixels) {
   if (size == 0) throw ImageError("cannot decode image", name, "the file is empty");
   int width = 0, height = 0, channels_in_file = 0;
+  // The header's size first: a file whose header stb cannot read fails in the decode below.
+  if (max_pixels > 0 &&
+      stbi_info_from_memory(bytes, static_cast<int>(size), &width, &height, &channels_in_file) &&
+      int64_t(width) * height > max_pixels)
+    throw ImageError("cannot decode image", name,
+                     std::to_string(width) + "x" + std::to_string(height) + " is " +
+                         std::to_string(int64_t(width) * height) + " pixels, more than the limit " +
+                         std::to_string(max_pixels) +
+                         " (--max-pixels, a guard against decompression bombs); raise "
+                         "--max-pixels if the image is genuine");
   // desired_channels = 3: grayscale is replicated to RGB, alpha is dropped.
   unsigned char* decoded =
       stbi_load_from_memory(bytes, static_cast<int>(size), &width, &height, &channels_in_file, 3);

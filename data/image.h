@@ -33,10 +33,17 @@ struct ImageError : std::runtime_error {
   std::string reason;
 };
 
-// Decodes a JPEG, PNG or BMP (and the other formats stb_image knows) into RGB.
-Image read_image(const std::string& path);
+// The most pixels an image may have unless told otherwise (--max-pixels): PIL's
+// Image.MAX_IMAGE_PIXELS. A 389 KB PNG can claim 20000x20000 pixels, 1.2 GB once decoded; the
+// size is read from the header and refused before anything is allocated.
+inline constexpr int64_t kDefaultMaxPixels = 178956970;
+
+// Decodes a JPEG, PNG or BMP (and the other formats stb_image knows) into RGB. An image whose
+// header claims more than `max_pixels` pixels (0: no limit) is refused before decoding.
+Image read_image(const std::string& path, int64_t max_pixels = kDefaultMaxPixels);
 // Decodes an image already in memory; `name` is used in error messages.
-Image decode_image(const uint8_t* bytes, size_t size, const std::string& name);
+Image decode_image(const uint8_t* bytes, size_t size, const std::string& name,
+                   int64_t max_pixels = kDefaultMaxPixels);
 // Writes .jpg/.jpeg (quality 1..100) or .png, chosen by the extension.
 void write_image(const std::string& path, const Image& image, int jpeg_quality = 95);
 

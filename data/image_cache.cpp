@@ -219,7 +219,8 @@ bool build_cache_file(const std::string& file, const std::vector<ImageRecord>& r
   auto* base = static_cast<uint8_t*>(mapped);
   try {
     parallel_for(records.size(), options.threads, [&](size_t i) {
-      const LoadedImage loaded = load_resized(records[i].path, options.imgsz);
+      const LoadedImage loaded =
+          load_resized(records[i].path, options.imgsz, records[i].pixels());  // as verified
       const IndexEntry& entry = layout.index[i];
       if (uint32_t(loaded.image.width) != entry.width ||
           uint32_t(loaded.image.height) != entry.height)

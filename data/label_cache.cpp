@@ -22,7 +22,7 @@ namespace bareyolo::data {
 
 namespace {
 
-constexpr int kCacheVersion = 1;
+constexpr int kCacheVersion = 2;  // 2: missing_label_files
 
 std::string fallback_cache_file(const std::string& preferred) {
   fs::path p = preferred;
@@ -40,9 +40,13 @@ json to_json(const SplitReport& report, const std::string& fingerprint) {
   json problems = json::array();
   for (const Problem& p : report.problems)
     problems.push_back({p.file, p.line, p.message, p.image_skipped});
-  return {{"version", kCacheVersion},          {"fingerprint", fingerprint},
-          {"backgrounds", report.backgrounds}, {"corrupt", report.corrupt},
-          {"labels", report.labels},           {"images", std::move(images)},
+  return {{"version", kCacheVersion},
+          {"fingerprint", fingerprint},
+          {"backgrounds", report.backgrounds},
+          {"corrupt", report.corrupt},
+          {"missing_label_files", report.missing_label_files},
+          {"labels", report.labels},
+          {"images", std::move(images)},
           {"problems", std::move(problems)}};
 }
 
@@ -50,6 +54,7 @@ SplitReport from_json(const json& doc) {
   SplitReport report;
   report.backgrounds = doc.at("backgrounds").get<int>();
   report.corrupt = doc.at("corrupt").get<int>();
+  report.missing_label_files = doc.at("missing_label_files").get<int>();
   report.labels = doc.at("labels").get<int64_t>();
   for (const json& item : doc.at("images")) {
     ImageRecord record{
@@ -91,11 +96,13 @@ std::optional<CachedSplit> find_cache(const std::string& preferred,
 }
 
 // Writes the cache with engine/atomic_file.h's atomic replace. Returns "" or why it failed
-// (a cache that cannot be written is not an error: the caller falls back).
-std::string write_atomically(const std::string& file, const std::string& text) {
+// (a cache that cannot be written is not an error: the caller falls back). The folder is
+// created only when `create_folder`: a dataset's missing labels/ folder is not made here.
+std::string write_atomically(const std::string& file, const std::string& text, bool create_folder) {
   fs::path target = file;
   std::error_code ignored;
-  fs::create_directories(target.parent_path(), ignored);
+  if (create_folder) fs::create_directories(target.parent_path(), ignored);
+  if (!fs::is_directory(target.parent_path(), ignored)) return "the folder does not exist";
   if (read_only_by_mode(target.parent_path())) return "the folder is read-only";
   try {
     const auto* bytes = reinterpret_cast<const uint8_t*>(text.data());
@@ -118,9 +125,10 @@ SplitFiles split_files(const std::vector<std::string>& sources) {
   return files;
 }
 
-std::string dataset_fingerprint(const std::vector<std::string>& image_files, int num_classes) {
-  uint64_t hash = fnv1a("bareyolo labels v" + std::to_string(kCacheVersion) +
-                        " nc=" + std::to_string(num_classes));
+std::string dataset_fingerprint(const std::vector<std::string>& image_files, int num_classes,
+                                int64_t max_pixels) {
+  uint64_t hash = fnv1a("bareyolo labels v" + std::to_string(kCacheVersion) + " nc=" +
+                        std::to_string(num_classes) + " max_pixels=" + std::to_string(max_pixels));
   for (const std::string& image : image_files) {
     hash = fnv1a(file_stamp(image) + "\n", hash);
     hash = fnv1a(file_stamp(label_path_for(image)) + "\n", hash);
@@ -128,24 +136,25 @@ std::string dataset_fingerprint(const std::vector<std::string>& image_files, int
   return hex(hash);
 }
 
-CachedSplit load_or_build_split(const std::vector<std::string>& sources, int num_classes) {
+CachedSplit load_or_build_split(const std::vector<std::string>& sources, int num_classes,
+                                int64_t max_pixels) {
   SplitFiles files = split_files(sources);
   CachedSplit result;
   if (files.images.empty()) return result;  // nothing to verify; the caller decides
-  std::string fingerprint = dataset_fingerprint(files.images, num_classes);
+  std::string fingerprint = dataset_fingerprint(files.images, num_classes, max_pixels);
   if (std::optional<CachedSplit> cached = find_cache(files.cache_file, fingerprint))
     return std::move(*cached);
   std::string fallback = fallback_cache_file(files.cache_file);
-  result.report = verify_images(files.images, num_classes);
+  result.report = verify_images(files.images, num_classes, 0, max_pixels);
   result.report.problems.insert(result.report.problems.end(), files.listing_problems.begin(),
                                 files.listing_problems.end());
   std::string text = to_json(result.report, fingerprint).dump();
-  std::string reason = write_atomically(files.cache_file, text);
+  std::string reason = write_atomically(files.cache_file, text, false);
   if (reason.empty()) {
     result.cache_file = files.cache_file;
     return result;
   }
-  std::string fallback_reason = write_atomically(fallback, text);
+  std::string fallback_reason = write_atomically(fallback, text, true);
   if (fallback_reason.empty()) {
     result.cache_file = fallback;
     result.notes.push_back("cannot write the label cache " + files.cache_file + " (" + reason +
@@ -159,11 +168,11 @@ CachedSplit load_or_build_split(const std::vector<std::string>& sources, int num
 }
 
 CachedSplit wait_for_split(const std::vector<std::string>& sources, int num_classes,
-                           int64_t timeout_ms, int rank) {
+                           int64_t timeout_ms, int rank, int64_t max_pixels) {
   SplitFiles files = split_files(sources);
   CachedSplit result;
   if (files.images.empty()) return result;
-  std::string fingerprint = dataset_fingerprint(files.images, num_classes);
+  std::string fingerprint = dataset_fingerprint(files.images, num_classes, max_pixels);
   std::string fallback = fallback_cache_file(files.cache_file);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (true) {

@@ -3,13 +3,15 @@
 //
 // Where: `<labels folder>.cache` next to the labels (root/labels/train -> root/labels/
 // train.cache), or `<list>.cache` for a single .txt source (YOLOv5's places). When that
-// folder is read-only (a shared dataset), the cache goes to the user cache folder instead:
+// folder is read-only (a shared dataset) or does not exist (a dataset without labels, whose
+// labels/ folder is not made for a cache), the cache goes to the user cache folder instead:
 // $BAREYOLO_CACHE_DIR, else $XDG_CACHE_HOME/bareyolo, else ~/.cache/bareyolo, under a name
 // derived from the first location; if that fails too, the report is kept in memory only and
 // a note says so. Both places are searched when loading.
 //
 // Validity: the file stores a fingerprint over every image and label path with its size and
-// modification time, the class count and the format version; any change rebuilds it.
+// modification time, the class count, the pixel limit and the format version; any change
+// rebuilds it.
 // Format: JSON (readable with any tool). Written atomically: temp file, fsync, rename, fsync
 // of the folder — a reader never sees half a cache.
 //
@@ -41,15 +43,19 @@ struct SplitFiles {
 };
 SplitFiles split_files(const std::vector<std::string>& sources);
 
-// A hash over paths, sizes and modification times of the images and their labels, and nc.
-std::string dataset_fingerprint(const std::vector<std::string>& image_files, int num_classes);
+// A hash over paths, sizes and modification times of the images and their labels, nc and the
+// pixel limit.
+std::string dataset_fingerprint(const std::vector<std::string>& image_files, int num_classes,
+                                int64_t max_pixels = kDefaultMaxPixels);
 
-// Loads a current cache, or verifies the split and writes one (rank 0, or no DDP).
-CachedSplit load_or_build_split(const std::vector<std::string>& sources, int num_classes);
+// Loads a current cache, or verifies the split and writes one (rank 0, or no DDP). Images of
+// more than `max_pixels` pixels are skipped (verify_images).
+CachedSplit load_or_build_split(const std::vector<std::string>& sources, int num_classes,
+                                int64_t max_pixels = kDefaultMaxPixels);
 
 // Waits for rank 0's cache with the current fingerprint and loads it (ranks > 0). Throws
 // std::runtime_error after `timeout_ms`.
 CachedSplit wait_for_split(const std::vector<std::string>& sources, int num_classes,
-                           int64_t timeout_ms, int rank);
+                           int64_t timeout_ms, int rank, int64_t max_pixels = kDefaultMaxPixels);
 
 }  // namespace bareyolo::data

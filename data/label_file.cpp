@@ -108,7 +108,8 @@ LabelFile read_label_file(const std::string& file, int num_classes) {
   if (contents.kind == FileContents::regular)
     return parse_labels(contents.bytes, file, num_classes);
   LabelFile result;  // no label file: a background image
-  if (contents.kind != FileContents::missing)
+  result.missing = contents.kind == FileContents::missing;
+  if (!result.missing)
     result.problems.push_back({file, 0, "label file cannot be read: " + contents.error, true});
   return result;
 }

@@ -39,6 +39,7 @@ struct Problem {
 struct LabelFile {
   std::vector<LabelBox> boxes;
   std::vector<Problem> problems;  // a missing file has neither boxes nor problems
+  bool missing = false;           // there is no such file: a background image
   bool usable() const;            // no problem that skips the image
 };
 

@@ -23,9 +23,9 @@ ImageSize resized_size(int width, int height, int imgsz) {
   return {static_cast<int>(std::ceil(width * r)), static_cast<int>(std::ceil(height * r))};
 }
 
-LoadedImage load_resized(const std::string& path, int imgsz) {
+LoadedImage load_resized(const std::string& path, int imgsz, int64_t max_pixels) {
   LoadedImage loaded;
-  loaded.image = read_image(path);
+  loaded.image = read_image(path, max_pixels);
   loaded.original_width = loaded.image.width;
   loaded.original_height = loaded.image.height;
   const ImageSize size = resized_size(loaded.image.width, loaded.image.height, imgsz);

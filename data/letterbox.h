@@ -14,7 +14,9 @@ struct LoadedImage {
   Image image;
   int original_width = 0, original_height = 0;
 };
-LoadedImage load_resized(const std::string& path, int imgsz);
+// `max_pixels` as read_image takes it.
+LoadedImage load_resized(const std::string& path, int imgsz,
+                         int64_t max_pixels = kDefaultMaxPixels);
 // The size load_resized gives an image of width x height (the cache lays its files out by it).
 struct ImageSize {
   int width = 0, height = 0;

@@ -2,12 +2,16 @@
 #include "data/verify.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <optional>
 
 #include "data/image.h"
 #include "data/image_files.h"
 #include "data/parallel_for.h"
 
 namespace bareyolo::data {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -18,11 +22,11 @@ struct Finding {
   bool image_ok = false;
 };
 
-Finding check_image(const std::string& path, int num_classes) {
+Finding check_image(const std::string& path, int num_classes, int64_t max_pixels) {
   Finding finding;
   finding.record.path = path;
   try {
-    Image image = read_image(path);
+    Image image = read_image(path, max_pixels);
     finding.record.width = image.width;
     finding.record.height = image.height;
     if (image.width < kMinImageSide || image.height < kMinImageSide)
@@ -52,6 +56,29 @@ std::string SplitReport::summary() const {
          " labels";
 }
 
+std::optional<Problem> no_labels_problem(const SplitReport& report) {
+  if (report.images.empty() || report.labels > 0) return std::nullopt;
+  // Named by the folder of the first image's label, with the rule that maps one to the other.
+  const std::string& image = report.images.front().path;
+  const std::string label = label_path_for(image);
+  const fs::path folder = fs::path(label).parent_path();
+  const std::string count = std::to_string(report.images.size()) + " usable images";
+  if (report.missing_label_files < int(report.images.size()))
+    return Problem{folder.string(), 0,
+                   "no labels: the label files of the " + count +
+                       " are all empty (every image a background); a label file holds one "
+                       "`class cx cy w h` line per object",
+                   false};
+  std::error_code ignored;
+  return Problem{folder.string(), 0,
+                 "no labels: none of the " + count + " has a label file, and this folder " +
+                     (fs::is_directory(folder, ignored) ? "holds none of them" : "does not exist") +
+                     " (an image's label is its path with the last /images/ made /labels/ and "
+                     "the extension .txt: " +
+                     image + " -> " + label + "); put the labels there",
+                 false};
+}
+
 std::vector<std::string> problem_lines(const std::string& split, const SplitReport& report,
                                        size_t shown) {
   if (report.problems.empty()) return {};
@@ -70,11 +97,12 @@ std::vector<std::string> problem_lines(const std::string& split, const SplitRepo
   return lines;
 }
 
-SplitReport verify_images(const std::vector<std::string>& image_files, int num_classes,
-                          int threads) {
+SplitReport verify_images(const std::vector<std::string>& image_files, int num_classes, int threads,
+                          int64_t max_pixels) {
   std::vector<Finding> findings(image_files.size());
-  parallel_for(image_files.size(), threads,
-               [&](size_t i) { findings[i] = check_image(image_files[i], num_classes); });
+  parallel_for(image_files.size(), threads, [&](size_t i) {
+    findings[i] = check_image(image_files[i], num_classes, max_pixels);
+  });
 
   // Combined in file order, so the report does not depend on the thread count.
   SplitReport report;
@@ -85,9 +113,12 @@ SplitReport verify_images(const std::vector<std::string>& image_files, int num_c
       continue;
     }
     if (finding.record.boxes.empty()) ++report.backgrounds;
+    if (finding.labels.missing) ++report.missing_label_files;
     report.labels += int64_t(finding.record.boxes.size());
     report.images.push_back(std::move(finding.record));
   }
+  if (std::optional<Problem> no_labels = no_labels_problem(report))
+    report.problems.insert(report.problems.begin(), std::move(*no_labels));
   return report;
 }
 

@@ -96,7 +96,8 @@ bool prepare_run(TrainOptions& options, int world_size, const Log& log) {
   if (!options.resume.empty()) return false;
   const data::DatasetConfig data = data::read_dataset_yaml(options.data);
   for (const char* split : {"train", "val"}) {
-    const data::OpenedSplit opened = data::open_split(data, split);
+    const data::OpenedSplit opened =
+        data::open_split(data, split, {.max_pixels = options.max_pixels});
     const data::SplitReport& report = opened.verification.report;
     const std::vector<std::string> lines = data::problem_lines(split, report);
     for (const std::string& line : lines) log(line);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "data/augment_hyp.h"
+#include "data/image.h"  // defines: kDefaultMaxPixels
 #include "engine/optim/schedule.h"
 #include "kernels/view.h"
 #include "models/loss/loss.h"
@@ -108,6 +109,7 @@ struct TrainOptions {
   std::string resume;         // checkpoint to continue from: its run dir and configuration win
   bool show_progress = true;  // the progress bar (rank 0, on stdout)
   bool strict = false;        // any problem in the train or val split is an error, not a skip
+  int64_t max_pixels = data::kDefaultMaxPixels;  // larger images are skipped (data/image.h)
   // Where a new run's outputs go when run_dir is empty: <project>/<name>, <name>2, ...
   std::string project = "runs/train", name = "exp";
   bool exist_ok = false;

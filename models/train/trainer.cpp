@@ -92,10 +92,10 @@ struct TrainingData {
   data::OpenedSplit train, val;
   int nc() const { return config.num_classes(); }
 };
-TrainingData open_training_data(const std::string& data_yaml) {
+TrainingData open_training_data(const std::string& data_yaml, int64_t max_pixels) {
   data::DatasetConfig config = data::read_dataset_yaml(data_yaml);
-  data::OpenedSplit train = data::open_split(config, "train");
-  data::OpenedSplit val = data::open_split(config, "val");
+  data::OpenedSplit train = data::open_split(config, "train", {.max_pixels = max_pixels});
+  data::OpenedSplit val = data::open_split(config, "val", {.max_pixels = max_pixels});
   return {std::move(config), std::move(train), std::move(val)};
 }
 
@@ -196,7 +196,7 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
       run_(run),
       resume_(open_resume_if_asked(request.resume)),
       options_(checked_request(request, run_, resume_)),
-      data_(open_training_data(options_.data)),
+      data_(open_training_data(options_.data, options_.max_pixels)),
       model_config_(load_model_config(options_.cfg)),
       model_(model_config_, {.nc = data_.nc(), .seed = options_.seed, .device = run_.device}),
       ema_model_(model_config_, {.nc = data_.nc(), .seed = options_.seed, .device = run_.device}),

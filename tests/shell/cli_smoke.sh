@@ -53,16 +53,7 @@ grep -q "1 of 2 images skipped" "$work/pred2.txt"
 test -s "$work/pred2/detections.json" && test -s "$work/pred2/000000.jpg"
 
 # Options a command cannot honour are refused in one readable line (no 309-digit DBL_MAX).
-refuses() {
-  local text=$1 out
-  shift
-  if out=$("$@" 2>&1); then
-    echo "accepted, but should have been refused: $*"
-    exit 1
-  fi
-  grep -qF -- "$text" <<<"$out" || { echo "no '$text' in the refusal of '$*': $out"; exit 1; }
-  [ ${#out} -lt 400 ] || { echo "a refusal of ${#out} characters: $out"; exit 1; }
-}
+source "$(dirname "$0")/refuses.sh"
 refuses "--batch: must be a positive number or -1 (AutoBatch), got '0'" "$bareyolo" train --batch 0
 refuses "--epochs: must be a positive number, got '0'" "$bareyolo" train --epochs 0
 refuses "--seed: must be a number >= 0, got '-1'" "$bareyolo" train --seed -1

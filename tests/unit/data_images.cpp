@@ -1,12 +1,15 @@
-// tests/unit/data_images.cpp — image inputs that used to vanish or abort: symbolic links that
-// lead nowhere, into a loop or at a FIFO.
+// tests/unit/data_images.cpp — image inputs that used to vanish, abort or cost gigabytes:
+// symbolic links that lead nowhere, into a loop or at a FIFO, and an image whose header claims
+// 20000x20000 pixels.
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 
+#include "data/image.h"
 #include "data/image_files.h"
 #include "data/label_cache.h"
+#include "data/letterbox.h"
 #include "data/verify.h"
 #include "tests/support/data_fixtures.h"
 
@@ -20,6 +23,30 @@ const data::Problem* find_problem(const std::vector<data::Problem>& problems,
   auto found = std::find_if(problems.begin(), problems.end(),
                             [&](const data::Problem& p) { return p.file == file.string(); });
   return found == problems.end() ? nullptr : &*found;
+}
+
+uint32_t crc32(const std::string& bytes) {
+  uint32_t crc = 0xffffffffu;
+  for (unsigned char byte : bytes) {
+    crc ^= byte;
+    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+
+std::string big_endian(uint32_t value) {
+  return {char(value >> 24), char(value >> 16), char(value >> 8), char(value)};
+}
+
+std::string png_chunk(const std::string& type, const std::string& data) {
+  return big_endian(uint32_t(data.size())) + type + data + big_endian(crc32(type + data));
+}
+
+// A PNG of a few dozen bytes whose header claims width x height 8-bit grey pixels (a grey
+// image passes stb's own 1 GiB check, so a real one of that size would be decoded).
+std::string png_claiming(uint32_t width, uint32_t height) {
+  const std::string header = big_endian(width) + big_endian(height) + std::string{8, 0, 0, 0, 0};
+  return std::string("\x89PNG\r\n\x1a\n", 8) + png_chunk("IHDR", header) + png_chunk("IEND", "");
 }
 
 }  // namespace
@@ -71,4 +98,34 @@ TEST_CASE("symbolic links: dead ends, loops and FIFOs are reported per file; the
   // Through the cache, the folder loop's note reaches the report data-check prints.
   const data::CachedSplit split = data::load_or_build_split({images.string()}, 1);
   CHECK(find_problem(split.report.problems, images / "sub" / "up") != nullptr);
+}
+
+TEST_CASE("pixel limit: a header claiming 20000x20000 is refused before decoding, file named") {
+  // Before: the PNG's 400 M grey pixels were decoded (2.5 GB of RSS in data-check).
+  TempDir dir;
+  const fs::path big = dir.path() / "images" / "train" / "big.png";
+  write_text(big, png_claiming(20000, 20000));
+  CHECK_THROWS_WITH_AS(
+      data::read_image(big.string()),
+      doctest::Contains((big.string() + ": 20000x20000 is 400000000 pixels, more than the "
+                                        "limit 178956970 (--max-pixels")
+                            .c_str()),
+      data::ImageError);
+  CHECK_THROWS_WITH_AS(data::load_resized(big.string(), 64), doctest::Contains("--max-pixels"),
+                       data::ImageError);  // predict's path
+  // A small limit on a normal image: skipped as a bad image by verification, named.
+  add_image(dir.path(), "train", "normal", 64, 48, {{0, 0.5f, 0.5f, 0.2f, 0.2f}});
+  const std::vector<std::string> files = {
+      big.string(), (dir.path() / "images" / "train" / "normal.png").string()};
+  const data::SplitReport limited = data::verify_images(files, 1, 1, 3000);
+  CHECK(limited.summary() == "0 images, 0 backgrounds, 2 corrupt, 0 labels");
+  const data::Problem* normal =
+      find_problem(limited.problems, dir.path() / "images" / "train" / "normal.png");
+  REQUIRE(normal != nullptr);
+  CHECK(
+      normal->message.starts_with("unreadable image: 64x48 is 3072 pixels, more than the "
+                                  "limit 3000"));
+  CHECK(data::verify_images(files, 1, 1).summary() ==
+        "1 images, 0 backgrounds, 1 corrupt, 1 labels");
+  CHECK(data::read_image(files[1], 3072).width == 64);  // the limit itself is allowed
 }

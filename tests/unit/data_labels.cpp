@@ -1,5 +1,8 @@
-// tests/unit/data_labels.cpp — label problems that used to pass unnoticed: a zero-size box and
-// a UTF-8 byte-order mark.
+// tests/unit/data_labels.cpp — label problems that used to pass unnoticed: a zero-size box, a
+// UTF-8 byte-order mark, a split without a single label (no labels folder, an empty one, or
+// only empty files).
+#include "data/dataset.h"
+#include "data/label_cache.h"
 #include "data/label_file.h"
 #include "tests/support/data_fixtures.h"
 
@@ -36,4 +39,65 @@ TEST_CASE("label files: a UTF-8 byte-order mark is stripped with one note naming
         "bom.txt: starts with a UTF-8 byte-order mark, ignored (saving it without one silences "
         "this)");
   CHECK(data::parse_labels("0 0.5 0.5 0.2 0.2\n", "plain.txt", 1).problems.empty());
+}
+
+TEST_CASE("a train split without a labels folder is refused, naming where labels were looked for") {
+  // Before: trained "successfully" on 0 labels without a word.
+  TempDir dir;
+  const std::string yaml = make_box_dataset(dir.path(), 2);
+  fs::remove_all(dir.path() / "labels");
+  const data::DatasetConfig config = data::read_dataset_yaml(yaml);
+  const std::string folder = (dir.path() / "labels" / "train").string();
+  const std::string image = (dir.path() / "images" / "train" / "im0.png").string();
+  CHECK_THROWS_WITH_AS(
+      data::open_split(config, "train"),
+      doctest::Contains(("cannot train on the train split: " + folder +
+                         ": no labels: none of the 2 usable images has a label file, and this "
+                         "folder does not exist (an image's label is its path with the last "
+                         "/images/ made /labels/ and the extension .txt: " +
+                         image + " -> " + folder + "/im0.txt); put the labels there")
+                            .c_str()),
+      std::runtime_error);
+  // The val split opens (val and data-check say it), the problem first among its lines.
+  const data::OpenedSplit val = data::open_split(config, "val");
+  const std::vector<std::string> lines = data::problem_lines("val", val.verification.report);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[1].find((dir.path() / "labels" / "val").string() +
+                      ": no labels: none of the 2 usable images") != std::string::npos);
+}
+
+TEST_CASE("a labels folder that holds none of the files, or only empty ones, is no labels too") {
+  TempDir dir;
+  const std::string yaml = make_box_dataset(dir.path(), 2);
+  const fs::path labels = dir.path() / "labels" / "train";
+  for (const char* stem : {"im0", "im1"}) fs::remove(labels / (std::string(stem) + ".txt"));
+  const data::DatasetConfig config = data::read_dataset_yaml(yaml);
+  CHECK_THROWS_WITH_AS(data::open_split(config, "train"),
+                       doctest::Contains("has a label file, and this folder holds none of them"),
+                       std::runtime_error);
+  for (const char* stem : {"im0", "im1"}) write_text(labels / (std::string(stem) + ".txt"), "");
+  CHECK_THROWS_WITH_AS(
+      data::open_split(config, "train"),
+      doctest::Contains((labels.string() + ": no labels: the label files of the 2 usable images "
+                                           "are all empty")
+                            .c_str()),
+      std::runtime_error);
+  // One label among them is enough.
+  write_text(labels / "im1.txt", "0 0.5 0.5 0.2 0.2\n");
+  CHECK(data::open_split(config, "train").dataset.size() == 2);
+}
+
+TEST_CASE("label cache: a missing labels folder is not created for the cache") {
+  // Before: the cache's write made labels/, so the next run saw an empty labels folder.
+  TempDir dir, cache_home;
+  make_box_dataset(dir.path(), 2);
+  fs::remove_all(dir.path() / "labels");
+  setenv("BAREYOLO_CACHE_DIR", cache_home.path().c_str(), 1);
+  const data::CachedSplit split =
+      data::load_or_build_split({(dir.path() / "images" / "val").string()}, 3);
+  unsetenv("BAREYOLO_CACHE_DIR");
+  CHECK_FALSE(fs::exists(dir.path() / "labels"));
+  CHECK(split.cache_file.rfind(cache_home.path().string(), 0) == 0);
+  REQUIRE(split.notes.size() == 1);
+  CHECK(split.notes[0].find("(the folder does not exist)") != std::string::npos);
 }

@@ -11,6 +11,7 @@
 #include "data/preview.h"       // defines: render_batch
 #include "data/sampler.h"       // defines: DistributedSampler
 #include "data/shapes.h"        // defines: make_shapes_dataset
+#include "tools/bareyolo/max_pixels_option.h"
 #include "tools/bareyolo/validators.h"
 
 namespace bareyolo {
@@ -25,6 +26,7 @@ struct ShowBatchOptions {
 
 data::ShapesOptions shapes_options;
 std::string check_data;
+int64_t check_max_pixels = data::kDefaultMaxPixels;
 ShowBatchOptions show_options;
 
 int make_shapes() {
@@ -35,28 +37,36 @@ int make_shapes() {
   return 0;
 }
 
-// Prints each split's summary and problems; exit code 1 when any image had to be skipped.
+// Prints each split's summary and problems; exit code 1 when any image had to be skipped or
+// the training split cannot be trained on (no usable image, no label).
 int data_check() {
   data::DatasetConfig config = data::read_dataset_yaml(check_data);
   std::printf("%s: %d classes, root %s\n", check_data.c_str(), config.num_classes(),
               config.root.c_str());
   int skipped = 0;
+  bool untrainable = false;
   for (const char* split : {"train", "val", "test"}) {
     const std::vector<std::string>& sources = data::split_sources(config, split);
     if (sources.empty()) continue;
-    data::CachedSplit verified = data::load_or_build_split(sources, config.num_classes());
+    data::CachedSplit verified =
+        data::load_or_build_split(sources, config.num_classes(), check_max_pixels);
     for (const data::Problem& problem : verified.report.problems)
       std::printf("  %s\n", problem.to_string().c_str());
     for (const std::string& note : verified.notes) std::printf("  note: %s\n", note.c_str());
     std::printf("%s: %s%s\n", split, verified.report.summary().c_str(),
                 verified.from_cache ? " (from cache)" : "");
     skipped += verified.report.corrupt;
-    if (verified.report.images.empty() && std::string(split) == "train") {
+    if (std::string(split) != "train") continue;
+    if (verified.report.images.empty()) {
       std::printf("error: no usable training image\n");
       return 1;
     }
+    if (data::no_labels_problem(verified.report)) {
+      std::printf("error: the train split has no labels (above): training refuses it\n");
+      untrainable = true;
+    }
   }
-  return skipped > 0 ? 1 : 0;
+  return skipped > 0 || untrainable ? 1 : 0;
 }
 
 int show_batch() {
@@ -99,6 +109,7 @@ void add_data_commands(CLI::App& app) {
   CLI::App* check = app.add_subcommand(
       "data-check", "Verify a dataset's images and labels; print the summary and every problem");
   check->add_option("--data", check_data, "Dataset yaml")->required();
+  cli::add_max_pixels_option(check, check_max_pixels);
 
   CLI::App* show = app.add_subcommand(
       "show-batch", "Draw one augmented training batch with its boxes into an image file");

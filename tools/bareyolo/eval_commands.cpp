@@ -31,6 +31,7 @@
 #include "models/eval/validate.h"
 #include "models/yolo/weights.h"
 #include "tools/bareyolo/device_option.h"
+#include "tools/bareyolo/max_pixels_option.h"
 #include "tools/bareyolo/validators.h"
 
 namespace bareyolo {
@@ -44,6 +45,7 @@ struct EvalOptions {
                                   save_raw;
   int imgsz = 640, batch = 32, workers = 0;
   float conf = -1, iou = -1;  // -1: the command's default
+  int64_t max_pixels = data::kDefaultMaxPixels;
   bool no_rect = false;
   DeviceOption device;
 } options;
@@ -88,7 +90,10 @@ void write_json(const std::string& path, const nlohmann::json& json) {
 
 int run_val() {
   const data::DatasetConfig config = data::read_dataset_yaml(options.data);
-  const data::OpenedSplit split = data::open_split(config, options.split);
+  const data::OpenedSplit split =
+      data::open_split(config, options.split, {.max_pixels = options.max_pixels});
+  for (const std::string& line : data::problem_lines(options.split, split.verification.report))
+    std::printf("%s\n", line.c_str());
   if (split.dataset.size() == 0)
     throw std::invalid_argument(options.data + " has no '" + options.split +
                                 "' split to validate on; give --split train or val, or add it");
@@ -154,7 +159,7 @@ int run_predict() {
     // detections (and detections.json is written). A single unreadable --source is an error.
     data::LoadedImage loaded;
     try {
-      loaded = data::load_resized(path, canvas);
+      loaded = data::load_resized(path, canvas, options.max_pixels);
     } catch (const data::ImageError& error) {
       if (images.size() == 1) throw;
       std::printf("warning: skipped %s\n", error.what());
@@ -183,7 +188,7 @@ int run_predict() {
                              float(loaded.original_width), float(loaded.original_height)},
                             {5});
     }
-    data::Image drawn = data::read_image(path);
+    data::Image drawn = data::read_image(path, options.max_pixels);
     for (models::Detection& d : detections) {
       d.box = models::scale_box_to_original(
           d.box, {gain, float(placement.pad_x), float(placement.pad_y),
@@ -217,6 +222,7 @@ void add_model_options(CLI::App* command) {
   command->add_option("--imgsz", options.imgsz, "Inference size in pixels")
       ->check(CLI::Range(32, 8192));
   command->add_option("--iou", options.iou, "NMS IoU threshold")->check(CLI::Range(0.0, 1.0));
+  cli::add_max_pixels_option(command, options.max_pixels);
   options.device.add_to(command);
 }
 

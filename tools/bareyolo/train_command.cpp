@@ -13,6 +13,7 @@
 #include "models/train/launch.h"
 #include "models/train/options.h"
 #include "models/train/run_dir.h"
+#include "tools/bareyolo/max_pixels_option.h"
 #include "tools/bareyolo/validators.h"
 
 namespace bareyolo {
@@ -248,6 +249,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--strict", t.strict,
                 "Refuse to train when an image or label of the train or val split has a "
                 "problem (by default such images are skipped, and counted in the log)");
+  cli::add_max_pixels_option(cmd, t.max_pixels);
   cmd->add_option("--seed", t.seed, "Seed of initialisation, shuffling and augmentation")
       ->check(cli::kNonNegative)
       ->capture_default_str();
