@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "data/regular_file.h"
+
 namespace fs = std::filesystem;
 
 namespace bareyolo::data {
@@ -32,6 +34,12 @@ std::string file_stamp(const std::string& path) {
   if (error) return path + "|-";
   auto mtime = fs::last_write_time(path, error).time_since_epoch().count();
   return path + "|" + std::to_string(size) + "|" + std::to_string(mtime);
+}
+
+std::string content_stamp(const std::string& path) {
+  const FileContents contents = read_regular_file(path);
+  if (contents.kind != FileContents::regular) return path + "|-" + contents.error;
+  return path + "|" + hex(fnv1a(contents.bytes));
 }
 
 fs::path user_cache_folder() {

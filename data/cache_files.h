@@ -15,8 +15,12 @@ uint64_t fnv1a_bytes(const void* bytes, size_t size, uint64_t hash = 0xcbf29ce48
 // 16 lower-case hex digits.
 std::string hex(uint64_t value);
 
-// "path|size|mtime" ("path|-" for a missing file): a change of content shows in it.
+// "path|size|mtime" ("path|-" for a missing file): a change of content shows in it, unless
+// the file keeps its size and is rewritten within the file system's clock resolution.
 std::string file_stamp(const std::string& path);
+// "path|hash of the bytes" ("path|-reason" when it is not a readable regular file): for small
+// files whose every edit must show (label files).
+std::string content_stamp(const std::string& path);
 
 // The user cache folder for datasets whose own folder is read-only: $BAREYOLO_CACHE_DIR, else
 // $XDG_CACHE_HOME/bareyolo, else ~/.cache/bareyolo.

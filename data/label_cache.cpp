@@ -22,7 +22,7 @@ namespace bareyolo::data {
 
 namespace {
 
-constexpr int kCacheVersion = 2;  // 2: missing_label_files
+constexpr int kCacheVersion = 2;  // 2: missing_label_files; label contents fingerprinted
 
 std::string fallback_cache_file(const std::string& preferred) {
   fs::path p = preferred;
@@ -131,7 +131,7 @@ std::string dataset_fingerprint(const std::vector<std::string>& image_files, int
                         std::to_string(num_classes) + " max_pixels=" + std::to_string(max_pixels));
   for (const std::string& image : image_files) {
     hash = fnv1a(file_stamp(image) + "\n", hash);
-    hash = fnv1a(file_stamp(label_path_for(image)) + "\n", hash);
+    hash = fnv1a(content_stamp(label_path_for(image)) + "\n", hash);
   }
   return hex(hash);
 }

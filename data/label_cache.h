@@ -9,9 +9,10 @@
 // derived from the first location; if that fails too, the report is kept in memory only and
 // a note says so. Both places are searched when loading.
 //
-// Validity: the file stores a fingerprint over every image and label path with its size and
-// modification time, the class count, the pixel limit and the format version; any change
-// rebuilds it.
+// Validity: the file stores a fingerprint over every image path with its size and
+// modification time, every label file's path and bytes (an edit that keeps the size within
+// the clock's resolution changes it too), the class count, the pixel limit and the format
+// version; any change rebuilds it.
 // Format: JSON (readable with any tool). Written atomically: temp file, fsync, rename, fsync
 // of the folder — a reader never sees half a cache.
 //
@@ -43,8 +44,8 @@ struct SplitFiles {
 };
 SplitFiles split_files(const std::vector<std::string>& sources);
 
-// A hash over paths, sizes and modification times of the images and their labels, nc and the
-// pixel limit.
+// A hash over the images' paths, sizes and modification times, their label files' paths and
+// contents, nc and the pixel limit.
 std::string dataset_fingerprint(const std::vector<std::string>& image_files, int num_classes,
                                 int64_t max_pixels = kDefaultMaxPixels);
 

@@ -1,6 +1,6 @@
 // tests/unit/data_labels.cpp — label problems that used to pass unnoticed: a zero-size box, a
 // UTF-8 byte-order mark, a split without a single label (no labels folder, an empty one, or
-// only empty files).
+// only empty files), and a label edit the cache's fingerprint did not see.
 #include "data/dataset.h"
 #include "data/label_cache.h"
 #include "data/label_file.h"
@@ -85,6 +85,26 @@ TEST_CASE("a labels folder that holds none of the files, or only empty ones, is 
   // One label among them is enough.
   write_text(labels / "im1.txt", "0 0.5 0.5 0.2 0.2\n");
   CHECK(data::open_split(config, "train").dataset.size() == 2);
+}
+
+TEST_CASE("label cache: an edit that keeps the size and the modification time rebuilds it") {
+  // Before: the fingerprint held size and mtime only, so this edit kept the stale labels.
+  TempDir dir;
+  make_box_dataset(dir.path(), 3);
+  const std::vector<std::string> sources = {(dir.path() / "images" / "train").string()};
+  const fs::path label = dir.path() / "labels" / "train" / "im0.txt";
+  write_text(label, "0 0.5 0.5 0.2 0.2\n");
+  const fs::file_time_type stamp = fs::last_write_time(label);
+  CHECK_FALSE(data::load_or_build_split(sources, 3).from_cache);
+  CHECK(data::load_or_build_split(sources, 3).from_cache);
+  write_text(label, "2 0.5 0.5 0.2 0.2\n");  // same size
+  fs::last_write_time(label, stamp);         // same time, as within one clock tick
+  const data::CachedSplit rebuilt = data::load_or_build_split(sources, 3);
+  CHECK_FALSE(rebuilt.from_cache);
+  REQUIRE(rebuilt.report.images[0].boxes.size() == 1);
+  CHECK(rebuilt.report.images[0].boxes[0].class_id == 2);
+  // The pixel limit decides which images verification keeps: it is in the fingerprint too.
+  CHECK_FALSE(data::load_or_build_split(sources, 3, 1000).from_cache);
 }
 
 TEST_CASE("label cache: a missing labels folder is not created for the cache") {
