@@ -3,8 +3,10 @@
 //
 // run_training() decides, from the options and the environment, how this process trains:
 //   - a launcher's worker (torchrun, srun, mpirun, or bareyolo's own spawn): join the job
-//     (dist::init_process_group) and train one rank; rank 0 resolves the run directory and
-//     publishes it through the store, so every rank writes (rank 0) or reads the same one;
+//     (dist::init_process_group), agree on the configuration with the other ranks
+//     (rank_agreement.h) and train one rank; rank 0 resolves the run directory and publishes
+//     it through the store, so every rank writes (rank 0) or reads the same one. A job of one
+//     rank (WORLD_SIZE=1) has no store and nobody to tell: it trains as one process;
 //   - more than one rank asked for and no launcher: check what can be checked here (dataset,
 //     model, batch divisibility — before any worker starts), resolve the run directory, and
 //     fork one worker per rank (dist::launch_workers); the workers train and _exit; this

@@ -17,15 +17,15 @@ std::string join_key(int rank) { return "rendezvous/joined/" + std::to_string(ra
 
 }  // namespace
 
-JoinWait::JoinWait(const LaunchEnv& env, RendezvousOptions options)
+JoinWait::JoinWait(const LaunchEnv& env, const RendezvousOptions& options, ProgressLog log)
     : rank_(env.rank),
       world_size_(env.world_size),
-      options_(std::move(options)),
+      options_(options),
+      log_(std::move(log)),
       start_(Clock::now()),
       deadline_(start_ + options_.timeout),
       next_report_(start_ + options_.progress_interval) {
-  if (!options_.log)
-    options_.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  if (!log_) log_ = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
 }
 
 Clock::time_point JoinWait::next_check() const { return std::min(next_report_, deadline_); }
@@ -41,8 +41,8 @@ void JoinWait::still_waiting_for(const std::function<std::string()>& what) {
         std::to_string(world_size_) + "), or give them more time with --rendezvous-timeout");
   if (now < next_report_) return;
   const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - start_);
-  options_.log(rank + ": waiting for " + what() + " (" + std::to_string(waited.count()) +
-               " s of the rendezvous timeout, " + seconds_text(options_.timeout) + ")");
+  log_(rank + ": waiting for " + what() + " (" + std::to_string(waited.count()) +
+       " s of the rendezvous timeout, " + seconds_text(options_.timeout) + ")");
   while (next_report_ <= now) next_report_ += options_.progress_interval;
 }
 

@@ -30,14 +30,15 @@ inline constexpr std::chrono::milliseconds kDefaultRendezvousTimeout = std::chro
 struct RendezvousOptions {
   std::chrono::milliseconds timeout = kDefaultRendezvousTimeout;
   std::chrono::milliseconds progress_interval = std::chrono::seconds(10);
-  // Where the progress lines go; empty: stderr.
-  std::function<void(const std::string&)> log = {};
 };
+
+using ProgressLog = std::function<void(const std::string&)>;
 
 class JoinWait {
  public:
-  // Starts the clock: the deadline is options.timeout from now.
-  JoinWait(const LaunchEnv& env, RendezvousOptions options);
+  // Starts the clock: the deadline is options.timeout from now. Progress lines go to `log`
+  // (by default to stderr, where a rank's other messages go).
+  JoinWait(const LaunchEnv& env, const RendezvousOptions& options, ProgressLog log = {});
 
   // When the current attempt should stop and report: the next progress line, or the deadline.
   Clock::time_point next_check() const;
@@ -49,6 +50,7 @@ class JoinWait {
  private:
   int rank_, world_size_;
   RendezvousOptions options_;
+  ProgressLog log_;
   Clock::time_point start_, deadline_, next_report_;
 };
 
