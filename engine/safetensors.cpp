@@ -8,6 +8,7 @@
 #include <bit>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -207,6 +208,55 @@ int64_t SafetensorsFile::metadata_integer(const std::string& key, const std::str
   return value;
 }
 
+float f16_bits_to_float(uint16_t bits) {
+  const uint32_t sign = uint32_t(bits & 0x8000) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1F, mantissa = bits & 0x3FF;
+  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact in float
+    const float magnitude = std::ldexp(float(mantissa), -24);
+    return sign ? -magnitude : magnitude;
+  }
+  // Infinity and NaN keep an all-ones exponent (and NaN its payload); a normal number's
+  // exponent is rebiased from 15 to 127.
+  const uint32_t float_exponent = exponent == 0x1F ? 0xFF : exponent + (127 - 15);
+  return std::bit_cast<float>(sign | (float_exponent << 23) | (mantissa << 13));
+}
+
+namespace {
+// A float of any width is non-finite exactly when its exponent bits are all ones.
+template <class Bits>
+NonFiniteValues non_finite_with_exponent(const std::vector<uint8_t>& bytes, Bits exponent) {
+  NonFiniteValues found;
+  const size_t count = bytes.size() / sizeof(Bits);
+  for (size_t i = 0; i < count; ++i) {
+    Bits value;
+    std::memcpy(&value, bytes.data() + i * sizeof(Bits), sizeof(Bits));
+    if ((value & exponent) == exponent && found.count++ == 0) found.first_index = int64_t(i);
+  }
+  return found;
+}
+}  // namespace
+
+NonFiniteValues non_finite_values(const TensorRecord& record) {
+  if (record.dtype == "F64")
+    return non_finite_with_exponent<uint64_t>(record.bytes, 0x7FF0000000000000);
+  if (record.dtype == "F32") return non_finite_with_exponent<uint32_t>(record.bytes, 0x7F800000);
+  if (record.dtype == "BF16") return non_finite_with_exponent<uint16_t>(record.bytes, 0x7F80);
+  if (record.dtype == "F16") return non_finite_with_exponent<uint16_t>(record.bytes, 0x7C00);
+  return {};
+}
+
+void require_finite(const TensorRecord& record, const std::string& source,
+                    const std::string& what_to_do) {
+  const NonFiniteValues found = non_finite_values(record);
+  if (found.count == 0) return;
+  const int64_t numel = shape_numel(record.shape);
+  throw std::invalid_argument(source + ": tensor '" + record.name + "' holds " +
+                              std::to_string(found.count) + " non-finite value" +
+                              (found.count > 1 ? "s" : "") + " (NaN or infinity) among its " +
+                              std::to_string(numel) + ", the first at index " +
+                              std::to_string(found.first_index) + "; " + what_to_do);
+}
+
 Shape4 shape4_from_dims(const std::vector<int64_t>& dims) {
   if (dims.size() > 4)
     throw std::invalid_argument("a " + std::to_string(dims.size()) +
@@ -308,6 +358,22 @@ Tensor SafetensorsFile::tensor(const std::string& name) const {
       Tensor::empty(shape4_from_dims(r.shape), Device::cpu(), engine_dtype(r.dtype, name));
   copy_record_bytes(r, result.storage()->data());
   return result;
+}
+
+Tensor SafetensorsFile::float_tensor(const std::string& name) const {
+  const TensorRecord& r = record(name);
+  if (r.dtype == "F32") return tensor(name);
+  if (r.dtype == "BF16") return tensor(name).converted(DType::f32);
+  if (r.dtype != "F16")
+    throw std::invalid_argument("safetensors: tensor '" + name + "' has dtype " + r.dtype +
+                                ", not a floating one of F32, BF16 or F16");
+  std::vector<float> widened(r.bytes.size() / 2);
+  for (size_t i = 0; i < widened.size(); ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, r.bytes.data() + 2 * i, 2);
+    widened[i] = f16_bits_to_float(bits);
+  }
+  return Tensor::from_vector(widened, shape4_from_dims(r.shape));
 }
 
 #define BAREYOLO_SAFETENSORS_VALUE_TYPE(T)                                                \

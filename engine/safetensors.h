@@ -73,6 +73,22 @@ struct TensorRecord {
   std::vector<uint8_t> bytes;
 };
 
+// The float an IEEE half (F16) holds, from its bits: exact, as every half is a float
+// (subnormals, infinities and NaN included).
+float f16_bits_to_float(uint16_t bits);
+
+// The non-finite values (NaN, +-infinity) of a floating record (F64, F32, BF16, F16): how
+// many, and the flat index of the first. Other dtypes hold none.
+struct NonFiniteValues {
+  int64_t count = 0;
+  int64_t first_index = -1;
+};
+NonFiniteValues non_finite_values(const TensorRecord& record);
+// Throws std::invalid_argument when `record` holds a non-finite value, naming `source`, the
+// tensor, how many of its values and the first one's index, then `what_to_do`.
+void require_finite(const TensorRecord& record, const std::string& source,
+                    const std::string& what_to_do);
+
 class SafetensorsFile {
  public:
   // ---- building ----
@@ -102,6 +118,9 @@ class SafetensorsFile {
   std::vector<T> values(const std::string& name) const;
   // A dense CPU Tensor of a F32/F64/I64/F16/BF16 record of 0 to 4 dimensions.
   Tensor tensor(const std::string& name) const;
+  // A dense CPU f32 Tensor of a F32, BF16 or F16 record, each widened exactly (throws for
+  // any other dtype).
+  Tensor float_tensor(const std::string& name) const;
 
   // ---- files ----
   // Parses and validates a whole file image; `source` names it in error messages.

@@ -13,6 +13,12 @@ std::string dims_text(const std::vector<int64_t>& dims) {
 }
 }  // namespace
 
+void require_finite_weights(const TensorRecord& record, const std::string& source) {
+  require_finite(record, source,
+                 "the weights file is damaged (changed on disk or in transfer, or saved from a "
+                 "diverged run): use an intact copy");
+}
+
 void add_state(SafetensorsFile& file, const std::vector<StateEntry>& state,
                const std::string& prefix) {
   for (const StateEntry& e : state) {
@@ -43,6 +49,7 @@ void load_state(const SafetensorsFile& file, const std::vector<StateEntry>& stat
       throw std::invalid_argument(source + ": '" + name + "' has shape " + dims_text(record.shape) +
                                   ", the model expects " + dims_text(e.dims) +
                                   " (a different model or nc?)");
+    require_finite_weights(record, source);
     Tensor t = file.tensor(name);
     const bool floating_file = t.dtype() == DType::f32 || t.dtype() == DType::bf16;
     const bool floating_model = e.value->dtype() == DType::f32 || e.value->dtype() == DType::f64;
@@ -70,11 +77,13 @@ SafetensorsFile with_float_dtype(const SafetensorsFile& file, DType dtype) {
                                 dtype_name(dtype));
   SafetensorsFile converted;
   for (const TensorRecord& record : file.records()) {
-    if (record.dtype != "F32" && record.dtype != "BF16") {
+    if (record.dtype != "F32" && record.dtype != "BF16" && record.dtype != "F16") {
       converted.add(record);  // counters, anchors (F64), indices: as they are
       continue;
     }
-    converted.add_tensor(record.name, file.tensor(record.name).converted(dtype), record.shape);
+    // Widened to f32 first (exact), so that a narrowing to bf16 rounds once.
+    converted.add_tensor(record.name, file.float_tensor(record.name).converted(dtype),
+                         record.shape);
   }
   converted.metadata() = file.metadata();
   return converted;

@@ -16,15 +16,21 @@ void add_state(SafetensorsFile& file, const std::vector<StateEntry>& state,
                const std::string& prefix = "");
 
 // Copies the entries named `prefix` + name from `file` into `state`. Every entry must be
-// present with its shape before anything is copied, so a file that does not fit leaves the
-// model untouched; the error names the file, the entry and what is wrong. A floating entry
-// takes an F32 or a BF16 record (bf16 weights widen exactly).
+// present with its shape and finite values before anything is copied, so a file that does not
+// fit leaves the model untouched; the error names the file, the entry and what is wrong. A
+// floating entry takes an F32 or a BF16 record (bf16 weights widen exactly).
 void load_state(const SafetensorsFile& file, const std::vector<StateEntry>& state,
                 const std::string& source, const std::string& prefix = "");
 
-// `file` with every F32 and BF16 record in `dtype` (f32 or bf16; to bf16 rounds to nearest,
-// to f32 is exact), every other record and the metadata as they are: `bareyolo convert`, for
-// weights at half the bytes. Checkpoints themselves keep f32 masters.
+// Throws std::invalid_argument naming `source`, the tensor and its non-finite values when a
+// floating record of `file` holds NaN or infinity: such a weights file is damaged (a model
+// loaded from it predicts nothing and trains to NaN).
+void require_finite_weights(const TensorRecord& record, const std::string& source);
+
+// `file` with every F32, BF16 and F16 record in `dtype` (f32 or bf16; to bf16 rounds to nearest,
+// to f32 is exact), every other record (I64 counters, F64 anchors) and the metadata as they
+// are: `bareyolo convert`, for weights at half the bytes. Checkpoints themselves keep f32
+// masters.
 SafetensorsFile with_float_dtype(const SafetensorsFile& file, DType dtype);
 
 }  // namespace bareyolo::models
