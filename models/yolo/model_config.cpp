@@ -159,6 +159,12 @@ ModelConfig parse_model_config(const std::string& yaml_text, const std::string& 
     if (sizes.empty() || sizes.size() % 2 != 0 || sizes.size() != anchors[0].size())
       fail(source, "every anchors level must hold the same even number of values, got " +
                        YAML::Dump(level));
+    for (size_t k = 0; k < sizes.size(); ++k)
+      if (!(std::isfinite(sizes[k]) && sizes[k] > 0))  // the loss divides by them
+        fail(source, "anchors level " + std::to_string(config.anchors.size()) + ", value " +
+                         std::to_string(k) + " (the " + (k % 2 ? "height" : "width") +
+                         " of anchor " + std::to_string(k / 2) + ") is " + YAML::Dump(level[k]) +
+                         "; anchors are widths and heights in pixels and must be positive");
     config.anchors.push_back(sizes);
   }
 

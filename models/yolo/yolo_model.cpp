@@ -12,12 +12,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 #include "engine/layers/conv2d.h"
 #include "engine/layers/upsample.h"
 #include "engine/tensor_factories.h"
+#include "kernels/cpu/host_memory.h"
 #include "models/yolo/blocks.h"
 
 namespace bareyolo::models {
@@ -31,8 +34,20 @@ float round_to_half(float x) { return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEARE
 
 DetectionModel::DetectionModel(const ModelConfig& config, const ModelOptions& options)
     : device_(options.device) {
-  build(config, options);
-  initialise_like_yolov5();
+  // Running out of host memory here is the yaml's doing (its width_multiple or
+  // depth_multiple), whichever command builds the model: say so, not "lower --batch".
+  try {
+    build(config, options);
+    initialise_like_yolov5();
+  } catch (const std::bad_alloc&) {
+    char multiples[96];
+    std::snprintf(multiples, sizeof multiples, "width_multiple %g, depth_multiple %g",
+                  config.width_multiple, config.depth_multiple);
+    throw HostOutOfMemory("out of host memory building the model of " + config.source + " (" +
+                          multiples +
+                          "): the model is too large for this machine; lower width_multiple or "
+                          "depth_multiple in the yaml (yolov5s has 0.5 and 0.33)");
+  }
 }
 
 void DetectionModel::build(const ModelConfig& config, const ModelOptions& options) {
@@ -42,6 +57,11 @@ void DetectionModel::build(const ModelConfig& config, const ModelOptions& option
                                 "yaml's nc (" +
                                 std::to_string(config.nc) + ")");
   nc_ = options.nc > 0 ? options.nc : config.nc;
+  if (nc_ > kMaxClasses)
+    throw std::invalid_argument(
+        (options.nc > 0 ? "" : config.source + ": ") + "nc " + std::to_string(nc_) +
+        " is out of range: a model takes 1 to " + std::to_string(kMaxClasses) +
+        " classes (its Detect head has anchors x (nc + 5) outputs per grid cell)");
   na_ = static_cast<int>(config.anchors[0].size() / 2);
   const int outputs = na_ * (nc_ + 5);
   std::mt19937_64 rng(options.seed);
@@ -75,7 +95,26 @@ void DetectionModel::build(const ModelConfig& config, const ModelOptions& option
         if (c2 < 1) fail_at_row(config, row, "the first argument must be the output channels");
         if (c2 == outputs) return c2;
         const double divisor = config.channel_multiple;
-        return static_cast<int>(std::ceil(c2 * config.width_multiple / divisor) * divisor);
+        const double scaled = std::ceil(c2 * config.width_multiple / divisor) * divisor;
+        if (scaled > std::numeric_limits<int>::max()) {
+          char what[160];
+          std::snprintf(what, sizeof what,
+                        "width_multiple %g makes %d output channels %g, more than a layer can "
+                        "have; lower width_multiple",
+                        config.width_multiple, c2, scaled);
+          fail_at_row(config, row, what);
+        }
+        return static_cast<int>(scaled);
+      };
+      // A kernel size or stride read from the row: a whole number >= 1, or the row is refused
+      // with the argument, its value and the rule.
+      auto positive_arg = [&](size_t k, int fallback, const char* what) {
+        const int value = int_arg(config, row, k, fallback);
+        if (value < 1)
+          fail_at_row(config, row,
+                      std::string(what) + " (argument " + std::to_string(k) + ") is " +
+                          std::to_string(value) + "; it must be a whole number >= 1");
+        return value;
       };
       if (row.module != "C3" && repeats > 1)
         fail_at_row(config, row, "a repeat count above 1 is only supported for C3");
@@ -89,7 +128,8 @@ void DetectionModel::build(const ModelConfig& config, const ModelOptions& option
       int c2 = c1;
       if (row.module == "Conv") {
         c2 = scaled_width();
-        const int kernel = int_arg(config, row, 1, 1), stride = int_arg(config, row, 2, 1);
+        const int kernel = positive_arg(1, 1, "the kernel size"),
+                  stride = positive_arg(2, 1, "the stride");
         const bool auto_pad = row.args.size() < 4 || row.args[3].kind == ModelArg::Kind::none;
         if (int_arg(config, row, 4, 1) != 1 || int_arg(config, row, 5, 1) != 1)
           fail_at_row(config, row, "groups and dilation other than 1 are not supported");
@@ -106,7 +146,8 @@ void DetectionModel::build(const ModelConfig& config, const ModelOptions& option
       } else if (row.module == "SPPF") {
         c2 = scaled_width();
         node_of_row.push_back(graph_.add(
-            name, nodes, std::make_unique<SPPF>(c1, c2, int_arg(config, row, 1, 5), context)));
+            name, nodes,
+            std::make_unique<SPPF>(c1, c2, positive_arg(1, 5, "the pooling size"), context)));
       } else if (row.module == "nn.Upsample") {
         const bool nearest2 = row.args.size() >= 3 && row.args[1].kind == ModelArg::Kind::number &&
                               row.args[1].number == 2 && row.args[2].text == "nearest";

@@ -26,8 +26,12 @@ namespace bareyolo::models {
 // YOLOv5's BatchNorm2d eps in every Conv block (its momentum, 0.03, matters to training only).
 inline constexpr double kBatchNormEps = 1e-3;
 
+// The most classes a model takes. Detect has anchors x (nc + 5) outputs per cell: beyond a few
+// hundred thousand classes its weights alone outgrow a GPU, and na * (nc + 5) an int soon after.
+inline constexpr int kMaxClasses = 200'000;
+
 struct ModelOptions {
-  int nc = 0;         // number of classes; 0 keeps the yaml's nc
+  int nc = 0;         // number of classes (1..kMaxClasses); 0 keeps the yaml's nc
   uint64_t seed = 0;  // weight initialisation
   Device device = Device::cpu();
   DType dtype = DType::f32;

@@ -160,7 +160,7 @@ TEST_CASE("malformed model yamls name the file row and problem") {
   CHECK_THROWS_WITH_AS(
       build("backbone:\n  - [-1, 1, Conv, [64, 0, 2]]\n"
             "head:\n  - [[0], 1, Detect, [nc, anchors]]\n"),
-      doctest::Contains("bad.yaml, row 0 (line 7), Conv: Conv2d: channels, kernel"),
+      doctest::Contains("bad.yaml, row 0 (line 7), Conv: the kernel size (argument 1) is 0"),
       std::invalid_argument);
   CHECK_THROWS_WITH_AS(
       build("backbone:\n  - [-1, 1, Conv, [64, 3, 2]]\n  - [-1, 1, Conv, [64, 3, 2]]\n"

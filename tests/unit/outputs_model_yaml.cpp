@@ -1,0 +1,99 @@
+// tests/unit/outputs_model_yaml.cpp — model yamls whose numbers cannot be right are refused
+// with the file, the row or level, the value and the rule (issue 52): zero, negative or NaN
+// anchors (once accepted, and divided by in the loss), a stride of 0 (once "Conv2d: channels,
+// kernel and stride must be positive" without the stride), an nc whose Detect width overflows
+// an int (once "c_out=-2147483636"), and a width_multiple too large for memory (once "try a
+// smaller --batch", which init does not have).
+#include <new>
+
+#include "engine/shipped_files.h"
+#include "kernels/cpu/host_memory.h"
+#include "models/yolo/yolo_model.h"
+#include "tests/support/testing.h"
+
+using namespace bareyolo;
+using namespace bareyolo::models;
+
+namespace {
+// A one-level model yaml: `multiples` (depth_multiple and width_multiple lines), `anchors` for
+// its one level, and its rows.
+std::string model_yaml(const std::string& anchors, const std::string& rows,
+                       const std::string& multiples = "depth_multiple: 1\nwidth_multiple: 1\n") {
+  return "nc: 2\n" + multiples + "anchors:\n  - [" + anchors + "]\nbackbone:\n" + rows +
+         "head:\n  - [[-1], 1, Detect, [nc, anchors]]\n";
+}
+const std::string kOneConv = "  - [-1, 1, Conv, [8, 3, 2]]\n";
+}  // namespace
+
+TEST_CASE("zero, negative and NaN anchors are refused naming the yaml, level and value") {
+  CHECK_NOTHROW(parse_model_config(model_yaml("10,13, 16,30", kOneConv), "ok.yaml"));
+  CHECK_THROWS_WITH_AS(parse_model_config(model_yaml("10,13, 0,30", kOneConv), "zero.yaml"),
+                       doctest::Contains("zero.yaml: anchors level 0, value 2 (the width of "
+                                         "anchor 1) is 0; anchors are widths and heights in "
+                                         "pixels and must be positive"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(parse_model_config(model_yaml("10,-13, 16,30", kOneConv), "neg.yaml"),
+                       doctest::Contains("neg.yaml: anchors level 0, value 1 (the height of "
+                                         "anchor 0) is -13"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(parse_model_config(model_yaml("10,13, 16,.nan", kOneConv), "nan.yaml"),
+                       doctest::Contains("nan.yaml: anchors level 0, value 3"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(parse_model_config(model_yaml("10,13, .inf,30", kOneConv), "inf.yaml"),
+                       doctest::Contains("must be positive"), std::invalid_argument);
+}
+
+TEST_CASE("a conv stride or kernel below 1 is refused naming the row, the value and the rule") {
+  auto build = [](const std::string& rows) {
+    DetectionModel(parse_model_config(model_yaml("10,13, 16,30", rows), "s.yaml"));
+  };
+  CHECK_THROWS_WITH_AS(build("  - [-1, 1, Conv, [8, 3, 0]]\n"),
+                       doctest::Contains("s.yaml, row 0 (line 7), Conv: the stride (argument 2) "
+                                         "is 0; it must be a whole number >= 1"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(build("  - [-1, 1, Conv, [8, 3, -2]]\n"),
+                       doctest::Contains("the stride (argument 2) is -2"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(build("  - [-1, 1, Conv, [8, 0, 1]]\n"),
+                       doctest::Contains("the kernel size (argument 1) is 0"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      build(kOneConv + "  - [-1, 1, SPPF, [8, 0]]\n"),
+      doctest::Contains("row 1 (line 8), SPPF: the pooling size (argument 1) is 0"),
+      std::invalid_argument);
+}
+
+TEST_CASE("an nc beyond kMaxClasses is refused with the range, before any int overflows") {
+  const ModelConfig config = load_model_config(shipped_file("models/yolov5-tiny.yaml"));
+  // Before: "Conv2d: channels, kernel and stride must be positive (c_in=16 c_out=-2147483636".
+  for (const int nc : {2147483647, kMaxClasses + 1})
+    CHECK_THROWS_WITH_AS(DetectionModel(config, {.nc = nc}),
+                         doctest::Contains(("nc " + std::to_string(nc) +
+                                            " is out of range: a model takes 1 to 200000 classes")
+                                               .c_str()),
+                         std::invalid_argument);
+}
+
+TEST_CASE("a width_multiple too large for memory says so, and names the multiples") {
+  // Row 0 has 100000 channels (cheap); row 1's 10^9 x 10^5 weights exceed any address space.
+  const std::string rows = "  - [-1, 1, Conv, [1, 1, 1]]\n  - [-1, 1, Conv, [10000, 1, 1]]\n";
+  const ModelConfig wide = parse_model_config(
+      model_yaml("10,13, 16,30", rows, "depth_multiple: 1\nwidth_multiple: 100000\n"), "wide.yaml");
+  try {
+    DetectionModel model(wide);
+    FAIL("a model of 10^14 weights was built");
+  } catch (const HostOutOfMemory& error) {  // still a std::bad_alloc
+    const std::string what = error.what();
+    CHECK(what.find("building the model of wide.yaml (width_multiple 100000, depth_multiple 1)") !=
+          std::string::npos);
+    CHECK(what.find("lower width_multiple or depth_multiple") != std::string::npos);
+    CHECK(what.find("--batch") == std::string::npos);
+  }
+  // A width whose channel count does not fit an int is refused before anything is allocated.
+  const ModelConfig wider = parse_model_config(
+      model_yaml("10,13, 16,30", kOneConv, "depth_multiple: 1\nwidth_multiple: 1e12\n"), "w.yaml");
+  CHECK_THROWS_WITH_AS(DetectionModel{wider},
+                       doctest::Contains("w.yaml, row 0 (line 7), Conv: width_multiple 1e+12 "
+                                         "makes 8 output channels 8e+12, more than a layer can "
+                                         "have"),
+                       std::invalid_argument);
+}
