@@ -8,6 +8,12 @@
 // ids), else the stem; category_id is the class index (YOLOv5 maps COCO's 80 classes to
 // its 91 ids only for COCO itself; do that mapping yourself for pycocotools on COCO).
 //
+// predict draws each image to --out at its path relative to a --source folder (a/x.png ->
+// OUT/a/x.jpg), so that two subfolders' x.jpg keep their own copies, and names it in
+// detections.json by that path without its extension ("a/x"; a flat folder's ids are stems, as
+// val's). Before anything is written it refuses an output that would land on an input (--out
+// set to --source) and two images that would be drawn to one file (a/x.png and a/x.jpg).
+//
 // predict --save-raw FILE: a safetensors file with, for the k-th image read, `input.k` (the
 // letterboxed network input, [1, 3, H, W]), `output.k` (the decoded rows before NMS,
 // [1, rows, 5 + nc]: what an exported ONNX graph outputs), `letterbox.k` (gain, pad x, pad y,
@@ -32,6 +38,7 @@
 #include "models/yolo/weights.h"
 #include "tools/bareyolo/device_option.h"
 #include "tools/bareyolo/max_pixels_option.h"
+#include "tools/bareyolo/output_paths.h"
 #include "tools/bareyolo/validators.h"
 
 namespace bareyolo {
@@ -67,10 +74,12 @@ int inference_size(const models::DetectionModel& model) {
   return size;
 }
 
-nlohmann::json coco_detection(const std::string& path, const models::Detection& d) {
+// `image_name` is the image's file name without its extension (its path below the source
+// folder, for predict's subfolders).
+nlohmann::json coco_detection(const std::string& image_name, const models::Detection& d) {
   // COCO's image ids are numbers: a numeric file name becomes one, unless it is too long for
   // an int64 (then the name stays a string, as any other name does).
-  const std::string stem = fs::path(path).stem().string();
+  const std::string& stem = image_name;
   int64_t number = 0;
   const auto [end, error] = std::from_chars(stem.data(), stem.data() + stem.size(), number);
   const bool numeric = !stem.empty() && error == std::errc() && end == stem.data() + stem.size() &&
@@ -89,6 +98,12 @@ void write_json(const std::string& path, const nlohmann::json& json) {
 }
 
 int run_val() {
+  if (!options.save_json.empty())
+    cli::require_outputs_spare_inputs({{options.save_json, "the --save-json file"}},
+                                      {{options.weights, "the --weights file"},
+                                       {options.data, "the --data yaml"},
+                                       {options.cfg, "the --cfg model yaml"}},
+                                      "give --save-json a new file name");
   const data::DatasetConfig config = data::read_dataset_yaml(options.data);
   const data::OpenedSplit split =
       data::open_split(config, options.split, {.max_pixels = options.max_pixels});
@@ -125,11 +140,44 @@ int run_val() {
     nlohmann::json all = nlohmann::json::array();
     for (const models::ImageDetections& image : result.detections)
       for (const models::Detection& d : image.detections)
-        all.push_back(coco_detection(image.path, d));
+        all.push_back(coco_detection(fs::path(image.path).stem().string(), d));
     write_json(options.save_json, all);
     std::printf("wrote %zu detections to %s\n", all.size(), options.save_json.c_str());
   }
   return 0;
+}
+
+// An image's path below the --source folder (a single --source image: its file name).
+fs::path source_relative_path(const std::string& image) {
+  if (!fs::is_directory(options.source)) return fs::path(image).filename();
+  return fs::path(image).lexically_relative(fs::path(options.source).lexically_normal());
+}
+
+// Where predict draws each image (see the top of this file), once checked that no output
+// lands on an input and no two images share an output.
+std::vector<std::string> drawn_paths(const std::vector<std::string>& images) {
+  std::vector<cli::RolePath> outputs, inputs;
+  for (const std::string& image : images) {
+    const fs::path drawn =
+        (fs::path(options.out) / source_relative_path(image)).replace_extension(".jpg");
+    outputs.push_back({drawn.string(), "the drawn copy of '" + image + "'"});
+    inputs.push_back({image, "the --source image"});
+  }
+  cli::require_distinct_outputs(outputs, "rename one of the two images (each is drawn as a .jpg)");
+  std::vector<cli::RolePath> written = outputs;
+  written.push_back({(fs::path(options.out) / "detections.json").string(), "detections.json"});
+  inputs.push_back({options.weights, "the --weights file"});
+  inputs.push_back({options.cfg, "the --cfg model yaml"});
+  if (!options.names.empty()) inputs.push_back({options.names, "the --names yaml"});
+  cli::require_outputs_spare_inputs(written, inputs,
+                                    "give --out a folder apart from --source (its default is "
+                                    "runs/predict)");
+  if (!options.save_raw.empty())
+    cli::require_outputs_spare_inputs({{options.save_raw, "the --save-raw file"}}, inputs,
+                                      "give --save-raw a new file name");
+  std::vector<std::string> paths;
+  for (const cli::RolePath& output : outputs) paths.push_back(output.path);
+  return paths;
 }
 
 int run_predict() {
@@ -145,6 +193,7 @@ int run_predict() {
                                               ? data::list_image_files({options.source})
                                               : std::vector<std::string>{options.source};
   if (images.empty()) throw std::invalid_argument("no images found in " + options.source);
+  const std::vector<std::string> drawn_to = drawn_paths(images);
   models::NmsOptions nms;
   if (options.conf >= 0) nms.conf_threshold = options.conf;
   if (options.iou >= 0) nms.iou_threshold = options.iou;
@@ -154,7 +203,8 @@ int run_predict() {
   nlohmann::json all = nlohmann::json::array();
   SafetensorsFile raw;
   int skipped = 0;
-  for (const std::string& path : images) {
+  for (size_t i = 0; i < images.size(); ++i) {
+    const std::string& path = images[i];
     // An unreadable file in a folder is skipped with a warning; the others still get their
     // detections (and detections.json is written). A single unreadable --source is an error.
     data::LoadedImage loaded;
@@ -199,10 +249,11 @@ int run_predict() {
       std::snprintf(text, sizeof text, "%s %.2f", name.c_str(), d.conf);
       data::draw_box(drawn, int(d.box.x1), int(d.box.y1), int(d.box.x2), int(d.box.y2), d.class_id,
                      text);
-      all.push_back(coco_detection(path, d));
+      all.push_back(
+          coco_detection(source_relative_path(path).replace_extension().generic_string(), d));
     }
-    const std::string out =
-        (fs::path(options.out) / fs::path(path).filename()).replace_extension(".jpg");
+    const std::string& out = drawn_to[i];
+    fs::create_directories(fs::path(out).parent_path());
     data::write_image(out, drawn);
     std::printf("%s: %zu detections -> %s\n", path.c_str(), detections.size(), out.c_str());
   }

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "tools/bareyolo/export_options.h"
+#include "tools/bareyolo/output_paths.h"
 
 namespace bareyolo {
 
@@ -26,6 +27,10 @@ int run_export() {
         "this bareyolo was built without ONNX export (there is no " + exporter.string() +
         "): install Debian's libonnx-dev and libprotobuf-dev (tools/setup.sh does) and build "
         "again; cmake then says \"bareyolo: ONNX export: bareyolo-export\"");
+  cli::require_outputs_spare_inputs(
+      {{options.out, "the --out file"}},
+      {{options.weights, "the --weights file"}, {options.cfg, "the --cfg model yaml"}},
+      "give --out a new file name");
   std::vector<std::string> arguments = cli::export_arguments(options);
   arguments.insert(arguments.begin(), exporter.string());
   std::vector<char*> argv;

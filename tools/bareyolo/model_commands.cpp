@@ -4,6 +4,7 @@
 #include "tools/bareyolo/model_commands.h"
 
 #include <cstdio>
+#include <map>
 #include <string>
 
 #include "data/float_pixels.h"  // defines: check_float_pixels
@@ -11,6 +12,7 @@
 #include "models/loss/gradient_report.h"
 #include "models/yolo/weights.h"
 #include "tools/bareyolo/device_option.h"
+#include "tools/bareyolo/output_paths.h"
 #include "tools/bareyolo/validators.h"
 
 namespace bareyolo {
@@ -26,6 +28,9 @@ struct ModelCommandOptions {
 } options;
 
 int init_weights() {
+  cli::require_outputs_spare_inputs({{options.out, "the --out file"}},
+                                    {{options.cfg, "the --cfg model yaml"}},
+                                    "give --out a new file name");
   models::DetectionModel model(models::load_model_config(options.cfg),
                                {.nc = options.nc, .seed = options.seed});
   SafetensorsFile file;
@@ -39,6 +44,12 @@ int init_weights() {
 }
 
 int compute_grads() {
+  cli::require_outputs_spare_inputs({{options.out, "the --out file"}},
+                                    {{options.weights, "the --weights file"},
+                                     {options.batch, "the --batch file"},
+                                     {options.cfg, "the --cfg model yaml"},
+                                     {options.hyp, "the --hyp yaml"}},
+                                    "give --out a new file name");
   const SafetensorsFile weights = SafetensorsFile::load(options.weights);
   int nc = options.nc;
   if (nc == 0 && weights.metadata().count("nc"))
@@ -50,11 +61,18 @@ int compute_grads() {
   const SafetensorsFile batch = SafetensorsFile::load(options.batch);
   const models::LossHyp hyp =
       options.hyp.empty() ? models::LossHyp{} : models::load_loss_hyp(options.hyp);
+  require_finite(batch.record("images"), options.batch,
+                 "the batch's images must be finite pixel values in 0..1");
   const Tensor images = batch.tensor("images");
   data::check_float_pixels(images, options.batch + ": 'images'");
   const std::vector<models::LabelRow> targets = models::label_rows(
       batch, "targets", options.batch, int(images.shape().n), model.num_classes());
   SafetensorsFile report = models::gradient_report(model, images.on(model.device()), targets, hyp);
+  // The weights and images are finite: a non-finite loss or gradient is an overflow in the
+  // step, and a report of it would pass for a result.
+  for (const TensorRecord& record : report.records())
+    require_finite(record, "grads of " + options.weights + " on " + options.batch,
+                   "the step overflowed on finite weights and images (nothing was written)");
   report.save(options.out);
   const std::vector<float> loss = report.values<float>("loss");
   std::printf("wrote %s: loss box %.6f obj %.6f cls %.6f total %.6f\n", options.out.c_str(),
@@ -63,13 +81,25 @@ int compute_grads() {
 }
 
 int convert_weights() {
+  // In place, a conversion would replace the original (and bf16's rounding cannot be undone).
+  cli::require_outputs_spare_inputs({{options.out, "the --out file"}},
+                                    {{options.weights, "the --weights file"}},
+                                    "give --out a new file name");
   const SafetensorsFile file = SafetensorsFile::load(options.weights);
+  for (const TensorRecord& record : file.records())
+    models::require_finite_weights(record, options.weights);
   const SafetensorsFile converted =
       models::with_float_dtype(file, options.dtype == "bf16" ? DType::bf16 : DType::f32);
   converted.save(options.out);
-  std::printf("wrote %s: %zu tensors, floating ones as %s (%zu -> %zu bytes)\n",
+  // What was written, dtype by dtype (the counters and anchors keep theirs).
+  std::map<std::string, int> written;
+  for (const TensorRecord& record : converted.records()) ++written[record.dtype];
+  std::string dtypes;
+  for (const auto& [dtype, count] : written)
+    dtypes += (dtypes.empty() ? "" : ", ") + std::to_string(count) + " " + dtype;
+  std::printf("wrote %s: %zu tensors, floating ones as %s (%s; %zu -> %zu bytes)\n",
               options.out.c_str(), converted.records().size(), options.dtype.c_str(),
-              file.serialize().size(), converted.serialize().size());
+              dtypes.c_str(), file.serialize().size(), converted.serialize().size());
   return 0;
 }
 
@@ -109,7 +139,10 @@ void add_model_commands(CLI::App& app) {
   convert->add_option("--weights", options.weights, "Weights or checkpoint (.safetensors)")
       ->required()
       ->check(CLI::ExistingFile);
-  convert->add_option("--dtype", options.dtype, "bf16 (rounded to nearest) or fp32 (exact)")
+  convert
+      ->add_option("--dtype", options.dtype,
+                   "bf16 (rounded to nearest) or fp32 (exact); F32, BF16 and F16 tensors "
+                   "are converted")
       ->check(CLI::IsMember({"bf16", "fp32"}))
       ->capture_default_str();
   convert->add_option("--out", options.out, "Output .safetensors")->required();
