@@ -42,8 +42,7 @@ void Model::load_weights(const std::string& path) {
     }
   }
   network_ = std::make_unique<models::DetectionModel>(
-      models::load_model_config(cfg_),
-      models::ModelOptions{.nc = int(file.metadata_integer("nc", path))});
+      models::load_model_config(cfg_), models::ModelOptions{.nc = models::metadata_nc(file, path)});
   models::load_state(file, network_->state(), path);
   weights_loaded_ = true;
 }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -33,8 +34,9 @@ double number_of(const YAML::Node& node, const std::string& where, const std::st
 
 int integer_of(const YAML::Node& node, const std::string& where, const std::string& key) {
   double value = number_of(node, where, key);
-  if (value != static_cast<int>(value))
-    fail(where, key + " must be a whole number, got " + YAML::Dump(node));
+  // Compared as doubles first: casting a value outside int's range (or NaN) is undefined.
+  if (!(value == std::floor(value) && std::fabs(value) <= std::numeric_limits<int>::max()))
+    fail(where, key + " must be a whole number within +-2147483647, got " + YAML::Dump(node));
   return static_cast<int>(value);
 }
 

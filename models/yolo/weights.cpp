@@ -13,6 +13,16 @@ std::string dims_text(const std::vector<int64_t>& dims) {
 }
 }  // namespace
 
+int metadata_nc(const SafetensorsFile& file, const std::string& source) {
+  if (!file.metadata().count("nc")) return 0;
+  const int64_t nc = file.metadata_integer("nc", source);
+  if (nc < 1 || nc > kMaxClasses)
+    throw std::invalid_argument(source + ": metadata 'nc' is " + std::to_string(nc) +
+                                ", outside 1.." + std::to_string(kMaxClasses) +
+                                " (the file is damaged, or not a model's weights)");
+  return int(nc);
+}
+
 void require_finite_weights(const TensorRecord& record, const std::string& source) {
   require_finite(record, source,
                  "the weights file is damaged (changed on disk or in transfer, or saved from a "

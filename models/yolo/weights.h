@@ -22,6 +22,11 @@ void add_state(SafetensorsFile& file, const std::vector<StateEntry>& state,
 void load_state(const SafetensorsFile& file, const std::vector<StateEntry>& state,
                 const std::string& source, const std::string& prefix = "");
 
+// The number of classes a weights file's metadata states ("nc"), or 0 when it states none;
+// throws std::invalid_argument naming `source` and the text when it is not a whole number in
+// 1..kMaxClasses.
+int metadata_nc(const SafetensorsFile& file, const std::string& source);
+
 // Throws std::invalid_argument naming `source`, the tensor and its non-finite values when a
 // floating record of `file` holds NaN or infinity: such a weights file is damaged (a model
 // loaded from it predicts nothing and trains to NaN).

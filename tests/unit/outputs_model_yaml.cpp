@@ -63,6 +63,13 @@ TEST_CASE("a conv stride or kernel below 1 is refused naming the row, the value 
 }
 
 TEST_CASE("an nc beyond kMaxClasses is refused with the range, before any int overflows") {
+  // A yaml's whole numbers are checked against int's range before the cast (undefined beyond).
+  std::string yaml = model_yaml("10,13, 16,30", kOneConv);
+  yaml.replace(0, 5, "nc: 1e10");
+  CHECK_THROWS_WITH_AS(parse_model_config(yaml, "nc.yaml"),
+                       doctest::Contains("nc.yaml: nc must be a whole number within +-2147483647, "
+                                         "got 1e10"),
+                       std::invalid_argument);
   const ModelConfig config = load_model_config(shipped_file("models/yolov5-tiny.yaml"));
   // Before: "Conv2d: channels, kernel and stride must be positive (c_in=16 c_out=-2147483636".
   for (const int nc : {2147483647, kMaxClasses + 1})

@@ -118,3 +118,19 @@ TEST_CASE("F16 weights convert to fp32 exactly and to bf16 by one rounding") {
   const std::vector<float> narrowed = bf16.float_tensor("w").to_vector<float>();
   for (size_t i = 0; i < values.size(); ++i) CHECK(narrowed[i] == round_to_bf16(values[i]));
 }
+
+TEST_CASE("a weights file's nc is read only within 1..kMaxClasses") {
+  SafetensorsFile file;
+  CHECK(metadata_nc(file, "w") == 0);  // none stated
+  file.metadata()["nc"] = "80";
+  CHECK(metadata_nc(file, "w") == 80);
+  // Before: int(4294967298) == 2, a model of 2 classes built without a word.
+  for (const char* text : {"4294967298", "0", "-3"}) {
+    file.metadata()["nc"] = text;
+    CHECK_THROWS_WITH_AS(metadata_nc(file, "w.safetensors"),
+                         doctest::Contains((std::string("w.safetensors: metadata 'nc' is ") + text +
+                                            ", outside 1..200000")
+                                               .c_str()),
+                         std::invalid_argument);
+  }
+}

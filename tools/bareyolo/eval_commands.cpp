@@ -184,10 +184,7 @@ int run_predict() {
   std::vector<std::string> names;
   if (!options.names.empty()) names = data::read_dataset_yaml(options.names).names;
   const SafetensorsFile weights = SafetensorsFile::load(options.weights);
-  const int nc = !names.empty() ? int(names.size())
-                 : weights.metadata().count("nc")
-                     ? int(weights.metadata_integer("nc", options.weights))
-                     : 0;
+  const int nc = !names.empty() ? int(names.size()) : models::metadata_nc(weights, options.weights);
   models::DetectionModel model = load_model(nc);
   const std::vector<std::string> images = fs::is_directory(options.source)
                                               ? data::list_image_files({options.source})

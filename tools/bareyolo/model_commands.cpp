@@ -51,9 +51,7 @@ int compute_grads() {
                                      {options.hyp, "the --hyp yaml"}},
                                     "give --out a new file name");
   const SafetensorsFile weights = SafetensorsFile::load(options.weights);
-  int nc = options.nc;
-  if (nc == 0 && weights.metadata().count("nc"))
-    nc = int(weights.metadata_integer("nc", options.weights));
+  const int nc = options.nc != 0 ? options.nc : models::metadata_nc(weights, options.weights);
   models::DetectionModel model(models::load_model_config(options.cfg),
                                {.nc = nc, .device = options.device.resolve()});
   models::load_state(weights, model.state(), options.weights);
