@@ -76,10 +76,17 @@ void DetectionModel::build(const ModelConfig& config, const ModelOptions& option
   const Shape4 probe{1, config.input_channels, 256, 256};
   for (const ModelRow& row : config.rows) {
     try {
+      const double scaled_repeats = std::nearbyint(row.number * config.depth_multiple);
+      if (row.number > 1 && scaled_repeats > std::numeric_limits<int>::max()) {
+        char what[160];
+        std::snprintf(what, sizeof what,
+                      "depth_multiple %g makes %d repeats %g, more than a model can have; lower "
+                      "depth_multiple",
+                      config.depth_multiple, row.number, scaled_repeats);
+        fail_at_row(config, row, what);
+      }
       const int repeats =
-          row.number > 1
-              ? std::max(static_cast<int>(std::nearbyint(row.number * config.depth_multiple)), 1)
-              : row.number;
+          row.number > 1 ? std::max(static_cast<int>(scaled_repeats), 1) : row.number;
       std::vector<int> inputs;
       for (int f : row.from) {
         const int input = input_row(config, row, f);

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # tests/shell/outputs_cli.sh BAREYOLO MODEL_YAML — what the weights and image commands write
 # (issue 52): predict keeps --source's subfolders under --out and never draws over an input;
-# convert and grads never write over their inputs; weights holding NaN or infinity are refused
-# by every command that reads them, naming the tensor; convert --dtype fp32 turns F16 weights
-# into F32; grads refuses non-finite images and a step that overflows. Every refusal must come
-# before anything is written.
+# convert, export and grads never write over their inputs; weights holding NaN or infinity are
+# refused by every command that reads them, naming the tensor; convert --dtype fp32 turns F16
+# weights into F32; grads refuses non-finite images and a step that overflows. Every refusal
+# must come before anything is written.
 set -euo pipefail
 bareyolo=$(realpath "$1") cfg=$(realpath "$2")
 edit="python3 $(realpath "$(dirname "$0")")/outputs_edit_safetensors.py"
@@ -56,12 +56,16 @@ test ! -e out2 || { echo "out2 was created by a refused predict"; exit 1; }
 rm src/a/x.png
 refuses "the --save-raw file would be written to 'w.safetensors', which is the --weights file" \
   predict w.safetensors --source src --out out3 --save-raw w.safetensors
+refuses "--out 'src/top.jpg' is a file; predict writes a folder" \
+  predict w.safetensors --source src --out src/top.jpg
 md5sum -c --quiet inputs.md5
 
 # ---- convert and grads never write over their inputs ----
 md5sum w.safetensors > weights.md5
 refuses "the --out file would be written to 'w.safetensors', which is the --weights file" \
   "$bareyolo" convert --weights w.safetensors --dtype bf16 --out w.safetensors
+refuses "the --out file would be written to 'w.safetensors', which is the --weights file" \
+  "$bareyolo" export --cfg "$cfg" --weights w.safetensors --imgsz 64 --out w.safetensors
 $edit batch batch.safetensors 0.5
 refuses "which is the --batch file" "$bareyolo" grads --cfg "$cfg" --weights w.safetensors \
   --batch batch.safetensors --out batch.safetensors
@@ -83,7 +87,10 @@ refuses "$damaged" "$bareyolo" convert --weights nan.safetensors --out converted
 refuses "$damaged" "$bareyolo" grads --cfg "$cfg" --weights nan.safetensors --batch batch.safetensors --out g.safetensors
 refuses "the weights file is damaged" "$bareyolo" train --cfg "$cfg" --data shapes/data.yaml \
   --weights nan.safetensors --epochs 1 --imgsz 64 --batch 2 --device cpu --project runs
-test ! -e out4 && test ! -e converted.safetensors && test ! -e g.safetensors
+if [ -x "$(dirname "$bareyolo")/bareyolo-export" ]; then  # built where libonnx-dev is
+  refuses "$damaged" "$bareyolo" export --cfg "$cfg" --weights nan.safetensors --imgsz 64 --out m.onnx
+fi
+test ! -e out4 && test ! -e converted.safetensors && test ! -e g.safetensors && test ! -e m.onnx
 
 # ---- grads: non-finite images, and a step that overflows, exit non-zero with nothing written ----
 "$bareyolo" grads --cfg "$cfg" --weights w.safetensors --batch batch.safetensors --out g.safetensors >/dev/null

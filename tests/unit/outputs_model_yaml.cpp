@@ -95,7 +95,16 @@ TEST_CASE("a width_multiple too large for memory says so, and names the multiple
     CHECK(what.find("lower width_multiple or depth_multiple") != std::string::npos);
     CHECK(what.find("--batch") == std::string::npos);
   }
-  // A width whose channel count does not fit an int is refused before anything is allocated.
+  // A width whose channel count, or a depth whose repeat count, does not fit an int is refused
+  // before anything is allocated (the cast was undefined: depth_multiple 1e12 built 1 repeat).
+  const ModelConfig deeper =
+      parse_model_config(model_yaml("10,13, 16,30", kOneConv + "  - [-1, 3, C3, [8]]\n",
+                                    "depth_multiple: 1e12\nwidth_multiple: 1\n"),
+                         "d.yaml");
+  CHECK_THROWS_WITH_AS(DetectionModel{deeper},
+                       doctest::Contains("d.yaml, row 1 (line 8), C3: depth_multiple 1e+12 makes "
+                                         "3 repeats 3e+12, more than a model can have"),
+                       std::invalid_argument);
   const ModelConfig wider = parse_model_config(
       model_yaml("10,13, 16,30", kOneConv, "depth_multiple: 1\nwidth_multiple: 1e12\n"), "w.yaml");
   CHECK_THROWS_WITH_AS(DetectionModel{wider},

@@ -156,6 +156,10 @@ fs::path source_relative_path(const std::string& image) {
 // Where predict draws each image (see the top of this file), once checked that no output
 // lands on an input and no two images share an output.
 std::vector<std::string> drawn_paths(const std::vector<std::string>& images) {
+  if (fs::exists(options.out) && !fs::is_directory(options.out))
+    throw std::invalid_argument("--out '" + options.out +
+                                "' is a file; predict writes a folder of drawn images there: give "
+                                "a folder's name (nothing was written)");
   std::vector<cli::RolePath> outputs, inputs;
   for (const std::string& image : images) {
     const fs::path drawn =

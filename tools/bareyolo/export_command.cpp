@@ -21,16 +21,16 @@ namespace fs = std::filesystem;
 cli::ExportOptions options;
 
 int run_export() {
+  cli::require_outputs_spare_inputs(
+      {{options.out, "the --out file"}},
+      {{options.weights, "the --weights file"}, {options.cfg, "the --cfg model yaml"}},
+      "give --out a new file name");
   const fs::path exporter = fs::read_symlink("/proc/self/exe").parent_path() / "bareyolo-export";
   if (!fs::exists(exporter))
     throw std::runtime_error(
         "this bareyolo was built without ONNX export (there is no " + exporter.string() +
         "): install Debian's libonnx-dev and libprotobuf-dev (tools/setup.sh does) and build "
         "again; cmake then says \"bareyolo: ONNX export: bareyolo-export\"");
-  cli::require_outputs_spare_inputs(
-      {{options.out, "the --out file"}},
-      {{options.weights, "the --weights file"}, {options.cfg, "the --cfg model yaml"}},
-      "give --out a new file name");
   std::vector<std::string> arguments = cli::export_arguments(options);
   arguments.insert(arguments.begin(), exporter.string());
   std::vector<char*> argv;
