@@ -287,11 +287,15 @@ std::array<double, 2> DetectionModel::anchor(int level, int a) const {
 
 int stride_multiple_size(int imgsz, int stride, int floor, std::string* note) {
   const int size = std::max((imgsz + stride - 1) / stride * stride, floor);
-  if (size != imgsz && note)
-    *note = "--imgsz " + std::to_string(imgsz) + " is not a multiple of the model's stride " +
-            std::to_string(stride) +
-            (floor > stride ? " (at least " + std::to_string(floor) + ")" : "") + ": using " +
-            std::to_string(size);
+  if (size == imgsz || !note) return size;
+  // Only the reasons that hold: 32 is a multiple of stride 32, yet below training's floor 64.
+  std::string why;
+  if (imgsz % stride != 0)
+    why = " is not a multiple of the model's stride " + std::to_string(stride);
+  if (imgsz < floor)
+    why += (why.empty() ? " is" : ", and is") + std::string(" below the minimum of ") +
+           std::to_string(floor);
+  *note = "--imgsz " + std::to_string(imgsz) + why + ": using " + std::to_string(size);
   return size;
 }
 

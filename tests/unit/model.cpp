@@ -181,7 +181,11 @@ TEST_CASE("a negative nc is refused, and image sizes round up to the stride with
   CHECK(stride_multiple_size(100, 32, 0, &note) == 128);
   CHECK(note == "--imgsz 100 is not a multiple of the model's stride 32: using 128");
   CHECK(stride_multiple_size(32, 32, 64, &note) == 64);
-  CHECK(note == "--imgsz 32 is not a multiple of the model's stride 32 (at least 64): using 64");
+  CHECK(note == "--imgsz 32 is below the minimum of 64: using 64");  // 32 is a multiple of 32
+  CHECK(stride_multiple_size(20, 32, 64, &note) == 64);
+  CHECK(note ==
+        "--imgsz 20 is not a multiple of the model's stride 32, and is below the minimum of 64: "
+        "using 64");
 }
 
 TEST_CASE("training shares gradient buffers between layers") {
