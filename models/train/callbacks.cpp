@@ -29,27 +29,37 @@ struct LogFile {
   }
 };
 
+// The keys of the numbers only validation gives: null in the JSON, empty in results.csv, for
+// an epoch that was not validated (--no-val), so that no reader takes them for a measured 0.
+bool validation_key(const std::string& key) {
+  return key.rfind("metrics/", 0) == 0 || key.rfind("val/", 0) == 0 || key == "fitness";
+}
+
 nlohmann::json to_json(const EpochMetrics& m) {
-  return {{"epoch", m.epoch},
-          {"train/box_loss", m.train_box},
-          {"train/obj_loss", m.train_obj},
-          {"train/cls_loss", m.train_cls},
-          {"metrics/precision", m.precision},
-          {"metrics/recall", m.recall},
-          {"metrics/mAP_0.5", m.map50},
-          {"metrics/mAP_0.5:0.95", m.map50_95},
-          {"val/box_loss", m.val_box},
-          {"val/obj_loss", m.val_obj},
-          {"val/cls_loss", m.val_cls},
-          {"x/lr0", m.lr0},
-          {"x/lr1", m.lr1},
-          {"x/lr2", m.lr2},
-          {"x/data_wait", m.data_wait},
-          {"x/data_wait_per_rank", m.data_wait_per_rank},
-          {"fitness", m.fitness},
-          {"validated", m.validated},
-          {"epoch_seconds", m.epoch_seconds},
-          {"step_seconds", m.step_seconds}};
+  nlohmann::json j = {{"epoch", m.epoch},
+                      {"train/box_loss", m.train_box},
+                      {"train/obj_loss", m.train_obj},
+                      {"train/cls_loss", m.train_cls},
+                      {"metrics/precision", m.precision},
+                      {"metrics/recall", m.recall},
+                      {"metrics/mAP_0.5", m.map50},
+                      {"metrics/mAP_0.5:0.95", m.map50_95},
+                      {"val/box_loss", m.val_box},
+                      {"val/obj_loss", m.val_obj},
+                      {"val/cls_loss", m.val_cls},
+                      {"x/lr0", m.lr0},
+                      {"x/lr1", m.lr1},
+                      {"x/lr2", m.lr2},
+                      {"x/data_wait", m.data_wait},
+                      {"x/data_wait_per_rank", m.data_wait_per_rank},
+                      {"fitness", m.fitness},
+                      {"validated", m.validated},
+                      {"epoch_seconds", m.epoch_seconds},
+                      {"step_seconds", m.step_seconds}};
+  if (!m.validated)
+    for (auto& [key, value] : j.items())
+      if (validation_key(key)) value = nullptr;
+  return j;
 }
 
 }  // namespace
@@ -63,22 +73,27 @@ EpochMetrics parse_epoch_metrics_json(const std::string& text) {
       throw std::invalid_argument("epoch record without '" + std::string(key) + "': " + text);
     return j.at(key);
   };
+  // A validation number: null when the epoch was not validated (0 in EpochMetrics then).
+  auto measured = [&](const char* key) {
+    const nlohmann::json value = get(key);
+    return value.is_null() ? 0.0 : value.get<double>();
+  };
   EpochMetrics m;
   m.epoch = get("epoch").get<int>();
   m.train_box = get("train/box_loss");
   m.train_obj = get("train/obj_loss");
   m.train_cls = get("train/cls_loss");
-  m.precision = get("metrics/precision");
-  m.recall = get("metrics/recall");
-  m.map50 = get("metrics/mAP_0.5");
-  m.map50_95 = get("metrics/mAP_0.5:0.95");
-  m.val_box = get("val/box_loss");
-  m.val_obj = get("val/obj_loss");
-  m.val_cls = get("val/cls_loss");
+  m.precision = measured("metrics/precision");
+  m.recall = measured("metrics/recall");
+  m.map50 = measured("metrics/mAP_0.5");
+  m.map50_95 = measured("metrics/mAP_0.5:0.95");
+  m.val_box = measured("val/box_loss");
+  m.val_obj = measured("val/obj_loss");
+  m.val_cls = measured("val/cls_loss");
   m.lr0 = get("x/lr0");
   m.lr1 = get("x/lr1");
   m.lr2 = get("x/lr2");
-  m.fitness = get("fitness");
+  m.fitness = measured("fitness");
   m.validated = get("validated");
   m.epoch_seconds = get("epoch_seconds");
   m.step_seconds = get("step_seconds");
@@ -98,9 +113,13 @@ std::string results_csv_row(const EpochMetrics& m) {
   std::ostringstream row;
   row.precision(6);
   row << m.epoch;
-  for (double v : {m.train_box, m.train_obj, m.train_cls, m.precision, m.recall, m.map50,
-                   m.map50_95, m.val_box, m.val_obj, m.val_cls, m.lr0, m.lr1, m.lr2, m.data_wait})
-    row << ',' << v;
+  for (double v : {m.train_box, m.train_obj, m.train_cls}) row << ',' << v;
+  // Empty (a missing value to pandas and spreadsheets) for an epoch that was not validated.
+  for (double v : {m.precision, m.recall, m.map50, m.map50_95, m.val_box, m.val_obj, m.val_cls}) {
+    row << ',';
+    if (m.validated) row << v;
+  }
+  for (double v : {m.lr0, m.lr1, m.lr2, m.data_wait}) row << ',' << v;
   row << '\n';
   return row.str();
 }

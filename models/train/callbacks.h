@@ -37,9 +37,11 @@ struct EpochMetrics {
   double train_box = 0, train_obj = 0, train_cls = 0;  // running means over the epoch
   double precision = 0, recall = 0, map50 = 0, map50_95 = 0;
   double val_box = 0, val_obj = 0, val_cls = 0;
-  double lr0 = 0, lr1 = 0, lr2 = 0;            // the optimizer groups' lr at the epoch's last batch
-  double fitness = 0;                          // 0.1 mAP50 + 0.9 mAP50-95
-  bool validated = false;                      // false: --no-val skipped this epoch's validation
+  double lr0 = 0, lr1 = 0, lr2 = 0;  // the optimizer groups' lr at the epoch's last batch
+  double fitness = 0;                // 0.1 mAP50 + 0.9 mAP50-95
+  // false: --no-val skipped this epoch's validation; its validation numbers and fitness are
+  // then 0 here, empty in results.csv and null in the JSON
+  bool validated = false;
   double epoch_seconds = 0, step_seconds = 0;  // wall time; mean per batch
   // The fraction of the epoch's training time each rank waited for the loader's next batch;
   // data_wait (results.csv's x/data_wait) is the largest, the rank the input pipeline limits.
@@ -106,9 +108,11 @@ struct TrainCallbacks {
 };
 
 // results.csv: header + one row per epoch, YOLOv5's columns (epoch, train/box_loss, ...,
-// x/lr2), flushed after every row.
+// x/lr2), flushed after every row; an epoch that was not validated has its validation columns
+// (metrics/*, val/*) empty.
 TrainCallbacks csv_logger(const std::string& path);
-// One JSON object per line per epoch, every EpochMetrics field by name.
+// One JSON object per line per epoch, every EpochMetrics field by name (the validation numbers
+// and fitness null for an epoch that was not validated).
 TrainCallbacks jsonl_logger(const std::string& path);
 
 // The CSV text pieces (shared with tests and report readers).

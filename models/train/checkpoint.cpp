@@ -45,8 +45,12 @@ nlohmann::json progress_json(const TrainingProgress& p, const SolverState& s) {
           {"train_seconds", e.train_seconds},
           {"best_fitness", p.best_fitness},
           {"best_epoch", p.best_epoch},
+          {"validations_since_best", p.validations_since_best},
           {"finished", p.finished}};
 }
+
+// parse_progress's validations_since_best when the checkpoint predates it.
+constexpr int kCountFromHistory = -1;
 
 void parse_progress(const nlohmann::json& j, TrainingProgress& p, SolverState& s) {
   EpochProgress& e = p.this_epoch;
@@ -58,6 +62,7 @@ void parse_progress(const nlohmann::json& j, TrainingProgress& p, SolverState& s
   j.at("train_seconds").get_to(e.train_seconds);
   j.at("best_fitness").get_to(p.best_fitness);
   j.at("best_epoch").get_to(p.best_epoch);
+  p.validations_since_best = j.value("validations_since_best", kCountFromHistory);
   j.at("finished").get_to(p.finished);
 }
 
@@ -116,6 +121,11 @@ CheckpointInfo read_checkpoint_info(const SafetensorsFile& file, const std::stri
     info.config_json = field("config");
     for (const nlohmann::json& m : nlohmann::json::parse(field("history")))
       info.history.push_back(parse_epoch_metrics_json(m.dump()));
+    if (info.progress.validations_since_best == kCountFromHistory)
+      info.progress.validations_since_best =
+          int(std::count_if(info.history.begin(), info.history.end(), [&](const EpochMetrics& m) {
+            return m.validated && m.epoch > info.progress.best_epoch;
+          }));
     info.nc = int(file.metadata_integer("nc", source));
     const std::string& names = field("names");
     for (size_t begin = 0; begin <= names.size() && !names.empty();) {

@@ -8,8 +8,8 @@
 //   metadata  format, nc, names          as in plain weights files
 //             checkpoint               "1": this file can be resumed from
 //             progress                 JSON: epoch, batches of it done, optimizer steps, last
-//                                      step's iteration, running loss means, best fitness and
-//                                      its epoch (the patience counter), finished
+//                                      step's iteration, running loss means, best fitness, its
+//                                      epoch and the validations since (patience), finished
 //             ema_updates, optimizer, optimizer_steps   the Solver's counters (solver.h)
 //             sampler                  JSON: epoch and batch index to continue at
 //             rng                      JSON: the seed; every random draw of training is keyed
@@ -46,6 +46,9 @@ struct TrainingProgress {
   EpochProgress this_epoch;
   double best_fitness = -1;  // EarlyStopping: strict improvement over this
   int best_epoch = 0;
+  // Validations since best_epoch's (EarlyStopping). Checkpoints written before it was saved
+  // give the count of validated epochs in their history after best_epoch.
+  int validations_since_best = 0;
   bool finished = false;  // the run ended (all epochs or early stop): nothing to resume
 };
 

@@ -1,7 +1,9 @@
-// models/train/early_stopping.h — YOLOv5's EarlyStopping, decided in this one place: the run
-// stops once `patience` epochs have passed since the epoch of the best fitness, where "best"
-// means strictly better than every earlier epoch (a tie does not reset the count). The best
-// fitness and its epoch live in TrainingProgress, so they survive a resume.
+// models/train/early_stopping.h — YOLOv5's EarlyStopping, decided in this one place, counted in
+// validations: the run stops once `patience` validations have passed since the one with the
+// best fitness, where "best" means strictly better than every earlier one (a tie does not reset
+// the count). An epoch that was not validated (--no-val) has no fitness and does not count, so
+// with --no-val, where only the last epoch is validated, the run never stops early. The best
+// fitness, its epoch and the count live in TrainingProgress, so they survive a resume.
 #pragma once
 
 #include "models/train/checkpoint.h"
@@ -9,20 +11,18 @@
 namespace bareyolo::models {
 
 struct EarlyStopping {
-  int patience = 0;  // epochs without improvement; 0 or less: never stop early
+  int patience = 0;  // validations without improvement; 0 or less: never stop early
 
-  // True when `epoch` ends the run unless its fitness beats the best: such an epoch is
-  // validated even under --no-val, because the decision needs its fitness.
-  bool may_stop_after(int epoch, const TrainingProgress& progress) const {
-    return patience > 0 && epoch - progress.best_epoch >= patience;
-  }
-  // Records `epoch`'s fitness in `progress`; true when the run stops after it.
+  // Records the fitness of validated `epoch` in `progress`; true when the run stops after it.
   bool update(int epoch, double fitness, TrainingProgress& progress) const {
     if (fitness > progress.best_fitness) {
       progress.best_fitness = fitness;
       progress.best_epoch = epoch;
+      progress.validations_since_best = 0;
+    } else {
+      ++progress.validations_since_best;
     }
-    return may_stop_after(epoch, progress);
+    return patience > 0 && progress.validations_since_best >= patience;
   }
 };
 

@@ -311,14 +311,16 @@ TrainSummary Trainer::run() {
     if (max_steps_reached) break;  // --max-steps: last.safetensors continues mid-epoch
     fire(&TrainCallbacks::on_epoch_end, epoch);
 
-    // ---- validate the EMA (always when this epoch may be the last); fitness; stop early? ----
+    // ---- validate the EMA (every epoch, or the last); fitness; stop early? ----
     EpochMetrics metrics = epoch_metrics(epoch);
     const bool last_epoch = epoch + 1 == options_.epochs;
-    if (options_.validate || last_epoch || stopping_.may_stop_after(epoch, progress_))
-      validate_epoch(epoch, metrics);
-    metrics.fitness = 0.1 * metrics.map50 + 0.9 * metrics.map50_95;
-    const bool is_best = metrics.fitness >= progress_.best_fitness;  // YOLOv5 saves best on ties
-    stopped_early = stopping_.update(epoch, metrics.fitness, progress_) && !last_epoch;
+    if (options_.validate || last_epoch) validate_epoch(epoch, metrics);
+    bool is_best = false;  // an epoch that was not validated has no fitness to compare
+    if (metrics.validated) {
+      metrics.fitness = 0.1 * metrics.map50 + 0.9 * metrics.map50_95;
+      is_best = metrics.fitness >= progress_.best_fitness;  // YOLOv5 saves best on ties
+      stopped_early = stopping_.update(epoch, metrics.fitness, progress_) && !last_epoch;
+    }
     history_.push_back(metrics);
     progress_.epoch = epoch + 1;
     progress_.this_epoch = {};  // the next epoch starts at its first batch

@@ -257,7 +257,8 @@ void add_train_command(CLI::App& app) {
       ->check(cli::kPositive)
       ->capture_default_str();
   cmd->add_option("--patience", t.patience,
-                  "Stop after this many epochs without a better fitness (0: never)")
+                  "Stop after this many validations without a better fitness (0: never; "
+                  "with --no-val only the last epoch is validated)")
       ->check(cli::kNonNegative)
       ->capture_default_str();
   cmd->add_option("--optimizer", options.optimizer, "SGD (Nesterov) or AdamW, YOLOv5's groups")

@@ -59,15 +59,18 @@ TrainCallbacks console_logger(std::function<void(const std::string&)> log) {
     std::ostringstream line;
     line.precision(4);
     line << "epoch " << m.epoch + 1 << "/" << state->run.epochs << "  box " << m.train_box
-         << "  obj " << m.train_obj << "  cls " << m.train_cls << "  mAP50 " << m.map50
-         << "  mAP50-95 " << m.map50_95 << "  data_wait " << data_wait_text(m) << "  (" << seconds
-         << " s)";
+         << "  obj " << m.train_obj << "  cls " << m.train_cls;
+    if (m.validated)
+      line << "  mAP50 " << m.map50 << "  mAP50-95 " << m.map50_95;
+    else
+      line << "  not validated (--no-val)";
+    line << "  data_wait " << data_wait_text(m) << "  (" << seconds << " s)";
     log(line.str());
   };
   callbacks.on_train_end = [log](const TrainEndInfo& end) {
     if (end.stopped_early)
       log("stopping early: no improvement in the last " + std::to_string(end.patience) +
-          " epochs (best at epoch " + std::to_string(end.best_epoch + 1) + ")");
+          " validations (best at epoch " + std::to_string(end.best_epoch + 1) + ")");
     if (!end.finished)
       log("stopped after " + std::to_string(end.optimizer_steps) + " optimizer steps " +
           "(--max-steps); continue with --resume " + last_checkpoint(end.run_dir));
