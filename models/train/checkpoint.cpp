@@ -97,6 +97,11 @@ SafetensorsFile make_checkpoint(const CheckpointTensors& tensors, const Checkpoi
   for (const EpochMetrics& m : info.history)
     history.push_back(nlohmann::json::parse(epoch_metrics_json(m)));
   meta["history"] = history.dump();
+  if (info.launch)
+    meta["launch"] = nlohmann::json{{"device", info.launch->device},
+                                    {"nproc_per_node", info.launch->nproc_per_node},
+                                    {"world_size", info.launch->world_size}}
+                         .dump();
   return file;
 }
 
@@ -135,6 +140,12 @@ CheckpointInfo read_checkpoint_info(const SafetensorsFile& file, const std::stri
       begin = end + 1;
     }
     nlohmann::json::parse(field("rng")).at("seed").get_to(info.seed);
+    if (meta.count("launch")) {
+      const nlohmann::json launch = nlohmann::json::parse(meta.at("launch"));
+      info.launch =
+          SavedLaunch{launch.at("device").get<std::string>(),
+                      launch.at("nproc_per_node").get<int>(), launch.at("world_size").get<int>()};
+    }
   } catch (const std::exception& e) {
     throw std::invalid_argument(source + ": damaged checkpoint metadata (" + e.what() + ")");
   }
@@ -178,13 +189,31 @@ Resume open_resume(const std::string& path) {
   return resume;
 }
 
+// The checkpoint's configuration on `options`, with the changes a resume may make.
+void apply_saved_configuration(const CheckpointInfo& info, const std::string& source,
+                               TrainOptions& options) {
+  const ResumeChanges changes = options.resume_changes;
+  options_from_json(info.config_json, options);
+  if (changes.epochs && *changes.epochs < options.epochs)
+    throw std::invalid_argument(source + ": epochs " + std::to_string(*changes.epochs) +
+                                " is fewer than the run's " + std::to_string(options.epochs) +
+                                "; a resumed run keeps its epochs or takes more");
+  options.epochs = changes.epochs.value_or(options.epochs);
+  options.workers = changes.workers.value_or(options.workers);
+}
+
 TrainOptions resolved_request(const TrainOptions& request) {
   if (request.resume.empty()) return request;
   TrainOptions options = request;
   // The configuration only: the tensors are the trainer's to load, once.
-  options_from_json(
-      resumable_info(SafetensorsFile::load_metadata(request.resume), request.resume).config_json,
-      options);
+  const CheckpointInfo info =
+      resumable_info(SafetensorsFile::load_metadata(request.resume), request.resume);
+  apply_saved_configuration(info, request.resume, options);
+  const bool names_devices = request.device.text != "auto" || request.nproc_per_node > 0;
+  if (info.launch && !names_devices) {
+    options.device = info.launch->device;
+    options.nproc_per_node = info.launch->nproc_per_node;
+  }
   options.run_dir = run_dir_of_checkpoint(request.resume);
   return options;
 }
@@ -192,7 +221,7 @@ TrainOptions resolved_request(const TrainOptions& request) {
 void check_resolved(const CheckpointInfo& info, const std::string& source,
                     const TrainOptions& options) {
   TrainOptions saved = options;
-  options_from_json(info.config_json, saved);
+  apply_saved_configuration(info, source, saved);
   saved.run_dir = options.run_dir;
   if (options_to_json(saved) != options_to_json(options))
     throw std::invalid_argument(source +

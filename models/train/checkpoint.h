@@ -17,11 +17,14 @@
 //                                      above is the whole RNG state
 //             config                   JSON: the resolved TrainOptions (options.h)
 //             history                  JSON array: the finished epochs' metrics
+//             launch                   JSON: the devices asked for (device, nproc_per_node) and
+//                                      the world size they gave; absent before 2026-12-05
 //
 // Writes are atomic (engine/atomic_file.h): a failed write throws and leaves the previous
 // file at that path intact.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,6 +67,15 @@ struct SolverState {
   int64_t optimizer_updates = 0;
 };
 
+// The devices a run was started on, which --resume asks for again unless the request names
+// devices itself: the request's --device and --nproc-per-node as given (so "cpu" resumes as
+// one process) and the world size they resolved to (a resumed run on another is noted).
+struct SavedLaunch {
+  std::string device = "auto";
+  int nproc_per_node = 0;
+  int world_size = 1;
+};
+
 // The non-tensor contents.
 struct CheckpointInfo {
   TrainingProgress progress;
@@ -74,6 +86,8 @@ struct CheckpointInfo {
   std::vector<std::string> names;
   uint64_t seed = 0;
   std::string cfg;  // the model yaml (metadata "cfg")
+  // nullopt in checkpoints written before it was saved: they resume on the request's devices.
+  std::optional<SavedLaunch> launch;
 };
 
 // Where the tensors come from when saving and go to when restoring.
@@ -109,9 +123,11 @@ struct Resume {
 };
 Resume open_resume(const std::string& path);
 // The options a run trains with: `request`, or for --resume the checkpoint's saved
-// configuration (options.h says what is saved) with the request's launch, max_steps,
-// callbacks and display, in the checkpoint's run directory (wherever it has moved). Every
-// process of a job resolves its request this way before the launch plans the batch.
+// configuration (options.h says what is saved) with the request's resume_changes (fewer epochs
+// than the run's are refused), launch, max_steps, callbacks and display, in the checkpoint's
+// run directory (wherever it has moved). The launch is the request's when it names devices
+// (a device other than "auto", or nproc_per_node), else the run's SavedLaunch. Every process
+// of a job resolves its request this way before the launch plans the batch.
 TrainOptions resolved_request(const TrainOptions& request);
 
 // Refuses options that are not the checkpoint's configuration (resolved_request was skipped).

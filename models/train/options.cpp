@@ -5,41 +5,98 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <utility>
+
+#include "models/train/flat_yaml.h"
 
 namespace bareyolo::models {
 
 namespace {
 
-// Every numeric hyperparameter under its name in YOLOv5's hyp yamls.
-std::vector<std::pair<const char*, double*>> hyp_fields(TrainOptions& o) {
-  return {{"lr0", &o.schedule.lr0},
-          {"lrf", &o.schedule.lrf},
-          {"momentum", &o.schedule.momentum},
-          {"weight_decay", &o.weight_decay},
-          {"warmup_epochs", &o.schedule.warmup_epochs},
-          {"warmup_momentum", &o.schedule.warmup_momentum},
-          {"warmup_bias_lr", &o.schedule.warmup_bias_lr},
-          {"box", &o.loss.box},
-          {"cls", &o.loss.cls},
-          {"cls_pw", &o.loss.cls_pw},
-          {"obj", &o.loss.obj},
-          {"obj_pw", &o.loss.obj_pw},
-          {"anchor_t", &o.loss.anchor_t},
-          {"label_smoothing", &o.loss.label_smoothing},
-          {"hsv_h", &o.augment.hsv_h},
-          {"hsv_s", &o.augment.hsv_s},
-          {"hsv_v", &o.augment.hsv_v},
-          {"degrees", &o.augment.degrees},
-          {"translate", &o.augment.translate},
-          {"scale", &o.augment.scale},
-          {"shear", &o.augment.shear},
-          {"perspective", &o.augment.perspective},
-          {"flipud", &o.augment.flipud},
-          {"fliplr", &o.augment.fliplr},
-          {"mosaic", &o.augment.mosaic}};
+constexpr double kNoLimit = std::numeric_limits<double>::infinity();
+
+// The values at which a hyperparameter means something: from `low` to `high`, each end
+// included unless open. No range holds NaN or an infinity.
+struct HypRange {
+  double low, high;
+  bool low_open = false, high_open = false;
+
+  bool contains(double v) const {
+    return std::isfinite(v) && (low_open ? v > low : v >= low) &&
+           (high_open ? v < high : v <= high);
+  }
+  std::string describe() const {
+    if (high == kNoLimit) return (low_open ? "> " : ">= ") + number_text(low);
+    return std::string("in ") + (low_open ? "(" : "[") + number_text(low) + ", " +
+           number_text(high) + (high_open ? ")" : "]");
+  }
+  static std::string number_text(double v) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", v);
+    return text;
+  }
+};
+constexpr HypRange kPositive{0, kNoLimit, true};
+constexpr HypRange kNonNegative{0, kNoLimit};
+constexpr HypRange kFraction{0, 1};  // a probability, a gain of at most 100%
+constexpr HypRange kBelowOne{0, 1, false,
+                             true};  // a momentum or decay; a zoom that keeps images > 0
+
+struct HypField {
+  const char* name;
+  double* value;
+  HypRange range;
+  const char* meaning;  // for messages
+};
+
+// Every numeric hyperparameter under its name in YOLOv5's hyp yamls, with the range in which
+// it means something (YOLOv5's loss and augmentation code, its hyp.scratch-low.yaml comments).
+std::vector<HypField> hyp_fields(TrainOptions& o) {
+  return {
+      {"lr0", &o.schedule.lr0, kPositive, "the initial learning rate"},
+      {"lrf", &o.schedule.lrf, kFraction, "the final learning rate as a fraction of lr0"},
+      {"momentum", &o.schedule.momentum, kBelowOne, "SGD's momentum, AdamW's beta1"},
+      {"weight_decay", &o.weight_decay, kBelowOne, "the optimizer's weight decay"},
+      {"warmup_epochs", &o.schedule.warmup_epochs, kNonNegative, "epochs of warm-up"},
+      {"warmup_momentum", &o.schedule.warmup_momentum, kBelowOne, "the warm-up's first momentum"},
+      {"warmup_bias_lr", &o.schedule.warmup_bias_lr, kNonNegative,
+       "the warm-up's first bias learning rate"},
+      {"box", &o.loss.box, kNonNegative, "the box loss gain"},
+      {"cls", &o.loss.cls, kNonNegative, "the class loss gain"},
+      {"cls_pw", &o.loss.cls_pw, kPositive, "the class BCE's positive weight"},
+      {"obj", &o.loss.obj, kNonNegative, "the objectness loss gain"},
+      {"obj_pw", &o.loss.obj_pw, kPositive, "the objectness BCE's positive weight"},
+      // A target matches an anchor when max(r, 1/r) < anchor_t for both its width and height
+      // ratios r to the anchor (strict); max(r, 1/r) >= 1, so at anchor_t <= 1 nothing matches
+      // and the box and class losses are zero.
+      {"anchor_t",
+       &o.loss.anchor_t,
+       {1, kNoLimit, true},
+       "a target matches anchors less than anchor_t times larger or smaller"},
+      {"label_smoothing", &o.loss.label_smoothing, kFraction, "the class targets' smoothing"},
+      {"hsv_h", &o.augment.hsv_h, kFraction, "the hue gain"},
+      {"hsv_s", &o.augment.hsv_s, kFraction, "the saturation gain"},
+      {"hsv_v", &o.augment.hsv_v, kFraction, "the value gain"},
+      {"degrees", &o.augment.degrees, {0, 180}, "the rotation, +/- degrees"},
+      {"translate", &o.augment.translate, kFraction, "the translation, +/- a fraction"},
+      {"scale", &o.augment.scale, kBelowOne, "the zoom, 1 +/- scale"},
+      {"shear", &o.augment.shear, {0, 90, false, true}, "the shear, +/- degrees"},
+      {"perspective", &o.augment.perspective, {0, 0.001}, "the perspective, +/- a fraction"},
+      {"flipud", &o.augment.flipud, kFraction, "the probability of an up-down flip"},
+      {"fliplr", &o.augment.fliplr, kFraction, "the probability of a left-right flip"},
+      {"mosaic", &o.augment.mosaic, kFraction, "the probability of a mosaic"}};
+}
+
+// "lr0 = -0.01 must be > 0 (the initial learning rate)", or "" when `value` is in range.
+std::string hyp_value_problem(const HypField& field, double value) {
+  if (field.range.contains(value)) return "";
+  return std::string(field.name) + " = " + HypRange::number_text(value) + " must be " +
+         field.range.describe() + " (" + field.meaning + ")";
 }
 
 // Hyp keys YOLOv5's yamls carry for features bareyolo does not have: accepted at 0 only.
@@ -50,38 +107,43 @@ constexpr const char* kUnused[] = {"iou_t"};
 }  // namespace
 
 void load_hyp_yaml(const std::string& path, TrainOptions& options) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::Exception& e) {
-    throw std::invalid_argument("--hyp " + path + ": cannot read it as yaml: " + e.what());
-  }
-  if (!root.IsMap()) throw std::invalid_argument("--hyp " + path + ": expected key: value lines");
-  auto fields = hyp_fields(options);
-  for (const auto& item : root) {
-    const std::string key = item.first.as<std::string>();
+  const std::vector<HypField> fields = hyp_fields(options);
+  for (const FlatYamlEntry& entry : read_flat_yaml(path, "--hyp")) {
+    const std::string where = "--hyp " + path + ":" + std::to_string(entry.line) + ": ";
+    const std::string& key = entry.key;
     double value = 0;
     try {
-      value = item.second.as<double>();
+      value = entry.value.as<double>();
     } catch (const YAML::Exception&) {
-      throw std::invalid_argument("--hyp " + path + ": '" + key + "' must be a number, got '" +
-                                  YAML::Dump(item.second) + "'");
+      throw std::invalid_argument(where + "'" + key + "' must be a number, got '" +
+                                  entry.value.Scalar() + "'");
     }
     bool known = false;
-    for (auto& [name, target] : fields)
-      if (key == name) *target = value, known = true;
+    for (const HypField& field : fields)
+      if (key == field.name) {
+        if (const std::string problem = hyp_value_problem(field, value); !problem.empty())
+          throw std::invalid_argument(where + problem);
+        *field.value = value, known = true;
+      }
     for (const char* name : kMustBeZero)
       if (key == name) {
         if (value != 0)
-          throw std::invalid_argument("--hyp " + path + ": " + key + "=" + YAML::Dump(item.second) +
+          throw std::invalid_argument(where + key + "=" + entry.value.Scalar() +
                                       " is not supported by bareyolo; set it to 0");
         known = true;
       }
     for (const char* name : kUnused) known = known || key == name;
     if (!known)
-      throw std::invalid_argument("--hyp " + path + ": unknown hyperparameter '" + key +
+      throw std::invalid_argument(where + "unknown hyperparameter '" + key +
                                   "' (YOLOv5's hyp.scratch-low.yaml lists the keys)");
   }
+}
+
+void check_hyp(const TrainOptions& options) {
+  TrainOptions o = options;  // the table takes mutable references
+  for (const HypField& field : hyp_fields(o))
+    if (const std::string problem = hyp_value_problem(field, *field.value); !problem.empty())
+      throw std::invalid_argument("hyperparameter " + problem);
 }
 
 const char* optimizer_name(OptimizerKind kind) {
@@ -151,7 +213,7 @@ std::string options_to_json(const TrainOptions& options) {
   TrainOptions o = options;  // the tables take mutable references
   nlohmann::json j, hyp;
   saved_fields(o, [&](const char* key, const auto& value) { j[key] = saved_value(value); });
-  for (auto& [name, value] : hyp_fields(o)) hyp[name] = *value;
+  for (const HypField& field : hyp_fields(o)) hyp[field.name] = *field.value;
   j["hyp"] = hyp;
   return j.dump();
 }
@@ -175,7 +237,7 @@ void options_from_json(const std::string& text, TrainOptions& o) {
   };
   saved_fields(o, [&](const char* key, auto& target) { read(j, key, target); });
   if (!j.contains("hyp")) throw std::invalid_argument("the saved configuration has no 'hyp'");
-  for (auto& [name, value] : hyp_fields(o)) read(j.at("hyp"), name, *value);
+  for (const HypField& field : hyp_fields(o)) read(j.at("hyp"), field.name, *field.value);
 }
 
 int loader_workers(int workers, const Device& device, int per_rank_batch) {

@@ -4,7 +4,8 @@
 //
 // What is NOT part of the saved configuration: max_steps (a resumed run continues to the
 // configured epochs), resume, the launch (device, ranks, backend, timeout, rank, world_size:
-// a resumed run is launched anew), where a new run goes, callbacks and show_progress.
+// a resumed run is launched anew, on the devices the checkpoint's SavedLaunch names unless the
+// request names others: checkpoint.h), where a new run goes, callbacks and show_progress.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,14 @@ struct DeviceArg {
 // TrainOptions::workers: as many loader threads as the rank's device needs and its cores allow.
 constexpr int kAutoWorkers = -1;
 
+// What a --resume request changes in the run's saved configuration: only what leaves the run
+// what it was. More epochs continue it further (the learning-rate schedule stretches from the
+// resumed step on); the loader's thread count changes no result. Unset: the run's.
+struct ResumeChanges {
+  std::optional<int> epochs;  // at least the run's
+  std::optional<int> workers;
+};
+
 struct TrainOptions {
   std::string data;     // dataset yaml
   std::string cfg;      // model yaml
@@ -59,7 +68,8 @@ struct TrainOptions {
   data::AugmentHyp augment;
   double weight_decay = 5e-4;  // before YOLOv5's batch * accumulate / nbs scaling
 
-  // ---- the launch (models/train/launch.h): not saved, a resumed run is launched anew ----
+  // ---- the launch (models/train/launch.h): not in the configuration; a resumed run is
+  // launched anew, by default on the devices it was started on (checkpoint.h: SavedLaunch) ----
   DeviceArg device;              // "auto", "cpu", "0", "0,1", "cuda:0"; or 0; or {0, 1}
   int nproc_per_node = 0;        // CPU ranks; 0: one for "cpu", as many as fit the cores for "auto"
   std::string backend = "auto";  // "auto", "tcp" or "nccl"
@@ -105,10 +115,11 @@ struct TrainOptions {
   std::string trace;
   int64_t trace_begin = 1, trace_end = 4;
   std::vector<TrainCallbacks> callbacks;
-  int64_t max_steps = 0;      // end after this many optimizer steps in all (0: no limit), resumable
-  std::string resume;         // checkpoint to continue from: its run dir and configuration win
-  bool show_progress = true;  // the progress bar (rank 0, on stdout)
-  bool strict = false;        // any problem in the train or val split is an error, not a skip
+  int64_t max_steps = 0;  // end after this many optimizer steps in all (0: no limit), resumable
+  std::string resume;     // checkpoint to continue from: its run dir and configuration win
+  ResumeChanges resume_changes;  // with resume: what the request changes of the configuration
+  bool show_progress = true;     // the progress bar (rank 0, on stdout)
+  bool strict = false;           // any problem in the train or val split is an error, not a skip
   int64_t max_pixels = data::kDefaultMaxPixels;  // larger images are skipped (data/image.h)
   // Where a new run's outputs go when run_dir is empty: <project>/<name>, <name>2, ...
   std::string project = "runs/train", name = "exp";
@@ -125,8 +136,13 @@ int loader_workers(int workers, const Device& device, int per_rank_batch);
 // Applies a YOLOv5 hyp yaml (hyp.scratch-low.yaml's keys) to `options`: lr0, lrf, momentum,
 // weight_decay, warmup_*, loss gains, augmentation. Keys YOLOv5 keeps but does not use in
 // training (iou_t) are accepted; features bareyolo lacks (mixup, copy_paste, fl_gamma) must
-// be 0; an unknown key is an error naming it.
+// be 0; an unknown key, a repeated key (flat_yaml.h) and a value outside its meaningful range
+// (NaN and infinities included: lr0 > 0, momentum in [0, 1), anchor_t > 1, ...) are errors
+// naming the file, line, key and range.
 void load_hyp_yaml(const std::string& path, TrainOptions& options);
+// The same ranges for options set through the C++ API: throws std::invalid_argument naming the
+// hyperparameter, its value and its range.
+void check_hyp(const TrainOptions& options);
 
 // The saved part of the options as a JSON object string, and back onto `options` (fields
 // not saved are kept). The parse names the key that is missing or mistyped.

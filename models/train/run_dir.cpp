@@ -9,8 +9,19 @@ namespace bareyolo::models {
 
 namespace fs = std::filesystem;
 
+void check_run_name(const std::string& name) {
+  const bool one_folder = !name.empty() && name != "." && name != ".." &&
+                          name.find('/') == std::string::npos && name[0] != '-';
+  if (!one_folder)
+    throw std::invalid_argument("--name '" + name +
+                                "': a run name must be one folder name inside --project: not "
+                                "empty, not . or .., no '/', not starting with '-'; choose "
+                                "where runs go with --project");
+}
+
 std::string resolve_run_dir(const std::string& project, const std::string& name, bool exist_ok,
                             bool* created_here) {
+  check_run_name(name);
   fs::create_directories(project.empty() ? "." : project);
   for (int n = 1;; ++n) {
     const fs::path candidate = fs::path(project) / (n == 1 ? name : name + std::to_string(n));

@@ -12,9 +12,16 @@
 
 namespace bareyolo::models {
 
+// Refuses (std::invalid_argument naming the value and the rule) a run name that is not one
+// folder name inside the project: empty, "." or "..", absolute or holding a '/' (these write
+// outside --project, or make folders named "2" and ".2"), or starting with '-' (a flag taken
+// as the name's value).
+void check_run_name(const std::string& name);
+
 // Resolves and creates the run directory; returns its path, and in `created` whether this
-// call created it (false: exist_ok reused it). Throws std::runtime_error naming the path when
-// it cannot be created.
+// call created it (false: exist_ok reused it). Throws std::invalid_argument for a name that
+// check_run_name refuses, before creating anything, and std::runtime_error naming the path
+// when it cannot be created.
 std::string resolve_run_dir(const std::string& project, const std::string& name, bool exist_ok,
                             bool* created = nullptr);
 

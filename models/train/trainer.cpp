@@ -72,6 +72,10 @@ TrainOptions checked_request(const TrainOptions& request, const RunContext& run,
     throw std::invalid_argument(
         "epochs, batch and nbs must be positive (got " + std::to_string(request.epochs) + ", " +
         std::to_string(request.batch) + ", " + std::to_string(request.nbs) + ")");
+  if (request.max_steps < 0)
+    throw std::invalid_argument("max_steps " + std::to_string(request.max_steps) +
+                                " must be >= 0 (0: no limit)");
+  check_hyp(request);
   if (run.run_dir.empty())
     throw std::invalid_argument("RunContext::run_dir is empty; the launch resolves it");
   const BatchPlan plan = plan_batch(request.batch, run.world_size, request.nbs);
@@ -228,6 +232,12 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
   // ---- the run's state: fresh, or everything the checkpoint holds ----
   if (resume_) {
     check_resume_fits(resume_->info, request.resume, options_, batches_);
+    const std::optional<SavedLaunch>& launch = resume_->info.launch;
+    if (rank0 && launch && launch->world_size != run_.world_size)
+      log("note: the run was started on " + std::to_string(launch->world_size) +
+          " rank(s) (--device " + launch->device + "), it continues on " +
+          std::to_string(run_.world_size) +
+          ": its numbers will differ in the last bits from a run that was not interrupted");
     solver_.restore(*resume_, request.resume);
     progress_ = resume_->info.progress;
     history_ = resume_->info.history;
@@ -290,14 +300,17 @@ TrainStartInfo Trainer::start_info() const {
 }
 
 SafetensorsFile Trainer::snapshot() {
-  return make_checkpoint(solver_.checkpoint_tensors(), {.progress = progress_,
-                                                        .solver = solver_.state(),
-                                                        .config_json = options_to_json(options_),
-                                                        .history = history_,
-                                                        .nc = data_.nc(),
-                                                        .names = data_.config.names,
-                                                        .seed = options_.seed,
-                                                        .cfg = options_.cfg});
+  return make_checkpoint(
+      solver_.checkpoint_tensors(),
+      {.progress = progress_,
+       .solver = solver_.state(),
+       .config_json = options_to_json(options_),
+       .history = history_,
+       .nc = data_.nc(),
+       .names = data_.config.names,
+       .seed = options_.seed,
+       .cfg = options_.cfg,
+       .launch = SavedLaunch{options_.device.text, options_.nproc_per_node, run_.world_size}});
 }
 
 TrainSummary Trainer::run() {

@@ -5,15 +5,19 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "data/shapes.h"
 #include "engine/shipped_files.h"
+#include "models/train/flat_yaml.h"
 #include "models/train/launch.h"
 #include "models/train/options.h"
 #include "models/train/run_dir.h"
 #include "tools/bareyolo/max_pixels_option.h"
+#include "tools/bareyolo/resume_flags.h"
 #include "tools/bareyolo/validators.h"
 
 namespace bareyolo {
@@ -50,62 +54,94 @@ std::string default_dataset() {
   return data::make_shapes_dataset({.out = folder.string()});
 }
 
-// --config FILE: each `key: value` of the yaml is the flag --key (underscores may stand for
-// dashes), applied only where the command line did not give that flag, so the command line
-// wins. Validators run as for the command line.
-void apply_config_yaml(const std::string& path) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::Exception& e) {
-    throw std::invalid_argument("--config " + path + ": cannot read it as yaml: " + e.what());
+// Flags that switch one setting on and off: given together they contradict each other.
+constexpr std::pair<const char*, const char*> kOnOffFlags[] = {{"--sync-bn", "--no-sync-bn"}};
+
+// The flag that switches off what `name` switches on, or on what it switches off; "" if none.
+std::string opposite_flag(const std::string& name) {
+  for (const auto& [on, off] : kOnOffFlags) {
+    if (name == on) return off;
+    if (name == off) return on;
   }
-  if (!root.IsMap())
-    throw std::invalid_argument("--config " + path + ": expected key: value lines");
-  for (const auto& item : root) {
-    std::string key = item.first.as<std::string>();
+  return "";
+}
+
+// True when `flag` was given and asks for its setting (`--sync-bn`, `sync_bn: true`; not
+// `sync_bn: false`).
+bool switched(const std::string& flag) {
+  const CLI::Option* option = options.command->get_option_no_throw(flag);
+  return option->count() > 0 && option->as<bool>();
+}
+
+// Refuses an on/off pair given together, from the command line, --config or both.
+void check_on_off_flags() {
+  for (const auto& [on, off] : kOnOffFlags)
+    if (switched(on) && switched(off))
+      throw std::invalid_argument(std::string(on) + " and " + off +
+                                  " were both given (on the command line or in --config); they "
+                                  "contradict each other: keep one");
+}
+
+// --config FILE: each `key: value` of the yaml is the flag --key (underscores may stand for
+// dashes), applied only where the command line did not give that flag or its opposite
+// (kOnOffFlags), so the command line wins. Validators run as for the command line. The file
+// is read as --hyp is (flat_yaml.h): a repeated key is refused.
+void apply_config_yaml(const std::string& path) {
+  std::set<std::string> on_command_line;
+  for (const CLI::Option* flag : options.command->get_options())
+    if (flag->count() > 0) on_command_line.insert(flag->get_name());
+  for (const models::FlatYamlEntry& entry : models::read_flat_yaml(path, "--config")) {
+    const std::string where = "--config " + path + ":" + std::to_string(entry.line) + ": '";
+    std::string key = entry.key;
     for (char& c : key) c = c == '_' ? '-' : c;
     CLI::Option* flag = options.command->get_option_no_throw("--" + key);
     if (flag == nullptr || key == "config" || key == "help")
-      throw std::invalid_argument("--config " + path + ": '" + key +
-                                  "' is not a flag of "
-                                  "`bareyolo train` (see bareyolo train --help)");
-    if (flag->count() > 0) continue;  // given on the command line
-    if (!item.second.IsScalar())
-      throw std::invalid_argument("--config " + path + ": '" + key + "' must be a single value");
+      throw std::invalid_argument(
+          where + key + "' is not a flag of `bareyolo train` (see bareyolo train --help)");
+    if (on_command_line.count(flag->get_name()) ||
+        on_command_line.count(opposite_flag(flag->get_name())))
+      continue;
     try {
-      flag->add_result(item.second.as<std::string>());
+      flag->add_result(entry.value.Scalar());
       flag->run_callback();
     } catch (const CLI::Error& e) {
-      throw std::invalid_argument("--config " + path + ": '" + key + "': " + e.what());
+      throw std::invalid_argument(where + key + "': " + e.what());
     }
   }
 }
 
+// Puts what the flags ask for on `t` as a new run takes it; nothing is written yet.
+void apply_run_flags(models::TrainOptions& t) {
+  if (!t.data.empty()) t.data = fs::absolute(t.data).string();  // a resume elsewhere finds it
+  // Absolute for the workers; a relative path not found here names a shipped yaml.
+  t.cfg =
+      fs::exists(t.cfg) ? fs::absolute(t.cfg).string() : find_shipped_file(t.cfg).value_or(t.cfg);
+  if (!t.weights.empty()) t.weights = fs::absolute(t.weights).string();
+  if (!options.hyp.empty()) models::load_hyp_yaml(options.hyp, t);
+  t.optimizer = models::parse_optimizer_name(options.optimizer);
+  t.validate = !options.no_val;
+}
+
 int train() {
+  // ---- every flag checked before anything is written (the built-in data, the run) ----
   if (!options.config.empty()) apply_config_yaml(options.config);
+  check_on_off_flags();
   models::TrainOptions& t = options.train;
+  models::check_run_name(t.name);
+  apply_run_flags(t);
   if (options.resume->count() > 0) {
-    // Everything else comes from the checkpoint's saved configuration.
+    // The checkpoint's saved configuration, with the few changes resume_flags.h allows.
     t.resume = models::find_resume_checkpoint(options.resume->as<std::string>(), t.project);
     std::printf("resuming from %s\n", t.resume.c_str());
-  } else {
-    if (t.data.empty()) {
-      // The built-in data's own schedule, unless asked otherwise: small synthetic images
-      // need neither 640 px nor more epochs than YOLOv5's recipe takes to converge on them.
-      t.data = default_dataset();
-      if (options.epochs->count() == 0) t.epochs = kShapesEpochs;
-      if (options.imgsz->count() == 0) t.imgsz = kShapesImgsz;
-    }
-    // Absolute, so that a resume from another directory finds them.
-    t.data = fs::absolute(t.data).string();
-    // Absolute for the workers; a relative path not found here names a shipped yaml.
-    t.cfg =
-        fs::exists(t.cfg) ? fs::absolute(t.cfg).string() : find_shipped_file(t.cfg).value_or(t.cfg);
-    if (!t.weights.empty()) t.weights = fs::absolute(t.weights).string();
-    if (!options.hyp.empty()) models::load_hyp_yaml(options.hyp, t);
-    t.optimizer = models::parse_optimizer_name(options.optimizer);
-    t.validate = !options.no_val;
+    t.resume_changes = resume_changes(*options.command, t, [](const std::string& note) {
+      std::printf("note: %s\n", note.c_str());
+    });
+  } else if (t.data.empty()) {
+    // The built-in data's own schedule, unless asked otherwise: small synthetic images
+    // need neither 640 px nor more epochs than YOLOv5's recipe takes to converge on them.
+    t.data = fs::absolute(default_dataset()).string();
+    if (options.epochs->count() == 0) t.epochs = kShapesEpochs;
+    if (options.imgsz->count() == 0) t.imgsz = kShapesImgsz;
   }
   t.device = options.device;
   t.tf32 = options.tf32 == "on";
@@ -171,7 +207,7 @@ void add_train_command(CLI::App& app) {
                   "ram (in /dev/shm, removed when the job ends; disk when it does not fit) or "
                   "disk (beside the labels): decode the images once into a file that every rank "
                   "and loader thread of the machine maps")
-      ->check(CLI::IsMember({"ram", "disk"}));
+      ->check(cli::one_of({"ram", "disk"}));
   cmd->add_option("--device", options.device,
                   "auto (every GPU, else CPU ranks to fit the cores), cpu, 0, 0,1, cuda:0, 0,0 "
                   "(two ranks on one GPU); more than one rank forks workers unless a launcher "
@@ -317,12 +353,14 @@ void add_train_command(CLI::App& app) {
   options.resume = cmd->add_option("--resume",
                                    "Continue a run: PATH is a checkpoint or a run directory; "
                                    "alone, the newest <project>/*/weights/last.safetensors. The "
-                                   "run keeps its directory and configuration")
+                                   "run keeps its directory, configuration (flags that differ "
+                                   "are refused; more --epochs are applied) and devices (unless "
+                                   "--device or --nproc-per-node is given)")
                        ->expected(0, 1);
   cmd->add_option("--max-steps", t.max_steps,
                   "End after N optimizer steps in all, with a resumable weights/last.safetensors "
                   "(not saved in the configuration)")
-      ->check(cli::kNonNegative);
+      ->check(cli::kPositiveSteps);
   cmd->add_flag("--no-val", options.no_val, "Validate only the final epoch");
   cmd->add_option("--config", options.config,
                   "A yaml of flags (key: value, e.g. epochs: 30); the command line wins")

@@ -5,9 +5,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace bareyolo::cli {
 
@@ -18,7 +20,8 @@ inline CLI::Validator number_check(double floor, bool inclusive, const std::stri
       [=](std::string& text) -> std::string {
         char* end = nullptr;
         const double value = std::strtod(text.c_str(), &end);
-        const bool number = !text.empty() && end == text.c_str() + text.size();
+        const bool number =
+            !text.empty() && end == text.c_str() + text.size() && std::isfinite(value);
         if (number && also && value == *also) return "";
         if (number && (inclusive ? value >= floor : value > floor)) return "";
         return "must be " + words + ", got '" + text + "'";
@@ -31,5 +34,26 @@ inline const CLI::Validator kNonNegative = number_check(0, true, "a number >= 0"
 // --batch of train: a global batch, or -1 for AutoBatch.
 inline const CLI::Validator kBatchOrAuto =
     number_check(0, false, "a positive number or -1 (AutoBatch)", -1.0);
+
+// --max-steps of train: 0 would mean "no limit" to the C++ API, so the flag takes only a
+// positive count and its absence means no limit.
+inline const CLI::Validator kPositiveSteps = number_check(
+    0, false, "a positive number of optimizer steps (leave the flag out for no limit)");
+
+// One of `choices`. A value that starts with '-' is the next flag, taken as this option's value
+// because the option was given without one: said so, rather than "--name not in {ram,disk}".
+inline CLI::Validator one_of(const std::vector<std::string>& choices) {
+  std::string listed;
+  for (const std::string& choice : choices) listed += (listed.empty() ? "" : ", ") + choice;
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        for (const std::string& choice : choices)
+          if (text == choice) return "";
+        if (!text.empty() && text[0] == '-')
+          return "needs a value, one of " + listed + "; it was followed by the flag '" + text + "'";
+        return "must be one of " + listed + ", got '" + text + "'";
+      },
+      "{" + listed + "}", "");
+}
 
 }  // namespace bareyolo::cli

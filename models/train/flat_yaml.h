@@ -1,0 +1,25 @@
+// models/train/flat_yaml.h — the `key: value` yaml files that --hyp and --config take, read one
+// way: a map of single values, each key once. yaml-cpp keeps a repeated key as a second entry,
+// so a reader that assigns in order takes the last and one that skips what is set takes the
+// first; a repeated key is therefore refused, naming both lines.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+#include <vector>
+
+namespace bareyolo::models {
+
+struct FlatYamlEntry {
+  std::string key;
+  YAML::Node value;  // a scalar
+  int line = 0;      // 1-based, for messages
+};
+
+// The entries of `path` in file order. Throws std::invalid_argument beginning with
+// "<flag> <path>" (and the line where there is one) when the file is not yaml, not a map, holds a
+// value that is not a single value, or repeats a key.
+std::vector<FlatYamlEntry> read_flat_yaml(const std::string& path, const std::string& flag);
+
+}  // namespace bareyolo::models

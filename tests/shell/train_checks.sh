@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# tests/shell/train_checks.sh BAREYOLO MODEL_YAML — `bareyolo train` refuses what cannot be
+# right before it writes anything (issue 52): contradictory flags, repeated keys, hyp values out
+# of range, run names outside --project, --max-steps 0, a bare --cache; its --imgsz message says
+# the true reason; --resume refuses flags that would change the run, naming the difference, and
+# continues a run started with --device cpu as one process, ending bit for bit like the run that
+# was not interrupted.
+set -euo pipefail
+bareyolo=$1 cfg=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "train checks: $*" >&2; exit 1; }
+
+# refused "EXPECTED TEXT" ARGS...: train ARGS must fail with that text and, run in an empty
+# folder, leave it empty (no built-in data generated, no run directory).
+refused() {
+  local expected=$1 empty="$work/empty"
+  shift
+  rm -rf "$empty" && mkdir "$empty"
+  # (bounded: a binary that does not refuse would start the main job here)
+  if (cd "$empty" && timeout 30 "$bareyolo" train "$@") > "$work/out.txt" 2>&1; then
+    fail "train $* should fail"
+  fi
+  grep -qF -- "$expected" "$work/out.txt" || fail "train $*: no '$expected' in: $(cat "$work/out.txt")"
+  [ -z "$(ls -A "$empty")" ] || fail "train $* wrote $(ls -A "$empty") before refusing"
+}
+
+refused "--sync-bn and --no-sync-bn were both given" --sync-bn --no-sync-bn
+printf 'sync_bn: true\nno_sync_bn: true\n' > "$work/both.yaml"
+refused "--sync-bn and --no-sync-bn were both given" --config "$work/both.yaml"
+printf 'epochs: 2\nbatch: 8\nepochs: 3\n' > "$work/twice.yaml"
+refused "twice.yaml:3: 'epochs' is given twice (first on line 1)" --config "$work/twice.yaml"
+printf 'lr0: 0.01\nlr0: 0.02\n' > "$work/hyp_twice.yaml"
+refused "hyp_twice.yaml:2: 'lr0' is given twice (first on line 1)" --hyp "$work/hyp_twice.yaml"
+printf 'lr0: .nan\n' > "$work/nan.yaml"
+refused "nan.yaml:1: lr0 = nan must be > 0" --hyp "$work/nan.yaml"
+printf 'lr0: -0.01\n' > "$work/negative.yaml"
+refused "negative.yaml:1: lr0 = -0.01 must be > 0" --hyp "$work/negative.yaml"
+printf 'anchor_t: 0\n' > "$work/anchor.yaml"
+refused "anchor.yaml:1: anchor_t = 0 must be > 1" --hyp "$work/anchor.yaml"
+for name in ../x /abs "" . ..; do
+  refused "--name '$name': a run name must be one folder name inside --project" --name "$name"
+done
+refused "--max-steps: must be a positive number of optimizer steps" --max-steps 0
+refused "--cache: needs a value, one of ram, disk; it was followed by the flag '--name'" \
+  --cache --name x
+
+# A run started with --device cpu and stopped, then resumed: flags that would change it are
+# refused with the differences named; resumed alone it continues as one process.
+"$bareyolo" make-shapes --out "$work/shapes" --n-train 16 --n-val 4 --imgsz 64 --classes 2 >/dev/null
+common=(--data "$work/shapes/data.yaml" --cfg "$cfg" --epochs 1 --batch 4 --workers 1 --device cpu
+  --project "$work/runs")
+train=("${common[@]}" --imgsz 64)
+"$bareyolo" train "${train[@]}" --name whole > "$work/whole.txt"
+"$bareyolo" train "${train[@]}" --name stopped --max-steps 1 > "$work/stopped.txt"
+run="$work/runs/stopped"
+test -s "$run/weights/last.safetensors" || fail "no checkpoint after --max-steps"
+if "$bareyolo" train --resume "$run" --epochs 1 --imgsz 128 --batch 2 > "$work/out.txt" 2>&1; then
+  fail "--resume with another --imgsz and --batch should fail"
+fi
+for expected in "--imgsz 128 given, the run was started with --imgsz 64" \
+  "--batch 2 given, the run was started with --batch 4"; do
+  grep -qF -- "$expected" "$work/out.txt" || fail "no '$expected' in: $(cat "$work/out.txt")"
+done
+"$bareyolo" train --resume "$run" > "$work/resumed.txt" 2>&1 || fail "resume: $(tail -3 "$work/resumed.txt")"
+! grep -q "starting [0-9]* ranks" "$work/resumed.txt" || fail "a --device cpu run resumed as several ranks"
+cmp -s "$work/runs/whole/weights/final.safetensors" "$run/weights/final.safetensors" ||
+  fail "the resumed run's final weights differ from the uninterrupted run's"
+
+# --imgsz 32 is a multiple of 32: the note gives the real reason (training's minimum, 64).
+"$bareyolo" train "${common[@]}" --imgsz 32 --name small --max-steps 1 > "$work/small.txt" 2>&1 ||
+  fail "--imgsz 32: $(tail -3 "$work/small.txt")"
+grep -qF -- "--imgsz 32 is below the minimum of 64: using 64" "$work/small.txt" ||
+  fail "--imgsz 32: $(grep imgsz "$work/small.txt")"
+echo "train checks: all steps passed"
