@@ -101,6 +101,11 @@ TEST_CASE("launch rendezvous: rank 0 never comes — progress lines, then the re
   CHECK(lines.count_containing("rank 1: waiting for rank 0's store at " + address) >= 3);
 }
 
+TEST_CASE("launch rendezvous: a progress interval of 0 is refused, not an endless loop") {
+  CHECK_THROWS_AS(JoinWait(rank_env(1, 2, 29500), {.progress_interval = 0ms}),
+                  std::invalid_argument);
+}
+
 TEST_CASE("launch rendezvous: a rank that never joins is named, by every rank waiting for it") {
   const int port = free_port();
   Lines lines;

@@ -25,6 +25,9 @@ JoinWait::JoinWait(const LaunchEnv& env, const RendezvousOptions& options, Progr
       start_(Clock::now()),
       deadline_(start_ + options_.timeout),
       next_report_(start_ + options_.progress_interval) {
+  if (options_.progress_interval <= Clock::duration::zero())
+    throw std::invalid_argument("the rendezvous's progress interval must be positive, not " +
+                                seconds_text(options_.progress_interval));
   if (!log_) log_ = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
 }
 
