@@ -98,7 +98,7 @@ TEST_CASE("launch rendezvous: rank 0 never comes — progress lines, then the re
                    address) != std::string::npos);
   CHECK(error.find("Start every rank with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE (2)") !=
         std::string::npos);
-  CHECK(lines.count_containing("rank 1: waiting for rank 0's store at " + address) >= 3);
+  CHECK(lines.count_containing("rank 1: waiting for rank 0's store at " + address) >= 2);
 }
 
 TEST_CASE("launch rendezvous: a progress interval of 0 is refused, not an endless loop") {
