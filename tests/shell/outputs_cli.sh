@@ -44,6 +44,9 @@ md5sum src/a/x.jpg src/b/x.jpg src/top.jpg > inputs.md5
 refuses "the drawn copy of 'src/a/x.jpg' would be written to 'src/a/x.jpg', which is the --source image 'src/a/x.jpg'" \
   predict w.safetensors --source src --out src
 refuses "which is the --source image 'src/a/x.jpg'" predict w.safetensors --source src/a/x.jpg --out src/a
+ln -s src linked  # the same folder by another name: files are compared, not path strings
+refuses "would be written to 'linked/a/x.jpg', which is the --source image 'src/a/x.jpg'" \
+  predict w.safetensors --source src --out linked
 # --out inside --source: src/a's x.jpg would land on src/a/a/x.jpg, an input too.
 mkdir src/a/a && cp src/b/x.jpg src/a/a/x.jpg && md5sum src/a/a/x.jpg >> inputs.md5
 refuses "would be written to 'src/a/a/x.jpg', which is the --source image 'src/a/a/x.jpg'" \
