@@ -51,7 +51,8 @@ std::string png_claiming(uint32_t width, uint32_t height) {
 
 }  // namespace
 
-TEST_CASE("symbolic links: dead ends, loops and FIFOs are reported per file; the split goes on") {
+TEST_CASE(
+    "symbolic links: dead ends, loops and FIFOs are reported per file, and the split goes on") {
   // Before: a dead link or a link to a FIFO vanished from the count, and a folder link back
   // up the tree aborted the listing with a raw filesystem error.
   TempDir dir;

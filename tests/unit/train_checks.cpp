@@ -64,7 +64,8 @@ TEST_CASE("the C++ API's hyperparameters are checked with the same ranges") {
                        std::invalid_argument);
 }
 
-TEST_CASE("flat yaml: entries in file order with their lines; a repeated key names both lines") {
+TEST_CASE(
+    "flat yaml: entries in file order with their lines, and a repeated key names both lines") {
   TempDir dir;
   const fs::path file = dir.path() / "flags.yaml";
   write_text(file, "epochs: 2\n# a comment\nbatch: 8\n");
