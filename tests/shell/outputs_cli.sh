@@ -99,7 +99,7 @@ test ! -e out4 && test ! -e converted.safetensors && test ! -e g.safetensors && 
 "$bareyolo" grads --cfg "$cfg" --weights w.safetensors --batch batch.safetensors --out g.safetensors >/dev/null
 rm g.safetensors
 $edit batch nan_batch.safetensors nan
-refuses "nan_batch.safetensors: tensor 'images' holds 1 non-finite value" \
+refuses "nan_batch.safetensors: 'images': image 0, channel 0, y 0, x 0 is nan" \
   "$bareyolo" grads --cfg "$cfg" --weights w.safetensors --batch nan_batch.safetensors --out g.safetensors
 $edit set w.safetensors huge.safetensors model.24.m.0.weight 0 3e38
 refuses "the step overflowed on finite weights and images" \

@@ -59,8 +59,6 @@ int compute_grads() {
   const SafetensorsFile batch = SafetensorsFile::load(options.batch);
   const models::LossHyp hyp =
       options.hyp.empty() ? models::LossHyp{} : models::load_loss_hyp(options.hyp);
-  require_finite(batch.record("images"), options.batch,
-                 "the batch's images must be finite pixel values in 0..1");
   const Tensor images = batch.tensor("images");
   data::check_float_pixels(images, options.batch + ": 'images'");
   const std::vector<models::LabelRow> targets = models::label_rows(
