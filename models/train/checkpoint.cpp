@@ -100,7 +100,11 @@ SafetensorsFile make_checkpoint(const CheckpointTensors& tensors, const Checkpoi
   if (info.launch)
     meta["launch"] = nlohmann::json{{"device", info.launch->device},
                                     {"nproc_per_node", info.launch->nproc_per_node},
-                                    {"world_size", info.launch->world_size}}
+                                    {"world_size", info.launch->world_size},
+                                    {"amp", info.launch->amp},
+                                    {"tf32", info.launch->tf32},
+                                    {"winograd", info.launch->winograd},
+                                    {"bf16_grad_buckets", info.launch->bf16_grad_buckets}}
                          .dump();
   return file;
 }
@@ -131,7 +135,8 @@ CheckpointInfo read_checkpoint_info(const SafetensorsFile& file, const std::stri
           int(std::count_if(info.history.begin(), info.history.end(), [&](const EpochMetrics& m) {
             return m.validated && m.epoch > info.progress.best_epoch;
           }));
-    info.nc = int(file.metadata_integer("nc", source));
+    field("nc");
+    info.nc = metadata_nc(file, source);  // in 1..kMaxClasses
     const std::string& names = field("names");
     for (size_t begin = 0; begin <= names.size() && !names.empty();) {
       size_t end = names.find('\n', begin);
@@ -142,9 +147,13 @@ CheckpointInfo read_checkpoint_info(const SafetensorsFile& file, const std::stri
     nlohmann::json::parse(field("rng")).at("seed").get_to(info.seed);
     if (meta.count("launch")) {
       const nlohmann::json launch = nlohmann::json::parse(meta.at("launch"));
-      info.launch =
-          SavedLaunch{launch.at("device").get<std::string>(),
-                      launch.at("nproc_per_node").get<int>(), launch.at("world_size").get<int>()};
+      info.launch = SavedLaunch{launch.at("device").get<std::string>(),
+                                launch.at("nproc_per_node").get<int>(),
+                                launch.at("world_size").get<int>(),
+                                launch.at("amp").get<bool>(),
+                                launch.at("tf32").get<bool>(),
+                                launch.at("winograd").get<bool>(),
+                                launch.at("bf16_grad_buckets").get<bool>()};
     }
   } catch (const std::exception& e) {
     throw std::invalid_argument(source + ": damaged checkpoint metadata (" + e.what() + ")");
@@ -213,6 +222,12 @@ TrainOptions resolved_request(const TrainOptions& request) {
   if (info.launch && !names_devices) {
     options.device = info.launch->device;
     options.nproc_per_node = info.launch->nproc_per_node;
+  }
+  if (info.launch) {
+    options.amp = info.launch->amp;
+    options.tf32 = info.launch->tf32;
+    options.winograd = info.launch->winograd;
+    options.bf16_grad_buckets = info.launch->bf16_grad_buckets;
   }
   options.run_dir = run_dir_of_checkpoint(request.resume);
   return options;

@@ -69,11 +69,14 @@ struct SolverState {
 
 // The devices a run was started on, which --resume asks for again unless the request names
 // devices itself: the request's --device and --nproc-per-node as given (so "cpu" resumes as
-// one process) and the world size they resolved to (a resumed run on another is noted).
+// one process) and the world size they resolved to (a resumed run on another is noted). And
+// the launch's numerics, which a resumed run always keeps (the CLI refuses a flag that would
+// change them): the uninterrupted run's numbers need its precision and algorithms.
 struct SavedLaunch {
   std::string device = "auto";
   int nproc_per_node = 0;
   int world_size = 1;
+  bool amp = false, tf32 = false, winograd = true, bf16_grad_buckets = false;
 };
 
 // The non-tensor contents.
@@ -126,7 +129,8 @@ Resume open_resume(const std::string& path);
 // configuration (options.h says what is saved) with the request's resume_changes (fewer epochs
 // than the run's are refused), launch, max_steps, callbacks and display, in the checkpoint's
 // run directory (wherever it has moved). The launch is the request's when it names devices
-// (a device other than "auto", or nproc_per_node), else the run's SavedLaunch. Every process
+// (a device other than "auto", or nproc_per_node), else the run's SavedLaunch; the numerics
+// (--amp, --tf32, --winograd, --grad-dtype) are always the run's. Every process
 // of a job resolves its request this way before the launch plans the batch.
 TrainOptions resolved_request(const TrainOptions& request);
 

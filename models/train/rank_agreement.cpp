@@ -87,6 +87,8 @@ RankConfiguration build_configuration(const TrainOptions& options) {
   fields.push_back({"--tf32", options.tf32 ? "on" : "off", ""});
   fields.push_back({"--winograd", options.winograd ? "on" : "off", ""});
   fields.push_back({"--max-steps", std::to_string(options.max_steps), ""});
+  // Another pixel limit skips other images: the ranks' datasets would differ.
+  fields.push_back({"--max-pixels", std::to_string(options.max_pixels), ""});
   fields.push_back(data_field(options.data));
   fields.push_back(model_field(options, data::read_dataset_yaml(options.data).num_classes()));
   return fields;

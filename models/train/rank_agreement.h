@@ -14,8 +14,8 @@
 // place of the paths (which may differ between machines), the model's parameters (their names
 // and shapes, hashed) and the data yaml's contents (hashed); and the launch settings that
 // change what the ranks compute together (--amp, --grad-dtype, --tf32, --winograd,
-// --max-steps). Not compared: --weights and --resume, which rank 0 alone decides (every rank
-// starts from rank 0's parameters), and --backend and the timeouts, used to meet.
+// --max-steps, --max-pixels). Not compared: --weights and --resume, which rank 0 alone decides
+// (every rank starts from rank 0's parameters), and --backend and the timeouts, used to meet.
 #pragma once
 
 #include <string>

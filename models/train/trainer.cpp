@@ -300,17 +300,18 @@ TrainStartInfo Trainer::start_info() const {
 }
 
 SafetensorsFile Trainer::snapshot() {
-  return make_checkpoint(
-      solver_.checkpoint_tensors(),
-      {.progress = progress_,
-       .solver = solver_.state(),
-       .config_json = options_to_json(options_),
-       .history = history_,
-       .nc = data_.nc(),
-       .names = data_.config.names,
-       .seed = options_.seed,
-       .cfg = options_.cfg,
-       .launch = SavedLaunch{options_.device.text, options_.nproc_per_node, run_.world_size}});
+  return make_checkpoint(solver_.checkpoint_tensors(),
+                         {.progress = progress_,
+                          .solver = solver_.state(),
+                          .config_json = options_to_json(options_),
+                          .history = history_,
+                          .nc = data_.nc(),
+                          .names = data_.config.names,
+                          .seed = options_.seed,
+                          .cfg = options_.cfg,
+                          .launch = SavedLaunch{options_.device.text, options_.nproc_per_node,
+                                                run_.world_size, options_.amp, options_.tf32,
+                                                options_.winograd, options_.bf16_grad_buckets}});
 }
 
 TrainSummary Trainer::run() {

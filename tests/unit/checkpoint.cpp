@@ -150,6 +150,12 @@ TEST_CASE("a checkpoint round-trips every tensor and counter exactly") {
   info.nc = 2;
   info.names = {"circle", "rectangle"};
   info.seed = 7;
+  info.launch = models::SavedLaunch{.device = "cpu",
+                                    .world_size = 1,
+                                    .amp = true,
+                                    .tf32 = false,
+                                    .winograd = false,
+                                    .bf16_grad_buckets = true};
   const models::CheckpointTensors saved{
       ema_model.state(), state, {{"momentum_buffer.x", &momentum}}};
   TempDir dir;
@@ -176,6 +182,16 @@ TEST_CASE("a checkpoint round-trips every tensor and counter exactly") {
   REQUIRE(read.history.size() == 2);
   CHECK(read.history[1].map50 == 1.0 / 3);
   CHECK(read.history[0].validated);
+  // The launch's devices and numerics, which a resumed run takes back.
+  REQUIRE(read.launch);
+  CHECK(read.launch->device == "cpu");
+  CHECK((read.launch->amp && !read.launch->winograd && read.launch->bf16_grad_buckets));
+  // A class count no model has (a damaged file) is refused, not wrapped into an int.
+  SafetensorsFile damaged = SafetensorsFile::load(path);
+  damaged.metadata()["nc"] = "2147483648";
+  CHECK_THROWS_WITH_AS(models::read_checkpoint_info(damaged, path),
+                       doctest::Contains("metadata 'nc' is 2147483648, outside 1.."),
+                       std::invalid_argument);
 
   // Restore into different models: every value comes back bit for bit.
   models::DetectionModel model2 = tiny_model(3), ema2 = tiny_model(4);

@@ -38,7 +38,7 @@ bool contains(const std::string& text, const std::string& part) {
 }
 
 TEST_CASE(
-    "launch rank agreement: equal configurations agree; paths and loader threads may differ") {
+    "launch rank agreement: equal configurations agree, and paths and loader threads may differ") {
   TempDir dir;
   const TrainOptions rank0 = tiny_options(dir.path());
   const RankConfiguration reference = rank_configuration(rank0);
@@ -69,6 +69,7 @@ TEST_CASE("launch rank agreement: every differing field is named, with both rank
   rank2.schedule.lr0 = 0.02;
   rank2.cfg = shipped_file("models/yolov5n.yaml");
   rank2.amp = true;
+  rank2.max_pixels = 1000;
   rank2.sync_bn = false;
   rank2.validate = false;
   const std::string message = configuration_differences(
@@ -82,6 +83,7 @@ TEST_CASE("launch rank agreement: every differing field is named, with both rank
   CHECK(contains(message, "rank 2 has model yolov5n.yaml ("));
   CHECK(contains(message, "rank 0 has yolov5-tiny.yaml ("));
   CHECK(contains(message, "rank 2 has --amp on, rank 0 has off"));
+  CHECK(contains(message, "rank 2 has --max-pixels 1000, rank 0 has 178956970"));
   CHECK(contains(message, "rank 2 has --sync-bn off, rank 0 has on"));
   CHECK(contains(message, "rank 2 has --no-val on, rank 0 has off"));
   CHECK_FALSE(contains(message, "rank 1 "));  // rank 1 agrees with rank 0

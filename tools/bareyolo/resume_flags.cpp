@@ -55,6 +55,30 @@ std::string difference(const std::string& key, const CLI::Option& option, const 
   return flag + " " + text(asked) + " given, the run was started with " + flag + " " + text(saved);
 }
 
+// The launch's numerics, which are not in the configuration but which a resumed run keeps
+// (checkpoint.h: SavedLaunch): "--amp given, the run was started without it", or "".
+std::string numerics_difference(const CLI::App& command, const models::TrainOptions& asked,
+                                const models::TrainOptions& run) {
+  auto on_off = [](bool on) { return std::string(on ? "on" : "off"); };
+  const struct {
+    const char* flag;
+    std::string asked, run;
+  } numerics[] = {
+      {"--amp", on_off(asked.amp), on_off(run.amp)},
+      {"--tf32", on_off(asked.tf32), on_off(run.tf32)},
+      {"--winograd", on_off(asked.winograd), on_off(run.winograd)},
+      {"--grad-dtype", asked.bf16_grad_buckets ? "bf16" : "fp32",
+       run.bf16_grad_buckets ? "bf16" : "fp32"},
+  };
+  std::string refused;
+  for (const auto& [flag, asked_value, run_value] : numerics) {
+    if (command.get_option(flag)->count() == 0 || asked_value == run_value) continue;
+    refused += (refused.empty() ? "" : "; ") + std::string(flag) + " " + asked_value +
+               " given, the run was started with " + flag + " " + run_value;
+  }
+  return refused;
+}
+
 }  // namespace
 
 models::ResumeChanges resume_changes(const CLI::App& command, const models::TrainOptions& request,
@@ -93,6 +117,8 @@ models::ResumeChanges resume_changes(const CLI::App& command, const models::Trai
                                 " given, the run continues in its own directory " + run.run_dir
                           : difference(key, *option, asked.at(key), saved.at(key)));
   }
+  if (const std::string numerics = numerics_difference(command, request, run); !numerics.empty())
+    refused += (refused.empty() ? "" : "; ") + numerics;
   if (!refused.empty())
     throw std::invalid_argument(
         "--resume continues a run as it was configured, but " + refused +

@@ -8,7 +8,8 @@
 //     refused before anything runs, naming the difference:
 //     "--imgsz 128 given, the run was started with --imgsz 640".
 // The launch's flags (--device, --nproc-per-node, --max-steps, ...) are not part of the
-// configuration and apply as for a new run.
+// configuration and apply as for a new run, except its numerics (--amp, --tf32, --winograd,
+// --grad-dtype): the run keeps its own, and a flag that asks for others is refused.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -120,6 +120,9 @@ void apply_run_flags(models::TrainOptions& t) {
   if (!options.hyp.empty()) models::load_hyp_yaml(options.hyp, t);
   t.optimizer = models::parse_optimizer_name(options.optimizer);
   t.validate = !options.no_val;
+  t.tf32 = options.tf32 == "on";
+  t.winograd = options.winograd == "on";
+  t.bf16_grad_buckets = options.grad_dtype == "bf16";
 }
 
 int train() {
@@ -144,9 +147,6 @@ int train() {
     if (options.imgsz->count() == 0) t.imgsz = kShapesImgsz;
   }
   t.device = options.device;
-  t.tf32 = options.tf32 == "on";
-  t.winograd = options.winograd == "on";
-  t.bf16_grad_buckets = options.grad_dtype == "bf16";
   models::TrainSummary summary;
   try {
     summary = models::run_training(t, [](const std::string& line) {
