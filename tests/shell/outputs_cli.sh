@@ -8,20 +8,11 @@
 set -euo pipefail
 bareyolo=$(realpath "$1") cfg=$(realpath "$2")
 edit="python3 $(realpath "$(dirname "$0")")/outputs_edit_safetensors.py"
+source "$(dirname "$0")/refuses.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 
-# `refuses TEXT COMMAND...`: COMMAND must fail, and say TEXT.
-refuses() {
-  local text=$1 out
-  shift
-  if out=$("$@" 2>&1); then
-    echo "accepted, but should have been refused: $*"
-    exit 1
-  fi
-  grep -qF -- "$text" <<<"$out" || { echo "no '$text' in the refusal of '$*': $out"; exit 1; }
-}
 # `predict WEIGHTS ARGS...`: predict with the tiny model and those weights.
 predict() { "$bareyolo" predict --cfg "$cfg" --imgsz 64 --conf 0.001 --weights "$@"; }
 

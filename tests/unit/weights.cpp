@@ -1,7 +1,17 @@
-// tests/unit/weights.cpp — weights files in bf16 (models/yolo/weights.h): with_float_dtype
+// tests/unit/weights.cpp — weights files (models/yolo/weights.h). In bf16: with_float_dtype
 // halves the floating tensors' bytes and leaves the rest, a model loads bf16 weights as their
-// exact float values, and the way back to fp32 is exact.
+// exact float values, and the way back to fp32 is exact. Floats are checked where they enter,
+// and F16 ones widen exactly (issue 52): a NaN inside weights once loaded silently (predict
+// then reported "0 detections", train blamed lr0 and the labels), and `convert --dtype fp32`
+// on an F16 file once copied the F16 tensors through and reported success.
 #include "models/yolo/weights.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
 #include "engine/shipped_files.h"
 #include "tests/support/testing.h"
 
@@ -12,6 +22,27 @@ namespace {
 DetectionModel tiny_model(uint64_t seed) {
   return DetectionModel(load_model_config(shipped_file("models/yolov5-tiny.yaml")),
                         {.nc = 2, .seed = seed});
+}
+
+// `bits` as a record of dtype `dtype` (the element type's width must be the dtype's).
+template <class Bits>
+TensorRecord record_of(const std::string& name, const char* dtype, const std::vector<Bits>& bits) {
+  TensorRecord record{
+      name, dtype, {int64_t(bits.size())}, std::vector<uint8_t>(bits.size() * sizeof(Bits))};
+  std::memcpy(record.bytes.data(), bits.data(), record.bytes.size());
+  return record;
+}
+
+// `file` with the value at `index` of its record `name` (F32) set to `value`.
+SafetensorsFile with_value(const SafetensorsFile& file, const std::string& name, size_t index,
+                           float value) {
+  SafetensorsFile changed;
+  for (TensorRecord record : file.records()) {
+    if (record.name == name) std::memcpy(record.bytes.data() + 4 * index, &value, 4);
+    changed.add(std::move(record));
+  }
+  changed.metadata() = file.metadata();
+  return changed;
 }
 }  // namespace
 
@@ -64,4 +95,96 @@ TEST_CASE("bf16 weights: half the bytes, loaded as their float values, back to f
             bf16.tensor(record.name).converted(DType::f32).to_vector<float>());
   CHECK_THROWS_WITH_AS(with_float_dtype(fp32, DType::i64), doctest::Contains("F32 or BF16"),
                        std::invalid_argument);
+}
+
+TEST_CASE("every F16 bit pattern widens to the float the CPU's F16C conversion gives") {
+  for (uint32_t bits = 0; bits <= 0xFFFF; ++bits) {
+    const float ours = f16_bits_to_float(uint16_t(bits)), cpu = _cvtsh_ss(uint16_t(bits));
+    if (std::isnan(cpu))
+      REQUIRE(std::isnan(ours));
+    else
+      REQUIRE(std::bit_cast<uint32_t>(ours) == std::bit_cast<uint32_t>(cpu));  // -0 too
+  }
+  CHECK(f16_bits_to_float(0x3C00) == 1.0f);
+  CHECK(f16_bits_to_float(0x0001) == std::ldexp(1.0f, -24));  // the smallest subnormal
+  CHECK(f16_bits_to_float(0xFBFF) == -65504.0f);
+}
+
+TEST_CASE("non-finite values are counted in every floating dtype, with the first index") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const NonFiniteValues f32 = non_finite_values(record_of<float>("w", "F32", {1, nan, 2, -inf}));
+  CHECK(f32.count == 2);
+  CHECK(f32.first_index == 1);
+  CHECK(non_finite_values(record_of<double>("a", "F64", {1, 2, std::nan("")})).first_index == 2);
+  CHECK(non_finite_values(record_of<uint16_t>("b", "BF16", {0x3F80, 0xFF80})).count == 1);
+  CHECK(non_finite_values(record_of<uint16_t>("h", "F16", {0x7C00, 0x3C00, 0x7E00})).count == 2);
+  CHECK(non_finite_values(record_of<uint16_t>("h", "F16", {0x7BFF, 0x0001})).count == 0);
+  CHECK(non_finite_values(record_of<int64_t>("n", "I64", {-1})).count == 0);  // not a float
+}
+
+TEST_CASE("weights holding NaN or infinity are refused naming file, tensor, count and index") {
+  DetectionModel source = tiny_model(1);
+  SafetensorsFile file;
+  add_state(file, source.state());
+  const std::string conv = "model.0.conv.weight";
+  const SafetensorsFile damaged =
+      with_value(with_value(file, conv, 17, std::nanf("")), conv, 20, INFINITY);
+
+  DetectionModel target = tiny_model(2);
+  const std::vector<float> before = target.state().front().value->to_vector<float>();
+  CHECK_THROWS_WITH_AS(
+      load_state(damaged, target.state(), "w.safetensors"),
+      doctest::Contains("w.safetensors: tensor 'model.0.conv.weight' holds 2 non-finite values "
+                        "(NaN or infinity) among its 864, the first at index 17; the weights "
+                        "file is damaged"),
+      std::invalid_argument);
+  CHECK(target.state().front().value->to_vector<float>() == before);  // nothing copied
+
+  // bf16 files are checked as well, and the anchors (read into a double buffer).
+  CHECK_THROWS_WITH_AS(load_state(with_float_dtype(damaged, DType::bf16), target.state(), "w16"),
+                       doctest::Contains("w16: tensor 'model.0.conv.weight' holds 2"),
+                       std::invalid_argument);
+  const SafetensorsFile bad_anchors = with_value(file, "model.24.anchors", 3, -INFINITY);
+  CHECK_THROWS_WITH_AS(load_state(bad_anchors, target.state(), "a.safetensors"),
+                       doctest::Contains("tensor 'model.24.anchors' holds 1 non-finite value "
+                                         "(NaN or infinity) among its 18, the first at index 3"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("F16 weights convert to fp32 exactly and to bf16 by one rounding") {
+  // Floats that F16 holds exactly: fp32 must give them back bit for bit.
+  const std::vector<float> values = {1.0f, -0.5f, 65504.0f, std::ldexp(1.0f, -24), 0.0f, 3.140625f};
+  std::vector<uint16_t> halves;
+  for (float v : values) halves.push_back(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT));
+  SafetensorsFile f16;
+  f16.add(record_of<uint16_t>("w", "F16", halves));
+  f16.add_values<int64_t>("n", {7}, {});
+  f16.metadata()["nc"] = "2";
+
+  const SafetensorsFile fp32 = with_float_dtype(f16, DType::f32);
+  CHECK(fp32.record("w").dtype == "F32");  // before: still F16
+  CHECK(fp32.values<float>("w") == values);
+  CHECK(fp32.record("n").dtype == "I64");
+  CHECK(fp32.metadata() == f16.metadata());
+
+  const SafetensorsFile bf16 = with_float_dtype(f16, DType::bf16);
+  REQUIRE(bf16.record("w").dtype == "BF16");
+  const std::vector<float> narrowed = bf16.float_tensor("w").to_vector<float>();
+  for (size_t i = 0; i < values.size(); ++i) CHECK(narrowed[i] == round_to_bf16(values[i]));
+}
+
+TEST_CASE("a weights file's nc is read only within 1..kMaxClasses") {
+  SafetensorsFile file;
+  CHECK(metadata_nc(file, "w") == 0);  // none stated
+  file.metadata()["nc"] = "80";
+  CHECK(metadata_nc(file, "w") == 80);
+  // Before: int(4294967298) == 2, a model of 2 classes built without a word.
+  for (const char* text : {"4294967298", "0", "-3"}) {
+    file.metadata()["nc"] = text;
+    CHECK_THROWS_WITH_AS(metadata_nc(file, "w.safetensors"),
+                         doctest::Contains((std::string("w.safetensors: metadata 'nc' is ") + text +
+                                            ", outside 1..200000")
+                                               .c_str()),
+                         std::invalid_argument);
+  }
 }

@@ -1,4 +1,4 @@
-// tests/unit/outputs_model_yaml.cpp — model yamls whose numbers cannot be right are refused
+// tests/unit/model_yaml_checks.cpp — model yamls whose numbers cannot be right are refused
 // with the file, the row or level, the value and the rule (issue 52): zero, negative or NaN
 // anchors (once accepted, and divided by in the loss), a stride of 0 (once "Conv2d: channels,
 // kernel and stride must be positive" without the stride), an nc whose Detect width overflows
