@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <exception>
 #include <optional>
+#include <string>
 
 #include "engine/distributed/comm/nccl_communicator.h"  // defines: dist::nccl_version
 #include "kernels/cpu/host_memory.h"                    // defines: HostOutOfMemory
@@ -64,6 +65,22 @@ int print_devices() {
   return 0;
 }
 
+// The refusal of a first argument that names no command ("" when it names one, or is a flag):
+// CLI11 alone answers `bareyolo trace --help` with the top-level help and `bareyolo trace`
+// with "A subcommand is required", neither naming the mistake nor the command meant.
+std::string unknown_command_message(const CLI::App& app, const std::string& word) {
+  if (word.empty() || word[0] == '-') return "";
+  std::string near;  // the commands whose name holds the word, or is held by it
+  for (const CLI::App* command : app.get_subcommands([](const CLI::App*) { return true; })) {
+    const std::string& name = command->get_name();
+    if (name == word) return "";
+    if (name.find(word) != std::string::npos || word.find(name) != std::string::npos)
+      near += (near.empty() ? "" : " or ") + name;
+  }
+  return "'" + word + "' is not a bareyolo command" +
+         (near.empty() ? "" : "; did you mean " + near + "?") + " (bareyolo --help lists them)";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,6 +109,12 @@ int main(int argc, char** argv) {
   bareyolo::add_trace_command(app);
   bareyolo::add_selftest_command(app);
 
+  if (argc > 1) {
+    if (const std::string unknown = unknown_command_message(app, argv[1]); !unknown.empty()) {
+      std::fprintf(stderr, "bareyolo: error: %s\n", unknown.c_str());
+      return 1;
+    }
+  }
   CLI11_PARSE(app, argc, argv);
   try {
     if (app.got_subcommand("devices")) return print_devices();
