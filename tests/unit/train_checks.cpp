@@ -110,6 +110,7 @@ void write_metadata_checkpoint(const std::string& path, const models::TrainOptio
   info.progress.best_epoch = 0;
   info.progress.best_fitness = 0.5;
   info.solver.optimizer = "SGD";
+  info.nc = 2;
   info.config_json = models::options_to_json(configured);
   info.launch = std::move(launch);
   models::make_checkpoint({}, info).save(path);

@@ -82,6 +82,7 @@ TEST_CASE("a checkpoint without the patience count counts the validations after 
   const std::string path = (dir.path() / "c.safetensors").string();
   models::CheckpointInfo info;
   info.solver.optimizer = "SGD";
+  info.nc = 2;
   info.config_json = "{}";
   // Best at epoch 0; epochs 1 and 3 validated since, epoch 2 not.
   info.history = {{.epoch = 0, .validated = true},

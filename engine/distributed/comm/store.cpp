@@ -49,7 +49,7 @@ void Store::connect(Clock::time_point deadline) {
   const std::string challenge = greeting(nonce);
   const std::string answer =
       request(kProve, {token_proof(token_, "store client", challenge, nonce)},
-              "the answer to this process's proof of the token", Clock::now() + handshake_timeout_);
+              "the answer to this process's proof of the token", handshake_timeout_);
   if (!same_proof(answer, token_proof(token_, "store server", nonce, challenge))) {
     socket_.reset();
     throw std::runtime_error("the store at " + address() +
@@ -88,9 +88,9 @@ std::string Store::greeting(const std::string& client_nonce) {
 }
 
 std::string Store::request(uint8_t tag, const std::vector<std::string_view>& fields,
-                           const std::string& waiting_for, Clock::time_point deadline) {
+                           const std::string& waiting_for, std::chrono::milliseconds limit) {
+  const Clock::time_point deadline = Clock::now() + limit;
   if (!socket_) connect(deadline);
-  const Clock::time_point start = Clock::now();
   std::optional<Frame> reply;
   try {
     reply = exchange(encode_frame(tag, fields), deadline);
@@ -100,11 +100,9 @@ std::string Store::request(uint8_t tag, const std::vector<std::string_view>& fie
   }
   if (!reply) {
     socket_.reset();
-    throw std::runtime_error(
-        "timed out after " +
-        seconds_text(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start)) +
-        " waiting for " + waiting_for + " from the store at " + address() +
-        " (the timeout is settable; is every rank running?)");
+    throw std::runtime_error("timed out after " + seconds_text(limit) + " waiting for " +
+                             waiting_for + " from the store at " + address() +
+                             " (the timeout is settable; is every rank running?)");
   }
   std::string payload = reply->fields.empty() ? "" : std::move(reply->fields[0]);
   if (reply->tag == kRefused) socket_.reset();
@@ -114,7 +112,7 @@ std::string Store::request(uint8_t tag, const std::vector<std::string_view>& fie
 
 std::string Store::request(uint8_t tag, const std::vector<std::string_view>& fields,
                            const std::string& waiting_for) {
-  return request(tag, fields, waiting_for, Clock::now() + timeout_);
+  return request(tag, fields, waiting_for, timeout_);
 }
 
 std::optional<Frame> Store::exchange(const std::string& frame, Clock::time_point deadline) {

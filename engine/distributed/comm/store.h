@@ -123,12 +123,14 @@ class Store {
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  private:
-  // Sends one request and returns the reply's payload; `waiting_for` names it in errors.
-  // Connects first when the connection was dropped. Any failure but an ERROR reply drops it.
+  // Sends one request and returns the reply's payload, within `limit` (the store's timeout by
+  // default); `waiting_for` names it in errors, which give the limit (not the time measured,
+  // which a loaded machine stretches past it). Connects first when the connection was
+  // dropped. Any failure but an ERROR reply drops it.
   std::string request(uint8_t tag, const std::vector<std::string_view>& fields,
                       const std::string& waiting_for);
   std::string request(uint8_t tag, const std::vector<std::string_view>& fields,
-                      const std::string& waiting_for, Clock::time_point deadline);
+                      const std::string& waiting_for, std::chrono::milliseconds limit);
   // Sends `frame` and reads the reply, by `deadline`; nullopt when none came by then. Throws
   // when the bytes that came are not a reply of the protocol, or the connection broke.
   std::optional<store_protocol::Frame> exchange(const std::string& frame,
