@@ -116,7 +116,7 @@ template <class P>
 void BatchNorm2d::synced_statistics(const Tensor& x, const Tensor& mean, const Tensor& m2) {
   const Shape4 s = x.shape();
   const dist::ChannelMoments local{s.n * s.h * s.w, mean.to_doubles(), m2.to_doubles()};
-  set_synced_statistics<P>(x, dist::allgather_moments(*sync_, local, x.device()));
+  set_synced_statistics<P>(x, dist::allgather_moments(*sync_, local, x.device(), sync_tag_));
 }
 
 // save_mean_, save_invstd_ and the running statistics (with the unbiased variance) from the
@@ -243,6 +243,14 @@ dist::Communicator* BatchNorm2d::shared_meeting(std::span<const Part> parts) {
   return comm;
 }
 
+// The tag of a meeting of `parts`: the first layer's, and how many more came along
+// ("SyncBN model.2.cv1.bn +1").
+template <class Part>
+std::string BatchNorm2d::meeting_tag(std::span<const Part> parts) {
+  const std::string& first = parts.front().layer.sync_tag_;
+  return parts.size() == 1 ? first : first + " +" + std::to_string(parts.size() - 1);
+}
+
 // One all-gather carries every layer's moments, the layers' channels one after another; each
 // channel's moments merge over the ranks on their own, so each layer gets what its own
 // all-gather would give.
@@ -260,7 +268,7 @@ void BatchNorm2d::forward_silu_train_together(std::span<const SiluTrainForward> 
     append(local.m2, part.m2.to_doubles());
   }
   const dist::ChannelMoments global =
-      dist::allgather_moments(*comm, local, parts.front().x.device());
+      dist::allgather_moments(*comm, local, parts.front().x.device(), meeting_tag(parts));
   size_t first = 0;
   for (const SiluTrainForward& part : parts) {
     const int channels = part.layer.channels_;
@@ -292,7 +300,8 @@ void BatchNorm2d::backward_silu_together(std::span<const SiluBackward> parts) {
       append(all.dy, local.back().dy);
       append(all.dy_xhat, local.back().dy_xhat);
     });
-  dist::allreduce_channel_sums(*comm, all.dy, all.dy_xhat, parts.front().x.device());
+  dist::allreduce_channel_sums(*comm, all.dy, all.dy_xhat, parts.front().x.device(),
+                               meeting_tag(parts));
   size_t first = 0;
   for (size_t k = 0; k < parts.size(); ++k) {
     const SiluBackward& part = parts[k];
@@ -314,7 +323,7 @@ template <class T, class Reduce, class Apply>
 void BatchNorm2d::backward_train_synced(const Tensor& x, Reduce reduce, Apply apply) {
   const ChannelSums local = reduce_synced<T>(x, reduce);
   ChannelSums global = local;
-  dist::allreduce_channel_sums(*sync_, global.dy, global.dy_xhat, x.device());
+  dist::allreduce_channel_sums(*sync_, global.dy, global.dy_xhat, x.device(), sync_tag_);
   apply_synced<T>(x, local, global, apply);
 }
 

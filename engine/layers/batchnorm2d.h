@@ -11,6 +11,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <vector>
 
 #include "engine/module.h"
@@ -36,7 +37,11 @@ class BatchNorm2d : public Module {
   void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
 
   // Synchronise the training statistics over the ranks of `comm` (null: this rank alone).
-  void set_sync(dist::Communicator* comm) { sync_ = comm; }
+  // `name`, the layer's state name ("model.2.cv1.bn"), names its meetings' collectives.
+  void set_sync(dist::Communicator* comm, const std::string& name = "") {
+    sync_ = comm;
+    sync_tag_ = name.empty() ? "SyncBN" : "SyncBN " + name;
+  }
   bool synced() const { return sync_ != nullptr; }
 
   // forward, then SiLU, as the fused op (ops::batchnorm_silu_apply; one pass on a GPU):
@@ -81,6 +86,8 @@ class BatchNorm2d : public Module {
   // The communicator all of `parts` are synced over, when they may share a meeting; else null.
   template <class Part>
   static dist::Communicator* shared_meeting(std::span<const Part> parts);
+  template <class Part>
+  static std::string meeting_tag(std::span<const Part> parts);
 
   // Training statistics over the ranks from this rank's moments of x (P: the parameters' type):
   // save_mean_ / save_invstd_ of the whole batch and the running statistics' update (the phase
@@ -116,6 +123,7 @@ class BatchNorm2d : public Module {
 
   int channels_;
   dist::Communicator* sync_ = nullptr;
+  std::string sync_tag_;      // the tag of its meetings' collectives (communicator.h)
   int64_t global_count_ = 0;  // values per channel over all ranks in the last synced forward
   ops::BatchNormParams params_;
   Mode last_mode_ = Mode::train;

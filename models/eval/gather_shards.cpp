@@ -48,7 +48,8 @@ void gather_shards(dist::Communicator& comm, ValidationResult& result) {
   for (int64_t d = 0; d < mine.detection_count(); ++d)
     share.push_back(pack_detection(mine, size_t(d)));
   share.insert(share.end(), mine.target_class.begin(), mine.target_class.end());
-  const std::vector<std::vector<int64_t>> shares = dist::allgather_varying(comm, share);
+  const std::vector<std::vector<int64_t>> shares =
+      dist::allgather_varying(comm, share, "validation gather");
   if (comm.rank() != 0) return;
 
   ValidationResult joined;

@@ -25,7 +25,8 @@ LossNormalization global_normalization(dist::Communicator& comm, const LevelTarg
   LossNormalization norm = local_normalization(targets, images);
   std::vector<double> counts = norm.matched_rows;
   counts.push_back(norm.images);
-  comm.allreduce(dist::CommBuffer::of(counts.data(), int64_t(counts.size())), dist::ReduceOp::sum)
+  comm.allreduce(dist::CommBuffer::of(counts.data(), int64_t(counts.size())), dist::ReduceOp::sum,
+                 "loss counts")
       ->wait();
   norm.matched_rows.assign(counts.begin(), counts.end() - 1);
   norm.images = counts.back();

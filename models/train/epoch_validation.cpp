@@ -12,7 +12,7 @@ namespace bareyolo::models {
 static_assert(sizeof(ValidationNumbers) == 7 * sizeof(double), "broadcast as 7 doubles");
 
 void ValidationNumbers::from_rank0(dist::Communicator* comm) {
-  if (comm) comm->broadcast(dist::CommBuffer::of(&precision, 7), 0)->wait();
+  if (comm) comm->broadcast(dist::CommBuffer::of(&precision, 7), 0, "validation numbers")->wait();
 }
 
 std::pair<ValidationResult, ValidationNumbers> validate_with_loss(DetectionModel& model,
@@ -33,7 +33,7 @@ std::pair<ValidationResult, ValidationNumbers> validate_with_loss(DetectionModel
   };
   ValidationResult result = validate(dataset, options, predict, int(model.strides().back()));
   if (options.shards > 1) {
-    comm->allreduce(dist::CommBuffer::of(sums, 4), dist::ReduceOp::sum)->wait();
+    comm->allreduce(dist::CommBuffer::of(sums, 4), dist::ReduceOp::sum, "validation loss")->wait();
     gather_shards(*comm, result);
   }
   const double batches = std::max(sums[3], 1.0);

@@ -23,7 +23,7 @@ void use_image_caches(const data::ImageCacheRequest& request,
                       const std::function<void(const std::string&)>& log) {
   if (request.mode == data::CacheMode::none) return;
   if (rank == 0) open_caches(request, splits, log);
-  if (comm) comm->barrier()->wait();
+  if (comm) comm->barrier("image caches")->wait();
   if (rank != 0) open_caches(request, splits, [](const std::string&) {});  // rank 0 speaks
 }
 

@@ -51,10 +51,10 @@ double seconds_since(Clock::time_point start) {
 }
 
 // The element-wise sum over ranks (the global batch's loss from each rank's share of it, say);
-// `what` names the all-reduce in the trace.
+// `what` names the all-reduce in the trace and in its fingerprint.
 void sum_over_ranks(dist::Communicator* comm, double* values, int count, const char* what) {
   const trace::Label label(what);
-  if (comm) comm->allreduce(dist::CommBuffer::of(values, count), dist::ReduceOp::sum)->wait();
+  if (comm) comm->allreduce(dist::CommBuffer::of(values, count), dist::ReduceOp::sum, what)->wait();
 }
 
 // --resume's checkpoint, opened once; nothing without --resume.
@@ -456,8 +456,8 @@ void Trainer::write_trace() {
   if (options_.trace.empty()) return;
   trace::enable(false);
   const std::string mine = trace::chrome_trace_json({trace::take_events()});
-  const std::vector<std::string> all =
-      comm_ ? dist::allgather_strings(*comm_, mine) : std::vector<std::string>{mine};
+  const std::vector<std::string> all = comm_ ? dist::allgather_strings(*comm_, mine, "trace gather")
+                                             : std::vector<std::string>{mine};
   if (run_.rank != 0) return;
   std::vector<std::vector<trace::Event>> ranks;
   for (const std::string& theirs : all)

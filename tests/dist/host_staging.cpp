@@ -51,16 +51,16 @@ class DeviceOnly final : public Communicator {
   int rank() const override { return ring_->rank(); }
   int world_size() const override { return ring_->world_size(); }
   Backend backend() const override { return Backend::nccl; }
-  WorkHandle allreduce(CommBuffer buffer, ReduceOp op) override {
-    return ring_->allreduce(on_host("allreduce", buffer), op);
+  WorkHandle allreduce(CommBuffer buffer, ReduceOp op, std::string_view tag) override {
+    return ring_->allreduce(on_host("allreduce", buffer), op, tag);
   }
-  WorkHandle broadcast(CommBuffer buffer, int root) override {
-    return ring_->broadcast(on_host("broadcast", buffer), root);
+  WorkHandle broadcast(CommBuffer buffer, int root, std::string_view tag) override {
+    return ring_->broadcast(on_host("broadcast", buffer), root, tag);
   }
-  WorkHandle allgather(CommBuffer send, CommBuffer recv) override {
-    return ring_->allgather(on_host("allgather", send), on_host("allgather", recv));
+  WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view tag) override {
+    return ring_->allgather(on_host("allgather", send), on_host("allgather", recv), tag);
   }
-  WorkHandle barrier() override { return ring_->barrier(); }
+  WorkHandle barrier(std::string_view tag) override { return ring_->barrier(tag); }
 
  private:
   CommBuffer on_host(const char* op, CommBuffer buffer) {

@@ -4,7 +4,12 @@
 // The stand-in plays a two-rank job whose other rank's gradient is always 3x this one's, so
 // an averaged bucket must come back as exactly 2x what backward wrote. It also records, per
 // all-reduce, how many nodes backward had finished: the proof that buckets go out during
-// backward, not in a loop after it.
+// backward, not in a loop after it. The tags the reducer and SyncBN give their collectives
+// (what names them when ranks desynchronise, engine/distributed/comm/collective_fingerprint.h)
+// are recorded too.
+#include <set>
+
+#include "engine/distributed/ddp/data_parallel.h"
 #include "engine/distributed/ddp/reducer.h"
 #include "engine/distributed/ddp/sync_batchnorm.h"
 #include "engine/parameter_arena.h"
@@ -29,22 +34,57 @@ class TwoRankStandIn final : public Communicator {
   int nodes_done = 0;
   std::vector<int> launched_after_nodes;  // per allreduce
   std::vector<void*> launched_buffers;
+  std::vector<std::string> launched_tags;
 
   int rank() const override { return 0; }
   int world_size() const override { return 2; }
   Backend backend() const override { return Backend::tcp; }
-  WorkHandle allreduce(CommBuffer buffer, ReduceOp op) override {
+  WorkHandle allreduce(CommBuffer buffer, ReduceOp op, std::string_view tag) override {
     REQUIRE(op == ReduceOp::avg);
     REQUIRE(buffer.dtype == DType::f64);
     double* values = static_cast<double*>(buffer.data);
     for (int64_t i = 0; i < buffer.count; ++i) values[i] = (values[i] + 3 * values[i]) / 2;
     launched_after_nodes.push_back(nodes_done);
     launched_buffers.push_back(buffer.data);
+    launched_tags.emplace_back(tag);
     return std::make_shared<CompletedWork>();
   }
-  WorkHandle broadcast(CommBuffer, int) override { return std::make_shared<CompletedWork>(); }
-  WorkHandle allgather(CommBuffer, CommBuffer) override { throw std::logic_error("unused"); }
-  WorkHandle barrier() override { return std::make_shared<CompletedWork>(); }
+  WorkHandle broadcast(CommBuffer, int, std::string_view) override {
+    return std::make_shared<CompletedWork>();
+  }
+  WorkHandle allgather(CommBuffer, CommBuffer, std::string_view) override {
+    throw std::logic_error("unused");
+  }
+  WorkHandle barrier(std::string_view) override { return std::make_shared<CompletedWork>(); }
+};
+
+// A one-rank communicator that records the tag of every collective.
+class TagRecorder final : public Communicator {
+ public:
+  std::vector<std::string> tags;
+
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  Backend backend() const override { return Backend::tcp; }
+  WorkHandle allreduce(CommBuffer buffer, ReduceOp op, std::string_view tag) override {
+    tags.emplace_back(tag);
+    return one_rank_->allreduce(buffer, op);
+  }
+  WorkHandle broadcast(CommBuffer buffer, int root, std::string_view tag) override {
+    tags.emplace_back(tag);
+    return one_rank_->broadcast(buffer, root);
+  }
+  WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view tag) override {
+    tags.emplace_back(tag);
+    return one_rank_->allgather(send, recv);
+  }
+  WorkHandle barrier(std::string_view tag) override {
+    tags.emplace_back(tag);
+    return one_rank_->barrier();
+  }
+
+ private:
+  std::unique_ptr<Communicator> one_rank_ = make_single_rank_communicator();
 };
 
 models::DetectionModel tiny_model() {
@@ -118,6 +158,9 @@ TEST_CASE(
 
   const std::vector<std::vector<double>> reduced = run_backward(model, &reducer, &comm);
   REQUIRE(comm.launched_after_nodes.size() == size_t(reducer.bucket_count()));
+  // Each all-reduce names its bucket: the fingerprint a desynchronised rank is told apart by.
+  for (int b = 0; b < reducer.bucket_count(); ++b)
+    CHECK(comm.launched_tags[size_t(b)] == "bucket " + std::to_string(b));
   // Overlap is real: the first bucket left while most of backward was still to run.
   CHECK(comm.launched_after_nodes.front() < model.graph().size() / 2);
   CHECK(comm.launched_after_nodes.front() < comm.launched_after_nodes.back());
@@ -174,4 +217,26 @@ TEST_CASE("merge_moments equals the moments of the concatenated values") {
   CHECK(merged.mean[0] == doctest::Approx(direct.mean[0]).epsilon(1e-14));
   CHECK(merged.m2[0] == doctest::Approx(direct.m2[0]).epsilon(1e-10));
   CHECK(merge_moments(ChannelMoments{}, moments(a)).m2[0] == moments(a).m2[0]);
+}
+
+TEST_CASE("sync_batchnorm: each layer's meetings are tagged with its state name") {
+  models::DetectionModel model = tiny_model();
+  TagRecorder comm;
+  REQUIRE(sync_batchnorm(model.graph(), &comm) > 0);
+  model.forward(Tensor::zeros({2, 3, 64, 64}, Device::cpu(), DType::f64), Mode::train);
+  REQUIRE_FALSE(comm.tags.empty());
+  // The BatchNorms' state names: "model.0.bn.weight" less ".weight".
+  std::set<std::string> layers;
+  for (const StateEntry& e : model.state())
+    if (e.name.ends_with(".bn.weight")) layers.insert(e.name.substr(0, e.name.size() - 7));
+  // Every meeting names its layer, or the first of the layers that share it ("... +1", C3's
+  // cv1 and cv2).
+  for (const std::string& tag : comm.tags) {
+    INFO(tag);
+    REQUIRE(tag.rfind("SyncBN ", 0) == 0);
+    const std::string layer =
+        tag.substr(7, tag.find(" +") == std::string::npos ? std::string::npos : tag.find(" +") - 7);
+    CHECK(layers.count(layer) == 1);
+  }
+  CHECK(comm.tags.front() == "SyncBN model.0.bn");  // the first layer's forward meets first
 }

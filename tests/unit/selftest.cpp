@@ -231,17 +231,19 @@ class OffByHalf final : public dist::Communicator {
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   dist::Backend backend() const override { return dist::Backend::tcp; }
-  dist::WorkHandle allreduce(dist::CommBuffer buffer, dist::ReduceOp op) override {
+  dist::WorkHandle allreduce(dist::CommBuffer buffer, dist::ReduceOp op,
+                             std::string_view tag) override {
     if (buffer.count > 0 && buffer.dtype == DType::f32) static_cast<float*>(buffer.data)[0] += 0.5f;
-    return one_rank_->allreduce(buffer, op);
+    return one_rank_->allreduce(buffer, op, tag);
   }
-  dist::WorkHandle broadcast(dist::CommBuffer buffer, int root) override {
-    return one_rank_->broadcast(buffer, root);
+  dist::WorkHandle broadcast(dist::CommBuffer buffer, int root, std::string_view tag) override {
+    return one_rank_->broadcast(buffer, root, tag);
   }
-  dist::WorkHandle allgather(dist::CommBuffer send, dist::CommBuffer recv) override {
-    return one_rank_->allgather(send, recv);
+  dist::WorkHandle allgather(dist::CommBuffer send, dist::CommBuffer recv,
+                             std::string_view tag) override {
+    return one_rank_->allgather(send, recv, tag);
   }
-  dist::WorkHandle barrier() override { return one_rank_->barrier(); }
+  dist::WorkHandle barrier(std::string_view tag) override { return one_rank_->barrier(tag); }
 
  private:
   std::unique_ptr<dist::Communicator> one_rank_ = dist::make_single_rank_communicator();

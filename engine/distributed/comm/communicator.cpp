@@ -26,15 +26,15 @@ class SingleRankCommunicator final : public Communicator {
   int world_size() const override { return 1; }
   Backend backend() const override { return backend_; }
 
-  WorkHandle allreduce(CommBuffer, ReduceOp) override { return done(); }
-  WorkHandle broadcast(CommBuffer, int root) override {
+  WorkHandle allreduce(CommBuffer, ReduceOp, std::string_view) override { return done(); }
+  WorkHandle broadcast(CommBuffer, int root, std::string_view) override {
     if (root != 0) {
       throw std::invalid_argument("broadcast root " + std::to_string(root) +
                                   " is not a rank of this one-rank job (the only rank is 0)");
     }
     return done();
   }
-  WorkHandle allgather(CommBuffer send, CommBuffer recv) override {
+  WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view) override {
     if (recv.count != send.count || recv.dtype != send.dtype) {
       throw std::invalid_argument("allgather: the receive buffer must hold world_size (1) x " +
                                   std::to_string(send.count) + " elements of the send dtype, not " +
@@ -44,7 +44,7 @@ class SingleRankCommunicator final : public Communicator {
       copy_bytes(recv.data, recv.device, send.data, send.device, size_t(send.bytes()));
     return done();
   }
-  WorkHandle barrier() override { return done(); }
+  WorkHandle barrier(std::string_view) override { return done(); }
 
  private:
   static WorkHandle done() { return completed_work(); }

@@ -22,6 +22,10 @@
 //     naming the rank that was lost or waited for; it never hangs. After such an error the
 //     communicator is broken: every later call throws the same error.
 //   - world_size 1: every collective is a no-op that completes at once.
+//
+// Each collective takes a `tag`, the caller's name for it ("bucket 3", "SyncBN model.2.cv1.bn",
+// "validation gather"; "" names none), for messages about it. Tags agree across ranks as the
+// collectives themselves do.
 #pragma once
 
 #include <chrono>
@@ -29,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "engine/distributed/launch/device_spec.h"
 #include "engine/tensor.h"
@@ -79,10 +84,11 @@ class Communicator {
   virtual int world_size() const = 0;
   virtual Backend backend() const = 0;
 
-  virtual WorkHandle allreduce(CommBuffer buffer, ReduceOp op) = 0;
-  virtual WorkHandle broadcast(CommBuffer buffer, int root) = 0;
-  virtual WorkHandle allgather(CommBuffer send, CommBuffer recv) = 0;
-  virtual WorkHandle barrier() = 0;
+  // The default tag is declared here only: callers hold a Communicator&.
+  virtual WorkHandle allreduce(CommBuffer buffer, ReduceOp op, std::string_view tag = {}) = 0;
+  virtual WorkHandle broadcast(CommBuffer buffer, int root, std::string_view tag = {}) = 0;
+  virtual WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view tag = {}) = 0;
+  virtual WorkHandle barrier(std::string_view tag = {}) = 0;
 };
 
 // A Work that is complete already: what a collective returns that finished before returning.

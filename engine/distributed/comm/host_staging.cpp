@@ -41,35 +41,35 @@ class HostStagingCommunicator final : public Communicator {
   int world_size() const override { return inner_->world_size(); }
   Backend backend() const override { return inner_->backend(); }
 
-  WorkHandle allreduce(CommBuffer buffer, ReduceOp op) override {
-    if (!on_host(buffer)) return inner_->allreduce(buffer, op);
+  WorkHandle allreduce(CommBuffer buffer, ReduceOp op, std::string_view tag) override {
+    if (!on_host(buffer)) return inner_->allreduce(buffer, op, tag);
     const CommBuffer staged = stage_in(buffer, 0);
-    inner_->allreduce(staged, op)->wait();
+    inner_->allreduce(staged, op, tag)->wait();
     stage_out(staged, buffer);
     return completed_work();
   }
 
-  WorkHandle broadcast(CommBuffer buffer, int root) override {
-    if (!on_host(buffer)) return inner_->broadcast(buffer, root);
+  WorkHandle broadcast(CommBuffer buffer, int root, std::string_view tag) override {
+    if (!on_host(buffer)) return inner_->broadcast(buffer, root, tag);
     const CommBuffer staged = stage_in(buffer, 0);
-    inner_->broadcast(staged, root)->wait();
+    inner_->broadcast(staged, root, tag)->wait();
     stage_out(staged, buffer);
     return completed_work();
   }
 
-  WorkHandle allgather(CommBuffer send, CommBuffer recv) override {
-    if (!on_host(send) && !on_host(recv)) return inner_->allgather(send, recv);
+  WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view tag) override {
+    if (!on_host(send) && !on_host(recv)) return inner_->allgather(send, recv, tag);
     // send's copy (when it is on the host) first in the scratch, recv's after it.
     const size_t recv_offset = on_host(send) ? aligned(size_t(send.bytes())) : 0;
     reserve(recv_offset + size_t(recv.bytes()));
     const CommBuffer staged_send = on_host(send) ? stage_in(send, 0) : send;
     const CommBuffer staged_recv = on_host(recv) ? in_scratch(recv, recv_offset) : recv;
-    inner_->allgather(staged_send, staged_recv)->wait();
+    inner_->allgather(staged_send, staged_recv, tag)->wait();
     if (on_host(recv)) stage_out(staged_recv, recv);
     return completed_work();
   }
 
-  WorkHandle barrier() override { return inner_->barrier(); }
+  WorkHandle barrier(std::string_view tag) override { return inner_->barrier(tag); }
 
  private:
   static bool on_host(const CommBuffer& buffer) { return in_host_memory(buffer.device); }

@@ -208,7 +208,7 @@ class TcpRingCommunicator final : public Communicator {
   int world_size() const override { return world_size_; }
   Backend backend() const override { return Backend::tcp; }
 
-  WorkHandle allreduce(CommBuffer buffer, ReduceOp op) override {
+  WorkHandle allreduce(CommBuffer buffer, ReduceOp op, std::string_view) override {
     check_buffer(buffer, "allreduce");
     return enqueue(
         latency_bound(buffer), [this, buffer, op](uint64_t sequence, Clock::time_point deadline) {
@@ -221,7 +221,7 @@ class TcpRingCommunicator final : public Communicator {
         });
   }
 
-  WorkHandle broadcast(CommBuffer buffer, int root) override {
+  WorkHandle broadcast(CommBuffer buffer, int root, std::string_view) override {
     check_buffer(buffer, "broadcast");
     if (root < 0 || root >= world_size_) {
       throw std::invalid_argument("broadcast root " + std::to_string(root) + " is not a rank of " +
@@ -236,7 +236,7 @@ class TcpRingCommunicator final : public Communicator {
                    });
   }
 
-  WorkHandle allgather(CommBuffer send, CommBuffer recv) override {
+  WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view) override {
     check_buffer(send, "allgather");
     check_buffer(recv, "allgather");
     if (recv.dtype != send.dtype || recv.count != send.count * world_size_) {
@@ -257,7 +257,7 @@ class TcpRingCommunicator final : public Communicator {
 
   // An allgather of one value per rank: rank r can only complete it after a frame that every
   // other rank sent after entering the barrier has travelled round to it.
-  WorkHandle barrier() override {
+  WorkHandle barrier(std::string_view) override {
     return enqueue(/*small=*/true, [this](uint64_t sequence, Clock::time_point deadline) {
       int64_t mine = rank_;
       std::vector<int64_t> everyone(size_t(world_size_), -1);

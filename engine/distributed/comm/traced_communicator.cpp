@@ -53,17 +53,17 @@ class TracedCommunicator final : public Communicator {
   int world_size() const override { return inner_.world_size(); }
   Backend backend() const override { return inner_.backend(); }
 
-  WorkHandle allreduce(CommBuffer buffer, ReduceOp op) override {
-    return traced("allreduce", buffer.bytes(), [&] { return inner_.allreduce(buffer, op); });
+  WorkHandle allreduce(CommBuffer buffer, ReduceOp op, std::string_view tag) override {
+    return traced("allreduce", buffer.bytes(), [&] { return inner_.allreduce(buffer, op, tag); });
   }
-  WorkHandle broadcast(CommBuffer buffer, int root) override {
-    return traced("broadcast", buffer.bytes(), [&] { return inner_.broadcast(buffer, root); });
+  WorkHandle broadcast(CommBuffer buffer, int root, std::string_view tag) override {
+    return traced("broadcast", buffer.bytes(), [&] { return inner_.broadcast(buffer, root, tag); });
   }
-  WorkHandle allgather(CommBuffer send, CommBuffer recv) override {
-    return traced("allgather", send.bytes(), [&] { return inner_.allgather(send, recv); });
+  WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view tag) override {
+    return traced("allgather", send.bytes(), [&] { return inner_.allgather(send, recv, tag); });
   }
-  WorkHandle barrier() override {
-    return traced("barrier", 0, [&] { return inner_.barrier(); });
+  WorkHandle barrier(std::string_view tag) override {
+    return traced("barrier", 0, [&] { return inner_.barrier(tag); });
   }
 
  private:

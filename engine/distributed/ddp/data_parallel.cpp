@@ -1,6 +1,10 @@
 // engine/distributed/ddp/data_parallel.cpp — see data_parallel.h.
 #include "engine/distributed/ddp/data_parallel.h"
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "engine/layers/batchnorm2d.h"
 
 namespace bareyolo::dist {
@@ -18,17 +22,25 @@ std::unique_ptr<Reducer> start_data_parallel(Communicator& comm, ParameterArena&
 void broadcast_buffers(Communicator& comm, const std::vector<StateEntry>& state) {
   std::vector<WorkHandle> work;
   for (const StateEntry& e : state)
-    if (!e.trainable()) work.push_back(comm.broadcast(CommBuffer::of(*e.value), 0));
+    if (!e.trainable()) work.push_back(comm.broadcast(CommBuffer::of(*e.value), 0, e.name));
   for (WorkHandle& w : work) w->wait();
 }
 
 int sync_batchnorm(Graph& graph, Communicator* comm) {
+  // A layer's name is its state's ("model.2.cv1.bn"): modules do not know their own, so it
+  // comes from the graph's state entries, found by the layer's first tensor.
+  std::map<const Tensor*, std::string> name_of;
+  for (const StateEntry& e : graph.state()) name_of[e.value] = e.name;
   int layers = 0;
   for (int node = 0; node < graph.size(); ++node)
     if (Module* module = graph.module(node))
       for_each_module(*module, [&](Module& m) {
         if (auto* bn = dynamic_cast<BatchNorm2d*>(&m)) {
-          bn->set_sync(comm);
+          std::vector<StateEntry> own;
+          bn->collect_state("", own);  // "weight", ...: the full name less its prefix
+          const std::string& full = name_of.at(own.front().value);
+          const size_t prefix = full.size() - own.front().name.size();
+          bn->set_sync(comm, full.substr(0, prefix > 0 ? prefix - 1 : 0));  // without the '.'
           ++layers;
         }
       });

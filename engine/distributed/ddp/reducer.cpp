@@ -118,12 +118,13 @@ void Reducer::node_done(int node) {
 void Reducer::launch_ready_buckets() {
   while (next_to_launch_ < bucket_count() && buckets_[size_t(next_to_launch_)].pending == 0) {
     Bucket& bucket = buckets_[size_t(next_to_launch_)];
-    const trace::Label label("bucket " + std::to_string(next_to_launch_));
+    const std::string name = "bucket " + std::to_string(next_to_launch_);
+    const trace::Label label(name);
     if (bucket.wire.defined()) {
       ops::convert_to_bf16(bucket.buffer.view<float>(), bucket.wire.view<bf16>());
-      bucket.work = comm_.allreduce(CommBuffer::of(bucket.wire), ReduceOp::avg);
+      bucket.work = comm_.allreduce(CommBuffer::of(bucket.wire), ReduceOp::avg, name);
     } else {
-      bucket.work = comm_.allreduce(CommBuffer::of(bucket.buffer), ReduceOp::avg);
+      bucket.work = comm_.allreduce(CommBuffer::of(bucket.buffer), ReduceOp::avg, name);
     }
     ++next_to_launch_;
   }
@@ -155,9 +156,10 @@ void broadcast_state(Communicator& comm, ParameterArena& arena,
                      const std::vector<StateEntry>& state) {
   std::set<const Tensor*> in_arena;
   for (const ParameterArena::Slot& slot : arena.slots()) in_arena.insert(slot.value);
-  std::vector<WorkHandle> work{comm.broadcast(CommBuffer::of(arena.values()), 0)};
+  std::vector<WorkHandle> work{comm.broadcast(CommBuffer::of(arena.values()), 0, "parameters")};
   for (const StateEntry& e : state)
-    if (!in_arena.count(e.value)) work.push_back(comm.broadcast(CommBuffer::of(*e.value), 0));
+    if (!in_arena.count(e.value))
+      work.push_back(comm.broadcast(CommBuffer::of(*e.value), 0, e.name));
   for (WorkHandle& w : work) w->wait();
 }
 

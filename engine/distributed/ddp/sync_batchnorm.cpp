@@ -38,7 +38,8 @@ ChannelMoments merge_moments(const ChannelMoments& a, const ChannelMoments& b) {
   return merged;
 }
 
-ChannelMoments allgather_moments(Communicator& comm, const ChannelMoments& local, Device staging) {
+ChannelMoments allgather_moments(Communicator& comm, const ChannelMoments& local, Device staging,
+                                 std::string_view tag) {
   const int world = comm.world_size();
   // One record per rank: [count, mean_0 .. mean_{C-1}, M2_0 .. M2_{C-1}].
   const size_t channels = local.mean.size();
@@ -50,7 +51,7 @@ ChannelMoments allgather_moments(Communicator& comm, const ChannelMoments& local
   values.insert(values.end(), local.m2.begin(), local.m2.end());
   Tensor send = staged(values, staging);
   Tensor gathered = Tensor::zeros({1, record * world, 1, 1}, staging, DType::f64);
-  comm.allgather(CommBuffer::of(send), CommBuffer::of(gathered))->wait();
+  comm.allgather(CommBuffer::of(send), CommBuffer::of(gathered), tag)->wait();
   values = gathered.to_doubles();
   ChannelMoments total;
   for (int r = 0; r < world; ++r) {  // rank order: the same bits on every rank
@@ -65,11 +66,11 @@ ChannelMoments allgather_moments(Communicator& comm, const ChannelMoments& local
 }
 
 void allreduce_channel_sums(Communicator& comm, std::vector<double>& a, std::vector<double>& b,
-                            Device staging) {
+                            Device staging, std::string_view tag) {
   std::vector<double> both(a);
   both.insert(both.end(), b.begin(), b.end());
   Tensor sums = staged(both, staging);
-  comm.allreduce(CommBuffer::of(sums), ReduceOp::sum)->wait();
+  comm.allreduce(CommBuffer::of(sums), ReduceOp::sum, tag)->wait();
   both = sums.to_doubles();
   a.assign(both.begin(), both.begin() + int64_t(a.size()));
   b.assign(both.begin() + int64_t(a.size()), both.end());

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "engine/distributed/comm/communicator.h"
@@ -36,11 +37,12 @@ struct ChannelMoments {
 ChannelMoments merge_moments(const ChannelMoments& a, const ChannelMoments& b);
 
 // Every rank passes the moments of its slice; every rank gets the moments of the whole batch.
+// `tag` names the meeting in the collective's fingerprint ("SyncBN model.2.cv1.bn").
 ChannelMoments allgather_moments(Communicator& comm, const ChannelMoments& local,
-                                 Device staging = Device::cpu());
+                                 Device staging = Device::cpu(), std::string_view tag = "SyncBN");
 
-// Sums `a` and `b` (one value per channel) over all ranks, in place.
+// Sums `a` and `b` (one value per channel) over all ranks, in place; `tag` as above.
 void allreduce_channel_sums(Communicator& comm, std::vector<double>& a, std::vector<double>& b,
-                            Device staging = Device::cpu());
+                            Device staging = Device::cpu(), std::string_view tag = "SyncBN");
 
 }  // namespace bareyolo::dist

@@ -252,7 +252,8 @@ class NcclCommunicator final : public Communicator {
   int world_size() const override { return world_size_; }
   Backend backend() const override { return Backend::nccl; }
 
-  WorkHandle allreduce(CommBuffer buffer, ReduceOp op) override {
+  // The tags are not checked here: NCCL carries no fingerprint (communicator.h).
+  WorkHandle allreduce(CommBuffer buffer, ReduceOp op, std::string_view) override {
     require_on_device("allreduce", buffer);
     const ncclDataType_t type = nccl_type(buffer.dtype);
     return issue("allreduce", buffer, std::string(", ") + to_string(op), [&](cudaStream_t s) {
@@ -261,7 +262,7 @@ class NcclCommunicator final : public Communicator {
     });
   }
 
-  WorkHandle broadcast(CommBuffer buffer, int root) override {
+  WorkHandle broadcast(CommBuffer buffer, int root, std::string_view) override {
     require_on_device("broadcast", buffer);
     if (root < 0 || root >= world_size_)
       throw std::invalid_argument("broadcast root " + std::to_string(root) +
@@ -273,7 +274,7 @@ class NcclCommunicator final : public Communicator {
     });
   }
 
-  WorkHandle allgather(CommBuffer send, CommBuffer recv) override {
+  WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view) override {
     require_on_device("allgather", send);
     require_on_device("allgather", recv);
     if (recv.dtype != send.dtype || recv.count != send.count * world_size_)
@@ -288,8 +289,8 @@ class NcclCommunicator final : public Communicator {
   }
 
   // A one-element all-reduce: no rank gets its result before every rank has sent its element.
-  WorkHandle barrier() override {
-    return allreduce(CommBuffer::of(barrier_value_, 1, Device::cuda(device_)), ReduceOp::sum);
+  WorkHandle barrier(std::string_view tag) override {
+    return allreduce(CommBuffer::of(barrier_value_, 1, Device::cuda(device_)), ReduceOp::sum, tag);
   }
 
  private:
