@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/distributed/comm/ring_frame.h"
 #include "engine/distributed/comm/socket.h"
 #include "engine/distributed/comm/store.h"
 #include "engine/distributed/comm/tcp_ring.h"
@@ -233,7 +234,7 @@ TEST_CASE("tcp ring: a neighbour that cannot prove the token is turned away") {
   Fd stranger = connect_tcp("127.0.0.1", std::stoi(address.substr(address.rfind(':') + 1)),
                             Clock::now() + 5s);
   const std::string proof = token_proof("another-token", "ring", challenge, "0");
-  std::string hello("bareyolo-ring-2", 16);
+  std::string hello(kRingHelloMagic, sizeof kRingHelloMagic);
   const uint32_t fields[2] = {0, uint32_t(proof.size())};
   hello.append(reinterpret_cast<const char*>(fields), sizeof fields);
   hello += proof;

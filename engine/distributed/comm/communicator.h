@@ -24,8 +24,11 @@
 //   - world_size 1: every collective is a no-op that completes at once.
 //
 // Each collective takes a `tag`, the caller's name for it ("bucket 3", "SyncBN model.2.cv1.bn",
-// "validation gather"; "" names none), for messages about it. Tags agree across ranks as the
-// collectives themselves do.
+// "validation gather"; "" names none). With its number in the issue order, the operation, the
+// dtype and the count it makes the collective's fingerprint (collective_fingerprint.h): a
+// backend that checks fingerprints (the TCP ring) fails every rank at once when two ranks meet
+// in different collectives, naming both, instead of mixing their bytes. Tags must therefore
+// agree across ranks as the collectives themselves do.
 #pragma once
 
 #include <chrono>

@@ -23,18 +23,7 @@
 namespace bareyolo::dist {
 namespace {
 
-// "DATA", "ABOR", "BYE!"
-enum FrameKind : uint32_t { kData = 0x44415441, kAbort = 0x41424f52, kGoodbye = 0x21455942 };
-
-struct FrameHeader {
-  uint32_t kind;
-  uint32_t payload_bytes;
-  uint64_t sequence;  // the collective's issue number; for kAbort, the lost rank
-};
-static_assert(sizeof(FrameHeader) == 16);
 constexpr size_t kHeaderBytes = sizeof(FrameHeader);
-
-constexpr char kHelloMagic[16] = "bareyolo-ring-2";
 constexpr size_t kMaxNoticeBytes = 4096;
 // How long a failing rank spends telling its neighbours: they may be failing too.
 constexpr auto kNoticeTimeout = std::chrono::seconds(1);
@@ -91,7 +80,7 @@ std::string ring_proof(const std::string& token, const std::string& challenge, i
 }
 
 std::string hello_bytes(int rank, const std::string& proof) {
-  std::string hello(kHelloMagic, sizeof kHelloMagic);
+  std::string hello(kRingHelloMagic, sizeof kRingHelloMagic);
   uint32_t fields[2] = {static_cast<uint32_t>(rank), static_cast<uint32_t>(proof.size())};
   hello.append(reinterpret_cast<const char*>(fields), sizeof fields);
   return hello + proof;
@@ -102,11 +91,11 @@ std::string hello_bytes(int rank, const std::string& proof) {
 int read_hello(int fd, const std::string& token, const std::string& challenge,
                Clock::time_point deadline) {
   try {
-    char head[sizeof kHelloMagic + 8];
+    char head[sizeof kRingHelloMagic + 8];
     if (!recv_all(fd, head, sizeof head, deadline, "a connecting rank")) return -1;
-    if (std::memcmp(head, kHelloMagic, sizeof kHelloMagic) != 0) return -1;
+    if (std::memcmp(head, kRingHelloMagic, sizeof kRingHelloMagic) != 0) return -1;
     uint32_t fields[2];
-    std::memcpy(fields, head + sizeof kHelloMagic, sizeof fields);
+    std::memcpy(fields, head + sizeof kRingHelloMagic, sizeof fields);
     const std::string expected = ring_proof(token, challenge, static_cast<int>(fields[0]));
     if (fields[1] != expected.size()) return -1;  // bounds what is read: one proof's length
     std::string presented(fields[1], '\0');
@@ -132,21 +121,26 @@ void set_no_delay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
 }
 
+// The frames `bytes` travel in: at least one, an empty one for no bytes (RingPlan says why).
+size_t frames_for(size_t bytes) {
+  return std::max<size_t>(1, (bytes + kFrameBytes - 1) / kFrameBytes);
+}
+
 }  // namespace
 
 void RingPlan::send(const char* data, size_t bytes) {
-  for (size_t offset = 0; offset < bytes; offset += kFrameBytes)
+  for (size_t k = 0, offset = 0; k < frames_for(bytes); ++k, offset += kFrameBytes)
     out.push_back({data + offset, std::min(kFrameBytes, bytes - offset), 0});
 }
 
 void RingPlan::forward(const char* data, size_t bytes, size_t first_in) {
-  for (size_t offset = 0, k = first_in; offset < bytes; offset += kFrameBytes, ++k)
-    out.push_back({data + offset, std::min(kFrameBytes, bytes - offset), k + 1});
+  for (size_t k = 0, offset = 0; k < frames_for(bytes); ++k, offset += kFrameBytes)
+    out.push_back({data + offset, std::min(kFrameBytes, bytes - offset), first_in + k + 1});
 }
 
 size_t RingPlan::receive(char* data, size_t bytes, bool one_frame_buffer) {
   const size_t first = in.size();
-  for (size_t offset = 0; offset < bytes; offset += kFrameBytes)
+  for (size_t k = 0, offset = 0; k < frames_for(bytes); ++k, offset += kFrameBytes)
     in.push_back({one_frame_buffer ? data : data + offset, std::min(kFrameBytes, bytes - offset)});
   return first;
 }
@@ -229,7 +223,9 @@ void RingLink::handshake(Store& store, const std::string& master_addr, Clock::ti
   set_no_delay(to_next_.get());
 }
 
-void RingLink::run(const RingPlan& plan, uint64_t sequence, Clock::time_point deadline) {
+void RingLink::run(const RingPlan& plan, const CollectiveFingerprint& fingerprint,
+                   Clock::time_point deadline) {
+  const FrameHeader collective = data_header(fingerprint);
   size_t incoming_bytes = 0;
   for (const auto& frame : plan.in) incoming_bytes += frame.bytes;
   // Small collectives stay on this thread: handing over to the receiver would cost more than
@@ -244,7 +240,7 @@ void RingLink::run(const RingPlan& plan, uint64_t sequence, Clock::time_point de
     {
       std::lock_guard lock(handover_mutex_);
       receiving_plan_ = &plan;
-      receiving_sequence_ = sequence;
+      receiving_collective_ = &collective;
       receiving_deadline_ = deadline;
       receive_error_ = nullptr;
     }
@@ -253,7 +249,7 @@ void RingLink::run(const RingPlan& plan, uint64_t sequence, Clock::time_point de
 
   std::exception_ptr send_error;
   try {
-    send_frames(plan, sequence, deadline, /*receive_here=*/!threaded);
+    send_frames(plan, collective, deadline, /*receive_here=*/!threaded);
   } catch (...) {
     send_error = std::current_exception();
     signal_event(stop_receiving_.get());
@@ -269,14 +265,14 @@ void RingLink::run(const RingPlan& plan, uint64_t sequence, Clock::time_point de
 
 // Sends every outgoing frame of `plan` as it becomes ready, and returns once the receiving is
 // done too — by the receiving thread, or here in the same loop when `receive_here`.
-void RingLink::send_frames(const RingPlan& plan, uint64_t sequence, Clock::time_point deadline,
-                           bool receive_here) {
+void RingLink::send_frames(const RingPlan& plan, const FrameHeader& collective,
+                           Clock::time_point deadline, bool receive_here) {
   SendState send;
   RecvState recv;
   auto spin_until = Clock::now() + kSpinBeforeSleep;
   while (true) {
     bool moved = false;
-    if (receive_here && try_recv(recv, plan, sequence)) {
+    if (receive_here && try_recv(recv, plan, collective)) {
       frames_received_.store(recv.frame);
       moved = true;
     }
@@ -284,7 +280,8 @@ void RingLink::send_frames(const RingPlan& plan, uint64_t sequence, Clock::time_
     if (!receiving && receiver_failed_.load()) return;  // run() reports the receiver's error
     const bool sending = send.frame < plan.out.size();
     if (!sending && !receiving) return;
-    if (sending && try_send(send, plan, sequence, frames_received_.load(std::memory_order_acquire)))
+    if (sending &&
+        try_send(send, plan, collective, frames_received_.load(std::memory_order_acquire)))
       moved = true;
     if (moved) continue;
     if (receive_here && Clock::now() < spin_until) {
@@ -292,7 +289,7 @@ void RingLink::send_frames(const RingPlan& plan, uint64_t sequence, Clock::time_
       continue;
     }
     const bool send_ready = sending && plan.out[send.frame].after <= frames_received_.load();
-    wait_to_send(sending, send_ready, receive_here && receiving, sequence, deadline);
+    wait_to_send(sending, send_ready, receive_here && receiving, collective, deadline);
     spin_until = Clock::now() + kSpinBeforeSleep;
   }
 }
@@ -300,7 +297,7 @@ void RingLink::send_frames(const RingPlan& plan, uint64_t sequence, Clock::time_
 // Hands the kernel the frames that are ready (up to kFramesPerSend) in one sendmsg(): header
 // and payload of each frame are separate iovecs, the payload straight from the caller's
 // buffer. True when some bytes went out.
-bool RingLink::try_send(SendState& state, const RingPlan& plan, uint64_t sequence,
+bool RingLink::try_send(SendState& state, const RingPlan& plan, const FrameHeader& collective,
                         size_t frames_received) {
   size_t last = state.frame;
   while (last < plan.out.size() && last < state.frame + kFramesPerSend &&
@@ -314,7 +311,8 @@ bool RingLink::try_send(SendState& state, const RingPlan& plan, uint64_t sequenc
   for (size_t frame = state.frame; frame < last; ++frame) {
     const RingPlan::Out& out = plan.out[frame];
     FrameHeader& header = headers[frame - state.frame];
-    header = {kData, static_cast<uint32_t>(out.bytes), sequence};
+    header = collective;
+    header.payload_bytes = static_cast<uint32_t>(out.bytes);
     const size_t skip = frame == state.frame ? state.offset : 0;  // only the first is begun
     if (skip < kHeaderBytes)
       pieces[piece_count++] = {reinterpret_cast<char*>(&header) + skip, kHeaderBytes - skip};
@@ -350,7 +348,8 @@ bool RingLink::try_send(SendState& state, const RingPlan& plan, uint64_t sequenc
   // Remember a half-sent frame for abort().
   partial_total_ = 0;
   if (state.offset > 0) {
-    FrameHeader header{kData, static_cast<uint32_t>(plan.out[state.frame].bytes), sequence};
+    FrameHeader header = collective;
+    header.payload_bytes = static_cast<uint32_t>(plan.out[state.frame].bytes);
     std::memcpy(partial_header_, &header, kHeaderBytes);
     partial_total_ = kHeaderBytes + header.payload_bytes;
     partial_sent_ = state.offset;
@@ -359,7 +358,7 @@ bool RingLink::try_send(SendState& state, const RingPlan& plan, uint64_t sequenc
 }
 
 // One recv() into the header or the payload of the frame in transit. True on progress.
-bool RingLink::try_recv(RecvState& state, const RingPlan& plan, uint64_t sequence) {
+bool RingLink::try_recv(RecvState& state, const RingPlan& plan, const FrameHeader& collective) {
   if (state.frame >= plan.in.size()) return false;
   const RingPlan::In& in = plan.in[state.frame];
   const size_t payload = in.bytes;
@@ -391,26 +390,20 @@ bool RingLink::try_recv(RecvState& state, const RingPlan& plan, uint64_t sequenc
     if (header.kind == kAbort)
       throw_notice(from_prev_.get(), prev(), header.payload_bytes, header.sequence);
     if (header.kind == kGoodbye) {
-      throw RingFailure(
-          prev(), who + " left the job (destroyed its communicator) while rank " +
-                      std::to_string(rank_) + " expected collective #" + std::to_string(sequence) +
-                      " from it: did the ranks issue different numbers of collectives?");
+      throw RingFailure(prev(), who + " left the job (destroyed its communicator) while rank " +
+                                    std::to_string(rank_) + " expected " +
+                                    to_string(collective_of(collective)) +
+                                    " from it: did the ranks issue different numbers of "
+                                    "collectives?");
     }
     if (header.kind != kData)
       throw RingFailure(prev(), who + " sent bytes that are not a TCP ring frame");
-    if (header.sequence != sequence) {
-      throw RingFailure(prev(),
-                        who + " sent data of collective #" + std::to_string(header.sequence) +
-                            " while rank " + std::to_string(rank_) + " runs collective #" +
-                            std::to_string(sequence) +
-                            ": every rank must issue the same collectives in the same order");
-    }
-    if (header.payload_bytes != payload) {
+    if (!same_collective(header, collective)) throw desynchronised(header, collective);
+    if (header.payload_bytes != payload) {  // the same collective: the schedules disagree
       throw RingFailure(prev(), who + " sent a frame of " + std::to_string(header.payload_bytes) +
                                     " bytes where rank " + std::to_string(rank_) + " expected " +
-                                    std::to_string(payload) + " in collective #" +
-                                    std::to_string(sequence) +
-                                    ": every rank must pass buffers of the same count and dtype");
+                                    std::to_string(payload) + " in " +
+                                    to_string(collective_of(collective)));
     }
   }
   if (state.offset == kHeaderBytes + payload) {
@@ -424,8 +417,8 @@ bool RingLink::try_recv(RecvState& state, const RingPlan& plan, uint64_t sequenc
 // Sleeps until the next rank's socket takes more bytes (when a frame is ready), a frame
 // arrives (here or on the receiving thread, or that thread ends), the next rank sends a
 // notice, a goodbye, EOF or a reset, interrupt() is called, or `deadline` passes.
-void RingLink::wait_to_send(bool sending, bool send_ready, bool receiving_here, uint64_t sequence,
-                            Clock::time_point deadline) {
+void RingLink::wait_to_send(bool sending, bool send_ready, bool receiving_here,
+                            const FrameHeader& collective, Clock::time_point deadline) {
   if (sending && !next_gone_.empty()) throw RingFailure(next(), next_gone_);
   pollfd entries[4] = {
       // The next rank never sends data back: readable means a notice, a goodbye, EOF or a
@@ -448,26 +441,26 @@ void RingLink::wait_to_send(bool sending, bool send_ready, bool receiving_here, 
   // Waiting for the receiving thread is bounded by its own deadline.
   if (ready == 0 && Clock::now() >= deadline && (send_ready || receiving_here)) {
     const int waited_for = send_ready ? next() : prev();
-    throw timed_out(waited_for, sequence);
+    throw timed_out(waited_for, collective);
   }
 }
 
 void RingLink::serve_receiving() {
   while (true) {
     const RingPlan* plan;
-    uint64_t sequence;
+    const FrameHeader* collective;
     Clock::time_point deadline;
     {
       std::unique_lock lock(handover_mutex_);
       handover_.wait(lock, [&] { return closing_ || (receiving_plan_ && !receiver_done_.load()); });
       if (closing_) return;
       plan = receiving_plan_;
-      sequence = receiving_sequence_;
+      collective = receiving_collective_;
       deadline = receiving_deadline_;
     }
     std::exception_ptr error;
     try {
-      receive_frames(*plan, sequence, deadline);
+      receive_frames(*plan, *collective, deadline);
     } catch (...) {
       error = std::current_exception();
     }
@@ -485,11 +478,12 @@ void RingLink::serve_receiving() {
 
 // Receives every incoming frame of `plan`, calling on_received for each, and publishes the
 // count. Returns early, without error, when the sender asks it to stop.
-void RingLink::receive_frames(const RingPlan& plan, uint64_t sequence, Clock::time_point deadline) {
+void RingLink::receive_frames(const RingPlan& plan, const FrameHeader& collective,
+                              Clock::time_point deadline) {
   RecvState recv;
   while (recv.frame < plan.in.size()) {
     const size_t before = recv.frame;
-    if (try_recv(recv, plan, sequence)) {
+    if (try_recv(recv, plan, collective)) {
       if (recv.frame != before) {
         frames_received_.store(recv.frame, std::memory_order_release);
         signal_event(received_event_.get());
@@ -509,7 +503,7 @@ void RingLink::receive_frames(const RingPlan& plan, uint64_t sequence, Clock::ti
       throw std::runtime_error(
           "the TCP ring communicator was destroyed while a collective was in flight");
     if (ready == 0 && Clock::now() >= deadline) {
-      throw timed_out(prev(), sequence);
+      throw timed_out(prev(), collective);
     }
   }
 }
@@ -563,8 +557,10 @@ void RingLink::throw_notice(int fd, int from_rank, uint32_t text_bytes, uint64_t
 
 void RingLink::send_notice(int fd, const RingFailure& failure, Clock::time_point deadline) {
   const std::string text = std::string(failure.what()).substr(0, kMaxNoticeBytes);
-  FrameHeader header{kAbort, static_cast<uint32_t>(text.size()),
-                     static_cast<uint64_t>(failure.lost_rank)};
+  FrameHeader header{};
+  header.kind = kAbort;
+  header.payload_bytes = static_cast<uint32_t>(text.size());
+  header.sequence = static_cast<uint64_t>(failure.lost_rank);
   try {
     send_all(fd, &header, kHeaderBytes, deadline, "") &&
         send_all(fd, text.data(), text.size(), deadline, "");
@@ -604,7 +600,8 @@ void RingLink::abort(const RingFailure& failure) {
 }
 
 void RingLink::say_goodbye() {
-  const FrameHeader goodbye{kGoodbye, 0, 0};
+  FrameHeader goodbye{};
+  goodbye.kind = kGoodbye;
   const auto deadline = Clock::now() + kNoticeTimeout;
   for (Fd* socket : {&to_next_, &from_prev_}) {
     try {
@@ -615,12 +612,24 @@ void RingLink::say_goodbye() {
   }
 }
 
-RingFailure RingLink::timed_out(int waited_for, uint64_t sequence) const {
+// Which of the two ranks went astray is not known here, only that they disagree, so the
+// failure is this rank's own finding (lost_rank = this rank): a neighbour that reads the notice
+// while it waits for its previous rank must not take it for a timeout that blames it.
+RingFailure RingLink::desynchronised(const FrameHeader& theirs, const FrameHeader& ours) const {
+  return RingFailure(rank_, "rank " + std::to_string(prev()) + " issued " +
+                                to_string(collective_of(theirs)) + " where rank " +
+                                std::to_string(rank_) + " issued " +
+                                to_string(collective_of(ours)) +
+                                ": every rank must issue the same collectives, with buffers of "
+                                "the same count and dtype, in the same order (docs/ddp.md, "
+                                "\"Desynchronised collectives\")");
+}
+
+RingFailure RingLink::timed_out(int waited_for, const FrameHeader& collective) const {
   return RingFailure(waited_for, "timed out waiting for rank " + std::to_string(waited_for) +
                                      ": rank " + std::to_string(rank_) + " waited " +
-                                     seconds_text(timeout_) +
-                                     " (the timeout) for it in collective #" +
-                                     std::to_string(sequence) + "; is it stalled?");
+                                     seconds_text(timeout_) + " (the timeout) for it in " +
+                                     to_string(collective_of(collective)) + "; is it stalled?");
 }
 
 void RingLink::interrupt() {

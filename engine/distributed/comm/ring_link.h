@@ -11,17 +11,18 @@
 // so while a collective runs both neighbours are watched and a lost one is seen at once (EOF or
 // reset).
 //
-// Wire format: every payload travels in frames of at most kFrameBytes,
-//     FrameHeader {u32 kind, u32 payload_bytes, u64 sequence} | payload
-// where `sequence` is the collective's issue number (a rank that issues collectives in another
-// order than its neighbour is told so instead of reducing the wrong bytes). An abort notice
-// is FrameHeader {abort, text bytes, lost rank} | text; a rank that leaves cleanly sends
-// FrameHeader {goodbye, 0, 0} both ways, so a neighbour that is done with it too does not
-// take the closing connection for a death. All ranks run on one byte order.
+// Wire format (ring_frame.h): every payload travels in frames of at most kFrameBytes, each
+// behind a header that names its collective by its fingerprint (collective_fingerprint.h). A
+// rank checks every frame it receives against the collective it runs itself, so a neighbour
+// that issued another collective (out of order, with another tag, count or dtype) is named with
+// both collectives instead of its bytes being reduced into the wrong buffer. An abort notice is
+// a header naming the lost rank, then its text; a rank that leaves cleanly sends a goodbye
+// header both ways, so a neighbour that is done with it too does not take the closing
+// connection for a death.
 //
 // Failure protocol: the first error a rank sees (a neighbour's EOF or reset, a timeout, a
-// mismatched frame, an abort notice) is a RingFailure naming the lost rank. The rank then
-// sends an abort notice that names the same lost rank to both neighbours (completing a
+// frame of another collective, an abort notice) is a RingFailure naming the lost rank. The rank
+// then sends an abort notice that names the same lost rank to both neighbours (completing a
 // half-sent frame first so the notice is read as a frame; a dead neighbour just refuses it),
 // and shuts its sockets. A notice received is forwarded the same way, so the cascade round
 // the ring carries the original cause: every rank's error names the rank that died. A
@@ -42,6 +43,8 @@
 #include <thread>
 #include <vector>
 
+#include "engine/distributed/comm/collective_fingerprint.h"
+#include "engine/distributed/comm/ring_frame.h"
 #include "engine/distributed/comm/socket.h"
 #include "engine/distributed/comm/store.h"
 
@@ -61,8 +64,10 @@ class RingFailure : public std::runtime_error {
 };
 
 // One collective's traffic on this rank, as two streams of frames: `out` to the next rank,
-// `in` from the previous one. The ring is one pipeline: what a rank receives (and reduces) at
-// one step is what it sends at the next, so an outgoing frame may wait for an incoming one
+// `in` from the previous one. No bytes still make one (empty) frame, so that every collective
+// a rank sends or receives anything in has its fingerprint checked. The ring is one pipeline: what
+// a rank receives (and reduces) at one step is what it sends at the next, so an outgoing frame may
+// wait for an incoming one
 // (`after`), and goes out as soon as that one has arrived and been consumed — while it is still
 // in cache, and without a pause between steps.
 struct RingPlan {
@@ -108,13 +113,15 @@ class RingLink {
   RingLink(const RingLink&) = delete;
   RingLink& operator=(const RingLink&) = delete;
 
-  // Moves the frames of collective number `sequence`: the calling thread sends (and watches
+  // Moves the frames of `collective` (every frame carries its fingerprint, and every frame
+  // received must carry the same): the calling thread sends (and watches
   // the next rank) while the link's receiving thread receives and runs on_received — or, for
   // a small collective, the calling thread does both in one loop (polling its socket for a
   // moment before it sleeps in poll()).
   // Throws RingFailure on a lost or misbehaving neighbour or at `deadline`, and
   // std::runtime_error after interrupt().
-  void run(const RingPlan& plan, uint64_t sequence, Clock::time_point deadline);
+  void run(const RingPlan& plan, const CollectiveFingerprint& collective,
+           Clock::time_point deadline);
 
   // The failure protocol above: notify the surviving neighbours, then shut both sockets.
   void abort(const RingFailure& failure);
@@ -130,21 +137,26 @@ class RingLink {
   struct SendState;
   struct RecvState;
   void handshake(Store& store, const std::string& master_addr, Clock::time_point deadline);
-  void send_frames(const RingPlan& plan, uint64_t sequence, Clock::time_point deadline,
+  // `collective`: the header of this rank's data frames (payload_bytes aside), data_header().
+  void send_frames(const RingPlan& plan, const FrameHeader& collective, Clock::time_point deadline,
                    bool receive_here);
-  bool try_send(SendState& state, const RingPlan& plan, uint64_t sequence, size_t frames_received);
-  void wait_to_send(bool sending, bool send_ready, bool receiving_here, uint64_t sequence,
-                    Clock::time_point deadline);
+  bool try_send(SendState& state, const RingPlan& plan, const FrameHeader& collective,
+                size_t frames_received);
+  void wait_to_send(bool sending, bool send_ready, bool receiving_here,
+                    const FrameHeader& collective, Clock::time_point deadline);
   // The receiving thread: serves one plan at a time, handed over by run().
   void serve_receiving();
-  void receive_frames(const RingPlan& plan, uint64_t sequence, Clock::time_point deadline);
-  bool try_recv(RecvState& state, const RingPlan& plan, uint64_t sequence);
+  void receive_frames(const RingPlan& plan, const FrameHeader& collective,
+                      Clock::time_point deadline);
+  bool try_recv(RecvState& state, const RingPlan& plan, const FrameHeader& collective);
+  // The neighbour's data frame `theirs` names another collective than this rank's `ours`.
+  RingFailure desynchronised(const FrameHeader& theirs, const FrameHeader& ours) const;
   // `waiting_for`: the neighbour this rank is waiting for, when it is (-1: none).
   void read_from_next(bool still_sending, int waiting_for = -1);
   [[noreturn]] void throw_notice(int fd, int from_rank, uint32_t text_bytes, uint64_t lost_rank,
                                  int waiting_for = -1);
   void send_notice(int fd, const RingFailure& failure, Clock::time_point deadline);
-  RingFailure timed_out(int waited_for, uint64_t sequence) const;
+  RingFailure timed_out(int waited_for, const FrameHeader& collective) const;
 
   int rank_;
   int world_size_;
@@ -158,7 +170,7 @@ class RingLink {
   // A frame this rank stopped sending half-way (its header, its size with the header, the
   // bytes already sent): abort() completes it with filler so that the notice after it is
   // read as a frame.
-  char partial_header_[16] = {};
+  char partial_header_[sizeof(FrameHeader)] = {};
   size_t partial_total_ = 0, partial_sent_ = 0;
 
   // Hand-over between run() and the receiving thread. The receiver publishes its progress in
@@ -168,7 +180,7 @@ class RingLink {
   std::mutex handover_mutex_;
   std::condition_variable handover_;
   const RingPlan* receiving_plan_ = nullptr;  // set by run(), cleared by the receiver when done
-  uint64_t receiving_sequence_ = 0;
+  const FrameHeader* receiving_collective_ = nullptr;  // run()'s, likewise
   Clock::time_point receiving_deadline_;
   std::exception_ptr receive_error_;
   bool closing_ = false;

@@ -15,6 +15,7 @@
 #include <functional>
 #include <mutex>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -176,6 +177,12 @@ void check_buffer(const CommBuffer& buffer, const char* collective) {
   }
 }
 
+// What every rank must agree on for a collective of `op` on `buffer` (its number is given
+// when it is queued).
+CollectiveFingerprint fingerprint(CollectiveOp op, const CommBuffer& buffer, std::string_view tag) {
+  return {.op = op, .dtype = buffer.dtype, .count = buffer.count, .tag = std::string(tag)};
+}
+
 // A collective on host memory of at most kSmallAllreduceBytes: its time is latency.
 bool latency_bound(const CommBuffer& buffer) {
   return in_host_memory(buffer.device) && size_t(buffer.bytes()) <= kSmallAllreduceBytes;
@@ -208,35 +215,37 @@ class TcpRingCommunicator final : public Communicator {
   int world_size() const override { return world_size_; }
   Backend backend() const override { return Backend::tcp; }
 
-  WorkHandle allreduce(CommBuffer buffer, ReduceOp op, std::string_view) override {
+  WorkHandle allreduce(CommBuffer buffer, ReduceOp op, std::string_view tag) override {
     check_buffer(buffer, "allreduce");
     return enqueue(
-        latency_bound(buffer), [this, buffer, op](uint64_t sequence, Clock::time_point deadline) {
+        latency_bound(buffer), fingerprint(CollectiveOp::all_reduce, buffer, tag),
+        [this, buffer, op](const Collective& collective, Clock::time_point deadline) {
           HostView host(buffer, /*copy_in=*/true);
           if (size_t(buffer.bytes()) <= kSmallAllreduceBytes)
-            small_allreduce(host.data(), buffer.count, buffer.dtype, op, sequence, deadline);
+            small_allreduce(host.data(), buffer.count, buffer.dtype, op, collective, deadline);
           else
-            ring_allreduce(host.data(), buffer.count, buffer.dtype, op, sequence, deadline);
+            ring_allreduce(host.data(), buffer.count, buffer.dtype, op, collective, deadline);
           host.copy_back();
         });
   }
 
-  WorkHandle broadcast(CommBuffer buffer, int root, std::string_view) override {
+  WorkHandle broadcast(CommBuffer buffer, int root, std::string_view tag) override {
     check_buffer(buffer, "broadcast");
     if (root < 0 || root >= world_size_) {
       throw std::invalid_argument("broadcast root " + std::to_string(root) + " is not a rank of " +
                                   std::to_string(world_size_) + " (0.." +
                                   std::to_string(world_size_ - 1) + ")");
     }
-    return enqueue(latency_bound(buffer),
-                   [this, buffer, root](uint64_t sequence, Clock::time_point deadline) {
+    return enqueue(latency_bound(buffer), fingerprint(CollectiveOp::broadcast, buffer, tag),
+                   [this, buffer, root](const Collective& collective, Clock::time_point deadline) {
                      HostView host(buffer, /*copy_in=*/rank_ == root);
-                     ring_broadcast(host.data(), size_t(buffer.bytes()), root, sequence, deadline);
+                     ring_broadcast(host.data(), size_t(buffer.bytes()), root, collective,
+                                    deadline);
                      if (rank_ != root) host.copy_back();
                    });
   }
 
-  WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view) override {
+  WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view tag) override {
     check_buffer(send, "allgather");
     check_buffer(recv, "allgather");
     if (recv.dtype != send.dtype || recv.count != send.count * world_size_) {
@@ -246,44 +255,50 @@ class TcpRingCommunicator final : public Communicator {
           " elements; it must hold world_size x send count = " + std::to_string(world_size_) +
           " x " + std::to_string(send.count) + " " + dtype_name(send.dtype) + " elements");
     }
-    return enqueue(latency_bound(recv), [this, send, recv](uint64_t sequence,
-                                                           Clock::time_point deadline) {
-      HostView host_send(send, /*copy_in=*/true);
-      HostView host_recv(recv, /*copy_in=*/false);
-      ring_allgather(host_send.data(), host_recv.data(), size_t(send.bytes()), sequence, deadline);
-      host_recv.copy_back();
-    });
+    return enqueue(latency_bound(recv), fingerprint(CollectiveOp::all_gather, send, tag),
+                   [this, send, recv](const Collective& collective, Clock::time_point deadline) {
+                     HostView host_send(send, /*copy_in=*/true);
+                     HostView host_recv(recv, /*copy_in=*/false);
+                     ring_allgather(host_send.data(), host_recv.data(), size_t(send.bytes()),
+                                    collective, deadline);
+                     host_recv.copy_back();
+                   });
   }
 
   // An allgather of one value per rank: rank r can only complete it after a frame that every
   // other rank sent after entering the barrier has travelled round to it.
-  WorkHandle barrier(std::string_view) override {
-    return enqueue(/*small=*/true, [this](uint64_t sequence, Clock::time_point deadline) {
-      int64_t mine = rank_;
-      std::vector<int64_t> everyone(size_t(world_size_), -1);
-      ring_allgather(reinterpret_cast<char*>(&mine), reinterpret_cast<char*>(everyone.data()),
-                     sizeof mine, sequence, deadline);
-    });
+  WorkHandle barrier(std::string_view tag) override {
+    return enqueue(/*small=*/true, {.op = CollectiveOp::barrier, .tag = std::string(tag)},
+                   [this](const Collective& collective, Clock::time_point deadline) {
+                     int64_t mine = rank_;
+                     std::vector<int64_t> everyone(size_t(world_size_), -1);
+                     ring_allgather(reinterpret_cast<char*>(&mine),
+                                    reinterpret_cast<char*>(everyone.data()), sizeof mine,
+                                    collective, deadline);
+                   });
   }
 
  private:
-  using Job = std::function<void(uint64_t sequence, Clock::time_point deadline)>;
+  using Collective = CollectiveFingerprint;
+  using Job = std::function<void(const Collective& collective, Clock::time_point deadline)>;
   struct Queued {
     Job job;
-    uint64_t sequence;
+    Collective collective;
     std::shared_ptr<RingWork> work;
   };
 
-  // Queues a collective behind those issued before it; its number travels in every frame.
+  // Queues a collective behind those issued before it, numbered in issue order; its
+  // fingerprint travels in every frame (ring_frame.h).
   // A `small` one (latency-bound, on host memory: SyncBN's ~100 a step) that finds nothing
   // queued or running runs at once on the calling thread instead: the hand-over to the comm
   // thread and back costs two thread wake-ups, more than its bytes, and the caller waits
   // for it anyway. Either way collectives run one at a time, in issue order.
-  WorkHandle enqueue(bool small, Job job) {
+  WorkHandle enqueue(bool small, Collective collective, Job job) {
     auto work = std::make_shared<RingWork>();
     std::unique_lock lock(mutex_);
     if (!broken_.empty()) throw std::runtime_error(broken_);
-    Queued queued{std::move(job), ++issued_, work};
+    collective.sequence = ++issued_;
+    Queued queued{std::move(job), std::move(collective), work};
     if (small && queue_.empty() && !running_) {
       running_ = true;  // the comm thread takes nothing until this one is done
       lock.unlock();
@@ -331,13 +346,13 @@ class TcpRingCommunicator final : public Communicator {
       if (!broken_.empty()) return broken_;
     }
     try {
-      queued.job(queued.sequence, Clock::now() + timeout_);
+      queued.job(queued.collective, Clock::now() + timeout_);
       return {};
     } catch (const RingFailure& failure) {
       return break_ring(failure);
     } catch (const std::exception& error) {
-      const std::string why = stopping_ ? "destroyed its communicator with collective #" +
-                                              std::to_string(queued.sequence) + " in flight"
+      const std::string why = stopping_ ? "destroyed its communicator with " +
+                                              to_string(queued.collective) + " in flight"
                                         : std::string("failed: ") + error.what();
       return break_ring(RingFailure(rank_, "lost rank " + std::to_string(rank_) + ": it " + why));
     }
@@ -357,8 +372,8 @@ class TcpRingCommunicator final : public Communicator {
   // after the other within the same pipeline: a reduced chunk is sent on while it is still in
   // cache, instead of after the whole buffer went past (build/bench_allreduce, 2 ranks at
   // 64 MB, kSegmentChunkBytes varied: 1 MB chunks beat 512 KB, 2 MB, 4 MB and unsegmented).
-  void ring_allreduce(char* data, int64_t count, DType dtype, ReduceOp op, uint64_t sequence,
-                      Clock::time_point deadline) {
+  void ring_allreduce(char* data, int64_t count, DType dtype, ReduceOp op,
+                      const Collective& collective, Clock::time_point deadline) {
     const size_t element_bytes = dtype_size(dtype);
     const int64_t per_segment = int64_t(kSegmentChunkBytes / element_bytes) * world_size_;
     const int64_t segments = std::max<int64_t>(1, (count + per_segment - 1) / per_segment);
@@ -378,20 +393,20 @@ class TcpRingCommunicator final : public Communicator {
       if (op == ReduceOp::avg && reduction.last_hop)
         divide_bytes(reduction.own, bytes, dtype, world_size_);
     };
-    link_.run(plan, sequence, deadline);
+    link_.run(plan, collective, deadline);
   }
 
   // A small allreduce in N-1 steps instead of the ring's 2(N-1): an all-gather of the whole
   // buffers, then every rank sums the N blocks in rank order, so every rank ends with the same
   // bits (for 2 ranks the ring's bits too: a + b == b + a). N times the bytes move, which
   // costs nothing next to a step's latency at these sizes.
-  void small_allreduce(char* data, int64_t count, DType dtype, ReduceOp op, uint64_t sequence,
-                       Clock::time_point deadline) {
+  void small_allreduce(char* data, int64_t count, DType dtype, ReduceOp op,
+                       const Collective& collective, Clock::time_point deadline) {
     const size_t bytes = size_t(count) * dtype_size(dtype);
     if (gathered_.size() < bytes * size_t(world_size_))
       gathered_.resize(bytes * size_t(world_size_));
     char* blocks = gathered_.data();
-    ring_allgather(data, blocks, bytes, sequence, deadline);
+    ring_allgather(data, blocks, bytes, collective, deadline);
     std::memcpy(data, blocks, bytes);
     for (int r = 1; r < world_size_; ++r)
       reduce_bytes(data, blocks + size_t(r) * bytes, bytes, dtype, op);
@@ -440,7 +455,7 @@ class TcpRingCommunicator final : public Communicator {
   // A pipeline from the root round the ring: root -> root+1 -> ... -> root-1. Every rank in
   // between forwards each frame as soon as it has arrived, so for a large buffer every link
   // carries data at once and the time is about one buffer's transfer, not N-1 of them.
-  void ring_broadcast(char* data, size_t bytes, int root, uint64_t sequence,
+  void ring_broadcast(char* data, size_t bytes, int root, const Collective& collective,
                       Clock::time_point deadline) {
     const int hops_from_root = wrap(rank_ - root, world_size_);
     RingPlan plan;
@@ -450,13 +465,13 @@ class TcpRingCommunicator final : public Communicator {
       const size_t first = plan.receive(data, bytes);
       if (hops_from_root < world_size_ - 1) plan.forward(data, bytes, first);
     }
-    link_.run(plan, sequence, deadline);
+    link_.run(plan, collective, deadline);
   }
 
   // Block q of `recv` is rank q's `send`. Rank r places its own block and sends it; at step
   // s = 0 .. N-2 it receives block r-s-1 and passes it on at step s+1 (all but the last).
-  void ring_allgather(const char* send, char* recv, size_t block_bytes, uint64_t sequence,
-                      Clock::time_point deadline) {
+  void ring_allgather(const char* send, char* recv, size_t block_bytes,
+                      const Collective& collective, Clock::time_point deadline) {
     const int n = world_size_, r = rank_;
     auto block = [&](int index) { return recv + size_t(wrap(index, n)) * block_bytes; };
     if (block(r) != send && block_bytes > 0) std::memmove(block(r), send, block_bytes);
@@ -466,7 +481,7 @@ class TcpRingCommunicator final : public Communicator {
       const size_t first = plan.receive(block(r - step - 1), block_bytes);
       if (step < n - 2) plan.forward(block(r - step - 1), block_bytes, first);
     }
-    link_.run(plan, sequence, deadline);
+    link_.run(plan, collective, deadline);
   }
 
   const int rank_;
