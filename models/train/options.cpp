@@ -218,6 +218,14 @@ std::string options_to_json(const TrainOptions& options) {
   return j.dump();
 }
 
+std::vector<FlagValue> numerics_flags(const TrainOptions& options) {
+  auto on_off = [](bool on) { return std::string(on ? "on" : "off"); };
+  return {{"--amp", on_off(options.amp)},
+          {"--grad-dtype", options.bf16_grad_buckets ? "bf16" : "fp32"},
+          {"--tf32", on_off(options.tf32)},
+          {"--winograd", on_off(options.winograd)}};
+}
+
 void options_from_json(const std::string& text, TrainOptions& o) {
   nlohmann::json j;
   try {

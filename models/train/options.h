@@ -149,6 +149,15 @@ void check_hyp(const TrainOptions& options);
 std::string options_to_json(const TrainOptions& options);
 void options_from_json(const std::string& json, TrainOptions& options);
 
+// The launch's numerics as the flags that set them, each with its value as typed ("--amp",
+// "on"): not in the saved configuration, but what the ranks compute together (rank_agreement.h)
+// and what a resumed run keeps (checkpoint.h: SavedLaunch).
+struct FlagValue {
+  const char* flag;
+  std::string value;
+};
+std::vector<FlagValue> numerics_flags(const TrainOptions& options);
+
 const char* optimizer_name(OptimizerKind kind);               // "SGD", "AdamW"
 OptimizerKind parse_optimizer_name(const std::string& name);  // throws for others
 

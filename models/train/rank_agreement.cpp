@@ -3,13 +3,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 
 #include "data/cache_files.h"
 #include "data/dataset_yaml.h"
+#include "data/regular_file.h"
 #include "models/yolo/model_config.h"
 #include "models/yolo/yolo_model.h"
 
@@ -58,11 +57,10 @@ ConfigurationField model_field(const TrainOptions& options, int classes) {
 }
 
 ConfigurationField data_field(const std::string& yaml) {
-  std::ifstream file(yaml, std::ios::binary);
-  if (!file.is_open()) throw std::runtime_error("cannot read the data yaml " + yaml);
-  std::stringstream contents;
-  contents << file.rdbuf();
-  const std::string hash = data::hex(data::fnv1a(contents.str()));
+  const data::FileContents contents = data::read_regular_file(yaml);
+  if (contents.kind != data::FileContents::regular)
+    throw std::runtime_error("cannot read the data yaml " + yaml);
+  const std::string hash = data::hex(data::fnv1a(contents.bytes));
   return {"--data", hash, file_name(yaml) + " (contents hashed to " + hash + ")"};
 }
 
@@ -82,10 +80,7 @@ RankConfiguration build_configuration(const TrainOptions& options) {
       fields.push_back({flag_name(key), value_text(value), ""});
     }
   }
-  fields.push_back({"--amp", options.amp ? "on" : "off", ""});
-  fields.push_back({"--grad-dtype", options.bf16_grad_buckets ? "bf16" : "fp32", ""});
-  fields.push_back({"--tf32", options.tf32 ? "on" : "off", ""});
-  fields.push_back({"--winograd", options.winograd ? "on" : "off", ""});
+  for (const auto& [flag, value] : numerics_flags(options)) fields.push_back({flag, value, ""});
   fields.push_back({"--max-steps", std::to_string(options.max_steps), ""});
   // Another pixel limit skips other images: the ranks' datasets would differ.
   fields.push_back({"--max-pixels", std::to_string(options.max_pixels), ""});

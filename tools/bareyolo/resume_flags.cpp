@@ -59,22 +59,15 @@ std::string difference(const std::string& key, const CLI::Option& option, const 
 // (checkpoint.h: SavedLaunch): "--amp given, the run was started without it", or "".
 std::string numerics_difference(const CLI::App& command, const models::TrainOptions& asked,
                                 const models::TrainOptions& run) {
-  auto on_off = [](bool on) { return std::string(on ? "on" : "off"); };
-  const struct {
-    const char* flag;
-    std::string asked, run;
-  } numerics[] = {
-      {"--amp", on_off(asked.amp), on_off(run.amp)},
-      {"--tf32", on_off(asked.tf32), on_off(run.tf32)},
-      {"--winograd", on_off(asked.winograd), on_off(run.winograd)},
-      {"--grad-dtype", asked.bf16_grad_buckets ? "bf16" : "fp32",
-       run.bf16_grad_buckets ? "bf16" : "fp32"},
-  };
+  const std::vector<models::FlagValue> asked_flags = models::numerics_flags(asked),
+                                       run_flags = models::numerics_flags(run);
   std::string refused;
-  for (const auto& [flag, asked_value, run_value] : numerics) {
-    if (command.get_option(flag)->count() == 0 || asked_value == run_value) continue;
-    refused += (refused.empty() ? "" : "; ") + std::string(flag) + " " + asked_value +
-               " given, the run was started with " + flag + " " + run_value;
+  for (size_t i = 0; i < asked_flags.size(); ++i) {
+    const std::string flag = asked_flags[i].flag;
+    if (command.get_option(flag)->count() == 0 || asked_flags[i].value == run_flags[i].value)
+      continue;
+    refused += (refused.empty() ? "" : "; ") + flag + " " + asked_flags[i].value +
+               " given, the run was started with " + flag + " " + run_flags[i].value;
   }
   return refused;
 }
