@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "data/rng.h"
+#include "engine/distributed/comm/progress_board.h"
 
 namespace bareyolo::data {
 
@@ -29,6 +30,7 @@ Loader::~Loader() {
 }
 
 Sample Loader::build_sample(const Step& step, size_t i) const {
+  dist::note_progress();  // for the stall watch (progress_board.h)
   if (!options_.augment)
     return make_val_sample(dataset_, step.indices[i], options_.imgsz, step.width, step.height);
   SampleRng rng(options_.seed, uint64_t(epoch_), uint64_t(step.positions[i]));

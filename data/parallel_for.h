@@ -1,5 +1,7 @@
 // data/parallel_for.h — a pass over n independent items on several threads (verification,
-// building the image cache): items are handed out one at a time, so slow images balance.
+// building the image cache): items are handed out one at a time, so slow images balance. Each
+// item counts as the rank's progress (progress_board.h): caching a large dataset can take
+// minutes, and the stall watch must not take it for a hang.
 #pragma once
 
 #include <algorithm>
@@ -8,6 +10,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "engine/distributed/comm/progress_board.h"
 
 namespace bareyolo::data {
 
@@ -20,7 +24,10 @@ void parallel_for(size_t n, int threads, const Work& work) {
   std::mutex failure_mutex;
   auto run = [&] {
     try {
-      for (size_t i = next++; i < n; i = next++) work(i);
+      for (size_t i = next++; i < n; i = next++) {
+        work(i);
+        dist::note_progress();
+      }
     } catch (...) {
       std::lock_guard<std::mutex> lock(failure_mutex);
       if (!failure) failure = std::current_exception();

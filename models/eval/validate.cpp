@@ -5,6 +5,7 @@
 
 #include "data/loader.h"
 #include "data/val_batches.h"
+#include "engine/distributed/comm/progress_board.h"
 #include "models/eval/decode.h"
 #include "models/eval/nms.h"
 
@@ -62,6 +63,7 @@ ValidationResult validate(const data::Dataset& dataset, const ValidationOptions&
   ValidationResult result;
   while (std::optional<data::Batch> batch = loader.next()) {
     const std::vector<std::vector<Detection>> detections = predict(*batch);
+    dist::note_progress();  // a batch validated, for the stall watch (progress_board.h)
     for (int i = 0; i < batch->size; ++i) {
       const Letterbox placement = letterbox_of(batch->meta[size_t(i)]);
       std::vector<Detection> mapped = detections.at(size_t(i));

@@ -55,6 +55,12 @@ std::chrono::milliseconds timeout_of(const TrainOptions& options) {
   return duration_of("--timeout", options.timeout_s);
 }
 
+// --stall-timeout; 0: no stall watch.
+std::chrono::milliseconds stall_timeout_of(const TrainOptions& options) {
+  if (options.stall_timeout_s == 0) return std::chrono::milliseconds(0);
+  return duration_of("--stall-timeout", options.stall_timeout_s);
+}
+
 // The devices and rank count the options ask for on this machine.
 dist::DeviceSpec device_spec(const TrainOptions& options, int gpus) {
   int nproc = options.nproc_per_node;
@@ -175,7 +181,8 @@ TrainSummary train_rank(TrainOptions options, const dist::DeviceSpec& spec, cons
       {.backend = backend_of(options.backend),
        .rendezvous = {.timeout = duration_of("--rendezvous-timeout", options.rendezvous_timeout_s)},
        .timeout = timeout_of(options),
-       .device = device});
+       .device = device,
+       .stall_timeout = stall_timeout_of(options)});
   // Ranks forked by one bareyolo launcher share its command line; ranks started otherwise
   // compare theirs, before anything is written (rank_agreement.h).
   const bool forks_of_one_launcher =
@@ -324,6 +331,7 @@ TrainSummary spawn_ranks(TrainOptions options, const dist::DeviceSpec& spec, con
   plan.node_rank = options.node_rank;
   plan.master_addr = options.master_addr;
   plan.master_port = options.master_port;
+  plan.stall_timeout = stall_timeout_of(options);
   // Every node's workers must present the same store token: several nodes share it through
   // the environment (BAREYOLO_STORE_TOKEN), one node makes up a random one.
   if (const char* token = std::getenv(dist::kStoreTokenVariable); token && options.nnodes > 1)

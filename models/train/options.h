@@ -75,6 +75,9 @@ struct TrainOptions {
   std::string backend = "auto";  // "auto", "tcp" or "nccl"
   double timeout_s = 3 * 3600;   // bounds every store call and collective of a running job
   double rendezvous_timeout_s = 600;  // bounds joining it (engine/distributed/launch/rendezvous.h)
+  // A rank without progress this long is stalled: the job ends naming it (stall_monitor.h);
+  // 0: no watch.
+  double stall_timeout_s = 300;
   // Restarts of the whole job from the run's newest checkpoint after a worker fails (bareyolo's
   // own launcher: launch.h); 0: the first failure ends the run.
   int max_restarts = 0;

@@ -111,6 +111,9 @@ void Solver::update() {
   optimizer_->step();
   optimizer_->zero_grad();
   ema_.update();
+  // Every rank ends its step here alike: where a backend cannot check that the ranks issued
+  // the same collectives, the watched communicator does, once a step.
+  if (comm_) comm_->end_step();
 }
 
 void Solver::restore(const Resume& resume, const std::string& source) {

@@ -12,6 +12,7 @@
 //     clip to norm 10                        one reduction and one scale, on the device
 //     optimizer step, zero_grad              one pass over the arena each
 //     EMA update                             one pass
+//     comm.end_step()                        the ranks' once-a-step desync check, if any
 //
 // It owns the parameter arena (every parameter and gradient in one flat buffer each), the
 // optimizer, the EMA, the schedule, the gradient reducer (on several ranks) and the kernels'

@@ -270,6 +270,9 @@ dist::Communicator* Trainer::job_communicator() {
   trace_if_in_window(0);
   if (!run_.group || !run_.group->communicates()) return nullptr;
   dist::Communicator* comm = run_.group->comm.get();
+  if (run_.group->watched)  // a failing collective leaves this rank's last ones here
+    run_.group->watched->record_flights_in(
+        (std::filesystem::path(options_.run_dir) / "flight").string());
   if (!options_.trace.empty()) traced_comm_ = dist::traced(*comm), comm = traced_comm_.get();
   if (run_.rank != 0) return comm;
   log_(std::string("communicator: ") + dist::to_string(comm->backend()) + ", " +

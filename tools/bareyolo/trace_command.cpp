@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 
 #include "data/regular_file.h"
+#include "engine/distributed/comm/flight_summary.h"
 #include "engine/trace_analysis.h"
 
 namespace bareyolo {
@@ -76,13 +78,20 @@ void print_meetings(const std::vector<std::vector<trace::Event>>& ranks) {
 void add_trace_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "trace-summary", "The anatomy of a traced step, from a `train --trace` file, per rank");
-  cmd->add_option("file", trace_file, "The Chrome trace `train --trace` wrote")
+  cmd->add_option("file", trace_file,
+                  "The Chrome trace `train --trace` wrote, or a run's flight/ folder (the ranks' "
+                  "last collectives, written when one failed)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingPath);
 }
 
 std::optional<int> run_trace_command(const CLI::App& app) {
   if (!app.got_subcommand("trace-summary")) return std::nullopt;
+  if (std::filesystem::is_directory(trace_file)) {
+    for (const std::string& line : dist::summarize_flights(dist::read_flight_folder(trace_file)))
+      std::printf("%s\n", line.c_str());
+    return 0;
+  }
   const data::FileContents text = data::read_regular_file(trace_file);
   if (text.kind != data::FileContents::regular)
     throw std::invalid_argument(trace_file + ": " + text.error);

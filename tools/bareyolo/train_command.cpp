@@ -254,6 +254,12 @@ void add_train_command(CLI::App& app) {
                   "which it waits for) before failing")
       ->check(cli::kPositive)
       ->capture_default_str();
+  cmd->add_option("--stall-timeout", t.stall_timeout_s,
+                  "Seconds a rank of a running job may make no progress (stopped, deadlocked, "
+                  "stuck in I/O) before the job ends naming it (0: never; independent of "
+                  "--timeout)")
+      ->check(cli::kNonNegative)
+      ->capture_default_str();
   cmd->add_option("--max-restarts", t.max_restarts,
                   "After a worker fails, stop every worker and start the job again from the "
                   "run's newest checkpoint (see --save-steps), at most this many times "

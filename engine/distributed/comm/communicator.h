@@ -92,6 +92,11 @@ class Communicator {
   virtual WorkHandle broadcast(CommBuffer buffer, int root, std::string_view tag = {}) = 0;
   virtual WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view tag = {}) = 0;
   virtual WorkHandle barrier(std::string_view tag = {}) = 0;
+
+  // Marks the end of an optimizer step, issued alike on every rank after its gradients are
+  // reduced: a communicator that checks once a step that every rank issued the same
+  // collectives (watched_communicator.h) does so here. Nothing by default.
+  virtual void end_step() {}
 };
 
 // A Work that is complete already: what a collective returns that finished before returning.

@@ -65,6 +65,7 @@ class TracedCommunicator final : public Communicator {
   WorkHandle barrier(std::string_view tag) override {
     return traced("barrier", 0, [&] { return inner_.barrier(tag); });
   }
+  void end_step() override { inner_.end_step(); }
 
  private:
   template <class Issue>

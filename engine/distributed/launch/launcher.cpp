@@ -27,8 +27,10 @@
 #include <string_view>
 #include <thread>
 
+#include "engine/distributed/comm/progress_board.h"
 #include "engine/distributed/comm/socket.h"
 #include "engine/distributed/comm/store.h"
+#include "engine/distributed/launch/stall_monitor.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/devices.h"
 
@@ -41,6 +43,10 @@ constexpr size_t kReadBytes = 64 * 1024;
 // A worker that writes this much without a newline (a progress bar redrawn with \r) still
 // gets its output forwarded.
 constexpr size_t kLongestLineBytes = 64 * 1024;
+// After a worker fails, how long the others get to notice on their own (a lost peer fails
+// their collective within moments) before SIGTERM: a worker that fails by itself says what it
+// was waiting for and writes its flight record (flight_recorder.h); one killed says nothing.
+constexpr auto kNoticePeriod = 2s;
 // poll() wakes at least this often, so a lost wake-up costs a moment, never a hang.
 constexpr auto kSupervisorTick = 500ms;
 // CUDA's first call can take seconds on a machine with many GPUs.
@@ -271,6 +277,7 @@ struct WorkerSetup {
   int store_fd;                 // -1 except in global rank 0
   std::vector<int> parent_fds;  // the parent's pipe ends: closed in the worker
   pid_t parent;
+  ProgressBoard* board;  // shared with the parent: this worker's heartbeat goes there
 };
 
 [[noreturn]] void become_worker(const WorkerSetup& setup, const SignalRelay& relay,
@@ -293,6 +300,9 @@ struct WorkerSetup {
       ::setenv(kStoreFdVariable, std::to_string(setup.store_fd).c_str(), 1);
     }
     share_cores_among_workers(setup.plan.nproc, setup.local_rank);
+    const int rank = setup.plan.global_rank(setup.local_rank);
+    set_inherited_progress_board(setup.board, rank);
+    const Heartbeat heartbeat(*setup.board, rank);
     int result = worker(setup.local_rank);
     code = result >= 0 && result <= 255 ? result : 1;
   } catch (const std::exception& error) {
@@ -313,11 +323,16 @@ struct Worker {
   pid_t pid;
   std::optional<int> wait_status;  // set once reaped
   LineForwarder out, err;
+  std::string stall;  // why the supervisor killed it, when it found it stalled
 };
 
 class Supervisor {
  public:
-  Supervisor(const LaunchPlan& plan, SignalRelay& relay) : plan_(plan), relay_(relay) {}
+  Supervisor(const LaunchPlan& plan, SignalRelay& relay)
+      : plan_(plan),
+        relay_(relay),
+        board_(make_shared_progress_board(plan.global_rank(0), plan.nproc)),
+        stalls_(plan.stall_timeout) {}
   // On an exception before run() finished: no worker may outlive the launcher.
   ~Supervisor() {
     for (Worker& worker : workers_) {
@@ -340,7 +355,8 @@ class Supervisor {
                       store_fd,
                       {relay_.read_fd(), relay_.write_fd(), out_read.get(), err_read.get(),
                        out_write.get(), err_write.get()},
-                      ::getpid()};
+                      ::getpid(),
+                      board_.get()};
     for (const Worker& other : workers_) {
       if (other.out.open()) setup.parent_fds.push_back(other.out.fd());
       if (other.err.open()) setup.parent_fds.push_back(other.err.fd());
@@ -357,7 +373,7 @@ class Supervisor {
     std::string prefix = "[rank" + std::to_string(rank) + "]: ";
     workers_.push_back(Worker{local_rank, rank, name, pid, std::nullopt,
                               LineForwarder(std::move(out_read), stdout, prefix),
-                              LineForwarder(std::move(err_read), stderr, prefix)});
+                              LineForwarder(std::move(err_read), stderr, prefix), ""});
   }
 
   // Runs until every worker is reaped; returns the launch's exit code.
@@ -372,6 +388,11 @@ class Supervisor {
         if (worker.err.open()) worker.err.read_available();
       }
       reap();
+      if (!stop_deadline_) kill_stalled();
+      if (terminate_at_ && Clock::now() >= *terminate_at_) {
+        terminate_at_.reset();
+        signal_running(SIGTERM);
+      }
       if (stop_deadline_ && !killed_ && Clock::now() >= *stop_deadline_) kill_the_rest();
     }
     for (Worker& worker : workers_) {
@@ -389,9 +410,10 @@ class Supervisor {
       if (worker.err.open()) watched.push_back({worker.err.fd(), POLLIN, 0});
     }
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(kSupervisorTick);
-    if (stop_deadline_ && !killed_) {
-      auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(*stop_deadline_ - Clock::now());
+    for (const std::optional<Clock::time_point>& moment :
+         {terminate_at_, killed_ ? std::nullopt : stop_deadline_}) {
+      if (!moment) continue;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*moment - Clock::now());
       wait = std::clamp(left + 1ms, 0ms, wait);
     }
     ::poll(watched.data(), watched.size(), static_cast<int>(wait.count()));
@@ -410,10 +432,25 @@ class Supervisor {
     }
     if (!failed) return;
     first_failure_ = failed;
-    say(failed->name + " " + describe_wait_status(*failed->wait_status) +
-        ": stopping the other workers");
-    signal_running(SIGTERM);
-    stop_deadline_ = Clock::now() + plan_.grace;
+    say(describe(*failed) + ": stopping the other workers");
+    terminate_at_ = Clock::now() + kNoticePeriod;
+    stop_deadline_ = *terminate_at_ + plan_.grace;
+  }
+
+  // A worker that made no progress for plan.stall_timeout (stall_monitor.h) gets SIGKILL — a
+  // stopped process cannot act on SIGTERM — and its death then stops the run like any failure.
+  void kill_stalled() {
+    if (plan_.stall_timeout.count() <= 0) return;
+    stalls_.observe(board_->read(), Clock::now());
+    for (const Stall& stall : stalls_.stalled()) {
+      for (Worker& worker : workers_) {
+        if (worker.rank != stall.rank || worker.wait_status || !worker.stall.empty()) continue;
+        worker.stall = stall.message();
+        say(worker.stall + ": sending it SIGKILL (--stall-timeout " +
+            seconds_text(plan_.stall_timeout) + ")");
+        ::kill(worker.pid, SIGKILL);
+      }
+    }
   }
 
   void forward_interrupt(int signal) {
@@ -443,7 +480,7 @@ class Supervisor {
     if (end) end->interrupted_by = interrupted_by_.value_or(0);
     if (first_failure_) {
       int status = *first_failure_->wait_status;
-      const std::string failure = first_failure_->name + " " + describe_wait_status(status);
+      const std::string failure = describe(*first_failure_);
       if (end) end->failure = failure;
       say("failed: " + failure + " (the first worker to fail)");
       return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -455,6 +492,12 @@ class Supervisor {
     return 0;
   }
 
+  // "rank 1 was killed by signal 9 (SIGKILL)"; a stalled worker is named by its stall.
+  static std::string describe(const Worker& worker) {
+    if (!worker.stall.empty()) return worker.stall + "; the launcher killed it";
+    return worker.name + " " + describe_wait_status(*worker.wait_status);
+  }
+
   static void say(const std::string& line) {
     std::fprintf(stderr, "[launcher]: %s\n", line.c_str());
     std::fflush(stderr);
@@ -463,8 +506,11 @@ class Supervisor {
   const LaunchPlan& plan_;
   SignalRelay& relay_;
   std::vector<Worker> workers_;
+  std::unique_ptr<ProgressBoard> board_;  // the workers' heartbeats (progress_board.h)
+  StallMonitor stalls_;
   const Worker* first_failure_ = nullptr;
   std::optional<int> interrupted_by_;
+  std::optional<Clock::time_point> terminate_at_;   // SIGTERM for whoever is left by then
   std::optional<Clock::time_point> stop_deadline_;  // SIGKILL for whoever is left by then
   bool killed_ = false;
 };

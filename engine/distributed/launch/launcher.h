@@ -15,10 +15,13 @@
 //    count_gpus_without_initializing() asks a short-lived child instead;
 //  - the store's port is bound in the parent before forking and handed to rank 0 as an open
 //    socket, so no other process can take it between choosing and listening;
-//  - the first worker to fail (non-zero exit or a signal) stops the run: the others get
-//    SIGTERM, then SIGKILL after the grace period; SIGINT or SIGTERM sent to the parent is
+//  - the first worker to fail (non-zero exit or a signal) stops the run: the others get two
+//    seconds to notice and fail on their own (saying what they waited for), then SIGTERM, then
+//    SIGKILL after the grace period; SIGINT or SIGTERM sent to the parent is
 //    forwarded to every worker and ends the run the same way;
-//  - a worker cannot launch workers of its own (BAREYOLO_SPAWNED=1 makes that an error).
+//  - a worker cannot launch workers of its own (BAREYOLO_SPAWNED=1 makes that an error);
+//  - every worker beats into a progress board shared with the parent (progress_board.h); with
+//    plan.stall_timeout set, the parent kills a worker that stalls and names it.
 //
 // While launch_workers runs, the process's handlers for SIGINT, SIGTERM and SIGCHLD are the
 // launcher's (restored when it returns); a worker starts with them as exec() would leave
@@ -44,6 +47,9 @@ struct LaunchPlan {
   std::vector<int> cuda_indices;          // the GPU of each local rank; empty for CPU ranks
   std::string store_token;  // "" : a random one; several nodes: required, the same on each
   std::chrono::milliseconds grace = std::chrono::seconds(5);  // SIGTERM -> SIGKILL
+  // A worker without progress for this long is stalled (stall_monitor.h): the launcher names it
+  // and kills it, which stops the run (or restarts it under --max-restarts); 0: no watch.
+  std::chrono::milliseconds stall_timeout{0};
 
   int world_size() const { return nnodes * nproc; }
   int global_rank(int local_rank) const { return node_rank * nproc + local_rank; }

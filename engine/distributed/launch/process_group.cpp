@@ -17,6 +17,7 @@
 #include "engine/atomic_file.h"
 #include "engine/distributed/comm/host_staging.h"
 #include "engine/distributed/comm/nccl_communicator.h"
+#include "engine/distributed/comm/progress_board.h"
 #include "engine/distributed/comm/socket.h"
 #include "engine/distributed/comm/tcp_ring.h"
 #include "engine/distributed/comm/token_proof.h"
@@ -113,6 +114,29 @@ std::string share_local_token(const LaunchEnv& env, const std::string& path, Joi
   }
 }
 
+// The ranks' progress (progress_board.h): bareyolo's launcher shared a board with its workers
+// and beats for them; under any other launcher each rank beats into the store, and rank 0
+// watches every rank's beats for stalls.
+void watch(ProcessGroup& group, const ProcessGroupOptions& options) {
+  group.peers = inherited_progress_board();
+  if (group.peers) return;
+  const LaunchEnv& env = group.env;
+  const std::string host = env.world_size == 1 ? "127.0.0.1" : env.master_addr;
+  const int port = env.world_size == 1 ? group.server->port() : env.store_port();
+  // Short limits: a heartbeat that cannot reach the store skips a beat rather than block, and
+  // a failing rank names its peers only if the store still answers.
+  using namespace std::chrono_literals;
+  group.heartbeat_store = std::make_unique<Store>(host, port, env.store_token, 10s);
+  group.heartbeat_board = make_store_progress_board(*group.heartbeat_store, env.world_size);
+  group.heartbeat = std::make_unique<Heartbeat>(*group.heartbeat_board, env.rank);
+  group.peers_store = std::make_unique<Store>(host, port, env.store_token, 5s);
+  group.store_board = make_store_progress_board(*group.peers_store, env.world_size);
+  group.peers = group.store_board.get();
+  if (env.rank == 0 && options.stall_timeout.count() > 0)
+    group.stall_watch = std::make_unique<StallWatch>(
+        StallWatch::Options{host, port, env.store_token, env.world_size, options.stall_timeout});
+}
+
 }  // namespace
 
 bool derives_local_token(const LaunchEnv& env) {
@@ -172,6 +196,7 @@ ProcessGroup init_process_group(const LaunchEnv& env, const ProcessGroupOptions&
 
   const Backend backend =
       options.backend ? *options.backend : agree_on_backend(*group.store, env, options.device);
+  std::unique_ptr<Communicator> comm;
   if (backend == Backend::nccl) {
     if (!options.device.is_cuda()) {
       throw std::runtime_error("rank " + std::to_string(env.rank) +
@@ -179,13 +204,19 @@ ProcessGroup init_process_group(const LaunchEnv& env, const ProcessGroupOptions&
                                options.device.str() + " (use --backend tcp for CPU ranks)");
     }
     // NCCL moves device memory only; the step's few host values go through device scratch.
-    group.comm = with_host_staging(make_nccl_communicator(*group.store, env.rank, env.world_size,
-                                                          options.device.index, options.timeout),
-                                   cuda_device_staging(options.device.index));
+    comm = with_host_staging(make_nccl_communicator(*group.store, env.rank, env.world_size,
+                                                    options.device.index, options.timeout),
+                             cuda_device_staging(options.device.index));
   } else {
-    group.comm = make_tcp_ring_communicator(*group.store, env.rank, env.world_size, env.master_addr,
-                                            group.env.store_token, options.timeout);
+    comm = make_tcp_ring_communicator(*group.store, env.rank, env.world_size, env.master_addr,
+                                      group.env.store_token, options.timeout);
   }
+  watch(group, options);
+  auto watched = std::make_unique<WatchedCommunicator>(
+      std::move(comm), desync_check_for(backend, std::getenv("BAREYOLO_DESYNC_CHECK")),
+      group.peers);
+  group.watched = watched.get();
+  group.comm = std::move(watched);
   return group;
 }
 

@@ -14,6 +14,12 @@
 // Backend "auto" (no backend in the options) is decided the same way on every rank: each rank
 // publishes its host and device in the store; NCCL when this build has it and every rank is on
 // a GPU no other rank shares, the TCP ring otherwise (CPU ranks, "--device 0,0").
+//
+// The communicator is watched (watched_communicator.h: numbered collectives, a flight record,
+// the rank's progress, the desync check BAREYOLO_DESYNC_CHECK asks for). Its progress board
+// (progress_board.h) is the one bareyolo's launcher shared with its workers; under any other
+// launcher the rank starts a heartbeat into the store, and rank 0 watches every rank's for
+// stalls (stall_monitor.h) when options.stall_timeout is set.
 #pragma once
 
 #include <chrono>
@@ -21,9 +27,12 @@
 #include <optional>
 
 #include "engine/distributed/comm/communicator.h"
+#include "engine/distributed/comm/progress_board.h"
 #include "engine/distributed/comm/store.h"
+#include "engine/distributed/comm/watched_communicator.h"
 #include "engine/distributed/launch/env.h"
 #include "engine/distributed/launch/rendezvous.h"
+#include "engine/distributed/launch/stall_monitor.h"
 
 namespace bareyolo::dist {
 
@@ -34,14 +43,25 @@ struct ProcessGroupOptions {
   // Bounds every store call and every collective after that.
   std::chrono::milliseconds timeout = kDefaultStoreTimeout;
   Device device = Device::cpu();  // this rank's device: NCCL's GPU
+  // Under torchrun, SLURM or mpirun: rank 0 ends the job when a rank makes no progress for
+  // this long (stall_monitor.h); 0: no watch. bareyolo's launcher watches its workers itself.
+  std::chrono::milliseconds stall_timeout{0};
 };
 
 struct ProcessGroup {
   LaunchEnv env;
   std::unique_ptr<StoreServer> server;  // rank 0 only
   std::unique_ptr<Store> store;  // null for world_size 1 (nobody to meet), unless NCCL was asked
+  // Without bareyolo's launcher: the heartbeat's own store connection and board, the board the
+  // communicator reads peers from, and rank 0's stall watch.
+  std::unique_ptr<Store> heartbeat_store, peers_store;
+  std::unique_ptr<ProgressBoard> heartbeat_board, store_board;
+  ProgressBoard* peers = nullptr;  // where the communicator reads the other ranks' progress
+  std::unique_ptr<Heartbeat> heartbeat;
+  std::unique_ptr<StallWatch> stall_watch;
   // Declared last, so destroyed first: the communicator may still talk to the store.
   std::unique_ptr<Communicator> comm;
+  WatchedCommunicator* watched = nullptr;  // comm, when it is a watched one (several ranks)
 
   int rank() const { return env.rank; }
   int world_size() const { return env.world_size; }

@@ -1,0 +1,261 @@
+// engine/distributed/comm/progress_board.cpp — see progress_board.h.
+#include "engine/distributed/comm/progress_board.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+
+#include "engine/distributed/comm/store.h"
+
+namespace bareyolo::dist {
+namespace {
+
+// ---- this process's counters ----
+
+std::atomic<uint64_t> g_progress{0};
+std::atomic<uint64_t> g_issued{0};
+std::atomic<uint64_t> g_finished{0};
+std::atomic<uint64_t> g_waiting{0};
+std::atomic<uint64_t> g_beats{0};
+std::mutex g_last_mutex;
+std::string g_last_collective;
+ProgressBoard* g_inherited_board = nullptr;
+int g_inherited_rank = 0;
+
+}  // namespace
+
+RankProgress own_progress();
+
+namespace {
+
+// On the launcher's shared board a record costs a few stores, so the collectives publish it
+// as they happen: a peer that fails names exactly what this rank last did, not what it did at
+// its last heartbeat.
+void publish_now() {
+  if (g_inherited_board) g_inherited_board->publish(g_inherited_rank, own_progress());
+}
+
+// ---- the shared page ----
+
+constexpr size_t kDescriptionBytes = 160;
+
+// One rank's slot. `version` is a seqlock: odd while the writer is inside, so a reader that
+// sees the same even version before and after copying has a whole record.
+struct Slot {
+  std::atomic<uint64_t> version;
+  std::atomic<uint64_t> beats, progress, issued, finished, waiting;
+  char description[kDescriptionBytes];
+};
+
+class SharedProgressBoard final : public ProgressBoard {
+ public:
+  SharedProgressBoard(int first_rank, int ranks) : first_rank_(first_rank), ranks_(ranks) {
+    bytes_ = sizeof(Slot) * size_t(std::max(ranks, 1));
+    void* page = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED)
+      throw std::runtime_error("cannot map the ranks' progress board (" + std::to_string(bytes_) +
+                               " bytes): " + std::strerror(errno));
+    slots_ = static_cast<Slot*>(page);  // zero-filled by mmap: every field starts at 0
+  }
+  ~SharedProgressBoard() override { ::munmap(slots_, bytes_); }
+
+  void publish(int rank, const RankProgress& record) override {
+    Slot* slot = slot_of(rank);
+    if (!slot) return;
+    // The seqlock has one writer at a time: this process's heartbeat and its collectives
+    // take turns (the mutex is this process's own; each worker writes only its slot).
+    const std::lock_guard lock(write_mutex_);
+    const uint64_t version = slot->version.load(std::memory_order_relaxed);
+    slot->version.store(version + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    slot->beats.store(record.beats, std::memory_order_relaxed);
+    slot->progress.store(record.progress, std::memory_order_relaxed);
+    slot->issued.store(record.issued, std::memory_order_relaxed);
+    slot->finished.store(record.finished, std::memory_order_relaxed);
+    slot->waiting.store(record.waiting, std::memory_order_relaxed);
+    const size_t length = std::min(record.last_collective.size(), kDescriptionBytes - 1);
+    std::memcpy(slot->description, record.last_collective.data(), length);
+    slot->description[length] = '\0';
+    slot->version.store(version + 2, std::memory_order_release);
+  }
+
+  std::vector<std::optional<RankProgress>> read() override {
+    std::vector<std::optional<RankProgress>> records(size_t(first_rank_ + ranks_));
+    for (int local = 0; local < ranks_; ++local) {
+      const Slot& slot = slots_[local];
+      for (int attempt = 0; attempt < 1000; ++attempt) {  // a writer holds it for nanoseconds
+        const uint64_t before = slot.version.load(std::memory_order_acquire);
+        if (before % 2 == 1) continue;
+        RankProgress record{.beats = slot.beats.load(std::memory_order_relaxed),
+                            .progress = slot.progress.load(std::memory_order_relaxed),
+                            .issued = slot.issued.load(std::memory_order_relaxed),
+                            .finished = slot.finished.load(std::memory_order_relaxed),
+                            .waiting = slot.waiting.load(std::memory_order_relaxed),
+                            .last_collective = {}};
+        char description[kDescriptionBytes];
+        std::memcpy(description, slot.description, kDescriptionBytes);
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (slot.version.load(std::memory_order_relaxed) != before) continue;
+        if (before == 0) break;  // never published
+        description[kDescriptionBytes - 1] = '\0';
+        record.last_collective = description;
+        records[size_t(first_rank_ + local)] = std::move(record);
+        break;
+      }
+    }
+    return records;
+  }
+
+ private:
+  Slot* slot_of(int rank) {
+    const int local = rank - first_rank_;
+    return local >= 0 && local < ranks_ ? &slots_[local] : nullptr;
+  }
+
+  const int first_rank_, ranks_;
+  size_t bytes_ = 0;
+  Slot* slots_ = nullptr;
+  std::mutex write_mutex_;
+};
+
+// ---- the store's keys ----
+
+std::string heartbeat_key(int rank) { return "heartbeat/" + std::to_string(rank); }
+
+// "beats progress issued finished waiting\n<last collective>"
+std::string encode(const RankProgress& record) {
+  return std::to_string(record.beats) + " " + std::to_string(record.progress) + " " +
+         std::to_string(record.issued) + " " + std::to_string(record.finished) + " " +
+         std::to_string(record.waiting) + "\n" + record.last_collective;
+}
+
+std::optional<RankProgress> decode(const std::string& text) {
+  std::istringstream in(text);
+  RankProgress record;
+  if (!(in >> record.beats >> record.progress >> record.issued >> record.finished >>
+        record.waiting))
+    return std::nullopt;
+  in.get();  // the newline
+  std::getline(in, record.last_collective, '\0');
+  return record;
+}
+
+class StoreProgressBoard final : public ProgressBoard {
+ public:
+  StoreProgressBoard(Store& store, int world_size) : store_(store), world_size_(world_size) {}
+
+  void publish(int rank, const RankProgress& record) override {
+    store_.set(heartbeat_key(rank), encode(record));
+  }
+
+  std::vector<std::optional<RankProgress>> read() override {
+    std::vector<std::optional<RankProgress>> records(static_cast<size_t>(world_size_));
+    for (int rank = 0; rank < world_size_; ++rank)
+      if (store_.check(heartbeat_key(rank)))
+        records[size_t(rank)] = decode(store_.get(heartbeat_key(rank)));
+    return records;
+  }
+
+ private:
+  Store& store_;
+  const int world_size_;
+};
+
+}  // namespace
+
+std::unique_ptr<ProgressBoard> make_shared_progress_board(int first_rank, int ranks) {
+  return std::make_unique<SharedProgressBoard>(first_rank, ranks);
+}
+
+std::unique_ptr<ProgressBoard> make_store_progress_board(Store& store, int world_size) {
+  return std::make_unique<StoreProgressBoard>(store, world_size);
+}
+
+void note_progress() { g_progress.fetch_add(1, std::memory_order_relaxed); }
+
+void note_collective_issued(uint64_t sequence, const std::string& description) {
+  {
+    const std::lock_guard lock(g_last_mutex);
+    g_last_collective = description;
+  }
+  g_issued.store(sequence, std::memory_order_relaxed);
+  note_progress();
+  publish_now();
+}
+
+void note_collective_finished(uint64_t sequence) {
+  uint64_t seen = g_finished.load(std::memory_order_relaxed);
+  while (seen < sequence && !g_finished.compare_exchange_weak(seen, sequence)) {
+  }
+  note_progress();
+  publish_now();
+}
+
+void note_collective_wait(bool entering) {
+  if (entering)
+    g_waiting.fetch_add(1, std::memory_order_relaxed);
+  else
+    g_waiting.fetch_sub(1, std::memory_order_relaxed);
+  note_progress();
+  publish_now();
+}
+
+RankProgress own_progress() {
+  RankProgress record{.beats = g_beats.load(std::memory_order_relaxed),
+                      .progress = g_progress.load(std::memory_order_relaxed),
+                      .issued = g_issued.load(std::memory_order_relaxed),
+                      .finished = g_finished.load(std::memory_order_relaxed),
+                      .waiting = g_waiting.load(std::memory_order_relaxed),
+                      .last_collective = {}};
+  const std::lock_guard lock(g_last_mutex);
+  record.last_collective = g_last_collective;
+  return record;
+}
+
+ProgressBoard* inherited_progress_board() { return g_inherited_board; }
+void set_inherited_progress_board(ProgressBoard* board, int rank) {
+  g_inherited_board = board;
+  g_inherited_rank = rank;
+}
+
+// ---- the heartbeat ----
+
+namespace {
+std::mutex g_sleep_mutex;
+std::condition_variable g_wake;
+}  // namespace
+
+Heartbeat::Heartbeat(ProgressBoard& board, int rank, std::chrono::milliseconds period)
+    : board_(board), rank_(rank), period_(period), thread_([this] { run(); }) {}
+
+Heartbeat::~Heartbeat() {
+  {
+    const std::lock_guard lock(g_sleep_mutex);
+    stop_ = true;
+  }
+  g_wake.notify_all();
+  thread_.join();
+}
+
+void Heartbeat::run() {
+  std::unique_lock lock(g_sleep_mutex);
+  while (!stop_) {
+    lock.unlock();
+    g_beats.fetch_add(1, std::memory_order_relaxed);
+    try {
+      board_.publish(rank_, own_progress());
+    } catch (const std::exception&) {
+      // The store is unreachable for now (rank 0 busy or gone): the next beat tries again;
+      // losing the store is the communicator's to report, not the heartbeat's.
+    }
+    lock.lock();
+    g_wake.wait_for(lock, period_, [this] { return stop_.load(); });
+  }
+}
+
+}  // namespace bareyolo::dist

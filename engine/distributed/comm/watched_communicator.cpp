@@ -1,0 +1,301 @@
+// engine/distributed/comm/watched_communicator.cpp — see watched_communicator.h.
+#include "engine/distributed/comm/watched_communicator.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <stdexcept>
+
+namespace bareyolo::dist {
+namespace {
+
+// One fingerprint as eight int64 (what all-gather moves): sequence, op and dtype, count, the
+// tag's hash, and the tag's first 32 bytes to name it in a message.
+constexpr size_t kPackedWords = 8;
+constexpr size_t kTagBytes = 32;
+using Packed = std::array<int64_t, kPackedWords>;
+// The fingerprints one rolling check can compare; more collectives than this between two
+// checks (a long accumulation) compare the newest ones.
+constexpr size_t kCheckWindow = 1024;
+
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash = 14695981039346656037ull) {
+  const auto* byte = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) hash = (hash ^ byte[i]) * 1099511628211ull;
+  return hash;
+}
+
+Packed pack(const CollectiveFingerprint& collective) {
+  Packed packed{};
+  packed[0] = int64_t(collective.sequence);
+  packed[1] = int64_t(collective.op) | int64_t(collective.dtype) << 8;
+  packed[2] = collective.count;
+  packed[3] = int64_t(fnv1a(collective.tag.data(), collective.tag.size()));
+  std::memcpy(&packed[4], collective.tag.data(), std::min(collective.tag.size(), kTagBytes));
+  return packed;
+}
+
+CollectiveFingerprint unpack(const int64_t* packed) {
+  CollectiveFingerprint collective{.sequence = uint64_t(packed[0]),
+                                   .op = CollectiveOp(packed[1] & 0xff),
+                                   .dtype = DType((packed[1] >> 8) & 0xff),
+                                   .count = packed[2]};
+  char tag[kTagBytes + 1] = {};
+  std::memcpy(tag, &packed[4], kTagBytes);
+  collective.tag = tag;
+  return collective;
+}
+
+std::string rank_name(int rank) { return "rank " + std::to_string(rank); }
+
+const char* kOrderAdvice =
+    ": every rank must issue the same collectives, with buffers of the same count and dtype, in "
+    "the same order (docs/ddp.md, \"Desynchronised collectives\")";
+
+class WatchedWork final : public Work {
+ public:
+  WatchedWork(WorkHandle inner, WatchedCommunicator* owner, FlightRecorder* recorder,
+              uint64_t sequence)
+      : inner_(std::move(inner)), owner_(owner), recorder_(recorder), sequence_(sequence) {}
+
+  void wait() override {
+    note_collective_wait(true);
+    try {
+      inner_->wait();
+    } catch (const std::exception& error) {
+      note_collective_wait(false);
+      throw std::runtime_error(owner_->explain_failure(sequence_, error.what()));
+    }
+    note_collective_wait(false);
+    note_collective_finished(sequence_);
+    recorder_->finished(sequence_);
+  }
+  bool completed() override { return inner_->completed(); }
+  std::optional<std::chrono::steady_clock::time_point> finished_at() const override {
+    return inner_->finished_at();
+  }
+
+ private:
+  WorkHandle inner_;
+  WatchedCommunicator* owner_;
+  FlightRecorder* recorder_;
+  const uint64_t sequence_;
+};
+
+}  // namespace
+
+const char* to_string(DesyncCheck check) {
+  switch (check) {
+    case DesyncCheck::off:
+      return "off";
+    case DesyncCheck::per_step:
+      return "once per step";
+    case DesyncCheck::per_collective:
+      return "every collective";
+  }
+  return "?";
+}
+
+DesyncCheck desync_check_for(Backend backend, const char* value) {
+  if (value == nullptr || *value == '\0')
+    return backend == Backend::nccl ? DesyncCheck::per_step : DesyncCheck::off;
+  const std::string text = value;
+  if (text == "0") return DesyncCheck::off;
+  if (text == "step") return DesyncCheck::per_step;
+  if (text == "1") return DesyncCheck::per_collective;
+  throw std::runtime_error("BAREYOLO_DESYNC_CHECK=" + text +
+                           " is not one of 0 (no check), step (once per optimizer step) or 1 "
+                           "(before every collective)");
+}
+
+WatchedCommunicator::WatchedCommunicator(std::unique_ptr<Communicator> inner, DesyncCheck check,
+                                         ProgressBoard* peers)
+    : inner_(std::move(inner)), check_(check), peers_(peers), chain_hash_(fnv1a(nullptr, 0)) {}
+
+WatchedCommunicator::~WatchedCommunicator() {
+  // The last step's check may still be moving into check_recv_: let it land first.
+  if (pending_check_) try {
+      pending_check_->wait();
+    } catch (const std::exception&) {
+    }
+}
+
+void WatchedCommunicator::record_flights_in(std::string folder) {
+  flight_folder_ = std::move(folder);
+}
+
+template <class Issue>
+WorkHandle WatchedCommunicator::issue(CollectiveOp op, const CommBuffer& buffer,
+                                      std::string_view tag, const Issue& call) {
+  // Under the per-collective check, the check's all-gather goes first and takes a number.
+  const uint64_t sequence = issued_ + (check_ == DesyncCheck::per_collective ? 2 : 1);
+  const CollectiveFingerprint collective{.sequence = sequence,
+                                         .op = op,
+                                         .dtype = buffer.dtype,
+                                         .count = op == CollectiveOp::barrier ? 0 : buffer.count,
+                                         .tag = std::string(tag)};
+  if (check_ == DesyncCheck::per_collective) compare_fingerprint_before_issuing(collective);
+  issued_ = sequence;
+  const Packed packed = pack(collective);
+  chain_hash_ = fnv1a(packed.data(), sizeof packed, chain_hash_);
+  recorder_.issued(collective, buffer.bytes());
+  note_collective_issued(sequence, to_string(collective));
+  WorkHandle work;
+  try {
+    work = call();
+  } catch (const std::exception& error) {
+    throw std::runtime_error(explain_failure(sequence, error.what()));
+  }
+  return std::make_shared<WatchedWork>(std::move(work), this, &recorder_, sequence);
+}
+
+WorkHandle WatchedCommunicator::allreduce(CommBuffer buffer, ReduceOp op, std::string_view tag) {
+  return issue(CollectiveOp::all_reduce, buffer, tag,
+               [&] { return inner_->allreduce(buffer, op, tag); });
+}
+WorkHandle WatchedCommunicator::broadcast(CommBuffer buffer, int root, std::string_view tag) {
+  return issue(CollectiveOp::broadcast, buffer, tag,
+               [&] { return inner_->broadcast(buffer, root, tag); });
+}
+WorkHandle WatchedCommunicator::allgather(CommBuffer send, CommBuffer recv, std::string_view tag) {
+  return issue(CollectiveOp::all_gather, send, tag,
+               [&] { return inner_->allgather(send, recv, tag); });
+}
+WorkHandle WatchedCommunicator::barrier(std::string_view tag) {
+  return issue(CollectiveOp::barrier, CommBuffer{}, tag, [&] { return inner_->barrier(tag); });
+}
+
+// Every rank sends the fingerprint it is about to issue; all must be rank 0's. The check's own
+// all-gather is numbered and recorded like any collective (the backend numbers it too), but
+// not folded into the rolling hash: it is the same on every rank by construction.
+void WatchedCommunicator::compare_fingerprint_before_issuing(
+    const CollectiveFingerprint& collective) {
+  const int world = world_size();
+  const Packed mine = pack(collective);
+  std::vector<int64_t> all(kPackedWords * size_t(world));
+  issued_ += 1;
+  const CollectiveFingerprint check{.sequence = issued_,
+                                    .op = CollectiveOp::all_gather,
+                                    .dtype = DType::i64,
+                                    .count = int64_t(kPackedWords),
+                                    .tag = "desync check"};
+  recorder_.issued(check, int64_t(sizeof mine));
+  try {
+    inner_
+        ->allgather(CommBuffer::of(const_cast<int64_t*>(mine.data()), int64_t(kPackedWords)),
+                    CommBuffer::of(all.data(), int64_t(all.size())), check.tag)
+        ->wait();
+  } catch (const std::exception& error) {
+    throw std::runtime_error(explain_failure(check.sequence, error.what()));
+  }
+  recorder_.finished(check.sequence);
+  const int64_t* first = all.data();
+  for (int rank = 1; rank < world; ++rank) {
+    const int64_t* theirs = &all[kPackedWords * size_t(rank)];
+    if (!std::equal(first, first + kPackedWords, theirs))
+      fail_desync(rank_name(rank) + " issued " + to_string(unpack(theirs)) +
+                  " where rank 0 issued " + to_string(unpack(first)));
+  }
+}
+
+void WatchedCommunicator::end_step() {
+  if (check_ != DesyncCheck::per_step || world_size() == 1) return;
+  if (pending_check_) compare_step_check();
+  const int world = world_size();
+  check_send_ = {int64_t(issued_), int64_t(chain_hash_)};
+  check_recv_.assign(2 * size_t(world), 0);
+  pending_check_ =
+      allgather(CommBuffer::of(check_send_.data(), 2),
+                CommBuffer::of(check_recv_.data(), int64_t(check_recv_.size())), "desync check");
+}
+
+void WatchedCommunicator::compare_step_check() {
+  WorkHandle check = std::move(pending_check_);
+  check->wait();
+  const int world = world_size();
+  bool agree = true;
+  for (int rank = 1; rank < world; ++rank)
+    agree = agree && check_recv_[2 * size_t(rank)] == check_recv_[0] &&
+            check_recv_[2 * size_t(rank) + 1] == check_recv_[1];
+  const uint64_t checked_through = uint64_t(check_recv_[0]);
+  if (agree) {
+    agreed_ = checked_through;
+    return;
+  }
+  // Where do they part? Every rank sends its fingerprints since the last agreement (up to
+  // kCheckWindow of them, up to its own count at the check) and all compare them in order.
+  std::vector<FlightRecord> records = recorder_.records();
+  const uint64_t mine_through = uint64_t(check_send_[0]);
+  std::vector<int64_t> window(kCheckWindow * kPackedWords + 1, 0);
+  int64_t kept = 0;
+  for (const FlightRecord& record : records) {
+    const uint64_t sequence = record.collective.sequence;
+    if (sequence <= agreed_ || sequence > mine_through) continue;
+    if (size_t(kept) == kCheckWindow) break;
+    const Packed packed = pack(record.collective);
+    std::copy(packed.begin(), packed.end(), window.begin() + 1 + kept * int64_t(kPackedWords));
+    ++kept;
+  }
+  window[0] = kept;
+  std::vector<int64_t> all(window.size() * size_t(world));
+  allgather(CommBuffer::of(window.data(), int64_t(window.size())),
+            CommBuffer::of(all.data(), int64_t(all.size())), "desync check fingerprints")
+      ->wait();
+  auto fingerprints_of = [&](int rank) { return &all[window.size() * size_t(rank)]; };
+  const int64_t* first = fingerprints_of(0);
+  for (int64_t i = 0; i < int64_t(kCheckWindow); ++i) {
+    for (int rank = 1; rank < world; ++rank) {
+      const int64_t* theirs = fingerprints_of(rank);
+      const bool mine_has = i < first[0], theirs_has = i < theirs[0];
+      if (!mine_has && !theirs_has) continue;
+      const int64_t* a = first + 1 + i * int64_t(kPackedWords);
+      const int64_t* b = theirs + 1 + i * int64_t(kPackedWords);
+      if (mine_has && theirs_has && std::equal(a, a + kPackedWords, b)) continue;
+      const std::string ours = mine_has ? to_string(unpack(a)) : "nothing more";
+      const std::string their = theirs_has ? to_string(unpack(b)) : "nothing more";
+      fail_desync(rank_name(rank) + " issued " + their + " where rank 0 issued " + ours);
+    }
+  }
+  fail_desync("the ranks issued different collectives before the check after collective #" +
+              std::to_string(agreed_) + ", beyond the last " + std::to_string(kCheckWindow) +
+              " this check compares (rank 0 had issued " + std::to_string(checked_through) + ")");
+}
+
+void WatchedCommunicator::fail_desync(const std::string& message) {
+  const std::string text = "collectives out of step: " + message + kOrderAdvice;
+  throw std::runtime_error(explain_failure(issued_, text));
+}
+
+std::string WatchedCommunicator::explain_failure(uint64_t sequence, const std::string& error) {
+  if (!failure_.empty()) return failure_;
+  std::string text = error;
+  if (peers_) {
+    try {
+      const std::vector<std::optional<RankProgress>> records = peers_->read();
+      for (size_t rank = 0; rank < records.size(); ++rank) {
+        if (int(rank) == this->rank() || !records[rank]) continue;
+        const RankProgress& peer = *records[rank];
+        if (peer.issued >= sequence) continue;
+        text += "; " + rank_name(int(rank)) + " never reached collective #" +
+                std::to_string(sequence) + " (its last: " +
+                (peer.last_collective.empty() ? std::string("none") : peer.last_collective) +
+                (peer.in_collective() ? ", waiting in it)" : ")");
+      }
+    } catch (const std::exception&) {
+      // The board is the store, and it is gone with rank 0: name no peers.
+    }
+  }
+  if (!flight_folder_.empty()) {
+    try {
+      const std::string path =
+          write_flight_record(flight_folder_, rank(), world_size(), error, recorder_.records());
+      text += "; this rank's last collectives: " + path + " (all ranks': bareyolo trace-summary " +
+              flight_folder_ + ")";
+    } catch (const std::exception& write_error) {
+      text += std::string("; its flight record could not be written: ") + write_error.what();
+    }
+  }
+  failure_ = text;
+  return failure_;
+}
+
+}  // namespace bareyolo::dist

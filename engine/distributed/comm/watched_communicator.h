@@ -1,0 +1,96 @@
+// engine/distributed/comm/watched_communicator.h — the communicator a training job holds: the
+// backend's, with every collective numbered, kept in the flight recorder, counted as the rank's
+// progress, and (where the backend cannot) checked for agreement between the ranks.
+//
+//   issue:   fingerprint = {number, op, dtype, count, tag}     (collective_fingerprint.h)
+//            flight recorder <- fingerprint, bytes, time       (flight_recorder.h)
+//            this rank's progress <- issued #number            (progress_board.h)
+//            [per collective: all-gather the fingerprint, compare, then issue]
+//   wait:    progress: waiting ... done; recorder: finished
+//   failure: the error names the ranks that never arrived at the collective and what each last
+//            did (from the progress board), and this rank's flight record is written
+//   end_step (once per optimizer step):
+//            [per step: compare the all-gather issued at the previous step's end, then issue
+//            one of {collectives so far, hash of their fingerprints}]
+//
+// Desync check. The TCP ring compares fingerprints in every frame already; NCCL moves bytes
+// without a header, so two ranks in different collectives of the same size mix them silently
+// and of different sizes hang. The rolling check costs one 16-byte all-gather per step, read one
+// step later (so a step never waits for it): when the ranks' counts or hashes differ, one more
+// all-gather of the fingerprints since the last check that agreed finds the first collective
+// where they part, and every rank fails with the same message:
+//   rank 1 issued all_reduce #5120 bucket 3 (1,234,560 floats) where rank 0 issued
+//   all_reduce #5120 bucket 4 (1,234,560 floats)
+// Per collective (BAREYOLO_DESYNC_CHECK=1) each collective's fingerprint is compared before it
+// is issued: a mismatch is then caught before any byte mixes or any rank hangs, for the price
+// of one small all-gather per collective.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/distributed/comm/communicator.h"
+#include "engine/distributed/comm/flight_recorder.h"
+#include "engine/distributed/comm/progress_board.h"
+
+namespace bareyolo::dist {
+
+enum class DesyncCheck { off, per_step, per_collective };
+const char* to_string(DesyncCheck check);
+
+// BAREYOLO_DESYNC_CHECK (`value`; nullptr when unset): unset, the rolling check on backends
+// without fingerprints (NCCL) and none on the others; "0" none; "step" the rolling check; "1"
+// every collective. Throws naming the variable for another value.
+DesyncCheck desync_check_for(Backend backend, const char* value);
+
+class WatchedCommunicator final : public Communicator {
+ public:
+  // `peers`: the board to read other ranks' progress from when a collective fails (may be
+  // null: the error then names no peer's state). Must outlive this.
+  WatchedCommunicator(std::unique_ptr<Communicator> inner, DesyncCheck check,
+                      ProgressBoard* peers = nullptr);
+  ~WatchedCommunicator() override;
+
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  Backend backend() const override { return inner_->backend(); }
+
+  WorkHandle allreduce(CommBuffer buffer, ReduceOp op, std::string_view tag) override;
+  WorkHandle broadcast(CommBuffer buffer, int root, std::string_view tag) override;
+  WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view tag) override;
+  WorkHandle barrier(std::string_view tag) override;
+  void end_step() override;
+
+  // From now on the first failure writes this rank's flight record into `folder`
+  // (<run>/flight): the run directory is known only after the job has joined.
+  void record_flights_in(std::string folder);
+  std::vector<FlightRecord> flight_records() const { return recorder_.records(); }
+  DesyncCheck desync_check() const { return check_; }
+
+  // Called by a failing Work: the error to throw, once enriched (see the file comment).
+  std::string explain_failure(uint64_t sequence, const std::string& error);
+
+ private:
+  template <class Issue>
+  WorkHandle issue(CollectiveOp op, const CommBuffer& buffer, std::string_view tag,
+                   const Issue& call);
+  void compare_fingerprint_before_issuing(const CollectiveFingerprint& collective);
+  void compare_step_check();
+  [[noreturn]] void fail_desync(const std::string& message);
+
+  std::unique_ptr<Communicator> inner_;
+  const DesyncCheck check_;
+  ProgressBoard* peers_;
+  FlightRecorder recorder_;
+  uint64_t issued_ = 0;  // collectives issued, this rank's check ones included
+  uint64_t chain_hash_;  // of every fingerprint issued, in order
+  uint64_t agreed_ = 0;  // the last collective every rank agreed on (per step)
+  std::string flight_folder_;
+  std::string failure_;  // the enriched error, once there was one
+  // The rolling check in flight: {collectives before it, their hash} of every rank.
+  WorkHandle pending_check_;
+  std::vector<int64_t> check_send_, check_recv_;
+};
+
+}  // namespace bareyolo::dist

@@ -1,0 +1,177 @@
+// tests/unit/stall_monitor.cpp — the stall watch's judgement (stall_monitor.h) on made-up
+// readings, the launcher's shared progress board across fork(), and the flight recorder's ring,
+// files and summary.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "engine/distributed/comm/flight_recorder.h"
+#include "engine/distributed/comm/flight_summary.h"
+#include "engine/distributed/comm/progress_board.h"
+#include "engine/distributed/comm/watched_communicator.h"
+#include "engine/distributed/launch/stall_monitor.h"
+
+namespace bareyolo::dist {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = StallMonitor::Clock;
+using Records = std::vector<std::optional<RankProgress>>;
+
+RankProgress record(uint64_t beats, uint64_t progress, bool waiting,
+                    std::string last = "all_reduce #7 bucket 2 (10 floats)") {
+  return {.beats = beats,
+          .progress = progress,
+          .issued = 7,
+          .finished = waiting ? 6u : 7u,
+          .waiting = waiting ? 1u : 0u,
+          .last_collective = std::move(last)};
+}
+
+TEST_CASE("stall monitor: who is stalled, and who only waits for them") {
+  const Clock::time_point t0 = Clock::now();
+  StallMonitor monitor(10s);
+  // Rank 0 waits inside a collective with its heartbeat going; rank 1 is stopped (nothing
+  // moves); rank 2 is alive but stuck outside any collective; rank 3 works.
+  for (int second = 0; second <= 12; ++second) {
+    const auto beat = uint64_t(second);
+    monitor.observe({record(beat, 5, true), record(3, 5, false), record(beat, 9, false),
+                     record(beat, beat * 10, false)},
+                    t0 + std::chrono::seconds(second));
+    if (second == 9) CHECK(monitor.stalled().empty());  // nobody before the limit
+  }
+  const std::vector<Stall> stalls = monitor.stalled();
+  REQUIRE(stalls.size() == 2);
+  CHECK(stalls[0].rank == 1);
+  CHECK(stalls[0].no_heartbeat);
+  CHECK(stalls[0].still_for == 12s);
+  CHECK(stalls[0].message() ==
+        "rank 1 stalled: no progress for 12 s and no heartbeat either (the process is stopped "
+        "or hung); its last collective: all_reduce #7 bucket 2 (10 floats), finished");
+  CHECK(stalls[1].rank == 2);
+  CHECK_FALSE(stalls[1].no_heartbeat);
+}
+
+TEST_CASE("stall monitor: a rank that moves again before the limit starts over") {
+  const Clock::time_point t0 = Clock::now();
+  StallMonitor monitor(10s);
+  monitor.observe({record(1, 1, false)}, t0);
+  monitor.observe({record(1, 1, false)}, t0 + 9s);   // stopped for 9 s ...
+  monitor.observe({record(2, 2, false)}, t0 + 10s);  // ... then continued
+  monitor.observe({record(3, 2, false)}, t0 + 19s);
+  CHECK(monitor.stalled().empty());
+  monitor.observe({record(4, 2, false)}, t0 + 20s);
+  REQUIRE(monitor.stalled().size() == 1);  // 10 s without progress, outside a collective
+  CHECK(monitor.stalled()[0].still_for == 10s);
+}
+
+TEST_CASE("stall monitor: a rank not yet on the board, or a zero limit, is never judged") {
+  const Clock::time_point t0 = Clock::now();
+  StallMonitor monitor(10s), off(0s);
+  for (StallMonitor* m : {&monitor, &off}) {
+    m->observe({std::nullopt, record(1, 1, false)}, t0);
+    m->observe({std::nullopt, record(1, 1, false)}, t0 + 60s);
+  }
+  REQUIRE(monitor.stalled().size() == 1);
+  CHECK(monitor.stalled()[0].rank == 1);
+  CHECK(off.stalled().empty());
+}
+
+TEST_CASE("progress board: a forked worker's record reaches the parent whole") {
+  auto board = make_shared_progress_board(2, 2);  // global ranks 2 and 3
+  CHECK_FALSE(board->read()[3].has_value());
+  const pid_t child = ::fork();
+  if (child == 0) {
+    for (uint64_t i = 1; i <= 2000; ++i)
+      board->publish(3, record(i, i * 2, i % 2 == 1, "barrier #" + std::to_string(i)));
+    ::_exit(0);
+  }
+  // Every record read while the child writes is one it wrote whole.
+  bool torn = false;
+  for (int i = 0; i < 2000; ++i) {
+    const Records seen = board->read();
+    if (!seen[3]) continue;
+    torn = torn || seen[3]->progress != seen[3]->beats * 2 ||
+           seen[3]->last_collective != "barrier #" + std::to_string(seen[3]->beats);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK_FALSE(torn);
+  const Records last = board->read();
+  REQUIRE(last.size() == 4);
+  CHECK_FALSE(last[2].has_value());
+  REQUIRE(last[3].has_value());
+  CHECK(last[3]->beats == 2000);
+  CHECK(last[3]->last_collective == "barrier #2000");
+  CHECK_FALSE(last[3]->in_collective());
+}
+
+CollectiveFingerprint bucket(uint64_t sequence, const std::string& tag = "bucket 1") {
+  return {.sequence = sequence,
+          .op = CollectiveOp::all_reduce,
+          .dtype = DType::f32,
+          .count = 10,
+          .tag = tag};
+}
+
+TEST_CASE("flight recorder: keeps the newest collectives, in order, with what finished") {
+  FlightRecorder recorder(4);
+  for (uint64_t s = 1; s <= 6; ++s) recorder.issued(bucket(s), 40);
+  recorder.finished(2);  // overwritten already: ignored
+  recorder.finished(5);
+  const std::vector<FlightRecord> kept = recorder.records();
+  REQUIRE(kept.size() == 4);
+  for (size_t i = 0; i < kept.size(); ++i) CHECK(kept[i].collective.sequence == 3 + i);
+  CHECK(kept[2].finished_us.has_value());
+  CHECK_FALSE(kept[3].finished_us.has_value());
+}
+
+TEST_CASE("flight recorder: the ranks' files read back, and the summary says where they part") {
+  const std::string folder =
+      (std::filesystem::temp_directory_path() / ("bareyolo-flights-" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::remove_all(folder);
+  FlightRecorder rank0, rank1;
+  for (uint64_t s = 1; s <= 3; ++s) rank0.issued(bucket(s, "bucket " + std::to_string(s)), 40);
+  rank0.finished(1);
+  rank1.issued(bucket(1, "bucket 1"), 40);
+  rank1.issued(bucket(2, "bucket 3"), 40);  // rank 1 went astray at #2
+  write_flight_record(folder, 0, 3, "lost rank 2", rank0.records());
+  write_flight_record(folder, 1, 3, "lost rank 2", rank1.records());
+  const std::vector<FlightFile> files = read_flight_folder(folder);
+  REQUIRE(files.size() == 2);
+  CHECK(files[0].records.size() == 3);
+  CHECK(files[0].records[0].finished_us.has_value());
+  CHECK(files[1].records[1].collective == bucket(2, "bucket 3"));
+  const std::vector<std::string> lines = summarize_flights(files);
+  auto has = [&](const std::string& text) {
+    return std::any_of(lines.begin(), lines.end(), [&](const std::string& line) {
+      return line.find(text) != std::string::npos;
+    });
+  };
+  CHECK(has("flight records of 2 of 3 ranks"));
+  CHECK(has("rank 2: no record"));
+  CHECK(has("rank 1 never reached collective #3 (its last was #2)"));
+  CHECK(
+      has("the ranks part at collective #2: rank 1 issued all_reduce #2 bucket 3 (10 floats) "
+          "where rank 0 issued all_reduce #2 bucket 2 (10 floats)"));
+  std::filesystem::remove_all(folder);
+  CHECK_THROWS_WITH(read_flight_folder(folder), doctest::Contains("holds no flight record"));
+}
+
+TEST_CASE("desync check: BAREYOLO_DESYNC_CHECK's values") {
+  CHECK(desync_check_for(Backend::nccl, nullptr) == DesyncCheck::per_step);
+  CHECK(desync_check_for(Backend::tcp, nullptr) == DesyncCheck::off);
+  CHECK(desync_check_for(Backend::nccl, "0") == DesyncCheck::off);
+  CHECK(desync_check_for(Backend::tcp, "step") == DesyncCheck::per_step);
+  CHECK(desync_check_for(Backend::tcp, "1") == DesyncCheck::per_collective);
+  CHECK_THROWS_WITH(desync_check_for(Backend::tcp, "yes"),
+                    doctest::Contains("BAREYOLO_DESYNC_CHECK=yes is not one of"));
+}
+
+}  // namespace
+}  // namespace bareyolo::dist
