@@ -134,17 +134,30 @@ WorkHandle WatchedCommunicator::issue(CollectiveOp op, const CommBuffer& buffer,
                                          .count = op == CollectiveOp::barrier ? 0 : buffer.count,
                                          .tag = std::string(tag)};
   if (check_ == DesyncCheck::per_collective) compare_fingerprint_before_issuing(collective);
+  const uint64_t hash_before = chain_hash_;
   issued_ = sequence;
   const Packed packed = pack(collective);
   chain_hash_ = fnv1a(packed.data(), sizeof packed, chain_hash_);
   recorder_.issued(collective, buffer.bytes());
   note_collective_issued(sequence, to_string(collective));
+  // A backend may run a small collective to completion inside the call (the TCP ring does):
+  // then this rank waits for its peers here, not in wait().
   WorkHandle work;
+  note_collective_wait(true);
   try {
     work = call();
+  } catch (const std::invalid_argument&) {
+    // Refused before it was issued (a root beyond the ranks, a buffer too small): the backend
+    // numbered nothing, and the next collective takes this number.
+    note_collective_wait(false);
+    issued_ = sequence - 1;
+    chain_hash_ = hash_before;
+    throw;
   } catch (const std::exception& error) {
+    note_collective_wait(false);
     throw std::runtime_error(explain_failure(sequence, error.what()));
   }
+  note_collective_wait(false);
   return std::make_shared<WatchedWork>(std::move(work), this, &recorder_, sequence);
 }
 
@@ -179,14 +192,17 @@ void WatchedCommunicator::compare_fingerprint_before_issuing(
                                     .count = int64_t(kPackedWords),
                                     .tag = "desync check"};
   recorder_.issued(check, int64_t(sizeof mine));
+  note_collective_wait(true);
   try {
     inner_
         ->allgather(CommBuffer::of(const_cast<int64_t*>(mine.data()), int64_t(kPackedWords)),
                     CommBuffer::of(all.data(), int64_t(all.size())), check.tag)
         ->wait();
   } catch (const std::exception& error) {
+    note_collective_wait(false);
     throw std::runtime_error(explain_failure(check.sequence, error.what()));
   }
+  note_collective_wait(false);
   recorder_.finished(check.sequence);
   const int64_t* first = all.data();
   for (int rank = 1; rank < world; ++rank) {

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -48,7 +49,9 @@ std::vector<Stall> StallMonitor::stalled() const {
   for (size_t rank = 0; rank < seen_.size(); ++rank) {
     if (!seen_[rank]) continue;
     const Seen& seen = *seen_[rank];
-    const auto silent = now_ - seen.beat_moved;
+    // Progress published by the collectives is a sign of life too: a process stopped just
+    // after a collective beat last up to a second before it stopped moving.
+    const auto silent = now_ - std::max(seen.beat_moved, seen.progress_moved);
     const auto idle = now_ - seen.progress_moved;
     const bool no_heartbeat = silent >= timeout_;
     const bool stuck_outside = idle >= timeout_ && !seen.record.in_collective();
