@@ -20,7 +20,8 @@
 #   TCP ring, the same with --amp and bf16 gradient buckets, a real NCCL communicator at world
 #   1 through the trainer, a resume from a GPU checkpoint, the training forward and backward
 #   (grads, and grads --amp), the main job for 30 epochs, val and predict of its weights on the
-#   GPU against the CPU, sharded validation, an elastic restart, and `bareyolo selftest`. Later
+#   GPU against the CPU, sharded validation, an elastic restart, the desync check and the stall
+#   watch (DDP 3), and `bareyolo selftest`. Later
 #   issues add their cases as steps of phase B (see phase_b_steps).
 #
 # Every step has a time limit (its own, and what is left of its phase); a step's row is
@@ -570,11 +571,53 @@ selftest() {
   row selftest "$(outcome)" "$elapsed" "$(grep '^selftest:' "$phase_b_log" | tail -n 1)"
 }
 
+# DDP 3's watch on the GPU (docs/ddp.md section 10). The rolling desync check, forced on the
+# TCP ring between 2 ranks sharing cuda:0 (NCCL, where it is on by default, needs a GPU per
+# rank), must stay silent while the ranks agree; then a SIGSTOPped rank must be named within
+# --stall-timeout (5 s) plus a few seconds, and the job end.
+desync_check_gpu() {
+  local start=$(date +%s)
+  export BAREYOLO_DESYNC_CHECK=step
+  train_small desync 100 --device 0,0 --max-steps 6
+  unset BAREYOLO_DESYNC_CHECK
+  if [ "$rc" -eq 0 ] && ! grep -q "out of step" "$phase_b_log"; then
+    row desync_check_gpu ok $(($(date +%s) - start)) "BAREYOLO_DESYNC_CHECK=step, 2 ranks on cuda:0, 6 steps"
+  else
+    row desync_check_gpu "$( [ "$rc" -eq 0 ] && echo FAIL || outcome)" $(($(date +%s) - start)) \
+      "exit $rc$(grep -m1 -o 'collectives out of step.*' "$phase_b_log" | cut -c1-120)"
+  fi
+}
+
+stall_gpu() {
+  local start=$(date +%s) log=$work/stall.log
+  "$build/bareyolo" train --data "$work/shapes/data.yaml" --cfg models/yolov5n.yaml --batch 16 \
+    --imgsz 320 --epochs 1000 --no-val --project "$work/runs" --name stall --exist-ok \
+    --device 0,0 --stall-timeout 5 >"$log" 2>&1 &
+  local launcher=$! waited=0
+  until [ -s "$work/runs/stall/results.jsonl" ] || [ "$waited" -ge 600 ]; do
+    sleep 0.1; waited=$((waited + 1))
+  done
+  local rank1 stopped_at
+  rank1=$(pgrep -P "$launcher" | sort -n | tail -n 1)
+  stopped_at=$(date +%s)
+  [ -n "$rank1" ] && kill -STOP "$rank1"
+  waited=0
+  while kill -0 "$launcher" 2>/dev/null && [ "$waited" -lt 300 ]; do sleep 0.1; waited=$((waited + 1)); done
+  kill -9 "$launcher" "$rank1" 2>/dev/null || true
+  cat "$log" >>"$phase_b_log"
+  local took=$(($(date +%s) - stopped_at))
+  if grep -q "rank 1 stalled: no progress" "$log" && [ "$took" -le 15 ]; then
+    row stall_gpu ok $(($(date +%s) - start)) "SIGSTOPped rank 1 named and the job ended ${took} s later (--stall-timeout 5)"
+  else
+    row stall_gpu FAIL $(($(date +%s) - start)) "after ${took} s: $(grep -m1 'launcher\]' "$log" | cut -c1-120)"
+  fi
+}
+
 # The steps of phase B, in order. Later issues add theirs here, each a function that ends with
 # one `row`.
 phase_b_steps=(two_ranks_one_gpu amp_gpu nccl_world1 resume_gpu_checkpoint grads_gpu_vs_cpu
                amp_grads_gpu_vs_cpu main_job_gpu val_predict_gpu_vs_cpu sharded_val_gpu
-               elastic_restart_gpu selftest)
+               elastic_restart_gpu desync_check_gpu stall_gpu selftest)
 
 # ---- the run ------------------------------------------------------------------------------
 : >"$summary"
