@@ -589,27 +589,32 @@ desync_check_gpu() {
 }
 
 stall_gpu() {
-  local start=$(date +%s) log=$work/stall.log
-  "$build/bareyolo" train --data "$work/shapes/data.yaml" --cfg models/yolov5n.yaml --batch 16 \
-    --imgsz 320 --epochs 1000 --no-val --project "$work/runs" --name stall --exist-ok \
-    --device 0,0 --stall-timeout 5 >"$log" 2>&1 &
-  local launcher=$! waited=0
-  until [ -s "$work/runs/stall/results.jsonl" ] || [ "$waited" -ge 600 ]; do
-    sleep 0.1; waited=$((waited + 1))
-  done
-  local rank1 stopped_at
-  rank1=$(pgrep -P "$launcher" | sort -n | tail -n 1)
-  stopped_at=$(date +%s)
-  [ -n "$rank1" ] && kill -STOP "$rank1"
-  waited=0
-  while kill -0 "$launcher" 2>/dev/null && [ "$waited" -lt 300 ]; do sleep 0.1; waited=$((waited + 1)); done
-  kill -9 "$launcher" "$rank1" 2>/dev/null || true
+  local start=$(date +%s) log=$work/stall.log cap
+  cap=$(limit_for 60)
+  if [ "$cap" -le 0 ]; then
+    row stall_gpu "NOT RUN" 0 "the phase's time is spent"
+    return
+  fi
+  timeout --kill-after=5 "$cap" "$build/bareyolo" train --data "$work/shapes/data.yaml" \
+    --cfg models/yolov5n.yaml --batch 16 --imgsz 320 --epochs 1000 --no-val \
+    --project "$work/runs" --name stall --exist-ok --device 0,0 --stall-timeout 5 >"$log" 2>&1 &
+  local job=$! rank1="" stopped_at=0
+  # Once the first epoch has ended, stop rank 1 (the launcher's younger child).
+  while kill -0 "$job" 2>/dev/null && [ ! -s "$work/runs/stall/results.jsonl" ]; do sleep 0.1; done
+  if kill -0 "$job" 2>/dev/null; then
+    rank1=$(pgrep -P "$(pgrep -P "$job" | head -n 1)" | sort -n | tail -n 1)
+    stopped_at=$(date +%s)
+    [ -n "$rank1" ] && kill -STOP "$rank1"
+  fi
+  wait "$job"
+  [ -n "$rank1" ] && kill -9 "$rank1" 2>/dev/null
   cat "$log" >>"$phase_b_log"
   local took=$(($(date +%s) - stopped_at))
-  if grep -q "rank 1 stalled: no progress" "$log" && [ "$took" -le 15 ]; then
-    row stall_gpu ok $(($(date +%s) - start)) "SIGSTOPped rank 1 named and the job ended ${took} s later (--stall-timeout 5)"
+  if [ -n "$rank1" ] && grep -q "rank 1 stalled: no progress" "$log" && [ "$took" -le 15 ]; then
+    row stall_gpu ok $(($(date +%s) - start)) "SIGSTOPped rank 1 named, the job ended ${took} s later (--stall-timeout 5)"
   else
-    row stall_gpu FAIL $(($(date +%s) - start)) "after ${took} s: $(grep -m1 'launcher\]' "$log" | cut -c1-120)"
+    row stall_gpu FAIL $(($(date +%s) - start)) \
+      "$([ -z "$rank1" ] && echo "no epoch ended" || echo "${took} s after SIGSTOP"): $(grep -m1 'error\|launcher\]' "$log" | cut -c1-120)"
   fi
 }
 
