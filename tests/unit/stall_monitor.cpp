@@ -21,14 +21,17 @@ using namespace std::chrono_literals;
 using Clock = StallMonitor::Clock;
 using Records = std::vector<std::optional<RankProgress>>;
 
-RankProgress record(uint64_t beats, uint64_t progress, bool waiting,
-                    std::string last = "all_reduce #7 bucket 2 (10 floats)") {
+RankProgress record(uint64_t beats, uint64_t progress, bool waiting, uint64_t last = 7) {
   return {.beats = beats,
           .progress = progress,
-          .issued = 7,
-          .finished = waiting ? 6u : 7u,
+          .issued = last,
+          .finished = waiting ? last - 1 : last,
           .waiting = waiting ? 1u : 0u,
-          .last_collective = std::move(last)};
+          .last = {.sequence = last,
+                   .op = CollectiveOp::all_reduce,
+                   .dtype = DType::f32,
+                   .count = 10,
+                   .tag = "bucket 2"}};
 }
 
 TEST_CASE("stall monitor: who is stalled, and who only waits for them") {
@@ -85,8 +88,7 @@ TEST_CASE("progress board: a forked worker's record reaches the parent whole") {
   CHECK_FALSE(board->read()[3].has_value());
   const pid_t child = ::fork();
   if (child == 0) {
-    for (uint64_t i = 1; i <= 2000; ++i)
-      board->publish(3, record(i, i * 2, i % 2 == 1, "barrier #" + std::to_string(i)));
+    for (uint64_t i = 1; i <= 2000; ++i) board->publish(3, record(i, i * 2, i % 2 == 1, i));
     ::_exit(0);
   }
   // Every record read while the child writes is one it wrote whole.
@@ -95,7 +97,8 @@ TEST_CASE("progress board: a forked worker's record reaches the parent whole") {
     const Records seen = board->read();
     if (!seen[3]) continue;
     torn = torn || seen[3]->progress != seen[3]->beats * 2 ||
-           seen[3]->last_collective != "barrier #" + std::to_string(seen[3]->beats);
+           seen[3]->last_collective() !=
+               "all_reduce #" + std::to_string(seen[3]->beats) + " bucket 2 (10 floats)";
   }
   int status = 0;
   ::waitpid(child, &status, 0);
@@ -106,7 +109,7 @@ TEST_CASE("progress board: a forked worker's record reaches the parent whole") {
   CHECK_FALSE(last[2].has_value());
   REQUIRE(last[3].has_value());
   CHECK(last[3]->beats == 2000);
-  CHECK(last[3]->last_collective == "barrier #2000");
+  CHECK(last[3]->last_collective() == "all_reduce #2000 bucket 2 (10 floats)");
   CHECK_FALSE(last[3]->in_collective());
 }
 

@@ -23,7 +23,7 @@ std::atomic<uint64_t> g_finished{0};
 std::atomic<uint64_t> g_waiting{0};
 std::atomic<uint64_t> g_beats{0};
 std::mutex g_last_mutex;
-std::string g_last_collective;
+CollectiveFingerprint g_last;  // the last collective issued
 ProgressBoard* g_inherited_board = nullptr;
 int g_inherited_rank = 0;
 
@@ -33,23 +33,26 @@ RankProgress own_progress();
 
 namespace {
 
-// On the launcher's shared board a record costs a few stores, so the collectives publish it
-// as they happen: a peer that fails names exactly what this rank last did, not what it did at
-// its last heartbeat.
+// On the launcher's shared board a record costs a few stores, so each collective publishes it
+// as it is issued: a peer that fails names exactly what this rank last issued, not what it
+// had issued at its last heartbeat. (Waits and completions reach the board with the beats.)
 void publish_now() {
   if (g_inherited_board) g_inherited_board->publish(g_inherited_rank, own_progress());
 }
 
 // ---- the shared page ----
 
-constexpr size_t kDescriptionBytes = 160;
+constexpr size_t kTagBytes = 64;
 
 // One rank's slot. `version` is a seqlock: odd while the writer is inside, so a reader that
-// sees the same even version before and after copying has a whole record.
+// sees the same even version before and after copying has a whole record. The last collective
+// is kept as its fields (formatted by whoever reads it): publishing stays a few stores.
 struct Slot {
   std::atomic<uint64_t> version;
   std::atomic<uint64_t> beats, progress, issued, finished, waiting;
-  char description[kDescriptionBytes];
+  std::atomic<uint64_t> last_sequence, last_op_dtype;
+  std::atomic<int64_t> last_count;
+  char last_tag[kTagBytes];
 };
 
 class SharedProgressBoard final : public ProgressBoard {
@@ -78,9 +81,13 @@ class SharedProgressBoard final : public ProgressBoard {
     slot->issued.store(record.issued, std::memory_order_relaxed);
     slot->finished.store(record.finished, std::memory_order_relaxed);
     slot->waiting.store(record.waiting, std::memory_order_relaxed);
-    const size_t length = std::min(record.last_collective.size(), kDescriptionBytes - 1);
-    std::memcpy(slot->description, record.last_collective.data(), length);
-    slot->description[length] = '\0';
+    slot->last_sequence.store(record.last.sequence, std::memory_order_relaxed);
+    slot->last_op_dtype.store(uint64_t(record.last.op) | uint64_t(record.last.dtype) << 8,
+                              std::memory_order_relaxed);
+    slot->last_count.store(record.last.count, std::memory_order_relaxed);
+    const size_t length = std::min(record.last.tag.size(), kTagBytes - 1);
+    std::memcpy(slot->last_tag, record.last.tag.data(), length);
+    slot->last_tag[length] = '\0';
     slot->version.store(version + 2, std::memory_order_release);
   }
 
@@ -96,14 +103,19 @@ class SharedProgressBoard final : public ProgressBoard {
                             .issued = slot.issued.load(std::memory_order_relaxed),
                             .finished = slot.finished.load(std::memory_order_relaxed),
                             .waiting = slot.waiting.load(std::memory_order_relaxed),
-                            .last_collective = {}};
-        char description[kDescriptionBytes];
-        std::memcpy(description, slot.description, kDescriptionBytes);
+                            .last = {}};
+        const uint64_t op_dtype = slot.last_op_dtype.load(std::memory_order_relaxed);
+        record.last.sequence = slot.last_sequence.load(std::memory_order_relaxed);
+        record.last.op = CollectiveOp(op_dtype & 0xff);
+        record.last.dtype = DType((op_dtype >> 8) & 0xff);
+        record.last.count = slot.last_count.load(std::memory_order_relaxed);
+        char tag[kTagBytes];
+        std::memcpy(tag, slot.last_tag, kTagBytes);
         std::atomic_thread_fence(std::memory_order_acquire);
         if (slot.version.load(std::memory_order_relaxed) != before) continue;
         if (before == 0) break;  // never published
-        description[kDescriptionBytes - 1] = '\0';
-        record.last_collective = description;
+        tag[kTagBytes - 1] = '\0';
+        record.last.tag = tag;
         records[size_t(first_rank_ + local)] = std::move(record);
         break;
       }
@@ -127,21 +139,27 @@ class SharedProgressBoard final : public ProgressBoard {
 
 std::string heartbeat_key(int rank) { return "heartbeat/" + std::to_string(rank); }
 
-// "beats progress issued finished waiting\n<last collective>"
+// "beats progress issued finished waiting last.sequence last.op last.dtype last.count\n<tag>"
 std::string encode(const RankProgress& record) {
-  return std::to_string(record.beats) + " " + std::to_string(record.progress) + " " +
-         std::to_string(record.issued) + " " + std::to_string(record.finished) + " " +
-         std::to_string(record.waiting) + "\n" + record.last_collective;
+  std::string text;
+  for (uint64_t number : {record.beats, record.progress, record.issued, record.finished,
+                          record.waiting, record.last.sequence, uint64_t(record.last.op),
+                          uint64_t(record.last.dtype), uint64_t(record.last.count)})
+    text += std::to_string(number) + " ";
+  return text + "\n" + record.last.tag;
 }
 
 std::optional<RankProgress> decode(const std::string& text) {
   std::istringstream in(text);
   RankProgress record;
+  uint64_t op = 0, dtype = 0;
   if (!(in >> record.beats >> record.progress >> record.issued >> record.finished >>
-        record.waiting))
+        record.waiting >> record.last.sequence >> op >> dtype >> record.last.count))
     return std::nullopt;
-  in.get();  // the newline
-  std::getline(in, record.last_collective, '\0');
+  record.last.op = CollectiveOp(op);
+  record.last.dtype = DType(dtype);
+  in.ignore(2);  // " \n"
+  std::getline(in, record.last.tag, '\0');
   return record;
 }
 
@@ -178,12 +196,12 @@ std::unique_ptr<ProgressBoard> make_store_progress_board(Store& store, int world
 
 void note_progress() { g_progress.fetch_add(1, std::memory_order_relaxed); }
 
-void note_collective_issued(uint64_t sequence, const std::string& description) {
+void note_collective_issued(const CollectiveFingerprint& collective) {
   {
     const std::lock_guard lock(g_last_mutex);
-    g_last_collective = description;
+    g_last = collective;
   }
-  g_issued.store(sequence, std::memory_order_relaxed);
+  g_issued.store(collective.sequence, std::memory_order_relaxed);
   note_progress();
   publish_now();
 }
@@ -193,7 +211,6 @@ void note_collective_finished(uint64_t sequence) {
   while (seen < sequence && !g_finished.compare_exchange_weak(seen, sequence)) {
   }
   note_progress();
-  publish_now();
 }
 
 void note_collective_wait(bool entering) {
@@ -202,7 +219,6 @@ void note_collective_wait(bool entering) {
   else
     g_waiting.fetch_sub(1, std::memory_order_relaxed);
   note_progress();
-  publish_now();
 }
 
 RankProgress own_progress() {
@@ -211,9 +227,9 @@ RankProgress own_progress() {
                       .issued = g_issued.load(std::memory_order_relaxed),
                       .finished = g_finished.load(std::memory_order_relaxed),
                       .waiting = g_waiting.load(std::memory_order_relaxed),
-                      .last_collective = {}};
+                      .last = {}};
   const std::lock_guard lock(g_last_mutex);
-  record.last_collective = g_last_collective;
+  record.last = g_last;
   return record;
 }
 

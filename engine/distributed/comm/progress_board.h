@@ -27,20 +27,24 @@
 #include <thread>
 #include <vector>
 
+#include "engine/distributed/comm/collective_fingerprint.h"
+
 namespace bareyolo::dist {
 
 class Store;
 
 // One rank's record, as a watcher reads it.
 struct RankProgress {
-  uint64_t beats = 0;           // heartbeats so far
-  uint64_t progress = 0;        // units of work so far
-  uint64_t issued = 0;          // collectives issued (the last one's number)
-  uint64_t finished = 0;        // the newest collective this rank saw complete
-  uint64_t waiting = 0;         // threads blocked now in a collective's wait(): waiting for peers
-  std::string last_collective;  // the last one issued, as to_string(fingerprint) names it
+  uint64_t beats = 0;          // heartbeats so far
+  uint64_t progress = 0;       // units of work so far
+  uint64_t issued = 0;         // collectives issued (the last one's number)
+  uint64_t finished = 0;       // the newest collective this rank saw complete
+  uint64_t waiting = 0;        // threads blocked now in a collective's wait(): waiting for peers
+  CollectiveFingerprint last;  // the last one issued (sequence 0: none yet)
 
   bool in_collective() const { return waiting > 0; }
+  // The last collective as to_string names it; "" when none was issued.
+  std::string last_collective() const { return last.sequence == 0 ? "" : to_string(last); }
 };
 
 // Every rank's record, by global rank.
@@ -72,7 +76,7 @@ std::unique_ptr<ProgressBoard> make_store_progress_board(Store& store, int world
 void note_progress();
 // The communicator's side: collective number `sequence` was issued, or seen complete; a
 // thread starts or stops waiting for one.
-void note_collective_issued(uint64_t sequence, const std::string& description);
+void note_collective_issued(const CollectiveFingerprint& collective);
 void note_collective_finished(uint64_t sequence);
 void note_collective_wait(bool entering);
 // This process's record now (beats as the heartbeat thread last counted them).

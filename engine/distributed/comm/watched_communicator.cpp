@@ -139,7 +139,7 @@ WorkHandle WatchedCommunicator::issue(CollectiveOp op, const CommBuffer& buffer,
   const Packed packed = pack(collective);
   chain_hash_ = fnv1a(packed.data(), sizeof packed, chain_hash_);
   recorder_.issued(collective, buffer.bytes());
-  note_collective_issued(sequence, to_string(collective));
+  note_collective_issued(collective);
   // A backend may run a small collective to completion inside the call (the TCP ring does):
   // then this rank waits for its peers here, not in wait().
   WorkHandle work;
@@ -293,7 +293,7 @@ std::string WatchedCommunicator::explain_failure(uint64_t sequence, const std::s
         if (peer.issued >= sequence) continue;
         text += "; " + rank_name(int(rank)) + " never reached collective #" +
                 std::to_string(sequence) + " (its last: " +
-                (peer.last_collective.empty() ? std::string("none") : peer.last_collective) +
+                (peer.last.sequence == 0 ? std::string("none") : peer.last_collective()) +
                 (peer.in_collective() ? ", waiting in it)" : ")");
       }
     } catch (const std::exception&) {

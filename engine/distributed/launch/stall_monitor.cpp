@@ -56,7 +56,7 @@ std::vector<Stall> StallMonitor::stalled() const {
     const bool no_heartbeat = silent >= timeout_;
     const bool stuck_outside = idle >= timeout_ && !seen.record.in_collective();
     if (!no_heartbeat && !stuck_outside) continue;
-    std::string last = seen.record.last_collective;
+    std::string last = seen.record.last_collective();
     if (!last.empty()) last += seen.record.in_collective() ? ", not finished" : ", finished";
     stalls.push_back({.rank = int(rank),
                       .still_for = std::chrono::duration_cast<std::chrono::milliseconds>(idle),
