@@ -213,11 +213,13 @@ void note_collective_finished(uint64_t sequence) {
   note_progress();
 }
 
-void note_collective_wait(bool entering) {
-  if (entering)
-    g_waiting.fetch_add(1, std::memory_order_relaxed);
-  else
-    g_waiting.fetch_sub(1, std::memory_order_relaxed);
+WaitingForPeers::WaitingForPeers() {
+  g_waiting.fetch_add(1, std::memory_order_relaxed);
+  note_progress();
+}
+
+WaitingForPeers::~WaitingForPeers() {
+  g_waiting.fetch_sub(1, std::memory_order_relaxed);
   note_progress();
 }
 

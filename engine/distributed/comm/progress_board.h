@@ -74,11 +74,20 @@ std::unique_ptr<ProgressBoard> make_store_progress_board(Store& store, int world
 // One unit of work done: call it in every loop that may run for long (a batch, an image
 // cached, a label file read). Costs one relaxed atomic add.
 void note_progress();
-// The communicator's side: collective number `sequence` was issued, or seen complete; a
-// thread starts or stops waiting for one.
+// The communicator's side: a collective was issued, or seen complete.
 void note_collective_issued(const CollectiveFingerprint& collective);
 void note_collective_finished(uint64_t sequence);
-void note_collective_wait(bool entering);
+
+// While one lives, this thread waits for its peers — in a collective, or for a key another rank
+// sets in the store (joining the job, rank 0's run directory) — and the rank is their victim,
+// not stalled (stall_monitor.h). Entering and leaving count as progress.
+class WaitingForPeers {
+ public:
+  WaitingForPeers();
+  ~WaitingForPeers();
+  WaitingForPeers(const WaitingForPeers&) = delete;
+  WaitingForPeers& operator=(const WaitingForPeers&) = delete;
+};
 // This process's record now (beats as the heartbeat thread last counted them).
 RankProgress own_progress();
 

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "engine/distributed/comm/progress_board.h"
 #include "engine/distributed/comm/store_protocol.h"
 #include "engine/distributed/comm/token_proof.h"
 #include "engine/distributed/process_name.h"
@@ -137,10 +138,15 @@ void Store::set(const std::string& key, std::string_view value) {
   request(kSet, {key, value}, "the acknowledgement of set('" + key + "')");
 }
 
-std::string Store::get(const std::string& key) { return request(kGet, {key}, "key '" + key + "'"); }
+// A get or wait blocks until another rank sets the key: waiting for peers (progress_board.h).
+std::string Store::get(const std::string& key) {
+  const WaitingForPeers waiting;
+  return request(kGet, {key}, "key '" + key + "'");
+}
 
 void Store::wait(const std::vector<std::string>& keys) {
   if (keys.empty()) return;
+  const WaitingForPeers waiting;
   std::vector<std::string_view> fields(keys.begin(), keys.end());
   request(kWait, fields, "keys " + quoted_keys(keys));
 }

@@ -58,14 +58,12 @@ class WatchedWork final : public Work {
       : inner_(std::move(inner)), owner_(owner), recorder_(recorder), sequence_(sequence) {}
 
   void wait() override {
-    note_collective_wait(true);
     try {
+      const WaitingForPeers waiting;
       inner_->wait();
     } catch (const std::exception& error) {
-      note_collective_wait(false);
       throw std::runtime_error(owner_->explain_failure(sequence_, error.what()));
     }
-    note_collective_wait(false);
     note_collective_finished(sequence_);
     recorder_->finished(sequence_);
   }
@@ -143,21 +141,18 @@ WorkHandle WatchedCommunicator::issue(CollectiveOp op, const CommBuffer& buffer,
   // A backend may run a small collective to completion inside the call (the TCP ring does):
   // then this rank waits for its peers here, not in wait().
   WorkHandle work;
-  note_collective_wait(true);
   try {
+    const WaitingForPeers waiting;
     work = call();
   } catch (const std::invalid_argument&) {
     // Refused before it was issued (a root beyond the ranks, a buffer too small): the backend
     // numbered nothing, and the next collective takes this number.
-    note_collective_wait(false);
     issued_ = sequence - 1;
     chain_hash_ = hash_before;
     throw;
   } catch (const std::exception& error) {
-    note_collective_wait(false);
     throw std::runtime_error(explain_failure(sequence, error.what()));
   }
-  note_collective_wait(false);
   return std::make_shared<WatchedWork>(std::move(work), this, &recorder_, sequence);
 }
 
@@ -192,17 +187,15 @@ void WatchedCommunicator::compare_fingerprint_before_issuing(
                                     .count = int64_t(kPackedWords),
                                     .tag = "desync check"};
   recorder_.issued(check, int64_t(sizeof mine));
-  note_collective_wait(true);
   try {
+    const WaitingForPeers waiting;
     inner_
         ->allgather(CommBuffer::of(const_cast<int64_t*>(mine.data()), int64_t(kPackedWords)),
                     CommBuffer::of(all.data(), int64_t(all.size())), check.tag)
         ->wait();
   } catch (const std::exception& error) {
-    note_collective_wait(false);
     throw std::runtime_error(explain_failure(check.sequence, error.what()));
   }
-  note_collective_wait(false);
   recorder_.finished(check.sequence);
   const int64_t* first = all.data();
   for (int rank = 1; rank < world; ++rank) {

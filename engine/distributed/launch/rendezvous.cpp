@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "engine/distributed/comm/progress_board.h"
+
 namespace bareyolo::dist {
 namespace {
 
@@ -60,6 +62,7 @@ std::unique_ptr<Store> connect_to_store(const LaunchEnv& env, const std::string&
   // answers nothing yet; anywhere else a listener that does not answer at once is a stranger.
   const std::chrono::milliseconds handshake_timeout =
       env.spawned_by_bareyolo ? timeout : kHandshakeTimeout;
+  const WaitingForPeers waiting;  // for rank 0's store: not a stall (progress_board.h)
   while (true) {
     try {
       return std::make_unique<Store>(env.master_addr, env.store_port(), token, timeout,
