@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -72,6 +73,31 @@ TEST_CASE("dist socket: a socket connected to itself is told apart from a real c
   Fd listener = listen_tcp(kHost, 0);
   Fd client = connect_tcp(kHost, bound_port(listener.get()), Clock::now() + kTimeout);
   CHECK_FALSE(is_self_connection(client.get()));
+}
+
+TEST_CASE("dist socket: connections are watched for a cut link, names the peer when lost") {
+  // The behaviour (a cut link ends a job in seconds, a stopped rank does not) is tested in
+  // tests/shell/link_cut.sh, in a network namespace; these are the settings it rests on.
+  auto option = [](int fd, int level, int name) {
+    int value = -1;
+    socklen_t length = sizeof value;
+    REQUIRE(::getsockopt(fd, level, name, &value, &length) == 0);
+    return value;
+  };
+  Fd listener = listen_tcp(kHost, 0);
+  Fd client = connect_tcp(kHost, bound_port(listener.get()), Clock::now() + kTimeout);
+  CHECK(option(client.get(), SOL_SOCKET, SO_KEEPALIVE) == 1);
+  const int idle = option(client.get(), IPPROTO_TCP, TCP_KEEPIDLE);
+  const int interval = option(client.get(), IPPROTO_TCP, TCP_KEEPINTVL);
+  const int probes = option(client.get(), IPPROTO_TCP, TCP_KEEPCNT);
+  CHECK(idle + interval * probes == kLinkLossTimeout.count());
+  // A stream's sender must outwait a peer that stops reading: no TCP_USER_TIMEOUT by default.
+  CHECK(option(client.get(), IPPROTO_TCP, TCP_USER_TIMEOUT) == 0);
+  limit_unacknowledged_sends(client.get());
+  CHECK(option(client.get(), IPPROTO_TCP, TCP_USER_TIMEOUT) == 1000 * kLinkLossTimeout.count());
+  CHECK(std::string(LinkLost("rank 1 (10.0.0.2:41234)").what()) ==
+        "rank 1 (10.0.0.2:41234) unreachable: no TCP acknowledgement for 8 s — the network link "
+        "was cut or the host is down");
 }
 
 TEST_CASE("dist store: set and get across ranks, check never waits") {

@@ -189,13 +189,13 @@ void RingLink::handshake(Store& store, const std::string& master_addr, Clock::ti
   store.set("ring/" + std::to_string(rank_),
             own_host + ":" + std::to_string(bound_port(listening.get())));
 
-  const std::string next_address = store.get("ring/" + std::to_string(next()));
+  next_address_ = store.get("ring/" + std::to_string(next()));
   try {
-    to_next_ = connect_tcp(host_of(next_address), port_of(next_address), deadline);
+    to_next_ = connect_tcp(host_of(next_address_), port_of(next_address_), deadline);
   } catch (const std::exception& error) {
     throw RingFailure(next(),
                       "rank " + std::to_string(rank_) + " cannot reach its ring neighbour rank " +
-                          std::to_string(next()) + " at " + next_address + ": " + error.what());
+                          std::to_string(next()) + " at " + next_address_ + ": " + error.what());
   }
   const std::string hello = hello_bytes(
       rank_, ring_proof(token_, store.get("ring/" + std::to_string(next()) + "/challenge"), rank_));
@@ -215,12 +215,14 @@ void RingLink::handshake(Store& store, const std::string& master_addr, Clock::ti
     if (ready <= 0) continue;
     Fd candidate(::accept4(listening.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!candidate) continue;
+    watch_link(candidate.get());
     auto hello_deadline = std::min(deadline, Clock::now() + std::chrono::seconds(10));
     if (read_hello(candidate.get(), token_, challenge, hello_deadline) == prev())
       from_prev_ = std::move(candidate);
   }
   set_no_delay(from_prev_.get());
   set_no_delay(to_next_.get());
+  prev_address_ = store.get("ring/" + std::to_string(prev()));  // it published it to connect
 }
 
 void RingLink::run(const RingPlan& plan, const CollectiveFingerprint& fingerprint,
@@ -325,6 +327,9 @@ bool RingLink::try_send(SendState& state, const RingPlan& plan, const FrameHeade
   const ssize_t sent = ::sendmsg(to_next_.get(), &message, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (sent < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
+    if (errno == ETIMEDOUT) throw link_lost(next());
+    // The socket's error was read already (by read_from_next): it said why.
+    if (!next_gone_.empty()) throw RingFailure(next(), next_gone_);
     const std::string failure =
         errno_message("rank " + std::to_string(rank_) + " could not send to it");
     // A neighbour that fails sends its abort notice before it closes: read it, so that the
@@ -378,6 +383,7 @@ bool RingLink::try_recv(RecvState& state, const RingPlan& plan, const FrameHeade
   }
   if (got < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
+    if (errno == ETIMEDOUT) throw link_lost(prev());
     throw lost(prev(),
                errno_message("rank " + std::to_string(rank_) + " could not receive from it"));
   }
@@ -515,19 +521,26 @@ void RingLink::receive_frames(const RingPlan& plan, const FrameHeader& collectiv
 void RingLink::read_from_next(bool still_sending, int waiting_for) {
   FrameHeader header{};
   bool got_header = false;
+  std::string link_lost_text;
   try {
     got_header = recv_all(to_next_.get(), &header, kHeaderBytes, Clock::now() + kNoticeTimeout, "");
+  } catch (const LinkLost&) {
+    link_lost_text = link_lost(next()).what();
   } catch (const std::exception&) {  // EOF or a reset: reported below
   }
   if (got_header && header.kind == kAbort)
     throw_notice(to_next_.get(), next(), header.payload_bytes, header.sequence, waiting_for);
   const std::string who = "rank " + std::to_string(next());
-  next_gone_ = got_header && header.kind == kGoodbye
-                   ? who + " left the job (destroyed its communicator) while rank " +
-                         std::to_string(rank_) + " had data for it: did the ranks issue " +
-                         "different numbers of collectives?"
-                   : "lost " + who + ": it closed or broke its connection with rank " +
-                         std::to_string(rank_) + " (the process exited or was killed)";
+  if (!link_lost_text.empty()) {
+    next_gone_ = link_lost_text;
+  } else if (got_header && header.kind == kGoodbye) {
+    next_gone_ = who + " left the job (destroyed its communicator) while rank " +
+                 std::to_string(rank_) +
+                 " had data for it: did the ranks issue different numbers of collectives?";
+  } else {
+    next_gone_ = "lost " + who + ": it closed or broke its connection with rank " +
+                 std::to_string(rank_) + " (the process exited or was killed)";
+  }
   if (still_sending) throw RingFailure(next(), next_gone_);
 }
 
@@ -630,6 +643,12 @@ RingFailure RingLink::timed_out(int waited_for, const FrameHeader& collective) c
                                      ": rank " + std::to_string(rank_) + " waited " +
                                      seconds_text(timeout_) + " (the timeout) for it in " +
                                      to_string(collective_of(collective)) + "; is it stalled?");
+}
+
+RingFailure RingLink::link_lost(int rank) const {
+  const std::string& address = rank == next() ? next_address_ : prev_address_;
+  return RingFailure(rank,
+                     link_lost_message("rank " + std::to_string(rank) + " (" + address + ")"));
 }
 
 void RingLink::interrupt() {

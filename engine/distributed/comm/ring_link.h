@@ -9,7 +9,11 @@
 // `from_prev` — for a large collective each on its own thread, so both directions run at once
 // (on two cores when there are). The reverse direction of each socket carries only abort notices,
 // so while a collective runs both neighbours are watched and a lost one is seen at once (EOF or
-// reset).
+// reset). A cut link is found within kLinkLossTimeout by keepalive (socket.h, watch_link) on
+// the rank that receives over it (its own side of that socket is idle, so it probes); the rank
+// that sends over it may have data in flight, which keepalive does not probe past, and hears of
+// the loss round the ring. (TCP_USER_TIMEOUT would end the sender's wait too, but it also ends
+// one for a neighbour that is only stopped or busy: Linux applies it to a shut window.)
 //
 // Wire format (ring_frame.h): every payload travels in frames of at most kFrameBytes, each
 // behind a header that names its collective by its fingerprint (collective_fingerprint.h). A
@@ -157,12 +161,15 @@ class RingLink {
                                  int waiting_for = -1);
   void send_notice(int fd, const RingFailure& failure, Clock::time_point deadline);
   RingFailure timed_out(int waited_for, const FrameHeader& collective) const;
+  // The neighbour `rank` (next or prev) was silent for kLinkLossTimeout: the link is gone.
+  RingFailure link_lost(int rank) const;
 
   int rank_;
   int world_size_;
   std::string token_;
   std::chrono::milliseconds timeout_;
   Fd to_next_, from_prev_;
+  std::string next_address_, prev_address_;  // the neighbours' listening addresses, for messages
   Fd wake_read_, wake_write_;
   // Why the next rank can take no more data (it said goodbye, or closed after it was done
   // with this rank); "" while it can.

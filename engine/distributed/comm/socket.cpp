@@ -22,6 +22,10 @@ namespace bareyolo::dist {
 namespace {
 
 constexpr int kListenBacklog = 128;
+// Keepalive probes start after this much silence from the peer and repeat at this interval;
+// as many go out as fit in kLinkLossTimeout.
+constexpr int kKeepaliveIdleSeconds = 2;
+constexpr int kKeepaliveIntervalSeconds = 1;
 constexpr auto kFirstRetryDelay = std::chrono::milliseconds(5);
 constexpr auto kLongestRetryDelay = std::chrono::milliseconds(200);
 
@@ -101,6 +105,28 @@ std::string seconds_text(std::chrono::milliseconds duration) {
   return text;
 }
 
+std::string link_lost_message(const std::string& peer) {
+  return peer + " unreachable: no TCP acknowledgement for " + seconds_text(kLinkLossTimeout) +
+         " — the network link was cut or the host is down";
+}
+
+void watch_link(int fd) {
+  const int yes = 1, idle = kKeepaliveIdleSeconds, interval = kKeepaliveIntervalSeconds;
+  const int probes = static_cast<int>(kLinkLossTimeout.count() - idle) / interval;
+  if (::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &yes, sizeof yes) != 0 ||
+      ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle) != 0 ||
+      ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval) != 0 ||
+      ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes) != 0)
+    throw std::runtime_error(errno_message("cannot turn on TCP keepalive"));
+}
+
+void limit_unacknowledged_sends(int fd) {
+  const unsigned int limit_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(kLinkLossTimeout).count();
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &limit_ms, sizeof limit_ms) != 0)
+    throw std::runtime_error(errno_message("cannot set TCP_USER_TIMEOUT"));
+}
+
 Fd listen_tcp(const std::string& host, int port) {
   sockaddr_in address = resolve(host, port);
   Fd fd = new_socket();
@@ -142,6 +168,7 @@ Fd connect_tcp(const std::string& host, int port, Clock::time_point deadline) {
     if (last_error == 0) {
       int yes = 1;
       ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+      watch_link(fd.get());
       return fd;
     }
     std::this_thread::sleep_for(std::min<Clock::duration>(delay, deadline - Clock::now()));
@@ -164,6 +191,8 @@ bool send_all(int fd, const void* data, size_t bytes, Clock::time_point deadline
       bytes -= static_cast<size_t>(sent);
     } else if (errno == EAGAIN || errno == EINTR) {
       if (!wait_for(fd, POLLOUT, deadline)) return false;
+    } else if (errno == ETIMEDOUT) {
+      throw LinkLost(peer);
     } else {
       throw std::runtime_error(errno_message("lost the connection to " + peer + " while sending"));
     }
@@ -183,6 +212,8 @@ bool recv_all(int fd, void* data, size_t bytes, Clock::time_point deadline,
       throw std::runtime_error(peer + " closed the connection");
     } else if (errno == EAGAIN || errno == EINTR) {
       if (!wait_for(fd, POLLIN, deadline)) return false;
+    } else if (errno == ETIMEDOUT) {
+      throw LinkLost(peer);
     } else {
       throw std::runtime_error(
           errno_message("lost the connection to " + peer + " while receiving"));

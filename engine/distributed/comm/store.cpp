@@ -46,6 +46,7 @@ void Store::connect(Clock::time_point deadline) {
     if (Clock::now() < deadline) throw;  // not a wait that ran out (an unknown host, ...)
     throw StoreUnreachable(error.what());
   }
+  limit_unacknowledged_sends(socket_.get());  // requests and replies are small: see socket.h
   const std::string nonce = random_nonce();
   const std::string challenge = greeting(nonce);
   const std::string answer =
@@ -71,6 +72,9 @@ std::string Store::greeting(const std::string& client_nonce) {
   try {
     reply = exchange(encode_frame(kHello, {kMagic, this_process_name(), client_nonce}),
                      Clock::now() + handshake_timeout_);
+  } catch (const LinkLost&) {  // a cut link, not another program on the port
+    socket_.reset();
+    throw;
   } catch (const std::runtime_error& error) {
     throw foreign(std::string("its answer to the store's handshake: ") + error.what());
   }

@@ -133,6 +133,8 @@ class Server {
       if (fd < 0) return;  // EAGAIN: no more; other errors: the client retries
       connections_.push_back(std::make_unique<Connection>());
       connections_.back()->fd.reset(fd);
+      watch_link(fd);  // a client behind a cut link is dropped like one that closed
+      limit_unacknowledged_sends(fd);
       connections_.back()->peer = address_text(address);
     }
   }
