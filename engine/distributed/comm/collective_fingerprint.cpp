@@ -52,4 +52,12 @@ std::string to_string(const CollectiveFingerprint& collective) {
   return text;
 }
 
+std::string issued_differently(int rank_a, const CollectiveFingerprint& a, int rank_b,
+                               const CollectiveFingerprint& b) {
+  return "rank " + std::to_string(rank_a) + " issued " + to_string(a) + " where rank " +
+         std::to_string(rank_b) + " issued " + to_string(b) +
+         ": every rank must issue the same collectives, with buffers of the same count and dtype, "
+         "in the same order (docs/ddp.md, \"Desynchronised collectives\")";
+}
+
 }  // namespace bareyolo::dist

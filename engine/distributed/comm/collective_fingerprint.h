@@ -34,4 +34,9 @@ struct CollectiveFingerprint {
 // "all_reduce #5120 bucket 3 (1,234,560 floats)"; a barrier has no count: "barrier #7".
 std::string to_string(const CollectiveFingerprint& collective);
 
+// The message of a desync that ranks `rank_a` and `rank_b` found: "rank A issued ... where rank
+// B issued ...", and what every rank must do instead. Every backend that checks says it so.
+std::string issued_differently(int rank_a, const CollectiveFingerprint& a, int rank_b,
+                               const CollectiveFingerprint& b);
+
 }  // namespace bareyolo::dist

@@ -5,15 +5,26 @@
 #include <stdexcept>
 
 #include "kernels/device_memory.h"
+#include "kernels/devices.h"
 
 namespace bareyolo::dist {
 namespace {
 
-// A collective that has nothing to wait for.
+// A collective that has nothing to wait for: it succeeded, or failed with `error`.
 class CompletedWork final : public Work {
  public:
-  void wait() override {}
+  explicit CompletedWork(std::string error) : error_(std::move(error)) {}
+  void wait() override {
+    if (!error_.empty()) throw std::runtime_error(error_);
+  }
   bool completed() override { return true; }
+  std::optional<std::chrono::steady_clock::time_point> finished_at() const override {
+    return finished_at_;
+  }
+
+ private:
+  std::string error_;
+  std::chrono::steady_clock::time_point finished_at_ = std::chrono::steady_clock::now();
 };
 
 // world_size 1: the rank's buffer already holds the sum, the mean, the max and the root's
@@ -77,7 +88,45 @@ CommBuffer CommBuffer::of(Tensor& tensor) {
   return {first, tensor.numel(), tensor.dtype(), tensor.device()};
 }
 
-WorkHandle completed_work() { return std::make_shared<CompletedWork>(); }
+WorkHandle completed_work(std::string error) {
+  return std::make_shared<CompletedWork>(std::move(error));
+}
+
+void check_buffer(const CommBuffer& buffer, const char* collective, const char* backend) {
+  if (buffer.dtype != DType::f32 && buffer.dtype != DType::f64 && buffer.dtype != DType::i64 &&
+      buffer.dtype != DType::bf16) {
+    throw std::invalid_argument(std::string(collective) + ": dtype " + dtype_name(buffer.dtype) +
+                                " is not supported by the " + backend +
+                                " (use f32, f64, i64 or bf16)");
+  }
+  if (buffer.count < 0 || (buffer.count > 0 && buffer.data == nullptr)) {
+    throw std::invalid_argument(std::string(collective) + ": a buffer of " +
+                                std::to_string(buffer.count) + " elements at " +
+                                (buffer.data ? "a valid address" : "nullptr") + " is not a buffer");
+  }
+  if (!supported_by_this_build(buffer.device)) {
+    throw std::invalid_argument(std::string(collective) + ": the buffer is on " +
+                                buffer.device.str() + " but this build has no CUDA");
+  }
+}
+
+void check_broadcast_root(int root, int world_size) {
+  if (root < 0 || root >= world_size) {
+    throw std::invalid_argument("broadcast root " + std::to_string(root) + " is not a rank of " +
+                                std::to_string(world_size) + " (0.." +
+                                std::to_string(world_size - 1) + ")");
+  }
+}
+
+void check_allgather_buffers(const CommBuffer& send, const CommBuffer& recv, int world_size) {
+  if (recv.dtype != send.dtype || recv.count != send.count * world_size) {
+    throw std::invalid_argument(
+        "allgather: the receive buffer holds " + std::to_string(recv.count) + " " +
+        dtype_name(recv.dtype) +
+        " elements; it must hold world_size x send count = " + std::to_string(world_size) + " x " +
+        std::to_string(send.count) + " " + dtype_name(send.dtype) + " elements");
+  }
+}
 
 std::unique_ptr<Communicator> make_single_rank_communicator(Backend backend) {
   return std::make_unique<SingleRankCommunicator>(backend);

@@ -100,7 +100,16 @@ class Communicator {
 };
 
 // A Work that is complete already: what a collective returns that finished before returning.
-WorkHandle completed_work();
+// With an `error`, wait() throws it (a collective that failed before returning).
+WorkHandle completed_work(std::string error = {});
+
+// The argument checks every backend makes at the call, each throwing std::invalid_argument that
+// names the value: a buffer of a supported dtype (f32, f64, i64, bf16; `backend` names who says
+// so), count >= 0, data for count > 0, on a device this build has; a broadcast root among the
+// ranks; an allgather's receive buffer of world_size x the send count, in the send dtype.
+void check_buffer(const CommBuffer& buffer, const char* collective, const char* backend);
+void check_broadcast_root(int root, int world_size);
+void check_allgather_buffers(const CommBuffer& send, const CommBuffer& recv, int world_size);
 
 // The communicator of a one-rank job: every collective returns a completed Work.
 std::unique_ptr<Communicator> make_single_rank_communicator(Backend backend = Backend::tcp);

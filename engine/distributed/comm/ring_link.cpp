@@ -629,13 +629,8 @@ void RingLink::say_goodbye() {
 // failure is this rank's own finding (lost_rank = this rank): a neighbour that reads the notice
 // while it waits for its previous rank must not take it for a timeout that blames it.
 RingFailure RingLink::desynchronised(const FrameHeader& theirs, const FrameHeader& ours) const {
-  return RingFailure(rank_, "rank " + std::to_string(prev()) + " issued " +
-                                to_string(collective_of(theirs)) + " where rank " +
-                                std::to_string(rank_) + " issued " +
-                                to_string(collective_of(ours)) +
-                                ": every rank must issue the same collectives, with buffers of "
-                                "the same count and dtype, in the same order (docs/ddp.md, "
-                                "\"Desynchronised collectives\")");
+  return RingFailure(rank_,
+                     issued_differently(prev(), collective_of(theirs), rank_, collective_of(ours)));
 }
 
 RingFailure RingLink::timed_out(int waited_for, const FrameHeader& collective) const {

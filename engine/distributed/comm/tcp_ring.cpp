@@ -32,6 +32,8 @@ constexpr size_t kSegmentChunkBytes = size_t{1} << 20;
 // counts): small_allreduce, in half the ring's steps.
 constexpr size_t kSmallAllreduceBytes = size_t{64} << 10;
 
+constexpr const char* kBackendName = "TCP ring";
+
 int wrap(int index, int n) { return ((index % n) + n) % n; }
 
 // The N chunks of an allreduce: chunk i holds elements [count * i / N, count * (i + 1) / N),
@@ -160,23 +162,6 @@ class RingWork final : public Work {
   std::string error_;
 };
 
-void check_buffer(const CommBuffer& buffer, const char* collective) {
-  if (buffer.dtype != DType::f32 && buffer.dtype != DType::f64 && buffer.dtype != DType::i64 &&
-      buffer.dtype != DType::bf16) {
-    throw std::invalid_argument(std::string(collective) + ": dtype " + dtype_name(buffer.dtype) +
-                                " is not supported by the TCP ring (use f32, f64, i64 or bf16)");
-  }
-  if (buffer.count < 0 || (buffer.count > 0 && buffer.data == nullptr)) {
-    throw std::invalid_argument(std::string(collective) + ": a buffer of " +
-                                std::to_string(buffer.count) + " elements at " +
-                                (buffer.data ? "a valid address" : "nullptr") + " is not a buffer");
-  }
-  if (!supported_by_this_build(buffer.device)) {
-    throw std::invalid_argument(std::string(collective) + ": the buffer is on " +
-                                buffer.device.str() + " but this build has no CUDA");
-  }
-}
-
 // What every rank must agree on for a collective of `op` on `buffer` (its number is given
 // when it is queued).
 CollectiveFingerprint fingerprint(CollectiveOp op, const CommBuffer& buffer, std::string_view tag) {
@@ -216,7 +201,7 @@ class TcpRingCommunicator final : public Communicator {
   Backend backend() const override { return Backend::tcp; }
 
   WorkHandle allreduce(CommBuffer buffer, ReduceOp op, std::string_view tag) override {
-    check_buffer(buffer, "allreduce");
+    check_buffer(buffer, "allreduce", kBackendName);
     return enqueue(
         latency_bound(buffer), fingerprint(CollectiveOp::all_reduce, buffer, tag),
         [this, buffer, op](const Collective& collective, Clock::time_point deadline) {
@@ -230,12 +215,8 @@ class TcpRingCommunicator final : public Communicator {
   }
 
   WorkHandle broadcast(CommBuffer buffer, int root, std::string_view tag) override {
-    check_buffer(buffer, "broadcast");
-    if (root < 0 || root >= world_size_) {
-      throw std::invalid_argument("broadcast root " + std::to_string(root) + " is not a rank of " +
-                                  std::to_string(world_size_) + " (0.." +
-                                  std::to_string(world_size_ - 1) + ")");
-    }
+    check_buffer(buffer, "broadcast", kBackendName);
+    check_broadcast_root(root, world_size_);
     return enqueue(latency_bound(buffer), fingerprint(CollectiveOp::broadcast, buffer, tag),
                    [this, buffer, root](const Collective& collective, Clock::time_point deadline) {
                      HostView host(buffer, /*copy_in=*/rank_ == root);
@@ -246,15 +227,9 @@ class TcpRingCommunicator final : public Communicator {
   }
 
   WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view tag) override {
-    check_buffer(send, "allgather");
-    check_buffer(recv, "allgather");
-    if (recv.dtype != send.dtype || recv.count != send.count * world_size_) {
-      throw std::invalid_argument(
-          "allgather: the receive buffer holds " + std::to_string(recv.count) + " " +
-          dtype_name(recv.dtype) +
-          " elements; it must hold world_size x send count = " + std::to_string(world_size_) +
-          " x " + std::to_string(send.count) + " " + dtype_name(send.dtype) + " elements");
-    }
+    check_buffer(send, "allgather", kBackendName);
+    check_buffer(recv, "allgather", kBackendName);
+    check_allgather_buffers(send, recv, world_size_);
     return enqueue(latency_bound(recv), fingerprint(CollectiveOp::all_gather, send, tag),
                    [this, send, recv](const Collective& collective, Clock::time_point deadline) {
                      HostView host_send(send, /*copy_in=*/true);
