@@ -38,8 +38,9 @@ int cores() { return std::max(1, int(std::thread::hardware_concurrency())); }
 std::optional<dist::Backend> backend_of(const std::string& name) {
   if (name == "auto") return std::nullopt;
   if (name == "tcp") return dist::Backend::tcp;
+  if (name == "shm") return dist::Backend::shm;
   if (name == "nccl") return dist::Backend::nccl;
-  throw std::invalid_argument("--backend " + name + " is not one of auto, tcp, nccl");
+  throw std::invalid_argument("--backend " + name + " is not one of auto, tcp, shm, nccl");
 }
 
 // A timeout flag's seconds (--timeout, --rendezvous-timeout) as a duration.

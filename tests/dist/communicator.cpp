@@ -1,6 +1,7 @@
 // tests/dist/communicator.cpp — the Communicator contract (tests/support/communicator_contract.h)
-// on every backend this build can run without a GPU: the single-rank communicator (world 1) and the
-// TCP ring (worlds 2..4), each rank a forked process on loopback (tests/support/dist_testing.h).
+// on every backend this build can run without a GPU: the single-rank communicator (world 1), the
+// TCP ring and the shm communicator (worlds 2..4), each rank a forked process on loopback
+// (tests/support/dist_testing.h).
 // NCCL runs the same checks in tests/cuda/nccl.cpp.
 #include <doctest/doctest.h>
 
@@ -46,6 +47,7 @@ struct BackendUnderTest {
 const std::vector<BackendUnderTest> kBackends = {
     {"single-rank", {.backend = Backend::tcp}, {1}},
     {"tcp ring", {.backend = Backend::tcp}, {2, 3, 4}},
+    {"shm", {.backend = Backend::shm}, {2, 3, 4}},
 };
 
 // Runs `body` on every backend and world size; every rank must exit cleanly.
@@ -60,6 +62,15 @@ void on_every_backend(const testing::RankBody& body) {
 
 const Device kHost = Device::cpu();
 
+// `count` floats in [-333, 333] that are no multiples of a power of two: their sums round.
+std::vector<float> rounding_floats(uint32_t seed, int64_t count) {
+  std::mt19937 random(seed);
+  std::uniform_real_distribution<float> value(-1000.0f, 1000.0f);
+  std::vector<float> values(static_cast<size_t>(count));
+  for (float& v : values) v = value(random) / 3.0f;
+  return values;
+}
+
 TEST_CASE("communicator: allreduce sum, avg and max of f32, f64, i64 and bf16, any count") {
   on_every_backend([](ProcessGroup& group) {
     contract::for_each_dtype([&]<class T>(T) {
@@ -72,12 +83,16 @@ TEST_CASE("communicator: allreduce sum, avg and max of f32, f64, i64 and bf16, a
 }
 
 // An allreduce of at most 64 KB takes the TCP ring's small path (an all-gather plus a local
-// sum), a larger one the ring schedule: counts on both sides of that size.
+// sum), a larger one the ring schedule; the shm communicator's small path ends at 16 KB, and
+// its slices move a slot (1 MB for 2 ranks) at a time: counts on both sides of those sizes.
 TEST_CASE("communicator: allreduce on both sides of the small-allreduce size") {
   on_every_backend([](ProcessGroup& group) {
     contract::for_each_dtype([&]<class T>(T) {
       const int64_t at_small_limit = (int64_t{64} << 10) / int64_t(sizeof(T));
-      for (int64_t count : {at_small_limit, at_small_limit + 1})
+      const int64_t at_shm_limit = (int64_t{16} << 10) / int64_t(sizeof(T));
+      const int64_t slot = (int64_t{1} << 20) / int64_t(sizeof(T));
+      for (int64_t count :
+           {at_small_limit, at_small_limit + 1, at_shm_limit, at_shm_limit + 1, slot + 1})
         for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max})
           contract::check_allreduce<T>(*group.comm, op, count, kHost);
     });
@@ -85,32 +100,61 @@ TEST_CASE("communicator: allreduce on both sides of the small-allreduce size") {
 }
 
 // Sums that round (unlike the contract's exact eighths): every rank must still end with the
-// same bits, which a rank-dependent summation order would break from 3 ranks on.
-TEST_CASE("tcp ring: a small allreduce gives every rank the same bits") {
-  for (int world : {2, 3, 4}) {
-    INFO("world " << world);
-    check_ranks_ok(run_ranks(
-        world,
-        [](ProcessGroup& group) {
-          Communicator& comm = *group.comm;
-          std::mt19937 random(uint32_t(17 + comm.rank()));
-          std::uniform_real_distribution<float> value(-1000.0f, 1000.0f);
-          std::vector<float> values(1000);
-          for (float& v : values) v = value(random) / 3.0f;
-          Tensor buffer = Tensor::from_vector(values, {1, 1, 1, int64_t(values.size())});
-          comm.allreduce(CommBuffer::of(buffer), ReduceOp::avg)->wait();
-          Tensor everyone = Tensor::zeros({1, 1, 1, int64_t(values.size()) * comm.world_size()});
-          comm.allgather(CommBuffer::of(buffer), CommBuffer::of(everyone))->wait();
-          const std::vector<float> all = everyone.to_vector<float>();
-          for (size_t i = 0; i < values.size(); ++i)
-            for (int r = 1; r < comm.world_size(); ++r)
-              if (std::memcmp(&all[i], &all[r * values.size() + i], sizeof(float)) != 0)
-                throw std::runtime_error("element " + std::to_string(i) + ": rank 0 has " +
-                                         std::to_string(all[i]) + ", rank " + std::to_string(r) +
-                                         " has " + std::to_string(all[r * values.size() + i]));
-        },
-        100s));
+// same bits, which a rank-dependent summation order would break from 3 ranks on. 1000 floats
+// take both backends' small paths, 300,000 their large ones.
+TEST_CASE("communicator: an allreduce that rounds gives every rank the same bits") {
+  for (const auto& backend : kBackends) {
+    for (int world : backend.worlds) {
+      if (world == 1) continue;
+      INFO(backend.name << ", world " << world);
+      check_ranks_ok(run_ranks(
+          world,
+          [](ProcessGroup& group) {
+            Communicator& comm = *group.comm;
+            for (int64_t count : {1000, 300'000}) {
+              std::vector<float> values = rounding_floats(uint32_t(17 + comm.rank()), count);
+              Tensor buffer = Tensor::from_vector(values, {1, 1, 1, count});
+              comm.allreduce(CommBuffer::of(buffer), ReduceOp::avg)->wait();
+              Tensor everyone = Tensor::zeros({1, 1, 1, count * comm.world_size()});
+              comm.allgather(CommBuffer::of(buffer), CommBuffer::of(everyone))->wait();
+              const std::vector<float> all = everyone.to_vector<float>();
+              for (size_t i = 0; i < size_t(count); ++i)
+                for (int r = 1; r < comm.world_size(); ++r)
+                  if (std::memcmp(&all[i], &all[r * size_t(count) + i], sizeof(float)) != 0)
+                    throw std::runtime_error(
+                        "element " + std::to_string(i) + " of " + std::to_string(count) +
+                        ": rank 0 has " + std::to_string(all[i]) + ", rank " + std::to_string(r) +
+                        " has " + std::to_string(all[r * size_t(count) + i]));
+            }
+          },
+          100s, backend.options));
+    }
   }
+}
+
+// The main 2-rank CPU run keeps its exact weights whichever backend auto picks: for 2 ranks the
+// shm communicator's sums, means and maxima are the TCP ring's bits (a + b == b + a), on both
+// sides of each one's small-allreduce size. Both communicators run in the same two ranks.
+TEST_CASE("shm: 2 ranks get the TCP ring's bits") {
+  check_ranks_ok(run_ranks(
+      2,
+      [](ProcessGroup& group) {
+        auto ring = make_tcp_ring_communicator(*group.store, group.rank(), 2, "127.0.0.1",
+                                               group.env.store_token, 30s);
+        for (int64_t count : {1000, 10'000, 20'000, 300'000, (1 << 20) + 3}) {
+          for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
+            const std::vector<float> values = rounding_floats(uint32_t(5 + group.rank()), count);
+            std::vector<float> by_shm = values, by_tcp = values;
+            group.comm->allreduce(CommBuffer::of(by_shm.data(), count), op)->wait();
+            ring->allreduce(CommBuffer::of(by_tcp.data(), count), op)->wait();
+            if (std::memcmp(by_shm.data(), by_tcp.data(), by_shm.size() * sizeof(float)) != 0)
+              throw std::runtime_error("the shm and TCP allreduce (" + std::string(to_string(op)) +
+                                       ") of " + std::to_string(count) + " floats differ");
+            if (by_shm == values) throw std::runtime_error("the allreduce changed nothing");
+          }
+        }
+      },
+      100s, {.backend = Backend::shm}));
 }
 
 // tcp_ring.h: a small collective on host memory that finds none queued or running runs on the
@@ -139,7 +183,7 @@ TEST_CASE("tcp ring: a small collective runs at once when the ring is idle, else
           contract::expect_equal(large, std::vector<float>(large.size(), ranks_sum), "large");
           contract::expect_equal(behind, std::vector<float>(1000, float(world)), "small, behind");
         },
-        100s));
+        100s, {.backend = Backend::tcp}));
   }
 }
 
@@ -195,14 +239,14 @@ TEST_CASE("communicator: a bad argument is refused at the call and the ring keep
   });
 }
 
-TEST_CASE("process group: backend auto picks the TCP ring for CPU ranks") {
+TEST_CASE("process group: backend auto picks shared memory for CPU ranks on one host") {
   check_ranks_ok(run_ranks(
       2,
       [](ProcessGroup& group) {
-        if (group.comm->backend() != Backend::tcp || group.comm->world_size() != 2 ||
+        if (group.comm->backend() != Backend::shm || group.comm->world_size() != 2 ||
             group.comm->rank() != group.rank()) {
           throw std::runtime_error(std::string("auto chose ") + to_string(group.comm->backend()) +
-                                   " for CPU ranks");
+                                   " for CPU ranks on one host");
         }
       },
       30s, ProcessGroupOptions{}));

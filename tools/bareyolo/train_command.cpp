@@ -225,9 +225,9 @@ void add_train_command(CLI::App& app) {
       "--no-sync-bn", [&t] { t.sync_bn = false; },
       "BatchNorm statistics per rank (warned below 16 images per rank)");
   cmd->add_option("--backend", t.backend,
-                  "Communication: auto (NCCL for distinct GPUs, else "
-                  "TCP), tcp or nccl")
-      ->check(CLI::IsMember({"auto", "tcp", "nccl"}))
+                  "Communication: auto (NCCL for distinct GPUs, shared memory for CPU ranks "
+                  "on one host, else TCP), tcp, shm or nccl")
+      ->check(CLI::IsMember({"auto", "tcp", "shm", "nccl"}))
       ->capture_default_str();
   cmd->add_option("--tf32", options.tf32,
                   "on: TF32 tensor-core math for float convolutions and GEMMs on GPUs")

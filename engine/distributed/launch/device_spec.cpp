@@ -92,7 +92,16 @@ std::string index_list_text(const std::vector<int>& indices) {
 
 }  // namespace
 
-const char* to_string(Backend backend) { return backend == Backend::nccl ? "nccl" : "tcp"; }
+const char* to_string(Backend backend) {
+  switch (backend) {
+    case Backend::nccl:
+      return "nccl";
+    case Backend::shm:
+      return "shm";
+    default:
+      return "tcp";
+  }
+}
 
 DeviceSpec DeviceSpec::cpu(int ranks) {
   if (ranks < 1) {

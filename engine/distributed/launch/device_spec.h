@@ -24,7 +24,7 @@
 namespace bareyolo::dist {
 
 enum class DeviceKind { cpu, cuda };
-enum class Backend { tcp, nccl };
+enum class Backend { tcp, nccl, shm };
 const char* to_string(Backend backend);
 
 struct DeviceSpec {

@@ -18,6 +18,7 @@
 #include "engine/distributed/comm/host_staging.h"
 #include "engine/distributed/comm/nccl_communicator.h"
 #include "engine/distributed/comm/progress_board.h"
+#include "engine/distributed/comm/shm_communicator.h"
 #include "engine/distributed/comm/socket.h"
 #include "engine/distributed/comm/tcp_ring.h"
 #include "engine/distributed/comm/token_proof.h"
@@ -65,21 +66,37 @@ std::unique_ptr<StoreServer> serve_store(const LaunchEnv& env) {
   return std::make_unique<StoreServer>(host, env.store_port(), token);
 }
 
-// Backend auto, decided alike on every rank from what every rank published: NCCL only when
-// this build has it and each rank holds a GPU of its own.
-Backend agree_on_backend(Store& store, const LaunchEnv& env, const Device& device) {
+// Where this process can share memory with others: its host name and its IPC and PID
+// namespaces (two containers may share a host name but not /dev/shm or each other's pids).
+std::string memory_domain() {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  store.set("pg/device/" + std::to_string(env.rank), std::string(host) + "/" + device.str());
-  bool distinct_gpus = nccl_compiled();
+  std::string domain = host;
+  for (const char* space : {"/proc/self/ns/ipc", "/proc/self/ns/pid"}) {
+    std::error_code unreadable;
+    domain += " " + std::filesystem::read_symlink(space, unreadable).string();
+  }
+  return domain;
+}
+
+// Backend auto, decided alike on every rank from what every rank published: NCCL when this
+// build has it and each rank holds a GPU of its own; shared memory when every rank is a CPU rank
+// in one memory domain; the TCP ring otherwise.
+Backend agree_on_backend(Store& store, const LaunchEnv& env, const Device& device) {
+  store.set("pg/device/" + std::to_string(env.rank), memory_domain() + "/" + device.str());
+  bool distinct_gpus = nccl_compiled(), cpus_sharing_memory = true;
   std::vector<std::string> seen;
   for (int rank = 0; rank < env.world_size; ++rank) {
     std::string placed = store.get("pg/device/" + std::to_string(rank));
+    const std::string domain = placed.substr(0, placed.rfind('/'));
     if (placed.ends_with("/cpu")) distinct_gpus = false;
+    cpus_sharing_memory = cpus_sharing_memory && placed.ends_with("/cpu") &&
+                          domain.find(":[") != std::string::npos &&
+                          (seen.empty() || seen.front().starts_with(domain + "/"));
     for (const auto& other : seen) distinct_gpus = distinct_gpus && other != placed;
     seen.push_back(std::move(placed));
   }
-  return distinct_gpus ? Backend::nccl : Backend::tcp;
+  return distinct_gpus ? Backend::nccl : cpus_sharing_memory ? Backend::shm : Backend::tcp;
 }
 
 // Rank 0 writes a fresh token into `path` (atomically: a reader sees all of it or nothing);
@@ -207,6 +224,14 @@ ProcessGroup init_process_group(const LaunchEnv& env, const ProcessGroupOptions&
     comm = with_host_staging(make_nccl_communicator(*group.store, env.rank, env.world_size,
                                                     options.device.index, options.timeout),
                              cuda_device_staging(options.device.index));
+  } else if (backend == Backend::shm) {
+    if (!options.device.is_cpu()) {
+      throw std::runtime_error("rank " + std::to_string(env.rank) +
+                               ": the shm backend moves host memory, but this rank's device is " +
+                               options.device.str() + " (use --backend tcp or nccl for GPU ranks)");
+    }
+    comm = make_shm_communicator(*group.store, env.rank, env.world_size, group.env.store_token,
+                                 env.store_port(), options.timeout);
   } else {
     comm = make_tcp_ring_communicator(*group.store, env.rank, env.world_size, env.master_addr,
                                       group.env.store_token, options.timeout);

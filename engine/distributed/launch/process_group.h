@@ -7,13 +7,14 @@
 // rank, rank 0 included, connects a Store client with the run's token and waits until every
 // rank has joined (rendezvous.h: within the rendezvous timeout, saying what it waits for),
 // then the communicator is built: the single-rank one for world_size 1, else the TCP ring
-// (tcp_ring.h) or NCCL (nccl_communicator.h, wrapped by host_staging.h for the host buffers a step
-// sends). One rank that asks for NCCL gets a real NCCL communicator and a private store, so that
-// one GPU can run NCCL's path end to end.
+// (tcp_ring.h), shared memory (shm_communicator.h) or NCCL (nccl_communicator.h, wrapped by
+// host_staging.h for the host buffers a step sends). One rank that asks for NCCL gets a real NCCL
+// communicator and a private store, so that one GPU can run NCCL's path end to end.
 //
 // Backend "auto" (no backend in the options) is decided the same way on every rank: each rank
-// publishes its host and device in the store; NCCL when this build has it and every rank is on
-// a GPU no other rank shares, the TCP ring otherwise (CPU ranks, "--device 0,0").
+// publishes its host (with its IPC and PID namespaces) and device in the store; NCCL when this
+// build has it and every rank is on a GPU no other rank shares, shared memory when every rank is
+// a CPU rank of one host, the TCP ring otherwise (CPU ranks on several hosts, "--device 0,0").
 //
 // The communicator is watched (watched_communicator.h: numbered collectives, a flight record,
 // the rank's progress, the desync check BAREYOLO_DESYNC_CHECK asks for). Its progress board
