@@ -1,19 +1,22 @@
-// bench/allreduce.cpp — bench_allreduce: the TCP ring's float32 allreduce (avg) between 2
-// ranks on loopback, sizes 4 KB .. 64 MB, beside memcpy's bandwidth measured in the same run
-// and, when Python with torch is installed, torch.distributed's gloo all_reduce on the same
-// sizes (bench/gloo_allreduce.py, run after ours, in the same run).
+// bench/allreduce.cpp — bench_allreduce: the float32 allreduce (avg) of the TCP ring (on loopback)
+// and of the shm communicator between 2 ranks of this host, sizes 4 KB .. 64 MB, beside memcpy's
+// bandwidth measured in the same run and, when Python with torch is installed,
+// torch.distributed's gloo all_reduce on the same sizes (bench/gloo_allreduce.py, run after
+// ours, in the same run).
 //
 // Bus bandwidth = bytes x 2(N-1)/N / time: the bytes each rank sends (and receives) in a ring
 // allreduce, per second — comparable across N and with the link's own rate. For 2 ranks on
 // loopback every byte also costs the kernel a copy on each side, so memcpy's rate is the
 // ceiling to keep in mind.
 //
-// Then a gradient bucket of 8 MB (yolov5n's gradients are 7.1 MB) as the reducer sends it:
-// in f32, and as bf16 buckets (--grad-dtype bf16) including the two conversions each way.
-// The last line is machine-readable:
+// Then a gradient bucket of 8 MB (yolov5n's gradients are 7.1 MB) as the reducer sends it
+// over the TCP ring: in f32, and as bf16 buckets (--grad-dtype bf16) including the two
+// conversions each way. The last line is machine-readable (x: the TCP ring, s: shm):
 //   RESULT busbw_64MB_GBps=<x> memcpy_GBps=<m> gloo_busbw_64MB_GBps=<g> ratio_vs_gloo=<x/g>
-//          bf16_bucket_speedup=<f32 time / bf16 time>
-// (g and the ratio are nan without torch).
+//          bf16_bucket_speedup=<f32 time / bf16 time> shm_busbw_64MB_GBps=<s>
+//          shm_ratio_vs_gloo=<s/g> shm_fraction_of_memcpy=<s/m>
+//          tcp_4KB_us=<t> shm_4KB_us=<u> gloo_4KB_us=<v> shm_4KB_speedup_vs_gloo=<v/u>
+// (gloo's figures and the ratios to them are nan without torch).
 //
 //   bench_allreduce            every size, ours and gloo taking turns twice (about a minute)
 //   bench_allreduce --quick    4 KB, 1 MB and 64 MB, a few calls each, no gloo (a second)
@@ -101,15 +104,15 @@ double seconds_per_call(Communicator& comm, const Plan& plan, Call call) {
   return best;
 }
 
-// One rank: every size in f32, then the 8 MB bucket in f32 and as a bf16 bucket; rank 0 writes
-// "f32|bf16 bytes seconds" lines to `report_fd`.
-void run_rank(ProcessGroup& group, const Plan& plan, int report_fd) {
+// One rank: every size in f32, then (`with_bucket`) the 8 MB bucket in f32 and as a bf16 bucket;
+// rank 0 writes "f32|bf16 bytes seconds" lines to `report_fd`.
+void run_rank(ProcessGroup& group, const Plan& plan, bool with_bucket, int report_fd) {
   Communicator& comm = *group.comm;
   auto report = [&](const char* wire, int64_t bytes, double seconds) {
     if (group.rank() == 0) dprintf(report_fd, "%s %lld %.9f\n", wire, (long long)bytes, seconds);
   };
   std::vector<int64_t> sizes = plan.sizes;
-  if (std::find(sizes.begin(), sizes.end(), kBucketBytes) == sizes.end())
+  if (with_bucket && std::find(sizes.begin(), sizes.end(), kBucketBytes) == sizes.end())
     sizes.push_back(kBucketBytes);
   for (int64_t bytes : sizes) {
     std::vector<float> values(size_t(bytes / 4), 1.0f);
@@ -117,6 +120,7 @@ void run_rank(ProcessGroup& group, const Plan& plan, int report_fd) {
     report("f32", bytes,
            seconds_per_call(comm, plan, [&] { comm.allreduce(buffer, ReduceOp::avg)->wait(); }));
   }
+  if (!with_bucket) return;
   // The reducer's bf16 bucket: round into the bf16 copy, all-reduce it, widen the mean back.
   std::vector<float> gradients(size_t(kBucketBytes / 4), 0.5f);
   std::vector<bf16> wire(gradients.size());
@@ -134,9 +138,9 @@ struct Timings {
   double bf16_bucket = std::nan("");
 };
 
-// Forks the ranks (rank 0 serves the store on a socket bound here, as the launcher does) and
-// returns rank 0's timings; exits on a failed rank.
-Timings run_ours(const Plan& plan) {
+// Forks the ranks of `backend` (rank 0 serves the store on a socket bound here, as the launcher
+// does) and returns rank 0's timings; exits on a failed rank.
+Timings run_ours(const Plan& plan, Backend backend) {
   Fd store_socket = listen_tcp("127.0.0.1", 0);
   const int port = bound_port(store_socket.get());
   int report[2];
@@ -156,8 +160,8 @@ Timings run_ours(const Plan& plan) {
         env.world_size = env.local_world_size = kWorld;
         env.master_port = port;
         env.store_token = "bench-allreduce";
-        ProcessGroup group = init_process_group(env, {.backend = Backend::tcp});
-        run_rank(group, plan, report[1]);
+        ProcessGroup group = init_process_group(env, {.backend = backend});
+        run_rank(group, plan, /*with_bucket=*/backend == Backend::tcp, report[1]);
       } catch (const std::exception& error) {
         std::fprintf(stderr, "bench_allreduce rank %d: %s\n", rank, error.what());
         status = 1;
@@ -242,45 +246,64 @@ double lookup_busbw(const std::map<int64_t, double>& seconds, int64_t bytes) {
   return found == seconds.end() ? std::nan("") : bus_gbps(bytes, found->second);
 }
 
+// A size's time in microseconds, nan when it was not measured.
+double micros(const std::map<int64_t, double>& seconds, int64_t bytes) {
+  auto found = seconds.find(bytes);
+  return found == seconds.end() ? std::nan("") : found->second * 1e6;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const Plan plan = plan_for(quick);
   const double memcpy_rate = memcpy_gbps();
-  std::printf("float32 allreduce (avg) between %d ranks on loopback TCP; memcpy %.2f GB/s\n",
-              kWorld, memcpy_rate);
-  std::map<int64_t, double> ours, gloo;
+  std::printf(
+      "float32 allreduce (avg) between %d ranks: TCP ring on loopback, shm; memcpy %.2f GB/s\n",
+      kWorld, memcpy_rate);
+  std::map<int64_t, double> tcp, shm, gloo;
   double bf16_bucket = 1e30;
   auto keep_best = [](std::map<int64_t, double>& best, const std::map<int64_t, double>& round) {
     for (const auto& [bytes, seconds] : round)
       best[bytes] = best.count(bytes) ? std::min(best[bytes], seconds) : seconds;
   };
   for (int round = 0; round < plan.rounds; ++round) {
-    const Timings timings = run_ours(plan);
-    keep_best(ours, timings.f32);
+    const Timings timings = run_ours(plan, Backend::tcp);
+    keep_best(tcp, timings.f32);
     bf16_bucket = std::min(bf16_bucket, timings.bf16_bucket);
+    keep_best(shm, run_ours(plan, Backend::shm).f32);
     if (plan.with_gloo) keep_best(gloo, run_gloo(plan));
   }
 
-  std::printf("%10s %12s %14s %16s %10s\n", "bytes", "time_us", "busbw_GBps", "gloo_busbw_GBps",
-              "ratio");
+  std::printf("%10s %10s %11s %10s %11s %10s %11s %9s %9s\n", "bytes", "tcp_us", "tcp_GBps",
+              "shm_us", "shm_GBps", "gloo_us", "gloo_GBps", "tcp/gloo", "shm/gloo");
   for (int64_t bytes : plan.sizes) {
-    const double busbw = lookup_busbw(ours, bytes), gloo_busbw = lookup_busbw(gloo, bytes);
-    std::printf("%10lld %12.1f %14.3f %16.3f %10.2f\n", (long long)bytes,
-                ours.count(bytes) ? ours.at(bytes) * 1e6 : std::nan(""), busbw, gloo_busbw,
-                busbw / gloo_busbw);
+    const double tcp_bw = lookup_busbw(tcp, bytes), shm_bw = lookup_busbw(shm, bytes),
+                 gloo_bw = lookup_busbw(gloo, bytes);
+    std::printf("%10lld %10.1f %11.3f %10.1f %11.3f %10.1f %11.3f %9.2f %9.2f\n", (long long)bytes,
+                micros(tcp, bytes), tcp_bw, micros(shm, bytes), shm_bw, micros(gloo, bytes),
+                gloo_bw, tcp_bw / gloo_bw, shm_bw / gloo_bw);
   }
-  const double f32_bucket = ours.at(kBucketBytes);
+  const double f32_bucket = tcp.at(kBucketBytes);
   std::printf(
-      "8 MB gradient bucket: f32 %.1f us; bf16 bucket (rounded, all-reduced, widened back) %.1f "
-      "us: %.2fx\n",
+      "8 MB gradient bucket (TCP ring): f32 %.1f us; bf16 bucket (rounded, all-reduced, widened "
+      "back) %.1f us: %.2fx\n",
       f32_bucket * 1e6, bf16_bucket * 1e6, f32_bucket / bf16_bucket);
-  const double headline = lookup_busbw(ours, kHeadlineBytes);
+  const double headline = lookup_busbw(tcp, kHeadlineBytes);
+  const double shm_headline = lookup_busbw(shm, kHeadlineBytes);
   const double gloo_headline = lookup_busbw(gloo, kHeadlineBytes);
+  constexpr int64_t kLatencyBytes = 4 << 10;
   std::printf(
       "RESULT busbw_64MB_GBps=%.3f memcpy_GBps=%.2f gloo_busbw_64MB_GBps=%.3f "
-      "ratio_vs_gloo=%.2f bf16_bucket_speedup=%.2f\n",
-      headline, memcpy_rate, gloo_headline, headline / gloo_headline, f32_bucket / bf16_bucket);
-  return std::isfinite(headline) && std::isfinite(f32_bucket / bf16_bucket) ? 0 : 1;
+      "ratio_vs_gloo=%.2f bf16_bucket_speedup=%.2f shm_busbw_64MB_GBps=%.3f "
+      "shm_ratio_vs_gloo=%.2f shm_fraction_of_memcpy=%.2f tcp_4KB_us=%.1f shm_4KB_us=%.1f "
+      "gloo_4KB_us=%.1f shm_4KB_speedup_vs_gloo=%.1f\n",
+      headline, memcpy_rate, gloo_headline, headline / gloo_headline, f32_bucket / bf16_bucket,
+      shm_headline, shm_headline / gloo_headline, shm_headline / memcpy_rate,
+      micros(tcp, kLatencyBytes), micros(shm, kLatencyBytes), micros(gloo, kLatencyBytes),
+      micros(gloo, kLatencyBytes) / micros(shm, kLatencyBytes));
+  return std::isfinite(headline) && std::isfinite(shm_headline) &&
+                 std::isfinite(f32_bucket / bf16_bucket)
+             ? 0
+             : 1;
 }

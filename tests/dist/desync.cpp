@@ -1,8 +1,10 @@
-// tests/dist/desync.cpp — desynchronised collectives on the TCP ring: a rank that issues its
-// collectives in another order, skips one, or passes a buffer of another size. Every frame
-// carries its collective's fingerprint (engine/distributed/comm/ring_frame.h), so the first
-// frame of the wrong collective fails every rank at once — none waits for the timeout (3 hours
-// here, the default) — with a message naming two ranks and the collective each issued.
+// tests/dist/desync.cpp — desynchronised collectives on the TCP ring and the shm communicator: a
+// rank that issues its collectives in another order, skips one, or passes a buffer of another
+// size. On the ring every frame carries its collective's fingerprint
+// (engine/distributed/comm/ring_frame.h); on shm every rank compares every rank's fingerprint at
+// the collective's first meeting (engine/distributed/comm/shm_meetings.h). Either way the wrong
+// collective fails every rank at once — none waits for the timeout (3 hours here, the default) —
+// with a message naming two neighbouring ranks and the collective each issued.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -16,6 +18,7 @@ namespace bareyolo::dist {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::kCpuBackends;
 using testing::RankResult;
 using testing::run_ranks;
 
@@ -77,19 +80,23 @@ void allreduce_buckets(ProcessGroup& group, const std::vector<int>& swapped) {
 TEST_CASE("desync: a rank that swaps two buckets of equal size fails every rank, naming both") {
   const std::string bucket3 = "all_reduce #1 bucket 3 (300,000 floats)";
   const std::string bucket4 = "all_reduce #1 bucket 4 (300,000 floats)";
-  SUBCASE("2 ranks") {
-    const auto started = std::chrono::steady_clock::now();
-    check_every_rank_names_the_desync(
-        run_ranks(
-            2, [](ProcessGroup& group) { allreduce_buckets(group, {1}); }, 60s),
-        {bucket3, bucket4}, started);
-  }
-  SUBCASE("3 ranks: rank 1, between two that agree, learns it from its neighbours") {
-    const auto started = std::chrono::steady_clock::now();
-    check_every_rank_names_the_desync(
-        run_ranks(
-            3, [](ProcessGroup& group) { allreduce_buckets(group, {2}); }, 60s),
-        {bucket3, bucket3, bucket4}, started);
+  for (const auto& [name, backend] : kCpuBackends) {
+    INFO(name);
+    {  // 2 ranks
+      const auto started = std::chrono::steady_clock::now();
+      check_every_rank_names_the_desync(
+          run_ranks(2, [](ProcessGroup& group) { allreduce_buckets(group, {1}); }, 60s,
+                    {.backend = backend}),
+          {bucket3, bucket4}, started);
+    }
+    {  // 3 ranks: rank 1, between two that agree, learns it from its neighbours
+
+      const auto started = std::chrono::steady_clock::now();
+      check_every_rank_names_the_desync(
+          run_ranks(3, [](ProcessGroup& group) { allreduce_buckets(group, {2}); }, 60s,
+                    {.backend = backend}),
+          {bucket3, bucket3, bucket4}, started);
+    }
   }
 }
 
@@ -97,36 +104,42 @@ TEST_CASE("desync: a rank that skips one SyncBN meeting fails every rank, naming
   // Three layers' forward meetings of 16 channels each (33 doubles a rank: count, means, M2s);
   // rank 1 skips the second, so its second collective is the third layer's.
   const std::vector<std::string> layers = {"model.2.cv1.bn", "model.2.cv2.bn", "model.3.bn"};
-  const auto started = std::chrono::steady_clock::now();
-  auto results = run_ranks(
-      3,
-      [&](ProcessGroup& group) {
-        const ChannelMoments local{8, std::vector<double>(16, 0.5), std::vector<double>(16, 2.0)};
-        for (const std::string& layer : layers) {
-          if (group.rank() == 1 && layer == layers[1]) continue;
-          allgather_moments(*group.comm, local, Device::cpu(), "SyncBN " + layer);
-        }
-      },
-      60s);
-  const std::string expected = "all_gather #2 SyncBN model.2.cv2.bn (33 doubles)";
-  const std::string skipped_to = "all_gather #2 SyncBN model.3.bn (33 doubles)";
-  check_every_rank_names_the_desync(results, {expected, skipped_to, expected}, started);
+  for (const auto& [name, backend] : kCpuBackends) {
+    INFO(name);
+    const auto started = std::chrono::steady_clock::now();
+    auto results = run_ranks(
+        3,
+        [&](ProcessGroup& group) {
+          const ChannelMoments local{8, std::vector<double>(16, 0.5), std::vector<double>(16, 2.0)};
+          for (const std::string& layer : layers) {
+            if (group.rank() == 1 && layer == layers[1]) continue;
+            allgather_moments(*group.comm, local, Device::cpu(), "SyncBN " + layer);
+          }
+        },
+        60s, {.backend = backend});
+    const std::string expected = "all_gather #2 SyncBN model.2.cv2.bn (33 doubles)";
+    const std::string skipped_to = "all_gather #2 SyncBN model.3.bn (33 doubles)";
+    check_every_rank_names_the_desync(results, {expected, skipped_to, expected}, started);
+  }
 }
 
 TEST_CASE("desync: a rank that sends a bucket of the wrong size fails every rank, naming both") {
-  const auto started = std::chrono::steady_clock::now();
-  auto results = run_ranks(
-      3,
-      [](ProcessGroup& group) {
-        const int64_t count = group.rank() == 1 ? kBucketFloats - 1 : kBucketFloats;
-        std::vector<float> bucket(size_t(count), 1.0f);
-        group.comm->allreduce(CommBuffer::of(bucket.data(), count), ReduceOp::avg, "bucket 2")
-            ->wait();
-      },
-      60s);
-  const std::string right = "all_reduce #1 bucket 2 (300,000 floats)";
-  const std::string wrong = "all_reduce #1 bucket 2 (299,999 floats)";
-  check_every_rank_names_the_desync(results, {right, wrong, right}, started);
+  for (const auto& [name, backend] : kCpuBackends) {
+    INFO(name);
+    const auto started = std::chrono::steady_clock::now();
+    auto results = run_ranks(
+        3,
+        [](ProcessGroup& group) {
+          const int64_t count = group.rank() == 1 ? kBucketFloats - 1 : kBucketFloats;
+          std::vector<float> bucket(size_t(count), 1.0f);
+          group.comm->allreduce(CommBuffer::of(bucket.data(), count), ReduceOp::avg, "bucket 2")
+              ->wait();
+        },
+        60s, {.backend = backend});
+    const std::string right = "all_reduce #1 bucket 2 (300,000 floats)";
+    const std::string wrong = "all_reduce #1 bucket 2 (299,999 floats)";
+    check_every_rank_names_the_desync(results, {right, wrong, right}, started);
+  }
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/distributed/comm/socket.h"
@@ -53,6 +54,10 @@ struct RankResult {
 };
 
 using RankBody = std::function<void(ProcessGroup& group)>;
+
+// The backends of CPU ranks on one host, for tests that hold for each: {name, backend}.
+inline const std::vector<std::pair<const char*, Backend>> kCpuBackends = {
+    {"tcp ring", Backend::tcp}, {"shm", Backend::shm}};
 // Changes what a rank's launcher would have told it (by default: a manual launch on loopback
 // with a per-test token).
 using LaunchEdit = std::function<void(LaunchEnv& env)>;

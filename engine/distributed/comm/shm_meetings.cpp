@@ -11,14 +11,19 @@
 #include <climits>
 #include <csignal>
 #include <cstring>
+#include <thread>
 
 namespace bareyolo::dist {
 namespace {
 
 using namespace std::chrono_literals;
 
-// How long a waiter spins before it sleeps: a peer that is about to arrive costs no system call.
-constexpr auto kSpinTime = std::chrono::microseconds(50);
+// A waiter first spins on the peer's counter for kPauseTime (a peer that is about to arrive costs
+// no system call), then yields the core between checks until kSpinTime, as the TCP ring polls
+// (its other threads, or a peer rank that shares it on a loaded machine, still run), and only
+// then sleeps: a thread woken from a futex starts tens of microseconds late.
+constexpr auto kPauseTime = std::chrono::microseconds(5);
+constexpr auto kSpinTime = std::chrono::microseconds(200);
 // How long it sleeps at a time before it checks the abort record, the peer's life and the deadline.
 constexpr auto kSleepSlice = 2ms;
 
@@ -147,11 +152,16 @@ void ShmMeetings::wait_for(int peer, const CollectiveFingerprint& collective,
                            Clock::time_point deadline) {
   ShmRankBlock& theirs = segment_.rank_block(peer);
   if (reached(theirs.step.load(), step_)) return;
-  const auto spin_until = Clock::now() + kSpinTime;
+  const auto started = Clock::now();
   for (int spins = 0;; ++spins) {
     if (reached(theirs.step.load(), step_)) return;
-    cpu_relax();
-    if (spins % 64 == 63 && Clock::now() >= spin_until) break;
+    if (spins % 64 != 63) {
+      cpu_relax();
+      continue;
+    }
+    const auto spun = Clock::now() - started;
+    if (spun >= kSpinTime) break;
+    if (spun >= kPauseTime) std::this_thread::yield();
   }
   while (true) {
     throw_if_aborted();
