@@ -9,6 +9,10 @@
 // loopback every byte also costs the kernel a copy on each side, so memcpy's rate is the
 // ceiling to keep in mind.
 //
+// Beside each backend's time per 64 MB call, the CPU time rank 0's process spent on it (all its
+// threads, spinning included): on a loaded machine the wall time also counts the waits for a
+// descheduled peer, the CPU time is what the backend costs.
+//
 // Then a gradient bucket of 8 MB (yolov5n's gradients are 7.1 MB) as the reducer sends it
 // over the TCP ring: in f32, and as bf16 buckets (--grad-dtype bf16) including the two
 // conversions each way. The last line is machine-readable (x: the TCP ring, s: shm):
@@ -16,6 +20,7 @@
 //          bf16_bucket_speedup=<f32 time / bf16 time> shm_busbw_64MB_GBps=<s>
 //          shm_ratio_vs_gloo=<s/g> shm_fraction_of_memcpy=<s/m>
 //          tcp_4KB_us=<t> shm_4KB_us=<u> gloo_4KB_us=<v> shm_4KB_speedup_vs_gloo=<v/u>
+//          tcp_cpu_ms_64MB=<c> shm_cpu_ms_64MB=<d>
 // (gloo's figures and the ratios to them are nan without torch).
 //
 //   bench_allreduce            every size, ours and gloo taking turns twice (about a minute)
@@ -71,6 +76,13 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// CPU seconds this process has used, all threads.
+double process_cpu_seconds() {
+  timespec used{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &used);
+  return double(used.tv_sec) + double(used.tv_nsec) * 1e-9;
+}
+
 // memcpy between two 64 MB buffers (already touched), best of a few: bytes copied per second.
 double memcpy_gbps() {
   std::vector<char> from(size_t(kHeadlineBytes), 1), to(size_t(kHeadlineBytes), 0);
@@ -104,8 +116,9 @@ double seconds_per_call(Communicator& comm, const Plan& plan, Call call) {
   return best;
 }
 
-// One rank: every size in f32, then (`with_bucket`) the 8 MB bucket in f32 and as a bf16 bucket;
-// rank 0 writes "f32|bf16 bytes seconds" lines to `report_fd`.
+// One rank: every size in f32 (the 64 MB one also in CPU time), then (`with_bucket`) the 8 MB
+// bucket in f32 and as a bf16 bucket; rank 0 writes "f32|cpu|bf16 bytes seconds" lines to
+// `report_fd`.
 void run_rank(ProcessGroup& group, const Plan& plan, bool with_bucket, int report_fd) {
   Communicator& comm = *group.comm;
   auto report = [&](const char* wire, int64_t bytes, double seconds) {
@@ -117,8 +130,14 @@ void run_rank(ProcessGroup& group, const Plan& plan, bool with_bucket, int repor
   for (int64_t bytes : sizes) {
     std::vector<float> values(size_t(bytes / 4), 1.0f);
     const CommBuffer buffer = CommBuffer::of(values.data(), int64_t(values.size()));
-    report("f32", bytes,
-           seconds_per_call(comm, plan, [&] { comm.allreduce(buffer, ReduceOp::avg)->wait(); }));
+    auto call = [&] { comm.allreduce(buffer, ReduceOp::avg)->wait(); };
+    report("f32", bytes, seconds_per_call(comm, plan, call));
+    if (bytes != kHeadlineBytes) continue;
+    constexpr int kCpuCalls = 5;
+    comm.barrier()->wait();
+    const double cpu_before = process_cpu_seconds();
+    for (int i = 0; i < kCpuCalls; ++i) call();
+    report("cpu", bytes, (process_cpu_seconds() - cpu_before) / kCpuCalls);
   }
   if (!with_bucket) return;
   // The reducer's bf16 bucket: round into the bf16 copy, all-reduce it, widen the mean back.
@@ -134,7 +153,8 @@ void run_rank(ProcessGroup& group, const Plan& plan, bool with_bucket, int repor
 }
 
 struct Timings {
-  std::map<int64_t, double> f32;  // seconds per call by bytes
+  std::map<int64_t, double> f32;       // seconds per call by bytes
+  double cpu_headline = std::nan("");  // CPU seconds of rank 0's process per 64 MB call
   double bf16_bucket = std::nan("");
 };
 
@@ -194,6 +214,8 @@ Timings run_ours(const Plan& plan, Backend backend) {
        std::sscanf(line, "%7s %lld %lf", wire, &bytes, &value) == 3;) {
     if (std::strcmp(wire, "f32") == 0)
       timings.f32[bytes] = value;
+    else if (std::strcmp(wire, "cpu") == 0)
+      timings.cpu_headline = value;
     else
       timings.bf16_bucket = value;
     line = std::strchr(line, '\n');
@@ -262,7 +284,7 @@ int main(int argc, char** argv) {
       "float32 allreduce (avg) between %d ranks: TCP ring on loopback, shm; memcpy %.2f GB/s\n",
       kWorld, memcpy_rate);
   std::map<int64_t, double> tcp, shm, gloo;
-  double bf16_bucket = 1e30;
+  double bf16_bucket = 1e30, tcp_cpu = 1e30, shm_cpu = 1e30;
   auto keep_best = [](std::map<int64_t, double>& best, const std::map<int64_t, double>& round) {
     for (const auto& [bytes, seconds] : round)
       best[bytes] = best.count(bytes) ? std::min(best[bytes], seconds) : seconds;
@@ -271,7 +293,10 @@ int main(int argc, char** argv) {
     const Timings timings = run_ours(plan, Backend::tcp);
     keep_best(tcp, timings.f32);
     bf16_bucket = std::min(bf16_bucket, timings.bf16_bucket);
-    keep_best(shm, run_ours(plan, Backend::shm).f32);
+    tcp_cpu = std::min(tcp_cpu, timings.cpu_headline);
+    const Timings shm_timings = run_ours(plan, Backend::shm);
+    keep_best(shm, shm_timings.f32);
+    shm_cpu = std::min(shm_cpu, shm_timings.cpu_headline);
     if (plan.with_gloo) keep_best(gloo, run_gloo(plan));
   }
 
@@ -284,6 +309,8 @@ int main(int argc, char** argv) {
                 micros(tcp, bytes), tcp_bw, micros(shm, bytes), shm_bw, micros(gloo, bytes),
                 gloo_bw, tcp_bw / gloo_bw, shm_bw / gloo_bw);
   }
+  std::printf("64 MB: CPU time of rank 0's process per call: TCP ring %.1f ms, shm %.1f ms\n",
+              tcp_cpu * 1e3, shm_cpu * 1e3);
   const double f32_bucket = tcp.at(kBucketBytes);
   std::printf(
       "8 MB gradient bucket (TCP ring): f32 %.1f us; bf16 bucket (rounded, all-reduced, widened "
@@ -297,11 +324,11 @@ int main(int argc, char** argv) {
       "RESULT busbw_64MB_GBps=%.3f memcpy_GBps=%.2f gloo_busbw_64MB_GBps=%.3f "
       "ratio_vs_gloo=%.2f bf16_bucket_speedup=%.2f shm_busbw_64MB_GBps=%.3f "
       "shm_ratio_vs_gloo=%.2f shm_fraction_of_memcpy=%.2f tcp_4KB_us=%.1f shm_4KB_us=%.1f "
-      "gloo_4KB_us=%.1f shm_4KB_speedup_vs_gloo=%.1f\n",
+      "gloo_4KB_us=%.1f shm_4KB_speedup_vs_gloo=%.1f tcp_cpu_ms_64MB=%.1f shm_cpu_ms_64MB=%.1f\n",
       headline, memcpy_rate, gloo_headline, headline / gloo_headline, f32_bucket / bf16_bucket,
       shm_headline, shm_headline / gloo_headline, shm_headline / memcpy_rate,
       micros(tcp, kLatencyBytes), micros(shm, kLatencyBytes), micros(gloo, kLatencyBytes),
-      micros(gloo, kLatencyBytes) / micros(shm, kLatencyBytes));
+      micros(gloo, kLatencyBytes) / micros(shm, kLatencyBytes), tcp_cpu * 1e3, shm_cpu * 1e3);
   return std::isfinite(headline) && std::isfinite(shm_headline) &&
                  std::isfinite(f32_bucket / bf16_bucket)
              ? 0

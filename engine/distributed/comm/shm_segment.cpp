@@ -22,8 +22,9 @@ constexpr char kMagic[8] = {'b', 'y', 'o', 'l', 'o', 's', 'h', 'm'};
 constexpr uint32_t kLayoutVersion = 1;
 constexpr size_t kPageBytes = 4096;
 // The data slots of all ranks, both sets, take at most this much (a slot at most 1 MB, at
-// least 64 KB): 4 MB for 2 ranks. 1 MB slots give 2 ranks their best 64 MB allreduce
-// (build/bench_allreduce, slots of 256 KB .. 4 MB).
+// least 64 KB): 4 MB for 2 ranks. On the shared 2-core development VM, 2 ranks spent the same
+// CPU time on a 64 MB allreduce with 128 KB .. 1 MB slots (16-23 ms a call, within the noise);
+// larger slots mean fewer meetings, each a point where a descheduled rank stalls the others.
 constexpr size_t kSlotsBudgetBytes = size_t{32} << 20;
 constexpr size_t kMaxSlotBytes = size_t{1} << 20, kMinSlotBytes = size_t{64} << 10;
 
