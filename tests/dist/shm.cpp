@@ -40,21 +40,22 @@ void allreduce_then(ProcessGroup& group, const std::function<void()>& end) {
   if (group.comm->backend() != Backend::shm) throw std::runtime_error("not on shm");
   std::vector<float> values(1000, float(group.rank() + 1));
   group.comm->allreduce(CommBuffer::of(values.data(), 1000), ReduceOp::sum)->wait();
-  if (values[999] != 3.0f) throw std::runtime_error("allreduce gave " + std::to_string(values[999]));
+  if (values[999] != 3.0f)
+    throw std::runtime_error("allreduce gave " + std::to_string(values[999]));
   end();
 }
 
 TEST_CASE("shm: no segment is left behind by a job, clean or SIGKILLed") {
   const std::set<std::string> before = segments();
-  check_ranks_ok(run_ranks(
-      2, [](ProcessGroup& group) { allreduce_then(group, [] {}); }, 30s, {.backend = Backend::shm}));
+  check_ranks_ok(run_ranks(2, [](ProcessGroup& group) { allreduce_then(group, [] {}); }, 30s,
+                           {.backend = Backend::shm}));
   CHECK(segments() == before);
 
   // Both ranks die by SIGKILL with the segment mapped: nothing runs after, yet rank 0 unlinked
   // the name when both had joined, and the kernel frees the memory with the last mapping.
-  const auto killed = run_ranks(
-      2, [](ProcessGroup& group) { allreduce_then(group, [] { ::raise(SIGKILL); }); }, 30s,
-      {.backend = Backend::shm});
+  const auto killed =
+      run_ranks(2, [](ProcessGroup& group) { allreduce_then(group, [] { ::raise(SIGKILL); }); },
+                30s, {.backend = Backend::shm});
   for (const auto& result : killed) {
     INFO(result.describe());
     CHECK(result.signal == SIGKILL);
@@ -73,15 +74,16 @@ TEST_CASE("shm: a stale segment of the same name is replaced, never used") {
       [](ProcessGroup& group) {
         for (int round = 0; round < 3; ++round) allreduce_then(group, [] {});
       },
-      30s, {.backend = Backend::shm}, [](LaunchEnv& env) {
+      30s, {.backend = Backend::shm},
+      [](LaunchEnv& env) {
         if (env.rank != 0) return;
         const std::string name = shm_segment_name(env.store_token, env.master_port, 0);
         const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
         if (fd < 0) throw std::runtime_error("cannot create the stale " + name);
         const size_t bytes = size_t(8) << 20;
         if (::ftruncate(fd, off_t(bytes)) != 0) throw std::runtime_error("ftruncate");
-        char* stale = static_cast<char*>(
-            ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+        char* stale =
+            static_cast<char*>(::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
         std::memset(stale, 0x7f, bytes);
         std::memcpy(stale, "byoloshm", 8);
         ::munmap(stale, bytes);

@@ -10,8 +10,10 @@
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
+#include "engine/distributed/comm/even_parts.h"
 #include "engine/distributed/comm/shm_meetings.h"
 #include "engine/distributed/comm/shm_segment.h"
 #include "kernels/bf16.h"
@@ -27,17 +29,6 @@ constexpr size_t kSmallAllreduceBytes = size_t{16} << 10;
 // Elements a reduction sums at a time: the accumulator stays in L1 while each rank's chunk
 // streams past it.
 constexpr size_t kReduceChunk = 2048;
-
-// Bytes [begin, end) of part `part` of `parts` of `count` elements: parts differ by at most
-// one element, so any count works (0 and counts below N: empty parts).
-struct Parts {
-  int64_t count;
-  int parts;
-  size_t element_bytes;
-
-  size_t offset(int part) const { return size_t(count * part / parts) * element_bytes; }
-  size_t bytes(int part) const { return offset(part + 1) - offset(part); }
-};
 
 // The arithmetic of a reduction on T: bf16 in float, rounded once at the end.
 template <class T>
@@ -255,7 +246,7 @@ class ShmCommunicator final : public Communicator {
       const int64_t begin = buffer.count * round / rounds,
                     end = buffer.count * (round + 1) / rounds;
       char* piece = data(buffer) + size_t(begin) * element_bytes;
-      const Parts slices{end - begin, world_size_, element_bytes};
+      const EvenParts slices{end - begin, world_size_, element_bytes};
 
       const int inputs = meetings_.next_set();
       for (int q = 0; q < world_size_; ++q)

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/distributed/comm/even_parts.h"
 #include "engine/distributed/comm/ring_link.h"
 #include "kernels/device_memory.h"
 #include "kernels/devices.h"
@@ -36,17 +37,8 @@ constexpr const char* kBackendName = "TCP ring";
 
 int wrap(int index, int n) { return ((index % n) + n) % n; }
 
-// The N chunks of an allreduce: chunk i holds elements [count * i / N, count * (i + 1) / N),
-// so chunk sizes differ by at most one element and any count works — 0 and counts below N
-// included (empty chunks send nothing).
-struct Chunks {
-  int64_t count;
-  int parts;
-  size_t element_bytes;
-
-  size_t offset(int chunk) const { return size_t(count * chunk / parts) * element_bytes; }
-  size_t bytes(int chunk) const { return offset(chunk + 1) - offset(chunk); }
-};
+// The N chunks of an allreduce (empty chunks send nothing).
+using Chunks = EvenParts;
 
 template <class T>
 void reduce_into(T* own, const T* received, size_t n, ReduceOp op) {
