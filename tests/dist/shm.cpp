@@ -1,7 +1,8 @@
-// tests/dist/shm.cpp — what only the shm communicator has: its segment's lifetime. No
-// /dev/shm/bareyolo-* outlives a job, clean or SIGKILLed, and a stale segment of the same name
-// (left by a job killed while joining) is replaced, never used. Its collectives pass the
-// contract suite (communicator.cpp), its faults and desyncs are in faults.cpp and desync.cpp.
+// tests/dist/shm.cpp — what only the shm communicator has: its segment's lifetime and the
+// departure notice in it. No /dev/shm/bareyolo-* outlives a job, clean or SIGKILLed, a stale
+// segment of the same name (left by a job killed while joining) is replaced, never used, and a
+// rank that closes its communicator is named by a peer still waiting for it. Its collectives pass
+// the contract suite (communicator.cpp), its faults and desyncs are in faults.cpp and desync.cpp.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/distributed/comm/shm_segment.h"
@@ -90,6 +92,29 @@ TEST_CASE("shm: a stale segment of the same name is replaced, never used") {
         ::close(fd);
       }));
   CHECK(segments() == before);
+}
+
+TEST_CASE("shm: a rank that closed its communicator is named at once, not at its exit") {
+  // Rank 1 closes its communicator and lives on (as a rank that finished early would); rank 0
+  // issues one more collective. It must fail from the departure itself, long before the
+  // timeout and before rank 1's process ends.
+  const auto results =
+      run_ranks(2,
+                [](ProcessGroup& group) {
+                  if (group.rank() == 1) {
+                    group.comm.reset();
+                    std::this_thread::sleep_for(3s);
+                    return;
+                  }
+                  std::vector<double> values(10, 1.0);
+                  group.comm->allreduce(CommBuffer::of(values.data(), 10), ReduceOp::sum)->wait();
+                },
+                30s, {.backend = Backend::shm, .timeout = 20s});
+  INFO(results[0].describe());
+  CHECK(results[0].exit_code == 1);
+  CHECK(results[0].output.find("lost rank 1: it closed its communicator") != std::string::npos);
+  CHECK(results[0].ended < results[1].ended);
+  CHECK(results[1].ok());
 }
 
 }  // namespace
