@@ -191,10 +191,18 @@ class ShmCommunicator final : public Communicator {
       job(collective, Clock::now() + timeout_);
       return completed_work();
     } catch (const ShmFailure& failure) {
-      broken_ = "shm communicator (rank " + std::to_string(rank_) + " of " +
-                std::to_string(world_size_) + "): " + meetings_.abort(failure);
-      return completed_work(broken_);
+      return break_with(failure);
+    } catch (const std::exception& error) {  // local (out of memory): the peers must not wait
+      return break_with(ShmFailure(rank_, "lost rank " + std::to_string(rank_) + ": it failed in " +
+                                              to_string(collective) + ": " + error.what()));
     }
+  }
+
+  // The failure protocol (shm_meetings.h), then every later call refuses.
+  WorkHandle break_with(const ShmFailure& failure) {
+    broken_ = "shm communicator (rank " + std::to_string(rank_) + " of " +
+              std::to_string(world_size_) + "): " + meetings_.abort(failure);
+    return completed_work(broken_);
   }
 
   // `bytes` a slot at a time: for each round `write(at, n)` fills this rank's part of the slot set
