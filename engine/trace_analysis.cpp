@@ -111,13 +111,23 @@ StepAnatomy step_anatomy(const std::vector<Event>& events) {
   for (const Event& e : events)
     if (is_backward(e) && e.end_us <= last->optimizer_begin_us && e.begin_us >= last->begin_us)
       backward_end = std::max(backward_end, e.end_us);
+  // The node whose backward ended last at or before `launch_us`, within the step.
+  auto closer_of = [&](int64_t launch_us) {
+    const Event* closer = nullptr;
+    for (const Event& e : events)
+      if (is_backward(e) && e.begin_us >= last->begin_us && e.end_us <= launch_us &&
+          (closer == nullptr || e.end_us > closer->end_us))
+        closer = &e;
+    return closer ? closer->name.substr(std::string("backward ").size()) : std::string();
+  };
   for (const Event& e : events) {
     if (!is_bucket(e) || e.begin_us < last->begin_us || e.begin_us > last->optimizer_begin_us)
       continue;
     anatomy.buckets.push_back({.bucket = std::stoi(e.name.substr(17)),
                                .bytes = e.bytes,
                                .before_backward_end_ms = double(backward_end - e.begin_us) / 1e3,
-                               .duration_ms = double(e.end_us - e.begin_us) / 1e3});
+                               .duration_ms = double(e.end_us - e.begin_us) / 1e3,
+                               .closed_by = closer_of(e.begin_us)});
   }
   std::sort(anatomy.buckets.begin(), anatomy.buckets.end(),
             [](const BucketDeparture& a, const BucketDeparture& b) { return a.bucket < b.bucket; });

@@ -34,6 +34,10 @@ struct BucketDeparture {
   int64_t bytes = 0;
   double before_backward_end_ms = 0;  // > 0: it left while backward still ran
   double duration_ms = 0;             // launched to done
+  // The node whose backward closed the bucket: the one that ended last before the bucket left
+  // (the reducer launches a bucket right after the backward that made its last gradient
+  // final); "" when no backward of the step had ended.
+  std::string closed_by;
 };
 
 // One rank's last traced step: from the end of the optimizer step before it (or the first

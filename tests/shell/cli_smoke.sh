@@ -55,6 +55,7 @@ test -s "$work/pred2/detections.json" && test -s "$work/pred2/000000.jpg"
 # Options a command cannot honour are refused in one readable line (no 309-digit DBL_MAX).
 source "$(dirname "$0")/refuses.sh"
 refuses "'trace' is not a bareyolo command; did you mean trace-summary?" "$bareyolo" trace --help
+refuses "'trace' is not a bareyolo command; did you mean trace-summary?" "$bareyolo" trace
 refuses "'trian' is not a bareyolo command (bareyolo --help lists them)" "$bareyolo" trian
 refuses "--batch: must be a positive number or -1 (AutoBatch), got '0'" "$bareyolo" train --batch 0
 refuses "--epochs: must be a positive number, got '0'" "$bareyolo" train --epochs 0

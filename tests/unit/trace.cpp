@@ -83,6 +83,9 @@ TEST_CASE("trace analysis: hidden communication, loader waits and bucket departu
   CHECK(anatomy.buckets[0].before_backward_end_ms == doctest::Approx(0.030));
   CHECK(anatomy.buckets[1].before_backward_end_ms == doctest::Approx(0.005));
   CHECK(anatomy.buckets[1].duration_ms == doctest::Approx(0.020));
+  // Which backward closed each bucket: the last to end before it left.
+  CHECK(anatomy.buckets[0].closed_by.empty());  // launched at 30, before any backward ended
+  CHECK(anatomy.buckets[1].closed_by == "model.1");
 
   // The Chrome JSON keeps everything the analysis reads, per rank.
   const auto ranks = trace::events_from_chrome_json(trace::chrome_trace_json({events, {}}));

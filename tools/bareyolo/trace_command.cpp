@@ -2,20 +2,24 @@
 #include "tools/bareyolo/trace_command.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <span>
 #include <stdexcept>
 #include <string>
 
 #include "data/regular_file.h"
+#include "engine/atomic_file.h"
 #include "engine/distributed/comm/flight_summary.h"
 #include "engine/trace_analysis.h"
+#include "engine/trace_svg.h"
 
 namespace bareyolo {
 
 namespace {
 
-std::string trace_file;
+std::string trace_file, svg_file;
 
 std::string bytes_text(double bytes) {
   char text[32];
@@ -42,15 +46,16 @@ void print_rank(size_t rank, const std::vector<trace::Event>& events) {
   for (const auto& [kind, k] : anatomy.startup)
     std::printf("  before the first step: %lld x %s, %s in all\n", static_cast<long long>(k.count),
                 kind.c_str(), bytes_text(double(k.bytes)).c_str());
-  std::printf("  %-28s %10s %12s %22s\n", "buckets of the last step", "bytes", "left (ms)",
-              "all-reduce (ms)");
+  std::printf("  %-28s %10s %12s %22s   %s\n", "buckets of the last step", "bytes", "left (ms)",
+              "all-reduce (ms)", "closed by");
   for (const trace::BucketDeparture& b : anatomy.buckets)
-    std::printf("  bucket %-21d %10s %12s %22.2f\n", b.bucket, bytes_text(double(b.bytes)).c_str(),
+    std::printf("  bucket %-21d %10s %12s %22.2f   %s\n", b.bucket,
+                bytes_text(double(b.bytes)).c_str(),
                 (b.before_backward_end_ms > 0
                      ? std::to_string(int(b.before_backward_end_ms + 0.5)) + " before"
                      : std::to_string(int(-b.before_backward_end_ms + 0.5)) + " after")
                     .c_str(),
-                b.duration_ms);
+                b.duration_ms, b.closed_by.empty() ? "-" : b.closed_by.c_str());
   std::printf("  gradient all-reduce time hidden behind backward: %.0f%%; loader waits: %.1f%%\n",
               100 * shares.hidden_communication, 100 * shares.loader_wait);
 }
@@ -73,6 +78,19 @@ void print_meetings(const std::vector<std::vector<trace::Event>>& ranks) {
   std::printf("  the longest waits, on average per meeting: %s\n", longest.c_str());
 }
 
+// The last traced step as an SVG timeline (engine/trace_svg.h) in svg_file; its size in bytes.
+size_t write_svg(const std::vector<std::vector<trace::Event>>& ranks) {
+  std::string svg;
+  try {
+    svg = trace::step_svg(ranks);
+  } catch (const std::invalid_argument& error) {
+    throw std::invalid_argument(trace_file + ": " + error.what());
+  }
+  const auto* bytes = reinterpret_cast<const uint8_t*>(svg.data());
+  write_file_atomically(svg_file, {std::span<const uint8_t>(bytes, svg.size())});
+  return svg.size();
+}
+
 }  // namespace
 
 void add_trace_command(CLI::App& app) {
@@ -83,6 +101,9 @@ void add_trace_command(CLI::App& app) {
                   "last collectives, written when one failed)")
       ->required()
       ->check(CLI::ExistingPath);
+  cmd->add_option("--svg", svg_file,
+                  "Also draw the last traced step of every rank as an SVG timeline (compute, "
+                  "gradient buckets, collectives, loader waits) to this file");
 }
 
 std::optional<int> run_trace_command(const CLI::App& app) {
@@ -101,8 +122,14 @@ std::optional<int> run_trace_command(const CLI::App& app) {
   } catch (const std::exception& error) {
     throw std::invalid_argument(trace_file + ": " + error.what());
   }
+  // The drawing first: a trace it cannot draw, or a file it cannot write, fails before the
+  // summary scrolls the message away.
+  const size_t svg_bytes = svg_file.empty() ? 0 : write_svg(ranks);
   for (size_t rank = 0; rank < ranks.size(); ++rank) print_rank(rank, ranks[rank]);
   print_meetings(ranks);
+  if (!svg_file.empty())
+    std::printf("timeline of the last traced step: %s (%zu KB; open it in a browser)\n",
+                svg_file.c_str(), (svg_bytes + 1023) / 1024);
   return 0;
 }
 
