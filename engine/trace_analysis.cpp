@@ -90,6 +90,10 @@ std::optional<StepWindow> last_step(const std::vector<Event>& events) {
 StepAnatomy step_anatomy(const std::vector<Event>& events) {
   StepAnatomy anatomy;
   anatomy.steps = int(std::count_if(events.begin(), events.end(), is_optimizer_step));
+  const std::vector<Interval> optimizer_steps = union_of(events, is_optimizer_step);
+  if (optimizer_steps.size() > 1)
+    anatomy.step_ms = double(optimizer_steps.back().second - optimizer_steps.front().second) / 1e3 /
+                      double(optimizer_steps.size() - 1);
   int64_t first_forward = INT64_MAX;
   for (const Event& e : events)
     if (e.track == Track::compute && starts_with(e.name, "forward "))

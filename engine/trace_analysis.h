@@ -50,6 +50,7 @@ std::optional<StepWindow> last_step(const std::vector<Event>& events);
 
 struct StepAnatomy {
   int steps = 0;
+  double step_ms = 0;  // from one optimizer step's end to the next, averaged (0: one step)
   std::map<std::string, CollectiveKind> kinds;    // over all traced steps
   std::map<std::string, CollectiveKind> startup;  // before the first forward (a 0:B window)
   std::vector<BucketDeparture> buckets;           // of the last traced step's last backward

@@ -79,6 +79,11 @@ TEST_CASE("trace analysis: hidden communication, loader waits and bucket departu
   CHECK(anatomy.kinds.at("syncbn").largest == 64);
   CHECK(anatomy.kinds.count("broadcast") == 0);
   CHECK(anatomy.startup.at("broadcast").bytes == 800);
+  CHECK(anatomy.step_ms == 0);  // one step: no period to tell
+  const std::vector<Event> three_steps = {range("optimizer step", Track::compute, 0, 10),
+                                          range("optimizer step", Track::compute, 90, 110),
+                                          range("optimizer step", Track::compute, 200, 210)};
+  CHECK(trace::step_anatomy(three_steps).step_ms == doctest::Approx((210 - 10) / 2 / 1e3));
   REQUIRE(anatomy.buckets.size() == 2);
   CHECK(anatomy.buckets[0].before_backward_end_ms == doctest::Approx(0.030));
   CHECK(anatomy.buckets[1].before_backward_end_ms == doctest::Approx(0.005));

@@ -35,7 +35,9 @@ std::string bytes_text(double bytes) {
 void print_rank(size_t rank, const std::vector<trace::Event>& events) {
   const trace::StepAnatomy anatomy = trace::step_anatomy(events);
   const trace::StepShares shares = trace::step_shares(events);
-  std::printf("rank %zu: %d optimizer step(s) traced\n", rank, anatomy.steps);
+  std::printf("rank %zu: %d optimizer step(s) traced", rank, anatomy.steps);
+  if (anatomy.step_ms > 0) std::printf(", %.1f ms apart", anatomy.step_ms);
+  std::printf("\n");
   if (anatomy.steps == 0) return;
   const double steps = anatomy.steps;
   std::printf("  %-28s %10s %12s %22s\n", "collectives per step", "count", "bytes", "each");
