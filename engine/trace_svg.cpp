@@ -6,6 +6,7 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <string_view>
@@ -22,6 +23,7 @@ constexpr double kHeaderHeight = 30, kRankTitleHeight = 18, kLaneHeight = 12, kL
                  kRowGap = 5, kRankGap = 12, kAxisHeight = 34, kLegendHeight = 26;
 constexpr double kMinRangeWidth = 1;         // a SyncBN meeting lasts a fraction of a pixel
 constexpr double kBucketLabelCharWidth = 6;  // of the 9-px label font, to keep labels apart
+constexpr double kLegendCharWidth = 6.2;     // of the 11-px font, to space the legend's entries
 
 enum class Row { compute, buckets, collectives, loader };
 constexpr Row kRows[] = {Row::compute, Row::buckets, Row::collectives, Row::loader};
@@ -96,8 +98,8 @@ Kind kind_of(const Event& e) {
 
 const Category& category_of(const Event& e) { return kCategories[size_t(kind_of(e))]; }
 
-// printf into a std::string (the SVG's numbers, with one decimal).
-std::string format(const char* pattern, ...) {
+// printf into a std::string: an element of the SVG with its numbers.
+__attribute__((format(printf, 1, 2))) std::string format(const char* pattern, ...) {
   va_list args, copy;
   va_start(args, pattern);
   va_copy(copy, args);
@@ -284,7 +286,7 @@ std::string legend_svg(double top) {
     svg += format("<rect x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"10\" fill=\"%s\"/>", x, top,
                   category.fill);
     svg += format("<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", x + 13, top + 9, category.legend);
-    x += 13 + 6.2 * double(std::string(category.legend).size()) + 14;
+    x += 13 + kLegendCharWidth * double(std::strlen(category.legend)) + 14;
   }
   return svg + "</g>\n";
 }
