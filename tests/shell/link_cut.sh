@@ -37,11 +37,12 @@ readonly port=29500  # this namespace's own loopback: nothing else listens here
 
 "$bareyolo" make-shapes --out "$work/shapes" --n-train 16 --n-val 4 --imgsz 64 --classes 2 > /dev/null
 
-# start_nodes NAME EPOCHS: both nodes' launchers in the background, as %1 and %2.
+# start_nodes NAME EPOCHS: both nodes' launchers in the background, as %1 and %2. On one host
+# `auto` would join them through shared memory; the link under test is the TCP ring's.
 start_nodes() {
   for r in 0 1; do
     BAREYOLO_STORE_TOKEN=link-cut "$bareyolo" train --data "$work/shapes/data.yaml" --cfg "$cfg" \
-      --imgsz 64 --batch 4 --workers 1 --epochs "$2" --timeout 3600 --device cpu \
+      --imgsz 64 --batch 4 --workers 1 --epochs "$2" --timeout 3600 --device cpu --backend tcp \
       --nproc-per-node 1 --nnodes 2 --node-rank $r --master-port $port --project "$work/runs" \
       --name "$1" > "$work/$1-node$r.txt" 2>&1 &
   done
