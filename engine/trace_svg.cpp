@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "engine/trace_analysis.h"
+#include "engine/xml_escape.h"
 
 namespace bareyolo::trace {
 
@@ -111,33 +112,6 @@ __attribute__((format(printf, 1, 2))) std::string format(const char* pattern, ..
   return text;
 }
 
-// Text as SVG (XML) character data or attribute value.
-std::string escaped(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 // Time to x: the window [begin_us, end_us] spans the plot.
 struct TimeAxis {
   int64_t begin_us = 0, end_us = 0;
@@ -213,11 +187,11 @@ std::string range_svg(const Drawn& d, double y, const TimeAxis& axis) {
   std::string svg = format(
       "<rect class=\"range\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\">",
       d.x0, y, d.width(), kLaneHeight, category.fill);
-  svg += "<title>" + escaped(title) + "</title></rect>\n";
+  svg += "<title>" + xml_escaped(title) + "</title></rect>\n";
   if (!d.label.empty())
     svg += format("<text class=\"bucket-label\" x=\"%.2f\" y=\"%.1f\">", d.x0 + 2,
                   y + kLaneHeight - 3) +
-           escaped(d.label) + "</text>\n";
+           xml_escaped(d.label) + "</text>\n";
   return svg;
 }
 

@@ -12,6 +12,7 @@
 #include "data/regular_file.h"
 #include "engine/atomic_file.h"
 #include "engine/trace_analysis.h"
+#include "engine/xml_escape.h"
 
 namespace bareyolo::models {
 
@@ -19,29 +20,6 @@ namespace {
 
 constexpr double kWidth = 460, kHeight = 260;
 constexpr double kLeft = 64, kRight = 12, kTop = 28, kBottom = 58;  // plot margins
-
-std::string html_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 std::string number(double v) {
   char text[32];
@@ -83,9 +61,9 @@ std::string svg_line_chart(const std::string& title, const std::vector<double>& 
   std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + coordinate(kWidth) +
                     "\" height=\"" + coordinate(kHeight) + "\" viewBox=\"0 0 " +
                     coordinate(kWidth) + " " + coordinate(kHeight) + "\" role=\"img\">\n";
-  svg += "<title>" + html_escape(title) + "</title>\n";
+  svg += "<title>" + xml_escaped(title) + "</title>\n";
   svg += "<text x=\"" + coordinate(kLeft) + "\" y=\"18\" font-size=\"14\" font-weight=\"bold\">" +
-         html_escape(title) + "</text>\n";
+         xml_escaped(title) + "</text>\n";
   svg += "<rect x=\"" + coordinate(kLeft) + "\" y=\"" + coordinate(kTop) + "\" width=\"" +
          coordinate(plot_w) + "\" height=\"" + coordinate(plot_h) +
          "\" fill=\"none\" stroke=\"#999\"/>\n";
@@ -134,7 +112,7 @@ std::string svg_line_chart(const std::string& title, const std::vector<double>& 
            "\" x2=\"" + coordinate(legend_x + 16) + "\" y2=\"" + coordinate(legend_y - 4) +
            "\" stroke=\"" + s.color + "\" stroke-width=\"2\"" + dash + "/>\n";
     svg += "<text x=\"" + coordinate(legend_x + 20) + "\" y=\"" + coordinate(legend_y) +
-           "\" font-size=\"11\">" + html_escape(s.name) + "</text>\n";
+           "\" font-size=\"11\">" + xml_escaped(s.name) + "</text>\n";
     legend_x += legend_width;
   }
   return svg + "</svg>\n";
@@ -179,7 +157,7 @@ std::string svg_step_timeline(const std::vector<std::vector<trace::Event>>& rank
         const double x1 = kLabel + double(std::min(e.end_us, end) - begin) * scale;
         svg += "<rect x=\"" + coordinate(x0) + "\" y=\"" + coordinate(y) + "\" width=\"" +
                coordinate(std::max(x1 - x0, 0.5)) + "\" height=\"" + coordinate(kLane) +
-               "\" fill=\"" + timeline_color(e) + "\"><title>" + html_escape(e.name) + ", " +
+               "\" fill=\"" + timeline_color(e) + "\"><title>" + xml_escaped(e.name) + ", " +
                number(double(e.end_us - e.begin_us) / 1e3) + " ms</title></rect>\n";
       }
       y += kLane + 2;
@@ -240,18 +218,18 @@ std::string render_report_html(const std::vector<EpochMetrics>& history, const s
   const std::string timeline = svg_step_timeline(traced_ranks);
 
   return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" +
-         html_escape(title) +
+         xml_escaped(title) +
          "</title>\n<style>body{font-family:sans-serif;margin:1.5em}"
          "svg{margin:0 1em 1em 0;border:1px solid #ddd}"
          "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
          "padding:2px 6px;text-align:right}pre{background:#f6f6f6;padding:1em;"
          "white-space:pre-wrap}</style>\n</head><body>\n<h1>" +
-         html_escape(title) + "</h1>\n<p>" + std::to_string(history.size()) +
+         xml_escaped(title) + "</h1>\n<p>" + std::to_string(history.size()) +
          " epoch(s). Dashed: validation losses. Validation skipped (--no-val) shows as "
          "gaps.</p>\n" +
          "<div>\n" + charts + "</div>\n" +
          (timeline.empty() ? std::string() : "<h2>A traced step (--trace)</h2>\n" + timeline) +
-         "<h2>Epochs</h2>\n" + table + "<h2>Configuration</h2>\n<pre>" + html_escape(config_json) +
+         "<h2>Epochs</h2>\n" + table + "<h2>Configuration</h2>\n<pre>" + xml_escaped(config_json) +
          "</pre>\n</body></html>\n";
 }
 
