@@ -13,6 +13,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "data/regular_file.h"
+
 namespace fs = std::filesystem;
 
 namespace bareyolo::data {
@@ -108,11 +110,18 @@ fs::path moved_root_fallback(const fs::path& path, const fs::path& yaml_folder,
 }  // namespace
 
 DatasetConfig read_dataset_yaml(const std::string& yaml_file) {
-  if (!fs::is_regular_file(yaml_file))
-    throw std::runtime_error("dataset yaml " + yaml_file + " does not exist or is not a file");
+  const FileContents contents = read_regular_file(yaml_file);
+  if (contents.kind == FileContents::missing)
+    throw std::runtime_error("dataset yaml " + yaml_file + " does not exist");
+  if (contents.kind != FileContents::regular)
+    throw std::runtime_error("dataset yaml " + yaml_file + " cannot be read: " + contents.error);
+  return parse_dataset_yaml(contents.bytes, yaml_file);
+}
+
+DatasetConfig parse_dataset_yaml(const std::string& yaml_text, const std::string& yaml_file) {
   YAML::Node doc;
   try {
-    doc = YAML::LoadFile(yaml_file);
+    doc = YAML::Load(yaml_text);
   } catch (const YAML::Exception& error) {
     fail(yaml_file, std::string("not valid yaml: ") + error.what());
   }

@@ -30,6 +30,9 @@ struct DatasetConfig {
 
 // Throws std::runtime_error naming the yaml file and the key for anything missing or wrong.
 DatasetConfig read_dataset_yaml(const std::string& yaml_file);
+// The same for the file's text: `yaml_file` names it in messages, and its folder is the root
+// that relative paths start from.
+DatasetConfig parse_dataset_yaml(const std::string& yaml_text, const std::string& yaml_file);
 
 // The sources of a split by name: "train", "val" or "test".
 const std::vector<std::string>& split_sources(const DatasetConfig& config,

@@ -1,16 +1,27 @@
 // models/train/flat_yaml.cpp — see flat_yaml.h.
 #include "models/train/flat_yaml.h"
 
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 
 namespace bareyolo::models {
 
 std::vector<FlatYamlEntry> read_flat_yaml(const std::string& path, const std::string& flag) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument(flag + " " + path + ": cannot open the file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_flat_yaml(text.str(), path, flag);
+}
+
+std::vector<FlatYamlEntry> parse_flat_yaml(const std::string& yaml_text, const std::string& path,
+                                           const std::string& flag) {
   const std::string source = flag + " " + path;
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
+    root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     throw std::invalid_argument(source + ": cannot read it as yaml: " + e.what());
   }
@@ -18,7 +29,10 @@ std::vector<FlatYamlEntry> read_flat_yaml(const std::string& path, const std::st
   std::vector<FlatYamlEntry> entries;
   std::map<std::string, int> first_line;
   for (const auto& item : root) {
-    FlatYamlEntry entry{item.first.as<std::string>(), item.second, item.first.Mark().line + 1};
+    if (!item.first.IsScalar())  // `[a, b]: 1`: yaml-cpp would only say "bad conversion"
+      throw std::invalid_argument(source + ":" + std::to_string(item.first.Mark().line + 1) +
+                                  ": a key must be a single name");
+    FlatYamlEntry entry{item.first.Scalar(), item.second, item.first.Mark().line + 1};
     const std::string where = source + ":" + std::to_string(entry.line) + ": '" + entry.key + "'";
     if (auto [seen, fresh] = first_line.emplace(entry.key, entry.line); !fresh)
       throw std::invalid_argument(where + " is given twice (first on line " +

@@ -18,8 +18,11 @@ struct FlatYamlEntry {
 };
 
 // The entries of `path` in file order. Throws std::invalid_argument beginning with
-// "<flag> <path>" (and the line where there is one) when the file is not yaml, not a map, holds a
-// value that is not a single value, or repeats a key.
+// "<flag> <path>" (and the line where there is one) when the file cannot be read, is not yaml,
+// not a map, has a key or a value that is not a single value, or repeats a key.
 std::vector<FlatYamlEntry> read_flat_yaml(const std::string& path, const std::string& flag);
+// The same for the file's text (`path` only names it in messages).
+std::vector<FlatYamlEntry> parse_flat_yaml(const std::string& yaml_text, const std::string& path,
+                                           const std::string& flag);
 
 }  // namespace bareyolo::models

@@ -104,11 +104,11 @@ constexpr const char* kMustBeZero[] = {"fl_gamma", "mixup", "copy_paste"};
 // Hyp keys YOLOv5 defines but its training never reads.
 constexpr const char* kUnused[] = {"iou_t"};
 
-}  // namespace
-
-void load_hyp_yaml(const std::string& path, TrainOptions& options) {
+// The entries of a --hyp yaml on `options`, each checked (load_hyp_yaml in options.h).
+void apply_hyp_entries(const std::vector<FlatYamlEntry>& entries, const std::string& path,
+                       TrainOptions& options) {
   const std::vector<HypField> fields = hyp_fields(options);
-  for (const FlatYamlEntry& entry : read_flat_yaml(path, "--hyp")) {
+  for (const FlatYamlEntry& entry : entries) {
     const std::string where = "--hyp " + path + ":" + std::to_string(entry.line) + ": ";
     const std::string& key = entry.key;
     double value = 0;
@@ -137,6 +137,16 @@ void load_hyp_yaml(const std::string& path, TrainOptions& options) {
       throw std::invalid_argument(where + "unknown hyperparameter '" + key +
                                   "' (YOLOv5's hyp.scratch-low.yaml lists the keys)");
   }
+}
+
+}  // namespace
+
+void load_hyp_yaml(const std::string& path, TrainOptions& options) {
+  apply_hyp_entries(read_flat_yaml(path, "--hyp"), path, options);
+}
+
+void parse_hyp_yaml(const std::string& yaml_text, const std::string& path, TrainOptions& options) {
+  apply_hyp_entries(parse_flat_yaml(yaml_text, path, "--hyp"), path, options);
 }
 
 void check_hyp(const TrainOptions& options) {

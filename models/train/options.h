@@ -143,6 +143,8 @@ int loader_workers(int workers, const Device& device, int per_rank_batch);
 // (NaN and infinities included: lr0 > 0, momentum in [0, 1), anchor_t > 1, ...) are errors
 // naming the file, line, key and range.
 void load_hyp_yaml(const std::string& path, TrainOptions& options);
+// The same for the file's text (`path` only names it in messages).
+void parse_hyp_yaml(const std::string& yaml_text, const std::string& path, TrainOptions& options);
 // The same ranges for options set through the C++ API: throws std::invalid_argument naming the
 // hyperparameter, its value and its range.
 void check_hyp(const TrainOptions& options);
