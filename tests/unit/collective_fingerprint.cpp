@@ -1,6 +1,7 @@
 // tests/unit/collective_fingerprint.cpp — how a collective is named in a desync message, and how
 // its fingerprint travels in a TCP ring frame's header. The tags the callers give are checked in
 // tests/unit/reducer.cpp, the multi-process failures in tests/dist/desync.cpp.
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,11 @@ TEST_CASE("collective fingerprint: named with its number, tag and count") {
   CHECK(to_string(CollectiveFingerprint{
             .sequence = 9, .op = CollectiveOp::barrier, .tag = "image caches"}) ==
         "barrier #9 image caches");
+  // Any count a damaged frame may carry (fuzz/regressions/ring_frame/): the most negative too.
+  CHECK(to_string(CollectiveFingerprint{.sequence = 1,
+                                        .op = CollectiveOp::all_reduce,
+                                        .count = std::numeric_limits<int64_t>::min()}) ==
+        "all_reduce #1 (-9,223,372,036,854,775,808 floats)");
 }
 
 TEST_CASE("ring frame header: carries the fingerprint, compares every field of it") {
@@ -52,6 +58,10 @@ TEST_CASE("ring frame header: carries the fingerprint, compares every field of i
     change(other);
     CHECK_FALSE(same_collective(header, data_header(other)));
   }
+  // Bytes after the tag's end are not part of it (fuzz/regressions/ring_frame/).
+  FrameHeader padded = header;
+  padded.tag[kWireTagBytes - 1] = 'x';
+  CHECK(same_collective(padded, header));
   // A tag longer than the header's field travels cut to it.
   const std::string long_tag = "SyncBN model.23.m.2.cv3.bn and much more besides";
   CollectiveFingerprint tagged = bucket;

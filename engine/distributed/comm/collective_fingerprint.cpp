@@ -4,9 +4,11 @@
 namespace bareyolo::dist {
 namespace {
 
-// 1234560 -> "1,234,560": counts of gradient buckets are read, not parsed.
+// 1234560 -> "1,234,560": counts of gradient buckets are read, not parsed. The magnitude is
+// negated as unsigned: a count off the wire may be INT64_MIN, whose negation is no int64_t.
 std::string with_thousands_separators(int64_t value) {
-  const std::string digits = std::to_string(value < 0 ? -value : value);
+  const uint64_t magnitude = value < 0 ? 0 - static_cast<uint64_t>(value) : uint64_t(value);
+  const std::string digits = std::to_string(magnitude);
   std::string grouped;
   for (size_t i = 0; i < digits.size(); ++i) {
     if (i > 0 && (digits.size() - i) % 3 == 0) grouped += ',';

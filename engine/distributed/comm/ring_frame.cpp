@@ -25,9 +25,13 @@ CollectiveFingerprint collective_of(const FrameHeader& header) {
           .tag = std::string(header.tag, strnlen(header.tag, kWireTagBytes))};
 }
 
+// The tags compare up to their ends, as collective_of reads them: a sender zeroes the bytes after
+// a tag, but a damaged frame's may not be zero, and a desync message would then name the same
+// collective twice.
 bool same_collective(const FrameHeader& a, const FrameHeader& b) {
+  const size_t tag_bytes = strnlen(a.tag, kWireTagBytes);
   return a.sequence == b.sequence && a.count == b.count && a.op == b.op && a.dtype == b.dtype &&
-         std::memcmp(a.tag, b.tag, kWireTagBytes) == 0;
+         tag_bytes == strnlen(b.tag, kWireTagBytes) && std::memcmp(a.tag, b.tag, tag_bytes) == 0;
 }
 
 }  // namespace bareyolo::dist
