@@ -7,8 +7,9 @@
 #     says (tools/check_format.sh), the README stays a front page whose paths and links
 #     resolve and docs/README.md indexes every docs/ file (tools/check_docs.sh);
 #  2. every test of the Release build in build/ (CUDA tests report *skipped* without a GPU);
-#  3. the fast unit tests again in a CPU-only AddressSanitizer + UndefinedBehaviorSanitizer
-#     build (build-asan/), which stops at the first report.
+#  3. the fast tests again (the unit tests, and the fuzz targets replaying their corpora and
+#     regressions) in a CPU-only AddressSanitizer + UndefinedBehaviorSanitizer build
+#     (build-asan/), which stops at the first report.
 # Pass --release-only to skip step 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,6 @@ echo "== ASan+UBSan build (CPU only): fast tests"
 # here, most of CI's), the tests 16 s more, and a report still names the file and line.
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWITH_CUDA=OFF \
   -DBAREYOLO_SANITIZE=ON -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" > build-asan.log
-cmake --build build-asan -j "$jobs" --target unit_tests >> build-asan.log ||
+cmake --build build-asan -j "$jobs" --target unit_tests fuzz_replays >> build-asan.log ||
   { tail -n 50 build-asan.log; exit 1; }
 ctest --test-dir build-asan -L fast --output-on-failure -j "$jobs"
