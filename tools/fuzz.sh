@@ -62,7 +62,8 @@ for target in "${targets[@]}"; do
   cp -r "fuzz/corpus/$target/." "$run/corpus/"
   [ -d "fuzz/regressions/$target" ] && cp -r "fuzz/regressions/$target/." "$run/corpus/"
   status=0
-  "build-fuzz/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
+    "build-fuzz/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -malloc_limit_mb=256 -print_final_stats=1 -artifact_prefix="$run/crashes/" \
     "$run/corpus" >"$run/log" 2>&1 || status=$?
   # libFuzzer's final statistics; its last status line when it died before printing them.

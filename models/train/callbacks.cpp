@@ -7,6 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "engine/json_numbers.h"
+
 namespace bareyolo::models {
 
 namespace {
@@ -79,7 +81,7 @@ EpochMetrics parse_epoch_metrics_json(const std::string& text) {
     return value.is_null() ? 0.0 : value.get<double>();
   };
   EpochMetrics m;
-  m.epoch = get("epoch").get<int>();
+  read_whole_number(get("epoch"), m.epoch, "an epoch record's 'epoch'");
   m.train_box = get("train/box_loss");
   m.train_obj = get("train/obj_loss");
   m.train_cls = get("train/cls_loss");

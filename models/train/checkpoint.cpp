@@ -7,6 +7,7 @@
 #include <regex>
 #include <stdexcept>
 
+#include "engine/json_numbers.h"
 #include "models/train/run_dir.h"
 #include "models/yolo/weights.h"
 
@@ -54,15 +55,20 @@ constexpr int kCountFromHistory = -1;
 
 void parse_progress(const nlohmann::json& j, TrainingProgress& p, SolverState& s) {
   EpochProgress& e = p.this_epoch;
-  j.at("epoch").get_to(p.epoch);
-  j.at("batches_done").get_to(e.batches_done);
-  j.at("optimizer_steps").get_to(s.optimizer_steps);
-  j.at("last_step_iteration").get_to(s.last_step_iteration);
+  auto whole = [&](const char* key, auto& target) {
+    read_whole_number(j.at(key), target, std::string("progress '") + key + "'");
+  };
+  whole("epoch", p.epoch);
+  whole("batches_done", e.batches_done);
+  whole("optimizer_steps", s.optimizer_steps);
+  whole("last_step_iteration", s.last_step_iteration);
   for (int k = 0; k < 3; ++k) j.at("loss_mean").at(size_t(k)).get_to(e.loss_mean[k]);
   j.at("train_seconds").get_to(e.train_seconds);
   j.at("best_fitness").get_to(p.best_fitness);
-  j.at("best_epoch").get_to(p.best_epoch);
-  p.validations_since_best = j.value("validations_since_best", kCountFromHistory);
+  whole("best_epoch", p.best_epoch);
+  p.validations_since_best = kCountFromHistory;
+  if (j.contains("validations_since_best"))
+    whole("validations_since_best", p.validations_since_best);
   j.at("finished").get_to(p.finished);
 }
 
@@ -144,16 +150,19 @@ CheckpointInfo read_checkpoint_info(const SafetensorsFile& file, const std::stri
       info.names.push_back(names.substr(begin, end - begin));
       begin = end + 1;
     }
-    nlohmann::json::parse(field("rng")).at("seed").get_to(info.seed);
+    read_whole_number(nlohmann::json::parse(field("rng")).at("seed"), info.seed, "rng 'seed'");
     if (meta.count("launch")) {
       const nlohmann::json launch = nlohmann::json::parse(meta.at("launch"));
-      info.launch = SavedLaunch{launch.at("device").get<std::string>(),
-                                launch.at("nproc_per_node").get<int>(),
-                                launch.at("world_size").get<int>(),
-                                launch.at("amp").get<bool>(),
-                                launch.at("tf32").get<bool>(),
-                                launch.at("winograd").get<bool>(),
-                                launch.at("bf16_grad_buckets").get<bool>()};
+      SavedLaunch saved;
+      launch.at("device").get_to(saved.device);
+      read_whole_number(launch.at("nproc_per_node"), saved.nproc_per_node,
+                        "launch 'nproc_per_node'");
+      read_whole_number(launch.at("world_size"), saved.world_size, "launch 'world_size'");
+      launch.at("amp").get_to(saved.amp);
+      launch.at("tf32").get_to(saved.tf32);
+      launch.at("winograd").get_to(saved.winograd);
+      launch.at("bf16_grad_buckets").get_to(saved.bf16_grad_buckets);
+      info.launch = saved;
     }
   } catch (const std::exception& e) {
     throw std::invalid_argument(source + ": damaged checkpoint metadata (" + e.what() + ")");

@@ -10,8 +10,10 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
+#include "engine/json_numbers.h"
 #include "models/train/flat_yaml.h"
 
 namespace bareyolo::models {
@@ -206,14 +208,18 @@ nlohmann::json saved_value(const std::optional<bool>& flag) {
   return flag ? nlohmann::json(*flag) : nlohmann::json(nullptr);
 }
 
+// `what` names the value in the message when it is no whole number of the field's type.
 template <class T>
-void read_saved_value(const nlohmann::json& value, T& target) {
-  value.get_to(target);
+void read_saved_value(const nlohmann::json& value, T& target, const std::string& what) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    read_whole_number(value, target, what);
+  else
+    value.get_to(target);
 }
-void read_saved_value(const nlohmann::json& value, OptimizerKind& kind) {
+void read_saved_value(const nlohmann::json& value, OptimizerKind& kind, const std::string&) {
   kind = parse_optimizer_name(value.get<std::string>());
 }
-void read_saved_value(const nlohmann::json& value, std::optional<bool>& flag) {
+void read_saved_value(const nlohmann::json& value, std::optional<bool>& flag, const std::string&) {
   flag = value.is_null() ? std::nullopt : std::optional<bool>(value.get<bool>());
 }
 
@@ -247,7 +253,8 @@ void options_from_json(const std::string& text, TrainOptions& o) {
     if (!object.contains(key))
       throw std::invalid_argument(std::string("the saved configuration has no '") + key + "'");
     try {
-      read_saved_value(object.at(key), target);
+      read_saved_value(object.at(key), target,
+                       std::string("the saved configuration's '") + key + "'");
     } catch (const nlohmann::json::exception&) {
       throw std::invalid_argument(std::string("the saved configuration's '") + key +
                                   "' has the wrong type: " + object.at(key).dump());

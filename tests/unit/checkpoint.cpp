@@ -9,7 +9,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "data/shapes.h"
 #include "engine/shipped_files.h"
@@ -209,6 +213,36 @@ TEST_CASE("a checkpoint round-trips every tensor and counter exactly") {
   CHECK_THROWS_WITH_AS(models::restore_checkpoint(
                            file, {ema2.state(), model2.state(), {{"exp_avg.x", &momentum2}}}, path),
                        doctest::Contains("missing 'optimizer.exp_avg.x'"), std::invalid_argument);
+}
+
+TEST_CASE("checkpoint metadata: a count that is no whole number of its type is refused") {
+  // nlohmann's get<int>() of 3e88 is undefined behaviour (found by fuzz/checkpoint_metadata.cpp)
+  // and of 1.5 a silent 1: every count read from a checkpoint is checked.
+  const std::string path = shipped_file("tests/fixtures/checkpoints/sgd-step3.safetensors");
+  const SafetensorsFile fixture = SafetensorsFile::load_metadata(path);
+  REQUIRE(models::read_checkpoint_info(fixture, path).progress.this_epoch.batches_done == 3);
+  for (const auto& [key, value, message] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"progress", "3.3e88", "progress 'epoch' is 3.3e+88, not a whole number from"},
+           {"progress", "1.5", "progress 'epoch' is 1.5, not a whole number"},
+           {"progress", "4294967296", "progress 'epoch' is 4294967296, not a whole number"},
+           {"rng", "-1", "rng 'seed' is -1, not a whole number from 0 to"}}) {
+    CAPTURE(value);
+    SafetensorsFile damaged = fixture;
+    nlohmann::json entry = nlohmann::json::parse(damaged.metadata().at(key));
+    entry[key == "progress" ? "epoch" : "seed"] = nlohmann::json::parse(value);
+    damaged.metadata()[key] = entry.dump();
+    CHECK_THROWS_WITH_AS(models::read_checkpoint_info(damaged, path),
+                         doctest::Contains(message.c_str()), std::invalid_argument);
+  }
+  // The saved configuration's counts too.
+  nlohmann::json config = nlohmann::json::parse(fixture.metadata().at("config"));
+  config["epochs"] = 1e300;
+  models::TrainOptions options;
+  CHECK_THROWS_WITH_AS(
+      models::options_from_json(config.dump(), options),
+      doctest::Contains("the saved configuration's 'epochs' is 1e+300, not a whole number"),
+      std::invalid_argument);
 }
 
 TEST_CASE("plain weights are not a checkpoint to resume from") {
