@@ -103,8 +103,12 @@ void fail_at_row(const ModelConfig& config, const ModelRow& row, const std::stri
 int int_arg(const ModelConfig& config, const ModelRow& row, size_t k, int fallback) {
   if (k >= row.args.size()) return fallback;
   const ModelArg& arg = row.args[k];
-  if (arg.kind != ModelArg::Kind::number || arg.number != std::floor(arg.number))
-    fail_at_row(config, row, "argument " + std::to_string(k) + " must be a whole number");
+  // Compared as doubles first: casting a value outside int's range is undefined (found by
+  // fuzz/model_yaml.cpp).
+  if (arg.kind != ModelArg::Kind::number || arg.number != std::floor(arg.number) ||
+      std::fabs(arg.number) > std::numeric_limits<int>::max())
+    fail_at_row(config, row,
+                "argument " + std::to_string(k) + " must be a whole number within +-2147483647");
   return static_cast<int>(arg.number);
 }
 

@@ -68,6 +68,11 @@ TEST_CASE("a conv stride or kernel below 1 is refused naming the row, the value 
       build(kOneConv + "  - [-1, 1, SPPF, [8, 0]]\n"),
       doctest::Contains("row 1 (line 8), SPPF: the pooling size (argument 1) is 0"),
       std::invalid_argument);
+  // A whole number beyond int (fuzz/regressions/model_yaml/): refused, not cast (undefined).
+  CHECK_THROWS_WITH_AS(build("  - [-1, 1, Conv, [63333333333333333334, 3, 1]]\n"),
+                       doctest::Contains("Conv: argument 0 must be a whole number within "
+                                         "+-2147483647"),
+                       std::invalid_argument);
 }
 
 TEST_CASE("an nc beyond kMaxClasses is refused with the range, before any int overflows") {
