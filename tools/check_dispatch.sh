@@ -28,6 +28,9 @@ allowed=(
   # a check of the request before any communicator exists: NCCL moves GPU memory only, so a
   # rank on the CPU that asks for it is refused with a sentence
   "engine/distributed/launch/process_group.cpp:    if (!options.device.is_cuda()) {"
+  # the same check for shared memory, which moves host memory only: a GPU rank that asks for
+  # it is refused with a sentence
+  "engine/distributed/launch/process_group.cpp:    if (!options.device.is_cpu()) {"
 )
 
 sources() {
