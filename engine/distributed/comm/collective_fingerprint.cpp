@@ -57,9 +57,7 @@ std::string to_string(const CollectiveFingerprint& collective) {
 std::string issued_differently(int rank_a, const CollectiveFingerprint& a, int rank_b,
                                const CollectiveFingerprint& b) {
   return "rank " + std::to_string(rank_a) + " issued " + to_string(a) + " where rank " +
-         std::to_string(rank_b) + " issued " + to_string(b) +
-         ": every rank must issue the same collectives, with buffers of the same count and dtype, "
-         "in the same order (docs/ddp.md, \"Desynchronised collectives\")";
+         std::to_string(rank_b) + " issued " + to_string(b) + kSameCollectivesRule;
 }
 
 }  // namespace bareyolo::dist

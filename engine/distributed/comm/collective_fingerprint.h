@@ -34,8 +34,13 @@ struct CollectiveFingerprint {
 // "all_reduce #5120 bucket 3 (1,234,560 floats)"; a barrier has no count: "barrier #7".
 std::string to_string(const CollectiveFingerprint& collective);
 
+// What every rank must do instead, as every desync message ends.
+inline constexpr const char* kSameCollectivesRule =
+    ": every rank must issue the same collectives, with buffers of the same count and dtype, in "
+    "the same order (docs/ddp.md, \"Desynchronised collectives\")";
+
 // The message of a desync that ranks `rank_a` and `rank_b` found: "rank A issued ... where rank
-// B issued ...", and what every rank must do instead. Every backend that checks says it so.
+// B issued ...", and the rule above. Every backend that checks says it so.
 std::string issued_differently(int rank_a, const CollectiveFingerprint& a, int rank_b,
                                const CollectiveFingerprint& b);
 

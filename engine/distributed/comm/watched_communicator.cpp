@@ -47,10 +47,6 @@ CollectiveFingerprint unpack(const int64_t* packed) {
 
 std::string rank_name(int rank) { return "rank " + std::to_string(rank); }
 
-const char* kOrderAdvice =
-    ": every rank must issue the same collectives, with buffers of the same count and dtype, in "
-    "the same order (docs/ddp.md, \"Desynchronised collectives\")";
-
 class WatchedWork final : public Work {
  public:
   WatchedWork(WorkHandle inner, WatchedCommunicator* owner, FlightRecorder* recorder,
@@ -201,8 +197,7 @@ void WatchedCommunicator::compare_fingerprint_before_issuing(
   for (int rank = 1; rank < world; ++rank) {
     const int64_t* theirs = &all[kPackedWords * size_t(rank)];
     if (!std::equal(first, first + kPackedWords, theirs))
-      fail_desync(rank_name(rank) + " issued " + to_string(unpack(theirs)) +
-                  " where rank 0 issued " + to_string(unpack(first)));
+      fail_desync(issued_differently(rank, unpack(theirs), 0, unpack(first)));
   }
 }
 
@@ -258,20 +253,26 @@ void WatchedCommunicator::compare_step_check() {
       if (!mine_has && !theirs_has) continue;
       const int64_t* a = first + 1 + i * int64_t(kPackedWords);
       const int64_t* b = theirs + 1 + i * int64_t(kPackedWords);
-      if (mine_has && theirs_has && std::equal(a, a + kPackedWords, b)) continue;
+      if (mine_has && theirs_has) {
+        if (!std::equal(a, a + kPackedWords, b))
+          fail_desync(issued_differently(rank, unpack(b), 0, unpack(a)));
+        continue;
+      }
+      // One rank issued more before the check than the other.
       const std::string ours = mine_has ? to_string(unpack(a)) : "nothing more";
       const std::string their = theirs_has ? to_string(unpack(b)) : "nothing more";
-      fail_desync(rank_name(rank) + " issued " + their + " where rank 0 issued " + ours);
+      fail_desync(rank_name(rank) + " issued " + their + " where rank 0 issued " + ours +
+                  kSameCollectivesRule);
     }
   }
   fail_desync("the ranks issued different collectives before the check after collective #" +
               std::to_string(agreed_) + ", beyond the last " + std::to_string(kCheckWindow) +
-              " this check compares (rank 0 had issued " + std::to_string(checked_through) + ")");
+              " this check compares (rank 0 had issued " + std::to_string(checked_through) + ")" +
+              kSameCollectivesRule);
 }
 
 void WatchedCommunicator::fail_desync(const std::string& message) {
-  const std::string text = "collectives out of step: " + message + kOrderAdvice;
-  throw std::runtime_error(explain_failure(issued_, text));
+  throw std::runtime_error(explain_failure(issued_, "collectives out of step: " + message));
 }
 
 std::string WatchedCommunicator::explain_failure(uint64_t sequence, const std::string& error) {
