@@ -4,7 +4,6 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -243,36 +242,16 @@ void set_inherited_progress_board(ProgressBoard* board, int rank) {
 
 // ---- the heartbeat ----
 
-namespace {
-std::mutex g_sleep_mutex;
-std::condition_variable g_wake;
-}  // namespace
-
 Heartbeat::Heartbeat(ProgressBoard& board, int rank, std::chrono::milliseconds period)
-    : board_(board), rank_(rank), period_(period), thread_([this] { run(); }) {}
+    : board_(board), rank_(rank), thread_(period, [this] { beat(); }) {}
 
-Heartbeat::~Heartbeat() {
-  {
-    const std::lock_guard lock(g_sleep_mutex);
-    stop_ = true;
-  }
-  g_wake.notify_all();
-  thread_.join();
-}
-
-void Heartbeat::run() {
-  std::unique_lock lock(g_sleep_mutex);
-  while (!stop_) {
-    lock.unlock();
-    g_beats.fetch_add(1, std::memory_order_relaxed);
-    try {
-      board_.publish(rank_, own_progress());
-    } catch (const std::exception&) {
-      // The store is unreachable for now (rank 0 busy or gone): the next beat tries again;
-      // losing the store is the communicator's to report, not the heartbeat's.
-    }
-    lock.lock();
-    g_wake.wait_for(lock, period_, [this] { return stop_.load(); });
+void Heartbeat::beat() {
+  g_beats.fetch_add(1, std::memory_order_relaxed);
+  try {
+    board_.publish(rank_, own_progress());
+  } catch (const std::exception&) {
+    // The store is unreachable for now (rank 0 busy or gone): the next beat tries again;
+    // losing the store is the communicator's to report, not the heartbeat's.
   }
 }
 

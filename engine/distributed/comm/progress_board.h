@@ -24,10 +24,10 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "engine/distributed/comm/collective_fingerprint.h"
+#include "engine/distributed/comm/periodic_thread.h"
 
 namespace bareyolo::dist {
 
@@ -97,18 +97,13 @@ class Heartbeat {
  public:
   Heartbeat(ProgressBoard& board, int rank,
             std::chrono::milliseconds period = std::chrono::seconds(1));
-  ~Heartbeat();
-  Heartbeat(const Heartbeat&) = delete;
-  Heartbeat& operator=(const Heartbeat&) = delete;
 
  private:
-  void run();
+  void beat();
 
   ProgressBoard& board_;
   const int rank_;
-  const std::chrono::milliseconds period_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+  PeriodicThread thread_;  // last: it beats as soon as it starts
 };
 
 // The board this process inherited from bareyolo's launcher as global rank `rank` (a worker of

@@ -4,12 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <cstdio>
-#include <mutex>
-#include <thread>
 
+#include "engine/distributed/comm/periodic_thread.h"
 #include "engine/distributed/comm/store.h"
 
 namespace bareyolo::dist {
@@ -68,51 +65,44 @@ std::vector<Stall> StallMonitor::stalled() const {
 
 // ---- rank 0's watch over the store ----
 
+// Reads the board every second on its own store connection (made again after a failure), judges
+// it, and ends the process at the first stall.
 struct StallWatch::State {
-  Options options;
-  std::mutex mutex;
-  std::condition_variable wake;
-  bool stop = false;
-  std::thread thread;
+  explicit State(Options given)
+      : options(std::move(given)),
+        monitor(options.stall_timeout),
+        thread(std::chrono::seconds(1), [this] { tick(); }) {}
 
-  void run() {
+  void tick() {
     using namespace std::chrono_literals;
-    StallMonitor monitor(options.stall_timeout);
-    std::unique_ptr<Store> store;
-    std::unique_lock lock(mutex);
-    while (!wake.wait_for(lock, 1s, [this] { return stop; })) {
-      lock.unlock();
-      try {
-        if (!store) store = std::make_unique<Store>(options.host, options.port, options.token, 10s);
-        monitor.observe(make_store_progress_board(*store, options.world_size)->read(),
-                        StallMonitor::Clock::now());
-      } catch (const std::exception&) {
-        store.reset();  // the store is busy or going away: read again at the next tick
+    try {
+      if (!store) {
+        store = std::make_unique<Store>(options.host, options.port, options.token, 10s);
+        board = make_store_progress_board(*store, options.world_size);
       }
-      for (const Stall& stall : monitor.stalled()) {
-        std::fprintf(stderr, "error: %s: ending the job (rank 0 exits; --stall-timeout %lld s)\n",
-                     stall.message().c_str(),
-                     static_cast<long long>(options.stall_timeout.count() / 1000));
-        std::fflush(stderr);
-        ::_exit(1);
-      }
-      lock.lock();
+      monitor.observe(board->read(), StallMonitor::Clock::now());
+    } catch (const std::exception&) {
+      board.reset();  // the store is busy or going away: read again at the next tick
+      store.reset();
+    }
+    for (const Stall& stall : monitor.stalled()) {
+      std::fprintf(stderr, "error: %s: ending the job (rank 0 exits; --stall-timeout %lld s)\n",
+                   stall.message().c_str(),
+                   static_cast<long long>(options.stall_timeout.count() / 1000));
+      std::fflush(stderr);
+      ::_exit(1);
     }
   }
+
+  const Options options;
+  StallMonitor monitor;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<ProgressBoard> board;
+  PeriodicThread thread;  // last: it ticks as soon as it starts
 };
 
-StallWatch::StallWatch(Options options) : state_(std::make_unique<State>()) {
-  state_->options = std::move(options);
-  state_->thread = std::thread([state = state_.get()] { state->run(); });
-}
+StallWatch::StallWatch(Options options) : state_(std::make_unique<State>(std::move(options))) {}
 
-StallWatch::~StallWatch() {
-  {
-    const std::lock_guard lock(state_->mutex);
-    state_->stop = true;
-  }
-  state_->wake.notify_all();
-  state_->thread.join();
-}
+StallWatch::~StallWatch() = default;
 
 }  // namespace bareyolo::dist
