@@ -60,10 +60,16 @@ void load_state(const SafetensorsFile& file, const std::vector<StateEntry>& stat
                                   ", the model expects " + dims_text(e.dims) +
                                   " (a different model or nc?)");
     require_finite_weights(record, source);
-    Tensor t = file.tensor(name);
-    const bool floating_file = t.dtype() == DType::f32 || t.dtype() == DType::bf16;
+    const bool floating_file =
+        record.dtype == "F32" || record.dtype == "BF16" || record.dtype == "F16";
     const bool floating_model = e.value->dtype() == DType::f32 || e.value->dtype() == DType::f64;
-    if (t.dtype() != e.value->dtype() && !(floating_file && floating_model))
+    if (floating_file && floating_model) {
+      // Every F16 and BF16 value is a float: widened exactly, whatever the file's width.
+      loaded.push_back(file.float_tensor(name));
+      continue;
+    }
+    Tensor t = file.tensor(name);
+    if (t.dtype() != e.value->dtype())
       throw std::invalid_argument(source + ": '" + name + "' holds " + record.dtype +
                                   ", the model expects " + dtype_name(e.value->dtype()));
     loaded.push_back(t);
@@ -72,9 +78,7 @@ void load_state(const SafetensorsFile& file, const std::vector<StateEntry>& stat
     Tensor& target = *state[i].value;
     if (loaded[i].dtype() == target.dtype()) {
       target.copy_from(loaded[i].reshape(target.shape()));
-    } else if (target.dtype() == DType::f32) {  // a bf16 file: every bf16 is a float
-      target.copy_from(loaded[i].converted(DType::f32).reshape(target.shape()));
-    } else {  // a float32 or bf16 file into a double model
+    } else {  // float values into a double model
       std::vector<double> values = loaded[i].to_doubles();
       target.copy_from(Tensor::from_vector(values, target.shape()));
     }

@@ -18,7 +18,7 @@ void add_state(SafetensorsFile& file, const std::vector<StateEntry>& state,
 // Copies the entries named `prefix` + name from `file` into `state`. Every entry must be
 // present with its shape and finite values before anything is copied, so a file that does not
 // fit leaves the model untouched; the error names the file, the entry and what is wrong. A
-// floating entry takes an F32 or a BF16 record (bf16 weights widen exactly).
+// floating entry takes an F32, BF16 or F16 record (bf16 and fp16 weights widen exactly).
 void load_state(const SafetensorsFile& file, const std::vector<StateEntry>& state,
                 const std::string& source, const std::string& prefix = "");
 

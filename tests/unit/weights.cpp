@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 
 #include "engine/shipped_files.h"
 #include "tests/support/testing.h"
@@ -186,5 +187,47 @@ TEST_CASE("a weights file's nc is read only within 1..kMaxClasses") {
                                             ", outside 1..200000")
                                                .c_str()),
                          std::invalid_argument);
+  }
+}
+
+TEST_CASE("F16 and BF16 weights load into a model as their exact float values") {
+  DetectionModel source = tiny_model(3);
+  SafetensorsFile fp32;
+  add_state(fp32, source.state());
+  // Random floats narrowed to each width: what the model holds after loading must be the
+  // narrow value widened, bit for bit (the F16C instruction and to_float are the references).
+  for (const char* dtype : {"F16", "BF16"}) {
+    SafetensorsFile narrow;
+    std::map<std::string, std::vector<float>> expected;
+    for (const TensorRecord& record : fp32.records()) {
+      if (record.dtype != "F32") {
+        narrow.add(record);
+        continue;
+      }
+      std::vector<float> values = fp32.values<float>(record.name);
+      std::vector<uint16_t> bits;
+      for (float& v : values) {
+        bits.push_back(dtype == std::string("F16") ? _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT)
+                                                   : to_bf16(v).bits);
+        v = dtype == std::string("F16") ? _cvtsh_ss(bits.back()) : round_to_bf16(v);
+      }
+      TensorRecord bits_record = record_of<uint16_t>(record.name, dtype, bits);
+      bits_record.shape = record.shape;
+      narrow.add(std::move(bits_record));
+      expected[record.name] = values;
+    }
+    DetectionModel target = tiny_model(4);
+    load_state(narrow, target.state(), "narrow.safetensors");
+    size_t checked = 0;
+    for (const StateEntry& e : target.state()) {
+      if (!expected.count(e.name)) continue;
+      // Anchors are a double entry: the widened floats, widened once more.
+      const std::vector<float>& want = expected[e.name];
+      REQUIRE_MESSAGE(e.value->to_doubles() == std::vector<double>(want.begin(), want.end()),
+                      dtype << " " << e.name);
+      ++checked;
+    }
+    CHECK(checked == expected.size());
+    CHECK(checked > 10);
   }
 }
