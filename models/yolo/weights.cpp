@@ -1,7 +1,11 @@
 // models/yolo/weights.cpp — see weights.h.
 #include "models/yolo/weights.h"
 
+#include <fstream>
 #include <stdexcept>
+
+#include "engine/torch_zip.h"
+#include "models/yolo/torch_checkpoint.h"
 
 namespace bareyolo::models {
 
@@ -12,6 +16,26 @@ std::string dims_text(const std::vector<int64_t>& dims) {
   return text + "]";
 }
 }  // namespace
+
+SafetensorsFile load_weights_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  uint8_t signature[4] = {};
+  in.read(reinterpret_cast<char*>(signature), 4);
+  if (TorchZip::looks_like_zip(std::span<const uint8_t>(signature, size_t(in.gcount()))))
+    return read_torch_checkpoint(path);
+  return SafetensorsFile::load(path);
+}
+
+ModelConfig weights_model_config(const SafetensorsFile& weights, const std::string& source,
+                                 const std::string& cfg) {
+  if (!cfg.empty()) return load_model_config(cfg);
+  const auto& meta = weights.metadata();
+  if (meta.count("yaml")) return parse_model_config(meta.at("yaml"), source + " (its model yaml)");
+  if (meta.count("cfg")) return load_model_config(meta.at("cfg"));
+  throw std::invalid_argument(source +
+                              " does not say which model it holds (no 'yaml' or 'cfg' "
+                              "metadata): give the model yaml with --cfg");
+}
 
 int metadata_nc(const SafetensorsFile& file, const std::string& source) {
   if (!file.metadata().count("nc")) return 0;

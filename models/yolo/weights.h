@@ -11,6 +11,16 @@
 
 namespace bareyolo::models {
 
+// A weights file: safetensors, or a PyTorch YOLOv5 checkpoint (.pt, told by its zip signature
+// rather than its name) read as models/yolo/torch_checkpoint.h says, without running its code.
+SafetensorsFile load_weights_file(const std::string& path);
+
+// The model yaml to build for `weights`: the `cfg` file when given, else the yaml the weights
+// carry (a YOLOv5 checkpoint's "yaml", a bareyolo file's "cfg"). Throws std::invalid_argument
+// naming `source` when there is neither.
+ModelConfig weights_model_config(const SafetensorsFile& weights, const std::string& source,
+                                 const std::string& cfg);
+
 // Adds every state entry under `prefix` + its name: floating entries as F32, counters as I64.
 void add_state(SafetensorsFile& file, const std::vector<StateEntry>& state,
                const std::string& prefix = "");
