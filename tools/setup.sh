@@ -14,10 +14,11 @@ cd "$(dirname "$0")/.."
 # clang-format: tools/test.sh checks the sources' format with it (Debian 12's is version 14).
 # libssl-dev: libcrypto's HMAC-SHA256 for the rendezvous's proof of the job's token (static).
 # libonnx-dev, libprotobuf-dev: `bareyolo export`'s own binary, bareyolo-export (ONNX graphs).
+# python3-opencv: OpenCV's DNN module (4.6 in Debian 12), which the export's test runs the graph in.
 # clang, libclang-rt-dev: libFuzzer and its sanitizers, for tools/fuzz.sh (and the fuzz smoke).
 packages=(cmake g++ make libyaml-cpp-dev doctest-dev libstb-dev nlohmann-json3-dev libcli11-dev
           libssl-dev clang-format libopenblas0-pthread libonnx-dev libprotobuf-dev python3-venv
-          clang libclang-rt-dev)
+          python3-opencv clang libclang-rt-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||

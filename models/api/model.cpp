@@ -32,15 +32,7 @@ void Model::load_weights(const std::string& path) {
                                 " does not say which model yaml it belongs to (no 'cfg' "
                                 "metadata): build the Model from the yaml instead");
   cfg_ = meta.at("cfg");
-  names_.clear();
-  if (meta.count("names")) {
-    std::string names = meta.at("names");
-    for (size_t start = 0, end; start <= names.size(); start = end + 1) {
-      end = names.find('\n', start);
-      if (end == std::string::npos) end = names.size();
-      if (end > start) names_.push_back(names.substr(start, end - start));
-    }
-  }
+  names_ = models::metadata_names(file);
   network_ = std::make_unique<models::DetectionModel>(
       models::load_model_config(cfg_), models::ModelOptions{.nc = models::metadata_nc(file, path)});
   models::load_state(file, network_->state(), path);

@@ -6,6 +6,8 @@
 
 #include <onnx/checker.h>
 
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <span>
 #include <stdexcept>
@@ -22,8 +24,8 @@ constexpr const char* kOutputName = "output0";  // YOLOv5's export names it so
 
 class OnnxWriter {
  public:
-  OnnxWriter(const ModelConfig& config, DetectionModel& model, onnx::GraphProto& graph)
-      : config_(config), model_(model), entries_(model.state()), graph_(graph) {
+  OnnxWriter(const ModelConfig& config, DetectionModel& model, int opset, onnx::GraphProto& graph)
+      : config_(config), model_(model), opset_(opset), entries_(model.state()), graph_(graph) {
     for (const StateEntry& entry : entries_) by_name_[entry.name] = &entry;
   }
 
@@ -89,24 +91,38 @@ class OnnxWriter {
     return graph_.constant(name, e.dims, std::vector<float>(values.begin(), values.end()));
   }
 
-  // YOLOv5's Conv: convolution without bias, BatchNorm (eval), SiLU as x * sigmoid(x).
+  // YOLOv5's Conv with its BatchNorm folded in, then SiLU as x * sigmoid(x). In eval mode
+  // BN(conv(x)) = s * conv(x) + (beta - s * mean) per output channel, s = gamma / sqrt(var + eps),
+  // so one convolution with its weights scaled by s and that bias computes both (in double,
+  // rounded once to float): one node instead of two, as YOLOv5 fuses before it exports.
   std::string conv_bn_silu(const std::string& prefix, const std::string& input, int stride,
                            int pad) {
-    const int64_t kernel = entry(prefix + "conv.weight").dims[2];
+    const StateEntry& conv_weight = entry(prefix + "conv.weight");
+    const int64_t kernel = conv_weight.dims[2];
     const int64_t padding = pad < 0 ? kernel / 2 : pad;
-    onnx::NodeProto& conv =
-        graph_.node("Conv", {input, weight(prefix + "conv.weight")}, prefix + "conv");
+    const std::vector<double> w = conv_weight.value->to_doubles();
+    const std::vector<double> gamma = entry(prefix + "bn.weight").value->to_doubles();
+    const std::vector<double> beta = entry(prefix + "bn.bias").value->to_doubles();
+    const std::vector<double> mean = entry(prefix + "bn.running_mean").value->to_doubles();
+    const std::vector<double> var = entry(prefix + "bn.running_var").value->to_doubles();
+    const size_t per_channel = w.size() / gamma.size();
+    std::vector<float> folded_weight(w.size()), folded_bias(gamma.size());
+    for (size_t c = 0; c < gamma.size(); ++c) {
+      const double scale = gamma[c] / std::sqrt(var[c] + kBatchNormEps);
+      for (size_t i = c * per_channel; i < (c + 1) * per_channel; ++i)
+        folded_weight[i] = float(w[i] * scale);
+      folded_bias[c] = float(beta[c] - scale * mean[c]);
+    }
+    onnx::NodeProto& conv = graph_.node(
+        "Conv",
+        {input, graph_.constant(prefix + "conv.weight", conv_weight.dims, folded_weight),
+         graph_.constant(prefix + "conv.bias", {int64_t(gamma.size())}, folded_bias)},
+        prefix + "conv");
     set_attribute(conv, "kernel_shape", std::vector<int64_t>{kernel, kernel});
     set_attribute(conv, "strides", std::vector<int64_t>{stride, stride});
     set_attribute(conv, "pads", std::vector<int64_t>{padding, padding, padding, padding});
-    onnx::NodeProto& bn =
-        graph_.node("BatchNormalization",
-                    {prefix + "conv", weight(prefix + "bn.weight"), weight(prefix + "bn.bias"),
-                     weight(prefix + "bn.running_mean"), weight(prefix + "bn.running_var")},
-                    prefix + "bn");
-    set_attribute(bn, "epsilon", float(kBatchNormEps));
-    graph_.node("Sigmoid", {prefix + "bn"}, prefix + "sigmoid");
-    graph_.node("Mul", {prefix + "bn", prefix + "sigmoid"}, prefix + "silu");
+    graph_.node("Sigmoid", {prefix + "conv"}, prefix + "sigmoid");
+    graph_.node("Mul", {prefix + "conv", prefix + "sigmoid"}, prefix + "silu");
     return prefix + "silu";
   }
 
@@ -144,10 +160,12 @@ class OnnxWriter {
     return conv_bn_silu(prefix + "cv2.", prefix + "cat", 1, -1);
   }
 
-  // Nearest x2 as PyTorch's nn.Upsample computes it: source index = floor(target / 2).
+  // Nearest x2 as PyTorch's nn.Upsample computes it: source index = floor(target / 2). The
+  // region of interest is an empty constant, not left out: opsets 11 and 12 require the input.
   std::string upsample(const std::string& prefix, const std::string& input) {
+    const std::string roi = graph_.constant(prefix + "roi", {0}, {});
     const std::string scales = graph_.constant(prefix + "scales", {4}, {1, 1, 2, 2});
-    onnx::NodeProto& resize = graph_.node("Resize", {input, "", scales}, prefix + "resize");
+    onnx::NodeProto& resize = graph_.node("Resize", {input, roi, scales}, prefix + "resize");
     set_attribute(resize, "mode", std::string("nearest"));
     set_attribute(resize, "coordinate_transformation_mode", std::string("asymmetric"));
     set_attribute(resize, "nearest_mode", std::string("floor"));
@@ -181,19 +199,19 @@ class OnnxWriter {
     set_attribute(graph_.node("Transpose", {prefix + "fields"}, prefix + "cells"), "perm",
                   std::vector<int64_t>{0, 1, 3, 4, 2});
     graph_.node("Sigmoid", {prefix + "cells"}, prefix + "sigmoid");
-    set_attribute(graph_.node("Split",
-                              {prefix + "sigmoid",
-                               graph_.int64_constant(prefix + "split_sizes", {2, 2, no - 4})},
-                              {prefix + "xy", prefix + "wh", prefix + "scores"}),
-                  "axis", int64_t(4));
+    split(prefix + "sigmoid", 4, {2, 2, no - 4}, {prefix + "xy", prefix + "wh", prefix + "scores"});
 
+    // Both constants span the whole level, [1, na, ny, nx, 2], as YOLOv5's grid and anchor_grid
+    // do: OpenCV 4.6 cannot broadcast a [1, na, 1, 1, 2] operand over five dimensions.
     std::vector<float> grid, anchor_pixels;
     for (int64_t a = 0; a < na; ++a) {
-      for (int64_t y = 0; y < n; ++y)
-        for (int64_t x = 0; x < n; ++x) grid.insert(grid.end(), {x - 0.5f, y - 0.5f});
       const std::array<double, 2> anchor = model_.anchor(level, int(a));
-      anchor_pixels.insert(anchor_pixels.end(),
-                           {float(anchor[0] * stride), float(anchor[1] * stride)});
+      for (int64_t y = 0; y < n; ++y)
+        for (int64_t x = 0; x < n; ++x) {
+          grid.insert(grid.end(), {x - 0.5f, y - 0.5f});
+          anchor_pixels.insert(anchor_pixels.end(),
+                               {float(anchor[0] * stride), float(anchor[1] * stride)});
+        }
     }
     graph_.node("Mul", {prefix + "xy", two_}, prefix + "xy2");
     graph_.node("Add", {prefix + "xy2", graph_.constant(prefix + "grid", {1, na, n, n, 2}, grid)},
@@ -205,7 +223,7 @@ class OnnxWriter {
     graph_.node("Mul", {prefix + "wh2", prefix + "wh2"}, prefix + "wh2_squared");
     graph_.node("Mul",
                 {prefix + "wh2_squared",
-                 graph_.constant(prefix + "anchor_pixels", {1, na, 1, 1, 2}, anchor_pixels)},
+                 graph_.constant(prefix + "anchor_pixels", {1, na, n, n, 2}, anchor_pixels)},
                 prefix + "wh_pixels");
     set_attribute(
         graph_.node("Concat", {prefix + "xy_pixels", prefix + "wh_pixels", prefix + "scores"},
@@ -218,33 +236,94 @@ class OnnxWriter {
     return prefix + "rows";
   }
 
+  // Split's sizes are an attribute up to opset 12 and an input from 13 on.
+  void split(const std::string& input, int64_t axis, const std::vector<int64_t>& sizes,
+             const std::vector<std::string>& outputs) {
+    const bool sizes_as_input = opset_ >= 13;
+    onnx::NodeProto& node = graph_.node(
+        "Split",
+        sizes_as_input
+            ? std::vector<std::string>{input, graph_.int64_constant(outputs[0] + "_sizes", sizes)}
+            : std::vector<std::string>{input},
+        outputs);
+    set_attribute(node, "axis", axis);
+    if (!sizes_as_input) set_attribute(node, "split", sizes);
+  }
+
   const ModelConfig& config_;
   DetectionModel& model_;
+  int opset_;
   std::vector<StateEntry> entries_;
   std::map<std::string, const StateEntry*> by_name_;
   OnnxGraph graph_;
   std::string two_;
 };
 
+// A string as a Python literal, as repr() quotes it: single quotes unless the text holds one and
+// no double quote, backslashes and that quote escaped; control characters as \xNN (repr writes
+// \n for \x0a, which Python reads back as the same string).
+std::string python_string(const std::string& text) {
+  const bool double_quoted =
+      text.find('\'') != std::string::npos && text.find('"') == std::string::npos;
+  const char quote = double_quoted ? '"' : '\'';
+  std::string written(1, quote);
+  for (const char c : text) {
+    if (c == '\\' || c == quote) {
+      written += '\\';
+      written += c;
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", static_cast<unsigned char>(c));
+      written += escaped;
+    } else {
+      written += c;  // UTF-8 bytes stay as they are, as Python 3 prints printable text
+    }
+  }
+  return written + quote;
+}
+
+void add_metadata(onnx::ModelProto& proto, const std::string& key, const std::string& value) {
+  onnx::StringStringEntryProto* entry = proto.add_metadata_props();
+  entry->set_key(key);
+  entry->set_value(value);
+}
+
 }  // namespace
+
+std::string python_names_dict(const std::vector<std::string>& names) {
+  std::string dict = "{";
+  for (size_t i = 0; i < names.size(); ++i)
+    dict += (i ? ", " : "") + std::to_string(i) + ": " + python_string(names[i]);
+  return dict + "}";
+}
 
 OnnxExportSummary export_onnx(const ModelConfig& config, DetectionModel& model,
                               const OnnxExportOptions& options, const std::string& out) {
   if (options.opset < kMinOnnxOpset || options.opset > kMaxOnnxOpset)
-    throw std::invalid_argument("--opset " + std::to_string(options.opset) +
-                                " is not one this exporter writes: give one of " +
-                                std::to_string(kMinOnnxOpset) + ".." +
-                                std::to_string(kMaxOnnxOpset) + " (17, the default, is newest)");
+    throw std::invalid_argument(
+        "--opset " + std::to_string(options.opset) +
+        " is not one this exporter writes: give one of " + std::to_string(kMinOnnxOpset) + ".." +
+        std::to_string(kMaxOnnxOpset) + " (" + std::to_string(kDefaultOnnxOpset) +
+        ", the default, is the one OpenCV's DNN module reads)");
   const int stride = int(model.strides().back());
   if (options.imgsz < stride || options.imgsz % stride != 0)
     throw std::invalid_argument(
         "--imgsz " + std::to_string(options.imgsz) + " is not a multiple of the model's stride " +
         std::to_string(stride) + ": give " +
         std::to_string(stride_multiple_size(options.imgsz, stride, stride, nullptr)));
+  const int nc = model.num_classes();
+  if (!options.names.empty() && int(options.names.size()) != nc)
+    throw std::invalid_argument(std::to_string(options.names.size()) +
+                                " class names for a model of " + std::to_string(nc) +
+                                " classes: give the weights' own names (or none)");
   onnx::ModelProto proto;
   proto.set_ir_version(onnx::IR_VERSION);
   proto.set_producer_name("bareyolo");
   proto.set_producer_version("0.1.0");
+  std::vector<std::string> names = options.names;
+  for (int c = int(names.size()); c < nc; ++c) names.push_back("class" + std::to_string(c));
+  add_metadata(proto, "stride", std::to_string(stride));
+  add_metadata(proto, "names", python_names_dict(names));
   onnx::OperatorSetIdProto* opset = proto.add_opset_import();
   opset->set_domain("");
   opset->set_version(options.opset);
@@ -252,7 +331,7 @@ OnnxExportSummary export_onnx(const ModelConfig& config, DetectionModel& model,
   graph->set_name("bareyolo " + config.source);
 
   const int64_t batch = options.dynamic_batch ? -1 : 1;
-  OnnxWriter writer(config, model, *graph);
+  OnnxWriter writer(config, model, options.opset, *graph);
   writer.write(options.imgsz, batch);
   try {
     onnx::checker::check_model(proto);

@@ -143,13 +143,8 @@ CheckpointInfo read_checkpoint_info(const SafetensorsFile& file, const std::stri
           }));
     field("nc");
     info.nc = metadata_nc(file, source);  // in 1..kMaxClasses
-    const std::string& names = field("names");
-    for (size_t begin = 0; begin <= names.size() && !names.empty();) {
-      size_t end = names.find('\n', begin);
-      if (end == std::string::npos) end = names.size();
-      info.names.push_back(names.substr(begin, end - begin));
-      begin = end + 1;
-    }
+    field("names");
+    info.names = metadata_names(file);
     read_whole_number(nlohmann::json::parse(field("rng")).at("seed"), info.seed, "rng 'seed'");
     if (meta.count("launch")) {
       const nlohmann::json launch = nlohmann::json::parse(meta.at("launch"));

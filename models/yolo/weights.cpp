@@ -47,6 +47,20 @@ int metadata_nc(const SafetensorsFile& file, const std::string& source) {
   return int(nc);
 }
 
+std::vector<std::string> metadata_names(const SafetensorsFile& file) {
+  std::vector<std::string> names;
+  const auto found = file.metadata().find("names");
+  if (found == file.metadata().end() || found->second.empty()) return names;
+  const std::string& joined = found->second;
+  for (size_t begin = 0; begin <= joined.size();) {
+    size_t end = joined.find('\n', begin);
+    if (end == std::string::npos) end = joined.size();
+    names.push_back(joined.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return names;
+}
+
 void require_finite_weights(const TensorRecord& record, const std::string& source) {
   require_finite(record, source,
                  "the weights file is damaged (changed on disk or in transfer, or saved from a "

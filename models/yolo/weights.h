@@ -37,6 +37,9 @@ void load_state(const SafetensorsFile& file, const std::vector<StateEntry>& stat
 // 1..kMaxClasses.
 int metadata_nc(const SafetensorsFile& file, const std::string& source);
 
+// The class names a weights file's metadata lists ("names", one per line), or none.
+std::vector<std::string> metadata_names(const SafetensorsFile& file);
+
 // Throws std::invalid_argument naming `source`, the tensor and its non-finite values when a
 // floating record of `file` holds NaN or infinity: such a weights file is damaged (a model
 // loaded from it predicts nothing and trains to NaN).

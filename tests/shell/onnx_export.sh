@@ -2,14 +2,21 @@
 # tests/shell/onnx_export.sh BAREYOLO MODEL_YAML IMAGES — `bareyolo export` checked by ONNX Runtime:
 # fresh weights exported with batch 1 and with a dynamic batch, `bareyolo predict --save-raw`
 # on the real photographs in IMAGES, then tests/shell/onnx_runtime_check.py compares the
-# graphs' outputs and their detections after NMS with bareyolo's. Exits 77 (ctest: skipped),
-# saying why, when no Python with onnxruntime is found: $BAREYOLO_ONNX_PYTHON, then the
-# .venv-onnx that tools/setup.sh makes, then python3.
+# graphs' outputs and their detections after NMS with bareyolo's and reads their metadata back,
+# and tests/shell/opencv_dnn_check.py runs the batch-1 graph in OpenCV's DNN against ONNX
+# Runtime. Exits 77 (ctest: skipped), saying why, when no Python with onnxruntime is found:
+# $BAREYOLO_ONNX_PYTHON, then the .venv-onnx that tools/setup.sh makes, then python3. Without a
+# Python that has cv2 ($BAREYOLO_OPENCV_PYTHON, /usr/bin/python3, python3) the OpenCV step alone
+# is skipped, saying so.
 set -euo pipefail
 bareyolo=$1 cfg=$2 images=$3
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
+opencv_python=
+for candidate in ${BAREYOLO_OPENCV_PYTHON:-} /usr/bin/python3 python3; do
+  if "$candidate" -c "import numpy, cv2" 2>/dev/null; then opencv_python=$candidate; break; fi
+done
 python=
 for candidate in ${BAREYOLO_ONNX_PYTHON:-} "$repo/.venv-onnx/bin/python3" python3; do
   if "$candidate" -c "import numpy, onnxruntime" 2>/dev/null; then python=$candidate; break; fi
@@ -28,10 +35,11 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # conf 0.002 and IoU 0.45: fresh weights score low, and this keeps some hundreds of boxes.
 # The fresh weights are He-scaled (he_scaled_weights.py) so that their outputs depend on the
-# image and NMS compares detections, not the order of ties.
-conf=0.002 iou=0.45 imgsz=320
+# image and NMS compares detections, not the order of ties; their BatchNorms are random, so the
+# folded graph is held against bareyolo's unfolded forward. The names need Python's quoting.
+conf=0.002 iou=0.45 imgsz=320 names="person|o'clock|back\\slash"
 "$bareyolo" init --cfg "$cfg" --nc 3 --seed 3 --out "$work/fresh.safetensors" >/dev/null
-"$python" "$here/he_scaled_weights.py" "$work/fresh.safetensors" "$work/w.safetensors"
+"$python" "$here/he_scaled_weights.py" "$work/fresh.safetensors" "$work/w.safetensors" "$names"
 "$bareyolo" export --format onnx --cfg "$cfg" --weights "$work/w.safetensors" --imgsz $imgsz \
   --out "$work/static.onnx"
 "$bareyolo" export --format onnx --cfg "$cfg" --weights "$work/w.safetensors" --imgsz $imgsz \
@@ -39,5 +47,10 @@ conf=0.002 iou=0.45 imgsz=320
 "$bareyolo" predict --cfg "$cfg" --weights "$work/w.safetensors" --source "$images" \
   --imgsz $imgsz --conf $conf --iou $iou --out "$work/pred" --save-raw "$work/raw.safetensors"
 "$python" "$here/onnx_runtime_check.py" "$work/static.onnx" "$work/dynamic.onnx" \
-  "$work/raw.safetensors" "$work/pred/detections.json" $conf $iou
+  "$work/raw.safetensors" "$work/pred/detections.json" $conf $iou "$names" 32 "$work/ort.npz"
+if [ -n "$opencv_python" ]; then
+  "$opencv_python" "$here/opencv_dnn_check.py" "$work/static.onnx" "$work/ort.npz"
+else
+  echo "skipped the OpenCV step: no Python with cv2 (tools/setup.sh installs python3-opencv)"
+fi
 echo "onnx export: all steps passed"

@@ -2,6 +2,7 @@
 """tests/shell/onnx_runtime_check.py — an exported ONNX graph in ONNX Runtime against bareyolo.
 
 Usage: onnx_runtime_check.py STATIC.onnx DYNAMIC.onnx RAW.safetensors DETECTIONS.json CONF IOU
+                             NAMES STRIDE ORT_OUTPUTS.npz
 
 RAW is what `bareyolo predict --save-raw` wrote for the images of DETECTIONS.json (input.k,
 output.k, letterbox.k). Checks, and exits 1 when one fails:
@@ -10,8 +11,13 @@ output.k, letterbox.k). Checks, and exits 1 when one fails:
   2. the dynamic-batch graph gives the same on all inputs in one batch;
   3. YOLOv5's non_max_suppression (written again below in numpy: candidates by objectness,
      score = objectness x class, best class, class-offset greedy NMS, max_det 300) on the ONNX
-     outputs, boxes scaled back to the original images, gives the detections of DETECTIONS.json.
+     outputs, boxes scaled back to the original images, gives the detections of DETECTIONS.json;
+  4. both graphs' metadata, as ONNX Runtime reads it, hold YOLOv5's `stride` (STRIDE) and
+     `names`, a dict literal of the '|'-separated NAMES.
+The batch-1 graph's inputs and outputs are saved to ORT_OUTPUTS.npz (`inputs`, `outputs`) for
+opencv_dnn_check.py.
 """
+import ast
 import json
 import struct
 import sys
@@ -77,13 +83,34 @@ def to_original(boxes, letterbox):
     return np.clip(boxes, 0, [width, height, width, height])
 
 
-def main(static_onnx, dynamic_onnx, raw_file, detections_file, conf, iou):
+def metadata_failures(session, path, names, stride):
+    """What is wrong with the stride and names ONNX Runtime reads from the graph's metadata."""
+    metadata = session.get_modelmeta().custom_metadata_map
+    failures = []
+    if metadata.get("stride") != stride:
+        failures.append(f"{path}: metadata stride {metadata.get('stride')!r}, expected {stride!r}")
+    try:
+        written = ast.literal_eval(metadata.get("names", ""))
+    except (ValueError, SyntaxError) as error:
+        written = f"unreadable ({error})"
+    expected = dict(enumerate(names))
+    if written != expected:
+        failures.append(f"{path}: metadata names {written!r}, expected {expected!r}")
+    return failures
+
+
+def main(static_onnx, dynamic_onnx, raw_file, detections_file, conf, iou, names, stride,
+         ort_outputs):
     tensors, metadata = read_safetensors(raw_file)
     images = sorted(int(key.split(".")[1]) for key in metadata if key.startswith("image."))
     assert images, f"{raw_file} holds no images"
     failures = []
     static = onnxruntime.InferenceSession(static_onnx, providers=["CPUExecutionProvider"])
     dynamic = onnxruntime.InferenceSession(dynamic_onnx, providers=["CPUExecutionProvider"])
+    for session, path in ((static, static_onnx), (dynamic, dynamic_onnx)):
+        failures += metadata_failures(session, path, names, stride)
+    print(f"metadata: stride and {len(names)} names read back by ONNX Runtime"
+          f"{'' if not failures else ' differ from those expected'}")
 
     worst = 0.0
     outputs = []
@@ -95,6 +122,8 @@ def main(static_onnx, dynamic_onnx, raw_file, detections_file, conf, iou):
             continue
         worst = max(worst, largest_difference(ours, output))
         outputs.append(output[0])
+    np.savez(ort_outputs, inputs=np.concatenate([tensors[f"input.{k}"] for k in images]),
+             outputs=np.stack(outputs))
     print(f"batch-1 graph: {len(images)} images, outputs {outputs[0].shape}, largest difference "
           f"from bareyolo {worst:.2e} (limit {TOLERANCE:g})")
     if worst > TOLERANCE:
@@ -138,6 +167,7 @@ def main(static_onnx, dynamic_onnx, raw_file, detections_file, conf, iou):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 7:
+    if len(sys.argv) != 10:
         sys.exit(__doc__)
-    sys.exit(main(*sys.argv[1:5], float(sys.argv[5]), float(sys.argv[6])))
+    sys.exit(main(*sys.argv[1:5], float(sys.argv[5]), float(sys.argv[6]), sys.argv[7].split("|"),
+                  sys.argv[8], sys.argv[9]))

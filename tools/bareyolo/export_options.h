@@ -4,7 +4,7 @@
 // trainer binary itself never depends on them.
 //
 //   bareyolo export --format onnx --cfg CFG --weights W --out model.onnx [--imgsz 640]
-//                   [--opset 17] [--dynamic]
+//                   [--opset 12] [--dynamic]
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -16,7 +16,7 @@ namespace bareyolo::cli {
 
 struct ExportOptions {
   std::string format = "onnx", cfg, weights, out;
-  int imgsz = 640, opset = 17;
+  int imgsz = 640, opset = 12;  // 12: YOLOv5's, and the newest OpenCV 4.6 reads
   bool dynamic = false;
 };
 
@@ -31,7 +31,8 @@ inline void add_export_options(CLI::App& command, ExportOptions& options) {
       .add_option("--imgsz", options.imgsz,
                   "Input side in pixels (rounded up to the model's largest stride)")
       ->check(CLI::Range(32, 8192));
-  command.add_option("--opset", options.opset, "ONNX opset (13..17)")->check(CLI::Range(13, 17));
+  command.add_option("--opset", options.opset, "ONNX opset (12..17; default 12)")
+      ->check(CLI::Range(12, 17));
   command.add_flag("--dynamic", options.dynamic, "A dynamic batch dimension (default: batch 1)");
   command.add_option("--out", options.out, "Output file (model.onnx)")->required();
 }

@@ -9,7 +9,7 @@
 
 #include "engine/safetensors.h"             // defines: SafetensorsFile
 #include "models/export/onnx_export.h"      // defines: export_onnx
-#include "models/yolo/weights.h"            // defines: load_state
+#include "models/yolo/weights.h"            // defines: load_state, metadata_names
 #include "tools/bareyolo/export_options.h"  // defines: ExportOptions, add_export_options
 
 namespace {
@@ -33,9 +33,13 @@ int run(const bareyolo::cli::ExportOptions& options) {
   const int imgsz =
       models::stride_multiple_size(options.imgsz, int(model.strides().back()), 0, &note);
   if (!note.empty()) std::printf("warning: %s\n", note.c_str());
-  const models::OnnxExportSummary summary = models::export_onnx(
-      config, model, {.imgsz = imgsz, .opset = options.opset, .dynamic_batch = options.dynamic},
-      options.out);
+  const models::OnnxExportSummary summary =
+      models::export_onnx(config, model,
+                          {.imgsz = imgsz,
+                           .opset = options.opset,
+                           .dynamic_batch = options.dynamic,
+                           .names = models::metadata_names(weights)},
+                          options.out);
   std::printf("exported %s with %s to %s: ONNX opset %d, %lld nodes, %.1f MB\n",
               options.cfg.c_str(), options.weights.c_str(), options.out.c_str(), options.opset,
               static_cast<long long>(summary.nodes), double(summary.bytes) / 1e6);
