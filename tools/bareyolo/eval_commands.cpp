@@ -244,12 +244,8 @@ int run_predict() {
       d.box = models::scale_box_to_original(
           d.box, {gain, float(placement.pad_x), float(placement.pad_y),
                   float(loaded.original_width), float(loaded.original_height)});
-      const std::string name =
-          d.class_id < int(names.size()) ? names[size_t(d.class_id)] : std::to_string(d.class_id);
-      char text[96];
-      std::snprintf(text, sizeof text, "%s %.2f", name.c_str(), d.conf);
       data::draw_box(drawn, int(d.box.x1), int(d.box.y1), int(d.box.x2), int(d.box.y2), d.class_id,
-                     text);
+                     data::box_text(d.class_id, d.conf, names));
       all.push_back(
           coco_detection(source_relative_path(path).replace_extension().generic_string(), d));
     }

@@ -1,0 +1,111 @@
+// tests/unit/raster.cpp — the drawing primitives (data/raster.h) and the chart built on them
+// (data/chart.h): exact pixels for rectangles and lines, text confined to its measured box,
+// ticks that are round and inside their range, and data mapped onto the plot area.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "data/chart.h"
+#include "data/raster.h"
+
+using namespace bareyolo;
+
+namespace {
+
+bool is(const data::Image& image, int x, int y, data::Rgb colour) {
+  const uint8_t* p = image.at(x, y);
+  return p[0] == colour[0] && p[1] == colour[1] && p[2] == colour[2];
+}
+
+int count(const data::Image& image, data::Rgb colour) {
+  int n = 0;
+  for (int y = 0; y < image.height; ++y)
+    for (int x = 0; x < image.width; ++x) n += is(image, x, y, colour);
+  return n;
+}
+
+// The smallest rectangle holding every pixel of `colour`: {x1, y1, x2, y2}, exclusive ends.
+std::array<int, 4> extent(const data::Image& image, data::Rgb colour) {
+  std::array<int, 4> box = {image.width, image.height, -1, -1};
+  for (int y = 0; y < image.height; ++y)
+    for (int x = 0; x < image.width; ++x)
+      if (is(image, x, y, colour))
+        box = {std::min(box[0], x), std::min(box[1], y), std::max(box[2], x + 1),
+               std::max(box[3], y + 1)};
+  return box;
+}
+
+const data::Rgb kRed = {255, 0, 0};
+
+}  // namespace
+
+TEST_CASE("raster: rectangles fill and outline exactly their pixels, clipped at the edges") {
+  data::Image image(10, 8, 0);
+  data::fill_rect(image, -3, 6, 4, 20, kRed);  // clipped to x 0..3, y 6..7
+  CHECK(count(image, kRed) == 4 * 2);
+  CHECK(extent(image, kRed) == std::array<int, 4>{0, 6, 4, 8});
+  data::Image frame(10, 8, 0);
+  data::outline_rect(frame, 1, 1, 9, 7, 1, kRed);
+  CHECK(count(frame, kRed) == 8 * 2 + 4 * 2);
+  CHECK(is(frame, 1, 1, kRed));
+  CHECK(is(frame, 8, 6, kRed));
+  CHECK(!is(frame, 4, 4, kRed));
+}
+
+TEST_CASE("raster: lines join their end points with the pen's thickness") {
+  data::Image image(20, 20, 0);
+  data::draw_line(image, 2, 5, 17, 5, 3, kRed);
+  CHECK(extent(image, kRed) == std::array<int, 4>{1, 4, 19, 7});
+  CHECK(count(image, kRed) == 18 * 3);
+  data::Image diagonal(20, 20, 0);
+  data::draw_line(diagonal, 0, 0, 19, 19, 1, kRed);
+  CHECK(count(diagonal, kRed) == 20);
+  for (int i = 0; i < 20; ++i) CHECK(is(diagonal, i, i, kRed));
+  data::draw_line(diagonal, 0, 0, std::nan(""), 3, 1, data::kWhite);  // a gap: nothing drawn
+  CHECK(count(diagonal, data::kWhite) == 0);
+}
+
+TEST_CASE("raster: text stays inside its measured box and tells strings apart") {
+  data::Image a(80, 30, 0), b(80, 30, 0);
+  data::draw_text(a, 5, 7, "mAP50", kRed, 2);
+  data::draw_text(b, 5, 7, "mAP95", kRed, 2);
+  const std::array<int, 4> box = extent(a, kRed);
+  CHECK(box[0] >= 5);
+  CHECK(box[1] >= 7);
+  CHECK(box[2] <= 5 + data::text_width("mAP50", 2));
+  CHECK(box[3] <= 7 + data::text_height(2));
+  CHECK(count(a, kRed) > 40);
+  CHECK(a.pixels != b.pixels);
+  CHECK(data::text_width("mAP50-95") > data::text_width("mAP50"));
+  CHECK(data::text_width("ab", 3) == 3 * data::text_width("ab"));
+}
+
+TEST_CASE("chart: ticks are round numbers inside the range") {
+  const std::vector<double> tenths = data::nice_ticks(0, 1, 6);
+  REQUIRE(tenths.size() == 6);
+  for (size_t i = 0; i < tenths.size(); ++i) CHECK(tenths[i] == doctest::Approx(0.2 * double(i)));
+  const std::vector<double> ticks = data::nice_ticks(0.13, 7.3, 6);  // step 2: 2, 4, 6
+  REQUIRE(ticks.size() == 3);
+  CHECK(ticks.front() == doctest::Approx(2));
+  CHECK(ticks.back() == doctest::Approx(6));
+  for (double lo : {-3.7, 0.0, 1e-4}) {
+    const std::vector<double> t = data::nice_ticks(lo, lo + 0.37, 5);
+    CHECK(t.size() >= 2);
+    CHECK(t.size() <= 5);
+    for (double v : t) CHECK((v >= lo - 1e-12 && v <= lo + 0.37 + 1e-12));
+  }
+  CHECK(data::finite_range({{NAN, 2.0, 5.0}, {-1.0}}) == std::pair<double, double>{-1, 5});
+}
+
+TEST_CASE("chart: data map onto the plot area and lines land where their points map") {
+  data::Image image(200, 150, 255);
+  data::Chart chart(image, {0, 0, 200, 150}, "title", "x", "y", {0, 10}, {0, 1});
+  CHECK(chart.to_x(0) < chart.to_x(10));
+  CHECK(chart.to_y(0) > chart.to_y(1));  // y grows upwards
+  CHECK(chart.to_x(5) == doctest::Approx((chart.to_x(0) + chart.to_x(10)) / 2));
+  chart.line({0, 5, 10}, {0.5, 0.5, NAN}, kRed, 1);
+  const int y = int(std::lround(chart.to_y(0.5)));
+  CHECK(is(image, int(std::lround(chart.to_x(2.5))), y, kRed));
+  CHECK(!is(image, int(std::lround(chart.to_x(7.5))), y, kRed));  // the NaN ends the line
+  CHECK(count(image, data::kBlack) > 200);                        // frame, ticks, title
+}
