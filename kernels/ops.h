@@ -245,18 +245,21 @@ struct SgdParams {
 template <class T>
 void sgd_step(View<T> param, View<const T> grad, View<T> velocity, View<const uint8_t> group_of,
               std::span<const SgdParams> groups);
-// PyTorch's AdamW (amsgrad off); `step` counts updates including this one (1 on the first):
-//   param *= 1 - lr * weight_decay
+// PyTorch's Adam and AdamW (amsgrad off); `step` counts updates including this one (1 on the
+// first). They differ in the weight decay only: Adam's is L2, added to the gradient; AdamW's
+// is decoupled, a shrink of the parameter:
+//   Adam:  grad += weight_decay * param       AdamW:  param *= 1 - lr * weight_decay
 //   exp_avg = beta1 * exp_avg + (1 - beta1) * grad
 //   exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * grad^2
 //   param -= lr / (1 - beta1^step) * exp_avg / (sqrt(exp_avg_sq / (1 - beta2^step)) + eps)
-struct AdamWParams {
+struct AdamParams {
   double lr = 0.001, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   int64_t step = 1;
+  bool decoupled_weight_decay = true;  // AdamW; false: Adam
 };
 template <class T>
-void adamw_step(View<T> param, View<const T> grad, View<T> exp_avg, View<T> exp_avg_sq,
-                View<const uint8_t> group_of, std::span<const AdamWParams> groups);
+void adam_step(View<T> param, View<const T> grad, View<T> exp_avg, View<T> exp_avg_sq,
+               View<const uint8_t> group_of, std::span<const AdamParams> groups);
 // Exponential moving average of weights: average = decay * average + (1 - decay) * value.
 template <class T>
 void ema_update(View<T> average, View<const T> value, double decay);

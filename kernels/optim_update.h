@@ -2,6 +2,9 @@
 // once for the CPU loops (kernels/cpu/optim.cpp) and the CUDA kernels (kernels/cuda/optim.cu):
 //   SGD    g = grad + weight_decay * param;  velocity = momentum * velocity + g
 //          param -= lr * (nesterov ? g + momentum * velocity : velocity)
+//   Adam   g = grad (+ weight_decay * param for Adam; AdamW shrinks param by 1 - lr * weight_decay)
+//          m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g^2
+//          param -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
 //   EMA    average = decay * average + (1 - decay) * value
 //   clip   factor = max_norm / (sqrt(sum of squares) + 1e-6), applied when below 1 (PyTorch's
 //          clip_grad_norm_)
@@ -11,7 +14,7 @@
 
 #include <math.h>
 
-#include "kernels/ops.h"   // SgdParams
+#include "kernels/ops.h"   // SgdParams, AdamParams
 #include "kernels/view.h"  // BAREYOLO_HOST_DEVICE
 
 namespace bareyolo::ops {
@@ -30,6 +33,34 @@ struct SgdFactors {
     const T step_grad = g + decay * w;
     v = momentum * v + step_grad;
     w -= lr * (nesterov ? step_grad + momentum * v : v);
+  }
+};
+
+// One parameter group's Adam or AdamW settings in T. The step-dependent bias corrections are
+// computed in double, as PyTorch computes them (Python floats), then rounded once.
+template <class T>
+struct AdamFactors {
+  T shrink = 1, l2 = 0, beta1 = 0, beta2 = 0, step_size = 0, eps = 0, correction2 = 1;
+
+  static AdamFactors of(const AdamParams& p) {
+    const double bias_correction1 = 1 - ::pow(p.beta1, double(p.step));
+    const double bias_correction2_sqrt = ::sqrt(1 - ::pow(p.beta2, double(p.step)));
+    const double decay = p.weight_decay;
+    return {T(p.decoupled_weight_decay ? 1 - p.lr * decay : 1),
+            T(p.decoupled_weight_decay ? 0 : decay),
+            T(p.beta1),
+            T(p.beta2),
+            T(p.lr / bias_correction1),
+            T(p.eps),
+            T(bias_correction2_sqrt)};
+  }
+  // One element's step: w and its moments m, v updated in place from its gradient g.
+  BAREYOLO_HOST_DEVICE void step(T& w, T& m, T& v, T g) const {
+    if (l2 != 0) g += l2 * w;
+    w *= shrink;
+    m = beta1 * m + (1 - beta1) * g;
+    v = beta2 * v + (1 - beta2) * g * g;
+    w -= step_size * m / (::sqrt(v) / correction2 + eps);
   }
 };
 

@@ -64,8 +64,7 @@ namespace bareyolo::ops {
 // The ops whose CUDA kernel does not exist yet: their CPU implementation starts with
 // BAREYOLO_REQUIRE_CPU, which checks at compile time that they are listed here. (On a GPU the
 // graph's Concat costs nothing: producers write into their slice, so concat_* never run there.)
-inline constexpr std::string_view kOpsWithoutCudaKernel[] = {"adamw_step", "concat_forward",
-                                                             "concat_backward"};
+inline constexpr std::string_view kOpsWithoutCudaKernel[] = {"concat_forward", "concat_backward"};
 
 constexpr bool has_no_cuda_kernel(std::string_view op) {
   for (std::string_view listed : kOpsWithoutCudaKernel)
@@ -85,7 +84,7 @@ inline bool has_kernel(std::string_view op, const Device& device) {
 }
 
 // Before a run starts: throws naming the op, the device and `what` needs it (e.g.
-// "--optimizer AdamW") when the op cannot run there, instead of failing at its first call.
+// "--freeze") when the op cannot run there, instead of failing at its first call.
 inline void require_kernel(std::string_view op, const Device& device, const std::string& what) {
   if (has_kernel(op, device)) return;
   throw std::invalid_argument(what + " runs " + std::string(op) + ", which has no kernel for " +

@@ -1,5 +1,5 @@
 // engine/optim/optimizer.h — the one interface of the update rules (Caffe's Solver, the rule
-// alone), over a parameter arena (engine/parameter_arena.h): SGD (sgd.h) and AdamW (adamw.h).
+// alone), over a parameter arena (engine/parameter_arena.h): SGD (sgd.h), Adam and AdamW (adam.h).
 //
 //   step()        one update of every optimised parameter from its gradient: one pass over the
 //                 arena, each element with its group's settings (one kernel launch on a GPU)
@@ -7,8 +7,8 @@
 //   groups        YOLOv5's three parameter groups (optimizer_group_index: 0 biases, 1 decayed
 //                 weights, 2 normalisation weights), each with its learning rate and momentum
 //   state()       the optimizer's named tensors, for checkpoints: "<buffer>.<parameter>" views
-//                 of its own arenas (momentum_buffer.* for SGD; exp_avg.*, exp_avg_sq.* for AdamW)
-//   steps()       updates taken so far (AdamW's bias correction counts them; a resumed run sets it)
+//                 of its own arenas (momentum_buffer.* for SGD; exp_avg.*, exp_avg_sq.* for Adam)
+//   steps()       updates taken so far (Adam's bias correction counts them; a resumed run sets it)
 //   kernel()      the op step() runs, so that a run refuses a device without it before it starts
 #pragma once
 

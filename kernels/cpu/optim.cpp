@@ -1,5 +1,5 @@
 // kernels/cpu/optim.cpp — the optimizer's arithmetic over flat buffers (whole parameter
-// arenas): SGD with Nesterov momentum and weight decay and AdamW, each element with its
+// arenas): SGD with Nesterov momentum and weight decay, Adam and AdamW, each element with its
 // group's settings; the EMA of weights; and the two halves of gradient-norm clipping (sum of
 // squares, scale to the norm), each element by kernels/optim_update.h's formulas, which the
 // CUDA kernels share. Pointwise loops on the thread pool; the sum of squares
@@ -62,38 +62,24 @@ void sgd_step(View<T> param, View<const T> grad, View<T> velocity, View<const ui
 }
 
 template <class T>
-void adamw_step(View<T> param, View<const T> grad, View<T> exp_avg, View<T> exp_avg_sq,
-                View<const uint8_t> group_of, std::span<const AdamWParams> groups) {
-  cpu::require_same_shape("adamw_step", param, grad);
-  cpu::require_same_shape("adamw_step", param, exp_avg);
-  cpu::require_same_shape("adamw_step", param, exp_avg_sq);
-  check_update("adamw_step", param, group_of, groups);
-  BAREYOLO_REQUIRE_CPU(adamw_step,
-                       detail::common_device("adamw_step", param, grad, exp_avg, exp_avg_sq));
-  // The step-dependent factors in double, as PyTorch computes them (Python floats).
-  struct Factors {
-    T decay_factor, beta1, beta2, step_size, eps, correction2;
-  };
-  std::vector<Factors> factors;
-  for (const AdamWParams& p : groups) {
-    const double bias_correction1 = 1 - std::pow(p.beta1, double(p.step));
-    const double bias_correction2_sqrt = std::sqrt(1 - std::pow(p.beta2, double(p.step)));
-    factors.push_back({T(1 - p.lr * p.weight_decay), T(p.beta1), T(p.beta2),
-                       T(p.lr / bias_correction1), T(p.eps), T(bias_correction2_sqrt)});
-  }
+void adam_step(View<T> param, View<const T> grad, View<T> exp_avg, View<T> exp_avg_sq,
+               View<const uint8_t> group_of, std::span<const AdamParams> groups) {
+  cpu::require_same_shape("adam_step", param, grad);
+  cpu::require_same_shape("adam_step", param, exp_avg);
+  cpu::require_same_shape("adam_step", param, exp_avg_sq);
+  check_update("adam_step", param, group_of, groups);
+  BAREYOLO_ROUTE_TO_CUDA(adam_step,
+                         detail::common_device("adam_step", param, grad, exp_avg, exp_avg_sq),
+                         param, grad, exp_avg, exp_avg_sq, group_of, groups);
+  std::vector<AdamFactors<T>> factors;
+  for (const AdamParams& p : groups) factors.push_back(AdamFactors<T>::of(p));
   cpu::parallel_over_elements(param.shape, [&](int64_t n, int64_t begin, int64_t end) {
     T* w = param.image(n);
     const T* g = grad.image(n);
     T* m = exp_avg.image(n);
     T* v = exp_avg_sq.image(n);
     const uint8_t* group = group_of.image(n);
-    for (int64_t i = begin; i < end; ++i) {
-      const Factors& f = factors.at(group[i]);
-      w[i] *= f.decay_factor;
-      m[i] = f.beta1 * m[i] + (1 - f.beta1) * g[i];
-      v[i] = f.beta2 * v[i] + (1 - f.beta2) * g[i] * g[i];
-      w[i] -= f.step_size * m[i] / (std::sqrt(v[i]) / f.correction2 + f.eps);
-    }
+    for (int64_t i = begin; i < end; ++i) factors.at(group[i]).step(w[i], m[i], v[i], g[i]);
   });
 }
 
@@ -142,13 +128,13 @@ void clip_to_norm(View<T> x, View<const double> sum_of_squares, double max_norm)
   });
 }
 
-#define BAREYOLO_INSTANTIATE_OPTIM(T)                                                        \
-  template void sgd_step<T>(View<T>, View<const T>, View<T>, View<const uint8_t>,            \
-                            std::span<const SgdParams>);                                     \
-  template void adamw_step<T>(View<T>, View<const T>, View<T>, View<T>, View<const uint8_t>, \
-                              std::span<const AdamWParams>);                                 \
-  template void ema_update<T>(View<T>, View<const T>, double);                               \
-  template void sum_of_squares<T>(View<const T>, View<double>);                              \
+#define BAREYOLO_INSTANTIATE_OPTIM(T)                                                       \
+  template void sgd_step<T>(View<T>, View<const T>, View<T>, View<const uint8_t>,           \
+                            std::span<const SgdParams>);                                    \
+  template void adam_step<T>(View<T>, View<const T>, View<T>, View<T>, View<const uint8_t>, \
+                             std::span<const AdamParams>);                                  \
+  template void ema_update<T>(View<T>, View<const T>, double);                              \
+  template void sum_of_squares<T>(View<const T>, View<double>);                             \
   template void clip_to_norm<T>(View<T>, View<const double>, double);
 BAREYOLO_INSTANTIATE_OPTIM(float)
 BAREYOLO_INSTANTIATE_OPTIM(double)

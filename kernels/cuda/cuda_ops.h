@@ -153,6 +153,9 @@ void bce_with_logits_backward(View<const float> x, View<const float> target, flo
 // optim.cu
 void sgd_step(View<float> param, View<const float> grad, View<float> velocity,
               View<const uint8_t> group_of, std::span<const ops::SgdParams> groups);
+void adam_step(View<float> param, View<const float> grad, View<float> exp_avg,
+               View<float> exp_avg_sq, View<const uint8_t> group_of,
+               std::span<const ops::AdamParams> groups);
 void ema_update(View<float> average, View<const float> value, double decay);
 // Deterministic: a fixed grid and a fixed reduction order, whatever the GPU. `result` is one
 // double in device memory; clip_to_norm reads it there.

@@ -1,7 +1,7 @@
 // kernels/cuda/optim.cu — the optimizer's arithmetic over flat buffers (whole parameter arenas)
-// on the GPU: SGD with Nesterov momentum and weight decay, each element with its group's
-// settings (one launch for the arena; the groups ride in the kernel's arguments), the EMA of
-// weights, and gradient-norm clipping's sum of squares and scale, whose factor is computed on
+// on the GPU: SGD with Nesterov momentum and weight decay, Adam and AdamW, each element with its
+// group's settings (one launch for the arena; the groups ride in the kernel's arguments), the EMA
+// of weights, and gradient-norm clipping's sum of squares and scale, whose factor is computed on
 // the device from the sum the first kernel left there: no host round trip. The per-element
 // formulas are kernels/cpu/optim.cpp's (kernels/optim_update.h).
 //
@@ -29,6 +29,18 @@ struct SgdStep {
   ops::SgdFactors<float> groups[ops::kMaxParameterGroups];
   __device__ void operator()(int64_t n, int64_t i) const {
     groups[group_of.image(n)[i]].step(param.image(n)[i], velocity.image(n)[i], grad.image(n)[i]);
+  }
+};
+
+struct AdamStep {
+  View<float> param;
+  View<const float> grad;
+  View<float> exp_avg, exp_avg_sq;
+  View<const uint8_t> group_of;
+  ops::AdamFactors<float> groups[ops::kMaxParameterGroups];
+  __device__ void operator()(int64_t n, int64_t i) const {
+    groups[group_of.image(n)[i]].step(param.image(n)[i], exp_avg.image(n)[i],
+                                      exp_avg_sq.image(n)[i], grad.image(n)[i]);
   }
 };
 
@@ -82,6 +94,15 @@ void sgd_step(View<float> param, View<const float> grad, View<float> velocity,
   SgdStep op{param, grad, velocity, group_of, {}};
   for (size_t g = 0; g < groups.size(); ++g) op.groups[g] = ops::SgdFactors<float>::of(groups[g]);
   launch_pointwise(param.shape, param.device, all_dense(param, grad, velocity, group_of), op);
+}
+
+void adam_step(View<float> param, View<const float> grad, View<float> exp_avg,
+               View<float> exp_avg_sq, View<const uint8_t> group_of,
+               std::span<const ops::AdamParams> groups) {
+  AdamStep op{param, grad, exp_avg, exp_avg_sq, group_of, {}};
+  for (size_t g = 0; g < groups.size(); ++g) op.groups[g] = ops::AdamFactors<float>::of(groups[g]);
+  launch_pointwise(param.shape, param.device, all_dense(param, grad, exp_avg, exp_avg_sq, group_of),
+                   op);
 }
 
 void ema_update(View<float> average, View<const float> value, double decay) {

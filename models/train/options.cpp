@@ -62,7 +62,7 @@ std::vector<HypField> hyp_fields(TrainOptions& o) {
   return {
       {"lr0", &o.schedule.lr0, kPositive, "the initial learning rate"},
       {"lrf", &o.schedule.lrf, kFraction, "the final learning rate as a fraction of lr0"},
-      {"momentum", &o.schedule.momentum, kBelowOne, "SGD's momentum, AdamW's beta1"},
+      {"momentum", &o.schedule.momentum, kBelowOne, "SGD's momentum, Adam's beta1"},
       {"weight_decay", &o.weight_decay, kBelowOne, "the optimizer's weight decay"},
       {"warmup_epochs", &o.schedule.warmup_epochs, kNonNegative, "epochs of warm-up"},
       {"warmup_momentum", &o.schedule.warmup_momentum, kBelowOne, "the warm-up's first momentum"},
@@ -159,13 +159,21 @@ void check_hyp(const TrainOptions& options) {
 }
 
 const char* optimizer_name(OptimizerKind kind) {
-  return kind == OptimizerKind::adamw ? "AdamW" : "SGD";
+  switch (kind) {
+    case OptimizerKind::adam:
+      return "Adam";
+    case OptimizerKind::adamw:
+      return "AdamW";
+    default:
+      return "SGD";
+  }
 }
 
 OptimizerKind parse_optimizer_name(const std::string& name) {
   if (name == "SGD") return OptimizerKind::sgd;
+  if (name == "Adam") return OptimizerKind::adam;
   if (name == "AdamW") return OptimizerKind::adamw;
-  throw std::invalid_argument("optimizer '" + name + "' is not one of SGD, AdamW");
+  throw std::invalid_argument("optimizer '" + name + "' is not one of SGD, Adam, AdamW");
 }
 
 namespace {

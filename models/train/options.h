@@ -23,7 +23,7 @@
 
 namespace bareyolo::models {
 
-enum class OptimizerKind { sgd, adamw };
+enum class OptimizerKind { sgd, adam, adamw };
 
 // `--device` as the C++ API takes it: a string, one CUDA index, or a list of indices.
 struct DeviceArg {
@@ -163,7 +163,7 @@ struct FlagValue {
 };
 std::vector<FlagValue> numerics_flags(const TrainOptions& options);
 
-const char* optimizer_name(OptimizerKind kind);               // "SGD", "AdamW"
+const char* optimizer_name(OptimizerKind kind);               // "SGD", "Adam", "AdamW"
 OptimizerKind parse_optimizer_name(const std::string& name);  // throws for others
 
 }  // namespace bareyolo::models

@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "engine/distributed/ddp/data_parallel.h"  // defines: start_data_parallel
-#include "engine/optim/adamw.h"                    // defines: AdamW
+#include "engine/optim/adam.h"                     // defines: Adam (and AdamW)
 #include "engine/optim/clip.h"                     // defines: clip_gradient_norm
 #include "engine/optim/sgd.h"                      // defines: Sgd
 #include "engine/trace.h"                          // defines: trace::Range
@@ -43,7 +43,9 @@ std::unique_ptr<Optimizer> make_optimizer(const SolverOptions& options, const Sc
       options.weight_decay * options.batch * schedule.accumulate() / options.nbs;
   if (options.optimizer == OptimizerKind::sgd)
     return std::make_unique<Sgd>(arena, lr0, momentum, weight_decay);
-  return std::make_unique<AdamW>(arena, lr0, momentum, weight_decay);
+  const AdamDecay decay =
+      options.optimizer == OptimizerKind::adam ? AdamDecay::l2 : AdamDecay::decoupled;
+  return std::make_unique<Adam>(arena, decay, lr0, momentum, weight_decay);
 }
 
 // The model's state entries re-pointed at `values` (the EMA's tensors, same order).

@@ -36,7 +36,7 @@
 namespace bareyolo::models {
 
 struct SolverOptions {
-  // The update: SGD with Nesterov momentum or AdamW over YOLOv5's three parameter groups;
+  // The update: SGD with Nesterov momentum, Adam or AdamW over YOLOv5's three parameter groups;
   // weight decay on the weights group alone, scaled as YOLOv5 scales it (x batch x
   // accumulate / nbs).
   OptimizerKind optimizer = OptimizerKind::sgd;

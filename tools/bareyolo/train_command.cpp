@@ -303,8 +303,9 @@ void add_train_command(CLI::App& app) {
                   "with --no-val only the last epoch is validated)")
       ->check(cli::kNonNegative)
       ->capture_default_str();
-  cmd->add_option("--optimizer", options.optimizer, "SGD (Nesterov) or AdamW, YOLOv5's groups")
-      ->check(CLI::IsMember({"SGD", "AdamW"}))
+  cmd->add_option("--optimizer", options.optimizer,
+                  "SGD (Nesterov), Adam or AdamW, over YOLOv5's groups")
+      ->check(CLI::IsMember({"SGD", "Adam", "AdamW"}))
       ->capture_default_str();
   cmd->add_flag("--cos-lr", t.schedule.cosine, "Cosine learning-rate schedule (default: linear)");
   cmd->add_option("--freeze", t.freeze, "Freeze the first N model layers (model.0 ... model.N-1)")

@@ -2,7 +2,7 @@
 //
 //   bareyolo train [--data D] [--cfg CFG] [--weights W] [--epochs 100] [--batch 16]
 //                  [--imgsz 640] [--workers 2] [--project runs/train] [--name exp]
-//                  [--exist-ok] [--seed 0] [--nbs 64] [--patience 100] [--optimizer SGD|AdamW]
+//                  [--exist-ok] [--seed 0] [--nbs 64] [--patience 100] [--optimizer SGD|Adam|AdamW]
 //                  [--cos-lr] [--freeze N] [--hyp FILE] [--save-period N] [--save-steps N]
 //                  [--save-total-limit N] [--resume [PATH]] [--max-steps N] [--no-val]
 //                  [--config FILE]

@@ -51,6 +51,26 @@ double check_sgd_step(const Device& dut) {
   });
 }
 
+// ---- Adam and AdamW: the same cases, the velocity buffer as exp_avg and a second moment -----
+
+double check_adam_step(const Device& dut) {
+  Random random(84);
+  return worst_over(sgd_cases(), [&](const SgdCase& c) {
+    // The second moment is non-negative, as Adam keeps it; groups 0 and 1 are AdamW's (one at
+    // its third step), group 2 Adam's L2 decay.
+    const Tensor exp_avg_sq = random.uniform(c.param.shape(), 0, 2);
+    return compare_with_reference(dut, {c.grad, c.groups}, {c.param, c.velocity, exp_avg_sq},
+                                  []<class T>(Tensors& in, Tensors& out) {
+                                    const ops::AdamParams groups[] = {
+                                        {0.01, 0.9, 0.999, 1e-8, 0.0, 1, true},
+                                        {0.001, 0.937, 0.999, 1e-8, 5e-4, 3, true},
+                                        {0.003, 0.8, 0.99, 1e-8, 1e-2, 2, false}};
+                                    ops::adam_step<T>(as<T>(out[0]), as<T>(in[0]), as<T>(out[1]),
+                                                      as<T>(out[2]), as<uint8_t>(in[1]), groups);
+                                  });
+  });
+}
+
 // ---- EMA and clipping, from one stream --------------------------------------------------------
 
 struct EmaClipCase {
@@ -129,6 +149,7 @@ double check_sum_of_squares(const Device& dut) {
 std::vector<Check> optimizer_checks() {
   return {
       {"optimizer", "sgd_step (three groups)", kFewRoundings, check_sgd_step},
+      {"optimizer", "adam_step (Adam and AdamW groups)", kTranscendental, check_adam_step},
       {"optimizer", "ema_update", kFewRoundings, check_ema_update},
       {"optimizer", "clip_to_norm", kFewRoundings, check_clip_to_norm},
       {"optimizer", "sum_of_squares (dense, strided, twice)", kDoubleSums, check_sum_of_squares},

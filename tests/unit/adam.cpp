@@ -1,9 +1,9 @@
-// tests/unit/adamw.cpp — AdamW as PyTorch defines it (decoupled weight decay, bias-corrected
-// moments), against the textbook form of the same update computed here in double, and
-// YOLOv5's parameter groups.
+// tests/unit/adam.cpp — Adam and AdamW as PyTorch defines them (L2 or decoupled weight decay,
+// bias-corrected moments), against the textbook form of each update computed here in double,
+// and YOLOv5's parameter groups.
 #include <cmath>
 
-#include "engine/optim/adamw.h"
+#include "engine/optim/adam.h"
 #include "engine/parameter_arena.h"
 #include "engine/shipped_files.h"
 #include "kernels/ops.h"
@@ -16,7 +16,7 @@ using namespace bareyolo::testing;
 TEST_CASE("adamw groups yolov5n's parameters as YOLOv5 does, decay on conv weights only") {
   models::DetectionModel model(models::load_model_config(shipped_file("models/yolov5n.yaml")));
   ParameterArena arena(model.state());
-  AdamW adamw(arena, 0.001, 0.937, 5e-4);
+  Adam adamw(arena, AdamDecay::decoupled, 0.001, 0.937, 5e-4);
   int counts[3] = {0, 0, 0};
   for (const ParameterArena::Slot& slot : arena.slots())
     if (slot.grad) counts[optimizer_group_index(slot.group)]++;
@@ -32,7 +32,12 @@ TEST_CASE("adamw groups yolov5n's parameters as YOLOv5 does, decay on conv weigh
   CHECK(adamw.state().size() == 2 * 177);  // exp_avg and exp_avg_sq of every parameter
 }
 
-TEST_CASE("adamw steps match the textbook bias-corrected update over several steps") {
+namespace {
+
+// Four steps of `decay`'s rule over one weight tensor of 37 random values against the textbook
+// update in double: Kingma & Ba's Adam with L2 decay in the gradient (PyTorch's Adam), or
+// Loshchilov & Hutter's decoupled decay (AdamW).
+void check_against_textbook(AdamDecay decay_kind) {
   Rng rng(11);
   const int n = 37;
   const double lr = 0.01, beta1 = 0.937, beta2 = 0.999, eps = 1e-8, decay = 0.05;
@@ -41,30 +46,43 @@ TEST_CASE("adamw steps match the textbook bias-corrected update over several ste
   Tensor grad = Tensor::zeros({1, 1, 1, n}, Device::cpu(), DType::f64);
   std::vector<StateEntry> state = {{"w", &weight, &grad, {n}, ParamGroup::weight}};
   ParameterArena arena(state);
-  AdamW adamw(arena, lr, beta1, decay, beta2, eps);
+  Adam adam(arena, decay_kind, lr, beta1, decay, beta2, eps);
   for (int t = 1; t <= 4; ++t) {
-    const std::vector<double> g = random_vector(rng, n);
+    std::vector<double> g = random_vector(rng, n);
     grad.copy_from(Tensor::from_vector(g, {1, 1, 1, n}));
-    adamw.step();
-    for (int i = 0; i < n; ++i) {  // reference: Loshchilov & Hutter's AdamW
-      w[i] -= lr * decay * w[i];
+    adam.step();
+    for (int i = 0; i < n; ++i) {
+      if (decay_kind == AdamDecay::decoupled)
+        w[i] -= lr * decay * w[i];
+      else
+        g[i] += decay * w[i];
       m[i] = beta1 * m[i] + (1 - beta1) * g[i];
       v[i] = beta2 * v[i] + (1 - beta2) * g[i] * g[i];
       const double m_hat = m[i] / (1 - std::pow(beta1, t)), v_hat = v[i] / (1 - std::pow(beta2, t));
       w[i] -= lr * m_hat / (std::sqrt(v_hat) + eps);
     }
-    CHECK(adamw.steps() == t);
+    CHECK(adam.steps() == t);
     const std::vector<double> got = weight.to_vector<double>();
     for (int i = 0; i < n; ++i) CHECK(got[size_t(i)] == doctest::Approx(w[i]).epsilon(1e-12));
   }
-  const auto named = adamw.state();  // exp_avg.w, exp_avg_sq.w
+  const auto named = adam.state();  // exp_avg.w, exp_avg_sq.w
   REQUIRE(named.size() == 2);
   CHECK(named[0].first == "exp_avg.w");
   CHECK(named[1].first == "exp_avg_sq.w");
   CHECK(named[0].second->to_vector<double>()[3] == doctest::Approx(m[3]).epsilon(1e-12));
   CHECK(named[1].second->to_vector<double>()[3] == doctest::Approx(v[3]).epsilon(1e-12));
-  adamw.zero_grad();
+  adam.zero_grad();
   CHECK(grad.to_vector<double>() == std::vector<double>(n, 0.0));
+}
+
+}  // namespace
+
+TEST_CASE("adamw steps match the textbook bias-corrected update over several steps") {
+  check_against_textbook(AdamDecay::decoupled);
+}
+
+TEST_CASE("adam steps match the textbook update with L2 decay in the gradient") {
+  check_against_textbook(AdamDecay::l2);
 }
 
 TEST_CASE("adamw's first step moves every parameter by about lr against its gradient's sign") {
@@ -73,7 +91,8 @@ TEST_CASE("adamw's first step moves every parameter by about lr against its grad
   Tensor g = Tensor::from_vector(std::vector<float>{3.0f, -0.01f, 100.0f}, {1, 1, 1, 3});
   std::vector<StateEntry> state = {{"b", &w, &g, {3}, ParamGroup::bias}};
   ParameterArena arena(state);
-  AdamW adamw(arena, 0.1, 0.9, 0.5);  // biases: no decay whatever the decay argument
+  Adam adamw(arena, AdamDecay::decoupled, 0.1, 0.9,
+             0.5);  // biases: no decay whatever the decay argument
   adamw.step();
   const std::vector<float> after = w.to_vector<float>();
   CHECK(after[0] == doctest::Approx(0.9).epsilon(1e-6));
@@ -81,12 +100,12 @@ TEST_CASE("adamw's first step moves every parameter by about lr against its grad
   CHECK(after[2] == doctest::Approx(0.4).epsilon(1e-6));
 }
 
-TEST_CASE("adamw_step refuses buffers of different shapes") {
+TEST_CASE("adam_step refuses buffers of different shapes") {
   Tensor w = Tensor::zeros({1, 1, 1, 3}), g = Tensor::zeros({1, 1, 1, 3});
   Tensor m = Tensor::zeros({1, 1, 1, 2}), v = Tensor::zeros({1, 1, 1, 3});
   const Tensor groups = Tensor::zeros({1, 1, 1, 3}, Device::cpu(), DType::u8);
-  const ops::AdamWParams settings[] = {{}};
-  CHECK_THROWS_AS(ops::adamw_step<float>(w.view<float>(), g.view<float>(), m.view<float>(),
-                                         v.view<float>(), groups.view<uint8_t>(), settings),
+  const ops::AdamParams settings[] = {{}};
+  CHECK_THROWS_AS(ops::adam_step<float>(w.view<float>(), g.view<float>(), m.view<float>(),
+                                        v.view<float>(), groups.view<uint8_t>(), settings),
                   std::invalid_argument);
 }
