@@ -87,7 +87,9 @@ TEST_CASE("the saved configuration round-trips and leaves run-time fields alone"
   CHECK(back.project == "elsewhere");
   CHECK_THROWS_WITH_AS(models::options_from_json(R"({"data": "x"})", back),
                        doctest::Contains("'cfg'"), std::invalid_argument);
-  CHECK_THROWS_AS(models::parse_optimizer_name("Adam"), std::invalid_argument);
+  CHECK(models::parse_optimizer_name("Adam") == models::OptimizerKind::adam);
+  CHECK_THROWS_WITH_AS(models::parse_optimizer_name("adam"), doctest::Contains("SGD, Adam, AdamW"),
+                       std::invalid_argument);
 }
 
 TEST_CASE("--freeze N marks exactly the entries of layers 0 .. N-1") {
