@@ -75,9 +75,8 @@ GlobalRole role_of(const std::string& module, const std::string& name, const std
     return GlobalRole::inert_class;
   throw std::invalid_argument(
       source + ": refused global '" + full +
-      "': bareyolo reads a checkpoint's tensors and YOLOv5 model description and runs none of "
-      "its code, and this pickle names something else (Python would call it on load: the file "
-      "may be hostile). Re-save the weights from a trusted YOLOv5 checkpoint");
+      "': bareyolo reads only tensors and YOLOv5 models from a checkpoint and runs none of "
+      "its code (PyTorch would call this on load: the file may be hostile)");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "data/dataset.h"
 #include "kernels/device_memory.h"
 #include "kernels/device_memory_stats.h"
+#include "models/train/run_model.h"
 #include "models/train/step.h"
 #include "models/yolo/model_config.h"
 
@@ -77,7 +78,7 @@ int probe_autobatch(const TrainOptions& options, int gpu,
                     const std::function<void(const std::string&)>& log) {
   const int nc = data::read_dataset_yaml(options.data).num_classes();
   const Device device = Device::cuda(gpu);
-  DetectionModel model(load_model_config(options.cfg), {.nc = nc, .device = device});
+  DetectionModel model(run_model_config(options), {.nc = nc, .device = device});
   const int imgsz = std::max((options.imgsz + 31) / 32 * 32, 64);
   const LossOptions loss{scale_loss_gains(options.loss, model.num_levels(), nc, imgsz), nc};
   const DeviceMemoryStats before = device_memory_stats(device);

@@ -26,9 +26,10 @@ std::vector<StateEntry> optimizer_entries(const CheckpointTensors& tensors) {
 }
 
 void add_common_metadata(SafetensorsFile& file, int nc, const std::vector<std::string>& names,
-                         const std::string& cfg) {
+                         const std::string& cfg, const std::string& yaml) {
   file.metadata()["format"] = "bareyolo";
-  if (!cfg.empty()) file.metadata()["cfg"] = cfg;  // the model yaml the weights belong to
+  if (!cfg.empty()) file.metadata()["cfg"] = cfg;     // the model yaml the weights belong to
+  if (!yaml.empty()) file.metadata()["yaml"] = yaml;  // and its text
   file.metadata()["nc"] = std::to_string(nc);
   std::string joined;
   for (const std::string& n : names) joined += (joined.empty() ? "" : "\n") + n;
@@ -75,15 +76,16 @@ void parse_progress(const nlohmann::json& j, TrainingProgress& p, SolverState& s
 }  // namespace
 
 SafetensorsFile make_weights_file(const std::vector<StateEntry>& weights, int nc,
-                                  const std::vector<std::string>& names, const std::string& cfg) {
+                                  const std::vector<std::string>& names, const std::string& cfg,
+                                  const std::string& yaml) {
   SafetensorsFile file;
   add_state(file, weights);
-  add_common_metadata(file, nc, names, cfg);
+  add_common_metadata(file, nc, names, cfg, yaml);
   return file;
 }
 
 SafetensorsFile make_checkpoint(const CheckpointTensors& tensors, const CheckpointInfo& info) {
-  SafetensorsFile file = make_weights_file(tensors.ema, info.nc, info.names, info.cfg);
+  SafetensorsFile file = make_weights_file(tensors.ema, info.nc, info.names, info.cfg, info.yaml);
   add_state(file, tensors.model, kTrainingModelPrefix);
   add_state(file, optimizer_entries(tensors), kOptimizerPrefix);
   std::map<std::string, std::string>& meta = file.metadata();

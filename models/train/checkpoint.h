@@ -88,7 +88,8 @@ struct CheckpointInfo {
   int nc = 0;
   std::vector<std::string> names;
   uint64_t seed = 0;
-  std::string cfg;  // the model yaml (metadata "cfg")
+  std::string cfg;   // the model yaml's path (metadata "cfg")
+  std::string yaml;  // its text (metadata "yaml"): what a resume or `val` without --cfg builds
   // nullopt in checkpoints written before it was saved: they resume on the request's devices.
   std::optional<SavedLaunch> launch;
 };
@@ -105,11 +106,11 @@ inline constexpr const char* kOptimizerPrefix = "optimizer.";
 
 SafetensorsFile make_checkpoint(const CheckpointTensors& tensors, const CheckpointInfo& info);
 // Weights alone (weights/final.safetensors): model.* and format/nc/names.
-// `cfg`: the model yaml, saved as metadata "cfg" so that bareyolo::Model can rebuild the
-// network from the file alone.
+// `cfg` and `yaml`: the model yaml's path and text, saved as metadata "cfg" and "yaml" so that
+// bareyolo::Model and every command can rebuild the network from the file alone.
 SafetensorsFile make_weights_file(const std::vector<StateEntry>& weights, int nc,
                                   const std::vector<std::string>& names,
-                                  const std::string& cfg = "");
+                                  const std::string& cfg = "", const std::string& yaml = "");
 
 // Reads a checkpoint's metadata; throws std::invalid_argument naming `source` when it is
 // plain weights (not resumable) or a field is missing.

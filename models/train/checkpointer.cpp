@@ -40,12 +40,13 @@ void Checkpointer::after_epoch(int epoch, bool is_best) {
 }
 
 void Checkpointer::final_weights(const std::vector<StateEntry>& weights, int nc,
-                                 const std::vector<std::string>& names, const std::string& cfg) {
+                                 const std::vector<std::string>& names, const std::string& cfg,
+                                 const std::string& yaml) {
   if (!writes_) return;
   const std::string best = path("best.safetensors");
   load_state(SafetensorsFile::load(best), weights, best);
   const std::string final_path = path("final.safetensors");
-  make_weights_file(weights, nc, names, cfg).save(final_path);
+  make_weights_file(weights, nc, names, cfg, yaml).save(final_path);
   saved_(final_path);
 }
 

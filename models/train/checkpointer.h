@@ -37,7 +37,8 @@ class Checkpointer {
   void after_epoch(int epoch, bool is_best);
   // `weights`: entries to load best.safetensors' model.* into and save (the EMA model's).
   void final_weights(const std::vector<StateEntry>& weights, int nc,
-                     const std::vector<std::string>& names, const std::string& cfg);
+                     const std::vector<std::string>& names, const std::string& cfg,
+                     const std::string& yaml);
 
   std::string path(const std::string& file) const;  // run_dir/weights/file
 

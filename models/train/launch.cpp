@@ -24,6 +24,7 @@
 #include "models/train/rank_agreement.h"
 #include "models/train/run_dir.h"
 #include "models/train/run_lock.h"
+#include "models/train/run_model.h"
 #include "models/train/step.h"
 #include "models/yolo/model_config.h"
 
@@ -113,7 +114,7 @@ bool prepare_run(TrainOptions& options, int world_size, const Log& log) {
                                   options.data + " has " + std::to_string(report.problems.size()) +
                                   " problem(s), the first: " + report.problems[0].to_string());
   }
-  load_model_config(options.cfg);
+  run_model_config(options);  // the model yaml is read (and checked) before anything starts
   if (!options.run_dir.empty()) return std::filesystem::create_directories(options.run_dir);
   bool created = false;
   options.run_dir = resolve_run_dir(options.project, options.name, options.exist_ok, &created);

@@ -9,6 +9,7 @@
 #include "data/cache_files.h"
 #include "data/dataset_yaml.h"
 #include "data/regular_file.h"
+#include "models/train/run_model.h"
 #include "models/yolo/model_config.h"
 #include "models/yolo/yolo_model.h"
 
@@ -43,7 +44,7 @@ std::string file_name(const std::string& path) {
 
 // The model's parameters and buffers, names and shapes, as one hash; built on the CPU.
 ConfigurationField model_field(const TrainOptions& options, int classes) {
-  DetectionModel model(load_model_config(options.cfg), {.nc = classes});
+  DetectionModel model(run_model_config(options), {.nc = classes});
   uint64_t hash = data::fnv1a("");
   for (const StateEntry& entry : model.state()) {
     std::string line = entry.name;
@@ -51,9 +52,10 @@ ConfigurationField model_field(const TrainOptions& options, int classes) {
     hash = data::fnv1a(line + "\n", hash);
   }
   return {"model", data::hex(hash),
-          file_name(options.cfg) + " (" + std::to_string(model.parameter_count()) +
-              " parameters for " + std::to_string(classes) +
-              " classes, names and shapes hashed to " + data::hex(hash) + ")"};
+          file_name(options.cfg.empty() ? options.weights : options.cfg) + " (" +
+              std::to_string(model.parameter_count()) + " parameters for " +
+              std::to_string(classes) + " classes, names and shapes hashed to " + data::hex(hash) +
+              ")"};
 }
 
 ConfigurationField data_field(const std::string& yaml) {

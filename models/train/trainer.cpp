@@ -36,6 +36,7 @@
 #include "models/train/outputs/progress.h"  // defines: progress_bar
 #include "models/train/outputs/report.h"    // defines: report_writer
 #include "models/train/run_dir.h"           // defines: run_dir_of_checkpoint
+#include "models/train/run_model.h"         // defines: run_model_config
 #include "models/train/solver.h"            // defines: Solver (the step and its state)
 #include "models/yolo/weights.h"            // defines: load_state
 
@@ -103,11 +104,19 @@ TrainingData open_training_data(const std::string& data_yaml, int64_t max_pixels
   return {std::move(config), std::move(train), std::move(val)};
 }
 
-// `model` with the initial weights (--weights) unless a checkpoint will overwrite them.
+// `model` with the initial weights (--weights) unless a checkpoint will overwrite them. As
+// YOLOv5 fine-tunes: every tensor whose name and shape match is copied, the others (the
+// class rows of another nc) keep their initialisation; anchors only when the model is the
+// weights' own (a --cfg names its own anchors).
 DetectionModel& with_initial_weights(DetectionModel& model, const TrainOptions& options,
-                                     bool resuming) {
-  if (!options.weights.empty() && !resuming)
-    load_state(SafetensorsFile::load(options.weights), model.state(), options.weights);
+                                     bool resuming, bool rank0, const Log& log) {
+  if (options.weights.empty() || resuming) return model;
+  const std::vector<StateEntry> state = model.state();
+  const size_t transferred = transfer_state(load_weights_file(options.weights), state,
+                                            options.weights, options.cfg.empty() ? "" : "anchor");
+  if (rank0)
+    log("Transferred " + std::to_string(transferred) + "/" + std::to_string(state.size()) +
+        " items from " + options.weights);
   return model;
 }
 
@@ -201,7 +210,7 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
       resume_(open_resume_if_asked(request.resume)),
       options_(checked_request(request, run_, resume_)),
       data_(open_training_data(options_.data, options_.max_pixels)),
-      model_config_(load_model_config(options_.cfg)),
+      model_config_(run_model_config(options_)),
       model_(model_config_, {.nc = data_.nc(), .seed = options_.seed, .device = run_.device}),
       ema_model_(model_config_, {.nc = data_.nc(), .seed = options_.seed, .device = run_.device}),
       ema_state_(ema_model_.state()),
@@ -215,7 +224,7 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
       loss_options_{scale_loss_gains(options_.loss, model_.num_levels(), data_.nc(), imgsz_),
                     data_.nc()},
       comm_(job_communicator()),
-      solver_(with_initial_weights(model_, options_, resume_.has_value()),
+      solver_(with_initial_weights(model_, options_, resume_.has_value(), run_.rank == 0, log_),
               solver_options(options_, run_, batches_, loss_options_), comm_),
       stopping_{options_.patience} {
   const bool rank0 = run_.rank == 0;
@@ -312,6 +321,7 @@ SafetensorsFile Trainer::snapshot() {
                           .names = data_.config.names,
                           .seed = options_.seed,
                           .cfg = options_.cfg,
+                          .yaml = model_config_.yaml_text,
                           .launch = SavedLaunch{options_.device.text, options_.nproc_per_node,
                                                 run_.world_size, options_.amp, options_.tf32,
                                                 options_.winograd, options_.bf16_grad_buckets}});
@@ -352,7 +362,8 @@ TrainSummary Trainer::run() {
 
   // ---- the end: final weights when training finished ----
   if (progress_.finished)
-    checkpoints_->final_weights(ema_state_, data_.nc(), data_.config.names, options_.cfg);
+    checkpoints_->final_weights(ema_state_, data_.nc(), data_.config.names, options_.cfg,
+                                model_config_.yaml_text);
   summary.finished = progress_.finished;
   summary.optimizer_steps = solver_.optimizer_steps();
   summary.best_fitness = progress_.best_fitness;

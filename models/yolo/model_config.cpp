@@ -133,6 +133,7 @@ int input_row(const ModelConfig& config, const ModelRow& row, int from) {
 ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source) {
   ModelConfig config;
   config.source = source;
+  config.yaml_text = yaml_text;
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);

@@ -30,7 +30,8 @@ struct ModelRow {
 };
 
 struct ModelConfig {
-  std::string source;  // file path (or "<string>") for messages
+  std::string source;     // file path (or "<string>") for messages
+  std::string yaml_text;  // the yaml read: saved beside the weights, which then need no --cfg
   int nc = 80;
   double depth_multiple = 1.0, width_multiple = 1.0;
   int channel_multiple = 8;

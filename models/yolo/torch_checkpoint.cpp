@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 
 #include "engine/torch_pickle.h"
@@ -199,6 +200,13 @@ SafetensorsFile torch_checkpoint_weights(const TorchZip& zip) {
     file.metadata()["stride"] = stride_text(*stride, source);
   file.metadata()["format"] = "yolov5-pt";
   return file;
+}
+
+bool is_torch_checkpoint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  uint8_t signature[4] = {};
+  in.read(reinterpret_cast<char*>(signature), 4);
+  return TorchZip::looks_like_zip(std::span<const uint8_t>(signature, size_t(in.gcount())));
 }
 
 SafetensorsFile read_torch_checkpoint(const std::string& path) {

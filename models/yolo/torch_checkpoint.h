@@ -18,6 +18,9 @@
 
 namespace bareyolo::models {
 
+// Whether the file at `path` is a zip (its first bytes), as a .pt is and a safetensors never.
+bool is_torch_checkpoint(const std::string& path);
+
 SafetensorsFile torch_checkpoint_weights(const TorchZip& zip);
 SafetensorsFile read_torch_checkpoint(const std::string& path);
 

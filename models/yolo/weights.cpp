@@ -1,10 +1,8 @@
 // models/yolo/weights.cpp — see weights.h.
 #include "models/yolo/weights.h"
 
-#include <fstream>
 #include <stdexcept>
 
-#include "engine/torch_zip.h"
 #include "models/yolo/torch_checkpoint.h"
 
 namespace bareyolo::models {
@@ -18,12 +16,13 @@ std::string dims_text(const std::vector<int64_t>& dims) {
 }  // namespace
 
 SafetensorsFile load_weights_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  uint8_t signature[4] = {};
-  in.read(reinterpret_cast<char*>(signature), 4);
-  if (TorchZip::looks_like_zip(std::span<const uint8_t>(signature, size_t(in.gcount()))))
-    return read_torch_checkpoint(path);
-  return SafetensorsFile::load(path);
+  return is_torch_checkpoint(path) ? read_torch_checkpoint(path) : SafetensorsFile::load(path);
+}
+
+bool weights_carry_model(const std::string& path) {
+  if (is_torch_checkpoint(path)) return true;
+  const auto& meta = SafetensorsFile::load_metadata(path).metadata();
+  return meta.count("yaml") || meta.count("cfg");
 }
 
 ModelConfig weights_model_config(const SafetensorsFile& weights, const std::string& source,
@@ -84,6 +83,36 @@ void add_state(SafetensorsFile& file, const std::vector<StateEntry>& state,
   }
 }
 
+namespace {
+// The record `name` of `file` as a value for entry `e`: finite, and of its dtype (floats of any
+// width widen exactly). Throws naming `source` otherwise.
+Tensor entry_value(const SafetensorsFile& file, const std::string& name, const StateEntry& e,
+                   const std::string& source) {
+  const TensorRecord& record = file.record(name);
+  require_finite_weights(record, source);
+  const bool floating_file =
+      record.dtype == "F32" || record.dtype == "BF16" || record.dtype == "F16";
+  const bool floating_model = e.value->dtype() == DType::f32 || e.value->dtype() == DType::f64;
+  // Every F16 and BF16 value is a float: widened exactly, whatever the file's width.
+  if (floating_file && floating_model) return file.float_tensor(name);
+  Tensor t = file.tensor(name);
+  if (t.dtype() != e.value->dtype())
+    throw std::invalid_argument(source + ": '" + name + "' holds " + record.dtype +
+                                ", the model expects " + dtype_name(e.value->dtype()));
+  return t;
+}
+
+void assign(const StateEntry& e, const Tensor& value) {
+  Tensor& target = *e.value;
+  if (value.dtype() == target.dtype()) {
+    target.copy_from(value.reshape(target.shape()));
+  } else {  // float values into a double model
+    std::vector<double> values = value.to_doubles();
+    target.copy_from(Tensor::from_vector(values, target.shape()));
+  }
+}
+}  // namespace
+
 void load_state(const SafetensorsFile& file, const std::vector<StateEntry>& state,
                 const std::string& source, const std::string& prefix) {
   std::vector<Tensor> loaded;
@@ -97,30 +126,26 @@ void load_state(const SafetensorsFile& file, const std::vector<StateEntry>& stat
       throw std::invalid_argument(source + ": '" + name + "' has shape " + dims_text(record.shape) +
                                   ", the model expects " + dims_text(e.dims) +
                                   " (a different model or nc?)");
-    require_finite_weights(record, source);
-    const bool floating_file =
-        record.dtype == "F32" || record.dtype == "BF16" || record.dtype == "F16";
-    const bool floating_model = e.value->dtype() == DType::f32 || e.value->dtype() == DType::f64;
-    if (floating_file && floating_model) {
-      // Every F16 and BF16 value is a float: widened exactly, whatever the file's width.
-      loaded.push_back(file.float_tensor(name));
-      continue;
-    }
-    Tensor t = file.tensor(name);
-    if (t.dtype() != e.value->dtype())
-      throw std::invalid_argument(source + ": '" + name + "' holds " + record.dtype +
-                                  ", the model expects " + dtype_name(e.value->dtype()));
-    loaded.push_back(t);
+    loaded.push_back(entry_value(file, name, e, source));
   }
-  for (size_t i = 0; i < state.size(); ++i) {
-    Tensor& target = *state[i].value;
-    if (loaded[i].dtype() == target.dtype()) {
-      target.copy_from(loaded[i].reshape(target.shape()));
-    } else {  // float values into a double model
-      std::vector<double> values = loaded[i].to_doubles();
-      target.copy_from(Tensor::from_vector(values, target.shape()));
-    }
+  for (size_t i = 0; i < state.size(); ++i) assign(state[i], loaded[i]);
+}
+
+size_t transfer_state(const SafetensorsFile& file, const std::vector<StateEntry>& state,
+                      const std::string& source, const std::string& exclude) {
+  std::vector<std::pair<const StateEntry*, Tensor>> matched;
+  for (const StateEntry& e : state) {
+    if (!file.contains(e.name) || file.record(e.name).shape != e.dims) continue;
+    if (!exclude.empty() && e.name.find(exclude) != std::string::npos) continue;
+    matched.push_back({&e, entry_value(file, e.name, e, source)});
   }
+  if (matched.empty())
+    throw std::invalid_argument(source + ": not one of the model's " +
+                                std::to_string(state.size()) +
+                                " tensors is in it under its name and shape (weights of another "
+                                "model? give the matching --cfg)");
+  for (const auto& [entry, value] : matched) assign(*entry, value);
+  return matched.size();
 }
 
 SafetensorsFile with_float_dtype(const SafetensorsFile& file, DType dtype) {

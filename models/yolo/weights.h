@@ -14,12 +14,22 @@ namespace bareyolo::models {
 // A weights file: safetensors, or a PyTorch YOLOv5 checkpoint (.pt, told by its zip signature
 // rather than its name) read as models/yolo/torch_checkpoint.h says, without running its code.
 SafetensorsFile load_weights_file(const std::string& path);
+// Whether the weights file at `path` names its model (a .pt always does; a safetensors file
+// with metadata "yaml" or "cfg"), reading no more than its header.
+bool weights_carry_model(const std::string& path);
 
 // The model yaml to build for `weights`: the `cfg` file when given, else the yaml the weights
 // carry (a YOLOv5 checkpoint's "yaml", a bareyolo file's "cfg"). Throws std::invalid_argument
 // naming `source` when there is neither.
 ModelConfig weights_model_config(const SafetensorsFile& weights, const std::string& source,
                                  const std::string& cfg);
+
+// Fine-tuning, as YOLOv5's intersect_dicts: copies every entry of `state` that `file` holds under
+// the same name and shape, except names containing `exclude` (when not empty); the others keep
+// their values (a fresh model's initialisation: the class rows of another nc). Returns how many
+// were copied; throws naming `source` when none was (the weights of another model).
+size_t transfer_state(const SafetensorsFile& file, const std::vector<StateEntry>& state,
+                      const std::string& source, const std::string& exclude = "");
 
 // Adds every state entry under `prefix` + its name: floating entries as F32, counters as I64.
 void add_state(SafetensorsFile& file, const std::vector<StateEntry>& state,

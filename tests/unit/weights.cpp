@@ -231,3 +231,29 @@ TEST_CASE("F16 and BF16 weights load into a model as their exact float values") 
     CHECK(checked > 10);
   }
 }
+
+TEST_CASE("fine-tuning transfers the tensors whose name and shape match and keeps the others") {
+  DetectionModel source(load_model_config(shipped_file("models/yolov5-tiny.yaml")),
+                        {.nc = 3, .seed = 5});
+  SafetensorsFile three_classes;
+  add_state(three_classes, source.state());
+  DetectionModel target = tiny_model(6);  // 2 classes: the head's 3 convolutions differ
+  const std::vector<StateEntry> before = target.state();
+  std::map<std::string, std::vector<double>> initial;
+  for (const StateEntry& e : before) initial[e.name] = e.value->to_doubles();
+  const std::vector<StateEntry> state = target.state();
+  CHECK(transfer_state(three_classes, state, "w3") == state.size() - 6);
+  CHECK(transfer_state(three_classes, state, "w3", "anchor") == state.size() - 7);
+  for (const StateEntry& e : state) {
+    INFO(e.name);
+    const bool head = e.name.rfind("model.24.m.", 0) == 0;
+    if (head)
+      CHECK(e.value->to_doubles() == initial[e.name]);  // YOLOv5's initialisation kept
+    else if (e.value->dtype() == DType::f32)
+      CHECK(e.value->to_vector<float>() == three_classes.values<float>(e.name));
+  }
+  SafetensorsFile unrelated;
+  unrelated.add_values<float>("other.weight", {1.0f}, {1});
+  CHECK_THROWS_WITH_AS(transfer_state(unrelated, state, "u.safetensors"),
+                       doctest::Contains("not one of the model's"), std::invalid_argument);
+}

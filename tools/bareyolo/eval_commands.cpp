@@ -57,11 +57,12 @@ struct EvalOptions {
   DeviceOption device;
 } options;
 
-// A model with `nc` classes holding the weights file's state, on --device.
-models::DetectionModel load_model(int nc) {
-  models::DetectionModel model(models::load_model_config(options.cfg),
+// A model with `nc` classes holding `weights` (read from --weights), on --device; built from
+// --cfg, else from the yaml the weights carry.
+models::DetectionModel load_model(const SafetensorsFile& weights, int nc) {
+  models::DetectionModel model(models::weights_model_config(weights, options.weights, options.cfg),
                                {.nc = nc, .device = options.device.resolve()});
-  models::load_state(SafetensorsFile::load(options.weights), model.state(), options.weights);
+  models::load_state(weights, model.state(), options.weights);
   return model;
 }
 
@@ -112,7 +113,8 @@ int run_val() {
   if (split.dataset.size() == 0)
     throw std::invalid_argument(options.data + " has no '" + options.split +
                                 "' split to validate on; give --split train or val, or add it");
-  models::DetectionModel model = load_model(config.num_classes());
+  models::DetectionModel model =
+      load_model(models::load_weights_file(options.weights), config.num_classes());
   models::ValidationOptions val;
   val.batch = options.batch;
   val.imgsz = inference_size(model);
@@ -187,9 +189,10 @@ std::vector<std::string> drawn_paths(const std::vector<std::string>& images) {
 int run_predict() {
   std::vector<std::string> names;
   if (!options.names.empty()) names = data::read_dataset_yaml(options.names).names;
-  const SafetensorsFile weights = SafetensorsFile::load(options.weights);
+  const SafetensorsFile weights = models::load_weights_file(options.weights);
+  if (names.empty()) names = models::metadata_names(weights);
   const int nc = !names.empty() ? int(names.size()) : models::metadata_nc(weights, options.weights);
-  models::DetectionModel model = load_model(nc);
+  models::DetectionModel model = load_model(weights, nc);
   const std::vector<std::string> images = fs::is_directory(options.source)
                                               ? data::list_image_files({options.source})
                                               : std::vector<std::string>{options.source};
@@ -263,8 +266,8 @@ int run_predict() {
 }
 
 void add_model_options(CLI::App* command) {
-  command->add_option("--cfg", options.cfg, "Model yaml")->required();
-  command->add_option("--weights", options.weights, "Weights (.safetensors)")
+  command->add_option("--cfg", options.cfg, "Model yaml (default: the one the weights carry)");
+  command->add_option("--weights", options.weights, "Weights (.safetensors or YOLOv5 .pt)")
       ->required()
       ->check(CLI::ExistingFile);
   command->add_option("--imgsz", options.imgsz, "Inference size in pixels")

@@ -23,8 +23,8 @@ struct ExportOptions {
 inline void add_export_options(CLI::App& command, ExportOptions& options) {
   command.add_option("--format", options.format, "Output format (onnx)")
       ->check(CLI::IsMember({"onnx"}));
-  command.add_option("--cfg", options.cfg, "Model yaml")->required();
-  command.add_option("--weights", options.weights, "Weights (.safetensors)")
+  command.add_option("--cfg", options.cfg, "Model yaml (default: the one the weights carry)");
+  command.add_option("--weights", options.weights, "Weights (.safetensors or YOLOv5 .pt)")
       ->required()
       ->check(CLI::ExistingFile);
   command
@@ -40,12 +40,12 @@ inline void add_export_options(CLI::App& command, ExportOptions& options) {
 // The command line that gives `options` back to add_export_options' parser.
 inline std::vector<std::string> export_arguments(const ExportOptions& options) {
   std::vector<std::string> arguments = {"--format",  options.format,
-                                        "--cfg",     options.cfg,
                                         "--weights", options.weights,
                                         "--imgsz",   std::to_string(options.imgsz),
                                         "--opset",   std::to_string(options.opset),
                                         "--out",     options.out};
   if (options.dynamic) arguments.push_back("--dynamic");
+  if (!options.cfg.empty()) arguments.insert(arguments.end(), {"--cfg", options.cfg});
   return arguments;
 }
 

@@ -20,7 +20,7 @@ namespace bareyolo {
 namespace {
 
 struct ModelCommandOptions {
-  std::string cfg, weights, batch, out, hyp, dtype = "bf16";
+  std::string cfg, weights, batch, out, hyp, dtype;  // dtype empty: each tensor keeps its own
   int nc = 0;
   uint64_t seed = 0;
   bool amp = false;
@@ -50,9 +50,9 @@ int compute_grads() {
                                      {options.cfg, "the --cfg model yaml"},
                                      {options.hyp, "the --hyp yaml"}},
                                     "give --out a new file name");
-  const SafetensorsFile weights = SafetensorsFile::load(options.weights);
+  const SafetensorsFile weights = models::load_weights_file(options.weights);
   const int nc = options.nc != 0 ? options.nc : models::metadata_nc(weights, options.weights);
-  models::DetectionModel model(models::load_model_config(options.cfg),
+  models::DetectionModel model(models::weights_model_config(weights, options.weights, options.cfg),
                                {.nc = nc, .device = options.device.resolve()});
   models::load_state(weights, model.state(), options.weights);
   model.graph().set_mixed_precision(options.amp);
@@ -81,11 +81,14 @@ int convert_weights() {
   cli::require_outputs_spare_inputs({{options.out, "the --out file"}},
                                     {{options.weights, "the --weights file"}},
                                     "give --out a new file name");
-  const SafetensorsFile file = SafetensorsFile::load(options.weights);
+  // A PyTorch checkpoint's tensors come as stored (F16 stays F16) with its yaml, nc, names.
+  const SafetensorsFile file = models::load_weights_file(options.weights);
   for (const TensorRecord& record : file.records())
     models::require_finite_weights(record, options.weights);
   const SafetensorsFile converted =
-      models::with_float_dtype(file, options.dtype == "bf16" ? DType::bf16 : DType::f32);
+      options.dtype.empty()
+          ? file
+          : models::with_float_dtype(file, options.dtype == "bf16" ? DType::bf16 : DType::f32);
   converted.save(options.out);
   // What was written, dtype by dtype (the counters and anchors keep theirs).
   std::map<std::string, int> written;
@@ -93,9 +96,10 @@ int convert_weights() {
   std::string dtypes;
   for (const auto& [dtype, count] : written)
     dtypes += (dtypes.empty() ? "" : ", ") + std::to_string(count) + " " + dtype;
-  std::printf("wrote %s: %zu tensors, floating ones as %s (%s; %zu -> %zu bytes)\n",
-              options.out.c_str(), converted.records().size(), options.dtype.c_str(),
-              dtypes.c_str(), file.serialize().size(), converted.serialize().size());
+  std::printf("wrote %s: %zu tensors, floating ones %s (%s; %zu bytes)\n", options.out.c_str(),
+              converted.records().size(),
+              options.dtype.empty() ? "as stored" : ("as " + options.dtype).c_str(), dtypes.c_str(),
+              converted.serialize().size());
   return 0;
 }
 
@@ -112,8 +116,8 @@ void add_model_commands(CLI::App& app) {
       "grads",
       "One training forward, YOLOv5's loss and backward on a batch; write the loss, "
       "head outputs and parameter gradients");
-  grads->add_option("--cfg", options.cfg, "Model yaml")->required();
-  grads->add_option("--weights", options.weights, "Weights (.safetensors, YOLOv5 names)")
+  grads->add_option("--cfg", options.cfg, "Model yaml (default: the one the weights carry)");
+  grads->add_option("--weights", options.weights, "Weights (.safetensors or YOLOv5 .pt)")
       ->required()
       ->check(CLI::ExistingFile);
   grads
@@ -131,16 +135,19 @@ void add_model_commands(CLI::App& app) {
   options.device.add_to(grads);
 
   CLI::App* convert = app.add_subcommand(
-      "convert", "Write a weights file with its floating tensors in bf16 (half the bytes) or fp32");
-  convert->add_option("--weights", options.weights, "Weights or checkpoint (.safetensors)")
+      "convert",
+      "Write a weights file (.safetensors) from weights, a checkpoint or a YOLOv5 .pt, its "
+      "floating tensors as stored, or in bf16 (half the bytes) or fp32");
+  convert
+      ->add_option("--weights", options.weights,
+                   "Weights or checkpoint (.safetensors, or a PyTorch YOLOv5 .pt)")
       ->required()
       ->check(CLI::ExistingFile);
   convert
       ->add_option("--dtype", options.dtype,
                    "bf16 (rounded to nearest) or fp32 (exact); F32, BF16 and F16 tensors "
-                   "are converted")
-      ->check(CLI::IsMember({"bf16", "fp32"}))
-      ->capture_default_str();
+                   "are converted (default: each keeps its dtype)")
+      ->check(CLI::IsMember({"bf16", "fp32"}));
   convert->add_option("--out", options.out, "Output .safetensors")->required();
 }
 

@@ -16,6 +16,7 @@
 #include "models/train/launch.h"
 #include "models/train/options.h"
 #include "models/train/run_dir.h"
+#include "models/yolo/weights.h"
 #include "tools/bareyolo/max_pixels_option.h"
 #include "tools/bareyolo/resume_flags.h"
 #include "tools/bareyolo/validators.h"
@@ -113,9 +114,15 @@ void apply_config_yaml(const std::string& path) {
 // Puts what the flags ask for on `t` as a new run takes it; nothing is written yet.
 void apply_run_flags(models::TrainOptions& t) {
   if (!t.data.empty()) t.data = fs::absolute(t.data).string();  // a resume elsewhere finds it
+  // Weights that carry their model (a YOLOv5 .pt, bareyolo's own) build it unless --cfg is
+  // given: fine-tuning yolov5s.pt trains YOLOv5s, not the default yolov5n.
+  if (options.command->count("--cfg") == 0 && !t.weights.empty() &&
+      models::weights_carry_model(t.weights))
+    t.cfg.clear();
   // Absolute for the workers; a relative path not found here names a shipped yaml.
-  t.cfg =
-      fs::exists(t.cfg) ? fs::absolute(t.cfg).string() : find_shipped_file(t.cfg).value_or(t.cfg);
+  else
+    t.cfg =
+        fs::exists(t.cfg) ? fs::absolute(t.cfg).string() : find_shipped_file(t.cfg).value_or(t.cfg);
   if (!t.weights.empty()) t.weights = fs::absolute(t.weights).string();
   if (!options.hyp.empty()) models::load_hyp_yaml(options.hyp, t);
   t.optimizer = models::parse_optimizer_name(options.optimizer);
@@ -178,9 +185,12 @@ void add_train_command(CLI::App& app) {
                   "Dataset yaml (default: the built-in shapes data, generated "
                   "in datasets/shapes on first use)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--cfg", t.cfg, "Model yaml (a relative path not found here: bareyolo's models/)")
+  cmd->add_option("--cfg", t.cfg,
+                  "Model yaml (a relative path not found here: bareyolo's models/; default: the "
+                  "model --weights carry, else yolov5n)")
       ->capture_default_str();
-  cmd->add_option("--weights", t.weights, "Initial weights (.safetensors); default: from scratch")
+  cmd->add_option("--weights", t.weights,
+                  "Initial weights (.safetensors or a YOLOv5 .pt); default: from scratch")
       ->check(CLI::ExistingFile);
   options.epochs =
       cmd->add_option("--epochs", t.epochs,

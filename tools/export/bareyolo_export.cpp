@@ -22,8 +22,9 @@ std::string dims_text(const std::vector<int64_t>& dims) {
 
 int run(const bareyolo::cli::ExportOptions& options) {
   using namespace bareyolo;
-  const models::ModelConfig config = models::load_model_config(options.cfg);
-  const SafetensorsFile weights = SafetensorsFile::load(options.weights);
+  const SafetensorsFile weights = models::load_weights_file(options.weights);
+  const models::ModelConfig config =
+      models::weights_model_config(weights, options.weights, options.cfg);
   // The class count the weights were made for (init and train record it); else the yaml's.
   const int nc =
       weights.metadata().count("nc") ? int(weights.metadata_integer("nc", options.weights)) : 0;
@@ -41,8 +42,9 @@ int run(const bareyolo::cli::ExportOptions& options) {
                            .names = models::metadata_names(weights)},
                           options.out);
   std::printf("exported %s with %s to %s: ONNX opset %d, %lld nodes, %.1f MB\n",
-              options.cfg.c_str(), options.weights.c_str(), options.out.c_str(), options.opset,
-              static_cast<long long>(summary.nodes), double(summary.bytes) / 1e6);
+              options.cfg.empty() ? "its own yaml" : options.cfg.c_str(), options.weights.c_str(),
+              options.out.c_str(), options.opset, static_cast<long long>(summary.nodes),
+              double(summary.bytes) / 1e6);
   std::printf("  input  images  %s, RGB 0..1\n", dims_text(summary.input_dims).c_str());
   std::printf("  output output0 %s: cx, cy, w, h (pixels), objectness, %d class scores\n",
               dims_text(summary.output_dims).c_str(), model.num_classes());
