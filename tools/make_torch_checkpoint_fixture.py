@@ -18,6 +18,7 @@ as written during training (train.py strips last.pt and best.pt when it ends):
   epoch0.state.safetensors  the same for epoch0.pt (its 'ema')
   best_torch2.pt      best.pt rewritten as torch 2.x writes a checkpoint (see below)
   hostile/*.pt        best.pt with data.pkl replaced by a pickle that must be refused
+and the seeds of fuzz/corpus/torch_checkpoint/ (a one-layer checkpoint, the small hostiles).
 
 torch 2.x (only 1.13 is installed here): torch 2.x adds the records byteorder, .format_version, .storage_alignment and .data/serialization_id,
 and every nn.Module's __dict__ gains _forward_hooks_with_kwargs, _forward_hooks_always_called,
@@ -191,9 +192,39 @@ def write_hostile(best, folder):
                 replace={"data.pkl": pickled.replace(b"DetectionModel\n", b"SegmentationModel\n")})
 
 
+def write_fuzz_seeds(folder, hostile):
+    """Seeds for fuzz/torch_checkpoint.cpp, a few KB at most: a whole checkpoint of a one-layer
+    DetectionModel (classes registered under YOLOv5's module names, as its pickle names them)
+    and the pickle-only hostile files."""
+    import types
+    os.makedirs(folder, exist_ok=True)
+    module = types.ModuleType("models.yolo")
+    sys.modules["models.yolo"] = module
+    sys.modules.setdefault("models", types.ModuleType("models")).yolo = module
+
+    class DetectionModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.yaml = {"nc": 1, "depth_multiple": 0.33, "width_multiple": 0.25,
+                         "anchors": [[10, 13, 16, 30]], "backbone": [[-1, 1, "Conv", [8, 3, 2]]],
+                         "head": [[[0], 1, "Detect", ["nc", "anchors"]]]}
+            self.model = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 1), torch.nn.BatchNorm2d(2))
+            self.names = {0: "a"}
+            self.stride = torch.tensor([8.0])
+
+    DetectionModel.__module__, DetectionModel.__qualname__ = "models.yolo", "DetectionModel"
+    module.DetectionModel = DetectionModel
+    model = DetectionModel().half()
+    torch.save({"epoch": -1, "model": model, "ema": None, "optimizer": None},
+               os.path.join(folder, "tiny.pt"))
+    for name in ("os_system", "eval", "unknown_global"):
+        shutil.copy(os.path.join(hostile, name + ".pt"), folder)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(ROOT, "tests", "fixtures", "torch"))
+    parser.add_argument("--fuzz-corpus", default=os.path.join(ROOT, "fuzz", "corpus", "torch_checkpoint"))
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     with tempfile.TemporaryDirectory() as folder:
@@ -207,6 +238,7 @@ def main():
     best = os.path.join(args.out, "best.pt")
     write_torch2(best, os.path.join(args.out, "best_torch2.pt"))
     write_hostile(best, os.path.join(args.out, "hostile"))
+    write_fuzz_seeds(args.fuzz_corpus, os.path.join(args.out, "hostile"))
     total = sum(os.path.getsize(p) for p in glob.glob(os.path.join(args.out, "**", "*"), recursive=True)
                 if os.path.isfile(p))
     print(f"wrote {args.out}: {total} bytes")
