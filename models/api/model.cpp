@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "engine/safetensors.h"
+#include "models/eval/image_prediction.h"
 #include "models/train/checkpoint.h"
 #include "models/yolo/weights.h"
 
@@ -69,6 +70,19 @@ models::TrainSummary Model::train(models::TrainOptions options) {
                      .string());
   }
   return summary;
+}
+
+std::vector<models::Detection> Model::predict(const std::string& path,
+                                              const PredictOptions& options) {
+  const int canvas =
+      models::stride_multiple_size(options.imgsz, int(network_->strides().back()), 0, nullptr);
+  const models::LetterboxedInput input =
+      models::letterboxed_input(path, canvas, options.max_pixels, network_->device());
+  const std::vector<Tensor>& head = network_->forward(input.batch, Mode::eval);
+  NmsOptions nms;
+  nms.conf_threshold = options.conf;
+  nms.iou_threshold = options.iou;
+  return models::detections_in_image(head, *network_, input.letterbox, nms);
 }
 
 void Model::save(const std::string& path) {

@@ -5,6 +5,7 @@
 //   .batch = 32, .device = "0,1",
 //                .sync_bn = true, .callbacks = {my_callbacks}});
 //   model.save("yolov5n-trained.safetensors");
+//   for (const bareyolo::models::Detection& d : model.predict("bus.jpg")) ...  // box, conf, class
 //
 // train() has the semantics of `bareyolo train` (models/train/launch.h): the batch is global,
 // more than one rank forks workers unless a launcher started this process, and so on. The
@@ -18,10 +19,19 @@
 #include <memory>
 #include <string>
 
+#include "data/image.h"
+#include "models/eval/nms.h"
 #include "models/train/launch.h"
 #include "models/yolo/yolo_model.h"
 
 namespace bareyolo {
+
+// What predict() takes: `bareyolo predict`'s --imgsz, --conf, --iou and --max-pixels.
+struct PredictOptions {
+  int imgsz = 640;  // rounded up to the model's largest stride, as the CLI does
+  float conf = 0.25f, iou = 0.45f;
+  int64_t max_pixels = data::kDefaultMaxPixels;  // a larger image is refused
+};
 
 class Model {
  public:
@@ -33,6 +43,12 @@ class Model {
   // options.cfg and options.weights are set from this model. Returns rank 0's summary; then,
   // in rank 0's process, the model holds the run's best weights.
   models::TrainSummary train(models::TrainOptions options);
+
+  // The detections in the image at `path`, as `bareyolo predict` finds them (the same boxes,
+  // scores and classes): boxes in the image's pixels, class_id an index into names(). Throws
+  // data::ImageError naming the file when it cannot be read.
+  std::vector<models::Detection> predict(const std::string& path,
+                                         const PredictOptions& options = {});
 
   // Writes the weights (YOLOv5's state_dict names) with nc, names and cfg as metadata.
   void save(const std::string& path);

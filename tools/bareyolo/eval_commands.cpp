@@ -34,6 +34,7 @@
 #include "data/preview.h"
 #include "engine/safetensors.h"
 #include "models/eval/decode.h"
+#include "models/eval/image_prediction.h"
 #include "models/eval/validate.h"
 #include "models/yolo/weights.h"
 #include "tools/bareyolo/device_option.h"
@@ -211,42 +212,31 @@ int run_predict() {
     const std::string& path = images[i];
     // An unreadable file in a folder is skipped with a warning; the others still get their
     // detections (and detections.json is written). A single unreadable --source is an error.
-    data::LoadedImage loaded;
+    models::LetterboxedInput input;
     try {
-      loaded = data::load_resized(path, canvas, options.max_pixels);
+      input = models::letterboxed_input(path, canvas, options.max_pixels, model.device());
     } catch (const data::ImageError& error) {
       if (images.size() == 1) throw;
       std::printf("warning: skipped %s\n", error.what());
       ++skipped;
       continue;
     }
-    data::LetterboxPlacement placement;
-    const data::Image input = data::letterbox(loaded.image, canvas, canvas, true, placement);
-    std::vector<float> chw(size_t(3) * canvas * canvas);
-    for (int y = 0; y < canvas; ++y)
-      for (int x = 0; x < canvas; ++x)
-        for (int c = 0; c < 3; ++c)
-          chw[(size_t(c) * canvas + y) * canvas + x] = input.at(x, y)[c] / 255.0f;
-    const Tensor batch = Tensor::from_vector(chw, {1, 3, canvas, canvas}).on(model.device());
-    const std::vector<Tensor>& head = model.forward(batch, Mode::eval);
-    std::vector<models::Detection> detections = std::move(models::detect(head, model, nms).front());
-    const float gain = float(placement.ratio * loaded.image.width / loaded.original_width);
+    const std::vector<Tensor>& head = model.forward(input.batch, Mode::eval);
+    const models::Letterbox& box = input.letterbox;
     if (!options.save_raw.empty()) {
       const std::string k = std::to_string(raw.metadata().size());
       raw.metadata()["image." + k] = path;
-      raw.add_tensor("input." + k, batch, {1, 3, canvas, canvas});
+      raw.add_tensor("input." + k, input.batch, {1, 3, canvas, canvas});
       raw.add_tensor("output." + k, models::decode_predictions(head, model),
                      {1, models::decoded_rows_per_image(head, model), model.outputs_per_anchor()});
-      raw.add_values<float>("letterbox." + k,
-                            {gain, float(placement.pad_x), float(placement.pad_y),
-                             float(loaded.original_width), float(loaded.original_height)},
-                            {5});
+      raw.add_values<float>(
+          "letterbox." + k,
+          {box.gain, box.pad_x, box.pad_y, box.original_width, box.original_height}, {5});
     }
+    const std::vector<models::Detection> detections =
+        models::detections_in_image(head, model, box, nms);
     data::Image drawn = data::read_image(path, options.max_pixels);
-    for (models::Detection& d : detections) {
-      d.box = models::scale_box_to_original(
-          d.box, {gain, float(placement.pad_x), float(placement.pad_y),
-                  float(loaded.original_width), float(loaded.original_height)});
+    for (const models::Detection& d : detections) {
       data::draw_box(drawn, int(d.box.x1), int(d.box.y1), int(d.box.x2), int(d.box.y2), d.class_id,
                      data::box_text(d.class_id, d.conf, names));
       all.push_back(
