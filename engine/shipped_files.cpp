@@ -19,10 +19,11 @@ std::vector<fs::path> shipped_roots() {
   std::error_code error;
   const fs::path executable = fs::read_symlink("/proc/self/exe", error);
   if (!error) {
-    roots.push_back(executable.parent_path());
-    roots.push_back(executable.parent_path().parent_path());
+    const fs::path folder = executable.parent_path();
+    roots.push_back(folder);                                       // staged beside the binary
+    roots.push_back(folder.parent_path());                         // build/ in the checkout
+    roots.push_back(folder.parent_path() / "share" / "bareyolo");  // installed: PREFIX/bin
   }
-  roots.emplace_back(BAREYOLO_SOURCE_DIR);  // the checkout this binary was built from
   return roots;
 }
 

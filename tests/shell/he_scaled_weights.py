@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/shell/he_scaled_weights.py IN.safetensors OUT.safetensors [NAMES] — fresh weights that see.
+"""he_scaled_weights.py IN.safetensors OUT.safetensors [KEY=VALUE...] — fresh weights that see.
 
 PyTorch's default convolution init (kaiming_uniform with a = sqrt(5): variance 1 / (3 fan_in))
 shrinks the activations layer after layer, so a fresh YOLOv5 gives nearly the same output
@@ -7,8 +7,9 @@ whatever the image: most candidate boxes tie, and NMS then keeps whichever of a 
 happens to put first. Scaling every convolution weight but Detect's by sqrt(6) gives He's
 variance 2 / fan_in, and outputs that depend on the image, so comparisons after NMS compare
 detections, not tie-breaking. BatchNorm's four vectors are drawn at random too (seeded), so that
-an exporter that folds them into the convolutions is tested on more than the identity. NAMES,
-'|'-separated, replaces the metadata's class names; everything else is copied unchanged.
+an exporter that folds them into the convolutions is tested on more than the identity. Each
+KEY=VALUE sets that metadata entry (names=a|b|c: the class names, one per line in the file, as
+bareyolo writes them; cfg=PATH: the model yaml); everything else is copied unchanged.
 """
 import json
 import struct
@@ -28,7 +29,7 @@ def write_header(header):
     return struct.pack("<Q", len(text)) + text
 
 
-def main(source, target, names=None):
+def main(source, target, *settings):
     with open(source, "rb") as f:
         data = f.read()
     (header_bytes,) = struct.unpack("<Q", data[:8])
@@ -51,13 +52,14 @@ def main(source, target, names=None):
         body[begin:end] = values.tobytes()
     if scaled == 0:
         sys.exit(f"{source}: no convolution weights to scale")
-    if names is not None:
-        header.setdefault("__metadata__", {})["names"] = "\n".join(names.split("|"))
+    for setting in settings:
+        key, value = setting.split("=", 1)
+        header.setdefault("__metadata__", {})[key] = value.replace("|", "\n") if key == "names" else value
     with open(target, "wb") as f:
         f.write(write_header(header) + bytes(body))
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (3, 4):
+    if len(sys.argv) < 3:
         sys.exit(__doc__)
     main(*sys.argv[1:])

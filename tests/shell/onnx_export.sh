@@ -39,7 +39,7 @@ trap 'rm -rf "$work"' EXIT
 # folded graph is held against bareyolo's unfolded forward. The names need Python's quoting.
 conf=0.002 iou=0.45 imgsz=320 names="person|o'clock|back\\slash"
 "$bareyolo" init --cfg "$cfg" --nc 3 --seed 3 --out "$work/fresh.safetensors" >/dev/null
-"$python" "$here/he_scaled_weights.py" "$work/fresh.safetensors" "$work/w.safetensors" "$names"
+"$python" "$here/he_scaled_weights.py" "$work/fresh.safetensors" "$work/w.safetensors" "names=$names"
 "$bareyolo" export --format onnx --cfg "$cfg" --weights "$work/w.safetensors" --imgsz $imgsz \
   --out "$work/static.onnx"
 "$bareyolo" export --format onnx --cfg "$cfg" --weights "$work/w.safetensors" --imgsz $imgsz \

@@ -1,6 +1,7 @@
 // tests/unit/shipped_files.cpp — the shipped files (model yamls, the benches' Python peers) are
-// found wherever a binary runs: BAREYOLO_HOME first, then beside the executable, then the
-// checkout it was built from; a model yaml named relatively is found from any folder.
+// found wherever a binary runs: BAREYOLO_HOME first, then beside the executable, then its parent
+// (the checkout, for build/) and ../share/bareyolo; a model yaml named relatively is found from
+// any folder.
 #include <unistd.h>
 
 #include <cstdlib>
