@@ -56,34 +56,38 @@ std::pair<double, double> finite_range(const std::vector<std::vector<double>>& s
   return widened({lo, hi});
 }
 
-Chart::Chart(Image& image, ChartRegion region, const std::string& title,
-             const std::string& x_label, const std::string& y_label,
-             std::pair<double, double> x_range, std::pair<double, double> y_range)
+Chart::Chart(Image& image, ChartRegion region, const std::string& title, const std::string& x_label,
+             const std::string& y_label, std::pair<double, double> x_range,
+             std::pair<double, double> y_range, int scale)
     : image_(image),
-      left_(region.x + kMarginLeft),
-      top_(region.y + kMarginTop),
-      right_(region.x + region.width - kMarginRight),
-      bottom_(region.y + region.height - kMarginBottom),
+      scale_(scale),
+      left_(region.x + kMarginLeft * scale),
+      top_(region.y + kMarginTop * scale),
+      right_(region.x + region.width - kMarginRight * scale),
+      bottom_(region.y + region.height - kMarginBottom * scale),
       x_range_(widened(x_range)),
       y_range_(widened(y_range)) {
-  draw_text(image_, region.x + (region.width - text_width(title)) / 2, region.y + 4, title, kBlack);
+  draw_text(image_, region.x + (region.width - text_width(title, scale_)) / 2,
+            region.y + 4 * scale_, title, kBlack, scale_);
   const Rgb light = {225, 225, 225};
   for (double t : nice_ticks(x_range_.first, x_range_.second)) {
     const int x = int(std::lround(to_x(t)));
     draw_line(image_, x, top_, x, bottom_, 1, light);
     const std::string text = tick_text(t);
-    draw_text(image_, x - text_width(text) / 2, bottom_ + 4, text, kBlack);
+    draw_text(image_, x - text_width(text, scale_) / 2, bottom_ + 4 * scale_, text, kBlack, scale_);
   }
   for (double t : nice_ticks(y_range_.first, y_range_.second)) {
     const int y = int(std::lround(to_y(t)));
     draw_line(image_, left_, y, right_, y, 1, light);
     const std::string text = tick_text(t);
-    draw_text(image_, left_ - 4 - text_width(text), y - text_height() / 2 + 1, text, kBlack);
+    draw_text(image_, left_ - 4 * scale_ - text_width(text, scale_),
+              y - text_height(scale_) / 2 + scale_, text, kBlack, scale_);
   }
   outline_rect(image_, left_, top_, right_ + 1, bottom_ + 1, 1, kBlack);
-  draw_text(image_, (left_ + right_ - text_width(x_label)) / 2, bottom_ + 4 + text_height(),
-            x_label, kBlack);
-  draw_text(image_, region.x + 2, top_ - text_height(), y_label, kBlack);
+  draw_text(image_, (left_ + right_ - text_width(x_label, scale_)) / 2,
+            bottom_ + 4 * scale_ + text_height(scale_), x_label, kBlack, scale_);
+  draw_text(image_, region.x + 2 * scale_, region.y + 4 * scale_, y_label, kBlack,
+            scale_);  // title row
 }
 
 double Chart::to_x(double v) const {
@@ -101,24 +105,34 @@ void Chart::line(const std::vector<double>& xs, const std::vector<double>& ys, R
   for (size_t i = 0; i < n; ++i) {
     if (!finite(i)) continue;
     const bool alone = (i == 0 || !finite(i - 1)) && (i + 1 == n || !finite(i + 1));
-    if (alone) {
-      const int x = int(std::lround(to_x(xs[i]))), y = int(std::lround(to_y(ys[i])));
-      fill_rect(image_, x - 2, y - 2, x + 3, y + 3, colour);
-    } else if (i + 1 < n && finite(i + 1)) {
+    if (alone)
+      dot(xs[i], ys[i], 2, colour);
+    else if (i + 1 < n && finite(i + 1)) {
       draw_line(image_, to_x(xs[i]), to_y(ys[i]), to_x(xs[i + 1]), to_y(ys[i + 1]), thickness,
                 colour);
     }
   }
 }
 
+void Chart::dot(double x, double y, int radius, Rgb colour) {
+  const int px = int(std::lround(to_x(x))), py = int(std::lround(to_y(y)));
+  fill_rect(image_, px - radius, py - radius, px + radius + 1, py + radius + 1, colour);
+}
+
+void Chart::bar(double x_lo, double x_hi, double height, Rgb colour) {
+  const double y0 = to_y(0), y1 = to_y(height);
+  fill_rect(image_, int(std::lround(to_x(x_lo))), int(std::lround(std::min(y0, y1))),
+            int(std::lround(to_x(x_hi))), int(std::lround(std::max(y0, y1))) + 1, colour);
+}
+
 void Chart::legend(const std::vector<std::pair<std::string, Rgb>>& entries) {
   int width = 0;
-  for (const auto& [name, colour] : entries) width = std::max(width, text_width(name));
-  const int x = right_ - width - 24, row = text_height() + 2;
-  int y = top_ + 4;
+  for (const auto& [name, colour] : entries) width = std::max(width, text_width(name, scale_));
+  const int x = right_ - width - 24 * scale_, row = text_height(scale_) + 2 * scale_;
+  int y = top_ + 4 * scale_;
   for (const auto& [name, colour] : entries) {
-    fill_rect(image_, x, y + row / 2 - 1, x + 14, y + row / 2 + 1, colour);
-    draw_text(image_, x + 18, y, name, kBlack);
+    fill_rect(image_, x, y + row / 2 - scale_, x + 14 * scale_, y + row / 2 + scale_, colour);
+    draw_text(image_, x + 18 * scale_, y, name, kBlack, scale_);
     y += row;
   }
 }

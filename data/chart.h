@@ -26,14 +26,19 @@ struct ChartRegion {
 class Chart {
  public:
   // Draws the frame, ticks, numbers, axis labels and title into `region` of `image`; data x in
-  // [x_lo, x_hi] and y in [y_lo, y_hi] map onto the plot area inside the margins.
+  // [x_lo, x_hi] and y in [y_lo, y_hi] map onto the plot area inside the margins. Text and
+  // margins are magnified by `scale` (for larger pictures).
   Chart(Image& image, ChartRegion region, const std::string& title, const std::string& x_label,
         const std::string& y_label, std::pair<double, double> x_range,
-        std::pair<double, double> y_range);
+        std::pair<double, double> y_range, int scale = 1);
 
   // A polyline through (xs[i], ys[i]); a NaN breaks it, a lone finite point is a dot.
   void line(const std::vector<double>& xs, const std::vector<double>& ys, Rgb colour,
             int thickness = 1);
+  // A filled square of side 2 * radius + 1 centred on the point (scatter plots).
+  void dot(double x, double y, int radius, Rgb colour);
+  // A bar from y = 0 up to `height` between x_lo and x_hi (histograms).
+  void bar(double x_lo, double x_hi, double height, Rgb colour);
   // A legend row per entry, top right inside the plot area.
   void legend(const std::vector<std::pair<std::string, Rgb>>& entries);
 
@@ -42,6 +47,7 @@ class Chart {
 
  private:
   Image& image_;
+  int scale_ = 1;
   int left_ = 0, top_ = 0, right_ = 0, bottom_ = 0;  // plot area, pixels
   std::pair<double, double> x_range_, y_range_;
 };

@@ -42,8 +42,7 @@ void outline_rect(Image& image, int x1, int y1, int x2, int y2, int thickness, R
 
 void draw_line(Image& image, double x0, double y0, double x1, double y1, int thickness,
                Rgb colour) {
-  if (!std::isfinite(x0) || !std::isfinite(y0) || !std::isfinite(x1) || !std::isfinite(y1))
-    return;
+  if (!std::isfinite(x0) || !std::isfinite(y0) || !std::isfinite(x1) || !std::isfinite(y1)) return;
   // One pen dab per pixel step along the longer axis; the dab is thickness x thickness.
   const double steps = std::ceil(std::max(std::abs(x1 - x0), std::abs(y1 - y0)));
   const int lead = (thickness - 1) / 2;

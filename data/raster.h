@@ -20,8 +20,7 @@ void fill_rect(Image& image, int x1, int y1, int x2, int y2, Rgb colour);
 // The border of that rectangle, `thickness` pixels inside it.
 void outline_rect(Image& image, int x1, int y1, int x2, int y2, int thickness, Rgb colour);
 // A straight line from (x0, y0) to (x1, y1), `thickness` pixels wide (square pen).
-void draw_line(Image& image, double x0, double y0, double x1, double y1, int thickness,
-               Rgb colour);
+void draw_line(Image& image, double x0, double y0, double x1, double y1, int thickness, Rgb colour);
 
 // Text height and width in pixels at `scale`; printable ASCII only (anything else is '?').
 int text_height(int scale = 1);

@@ -2,6 +2,7 @@
 #include "models/eval/gather_shards.h"
 
 #include <bit>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -42,9 +43,12 @@ void unpack_detection(int64_t packed, DetectionStats& stats) {
 }  // namespace
 
 void gather_shards(dist::Communicator& comm, ValidationResult& result) {
-  // Each rank's share: its image count, its detection count, its detections, its labels.
+  // Each rank's share: its image count, its detection count, its confusion matrix (every
+  // rank's has the same size), its detections, its labels.
   const DetectionStats& mine = result.stats;
+  const std::vector<int64_t>& confusion = result.confusion.counts();
   std::vector<int64_t> share = {result.images, mine.detection_count()};
+  share.insert(share.end(), confusion.begin(), confusion.end());
   for (int64_t d = 0; d < mine.detection_count(); ++d)
     share.push_back(pack_detection(mine, size_t(d)));
   share.insert(share.end(), mine.target_class.begin(), mine.target_class.end());
@@ -53,11 +57,16 @@ void gather_shards(dist::Communicator& comm, ValidationResult& result) {
   if (comm.rank() != 0) return;
 
   ValidationResult joined;
+  joined.confusion = ConfusionMatrix(result.confusion.classes());
+  const int64_t cells = int64_t(confusion.size());
   for (const std::vector<int64_t>& theirs : shares) {
     const int64_t detections = theirs[1];
-    for (int64_t d = 0; d < detections; ++d) unpack_detection(theirs[size_t(2 + d)], joined.stats);
-    joined.stats.target_class.insert(joined.stats.target_class.end(),
-                                     theirs.begin() + 2 + detections, theirs.end());
+    const auto first_detection = theirs.begin() + 2 + cells;
+    joined.confusion.merge(ConfusionMatrix::from_counts(
+        result.confusion.classes(), std::span(theirs.begin() + 2, first_detection)));
+    for (int64_t d = 0; d < detections; ++d) unpack_detection(first_detection[d], joined.stats);
+    joined.stats.target_class.insert(joined.stats.target_class.end(), first_detection + detections,
+                                     theirs.end());
     joined.images += theirs[0];
   }
   joined.labels = int64_t(joined.stats.target_class.size());

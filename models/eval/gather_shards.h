@@ -14,8 +14,8 @@
 namespace bareyolo::models {
 
 // Every rank calls it with its share's result (a collective: dist::allgather_varying). Rank 0's
-// `result` then holds every rank's statistics, images and labels, in rank order, and the
-// metrics of the whole; the other ranks' results are left as they were.
+// `result` then holds every rank's statistics, images and labels, in rank order, the summed
+// confusion matrix, and the metrics of the whole; the other ranks' results are left as they were.
 void gather_shards(dist::Communicator& comm, ValidationResult& result);
 
 }  // namespace bareyolo::models

@@ -16,9 +16,8 @@ namespace bareyolo::models {
 
 namespace {
 
-constexpr double kEps = 1e-16;      // ap_per_class's guard against 0/0
-constexpr int kCurvePoints = 1000;  // the confidence grid of the P, R and F1 curves
-constexpr int kApPoints = 101;      // the recall grid AP is integrated on
+constexpr double kEps = 1e-16;  // ap_per_class's guard against 0/0
+constexpr int kApPoints = 101;  // the recall grid AP is integrated on
 constexpr double kF1SmoothFraction = 0.1;
 
 // numpy.linspace: start + i * step, with the last point exactly `stop`.
@@ -63,6 +62,22 @@ double mean(std::span<const double> values) {
                               static_cast<double>(values.size());
 }
 
+// A precision/recall curve with sentinels (recall 0, precision 1) and (recall 1, precision 0),
+// each precision raised to the best precision at that recall or beyond: what AP integrates
+// and the PR curve shows.
+std::pair<std::vector<double>, std::vector<double>> precision_envelope(
+    std::span<const double> recall, std::span<const double> precision) {
+  std::vector<double> envelope_recall = {0.0};
+  envelope_recall.insert(envelope_recall.end(), recall.begin(), recall.end());
+  envelope_recall.push_back(1.0);
+  std::vector<double> envelope_precision = {1.0};
+  envelope_precision.insert(envelope_precision.end(), precision.begin(), precision.end());
+  envelope_precision.push_back(0.0);
+  for (size_t k = envelope_precision.size() - 1; k-- > 0;)
+    envelope_precision[k] = std::max(envelope_precision[k], envelope_precision[k + 1]);
+  return {envelope_recall, envelope_precision};
+}
+
 // One class's precision and recall after each of its detections (conf descending), at one
 // IoU threshold.
 struct PrecisionRecall {
@@ -85,10 +100,12 @@ PrecisionRecall cumulative_precision_recall(const DetectionStats& stats,
 struct ClassCurves {
   ClassMetrics metrics;
   std::vector<double> precision_curve, recall_curve;  // kCurvePoints each
+  std::vector<double> precision_at_recall;            // the PR curve on the recall grid
 };
 ClassCurves evaluate_class(const DetectionStats& stats, std::span<const size_t> detections,
                            int class_id, int64_t label_count, const std::vector<double>& grid) {
   ClassCurves result{{class_id, label_count},
+                     std::vector<double>(grid.size(), 0.0),
                      std::vector<double>(grid.size(), 0.0),
                      std::vector<double>(grid.size(), 0.0)};
   if (detections.empty()) return result;
@@ -103,7 +120,11 @@ ClassCurves evaluate_class(const DetectionStats& stats, std::span<const size_t> 
     ap_sum += ap;
     if (t != 0) continue;
     result.metrics.ap50 = ap;
+    const auto [envelope_recall, envelope_precision] =
+        precision_envelope(curve.recall, curve.precision);
     for (size_t g = 0; g < grid.size(); ++g) {
+      result.precision_at_recall[g] = interp(grid[g], envelope_recall, envelope_precision,
+                                             envelope_precision.front(), envelope_precision.back());
       result.recall_curve[g] =
           interp(-grid[g], negative_conf, curve.recall, 0.0, curve.recall.back());
       result.precision_curve[g] =
@@ -116,12 +137,15 @@ ClassCurves evaluate_class(const DetectionStats& stats, std::span<const size_t> 
 
 // The index of the conf grid where the mean F1 over classes, smoothed, is highest; sets
 // each class's precision, recall and F1 there.
+double f1_score(double precision, double recall) {
+  return 2 * precision * recall / (precision + recall + kEps);
+}
+
 void choose_operating_point(std::vector<ClassCurves>& classes) {
-  auto f1 = [](double p, double r) { return 2 * p * r / (p + r + kEps); };
   std::vector<double> mean_f1(kCurvePoints, 0.0);
   for (const ClassCurves& c : classes)
     for (size_t g = 0; g < mean_f1.size(); ++g)
-      mean_f1[g] += f1(c.precision_curve[g], c.recall_curve[g]);
+      mean_f1[g] += f1_score(c.precision_curve[g], c.recall_curve[g]);
   for (double& value : mean_f1) value /= static_cast<double>(classes.size());
   std::vector<double> smoothed = box_filter(mean_f1, kF1SmoothFraction);
   const size_t best =
@@ -129,7 +153,7 @@ void choose_operating_point(std::vector<ClassCurves>& classes) {
   for (ClassCurves& c : classes) {
     c.metrics.precision = c.precision_curve[best];
     c.metrics.recall = c.recall_curve[best];
-    c.metrics.f1 = f1(c.metrics.precision, c.metrics.recall);
+    c.metrics.f1 = f1_score(c.metrics.precision, c.metrics.recall);
   }
 }
 
@@ -145,6 +169,8 @@ void check_consistent(const DetectionStats& stats) {
 }
 
 }  // namespace
+
+std::vector<double> curve_grid() { return linspace(0.0, 1.0, kCurvePoints); }
 
 std::array<float, kIouThresholdCount> iou_thresholds() {
   std::array<float, kIouThresholdCount> thresholds{};
@@ -231,17 +257,7 @@ std::vector<double> DetectionMetrics::ap50_95_per_class(int num_classes) const {
 }
 
 double compute_ap(std::span<const double> recall, std::span<const double> precision) {
-  // Sentinels, then the precision envelope (each point the best precision at that recall or
-  // beyond).
-  std::vector<double> envelope_recall = {0.0};
-  envelope_recall.insert(envelope_recall.end(), recall.begin(), recall.end());
-  envelope_recall.push_back(1.0);
-  std::vector<double> envelope_precision = {1.0};
-  envelope_precision.insert(envelope_precision.end(), precision.begin(), precision.end());
-  envelope_precision.push_back(0.0);
-  for (size_t k = envelope_precision.size() - 1; k-- > 0;)
-    envelope_precision[k] = std::max(envelope_precision[k], envelope_precision[k + 1]);
-
+  const auto [envelope_recall, envelope_precision] = precision_envelope(recall, precision);
   // Trapezoid rule over the envelope, linearly interpolated at 101 recall points.
   const std::vector<double> x = linspace(0.0, 1.0, kApPoints);
   std::vector<double> y;
@@ -267,7 +283,7 @@ DetectionMetrics ap_per_class(const DetectionStats& stats) {
   std::map<int, int64_t> label_counts;  // only classes with labels are scored
   for (int c : stats.target_class) ++label_counts[c];
 
-  const std::vector<double> grid = linspace(0.0, 1.0, kCurvePoints);
+  const std::vector<double> grid = curve_grid();
   std::vector<ClassCurves> classes;
   for (const auto& [class_id, label_count] : label_counts) {
     std::vector<size_t> class_detections;
@@ -284,6 +300,13 @@ DetectionMetrics ap_per_class(const DetectionStats& stats) {
     recall.push_back(c.metrics.recall);
     ap50.push_back(c.metrics.ap50);
     ap50_95.push_back(c.metrics.ap50_95);
+    std::vector<double> f1(grid.size());
+    for (size_t g = 0; g < grid.size(); ++g)
+      f1[g] = f1_score(c.precision_curve[g], c.recall_curve[g]);
+    metrics.curves.precision.push_back(c.precision_curve);
+    metrics.curves.recall.push_back(c.recall_curve);
+    metrics.curves.f1.push_back(std::move(f1));
+    metrics.curves.precision_at_recall.push_back(c.precision_at_recall);
   }
   metrics.mean_precision = mean(precision);
   metrics.mean_recall = mean(recall);

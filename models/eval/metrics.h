@@ -28,6 +28,9 @@
 namespace bareyolo::models {
 
 constexpr int kIouThresholdCount = 10;
+// The points of the curves (MetricCurves): 0, 1/999, ..., 1 in confidence or recall.
+constexpr int kCurvePoints = 1000;
+std::vector<double> curve_grid();
 // 0.50, 0.55, ..., 0.95 as float32 (torch.linspace(0.5, 0.95, 10)).
 std::array<float, kIouThresholdCount> iou_thresholds();
 
@@ -71,10 +74,20 @@ struct ClassMetrics {
   double ap50 = 0, ap50_95 = 0;
 };
 
+// The curves behind the numbers at IoU 0.5, YOLOv5's P/R/F1/PR_curve.png: one row per scored
+// class (DetectionMetrics::classes' order), each value at the points of curve_grid().
+struct MetricCurves {
+  // against the confidence threshold: a detection counts when its conf is above it
+  std::vector<std::vector<double>> precision, recall, f1;
+  // against recall: the precision envelope AP integrates
+  std::vector<std::vector<double>> precision_at_recall;
+};
+
 struct DetectionMetrics {
   double mean_precision = 0, mean_recall = 0;
   double map50 = 0, map50_95 = 0;
   std::vector<ClassMetrics> classes;  // classes that occur in the labels, ascending
+  MetricCurves curves;
 
   // AP@0.5:0.95 of each of num_classes classes; a class absent from the labels gets the
   // overall map50_95 (YOLOv5's `maps`, used for image weights).

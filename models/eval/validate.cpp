@@ -61,8 +61,10 @@ ValidationResult validate(const data::Dataset& dataset, const ValidationOptions&
   loader_options.workers = options.workers;
   data::Loader loader(dataset, plan, 0, loader_options);
   ValidationResult result;
+  result.confusion = ConfusionMatrix(int(dataset.names().size()));
   while (std::optional<data::Batch> batch = loader.next()) {
     const std::vector<std::vector<Detection>> detections = predict(*batch);
+    if (options.on_first_batch && batch->step == 0) options.on_first_batch(*batch, detections);
     dist::note_progress();  // a batch validated, for the stall watch (progress_board.h)
     for (int i = 0; i < batch->size; ++i) {
       const Letterbox placement = letterbox_of(batch->meta[size_t(i)]);
@@ -70,6 +72,7 @@ ValidationResult validate(const data::Dataset& dataset, const ValidationOptions&
       for (Detection& d : mapped) d.box = scale_box_to_original(d.box, placement);
       const std::vector<GroundTruth> labels = labels_of(*batch, i);
       result.stats.add_image(mapped, labels);
+      result.confusion.add_image(mapped, labels);
       result.labels += int64_t(labels.size());
       if (options.keep_detections)
         result.detections.push_back({batch->meta[size_t(i)].path, std::move(mapped)});

@@ -12,6 +12,7 @@
 
 #include "data/batch.h"
 #include "data/dataset.h"
+#include "models/eval/confusion_matrix.h"
 #include "models/eval/metrics.h"
 #include "models/eval/nms.h"
 #include "models/yolo/yolo_model.h"
@@ -36,6 +37,10 @@ struct ValidationOptions {
   int workers = 0;   // loader threads
   NmsOptions nms = validation_nms();
   bool keep_detections = false;  // fill ValidationResult::detections (for --save-json)
+  // Called with the split's first batch and its detections (the batch's pixels), by the one
+  // shard that scores it: val_batch0_labels.jpg and val_batch0_pred.jpg (models/eval/plots.h).
+  std::function<void(const data::Batch&, const std::vector<std::vector<Detection>>&)>
+      on_first_batch = {};
   // Sharded validation (every rank of a job scores its own share, gather_shards() joins them):
   // this process scores share `shard` of `shards` contiguous shares of the batches, and the
   // result holds that share's statistics only (no metrics until gathered). The batches are
@@ -57,8 +62,9 @@ struct ImageDetections {
 };
 
 struct ValidationResult {
-  DetectionMetrics metrics;  // of the whole split: with one shard, or after gather_shards
-  DetectionStats stats;      // the raw statistics (ranks can merge theirs)
+  DetectionMetrics metrics;   // of the whole split: with one shard, or after gather_shards
+  DetectionStats stats;       // the raw statistics (ranks can merge theirs)
+  ConfusionMatrix confusion;  // of the dataset's classes; summed over shards by gather_shards
   int64_t images = 0, labels = 0;
   std::vector<ImageDetections> detections;  // when keep_detections
 };

@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "data/batch.h"
+#include "models/eval/confusion_matrix.h"
 #include "models/eval/metrics.h"
 
 namespace bareyolo::models {
@@ -71,18 +73,20 @@ struct EpochStartInfo {
 
 struct BatchEndInfo {
   int epoch = 0;
-  int64_t batches_done = 0;         // of the epoch
-  double loss_mean[3] = {0, 0, 0};  // box, obj, cls: running means over the epoch
-  int64_t instances = 0;            // labels in this batch
-  int image_size = 0;               // its width
-  int64_t optimizer_steps = 0;      // in the whole run
+  int64_t batches_done = 0;            // of the epoch
+  double loss_mean[3] = {0, 0, 0};     // box, obj, cls: running means over the epoch
+  int64_t instances = 0;               // labels in this batch
+  int image_size = 0;                  // its width
+  int64_t optimizer_steps = 0;         // in the whole run
+  const data::Batch* batch = nullptr;  // this rank's batch as trained; valid during the call
 };
 
 // One validation of the EMA: the metrics behind the validation table.
 struct ValidationReport {
   int epoch = 0;
-  DetectionMetrics metrics;
+  DetectionMetrics metrics = {};
   int64_t images = 0, labels = 0;
+  ConfusionMatrix confusion = {};
 };
 
 struct TrainEndInfo {

@@ -5,7 +5,8 @@
 // What is NOT part of the saved configuration: max_steps (a resumed run continues to the
 // configured epochs), resume, the launch (device, ranks, backend, timeout, rank, world_size:
 // a resumed run is launched anew, on the devices the checkpoint's SavedLaunch names unless the
-// request names others: checkpoint.h), where a new run goes, callbacks and show_progress.
+// request names others: checkpoint.h), where a new run goes, callbacks, show_progress and
+// which outputs are written (plots, tensorboard).
 #pragma once
 
 #include <cstdint>
@@ -122,6 +123,8 @@ struct TrainOptions {
   std::string resume;     // checkpoint to continue from: its run dir and configuration win
   ResumeChanges resume_changes;  // with resume: what the request changes of the configuration
   bool show_progress = true;     // the progress bar (rank 0, on stdout)
+  bool plots = true;             // the run's pictures (models/train/outputs/plots.h; --noplots)
+  bool tensorboard = true;       // events.out.tfevents.* (outputs/tensorboard.h; --no-tensorboard)
   bool strict = false;           // any problem in the train or val split is an error, not a skip
   int64_t max_pixels = data::kDefaultMaxPixels;  // larger images are skipped (data/image.h)
   // Where a new run's outputs go when run_dir is empty: <project>/<name>, <name>2, ...

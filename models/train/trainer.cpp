@@ -28,11 +28,13 @@
 #include "engine/distributed/launch/process_group.h"      // defines: ProcessGroup
 #include "engine/trace.h"                                 // defines: trace::Range, trace::enable
 #include "engine/trace_analysis.h"                        // defines: trace::step_shares
+#include "models/eval/plots.h"                            // defines: write_val_batch_pictures
 #include "models/train/checkpointer.h"      // defines: Checkpointer (the snapshot step)
 #include "models/train/early_stopping.h"    // defines: EarlyStopping
 #include "models/train/epoch_validation.h"  // defines: validate_with_loss (sharded)
 #include "models/train/image_caches.h"      // defines: use_image_caches (--cache)
 #include "models/train/outputs/console.h"   // defines: console_logger
+#include "models/train/outputs/plots.h"     // defines: plots_writer
 #include "models/train/outputs/progress.h"  // defines: progress_bar
 #include "models/train/outputs/report.h"    // defines: report_writer
 #include "models/train/run_dir.h"           // defines: run_dir_of_checkpoint
@@ -257,6 +259,8 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
   if (rank0) {
     if (options_.show_progress) callbacks_.push_back(progress_bar(stdout));
     callbacks_.push_back(console_logger(log));
+    // The pictures first: report.html embeds those drawn at the end.
+    if (options_.plots) callbacks_.push_back(plots_writer(data_.train.dataset));
     callbacks_.push_back(report_writer());
   }
   checkpoints_.emplace(
@@ -423,7 +427,8 @@ bool Trainer::train_epoch(int epoch) {
                       .loss_mean = {done.loss_mean[0], done.loss_mean[1], done.loss_mean[2]},
                       .instances = batch->num_targets(),
                       .image_size = batch->width,
-                      .optimizer_steps = steps});
+                      .optimizer_steps = steps,
+                      .batch = &*batch});
     if (step.updated) checkpoints_->after_step(steps, max_steps_reached);  // snapshot
     if (max_steps_reached) return true;
   }
@@ -512,17 +517,21 @@ void Trainer::validate_epoch(int epoch, EpochMetrics& metrics) {
     ema_state_[i].value->copy_from(solver_.ema_values()[i]);
   if (comm_ && !sync_bn(options_)) dist::broadcast_buffers(*comm_, ema_state_);
   const int shards = comm_ ? comm_->world_size() : 1;
+  ValidationOptions validation{.batch = std::max(1, run_.batch.per_rank * 2),
+                               .imgsz = imgsz_,
+                               .workers = loader_workers(),
+                               .shard = shards > 1 ? run_.rank : 0,  // no communicator: alone
+                               .shards = shards};
+  if (options_.plots && run_.rank == 0)  // rank 0's share starts with the first batch
+    validation.on_first_batch = [this](const data::Batch& batch,
+                                       const std::vector<std::vector<Detection>>& detections) {
+      write_val_batch_pictures(options_.run_dir, batch, detections, data_.config.names);
+    };
   auto [result, numbers] =
-      validate_with_loss(ema_model_, data_.val.dataset,
-                         {.batch = std::max(1, run_.batch.per_rank * 2),
-                          .imgsz = imgsz_,
-                          .workers = loader_workers(),
-                          .shard = shards > 1 ? run_.rank : 0,  // no communicator: validates alone
-                          .shards = shards},
-                         loss_options_, comm_);
+      validate_with_loss(ema_model_, data_.val.dataset, validation, loss_options_, comm_);
   if (run_.rank == 0)
     fire(&TrainCallbacks::on_val_end,
-         ValidationReport{epoch, result.metrics, result.images, result.labels});
+         ValidationReport{epoch, result.metrics, result.images, result.labels, result.confusion});
   numbers.from_rank0(comm_);
   metrics.precision = numbers.precision, metrics.recall = numbers.recall;
   metrics.map50 = numbers.map50, metrics.map50_95 = numbers.map50_95;

@@ -63,6 +63,9 @@ TEST_CASE("sharded validation: 1, 2 and 3 ranks give one process's metrics exact
   // Far from perfect and from zero, so that a lost, doubled or reordered entry shows.
   CHECK(whole.metrics.map50 > 0.2);
   CHECK(whole.metrics.map50_95 < 0.9);
+  int64_t confused = 0;  // the matrix counts something, so the shards' join is a real check
+  for (int64_t n : whole.confusion.counts()) confused += n;
+  CHECK(confused > 0);
 
   for (int world : {1, 2, 3}) {
     CAPTURE(world);
@@ -82,6 +85,8 @@ TEST_CASE("sharded validation: 1, 2 and 3 ranks give one process's metrics exact
                   result.stats.pred_class == whole.stats.pred_class &&
                   result.stats.target_class == whole.stats.target_class,
               "the joined statistics are not one process's");
+      require(result.confusion.counts() == whole.confusion.counts(),
+              "the joined confusion matrix is not one process's");
       const DetectionMetrics& a = result.metrics;
       const DetectionMetrics& b = whole.metrics;
       require(

@@ -3,6 +3,7 @@
 // confusion, misses, the 0.995 of a perfect detector, and the statistics accumulator.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <stdexcept>
 
 #include "models/eval/metrics.h"
@@ -105,6 +106,39 @@ TEST_CASE("map with a miss and a false positive matches the hand-computed area")
   // conf 0.9, i.e. at conf ~0.85, where precision (linear from 0.5 at 0.8 to 1 at 0.9) is ~0.75.
   CHECK(metrics.mean_recall == doctest::Approx(0.5));
   CHECK(metrics.mean_precision == doctest::Approx(0.75).epsilon(0.01));
+}
+
+TEST_CASE("map curves follow the detections in confidence and recall") {
+  // Two labels; detections at conf 0.9 (true), 0.6 (false), 0.3 (true): recall 0.5, 0.5, 1
+  // and precision 1, 0.5, 2/3 after each. Against confidence the curves are linear between
+  // the detections' confidences (numpy.interp), recall 0 and precision 1 above the first,
+  // the last values below the last. Against recall, the envelope: 1 up to recall 0.5, then
+  // 2/3 up to recall 1, where the sentinel drops it to 0.
+  DetectionStats stats;
+  stats.add_image(
+      std::vector<Detection>{detection(kSquare, 0.9f), detection({200, 200, 210, 210}, 0.6f),
+                             detection({100, 100, 110, 110}, 0.3f)},
+      std::vector<GroundTruth>{label(kSquare), label({100, 100, 110, 110})});
+  const DetectionMetrics metrics = ap_per_class(stats);
+  const MetricCurves& curves = metrics.curves;
+  REQUIRE(curves.recall.size() == 1);
+  const std::vector<double> grid = curve_grid();
+  REQUIRE(grid.size() == size_t(kCurvePoints));
+  auto at = [&](const std::vector<double>& curve, double x) {
+    const size_t g = size_t(std::lround(x * (kCurvePoints - 1)));
+    REQUIRE(grid[g] == doctest::Approx(x).epsilon(1e-3));
+    return curve[g];
+  };
+  CHECK(at(curves.recall[0], 0.95) == 0);
+  CHECK(at(curves.precision[0], 0.95) == 1);
+  CHECK(at(curves.recall[0], 0.75) == doctest::Approx(0.5));
+  CHECK(at(curves.precision[0], 0.75) == doctest::Approx(0.75).epsilon(0.01));
+  CHECK(at(curves.recall[0], 0.1) == doctest::Approx(1));
+  CHECK(at(curves.precision[0], 0.1) == doctest::Approx(2.0 / 3));
+  CHECK(at(curves.f1[0], 0.1) == doctest::Approx(0.8));  // 2 * (2/3) / (5/3)
+  CHECK(at(curves.precision_at_recall[0], 0.25) == doctest::Approx(1));
+  CHECK(at(curves.precision_at_recall[0], 0.75) == doctest::Approx(2.0 / 3));
+  CHECK(curves.precision_at_recall[0].back() == 0);
 }
 
 TEST_CASE("map envelope lifts the precision of a false positive ranked first") {

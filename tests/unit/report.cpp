@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "data/image.h"
 #include "models/train/callbacks.h"
 #include "models/train/outputs/progress.h"
 #include "models/train/outputs/report.h"
@@ -113,18 +114,41 @@ TEST_CASE("report.html is one self-contained page with the four charts and every
   const fs::path path = dir.path() / "report.html";
   std::vector<models::EpochMetrics> history = {epoch(0, 0.1), epoch(1, 0.3), epoch(2, 0.2)};
   history[1].validated = false;  // --no-val: a gap in the validation charts, '-' in the table
-  models::write_report_html(path.string(), history, "run <x>", R"({"epochs": 3})");
+  models::write_report_html(path.string(), {.title = "run <x>",
+                                            .config_json = R"({"epochs": 3, "hyp": {"lr0": 0.01}})",
+                                            .history = history});
   const std::string html = read_text(path);
   CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
   CHECK(count(html, "<svg") == 4);
   for (const char* title : {"Losses", "Validation", "Learning rates", "Step time"})
     CHECK(html.find(title) != std::string::npos);
-  CHECK(count(html, "<tr><td>") == 3);
+  // Epoch 1 has the highest fitness but was not validated: epoch 2 is the best one.
+  CHECK(count(html, "<tr><td>") == 2);
+  CHECK(html.find("<tr class=\"best\"><td>2</td>") != std::string::npos);
+  CHECK(html.find("Best epoch 2: mAP50 0.2,") != std::string::npos);
   CHECK(html.find("<td>-</td>") != std::string::npos);
   CHECK(html.find("<script") == std::string::npos);
-  CHECK(html.find("src=") == std::string::npos);  // nothing loaded from elsewhere
+  CHECK(html.find("src=") == std::string::npos);  // no pictures in this folder, none linked
   CHECK(html.find("run &lt;x&gt;") != std::string::npos);
-  CHECK(html.find("{&quot;epochs&quot;: 3}") != std::string::npos);
+  CHECK(html.find("<tr><th>epochs</th><td>3</td></tr>") != std::string::npos);
+  CHECK(html.find("<tr><th>hyp.lr0</th><td>0.01</td></tr>") != std::string::npos);
+}
+
+TEST_CASE("report.html embeds the run's pictures and the last validation's classes") {
+  TempDir dir;
+  data::write_image((dir.path() / "results.png").string(), data::Image(4, 3, 200));
+  models::ValidationReport report{.epoch = 0, .images = 5, .labels = 7};
+  report.metrics.classes = {{.class_id = 1, .labels = 7, .ap50 = 0.25}};
+  const std::string html = models::render_report_html({.history = {epoch(0, 0.1)},
+                                                       .last_validation = report,
+                                                       .names = {"circle", "square"},
+                                                       .pictures_dir = dir.path().string()});
+  const std::string png = read_text(dir.path() / "results.png");
+  CHECK(count(html, "<img ") == 1);
+  // The bytes as base64: the PNG signature \x89PNG\r\n\x1a\n encodes to iVBORw0KGgo.
+  CHECK(html.find("src=\"data:image/png;base64,iVBORw0KGgo") != std::string::npos);
+  CHECK(html.find("<td>square</td><td>5</td><td>7</td>") != std::string::npos);
+  CHECK(html.find("<td>0.25</td>") != std::string::npos);
 }
 
 TEST_CASE("the validation table has an all row and a named row per class") {

@@ -78,6 +78,7 @@ models::TrainOptions short_run(const fs::path& root, Shown& shown) {
   options.workers = 1;
   options.save_period = 1;
   options.show_progress = false;
+  options.plots = false;  // pictures hold measured pixels; train_pictures.cpp checks them
   options.run_dir = (root / "run").string();
   models::TrainCallbacks record;
   record.on_train_start = [&](const models::TrainStartInfo& i) {
@@ -103,14 +104,17 @@ bool writing_fixtures() { return std::getenv("BAREYOLO_WRITE_OUTPUT_FIXTURES") !
 // comparison: the padding before a masked number (a right-aligned 0.0021 and 0.00209 leave
 // different spaces before their "#"), and which epochs save best.safetensors (whether one
 // beats the last can turn on the last bits of the build's float arithmetic: Release and the
-// sanitizers' RelWithDebInfo differ there; the test checks that the first epoch saves it).
+// sanitizers' RelWithDebInfo differ there; the test checks that the first epoch saves it),
+// and so which row of report.html's epochs is marked best.
 bool saves_best(const std::string& line) {
   return line.rfind("model_save ", 0) == 0 && line.ends_with("/best.safetensors");
 }
 
 std::string comparable(const std::string& text) {
   static const std::regex padded_number(R"( +#)");
-  std::istringstream lines(std::regex_replace(text, padded_number, " #"));
+  static const std::regex best_row(R"(<tr class="best">)");  // which epoch: as best.safetensors
+  std::istringstream lines(
+      std::regex_replace(std::regex_replace(text, padded_number, " #"), best_row, "<tr>"));
   std::string out;
   for (std::string line; std::getline(lines, line);)
     if (!saves_best(line)) out += line + "\n";

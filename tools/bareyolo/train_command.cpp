@@ -35,7 +35,7 @@ struct TrainCommandOptions {
   models::TrainOptions train;
   std::string hyp, config, optimizer = "SGD", device = "auto", tf32 = "off", grad_dtype = "fp32";
   std::string winograd = "on";
-  bool no_val = false;
+  bool no_val = false, no_plots = false, no_tensorboard = false;
   CLI::App* command = nullptr;
   CLI::Option *resume = nullptr, *epochs = nullptr, *imgsz = nullptr;
 } options;
@@ -127,6 +127,8 @@ void apply_run_flags(models::TrainOptions& t) {
   if (!options.hyp.empty()) models::load_hyp_yaml(options.hyp, t);
   t.optimizer = models::parse_optimizer_name(options.optimizer);
   t.validate = !options.no_val;
+  t.plots = !options.no_plots;
+  t.tensorboard = !options.no_tensorboard;
   t.tf32 = options.tf32 == "on";
   t.winograd = options.winograd == "on";
   t.bf16_grad_buckets = options.grad_dtype == "bf16";
@@ -379,6 +381,10 @@ void add_train_command(CLI::App& app) {
                   "(not saved in the configuration)")
       ->check(cli::kPositiveSteps);
   cmd->add_flag("--no-val", options.no_val, "Validate only the final epoch");
+  cmd->add_flag("--noplots", options.no_plots,
+                "Write no pictures (results.png, curves, batches) into the run directory");
+  cmd->add_flag("--no-tensorboard", options.no_tensorboard,
+                "Write no TensorBoard events file into the run directory");
   cmd->add_option("--config", options.config,
                   "A yaml of flags (key: value, e.g. epochs: 30); the command line wins")
       ->check(CLI::ExistingFile);

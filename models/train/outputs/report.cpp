@@ -5,14 +5,18 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <span>
+#include <string_view>
 
 #include "data/regular_file.h"
 #include "engine/atomic_file.h"
 #include "engine/trace_analysis.h"
 #include "engine/xml_escape.h"
+#include "models/train/outputs/plots.h"
 
 namespace bareyolo::models {
 
@@ -167,9 +171,96 @@ std::string svg_step_timeline(const std::vector<std::vector<trace::Event>>& rank
   return svg + "</svg>\n";
 }
 
-std::string render_report_html(const std::vector<EpochMetrics>& history, const std::string& title,
-                               const std::string& config_json,
-                               const std::vector<std::vector<trace::Event>>& traced_ranks) {
+namespace {
+
+// RFC 4648 base64, for pictures embedded as data URIs.
+std::string base64(std::string_view bytes) {
+  static const char kDigits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string text;
+  text.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const size_t n = std::min<size_t>(3, bytes.size() - i);
+    auto byte = [&](size_t k) { return uint32_t(uint8_t(bytes[i + k])); };
+    uint32_t group = byte(0) << 16;
+    if (n > 1) group |= byte(1) << 8;
+    if (n > 2) group |= byte(2);
+    for (size_t k = 0; k < 4; ++k) text += k <= n ? kDigits[(group >> (18 - 6 * k)) & 63] : '=';
+  }
+  return text;
+}
+
+// The run's pictures that exist in `dir`, each an <img> holding its bytes.
+std::string embedded_pictures(const std::string& dir) {
+  std::string html;
+  if (dir.empty()) return html;
+  for (const std::string& name : run_picture_names()) {
+    const data::FileContents file =
+        data::read_regular_file((std::filesystem::path(dir) / name).string());
+    if (file.kind != data::FileContents::regular) continue;
+    const std::string type = name.ends_with(".png") ? "image/png" : "image/jpeg";
+    html += "<figure><img alt=\"" + name + "\" src=\"data:" + type + ";base64," +
+            base64(file.bytes) + "\"><figcaption>" + name + "</figcaption></figure>\n";
+  }
+  return html.empty() ? html : "<h2>Pictures</h2>\n<div>\n" + html + "</div>\n";
+}
+
+// The index in `history` of the best validated epoch (highest fitness; the later on ties, as
+// YOLOv5 saves best.pt on ties); nullopt when none was validated.
+std::optional<size_t> best_epoch(const std::vector<EpochMetrics>& history) {
+  std::optional<size_t> best;
+  for (size_t i = 0; i < history.size(); ++i)
+    if (history[i].validated && (!best || history[i].fitness >= history[*best].fitness)) best = i;
+  return best;
+}
+
+std::string cell(const std::string& text) { return "<td>" + xml_escaped(text) + "</td>"; }
+
+// The last validation as YOLOv5's table: an "all" row, then a row per class.
+std::string class_table(const ValidationReport& report, const std::vector<std::string>& names) {
+  const DetectionMetrics& m = report.metrics;
+  std::string html = "<h2>Last validation (epoch " + std::to_string(report.epoch) +
+                     ")</h2>\n<table><tr><th>Class</th><th>Images</th><th>Instances</th><th>P</th>"
+                     "<th>R</th><th>mAP50</th><th>mAP50-95</th></tr>\n";
+  html += "<tr>" + cell("all") + cell(std::to_string(report.images)) +
+          cell(std::to_string(report.labels)) + cell(number(m.mean_precision)) +
+          cell(number(m.mean_recall)) + cell(number(m.map50)) + cell(number(m.map50_95)) +
+          "</tr>\n";
+  for (const ClassMetrics& c : m.classes) {
+    const std::string name = c.class_id >= 0 && size_t(c.class_id) < names.size()
+                                 ? names[size_t(c.class_id)]
+                                 : std::to_string(c.class_id);
+    html += "<tr>" + cell(name) + cell(std::to_string(report.images)) +
+            cell(std::to_string(c.labels)) + cell(number(c.precision)) + cell(number(c.recall)) +
+            cell(number(c.ap50)) + cell(number(c.ap50_95)) + "</tr>\n";
+  }
+  return html + "</table>\n";
+}
+
+// The configuration JSON as a two-column table, nested objects flattened ("hyp.lr0"); text
+// that is not JSON is shown as it is.
+std::string config_table(const std::string& config_json) {
+  const nlohmann::json config = nlohmann::json::parse(config_json, nullptr, false);
+  if (config.is_discarded() || !config.is_object())
+    return "<pre>" + xml_escaped(config_json) + "</pre>\n";
+  std::string rows;
+  std::function<void(const std::string&, const nlohmann::json&)> add =
+      [&](const std::string& key, const nlohmann::json& value) {
+        if (value.is_object()) {
+          for (const auto& [name, inner] : value.items())
+            add(key.empty() ? name : key + "." + name, inner);
+          return;
+        }
+        rows += "<tr><th>" + xml_escaped(key) + "</th>" +
+                cell(value.is_string() ? value.get<std::string>() : value.dump()) + "</tr>\n";
+      };
+  add("", config);
+  return "<table class=\"config\">\n" + rows + "</table>\n";
+}
+
+}  // namespace
+
+std::string render_report_html(const ReportContent& content) {
+  const std::vector<EpochMetrics>& history = content.history;
   std::vector<double> x;
   auto column = [&](double EpochMetrics::*field, bool validated_only = false) {
     std::vector<double> values;
@@ -202,12 +293,15 @@ std::string render_report_html(const std::vector<EpochMetrics>& history, const s
   charts += svg_line_chart("Step time (s per batch)", x,
                            {{"s/batch", blue, column(&EpochMetrics::step_seconds)}});
 
+  const std::optional<size_t> best = best_epoch(history);
   std::string table =
       "<table><tr><th>epoch</th><th>box</th><th>obj</th><th>cls</th><th>P</th><th>R</th>"
       "<th>mAP50</th><th>mAP50-95</th><th>val box</th><th>val obj</th><th>val cls</th>"
       "<th>lr0</th><th>lr1</th><th>lr2</th><th>s/batch</th></tr>\n";
-  for (const EpochMetrics& m : history) {
-    table += "<tr><td>" + std::to_string(m.epoch) + "</td>";
+  for (size_t i = 0; i < history.size(); ++i) {
+    const EpochMetrics& m = history[i];
+    table += std::string(best == i ? "<tr class=\"best\">" : "<tr>") + "<td>" +
+             std::to_string(m.epoch) + "</td>";
     for (double v : {m.train_box, m.train_obj, m.train_cls}) table += "<td>" + number(v) + "</td>";
     for (double v : {m.precision, m.recall, m.map50, m.map50_95, m.val_box, m.val_obj, m.val_cls})
       table += "<td>" + (m.validated ? number(v) : std::string("-")) + "</td>";
@@ -215,54 +309,71 @@ std::string render_report_html(const std::vector<EpochMetrics>& history, const s
     table += "</tr>\n";
   }
   table += "</table>\n";
-  const std::string timeline = svg_step_timeline(traced_ranks);
+  const std::string best_line =
+      best ? "<p class=\"best\">Best epoch " + std::to_string(history[*best].epoch) + ": mAP50 " +
+                 number(history[*best].map50) + ", mAP50-95 " + number(history[*best].map50_95) +
+                 " (fitness " + number(history[*best].fitness) +
+                 "; its weights are weights/best.safetensors).</p>\n"
+           : std::string();
+  const std::string timeline = svg_step_timeline(content.traced_ranks);
 
   return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" +
-         xml_escaped(title) +
+         xml_escaped(content.title) +
          "</title>\n<style>body{font-family:sans-serif;margin:1.5em}"
          "svg{margin:0 1em 1em 0;border:1px solid #ddd}"
          "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
-         "padding:2px 6px;text-align:right}pre{background:#f6f6f6;padding:1em;"
+         "padding:2px 6px;text-align:right}table.config th,table.config td{text-align:left}"
+         "tr.best td{background:#fff3c4;font-weight:bold}p.best{background:#fff3c4;"
+         "padding:4px}figure{display:inline-block;margin:0 1em 1em 0}"
+         "img{max-width:900px;border:1px solid #ddd}pre{background:#f6f6f6;padding:1em;"
          "white-space:pre-wrap}</style>\n</head><body>\n<h1>" +
-         xml_escaped(title) + "</h1>\n<p>" + std::to_string(history.size()) +
+         xml_escaped(content.title) + "</h1>\n<p>" + std::to_string(history.size()) +
          " epoch(s). Dashed: validation losses. Validation skipped (--no-val) shows as "
          "gaps.</p>\n" +
-         "<div>\n" + charts + "</div>\n" +
+         best_line + "<div>\n" + charts + "</div>\n" + embedded_pictures(content.pictures_dir) +
+         (content.last_validation ? class_table(*content.last_validation, content.names)
+                                  : std::string()) +
          (timeline.empty() ? std::string() : "<h2>A traced step (--trace)</h2>\n" + timeline) +
-         "<h2>Epochs</h2>\n" + table + "<h2>Configuration</h2>\n<pre>" + xml_escaped(config_json) +
-         "</pre>\n</body></html>\n";
+         "<h2>Epochs</h2>\n" + table + "<h2>Configuration</h2>\n" +
+         config_table(content.config_json) + "</body></html>\n";
 }
 
-void write_report_html(const std::string& path, const std::vector<EpochMetrics>& history,
-                       const std::string& title, const std::string& config_json,
-                       const std::vector<std::vector<trace::Event>>& traced_ranks) {
-  const std::string page = render_report_html(history, title, config_json, traced_ranks);
+void write_report_html(const std::string& path, const ReportContent& content) {
+  const std::string page = render_report_html(content);
   const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(page.data()), page.size());
   write_file_atomically(path, {bytes});
 }
 
 TrainCallbacks report_writer() {
   struct State {
-    std::string path, title, config_json;
-    std::vector<EpochMetrics> history;
+    std::string path;
+    ReportContent content;
   };
   auto state = std::make_shared<State>();
   TrainCallbacks callbacks;
   callbacks.on_train_start = [state](const TrainStartInfo& run) {
-    *state = {(std::filesystem::path(run.run_dir) / "report.html").string(),
-              "bareyolo train: " + run.run_dir, run.config_json, run.history};
+    state->path = (std::filesystem::path(run.run_dir) / "report.html").string();
+    state->content = {.title = "bareyolo train: " + run.run_dir,
+                      .config_json = run.config_json,
+                      .history = run.history,
+                      .names = run.names,
+                      .pictures_dir = run.run_dir};
+  };
+  callbacks.on_val_end = [state](const ValidationReport& report) {
+    state->content.last_validation = report;
   };
   callbacks.on_fit_epoch_end = [state](const EpochMetrics& m) {
-    state->history.push_back(m);
-    write_report_html(state->path, state->history, state->title, state->config_json);
+    state->content.history.push_back(m);
+    write_report_html(state->path, state->content);
   };
-  // With --trace, the page is written once more at the end with a traced step of each rank.
+  // At the end: the pictures drawn at the end, and with --trace a traced step of each rank.
   callbacks.on_train_end = [state](const TrainEndInfo& end) {
-    if (end.trace.empty()) return;
-    const data::FileContents trace = data::read_regular_file(end.trace);
-    if (trace.kind != data::FileContents::regular) return;
-    write_report_html(state->path, state->history, state->title, state->config_json,
-                      trace::events_from_chrome_json(trace.bytes));
+    if (!end.trace.empty()) {
+      const data::FileContents trace = data::read_regular_file(end.trace);
+      if (trace.kind == data::FileContents::regular)
+        state->content.traced_ranks = trace::events_from_chrome_json(trace.bytes);
+    }
+    write_report_html(state->path, state->content);
   };
   return callbacks;
 }

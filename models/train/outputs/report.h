@@ -1,9 +1,11 @@
-// models/train/outputs/report.h — what a run shows a person: report.html (one self-contained file,
-// inline SVG line charts of the losses, mAP/precision/recall, learning rates and step time per
-// epoch, then the table of every epoch and the configuration; no scripts, no external
-// files) and the per-epoch validation table printed to the log.
+// models/train/outputs/report.h — what a run shows a person: report.html (one self-contained
+// file: inline SVG line charts of the losses, mAP/precision/recall, learning rates and step time
+// per epoch; the run's pictures (plots.h) embedded as data URIs; the last validation's
+// per-class table; every epoch with the best one marked; the configuration as a table; no
+// scripts, no external files) and the per-epoch validation table printed to the log.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,19 +15,25 @@
 
 namespace bareyolo::models {
 
-// The whole report page for the epochs so far; `title` names the run, `config_json` is
-// shown as it was resolved (options_to_json); with the ranks' events of a --trace, a timeline
-// of one traced step (svg_step_timeline).
-std::string render_report_html(const std::vector<EpochMetrics>& history, const std::string& title,
-                               const std::string& config_json,
-                               const std::vector<std::vector<trace::Event>>& traced_ranks = {});
+// What report.html shows.
+struct ReportContent {
+  std::string title = "";                  // names the run
+  std::string config_json = "";            // as resolved (options_to_json), shown as a table
+  std::vector<EpochMetrics> history = {};  // the epochs so far
+  std::optional<ValidationReport> last_validation = {};  // its per-class table
+  std::vector<std::string> names = {};                   // class names
+  std::string pictures_dir = "";  // where the run's pictures are (plots.h); "": none shown
+  std::vector<std::vector<trace::Event>> traced_ranks = {};  // --trace: svg_step_timeline
+};
+
+// The whole report page.
+std::string render_report_html(const ReportContent& content);
 // Writes it atomically (readers never see half a page).
-void write_report_html(const std::string& path, const std::vector<EpochMetrics>& history,
-                       const std::string& title, const std::string& config_json,
-                       const std::vector<std::vector<trace::Event>>& traced_ranks = {});
+void write_report_html(const std::string& path, const ReportContent& content);
 
 // report.html in `run_dir`, rewritten after every epoch (callbacks.h): the history a resumed
-// run starts from, then each epoch's metrics; at the end once more with the run's trace.
+// run starts from, then each epoch's metrics; at the end once more, with the pictures drawn at
+// the end (register it after plots_writer) and the run's trace.
 TrainCallbacks report_writer();
 
 // YOLOv5's validation table: "Class Images Instances P R mAP50 mAP50-95", an `all` row and one
