@@ -12,6 +12,8 @@
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "data/regular_file.h"
 
@@ -90,21 +92,46 @@ std::vector<std::string> read_names(const YAML::Node& doc, const std::string& ya
   return names;
 }
 
+// Prints `line` on stderr once per yaml and process, since launch, training and validation
+// each read the yaml.
+void say_once(const std::string& yaml_file, const std::string& line) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  std::lock_guard lock(mutex);
+  if (said.insert(yaml_file).second) std::fprintf(stderr, "bareyolo: %s\n", line.c_str());
+}
+
 // A dataset folder that was moved or copied keeps its yaml's absolute `path`, which then names
-// a folder that is gone: the yaml's own folder is where the set most likely is now. Warned once
-// per yaml and process, since launch, training and validation each read it.
+// a folder that is gone: the yaml's own folder is where the set most likely is now.
 fs::path moved_root_fallback(const fs::path& path, const fs::path& yaml_folder,
                              const std::string& yaml_file) {
-  static std::mutex mutex;
-  static std::set<std::string> warned;
-  std::lock_guard lock(mutex);
-  if (warned.insert(yaml_file).second)
-    std::fprintf(stderr,
-                 "bareyolo: warning: %s: `path` %s does not exist (was the dataset moved?); "
-                 "using the yaml's own folder %s instead — set `path` to the dataset's folder to "
-                 "silence this\n",
-                 yaml_file.c_str(), path.string().c_str(), yaml_folder.string().c_str());
+  say_once(yaml_file, "warning: " + yaml_file + ": `path` " + path.string() +
+                          " does not exist (was the dataset moved?); using the yaml's own folder " +
+                          yaml_folder.string() +
+                          " instead — set `path` to the dataset's folder to silence this");
   return yaml_folder;
+}
+
+// A relative `path` is taken from the yaml's folder. YOLOv5 takes it from its own folder, the
+// one its train.py runs in: usually the working directory, and the parent of the data/ folder
+// that holds its stock yamls (`path: ../datasets/coco128`). Where the yaml-relative folder does
+// not exist, those two are tried in that order, and a note says which was used.
+fs::path relative_root(const fs::path& path, const fs::path& yaml_folder,
+                       const std::string& yaml_file) {
+  const fs::path beside_yaml = yaml_folder / path;
+  if (fs::exists(beside_yaml)) return beside_yaml;
+  const std::pair<fs::path, const char*> yolov5_folders[] = {
+      {fs::current_path(), "the working directory"},
+      {yaml_folder.parent_path(), "the yaml's parent folder"}};
+  for (const auto& [folder, which] : yolov5_folders) {
+    const fs::path candidate = (folder / path).lexically_normal();
+    if (!fs::exists(candidate)) continue;
+    say_once(yaml_file, "note: " + yaml_file + ": `path` " + path.string() + " is not beside " +
+                            "the yaml; using " + candidate.string() + ", from " + which +
+                            ", as YOLOv5 resolves it from its own folder");
+    return candidate;
+  }
+  return beside_yaml;  // the error that follows names this folder
 }
 
 }  // namespace
@@ -134,7 +161,7 @@ DatasetConfig parse_dataset_yaml(const std::string& yaml_text, const std::string
   if (doc["path"] && !doc["path"].IsNull()) {
     fs::path path = scalar(doc["path"], "path", yaml_file);
     if (!path.is_absolute())
-      root = yaml_folder / path;
+      root = relative_root(path, yaml_folder, yaml_file);
     else if (fs::exists(path))
       root = path;
     else

@@ -1,5 +1,10 @@
 // tests/unit/dataset_yaml.cpp — the dataset yaml (names as list or map, nc agreement, path
 // resolution, error messages) and image discovery (folders, lists, the labels/ rule).
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -21,6 +26,23 @@ std::string error_of(Fn fn) {
     return error.what();
   }
   return "";
+}
+
+// What `fn` writes on stderr (fd 2, where the yaml's notes go).
+template <class Fn>
+std::string stderr_of(Fn fn, const fs::path& scratch) {
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  FILE* file = std::fopen(scratch.c_str(), "w");
+  ::dup2(::fileno(file), 2);
+  fn();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::fclose(file);
+  std::ostringstream text;
+  text << std::ifstream(scratch).rdbuf();
+  return text.str();
 }
 
 }  // namespace
@@ -47,6 +69,37 @@ TEST_CASE(
   CHECK(map.root == dir.path().string());  // no `path`: the yaml's folder
   CHECK(map.names == std::vector<std::string>{"cat", "dog"});
   CHECK(map.num_classes() == 2);
+}
+
+TEST_CASE("a relative path not beside the yaml resolves from YOLOv5's folder, with a note") {
+  // YOLOv5's layout: <root>/yolov5/data/set.yaml says `path: ../datasets/set`, meaning
+  // <root>/datasets/set (from the yolov5 folder), not <root>/yolov5/datasets/set.
+  TempDir dir;
+  const fs::path yolov5 = dir.path() / "yolov5", set = dir.path() / "datasets" / "set";
+  fs::create_directories(set / "images");
+  write_text(yolov5 / "data" / "set.yaml",
+             "path: ../datasets/set\ntrain: images\nval: images\n"
+             "names: [a]\n");
+  data::DatasetConfig config;
+  const std::string said =
+      stderr_of([&] { config = data::read_dataset_yaml((yolov5 / "data" / "set.yaml").string()); },
+                dir.path() / "stderr.txt");
+  CHECK(config.root == set.string());
+  CHECK(config.train[0] == (set / "images").string());
+  CHECK(said.find("note: ") != std::string::npos);
+  CHECK(said.find("using " + set.string() + ", from the yaml's parent folder") !=
+        std::string::npos);
+
+  // Beside the yaml, where that exists, wins, without a note.
+  fs::create_directories(yolov5 / "datasets" / "set");
+  write_text(yolov5 / "data" / "again.yaml",
+             "path: ../datasets/set\ntrain: t\nval: v\n"
+             "names: [a]\n");
+  const std::string quiet = stderr_of(
+      [&] { config = data::read_dataset_yaml((yolov5 / "data" / "again.yaml").string()); },
+      dir.path() / "stderr2.txt");
+  CHECK(config.root == (yolov5 / "datasets" / "set").string());
+  CHECK(quiet.empty());
 }
 
 TEST_CASE("dataset yaml errors name the file and the key") {
