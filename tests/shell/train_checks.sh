@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/shell/train_checks.sh BAREYOLO MODEL_YAML — `bareyolo train` refuses what cannot be
 # right before it writes anything (issue 52): contradictory flags, repeated keys, hyp values out
-# of range, run names outside --project, --max-steps 0, a bare --cache; its --imgsz message says
+# of range, run names outside --project, --max-steps 0; its --imgsz message says
 # the true reason; --resume refuses flags that would change the run, naming the difference, and
 # continues a run started with --device cpu as one process, ending bit for bit like the run that
 # was not interrupted.
@@ -42,8 +42,6 @@ for name in ../x /abs "" . ..; do
   refused "--name '$name': a run name must be one folder name inside --project" --name "$name"
 done
 refused "--max-steps: must be a positive number of optimizer steps" --max-steps 0
-refused "--cache: needs a value, one of ram, disk; it was followed by the flag '--name'" \
-  --cache --name x
 
 # A run started with --device cpu, --amp and --winograd off and stopped, then resumed: flags
 # that would change it are refused with the differences named; resumed alone it continues as

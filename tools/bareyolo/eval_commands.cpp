@@ -41,6 +41,7 @@
 #include "tools/bareyolo/max_pixels_option.h"
 #include "tools/bareyolo/output_paths.h"
 #include "tools/bareyolo/validators.h"
+#include "tools/bareyolo/yolov5_flags.h"
 
 namespace bareyolo {
 
@@ -260,9 +261,10 @@ void add_model_options(CLI::App* command) {
   command->add_option("--weights", options.weights, "Weights (.safetensors or YOLOv5 .pt)")
       ->required()
       ->check(CLI::ExistingFile);
-  command->add_option("--imgsz", options.imgsz, "Inference size in pixels")
+  command->add_option("--imgsz,--img,--img-size", options.imgsz, "Inference size in pixels")
       ->check(CLI::Range(32, 8192));
-  command->add_option("--iou", options.iou, "NMS IoU threshold")->check(CLI::Range(0.0, 1.0));
+  command->add_option("--iou,--iou-thres", options.iou, "NMS IoU threshold")
+      ->check(CLI::Range(0.0, 1.0));
   cli::add_max_pixels_option(command, options.max_pixels);
   options.device.add_to(command);
 }
@@ -274,24 +276,33 @@ void add_eval_commands(CLI::App& app) {
   add_model_options(val);
   val->add_option("--data", options.data, "Dataset yaml")->required()->check(CLI::ExistingFile);
   val->add_option("--split", options.split, "Split to evaluate: val, train or test");
-  val->add_option("--batch", options.batch, "Images per batch")->check(cli::kPositive);
-  val->add_option("--conf", options.conf, "Confidence threshold (default 0.001)")
+  val->add_option("--batch,--batch-size", options.batch, "Images per batch")->check(cli::kPositive);
+  val->add_option("--conf,--conf-thres", options.conf, "Confidence threshold (default 0.001)")
       ->check(CLI::Range(0.0, 1.0));
   val->add_option("--workers", options.workers, "Loader threads")->check(cli::kNonNegative);
   val->add_flag("--no-rect", options.no_rect, "Square batches instead of rectangular ones");
-  val->add_option("--save-json", options.save_json, "Write detections as COCO results JSON");
+  val->add_option("--save-json", options.save_json,
+                  "Write detections as COCO results JSON to F (alone, as YOLOv5's: "
+                  "predictions.json)")
+      ->expected(0, 1)
+      ->default_str("predictions.json")  // what --save-json alone means
+      ->option_text("[F]");
+  val->add_flag_callback(
+      "--verbose", [] {}, "YOLOv5's switch for the per-class table, which val always prints");
+  cli::refuse_flags(val, cli::yolov5_val_refusals());  // YOLOv5's val.py flags bareyolo lacks
 
   CLI::App* predict = app.add_subcommand("predict", "Detect objects in images, draw them");
   add_model_options(predict);
   predict->add_option("--source", options.source, "An image or a folder of images")
       ->required()
       ->check(CLI::ExistingPath);
-  predict->add_option("--conf", options.conf, "Confidence threshold (default 0.25)")
+  predict->add_option("--conf,--conf-thres", options.conf, "Confidence threshold (default 0.25)")
       ->check(CLI::Range(0.0, 1.0));
   predict->add_option("--out", options.out, "Output folder");
-  predict->add_option("--names", options.names, "Dataset yaml whose class names to draw");
+  predict->add_option("--names,--data", options.names, "Dataset yaml whose class names to draw");
   predict->add_option("--save-raw", options.save_raw,
                       "Write each image's network input and decoded outputs (safetensors)");
+  cli::refuse_flags(predict, cli::yolov5_predict_refusals());  // detect.py's flags it lacks
 }
 
 std::optional<int> run_eval_command(const CLI::App& app) {

@@ -19,7 +19,8 @@ std::string configuration_key(const std::string& flag, const json& saved) {
   static const std::map<std::string, std::string> renamed = {{"--no-val", "validate"},
                                                              {"--no-sync-bn", "sync_bn"},
                                                              {"--name", "run_dir"},
-                                                             {"--exist-ok", "run_dir"}};
+                                                             {"--exist-ok", "run_dir"},
+                                                             {"--label-smoothing", "hyp"}};
   if (auto it = renamed.find(flag); it != renamed.end()) return it->second;
   std::string key = flag.substr(2);
   for (char& c : key) c = c == '-' ? '_' : c;

@@ -3,12 +3,15 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "data/shapes.h"
 #include "engine/shipped_files.h"
@@ -20,6 +23,7 @@
 #include "tools/bareyolo/max_pixels_option.h"
 #include "tools/bareyolo/resume_flags.h"
 #include "tools/bareyolo/validators.h"
+#include "tools/bareyolo/yolov5_flags.h"
 
 namespace bareyolo {
 
@@ -36,6 +40,8 @@ struct TrainCommandOptions {
   std::string hyp, config, optimizer = "SGD", device = "auto", tf32 = "off", grad_dtype = "fp32";
   std::string winograd = "on";
   bool no_val = false, no_plots = false, no_tensorboard = false;
+  std::optional<double> label_smoothing;  // --label-smoothing: over the --hyp file's value
+  std::vector<int> freeze;                // YOLOv5's --freeze: N, or layers 0 1 ... N-1
   CLI::App* command = nullptr;
   CLI::Option *resume = nullptr, *epochs = nullptr, *imgsz = nullptr;
 } options;
@@ -111,6 +117,22 @@ void apply_config_yaml(const std::string& path) {
   }
 }
 
+// YOLOv5's --freeze as a layer count: one value N freezes layers 0 .. N-1; a list names the
+// layers, and bareyolo freezes a leading run of them only (0 1 ... N-1, in any order).
+int freeze_count(std::vector<int> layers) {
+  if (layers.size() == 1) return layers[0];
+  std::sort(layers.begin(), layers.end());
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (layers[i] != int(i)) {
+      std::string given;
+      for (int layer : layers) given += " " + std::to_string(layer);
+      throw std::invalid_argument("--freeze" + given +
+                                  ": bareyolo freezes the first N layers only (0 1 ... N-1); "
+                                  "give --freeze N");
+    }
+  return int(layers.size());
+}
+
 // Puts what the flags ask for on `t` as a new run takes it; nothing is written yet.
 void apply_run_flags(models::TrainOptions& t) {
   if (!t.data.empty()) t.data = fs::absolute(t.data).string();  // a resume elsewhere finds it
@@ -125,6 +147,8 @@ void apply_run_flags(models::TrainOptions& t) {
         fs::exists(t.cfg) ? fs::absolute(t.cfg).string() : find_shipped_file(t.cfg).value_or(t.cfg);
   if (!t.weights.empty()) t.weights = fs::absolute(t.weights).string();
   if (!options.hyp.empty()) models::load_hyp_yaml(options.hyp, t);
+  if (options.label_smoothing) t.loss.label_smoothing = *options.label_smoothing;
+  if (!options.freeze.empty()) t.freeze = freeze_count(options.freeze);
   t.optimizer = models::parse_optimizer_name(options.optimizer);
   t.validate = !options.no_val;
   t.plots = !options.no_plots;
@@ -192,19 +216,20 @@ void add_train_command(CLI::App& app) {
                   "model --weights carry, else yolov5n)")
       ->capture_default_str();
   cmd->add_option("--weights", t.weights,
-                  "Initial weights (.safetensors or a YOLOv5 .pt); default: from scratch")
-      ->check(CLI::ExistingFile);
+                  "Initial weights (.safetensors or a YOLOv5 .pt); default or '' (YOLOv5's "
+                  "--weights ''): from scratch")
+      ->check(CLI::ExistingFile | CLI::IsMember({""}));
   options.epochs =
       cmd->add_option("--epochs", t.epochs,
                       "Epochs (the built-in data: " + std::to_string(kShapesEpochs) + ")")
           ->check(cli::kPositive)
           ->capture_default_str();
-  cmd->add_option("--batch", t.batch,
+  cmd->add_option("--batch,--batch-size", t.batch,
                   "Batch size, global: all ranks together, each rank "
                   "trains batch/ranks images; -1: AutoBatch (GPU memory)")
       ->check(cli::kBatchOrAuto)
       ->capture_default_str();
-  options.imgsz = cmd->add_option("--imgsz", t.imgsz,
+  options.imgsz = cmd->add_option("--imgsz,--img,--img-size", t.imgsz,
                                   "Image size in pixels, rounded up to a "
                                   "multiple of 32 (the built-in data: " +
                                       std::to_string(kShapesImgsz) + ")")
@@ -216,9 +241,12 @@ void add_train_command(CLI::App& app) {
       ->check(cli::kNonNegative | CLI::IsMember({-1}))
       ->capture_default_str();
   cmd->add_option("--cache", t.cache,
-                  "ram (in /dev/shm, removed when the job ends; disk when it does not fit) or "
-                  "disk (beside the labels): decode the images once into a file that every rank "
-                  "and loader thread of the machine maps")
+                  "ram (in /dev/shm, removed when the job ends; disk when it does not fit; "
+                  "also --cache alone, as YOLOv5's) or disk (beside the labels): decode the "
+                  "images once into a file that every rank and loader thread of the machine maps")
+      ->expected(0, 1)
+      ->default_str("ram")  // what --cache alone means; not given, nothing is cached
+      ->option_text("[ram|disk]")
       ->check(cli::one_of({"ram", "disk"}));
   cmd->add_option("--device", options.device,
                   "auto (every GPU, else CPU ranks to fit the cores), cpu, 0, 0,1, cuda:0, 0,0 "
@@ -320,9 +348,14 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"SGD", "Adam", "AdamW"}))
       ->capture_default_str();
   cmd->add_flag("--cos-lr", t.schedule.cosine, "Cosine learning-rate schedule (default: linear)");
-  cmd->add_option("--freeze", t.freeze, "Freeze the first N model layers (model.0 ... model.N-1)")
-      ->check(cli::kNonNegative)
-      ->capture_default_str();
+  cmd->add_option("--label-smoothing", options.label_smoothing,
+                  "Class-target smoothing epsilon (over --hyp's label_smoothing; default 0)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--freeze", options.freeze,
+                  "Freeze the first N model layers (model.0 ... model.N-1); YOLOv5's list form "
+                  "0 1 ... N-1 too")
+      ->expected(1, -1)
+      ->check(cli::kNonNegative);
   cmd->add_option("--hyp", options.hyp,
                   "Hyperparameter yaml in YOLOv5's format "
                   "(default: hyp.scratch-low's values)")
@@ -380,14 +413,19 @@ void add_train_command(CLI::App& app) {
                   "End after N optimizer steps in all, with a resumable weights/last.safetensors "
                   "(not saved in the configuration)")
       ->check(cli::kPositiveSteps);
-  cmd->add_flag("--no-val", options.no_val, "Validate only the final epoch");
+  cmd->add_flag("--no-val,--noval", options.no_val, "Validate only the final epoch");
   cmd->add_flag("--noplots", options.no_plots,
                 "Write no pictures (results.png, curves, batches) into the run directory");
   cmd->add_flag("--no-tensorboard", options.no_tensorboard,
                 "Write no TensorBoard events file into the run directory");
+  cmd->add_flag_callback(
+      "--noautoanchor", [] {},
+      "YOLOv5's switch for AutoAnchor, which bareyolo does not run: the model yaml's anchors "
+      "are always trained as they are");
   cmd->add_option("--config", options.config,
                   "A yaml of flags (key: value, e.g. epochs: 30); the command line wins")
       ->check(CLI::ExistingFile);
+  cli::refuse_flags(cmd, cli::yolov5_train_refusals());  // after every flag bareyolo has
 }
 
 std::optional<int> run_train_command(const CLI::App& app) {

@@ -9,6 +9,8 @@
 // Without --data it trains on the built-in shapes dataset, generated on first use in
 // datasets/shapes. Outputs go to <project>/<name> (exp, exp2, ... unless --exist-ok).
 // --config FILE holds the same flags as yaml keys; the command line wins over it.
+// YOLOv5's train.py flags work under their names where bareyolo has them (--img, --batch-size,
+// --noval, a bare --cache, --freeze 0 1 2) and are refused by name where not (yolov5_flags.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
