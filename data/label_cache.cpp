@@ -1,8 +1,6 @@
 // data/label_cache.cpp — the on-disk verification cache (see label_cache.h).
 #include "data/label_cache.h"
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -13,16 +11,14 @@
 
 #include "data/cache_files.h"
 #include "data/image_files.h"
+#include "data/label_cache_json.h"
 #include "engine/atomic_file.h"
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 
 namespace bareyolo::data {
 
 namespace {
-
-constexpr int kCacheVersion = 2;  // 2: missing_label_files; label contents fingerprinted
 
 std::string fallback_cache_file(const std::string& preferred) {
   fs::path p = preferred;
@@ -30,66 +26,21 @@ std::string fallback_cache_file(const std::string& preferred) {
       .string();
 }
 
-json to_json(const SplitReport& report, const std::string& fingerprint) {
-  json images = json::array();
-  for (const ImageRecord& record : report.images) {
-    json boxes = json::array();
-    for (const LabelBox& b : record.boxes) boxes.push_back({b.class_id, b.cx, b.cy, b.w, b.h});
-    images.push_back({record.path, record.width, record.height, std::move(boxes)});
-  }
-  json problems = json::array();
-  for (const Problem& p : report.problems)
-    problems.push_back({p.file, p.line, p.message, p.image_skipped});
-  return {{"version", kCacheVersion},
-          {"fingerprint", fingerprint},
-          {"backgrounds", report.backgrounds},
-          {"corrupt", report.corrupt},
-          {"missing_label_files", report.missing_label_files},
-          {"labels", report.labels},
-          {"images", std::move(images)},
-          {"problems", std::move(problems)}};
-}
-
-SplitReport from_json(const json& doc) {
-  SplitReport report;
-  report.backgrounds = doc.at("backgrounds").get<int>();
-  report.corrupt = doc.at("corrupt").get<int>();
-  report.missing_label_files = doc.at("missing_label_files").get<int>();
-  report.labels = doc.at("labels").get<int64_t>();
-  for (const json& item : doc.at("images")) {
-    ImageRecord record{
-        item.at(0).get<std::string>(), item.at(1).get<int>(), item.at(2).get<int>(), {}};
-    for (const json& b : item.at(3))
-      record.boxes.push_back({b.at(0).get<int>(), b.at(1).get<float>(), b.at(2).get<float>(),
-                              b.at(3).get<float>(), b.at(4).get<float>()});
-    report.images.push_back(std::move(record));
-  }
-  for (const json& p : doc.at("problems"))
-    report.problems.push_back({p.at(0).get<std::string>(), p.at(1).get<int>(),
-                               p.at(2).get<std::string>(), p.at(3).get<bool>()});
-  return report;
-}
-
-// The report in `file` if it exists, parses, and carries `fingerprint`.
-std::optional<SplitReport> read_cache(const std::string& file, const std::string& fingerprint) {
+// The report in `file` if it exists and parse_label_cache takes it.
+std::optional<SplitReport> read_cache(const std::string& file, const std::string& fingerprint,
+                                      int num_classes) {
   std::ifstream in(file, std::ios::binary);
   if (!in) return std::nullopt;
-  try {
-    json doc = json::parse(in);
-    if (doc.at("version").get<int>() != kCacheVersion ||
-        doc.at("fingerprint").get<std::string>() != fingerprint)
-      return std::nullopt;
-    return from_json(doc);
-  } catch (const json::exception&) {
-    return std::nullopt;  // damaged or foreign file: rebuilt by the caller
-  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_label_cache(text.str(), fingerprint, num_classes);
 }
 
 // The current cache at its preferred place or in the user cache folder.
-std::optional<CachedSplit> find_cache(const std::string& preferred,
-                                      const std::string& fingerprint) {
+std::optional<CachedSplit> find_cache(const std::string& preferred, const std::string& fingerprint,
+                                      int num_classes) {
   for (const std::string& file : {preferred, fallback_cache_file(preferred)}) {
-    if (std::optional<SplitReport> report = read_cache(file, fingerprint))
+    if (std::optional<SplitReport> report = read_cache(file, fingerprint, num_classes))
       return CachedSplit{std::move(*report), file, true, {}};
   }
   return std::nullopt;
@@ -127,7 +78,7 @@ SplitFiles split_files(const std::vector<std::string>& sources) {
 
 std::string dataset_fingerprint(const std::vector<std::string>& image_files, int num_classes,
                                 int64_t max_pixels) {
-  uint64_t hash = fnv1a("bareyolo labels v" + std::to_string(kCacheVersion) + " nc=" +
+  uint64_t hash = fnv1a("bareyolo labels v" + std::to_string(kLabelCacheVersion) + " nc=" +
                         std::to_string(num_classes) + " max_pixels=" + std::to_string(max_pixels));
   for (const std::string& image : image_files) {
     hash = fnv1a(file_stamp(image) + "\n", hash);
@@ -142,13 +93,13 @@ CachedSplit load_or_build_split(const std::vector<std::string>& sources, int num
   CachedSplit result;
   if (files.images.empty()) return result;  // nothing to verify; the caller decides
   std::string fingerprint = dataset_fingerprint(files.images, num_classes, max_pixels);
-  if (std::optional<CachedSplit> cached = find_cache(files.cache_file, fingerprint))
+  if (std::optional<CachedSplit> cached = find_cache(files.cache_file, fingerprint, num_classes))
     return std::move(*cached);
   std::string fallback = fallback_cache_file(files.cache_file);
   result.report = verify_images(files.images, num_classes, 0, max_pixels);
   result.report.problems.insert(result.report.problems.end(), files.listing_problems.begin(),
                                 files.listing_problems.end());
-  std::string text = to_json(result.report, fingerprint).dump();
+  std::string text = label_cache_json(result.report, fingerprint);
   std::string reason = write_atomically(files.cache_file, text, false);
   if (reason.empty()) {
     result.cache_file = files.cache_file;
@@ -176,7 +127,7 @@ CachedSplit wait_for_split(const std::vector<std::string>& sources, int num_clas
   std::string fallback = fallback_cache_file(files.cache_file);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (true) {
-    if (std::optional<CachedSplit> cached = find_cache(files.cache_file, fingerprint))
+    if (std::optional<CachedSplit> cached = find_cache(files.cache_file, fingerprint, num_classes))
       return std::move(*cached);
     if (std::chrono::steady_clock::now() >= deadline)
       throw std::runtime_error(

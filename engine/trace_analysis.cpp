@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <utility>
+
+#include "engine/json_number.h"
 
 namespace bareyolo::trace {
 
@@ -182,26 +185,64 @@ std::optional<MeetingCosts> meeting_costs(const std::vector<std::vector<Event>>&
   return costs;
 }
 
+namespace {
+
+// Field `key` of trace event `index` as a whole number in [low, high].
+int64_t whole_field(const nlohmann::json& event, const char* key, size_t index, int64_t low,
+                    int64_t high) {
+  const std::string what = "trace event " + std::to_string(index) + "'s \"" + key + "\"";
+  if (!event.contains(key)) throw std::invalid_argument(what + " is missing");
+  return json_whole_number(event[key], low, high, what);
+}
+
+struct ParsedEvent {
+  size_t rank = 0;
+  std::optional<Event> range;  // a complete range ("ph": "X"); none for metadata
+};
+
+// Trace event `index` of `count`; throws std::invalid_argument naming what is wrong with it.
+ParsedEvent parse_event(const nlohmann::json& e, size_t index, size_t count) {
+  if (!e.is_object())
+    throw std::invalid_argument("trace event " + std::to_string(index) + " is not an object");
+  // Every rank names itself in events of its own, so a rank number beyond the event count is no
+  // rank of this trace (and would make a vector of that many).
+  ParsedEvent parsed{size_t(whole_field(e, "pid", index, 0, int64_t(count) - 1)), std::nullopt};
+  if (e.value("ph", "") != "X") return parsed;
+  const int64_t begin_us = whole_field(e, "ts", index, -kJsonMaxMicroseconds, kJsonMaxMicroseconds);
+  const int64_t track = whole_field(e, "tid", index, int(Track::compute), int(Track::loader));
+  Event event{.name = e.at("name").get<std::string>(),
+              .track = Track(track),
+              .begin_us = begin_us,
+              .end_us = begin_us + whole_field(e, "dur", index, 0, kJsonMaxMicroseconds),
+              .op = "",
+              .bytes = 0};
+  if (e.contains("args") && e["args"].is_object()) {
+    event.op = e["args"].value("op", "");
+    if (e["args"].contains("bytes"))
+      event.bytes = whole_field(e["args"], "bytes", index, 0, INT64_MAX);
+  }
+  parsed.range = std::move(event);
+  return parsed;
+}
+
+}  // namespace
+
 std::vector<std::vector<Event>> events_from_chrome_json(const std::string& json) {
   const nlohmann::json trace = nlohmann::json::parse(json, nullptr, false);
-  if (trace.is_discarded() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array())
+  if (trace.is_discarded() || !trace.is_object() || !trace.contains("traceEvents") ||
+      !trace["traceEvents"].is_array())
     throw std::invalid_argument("not a Chrome trace: no \"traceEvents\" array");
+  const nlohmann::json& events = trace["traceEvents"];
   std::vector<std::vector<Event>> ranks;
-  for (const nlohmann::json& e : trace["traceEvents"]) {
-    const size_t pid = e.at("pid").get<size_t>();
-    if (ranks.size() <= pid) ranks.resize(pid + 1);
-    if (e.at("ph") != "X") continue;
-    Event event{.name = e.at("name").get<std::string>(),
-                .track = Track(e.at("tid").get<int>()),
-                .begin_us = e.at("ts").get<int64_t>(),
-                .end_us = e.at("ts").get<int64_t>() + e.at("dur").get<int64_t>(),
-                .op = "",
-                .bytes = 0};
-    if (e.contains("args")) {
-      event.op = e["args"].value("op", "");
-      event.bytes = e["args"].value("bytes", int64_t(0));
+  for (size_t i = 0; i < events.size(); ++i) {
+    ParsedEvent parsed;
+    try {
+      parsed = parse_event(events[i], i, events.size());
+    } catch (const nlohmann::json::exception& error) {  // a field of another type ("name": 3)
+      throw std::invalid_argument("trace event " + std::to_string(i) + ": " + error.what());
     }
-    ranks[pid].push_back(std::move(event));
+    if (ranks.size() <= parsed.rank) ranks.resize(parsed.rank + 1);
+    if (parsed.range) ranks[parsed.rank].push_back(std::move(*parsed.range));
   }
   return ranks;
 }

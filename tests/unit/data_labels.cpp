@@ -3,6 +3,7 @@
 // only empty files), and a label edit the cache's fingerprint did not see.
 #include "data/dataset.h"
 #include "data/label_cache.h"
+#include "data/label_cache_json.h"
 #include "data/label_file.h"
 #include "tests/support/data_fixtures.h"
 
@@ -120,4 +121,34 @@ TEST_CASE("label cache: a missing labels folder is not created for the cache") {
   CHECK(split.cache_file.rfind(cache_home.path().string(), 0) == 0);
   REQUIRE(split.notes.size() == 1);
   CHECK(split.notes[0].find("(the folder does not exist)") != std::string::npos);
+}
+
+TEST_CASE("label cache: a cache whose values verification could not have written is not used") {
+  // A cache is a file anyone can edit or damage; the loader indexes by its classes and divides
+  // by its sizes. Before: any number was cast as found (1e30 into an int is undefined).
+  const auto cache = [](const std::string& image, const std::string& box) {
+    return R"({"version":2,"fingerprint":"f","backgrounds":0,"corrupt":0,)"
+           R"("missing_label_files":0,"labels":1,"images":[[)" +
+           image + ",[" + box + R"(]]],"problems":[]})";
+  };
+  const auto parsed = [](const std::string& text) {
+    return data::parse_label_cache(text, "f", 3).has_value();
+  };
+  const std::optional<data::SplitReport> good =
+      data::parse_label_cache(cache(R"("a.jpg",64,48)", "[2,0.5,0.5,0.25,1]"), "f", 3);
+  REQUIRE(good.has_value());
+  REQUIRE(good->images.size() == 1);
+  CHECK(good->images[0].height == 48);
+  CHECK(good->images[0].boxes[0] == data::LabelBox{2, 0.5f, 0.5f, 0.25f, 1.0f});
+  CHECK_FALSE(data::parse_label_cache(cache(R"("a.jpg",64,48)", "[2,0.5,0.5,0.25,1]"), "g", 3));
+  CHECK_FALSE(parsed(cache(R"("a.jpg",64,48)", "[3,0.5,0.5,0.25,1]")));   // class of nc=3
+  CHECK_FALSE(parsed(cache(R"("a.jpg",64,48)", "[-1,0.5,0.5,0.25,1]")));  // negative class
+  CHECK_FALSE(parsed(cache(R"("a.jpg",64,48)", "[1.5,0.5,0.5,0.25,1]")));
+  CHECK_FALSE(parsed(cache(R"("a.jpg",64,48)", "[0,0.5,0.5,0,1]")));     // zero-size box
+  CHECK_FALSE(parsed(cache(R"("a.jpg",64,48)", "[0,0.5,1.5,0.25,1]")));  // outside [0, 1]
+  CHECK_FALSE(parsed(cache(R"("a.jpg",64,48)", "[0,0.5,0.5,0.25]")));    // four values
+  CHECK_FALSE(parsed(cache(R"("a.jpg",1e30,48)", "[0,0.5,0.5,0.25,1]")));
+  CHECK_FALSE(parsed(cache(R"("a.jpg",0,48)", "[0,0.5,0.5,0.25,1]")));
+  CHECK_FALSE(parsed(cache(R"("a.jpg",4294967360,48)", "[0,0.5,0.5,0.25,1]")));
+  CHECK_FALSE(parsed("{\"version\":2"));  // cut short
 }

@@ -166,6 +166,28 @@ TEST_CASE("flight recorder: the ranks' files read back, and the summary says whe
   CHECK_THROWS_WITH(read_flight_folder(folder), doctest::Contains("holds no flight record"));
 }
 
+TEST_CASE("flight records: a damaged file is refused, and a large world's gaps are ranges") {
+  // Before: a file claiming world_size 2^31 made the summary a line per rank (2^31 of them),
+  // and its numbers were cast as found.
+  const auto record = [](const std::string& rank, const std::string& world) {
+    return R"({"rank":)" + rank + R"(,"world_size":)" + world +
+           R"(,"reason":"lost rank 2","written_us":9,"collectives":[]})";
+  };
+  const FlightFile file = parse_flight_record(record("5", "2147483647"), "rank5.json");
+  CHECK(file.world_size == 2147483647);
+  const std::vector<std::string> lines = summarize_flights({file});
+  REQUIRE(lines.size() == 4);
+  CHECK(lines[1].starts_with("ranks 0-4: no record"));
+  CHECK(lines[2].starts_with("rank 5: issued no collective"));
+  CHECK(lines[3].starts_with("ranks 6-2147483646: no record"));
+  CHECK_THROWS_WITH(parse_flight_record(record("3", "3"), "rank3.json"),
+                    doctest::Contains("rank3.json: \"rank\" is 3, not a whole number in [0, 2]"));
+  CHECK_THROWS_WITH(parse_flight_record(record("0", "1e30"), "rank0.json"),
+                    doctest::Contains("\"world_size\" is 1e+30"));
+  CHECK_THROWS_WITH(parse_flight_record("{\"rank\":", "rank0.json"),
+                    doctest::Contains("rank0.json is not a flight record bareyolo wrote"));
+}
+
 TEST_CASE("desync check: BAREYOLO_DESYNC_CHECK's values") {
   CHECK(desync_check_for(Backend::nccl, nullptr) == DesyncCheck::per_step);
   CHECK(desync_check_for(Backend::tcp, nullptr) == DesyncCheck::off);

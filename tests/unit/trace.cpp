@@ -103,6 +103,41 @@ TEST_CASE("trace analysis: hidden communication, loader waits and bucket departu
                        doctest::Contains("traceEvents"), std::invalid_argument);
 }
 
+TEST_CASE("trace reader: an event out of any trace's range is refused, naming it") {
+  // Before: "pid": 1e18 made a vector of that many ranks, a float "ts" was cast undefined, and
+  // "tid": 7 became a track that does not exist.
+  const auto trace_of = [](const std::string& event) {
+    return R"({"traceEvents":[{"name":"process_name","ph":"M","pid":0},)" + event + "]}";
+  };
+  const auto refusal = [&](const std::string& event) {
+    try {
+      trace::events_from_chrome_json(trace_of(event));
+    } catch (const std::invalid_argument& error) {
+      return std::string(error.what());
+    }
+    return std::string("accepted");
+  };
+  const auto ranks =
+      trace::events_from_chrome_json(trace_of(R"({"name":"a","ph":"X","pid":1,"tid":2,)"
+                                              R"("ts":5,"dur":3,"args":{"bytes":7}})"));
+  REQUIRE(ranks.size() == 2);
+  REQUIRE(ranks[1].size() == 1);
+  CHECK(ranks[1][0].track == Track::loader);
+  CHECK(ranks[1][0].end_us == 8);
+  CHECK(ranks[1][0].bytes == 7);
+  CHECK(refusal(R"({"name":"a","ph":"X","pid":2,"tid":0,"ts":5,"dur":3})") ==
+        "trace event 1's \"pid\" is 2, not a whole number in [0, 1]");
+  CHECK(refusal(R"({"name":"a","ph":"X","pid":1,"tid":7,"ts":5,"dur":3})").find("\"tid\" is 7") !=
+        std::string::npos);
+  CHECK(refusal(R"({"name":"a","ph":"X","pid":1,"tid":0,"ts":1e300,"dur":3})")
+            .find("\"ts\" is 1e+300") != std::string::npos);
+  CHECK(refusal(R"({"name":"a","ph":"X","pid":1,"tid":0,"ts":5,"dur":-3})").find("\"dur\" is -3") !=
+        std::string::npos);
+  CHECK(refusal(R"({"name":3,"ph":"X","pid":1,"tid":0,"ts":5,"dur":3})")
+            .starts_with("trace event 1: "));
+  CHECK(refusal("7") == "trace event 1 is not an object");
+}
+
 TEST_CASE("trace analysis: SyncBN meetings split into latency and waits over the ranks") {
   // Three meetings; rank 1 arrives last at the first and third, rank 0 at the second. Rank
   // 0's compute ranges give the first its pass (forward) and the third its (backward).

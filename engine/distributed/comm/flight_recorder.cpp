@@ -5,11 +5,13 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 
 #include "engine/atomic_file.h"
+#include "engine/json_number.h"
 
 namespace bareyolo::dist {
 
@@ -92,32 +94,47 @@ DType dtype_named(const std::string& name, const std::string& path) {
 
 }  // namespace
 
-FlightFile read_flight_record(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read the flight record " + path);
+FlightFile parse_flight_record(const std::string& text, const std::string& path) {
+  const auto number = [&path](const nlohmann::json& object, const char* key, int64_t low,
+                              int64_t high) {
+    return json_whole_number(object.at(key), low, high, path + ": \"" + std::string(key) + "\"");
+  };
+  constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
   try {
-    const nlohmann::json file = nlohmann::json::parse(in);
-    FlightFile flight{.rank = file.at("rank"),
-                      .world_size = file.at("world_size"),
+    const nlohmann::json file = nlohmann::json::parse(text);
+    const int world_size = int(number(file, "world_size", 1, kMaxInt));
+    FlightFile flight{.rank = int(number(file, "rank", 0, world_size - 1)),
+                      .world_size = world_size,
                       .reason = file.at("reason"),
-                      .written_us = file.at("written_us"),
+                      .written_us = number(file, "written_us", 0, kJsonMaxMicroseconds),
                       .records = {}};
     for (const nlohmann::json& entry : file.at("collectives")) {
       FlightRecord record;
-      record.collective.sequence = entry.at("sequence");
+      record.collective.sequence = uint64_t(number(entry, "sequence", 1, INT64_MAX));
       record.collective.op = op_named(entry.at("op"), path);
       record.collective.dtype = dtype_named(entry.at("dtype"), path);
-      record.collective.count = entry.at("count");
+      record.collective.count = number(entry, "count", 0, INT64_MAX);
       record.collective.tag = entry.at("tag");
-      record.bytes = entry.at("bytes");
-      record.issued_us = entry.at("issued_us");
-      if (!entry.at("finished_us").is_null()) record.finished_us = entry.at("finished_us");
+      record.bytes = number(entry, "bytes", 0, INT64_MAX);
+      record.issued_us = number(entry, "issued_us", 0, kJsonMaxMicroseconds);
+      if (!entry.at("finished_us").is_null())
+        record.finished_us = number(entry, "finished_us", 0, kJsonMaxMicroseconds);
       flight.records.push_back(std::move(record));
     }
     return flight;
   } catch (const nlohmann::json::exception& error) {
     throw std::runtime_error(path + " is not a flight record bareyolo wrote: " + error.what());
+  } catch (const std::invalid_argument& error) {
+    throw std::runtime_error(std::string(error.what()) + ": not a flight record bareyolo wrote");
   }
+}
+
+FlightFile read_flight_record(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read the flight record " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_flight_record(text.str(), path);
 }
 
 }  // namespace bareyolo::dist

@@ -65,5 +65,9 @@ struct FlightFile {
   std::vector<FlightRecord> records;
 };
 FlightFile read_flight_record(const std::string& path);
+// The same from a file's text (`path` names it in messages): a crashed rank's file may be cut
+// short or damaged, so every number is checked (rank < world_size, counts >= 0, timestamps
+// within kJsonMaxMicroseconds).
+FlightFile parse_flight_record(const std::string& text, const std::string& path);
 
 }  // namespace bareyolo::dist

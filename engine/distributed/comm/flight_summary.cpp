@@ -46,14 +46,21 @@ std::vector<std::string> summarize_flights(const std::vector<FlightFile>& ranks)
     by_rank[file.rank] = &file;
     if (!file.records.empty()) newest = std::max(newest, file.records.back().collective.sequence);
   }
-  for (int rank = 0; rank < world; ++rank) {
-    const auto found = by_rank.find(rank);
-    if (found == by_rank.end()) {
-      lines.push_back("rank " + std::to_string(rank) +
-                      ": no record (killed before it could write one, or it did not fail)");
-      continue;
-    }
-    const FlightFile& file = *found->second;
+  // Per rank in order; the ranks without a record a range at a time (a large job may miss
+  // thousands, and a damaged file may claim any world size).
+  int unreported = 0;  // the lowest rank not yet named
+  const auto name_missing_before = [&](int end) {
+    if (unreported >= end) return;
+    lines.push_back((end - unreported == 1
+                         ? "rank " + std::to_string(unreported)
+                         : "ranks " + std::to_string(unreported) + "-" + std::to_string(end - 1)) +
+                    ": no record (killed before it could write one, or it did not fail)");
+  };
+  for (const auto& [rank, found] : by_rank) {
+    if (rank >= world) break;
+    name_missing_before(rank);
+    unreported = rank + 1;
+    const FlightFile& file = *found;
     std::string line = "rank " + std::to_string(rank) + ": ";
     if (file.records.empty()) {
       line += "issued no collective";
@@ -65,6 +72,7 @@ std::vector<std::string> summarize_flights(const std::vector<FlightFile>& ranks)
     }
     lines.push_back(line + "; it failed with: " + file.reason);
   }
+  name_missing_before(world);
   for (const FlightFile& file : ranks) {
     const uint64_t issued = file.records.empty() ? 0 : file.records.back().collective.sequence;
     if (issued < newest)
