@@ -2,10 +2,12 @@
 #include "engine/trace_analysis.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 
 #include "engine/json_number.h"
@@ -49,9 +51,22 @@ bool is_optimizer_step(const Event& e) {
 bool is_backward(const Event& e) {
   return e.track == Track::compute && starts_with(e.name, "backward ");
 }
-bool is_bucket(const Event& e) {
-  return e.track == Track::communication && starts_with(e.name, "allreduce bucket ");
+constexpr std::string_view kBucketPrefix = "allreduce bucket ";
+
+// The number of a gradient bucket's all-reduce ("allreduce bucket 3"); nullopt for any other
+// range, a name cut short or another number included ("allreduce bucket x").
+std::optional<int> bucket_number(const Event& e) {
+  if (e.track != Track::communication || !starts_with(e.name, kBucketPrefix.data()))
+    return std::nullopt;
+  const char* digits = e.name.data() + kBucketPrefix.size();
+  const char* end = e.name.data() + e.name.size();
+  int number = 0;
+  const auto [stop, error] = std::from_chars(digits, end, number);
+  if (error != std::errc() || stop != end || digits == end) return std::nullopt;
+  return number;
 }
+
+bool is_bucket(const Event& e) { return bucket_number(e).has_value(); }
 
 std::string kind_of(const Event& e) {
   if (starts_with(e.name, "syncbn ")) return "syncbn";
@@ -130,7 +145,7 @@ StepAnatomy step_anatomy(const std::vector<Event>& events) {
   for (const Event& e : events) {
     if (!is_bucket(e) || e.begin_us < last->begin_us || e.begin_us > last->optimizer_begin_us)
       continue;
-    anatomy.buckets.push_back({.bucket = std::stoi(e.name.substr(17)),
+    anatomy.buckets.push_back({.bucket = *bucket_number(e),
                                .bytes = e.bytes,
                                .before_backward_end_ms = double(backward_end - e.begin_us) / 1e3,
                                .duration_ms = double(e.end_us - e.begin_us) / 1e3,
@@ -187,6 +202,13 @@ std::optional<MeetingCosts> meeting_costs(const std::vector<std::vector<Event>>&
 
 namespace {
 
+// The bounds of a trace event's numbers, far beyond any run's (timestamps count from the
+// process's start: 407 days; a range lasts at most 12.7 days; a collective moves at most
+// 1 TiB), so that the analysis's sums of millions of them stay within int64_t.
+constexpr int64_t kMaxTimestampUs = int64_t(1) << 45;
+constexpr int64_t kMaxDurationUs = int64_t(1) << 40;
+constexpr int64_t kMaxBytes = int64_t(1) << 40;
+
 // Field `key` of trace event `index` as a whole number in [low, high].
 int64_t whole_field(const nlohmann::json& event, const char* key, size_t index, int64_t low,
                     int64_t high) {
@@ -208,18 +230,18 @@ ParsedEvent parse_event(const nlohmann::json& e, size_t index, size_t count) {
   // rank of this trace (and would make a vector of that many).
   ParsedEvent parsed{size_t(whole_field(e, "pid", index, 0, int64_t(count) - 1)), std::nullopt};
   if (e.value("ph", "") != "X") return parsed;
-  const int64_t begin_us = whole_field(e, "ts", index, -kJsonMaxMicroseconds, kJsonMaxMicroseconds);
+  const int64_t begin_us = whole_field(e, "ts", index, -kMaxTimestampUs, kMaxTimestampUs);
   const int64_t track = whole_field(e, "tid", index, int(Track::compute), int(Track::loader));
   Event event{.name = e.at("name").get<std::string>(),
               .track = Track(track),
               .begin_us = begin_us,
-              .end_us = begin_us + whole_field(e, "dur", index, 0, kJsonMaxMicroseconds),
+              .end_us = begin_us + whole_field(e, "dur", index, 0, kMaxDurationUs),
               .op = "",
               .bytes = 0};
   if (e.contains("args") && e["args"].is_object()) {
     event.op = e["args"].value("op", "");
     if (e["args"].contains("bytes"))
-      event.bytes = whole_field(e["args"], "bytes", index, 0, INT64_MAX);
+      event.bytes = whole_field(e["args"], "bytes", index, 0, kMaxBytes);
   }
   parsed.range = std::move(event);
   return parsed;

@@ -103,6 +103,25 @@ TEST_CASE("trace analysis: hidden communication, loader waits and bucket departu
                        doctest::Contains("traceEvents"), std::invalid_argument);
 }
 
+TEST_CASE("trace analysis: a range named like a bucket without a number is no bucket") {
+  // Found by fuzz/chrome_trace.cpp: "allreduce bucket unts" made step_anatomy throw stoi's
+  // bare "stoi" from the middle of trace-summary.
+  const std::vector<Event> events = {
+      range("forward model.0", Track::compute, 0, 10),
+      range("backward model.0", Track::compute, 10, 30),
+      range("allreduce bucket 2", Track::communication, 20, 40, 400),
+      range("allreduce bucket unts", Track::communication, 25, 35, 10),
+      range("allreduce bucket 99999999999", Track::communication, 26, 36, 10),
+      range("optimizer step", Track::compute, 40, 45),
+  };
+  const trace::StepAnatomy anatomy = trace::step_anatomy(events);
+  REQUIRE(anatomy.buckets.size() == 1);
+  CHECK(anatomy.buckets[0].bucket == 2);
+  CHECK(anatomy.kinds.at("allreduce bucket").count == 1);
+  CHECK(anatomy.kinds.at("allreduce bucket unts").count == 1);
+  CHECK(trace::step_shares(events).hidden_communication == doctest::Approx(10.0 / 20.0));
+}
+
 TEST_CASE("trace reader: an event out of any trace's range is refused, naming it") {
   // Before: "pid": 1e18 made a vector of that many ranks, a float "ts" was cast undefined, and
   // "tid": 7 became a track that does not exist.
