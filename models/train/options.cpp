@@ -158,6 +158,13 @@ void check_hyp(const TrainOptions& options) {
       throw std::invalid_argument("hyperparameter " + problem);
 }
 
+std::vector<HypValue> hyp_values(const TrainOptions& options) {
+  TrainOptions o = options;  // the table takes mutable references
+  std::vector<HypValue> values;
+  for (const HypField& field : hyp_fields(o)) values.push_back({field.name, *field.value});
+  return values;
+}
+
 const char* optimizer_name(OptimizerKind kind) {
   switch (kind) {
     case OptimizerKind::adam:

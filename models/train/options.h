@@ -148,6 +148,13 @@ int loader_workers(int workers, const Device& device, int per_rank_batch);
 void load_hyp_yaml(const std::string& path, TrainOptions& options);
 // The same for the file's text (`path` only names it in messages).
 void parse_hyp_yaml(const std::string& yaml_text, const std::string& path, TrainOptions& options);
+// Every hyperparameter as YOLOv5's hyp yaml names it, with its value, in YOLOv5's order (what
+// a run directory's hyp.yaml lists).
+struct HypValue {
+  const char* name;
+  double value;
+};
+std::vector<HypValue> hyp_values(const TrainOptions& options);
 // The same ranges for options set through the C++ API: throws std::invalid_argument naming the
 // hyperparameter, its value and its range.
 void check_hyp(const TrainOptions& options);

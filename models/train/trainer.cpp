@@ -29,18 +29,19 @@
 #include "engine/trace.h"                                 // defines: trace::Range, trace::enable
 #include "engine/trace_analysis.h"                        // defines: trace::step_shares
 #include "models/eval/plots.h"                            // defines: write_val_batch_pictures
-#include "models/train/checkpointer.h"      // defines: Checkpointer (the snapshot step)
-#include "models/train/early_stopping.h"    // defines: EarlyStopping
-#include "models/train/epoch_validation.h"  // defines: validate_with_loss (sharded)
-#include "models/train/image_caches.h"      // defines: use_image_caches (--cache)
-#include "models/train/outputs/console.h"   // defines: console_logger
-#include "models/train/outputs/plots.h"     // defines: plots_writer
-#include "models/train/outputs/progress.h"  // defines: progress_bar
-#include "models/train/outputs/report.h"    // defines: report_writer
-#include "models/train/run_dir.h"           // defines: run_dir_of_checkpoint
-#include "models/train/run_model.h"         // defines: run_model_config
-#include "models/train/solver.h"            // defines: Solver (the step and its state)
-#include "models/yolo/weights.h"            // defines: load_state
+#include "models/train/checkpointer.h"           // defines: Checkpointer (the snapshot step)
+#include "models/train/early_stopping.h"         // defines: EarlyStopping
+#include "models/train/epoch_validation.h"       // defines: validate_with_loss (sharded)
+#include "models/train/image_caches.h"           // defines: use_image_caches (--cache)
+#include "models/train/outputs/console.h"        // defines: console_logger
+#include "models/train/outputs/plots.h"          // defines: plots_writer
+#include "models/train/outputs/progress.h"       // defines: progress_bar
+#include "models/train/outputs/report.h"         // defines: report_writer
+#include "models/train/outputs/settings_yaml.h"  // defines: write_settings_yamls
+#include "models/train/run_dir.h"                // defines: run_dir_of_checkpoint
+#include "models/train/run_model.h"              // defines: run_model_config
+#include "models/train/solver.h"                 // defines: Solver (the step and its state)
+#include "models/yolo/weights.h"                 // defines: load_state
 
 namespace bareyolo::models {
 
@@ -269,6 +270,7 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
       [this] { return snapshot(); },
       [this](const std::string& path) { fire(&TrainCallbacks::on_model_save, path); });
   if (rank0) {
+    write_settings_yamls(options_, options_.run_dir);  // hyp.yaml, opt.yaml: to diff runs
     const std::filesystem::path run_dir(options_.run_dir);
     callbacks_.push_back(csv_logger((run_dir / "results.csv").string()));
     callbacks_.push_back(jsonl_logger((run_dir / "results.jsonl").string()));
