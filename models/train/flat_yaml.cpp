@@ -8,16 +8,29 @@
 
 namespace bareyolo::models {
 
-std::vector<FlatYamlEntry> read_flat_yaml(const std::string& path, const std::string& flag) {
+std::vector<FlatYamlEntry> read_flat_yaml(const std::string& path, const std::string& flag,
+                                          FlatYamlValues values) {
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(flag + " " + path + ": cannot open the file");
   std::stringstream text;
   text << in.rdbuf();
-  return parse_flat_yaml(text.str(), path, flag);
+  return parse_flat_yaml(text.str(), path, flag, values);
 }
 
+namespace {
+
+// A list of single values (YOLOv5's `freeze: [0, 1]`).
+bool is_list(const YAML::Node& node) {
+  if (!node.IsSequence()) return false;
+  for (const YAML::Node& item : node)
+    if (!item.IsScalar()) return false;
+  return true;
+}
+
+}  // namespace
+
 std::vector<FlatYamlEntry> parse_flat_yaml(const std::string& yaml_text, const std::string& path,
-                                           const std::string& flag) {
+                                           const std::string& flag, FlatYamlValues values) {
   const std::string source = flag + " " + path;
   YAML::Node root;
   try {
@@ -37,8 +50,11 @@ std::vector<FlatYamlEntry> parse_flat_yaml(const std::string& yaml_text, const s
     if (auto [seen, fresh] = first_line.emplace(entry.key, entry.line); !fresh)
       throw std::invalid_argument(where + " is given twice (first on line " +
                                   std::to_string(seen->second) + "); keep one");
-    if (entry.value.IsNull()) throw std::invalid_argument(where + " has no value");
-    if (!entry.value.IsScalar()) throw std::invalid_argument(where + " must be a single value");
+    const bool lenient = values == FlatYamlValues::lists_and_nulls;
+    if (entry.value.IsNull() && !lenient) throw std::invalid_argument(where + " has no value");
+    if (!entry.value.IsNull() && !entry.value.IsScalar() && !(lenient && is_list(entry.value)))
+      throw std::invalid_argument(where + (lenient ? " must be a single value or a list of them"
+                                                   : " must be a single value"));
     entries.push_back(std::move(entry));
   }
   return entries;

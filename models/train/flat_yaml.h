@@ -13,16 +13,22 @@ namespace bareyolo::models {
 
 struct FlatYamlEntry {
   std::string key;
-  YAML::Node value;  // a scalar
+  YAML::Node value;  // a scalar (FlatYamlValues::lists_and_nulls: or a list of them, or null)
   int line = 0;      // 1-based, for messages
 };
+
+// What a value may be: one scalar (--hyp), or also null and a list of scalars (--config, which
+// reads YOLOv5's opt.yaml: `evolve: null`, `freeze: [0]`).
+enum class FlatYamlValues { scalars, lists_and_nulls };
 
 // The entries of `path` in file order. Throws std::invalid_argument beginning with
 // "<flag> <path>" (and the line where there is one) when the file cannot be read, is not yaml,
 // not a map, has a key or a value that is not a single value, or repeats a key.
-std::vector<FlatYamlEntry> read_flat_yaml(const std::string& path, const std::string& flag);
+std::vector<FlatYamlEntry> read_flat_yaml(const std::string& path, const std::string& flag,
+                                          FlatYamlValues values = FlatYamlValues::scalars);
 // The same for the file's text (`path` only names it in messages).
 std::vector<FlatYamlEntry> parse_flat_yaml(const std::string& yaml_text, const std::string& path,
-                                           const std::string& flag);
+                                           const std::string& flag,
+                                           FlatYamlValues values = FlatYamlValues::scalars);
 
 }  // namespace bareyolo::models

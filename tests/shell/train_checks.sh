@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests/shell/train_checks.sh BAREYOLO MODEL_YAML — `bareyolo train` refuses what cannot be
 # right before it writes anything (issue 52): contradictory flags, repeated keys, hyp values out
-# of range, run names outside --project, --max-steps 0; its --imgsz message says
-# the true reason; --resume refuses flags that would change the run, naming the difference, and
+# of range, run names outside --project, --max-steps 0, a YOLOv5 opt.yaml asking for --rect; it
+# takes a YOLOv5 opt.yaml as --config; its --imgsz message says the true reason; --resume refuses flags that would change the run, naming the difference, and
 # continues a run started with --device cpu as one process, ending bit for bit like the run that
 # was not interrupted.
 set -euo pipefail
@@ -67,6 +67,59 @@ done
 ! grep -q "starting [0-9]* ranks" "$work/resumed.txt" || fail "a --device cpu run resumed as several ranks"
 cmp -s "$work/runs/whole/weights/final.safetensors" "$run/weights/final.safetensors" ||
   fail "the resumed run's final weights differ from the uninterrupted run's"
+
+# YOLOv5 v7.0's opt.yaml as --config: what it leaves off (false, null, '', its -1s) asks for
+# nothing, its save_dir is named and skipped, the rest applies (here the run lands in --project
+# and --name as the file says, with --noval's epoch line); a switch bareyolo lacks is refused.
+cat > "$work/yolov5_opt.yaml" <<YAML
+weights: ''
+cfg: $cfg
+data: $work/shapes/data.yaml
+hyp: $work/runs/whole/hyp.yaml
+epochs: 1
+batch_size: 4
+imgsz: 64
+rect: false
+resume: false
+nosave: false
+noval: true
+noautoanchor: false
+noplots: false
+evolve: null
+bucket: ''
+cache: null
+image_weights: false
+device: cpu
+multi_scale: false
+single_cls: false
+optimizer: SGD
+sync_bn: false
+workers: 1
+project: $work/runs
+name: from_yolov5
+exist_ok: false
+quad: false
+cos_lr: false
+label_smoothing: 0.0
+patience: 100
+freeze:
+- 0
+save_period: -1
+seed: 0
+local_rank: -1
+entity: null
+upload_dataset: false
+bbox_interval: -1
+artifact_alias: latest
+save_dir: runs/train/exp
+YAML
+"$bareyolo" train --config "$work/yolov5_opt.yaml" --max-steps 1 > "$work/yolov5.txt" 2>&1 ||
+  fail "YOLOv5's opt.yaml: $(tail -3 "$work/yolov5.txt")"
+grep -qF "'save_dir' describes YOLOv5's run, not applied" "$work/yolov5.txt" ||
+  fail "YOLOv5's opt.yaml: no note on save_dir in: $(cat "$work/yolov5.txt")"
+test -s "$work/runs/from_yolov5/opt.yaml" || fail "YOLOv5's opt.yaml: no run in --project/--name"
+sed 's/^rect: false/rect: true/' "$work/yolov5_opt.yaml" > "$work/yolov5_rect.yaml"
+refused "'rect': --rect: YOLOv5's --rect is refused" --config "$work/yolov5_rect.yaml"
 
 # --imgsz 32 is a multiple of 32: the note gives the real reason (training's minimum, 64).
 "$bareyolo" train "${common[@]}" --imgsz 32 --name small --max-steps 1 > "$work/small.txt" 2>&1 ||

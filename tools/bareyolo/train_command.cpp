@@ -89,16 +89,49 @@ void check_on_off_flags() {
                                   "contradict each other: keep one");
 }
 
+// YOLOv5's opt.yaml values that mean "not asked for" (its off values where bareyolo's differ),
+// and its keys that describe the YOLOv5 run itself.
+constexpr std::pair<const char*, const char*> kYolov5OffValues[] = {{"save_period", "-1"},
+                                                                    {"local_rank", "-1"},
+                                                                    {"bbox_interval", "-1"},
+                                                                    {"artifact_alias", "latest"}};
+constexpr const char* kYolov5RunKeys[] = {"save_dir"};
+
+// True when a --config entry asks for nothing: null, false or '' (how YOLOv5's opt.yaml, and
+// any --config file, leaves a flag off), or one of YOLOv5's off values.
+bool asks_nothing(const models::FlatYamlEntry& entry) {
+  if (entry.value.IsNull()) return true;
+  if (!entry.value.IsScalar()) return false;
+  const std::string& value = entry.value.Scalar();
+  if (value.empty() || value == "false") return true;
+  for (const auto& [key, off] : kYolov5OffValues)
+    if (entry.key == key && value == off) return true;
+  return false;
+}
+
 // --config FILE: each `key: value` of the yaml is the flag --key (underscores may stand for
 // dashes), applied only where the command line did not give that flag or its opposite
-// (kOnOffFlags), so the command line wins. Validators run as for the command line. The file
-// is read as --hyp is (flat_yaml.h): a repeated key is refused.
+// (kOnOffFlags), so the command line wins. Validators run as for the command line; a list
+// gives the flag each of its values. The file is read as --hyp is (flat_yaml.h: a repeated key
+// is refused), but takes YOLOv5's opt.yaml as it is: a null, false or '' value asks for
+// nothing, so that only the flags it switches on are applied, or refused by name
+// (yolov5_flags.h); keys of YOLOv5's own run (save_dir) are named in a note and skipped.
 void apply_config_yaml(const std::string& path) {
   std::set<std::string> on_command_line;
   for (const CLI::Option* flag : options.command->get_options())
     if (flag->count() > 0) on_command_line.insert(flag->get_name());
-  for (const models::FlatYamlEntry& entry : models::read_flat_yaml(path, "--config")) {
+  for (const models::FlatYamlEntry& entry :
+       models::read_flat_yaml(path, "--config", models::FlatYamlValues::lists_and_nulls)) {
     const std::string where = "--config " + path + ":" + std::to_string(entry.line) + ": '";
+    if (std::find(std::begin(kYolov5RunKeys), std::end(kYolov5RunKeys), entry.key) !=
+        std::end(kYolov5RunKeys)) {
+      std::printf(
+          "note: %s%s' describes YOLOv5's run, not applied (the run goes to "
+          "--project/--name)\n",
+          where.c_str(), entry.key.c_str());
+      continue;
+    }
+    if (asks_nothing(entry)) continue;
     std::string key = entry.key;
     for (char& c : key) c = c == '_' ? '-' : c;
     CLI::Option* flag = options.command->get_option_no_throw("--" + key);
@@ -109,7 +142,10 @@ void apply_config_yaml(const std::string& path) {
         on_command_line.count(opposite_flag(flag->get_name())))
       continue;
     try {
-      flag->add_result(entry.value.Scalar());
+      if (entry.value.IsSequence())
+        for (const YAML::Node& item : entry.value) flag->add_result(item.Scalar());
+      else
+        flag->add_result(entry.value.Scalar());
       flag->run_callback();
     } catch (const CLI::Error& e) {
       throw std::invalid_argument(where + key + "': " + e.what());
