@@ -69,10 +69,13 @@ std::string write_atomically(const std::string& file, const std::string& text, b
 SplitFiles split_files(const std::vector<std::string>& sources) {
   SplitFiles files;
   files.images = list_image_files(sources, &files.listing_problems);
+  // YOLOv5 keeps its own cache (another format) at <labels>.cache: ours goes beside it under
+  // its own name, so that neither tool overwrites the other's.
   if (sources.size() == 1 && fs::path(sources[0]).extension() == ".txt")
-    files.cache_file = fs::path(sources[0]).replace_extension(".cache").string();
+    files.cache_file = fs::path(sources[0]).replace_extension(kLabelCacheSuffix).string();
   else if (!files.images.empty())
-    files.cache_file = fs::path(label_path_for(files.images[0])).parent_path().string() + ".cache";
+    files.cache_file =
+        fs::path(label_path_for(files.images[0])).parent_path().string() + kLabelCacheSuffix;
   return files;
 }
 

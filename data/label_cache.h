@@ -36,6 +36,10 @@ struct CachedSplit {
   std::vector<std::string> notes;  // for the user (read-only folder, where the cache went)
 };
 
+// The label cache's name ending: <labels folder>.bareyolo.cache (or <list>.bareyolo.cache),
+// apart from YOLOv5's <labels folder>.cache, which bareyolo never writes.
+inline constexpr const char* kLabelCacheSuffix = ".bareyolo.cache";
+
 // The image files of `sources` and the cache's preferred location.
 struct SplitFiles {
   std::vector<std::string> images;

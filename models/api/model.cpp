@@ -65,8 +65,9 @@ models::TrainSummary Model::train(models::TrainOptions options) {
   if (!start_weights.empty()) fs::remove(start_weights);
   if (summary.rank0) {
     const fs::path weights = fs::path(summary.run_dir) / "weights";
-    load_weights((fs::exists(weights / "best.safetensors") ? weights / "best.safetensors"
-                                                           : weights / "last.safetensors")
+    // final: best's weights in f32 (best itself is stripped to fp16 when training ends).
+    load_weights((fs::exists(weights / "final.safetensors") ? weights / "final.safetensors"
+                                                            : weights / "last.safetensors")
                      .string());
   }
   return summary;

@@ -46,8 +46,12 @@ void Checkpointer::final_weights(const std::vector<StateEntry>& weights, int nc,
   const std::string best = path("best.safetensors");
   load_state(SafetensorsFile::load(best), weights, best);
   const std::string final_path = path("final.safetensors");
-  make_weights_file(weights, nc, names, cfg, yaml).save(final_path);
+  const SafetensorsFile final_weights = make_weights_file(weights, nc, names, cfg, yaml);
+  final_weights.save(final_path);
   saved_(final_path);
+  // As YOLOv5's strip_optimizer: best keeps the EMA weights alone, in fp16 (a quarter of the
+  // checkpoint's bytes); final keeps them in f32, last stays resumable.
+  with_float_dtype(final_weights, DType::f16).save(best);
 }
 
 void Checkpointer::save(const std::vector<std::string>& files) {

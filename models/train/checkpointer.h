@@ -35,7 +35,8 @@ class Checkpointer {
 
   void after_step(int64_t optimizer_steps, bool run_ends_here);
   void after_epoch(int epoch, bool is_best);
-  // `weights`: entries to load best.safetensors' model.* into and save (the EMA model's).
+  // `weights`: entries to load best.safetensors' model.* into and save (the EMA model's) as
+  // final.safetensors; best.safetensors is then stripped to them in fp16, as YOLOv5 strips it.
   void final_weights(const std::vector<StateEntry>& weights, int nc,
                      const std::vector<std::string>& names, const std::string& cfg,
                      const std::string& yaml);

@@ -1,6 +1,10 @@
 // models/yolo/weights.cpp — see weights.h.
 #include "models/yolo/weights.h"
 
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 #include "models/yolo/torch_checkpoint.h"
@@ -148,9 +152,23 @@ size_t transfer_state(const SafetensorsFile& file, const std::vector<StateEntry>
   return matched.size();
 }
 
+namespace {
+// `values` as F16 bits, each the nearest half (ties to even) as YOLOv5's .half() rounds; false
+// when a finite value overflows (a half holds at most 65504).
+bool narrowed_to_f16(const std::vector<float>& values, std::vector<uint8_t>& bytes) {
+  bytes.resize(values.size() * 2);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint16_t bits = _cvtss_sh(values[i], _MM_FROUND_TO_NEAREST_INT);
+    if ((bits & 0x7c00) == 0x7c00 && std::isfinite(values[i])) return false;
+    std::memcpy(bytes.data() + 2 * i, &bits, 2);
+  }
+  return true;
+}
+}  // namespace
+
 SafetensorsFile with_float_dtype(const SafetensorsFile& file, DType dtype) {
-  if (dtype != DType::f32 && dtype != DType::bf16)
-    throw std::invalid_argument(std::string("weights convert to F32 or BF16, not ") +
+  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
+    throw std::invalid_argument(std::string("weights convert to F32, BF16 or F16, not ") +
                                 dtype_name(dtype));
   SafetensorsFile converted;
   for (const TensorRecord& record : file.records()) {
@@ -158,9 +176,14 @@ SafetensorsFile with_float_dtype(const SafetensorsFile& file, DType dtype) {
       converted.add(record);  // counters, anchors (F64), indices: as they are
       continue;
     }
-    // Widened to f32 first (exact), so that a narrowing to bf16 rounds once.
-    converted.add_tensor(record.name, file.float_tensor(record.name).converted(dtype),
-                         record.shape);
+    // Widened to f32 first (exact), so that a narrowing rounds once.
+    const Tensor wide = file.float_tensor(record.name);
+    TensorRecord half{record.name, "F16", record.shape, {}};
+    if (dtype == DType::f16 && narrowed_to_f16(wide.to_vector<float>(), half.bytes))
+      converted.add(std::move(half));
+    else  // f32, bf16, or a tensor F16 cannot hold: kept in f32
+      converted.add_tensor(record.name, dtype == DType::f16 ? wide : wide.converted(dtype),
+                           record.shape);
   }
   converted.metadata() = file.metadata();
   return converted;

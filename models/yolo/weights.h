@@ -55,10 +55,10 @@ std::vector<std::string> metadata_names(const SafetensorsFile& file);
 // loaded from it predicts nothing and trains to NaN).
 void require_finite_weights(const TensorRecord& record, const std::string& source);
 
-// `file` with every F32, BF16 and F16 record in `dtype` (f32 or bf16; to bf16 rounds to nearest,
-// to f32 is exact), every other record (I64 counters, F64 anchors) and the metadata as they
-// are: `bareyolo convert`, for weights at half the bytes. Checkpoints themselves keep f32
-// masters.
+// `file` with every F32, BF16 and F16 record in `dtype` (f32, bf16 or f16; to bf16 and f16
+// rounds to nearest, to f32 is exact; a tensor f16 cannot hold, beyond 65504, stays f32), every
+// other record (I64 counters, F64 anchors) and the metadata as they are: `bareyolo convert`,
+// and the stripped best.safetensors. Resumable checkpoints keep f32 masters.
 SafetensorsFile with_float_dtype(const SafetensorsFile& file, DType dtype);
 
 }  // namespace bareyolo::models

@@ -29,6 +29,11 @@ out=$("$bareyolo" train --data shapes/data.yaml --weights "$fixtures/epoch0.pt" 
   --batch 4 --imgsz 64 --project runs --name ft 2>&1) || fail "fine-tune failed: $out"
 grep -qF "Transferred 343/349 items from $fixtures/epoch0.pt" <<<"$out" ||
   fail "no transfer line in: $out"
+# Stripped at the end as YOLOv5 strips them: best holds fp16 weights alone; last stays resumable.
+[ "$($edit dtypes runs/ft/weights/best.safetensors)" = "F16 I64" ] ||
+  fail "best.safetensors holds $($edit dtypes runs/ft/weights/best.safetensors)"
+! grep -aqF '"optimizer.' runs/ft/weights/best.safetensors || fail "optimizer state in best"
+grep -aqF '"optimizer.' runs/ft/weights/last.safetensors || fail "last is not resumable"
 # bareyolo's own weights carry the model (its yaml) too: val without --cfg.
 "$bareyolo" val --weights runs/ft/weights/best.safetensors --data shapes/data.yaml --imgsz 64 \
   >/dev/null || fail "val of the fine-tuned weights without --cfg failed"

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <thread>
 
 #include "data/dataset.h"
@@ -117,9 +118,11 @@ TEST_CASE("label cache: written next to the labels then reused then rebuilt when
   TempDir dir;
   make_box_dataset(dir.path(), 5);
   std::vector<std::string> sources = {(dir.path() / "images" / "train").string()};
+  // YOLOv5's own cache of the same labels, which bareyolo must leave as it is.
+  write_text(dir.path() / "labels" / "train.cache", "yolov5's cache");
   data::CachedSplit first = data::load_or_build_split(sources, 3);
   CHECK_FALSE(first.from_cache);
-  CHECK(first.cache_file == (dir.path() / "labels" / "train.cache").string());
+  CHECK(first.cache_file == (dir.path() / "labels" / "train.bareyolo.cache").string());
   CHECK(fs::exists(first.cache_file));
   data::CachedSplit second = data::load_or_build_split(sources, 3);
   CHECK(second.from_cache);
@@ -132,6 +135,8 @@ TEST_CASE("label cache: written next to the labels then reused then rebuilt when
   CHECK(third.report.labels == first.report.labels + 1);
   // nc is part of the fingerprint: class 2 is an error with nc=2.
   CHECK(data::load_or_build_split(sources, 2).report.corrupt > 0);
+  std::ifstream yolov5_cache(dir.path() / "labels" / "train.cache");
+  CHECK(std::string(std::istreambuf_iterator<char>(yolov5_cache), {}) == "yolov5's cache");
 }
 
 TEST_CASE("label cache: a read-only labels folder falls back to the user cache folder") {
@@ -144,7 +149,7 @@ TEST_CASE("label cache: a read-only labels folder falls back to the user cache f
   std::vector<std::string> sources = {(dir.path() / "images" / "train").string()};
   data::CachedSplit built = data::load_or_build_split(sources, 3);
   unsetenv("BAREYOLO_CACHE_DIR");
-  CHECK_FALSE(fs::exists(dir.path() / "labels" / "train.cache"));
+  CHECK_FALSE(fs::exists(dir.path() / "labels" / "train.bareyolo.cache"));
   CHECK(built.cache_file.rfind(cache_home.path().string(), 0) == 0);
   REQUIRE(built.notes.size() == 1);
   CHECK(built.notes[0].find("read-only") != std::string::npos);

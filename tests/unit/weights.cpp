@@ -94,7 +94,7 @@ TEST_CASE("bf16 weights: half the bytes, loaded as their float values, back to f
     if (record.dtype == "F32")
       CHECK(widened.tensor(record.name).to_vector<float>() ==
             bf16.tensor(record.name).converted(DType::f32).to_vector<float>());
-  CHECK_THROWS_WITH_AS(with_float_dtype(fp32, DType::i64), doctest::Contains("F32 or BF16"),
+  CHECK_THROWS_WITH_AS(with_float_dtype(fp32, DType::i64), doctest::Contains("F32, BF16 or F16"),
                        std::invalid_argument);
 }
 
