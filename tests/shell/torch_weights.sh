@@ -2,8 +2,9 @@
 # tests/shell/torch_weights.sh BAREYOLO — PyTorch YOLOv5 checkpoints on the command line (issue
 # 54), with the v7.0 checkpoints of tests/fixtures/torch: convert keeps the values as stored
 # (F16 stays F16) or widens them exactly; predict needs no --cfg; a fine-tune to another class
-# count transfers every tensor but the class rows, saying so as YOLOv5 does; a hostile pickle is
-# refused naming its global.
+# count transfers every tensor but the class rows, saying so as YOLOv5 does; best is stripped to
+# fp16, last stays resumable, and an unfinished fine-tune resumes without its .pt; a hostile
+# pickle is refused naming its global.
 set -euo pipefail
 bareyolo=$(realpath "$1")
 fixtures=$(realpath "$(dirname "$0")/../fixtures/torch")
@@ -37,6 +38,15 @@ grep -aqF '"optimizer.' runs/ft/weights/last.safetensors || fail "last is not re
 # bareyolo's own weights carry the model (its yaml) too: val without --cfg.
 "$bareyolo" val --weights runs/ft/weights/best.safetensors --data shapes/data.yaml --imgsz 64 \
   >/dev/null || fail "val of the fine-tuned weights without --cfg failed"
+
+# An unfinished fine-tune resumes from its checkpoint alone: the model yaml is in it.
+cp "$fixtures/best.pt" start.pt
+"$bareyolo" train --data shapes/data.yaml --weights start.pt --epochs 2 --batch 4 --imgsz 64 \
+  --project runs --name cut --max-steps 1 >/dev/null 2>&1 || fail "the cut fine-tune failed"
+rm start.pt
+"$bareyolo" train --resume runs/cut/weights/last.safetensors >/dev/null 2>&1 ||
+  fail "resuming a fine-tune whose .pt is gone failed"
+test -s runs/cut/weights/final.safetensors || fail "the resumed fine-tune did not finish"
 
 refuses "refused global 'posix.system'" "$bareyolo" convert --weights "$fixtures/hostile/os_system.pt" --out x.safetensors
 refuses "segmentation checkpoint" "$bareyolo" predict --weights "$fixtures/hostile/segmentation.pt" --source shapes/images/val
