@@ -53,10 +53,9 @@ void ConfusionMatrix::add_image(std::span<const Detection> detections,
   };
   for (size_t l = 0; l < labels.size(); ++l) {
     const int truth = check_class(labels[l].class_id);
-    auto match = std::find_if(matches.begin(), matches.end(),
-                              [&](const Pair& p) { return p.label == l; });
-    ++cell(match == matches.end() ? classes_ : check_class(kept[match->detection].class_id),
-           truth);
+    auto match =
+        std::find_if(matches.begin(), matches.end(), [&](const Pair& p) { return p.label == l; });
+    ++cell(match == matches.end() ? classes_ : check_class(kept[match->detection].class_id), truth);
   }
   for (size_t d = 0; d < kept.size(); ++d)
     if (std::none_of(matches.begin(), matches.end(),

@@ -77,7 +77,9 @@ std::string best_of(const std::vector<double>& mean) {
 // White to dark blue, as matplotlib's "Blues".
 data::Rgb blues(double fraction) {
   const double f = std::clamp(fraction, 0.0, 1.0);
-  auto mix = [&](double light, double dark) { return uint8_t(std::lround(light + f * (dark - light))); };
+  auto mix = [&](double light, double dark) {
+    return uint8_t(std::lround(light + f * (dark - light)));
+  };
   return {mix(247, 8), mix(251, 48), mix(255, 107)};
 }
 
@@ -87,12 +89,11 @@ void write_metric_curves(const std::string& dir, const DetectionMetrics& metrics
                          const std::vector<std::string>& names) {
   const fs::path folder(dir);
   const MetricCurves& curves = metrics.curves;
-  data::write_image(
-      (folder / "PR_curve.png").string(),
-      curve_picture("Precision-Recall Curve", "Recall", "Precision", curves.precision_at_recall,
-                    metrics, names,
-                    [&](size_t c) { return fixed(metrics.classes[c].ap50, 3); },
-                    fixed(metrics.map50, 3) + " mAP@0.5"));
+  data::write_image((folder / "PR_curve.png").string(),
+                    curve_picture(
+                        "Precision-Recall Curve", "Recall", "Precision", curves.precision_at_recall,
+                        metrics, names, [&](size_t c) { return fixed(metrics.classes[c].ap50, 3); },
+                        fixed(metrics.map50, 3) + " mAP@0.5"));
   const struct {
     const char* file;
     const char* name;
@@ -101,10 +102,11 @@ void write_metric_curves(const std::string& dir, const DetectionMetrics& metrics
                        {"P_curve.png", "Precision", curves.precision},
                        {"R_curve.png", "Recall", curves.recall}};
   for (const auto& [file, name, class_curves] : by_confidence)
-    data::write_image((folder / file).string(),
-                      curve_picture(std::string(name) + "-Confidence Curve", "Confidence", name,
-                                    class_curves, metrics, names, [](size_t) { return ""; },
-                                    best_of(mean_curve(class_curves))));
+    data::write_image(
+        (folder / file).string(),
+        curve_picture(
+            std::string(name) + "-Confidence Curve", "Confidence", name, class_curves, metrics,
+            names, [](size_t) { return ""; }, best_of(mean_curve(class_curves))));
 }
 
 data::Image render_confusion_matrix(const ConfusionMatrix& matrix,
@@ -117,7 +119,9 @@ data::Image render_confusion_matrix(const ConfusionMatrix& matrix,
   const std::string title = "Confusion Matrix (columns: true class, normalised)";
   data::draw_text(image, kMargin, 12, title, data::kBlack, kTextScale);
   const bool annotate = n < 30, label = n < 50;  // YOLOv5 writes values below 30 classes
-  auto name_of = [&](int i) { return i == n - 1 ? std::string("background") : class_name(i, names); };
+  auto name_of = [&](int i) {
+    return i == n - 1 ? std::string("background") : class_name(i, names);
+  };
   for (int truth = 0; truth < n; ++truth) {
     int64_t column = 0;
     for (int predicted = 0; predicted < n; ++predicted) column += matrix.at(predicted, truth);
@@ -149,8 +153,8 @@ data::Image render_confusion_matrix(const ConfusionMatrix& matrix,
   }
   data::draw_text(image, kMargin + side / 2 - data::text_width("True", kTextScale) / 2,
                   kMargin + side + 24, "True", data::kBlack, kTextScale);
-  data::draw_text(image, 4, kMargin - 2 * data::text_height(kTextScale), "Predicted",
-                  data::kBlack, kTextScale);
+  data::draw_text(image, 4, kMargin - 2 * data::text_height(kTextScale), "Predicted", data::kBlack,
+                  kTextScale);
   return image;
 }
 
@@ -163,8 +167,7 @@ void write_val_batch_pictures(const std::string& dir, const data::Batch& batch,
   for (size_t i = 0; i < detections.size(); ++i)
     for (const Detection& d : detections[i])
       if (d.conf > kPlottedConf)
-        boxes.push_back(
-            {int(i), d.box.x1, d.box.y1, d.box.x2, d.box.y2, d.class_id, d.conf});
+        boxes.push_back({int(i), d.box.x1, d.box.y1, d.box.x2, d.box.y2, d.class_id, d.conf});
   data::write_image((folder / "val_batch0_pred.jpg").string(),
                     data::render_batch(batch, names, boxes));
 }

@@ -19,10 +19,9 @@ Detection detection(BoxXYXY box, float conf, int cls) { return {box, conf, cls};
 
 TEST_CASE("confusion matrix counts hits, confusions, misses and false positives") {
   ConfusionMatrix matrix(2);
-  matrix.add_image(
-      std::vector<Detection>{detection(kA, 0.9f, 0), detection(kB, 0.8f, 0),
-                             detection(kFar, 0.7f, 1)},
-      std::vector<GroundTruth>{{0, kA}, {1, kB}, {1, {300, 300, 310, 310}}});
+  matrix.add_image(std::vector<Detection>{detection(kA, 0.9f, 0), detection(kB, 0.8f, 0),
+                                          detection(kFar, 0.7f, 1)},
+                   std::vector<GroundTruth>{{0, kA}, {1, kB}, {1, {300, 300, 310, 310}}});
   CHECK(matrix.at(0, 0) == 1);            // kA found as its class
   CHECK(matrix.at(0, 1) == 1);            // kB (class 1) detected as class 0
   CHECK(matrix.at(kBackground, 1) == 1);  // the last label missed
@@ -44,7 +43,7 @@ TEST_CASE("confusion matrix drops detections at conf 0.25 or IoU 0.45 and below"
 
 TEST_CASE("confusion matrix gives an object to its best-overlapping detection only") {
   ConfusionMatrix matrix(2);
-  matrix.add_image(std::vector<Detection>{detection({0, 0, 10, 8}, 0.9f, 1),  // IoU 0.8
+  matrix.add_image(std::vector<Detection>{detection({0, 0, 10, 8}, 0.9f, 1),      // IoU 0.8
                                           detection({0, 0, 10, 9.5f}, 0.5f, 0)},  // IoU 0.95
                    std::vector<GroundTruth>{{0, kA}});
   CHECK(matrix.at(0, 0) == 1);            // the higher IoU wins, not the higher conf

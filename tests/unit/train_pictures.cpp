@@ -19,12 +19,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* const kPictures[] = {"results.png",          "confusion_matrix.png",
-                                 "PR_curve.png",         "F1_curve.png",
-                                 "P_curve.png",          "R_curve.png",
-                                 "labels.jpg",           "train_batch0.jpg",
-                                 "train_batch1.jpg",     "train_batch2.jpg",
-                                 "val_batch0_labels.jpg", "val_batch0_pred.jpg"};
+const char* const kPictures[] = {
+    "results.png",      "confusion_matrix.png",  "PR_curve.png",
+    "F1_curve.png",     "P_curve.png",           "R_curve.png",
+    "labels.jpg",       "train_batch0.jpg",      "train_batch1.jpg",
+    "train_batch2.jpg", "val_batch0_labels.jpg", "val_batch0_pred.jpg"};
 
 // The standard deviation of all channel values: 0 for a blank picture.
 double pixel_spread(const data::Image& image) {
@@ -72,9 +71,9 @@ TEST_CASE("train pictures: a 3-epoch run draws each picture and --noplots none")
   std::ifstream report(root / "run" / "report.html");
   const std::string html((std::istreambuf_iterator<char>(report)), {});
   for (const char* name : kPictures)
-    CHECK_MESSAGE(html.find("<img alt=\"" + std::string(name) + "\" src=\"data:image/") !=
-                      std::string::npos,
-                  "report.html does not embed " << name);
+    CHECK_MESSAGE(
+        html.find("<img alt=\"" + std::string(name) + "\" src=\"data:image/") != std::string::npos,
+        "report.html does not embed " << name);
 
   models::TrainOptions no_plots = tiny_run(root, "quiet", 1);
   no_plots.plots = false;

@@ -23,9 +23,10 @@ constexpr data::Rgb kBlue = {31, 119, 180};
 }  // namespace
 
 std::vector<std::string> run_picture_names() {
-  return {"results.png",      "confusion_matrix.png",  "PR_curve.png",         "F1_curve.png",
-          "P_curve.png",      "R_curve.png",           "labels.jpg",           "train_batch0.jpg",
-          "train_batch1.jpg", "train_batch2.jpg",      "val_batch0_labels.jpg", "val_batch0_pred.jpg"};
+  return {"results.png",      "confusion_matrix.png",  "PR_curve.png",
+          "F1_curve.png",     "P_curve.png",           "R_curve.png",
+          "labels.jpg",       "train_batch0.jpg",      "train_batch1.jpg",
+          "train_batch2.jpg", "val_batch0_labels.jpg", "val_batch0_pred.jpg"};
 }
 
 data::Image render_results(const std::vector<EpochMetrics>& history) {
@@ -53,7 +54,8 @@ data::Image render_results(const std::vector<EpochMetrics>& history) {
     std::vector<double> values;
     for (const EpochMetrics& m : history)
       values.push_back(panels[p].validation && !m.validated ? std::nan("") : m.*panels[p].field);
-    data::Chart chart(image, {(p % 5) * kPanelWidth, (p / 5) * kPanelHeight, kPanelWidth, kPanelHeight},
+    data::Chart chart(image,
+                      {(p % 5) * kPanelWidth, (p / 5) * kPanelHeight, kPanelWidth, kPanelHeight},
                       panels[p].title, "epoch", "", data::finite_range({epochs}),
                       data::finite_range({values}), kTextScale);
     chart.line(epochs, values, kBlue, kTextScale);
