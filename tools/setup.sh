@@ -42,6 +42,15 @@ then
     echo "setup: no onnxruntime (pip failed): the ONNX export test will be skipped"
 fi
 
+# TensorBoard (PyPI) for the test that reads a run's events file with TensorBoard's own reader,
+# in a venv of its own; without it that test is skipped, saying why.
+if [ ! -x .venv-tensorboard/bin/python3 ] ||
+  ! .venv-tensorboard/bin/python3 -c "import tensorboard" 2>/dev/null
+then
+  { python3 -m venv .venv-tensorboard && .venv-tensorboard/bin/pip install -q tensorboard; } ||
+    echo "setup: no tensorboard (pip failed): the TensorBoard events test will be skipped"
+fi
+
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@"
 cmake --build build -j "$(nproc)"
 echo "setup: built $(pwd)/build/bareyolo"
