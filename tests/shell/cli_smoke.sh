@@ -23,9 +23,17 @@ mv "$work/moved" "$work/shapes"
   grep -q "floating ones as bf16"
 test $(($(stat -c %s "$work/w16.safetensors") * 10)) -lt $(($(stat -c %s "$work/w.safetensors") * 6))
 "$bareyolo" val --cfg "$cfg" --weights "$work/w16.safetensors" --data "$work/shapes/data.yaml" \
-  --imgsz 64 --batch 2 | grep -q "^ *all  *4 "
+  --imgsz 64 --batch 2 --noplots | grep -q "^ *all  *4 "
 "$bareyolo" val --cfg "$cfg" --weights "$work/w.safetensors" --data "$work/shapes/data.yaml" \
-  --imgsz 64 --batch 2 --save-json "$work/det.json" | tee "$work/val.txt"
+  --imgsz 64 --batch 2 --save-json "$work/det.json" --project "$work/val" | tee "$work/val.txt"
+# val's pictures in a numbered folder of --project, as YOLOv5's val.py leaves them.
+for picture in PR_curve.png F1_curve.png P_curve.png R_curve.png confusion_matrix.png \
+  val_batch0_labels.jpg val_batch0_pred.jpg; do
+  test -s "$work/val/exp/$picture"
+done
+"$bareyolo" val --cfg "$cfg" --weights "$work/w.safetensors" --data "$work/shapes/data.yaml" \
+  --imgsz 64 --batch 2 --project "$work/val" >/dev/null
+test -s "$work/val/exp2/PR_curve.png"
 grep -q "^ *all  *4 " "$work/val.txt"
 grep -q '"image_id"' "$work/det.json" || grep -q '^\[\]$' "$work/det.json"
 # A numeric image name too long for an int64 stays a string id (it once failed in std::stoll,
@@ -34,7 +42,7 @@ long=1234567890123456789012345
 mv "$work/shapes/images/val/000000.jpg" "$work/shapes/images/val/$long.jpg"
 mv "$work/shapes/labels/val/000000.txt" "$work/shapes/labels/val/$long.txt"
 "$bareyolo" val --cfg "$cfg" --weights "$work/w.safetensors" --data "$work/shapes/data.yaml" \
-  --imgsz 64 --batch 2 --save-json "$work/long.json" >/dev/null
+  --imgsz 64 --batch 2 --save-json "$work/long.json" --noplots >/dev/null
 grep -q "\"image_id\": *\"$long\"" "$work/long.json"
 mv "$work/shapes/images/val/$long.jpg" "$work/shapes/images/val/000000.jpg"
 mv "$work/shapes/labels/val/$long.txt" "$work/shapes/labels/val/000000.txt"

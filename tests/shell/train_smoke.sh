@@ -30,7 +30,7 @@ grep -q "mAP50-95" "$work/log.txt" || fail "no validation table in the log"
 awk -F, 'NR > 1 { l = $2 + $3 + $4; if (!(l > 0 && l < 100)) { print "bad loss " l; exit 1 } }' \
   "$run/results.csv"
 "$bareyolo" val --cfg "$cfg" --weights "$run/weights/final.safetensors" \
-  --data "$work/shapes/data.yaml" --imgsz 64 | grep -q "^ *all "
+  --data "$work/shapes/data.yaml" --imgsz 64 --project "$work/val" | grep -q "^ *all "
 
 # Stopped by --max-steps (mid-epoch: 6 batches per epoch), then resumed to the end.
 "$bareyolo" train --data "$work/shapes/data.yaml" --cfg "$cfg" --epochs 2 --batch 8 --imgsz 64 \

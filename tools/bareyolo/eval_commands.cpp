@@ -2,6 +2,9 @@
 // models/eval/validate.h, models/eval/decode.h and models/eval/nms.h; this file reads the command
 // line, the files, and prints or writes the results.
 //
+// val draws YOLOv5's pictures of a validation (models/eval/plots.h) into <project>/<name>
+// (runs/val/exp, exp2, ...), as val.py does; --noplots writes neither them nor the folder.
+//
 // COCO results JSON (--save-json, and predict's detections.json): one object per detection,
 // {"image_id", "category_id", "bbox": [x, y, w, h] in original-image pixels, "score"}, as
 // YOLOv5's val writes it; image_id is the file's stem as a number when it is one (COCO's
@@ -35,7 +38,9 @@
 #include "engine/safetensors.h"
 #include "models/eval/decode.h"
 #include "models/eval/image_prediction.h"
+#include "models/eval/plots.h"
 #include "models/eval/validate.h"
+#include "models/train/run_dir.h"
 #include "models/yolo/weights.h"
 #include "tools/bareyolo/device_option.h"
 #include "tools/bareyolo/max_pixels_option.h"
@@ -56,6 +61,10 @@ struct EvalOptions {
   float conf = -1, iou = -1;  // -1: the command's default
   int64_t max_pixels = data::kDefaultMaxPixels;
   bool no_rect = false;
+  // val's pictures (models/eval/plots.h) go to <project>/<name>, numbered as YOLOv5's val.py
+  // numbers them (exp, exp2, ...; --exist-ok reuses exp); --noplots writes none.
+  std::string project = "runs/val", name = "exp";
+  bool exist_ok = false, no_plots = false;
   DeviceOption device;
 } options;
 
@@ -125,6 +134,14 @@ int run_val() {
   if (options.conf >= 0) val.nms.conf_threshold = options.conf;
   if (options.iou >= 0) val.nms.iou_threshold = options.iou;
   val.keep_detections = !options.save_json.empty();
+  const std::string pictures_dir =
+      options.no_plots ? ""
+                       : models::resolve_run_dir(options.project, options.name, options.exist_ok);
+  if (!pictures_dir.empty())
+    val.on_first_batch = [&](const data::Batch& batch,
+                             const std::vector<std::vector<models::Detection>>& detections) {
+      models::write_val_batch_pictures(pictures_dir, batch, detections, config.names);
+    };
   const models::ValidationResult result = models::validate(model, split.dataset, val);
 
   const auto& m = result.metrics;
@@ -147,6 +164,11 @@ int run_val() {
         all.push_back(coco_detection(fs::path(image.path).stem().string(), d));
     write_json(options.save_json, all);
     std::printf("wrote %zu detections to %s\n", all.size(), options.save_json.c_str());
+  }
+  if (!pictures_dir.empty()) {
+    models::write_validation_plots(pictures_dir, result.metrics, result.confusion, config.names);
+    std::printf("pictures (curves, confusion matrix, first batch) saved to %s\n",
+                pictures_dir.c_str());
   }
   return 0;
 }
@@ -287,6 +309,12 @@ void add_eval_commands(CLI::App& app) {
       ->expected(0, 1)
       ->default_str("predictions.json")  // what --save-json alone means
       ->option_text("[F]");
+  val->add_option("--project", options.project,
+                  "The pictures go to PROJECT/NAME (default runs/val/exp, exp2, ...)");
+  val->add_option("--name", options.name, "See --project");  // checked by resolve_run_dir
+  val->add_flag("--exist-ok", options.exist_ok,
+                "Reuse PROJECT/NAME instead of numbering a new one");
+  val->add_flag("--noplots", options.no_plots, "Write no pictures (and no folder)");
   val->add_flag_callback(
       "--verbose", [] {}, "YOLOv5's switch for the per-class table, which val always prints");
   cli::refuse_flags(val, cli::yolov5_val_refusals());  // YOLOv5's val.py flags bareyolo lacks
