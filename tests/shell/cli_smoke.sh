@@ -50,6 +50,24 @@ mv "$work/shapes/labels/val/$long.txt" "$work/shapes/labels/val/000000.txt"
   --imgsz 64 --conf 0.001 --out "$work/pred" --names "$work/shapes/data.yaml"
 test "$(ls "$work/pred"/*.jpg | wc -l)" -eq 4
 test -s "$work/pred/detections.json"
+# detect.py's options: --save-txt --save-conf write labels/<image>.txt as "class cx cy w h
+# conf", normalised; --classes and --max-det limit them; --nosave draws nothing.
+"$bareyolo" predict --cfg "$cfg" --weights "$work/w.safetensors" --source "$work/shapes/images/val" \
+  --imgsz 64 --conf 0.001 --out "$work/txt" --save-txt --save-conf --nosave --classes 0 2 \
+  --max-det 5 >/dev/null
+# (an image without detections gets no file, as in detect.py)
+test "$(ls "$work/txt"/labels/*.txt | wc -l)" -ge 1
+test -z "$(ls "$work/txt"/*.jpg 2>/dev/null)"
+cat "$work/txt"/labels/*.txt | awk '
+  NF != 6 || ($1 != 0 && $1 != 2) { print "bad label line: " $0; bad = 1 }
+  { for (i = 2; i <= 6; ++i) if ($i < 0 || $i > 1) { print "not normalised: " $0; bad = 1 } }
+  END { if (NR == 0) { print "no label lines"; bad = 1 } exit bad }'
+for file in "$work/txt"/labels/*.txt; do test "$(wc -l < "$file")" -le 5; done
+"$bareyolo" predict --cfg "$cfg" --weights "$work/w.safetensors" --source "$work/shapes/images/val" \
+  --imgsz 64 --conf 0.001 --out "$work/plain" --save-txt --hide-labels --line-thickness 1 >/dev/null
+awk 'NF != 5 { print "with --save-txt alone a line has 5 fields: " $0; exit 1 }' \
+  "$work/plain"/labels/*.txt
+test "$(ls "$work/plain"/*.jpg | wc -l)" -eq 4
 # An unreadable file in the folder is skipped with a warning; the rest still gets predicted.
 mkdir "$work/mixed"
 cp "$work/shapes/images/val/000000.jpg" "$work/mixed/"

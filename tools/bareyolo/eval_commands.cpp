@@ -65,6 +65,10 @@ struct EvalOptions {
   // numbers them (exp, exp2, ...; --exist-ok reuses exp); --noplots writes none.
   std::string project = "runs/val", name = "exp";
   bool exist_ok = false, no_plots = false;
+  // predict as detect.py: what it writes and how it draws.
+  bool save_txt = false, save_conf = false, no_save = false, hide_labels = false, hide_conf = false;
+  std::vector<int> classes;
+  int max_det = 300, line_thickness = 2;
   DeviceOption device;
 } options;
 
@@ -210,6 +214,25 @@ std::vector<std::string> drawn_paths(const std::vector<std::string>& images) {
   return paths;
 }
 
+// One detection as a line of YOLOv5's label format (detect.py --save-txt): class, then the box's
+// centre and size normalised by the image's, then with --save-conf the confidence; each
+// number as printf's %g writes it.
+std::string label_line(const models::Detection& d, int image_width, int image_height) {
+  const double w = image_width, h = image_height;
+  char line[160];
+  int length = std::snprintf(line, sizeof line, "%d %g %g %g %g", d.class_id,
+                             (d.box.x1 + d.box.x2) / 2 / w, (d.box.y1 + d.box.y2) / 2 / h,
+                             (d.box.x2 - d.box.x1) / w, (d.box.y2 - d.box.y1) / h);
+  if (options.save_conf) std::snprintf(line + length, sizeof line - size_t(length), " %g", d.conf);
+  return std::string(line) + "\n";
+}
+
+// The text drawn above a box: "name conf", "name" (--hide-conf) or none (--hide-labels).
+std::string drawn_label(const models::Detection& d, const std::vector<std::string>& names) {
+  if (options.hide_labels) return "";
+  return data::box_text(d.class_id, options.hide_conf ? -1.0f : d.conf, names);
+}
+
 int run_predict() {
   std::vector<std::string> names;
   if (!options.names.empty()) names = data::read_dataset_yaml(options.names).names;
@@ -225,6 +248,8 @@ int run_predict() {
   models::NmsOptions nms;
   if (options.conf >= 0) nms.conf_threshold = options.conf;
   if (options.iou >= 0) nms.iou_threshold = options.iou;
+  nms.classes = options.classes;
+  nms.max_det = options.max_det;
   fs::create_directories(options.out);
   const int canvas = inference_size(model);
 
@@ -258,16 +283,29 @@ int run_predict() {
     }
     const std::vector<models::Detection> detections =
         models::detections_in_image(head, model, box, nms);
-    data::Image drawn = data::read_image(path, options.max_pixels);
+    data::Image drawn =
+        options.no_save ? data::Image() : data::read_image(path, options.max_pixels);
+    std::string labels;
     for (const models::Detection& d : detections) {
-      data::draw_box(drawn, int(d.box.x1), int(d.box.y1), int(d.box.x2), int(d.box.y2), d.class_id,
-                     data::box_text(d.class_id, d.conf, names));
+      if (!options.no_save)
+        data::draw_box(drawn, int(d.box.x1), int(d.box.y1), int(d.box.x2), int(d.box.y2),
+                       d.class_id, drawn_label(d, names), 0, options.line_thickness);
+      labels += label_line(d, int(box.original_width), int(box.original_height));
       all.push_back(
           coco_detection(source_relative_path(path).replace_extension().generic_string(), d));
     }
-    const std::string& out = drawn_to[i];
-    fs::create_directories(fs::path(out).parent_path());
-    data::write_image(out, drawn);
+    // <out>/labels/<path below --source>.txt, as detect.py's labels/: none without detections
+    if (options.save_txt && !labels.empty()) {
+      const fs::path txt =
+          (fs::path(options.out) / "labels" / source_relative_path(path)).replace_extension(".txt");
+      fs::create_directories(txt.parent_path());
+      std::ofstream(txt) << labels;
+    }
+    const std::string out = options.no_save ? std::string("(not drawn: --nosave)") : drawn_to[i];
+    if (!options.no_save) {
+      fs::create_directories(fs::path(out).parent_path());
+      data::write_image(out, drawn);
+    }
     std::printf("%s: %zu detections -> %s\n", path.c_str(), detections.size(), out.c_str());
   }
   write_json((fs::path(options.out) / "detections.json").string(), all);
@@ -328,6 +366,18 @@ void add_eval_commands(CLI::App& app) {
       ->check(CLI::Range(0.0, 1.0));
   predict->add_option("--out", options.out, "Output folder");
   predict->add_option("--names,--data", options.names, "Dataset yaml whose class names to draw");
+  predict->add_flag("--save-txt", options.save_txt,
+                    "Also write OUT/labels/<image>.txt: class cx cy w h, normalised (YOLOv5)");
+  predict->add_flag("--save-conf", options.save_conf, "With --save-txt: the confidence last");
+  predict->add_flag("--nosave", options.no_save, "Draw no images (labels and JSON still)");
+  predict->add_option("--classes", options.classes, "Keep only these class indices")
+      ->check(cli::kNonNegative);
+  predict->add_option("--max-det", options.max_det, "Detections per image at most (default 300)")
+      ->check(cli::kPositive);
+  predict->add_flag("--hide-labels", options.hide_labels, "Draw boxes without their labels");
+  predict->add_flag("--hide-conf", options.hide_conf, "Draw labels without confidences");
+  predict->add_option("--line-thickness", options.line_thickness, "Box outline in pixels")
+      ->check(cli::kPositive);
   predict->add_option("--save-raw", options.save_raw,
                       "Write each image's network input and decoded outputs (safetensors)");
   cli::refuse_flags(predict, cli::yolov5_predict_refusals());  // detect.py's flags it lacks
