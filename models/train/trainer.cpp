@@ -30,30 +30,18 @@
 #include "engine/trace_analysis.h"                        // defines: trace::step_shares
 #include "models/eval/plots.h"                            // defines: write_val_batch_pictures
 #include "models/train/checkpointer.h"           // defines: Checkpointer (the snapshot step)
-#include "models/train/checkpointer.h"           // defines: Checkpointer (the snapshot step)
-#include "models/train/early_stopping.h"         // defines: EarlyStopping
 #include "models/train/early_stopping.h"         // defines: EarlyStopping
 #include "models/train/epoch_validation.h"       // defines: validate_with_loss (sharded)
-#include "models/train/epoch_validation.h"       // defines: validate_with_loss (sharded)
-#include "models/train/image_caches.h"           // defines: use_image_caches (--cache)
 #include "models/train/image_caches.h"           // defines: use_image_caches (--cache)
 #include "models/train/outputs/console.h"        // defines: console_logger
-#include "models/train/outputs/console.h"        // defines: console_logger
-#include "models/train/outputs/plots.h"          // defines: plots_writer
 #include "models/train/outputs/plots.h"          // defines: plots_writer
 #include "models/train/outputs/progress.h"       // defines: progress_bar
-#include "models/train/outputs/progress.h"       // defines: progress_bar
-#include "models/train/outputs/report.h"         // defines: report_writer
 #include "models/train/outputs/report.h"         // defines: report_writer
 #include "models/train/outputs/settings_yaml.h"  // defines: write_settings_yamls
 #include "models/train/outputs/tensorboard.h"    // defines: tensorboard_writer
 #include "models/train/run_dir.h"                // defines: run_dir_of_checkpoint
-#include "models/train/run_dir.h"                // defines: run_dir_of_checkpoint
-#include "models/train/run_model.h"              // defines: run_model_config
 #include "models/train/run_model.h"              // defines: run_model_config
 #include "models/train/solver.h"                 // defines: Solver (the step and its state)
-#include "models/train/solver.h"                 // defines: Solver (the step and its state)
-#include "models/yolo/weights.h"                 // defines: load_state
 #include "models/yolo/weights.h"                 // defines: load_state
 
 namespace bareyolo::models {
