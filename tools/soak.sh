@@ -12,7 +12,8 @@
 # from /proc: VmRSS, open descriptors (entries of /proc/PID/fd) and Threads, with the steps done
 # (epochs in results.jsonl x steps per epoch) until rank 0 reports the last step. The samples
 # before 10% of STEPS are the warm-up (allocator arenas, loader buffers, the first validations
-# and checkpoints) and are left out.
+# and checkpoints) and are left out, as are those after the last epoch's row (the run's end:
+# final pictures and report). SOAK_TRAIN_FLAGS adds train flags (e.g. "--noplots").
 #
 # RSS rises and falls by ~5% within each epoch (loaders, validation), an epoch's loader threads
 # end with it and a checkpoint being written holds a descriptor for a moment, so the rest is
@@ -47,7 +48,7 @@ start_us=${EPOCHREALTIME/./}
 "$bin" train --data "$tmp/data/data.yaml" --cfg models/yolov5-tiny.yaml --device cpu \
   --nproc-per-node 2 --imgsz 64 --batch "$batch" --nbs "$batch" --patience 0 \
   --epochs $((steps / steps_per_epoch + 2)) --max-steps "$steps" \
-  --project "$tmp/runs" --name soak > "$tmp/train.log" 2>&1 &
+  --project "$tmp/runs" --name soak ${SOAK_TRAIN_FLAGS:-} > "$tmp/train.log" 2>&1 &
 launcher=$!
 echo "soak: $steps steps of yolov5-tiny on 2 CPU ranks, launcher pid $launcher"
 
@@ -90,8 +91,10 @@ fi
 tr '\r' '\n' < "$tmp/train.log" | tail -n 1
 printf 'soak: %d s wall, %s samples\n' "$wall_s" "$(wc -l < "$tmp/samples.tsv")"
 
-awk -F'\t' -v warmup_steps=$((steps / 10)) '
-  $4 < warmup_steps { next }
+# Left out: the warm-up, and the run's end (once the last epoch's row is in results.jsonl, rank 0
+# draws the final pictures and report.html: a one-off peak of a few MiB, not a step's leak).
+awk -F'\t' -v warmup_steps=$((steps / 10)) -v steps="$steps" '
+  $4 < warmup_steps || $4 >= steps { next }
   !($2 in count) { order[++n] = $2 }
   { k = ++count[$2]; rss[$2, k] = $5; fds[$2, k] = $6; thr[$2, k] = $7 }
   function lo(a, p, from, to,   v, i) {  # the least of a[p, from..to]
