@@ -14,17 +14,8 @@
 # Exit 77 (skipped) where the machine refuses namespaces or TUN devices.
 set -euo pipefail
 bareyolo=$(realpath "$1") cfg=$(realpath "$2") relay=$(realpath "$3")
-if [ "${DEGRADED_LINK_IN_NAMESPACE:-}" != 1 ]; then
-  if ! unshare -rn true 2> /dev/null; then
-    echo "degraded link: skipped: this machine refuses unprivileged network namespaces (unshare -rn)"
-    exit 77
-  fi
-  if ! command -v ip > /dev/null || ! command -v nsenter > /dev/null; then
-    echo "degraded link: skipped: no 'ip' (iproute2) or 'nsenter' (util-linux) command"
-    exit 77
-  fi
-  exec env DEGRADED_LINK_IN_NAMESPACE=1 unshare -rn "$0" "$@"
-fi
+source "$(dirname "$0")/network_namespace.sh"
+reenter_in_network_namespace "degraded link" ip nsenter -- "$@"
 
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT

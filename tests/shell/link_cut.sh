@@ -12,17 +12,8 @@
 #      completes on both nodes. (Linux's TCP_USER_TIMEOUT would end that wait as a lost link.)
 set -euo pipefail
 bareyolo=$(realpath "$1") cfg=$(realpath "$2")
-if [ "${LINK_CUT_IN_NAMESPACE:-}" != 1 ]; then
-  if ! unshare -rn true 2> /dev/null; then
-    echo "link cut: skipped: this machine refuses unprivileged network namespaces (unshare -rn)"
-    exit 77
-  fi
-  if ! command -v ip > /dev/null || ! command -v ss > /dev/null; then
-    echo "link cut: skipped: no 'ip' or 'ss' command (iproute2)"
-    exit 77
-  fi
-  exec env LINK_CUT_IN_NAMESPACE=1 unshare -rn "$0" "$@"
-fi
+source "$(dirname "$0")/network_namespace.sh"
+reenter_in_network_namespace "link cut" ip ss -- "$@"
 
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
