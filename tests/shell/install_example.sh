@@ -12,10 +12,8 @@ set -euo pipefail
 build=$(cd "$1" && pwd) image=$(realpath "$2")
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-python=
-for candidate in "$repo/.venv-onnx/bin/python3" /usr/bin/python3 python3; do
-  if "$candidate" -c "import numpy" 2>/dev/null; then python=$candidate; break; fi
-done
+source "$here/python_with.sh"
+python=$(python_with numpy "$repo/.venv-onnx/bin/python3" /usr/bin/python3 python3)
 [ -n "$python" ] || { echo "skipped: no Python with numpy (for he_scaled_weights.py)"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -12,15 +12,11 @@ set -euo pipefail
 bareyolo=$1 cfg=$2 images=$3
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+source "$here/python_with.sh"
 
-opencv_python=
-for candidate in ${BAREYOLO_OPENCV_PYTHON:-} /usr/bin/python3 python3; do
-  if "$candidate" -c "import numpy, cv2" 2>/dev/null; then opencv_python=$candidate; break; fi
-done
-python=
-for candidate in ${BAREYOLO_ONNX_PYTHON:-} "$repo/.venv-onnx/bin/python3" python3; do
-  if "$candidate" -c "import numpy, onnxruntime" 2>/dev/null; then python=$candidate; break; fi
-done
+opencv_python=$(python_with "numpy, cv2" "${BAREYOLO_OPENCV_PYTHON:-}" /usr/bin/python3 python3)
+python=$(python_with "numpy, onnxruntime" "${BAREYOLO_ONNX_PYTHON:-}" \
+  "$repo/.venv-onnx/bin/python3" python3)
 if [ -z "$python" ]; then
   echo "skipped: no Python with onnxruntime and numpy (tools/setup.sh installs them into" \
        ".venv-onnx; or set BAREYOLO_ONNX_PYTHON)"

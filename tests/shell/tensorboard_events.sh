@@ -8,11 +8,10 @@ set -euo pipefail
 bareyolo=$1 cfg=$2
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+source "$here/python_with.sh"
 
-python=
-for candidate in ${BAREYOLO_TENSORBOARD_PYTHON:-} "$repo/.venv-tensorboard/bin/python3" python3; do
-  if "$candidate" -c "import tensorboard" 2>/dev/null; then python=$candidate; break; fi
-done
+python=$(python_with tensorboard "${BAREYOLO_TENSORBOARD_PYTHON:-}" \
+  "$repo/.venv-tensorboard/bin/python3" python3)
 if [ -z "$python" ]; then
   echo "skipped: no Python with the tensorboard package (tools/setup.sh installs it into" \
        ".venv-tensorboard; or set BAREYOLO_TENSORBOARD_PYTHON)"
