@@ -20,10 +20,10 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* const kPictures[] = {
-    "results.png",      "confusion_matrix.png",  "PR_curve.png",
-    "F1_curve.png",     "P_curve.png",           "R_curve.png",
-    "labels.jpg",       "train_batch0.jpg",      "train_batch1.jpg",
-    "train_batch2.jpg", "val_batch0_labels.jpg", "val_batch0_pred.jpg"};
+    "results.png",        "confusion_matrix.png", "PR_curve.png",     "F1_curve.png",
+    "P_curve.png",        "R_curve.png",          "labels.jpg",       "labels_correlogram.jpg",
+    "train_batch0.jpg",   "train_batch1.jpg",     "train_batch2.jpg", "val_batch0_labels.jpg",
+    "val_batch0_pred.jpg"};
 
 // The standard deviation of all channel values: 0 for a blank picture.
 double pixel_spread(const data::Image& image) {

@@ -1,6 +1,8 @@
 // models/train/outputs/plots.h — the pictures YOLOv5's train.py leaves in a run directory,
 // drawn by rank 0 (off with --noplots):
 //   labels.jpg            at the start: instances per class, box centres, box sizes
+//   labels_correlogram.jpg
+//                         at the start: the boxes' x, y, width and height against each other
 //   train_batch0..2.jpg   the run's first three batches as trained (mosaics), labels drawn
 //   val_batch0_*.jpg      each validation's first batch (models/eval/plots.h), the last kept
 //   results.png           at the end: YOLOv5's 2x5 grid of losses and metrics per epoch
@@ -27,6 +29,11 @@ data::Image render_results(const std::vector<EpochMetrics>& history);
 // labels.jpg of a split: the instances per class, then every box's centre (x, y) and size
 // (width, height), normalised to the image.
 data::Image render_labels(const data::Dataset& dataset);
+
+// labels_correlogram.jpg of a split (YOLOv5's seaborn pairplot, its lower triangle): the
+// histogram of each of the boxes' normalised x, y, width, height on the diagonal, and the 2-D
+// histogram of each pair below it.
+data::Image render_labels_correlogram(const data::Dataset& dataset);
 
 // The callbacks that write the pictures above (but val_batch0_*, which the validation draws:
 // models/eval/plots.h) into the run directory. `train` is the training split (labels.jpg);
