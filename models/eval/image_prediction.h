@@ -16,14 +16,23 @@
 
 namespace bareyolo::models {
 
-// An image as the network's input: `batch` [1, 3, canvas, canvas], RGB in 0..1, on `device`,
-// and where the original image sits on it.
-struct LetterboxedInput {
-  Tensor batch;
+// An image read and letterboxed onto the square canvas, and where the original sits on it.
+struct LetterboxedImage {
+  data::Image image;
   Letterbox letterbox;
 };
 
 // Throws data::ImageError when `path` cannot be read (naming it and why).
+LetterboxedImage letterboxed_image(const std::string& path, int canvas, int64_t max_pixels);
+
+// The network's input for a letterboxed image: [1, 3, H, W], RGB in 0..1, on `device`.
+Tensor network_input(const data::Image& letterboxed, Device device);
+
+// An image as the network's input: `batch` = network_input of letterboxed_image.
+struct LetterboxedInput {
+  Tensor batch;
+  Letterbox letterbox;
+};
 LetterboxedInput letterboxed_input(const std::string& path, int canvas, int64_t max_pixels,
                                    Device device);
 

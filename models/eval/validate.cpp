@@ -91,11 +91,18 @@ std::vector<std::vector<Detection>> detect(const std::vector<Tensor>& head,
 
 ValidationResult validate(DetectionModel& model, const data::Dataset& dataset,
                           const ValidationOptions& options) {
+  const Device device = model.device();
+  StageTimes times;
   auto predict = [&](const data::Batch& batch) {
-    return detect(model.forward(batch.images_tensor(model.device()), Mode::eval), model,
-                  options.nms);
+    const Tensor images =
+        timed_stage(times.pre_process_s, device, [&] { return batch.images_tensor(device); });
+    const std::vector<Tensor> head =
+        timed_stage(times.inference_s, device, [&] { return model.forward(images, Mode::eval); });
+    return timed_stage(times.nms_s, device, [&] { return detect(head, model, options.nms); });
   };
-  return validate(dataset, options, predict, int(model.strides().back()));
+  ValidationResult result = validate(dataset, options, predict, int(model.strides().back()));
+  result.times = times;
+  return result;
 }
 
 }  // namespace bareyolo::models

@@ -15,6 +15,7 @@
 #include "models/eval/confusion_matrix.h"
 #include "models/eval/metrics.h"
 #include "models/eval/nms.h"
+#include "models/eval/speed.h"
 #include "models/yolo/yolo_model.h"
 
 namespace bareyolo::models {
@@ -67,6 +68,7 @@ struct ValidationResult {
   ConfusionMatrix confusion;  // of the dataset's classes; summed over shards by gather_shards
   int64_t images = 0, labels = 0;
   std::vector<ImageDetections> detections;  // when keep_detections
+  StageTimes times;  // validate(model, ...)'s stages, summed over `images` (val's Speed: line)
 };
 
 // Detections of each image of a batch, in the batch canvas's pixels.

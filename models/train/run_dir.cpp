@@ -19,12 +19,36 @@ void check_run_name(const std::string& name) {
                                 "where runs go with --project");
 }
 
+namespace {
+
+// The n-th name YOLOv5 tries for <stem><suffix> in `folder`: the name itself, then stem2, ...
+fs::path numbered_path(const std::string& folder, const std::string& stem,
+                       const std::string& suffix, int n) {
+  return fs::path(folder) / (stem + (n == 1 ? "" : std::to_string(n)) + suffix);
+}
+
+}  // namespace
+
+std::string first_unused_path(const std::string& folder, const std::string& stem,
+                              const std::string& suffix) {
+  for (int n = 1;; ++n) {
+    const fs::path candidate = numbered_path(folder, stem, suffix, n);
+    if (!fs::exists(fs::symlink_status(candidate))) return candidate.string();
+  }
+}
+
+std::string next_run_dir(const std::string& project, const std::string& name, bool exist_ok) {
+  check_run_name(name);
+  if (exist_ok) return numbered_path(project, name, "", 1).string();
+  return first_unused_path(project, name, "");
+}
+
 std::string resolve_run_dir(const std::string& project, const std::string& name, bool exist_ok,
                             bool* created_here) {
   check_run_name(name);
   fs::create_directories(project.empty() ? "." : project);
   for (int n = 1;; ++n) {
-    const fs::path candidate = fs::path(project) / (n == 1 ? name : name + std::to_string(n));
+    const fs::path candidate = numbered_path(project, name, "", n);
     std::error_code error;
     // create_directory is the claim: false when it already existed (another run's).
     const bool created = fs::create_directory(candidate, error);

@@ -25,6 +25,17 @@ void check_run_name(const std::string& name);
 std::string resolve_run_dir(const std::string& project, const std::string& name, bool exist_ok,
                             bool* created = nullptr);
 
+// The folder resolve_run_dir would return now, creating nothing (a command checks what it will
+// write there before it writes anything). A run started meanwhile may claim it first; the one
+// resolve_run_dir then numbers past it is new and empty.
+std::string next_run_dir(const std::string& project, const std::string& name, bool exist_ok);
+
+// <folder>/<stem><suffix> when no such file or folder exists, else the first of
+// <stem>2<suffix>, <stem>3<suffix>, ... that does not: YOLOv5's increment_path, by which
+// detect.py --save-crop numbers a second crop of one class from one image (x.jpg, x2.jpg).
+std::string first_unused_path(const std::string& folder, const std::string& stem,
+                              const std::string& suffix);
+
 // The checkpoint `--resume` continues from: `path` itself when it is a file; the run's
 // weights/last.safetensors when it is a run directory; with an empty path, the most recently
 // written <project>/*/weights/last.safetensors. Throws std::invalid_argument saying what was

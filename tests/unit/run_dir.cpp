@@ -30,6 +30,24 @@ TEST_CASE("run directories are numbered exp, exp2, exp3 and created") {
   CHECK_THROWS(models::resolve_run_dir((dir.path() / "file").string(), "exp", false));
 }
 
+TEST_CASE("the next run directory is named without creating it, and files are numbered too") {
+  TempDir dir;
+  const std::string project = (dir.path() / "runs").string();
+  CHECK(models::next_run_dir(project, "exp", false) == project + "/exp");
+  CHECK(!fs::exists(project));  // named only
+  models::resolve_run_dir(project, "exp", false);
+  CHECK(models::next_run_dir(project, "exp", false) == project + "/exp2");
+  CHECK(models::next_run_dir(project, "exp", true) == project + "/exp");
+  CHECK_THROWS_AS(models::next_run_dir(project, "../up", false), std::invalid_argument);
+  // YOLOv5's increment_path on a file: the number goes before the suffix (x.jpg, x2.jpg, ...).
+  const std::string crops = (dir.path() / "crops").string();
+  CHECK(models::first_unused_path(crops, "x", ".jpg") == crops + "/x.jpg");
+  write_text(dir.path() / "crops" / "x.jpg", "a");
+  write_text(dir.path() / "crops" / "x2.jpg", "b");
+  CHECK(models::first_unused_path(crops, "x", ".jpg") == crops + "/x3.jpg");
+  CHECK(models::first_unused_path(crops, "y", ".jpg") == crops + "/y.jpg");
+}
+
 TEST_CASE("--resume takes a checkpoint, a run directory, or the newest run of the project") {
   TempDir dir;
   const fs::path project = dir.path() / "runs";

@@ -38,7 +38,6 @@ constexpr RefusedFlag kTrain[] = {
 
 constexpr RefusedFlag kVal[] = {
     {"--max-det", "not yet supported by bareyolo val"},
-    {"--task", "use --split val|train|test (there is no speed or study task)"},
     {"--single-cls", kSingleCls},
     {"--augment", kNoTta},
     {"--save-txt", "not yet supported by bareyolo val"},
@@ -49,15 +48,11 @@ constexpr RefusedFlag kVal[] = {
 };
 
 constexpr RefusedFlag kPredict[] = {
-    {"--view-img", "there is no display: the drawn images are written to --out"},
-    {"--save-crop", "not yet supported by bareyolo predict"},
+    {"--view-img", "there is no display: the drawn images are written to the output folder"},
     {"--agnostic-nms", "class-agnostic NMS is not implemented"},
     {"--augment", kNoTta},
     {"--visualize", "feature-map visualisation is not implemented"},
     {"--update", "there are no .pt weights to strip"},
-    {"--project", "not yet supported by bareyolo predict: use --out"},
-    {"--name", "not yet supported by bareyolo predict: use --out"},
-    {"--exist-ok", "not yet supported by bareyolo predict"},
     {"--half", kNoHalf},
     {"--dnn", kNoDnn},
     {"--vid-stride", "videos and streams are not read, only images"},
