@@ -18,7 +18,7 @@ namespace bareyolo::models {
 
 // One level of the Detect head as the decode reads it: the anchors' (w, h) in grid units, the
 // level's stride, and where its rows go among an image's rows.
-constexpr int kMaxDecodeAnchors = 16;
+constexpr int kMaxDecodeAnchors = kMaxAnchorsPerLevel;  // model_config.h
 struct DecodeLevel {
   int anchors = 3, outputs = 85;
   float stride = 8;

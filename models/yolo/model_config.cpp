@@ -6,6 +6,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -90,6 +92,32 @@ ModelRow parse_row(const YAML::Node& node, int index, const ModelConfig& config)
   return row;
 }
 
+// The yaml's anchors, a list of levels, each [w0,h0, w1,h1, ...] in pixels.
+std::vector<std::vector<double>> anchor_levels(const YAML::Node& anchors,
+                                               const std::string& source) {
+  if (!anchors.IsSequence() || anchors.size() == 0)
+    fail(source,
+         "anchors must be a list of levels, each [w0,h0, w1,h1, ...] in pixels, or a number of "
+         "anchors per level for AutoAnchor to find");
+  std::vector<std::vector<double>> levels;
+  for (const auto& level : anchors) {
+    std::vector<double> sizes;
+    if (level.IsSequence())
+      for (const auto& v : level) sizes.push_back(number_of(v, source, "anchors"));
+    if (sizes.empty() || sizes.size() % 2 != 0 || sizes.size() != anchors[0].size())
+      fail(source, "every anchors level must hold the same even number of values, got " +
+                       YAML::Dump(level));
+    for (size_t k = 0; k < sizes.size(); ++k)
+      if (!(std::isfinite(sizes[k]) && sizes[k] > 0))  // the loss divides by them
+        fail(source, "anchors level " + std::to_string(levels.size()) + ", value " +
+                         std::to_string(k) + " (the " + (k % 2 ? "height" : "width") +
+                         " of anchor " + std::to_string(k / 2) + ") is " + YAML::Dump(level[k]) +
+                         "; anchors are widths and heights in pixels and must be positive");
+    levels.push_back(sizes);
+  }
+  return levels;
+}
+
 }  // namespace
 
 std::string ModelConfig::where(const ModelRow& row) const {
@@ -155,25 +183,8 @@ ModelConfig parse_model_config(const std::string& yaml_text, const std::string& 
     fail(source, "depth_multiple and width_multiple must be positive");
 
   const YAML::Node& anchors = root["anchors"];
-  if (!anchors.IsSequence() || anchors.size() == 0)
-    fail(source,
-         "anchors must be a list of levels, each [w0,h0, w1,h1, ...] in pixels "
-         "(a number of anchors per level is not supported: it needs AutoAnchor)");
-  for (const auto& level : anchors) {
-    std::vector<double> sizes;
-    if (level.IsSequence())
-      for (const auto& v : level) sizes.push_back(number_of(v, source, "anchors"));
-    if (sizes.empty() || sizes.size() % 2 != 0 || sizes.size() != anchors[0].size())
-      fail(source, "every anchors level must hold the same even number of values, got " +
-                       YAML::Dump(level));
-    for (size_t k = 0; k < sizes.size(); ++k)
-      if (!(std::isfinite(sizes[k]) && sizes[k] > 0))  // the loss divides by them
-        fail(source, "anchors level " + std::to_string(config.anchors.size()) + ", value " +
-                         std::to_string(k) + " (the " + (k % 2 ? "height" : "width") +
-                         " of anchor " + std::to_string(k / 2) + ") is " + YAML::Dump(level[k]) +
-                         "; anchors are widths and heights in pixels and must be positive");
-    config.anchors.push_back(sizes);
-  }
+  const bool anchors_counted = anchors.IsScalar();  // YOLOv5's `anchors: 3`
+  if (!anchors_counted) config.anchors = anchor_levels(anchors, source);
 
   int index = 0;
   for (const char* section : {"backbone", "head"}) {
@@ -181,7 +192,45 @@ ModelConfig parse_model_config(const std::string& yaml_text, const std::string& 
     for (const auto& row : root[section]) config.rows.push_back(parse_row(row, index++, config));
   }
   if (config.rows.empty()) fail(source, "the model has no layers");
+  if (anchors_counted)
+    config = with_placeholder_anchors(std::move(config), integer_of(anchors, source, "anchors"),
+                                      source + ": anchors");
   return config;
+}
+
+ModelConfig with_placeholder_anchors(ModelConfig config, int per_level, const std::string& source) {
+  if (per_level < 1 || per_level > kMaxAnchorsPerLevel)
+    throw std::invalid_argument(source + " is " + std::to_string(per_level) +
+                                " anchors per level; give 1 to " +
+                                std::to_string(kMaxAnchorsPerLevel));
+  const auto detect = std::find_if(config.rows.begin(), config.rows.end(),
+                                   [](const ModelRow& row) { return row.module == "Detect"; });
+  if (detect == config.rows.end()) fail(config.source, "the model has no Detect row");
+  // YOLOv5's placeholders (models/yolo.py): 0, 1, ..., 2k-1 on each level the Detect row reads.
+  std::vector<double> placeholders(size_t(2 * per_level));
+  for (size_t k = 0; k < placeholders.size(); ++k) placeholders[k] = double(k);
+  config.anchors.assign(detect->from.size(), placeholders);
+  config.placeholder_anchors = true;
+  return config;
+}
+
+std::string yaml_text_with_anchors(const ModelConfig& config,
+                                   const std::vector<std::vector<double>>& anchors) {
+  YAML::Node root = YAML::Load(config.yaml_text);
+  YAML::Node levels(YAML::NodeType::Sequence);
+  for (const std::vector<double>& sizes : anchors) {
+    YAML::Node level(YAML::NodeType::Sequence);
+    level.SetStyle(YAML::EmitterStyle::Flow);
+    for (double v : sizes) {
+      char text[32];  // the shortest text that reads back as `v`
+      level.push_back(std::string(text, std::to_chars(text, text + sizeof text, v).ptr));
+    }
+    levels.push_back(level);
+  }
+  root["anchors"] = levels;
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str()) + "\n";
 }
 
 namespace fs = std::filesystem;

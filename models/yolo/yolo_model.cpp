@@ -203,21 +203,41 @@ void DetectionModel::build(const ModelConfig& config, const ModelOptions& option
   const std::vector<Shape4> shapes = graph_.shapes(probe);
   for (int node : detect_nodes_) strides_.push_back(256.0 / shapes[size_t(node)].w);
 
-  // Anchors: pixels -> grid units; flipped when their size order disagrees with the strides'.
-  const size_t levels = config.anchors.size();
-  auto area = [&](size_t level) {
+  set_anchors(config.anchors);
+}
+
+void DetectionModel::set_anchors(const std::vector<std::vector<double>>& pixels) {
+  const size_t levels = strides_.size();
+  if (pixels.size() != levels || std::any_of(pixels.begin(), pixels.end(), [&](const auto& l) {
+        return l.size() != size_t(2 * na_);
+      }))
+    throw std::invalid_argument("set_anchors: " + std::to_string(levels) + " levels of " +
+                                std::to_string(na_) + " anchors expected");
+  auto mean_area = [&](size_t level) {
     double total = 0;
-    for (size_t k = 0; k + 1 < config.anchors[level].size(); k += 2)
-      total += config.anchors[level][k] * config.anchors[level][k + 1];
-    return total;
+    for (size_t k = 0; k + 1 < pixels[level].size(); k += 2)
+      total += pixels[level][k] * pixels[level][k + 1];
+    return total / na_;
   };
-  const bool flip = (area(levels - 1) - area(0) > 0) != (strides_.back() - strides_.front() > 0);
+  // Compared by sign only, as YOLOv5 does: equal areas (placeholders) flip nothing.
+  const double area_change = mean_area(levels - 1) - mean_area(0);
+  const double stride_change = strides_.back() - strides_.front();
+  const bool flip = area_change != 0 && (area_change > 0) != (stride_change > 0);
   std::vector<double> grid_anchors;
   for (size_t level = 0; level < levels; ++level)
-    for (double v : config.anchors[flip ? levels - 1 - level : level])
-      grid_anchors.push_back(v / strides_[level]);
+    for (double v : pixels[flip ? levels - 1 - level : level])
+      grid_anchors.push_back(round_to_half(float(v / strides_[level])));
   anchors_ =
       make_tensor(grid_anchors, {1, 1, 1, int64_t(grid_anchors.size())}, Device::cpu(), DType::f64);
+}
+
+std::vector<std::vector<double>> DetectionModel::pixel_anchors() const {
+  const std::vector<double> grid = anchors_.to_doubles();
+  std::vector<std::vector<double>> pixels(strides_.size());
+  for (size_t level = 0; level < pixels.size(); ++level)
+    for (size_t k = 0; k < size_t(2 * na_); ++k)
+      pixels[level].push_back(grid[level * size_t(2 * na_) + k] * strides_[level]);
+  return pixels;
 }
 
 void DetectionModel::initialise_like_yolov5() {

@@ -57,6 +57,12 @@ class DetectionModel {
   const std::vector<double>& strides() const { return strides_; }  // 8, 16, 32
   // Anchor a of level l as (width, height) in grid cells of that level.
   std::array<double, 2> anchor(int level, int a) const;
+  // The anchors in input pixels, per level [w0,h0, w1,h1, ...], as a model yaml lists them.
+  std::vector<std::vector<double>> pixel_anchors() const;
+  // Sets the anchors from pixels as YOLOv5 keeps them: levels reversed when their mean area
+  // falls as the stride rises (check_anchor_order), divided by each level's stride, rounded to
+  // fp16 precision (train.py's half()). `pixels` has num_levels() levels of 2 x na values.
+  void set_anchors(const std::vector<std::vector<double>>& pixels);
   Graph& graph() { return graph_; }
   Device device() const { return device_; }  // where every parameter and activation lives
 
