@@ -15,6 +15,7 @@
 
 #include "engine/json_numbers.h"
 #include "models/train/flat_yaml.h"
+#include "models/yolo/model_config.h"  // defines: kMaxAnchorsPerLevel
 
 namespace bareyolo::models {
 
@@ -94,6 +95,17 @@ std::vector<HypField> hyp_fields(TrainOptions& o) {
       {"mosaic", &o.augment.mosaic, kFraction, "the probability of a mosaic"}};
 }
 
+// "anchors = 0.3 must be 0 or ...", or "" when `anchors` is a hyp anchors value YOLOv5 takes:
+// 0 (the model yaml's anchors), or one that rounds (half to even) to 1..kMaxAnchorsPerLevel.
+std::string hyp_anchors_problem(double anchors) {
+  const double per_level = std::nearbyint(anchors);
+  if (anchors == 0 || (per_level >= 1 && per_level <= kMaxAnchorsPerLevel)) return "";
+  return "anchors = " + HypRange::number_text(anchors) +
+         " must be 0 (the model yaml's anchors) or a number of anchors per level that rounds "
+         "to 1.." +
+         std::to_string(kMaxAnchorsPerLevel);
+}
+
 // "lr0 = -0.01 must be > 0 (the initial learning rate)", or "" when `value` is in range.
 std::string hyp_value_problem(const HypField& field, double value) {
   if (field.range.contains(value)) return "";
@@ -134,6 +146,11 @@ void apply_hyp_entries(const std::vector<FlatYamlEntry>& entries, const std::str
                                       " is not supported by bareyolo; set it to 0");
         known = true;
       }
+    if (key == "anchors") {  // the model's, not the loss's (run_model.h)
+      if (const std::string problem = hyp_anchors_problem(value); !problem.empty())
+        throw std::invalid_argument(where + problem);
+      options.anchors = value, known = true;
+    }
     for (const char* name : kUnused) known = known || key == name;
     if (!known)
       throw std::invalid_argument(where + "unknown hyperparameter '" + key +
@@ -156,12 +173,15 @@ void check_hyp(const TrainOptions& options) {
   for (const HypField& field : hyp_fields(o))
     if (const std::string problem = hyp_value_problem(field, *field.value); !problem.empty())
       throw std::invalid_argument("hyperparameter " + problem);
+  if (const std::string problem = hyp_anchors_problem(options.anchors); !problem.empty())
+    throw std::invalid_argument("hyperparameter " + problem);
 }
 
 std::vector<HypValue> hyp_values(const TrainOptions& options) {
   TrainOptions o = options;  // the table takes mutable references
   std::vector<HypValue> values;
   for (const HypField& field : hyp_fields(o)) values.push_back({field.name, *field.value});
+  if (options.anchors != 0) values.push_back({"anchors", options.anchors});  // YOLOv5's last
   return values;
 }
 

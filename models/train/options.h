@@ -120,7 +120,14 @@ struct TrainOptions {
   int64_t trace_begin = 1, trace_end = 4;
   std::vector<TrainCallbacks> callbacks;
   int64_t max_steps = 0;  // end after this many optimizer steps in all (0: no limit), resumable
-  std::string resume;     // checkpoint to continue from: its run dir and configuration win
+  // AutoAnchor at a new run's start (autoanchor.h); --noautoanchor: off. A resumed run never
+  // runs it: its checkpoint holds the anchors it trains with.
+  bool autoanchor = true;
+  // The hyp file's `anchors` (hyp.VOC.yaml's 3.412): that many anchors per level, rounded, as
+  // placeholders for AutoAnchor, in place of the model yaml's; 0: the yaml's. The run's weights
+  // carry the anchors it trained with (in their yaml too), which is what a resumed run builds.
+  double anchors = 0;
+  std::string resume;            // checkpoint to continue from: its run dir and configuration win
   ResumeChanges resume_changes;  // with resume: what the request changes of the configuration
   bool show_progress = true;     // the progress bar (rank 0, on stdout)
   bool plots = true;             // the run's pictures (models/train/outputs/plots.h; --noplots)
@@ -141,10 +148,10 @@ int loader_workers(int workers, const Device& device, int per_rank_batch);
 
 // Applies a YOLOv5 hyp yaml (hyp.scratch-low.yaml's keys) to `options`: lr0, lrf, momentum,
 // weight_decay, warmup_*, loss gains, augmentation. Keys YOLOv5 keeps but does not use in
-// training (iou_t) are accepted; features bareyolo lacks (mixup, copy_paste, fl_gamma) must
-// be 0; an unknown key, a repeated key (flat_yaml.h) and a value outside its meaningful range
-// (NaN and infinities included: lr0 > 0, momentum in [0, 1), anchor_t > 1, ...) are errors
-// naming the file, line, key and range.
+// training (iou_t) are accepted; `anchors` sets TrainOptions::anchors; features bareyolo lacks
+// (mixup, copy_paste, fl_gamma) must be 0; an unknown key, a repeated key (flat_yaml.h) and a value
+// outside its meaningful range (NaN and infinities included: lr0 > 0, momentum in [0, 1), anchor_t
+// > 1, ...) are errors naming the file, line, key and range.
 void load_hyp_yaml(const std::string& path, TrainOptions& options);
 // The same for the file's text (`path` only names it in messages).
 void parse_hyp_yaml(const std::string& yaml_text, const std::string& path, TrainOptions& options);

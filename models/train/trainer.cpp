@@ -1,8 +1,8 @@
 // models/train/trainer.cpp — see trainer.h. Set-up first (Trainer's constructor): the
 // configuration (the request, or the checkpoint's on --resume), data, models, the job's
-// communicator, the Solver (the step's arena, optimizer, EMA, schedule and reducer), the
-// checkpoint's state, the outputs. Then the loop (Trainer::run, Trainer::train_epoch), which
-// reads top to bottom:
+// communicator, a new run's initial weights and AutoAnchor's anchors, the Solver (the step's
+// arena, optimizer, EMA, schedule and reducer), the checkpoint's state, the outputs. Then the loop
+// (Trainer::run, Trainer::train_epoch), which reads top to bottom:
 //     batches: loader -> solver.step (forward, YOLOv5's loss, backward; every `accumulate`
 //              batches the update: clip, optimizer step, EMA) -> [snapshot] step checkpoints
 //     epoch end: validate the EMA -> metrics, fitness, early stopping -> [snapshot] checkpoints
@@ -29,6 +29,7 @@
 #include "engine/trace.h"                                 // defines: trace::Range, trace::enable
 #include "engine/trace_analysis.h"                        // defines: trace::step_shares
 #include "models/eval/plots.h"                            // defines: write_val_batch_pictures
+#include "models/train/autoanchor.h"                      // defines: fit_run_anchors (AutoAnchor)
 #include "models/train/checkpointer.h"           // defines: Checkpointer (the snapshot step)
 #include "models/train/early_stopping.h"         // defines: EarlyStopping
 #include "models/train/epoch_validation.h"       // defines: validate_with_loss (sharded)
@@ -108,20 +109,40 @@ TrainingData open_training_data(const std::string& data_yaml, int64_t max_pixels
   return {std::move(config), std::move(train), std::move(val)};
 }
 
-// `model` with the initial weights (--weights) unless a checkpoint will overwrite them. As
-// YOLOv5 fine-tunes: every tensor whose name and shape match is copied, the others (the
-// class rows of another nc) keep their initialisation; anchors only when the model is the
-// weights' own (a --cfg names its own anchors).
-DetectionModel& with_initial_weights(DetectionModel& model, const TrainOptions& options,
-                                     bool resuming, bool rank0, const Log& log) {
-  if (options.weights.empty() || resuming) return model;
+// `model` with the initial weights (--weights). As YOLOv5 fine-tunes: every tensor whose name
+// and shape match is copied, the others (the class rows of another nc) keep their
+// initialisation; anchors only when the model is the weights' own (a --cfg names its own
+// anchors, the hyp file's `anchors` asks for new ones).
+void load_initial_weights(DetectionModel& model, const TrainOptions& options, bool rank0,
+                          const Log& log) {
+  if (options.weights.empty()) return;
   const std::vector<StateEntry> state = model.state();
+  const bool own_anchors = options.cfg.empty() && options.anchors == 0;
   const size_t transferred = transfer_state(load_weights_file(options.weights), state,
-                                            options.weights, options.cfg.empty() ? "" : "anchor");
+                                            options.weights, own_anchors ? "" : "anchor");
   if (rank0)
     log("Transferred " + std::to_string(transferred) + "/" + std::to_string(state.size()) +
         " items from " + options.weights);
+}
+
+// `model` as a new run starts training it: the initial weights, then the anchors AutoAnchor
+// fits to the labels (autoanchor.h); a resumed run's checkpoint overwrites both.
+DetectionModel& starting_model(DetectionModel& model, const TrainOptions& options,
+                               const TrainingData& data, int imgsz, bool resuming,
+                               const RunContext& run, dist::Communicator* comm, const Log& log) {
+  if (resuming) return model;
+  load_initial_weights(model, options, run.rank == 0, log);
+  fit_run_anchors(model, data.train.dataset,
+                  {.imgsz = imgsz, .anchor_t = options.loss.anchor_t, .seed = options.seed},
+                  options.autoanchor, run.rank, comm, log);
   return model;
+}
+
+// The model yaml the run's weights carry: the run's, with the anchors the model trains with
+// where they are not the yaml's own (AutoAnchor's, or those of --weights).
+std::string weights_yaml(const ModelConfig& config, const DetectionModel& model) {
+  const std::vector<std::vector<double>> anchors = model.pixel_anchors();
+  return anchors == config.anchors ? config.yaml_text : yaml_text_with_anchors(config, anchors);
 }
 
 // YOLOv5: the image size a multiple of the largest stride (at least 32), at least two of it.
@@ -200,6 +221,7 @@ class Trainer {
   std::unique_ptr<dist::Communicator> traced_comm_;  // --trace: the group's, traced
   dist::Communicator* const comm_;                   // null: one process
   Solver solver_;
+  std::string weights_yaml_;  // the model yaml the checkpoints carry
   const EarlyStopping stopping_;
   TrainingProgress progress_;
   std::vector<EpochMetrics> history_;
@@ -228,8 +250,9 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
       loss_options_{scale_loss_gains(options_.loss, model_.num_levels(), data_.nc(), imgsz_),
                     data_.nc()},
       comm_(job_communicator()),
-      solver_(with_initial_weights(model_, options_, resume_.has_value(), run_.rank == 0, log_),
-              solver_options(options_, run_, batches_, loss_options_), comm_),
+      solver_(
+          starting_model(model_, options_, data_, imgsz_, resume_.has_value(), run_, comm_, log_),
+          solver_options(options_, run_, batches_, loss_options_), comm_),
       stopping_{options_.patience} {
   const bool rank0 = run_.rank == 0;
   if (options_.amp && rank0)
@@ -256,6 +279,7 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
     history_ = resume_->info.history;
     resume_->file = {};  // its tensors are copied; free the memory
   }
+  weights_yaml_ = weights_yaml(model_config_, model_);
 
   // ---- outputs (rank 0): what a person sees, then the user's callbacks, then checkpoints ----
   if (rank0) {
@@ -329,7 +353,7 @@ SafetensorsFile Trainer::snapshot() {
                           .names = data_.config.names,
                           .seed = options_.seed,
                           .cfg = options_.cfg,
-                          .yaml = model_config_.yaml_text,
+                          .yaml = weights_yaml_,
                           .launch = SavedLaunch{options_.device.text, options_.nproc_per_node,
                                                 run_.world_size, options_.amp, options_.tf32,
                                                 options_.winograd, options_.bf16_grad_buckets}});
@@ -371,7 +395,7 @@ TrainSummary Trainer::run() {
   // ---- the end: final weights when training finished ----
   if (progress_.finished)
     checkpoints_->final_weights(ema_state_, data_.nc(), data_.config.names, options_.cfg,
-                                model_config_.yaml_text);
+                                weights_yaml_);
   summary.finished = progress_.finished;
   summary.optimizer_steps = solver_.optimizer_steps();
   summary.best_fitness = progress_.best_fitness;

@@ -13,7 +13,8 @@
 // with the uninterrupted run's final weights, byte for byte; with 0 the failure ends it.
 //
 // Sharded validation inside training: 2 ranks without SyncBN (so their BatchNorm statistics
-// differ) report the metrics and val losses of one process validating rank 0's final weights.
+// differ) report the metrics and val losses of one process validating rank 0's final weights;
+// so do 2 ranks whose poor anchors rank 0's AutoAnchor replaced.
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -100,6 +101,31 @@ WeightsDifference raw_weights_difference(const std::string& path_a, const std::s
   return result;
 }
 
+// A run's one validation as results.jsonl reports it, and that of its final weights (rank 0's
+// EMA) by one process on the whole val split, in the batches the trainer used (per-rank batch
+// x 2).
+struct Validations {
+  models::EpochMetrics reported;
+  models::ValidationNumbers alone;
+  int64_t images = 0;
+};
+Validations validate_alone(const models::TrainOptions& options, const models::TrainSummary& run) {
+  std::ifstream jsonl(run.run_dir + "/results.jsonl");
+  std::string line;
+  REQUIRE(std::getline(jsonl, line));
+  const std::string final_weights = run.run_dir + "/weights/final.safetensors";
+  const SafetensorsFile file = SafetensorsFile::load(final_weights);
+  models::DetectionModel model(models::weights_model_config(file, final_weights, ""), {.nc = 2});
+  models::load_state(file, model.state(), final_weights);
+  const data::OpenedSplit val = data::open_split(data::read_dataset_yaml(options.data), "val");
+  const models::LossOptions loss{
+      models::scale_loss_gains(options.loss, model.num_levels(), 2, options.imgsz), 2};
+  const int batch = options.batch / options.nproc_per_node * 2;
+  const auto [result, alone] = models::validate_with_loss(
+      model, val.dataset, {.batch = batch, .imgsz = options.imgsz}, loss, nullptr);
+  return {models::parse_epoch_metrics_json(line), alone, result.images};
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -120,6 +146,38 @@ TEST_CASE(
                                          << "; over all weights " << difference.overall);
   CHECK(difference.compared > 50);
   CHECK(difference.worst < 1e-3);  // measured 1.3e-4; per-rank BatchNorm instead of SyncBN: 5.0
+}
+
+// AutoAnchor in a 2-rank run: rank 0 searches, every rank takes its anchors before anything
+// copies them (the EMA). Anchors of 300 pixels on 64-pixel images match no label: a rank that
+// validated its shard with them (or with an EMA of them) would report other losses than one
+// process validating rank 0's final weights.
+TEST_CASE("train: AutoAnchor's anchors reach every rank's model and EMA") {
+  TempDir dir;
+  std::ofstream(dir.path / "poor.yaml") << models::yaml_text_with_anchors(
+      models::load_model_config(shipped_file("models/yolov5-tiny.yaml")),
+      {{300, 300, 310, 310, 320, 320},
+       {330, 330, 340, 340, 350, 350},
+       {360, 360, 370, 370, 380, 380}});
+  const std::string data = data::make_shapes_dataset({.out = (dir.path / "shapes").string(),
+                                                      .n_train = 16,
+                                                      .n_val = 24,
+                                                      .imgsz = 64,
+                                                      .classes = 2});
+  models::TrainOptions options = tiny_run(data, dir.path, "autoanchor", 2);
+  options.cfg = (dir.path / "poor.yaml").string();
+  options.epochs = 1;
+  const models::TrainSummary summary = models::run_training(options, [](const std::string&) {});
+  const std::string final_weights = summary.run_dir + "/weights/final.safetensors";
+  // The anchors it trained with (the yaml the weights carry): the labels' sizes, not 300 px.
+  for (const std::vector<double>& level :
+       models::weights_model_config(SafetensorsFile::load(final_weights), final_weights, "")
+           .anchors)
+    CHECK(*std::max_element(level.begin(), level.end()) < 64);
+  const auto [reported, alone, images] = validate_alone(options, summary);
+  CHECK(images == 24);
+  CHECK(reported.val_box == doctest::Approx(alone.box).epsilon(1e-12));
+  CHECK(reported.val_obj == doctest::Approx(alone.obj).epsilon(1e-12));
 }
 
 // Mixed precision's plumbing in a real run: bf16 activations and bf16 gradient buckets over
@@ -170,22 +228,9 @@ TEST_CASE("train: 2 CPU ranks without SyncBN validate in shards like one process
   options.validate = true;
   options.sync_bn = false;
   const models::TrainSummary summary = models::run_training(options, [](const std::string&) {});
-  std::ifstream jsonl(summary.run_dir + "/results.jsonl");
-  std::string line;
-  REQUIRE(std::getline(jsonl, line));
-  const models::EpochMetrics reported = models::parse_epoch_metrics_json(line);
-
-  // One process: rank 0's EMA (final.safetensors, the only epoch's) on the whole split, in the
-  // batches the trainer used (2 x 4 images per rank: 3 batches, shares of 1 and 2).
-  models::DetectionModel model(models::load_model_config(options.cfg), {.nc = 2});
-  const std::string final_weights = summary.run_dir + "/weights/final.safetensors";
-  models::load_state(SafetensorsFile::load(final_weights), model.state(), final_weights);
-  const data::OpenedSplit val = data::open_split(data::read_dataset_yaml(data), "val");
-  const models::LossOptions loss{
-      models::scale_loss_gains(options.loss, model.num_levels(), 2, options.imgsz), 2};
-  const auto [result, alone] = models::validate_with_loss(
-      model, val.dataset, {.batch = 8, .imgsz = options.imgsz}, loss, nullptr);
-  CHECK(result.images == 24);
+  // 2 x 4 images per rank: 3 batches, shares of 1 and 2.
+  const auto [reported, alone, images] = validate_alone(options, summary);
+  CHECK(images == 24);
   CHECK(reported.map50 == alone.map50);
   CHECK(reported.map50_95 == alone.map50_95);
   CHECK(reported.precision == alone.precision);

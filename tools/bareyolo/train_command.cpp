@@ -39,7 +39,7 @@ struct TrainCommandOptions {
   models::TrainOptions train;
   std::string hyp, config, optimizer = "SGD", device = "auto", tf32 = "off", grad_dtype = "fp32";
   std::string winograd = "on";
-  bool no_val = false, no_plots = false, no_tensorboard = false;
+  bool no_val = false, no_plots = false, no_tensorboard = false, no_autoanchor = false;
   std::optional<double> label_smoothing;  // --label-smoothing: over the --hyp file's value
   std::vector<int> freeze;                // YOLOv5's --freeze: N, or layers 0 1 ... N-1
   CLI::App* command = nullptr;
@@ -187,6 +187,7 @@ void apply_run_flags(models::TrainOptions& t) {
   if (!options.freeze.empty()) t.freeze = freeze_count(options.freeze);
   t.optimizer = models::parse_optimizer_name(options.optimizer);
   t.validate = !options.no_val;
+  t.autoanchor = !options.no_autoanchor;
   t.plots = !options.no_plots;
   t.tensorboard = !options.no_tensorboard;
   t.tf32 = options.tf32 == "on";
@@ -454,10 +455,10 @@ void add_train_command(CLI::App& app) {
                 "Write no pictures (results.png, curves, batches) into the run directory");
   cmd->add_flag("--no-tensorboard", options.no_tensorboard,
                 "Write no TensorBoard events file into the run directory");
-  cmd->add_flag_callback(
-      "--noautoanchor", [] {},
-      "YOLOv5's switch for AutoAnchor, which bareyolo does not run: the model yaml's anchors "
-      "are always trained as they are");
+  cmd->add_flag("--noautoanchor", options.no_autoanchor,
+                "Train the model's anchors as they are: no AutoAnchor at the start of a new run "
+                "(which checks them against the labels and, when they fit poorly, evolves new "
+                "ones)");
   cmd->add_option("--config", options.config,
                   "A yaml of flags (key: value, e.g. epochs: 30); the command line wins")
       ->check(CLI::ExistingFile);

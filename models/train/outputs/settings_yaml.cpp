@@ -48,6 +48,7 @@ std::string opt_yaml_text(const TrainOptions& options, const std::string& hyp_ya
   out << YAML::Key << "batch_size" << YAML::Value << options.batch;
   out << YAML::Key << "imgsz" << YAML::Value << options.imgsz;
   out << YAML::Key << "noval" << YAML::Value << !options.validate;
+  out << YAML::Key << "noautoanchor" << YAML::Value << !options.autoanchor;
   out << YAML::Key << "optimizer" << YAML::Value << optimizer_name(options.optimizer);
   if (options.sync_bn)  // unset: on with more than one rank, as no flag says
     out << YAML::Key << (*options.sync_bn ? "sync_bn" : "no_sync_bn") << YAML::Value << true;
