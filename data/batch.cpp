@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "data/plane_resize.h"
 #include "kernels/device_memory.h"
 
 namespace bareyolo::data {
@@ -31,21 +32,33 @@ void to_planar_float(const Image& image, float* out) {
 
 }  // namespace
 
-Batch collate(int64_t step, std::vector<Sample>& samples, int width, int height) {
+Batch collate(const Step& step, std::vector<Sample>& samples) {
   Batch batch;
-  batch.step = step;
+  batch.step = step.step;
   batch.size = int(samples.size());
-  batch.width = width;
-  batch.height = height;
+  batch.width = step.input_width > 0 ? step.input_width : step.width;
+  batch.height = step.input_height > 0 ? step.input_height : step.height;
   batch.images = allocate_host_buffer(samples.size() * batch.image_floats());
+  const bool resized = batch.width != step.width || batch.height != step.height;
+  std::vector<float> planes(resized ? size_t(3) * step.width * step.height : 0);
   for (size_t i = 0; i < samples.size(); ++i) {
     Sample& sample = samples[i];
-    if (sample.image.width != width || sample.image.height != height)
+    if (sample.image.width != step.width || sample.image.height != step.height)
       throw std::logic_error("sample " + sample.meta.path + " is " +
                              std::to_string(sample.image.width) + "x" +
                              std::to_string(sample.image.height) + ", the batch " +
-                             std::to_string(width) + "x" + std::to_string(height));
-    to_planar_float(sample.image, batch.images.get() + i * batch.image_floats());
+                             std::to_string(step.width) + "x" + std::to_string(step.height));
+    float* image = batch.images.get() + i * batch.image_floats();
+    if (resized) {
+      to_planar_float(sample.image, planes.data());
+      const size_t plane_in = size_t(step.width) * step.height;
+      const size_t plane_out = size_t(batch.width) * batch.height;
+      for (size_t c = 0; c < 3; ++c)
+        resize_plane_bilinear(planes.data() + c * plane_in, step.width, step.height,
+                              image + c * plane_out, batch.width, batch.height);
+    } else {
+      to_planar_float(sample.image, image);
+    }
     for (const LabelBox& box : sample.labels)
       batch.targets.insert(batch.targets.end(),
                            {float(i), float(box.class_id), box.cx, box.cy, box.w, box.h});

@@ -13,6 +13,7 @@
 
 #include "data/host_buffer.h"
 #include "data/sample.h"
+#include "data/sampler.h"
 #include "engine/tensor.h"
 
 namespace bareyolo::data {
@@ -46,7 +47,9 @@ struct Batch {
   Tensor images_tensor(Device device = Device::cpu()) const;
 };
 
-// Collates samples (all of the batch's size) into a Batch.
-Batch collate(int64_t step, std::vector<Sample>& samples, int width, int height);
+// Collates the samples of `step` (each step.width x step.height) into a Batch of that size,
+// or, where the step sets an input size (--multi-scale), resized to it: each image plane
+// bilinearly from its float values (plane_resize.h), as YOLOv5 resizes its float batch.
+Batch collate(const Step& step, std::vector<Sample>& samples);
 
 }  // namespace bareyolo::data

@@ -34,14 +34,17 @@ Sample Loader::build_sample(const Step& step, size_t i) const {
   if (!options_.augment)
     return make_val_sample(dataset_, step.indices[i], options_.imgsz, step.width, step.height);
   SampleRng rng(options_.seed, uint64_t(epoch_), uint64_t(step.positions[i]));
-  return make_train_sample(dataset_, step.indices[i], options_.imgsz, options_.hyp, rng);
+  const std::optional<ImageSize> rect_canvas =
+      options_.rect ? std::optional<ImageSize>({step.width, step.height}) : std::nullopt;
+  return make_train_sample(dataset_, step.indices[i], options_.imgsz, options_.hyp, rng,
+                           rect_canvas);
 }
 
 Batch Loader::build(const Step& step) const {
   std::vector<Sample> samples;
   samples.reserve(step.indices.size());
   for (size_t i = 0; i < step.indices.size(); ++i) samples.push_back(build_sample(step, i));
-  return collate(step.step, samples, step.width, step.height);
+  return collate(step, samples);
 }
 
 void Loader::worker_loop() {
@@ -72,7 +75,7 @@ void Loader::worker_loop() {
         complete = std::move(assembly.samples);
         assembling_.erase(step);
       }
-      Batch batch = collate(s.step, complete, s.width, s.height);
+      Batch batch = collate(s, complete);
       std::lock_guard<std::mutex> lock(mutex_);
       finished_.emplace(step, std::move(batch));
     } catch (...) {

@@ -34,6 +34,7 @@ struct LoaderOptions {
   int imgsz = 640;
   bool augment = true;  // training pipeline; false: validation letterbox
   AugmentHyp hyp;       // used when augment
+  bool rect = false;    // with augment: no mosaic, each sample letterboxed to its step's size
   uint64_t seed = 0;
   int workers = 0;        // --workers
   int queue_batches = 0;  // batches built ahead; 0 means max(2, workers)

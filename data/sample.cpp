@@ -44,15 +44,16 @@ void to_labels(const std::vector<PixelBox>& boxes, Sample& sample) {
 }  // namespace
 
 Sample make_train_sample(const Dataset& dataset, int64_t index, int imgsz, const AugmentHyp& hyp,
-                         SampleRng& rng) {
+                         SampleRng& rng, std::optional<ImageSize> rect_canvas) {
   std::vector<PixelBox> boxes;
   Sample sample;
-  if (rng.chance(hyp.mosaic)) {
+  if (!rect_canvas && rng.chance(hyp.mosaic)) {
     sample.image = build_mosaic(dataset, index, imgsz, rng, boxes);
     random_perspective(sample.image, boxes, hyp, -imgsz / 2, rng);
   } else {
-    sample = letterboxed_sample(dataset, index, dataset.load(index, imgsz), imgsz, imgsz,
-                                /*scale_up=*/true, boxes);
+    const ImageSize canvas = rect_canvas.value_or(ImageSize{imgsz, imgsz});
+    sample = letterboxed_sample(dataset, index, dataset.load(index, imgsz), canvas.width,
+                                canvas.height, /*scale_up=*/true, boxes);
     random_perspective(sample.image, boxes, hyp, 0, rng);
   }
   // After the random warp there is no mapping back to the original (letterboxed = false).

@@ -4,7 +4,9 @@
 // Training, YOLOv5's order of operations and of random draws:
 //   1. mosaic with probability hyp.mosaic (the draw is always made): mosaic.h, then
 //      random_perspective with border -imgsz/2; otherwise letterbox to imgsz x imgsz (may
-//      enlarge) and random_perspective with border 0;
+//      enlarge) and random_perspective with border 0. With a rect canvas (--rect): no mosaic
+//      (and no draw for it, as in YOLOv5), letterbox to the canvas, random_perspective with
+//      border 0;
 //   2. boxes -> normalised xywh, clipped to the image (boxes.h);
 //   3. HSV jitter (hsv.h);
 //   4. up-down flip with p = flipud, then left-right flip with p = fliplr (both draws made).
@@ -12,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,7 @@
 #include "data/dataset.h"
 #include "data/image.h"
 #include "data/label_file.h"
+#include "data/letterbox.h"  // defines: ImageSize
 #include "data/rng.h"
 
 namespace bareyolo::data {
@@ -41,7 +45,7 @@ struct Sample {
 };
 
 Sample make_train_sample(const Dataset& dataset, int64_t index, int imgsz, const AugmentHyp& hyp,
-                         SampleRng& rng);
+                         SampleRng& rng, std::optional<ImageSize> rect_canvas = std::nullopt);
 
 // Letterboxes image `index` (read with its long side at imgsz) into width x height, never
 // enlarging it (YOLOv5's validation: scaleup=False).

@@ -30,6 +30,16 @@ DistributedSampler::DistributedSampler(const SamplerOptions& options) : options_
     throw std::invalid_argument("rank=" + std::to_string(options.rank) +
                                 " is not in [0, world_size=" + std::to_string(w) + ")");
   require_divisible_batch(b, w);
+  if (!options.order.empty()) {
+    std::vector<int64_t> sorted = options.order;
+    std::sort(sorted.begin(), sorted.end());
+    bool permutation = sorted.size() == size_t(options.dataset_size);
+    for (size_t i = 0; permutation && i < sorted.size(); ++i) permutation = sorted[i] == int64_t(i);
+    if (!permutation || options.shuffle)
+      throw std::logic_error("DistributedSampler: `order` must be a permutation of the " +
+                             std::to_string(options.dataset_size) +
+                             " images, given without shuffling");
+  }
   steps_ = options.drop_last ? options.dataset_size / b : (options.dataset_size + b - 1) / b;
   if (steps_ == 0)
     throw std::invalid_argument("drop_last with batch=" + std::to_string(b) + " and only " +
@@ -39,8 +49,11 @@ DistributedSampler::DistributedSampler(const SamplerOptions& options) : options_
 
 std::vector<int64_t> DistributedSampler::epoch_sequence(int64_t epoch) const {
   const int64_t n = options_.dataset_size;
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
+  std::vector<int64_t> order = options_.order;
+  if (order.empty()) {
+    order.resize(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+  }
   if (options_.shuffle) {
     SampleRng rng(options_.seed, uint64_t(epoch), kShuffleStream);
     for (int64_t i = n - 1; i > 0; --i)

@@ -2,9 +2,7 @@
 // `batch` (the last one shorter; nothing padded, so every image is scored once).
 //
 // Square: every batch imgsz x imgsz. Rectangular (YOLOv5's rect): images sorted by aspect
-// ratio h/w, and each batch gets the smallest stride-multiple shape that holds its images:
-// (h, w) = ceil(shape * imgsz / stride + pad) * stride with shape (max ar, 1) when all are
-// wide, (1, 1/min ar) when all are tall, else (1, 1). pad = 0.5 as in YOLOv5's val (so 640
+// ratio, each batch its own canvas (rect_batches.h) with pad = 0.5 as in YOLOv5's val (so 640
 // gives 672-pixel sides).
 #pragma once
 

@@ -1,0 +1,291 @@
+// tests/unit/train_batches.cpp — the shapes of training batches (issue 55): --rect's canvases
+// as YOLOv5 computes them, per global batch for any world size; --multi-scale's sizes (in
+// range, the same for any world size) and shapes; the bilinear resize against its definition
+// and PyTorch's numbers; a rect batch letterboxed without mosaic; 2 ranks' micro-batches as the
+// one-rank batch's shares, in pixels.
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "data/loader.h"
+#include "data/multi_scale.h"
+#include "data/plane_resize.h"
+#include "data/train_batches.h"
+#include "tests/support/data_fixtures.h"
+
+using namespace bareyolo;
+using namespace bareyolo::testing;
+
+namespace {
+
+// Images of known aspect ratios h/w; index: a .75, b 1.333, c .667, d 1, e .5625, f 2, g 1.25,
+// h .333.
+data::Dataset aspect_dataset() {
+  return data::Dataset({{"a", 640, 480, {}},
+                        {"b", 480, 640, {}},
+                        {"c", 640, 427, {}},
+                        {"d", 500, 500, {}},
+                        {"e", 640, 360, {}},
+                        {"f", 300, 600, {}},
+                        {"g", 400, 500, {}},
+                        {"h", 600, 200, {}}},
+                       {"x"});
+}
+
+data::DistributedSampler rect_sampler(const data::Dataset& dataset, int batch, int world,
+                                      int rank) {
+  return data::DistributedSampler({.dataset_size = dataset.size(),
+                                   .global_batch = batch,
+                                   .world_size = world,
+                                   .rank = rank,
+                                   .shuffle = false,
+                                   .order = data::training_order(dataset, true)});
+}
+
+std::vector<data::Step> rect_plan(const data::Dataset& dataset, int batch, int world, int rank,
+                                  bool multi_scale = false, int64_t epoch = 0) {
+  return data::training_plan(dataset, rect_sampler(dataset, batch, world, rank), epoch,
+                             {.imgsz = 640, .rect = true, .multi_scale = multi_scale, .seed = 3});
+}
+
+}  // namespace
+
+TEST_CASE("--rect: batches in aspect-ratio order with YOLOv5's training canvases (pad 0)") {
+  const data::Dataset dataset = aspect_dataset();
+  const std::vector<data::Step> plan = rect_plan(dataset, 2, 1, 0);
+  REQUIRE(plan.size() == 4);
+  // Sorted by h/w: h e | c a | d g | b f. Canvas sides ceil(shape * 640 / 32) * 32.
+  CHECK(plan[0].indices == std::vector<int64_t>{7, 4});
+  CHECK(plan[0].width == 640);
+  CHECK(plan[0].height == 384);  // all wide, max ar .5625: ceil(11.25) * 32
+  CHECK(plan[1].indices == std::vector<int64_t>{2, 0});
+  CHECK(plan[1].height == 480);  // max ar .75: 15 * 32 exactly
+  CHECK(plan[2].indices == std::vector<int64_t>{3, 6});
+  CHECK((plan[2].width == 640 && plan[2].height == 640));  // ar 1 and 1.25: square
+  CHECK(plan[3].indices == std::vector<int64_t>{1, 5});
+  CHECK((plan[3].width == 480 && plan[3].height == 640));  // all tall, min ar 4/3: 640 * 3/4
+  for (const data::Step& step : plan) CHECK(step.input_width == 0);  // no --multi-scale
+
+  // The same epoch after epoch (no shuffle), and validation's pad 0.5 is not training's.
+  CHECK(rect_plan(dataset, 2, 1, 0, false, 5)[1].indices == plan[1].indices);
+}
+
+TEST_CASE("--rect: images that pad the last batch take no part in its canvas") {
+  // e .5625, g 1.25, f 2 in batches of 2: e g | f + e repeated. YOLOv5's last batch is f alone.
+  const data::Dataset dataset({{"e", 640, 360, {}}, {"f", 300, 600, {}}, {"g", 400, 500, {}}},
+                              {"x"});
+  const std::vector<data::Step> plan = rect_plan(dataset, 2, 1, 0);
+  REQUIRE(plan.size() == 2);
+  CHECK((plan[0].width == 640 && plan[0].height == 640));
+  CHECK(plan[1].indices == std::vector<int64_t>{1, 0});
+  CHECK((plan[1].width == 320 && plan[1].height == 640));  // f's 1/2 alone; with e: square
+}
+
+TEST_CASE("--rect --multi-scale: 2 and 4 ranks' steps are shares of the one-rank batch, alike") {
+  const data::Dataset dataset = aspect_dataset();
+  for (bool multi_scale : {false, true}) {
+    CAPTURE(multi_scale);
+    const std::vector<data::Step> single = rect_plan(dataset, 4, 1, 0, multi_scale, 2);
+    for (int world : {2, 4})
+      for (int rank = 0; rank < world; ++rank) {
+        CAPTURE(world);
+        CAPTURE(rank);
+        const std::vector<data::Step> mine = rect_plan(dataset, 4, world, rank, multi_scale, 2);
+        REQUIRE(mine.size() == single.size());
+        const int share = 4 / world;
+        for (size_t t = 0; t < mine.size(); ++t) {
+          CHECK(mine[t].indices ==
+                std::vector<int64_t>(single[t].indices.begin() + rank * share,
+                                     single[t].indices.begin() + (rank + 1) * share));
+          CHECK(mine[t].width == single[t].width);
+          CHECK(mine[t].height == single[t].height);
+          CHECK(mine[t].input_width == single[t].input_width);
+          CHECK(mine[t].input_height == single[t].input_height);
+        }
+      }
+  }
+  // h e c a: all wide, max ar .75 -> 640 x 480; d g b f: mixed -> square.
+  const std::vector<data::Step> plan = rect_plan(dataset, 4, 1, 0);
+  CHECK((plan[0].width == 640 && plan[0].height == 480));
+  CHECK((plan[1].width == 640 && plan[1].height == 640));
+}
+
+TEST_CASE("--multi-scale: YOLOv5's sizes, every stride multiple from imgsz/2 to 3 imgsz/2") {
+  // randrange(320, 960 + 32) // 32 * 32 gives 320 ... 960; randrange(48, 144 + 32) gives 32 ...
+  // 160 (48 .. 63 round down to 32).
+  CHECK(data::multi_scale_range(640, 32).smallest == 320);
+  CHECK(data::multi_scale_range(640, 32).largest == 960);
+  CHECK(data::multi_scale_range(96, 32).smallest == 32);
+  CHECK(data::multi_scale_range(96, 32).largest == 160);
+  std::set<int> seen;
+  for (int64_t iteration = 0; iteration < 1000; ++iteration) {
+    const int size = data::multi_scale_size(7, iteration, 640, 32);
+    CHECK(size % 32 == 0);
+    CHECK(size >= 320);
+    CHECK(size <= 960);
+    seen.insert(size);
+  }
+  CHECK(seen.size() == 21);  // (960 - 320) / 32 + 1: each is drawn
+  // A function of (seed, iteration) alone: again on a resume, another with another seed.
+  CHECK(data::multi_scale_size(7, 123, 640, 32) == data::multi_scale_size(7, 123, 640, 32));
+  int differs = 0;
+  for (int64_t iteration = 0; iteration < 20; ++iteration)
+    differs += data::multi_scale_size(7, iteration, 640, 32) !=
+               data::multi_scale_size(8, iteration, 640, 32);
+  CHECK(differs > 10);
+}
+
+TEST_CASE("--multi-scale: one size per global step of the run, the same on every rank") {
+  const data::Dataset dataset = aspect_dataset();
+  for (int64_t epoch : {0, 3}) {
+    const std::vector<data::Step> single = rect_plan(dataset, 2, 1, 0, true, epoch);
+    const std::vector<data::Step> rank1 = rect_plan(dataset, 2, 2, 1, true, epoch);
+    for (size_t t = 0; t < single.size(); ++t) {
+      const int size = data::multi_scale_size(3, epoch * 4 + int64_t(t), 640, 32);
+      CHECK(std::max(single[t].input_width, single[t].input_height) == size);
+      CHECK(rank1[t].input_width == single[t].input_width);
+      CHECK(rank1[t].input_height == single[t].input_height);
+    }
+  }
+}
+
+TEST_CASE("--multi-scale: the batch's long side becomes the size, each side a stride multiple") {
+  // Hand-computed: 480 x 352 / 640 = 264 -> ceil(8.25) * 32 = 288.
+  CHECK(data::multi_scale_shape({640, 480}, 352, 32).width == 352);
+  CHECK(data::multi_scale_shape({640, 480}, 352, 32).height == 288);
+  CHECK(data::multi_scale_shape({480, 640}, 352, 32).width == 288);
+  CHECK(data::multi_scale_shape({640, 360}, 416, 32).height == 256);  // 234 -> ceil(7.31) * 32
+  CHECK(data::multi_scale_shape({640, 640}, 640, 32).width == 640);
+  // YOLOv5 computes side * (size / longer) / stride in doubles: 608 * (672 / 608) / 32 is
+  // 21.000000000000004, so its ceil gives 704, not 672 (python3 -c "import math;
+  // print(math.ceil(608 * (672 / 608) / 32) * 32)"); so do we.
+  CHECK(data::multi_scale_shape({608, 608}, 672, 32).width == 704);
+}
+
+TEST_CASE("bilinear resize, align_corners=False: the definition and PyTorch's numbers") {
+  // Up 2 -> 4: samples at max(0, (x + 0.5) / 2 - 0.5) = 0, 0.25, 0.75, 1.25 (the last clamps).
+  const float two[] = {0, 1};
+  float four[4];
+  data::resize_plane_bilinear(two, 2, 1, four, 4, 1);
+  CHECK(std::vector<float>(four, four + 4) == std::vector<float>{0, 0.25f, 0.75f, 1});
+  // Down 4 -> 2: samples at 0.5 and 2.5, the means of neighbours.
+  const float ramp[] = {0, 1, 2, 3};
+  float half[2];
+  data::resize_plane_bilinear(ramp, 4, 1, half, 2, 1);
+  CHECK(half[0] == doctest::Approx(0.5));
+  CHECK(half[1] == doctest::Approx(2.5));
+
+  // A 4 x 3 plane of (4 r + c)^2 / 100 to 7 x 5 and 3 x 2, against torch 1.13's
+  // F.interpolate(x, size=(h, w), mode='bilinear', align_corners=False).
+  std::vector<float> plane;
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 4; ++c) plane.push_back(float((4 * r + c) * (4 * r + c)) / 100);
+  const std::vector<float> torch_7x5 = {
+      0.0f,   0.0035714f, 0.0092857f, 0.025f,     0.0435714f, 0.0721429f, 0.09f,
+      0.064f, 0.079f,     0.103f,     0.137f,     0.1738572f, 0.2207143f, 0.25f,
+      0.16f,  0.1921429f, 0.2435715f, 0.305f,     0.3692858f, 0.4435715f, 0.4900001f,
+      0.448f, 0.4972857f, 0.5761429f, 0.6650001f, 0.7567143f, 0.8584287f, 0.9220001f,
+      0.64f,  0.7007142f, 0.7978572f, 0.905f,     1.0150001f, 1.1350001f, 1.21f};
+  const std::vector<float> torch_3x2 = {0.045f, 0.095f, 0.1783333f, 0.545f, 0.755f, 0.9983333f};
+  std::vector<float> out(35);
+  data::resize_plane_bilinear(plane.data(), 4, 3, out.data(), 7, 5);
+  for (size_t i = 0; i < out.size(); ++i)
+    CHECK(out[i] == doctest::Approx(torch_7x5[i]).epsilon(1e-6));
+  out.resize(6);
+  data::resize_plane_bilinear(plane.data(), 4, 3, out.data(), 3, 2);
+  for (size_t i = 0; i < out.size(); ++i)
+    CHECK(out[i] == doctest::Approx(torch_3x2[i]).epsilon(1e-6));
+}
+
+TEST_CASE("collate resizes a --multi-scale batch from its float pixels; the labels stay") {
+  data::Sample sample;
+  sample.image = data::Image(4, 3, 0);
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 4; ++c)
+      std::fill(sample.image.at(c, r), sample.image.at(c, r) + 3,
+                uint8_t((4 * r + c) * (4 * r + c)));
+  sample.labels = {{1, 0.25f, 0.5f, 0.2f, 0.4f}};
+  std::vector<data::Sample> samples = {sample};
+  data::Step step;
+  step.width = 4, step.height = 3, step.input_width = 7, step.input_height = 5;
+  const data::Batch batch = data::collate(step, samples);
+  REQUIRE((batch.width == 7 && batch.height == 5));
+  // The same plane as above in bytes: PyTorch's values x 100 / 255, in each of the 3 channels.
+  for (int channel = 0; channel < 3; ++channel) {
+    const float* plane = batch.image(0) + channel * 35;
+    CHECK(plane[8] == doctest::Approx(0.079 * 100 / 255).epsilon(1e-5));
+    CHECK(plane[34] == doctest::Approx(1.21 * 100 / 255).epsilon(1e-5));
+  }
+  CHECK(batch.targets == std::vector<float>{0, 1, 0.25f, 0.5f, 0.2f, 0.4f});
+}
+
+TEST_CASE("--rect: training samples are letterboxed into the batch's canvas, never a mosaic") {
+  TempDir dir;
+  const data::OpenedSplit train =
+      data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 6)), "train");
+  data::DistributedSampler sampler({.dataset_size = train.dataset.size(),
+                                    .global_batch = 3,
+                                    .shuffle = false,
+                                    .order = data::training_order(train.dataset, true)});
+  const std::vector<data::Step> plan =
+      data::training_plan(train.dataset, sampler, 0, {.imgsz = 128, .rect = true});
+  REQUIRE(plan.size() == 2);
+  // Ratios .571 .577 .708 | .727 .75 .85: canvases 128 x ceil(.708 * 4) * 32 and 128 x 128.
+  CHECK((plan[0].width == 128 && plan[0].height == 96));
+  CHECK(plan[1].height == 128);
+  // Mosaic always, every other augmentation off: what comes out is the letterbox alone, as
+  // validation builds it into the same canvas.
+  data::AugmentHyp neutral{
+      .hsv_h = 0, .hsv_s = 0, .hsv_v = 0, .translate = 0, .scale = 0, .fliplr = 0, .mosaic = 1};
+  data::Loader trained(train.dataset, plan, 0,
+                       {.imgsz = 128, .augment = true, .hyp = neutral, .rect = true});
+  data::LoaderOptions validation;
+  validation.imgsz = 128, validation.augment = false;
+  data::Loader letterboxed(train.dataset, plan, 0, validation);
+  int batches = 0;
+  while (std::optional<data::Batch> batch = trained.next()) {
+    const data::Batch reference = *letterboxed.next();
+    const data::Step& step = plan[size_t(batches++)];
+    CHECK((batch->width == step.width && batch->height == step.height));
+    CHECK(std::memcmp(batch->images.get(), reference.images.get(),
+                      batch->image_floats() * size_t(batch->size) * sizeof(float)) == 0);
+    REQUIRE(batch->targets.size() == reference.targets.size());
+    for (size_t i = 0; i < batch->targets.size(); ++i)
+      CHECK(batch->targets[i] == doctest::Approx(reference.targets[i]).epsilon(1e-4));
+  }
+  CHECK(batches == 2);
+}
+
+// With the default augmentation (HSV, flips, perspective): each rank's micro-batch of step t is
+// its share of the one-rank batch, bit for bit, resized to the same size.
+TEST_CASE("--rect --multi-scale: 2 ranks' micro-batches are the one-rank batch in pixels") {
+  TempDir dir;
+  const data::OpenedSplit train =
+      data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 16, 2)), "train");
+  auto load = [&](int world, int rank) {
+    data::DistributedSampler sampler({.dataset_size = train.dataset.size(),
+                                      .global_batch = 8,
+                                      .world_size = world,
+                                      .rank = rank,
+                                      .shuffle = false,
+                                      .order = data::training_order(train.dataset, true)});
+    const data::TrainBatchOptions shapes{.imgsz = 128, .rect = true, .multi_scale = true};
+    data::Loader loader(train.dataset, data::training_plan(train.dataset, sampler, 1, shapes), 1,
+                        {.imgsz = 128, .augment = true, .hyp = {}, .rect = true, .workers = 1});
+    std::vector<data::Batch> batches;
+    while (std::optional<data::Batch> batch = loader.next()) batches.push_back(std::move(*batch));
+    return batches;
+  };
+  const std::vector<data::Batch> single = load(1, 0);
+  REQUIRE(single.size() == 2);
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::vector<data::Batch> mine = load(2, rank);
+    REQUIRE(mine.size() == 2);
+    for (size_t t = 0; t < 2; ++t) {
+      REQUIRE((mine[t].width == single[t].width && mine[t].height == single[t].height));
+      const size_t floats = mine[t].image_floats() * 4;
+      CHECK(std::memcmp(mine[t].images.get(), single[t].image(rank * 4), floats * sizeof(float)) ==
+            0);
+    }
+  }
+}
