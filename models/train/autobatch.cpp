@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "data/dataset.h"
+#include "data/multi_scale.h"
 #include "kernels/device_memory.h"
 #include "kernels/device_memory_stats.h"
 #include "models/train/run_model.h"
@@ -81,6 +82,11 @@ int probe_autobatch(const TrainOptions& options, int gpu,
   DetectionModel model(run_model_config(options), {.nc = nc, .device = device});
   const int imgsz = std::max((options.imgsz + 31) / 32 * 32, 64);
   const LossOptions loss{scale_loss_gains(options.loss, model.num_levels(), nc, imgsz), nc};
+  // --multi-scale trains batches up to about 1.5 imgsz: the probe measures the largest.
+  const int gs = std::max(int(model.strides().back()), 32);
+  const int largest = data::multi_scale_range(imgsz, gs).largest;
+  const int side =
+      options.multi_scale ? data::multi_scale_shape({imgsz, imgsz}, largest, gs).width : imgsz;
   const DeviceMemoryStats before = device_memory_stats(device);
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   const DeviceMemory memory{double(device_memory_total_bytes(device)) / kGiB,
@@ -90,7 +96,7 @@ int probe_autobatch(const TrainOptions& options, int gpu,
         try {
           reset_peak_memory_stats(device);
           for (int pass = 0; pass < 3; ++pass)
-            forward_backward(model, Tensor::zeros({batch, 3, imgsz, imgsz}, device), {}, loss);
+            forward_backward(model, Tensor::zeros({batch, 3, side, side}, device), {}, loss);
           wait_for_device(device);
           return double(device_memory_stats(device).peak_reserved) / 1e9;
         } catch (const OutOfDeviceMemory&) {  // this size does not fit

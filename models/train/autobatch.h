@@ -1,9 +1,10 @@
 // models/train/autobatch.h — `--batch -1`: the largest global batch that fits the GPUs.
 //
 // YOLOv5's AutoBatch on one device: train steps at batch 1, 2, 4, 8, 16 measure the memory
-// used (decimal GB); a line y = p0 * b + p1 fitted to them predicts the batch that fills 80%
-// of the free memory (GiB). Sizes that failed (out of memory) bound the answer from above;
-// an answer outside [1, 1024] falls back to 16.
+// used (decimal GB; at imgsz, or with --multi-scale at the largest size it draws); a line
+// y = p0 * b + p1 fitted to them predicts the batch that fills 80% of the free memory (GiB).
+// Sizes that failed (out of memory) bound the answer from above; an answer outside [1, 1024]
+// falls back to 16.
 //
 // Under data parallelism the probe runs once, on the first GPU (bareyolo's launcher: in a
 // short-lived child, so the parent never initialises CUDA; an external launcher: on rank 0,

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -223,6 +225,8 @@ void saved_fields(TrainOptions& o, Visit&& visit) {
   visit("patience", o.patience);
   visit("seed", o.seed);
   visit("validate", o.validate);
+  visit("rect", o.rect);
+  visit("multi_scale", o.multi_scale);
   visit("optimizer", o.optimizer);
   visit("freeze", o.freeze);
   visit("save_period", o.save_period);
@@ -231,6 +235,14 @@ void saved_fields(TrainOptions& o, Visit&& visit) {
   visit("cos_lr", o.schedule.cosine);
   visit("bucket_mb", o.bucket_mb);
   visit("sync_bn", o.sync_bn);
+}
+
+// Saved keys that checkpoints of earlier versions lack: their runs trained with the field's
+// default, which reading such a checkpoint gives it.
+constexpr const char* kKeysAddedLater[] = {"rect", "multi_scale"};
+bool added_later(const char* key) {
+  return std::any_of(std::begin(kKeysAddedLater), std::end(kKeysAddedLater),
+                     [&](const char* added) { return std::string_view(added) == key; });
 }
 
 // The JSON form of a field: the optimizer by its name, an unset sync_bn as null.
@@ -285,6 +297,10 @@ void options_from_json(const std::string& text, TrainOptions& o) {
     throw std::invalid_argument(std::string("the saved configuration is not JSON: ") + e.what());
   }
   auto read = [&](const nlohmann::json& object, const char* key, auto& target) {
+    if (!object.contains(key) && added_later(key)) {
+      target = std::remove_reference_t<decltype(target)>{};
+      return;
+    }
     if (!object.contains(key))
       throw std::invalid_argument(std::string("the saved configuration has no '") + key + "'");
     try {

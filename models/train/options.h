@@ -59,6 +59,9 @@ struct TrainOptions {
   int workers = kAutoWorkers;  // loader threads per rank; see loader_workers()
   uint64_t seed = 0;
   bool validate = true;  // validate every epoch (else only the final one)
+  // --rect: YOLOv5's rectangular batches (aspect-ratio order, no shuffle, no mosaic);
+  // --multi-scale: every step's batch resized to a random size (data/train_batches.h).
+  bool rect = false, multi_scale = false;
   OptimizerKind optimizer = OptimizerKind::sgd;
   int freeze = 0;  // the first `freeze` model layers (model.0. ... model.<freeze-1>.) are frozen
   int save_period = 0;       // weights/epoch<N>.safetensors every N epochs (0: never)

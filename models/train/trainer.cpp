@@ -21,6 +21,7 @@
 
 #include "data/dataset.h"                    // defines: read_dataset_yaml, open_split
 #include "data/loader.h"                     // defines: Loader (threaded, deterministic)
+#include "data/train_batches.h"              // defines: training_plan (--rect, --multi-scale)
 #include "engine/atomic_file.h"              // defines: write_file_atomically
 #include "engine/distributed/comm/gather.h"  // defines: allgather_strings
 #include "engine/distributed/comm/traced_communicator.h"  // defines: dist::traced
@@ -145,9 +146,12 @@ std::string weights_yaml(const ModelConfig& config, const DetectionModel& model)
   return anchors == config.anchors ? config.yaml_text : yaml_text_with_anchors(config, anchors);
 }
 
+// YOLOv5's gs: the model's largest stride, at least 32.
+int grid_stride(const DetectionModel& model) { return std::max(int(model.strides().back()), 32); }
+
 // YOLOv5: the image size a multiple of the largest stride (at least 32), at least two of it.
 int training_image_size(int imgsz, const DetectionModel& model, bool rank0, const Log& log) {
-  const int gs = std::max(int(model.strides().back()), 32);
+  const int gs = grid_stride(model);
   std::string note;
   const int size = stride_multiple_size(imgsz, gs, 2 * gs, &note);
   if (rank0 && !note.empty()) log("warning: " + note);
@@ -245,7 +249,9 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
                 .global_batch = run_.batch.global,
                 .world_size = run_.world_size,
                 .rank = run_.rank,
-                .seed = options_.seed}),
+                .seed = options_.seed,
+                .shuffle = !options_.rect,  // YOLOv5: --rect trains in aspect-ratio order
+                .order = data::training_order(data_.train.dataset, options_.rect)}),
       batches_(sampler_.steps_per_epoch()),
       loss_options_{scale_loss_gains(options_.loss, model_.num_levels(), data_.nc(), imgsz_),
                     data_.nc()},
@@ -418,12 +424,18 @@ TrainSummary Trainer::run() {
 // One epoch of training steps, from where a resumed run left off.
 bool Trainer::train_epoch(int epoch) {
   EpochProgress& done = progress_.this_epoch;
-  std::vector<data::Step> plan = sampler_.plan_epoch(epoch, imgsz_);
+  std::vector<data::Step> plan = data::training_plan(data_.train.dataset, sampler_, epoch,
+                                                     {.imgsz = imgsz_,
+                                                      .stride = grid_stride(model_),
+                                                      .rect = options_.rect,
+                                                      .multi_scale = options_.multi_scale,
+                                                      .seed = options_.seed});
   plan.erase(plan.begin(), plan.begin() + done.batches_done);
   data::Loader loader(data_.train.dataset, std::move(plan), epoch,
                       {.imgsz = imgsz_,
                        .augment = true,
                        .hyp = options_.augment,
+                       .rect = options_.rect,
                        .seed = options_.seed,
                        .workers = loader_workers()});
   fire(&TrainCallbacks::on_train_epoch_start,

@@ -30,6 +30,7 @@
 #include "models/yolo/model_config.h"
 #include "models/yolo/weights.h"
 #include "models/yolo/yolo_model.h"
+#include "tests/support/data_fixtures.h"
 #include "tests/support/testing.h"
 
 using namespace bareyolo;
@@ -178,6 +179,36 @@ TEST_CASE("train: AutoAnchor's anchors reach every rank's model and EMA") {
   CHECK(images == 24);
   CHECK(reported.val_box == doctest::Approx(alone.box).epsilon(1e-12));
   CHECK(reported.val_obj == doctest::Approx(alone.obj).epsilon(1e-12));
+}
+
+// --rect --multi-scale: each global batch letterboxed into the canvas of its images and resized
+// to a size drawn per step, both the same on every rank, so 2 ranks x 4 images still end like
+// 1 rank x 8 (16 wide images of several aspect ratios at 128 px: canvases 128 x 96 and 128 x
+// 128, resized to 192 x 160, 192 x 192, 96 x 96, 96 x 96; 2 epochs). Compared over all weights
+// at once: the last batch (letterboxed images shrunk to 96 px) is one whose gradients float
+// computes poorly — measured against the same step in double, the one-rank gradients are off
+// by 1.8e-5 and the two-rank ones by 3.8e-5 over all weights — and its bias-lr 0.1 update moves
+// a few small BatchNorm biases by a tenth of their size. Measured: 3.8e-5 over all weights;
+// multi-scale sizes that differ between the two runs: 7.1e-3.
+TEST_CASE("train --rect --multi-scale: 2 CPU ranks x 4 images end like 1 rank x 8") {
+  TempDir dir;
+  const std::string data = bareyolo::testing::make_box_dataset(dir.path / "boxes", 16, 2);
+  auto run = [&](const char* name, int ranks) {
+    models::TrainOptions options = tiny_run(data, dir.path, name, ranks);
+    options.epochs = 2, options.imgsz = 128;
+    options.rect = options.multi_scale = true;
+    return models::run_training(options, [](const std::string&) {});
+  };
+  const models::TrainSummary two = run("two", 2);  // first: it forks
+  const models::TrainSummary one = run("one", 1);
+  CHECK(one.optimizer_steps == 4);  // warmup: a step after each of the 4 batches
+  CHECK(two.optimizer_steps == 4);
+  const WeightsDifference difference = raw_weights_difference(
+      one.run_dir + "/weights/last.safetensors", two.run_dir + "/weights/last.safetensors");
+  MESSAGE("largest relative difference " << difference.worst << " at " << difference.where
+                                         << "; over all weights " << difference.overall);
+  CHECK(difference.compared > 50);
+  CHECK(difference.overall < 5e-4);
 }
 
 // Mixed precision's plumbing in a real run: bf16 activations and bf16 gradient buckets over

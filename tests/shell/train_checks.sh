@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests/shell/train_checks.sh BAREYOLO MODEL_YAML — `bareyolo train` refuses what cannot be
 # right before it writes anything (issue 52): contradictory flags, repeated keys, hyp values out
-# of range, run names outside --project, --max-steps 0, a YOLOv5 opt.yaml asking for --rect; it
-# takes a YOLOv5 opt.yaml as --config; its --imgsz message says the true reason; --resume refuses flags that would change the run, naming the difference, and
+# of range, run names outside --project, --max-steps 0, a YOLOv5 opt.yaml asking for --quad; it
+# takes a YOLOv5 opt.yaml as --config (with rect and multi_scale on, applied); its --imgsz message says the true reason; --resume refuses flags that would change the run, naming the difference, and
 # continues a run started with --device cpu as one process, ending bit for bit like the run that
 # was not interrupted.
 set -euo pipefail
@@ -118,8 +118,16 @@ YAML
 grep -qF "'save_dir' describes YOLOv5's run, not applied" "$work/yolov5.txt" ||
   fail "YOLOv5's opt.yaml: no note on save_dir in: $(cat "$work/yolov5.txt")"
 test -s "$work/runs/from_yolov5/opt.yaml" || fail "YOLOv5's opt.yaml: no run in --project/--name"
-sed 's/^rect: false/rect: true/' "$work/yolov5_opt.yaml" > "$work/yolov5_rect.yaml"
-refused "'rect': --rect: YOLOv5's --rect is refused" --config "$work/yolov5_rect.yaml"
+sed -e 's/^rect: false/rect: true/' -e 's/^multi_scale: false/multi_scale: true/' \
+  -e 's/^name: from_yolov5/name: from_yolov5_rect/' "$work/yolov5_opt.yaml" > "$work/yolov5_rect.yaml"
+"$bareyolo" train --config "$work/yolov5_rect.yaml" --max-steps 1 > "$work/yolov5_rect.txt" 2>&1 ||
+  fail "YOLOv5's opt.yaml with rect: $(tail -3 "$work/yolov5_rect.txt")"
+for key in "rect: true" "multi_scale: true"; do
+  grep -qx "$key" "$work/runs/from_yolov5_rect/opt.yaml" ||
+    fail "YOLOv5's opt.yaml: '$key' not applied: $(cat "$work/runs/from_yolov5_rect/opt.yaml")"
+done
+sed 's/^quad: false/quad: true/' "$work/yolov5_opt.yaml" > "$work/yolov5_quad.yaml"
+refused "'quad': --quad: YOLOv5's --quad is refused" --config "$work/yolov5_quad.yaml"
 
 # --imgsz 32 is a multiple of 32: the note gives the real reason (training's minimum, 64).
 "$bareyolo" train "${common[@]}" --imgsz 32 --name small --max-steps 1 > "$work/small.txt" 2>&1 ||

@@ -43,12 +43,13 @@ TEST_CASE("opt.yaml is a --config file that bareyolo train takes") {
   run.validate = false;
   run.sync_bn = false;
   run.freeze = 3;
+  run.rect = true;
   std::filesystem::create_directories(run.run_dir);
   models::write_settings_yamls(run, run.run_dir);
   std::ostringstream opt;
   opt << std::ifstream(std::filesystem::path(run.run_dir) / "opt.yaml").rdbuf();
   for (const char* line : {"optimizer: AdamW\n", "noval: true\n", "no_sync_bn: true\n",
-                           "freeze: 3\n", "name: exp\n"}) {
+                           "freeze: 3\n", "name: exp\n", "rect: true\n", "multi_scale: false\n"}) {
     CAPTURE(line);
     CHECK(opt.str().find(line) != std::string::npos);
   }

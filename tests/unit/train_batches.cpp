@@ -2,7 +2,8 @@
 // as YOLOv5 computes them, per global batch for any world size; --multi-scale's sizes (in
 // range, the same for any world size) and shapes; the bilinear resize against its definition
 // and PyTorch's numbers; a rect batch letterboxed without mosaic; 2 ranks' micro-batches as the
-// one-rank batch's shares, in pixels.
+// one-rank batch's shares, in pixels; and short --rect and --rect --multi-scale runs whose
+// batches have the planned shapes.
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -11,6 +12,8 @@
 #include "data/multi_scale.h"
 #include "data/plane_resize.h"
 #include "data/train_batches.h"
+#include "engine/shipped_files.h"
+#include "models/train/trainer.h"
 #include "tests/support/data_fixtures.h"
 
 using namespace bareyolo;
@@ -254,6 +257,44 @@ TEST_CASE("--rect: training samples are letterboxed into the batch's canvas, nev
       CHECK(batch->targets[i] == doctest::Approx(reference.targets[i]).epsilon(1e-4));
   }
   CHECK(batches == 2);
+}
+
+TEST_CASE("train --rect and --rect --multi-scale: the tiny model trains on the planned shapes") {
+  TempDir dir;
+  // Two wide and two tall images: at 128 px in batches of 2, canvases 128 x 96 and 96 x 128.
+  add_image(dir.path(), "train", "w1", 256, 128, {{0, 0.3f, 0.5f, 0.2f, 0.4f}});
+  add_image(dir.path(), "train", "w2", 256, 192, {{1, 0.6f, 0.4f, 0.3f, 0.3f}});
+  add_image(dir.path(), "train", "t1", 128, 256, {{0, 0.5f, 0.3f, 0.4f, 0.2f}});
+  add_image(dir.path(), "train", "t2", 192, 256, {{1, 0.4f, 0.6f, 0.3f, 0.3f}});
+  add_image(dir.path(), "val", "v1", 256, 128, {{0, 0.3f, 0.5f, 0.2f, 0.4f}});
+  for (bool multi_scale : {false, true}) {
+    CAPTURE(multi_scale);
+    models::TrainOptions options;
+    options.data = write_yaml(dir.path(), 2);
+    options.cfg = shipped_file("models/yolov5-tiny.yaml");
+    options.epochs = 1, options.batch = 2, options.imgsz = 128, options.workers = 1;
+    options.rect = true, options.multi_scale = multi_scale, options.seed = 4;
+    options.show_progress = false, options.plots = false, options.tensorboard = false;
+    options.run_dir = (dir.path() / (multi_scale ? "multi" : "rect")).string();
+    std::vector<data::ImageSize> shapes;
+    models::TrainCallbacks record;
+    record.on_train_batch_end = [&](const models::BatchEndInfo& info) {
+      shapes.push_back({info.batch->width, info.batch->height});
+    };
+    options.callbacks = {record};
+    const models::TrainSummary summary = models::train(options, [](const std::string&) {});
+    CHECK(summary.finished);
+    REQUIRE(shapes.size() == 2);
+    const data::ImageSize canvases[2] = {{128, 96}, {96, 128}};
+    for (int t = 0; t < 2; ++t) {
+      const data::ImageSize want =
+          multi_scale
+              ? data::multi_scale_shape(canvases[t], data::multi_scale_size(4, t, 128, 32), 32)
+              : canvases[t];
+      CHECK(shapes[size_t(t)].width == want.width);
+      CHECK(shapes[size_t(t)].height == want.height);
+    }
+  }
 }
 
 // With the default augmentation (HSV, flips, perspective): each rank's micro-batch of step t is

@@ -2,6 +2,8 @@
 // checkpoints carry (every saved field round-trips; what is not saved stays the caller's).
 #include <sched.h>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/shipped_files.h"
 #include "models/train/options.h"
 #include "models/train/solver.h"
@@ -56,6 +58,7 @@ TEST_CASE("the saved configuration round-trips and leaves run-time fields alone"
   o.epochs = 7, o.batch = 24, o.imgsz = 320, o.workers = 3, o.nbs = 32, o.patience = 5;
   o.seed = 123456789012345ull;
   o.validate = false;
+  o.rect = o.multi_scale = true;
   o.optimizer = models::OptimizerKind::adamw;
   o.freeze = 10, o.save_period = 2, o.save_steps = 50, o.save_total_limit = 3;
   o.schedule.cosine = true;
@@ -76,6 +79,8 @@ TEST_CASE("the saved configuration round-trips and leaves run-time fields alone"
   CHECK(back.batch == 24);
   CHECK(back.seed == o.seed);
   CHECK_FALSE(back.validate);
+  CHECK(back.rect);
+  CHECK(back.multi_scale);
   CHECK(back.optimizer == models::OptimizerKind::adamw);
   CHECK(back.freeze == 10);
   CHECK(back.save_steps == 50);
@@ -85,6 +90,12 @@ TEST_CASE("the saved configuration round-trips and leaves run-time fields alone"
   CHECK(back.loss.label_smoothing == 0.1);
   CHECK(back.max_steps == 5);  // the caller's
   CHECK(back.project == "elsewhere");
+  // A checkpoint written before --rect and --multi-scale existed trained without them.
+  nlohmann::json older = nlohmann::json::parse(json);
+  older.erase("rect"), older.erase("multi_scale");
+  models::options_from_json(older.dump(), back);
+  CHECK_FALSE(back.rect);
+  CHECK_FALSE(back.multi_scale);
   CHECK_THROWS_WITH_AS(models::options_from_json(R"({"data": "x"})", back),
                        doctest::Contains("'cfg'"), std::invalid_argument);
   CHECK(models::parse_optimizer_name("Adam") == models::OptimizerKind::adam);

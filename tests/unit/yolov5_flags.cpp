@@ -38,7 +38,7 @@ const std::vector<Yolov5Flag> kTrainPy = {
     {"--imgsz", {"320"}, Expect::works},
     {"--img", {"320"}, Expect::works, "--imgsz"},
     {"--img-size", {"320"}, Expect::works, "--imgsz"},
-    {"--rect", {}, Expect::refused},
+    {"--rect", {}, Expect::works},
     {"--resume", {}, Expect::works},
     {"--nosave", {}, Expect::refused},
     {"--noval", {}, Expect::works, "--no-val"},
@@ -49,7 +49,7 @@ const std::vector<Yolov5Flag> kTrainPy = {
     {"--cache", {}, Expect::works},  // alone: ram
     {"--image-weights", {}, Expect::refused},
     {"--device", {"cpu"}, Expect::works},
-    {"--multi-scale", {}, Expect::refused},
+    {"--multi-scale", {}, Expect::works},
     {"--single-cls", {}, Expect::refused},
     {"--optimizer", {"Adam"}, Expect::works},
     {"--sync-bn", {}, Expect::works},

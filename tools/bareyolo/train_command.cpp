@@ -272,6 +272,12 @@ void add_train_command(CLI::App& app) {
                                       std::to_string(kShapesImgsz) + ")")
                       ->check(CLI::Range(32, 8192))
                       ->capture_default_str();
+  cmd->add_flag("--rect", t.rect,
+                "Rectangular batches (YOLOv5's --rect): the images in aspect-ratio order, not "
+                "shuffled, each batch letterboxed to its own stride-multiple shape, no mosaic");
+  cmd->add_flag("--multi-scale", t.multi_scale,
+                "Resize every batch (bilinear) to a random size from imgsz/2 to 3 imgsz/2, a "
+                "multiple of the stride, drawn per step from --seed (YOLOv5's --multi-scale)");
   cmd->add_option("--workers", t.workers,
                   "Data loader threads per rank; -1: one per core of the rank but one on a GPU "
                   "(at most the rank's batch), 2 on the CPU")

@@ -17,14 +17,12 @@ constexpr const char* kSingleCls =
     "single-class training is not implemented; relabel the dataset with one class";
 
 constexpr RefusedFlag kTrain[] = {
-    {"--rect", "rectangular training batches are not implemented (validation is rectangular)"},
     {"--nosave",
      "bareyolo writes last and best weights every epoch, which --resume and the restarts of "
      "--max-restarts need"},
     {"--evolve", "hyperparameter evolution is not implemented"},
     {"--bucket", "there is no Google Cloud Storage upload"},
     {"--image-weights", "class-weighted image sampling is not implemented"},
-    {"--multi-scale", "the static graph trains at one image size (--imgsz)"},
     {"--single-cls", kSingleCls},
     {"--quad", "the quad collate is not implemented"},
     {"--local_rank",

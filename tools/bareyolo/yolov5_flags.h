@@ -12,7 +12,7 @@
 namespace bareyolo::cli {
 
 struct RefusedFlag {
-  const char* name;  // "--rect"
+  const char* name;  // "--quad"
   const char* why;   // what bareyolo lacks, and what to do instead
 };
 

@@ -47,6 +47,8 @@ std::string opt_yaml_text(const TrainOptions& options, const std::string& hyp_ya
   out << YAML::Key << "epochs" << YAML::Value << options.epochs;
   out << YAML::Key << "batch_size" << YAML::Value << options.batch;
   out << YAML::Key << "imgsz" << YAML::Value << options.imgsz;
+  out << YAML::Key << "rect" << YAML::Value << options.rect;
+  out << YAML::Key << "multi_scale" << YAML::Value << options.multi_scale;
   out << YAML::Key << "noval" << YAML::Value << !options.validate;
   out << YAML::Key << "noautoanchor" << YAML::Value << !options.autoanchor;
   out << YAML::Key << "optimizer" << YAML::Value << optimizer_name(options.optimizer);
