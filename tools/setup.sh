@@ -14,11 +14,10 @@ cd "$(dirname "$0")/.."
 # clang-format: tools/test.sh checks the sources' format with it (Debian 12's is version 14).
 # libssl-dev: libcrypto's HMAC-SHA256 for the rendezvous's proof of the job's token (static).
 # libonnx-dev, libprotobuf-dev: `bareyolo export`'s own binary, bareyolo-export (ONNX graphs).
-# python3-opencv: OpenCV's DNN module (4.6 in Debian 12), which the export's test runs the graph in.
 # clang, libclang-rt-dev: libFuzzer and its sanitizers, for tools/fuzz.sh (and the fuzz smoke).
 packages=(cmake g++ make libyaml-cpp-dev doctest-dev libstb-dev nlohmann-json3-dev libcli11-dev
           libssl-dev clang-format libopenblas0-pthread libonnx-dev libprotobuf-dev python3-venv
-          python3-opencv clang libclang-rt-dev)
+          clang libclang-rt-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
@@ -34,12 +33,17 @@ if ((${#missing[@]})); then
     install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# ONNX Runtime (PyPI) for the test of exported graphs, in a venv of its own: without it that
-# test is skipped, saying why, so a failed install does not stop the set-up.
-if [ ! -x .venv-onnx/bin/python3 ] || ! .venv-onnx/bin/python3 -c "import onnxruntime" 2>/dev/null
+# ONNX Runtime and OpenCV 4.6 (PyPI) for the test of exported graphs, in a venv of its own:
+# without them that test is skipped, saying why, so a failed install does not stop the set-up.
+# OpenCV 4.6 is Debian 12's (python3-opencv), whose DNN module the graph must load; its PyPI
+# wheel is one 48 MB download where the Debian package pulls in 207 others (470 MB), and it
+# was built against NumPy 1.
+if [ ! -x .venv-onnx/bin/python3 ] ||
+  ! .venv-onnx/bin/python3 -c "import onnxruntime, cv2" 2>/dev/null
 then
-  { python3 -m venv .venv-onnx && .venv-onnx/bin/pip install -q onnxruntime numpy; } ||
-    echo "setup: no onnxruntime (pip failed): the ONNX export test will be skipped"
+  { python3 -m venv .venv-onnx &&
+    .venv-onnx/bin/pip install -q onnxruntime "numpy<2" "opencv-python-headless==4.6.0.66"; } ||
+    echo "setup: no onnxruntime or OpenCV (pip failed): the ONNX export test will be skipped"
 fi
 
 # TensorBoard (PyPI) for the test that reads a run's events file with TensorBoard's own reader,

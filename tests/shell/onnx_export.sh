@@ -6,15 +6,16 @@
 # and tests/shell/opencv_dnn_check.py runs the batch-1 graph in OpenCV's DNN against ONNX
 # Runtime. Exits 77 (ctest: skipped), saying why, when no Python with onnxruntime is found:
 # $BAREYOLO_ONNX_PYTHON, then the .venv-onnx that tools/setup.sh makes, then python3. Without a
-# Python that has cv2 ($BAREYOLO_OPENCV_PYTHON, /usr/bin/python3, python3) the OpenCV step alone
-# is skipped, saying so.
+# Python that has cv2 ($BAREYOLO_OPENCV_PYTHON, the .venv-onnx, /usr/bin/python3, python3) the
+# OpenCV step alone is skipped, saying so.
 set -euo pipefail
 bareyolo=$1 cfg=$2 images=$3
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 source "$here/python_with.sh"
 
-opencv_python=$(python_with "numpy, cv2" "${BAREYOLO_OPENCV_PYTHON:-}" /usr/bin/python3 python3)
+opencv_python=$(python_with "numpy, cv2" "${BAREYOLO_OPENCV_PYTHON:-}" \
+  "$repo/.venv-onnx/bin/python3" /usr/bin/python3 python3)
 python=$(python_with "numpy, onnxruntime" "${BAREYOLO_ONNX_PYTHON:-}" \
   "$repo/.venv-onnx/bin/python3" python3)
 if [ -z "$python" ]; then
@@ -47,6 +48,6 @@ conf=0.002 iou=0.45 imgsz=320 names="person|o'clock|back\\slash"
 if [ -n "$opencv_python" ]; then
   "$opencv_python" "$here/opencv_dnn_check.py" "$work/static.onnx" "$work/ort.npz"
 else
-  echo "skipped the OpenCV step: no Python with cv2 (tools/setup.sh installs python3-opencv)"
+  echo "skipped the OpenCV step: no Python with cv2 (tools/setup.sh installs it into .venv-onnx)"
 fi
 echo "onnx export: all steps passed"

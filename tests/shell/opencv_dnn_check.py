@@ -4,7 +4,8 @@
 Loads MODEL.onnx with cv2.dnn.readNetFromONNX (as YOLOv5's detect.py --dnn does), runs it on each
 of the `inputs` that onnx_runtime_check.py saved and compares the raw outputs with ONNX
 Runtime's `outputs`: the largest |difference| / max(1, |ONNX Runtime's|) must stay within 1e-3.
-Run with a Python that has cv2 (Debian's python3-opencv: /usr/bin/python3); exits 1 on failure.
+Run with a Python that has cv2 (OpenCV 4.6's wheel in .venv-onnx, or Debian's python3-opencv);
+exits 1 on failure.
 """
 import sys
 
