@@ -19,7 +19,17 @@ json to_json(const SplitReport& report, const std::string& fingerprint) {
   for (const ImageRecord& record : report.images) {
     json boxes = json::array();
     for (const LabelBox& b : record.boxes) boxes.push_back({b.class_id, b.cx, b.cy, b.w, b.h});
-    images.push_back({record.path, record.width, record.height, std::move(boxes)});
+    json image = {record.path, record.width, record.height, std::move(boxes)};
+    if (!record.segments.empty()) {  // polygons as flat x y lists, one per box
+      json segments = json::array();
+      for (const Polygon& polygon : record.segments) {
+        json flat = json::array();
+        for (const Point& p : polygon) flat.push_back(p.x), flat.push_back(p.y);
+        segments.push_back(std::move(flat));
+      }
+      image.push_back(std::move(segments));
+    }
+    images.push_back(std::move(image));
   }
   json problems = json::array();
   for (const Problem& p : report.problems)
@@ -60,6 +70,16 @@ LabelBox box_from_json(const json& b, int num_classes) {
   return box;
 }
 
+// One box's polygon: empty (a box line) or at least 3 normalised points.
+Polygon polygon_from_json(const json& flat) {
+  if (flat.size() % 2 != 0 || flat.size() == 2 || flat.size() == 4)
+    throw ImplausibleCache("a polygon that is not 3 or more x y pairs");
+  Polygon polygon;
+  for (size_t i = 0; i < flat.size(); i += 2)
+    polygon.push_back({coordinate(flat.at(i)), coordinate(flat.at(i + 1))});
+  return polygon;
+}
+
 SplitReport from_json(const json& doc, int num_classes) {
   constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
   SplitReport report;
@@ -74,6 +94,11 @@ SplitReport from_json(const json& doc, int num_classes) {
                        static_cast<int>(whole_number(item.at(2), 1, kMaxInt)),
                        {}};
     for (const json& b : item.at(3)) record.boxes.push_back(box_from_json(b, num_classes));
+    if (item.size() > 4) {
+      for (const json& flat : item.at(4)) record.segments.push_back(polygon_from_json(flat));
+      if (record.segments.size() != record.boxes.size())
+        throw ImplausibleCache("a polygon count that is not the box count");
+    }
     report.images.push_back(std::move(record));
   }
   for (const json& p : doc.at("problems"))

@@ -54,6 +54,36 @@ void draw_line(Image& image, double x0, double y0, double x1, double y1, int thi
   }
 }
 
+void polygon_spans(const Polygon& polygon, int width, int height,
+                   const std::function<void(int y, int x1, int x2)>& span) {
+  const size_t n = polygon.size();
+  if (n < 3) return;
+  // The first pixel index whose centre is at or right of (below) `edge`, within [0, size].
+  const auto first_centre_from = [](double edge, int size) {
+    return int(std::clamp(std::ceil(edge - 0.5), 0.0, double(size)));
+  };
+  const auto [low, high] = std::minmax_element(polygon.begin(), polygon.end(),
+                                               [](Point a, Point b) { return a.y < b.y; });
+  std::vector<double> crossings;
+  for (int y = first_centre_from(low->y, height); y < first_centre_from(high->y, height); ++y) {
+    const double centre = y + 0.5;
+    crossings.clear();
+    for (size_t i = 0; i < n; ++i) {
+      const Point& a = polygon[i];
+      const Point& b = polygon[(i + 1) % n];
+      // Half-open in y, so a vertex on the centre line counts once and a flat edge never.
+      if ((a.y <= centre) != (b.y <= centre))
+        crossings.push_back(a.x + (centre - a.y) * (double(b.x) - a.x) / (double(b.y) - a.y));
+    }
+    std::sort(crossings.begin(), crossings.end());
+    for (size_t k = 0; k + 1 < crossings.size(); k += 2) {
+      const int x1 = first_centre_from(crossings[k], width);
+      const int x2 = first_centre_from(crossings[k + 1], width);
+      if (x1 < x2) span(y, x1, x2);
+    }
+  }
+}
+
 int text_height(int scale) { return kGlyphHeight * scale; }
 
 int text_width(const std::string& text, int scale) {

@@ -43,6 +43,7 @@ Finding check_image(const std::string& path, int num_classes, int64_t max_pixels
   if (finding.image_ok) {
     LabelFile labels = read_label_file(label_path_for(path), num_classes);
     finding.record.boxes = labels.boxes;
+    finding.record.segments = labels.segments;
     finding.labels = std::move(labels);
   }
   return finding;

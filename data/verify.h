@@ -21,11 +21,12 @@
 
 namespace bareyolo::data {
 
-// One usable image: where it is, its size, its boxes.
+// One usable image: where it is, its size, its boxes (and their polygons, label_file.h).
 struct ImageRecord {
   std::string path;
   int width = 0, height = 0;
   std::vector<LabelBox> boxes;
+  std::vector<Polygon> segments = {};  // empty, or one per box (empty for a box line)
   int64_t pixels() const { return int64_t(width) * height; }
 };
 

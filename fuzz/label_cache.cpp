@@ -15,10 +15,19 @@ namespace {
 constexpr const char* kFingerprint = "5eedcafe5eedcafe";
 constexpr int kClasses = 3;
 
+bool unit(float v) { return std::isfinite(v) && v >= 0 && v <= 1; }
+
 bool plausible(const bareyolo::data::LabelBox& box) {
-  const auto unit = [](float v) { return std::isfinite(v) && v >= 0 && v <= 1; };
   return box.class_id >= 0 && box.class_id < kClasses && unit(box.cx) && unit(box.cy) &&
          unit(box.w) && unit(box.h) && box.w > 0 && box.h > 0;
+}
+
+// No polygon (a box line) or at least 3 normalised points.
+bool plausible(const bareyolo::data::Polygon& polygon) {
+  if (!polygon.empty() && polygon.size() < 3) return false;
+  for (const bareyolo::data::Point& p : polygon)
+    if (!unit(p.x) || !unit(p.y)) return false;
+  return true;
 }
 
 }  // namespace
@@ -32,6 +41,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (image.width <= 0 || image.height <= 0) __builtin_trap();
     for (const bareyolo::data::LabelBox& box : image.boxes)
       if (!plausible(box)) __builtin_trap();
+    if (!image.segments.empty() && image.segments.size() != image.boxes.size()) __builtin_trap();
+    for (const bareyolo::data::Polygon& polygon : image.segments)
+      if (!plausible(polygon)) __builtin_trap();
   }
   if (report->backgrounds < 0 || report->corrupt < 0 || report->labels < 0) __builtin_trap();
   return 0;

@@ -13,6 +13,7 @@
 
 #include "data/image.h"
 #include "data/label_file.h"
+#include "data/raster.h"
 
 namespace bareyolo::testing {
 
@@ -98,6 +99,52 @@ inline std::string make_box_dataset(const fs::path& root, int count, int nc = 3)
   }
   add_image(root, "val", "v0", 200, 100, {{0, 0.5f, 0.5f, 0.4f, 0.4f}});
   add_image(root, "val", "v1", 90, 180, {{1, 0.5f, 0.5f, 0.3f, 0.2f}});
+  return write_yaml(root, nc);
+}
+
+// A labelled object drawn as a white polygon: its class and normalised points.
+struct PolygonObject {
+  int class_id = 0;
+  data::Polygon points;
+};
+
+// Writes root/images/<split>/<stem>.png with the objects white on black and its label file in
+// YOLOv5's segment format (`class x1 y1 x2 y2 ...`).
+inline void add_polygon_image(const fs::path& root, const std::string& split,
+                              const std::string& stem, int width, int height,
+                              const std::vector<PolygonObject>& objects) {
+  data::Image image(width, height, 0);
+  std::string text;
+  for (const PolygonObject& object : objects) {
+    data::Polygon pixels;
+    text += std::to_string(object.class_id);
+    for (const data::Point& p : object.points) {
+      pixels.push_back({p.x * float(width), p.y * float(height)});
+      text += " " + std::to_string(p.x) + " " + std::to_string(p.y);
+    }
+    text += "\n";
+    data::polygon_spans(pixels, width, height, [&](int y, int x1, int x2) {
+      std::fill(image.at(x1, y), image.at(x2, y), uint8_t(255));
+    });
+  }
+  fs::create_directories(root / "images" / split);
+  data::write_image((root / "images" / split / (stem + ".png")).string(), image);
+  write_text(root / "labels" / split / (stem + ".txt"), text);
+}
+
+// A dataset of `count` train images with 1-2 white right triangles each, labelled as polygons,
+// and one val image.
+inline std::string make_polygon_dataset(const fs::path& root, int count, int nc = 2) {
+  const auto triangle = [](int class_id, float x, float y, float w, float h) {
+    return PolygonObject{class_id, {{x, y}, {x + w, y}, {x, y + h}}};
+  };
+  for (int i = 0; i < count; ++i) {
+    std::vector<PolygonObject> objects = {
+        triangle(i % nc, 0.1f, 0.1f + 0.05f * (i % 3), 0.3f, 0.4f)};
+    if (i % 2) objects.push_back(triangle((i + 1) % nc, 0.55f, 0.5f, 0.35f, 0.3f));
+    add_polygon_image(root, "train", "p" + std::to_string(i), 160 + 16 * (i % 4), 128, objects);
+  }
+  add_polygon_image(root, "val", "v0", 128, 128, {triangle(0, 0.2f, 0.2f, 0.5f, 0.5f)});
   return write_yaml(root, nc);
 }
 

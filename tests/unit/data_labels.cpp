@@ -127,7 +127,8 @@ TEST_CASE("label cache: a cache whose values verification could not have written
   // A cache is a file anyone can edit or damage; the loader indexes by its classes and divides
   // by its sizes. Before: any number was cast as found (1e30 into an int is undefined).
   const auto cache = [](const std::string& image, const std::string& box) {
-    return R"({"version":2,"fingerprint":"f","backgrounds":0,"corrupt":0,)"
+    return R"({"version":)" + std::to_string(data::kLabelCacheVersion) +
+           R"(,"fingerprint":"f","backgrounds":0,"corrupt":0,)"
            R"("missing_label_files":0,"labels":1,"images":[[)" +
            image + ",[" + box + R"(]]],"problems":[]})";
   };
@@ -151,4 +152,39 @@ TEST_CASE("label cache: a cache whose values verification could not have written
   CHECK_FALSE(parsed(cache(R"("a.jpg",0,48)", "[0,0.5,0.5,0.25,1]")));
   CHECK_FALSE(parsed(cache(R"("a.jpg",4294967360,48)", "[0,0.5,0.5,0.25,1]")));
   CHECK_FALSE(parsed("{\"version\":2"));  // cut short
+}
+
+TEST_CASE("label cache: polygon labels are verified, cached and read back with their points") {
+  TempDir dir;
+  make_polygon_dataset(dir.path(), 2);
+  const std::vector<std::string> sources = {(dir.path() / "images" / "train").string()};
+  const data::CachedSplit built = data::load_or_build_split(sources, 2);
+  CHECK_FALSE(built.from_cache);
+  REQUIRE(built.report.images.size() == 2);
+  const data::ImageRecord& two = built.report.images[1];  // p1: two triangles
+  REQUIRE(two.segments.size() == 2);
+  CHECK(two.segments[1].size() == 3);
+  CHECK(two.boxes[1].w == doctest::Approx(0.35).epsilon(1e-5));  // the triangle's leg
+  const data::CachedSplit cached = data::load_or_build_split(sources, 2);
+  CHECK(cached.from_cache);
+  CHECK(cached.report.images[1].segments == two.segments);
+  CHECK(cached.report.images[1].boxes == two.boxes);
+
+  // A cache's polygons must be verification's: 3 or more normalised points, one per box.
+  const auto with_segments = [](const std::string& segments) {
+    return data::parse_label_cache(
+               R"({"version":)" + std::to_string(data::kLabelCacheVersion) +
+                   R"(,"fingerprint":"f","backgrounds":0,"corrupt":0,"missing_label_files":0,)"
+                   R"("labels":1,"images":[["a.jpg",64,48,[[0,0.5,0.5,0.2,0.2]],)" +
+                   segments + R"(]],"problems":[]})",
+               "f", 1)
+        .has_value();
+  };
+  CHECK(with_segments("[[0.4,0.4,0.6,0.4,0.5,0.6]]"));
+  CHECK(with_segments("[[]]"));                           // a box line among polygons
+  CHECK_FALSE(with_segments("[[0.4,0.4,0.6,0.4]]"));      // 2 points
+  CHECK_FALSE(with_segments("[[0.4,0.4,0.6,0.4,0.5]]"));  // an odd count
+  CHECK_FALSE(with_segments("[[0.4,0.4,1.6,0.4,0.5,0.6]]"));
+  CHECK_FALSE(with_segments("[[0.4,0.4,0.6,0.4,0.5,0.6],[]]"));  // 2 polygons, 1 box
+  CHECK_FALSE(with_segments("[]"));
 }

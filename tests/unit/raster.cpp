@@ -65,6 +65,32 @@ TEST_CASE("raster: lines join their end points with the pen's thickness") {
   CHECK(count(diagonal, data::kWhite) == 0);
 }
 
+TEST_CASE("raster: a polygon covers the pixels whose centres are inside it, clipped at the edges") {
+  const auto covered = [](const data::Polygon& polygon, int width, int height) {
+    data::Image image(width, height, 0);
+    data::polygon_spans(polygon, width, height, [&](int y, int x1, int x2) {
+      data::fill_rect(image, x1, y, x2, y + 1, kRed);
+    });
+    return image;
+  };
+  // A rectangle with whole-pixel corners covers what fill_rect fills.
+  data::Image rect(12, 9, 0);
+  data::fill_rect(rect, 2, 1, 7, 5, kRed);
+  CHECK(covered({{2, 1}, {7, 1}, {7, 5}, {2, 5}}, 12, 9).pixels == rect.pixels);
+  // Half-way corners: a pixel counts when its centre is inside.
+  CHECK(extent(covered({{2.5f, 1.4f}, {7.6f, 1.4f}, {7.6f, 5.5f}, {2.5f, 5.5f}}, 12, 9), kRed) ==
+        std::array<int, 4>{2, 1, 8, 5});
+  // A right triangle below the diagonal of a 10 x 10 square: the centres (x + .5, y + .5) with
+  // x < y, 45 pixels (centres on the diagonal are on its right edge: outside).
+  data::Image triangle = covered({{0, 0}, {10, 10}, {0, 10}}, 10, 10);
+  CHECK(count(triangle, kRed) == 45);
+  CHECK(is(triangle, 0, 1, kRed));
+  CHECK_FALSE(is(triangle, 1, 1, kRed));
+  // Clipped at the image's edges; fewer than 3 points cover nothing.
+  CHECK(count(covered({{-5, -5}, {30, -5}, {30, 3}, {-5, 3}}, 10, 10), kRed) == 30);
+  CHECK(count(covered({{1, 1}, {8, 8}}, 10, 10), kRed) == 0);
+}
+
 TEST_CASE("raster: text stays inside its measured box and tells strings apart") {
   data::Image a(80, 30, 0), b(80, 30, 0);
   data::draw_text(a, 5, 7, "mAP50", kRed, 2);

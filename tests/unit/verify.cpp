@@ -34,17 +34,17 @@ bool has_problem(const std::vector<data::Problem>& problems, const std::string& 
 
 TEST_CASE("label lines: every kind of bad value is reported with its line") {
   const char* text =
-      "0 0.5 0.5 0.2 0.2\n"           // 1 good
-      "1 0.5 0.5 0.2\n"               // 2 four columns
-      "1 0.5 abc 0.2 0.2\n"           // 3 not a number
-      "1 nan 0.5 0.2 0.2\n"           // 4 NaN (passes a naive range test)
-      "1 0.5 0.5 inf 0.2\n"           // 5 Inf
-      "3 0.5 0.5 0.2 0.2\n"           // 6 class >= nc
-      "1.5 0.5 0.5 0.2 0.2\n"         // 7 fractional class
-      "2 0.5 1.2 0.2 0.2\n"           // 8 outside [0, 1]
-      "-1 0.5 0.5 0.2 0.2\n"          // 9 negative class
-      "\n"                            // 10 blank: ignored
-      "1 0.5 0.5 0.2 0.2 0.1 0.3\n";  // 11 polygon-like
+      "0 0.5 0.5 0.2 0.2\n"       // 1 good
+      "1 0.5 0.5 0.2\n"           // 2 four columns
+      "1 0.5 abc 0.2 0.2\n"       // 3 not a number
+      "1 nan 0.5 0.2 0.2\n"       // 4 NaN (passes a naive range test)
+      "1 0.5 0.5 inf 0.2\n"       // 5 Inf
+      "3 0.5 0.5 0.2 0.2\n"       // 6 class >= nc
+      "1.5 0.5 0.5 0.2 0.2\n"     // 7 fractional class
+      "2 0.5 1.2 0.2 0.2\n"       // 8 outside [0, 1]
+      "-1 0.5 0.5 0.2 0.2\n"      // 9 negative class
+      "\n"                        // 10 blank: ignored
+      "1 0.5 0.5 0.2 0.2 0.1\n";  // 11 six columns: neither a box nor a polygon
   data::LabelFile parsed = data::parse_labels(text, "x.txt", 3);
   CHECK_FALSE(parsed.usable());
   CHECK(parsed.problems.size() == 9);
@@ -56,9 +56,10 @@ TEST_CASE("label lines: every kind of bad value is reported with its line") {
   CHECK(has_problem(parsed.problems, "x.txt", 7, "not a whole number"));
   CHECK(has_problem(parsed.problems, "x.txt", 8, "cy = 1.2 is outside [0, 1]"));
   CHECK(has_problem(parsed.problems, "x.txt", 9, "not a whole number >= 0"));
-  CHECK(has_problem(parsed.problems, "x.txt", 11, "polygon labels are not supported"));
+  CHECK(has_problem(parsed.problems, "x.txt", 11, "found 6"));
   CHECK(parsed.problems[0].to_string() ==
-        "x.txt:2: expected 5 columns (class cx cy w h), found 4 (image skipped)");
+        "x.txt:2: expected 5 columns (class cx cy w h) or a polygon (class x1 y1 x2 y2 x3 y3 ..., "
+        "an odd count of at least 7), found 4 (image skipped)");
 }
 
 TEST_CASE("label lines: tolerance is clamped and duplicates dropped with a warning") {
@@ -73,6 +74,51 @@ TEST_CASE("label lines: tolerance is clamped and duplicates dropped with a warni
   CHECK(parsed.problems[0].line == 3);
   CHECK_FALSE(parsed.problems[0].image_skipped);
   CHECK(data::parse_labels("0 1.01 0.5 0.2 0.2\n", "z.txt", 1).problems.size() == 1);
+}
+
+TEST_CASE("label lines: a polygon's box is its extent and its points are kept") {
+  // YOLOv5's segment format: class then x y pairs. The box is the points' extent
+  // (x 0.1..0.5, y 0.2..0.6); a box line beside polygons has no polygon.
+  data::LabelFile parsed = data::parse_labels(
+      "1 0.1 0.2 0.5 0.2 0.3 0.6\n0 0.5 0.5 0.2 0.2\n1 0.1 0.2 0.5 0.2 0.3 0.6\n"
+      "1 0.1 0.2 0.5 0.2 0.1 0.6 0.5 0.6\n",
+      "p.txt", 2);
+  CHECK(parsed.usable());
+  REQUIRE(parsed.boxes.size() == 3);  // the repeated polygon is dropped
+  CHECK(parsed.boxes[0].class_id == 1);
+  CHECK(parsed.boxes[0].cx == doctest::Approx(0.3));
+  CHECK(parsed.boxes[0].cy == doctest::Approx(0.4));
+  CHECK(parsed.boxes[0].w == doctest::Approx(0.4));
+  CHECK(parsed.boxes[0].h == doctest::Approx(0.4));
+  REQUIRE(parsed.segments.size() == 3);
+  CHECK(parsed.segments[0] == data::Polygon{{0.1f, 0.2f}, {0.5f, 0.2f}, {0.3f, 0.6f}});
+  CHECK(parsed.segments[1].empty());
+  // Another polygon with the same box is another object.
+  CHECK(parsed.boxes[2] == parsed.boxes[0]);
+  CHECK(parsed.segments[2].size() == 4);
+  REQUIRE(parsed.problems.size() == 1);
+  CHECK(parsed.problems[0].line == 3);
+  // A file of boxes only keeps no polygons.
+  CHECK(data::parse_labels("0 0.5 0.5 0.2 0.2\n", "b.txt", 1).segments.empty());
+}
+
+TEST_CASE("label lines: a bad polygon is reported with its line and the column it names") {
+  const char* text =
+      "0 0.1 0.2 0.5 0.2 0.3 0.6 0.4\n"  // 1 an even count: not x y pairs
+      "0 0.1 0.2 1.5 0.2 0.3 0.6\n"      // 2 x2 outside [0, 1]
+      "0 0.1 y 0.5 0.2 0.3 0.6\n"        // 3 y1 not a number
+      "0 0.1 0.2 0.1 0.5 0.1 0.9\n"      // 4 every x the same: no width
+      "0 0.1 0.2 0.5 0.2 0.9 0.2\n"      // 5 every y the same: no height
+      "2 0.1 0.2 0.5 0.2 0.3 0.6\n";     // 6 class >= nc
+  data::LabelFile parsed = data::parse_labels(text, "q.txt", 2);
+  CHECK_FALSE(parsed.usable());
+  CHECK(parsed.problems.size() == 6);
+  CHECK(has_problem(parsed.problems, "q.txt", 1, "found 8"));
+  CHECK(has_problem(parsed.problems, "q.txt", 2, "x2 = 1.5 is outside [0, 1]"));
+  CHECK(has_problem(parsed.problems, "q.txt", 3, "y1 'y' is not a number"));
+  CHECK(has_problem(parsed.problems, "q.txt", 4, "span zero width"));
+  CHECK(has_problem(parsed.problems, "q.txt", 5, "span zero height"));
+  CHECK(has_problem(parsed.problems, "q.txt", 6, "class 2 is out of range"));
 }
 
 TEST_CASE(
