@@ -17,6 +17,8 @@ struct AugmentHyp {
   double flipud = 0.0;       // probability of an up-down flip
   double fliplr = 0.5;       // probability of a left-right flip
   double mosaic = 1.0;       // probability of a 4-image mosaic
+  double mixup = 0.0;        // probability of blending a mosaic with a second one (mixup.h)
+  double copy_paste = 0.0;   // share of a mosaic's objects mirrored and pasted (copy_paste.h)
 };
 
 }  // namespace bareyolo::data

@@ -43,7 +43,7 @@ std::pair<Rect, Rect> tile_rects(int t, int w, int h, int xc, int yc, int canvas
 }  // namespace
 
 Image build_mosaic(const Dataset& dataset, int64_t index, int imgsz, SampleRng& rng,
-                   std::vector<PixelBox>& boxes) {
+                   std::vector<PixelBox>& boxes, std::vector<Polygon>& segments) {
   const int s = imgsz, canvas_side = 2 * imgsz;
   int yc = static_cast<int>(rng.uniform(s / 2.0, 1.5 * s));
   int xc = static_cast<int>(rng.uniform(s / 2.0, 1.5 * s));
@@ -53,6 +53,7 @@ Image build_mosaic(const Dataset& dataset, int64_t index, int imgsz, SampleRng& 
 
   Image canvas(canvas_side, canvas_side, kPadValue);
   boxes.clear();
+  segments.clear();
   for (int t = 0; t < 4; ++t) {
     int64_t tile = tiles[size_t(t)];
     LoadedImage loaded = dataset.load(tile, imgsz);
@@ -62,10 +63,17 @@ Image build_mosaic(const Dataset& dataset, int64_t index, int imgsz, SampleRng& 
       std::memcpy(canvas.at(dst.x1, dst.y1 + y), image.at(src.x1, src.y1 + y),
                   size_t(dst.x2 - dst.x1) * 3);
     float pad_x = float(dst.x1 - src.x1), pad_y = float(dst.y1 - src.y1);
-    for (const LabelBox& box : dataset.record(tile).boxes)
-      boxes.push_back(to_pixels(box, float(image.width), float(image.height), pad_x, pad_y));
+    const ImageRecord& record = dataset.record(tile);
+    for (size_t k = 0; k < record.boxes.size(); ++k) {
+      boxes.push_back(
+          to_pixels(record.boxes[k], float(image.width), float(image.height), pad_x, pad_y));
+      segments.push_back(record.segments.empty() ? Polygon{}
+                                                 : to_pixels(record.segments[k], float(image.width),
+                                                             float(image.height), pad_x, pad_y));
+    }
   }
   clip_boxes(boxes, float(canvas_side), float(canvas_side));
+  clip_polygons(segments, float(canvas_side), float(canvas_side));
   return canvas;
 }
 

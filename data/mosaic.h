@@ -3,8 +3,9 @@
 // Draws, in order: the centre yc then xc, each int(U(s/2, 3s/2)); three partner images
 // uniformly from the whole dataset; a shuffle of the four. Tile t of size (w, h) goes to the
 // quadrant t around (xc, yc) — 0 top-left, 1 top-right, 2 bottom-left, 3 bottom-right — cut at
-// the canvas edge. Boxes move with their tile and are clipped to [0, 2s]. The caller then
-// applies random_perspective with border -s/2, which makes it s x s.
+// the canvas edge. Boxes move with their tile and are clipped to [0, 2s], and so do the
+// polygons of labels that have them (`segments`: one per box, empty for a box without). The
+// caller then applies copy-paste and random_perspective with border -s/2, which makes it s x s.
 #pragma once
 
 #include <vector>
@@ -17,6 +18,6 @@
 namespace bareyolo::data {
 
 Image build_mosaic(const Dataset& dataset, int64_t index, int imgsz, SampleRng& rng,
-                   std::vector<PixelBox>& boxes);
+                   std::vector<PixelBox>& boxes, std::vector<Polygon>& segments);
 
 }  // namespace bareyolo::data

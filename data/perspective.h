@@ -7,6 +7,10 @@
 // warped (bilinear, border 114) unless the border is 0 and M is the identity.
 // Boxes: the four corners are transformed, their min/max taken and clipped to the output;
 // boxes that no longer show their object (boxes.h: box_survives) are removed.
+// Polygons (YOLOv5 takes this path when every box has one, as a polygon label file gives):
+// each outline is resampled to 1000 points, transformed, and its new box is the extent of
+// the points that land inside the output — tight around a rotated object, where the corners'
+// box would grow; such a box survives with 1 % of its area kept (10 % for boxes).
 #pragma once
 
 #include <vector>
@@ -29,7 +33,15 @@ Mat3 random_perspective_matrix(const AugmentHyp& hyp, int in_width, int in_heigh
 std::vector<PixelBox> transform_boxes(const std::vector<PixelBox>& boxes, const Mat3& m,
                                       double zoom, int out_width, int out_height);
 
+// The same for boxes with polygons (`segments`, one per box, in pixels): boxes from the
+// transformed outlines.
+std::vector<PixelBox> transform_segments(const std::vector<PixelBox>& boxes,
+                                         const std::vector<Polygon>& segments, const Mat3& m,
+                                         double zoom, int out_width, int out_height);
+
+// `segments`: the boxes' polygons in pixels, one per box (an empty one for a box without);
+// used when every box has one.
 void random_perspective(Image& image, std::vector<PixelBox>& boxes, const AugmentHyp& hyp,
-                        int border, SampleRng& rng);
+                        int border, SampleRng& rng, const std::vector<Polygon>& segments = {});
 
 }  // namespace bareyolo::data

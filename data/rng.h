@@ -8,7 +8,9 @@
 // small, fast, and with 2^256 states no two of our streams overlap in practice.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <numbers>
 
 namespace bareyolo::data {
 
@@ -60,8 +62,29 @@ class SampleRng {
     return static_cast<uint64_t>(m >> 64);
   }
   bool chance(double p) { return uniform() < p; }
+  // Beta(a, b) for a, b >= 1 (mixup's ratio), as X / (X + Y) of X ~ Gamma(a), Y ~ Gamma(b).
+  double beta(double a, double b) {
+    const double x = gamma(a);
+    return x / (x + gamma(b));
+  }
 
  private:
+  // Standard normal by Box-Muller (one of the pair; 1 - u keeps the log's argument > 0).
+  double normal() {
+    const double radius = std::sqrt(-2 * std::log(1 - uniform()));
+    return radius * std::cos(2 * std::numbers::pi * uniform());
+  }
+  // Gamma(shape, 1) for shape >= 1 by Marsaglia and Tsang's squeeze-free rejection (2000): v =
+  // (1 + c z)^3 of a normal z is accepted with the density ratio, d v is the draw.
+  double gamma(double shape) {
+    const double d = shape - 1.0 / 3, c = 1 / std::sqrt(9 * d);
+    while (true) {
+      const double z = normal(), v = std::pow(1 + c * z, 3);
+      if (v <= 0) continue;
+      if (std::log(1 - uniform()) < z * z / 2 + d - d * v + d * std::log(v)) return d * v;
+    }
+  }
+
   static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
   uint64_t state_[4];
 };

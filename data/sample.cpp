@@ -4,8 +4,10 @@
 #include <algorithm>
 
 #include "data/boxes.h"
+#include "data/copy_paste.h"
 #include "data/hsv.h"
 #include "data/letterbox.h"
+#include "data/mixup.h"
 #include "data/mosaic.h"
 #include "data/perspective.h"
 
@@ -35,6 +37,17 @@ Sample letterboxed_sample(const Dataset& dataset, int64_t index, const LoadedIma
   return sample;
 }
 
+// YOLOv5's load_mosaic: the 4-image canvas, copy-paste on it, and the random perspective that
+// makes it imgsz x imgsz.
+Image augmented_mosaic(const Dataset& dataset, int64_t index, int imgsz, const AugmentHyp& hyp,
+                       SampleRng& rng, std::vector<PixelBox>& boxes) {
+  std::vector<Polygon> segments;
+  Image image = build_mosaic(dataset, index, imgsz, rng, boxes, segments);
+  copy_paste(image, boxes, segments, hyp.copy_paste, rng);
+  random_perspective(image, boxes, hyp, -imgsz / 2, rng, segments);
+  return image;
+}
+
 void to_labels(const std::vector<PixelBox>& boxes, Sample& sample) {
   sample.labels.clear();
   for (const PixelBox& box : boxes)
@@ -48,8 +61,16 @@ Sample make_train_sample(const Dataset& dataset, int64_t index, int imgsz, const
   std::vector<PixelBox> boxes;
   Sample sample;
   if (!rect_canvas && rng.chance(hyp.mosaic)) {
-    sample.image = build_mosaic(dataset, index, imgsz, rng, boxes);
-    random_perspective(sample.image, boxes, hyp, -imgsz / 2, rng);
+    sample.image = augmented_mosaic(dataset, index, imgsz, hyp, rng, boxes);
+    // YOLOv5 draws this chance even at mixup 0; here only when mixup is on, so that a run
+    // without it draws what it drew before mixup existed.
+    if (hyp.mixup > 0 && rng.chance(hyp.mixup)) {
+      const int64_t partner = int64_t(rng.below(uint64_t(dataset.size())));
+      std::vector<PixelBox> partner_boxes;
+      const Image partner_image =
+          augmented_mosaic(dataset, partner, imgsz, hyp, rng, partner_boxes);
+      mix_up(sample.image, boxes, partner_image, partner_boxes, mixup_ratio(rng));
+    }
   } else {
     const ImageSize canvas = rect_canvas.value_or(ImageSize{imgsz, imgsz});
     sample = letterboxed_sample(dataset, index, dataset.load(index, imgsz), canvas.width,

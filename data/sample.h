@@ -1,12 +1,14 @@
 // data/sample.h — one image as the model sees it: the training pipeline (mosaic or letterbox,
-// random perspective, HSV, flips) and the validation one (letterbox only).
+// copy-paste, random perspective, mixup, HSV, flips) and the validation one (letterbox only).
 //
 // Training, YOLOv5's order of operations and of random draws:
-//   1. mosaic with probability hyp.mosaic (the draw is always made): mosaic.h, then
-//      random_perspective with border -imgsz/2; otherwise letterbox to imgsz x imgsz (may
-//      enlarge) and random_perspective with border 0. With a rect canvas (--rect): no mosaic
-//      (and no draw for it, as in YOLOv5), letterbox to the canvas, random_perspective with
-//      border 0;
+//   1. with probability hyp.mosaic (the draw is always made) a mosaic: mosaic.h, copy-paste
+//      (copy_paste.h), random_perspective with border -imgsz/2, then with probability
+//      hyp.mixup a second such mosaic of a random image blended in (mixup.h; its draws, made
+//      only when hyp.mixup > 0: the chance, the image, that mosaic's, the ratio). Otherwise
+//      letterbox to imgsz x imgsz (may enlarge) and random_perspective with border 0. With a
+//      rect canvas (--rect): no mosaic (and no draw for it, as in YOLOv5), letterbox to the
+//      canvas, random_perspective with border 0;
 //   2. boxes -> normalised xywh, clipped to the image (boxes.h);
 //   3. HSV jitter (hsv.h);
 //   4. up-down flip with p = flipud, then left-right flip with p = fliplr (both draws made).

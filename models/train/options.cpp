@@ -94,7 +94,9 @@ std::vector<HypField> hyp_fields(TrainOptions& o) {
       {"perspective", &o.augment.perspective, {0, 0.001}, "the perspective, +/- a fraction"},
       {"flipud", &o.augment.flipud, kFraction, "the probability of an up-down flip"},
       {"fliplr", &o.augment.fliplr, kFraction, "the probability of a left-right flip"},
-      {"mosaic", &o.augment.mosaic, kFraction, "the probability of a mosaic"}};
+      {"mosaic", &o.augment.mosaic, kFraction, "the probability of a mosaic"},
+      {"mixup", &o.augment.mixup, kFraction, "the probability of a mixup"},
+      {"copy_paste", &o.augment.copy_paste, kFraction, "the share of objects copy-pasted"}};
 }
 
 // "anchors = 0.3 must be 0 or ...", or "" when `anchors` is a hyp anchors value YOLOv5 takes:
@@ -116,7 +118,10 @@ std::string hyp_value_problem(const HypField& field, double value) {
 }
 
 // Hyp keys YOLOv5's yamls carry for features bareyolo does not have: accepted at 0 only.
-constexpr const char* kMustBeZero[] = {"fl_gamma", "mixup", "copy_paste"};
+constexpr const char* kMustBeZero[] = {"fl_gamma"};
+// Hyperparameters added after configurations were first saved: one saved before them trained
+// with them at 0, the only value bareyolo took then.
+constexpr const char* kZeroWhenUnsaved[] = {"mixup", "copy_paste"};
 // Hyp keys YOLOv5 defines but its training never reads.
 constexpr const char* kUnused[] = {"iou_t"};
 
@@ -313,7 +318,16 @@ void options_from_json(const std::string& text, TrainOptions& o) {
   };
   saved_fields(o, [&](const char* key, auto& target) { read(j, key, target); });
   if (!j.contains("hyp")) throw std::invalid_argument("the saved configuration has no 'hyp'");
-  for (const HypField& field : hyp_fields(o)) read(j.at("hyp"), field.name, *field.value);
+  const auto added_later = [](const char* key) {
+    return std::any_of(std::begin(kZeroWhenUnsaved), std::end(kZeroWhenUnsaved),
+                       [&](const char* name) { return std::string_view(name) == key; });
+  };
+  for (const HypField& field : hyp_fields(o)) {
+    if (added_later(field.name) && !j.at("hyp").contains(field.name))
+      *field.value = 0;
+    else
+      read(j.at("hyp"), field.name, *field.value);
+  }
 }
 
 int loader_workers(int workers, const Device& device, int per_rank_batch) {

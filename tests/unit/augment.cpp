@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "data/boxes.h"
+#include "data/cache_files.h"
 #include "data/hsv.h"
 #include "data/image.h"
 #include "data/letterbox.h"
@@ -215,4 +216,134 @@ TEST_CASE(
   // pixels are remnants of boxes the filter dropped (cut to < 10 % or <= 2 px).
   CHECK(double(inside_bright) / inside > 0.98);
   CHECK(double(bright_covered) / bright > 0.97);
+}
+
+TEST_CASE("training samples with mixup and copy-paste off are those of the pipeline before them") {
+  // The digest of 8 samples (pixels and labels) as commit 8813c3b built them, before mixup and
+  // copy-paste existed: at probability 0 they must draw nothing and change nothing. A deliberate
+  // change to the default augmentations updates it.
+  TempDir dir;
+  data::DatasetConfig config = data::read_dataset_yaml(make_box_dataset(dir.path(), 6));
+  data::OpenedSplit train = data::open_split(config, "train");
+  data::AugmentHyp hyp;  // hyp.scratch-low, whose mixup and copy_paste are 0
+  hyp.mosaic = 0.75;     // both pipelines: mosaic and letterbox
+  uint64_t digest = 0xcbf29ce484222325ull;
+  for (uint64_t position = 0; position < 8; ++position) {
+    data::SampleRng rng(11, 3, position);
+    data::Sample sample =
+        data::make_train_sample(train.dataset, int64_t(position % 6), 96, hyp, rng);
+    digest = data::fnv1a_bytes(sample.image.pixels.data(), sample.image.pixels.size(), digest);
+    digest = data::fnv1a_bytes(sample.labels.data(), sample.labels.size() * sizeof(data::LabelBox),
+                               digest);
+  }
+  CHECK(data::hex(digest) == "dffcd7fdbf8f18f3");
+}
+
+TEST_CASE("random perspective with polygons: boxes from the points that land inside, kept at 1 %") {
+  // A triangle whose apex (95, 50) is inside a 100 x 100 output and whose base (x = 140) is
+  // outside: the part inside spans x 95..100 and, on its two edges at x = 100, y 50 -/+ 40 * 5/45.
+  const std::vector<data::PixelBox> boxes = {{0, 95, 10, 140, 90}};
+  const std::vector<data::Polygon> segments = {{{95, 50}, {140, 10}, {140, 90}}};
+  const double half_height = 40.0 * 5 / 45;
+  std::vector<data::PixelBox> moved =
+      data::transform_segments(boxes, segments, data::Mat3::identity(), 1.0, 100, 100);
+  REQUIRE(moved.size() == 1);  // 5 x 8.9 of 45 x 80 is 1.2 % of the area: above 1 %
+  // 1000 points along 3 edges: a point every 0.26 px at most, so the extent is that close.
+  CHECK(moved[0].x1 == doctest::Approx(95).epsilon(0.003));
+  CHECK(moved[0].x2 == doctest::Approx(100).epsilon(0.003));
+  CHECK(moved[0].y1 == doctest::Approx(50 - half_height).epsilon(0.006));
+  CHECK(moved[0].y2 == doctest::Approx(50 + half_height).epsilon(0.006));
+  // The corners' box clips to x 95..100, y 10..90, 11 % of the area: kept there, and larger.
+  std::vector<data::PixelBox> corners =
+      data::transform_boxes(boxes, data::Mat3::identity(), 1.0, 100, 100);
+  REQUIRE(corners.size() == 1);
+  CHECK(corners[0].y1 == 10);
+
+  // A diamond turned 45 degrees about its centre is a square of side 10 sqrt(2): its box is that
+  // square, where the turned corners of its box (x, y 40..60) would span 20 sqrt(2).
+  data::Mat3 to_origin, turn, back;
+  to_origin(0, 2) = to_origin(1, 2) = -50;
+  back(0, 2) = back(1, 2) = 50;
+  const double c = std::sqrt(0.5);
+  turn(0, 0) = c, turn(0, 1) = -c, turn(1, 0) = c, turn(1, 1) = c;
+  const data::Mat3 m = back * turn * to_origin;
+  std::vector<data::PixelBox> turned = data::transform_segments(
+      {{1, 40, 40, 60, 60}}, {{{50, 40}, {60, 50}, {50, 60}, {40, 50}}}, m, 1.0, 100, 100);
+  REQUIRE(turned.size() == 1);
+  CHECK(turned[0].x2 - turned[0].x1 == doctest::Approx(10 * std::sqrt(2.0)).epsilon(0.01));
+  CHECK(turned[0].y2 - turned[0].y1 == doctest::Approx(10 * std::sqrt(2.0)).epsilon(0.01));
+}
+
+TEST_CASE("random perspective takes the polygons' path only when every box has a polygon") {
+  data::AugmentHyp hyp;
+  hyp.translate = hyp.scale = 0;
+  const std::vector<data::Polygon> triangle = {{{95, 50}, {140, 10}, {140, 90}}};
+  // The triangle example above on a 100 x 100 image: its polygon's box is 8.9 px high, its
+  // corners' box 80.
+  for (const bool with_polygon : {true, false}) {
+    data::Image image = gradient_image(100, 100);
+    std::vector<data::PixelBox> boxes = {{0, 95, 10, 140, 90}};
+    data::SampleRng rng(0, 0, 0);
+    data::random_perspective(image, boxes, hyp, 0, rng,
+                             with_polygon ? triangle : std::vector<data::Polygon>{{}});
+    REQUIRE(boxes.size() == 1);
+    CHECK((boxes[0].y2 - boxes[0].y1 < 10) == with_polygon);
+  }
+}
+
+TEST_CASE("training pipeline: polygon labels stay on their objects through copy-paste and turns") {
+  TempDir dir;
+  data::OpenedSplit train =
+      data::open_split(data::read_dataset_yaml(make_polygon_dataset(dir.path(), 6)), "train");
+  REQUIRE(train.dataset.record(1).segments.size() == 2);
+  data::AugmentHyp hyp;
+  hyp.hsv_h = hyp.hsv_s = hyp.hsv_v = 0;  // keep white white
+  hyp.degrees = 30;                       // turned triangles: the polygons give tight boxes
+  hyp.copy_paste = 1;
+  int64_t bright = 0, bright_covered = 0, box_pixels = 0, box_bright = 0;
+  size_t labels = 0;
+  for (uint64_t position = 0; position < 12; ++position) {
+    data::SampleRng rng(3, 0, position);
+    data::Sample sample =
+        data::make_train_sample(train.dataset, int64_t(position % 6), 128, hyp, rng);
+    labels += sample.labels.size();
+    for (int y = 0; y < 128; ++y)
+      for (int x = 0; x < 128; ++x) {
+        const bool white = sample.image.at(x, y)[0] > 200;
+        bool covered = false;
+        for (const data::LabelBox& b : sample.labels) {
+          const bool inside = std::abs(x + 0.5 - b.cx * 128) <= b.w * 64 &&
+                              std::abs(y + 0.5 - b.cy * 128) <= b.h * 64;
+          covered = covered || inside;
+          box_pixels += inside, box_bright += inside && white;
+        }
+        bright += white, bright_covered += white && covered;
+      }
+  }
+  CHECK(labels > 24);  // 1.5 triangles an image, 4 images a mosaic, copies, minus cut ones
+  CHECK(double(bright_covered) / double(bright) > 0.97);
+  // A right triangle fills half its box, less where boxes overlap or cut it: 0.45 here. The
+  // corners' box of the turned triangle's box would leave 0.31.
+  CHECK(double(box_bright) / double(box_pixels) > 0.4);
+}
+
+TEST_CASE("training pipeline: with mixup a mosaic's labels are its own and then its partner's") {
+  TempDir dir;
+  data::OpenedSplit train =
+      data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 6)), "train");
+  data::AugmentHyp plain;
+  plain.fliplr = 0;  // labels as the mosaics left them
+  data::AugmentHyp mixed = plain;
+  mixed.mixup = 1;
+  size_t partners_labels = 0;
+  for (uint64_t position = 0; position < 6; ++position) {
+    data::SampleRng plain_rng(9, 1, position), mixed_rng(9, 1, position);
+    const data::Sample alone = data::make_train_sample(train.dataset, 0, 96, plain, plain_rng);
+    const data::Sample blended = data::make_train_sample(train.dataset, 0, 96, mixed, mixed_rng);
+    REQUIRE(blended.labels.size() >= alone.labels.size());
+    CHECK(std::equal(alone.labels.begin(), alone.labels.end(), blended.labels.begin()));
+    partners_labels += blended.labels.size() - alone.labels.size();
+    CHECK(blended.image.pixels != alone.image.pixels);
+  }
+  CHECK(partners_labels > 6);
 }

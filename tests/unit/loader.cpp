@@ -1,5 +1,6 @@
 // tests/unit/loader.cpp — the threaded loader: batches identical for any worker count
-// and any world size (N ranks' micro-batches == the single-rank batch, pixels and targets),
+// and any world size (N ranks' micro-batches == the single-rank batch, pixels and targets;
+// with mixup and copy-paste on too, on box and polygon labels),
 // distinct augmentations for repeated images, the collate layout, validation metadata, and
 // errors from workers reaching the caller.
 #include <algorithm>
@@ -14,8 +15,23 @@ using namespace bareyolo::testing;
 
 namespace {
 
+// hyp.scratch-low with up-down flips, so that both flips are exercised.
+data::AugmentHyp flipping_hyp() {
+  data::AugmentHyp hyp;
+  hyp.flipud = 0.5;
+  return hyp;
+}
+
+// The same with hyp.scratch-high's mixup and copy-paste, made certain.
+data::AugmentHyp mixing_hyp() {
+  data::AugmentHyp hyp = flipping_hyp();
+  hyp.mixup = hyp.copy_paste = 1;
+  return hyp;
+}
+
 std::vector<data::Batch> load_epoch(const data::Dataset& dataset, int global_batch, int world,
-                                    int rank, int workers, int64_t epoch = 1) {
+                                    int rank, int workers, int64_t epoch = 1,
+                                    const data::AugmentHyp& hyp = flipping_hyp()) {
   data::SamplerOptions sampler;
   sampler.dataset_size = dataset.size();
   sampler.global_batch = global_batch;
@@ -26,7 +42,7 @@ std::vector<data::Batch> load_epoch(const data::Dataset& dataset, int global_bat
   options.imgsz = 96;
   options.seed = 5;
   options.workers = workers;
-  options.hyp.flipud = 0.5;
+  options.hyp = hyp;
   data::Loader loader(dataset, data::DistributedSampler(sampler).plan_epoch(epoch, 96), epoch,
                       options);
   std::vector<data::Batch> batches;
@@ -47,16 +63,12 @@ std::vector<float> targets_of(const data::Batch& batch, int i) {
   return rows;
 }
 
-}  // namespace
-
-TEST_CASE("loader: batches are identical for 0 or 1 or 3 workers") {
-  TempDir dir;
-  data::OpenedSplit train =
-      data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 11)), "train");
-  std::vector<data::Batch> inline_built = load_epoch(train.dataset, 4, 1, 0, 0);
+// Every batch of an epoch built with 1 and 3 workers is the one built inline.
+void check_worker_counts_agree(const data::Dataset& dataset, const data::AugmentHyp& hyp) {
+  std::vector<data::Batch> inline_built = load_epoch(dataset, 4, 1, 0, 0, 1, hyp);
   REQUIRE(inline_built.size() == 3);  // 11 images, batch 4: the last batch is padded
   for (int workers : {1, 3}) {
-    std::vector<data::Batch> threaded = load_epoch(train.dataset, 4, 1, 0, workers);
+    std::vector<data::Batch> threaded = load_epoch(dataset, 4, 1, 0, workers, 1, hyp);
     REQUIRE(threaded.size() == inline_built.size());
     for (size_t s = 0; s < threaded.size(); ++s) {
       CHECK(threaded[s].step == int64_t(s));
@@ -66,17 +78,13 @@ TEST_CASE("loader: batches are identical for 0 or 1 or 3 workers") {
   }
 }
 
-TEST_CASE(
-    "loader: 2 and 4 ranks' micro-batches together are the single-rank batch in pixels and "
-    "targets") {
-  TempDir dir;
-  data::OpenedSplit train =
-      data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 7)), "train");
-  std::vector<data::Batch> single = load_epoch(train.dataset, 4, 1, 0, 2);
+// 2 and 4 ranks' micro-batches of every step, put together, are the single-rank batch.
+void check_world_sizes_agree(const data::Dataset& dataset, const data::AugmentHyp& hyp) {
+  std::vector<data::Batch> single = load_epoch(dataset, 4, 1, 0, 2, 1, hyp);
   for (int world : {2, 4}) {
     int share = 4 / world;
     for (int rank = 0; rank < world; ++rank) {
-      std::vector<data::Batch> mine = load_epoch(train.dataset, 4, world, rank, 1);
+      std::vector<data::Batch> mine = load_epoch(dataset, 4, world, rank, 1, 1, hyp);
       REQUIRE(mine.size() == single.size());
       for (size_t s = 0; s < single.size(); ++s)
         for (int i = 0; i < share; ++i) {
@@ -86,6 +94,46 @@ TEST_CASE(
           CHECK(mine[s].meta[size_t(i)].path == single[s].meta[size_t(global_i)].path);
         }
     }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("loader: batches are identical for 0 or 1 or 3 workers") {
+  TempDir dir;
+  data::OpenedSplit train =
+      data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 11)), "train");
+  check_worker_counts_agree(train.dataset, flipping_hyp());
+}
+
+TEST_CASE(
+    "loader: 2 and 4 ranks' micro-batches together are the single-rank batch in pixels and "
+    "targets") {
+  TempDir dir;
+  data::OpenedSplit train =
+      data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 7)), "train");
+  check_world_sizes_agree(train.dataset, flipping_hyp());
+}
+
+TEST_CASE("loader: with mixup and copy-paste the batches do not depend on workers or ranks") {
+  TempDir dir;
+  for (const bool polygons : {false, true}) {
+    CAPTURE(polygons);
+    const fs::path root = dir.path() / (polygons ? "polygons" : "boxes");
+    data::OpenedSplit train =
+        data::open_split(data::read_dataset_yaml(polygons ? make_polygon_dataset(root, 11)
+                                                          : make_box_dataset(root, 11)),
+                         "train");
+    check_worker_counts_agree(train.dataset, mixing_hyp());
+    check_world_sizes_agree(train.dataset, mixing_hyp());
+    // And mixup and copy-paste did their part: more targets than without them.
+    const auto targets = [&](const data::AugmentHyp& hyp) {
+      int64_t count = 0;
+      for (const data::Batch& batch : load_epoch(train.dataset, 4, 1, 0, 0, 1, hyp))
+        count += batch.num_targets();
+      return count;
+    };
+    CHECK(targets(mixing_hyp()) > targets(flipping_hyp()) * 3 / 2);
   }
 }
 

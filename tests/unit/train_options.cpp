@@ -39,8 +39,13 @@ TEST_CASE("a YOLOv5 hyp yaml sets the schedule, loss gains and augmentation") {
   CHECK(o.augment.mosaic == 0.8);
   CHECK(o.augment.flipud == 0.1);
 
-  write_text(hyp, "mixup: 0.1\n");
-  CHECK_THROWS_WITH_AS(models::load_hyp_yaml(hyp.string(), o), doctest::Contains("mixup=0.1"),
+  write_text(hyp, "mixup: 0.1\ncopy_paste: 0.3\n");
+  models::load_hyp_yaml(hyp.string(), o);
+  CHECK(o.augment.mixup == 0.1);
+  CHECK(o.augment.copy_paste == 0.3);
+  write_text(hyp, "copy_paste: 1.5\n");
+  CHECK_THROWS_WITH_AS(models::load_hyp_yaml(hyp.string(), o),
+                       doctest::Contains("copy_paste = 1.5 must be in [0, 1]"),
                        std::invalid_argument);
   write_text(hyp, "lr_zero: 0.1\n");
   CHECK_THROWS_WITH_AS(models::load_hyp_yaml(hyp.string(), o), doctest::Contains("'lr_zero'"),
@@ -100,6 +105,31 @@ TEST_CASE("the saved configuration round-trips and leaves run-time fields alone"
                        doctest::Contains("'cfg'"), std::invalid_argument);
   CHECK(models::parse_optimizer_name("Adam") == models::OptimizerKind::adam);
   CHECK_THROWS_WITH_AS(models::parse_optimizer_name("adam"), doctest::Contains("SGD, Adam, AdamW"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("a configuration saved before mixup and copy-paste existed reads them as 0") {
+  models::TrainOptions o;
+  o.augment.mixup = 0.1, o.augment.copy_paste = 0.2;
+  models::TrainOptions back;
+  models::options_from_json(models::options_to_json(o), back);
+  CHECK(back.augment.mixup == 0.1);
+  CHECK(back.augment.copy_paste == 0.2);
+  // Checkpoints written before them (tests/fixtures/checkpoints) have neither key: they trained
+  // with both at 0, the only value bareyolo accepted then.
+  std::string old = models::options_to_json(o);
+  const auto remove = [&](const std::string& entry) {
+    REQUIRE(old.find(entry) != std::string::npos);
+    old.erase(old.find(entry), entry.size());
+  };
+  remove(",\"mixup\":0.1");
+  remove(",\"copy_paste\":0.2");
+  models::options_from_json(old, back);
+  CHECK(back.augment.mixup == 0);
+  CHECK(back.augment.copy_paste == 0);
+  // Any other missing hyperparameter is still an error.
+  remove(",\"mosaic\":1.0");
+  CHECK_THROWS_WITH_AS(models::options_from_json(old, back), doctest::Contains("no 'mosaic'"),
                        std::invalid_argument);
 }
 
