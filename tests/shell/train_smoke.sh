@@ -4,7 +4,8 @@
 # results.csv with YOLOv5's columns and one row per epoch, results.jsonl, report.html), weights
 # that `val` reads, a positive finite loss every epoch; take its settings from --config with the
 # command line winning; number a second run exp2-style; and continue a run stopped by
-# --max-steps with --resume to the same end; and run with --amp --grad-dtype bf16.
+# --max-steps with --resume to the same end; run with --amp --grad-dtype bf16; and train with
+# hyp.scratch-high's mixup and copy-paste.
 set -euo pipefail
 bareyolo=$1 cfg=$2
 work=$(mktemp -d)
@@ -56,4 +57,13 @@ grep -q "mixed precision (--amp)" "$work/log5.txt" || fail "the --amp run does n
 test -s "$work/runs/amp/weights/last.safetensors" || fail "no checkpoint from the --amp run"
 grep -aq '"F32"' "$work/runs/amp/weights/last.safetensors" || fail "no F32 record in the checkpoint"
 ! grep -aq '"BF16"' "$work/runs/amp/weights/last.safetensors" || fail "bf16 masters in a checkpoint"
+# hyp.scratch-high (scratch-low's values but these, ../shared/spec/yolov5.md section 3.1): mixup
+# and copy-paste on; one epoch must finish and the run's hyp.yaml keep them.
+printf 'lrf: 0.1\ncls: 0.3\nobj: 0.7\nscale: 0.9\nmixup: 0.1\ncopy_paste: 0.1\n' > "$work/high.yaml"
+"$bareyolo" train --data "$work/shapes/data.yaml" --cfg "$cfg" --hyp "$work/high.yaml" \
+  --epochs 1 --batch 8 --imgsz 64 --workers 1 --no-val --project "$work/runs" --name high \
+  > "$work/log6.txt" 2>&1 || fail "hyp.scratch-high run: $(tail -3 "$work/log6.txt")"
+test -s "$work/runs/high/weights/final.safetensors" || fail "the hyp.scratch-high run did not finish"
+grep -qx 'mixup: 0.1' "$work/runs/high/hyp.yaml" && grep -qx 'copy_paste: 0.1' "$work/runs/high/hyp.yaml" \
+  || fail "the run's hyp.yaml lost mixup or copy_paste"
 echo "train smoke: all steps passed"
