@@ -73,6 +73,16 @@ void parse_progress(const nlohmann::json& j, TrainingProgress& p, SolverState& s
   j.at("finished").get_to(p.finished);
 }
 
+// --resume of a run that finished: the refusal and what to do instead. Extending a finished
+// run is not offered (as in YOLOv5): its learning-rate schedule has ended, and its stripped
+// checkpoint holds no optimizer state; more training is a new run from its weights.
+[[noreturn]] void refuse_finished_run(const std::string& path, size_t epochs) {
+  throw std::invalid_argument(path + ": this run already finished (" + std::to_string(epochs) +
+                              " epochs); nothing to resume. To train further, start a new run "
+                              "from its weights: --weights " +
+                              path);
+}
+
 }  // namespace
 
 SafetensorsFile make_weights_file(const std::vector<StateEntry>& weights, int nc,
@@ -117,8 +127,24 @@ SafetensorsFile make_checkpoint(const CheckpointTensors& tensors, const Checkpoi
   return file;
 }
 
+SafetensorsFile stripped_checkpoint(const SafetensorsFile& checkpoint, const std::string& source) {
+  const CheckpointInfo info = read_checkpoint_info(checkpoint, source);
+  SafetensorsFile weights;
+  for (const TensorRecord& record : checkpoint.records())
+    if (record.name.rfind(kTrainingModelPrefix, 0) != 0 &&
+        record.name.rfind(kOptimizerPrefix, 0) != 0)
+      weights.add(record);
+  const std::map<std::string, std::string>& meta = checkpoint.metadata();
+  add_common_metadata(weights, info.nc, info.names, meta.count("cfg") ? meta.at("cfg") : "",
+                      meta.count("yaml") ? meta.at("yaml") : "");
+  weights.metadata()["finished_epochs"] = std::to_string(info.history.size());
+  return with_float_dtype(weights, DType::f16);
+}
+
 CheckpointInfo read_checkpoint_info(const SafetensorsFile& file, const std::string& source) {
   const std::map<std::string, std::string>& meta = file.metadata();
+  if (!meta.count("checkpoint") && meta.count("finished_epochs"))
+    refuse_finished_run(source, size_t(file.metadata_integer("finished_epochs", source)));
   if (!meta.count("checkpoint"))
     throw std::invalid_argument(source +
                                 " holds weights only, not a training checkpoint; "
@@ -190,10 +216,7 @@ namespace {
 // already finished.
 CheckpointInfo resumable_info(const SafetensorsFile& file, const std::string& path) {
   CheckpointInfo info = read_checkpoint_info(file, path);
-  if (info.progress.finished)
-    throw std::invalid_argument(
-        path + ": this run already finished (" + std::to_string(info.history.size()) +
-        " epochs); nothing to resume. Start a new run with --weights " + path);
+  if (info.progress.finished) refuse_finished_run(path, info.history.size());
   return info;
 }
 }  // namespace

@@ -112,8 +112,15 @@ SafetensorsFile make_weights_file(const std::vector<StateEntry>& weights, int nc
                                   const std::vector<std::string>& names,
                                   const std::string& cfg = "", const std::string& yaml = "");
 
+// A finished run's checkpoint as YOLOv5's strip_optimizer leaves its last.pt and best.pt: the
+// EMA weights (model.*) alone, floats in fp16, with the weights metadata (format, cfg, yaml,
+// nc, names) and "finished_epochs" (the epochs the run trained), by which --resume of it says
+// that the run finished rather than that the file is not a checkpoint.
+SafetensorsFile stripped_checkpoint(const SafetensorsFile& checkpoint, const std::string& source);
+
 // Reads a checkpoint's metadata; throws std::invalid_argument naming `source` when it is
-// plain weights (not resumable) or a field is missing.
+// plain weights (not resumable; a finished run's stripped checkpoint says so) or a field is
+// missing.
 CheckpointInfo read_checkpoint_info(const SafetensorsFile& file, const std::string& source);
 // Copies every tensor back; checks all names and shapes before copying anything.
 void restore_checkpoint(const SafetensorsFile& file, const CheckpointTensors& tensors,

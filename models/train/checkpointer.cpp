@@ -44,14 +44,17 @@ void Checkpointer::final_weights(const std::vector<StateEntry>& weights, int nc,
                                  const std::string& yaml) {
   if (!writes_) return;
   const std::string best = path("best.safetensors");
-  load_state(SafetensorsFile::load(best), weights, best);
+  const SafetensorsFile best_checkpoint = SafetensorsFile::load(best);
+  load_state(best_checkpoint, weights, best);
   const std::string final_path = path("final.safetensors");
-  const SafetensorsFile final_weights = make_weights_file(weights, nc, names, cfg, yaml);
-  final_weights.save(final_path);
+  make_weights_file(weights, nc, names, cfg, yaml).save(final_path);
   saved_(final_path);
-  // As YOLOv5's strip_optimizer: best keeps the EMA weights alone, in fp16 (a quarter of the
-  // checkpoint's bytes); final keeps them in f32, last stays resumable.
-  with_float_dtype(final_weights, DType::f16).save(best);
+  // As YOLOv5's strip_optimizer on last.pt and best.pt: each keeps its EMA weights alone, in
+  // fp16 (a quarter of the checkpoint's bytes); final keeps best's in f32. Until here both
+  // were resumable checkpoints; a finished run is not resumed (checkpoint.h, open_resume).
+  stripped_checkpoint(best_checkpoint, best).save(best);
+  const std::string last = path("last.safetensors");
+  stripped_checkpoint(SafetensorsFile::load(last), last).save(last);
 }
 
 void Checkpointer::save(const std::vector<std::string>& files) {

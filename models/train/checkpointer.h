@@ -7,7 +7,8 @@
 //                             last.safetensors then or when --max-steps ends the run there
 //   after an epoch            last.safetensors; best.safetensors when the epoch is the best
 //                             so far; epoch<N>.safetensors every --save-period epochs
-//   when training finished    final.safetensors: best.safetensors' EMA weights alone
+//   when training finished    final.safetensors: best.safetensors' EMA weights alone; then
+//                             best and last are stripped (checkpoint.h: stripped_checkpoint)
 #pragma once
 
 #include <functional>
@@ -36,7 +37,8 @@ class Checkpointer {
   void after_step(int64_t optimizer_steps, bool run_ends_here);
   void after_epoch(int epoch, bool is_best);
   // `weights`: entries to load best.safetensors' model.* into and save (the EMA model's) as
-  // final.safetensors; best.safetensors is then stripped to them in fp16, as YOLOv5 strips it.
+  // final.safetensors; best and last.safetensors are then stripped to their EMA weights in
+  // fp16, as YOLOv5 strips best.pt and last.pt.
   void final_weights(const std::vector<StateEntry>& weights, int nc,
                      const std::vector<std::string>& names, const std::string& cfg,
                      const std::string& yaml);

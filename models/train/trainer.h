@@ -6,7 +6,8 @@
 // optimizer step (SGD or AdamW) and an EMA update. After each epoch the
 // EMA weights are validated (mAP50, mAP50-95, val losses), fitness = 0.1 mAP50 + 0.9
 // mAP50-95 picks the best and drives early stopping (--patience), and the run directory gets
-//   weights/last.safetensors, best.safetensors   checkpoints (checkpoint.h), model.* = EMA
+//   weights/last.safetensors, best.safetensors   checkpoints (checkpoint.h), model.* = EMA;
+//                                                stripped to fp16 weights once it finished
 //   weights/epoch<N>, step<N>.safetensors         periodic checkpoints (--save-period/-steps)
 //   weights/final.safetensors                    the best weights alone, once training finished
 //   results.csv, results.jsonl, report.html      per-epoch metrics (callbacks.h, outputs/report.h)

@@ -31,9 +31,11 @@
 #include "models/yolo/weights.h"
 #include "models/yolo/yolo_model.h"
 #include "tests/support/data_fixtures.h"
+#include "tests/support/kept_checkpoint.h"
 #include "tests/support/testing.h"
 
 using namespace bareyolo;
+using bareyolo::testing::keep_last_checkpoint;
 namespace fs = std::filesystem;
 
 namespace {
@@ -134,15 +136,20 @@ TEST_CASE(
   TempDir dir;
   const std::string data = sparse_shapes(dir.path);
   auto quiet = [](const std::string&) {};
-  // The 2-rank run first: it forks, which a process that trained on a GPU could not do.
-  const models::TrainSummary two = models::run_training(tiny_run(data, dir.path, "two", 2), quiet);
-  const models::TrainSummary one = models::run_training(tiny_run(data, dir.path, "one", 1), quiet);
+  // The 2-rank run first: it forks, which a process that trained on a GPU could not do. Each
+  // run's last checkpoint is kept as written, before the end strips it.
+  models::TrainOptions two_ranks = tiny_run(data, dir.path, "two", 2),
+                       one_rank = tiny_run(data, dir.path, "one", 1);
+  two_ranks.callbacks = {keep_last_checkpoint(dir.path / "two-last.safetensors")};
+  one_rank.callbacks = {keep_last_checkpoint(dir.path / "one-last.safetensors")};
+  const models::TrainSummary two = models::run_training(two_ranks, quiet);
+  const models::TrainSummary one = models::run_training(one_rank, quiet);
   // 12 batches; warmup steps after each of the first 8, then every second one.
   CHECK(one.optimizer_steps == 10);
   CHECK(two.optimizer_steps == 10);
   // Norm-wise per tensor: float rounding differs between a batch of 8 and two of 4.
   const WeightsDifference difference = raw_weights_difference(
-      one.run_dir + "/weights/last.safetensors", two.run_dir + "/weights/last.safetensors");
+      (dir.path / "one-last.safetensors").string(), (dir.path / "two-last.safetensors").string());
   MESSAGE("largest relative difference " << difference.worst << " at " << difference.where
                                          << "; over all weights " << difference.overall);
   CHECK(difference.compared > 50);
@@ -197,6 +204,9 @@ TEST_CASE("train --rect --multi-scale: 2 CPU ranks x 4 images end like 1 rank x 
     models::TrainOptions options = tiny_run(data, dir.path, name, ranks);
     options.epochs = 2, options.imgsz = 128;
     options.rect = options.multi_scale = true;
+    // The run's last checkpoint as written, before the end strips it.
+    options.callbacks = {
+        keep_last_checkpoint(dir.path / (std::string(name) + "-last.safetensors"))};
     return models::run_training(options, [](const std::string&) {});
   };
   const models::TrainSummary two = run("two", 2);  // first: it forks
@@ -204,7 +214,7 @@ TEST_CASE("train --rect --multi-scale: 2 CPU ranks x 4 images end like 1 rank x 
   CHECK(one.optimizer_steps == 4);  // warmup: a step after each of the 4 batches
   CHECK(two.optimizer_steps == 4);
   const WeightsDifference difference = raw_weights_difference(
-      one.run_dir + "/weights/last.safetensors", two.run_dir + "/weights/last.safetensors");
+      (dir.path / "one-last.safetensors").string(), (dir.path / "two-last.safetensors").string());
   MESSAGE("largest relative difference " << difference.worst << " at " << difference.where
                                          << "; over all weights " << difference.overall);
   CHECK(difference.compared > 50);
@@ -224,11 +234,15 @@ TEST_CASE("train --amp --grad-dtype bf16: 2 CPU ranks stay near fp32, checkpoint
   models::TrainOptions amp = tiny_run(data, dir.path, "amp", 2);
   amp.amp = true;
   amp.bf16_grad_buckets = true;
+  const std::string last = (dir.path / "amp-last.safetensors").string(),
+                    fp32_last = (dir.path / "fp32-last.safetensors").string();
+  amp.callbacks = {keep_last_checkpoint(last)};  // as written, before the end strips it
+  models::TrainOptions fp32 = tiny_run(data, dir.path, "fp32", 1);
+  fp32.callbacks = {keep_last_checkpoint(fp32_last)};
   const models::TrainSummary two = models::run_training(amp, quiet);
-  const models::TrainSummary one = models::run_training(tiny_run(data, dir.path, "fp32", 1), quiet);
+  models::run_training(fp32, quiet);
   CHECK(two.optimizer_steps == 10);
 
-  const std::string last = two.run_dir + "/weights/last.safetensors";
   const SafetensorsFile checkpoint = SafetensorsFile::load(last);
   int64_t not_bf16 = 0;
   for (const TensorRecord& record : checkpoint.records()) {
@@ -237,8 +251,7 @@ TEST_CASE("train --amp --grad-dtype bf16: 2 CPU ranks stay near fp32, checkpoint
       for (float v : checkpoint.values<float>(record.name)) not_bf16 += round_to_bf16(v) != v;
   }
   CHECK(not_bf16 > 1000);
-  const WeightsDifference difference =
-      raw_weights_difference(one.run_dir + "/weights/last.safetensors", last);
+  const WeightsDifference difference = raw_weights_difference(fp32_last, last);
   MESSAGE("relative difference to fp32: " << difference.overall << " over all weights, "
                                           << difference.worst << " at most (" << difference.where
                                           << ")");

@@ -46,12 +46,13 @@ test "$(wc -l < "$resumed/results.csv")" -eq 3 || fail "resumed results.csv shou
 if "$bareyolo" train --resume "$resumed" > "$work/log4.txt" 2>&1; then
   fail "resuming a finished run should fail"
 fi
-grep -q "already finished" "$work/log4.txt" || fail "no reason given for refusing the resume"
+grep -q "already finished (2 epochs); nothing to resume. To train further, start a new run from its weights: --weights $resumed/weights/last.safetensors" "$work/log4.txt" ||
+  fail "no reason given for refusing the resume: $(cat "$work/log4.txt")"
 
-# --amp and --grad-dtype bf16 from the command line, on 2 CPU ranks: the run says so and ends,
-# and its checkpoint keeps fp32 masters (no BF16 record).
+# --amp and --grad-dtype bf16 from the command line, on 2 CPU ranks: the run says so and stops
+# (--max-steps, so that last stays a checkpoint), which keeps fp32 masters (no BF16 record).
 "$bareyolo" train --data "$work/shapes/data.yaml" --cfg "$cfg" --epochs 1 --batch 8 --imgsz 64 \
-  --workers 1 --device cpu --nproc-per-node 2 --amp --grad-dtype bf16 --no-val \
+  --workers 1 --device cpu --nproc-per-node 2 --amp --grad-dtype bf16 --no-val --max-steps 3 \
   --project "$work/runs" --name amp > "$work/log5.txt" 2>&1 || fail "--amp run: $(tail -3 "$work/log5.txt")"
 grep -q "mixed precision (--amp)" "$work/log5.txt" || fail "the --amp run does not say so"
 test -s "$work/runs/amp/weights/last.safetensors" || fail "no checkpoint from the --amp run"

@@ -25,6 +25,7 @@
 #include "models/train/trainer.h"
 #include "models/yolo/weights.h"
 #include "tests/support/data_fixtures.h"
+#include "tests/support/kept_checkpoint.h"
 
 using namespace bareyolo;
 using namespace bareyolo::testing;
@@ -91,15 +92,21 @@ std::map<std::string, std::vector<uint8_t>> tensors_of(const fs::path& path) {
 }
 
 // An uninterrupted run against one stopped by --max-steps at `stop_step` and resumed.
+// Both runs' last checkpoints are compared as they were written at the end, full (the
+// finished runs then strip last.safetensors to its weights).
 void check_resume_is_bitwise(models::TrainOptions options, int64_t stop_step) {
   TempDir dir;
+  const fs::path whole_last = dir.path() / "whole-last.safetensors",
+                 split_last = dir.path() / "split-last.safetensors";
   options.run_dir = (dir.path() / "whole").string();
+  options.callbacks = {keep_last_checkpoint(whole_last)};
   const models::TrainSummary whole = models::train(options, quiet);
   REQUIRE(whole.finished);
   CHECK(whole.optimizer_steps == 7);
 
   options.run_dir = (dir.path() / "split").string();
   options.max_steps = stop_step;
+  options.callbacks = {keep_last_checkpoint(split_last)};
   const models::TrainSummary first = models::train(options, quiet);
   CHECK_FALSE(first.finished);
   CHECK(first.optimizer_steps == stop_step);
@@ -109,14 +116,18 @@ void check_resume_is_bitwise(models::TrainOptions options, int64_t stop_step) {
   resume.resume = (dir.path() / "split" / "weights" / "last.safetensors").string();
   resume.show_progress = false;
   resume.epochs = 1000;  // ignored: the checkpoint's configuration wins
+  resume.callbacks = {keep_last_checkpoint(split_last)};
   const models::TrainSummary rest = models::train(resume, quiet);
   CHECK(rest.finished);
   CHECK(rest.optimizer_steps == whole.optimizer_steps);
   CHECK(fs::equivalent(rest.run_dir, dir.path() / "split"));
 
-  const auto expected = tensors_of(dir.path() / "whole" / "weights" / "last.safetensors");
-  const auto resumed = tensors_of(dir.path() / "split" / "weights" / "last.safetensors");
+  const auto expected = tensors_of(whole_last);
+  const auto resumed = tensors_of(split_last);
   REQUIRE(expected.size() == resumed.size());
+  CHECK(expected.count("optimizer.momentum_buffer.model.0.conv.weight") +
+            expected.count("optimizer.exp_avg.model.24.m.0.weight") ==
+        1);  // the full checkpoint: optimizer state compared too
   int differing = 0;
   for (const auto& [name, bytes] : expected) {
     REQUIRE(resumed.count(name));
@@ -333,10 +344,11 @@ TEST_CASE("frozen layers keep their weights and resuming a finished run is refus
   models::TrainOptions options = tiny_run(dir.path() / "run");
   options.epochs = 1;
   options.freeze = 3;
+  const fs::path kept = dir.path() / "kept-last.safetensors";  // as written, before the strip
+  options.callbacks = {keep_last_checkpoint(kept)};
   models::DetectionModel initial = tiny_model(options.seed);
   models::train(options, quiet);
-  const SafetensorsFile last =
-      SafetensorsFile::load((dir.path() / "run" / "weights" / "last.safetensors").string());
+  const SafetensorsFile last = SafetensorsFile::load(kept.string());
   const std::vector<StateEntry> state = initial.state();
   const std::vector<bool> frozen = models::frozen_entries(state, options.freeze);
   int frozen_params = 0, moved_params = 0;
@@ -366,6 +378,63 @@ TEST_CASE("frozen layers keep their weights and resuming a finished run is refus
   again.resume = (dir.path() / "run" / "weights" / "last.safetensors").string();
   CHECK_THROWS_WITH_AS(models::train(again, quiet), doctest::Contains("already finished"),
                        std::invalid_argument);
+  again.resume = kept.string();  // the full checkpoint of the finished run: refused as well
+  CHECK_THROWS_WITH_AS(models::train(again, quiet), doctest::Contains("already finished"),
+                       std::invalid_argument);
+}
+
+// YOLOv5's strip_optimizer: fp16 rounds to nearest with 11 significant bits, so a stripped
+// value is within 2^-11 of its float (relative), and the normal range holds these weights.
+TEST_CASE("a finished run strips last and best to fp16 EMA weights, and says so on --resume") {
+  TempDir dir;
+  models::TrainOptions options = tiny_run(dir.path() / "run");
+  options.epochs = 1;
+  const fs::path kept = dir.path() / "kept-last.safetensors";
+  options.callbacks = {keep_last_checkpoint(kept)};
+  REQUIRE(models::train(options, quiet).finished);
+  const SafetensorsFile full = SafetensorsFile::load(kept.string());
+  REQUIRE(full.metadata().count("checkpoint"));
+
+  for (const char* name : {"last.safetensors", "best.safetensors"}) {
+    INFO(name);
+    const std::string path = (dir.path() / "run" / "weights" / name).string();
+    const SafetensorsFile stripped = SafetensorsFile::load(path);
+    CHECK_FALSE(stripped.metadata().count("checkpoint"));
+    CHECK(stripped.metadata().at("finished_epochs") == "1");
+    CHECK(stripped.metadata().at("nc") == "2");
+    CHECK(stripped.metadata().at("yaml") == full.metadata().at("yaml"));
+    size_t weights = 0;
+    for (const TensorRecord& record : full.records())
+      weights += record.name.rfind("train.", 0) != 0 && record.name.rfind("optimizer.", 0) != 0;
+    CHECK(stripped.records().size() == weights);
+    int halves = 0;
+    for (const TensorRecord& record : stripped.records()) {
+      INFO(record.name);
+      REQUIRE(full.contains(record.name));
+      if (record.dtype == "I64") {  // BatchNorm's counters, as they were
+        CHECK(record.bytes == full.record(record.name).bytes);
+        continue;
+      }
+      REQUIRE(record.dtype == "F16");
+      ++halves;
+      const std::vector<double> got = stripped.float_tensor(record.name).to_doubles();
+      const std::vector<double> want = full.float_tensor(record.name).to_doubles();
+      REQUIRE(got.size() == want.size());
+      for (size_t k = 0; k < got.size(); ++k)
+        REQUIRE(std::abs(got[k] - want[k]) <= std::ldexp(std::abs(want[k]), -11) + 1e-7);
+    }
+    CHECK(halves > 50);
+    models::TrainOptions again;
+    again.resume = path;
+    const std::string refusal = path +
+                                ": this run already finished (1 epochs); nothing to resume. To "
+                                "train further, start a new run from its weights: --weights " +
+                                path;
+    CHECK_THROWS_WITH_AS(models::train(again, quiet), refusal.c_str(), std::invalid_argument);
+  }
+  // best = last here (the one epoch): the same stripped weights.
+  CHECK(tensors_of(dir.path() / "run" / "weights" / "last.safetensors") ==
+        tensors_of(dir.path() / "run" / "weights" / "best.safetensors"));
 }
 
 TEST_CASE("a resumed request takes the checkpoint's configuration, and the trainer checks it") {
