@@ -9,6 +9,7 @@
 #include "engine/safetensors.h"
 #include "models/eval/image_prediction.h"
 #include "models/train/checkpoint.h"
+#include "models/yolo/torch_checkpoint.h"
 #include "models/yolo/weights.h"
 
 namespace bareyolo {
@@ -16,26 +17,30 @@ namespace bareyolo {
 namespace fs = std::filesystem;
 
 Model::Model(const std::string& cfg_or_weights, int nc) {
-  if (fs::path(cfg_or_weights).extension() == ".safetensors") {
+  if (fs::path(cfg_or_weights).extension() == ".safetensors" ||
+      models::is_torch_checkpoint(cfg_or_weights)) {
     load_weights(cfg_or_weights);
     return;
   }
   cfg_ = fs::absolute(cfg_or_weights).string();
-  network_ = std::make_unique<models::DetectionModel>(models::load_model_config(cfg_),
-                                                      models::ModelOptions{.nc = nc});
+  const models::ModelConfig config = models::load_model_config(cfg_);
+  yaml_ = config.yaml_text;
+  network_ = std::make_unique<models::DetectionModel>(config, models::ModelOptions{.nc = nc});
 }
 
 void Model::load_weights(const std::string& path) {
-  const SafetensorsFile file = SafetensorsFile::load(path);
+  const SafetensorsFile file = models::load_weights_file(path);
   const auto& meta = file.metadata();
-  if (!meta.count("cfg") || !meta.count("nc"))
+  if (!meta.count("yaml") && !meta.count("cfg"))
     throw std::invalid_argument(path +
-                                " does not say which model yaml it belongs to (no 'cfg' "
-                                "metadata): build the Model from the yaml instead");
-  cfg_ = meta.at("cfg");
+                                " does not say which model it holds (no 'yaml' or 'cfg' "
+                                "metadata): build the Model from the model yaml instead");
+  const models::ModelConfig config = models::weights_model_config(file, path, "");
+  cfg_ = meta.count("cfg") ? meta.at("cfg") : "";
+  yaml_ = config.yaml_text;
   names_ = models::metadata_names(file);
   network_ = std::make_unique<models::DetectionModel>(
-      models::load_model_config(cfg_), models::ModelOptions{.nc = models::metadata_nc(file, path)});
+      config, models::ModelOptions{.nc = models::metadata_nc(file, path)});
   models::load_state(file, network_->state(), path);
   weights_loaded_ = true;
 }
@@ -87,7 +92,8 @@ std::vector<models::Detection> Model::predict(const std::string& path,
 }
 
 void Model::save(const std::string& path) {
-  models::make_weights_file(network_->state(), network_->num_classes(), names_, cfg_).save(path);
+  models::make_weights_file(network_->state(), network_->num_classes(), names_, cfg_, yaml_)
+      .save(path);
 }
 
 }  // namespace bareyolo

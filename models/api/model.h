@@ -1,8 +1,7 @@
 // models/api/model.h — the C++ API: a detector you can build, train and save in a few lines.
 //
-//   bareyolo::Model model("models/yolov5n.yaml");            // or
-//   "runs/train/exp/weights/best.safetensors" model.train({.data = "data.yaml", .epochs = 100,
-//   .batch = 32, .device = "0,1",
+//   bareyolo::Model model("models/yolov5n.yaml");  // or ".../best.safetensors", "yolov5n.pt"
+//   model.train({.data = "data.yaml", .epochs = 100, .batch = 32, .device = "0,1",
 //                .sync_bn = true, .callbacks = {my_callbacks}});
 //   model.save("yolov5n-trained.safetensors");
 //   for (const bareyolo::models::Detection& d : model.predict("bus.jpg")) ...  // box, conf, class
@@ -35,8 +34,11 @@ struct PredictOptions {
 
 class Model {
  public:
-  // A model yaml (fresh weights; `nc` overrides its class count), or a .safetensors written by
-  // bareyolo (the network from its metadata "cfg", its classes and weights).
+  // A model yaml (fresh weights; `nc` overrides its class count), or a weights file that names
+  // its model, as the CLI reads one without --cfg: a .safetensors written by bareyolo (the
+  // network from its metadata "yaml" or "cfg") or a PyTorch YOLOv5 checkpoint (.pt, told by
+  // its zip signature, read without running its code: models/yolo/torch_checkpoint.h), with
+  // its classes, names and weights.
   explicit Model(const std::string& cfg_or_weights, int nc = 0);
 
   // Trains from the current weights (a model fresh from its yaml: from scratch, as the CLI);
@@ -50,17 +52,19 @@ class Model {
   std::vector<models::Detection> predict(const std::string& path,
                                          const PredictOptions& options = {});
 
-  // Writes the weights (YOLOv5's state_dict names) with nc, names and cfg as metadata.
+  // Writes the weights (YOLOv5's state_dict names) with nc, names, cfg and the model yaml's
+  // text as metadata, so that the file alone rebuilds this model.
   void save(const std::string& path);
 
   models::DetectionModel& network() { return *network_; }
-  const std::string& cfg() const { return cfg_; }
+  const std::string& cfg() const { return cfg_; }  // the yaml's path; "" for a .pt's model
   const std::vector<std::string>& names() const { return names_; }
 
  private:
   void load_weights(const std::string& path);
 
   std::string cfg_;
+  std::string yaml_;  // the model yaml's text
   std::vector<std::string> names_;
   bool weights_loaded_ = false;  // false: fresh from the yaml
   std::unique_ptr<models::DetectionModel> network_;
