@@ -4,7 +4,8 @@
 # on the real photographs in IMAGES, then tests/shell/onnx_runtime_check.py compares the
 # graphs' outputs and their detections after NMS with bareyolo's and reads their metadata back,
 # and tests/shell/opencv_dnn_check.py runs the batch-1 graph in OpenCV's DNN against ONNX
-# Runtime. Exits 77 (ctest: skipped), saying why, when no Python with onnxruntime is found:
+# Runtime; then the same for a PyTorch YOLOv5 .pt fixture, and its graph against the one
+# exported from its conversion to safetensors. Exits 77 (ctest: skipped), saying why, when no Python with onnxruntime is found:
 # $BAREYOLO_ONNX_PYTHON, then the .venv-onnx that tools/setup.sh makes, then python3. Without a
 # Python that has cv2 ($BAREYOLO_OPENCV_PYTHON, the .venv-onnx, /usr/bin/python3, python3) the
 # OpenCV step alone is skipped, saying so.
@@ -50,4 +51,31 @@ if [ -n "$opencv_python" ]; then
 else
   echo "skipped the OpenCV step: no Python with cv2 (tools/setup.sh installs it into .venv-onnx)"
 fi
+
+# A PyTorch YOLOv5 checkpoint (tests/fixtures/torch/best.pt: fp16, 80 COCO classes, 64 px),
+# exported without --cfg and checked the same way against `bareyolo predict` on the .pt, its
+# metadata against the names PyTorch wrote beside it; then its conversion to safetensors
+# exported too: both graphs give the same outputs. The barely trained model scores all below
+# 3e-4, many nearly alike: conf 1e-4 keeps 4 detections an image whose scores differ by 20x
+# more than the graph's rounding (at 1e-6, near-ties reorder NMS).
+torch=$repo/tests/fixtures/torch conf=1e-4 imgsz=64
+coco_names=$("$python" -c 'import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+print("|".join(header["__metadata__"]["names"].split("\n")))' "$torch/best.state.safetensors")
+for graph in "pt.onnx" "pt-dynamic.onnx --dynamic"; do
+  # shellcheck disable=SC2086  # the graph's name and its flags
+  set -- $graph
+  "$bareyolo" export --format onnx --weights "$torch/best.pt" --imgsz $imgsz --out "$work/$1" \
+    "${@:2}" >/dev/null
+done
+"$bareyolo" predict --weights "$torch/best.pt" --source "$images" --imgsz $imgsz --conf $conf \
+  --iou $iou --out "$work/pt-pred" --save-raw "$work/pt-raw.safetensors" >/dev/null
+"$python" "$here/onnx_runtime_check.py" "$work/pt.onnx" "$work/pt-dynamic.onnx" \
+  "$work/pt-raw.safetensors" "$work/pt-pred/detections.json" $conf $iou "$coco_names" 32 \
+  "$work/pt-ort.npz"
+"$bareyolo" convert --weights "$torch/best.pt" --out "$work/converted.safetensors" >/dev/null
+"$bareyolo" export --format onnx --weights "$work/converted.safetensors" --imgsz $imgsz \
+  --out "$work/converted.onnx" >/dev/null
+"$python" "$here/onnx_same_outputs.py" "$work/pt.onnx" "$work/converted.onnx" "$work/pt-ort.npz"
 echo "onnx export: all steps passed"
