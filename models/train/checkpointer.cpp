@@ -29,14 +29,30 @@ void Checkpointer::after_step(int64_t optimizer_steps, bool run_ends_here) {
   if (periodic) files.push_back("step" + std::to_string(optimizer_steps) + ".safetensors");
   if (periodic || run_ends_here) files.push_back("last.safetensors");
   save(files);
+  if (run_ends_here) save_held_best();
 }
 
-void Checkpointer::after_epoch(int epoch, bool is_best) {
+void Checkpointer::after_epoch(int epoch, bool is_best, bool run_ends_here) {
+  if (policy_.nosave && !run_ends_here) {
+    if (is_best && writes_) held_best_ = snapshot_();
+    return;
+  }
   std::vector<std::string> files = {"last.safetensors"};
-  if (is_best) files.push_back("best.safetensors");
+  if (is_best) {
+    files.push_back("best.safetensors");
+    held_best_.reset();  // an older best, superseded
+  }
   if (policy_.save_period > 0 && (epoch + 1) % policy_.save_period == 0)
     files.push_back("epoch" + std::to_string(epoch + 1) + ".safetensors");
   save(files);
+  save_held_best();
+}
+
+void Checkpointer::save_held_best() {
+  if (!held_best_) return;
+  held_best_->save(path("best.safetensors"));
+  saved_(path("best.safetensors"));
+  held_best_.reset();
 }
 
 void Checkpointer::final_weights(const std::vector<StateEntry>& weights, int nc,

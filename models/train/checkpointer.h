@@ -9,9 +9,15 @@
 //                             so far; epoch<N>.safetensors every --save-period epochs
 //   when training finished    final.safetensors: best.safetensors' EMA weights alone; then
 //                             best and last are stripped (checkpoint.h: stripped_checkpoint)
+//
+// --nosave (YOLOv5's: only the final checkpoint) writes none of these before the run ends (its
+// last epoch, an early stop, --max-steps): there last is written, and best, held in memory
+// since its epoch (one checkpoint's bytes; YOLOv5 writes best.pt only when the last epoch is
+// the best, which would leave final without the best weights).
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +30,7 @@ struct CheckpointPolicy {
   int64_t save_steps = 0;    // 0: no step checkpoints
   int save_period = 0;       // 0: no epoch checkpoints
   int save_total_limit = 0;  // 0: keep every periodic checkpoint
+  bool nosave = false;       // nothing written before the run ends (no periodic ones then)
 };
 
 class Checkpointer {
@@ -35,7 +42,7 @@ class Checkpointer {
                std::function<void(const std::string& path)> saved);
 
   void after_step(int64_t optimizer_steps, bool run_ends_here);
-  void after_epoch(int epoch, bool is_best);
+  void after_epoch(int epoch, bool is_best, bool run_ends_here);
   // `weights`: entries to load best.safetensors' model.* into and save (the EMA model's) as
   // final.safetensors; best and last.safetensors are then stripped to their EMA weights in
   // fp16, as YOLOv5 strips best.pt and last.pt.
@@ -47,11 +54,13 @@ class Checkpointer {
 
  private:
   void save(const std::vector<std::string>& files);
+  void save_held_best();  // --nosave: at the run's end
 
   std::string run_dir_;
   CheckpointPolicy policy_;
   bool writes_;
   std::function<SafetensorsFile()> snapshot_;
+  std::optional<SafetensorsFile> held_best_;  // --nosave: the best epoch's, not yet written
   std::function<void(const std::string&)> saved_;
 };
 

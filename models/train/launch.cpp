@@ -366,6 +366,7 @@ int default_cpu_ranks(int cores, int batch) {
 
 TrainSummary run_training(const TrainOptions& request, const Log& log) {
   TrainOptions options = resolved_request(request);  // on resume, the checkpoint's configuration
+  check_nosave(options);  // before a launcher would restart workers that refuse it
   const dist::LaunchEnv env = dist::read_launch_env(dist::process_environment());
   // A launched worker may touch CUDA (it is the process that trains); the parent of a spawn
   // must not, so it counts GPUs in a probe child.

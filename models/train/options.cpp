@@ -330,6 +330,19 @@ void options_from_json(const std::string& text, TrainOptions& o) {
   }
 }
 
+void check_nosave(const TrainOptions& options) {
+  if (!options.nosave) return;
+  auto refuse = [](const std::string& flag) {
+    throw std::invalid_argument("--nosave writes no checkpoint before the run ends, which " + flag +
+                                " needs; drop one of them");
+  };
+  if (options.save_period > 0) refuse("--save-period " + std::to_string(options.save_period));
+  if (options.save_steps > 0) refuse("--save-steps " + std::to_string(options.save_steps));
+  if (options.max_restarts > 0)
+    refuse("--max-restarts " + std::to_string(options.max_restarts) +
+           " (a restart continues from the newest checkpoint)");
+}
+
 int loader_workers(int workers, const Device& device, int per_rank_batch) {
   if (workers != kAutoWorkers) return workers;
   if (!device.is_cuda()) return 2;

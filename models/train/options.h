@@ -6,7 +6,7 @@
 // configured epochs), resume, the launch (device, ranks, backend, timeout, rank, world_size:
 // a resumed run is launched anew, on the devices the checkpoint's SavedLaunch names unless the
 // request names others: checkpoint.h), where a new run goes, callbacks, show_progress and
-// which outputs are written (plots, tensorboard).
+// which outputs are written (plots, tensorboard, nosave).
 #pragma once
 
 #include <cstdint>
@@ -134,13 +134,20 @@ struct TrainOptions {
   ResumeChanges resume_changes;  // with resume: what the request changes of the configuration
   bool show_progress = true;     // the progress bar (rank 0, on stdout)
   bool plots = true;             // the run's pictures (models/train/outputs/plots.h; --noplots)
-  bool tensorboard = true;       // events.out.tfevents.* (outputs/tensorboard.h; --no-tensorboard)
-  bool strict = false;           // any problem in the train or val split is an error, not a skip
+  // --nosave: no checkpoint is written before the run ends, then last and best once
+  // (checkpointer.h); refused with periodic checkpoints and restarts, which need them.
+  bool nosave = false;
+  bool tensorboard = true;  // events.out.tfevents.* (outputs/tensorboard.h; --no-tensorboard)
+  bool strict = false;      // any problem in the train or val split is an error, not a skip
   int64_t max_pixels = data::kDefaultMaxPixels;  // larger images are skipped (data/image.h)
   // Where a new run's outputs go when run_dir is empty: <project>/<name>, <name>2, ...
   std::string project = "runs/train", name = "exp";
   bool exist_ok = false;
 };
+
+// Refuses --nosave beside what needs the checkpoints it leaves out (--save-period,
+// --save-steps, --max-restarts), naming both flags.
+void check_nosave(const TrainOptions& options);
 
 // The loader threads a rank uses: `workers` when given (not kAutoWorkers); else, on a GPU, one
 // per core this process may run on (sched_getaffinity; the launcher gives each rank its block)

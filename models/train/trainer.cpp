@@ -83,6 +83,7 @@ TrainOptions checked_request(const TrainOptions& request, const RunContext& run,
     throw std::invalid_argument("max_steps " + std::to_string(request.max_steps) +
                                 " must be >= 0 (0: no limit)");
   check_hyp(request);
+  check_nosave(request);
   if (run.run_dir.empty())
     throw std::invalid_argument("RunContext::run_dir is empty; the launch resolves it");
   const BatchPlan plan = plan_batch(request.batch, run.world_size, request.nbs);
@@ -298,8 +299,9 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
   }
   checkpoints_.emplace(
       options_.run_dir,
-      CheckpointPolicy{options_.save_steps, options_.save_period, options_.save_total_limit}, rank0,
-      [this] { return snapshot(); },
+      CheckpointPolicy{options_.save_steps, options_.save_period, options_.save_total_limit,
+                       options_.nosave},
+      rank0, [this] { return snapshot(); },
       [this](const std::string& path) { fire(&TrainCallbacks::on_model_save, path); });
   if (rank0) {
     write_settings_yamls(options_, options_.run_dir);  // hyp.yaml, opt.yaml: to diff runs
@@ -393,7 +395,7 @@ TrainSummary Trainer::run() {
     ++summary.epochs_run;
     summary.last_map50 = metrics.map50, summary.last_map50_95 = metrics.map50_95;
     fire(&TrainCallbacks::on_fit_epoch_end, metrics);
-    checkpoints_->after_epoch(epoch, is_best);  // snapshot
+    checkpoints_->after_epoch(epoch, is_best, progress_.finished);  // snapshot
   }
 
   write_trace();

@@ -437,6 +437,54 @@ TEST_CASE("a finished run strips last and best to fp16 EMA weights, and says so 
         tensors_of(dir.path() / "run" / "weights" / "best.safetensors"));
 }
 
+TEST_CASE("--nosave: no checkpoint while the run trains, then last and best at its end") {
+  TempDir dir;
+  models::TrainOptions options = tiny_run(dir.path() / "run");
+  options.epochs = 2;
+  options.validate = true;
+  options.nosave = true;
+  const fs::path weights = dir.path() / "run" / "weights";
+  std::vector<std::string> events;
+  models::TrainCallbacks recorder;
+  recorder.on_train_epoch_start = [&](const models::EpochStartInfo& info) {
+    // Had the run been killed here, nothing would be left to resume from.
+    if (info.epoch > 0) CHECK(fs::is_empty(weights));
+  };
+  recorder.on_fit_epoch_end = [&](const models::EpochMetrics& m) {
+    events.push_back("fit " + std::to_string(m.epoch));
+  };
+  recorder.on_model_save = [&](const std::string& path) {
+    events.push_back("save " + fs::path(path).filename().string());
+  };
+  options.callbacks = {recorder};
+  REQUIRE(models::train(options, quiet).finished);
+  // best after the end's last: the best epoch's (held since), or this one's.
+  const std::vector<std::string> expected = {"fit 0", "fit 1", "save last.safetensors",
+                                             "save best.safetensors", "save final.safetensors"};
+  CHECK(events == expected);
+  for (const char* name : {"last.safetensors", "best.safetensors", "final.safetensors"})
+    CHECK(fs::exists(weights / name));
+
+  // Stopped by --max-steps, the run ends there: its last is written then, and resumes.
+  options.run_dir = (dir.path() / "stopped").string();
+  options.max_steps = 5;  // in epoch 1
+  options.callbacks.clear();
+  CHECK_FALSE(models::train(options, quiet).finished);
+  models::TrainOptions again;
+  again.resume = (dir.path() / "stopped" / "weights" / "last.safetensors").string();
+  again.show_progress = false;
+  CHECK(models::train(again, quiet).finished);
+
+  // What needs the checkpoints it leaves out is refused, before anything is written.
+  options.run_dir = (dir.path() / "refused").string();
+  options.save_period = 1;
+  CHECK_THROWS_WITH_AS(models::run_training(options, quiet),
+                       "--nosave writes no checkpoint before the run ends, which --save-period 1 "
+                       "needs; drop one of them",
+                       std::invalid_argument);
+  CHECK_FALSE(fs::exists(dir.path() / "refused"));
+}
+
 TEST_CASE("a resumed request takes the checkpoint's configuration, and the trainer checks it") {
   TempDir dir;
   models::TrainOptions options = tiny_run(dir.path() / "run");

@@ -40,7 +40,7 @@ const std::vector<Yolov5Flag> kTrainPy = {
     {"--img-size", {"320"}, Expect::works, "--imgsz"},
     {"--rect", {}, Expect::works},
     {"--resume", {}, Expect::works},
-    {"--nosave", {}, Expect::refused},
+    {"--nosave", {}, Expect::works},
     {"--noval", {}, Expect::works, "--no-val"},
     {"--noautoanchor", {}, Expect::works},
     {"--noplots", {}, Expect::works},

@@ -459,6 +459,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--no-val,--noval", options.no_val, "Validate only the final epoch");
   cmd->add_flag("--noplots", options.no_plots,
                 "Write no pictures (results.png, curves, batches) into the run directory");
+  cmd->add_flag("--nosave", t.nosave,
+                "Write no checkpoint before the run ends (its last epoch, an early stop, "
+                "--max-steps), then last and best once, as YOLOv5 (not with --save-period, "
+                "--save-steps or --max-restarts)");
   cmd->add_flag("--no-tensorboard", options.no_tensorboard,
                 "Write no TensorBoard events file into the run directory");
   cmd->add_flag("--noautoanchor", options.no_autoanchor,

@@ -17,9 +17,6 @@ constexpr const char* kSingleCls =
     "single-class training is not implemented; relabel the dataset with one class";
 
 constexpr RefusedFlag kTrain[] = {
-    {"--nosave",
-     "bareyolo writes last and best weights every epoch, which --resume and the restarts of "
-     "--max-restarts need"},
     {"--evolve", "hyperparameter evolution is not implemented"},
     {"--bucket", "there is no Google Cloud Storage upload"},
     {"--image-weights", "class-weighted image sampling is not implemented"},
