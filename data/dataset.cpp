@@ -34,4 +34,15 @@ OpenedSplit open_split(const DatasetConfig& config, const std::string& split,
   return {Dataset(verified.report.images, config.names), std::move(verified)};
 }
 
+std::vector<std::string> single_class_names(const std::vector<std::string>& names) {
+  return names.size() == 1 ? names : std::vector<std::string>{"item"};
+}
+
+Dataset as_single_class(const Dataset& dataset) {
+  std::vector<ImageRecord> records = dataset.records();
+  for (ImageRecord& record : records)
+    for (LabelBox& box : record.boxes) box.class_id = 0;
+  return Dataset(std::move(records), single_class_names(dataset.names()));
+}
+
 }  // namespace bareyolo::data

@@ -54,4 +54,10 @@ struct OpenedSplit {
 OpenedSplit open_split(const DatasetConfig& config, const std::string& split,
                        const OpenOptions& options = {});
 
+// YOLOv5's --single-cls: a dataset as one class. The class is named "item", unless the dataset
+// has one name, which it keeps; every box's class becomes 0 (after verification has checked
+// the labels against the dataset's own classes).
+std::vector<std::string> single_class_names(const std::vector<std::string>& names);
+Dataset as_single_class(const Dataset& dataset);
+
 }  // namespace bareyolo::data

@@ -63,7 +63,10 @@ ValidationResult validate(const data::Dataset& dataset, const ValidationOptions&
   ValidationResult result;
   result.confusion = ConfusionMatrix(int(dataset.names().size()));
   while (std::optional<data::Batch> batch = loader.next()) {
-    const std::vector<std::vector<Detection>> detections = predict(*batch);
+    std::vector<std::vector<Detection>> detections = predict(*batch);
+    if (options.single_cls)
+      for (std::vector<Detection>& image : detections)
+        for (Detection& d : image) d.class_id = 0;
     if (options.on_first_batch && batch->step == 0) options.on_first_batch(*batch, detections);
     dist::note_progress();  // a batch validated, for the stall watch (progress_board.h)
     for (int i = 0; i < batch->size; ++i) {
@@ -92,13 +95,15 @@ std::vector<std::vector<Detection>> detect(const std::vector<Tensor>& head,
 ValidationResult validate(DetectionModel& model, const data::Dataset& dataset,
                           const ValidationOptions& options) {
   const Device device = model.device();
+  NmsOptions nms = options.nms;
+  nms.agnostic = nms.agnostic || options.single_cls;
   StageTimes times;
   auto predict = [&](const data::Batch& batch) {
     const Tensor images =
         timed_stage(times.pre_process_s, device, [&] { return batch.images_tensor(device); });
     const std::vector<Tensor> head =
         timed_stage(times.inference_s, device, [&] { return model.forward(images, Mode::eval); });
-    return timed_stage(times.nms_s, device, [&] { return detect(head, model, options.nms); });
+    return timed_stage(times.nms_s, device, [&] { return detect(head, model, nms); });
   };
   ValidationResult result = validate(dataset, options, predict, int(model.strides().back()));
   result.times = times;

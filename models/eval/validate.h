@@ -38,6 +38,9 @@ struct ValidationOptions {
   int workers = 0;   // loader threads
   NmsOptions nms = validation_nms();
   bool keep_detections = false;  // fill ValidationResult::detections (for --save-json)
+  // YOLOv5's val --single-cls, on a dataset made one class (data::as_single_class): the NMS
+  // suppresses across classes (agnostic) and every detection counts as class 0.
+  bool single_cls = false;
   // Called with the split's first batch and its detections (the batch's pixels), by the one
   // shard that scores it: val_batch0_labels.jpg and val_batch0_pred.jpg (models/eval/plots.h).
   std::function<void(const data::Batch&, const std::vector<std::vector<Detection>>&)>

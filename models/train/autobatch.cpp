@@ -77,7 +77,7 @@ AutobatchResult autobatch_per_device(const DeviceMemory& memory, const MemoryPro
 
 int probe_autobatch(const TrainOptions& options, int gpu,
                     const std::function<void(const std::string&)>& log) {
-  const int nc = data::read_dataset_yaml(options.data).num_classes();
+  const int nc = options.single_cls ? 1 : data::read_dataset_yaml(options.data).num_classes();
   const Device device = Device::cuda(gpu);
   DetectionModel model(run_model_config(options), {.nc = nc, .device = device});
   const int imgsz = std::max((options.imgsz + 31) / 32 * 32, 64);

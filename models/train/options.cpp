@@ -119,9 +119,6 @@ std::string hyp_value_problem(const HypField& field, double value) {
 
 // Hyp keys YOLOv5's yamls carry for features bareyolo does not have: accepted at 0 only.
 constexpr const char* kMustBeZero[] = {"fl_gamma"};
-// Hyperparameters added after configurations were first saved: one saved before them trained
-// with them at 0, the only value bareyolo took then.
-constexpr const char* kZeroWhenUnsaved[] = {"mixup", "copy_paste"};
 // Hyp keys YOLOv5 defines but its training never reads.
 constexpr const char* kUnused[] = {"iou_t"};
 
@@ -240,11 +237,14 @@ void saved_fields(TrainOptions& o, Visit&& visit) {
   visit("cos_lr", o.schedule.cosine);
   visit("bucket_mb", o.bucket_mb);
   visit("sync_bn", o.sync_bn);
+  visit("single_cls", o.single_cls);
 }
 
-// Saved keys that checkpoints of earlier versions lack: their runs trained with the field's
-// default, which reading such a checkpoint gives it.
-constexpr const char* kKeysAddedLater[] = {"rect", "multi_scale"};
+// Saved keys (and hyp keys) that checkpoints of earlier versions lack: their runs trained with
+// the field's default (off, or 0: the only value bareyolo took then), which reading such a
+// checkpoint gives it.
+constexpr const char* kKeysAddedLater[] = {"rect", "multi_scale", "single_cls", "mixup",
+                                           "copy_paste"};
 bool added_later(const char* key) {
   return std::any_of(std::begin(kKeysAddedLater), std::end(kKeysAddedLater),
                      [&](const char* added) { return std::string_view(added) == key; });
@@ -318,16 +318,7 @@ void options_from_json(const std::string& text, TrainOptions& o) {
   };
   saved_fields(o, [&](const char* key, auto& target) { read(j, key, target); });
   if (!j.contains("hyp")) throw std::invalid_argument("the saved configuration has no 'hyp'");
-  const auto added_later = [](const char* key) {
-    return std::any_of(std::begin(kZeroWhenUnsaved), std::end(kZeroWhenUnsaved),
-                       [&](const char* name) { return std::string_view(name) == key; });
-  };
-  for (const HypField& field : hyp_fields(o)) {
-    if (added_later(field.name) && !j.at("hyp").contains(field.name))
-      *field.value = 0;
-    else
-      read(j.at("hyp"), field.name, *field.value);
-  }
+  for (const HypField& field : hyp_fields(o)) read(j.at("hyp"), field.name, *field.value);
 }
 
 void check_nosave(const TrainOptions& options) {

@@ -71,6 +71,9 @@ struct TrainOptions {
   ScheduleHyp schedule;
   data::AugmentHyp augment;
   double weight_decay = 5e-4;  // before YOLOv5's batch * accumulate / nbs scaling
+  // --single-cls: the dataset trains as one class (data::as_single_class): nc 1, every label
+  // class 0, named "item" unless the dataset has one name.
+  bool single_cls = false;
 
   // ---- the launch (models/train/launch.h): not in the configuration; a resumed run is
   // launched anew, by default on the devices it was started on (checkpoint.h: SavedLaunch) ----

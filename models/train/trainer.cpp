@@ -104,10 +104,16 @@ struct TrainingData {
   data::OpenedSplit train, val;
   int nc() const { return config.num_classes(); }
 };
-TrainingData open_training_data(const std::string& data_yaml, int64_t max_pixels) {
-  data::DatasetConfig config = data::read_dataset_yaml(data_yaml);
-  data::OpenedSplit train = data::open_split(config, "train", {.max_pixels = max_pixels});
-  data::OpenedSplit val = data::open_split(config, "val", {.max_pixels = max_pixels});
+// --single-cls: both splits as one class (verified against the dataset's own classes first).
+TrainingData open_training_data(const TrainOptions& options) {
+  data::DatasetConfig config = data::read_dataset_yaml(options.data);
+  data::OpenedSplit train = data::open_split(config, "train", {.max_pixels = options.max_pixels});
+  data::OpenedSplit val = data::open_split(config, "val", {.max_pixels = options.max_pixels});
+  if (options.single_cls) {
+    config.names = data::single_class_names(config.names);
+    train.dataset = data::as_single_class(train.dataset);
+    val.dataset = data::as_single_class(val.dataset);
+  }
   return {std::move(config), std::move(train), std::move(val)};
 }
 
@@ -240,7 +246,7 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
       run_(run),
       resume_(open_resume_if_asked(request.resume)),
       options_(checked_request(request, run_, resume_)),
-      data_(open_training_data(options_.data, options_.max_pixels)),
+      data_(open_training_data(options_)),
       model_config_(run_model_config(options_)),
       model_(model_config_, {.nc = data_.nc(), .seed = options_.seed, .device = run_.device}),
       ema_model_(model_config_, {.nc = data_.nc(), .seed = options_.seed, .device = run_.device}),

@@ -2,8 +2,9 @@
 # tests/shell/train_checks.sh BAREYOLO MODEL_YAML — `bareyolo train` refuses what cannot be
 # right before it writes anything (issue 52): contradictory flags, repeated keys, hyp values out
 # of range, run names outside --project, --max-steps 0, a YOLOv5 opt.yaml asking for --quad; it
-# takes a YOLOv5 opt.yaml as --config (with rect and multi_scale on, applied); its --imgsz message says the true reason; --resume refuses flags that would change the run, naming the difference, and
-# continues a run started with --device cpu as one process, ending bit for bit like the run that
+# takes a YOLOv5 opt.yaml as --config (with single_cls, and val --single-cls after it; with rect
+# and multi_scale on, applied); its --imgsz message says the true reason; --resume refuses flags
+# that would change the run, naming the difference, and continues a run started with --device cpu as one process, ending bit for bit like the run that
 # was not interrupted.
 set -euo pipefail
 bareyolo=$1 cfg=$2
@@ -91,7 +92,7 @@ cache: null
 image_weights: false
 device: cpu
 multi_scale: false
-single_cls: false
+single_cls: true
 optimizer: SGD
 sync_bn: false
 workers: 1
@@ -118,6 +119,19 @@ YAML
 grep -qF "'save_dir' describes YOLOv5's run, not applied" "$work/yolov5.txt" ||
   fail "YOLOv5's opt.yaml: no note on save_dir in: $(cat "$work/yolov5.txt")"
 test -s "$work/runs/from_yolov5/opt.yaml" || fail "YOLOv5's opt.yaml: no run in --project/--name"
+# Its single_cls: true trained the 2-class data as one class, 'item', and says so in opt.yaml.
+grep -q "^single_cls: true$" "$work/runs/from_yolov5/opt.yaml" || fail "--single-cls not in opt.yaml"
+grep -aqF '"names":"item","nc":"1"' "$work/runs/from_yolov5/weights/last.safetensors" ||
+  fail "the --single-cls run's checkpoint does not hold one class, item"
+
+# val --single-cls scores the 2-class model (it keeps its classes) as one class over every label.
+"$bareyolo" val --weights "$work/runs/whole/weights/final.safetensors" \
+  --data "$work/shapes/data.yaml" --imgsz 64 --noplots --single-cls > "$work/single.txt" ||
+  fail "val --single-cls: $(tail -3 "$work/single.txt")"
+rows=$(awk '$2 ~ /^[0-9]+$/ && $3 ~ /^[0-9]+$/ {print $1 "=" $3}' "$work/single.txt" | tr '\n' ' ')
+instances=$(awk '$1 == "all" {print $3}' "$work/single.txt")
+[ "$rows" = "all=$instances item=$instances " ] && [ "$instances" -gt 4 ] ||
+  fail "val --single-cls should score one class 'item' over all labels: $rows"
 sed -e 's/^rect: false/rect: true/' -e 's/^multi_scale: false/multi_scale: true/' \
   -e 's/^name: from_yolov5/name: from_yolov5_rect/' "$work/yolov5_opt.yaml" > "$work/yolov5_rect.yaml"
 "$bareyolo" train --config "$work/yolov5_rect.yaml" --max-steps 1 > "$work/yolov5_rect.txt" 2>&1 ||

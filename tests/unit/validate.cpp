@@ -1,7 +1,8 @@
 // tests/unit/validate.cpp — the validation glue: rectangular letterboxed batches, labels and
 // predictions mapped back to each original image, metrics. An oracle that predicts exactly
 // the labels must score YOLOv5's perfect 0.995 at every IoU threshold, whatever the batch
-// shapes; an oracle that predicts the wrong class scores 0.
+// shapes; an oracle that predicts the wrong class scores 0, unless --single-cls counts every
+// class as one.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -54,6 +55,22 @@ TEST_CASE("validation of an oracle predictor scores 0.995 and a wrong-class one 
     ValidationResult confused = validate(split.dataset, options, oracle(1, 3), 32);
     CHECK(confused.metrics.map50 == 0.0);
   }
+
+  // --single-cls (val.py's): on the dataset as one class, detections of any class count as
+  // it, so the wrong-class oracle scores as the perfect one.
+  ValidationOptions single;
+  single.batch = 4;
+  single.imgsz = 64;
+  single.single_cls = true;
+  const data::Dataset one_class = data::as_single_class(split.dataset);
+  ValidationResult merged = validate(one_class, single, oracle(1, 3), 32);
+  int64_t boxes = 0;
+  for (const data::ImageRecord& r : split.dataset.records()) boxes += int64_t(r.boxes.size());
+  CHECK(merged.labels == boxes);
+  CHECK(merged.metrics.map50_95 == doctest::Approx(0.995));
+  REQUIRE(merged.metrics.classes.size() == 1);
+  CHECK(merged.metrics.classes[0].class_id == 0);
+  CHECK(merged.confusion.classes() == 1);
 
   // The mapping back to the original image: the oracle's boxes, predicted on the 64-pixel
   // canvas, land on the dataset's own labels in the 96-pixel originals (within rounding).

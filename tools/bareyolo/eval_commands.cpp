@@ -72,7 +72,7 @@ struct EvalOptions {
   int imgsz = 640, batch = 32, workers = 0;
   float conf = -1, iou = -1;  // -1: the command's default
   int64_t max_pixels = data::kDefaultMaxPixels;
-  bool no_rect = false;
+  bool no_rect = false, single_cls = false;
   // val's pictures (models/eval/plots.h; --noplots: none) and predict's outputs.
   OutputFolder val_folder{.project = "runs/val"}, predict_folder{.project = "runs/predict"};
   bool no_plots = false;
@@ -153,8 +153,8 @@ int run_val() {
                                        {options.data, "the --data yaml"},
                                        {options.cfg, "the --cfg model yaml"}},
                                       "give --save-json a new file name");
-  const data::DatasetConfig config = data::read_dataset_yaml(options.data);
-  const data::OpenedSplit split =
+  data::DatasetConfig config = data::read_dataset_yaml(options.data);
+  data::OpenedSplit split =
       data::open_split(config, options.split, {.max_pixels = options.max_pixels});
   for (const std::string& line : data::problem_lines(options.split, split.verification.report))
     std::printf("%s\n", line.c_str());
@@ -162,9 +162,18 @@ int run_val() {
     throw std::invalid_argument(options.data + " has no '" + options.split +
                                 "' split to validate on; give --split (or --task) train or val, "
                                 "or add it");
-  models::DetectionModel model =
-      load_model(models::load_weights_file(options.weights), config.num_classes());
+  const SafetensorsFile weights = models::load_weights_file(options.weights);
+  // --single-cls (val.py's): the labels as one class, and the model with its own classes
+  // (whatever the dataset's count), every detection counted as class 0.
+  const int nc =
+      options.single_cls ? models::metadata_nc(weights, options.weights) : config.num_classes();
+  if (options.single_cls) {
+    config.names = data::single_class_names(config.names);
+    split.dataset = data::as_single_class(split.dataset);
+  }
+  models::DetectionModel model = load_model(weights, nc);
   models::ValidationOptions val;
+  val.single_cls = options.single_cls;
   val.batch = options.batch;
   val.imgsz = inference_size(model);
   val.rect = !options.no_rect;
@@ -454,6 +463,9 @@ void add_eval_commands(CLI::App& app) {
       ->check(CLI::Range(0.0, 1.0));
   val->add_option("--workers", options.workers, "Loader threads")->check(cli::kNonNegative);
   val->add_flag("--no-rect", options.no_rect, "Square batches instead of rectangular ones");
+  val->add_flag("--single-cls", options.single_cls,
+                "Score as one class ('item'): every label and detection class 0 (the model "
+                "keeps its own classes)");
   val->add_option("--save-json", options.save_json,
                   "Write detections as COCO results JSON to F (alone, as YOLOv5's: "
                   "predictions.json)")

@@ -391,6 +391,8 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"SGD", "Adam", "AdamW"}))
       ->capture_default_str();
   cmd->add_flag("--cos-lr", t.schedule.cosine, "Cosine learning-rate schedule (default: linear)");
+  cmd->add_flag("--single-cls", t.single_cls,
+                "Train a multi-class dataset as one class ('item'): every label class 0, nc 1");
   cmd->add_option("--label-smoothing", options.label_smoothing,
                   "Class-target smoothing epsilon (over --hyp's label_smoothing; default 0)")
       ->check(CLI::Range(0.0, 1.0));

@@ -13,14 +13,11 @@ constexpr const char* kNoWandb =
 constexpr const char* kNoTta = "test-time augmentation is not implemented";
 constexpr const char* kNoHalf = "there is no float16 inference; --amp trains in bf16";
 constexpr const char* kNoDnn = "there is no OpenCV DNN backend (ONNX: bareyolo export)";
-constexpr const char* kSingleCls =
-    "single-class training is not implemented; relabel the dataset with one class";
 
 constexpr RefusedFlag kTrain[] = {
     {"--evolve", "hyperparameter evolution is not implemented"},
     {"--bucket", "there is no Google Cloud Storage upload"},
     {"--image-weights", "class-weighted image sampling is not implemented"},
-    {"--single-cls", kSingleCls},
     {"--quad", "the quad collate is not implemented"},
     {"--local_rank",
      "torch.distributed.launch's argument: start with torchrun (which sets LOCAL_RANK) or "
@@ -33,7 +30,6 @@ constexpr RefusedFlag kTrain[] = {
 
 constexpr RefusedFlag kVal[] = {
     {"--max-det", "not yet supported by bareyolo val"},
-    {"--single-cls", kSingleCls},
     {"--augment", kNoTta},
     {"--save-txt", "not yet supported by bareyolo val"},
     {"--save-hybrid", "not yet supported by bareyolo val"},

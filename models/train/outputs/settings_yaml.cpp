@@ -51,6 +51,7 @@ std::string opt_yaml_text(const TrainOptions& options, const std::string& hyp_ya
   out << YAML::Key << "multi_scale" << YAML::Value << options.multi_scale;
   out << YAML::Key << "noval" << YAML::Value << !options.validate;
   out << YAML::Key << "noautoanchor" << YAML::Value << !options.autoanchor;
+  out << YAML::Key << "single_cls" << YAML::Value << options.single_cls;
   out << YAML::Key << "optimizer" << YAML::Value << optimizer_name(options.optimizer);
   if (options.sync_bn)  // unset: on with more than one rank, as no flag says
     out << YAML::Key << (*options.sync_bn ? "sync_bn" : "no_sync_bn") << YAML::Value << true;
