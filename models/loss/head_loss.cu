@@ -9,9 +9,10 @@
 //             terms, the box gradient (added in float in row order, as the host adds it) and
 //             the objectness target of the cell = max(CIoU of the group's LAST row, 0) —
 //             YOLOv5's "a later row overwrites", deterministically.
-//   2. cls    one thread per (group, class): BCE against the one-hot (smoothed) target of
-//             every row of the group, its sum and the gradient (nc > 1 only).
-//   3. obj    per level, every cell: BCE of the objectness logit against the target from 1,
+//   2. cls    one thread per (group, class): BCE (focal with fl_gamma) against the one-hot
+//             (smoothed) target of every row of the group, its sum and the gradient (nc > 1).
+//   3. obj    per level, every cell: BCE (focal with fl_gamma) of the objectness logit against
+//             the target from 1,
 //             gradient added, values summed per block by a fixed tree.
 //   4. sum    one block: the per-row box terms, the per-(group, class) class terms and the
 //             obj block sums, each in a fixed order, to three doubles the host reads.
@@ -53,12 +54,13 @@ __global__ void cls_kernel(Levels levels, Rows rows, ClassTargets targets, doubl
   if (index < rows.groups * targets.classes) cls_element(levels, rows, targets, index, cls_terms);
 }
 
-__global__ void obj_kernel(LevelArgs l, double pos_weight, const double* tobj, double* block_sums) {
+__global__ void obj_kernel(LevelArgs l, BceOptions obj_bce, const double* tobj,
+                           double* block_sums) {
   const int64_t cells = l.head.shape.n * l.anchors * int64_t(l.ny) * l.nx;
   double sum = 0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < cells;
        i += int64_t(gridDim.x) * blockDim.x)
-    sum += obj_cell(l, pos_weight, tobj, i);
+    sum += obj_cell(l, obj_bce, tobj, i);
   sum = cuda::block_reduce(sum, cuda::Plus{});
   if (threadIdx.x == 0) block_sums[blockIdx.x] = sum;
 }
@@ -162,13 +164,13 @@ models::LossValues yolo_loss(const std::vector<View<const float>>& predictions,
     const double positive = 1 - 0.5 * options.hyp.label_smoothing;  // YOLOv5's cp and cn
     const double negative = 0.5 * options.hyp.label_smoothing;
     cls_kernel<<<unsigned((cls_terms + kRowThreads - 1) / kRowThreads), kRowThreads, 0, stream>>>(
-        level_table, rows, {nc, positive, negative, options.hyp.cls_pw}, class_terms);
+        level_table, rows, {nc, positive, negative, options.hyp.cls_bce()}, class_terms);
     check_launch();
   }
   for (size_t level = 0; level < level_count; ++level) {
     const int64_t next = level + 1 < level_count ? first_obj_block[level + 1] : obj_blocks;
     obj_kernel<<<unsigned(next - first_obj_block[level]), kThreads, 0, stream>>>(
-        levels[level], options.hyp.obj_pw, tobj, obj_sums + first_obj_block[level]);
+        levels[level], options.hyp.obj_bce(), tobj, obj_sums + first_obj_block[level]);
     check_launch();
   }
   sum_kernel<<<1, kThreads, 0, stream>>>(

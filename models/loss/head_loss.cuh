@@ -194,7 +194,8 @@ BAREYOLO_HOST_DEVICE inline void box_group(const Levels& levels, const Rows& row
 
 struct ClassTargets {
   int classes;
-  double positive, negative, pos_weight;
+  double positive, negative;
+  BceOptions bce;
 };
 
 // Element `index` = (group, class): the class term of the group's rows and its gradient.
@@ -212,8 +213,8 @@ BAREYOLO_HOST_DEVICE inline void cls_element(const Levels& levels, const Rows& r
   double sum = 0;
   for (int r = first; r < end; ++r) {
     const double t = c == rows.class_id[r] ? targets.positive : targets.negative;
-    sum += bce(logit, t, targets.pos_weight) * l.factors.per_element;
-    gradient += float(l.factors.cls_grad * bce_grad(logit, t, targets.pos_weight));
+    sum += loss_bce(logit, t, targets.bce) * l.factors.per_element;
+    gradient += float(l.factors.cls_grad * loss_bce_grad(logit, t, targets.bce));
   }
   *l.gradient(image, anchor, 5 + c, gj, gi) = gradient;
   cls_terms[index] = sum;
@@ -221,7 +222,7 @@ BAREYOLO_HOST_DEVICE inline void cls_element(const Levels& levels, const Rows& r
 
 // Cell i of level l (image-major, then anchor, gj, gi): adds the objectness gradient and
 // returns the objectness term.
-BAREYOLO_HOST_DEVICE inline double obj_cell(const LevelArgs& l, double pos_weight,
+BAREYOLO_HOST_DEVICE inline double obj_cell(const LevelArgs& l, const BceOptions& obj_bce,
                                             const double* tobj, int64_t i) {
   const int64_t plane = int64_t(l.ny) * l.nx;
   const int64_t in_plane = i % plane, image_anchor = i / plane;
@@ -230,8 +231,8 @@ BAREYOLO_HOST_DEVICE inline double obj_cell(const LevelArgs& l, double pos_weigh
   const double t = tobj[l.first_cell + i];
   const double logit = *l.logit(image, anchor, 4, gj, gi);
   *l.gradient(image, anchor, 4, gj, gi) +=
-      float(l.factors.obj_grad * bce_grad(logit, t, pos_weight));
-  return bce(logit, t, pos_weight) * l.factors.per_cell;
+      float(l.factors.obj_grad * loss_bce_grad(logit, t, obj_bce));
+  return loss_bce(logit, t, obj_bce) * l.factors.per_cell;
 }
 
 // The arguments of one level: views, shapes and the host loss's factors (level_factors).

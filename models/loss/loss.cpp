@@ -66,7 +66,8 @@ LossHyp load_loss_hyp(const std::string& path) {
                                                   {"cls_pw", &hyp.cls_pw},
                                                   {"obj_pw", &hyp.obj_pw},
                                                   {"anchor_t", &hyp.anchor_t},
-                                                  {"label_smoothing", &hyp.label_smoothing}};
+                                                  {"label_smoothing", &hyp.label_smoothing},
+                                                  {"fl_gamma", &hyp.fl_gamma}};
   for (const auto& [key, value] : keys) {
     if (!root[key]) continue;
     try {
@@ -76,8 +77,9 @@ LossHyp load_loss_hyp(const std::string& path) {
                                   YAML::Dump(root[key]) + "'");
     }
   }
-  if (root["fl_gamma"] && root["fl_gamma"].as<double>(0) != 0)
-    throw std::invalid_argument(path + ": fl_gamma (focal loss) is not supported; set it to 0");
+  if (!(hyp.fl_gamma >= 0) || !std::isfinite(hyp.fl_gamma))
+    throw std::invalid_argument(path + ": fl_gamma = " + std::to_string(hyp.fl_gamma) +
+                                " must be a finite number >= 0 (0: no focal loss)");
   return hyp;
 }
 
@@ -120,6 +122,7 @@ LossValues yolo_loss(const std::vector<View<const T>>& predictions,
   }
   const double positive = 1 - 0.5 * options.hyp.label_smoothing;  // YOLOv5's cp and cn
   const double negative = 0.5 * options.hyp.label_smoothing;
+  const BceOptions obj_bce = options.hyp.obj_bce(), cls_bce = options.hyp.cls_bce();
   double box = 0, obj = 0, cls = 0;
   for (size_t level = 0; level < levels; ++level) {
     const View<const T>& p = predictions[level];
@@ -157,10 +160,10 @@ LossValues yolo_loss(const std::vector<View<const T>>& predictions,
         for (int c = 0; c < nc; ++c) {
           const double t = c == r.class_id ? positive : negative;
           const double logit_c = at(p, outputs, r.image, r.anchor, 5 + c, r.gj, r.gi);
-          cls += bce(logit_c, t, options.hyp.cls_pw) * factors.per_element;
+          cls += loss_bce(logit_c, t, cls_bce) * factors.per_element;
           if (!gradients.empty())
             at(gradients[level], outputs, r.image, r.anchor, 5 + c, r.gj, r.gi) +=
-                static_cast<T>(factors.cls_grad * bce_grad(logit_c, t, options.hyp.cls_pw));
+                static_cast<T>(factors.cls_grad * loss_bce_grad(logit_c, t, cls_bce));
         }
       }
     }
@@ -179,10 +182,10 @@ LossValues yolo_loss(const std::vector<View<const T>>& predictions,
           for (int gi = 0; gi < nx; ++gi) {
             const double t = plane_tobj[gj * nx + gi];
             const double logit = at(p, outputs, image, a, 4, gj, gi);
-            sum += bce(logit, t, options.hyp.obj_pw) * factors.per_cell;
+            sum += loss_bce(logit, t, obj_bce) * factors.per_cell;
             if (!gradients.empty())
               at(gradients[level], outputs, image, a, 4, gj, gi) +=
-                  static_cast<T>(factors.obj_grad * bce_grad(logit, t, options.hyp.obj_pw));
+                  static_cast<T>(factors.obj_grad * loss_bce_grad(logit, t, obj_bce));
           }
         plane_obj[static_cast<size_t>(plane)] = sum;
       }

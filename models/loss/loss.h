@@ -6,6 +6,7 @@
 //   cls  mean over rows x classes of BCE(logits, one-hot)           (only when nc > 1)
 //   obj  balance_i * mean over all batch x anchors x cells of BCE(obj logit, tobj), where
 //        tobj = max(CIoU, 0) at matched cells (detached; a later row overwrites), else 0
+// where BCE is the focal loss of loss_terms.h when fl_gamma > 0 (hyp.scratch-*: 0)
 // then box, obj, cls times their gains, and total = (box + obj + cls) * batch.
 //
 // The means divide by the counts in `LossNormalization`. With the local counts (the
@@ -20,6 +21,7 @@
 
 #include "kernels/view.h"
 #include "models/loss/loss_targets.h"
+#include "models/loss/loss_terms.h"  // defines: BceOptions
 
 namespace bareyolo::models {
 
@@ -29,6 +31,10 @@ struct LossHyp {
   double cls_pw = 1.0, obj_pw = 1.0;  // BCE pos_weight
   double anchor_t = 4.0;
   double label_smoothing = 0.0;
+  double fl_gamma = 0.0;  // > 0: focal loss around the obj and cls BCE (loss_terms.h)
+
+  BceOptions obj_bce() const { return {obj_pw, fl_gamma}; }
+  BceOptions cls_bce() const { return {cls_pw, fl_gamma}; }
 };
 
 // The loss entries of a hyperparameter yaml (YOLOv5's hyp.*.yaml); other keys are ignored,

@@ -2,15 +2,53 @@
 // the host loss (models/loss/loss.cpp) and the CUDA loss (models/loss/head_loss.cu) so both
 // evaluate the same formulas in the same order, in double:
 //   BCE with logits, YOLOv5's pos_weight form, and its derivative: bce and bce_grad, the
-//   sigmoid family's one definition for every device (kernels/activation.h);
+//   sigmoid family's one definition for every device (kernels/activation.h), wrapped in
+//   YOLOv5's focal loss when the hyp file's fl_gamma > 0 (loss_bce, loss_bce_grad);
 //   the box term of one matched row: CIoU of the decoded prediction against the target and
 //   the derivative of CIoU with respect to each of the four box logits.
 #pragma once
+
+#include <math.h>
 
 #include "kernels/activation.h"  // sigmoid, bce, bce_grad
 #include "models/loss/ciou.h"
 
 namespace bareyolo::models {
+
+// The BCE terms of the objectness and class losses: BCE with logits and YOLOv5's pos_weight,
+// and with focal_gamma > 0 YOLOv5's FocalLoss around it (utils/loss.py; alpha fixed at 0.25):
+//   p = s(x),  m = 1 - p_t = t (1 - p) + (1 - t) p,  a = t alpha + (1 - t)(1 - alpha)
+//   l = bce(x, t) a m^gamma
+//   dl/dx = a (bce'(x) m^gamma + bce(x) gamma m^(gamma - 1) dm/dx),  dm/dx = (1 - 2t) p (1 - p)
+// The targets t may lie between 0 and 1 (objectness: the CIoU; classes: smoothed), which the
+// formula takes as it is. focal_gamma = 0 is the plain BCE, evaluated exactly as without it.
+struct BceOptions {
+  double pos_weight = 1;
+  double focal_gamma = 0;
+};
+inline constexpr double kFocalAlpha = 0.25;  // FocalLoss's default, which YOLOv5 keeps
+
+BAREYOLO_HOST_DEVICE inline double loss_bce(double x, double t, const BceOptions& o) {
+  const double plain = bce(x, t, o.pos_weight);
+  if (o.focal_gamma == 0) return plain;
+  const double p = sigmoid(x);
+  const double m = t * (1 - p) + (1 - t) * p;
+  const double a = t * kFocalAlpha + (1 - t) * (1 - kFocalAlpha);
+  return plain * a * ::pow(m, o.focal_gamma);
+}
+
+BAREYOLO_HOST_DEVICE inline double loss_bce_grad(double x, double t, const BceOptions& o) {
+  const double plain_grad = bce_grad(x, t, o.pos_weight);
+  if (o.focal_gamma == 0) return plain_grad;
+  const double p = sigmoid(x);
+  const double m = t * (1 - p) + (1 - t) * p;
+  const double a = t * kFocalAlpha + (1 - t) * (1 - kFocalAlpha);
+  const double dm = (1 - 2 * t) * p * (1 - p);
+  // m = 0 only where p has saturated to 0 or 1, and then dm = 0 too: the product's limit is 0
+  // for gamma >= 1 and the term is left out (m^(gamma - 1) would be infinite below 1).
+  const double modulation_grad = m > 0 ? o.focal_gamma * ::pow(m, o.focal_gamma - 1) * dm : 0;
+  return a * (plain_grad * ::pow(m, o.focal_gamma) + bce(x, t, o.pos_weight) * modulation_grad);
+}
 
 // The box term of one matched row.
 struct RowBox {

@@ -84,6 +84,8 @@ std::vector<HypField> hyp_fields(TrainOptions& o) {
        {1, kNoLimit, true},
        "a target matches anchors less than anchor_t times larger or smaller"},
       {"label_smoothing", &o.loss.label_smoothing, kFraction, "the class targets' smoothing"},
+      {"fl_gamma", &o.loss.fl_gamma, kNonNegative,
+       "the focal loss's gamma around the obj and cls BCE, 0 for none"},
       {"hsv_h", &o.augment.hsv_h, kFraction, "the hue gain"},
       {"hsv_s", &o.augment.hsv_s, kFraction, "the saturation gain"},
       {"hsv_v", &o.augment.hsv_v, kFraction, "the value gain"},
@@ -117,8 +119,6 @@ std::string hyp_value_problem(const HypField& field, double value) {
          field.range.describe() + " (" + field.meaning + ")";
 }
 
-// Hyp keys YOLOv5's yamls carry for features bareyolo does not have: accepted at 0 only.
-constexpr const char* kMustBeZero[] = {"fl_gamma"};
 // Hyp keys YOLOv5 defines but its training never reads.
 constexpr const char* kUnused[] = {"iou_t"};
 
@@ -142,13 +142,6 @@ void apply_hyp_entries(const std::vector<FlatYamlEntry>& entries, const std::str
         if (const std::string problem = hyp_value_problem(field, value); !problem.empty())
           throw std::invalid_argument(where + problem);
         *field.value = value, known = true;
-      }
-    for (const char* name : kMustBeZero)
-      if (key == name) {
-        if (value != 0)
-          throw std::invalid_argument(where + key + "=" + entry.value.Scalar() +
-                                      " is not supported by bareyolo; set it to 0");
-        known = true;
       }
     if (key == "anchors") {  // the model's, not the loss's (run_model.h)
       if (const std::string problem = hyp_anchors_problem(value); !problem.empty())
@@ -243,8 +236,9 @@ void saved_fields(TrainOptions& o, Visit&& visit) {
 // Saved keys (and hyp keys) that checkpoints of earlier versions lack: their runs trained with
 // the field's default (off, or 0: the only value bareyolo took then), which reading such a
 // checkpoint gives it.
-constexpr const char* kKeysAddedLater[] = {"rect", "multi_scale", "single_cls", "mixup",
-                                           "copy_paste"};
+constexpr const char* kKeysAddedLater[] = {
+    "rect", "multi_scale", "single_cls", "mixup", "copy_paste", "fl_gamma",
+};
 bool added_later(const char* key) {
   return std::any_of(std::begin(kKeysAddedLater), std::end(kKeysAddedLater),
                      [&](const char* added) { return std::string_view(added) == key; });

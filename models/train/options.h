@@ -161,10 +161,10 @@ int loader_workers(int workers, const Device& device, int per_rank_batch);
 
 // Applies a YOLOv5 hyp yaml (hyp.scratch-low.yaml's keys) to `options`: lr0, lrf, momentum,
 // weight_decay, warmup_*, loss gains, augmentation. Keys YOLOv5 keeps but does not use in
-// training (iou_t) are accepted; `anchors` sets TrainOptions::anchors; a feature bareyolo lacks
-// (fl_gamma) must be 0; an unknown key, a repeated key (flat_yaml.h) and a value outside its
-// meaningful range (NaN and infinities included: lr0 > 0, momentum in [0, 1), anchor_t > 1, ...)
-// are errors naming the file, line, key and range.
+// training (iou_t) are accepted; `anchors` sets TrainOptions::anchors; an unknown key, a
+// repeated key (flat_yaml.h) and a value outside its meaningful range (NaN and infinities
+// included: lr0 > 0, momentum in [0, 1), anchor_t > 1, ...) are errors naming the file, line,
+// key and range.
 void load_hyp_yaml(const std::string& path, TrainOptions& options);
 // The same for the file's text (`path` only names it in messages).
 void parse_hyp_yaml(const std::string& yaml_text, const std::string& path, TrainOptions& options);

@@ -25,6 +25,7 @@ using namespace bareyolo::testing;
 TEST_CASE("the cuda loss's per-thread bodies run serially equal yolo_loss") {
   for (int classes : {1, 4})
     for (bool global_counts : {false, true}) {
+      const double fl_gamma = global_counts ? 1.5 : 0.0;  // focal loss in half the cases
       CAPTURE(classes);
       CAPTURE(global_counts);
       Rng rng(120 + uint64_t(classes));
@@ -48,6 +49,7 @@ TEST_CASE("the cuda loss's per-thread bodies run serially equal yolo_loss") {
       options.hyp.label_smoothing = 0.1;
       options.hyp.cls_pw = 1.3;
       options.hyp.obj_pw = 0.8;
+      options.hyp.fl_gamma = fl_gamma;
       LossNormalization norm = local_normalization(targets, images);
       if (global_counts) norm = {{150, 70, 12}, 8, 4};
       std::vector<View<const float>> predictions;
@@ -81,7 +83,7 @@ TEST_CASE("the cuda loss's per-thread bodies run serially equal yolo_loss") {
       if (classes > 1) {
         const double smoothing = 0.5 * options.hyp.label_smoothing;
         const loss_cuda::ClassTargets class_targets{classes, 1 - smoothing, smoothing,
-                                                    options.hyp.cls_pw};
+                                                    options.hyp.cls_bce()};
         std::vector<double> terms(size_t(packed.groups() * classes));
         for (int64_t i = 0; i < packed.groups() * classes; ++i)
           loss_cuda::cls_element(table, rows, class_targets, i, terms.data());
@@ -91,7 +93,7 @@ TEST_CASE("the cuda loss's per-thread bodies run serially equal yolo_loss") {
       for (double t : row_terms) box += t;
       for (size_t l = 0; l < 3; ++l)
         for (int64_t i = 0; i < images * anchors * sizes[l] * sizes[l]; ++i)
-          obj += loss_cuda::obj_cell(levels[l], options.hyp.obj_pw, tobj.data(), i);
+          obj += loss_cuda::obj_cell(levels[l], options.hyp.obj_bce(), tobj.data(), i);
 
       const std::pair<double, double> values[] = {{box * options.hyp.box, expected.box},
                                                   {obj * options.hyp.obj, expected.obj},

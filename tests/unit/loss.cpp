@@ -1,9 +1,11 @@
 // tests/unit/loss.cpp — YOLOv5's loss: target building by hand-worked cases, CIoU by its
 // definition, the loss gradient against finite differences (with YOLOv5's detached terms
-// held fixed), the normalisation that lets a batch split over ranks add up exactly, and the
-// same bits for any thread count.
+// held fixed; plain and focal), the focal terms against YOLOv5's FocalLoss, the normalisation that
+// lets a batch split over ranks add up exactly, and the same bits for any thread count.
 #include <cmath>
 
+#include "engine/safetensors.h"
+#include "engine/shipped_files.h"
 #include "models/loss/ciou.h"
 #include "models/loss/loss.h"
 #include "tests/support/testing.h"
@@ -114,7 +116,11 @@ TEST_CASE("loss gains scale with levels classes and image size as train.py does"
   CHECK(scaled.obj == doctest::Approx(0.25));
 }
 
-TEST_CASE("loss backward matches finite differences with detached terms held") {
+namespace {
+
+// The gradient of the whole loss (fl_gamma > 0: focal obj and cls terms) against finite
+// differences of its value, in double.
+void check_loss_gradient(double fl_gamma) {
   Rng rng(101);
   const int images = 2, classes = 3, size = 64, outputs = classes + 5;
   const std::vector<LevelGrid> levels = grids(size);
@@ -128,6 +134,7 @@ TEST_CASE("loss backward matches finite differences with detached terms held") {
   LossOptions options{scale_loss_gains({}, 3, classes, size), classes};
   options.hyp.label_smoothing = 0.1;  // exercise both target values
   options.hyp.obj_pw = 1.5;
+  options.hyp.fl_gamma = fl_gamma;
   const LossNormalization norm = local_normalization(targets, images);
   auto views = [&] {
     std::vector<View<const double>> v;
@@ -161,6 +168,111 @@ TEST_CASE("loss backward matches finite differences with detached terms held") {
   check.max_checks_per_input = 400;
   check.tolerance = 1e-8;  // the loss gradients are small (means over many cells)
   check.run(rng);
+}
+
+}  // namespace
+
+TEST_CASE("loss backward matches finite differences with detached terms held") {
+  check_loss_gradient(0.0);
+}
+
+TEST_CASE("focal loss backward matches finite differences (fl_gamma 1.5 and 0.5)") {
+  check_loss_gradient(1.5);
+  check_loss_gradient(0.5);
+}
+
+TEST_CASE("the focal BCE terms are YOLOv5's FocalLoss, and fl_gamma 0 the plain BCE's bits") {
+  // tests/fixtures/focal: PyTorch evaluating YOLOv5's FocalLoss and its autograd derivative.
+  const SafetensorsFile fixture =
+      SafetensorsFile::load(shipped_file("tests/fixtures/focal/focal_loss.safetensors"));
+  const std::vector<double> logit = fixture.values<double>("logit"),
+                            target = fixture.values<double>("target"),
+                            pos_weight = fixture.values<double>("pos_weight"),
+                            gamma = fixture.values<double>("gamma"),
+                            loss = fixture.values<double>("loss"),
+                            grad = fixture.values<double>("grad");
+  REQUIRE(logit.size() == 240);
+  double worst_loss = 0, worst_grad = 0;
+  for (size_t i = 0; i < logit.size(); ++i) {
+    const BceOptions focal{pos_weight[i], gamma[i]};
+    const double got = loss_bce(logit[i], target[i], focal);
+    const double got_grad = loss_bce_grad(logit[i], target[i], focal);
+    worst_loss =
+        std::max(worst_loss, std::fabs(got - loss[i]) / std::max(std::fabs(loss[i]), 1e-12));
+    worst_grad =
+        std::max(worst_grad, std::fabs(got_grad - grad[i]) / std::max(std::fabs(grad[i]), 1e-12));
+    // gamma 0: the plain BCE, the same expression as without focal loss.
+    const BceOptions plain{pos_weight[i], 0.0};
+    CHECK(loss_bce(logit[i], target[i], plain) == bce(logit[i], target[i], pos_weight[i]));
+    CHECK(loss_bce_grad(logit[i], target[i], plain) ==
+          bce_grad(logit[i], target[i], pos_weight[i]));
+  }
+  MESSAGE("largest relative difference from YOLOv5's FocalLoss: " << worst_loss << " (loss), "
+                                                                  << worst_grad << " (gradient)");
+  CHECK(worst_loss < 1e-11);  // measured 3.5e-13: 1 - p_t is formed differently
+  CHECK(worst_grad < 1e-10);
+}
+
+// The wiring: with fl_gamma, yolo_loss's obj and cls values are the focal terms of every
+// cell against its objectness target and of every matched row's classes, under the usual
+// means, gains and balance.
+TEST_CASE("focal loss applies to both the objectness and the class terms") {
+  Rng rng(105);
+  const int images = 2, classes = 3, size = 64, outputs = classes + 5, anchors = 3;
+  const std::vector<LevelGrid> levels = grids(size);
+  const auto targets = build_targets(random_labels(rng, images, 6, classes), levels, 4.0);
+  std::vector<std::vector<double>> values;
+  std::vector<Shape4> shapes;
+  std::vector<View<const double>> views;
+  for (const LevelGrid& g : levels) {
+    shapes.push_back({images, anchors * outputs, g.ny, g.nx});
+    values.push_back(random_vector(rng, shapes.back().numel(), -4, 4));
+    views.push_back(dense_view<const double>(values.back().data(), shapes.back()));
+  }
+  LossOptions options{scale_loss_gains({}, 3, classes, size), classes};
+  options.hyp.label_smoothing = 0.1;
+  options.hyp.cls_pw = 1.2;
+  options.hyp.obj_pw = 1.5;
+  options.hyp.fl_gamma = 1.5;
+  const LossNormalization norm = local_normalization(targets, images);
+  DetachedTerms detached;
+  const LossValues focal = yolo_loss<double>(views, targets, norm, options, {}, &detached);
+
+  const BceOptions obj_bce{1.5, 1.5}, cls_bce{1.2, 1.5};
+  double obj = 0, cls = 0;
+  for (size_t l = 0; l < levels.size(); ++l) {
+    const View<const double>& p = views[l];
+    const int ny = levels[l].ny, nx = levels[l].nx;
+    auto logit = [&](int image, int anchor, int field, int gj, int gi) {
+      return p.channel(image, anchor * outputs + field)[gj * nx + gi];
+    };
+    std::vector<double> tobj(size_t(images * anchors * ny * nx), 0.0);
+    for (size_t k = 0; k < targets[l].size(); ++k) {
+      const MatchedRow& r = targets[l][k];
+      tobj[size_t(((r.image * anchors + r.anchor) * ny + r.gj) * nx + r.gi)] =
+          std::max(detached.iou[l][k], 0.0);
+      for (int c = 0; c < classes; ++c)
+        cls += loss_bce(logit(r.image, r.anchor, 5 + c, r.gj, r.gi), c == r.class_id ? 0.95 : 0.05,
+                        cls_bce) /
+               (double(targets[l].size()) * classes);
+    }
+    double level_obj = 0;
+    for (int image = 0; image < images; ++image)
+      for (int a = 0; a < anchors; ++a)
+        for (int gj = 0; gj < ny; ++gj)
+          for (int gi = 0; gi < nx; ++gi)
+            level_obj +=
+                loss_bce(logit(image, a, 4, gj, gi),
+                         tobj[size_t(((image * anchors + a) * ny + gj) * nx + gi)], obj_bce);
+    obj += options.balance[l] * level_obj / double(images * anchors * ny * nx);
+  }
+  CHECK(focal.obj == doctest::Approx(obj * options.hyp.obj).epsilon(1e-12));
+  CHECK(focal.cls == doctest::Approx(cls * options.hyp.cls).epsilon(1e-12));
+  options.hyp.fl_gamma = 0;  // and it changed both
+  const LossValues plain = yolo_loss<double>(views, targets, norm, options, {});
+  CHECK(plain.obj > 1.5 * focal.obj);
+  CHECK(plain.cls > 1.5 * focal.cls);
+  CHECK(plain.box == focal.box);
 }
 
 TEST_CASE("loss with global counts splits a batch into shares that add up exactly") {

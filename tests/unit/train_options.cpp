@@ -20,7 +20,7 @@ TEST_CASE("a YOLOv5 hyp yaml sets the schedule, loss gains and augmentation") {
   write_text(hyp,
              "lr0: 0.02\nlrf: 0.1\nmomentum: 0.9\nweight_decay: 0.001\nwarmup_epochs: 2.0\n"
              "warmup_momentum: 0.7\nwarmup_bias_lr: 0.05\nbox: 0.06\ncls: 0.3\ncls_pw: 1.1\n"
-             "obj: 0.7\nobj_pw: 1.2\niou_t: 0.2\nanchor_t: 3.5\nfl_gamma: 0.0\nhsv_h: 0.01\n"
+             "obj: 0.7\nobj_pw: 1.2\niou_t: 0.2\nanchor_t: 3.5\nfl_gamma: 1.5\nhsv_h: 0.01\n"
              "hsv_s: 0.6\nhsv_v: 0.3\ndegrees: 1.0\ntranslate: 0.2\nscale: 0.9\nshear: 0.5\n"
              "perspective: 0.0\nflipud: 0.1\nfliplr: 0.4\nmosaic: 0.8\nmixup: 0.0\n"
              "copy_paste: 0.0\n");
@@ -35,6 +35,7 @@ TEST_CASE("a YOLOv5 hyp yaml sets the schedule, loss gains and augmentation") {
   CHECK(o.loss.box == 0.06);
   CHECK(o.loss.obj_pw == 1.2);
   CHECK(o.loss.anchor_t == 3.5);
+  CHECK(o.loss.fl_gamma == 1.5);
   CHECK(o.augment.scale == 0.9);
   CHECK(o.augment.mosaic == 0.8);
   CHECK(o.augment.flipud == 0.1);
@@ -47,6 +48,9 @@ TEST_CASE("a YOLOv5 hyp yaml sets the schedule, loss gains and augmentation") {
   CHECK_THROWS_WITH_AS(models::load_hyp_yaml(hyp.string(), o),
                        doctest::Contains("copy_paste = 1.5 must be in [0, 1]"),
                        std::invalid_argument);
+  write_text(hyp, "fl_gamma: -0.5\n");
+  CHECK_THROWS_WITH_AS(models::load_hyp_yaml(hyp.string(), o),
+                       doctest::Contains("fl_gamma = -0.5 must be >= 0"), std::invalid_argument);
   write_text(hyp, "lr_zero: 0.1\n");
   CHECK_THROWS_WITH_AS(models::load_hyp_yaml(hyp.string(), o), doctest::Contains("'lr_zero'"),
                        std::invalid_argument);

@@ -2,10 +2,10 @@
 // (see selftest.h; tolerances: the top of selftest.cpp): yolo_loss<float> of random heads and
 // random matched rows (several rows on one cell, whose objectness target the last one sets; an
 // empty level; label smoothing and pos_weights; this batch's counts and data parallelism's global
-// ones), and head_loss of build_targets' rows and of the tiny model's targets. A GPU head routes to
-// cuda::yolo_loss: only the matched rows go up and three sums come back. The values and the
-// gradients are separate checks: every term of the values is a double on both sides, while each
-// gradient element is a double rounded to float.
+// ones; the focal loss of fl_gamma), and head_loss of build_targets' rows and of the tiny model's
+// targets. A GPU head routes to cuda::yolo_loss: only the matched rows go up and three sums come
+// back. The values and the gradients are separate checks: every term of the values is a double on
+// both sides, while each gradient element is a double rounded to float.
 #include <utility>
 #include <vector>
 
@@ -115,6 +115,9 @@ LossErrors yolo_loss_errors(const Device& dut) {
     norm.matched_rows = {150, 70, 12};
     norm.images = 8;
     norm.gradient_scale = 4;
+    errors = worse(errors, yolo_loss_case(dut, head, targets, norm, options, random));
+    // YOLOv5's focal loss (hyp fl_gamma > 0) around the objectness and class BCE.
+    options.hyp.fl_gamma = 1.5;
     errors = worse(errors, yolo_loss_case(dut, head, targets, norm, options, random));
   }
   return errors;
