@@ -4,8 +4,8 @@
 # of range, run names outside --project, --max-steps 0, a YOLOv5 opt.yaml asking for --quad; it
 # takes a YOLOv5 opt.yaml as --config (with single_cls, and val --single-cls after it; with rect
 # and multi_scale on, applied); its --imgsz message says the true reason; --resume refuses flags
-# that would change the run, naming the difference, and continues a run started with --device cpu as one process, ending bit for bit like the run that
-# was not interrupted.
+# that would change the run, naming the difference, and continues a run started with --device
+# cpu as one process, ending bit for bit like the run that was not interrupted.
 set -euo pipefail
 bareyolo=$1 cfg=$2
 work=$(mktemp -d)
