@@ -200,7 +200,7 @@ TEST_CASE("bilinear resize, align_corners=False: the definition and PyTorch's nu
     CHECK(out[i] == doctest::Approx(torch_3x2[i]).epsilon(1e-6));
 }
 
-TEST_CASE("collate resizes a --multi-scale batch from its float pixels; the labels stay") {
+TEST_CASE("collate resizes a --multi-scale batch from its float pixels, the labels stay") {
   data::Sample sample;
   sample.image = data::Image(4, 3, 0);
   for (int r = 0; r < 3; ++r)
