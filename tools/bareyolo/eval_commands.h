@@ -1,11 +1,15 @@
 // tools/bareyolo/eval_commands.h — evaluation and inference subcommands of the bareyolo CLI:
 //
-//   bareyolo val     --cfg CFG --weights W --data D [--imgsz 640 --batch 32 --conf 0.001
-//                    --iou 0.6 --split val --no-rect --workers 0 --save-json F]
-//       mAP@0.5 and mAP@0.5:0.95 as YOLOv5's val.py computes them, with a per-class table
-//   bareyolo predict --cfg CFG --weights W --source IMG_OR_DIR [--conf 0.25 --iou 0.45
-//                    --imgsz 640 --out runs/predict --names D --save-raw F]
-//       images with labelled boxes drawn, and detections.json (--save-raw: eval_commands.cpp)
+//   bareyolo val     --weights W --data D [--cfg CFG --imgsz 640 --batch 32 --conf 0.001
+//                    --iou 0.6 --split val | --task val|train|test|speed --no-rect --single-cls
+//                    --workers 0 --save-json F --project runs/val --name exp --exist-ok]
+//       mAP@0.5 and mAP@0.5:0.95 as YOLOv5's val.py computes them, with a per-class table, its
+//       pictures and the Speed line
+//   bareyolo predict --weights W --source IMG_OR_DIR [--cfg CFG --conf 0.25 --iou 0.45
+//                    --imgsz 640 --project runs/predict --name exp --exist-ok | --out DIR,
+//                    --names D --save-txt --save-conf --save-crop --save-raw F ...]
+//       images with labelled boxes drawn, and detections.json, in runs/predict/exp, exp2, ...
+//       (docs/evaluation.md lists every option)
 //
 // main() calls add_eval_commands(app) before parsing and run_eval_command(app) after.
 #pragma once
