@@ -28,21 +28,27 @@ struct BceOptions {
 };
 inline constexpr double kFocalAlpha = 0.25;  // FocalLoss's default, which YOLOv5 keeps
 
+// An element's focal factors: p = sigmoid(x), m = 1 - p_t (the probability the prediction
+// leaves the target) and a = alpha_t.
+struct FocalFactors {
+  double p, m, a;
+};
+BAREYOLO_HOST_DEVICE inline FocalFactors focal_factors(double x, double t) {
+  const double p = sigmoid(x);
+  return {p, t * (1 - p) + (1 - t) * p, t * kFocalAlpha + (1 - t) * (1 - kFocalAlpha)};
+}
+
 BAREYOLO_HOST_DEVICE inline double loss_bce(double x, double t, const BceOptions& o) {
   const double plain = bce(x, t, o.pos_weight);
   if (o.focal_gamma == 0) return plain;
-  const double p = sigmoid(x);
-  const double m = t * (1 - p) + (1 - t) * p;
-  const double a = t * kFocalAlpha + (1 - t) * (1 - kFocalAlpha);
+  const auto [p, m, a] = focal_factors(x, t);
   return plain * a * ::pow(m, o.focal_gamma);
 }
 
 BAREYOLO_HOST_DEVICE inline double loss_bce_grad(double x, double t, const BceOptions& o) {
   const double plain_grad = bce_grad(x, t, o.pos_weight);
   if (o.focal_gamma == 0) return plain_grad;
-  const double p = sigmoid(x);
-  const double m = t * (1 - p) + (1 - t) * p;
-  const double a = t * kFocalAlpha + (1 - t) * (1 - kFocalAlpha);
+  const auto [p, m, a] = focal_factors(x, t);
   const double dm = (1 - 2 * t) * p * (1 - p);
   // m = 0 only where p has saturated to 0 or 1, and then dm = 0 too: the product's limit is 0
   // for gamma >= 1 and the term is left out (m^(gamma - 1) would be infinite below 1).
