@@ -354,3 +354,31 @@ TEST_CASE("training pipeline: with mixup a mosaic's labels are its own and then 
   }
   CHECK(partners_labels > 6);
 }
+
+TEST_CASE("HSV jitter equals OpenCV's per-pixel round trip through the tables for every colour") {
+  // All 2^24 colours, jittered by the tables and by the definition: RGB -> HSV, through
+  // lut_h/lut_s/lut_v, and back with hsv_to_rgb.
+  data::Image image(4096, 4096, 0);
+  for (uint32_t colour = 0; colour < (1u << 24); ++colour) {
+    uint8_t* p = image.pixels.data() + size_t(colour) * 3;
+    p[0] = uint8_t(colour >> 16), p[1] = uint8_t(colour >> 8), p[2] = uint8_t(colour);
+  }
+  const data::Image original = image;
+  data::AugmentHyp hyp;
+  hyp.hsv_h = 0.5, hyp.hsv_s = 0.7, hyp.hsv_v = 0.9;  // wide gains: every table is exercised
+  data::SampleRng rng(5, 1, 9), same(5, 1, 9);
+  data::augment_hsv(image, hyp, rng);
+  const double gain_h = same.uniform(-1, 1) * hyp.hsv_h + 1;
+  const double gain_s = same.uniform(-1, 1) * hyp.hsv_s + 1;
+  const double gain_v = same.uniform(-1, 1) * hyp.hsv_v + 1;
+  int64_t differing = 0;
+  for (size_t i = 0; i < original.pixels.size(); i += 3) {
+    const data::Hsv hsv =
+        data::rgb_to_hsv({original.pixels[i], original.pixels[i + 1], original.pixels[i + 2]});
+    const data::Rgb expected = data::hsv_to_rgb({uint8_t(std::fmod(hsv[0] * gain_h, 180.0)),
+                                                 uint8_t(std::clamp(hsv[1] * gain_s, 0.0, 255.0)),
+                                                 uint8_t(std::clamp(hsv[2] * gain_v, 0.0, 255.0))});
+    differing += !std::equal(expected.begin(), expected.end(), image.pixels.begin() + long(i));
+  }
+  CHECK(differing == 0);
+}
