@@ -76,6 +76,7 @@ double loader_images_per_second(const data::Dataset& dataset, const LoaderRateOp
 
 LoaderRate measure_loader(const data::Dataset& dataset, const LoaderRateOptions& options) {
   int64_t images = 0;
+  data::run_stage_clock(true);
   const double cpu_start = process_cpu_seconds();
   const auto start = std::chrono::steady_clock::now();
   for (int epoch = 0; epoch < options.epochs; ++epoch) {
@@ -84,7 +85,10 @@ LoaderRate measure_loader(const data::Dataset& dataset, const LoaderRateOptions&
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return {images, seconds, process_cpu_seconds() - cpu_start};
+  const double cpu_seconds = process_cpu_seconds() - cpu_start;
+  const data::StageSeconds stages = data::stage_seconds();
+  data::run_stage_clock(false);
+  return {images, seconds, cpu_seconds, stages};
 }
 
 }  // namespace bareyolo::bench

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "data/dataset.h"
+#include "data/stage_clock.h"
 
 namespace bareyolo::bench {
 
@@ -41,6 +42,7 @@ struct LoaderRateOptions {
 struct LoaderRate {
   int64_t images = 0;
   double wall_seconds = 0, cpu_seconds = 0;
+  data::StageSeconds stages;  // CPU seconds per stage of the pipeline, all threads
   double per_second() const { return double(images) / wall_seconds; }
   double per_cpu_second() const { return double(images) / cpu_seconds; }
 };

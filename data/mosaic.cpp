@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "data/perspective.h"
+#include "data/stage_clock.h"
 
 namespace bareyolo::data {
 
@@ -51,13 +52,15 @@ Image build_mosaic(const Dataset& dataset, int64_t index, int imgsz, SampleRng& 
   for (int t = 1; t < 4; ++t) tiles[size_t(t)] = int64_t(rng.below(uint64_t(dataset.size())));
   for (int t = 3; t > 0; --t) std::swap(tiles[size_t(t)], tiles[rng.below(uint64_t(t) + 1)]);
 
+  std::array<LoadedImage, 4> loaded;
+  for (int t = 0; t < 4; ++t) loaded[size_t(t)] = dataset.load(tiles[size_t(t)], imgsz);
+  const StageTimer timer(Stage::place);
   Image canvas(canvas_side, canvas_side, kPadValue);
   boxes.clear();
   segments.clear();
   for (int t = 0; t < 4; ++t) {
     int64_t tile = tiles[size_t(t)];
-    LoadedImage loaded = dataset.load(tile, imgsz);
-    const Image& image = loaded.image;
+    const Image& image = loaded[size_t(t)].image;
     auto [dst, src] = tile_rects(t, image.width, image.height, xc, yc, canvas_side);
     for (int y = 0; y < dst.y2 - dst.y1; ++y)
       std::memcpy(canvas.at(dst.x1, dst.y1 + y), image.at(src.x1, src.y1 + y),

@@ -10,6 +10,7 @@
 #include "data/mixup.h"
 #include "data/mosaic.h"
 #include "data/perspective.h"
+#include "data/stage_clock.h"
 
 namespace bareyolo::data {
 
@@ -44,6 +45,7 @@ Image augmented_mosaic(const Dataset& dataset, int64_t index, int imgsz, const A
   std::vector<Polygon> segments;
   Image image = build_mosaic(dataset, index, imgsz, rng, boxes, segments);
   copy_paste(image, boxes, segments, hyp.copy_paste, rng);
+  const StageTimer timer(Stage::warp);
   random_perspective(image, boxes, hyp, -imgsz / 2, rng, segments);
   return image;
 }
@@ -81,7 +83,11 @@ Sample make_train_sample(const Dataset& dataset, int64_t index, int imgsz, const
   const ImageRecord& record = dataset.record(index);
   sample.meta = ImageMeta{record.path, record.width, record.height};
   to_labels(boxes, sample);
-  augment_hsv(sample.image, hyp, rng);
+  {
+    const StageTimer timer(Stage::hsv);
+    augment_hsv(sample.image, hyp, rng);
+  }
+  const StageTimer timer(Stage::flip);
   bool up_down = rng.chance(hyp.flipud);
   bool left_right = rng.chance(hyp.fliplr);
   if (up_down) flip_up_down(sample.image, sample.labels);
