@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <utility>
 
 #include "data/perspective.h"
@@ -43,8 +42,8 @@ std::pair<Rect, Rect> tile_rects(int t, int w, int h, int xc, int yc, int canvas
 
 }  // namespace
 
-Image build_mosaic(const Dataset& dataset, int64_t index, int imgsz, SampleRng& rng,
-                   std::vector<PixelBox>& boxes, std::vector<Polygon>& segments) {
+Mosaic build_mosaic(const Dataset& dataset, int64_t index, int imgsz, SampleRng& rng,
+                    std::vector<PixelBox>& boxes, std::vector<Polygon>& segments) {
   const int s = imgsz, canvas_side = 2 * imgsz;
   int yc = static_cast<int>(rng.uniform(s / 2.0, 1.5 * s));
   int xc = static_cast<int>(rng.uniform(s / 2.0, 1.5 * s));
@@ -52,19 +51,19 @@ Image build_mosaic(const Dataset& dataset, int64_t index, int imgsz, SampleRng& 
   for (int t = 1; t < 4; ++t) tiles[size_t(t)] = int64_t(rng.below(uint64_t(dataset.size())));
   for (int t = 3; t > 0; --t) std::swap(tiles[size_t(t)], tiles[rng.below(uint64_t(t) + 1)]);
 
-  std::array<LoadedImage, 4> loaded;
-  for (int t = 0; t < 4; ++t) loaded[size_t(t)] = dataset.load(tiles[size_t(t)], imgsz);
+  Mosaic mosaic;
+  for (int t = 0; t < 4; ++t) mosaic.images[size_t(t)] = dataset.load(tiles[size_t(t)], imgsz);
   const StageTimer timer(Stage::place);
-  Image canvas(canvas_side, canvas_side, kPadValue);
+  mosaic.canvas = {canvas_side, canvas_side, kPadValue, {}};
   boxes.clear();
   segments.clear();
   for (int t = 0; t < 4; ++t) {
     int64_t tile = tiles[size_t(t)];
-    const Image& image = loaded[size_t(t)].image;
+    const Image& image = mosaic.images[size_t(t)].image;
     auto [dst, src] = tile_rects(t, image.width, image.height, xc, yc, canvas_side);
-    for (int y = 0; y < dst.y2 - dst.y1; ++y)
-      std::memcpy(canvas.at(dst.x1, dst.y1 + y), image.at(src.x1, src.y1 + y),
-                  size_t(dst.x2 - dst.x1) * 3);
+    if (dst.x2 > dst.x1 && dst.y2 > dst.y1)
+      mosaic.canvas.tiles.push_back({image.pixels.data(), image.width, image.height, dst.x1, dst.y1,
+                                     dst.x2, dst.y2, src.x1, src.y1});
     float pad_x = float(dst.x1 - src.x1), pad_y = float(dst.y1 - src.y1);
     const ImageRecord& record = dataset.record(tile);
     for (size_t k = 0; k < record.boxes.size(); ++k) {
@@ -77,7 +76,7 @@ Image build_mosaic(const Dataset& dataset, int64_t index, int imgsz, SampleRng& 
   }
   clip_boxes(boxes, float(canvas_side), float(canvas_side));
   clip_polygons(segments, float(canvas_side), float(canvas_side));
-  return canvas;
+  return mosaic;
 }
 
 }  // namespace bareyolo::data

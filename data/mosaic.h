@@ -6,18 +6,34 @@
 // the canvas edge. Boxes move with their tile and are clipped to [0, 2s], and so do the
 // polygons of labels that have them (`segments`: one per box, empty for a box without). The
 // caller then applies copy-paste and random_perspective with border -s/2, which makes it s x s.
+//
+// The canvas is not drawn: a Mosaic holds the four images and where they lie (a TiledCanvas),
+// and the warp samples them directly; only copy-paste, which pastes onto it, renders it.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "data/boxes.h"
 #include "data/dataset.h"
 #include "data/image.h"
 #include "data/rng.h"
+#include "data/warp.h"
 
 namespace bareyolo::data {
 
-Image build_mosaic(const Dataset& dataset, int64_t index, int imgsz, SampleRng& rng,
-                   std::vector<PixelBox>& boxes, std::vector<Polygon>& segments);
+struct Mosaic {
+  std::array<LoadedImage, 4> images;
+  TiledCanvas canvas;  // its tiles point into `images`' pixels, which move with them
+
+  Mosaic() = default;
+  Mosaic(Mosaic&&) = default;
+  Mosaic& operator=(Mosaic&&) = default;
+  Mosaic(const Mosaic&) = delete;  // a copy's tiles would point into the original
+  Mosaic& operator=(const Mosaic&) = delete;
+};
+
+Mosaic build_mosaic(const Dataset& dataset, int64_t index, int imgsz, SampleRng& rng,
+                    std::vector<PixelBox>& boxes, std::vector<Polygon>& segments);
 
 }  // namespace bareyolo::data

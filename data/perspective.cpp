@@ -122,16 +122,23 @@ std::vector<PixelBox> transform_segments(const std::vector<PixelBox>& boxes,
   return kept;
 }
 
-void random_perspective(Image& image, std::vector<PixelBox>& boxes, const AugmentHyp& hyp,
-                        int border, SampleRng& rng, const std::vector<Polygon>& segments) {
-  int out_width = image.width + 2 * border, out_height = image.height + 2 * border;
+Image random_perspective(const TiledCanvas& source, std::vector<PixelBox>& boxes,
+                         const AugmentHyp& hyp, int border, SampleRng& rng,
+                         const std::vector<Polygon>& segments) {
+  int out_width = source.width + 2 * border, out_height = source.height + 2 * border;
   double zoom = 1;
   Mat3 m =
-      random_perspective_matrix(hyp, image.width, image.height, out_width, out_height, rng, zoom);
-  if (border != 0 || !m.is_identity()) image = warp(image, m, out_width, out_height, kPadValue);
+      random_perspective_matrix(hyp, source.width, source.height, out_width, out_height, rng, zoom);
   boxes = every_box_has_a_polygon(boxes, segments)
               ? transform_segments(boxes, segments, m, zoom, out_width, out_height)
               : transform_boxes(boxes, m, zoom, out_width, out_height);
+  if (border == 0 && m.is_identity()) return source.render();
+  return warp(source, m, out_width, out_height);
+}
+
+void random_perspective(Image& image, std::vector<PixelBox>& boxes, const AugmentHyp& hyp,
+                        int border, SampleRng& rng, const std::vector<Polygon>& segments) {
+  image = random_perspective(TiledCanvas::of(image, kPadValue), boxes, hyp, border, rng, segments);
 }
 
 }  // namespace bareyolo::data

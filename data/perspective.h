@@ -41,6 +41,12 @@ std::vector<PixelBox> transform_segments(const std::vector<PixelBox>& boxes,
 
 // `segments`: the boxes' polygons in pixels, one per box (an empty one for a box without);
 // used when every box has one.
+// Draws the transform, warps `source` into (width + 2 border) x (height + 2 border) and moves
+// the boxes (by their polygons where every box has one).
+Image random_perspective(const TiledCanvas& source, std::vector<PixelBox>& boxes,
+                         const AugmentHyp& hyp, int border, SampleRng& rng,
+                         const std::vector<Polygon>& segments = {});
+// The same for one image, in place.
 void random_perspective(Image& image, std::vector<PixelBox>& boxes, const AugmentHyp& hyp,
                         int border, SampleRng& rng, const std::vector<Polygon>& segments = {});
 

@@ -43,11 +43,16 @@ Sample letterboxed_sample(const Dataset& dataset, int64_t index, const LoadedIma
 Image augmented_mosaic(const Dataset& dataset, int64_t index, int imgsz, const AugmentHyp& hyp,
                        SampleRng& rng, std::vector<PixelBox>& boxes) {
   std::vector<Polygon> segments;
-  Image image = build_mosaic(dataset, index, imgsz, rng, boxes, segments);
-  copy_paste(image, boxes, segments, hyp.copy_paste, rng);
+  const Mosaic mosaic = build_mosaic(dataset, index, imgsz, rng, boxes, segments);
+  if (hyp.copy_paste > 0) {  // pastes onto the canvas: drawn first
+    Image canvas = mosaic.canvas.render();
+    copy_paste(canvas, boxes, segments, hyp.copy_paste, rng);
+    const StageTimer timer(Stage::warp);
+    random_perspective(canvas, boxes, hyp, -imgsz / 2, rng, segments);
+    return canvas;
+  }
   const StageTimer timer(Stage::warp);
-  random_perspective(image, boxes, hyp, -imgsz / 2, rng, segments);
-  return image;
+  return random_perspective(mosaic.canvas, boxes, hyp, -imgsz / 2, rng, segments);
 }
 
 void to_labels(const std::vector<PixelBox>& boxes, Sample& sample) {

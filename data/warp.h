@@ -10,6 +10,8 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
+#include <vector>
 
 #include "data/image.h"
 
@@ -29,7 +31,34 @@ Mat3 operator*(const Mat3& a, const Mat3& b);
 
 Image resize_bilinear(const Image& source, int width, int height);
 
-// dst(x, y) = src(M^-1 (x, y)); `border` fills what falls outside the source.
+// One image placed on a TiledCanvas: the canvas rectangle x1 <= x < x2, y1 <= y < y2 shows
+// the image's pixels from (image_x, image_y) on. `pixels` points into the image (HWC RGB rows
+// of `width` pixels), which must outlive the canvas.
+struct CanvasTile {
+  const uint8_t* pixels = nullptr;
+  int width = 0, height = 0;
+  int x1 = 0, y1 = 0, x2 = 0, y2 = 0;
+  int image_x = 0, image_y = 0;
+};
+
+// A width x height canvas of disjoint tiles on a constant `fill` (the mosaic's 2s x 2s canvas),
+// which the warp samples without it being drawn: each output pixel reads its four taps from
+// the tiles, so the canvas's 4s^2 pixels are neither filled nor copied. Taps outside every
+// tile, the canvas's edges included, read `fill`.
+struct TiledCanvas {
+  int width = 0, height = 0;
+  uint8_t fill = 0;
+  std::vector<CanvasTile> tiles;
+
+  // The canvas of one tile: `image` itself, on `fill`.
+  static TiledCanvas of(const Image& image, uint8_t fill);
+  // The canvas drawn, for what must change its pixels before the warp (copy-paste).
+  Image render() const;
+};
+
+// dst(x, y) = canvas(M^-1 (x, y)), bilinear.
+Image warp(const TiledCanvas& source, const Mat3& forward, int width, int height);
+// The same for one image; `border` fills what falls outside it.
 Image warp(const Image& source, const Mat3& forward, int width, int height, uint8_t border);
 
 }  // namespace bareyolo::data
