@@ -15,6 +15,19 @@ LoadedImage Dataset::load(int64_t index, int imgsz) const {
   return load_resized(record(index).path, imgsz, record(index).pixels());
 }
 
+Dataset::Pixels Dataset::pixels(int64_t index, int imgsz) const {
+  Pixels found;
+  if (cache_ && cache_->imgsz() == imgsz) {
+    const ImageCache::Pixels cached = cache_->pixels(index);
+    found.data = cached.data, found.width = cached.width, found.height = cached.height;
+    return found;
+  }
+  found.owned = load(index, imgsz).image;
+  found.data = found.owned.pixels.data();
+  found.width = found.owned.width, found.height = found.owned.height;
+  return found;
+}
+
 OpenedSplit open_split(const DatasetConfig& config, const std::string& split,
                        const OpenOptions& options) {
   const std::vector<std::string>& sources = split_sources(config, split);

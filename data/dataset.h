@@ -27,6 +27,20 @@ class Dataset {
   // Image `index` with its long side resized to imgsz: from the image cache when one of that
   // size is in use (the same bits), else read from its file.
   LoadedImage load(int64_t index, int imgsz) const;
+  // The same image's pixels, read in place from the image cache's mapping when they come from
+  // there (valid while this dataset lives), else decoded into `owned`.
+  struct Pixels {
+    const uint8_t* data = nullptr;
+    int width = 0, height = 0;
+    Image owned;
+
+    Pixels() = default;
+    Pixels(Pixels&&) = default;  // `data` into `owned` survives the move of its buffer
+    Pixels& operator=(Pixels&&) = default;
+    Pixels(const Pixels&) = delete;  // a copy's `data` would point into the original
+    Pixels& operator=(const Pixels&) = delete;
+  };
+  Pixels pixels(int64_t index, int imgsz) const;
   // Serves load() at cache->imgsz() from `cache`, made from records() (image_cache.h).
   void use_cache(std::shared_ptr<const ImageCache> cache) { cache_ = std::move(cache); }
   const ImageCache* cache() const { return cache_.get(); }

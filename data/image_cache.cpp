@@ -165,17 +165,22 @@ ImageCache::~ImageCache() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-LoadedImage ImageCache::load(int64_t index) const {
+ImageCache::Pixels ImageCache::pixels(int64_t index) const {
   IndexEntry entry;
   std::memcpy(&entry, base_ + sizeof(FileHeader) + sizeof(IndexEntry) * size_t(index),
               sizeof entry);
+  return {base_ + entry.offset, int(entry.width), int(entry.height), int(entry.original_width),
+          int(entry.original_height)};
+}
+
+LoadedImage ImageCache::load(int64_t index) const {
+  const Pixels found = pixels(index);
   LoadedImage loaded;
-  loaded.image.width = int(entry.width);
-  loaded.image.height = int(entry.height);
-  const uint8_t* pixels = base_ + entry.offset;
-  loaded.image.pixels.assign(pixels, pixels + size_t(entry.width) * entry.height * 3);
-  loaded.original_width = int(entry.original_width);
-  loaded.original_height = int(entry.original_height);
+  loaded.image.width = found.width;
+  loaded.image.height = found.height;
+  loaded.image.pixels.assign(found.data, found.data + size_t(found.width) * found.height * 3);
+  loaded.original_width = found.original_width;
+  loaded.original_height = found.original_height;
   return loaded;
 }
 

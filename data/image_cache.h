@@ -49,6 +49,14 @@ class ImageCache {
   int64_t file_bytes() const { return int64_t(bytes_); }
   // Image `index` as load_resized(record.path, imgsz()) returns it, bit for bit.
   LoadedImage load(int64_t index) const;
+  // The same image's pixels where they lie in the mapping (valid while this cache lives), and
+  // its size: what the mosaic reads without copying them out.
+  struct Pixels {
+    const uint8_t* data = nullptr;
+    int width = 0, height = 0;
+    int original_width = 0, original_height = 0;
+  };
+  Pixels pixels(int64_t index) const;
 
  private:
   friend struct ImageCacheOpener;

@@ -52,18 +52,18 @@ Mosaic build_mosaic(const Dataset& dataset, int64_t index, int imgsz, SampleRng&
   for (int t = 3; t > 0; --t) std::swap(tiles[size_t(t)], tiles[rng.below(uint64_t(t) + 1)]);
 
   Mosaic mosaic;
-  for (int t = 0; t < 4; ++t) mosaic.images[size_t(t)] = dataset.load(tiles[size_t(t)], imgsz);
+  for (int t = 0; t < 4; ++t) mosaic.images[size_t(t)] = dataset.pixels(tiles[size_t(t)], imgsz);
   const StageTimer timer(Stage::place);
   mosaic.canvas = {canvas_side, canvas_side, kPadValue, {}};
   boxes.clear();
   segments.clear();
   for (int t = 0; t < 4; ++t) {
     int64_t tile = tiles[size_t(t)];
-    const Image& image = mosaic.images[size_t(t)].image;
+    const Dataset::Pixels& image = mosaic.images[size_t(t)];
     auto [dst, src] = tile_rects(t, image.width, image.height, xc, yc, canvas_side);
     if (dst.x2 > dst.x1 && dst.y2 > dst.y1)
-      mosaic.canvas.tiles.push_back({image.pixels.data(), image.width, image.height, dst.x1, dst.y1,
-                                     dst.x2, dst.y2, src.x1, src.y1});
+      mosaic.canvas.tiles.push_back(
+          {image.data, image.width, image.height, dst.x1, dst.y1, dst.x2, dst.y2, src.x1, src.y1});
     float pad_x = float(dst.x1 - src.x1), pad_y = float(dst.y1 - src.y1);
     const ImageRecord& record = dataset.record(tile);
     for (size_t k = 0; k < record.boxes.size(); ++k) {

@@ -23,8 +23,8 @@
 namespace bareyolo::data {
 
 struct Mosaic {
-  std::array<LoadedImage, 4> images;
-  TiledCanvas canvas;  // its tiles point into `images`' pixels, which move with them
+  std::array<Dataset::Pixels, 4> images;
+  TiledCanvas canvas;  // its tiles point at `images`' pixels, which stay put when they move
 
   Mosaic() = default;
   Mosaic(Mosaic&&) = default;
