@@ -6,10 +6,14 @@ uncached or with its cache_images='ram' (built in the constructor, outside the t
 bareyolo's cache is). CPU time is getrusage of this process plus its reaped children (the
 workers are joined at the end of each epoch), so processes compare fairly with threads.
 
-Needs torch, cv2 and a YOLOv5 checkout (or the pip package's folder) in $YOLOV5_DIR.
 Prints one line: YOLOV5 images=<n> cpu_s=<s> wall_s=<s>
+
+Needs torch, cv2 and YOLOv5 in $YOLOV5_DIR: a release tree (v7.0 or later; imports as utils.*)
+or the pip package's folder. The constructor gets only the arguments the installed version
+takes: `workers` came after v7.0.
 """
 import argparse
+import inspect
 import os
 import resource
 import sys
@@ -23,6 +27,12 @@ def cpu_seconds():
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def accepted_arguments(function, **arguments):
+    """Those of `arguments` that `function` takes by name."""
+    parameters = inspect.signature(function).parameters
+    return {name: value for name, value in arguments.items() if name in parameters}
 
 
 def main():
@@ -44,7 +54,8 @@ def main():
         hyp = yaml.safe_load(f)
     dataset = LoadImagesAndLabels(args.images, args.imgsz, args.batch, augment=True, hyp=hyp,
                                   cache_images="ram" if args.cache == "ram" else False,
-                                  stride=32, workers=args.workers)
+                                  stride=32, **accepted_arguments(LoadImagesAndLabels.__init__,
+                                                                  workers=args.workers))
     torch.manual_seed(0)
     images = 0
     start_cpu, start_wall = cpu_seconds(), time.perf_counter()
