@@ -4,16 +4,19 @@
 // without and with its decoded-image cache (`--cache ram`), and for PyTorch YOLOv5's own
 // LoadImagesAndLabels with the same hyp and workers, uncached and with cache_images='ram',
 // taken in turns; then the cache's PSS with 2 ranks against 1 (bench/cache_pss.h); the
-// verification pass and the label parser on one file of a million rows.
+// verification pass and the label parser on one file of a million rows; and where a sample's
+// CPU time goes in YOLOv5's loader, stage by stage, on one thread (bench/stage_breakdown.h;
+// 128 uncached samples, 16 with --quick).
 //
 //   bench_data_loader [--data coco128/data.yaml] [--imgsz 640] [--batch 16] [--workers 2]
 //                     [--epochs 1] [--rounds 1] [--quick]
 //
 // Without --data: ../shared/datasets/coco128 if present, else generated shapes. YOLOv5 runs
-// when a Python imports torch and cv2 and $YOLOV5_DIR names a YOLOv5 checkout (or the pip
-// package's folder); else the RESULT line says yolov5=absent and gives no ratio. With
-// --rounds N each configuration runs N times, in turns, and its best rate counts (the others
-// were disturbed by something else on the machine). Last line:
+// when $YOLOV5_DIR names it (a release tree such as v7.0's, or the pip package's folder) and a
+// Python imports torch and cv2 (find_yolov5; it must have YOLOv5's requirements too); else the
+// RESULT line says yolov5=absent and gives no ratio. With --rounds N each configuration runs N
+// times, in turns, and its best rate counts (the others were disturbed by something else on
+// the machine). Last line:
 //   RESULT ours_img_per_cpu_s=<x> yolov5_img_per_cpu_s=<y> ratio=<x/y> cached_ratio=<xc/yc>
 //          cache_pss_ratio=<p> first_batch_speedup=<s>
 // (s: an epoch's first batch on one thread over on --workers threads; ideally the worker
@@ -25,10 +28,12 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
-#include "bench/cache_pss.h"    // defines: measure_cache_pss
-#include "bench/loader_rate.h"  // defines: BenchDataset, measure_loader
-#include "bench/python_peer.h"  // defines: find_yolov5
+#include "bench/cache_pss.h"        // defines: measure_cache_pss
+#include "bench/loader_rate.h"      // defines: BenchDataset, measure_loader
+#include "bench/python_peer.h"      // defines: find_yolov5
+#include "bench/stage_breakdown.h"  // defines: StageBreakdown, print_stage_table
 #include "data/dataset.h"
 #include "data/label_file.h"
 #include "data/verify.h"
@@ -102,30 +107,47 @@ class Yolov5Peer {
 
   // Images per CPU-second of one run, uncached or with cache_images='ram'.
   double images_per_cpu_second(bool cached) const {
-    const std::string command =
-        yolov5_.python + " " BAREYOLO_SOURCE_DIR "/bench/yolov5_loader.py --images '" + images_ +
-        "' --imgsz " + std::to_string(options_.imgsz) + " --batch " +
-        std::to_string(options_.batch) + " --workers " + std::to_string(options_.workers) +
-        " --epochs " + std::to_string(options_.epochs) + " --max-batches " +
-        std::to_string(options_.quick ? 2 : 0) + " --cache " + (cached ? "ram" : "none") +
-        " 2>/dev/null";
-    FILE* output = ::popen(command.c_str(), "r");
-    if (!output) throw std::runtime_error("cannot run " + command);
     long images = 0;
     double cpu_s = 0, wall_s = 0;
-    char line[512];
     bool found = false;
-    while (std::fgets(line, sizeof line, output))
-      found = found || std::sscanf(line, "YOLOV5 images=%ld cpu_s=%lf wall_s=%lf", &images, &cpu_s,
-                                   &wall_s) == 3;
-    if (::pclose(output) != 0 || !found || cpu_s <= 0)
-      throw std::runtime_error("YOLOv5's loader failed: " + command);
+    for (const std::string& line : output_lines(
+             std::string("--workers ") + std::to_string(options_.workers) + " --epochs " +
+             std::to_string(options_.epochs) + " --max-batches " +
+             std::to_string(options_.quick ? 2 : 0) + " --cache " + (cached ? "ram" : "none")))
+      found = found || std::sscanf(line.c_str(), "YOLOV5 images=%ld cpu_s=%lf wall_s=%lf", &images,
+                                   &cpu_s, &wall_s) == 3;
+    if (!found || cpu_s <= 0) throw std::runtime_error("YOLOv5's loader printed no rate");
     std::printf("yolov5 %s: %ld images, %.1f img/s, %.1f img/CPU-s\n",
                 cached ? "cache=ram" : "uncached", images, images / wall_s, images / cpu_s);
     return images / cpu_s;
   }
 
+  // Where the CPU time of `samples` uncached samples goes, built on one thread.
+  bench::StageBreakdown stages(int samples) const {
+    for (const std::string& line :
+         output_lines("--stages --samples " + std::to_string(samples) + " --cache none"))
+      if (const std::optional<bench::StageBreakdown> breakdown = bench::parse_yolov5_stages(line))
+        return *breakdown;
+    throw std::runtime_error("YOLOv5's loader printed no YOLOV5_STAGES line");
+  }
+
  private:
+  // The lines bench/yolov5_loader.py prints on the train split's images at the bench's size
+  // and batch, with `arguments` after; throws when it fails.
+  std::vector<std::string> output_lines(const std::string& arguments) const {
+    const std::string command =
+        yolov5_.python + " " BAREYOLO_SOURCE_DIR "/bench/yolov5_loader.py --images '" + images_ +
+        "' --imgsz " + std::to_string(options_.imgsz) + " --batch " +
+        std::to_string(options_.batch) + " " + arguments + " 2>/dev/null";
+    FILE* output = ::popen(command.c_str(), "r");
+    if (!output) throw std::runtime_error("cannot run " + command);
+    std::vector<std::string> lines;
+    char line[1024];
+    while (std::fgets(line, sizeof line, output)) lines.push_back(line);
+    if (::pclose(output) != 0) throw std::runtime_error("YOLOv5's loader failed: " + command);
+    return lines;
+  }
+
   Options options_;
   std::string images_;
   bench::Yolov5Install yolov5_;
@@ -206,6 +228,16 @@ int main(int argc, char** argv) {
     const double label_seconds = label_parse_seconds(label_rows);
     std::printf("label parser: %d rows in one file (half duplicates), %.0f rows/s\n", label_rows,
                 label_rows / label_seconds);
+    // The loaders' stages on one thread, then what each costs a training image through its
+    // loader (workers included: the rest is the loader's own overhead).
+    std::optional<bench::StageBreakdown> yolov5_stages;
+    if (yolov5.present()) yolov5_stages = yolov5.stages(options.quick ? 16 : 128);
+    bench::print_stage_table(std::nullopt, yolov5_stages);
+    std::printf("through the loaders (%d workers, uncached), CPU ms per image: ours %.3f",
+                options.workers, 1000 / best[0]);
+    if (yolov5.present()) std::printf(", yolov5 %.3f", 1000 / best[1]);
+    std::printf("\n");
+
     if (yolov5.present())
       std::printf(
           "RESULT ours_img_per_cpu_s=%.2f yolov5_img_per_cpu_s=%.2f ratio=%.3f "
