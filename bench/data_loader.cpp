@@ -13,10 +13,10 @@
 //
 // Without --data: ../shared/datasets/coco128 if present, else generated shapes. YOLOv5 runs
 // when $YOLOV5_DIR names it (a release tree such as v7.0's, or the pip package's folder) and a
-// Python imports torch and cv2 (find_yolov5; it must have YOLOv5's requirements too); else the
-// RESULT line says yolov5=absent and gives no ratio. With --rounds N each configuration runs N
-// times, in turns, and its best rate counts (the others were disturbed by something else on
-// the machine). Last line:
+// Python imports torch and cv2 and, from that folder, YOLOv5's utils.dataloaders (find_yolov5:
+// YOLOv5's requirements too); else the RESULT line says yolov5=absent, why, and gives no ratio.
+// With --rounds N each configuration runs N times, in turns, and its best rate counts (the others
+// were disturbed by something else on the machine). Last line:
 //   RESULT ours_img_per_cpu_s=<x> yolov5_img_per_cpu_s=<y> ratio=<x/y> cached_ratio=<xc/yc>
 //          cache_pss_ratio=<p> first_batch_speedup=<s>
 // (s: an epoch's first batch on one thread over on --workers threads; ideally the worker
@@ -101,7 +101,9 @@ Options parse(int argc, char** argv) {
 class Yolov5Peer {
  public:
   Yolov5Peer(const Options& options, std::string images)
-      : options_(options), images_(images), yolov5_(bench::find_yolov5("torch, cv2")) {}
+      : options_(options),
+        images_(images),
+        yolov5_(bench::find_yolov5("torch, cv2", "utils.dataloaders")) {}
   bool present() const { return yolov5_.present(); }
   const std::string& why_absent() const { return yolov5_.why_absent; }
 
@@ -152,6 +154,27 @@ class Yolov5Peer {
   std::string images_;
   bench::Yolov5Install yolov5_;
 };
+
+// Where the CPU time of `samples` uncached samples of ours goes, built on one thread (the
+// loader without workers, the stage clock of data/stage_clock.h), as the peer measures its own.
+bench::StageBreakdown our_stages(const data::Dataset& dataset, bench::LoaderRateOptions rate,
+                                 int samples) {
+  rate.workers = 0, rate.epochs = 1, rate.max_batches = std::max(1, samples / rate.batch);
+  const bench::LoaderRate measured = bench::measure_loader(dataset, rate);
+  const double ms = 1e3 / double(measured.images);
+  bench::StageBreakdown ours;
+  ours.samples = long(measured.images);
+  ours.decode_ms = measured.stages[data::Stage::load] * ms;  // resized as it is decoded
+  ours.place_ms = measured.stages[data::Stage::place] * ms;
+  ours.warp_ms = measured.stages[data::Stage::warp] * ms;
+  ours.hsv_ms = measured.stages[data::Stage::hsv] * ms;
+  ours.flip_letterbox_ms = measured.stages[data::Stage::flip] * ms;
+  ours.batch_ms = measured.stages[data::Stage::batch] * ms;
+  ours.total_ms = measured.cpu_seconds * ms;
+  ours.other_ms = ours.total_ms - ours.decode_ms - ours.place_ms - ours.warp_ms - ours.hsv_ms -
+                  ours.flip_letterbox_ms - ours.batch_ms;
+  return ours;
+}
 
 }  // namespace
 
@@ -230,9 +253,10 @@ int main(int argc, char** argv) {
                 label_rows / label_seconds);
     // The loaders' stages on one thread, then what each costs a training image through its
     // loader (workers included: the rest is the loader's own overhead).
+    const int stage_samples = options.quick ? 16 : 128;
     std::optional<bench::StageBreakdown> yolov5_stages;
-    if (yolov5.present()) yolov5_stages = yolov5.stages(options.quick ? 16 : 128);
-    bench::print_stage_table(std::nullopt, yolov5_stages);
+    if (yolov5.present()) yolov5_stages = yolov5.stages(stage_samples);
+    bench::print_stage_table(our_stages(train.dataset, rate, stage_samples), yolov5_stages);
     std::printf("through the loaders (%d workers, uncached), CPU ms per image: ours %.3f",
                 options.workers, 1000 / best[0]);
     if (yolov5.present()) std::printf(", yolov5 %.3f", 1000 / best[1]);

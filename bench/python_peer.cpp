@@ -38,7 +38,7 @@ std::string find_python_running(const std::string& python_check) {
   return "";
 }
 
-Yolov5Install find_yolov5(const std::string& modules) {
+Yolov5Install find_yolov5(const std::string& modules, const std::string& yolov5_module) {
   Yolov5Install found;
   const char* folder = std::getenv("YOLOV5_DIR");
   namespace fs = std::filesystem;
@@ -49,7 +49,17 @@ Yolov5Install find_yolov5(const std::string& modules) {
   }
   found.folder = folder;
   found.python = python_for(folder, "import " + modules);
-  if (found.python.empty()) found.why_absent = "no Python imports " + modules;
+  if (found.python.empty()) {
+    found.why_absent = "no Python imports " + modules;
+    return found;
+  }
+  const std::string import_from_folder = "import sys; sys.path.insert(0, \"" BAREYOLO_SOURCE_DIR
+                                         "/bench\"); import torch_peer; "
+                                         "torch_peer.yolov5_module(\"" +
+                                         found.folder + "\", \"" + yolov5_module + "\")";
+  if (!runs(found.python, import_from_folder))
+    found.why_absent = found.python + " cannot import YOLOv5's " + yolov5_module + " from " +
+                       found.folder + " (install YOLOv5's requirements.txt for it)";
   return found;
 }
 

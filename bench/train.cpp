@@ -327,7 +327,7 @@ int main(int argc, char** argv) {
     // The headline takes turns with the same step at 1 thread (threads2_scaling) and with
     // PyTorch YOLOv5's own step when $YOLOV5_DIR names YOLOv5 (ratio_vs_yolov5), round after
     // round; the figures are medians over the rounds (of each round's ratios for the ratios).
-    const bench::Yolov5Install yolov5 = bench::find_yolov5("torch, yaml");
+    const bench::Yolov5Install yolov5 = bench::find_yolov5("torch, yaml", "utils.loss");
     if (!yolov5.present())
       std::printf("yolov5: %s; yolov5_img_s is nan\n", yolov5.why_absent.c_str());
     double loss_fraction = 0;
