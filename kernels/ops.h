@@ -80,6 +80,17 @@ void maxpool2d_backward(View<const T> x, View<const T> dy, Pool2dParams p, View<
 template <class T>
 void maxpool2d_chain3_forward(View<const T> x, Pool2dParams p, View<T> y1, View<T> y2, View<T> y3);
 
+// ---- input images (kernels/input_images.h: the formulas) ------------------------------
+// The loader's 8-bit pixels as the model's float input, on the device that trains (the batch
+// crosses to it as bytes, a quarter of the floats). x holds n images of h x w pixels of c
+// interleaved bytes (channels last, RGB): a view of shape (n, h, w, c). y is NCHW (n, c, h, w):
+//   y[n, c, i, j] = x[n, i, j, c] * (1.0f / 255.0f)
+void hwc_bytes_to_unit_float(View<const uint8_t> x, View<float> y);
+// y = every plane of x resized bilinearly to y's height and width, as PyTorch's
+// F.interpolate(mode='bilinear', align_corners=False) computes it (--multi-scale's resize of
+// the batch). x and y have the same images and channels; every side is at least 1.
+void resize_bilinear(View<const float> x, View<float> y);
+
 // ---- convolution ----------------------------------------------------------------------
 // Cross-correlation, groups = 1, dilation = 1. weight is (c_out, c_in, kernel_h, kernel_w)
 // in a dense view; bias is c_out values or nullptr.

@@ -161,6 +161,9 @@ void ema_update(View<float> average, View<const float> value, double decay);
 // double in device memory; clip_to_norm reads it there.
 void sum_of_squares(View<const float> x, View<double> result);
 void clip_to_norm(View<float> x, View<const double> sum_of_squares, double max_norm);
+// input_images.cu: shapes already checked by kernels/cpu/input_images.cpp.
+void hwc_bytes_to_unit_float(View<const uint8_t> x, View<float> y);
+void resize_bilinear(View<const float> x, View<float> y);
 // bf16.cu
 void convert_to_bf16(View<const float> x, View<bf16> y);
 void convert_from_bf16(View<const bf16> x, View<float> y);
