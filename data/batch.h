@@ -1,8 +1,9 @@
-// data/batch.h — what the trainer receives per step (YOLOv5's collate layout):
+// data/batch.h — what the trainer receives per step (YOLOv5's collate layout, but for the images):
 //
-//   images   float32, NCHW, RGB, values in [0, 1] (byte / 255), size x 3 x height x width,
-//            in a HostBuffer (host_buffer.h: pinned when CUDA is used), read by the device
-//            straight from there (images_tensor);
+//   images   uint8, HWC, RGB, size x height x width x 3, the samples' bytes as the loader made
+//            them, in a HostBuffer (host_buffer.h: pinned when CUDA is used) that the device
+//            copies straight from: a quarter of the bytes of YOLOv5's float batch. The device
+//            makes the model's float NCHW input of them (images_tensor);
 //   targets  float32 rows [image_index, class, cx, cy, w, h], cx..h normalised to the image,
 //            image_index = the image's place in this batch;
 //   meta     per image: file, original size, letterbox gain and padding (validation).
@@ -28,7 +29,11 @@ struct LabelRow {
 
 struct Batch {
   int64_t step = 0;
-  int size = 0, height = 0, width = 0;
+  int size = 0;
+  int height = 0, width = 0;  // of the images in `images`, as the loader built them
+  // The size the model takes them at: height x width, or the step's --multi-scale size, to
+  // which images_tensor resizes them on the device (Step::input_width).
+  int input_height = 0, input_width = 0;
   HostBuffer images;
   std::vector<float> targets;  // num_targets() rows of 6
   std::vector<ImageMeta> meta;
@@ -39,17 +44,20 @@ struct Batch {
     const float* row = targets.data() + r * 6;
     return {int(row[0]), int(row[1]), row[2], row[3], row[4], row[5]};
   }
-  size_t image_floats() const { return size_t(3) * height * width; }
-  const float* image(int i) const { return images.get() + size_t(i) * image_floats(); }
-  // The images as an NCHW tensor on `device`, what the model takes: a copy of the buffer on
-  // the host; on a GPU a copy from the pinned buffer queued on the compute stream (the host
-  // does not wait; the buffer is not reused before the copy completes, host_buffer.h).
+  size_t image_bytes() const { return size_t(height) * width * 3; }
+  const uint8_t* image(int i) const { return images.get() + size_t(i) * image_bytes(); }
+  // The model's input on `device`: float NCHW, size x 3 x input_height x input_width, values
+  // byte / 255 (ops::hwc_bytes_to_unit_float), resized bilinearly to the input size where it
+  // differs from the images' (ops::resize_bilinear, as YOLOv5 resizes its float batch). The
+  // bytes reach a GPU by a copy from the pinned buffer queued on the compute stream, and both
+  // ops run there: the host does not wait, and the buffer is not reused before the copy
+  // completes (host_buffer.h).
   Tensor images_tensor(Device device = Device::cpu()) const;
 };
 
 // Collates the samples of `step` (each step.width x step.height) into a Batch of that size,
-// or, where the step sets an input size (--multi-scale), resized to it: each image plane
-// bilinearly from its float values (plane_resize.h), as YOLOv5 resizes its float batch.
+// their bytes copied as they are; the batch's input size is the step's (its input_width and
+// input_height where set: --multi-scale).
 Batch collate(const Step& step, std::vector<Sample>& samples);
 
 }  // namespace bareyolo::data

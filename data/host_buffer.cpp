@@ -16,7 +16,7 @@ namespace bareyolo::data {
 namespace {
 constexpr size_t kAlignment = 64;
 // Pinned buffers kept for reuse: a few batches ahead of the trainer is all a loader holds
-// (16 yolov5s batches of 64 at 640 px are 5 GB).
+// (16 batches of 64 images at 640 px are 1.3 GB of bytes).
 constexpr size_t kMaxPooledBuffers = 16;
 constexpr size_t kMaxPooledBytes = size_t{8} << 30;
 
@@ -29,7 +29,7 @@ PinnedPool& pinned_pool() {
 }
 }  // namespace
 
-void HostBufferFree::operator()(float* data) const noexcept {
+void HostBufferFree::operator()(uint8_t* data) const noexcept {
   try {
     if (!pinned) {
       last_read.synchronize();
@@ -47,16 +47,15 @@ void HostBufferFree::operator()(float* data) const noexcept {
   }
 }
 
-HostBuffer allocate_host_buffer(size_t count) {
-  const size_t bytes =
-      std::max(kAlignment, (count * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment);
+HostBuffer allocate_host_buffer(size_t bytes) {
+  const size_t rounded = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
   if (usable_gpu_count() > 0) {
-    PinnedPool::Taken reused = pinned_pool().take(bytes);
-    if (!reused.data) reused = {allocate_pinned_host_bytes(bytes), bytes};
-    return HostBuffer(static_cast<float*>(reused.data), {reused.bytes, true, {}});
+    PinnedPool::Taken reused = pinned_pool().take(rounded);
+    if (!reused.data) reused = {allocate_pinned_host_bytes(rounded), rounded};
+    return HostBuffer(static_cast<uint8_t*>(reused.data), {reused.bytes, true, {}});
   }
-  void* data = aligned_host_alloc(kAlignment, bytes, "a batch of images");
-  return HostBuffer(static_cast<float*>(data), {bytes, false, {}});
+  void* data = aligned_host_alloc(kAlignment, rounded, "a batch of images");
+  return HostBuffer(static_cast<uint8_t*>(data), {rounded, false, {}});
 }
 
 }  // namespace bareyolo::data

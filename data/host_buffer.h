@@ -1,4 +1,5 @@
-// data/host_buffer.h — the memory a batch's images live in on the host.
+// data/host_buffer.h — the memory a batch's images live in on the host: bytes, in the layout
+// the device reads (batch.h).
 //
 // This is the one place batch memory is allocated: page-locked (pinned) memory when a GPU is
 // usable, so the copy to the device can run asynchronously on a stream, else 64-byte aligned
@@ -12,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "kernels/device_memory.h"
@@ -24,12 +26,12 @@ struct HostBufferFree {
   // The last device read of the buffer. mutable: recording who reads the memory does not
   // change what it holds, and a const batch gets uploaded (validation's predictors).
   mutable DeviceEvent last_read;
-  void operator()(float* data) const noexcept;
+  void operator()(uint8_t* data) const noexcept;
 };
-using HostBuffer = std::unique_ptr<float[], HostBufferFree>;
+using HostBuffer = std::unique_ptr<uint8_t[], HostBufferFree>;
 
-// `count` floats, 64-byte aligned, uninitialised. Throws HostOutOfMemory (a std::bad_alloc).
-HostBuffer allocate_host_buffer(size_t count);
+// `bytes` bytes, 64-byte aligned, uninitialised. Throws HostOutOfMemory (a std::bad_alloc).
+HostBuffer allocate_host_buffer(size_t bytes);
 
 // `buffer` is read by device work up to `done` (upload_async's event): it is reused or freed
 // only once `done` completes. Every read of one buffer goes through one device's compute

@@ -1,6 +1,6 @@
 // data/multi_scale.h — YOLOv5's --multi-scale: at every training step one random image size,
-// and the batch resized to it (bilinear, plane_resize.h) before the forward; the labels are
-// normalised to the image, so they do not change.
+// and the batch resized to it on the device before the forward (bilinear, Batch::images_tensor);
+// the labels are normalised to the image, so they do not change.
 //
 // The size (YOLOv5's train.py): an integer drawn uniformly from [imgsz / 2, 3 imgsz / 2 +
 // stride), rounded down to a multiple of the stride — so every stride multiple from about half

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "data/raster.h"
 
@@ -33,16 +34,12 @@ Image render_batch(const Batch& batch, const std::vector<std::string>& names,
   int columns = int(std::ceil(std::sqrt(double(batch.size))));
   int rows = (batch.size + columns - 1) / std::max(columns, 1);
   Image grid(columns * batch.width, rows * batch.height, 0);
-  const size_t plane = size_t(batch.width) * batch.height;
+  const size_t row_bytes = size_t(batch.width) * 3;
   for (int i = 0; i < batch.size; ++i) {
     int ox = (i % columns) * batch.width, oy = (i / columns) * batch.height;
-    const float* chw = batch.image(i);
+    const uint8_t* pixels = batch.image(i);  // RGB rows, as the grid's
     for (int y = 0; y < batch.height; ++y)
-      for (int x = 0; x < batch.width; ++x) {
-        size_t at = size_t(y) * batch.width + x;
-        uint8_t* p = grid.at(ox + x, oy + y);
-        for (int c = 0; c < 3; ++c) p[c] = uint8_t(std::lround(chw[c * plane + at] * 255.0f));
-      }
+      std::memcpy(grid.at(ox, oy + y), pixels + size_t(y) * row_bytes, row_bytes);
     outline_rect(grid, ox, oy, ox + batch.width, oy + batch.height, 1, kWhite);
   }
   for (const BatchBox& box : boxes) {

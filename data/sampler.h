@@ -26,8 +26,8 @@ struct Step {
   std::vector<int64_t> indices;
   std::vector<int64_t> positions;
   int width = 0, height = 0;  // the size every sample of the batch is built at
-  // --multi-scale: the network input size the batch is resized to when it is collated
-  // (batch.h); 0: width x height.
+  // --multi-scale: the network input size the batch is resized to on the device
+  // (Batch::images_tensor); 0: width x height.
   int input_width = 0, input_height = 0;
 };
 

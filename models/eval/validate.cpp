@@ -19,15 +19,17 @@ Letterbox letterbox_of(const data::ImageMeta& meta) {
           float(meta.original_height)};
 }
 
-// Image i's labels: normalised xywh on the batch image -> pixels -> the original image.
+// Image i's labels: normalised xywh -> pixels of the model's input (the detections') -> the
+// original image.
 std::vector<GroundTruth> labels_of(const data::Batch& batch, int image) {
   std::vector<GroundTruth> labels;
   const Letterbox placement = letterbox_of(batch.meta[size_t(image)]);
+  const float width = float(batch.input_width), height = float(batch.input_height);
   for (int64_t r = 0; r < batch.num_targets(); ++r) {
     const data::LabelRow label = batch.label(r);
     if (label.image != image) continue;
-    const BoxXYXY on_canvas = xywh_to_xyxy({label.cx * batch.width, label.cy * batch.height,
-                                            label.w * batch.width, label.h * batch.height});
+    const BoxXYXY on_canvas =
+        xywh_to_xyxy({label.cx * width, label.cy * height, label.w * width, label.h * height});
     labels.push_back({label.class_id, scale_box_to_original(on_canvas, placement)});
   }
   return labels;

@@ -76,7 +76,7 @@ struct BatchEndInfo {
   int64_t batches_done = 0;            // of the epoch
   double loss_mean[3] = {0, 0, 0};     // box, obj, cls: running means over the epoch
   int64_t instances = 0;               // labels in this batch
-  int image_size = 0;                  // its width
+  int image_size = 0;                  // the width the model took it at
   int64_t optimizer_steps = 0;         // in the whole run
   const data::Batch* batch = nullptr;  // this rank's batch as trained; valid during the call
 };

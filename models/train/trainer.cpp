@@ -474,7 +474,7 @@ bool Trainer::train_epoch(int epoch) {
                       .batches_done = done.batches_done,
                       .loss_mean = {done.loss_mean[0], done.loss_mean[1], done.loss_mean[2]},
                       .instances = batch->num_targets(),
-                      .image_size = batch->width,
+                      .image_size = batch->input_width,
                       .optimizer_steps = steps,
                       .batch = &*batch});
     if (step.updated) checkpoints_->after_step(steps, max_steps_reached);  // snapshot

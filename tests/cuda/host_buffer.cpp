@@ -6,11 +6,11 @@
 
 TEST_CASE("cuda batch host buffers are pinned and pooled") {
   using namespace bareyolo;
-  float* first_address = nullptr;
+  uint8_t* first_address = nullptr;
   {
-    data::HostBuffer buffer = data::allocate_host_buffer(3 * 320 * 320 * 8);
+    data::HostBuffer buffer = data::allocate_host_buffer(3 * 320 * 320 * 8);  // 8 images' bytes
     CHECK(cuda::is_pinned(buffer.get()));
-    buffer[0] = 1.0f;  // host-writable
+    buffer[0] = 1;  // host-writable
     first_address = buffer.get();
   }
   data::HostBuffer again = data::allocate_host_buffer(3 * 320 * 320 * 8);

@@ -2,11 +2,10 @@
 // with a fake fence standing for a device copy's event: a buffer whose last device read has
 // not completed is handed out only after the host waited for it; a buffer already free is
 // preferred to waiting; the smallest buffer that fits serves a request; the oldest buffers
-// leave a full pool with their fences, for the caller to wait on. And the host half of
-// Batch::images_tensor.
+// leave a full pool with their fences, for the caller to wait on. (Batch::images_tensor's
+// host half is tests/unit/batch.cpp, its GPU half tests/cuda/batch_upload.cpp.)
 #include <memory>
 
-#include "data/batch.h"
 #include "data/host_buffer_pool.h"
 #include "tests/support/testing.h"
 
@@ -138,18 +137,4 @@ TEST_CASE("host buffer pool: beyond its bounds the oldest buffers go back to the
     CHECK(evicted[0].data == &a);
     CHECK(pool.size() == 0);
   }
-}
-
-// The GPU case is tests/cuda/batch_upload.cpp.
-TEST_CASE("Batch::images_tensor on the host: a copy of the buffer, no device read recorded") {
-  data::Batch batch;
-  batch.size = 2, batch.height = 4, batch.width = 8;
-  batch.images = data::allocate_host_buffer(2 * batch.image_floats());
-  for (size_t i = 0; i < 2 * batch.image_floats(); ++i) batch.images[i] = float(i) * 0.5f;
-  const Tensor images = batch.images_tensor(Device::cpu());
-  CHECK(images.shape() == Shape4{2, 3, 4, 8});
-  CHECK(images.to_vector<float>() ==
-        std::vector<float>(batch.images.get(), batch.images.get() + 2 * batch.image_floats()));
-  CHECK(batch.images.get_deleter().last_read.complete());
-  CHECK_FALSE(batch.images.get_deleter().last_read.recorded());
 }

@@ -39,8 +39,7 @@ bool same_batches(const std::vector<data::Batch>& a, const std::vector<data::Bat
   if (a.size() != b.size()) return false;
   for (size_t s = 0; s < a.size(); ++s)
     if (a[s].targets != b[s].targets ||
-        std::memcmp(a[s].image(0), b[s].image(0),
-                    a[s].image_floats() * size_t(a[s].size) * sizeof(float)) != 0)
+        std::memcmp(a[s].image(0), b[s].image(0), a[s].image_bytes() * size_t(a[s].size)) != 0)
       return false;
   return true;
 }

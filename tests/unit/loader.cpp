@@ -3,7 +3,6 @@
 // with mixup and copy-paste on too, on box and polygon labels),
 // distinct augmentations for repeated images, the collate layout, validation metadata, and
 // errors from workers reaching the caller.
-#include <algorithm>
 #include <cstring>
 
 #include "data/loader.h"
@@ -51,7 +50,7 @@ std::vector<data::Batch> load_epoch(const data::Dataset& dataset, int global_bat
 }
 
 bool same_image(const data::Batch& a, int i, const data::Batch& b, int j) {
-  return std::memcmp(a.image(i), b.image(j), a.image_floats() * sizeof(float)) == 0;
+  return std::memcmp(a.image(i), b.image(j), a.image_bytes()) == 0;
 }
 
 // Target rows of image i, without the image index column.
@@ -149,8 +148,7 @@ TEST_CASE("loader: the same image at two positions gets two different augmentati
   CHECK_FALSE(same_image(batches[0], 0, load_epoch(train.dataset, 4, 1, 0, 0, 2)[0], 0));
 }
 
-TEST_CASE(
-    "loader: collate layout is NCHW floats in 0..1 and target rows of image class cx cy w h") {
+TEST_CASE("loader: collate layout is HWC bytes and target rows of image class cx cy w h") {
   TempDir dir;
   data::OpenedSplit train =
       data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 5)), "train");
@@ -158,9 +156,8 @@ TEST_CASE(
   CHECK(batch.size == 4);
   CHECK(batch.height == 96);
   CHECK(batch.width == 96);
-  size_t floats = 4 * batch.image_floats();
-  CHECK(std::all_of(batch.images.get(), batch.images.get() + floats,
-                    [](float v) { return v >= 0 && v <= 1; }));
+  CHECK((batch.input_height == 96 && batch.input_width == 96));
+  CHECK(batch.image_bytes() == 96 * 96 * 3);
   CHECK(reinterpret_cast<uintptr_t>(batch.images.get()) % 64 == 0);
   REQUIRE(batch.num_targets() > 0);
   for (int64_t t = 0; t < batch.num_targets(); ++t) {

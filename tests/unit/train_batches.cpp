@@ -1,7 +1,7 @@
 // tests/unit/train_batches.cpp — the shapes of training batches (issue 55): --rect's canvases
 // as YOLOv5 computes them, per global batch for any world size; --multi-scale's sizes (in
-// range, the same for any world size) and shapes; the bilinear resize against its definition
-// and PyTorch's numbers; a rect batch letterboxed without mosaic; 2 ranks' micro-batches as the
+// range, the same for any world size) and shapes; a --multi-scale batch's input against
+// PyTorch's resize; a rect batch letterboxed without mosaic; 2 ranks' micro-batches as the
 // one-rank batch's shares, in pixels; and short --rect and --rect --multi-scale runs whose
 // batches have the planned shapes.
 #include <algorithm>
@@ -10,7 +10,6 @@
 
 #include "data/loader.h"
 #include "data/multi_scale.h"
-#include "data/plane_resize.h"
 #include "data/train_batches.h"
 #include "engine/shipped_files.h"
 #include "models/train/trainer.h"
@@ -165,42 +164,7 @@ TEST_CASE("--multi-scale: the batch's long side becomes the size, each side a st
   CHECK(data::multi_scale_shape({608, 608}, 672, 32).width == 704);
 }
 
-TEST_CASE("bilinear resize, align_corners=False: the definition and PyTorch's numbers") {
-  // Up 2 -> 4: samples at max(0, (x + 0.5) / 2 - 0.5) = 0, 0.25, 0.75, 1.25 (the last clamps).
-  const float two[] = {0, 1};
-  float four[4];
-  data::resize_plane_bilinear(two, 2, 1, four, 4, 1);
-  CHECK(std::vector<float>(four, four + 4) == std::vector<float>{0, 0.25f, 0.75f, 1});
-  // Down 4 -> 2: samples at 0.5 and 2.5, the means of neighbours.
-  const float ramp[] = {0, 1, 2, 3};
-  float half[2];
-  data::resize_plane_bilinear(ramp, 4, 1, half, 2, 1);
-  CHECK(half[0] == doctest::Approx(0.5));
-  CHECK(half[1] == doctest::Approx(2.5));
-
-  // A 4 x 3 plane of (4 r + c)^2 / 100 to 7 x 5 and 3 x 2, against torch 1.13's
-  // F.interpolate(x, size=(h, w), mode='bilinear', align_corners=False).
-  std::vector<float> plane;
-  for (int r = 0; r < 3; ++r)
-    for (int c = 0; c < 4; ++c) plane.push_back(float((4 * r + c) * (4 * r + c)) / 100);
-  const std::vector<float> torch_7x5 = {
-      0.0f,   0.0035714f, 0.0092857f, 0.025f,     0.0435714f, 0.0721429f, 0.09f,
-      0.064f, 0.079f,     0.103f,     0.137f,     0.1738572f, 0.2207143f, 0.25f,
-      0.16f,  0.1921429f, 0.2435715f, 0.305f,     0.3692858f, 0.4435715f, 0.4900001f,
-      0.448f, 0.4972857f, 0.5761429f, 0.6650001f, 0.7567143f, 0.8584287f, 0.9220001f,
-      0.64f,  0.7007142f, 0.7978572f, 0.905f,     1.0150001f, 1.1350001f, 1.21f};
-  const std::vector<float> torch_3x2 = {0.045f, 0.095f, 0.1783333f, 0.545f, 0.755f, 0.9983333f};
-  std::vector<float> out(35);
-  data::resize_plane_bilinear(plane.data(), 4, 3, out.data(), 7, 5);
-  for (size_t i = 0; i < out.size(); ++i)
-    CHECK(out[i] == doctest::Approx(torch_7x5[i]).epsilon(1e-6));
-  out.resize(6);
-  data::resize_plane_bilinear(plane.data(), 4, 3, out.data(), 3, 2);
-  for (size_t i = 0; i < out.size(); ++i)
-    CHECK(out[i] == doctest::Approx(torch_3x2[i]).epsilon(1e-6));
-}
-
-TEST_CASE("collate resizes a --multi-scale batch from its float pixels, the labels stay") {
+TEST_CASE("a --multi-scale batch keeps its bytes and is resized as the model's input") {
   data::Sample sample;
   sample.image = data::Image(4, 3, 0);
   for (int r = 0; r < 3; ++r)
@@ -212,10 +176,16 @@ TEST_CASE("collate resizes a --multi-scale batch from its float pixels, the labe
   data::Step step;
   step.width = 4, step.height = 3, step.input_width = 7, step.input_height = 5;
   const data::Batch batch = data::collate(step, samples);
-  REQUIRE((batch.width == 7 && batch.height == 5));
-  // The same plane as above in bytes: PyTorch's values x 100 / 255, in each of the 3 channels.
+  REQUIRE((batch.width == 4 && batch.height == 3));
+  REQUIRE((batch.input_width == 7 && batch.input_height == 5));
+  CHECK(std::memcmp(batch.image(0), sample.image.pixels.data(), batch.image_bytes()) == 0);
+  // The plane (4 r + c)^2 / 100 resized to 7 x 5 by torch 1.13's F.interpolate(mode='bilinear',
+  // align_corners=False) holds 0.079 at 8 and 1.21 at 34 (tests/unit/input_images.cpp): in
+  // bytes / 255, those x 100 / 255, in each of the 3 channels.
+  const std::vector<float> input = batch.images_tensor().to_vector<float>();
+  REQUIRE(input.size() == 3 * 35);
   for (int channel = 0; channel < 3; ++channel) {
-    const float* plane = batch.image(0) + channel * 35;
+    const float* plane = input.data() + channel * 35;
     CHECK(plane[8] == doctest::Approx(0.079 * 100 / 255).epsilon(1e-5));
     CHECK(plane[34] == doctest::Approx(1.21 * 100 / 255).epsilon(1e-5));
   }
@@ -251,7 +221,7 @@ TEST_CASE("--rect: training samples are letterboxed into the batch's canvas, nev
     const data::Step& step = plan[size_t(batches++)];
     CHECK((batch->width == step.width && batch->height == step.height));
     CHECK(std::memcmp(batch->images.get(), reference.images.get(),
-                      batch->image_floats() * size_t(batch->size) * sizeof(float)) == 0);
+                      batch->image_bytes() * size_t(batch->size)) == 0);
     REQUIRE(batch->targets.size() == reference.targets.size());
     for (size_t i = 0; i < batch->targets.size(); ++i)
       CHECK(batch->targets[i] == doctest::Approx(reference.targets[i]).epsilon(1e-4));
@@ -279,7 +249,7 @@ TEST_CASE("train --rect and --rect --multi-scale: the tiny model trains on the p
     std::vector<data::ImageSize> shapes;
     models::TrainCallbacks record;
     record.on_train_batch_end = [&](const models::BatchEndInfo& info) {
-      shapes.push_back({info.batch->width, info.batch->height});
+      shapes.push_back({info.batch->input_width, info.batch->input_height});
     };
     options.callbacks = {record};
     const models::TrainSummary summary = models::train(options, [](const std::string&) {});
@@ -298,7 +268,7 @@ TEST_CASE("train --rect and --rect --multi-scale: the tiny model trains on the p
 }
 
 // With the default augmentation (HSV, flips, perspective): each rank's micro-batch of step t is
-// its share of the one-rank batch, bit for bit, resized to the same size.
+// its share of the one-rank batch, bit for bit, to be resized to the same size.
 TEST_CASE("--rect --multi-scale: 2 ranks' micro-batches are the one-rank batch in pixels") {
   TempDir dir;
   const data::OpenedSplit train =
@@ -324,9 +294,10 @@ TEST_CASE("--rect --multi-scale: 2 ranks' micro-batches are the one-rank batch i
     REQUIRE(mine.size() == 2);
     for (size_t t = 0; t < 2; ++t) {
       REQUIRE((mine[t].width == single[t].width && mine[t].height == single[t].height));
-      const size_t floats = mine[t].image_floats() * 4;
-      CHECK(std::memcmp(mine[t].images.get(), single[t].image(rank * 4), floats * sizeof(float)) ==
-            0);
+      CHECK((mine[t].input_width == single[t].input_width &&
+             mine[t].input_height == single[t].input_height));
+      CHECK(std::memcmp(mine[t].images.get(), single[t].image(rank * 4),
+                        mine[t].image_bytes() * 4) == 0);
     }
   }
 }
