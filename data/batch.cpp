@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "data/stage_clock.h"
 #include "kernels/device_memory.h"
 #include "kernels/ops.h"
 
@@ -24,6 +25,7 @@ Tensor Batch::images_tensor(Device device) const {
 }
 
 Batch collate(const Step& step, std::vector<Sample>& samples) {
+  const StageTimer timer(Stage::batch);
   Batch batch;
   batch.step = step.step;
   batch.size = int(samples.size());
