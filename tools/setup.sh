@@ -13,11 +13,12 @@ cd "$(dirname "$0")/.."
 # python3-torch, when installed) gets an optimised BLAS instead of the reference one.
 # clang-format: tools/test.sh checks the sources' format with it (Debian 12's is version 14).
 # libssl-dev: libcrypto's HMAC-SHA256 for the rendezvous's proof of the job's token (static).
+# libturbojpeg0-dev: TurboJPEG (libjpeg-turbo), which decodes the JPEGs (static).
 # libonnx-dev, libprotobuf-dev: `bareyolo export`'s own binary, bareyolo-export (ONNX graphs).
 # clang, libclang-rt-dev: libFuzzer and its sanitizers, for tools/fuzz.sh (and the fuzz smoke).
 packages=(cmake g++ make libyaml-cpp-dev doctest-dev libstb-dev nlohmann-json3-dev libcli11-dev
-          libssl-dev clang-format libopenblas0-pthread libonnx-dev libprotobuf-dev python3-venv
-          clang libclang-rt-dev)
+          libssl-dev libturbojpeg0-dev clang-format libopenblas0-pthread libonnx-dev
+          libprotobuf-dev python3-venv clang libclang-rt-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||

@@ -28,8 +28,8 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/kernels ${PROJECT_SOURCE_DIR}/engine
         PATTERN "export" EXCLUDE)
 
 # One imported target for users, bareyolo::bareyolo: the API's library, which carries every
-# layer below it and their third-party libraries (yaml-cpp and libcrypto static, threads, the
-# CUDA libraries in a CUDA build) as its link interface.
+# layer below it and their third-party libraries (yaml-cpp, TurboJPEG and libcrypto static,
+# threads, the CUDA libraries in a CUDA build) as its link interface.
 add_library(bareyolo_package INTERFACE)
 target_link_libraries(bareyolo_package INTERFACE bareyolo_api)
 set_target_properties(bareyolo_package PROPERTIES EXPORT_NAME bareyolo)
@@ -54,7 +54,7 @@ foreach(layer IN LISTS BAREYOLO_LAYERS)
   string(REPLACE "bareyolo_" "-lbareyolo_" flag ${layer})
   string(APPEND BAREYOLO_PC_LIBS " ${flag}")
 endforeach()
-string(APPEND BAREYOLO_PC_LIBS " ${YAMLCPP_STATIC} ${OPENSSL_CRYPTO_LIBRARY}")
+string(APPEND BAREYOLO_PC_LIBS " ${YAMLCPP_STATIC} ${TURBOJPEG_STATIC} ${OPENSSL_CRYPTO_LIBRARY}")
 set(BAREYOLO_PC_CFLAGS "-std=c++20")
 if(BAREYOLO_CUDA)
   string(APPEND BAREYOLO_PC_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -lcublas -lcudart_static"
