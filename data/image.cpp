@@ -1,4 +1,5 @@
-// data/image.cpp — image files <-> Image, through stb_image / stb_image_write.
+// data/image.cpp — image files <-> Image: JPEGs through TurboJPEG (data/jpeg_decode.h), the
+// rest through stb_image; writing through stb_image_write.
 #include "data/image.h"
 
 #include <stb/stb_image.h>
@@ -8,6 +9,7 @@
 #include <cctype>
 #include <memory>
 
+#include "data/jpeg_decode.h"
 #include "data/regular_file.h"
 
 namespace bareyolo::data {
@@ -36,43 +38,78 @@ std::string decode_failure(const std::string& name) {
   return stbi_failure_reason();
 }
 
-Image from_stb(unsigned char* decoded, int width, int height, const std::string& name) {
-  if (decoded == nullptr) throw ImageError("cannot decode image", name, decode_failure(name));
+// Refuses, before anything is allocated, an image whose header claims more than `max_pixels`
+// pixels (0: no limit).
+void check_pixel_limit(int width, int height, int64_t max_pixels, const std::string& name) {
+  const int64_t pixels = int64_t(width) * height;
+  if (max_pixels > 0 && pixels > max_pixels)
+    throw ImageError("cannot decode image", name,
+                     std::to_string(width) + "x" + std::to_string(height) + " is " +
+                         std::to_string(pixels) + " pixels, more than the limit " +
+                         std::to_string(max_pixels) +
+                         " (--max-pixels, a guard against decompression bombs); raise "
+                         "--max-pixels if the image is genuine");
+}
+
+// Decodes with stb_image at full size. `turbojpeg_error`: why TurboJPEG gave up on this JPEG,
+// the reason to give if stb fails too ("" for the other formats: stb's own reason).
+ReducedImage decode_with_stb(const uint8_t* bytes, size_t size, const std::string& name,
+                             int64_t max_pixels, const std::string& turbojpeg_error) {
+  int width = 0, height = 0, channels_in_file = 0;
+  // The header's size first: a file whose header stb cannot read fails in the decode below.
+  if (stbi_info_from_memory(bytes, static_cast<int>(size), &width, &height, &channels_in_file))
+    check_pixel_limit(width, height, max_pixels, name);
+  // desired_channels = 3: grayscale is replicated to RGB, alpha is dropped.
+  unsigned char* decoded =
+      stbi_load_from_memory(bytes, static_cast<int>(size), &width, &height, &channels_in_file, 3);
+  if (decoded == nullptr)
+    throw ImageError("cannot decode image", name,
+                     turbojpeg_error.empty() ? decode_failure(name) : turbojpeg_error);
   std::unique_ptr<unsigned char, void (*)(void*)> owner(decoded, stbi_image_free);
   Image image;
   image.width = width;
   image.height = height;
   image.pixels.assign(decoded, decoded + size_t(width) * height * 3);
-  return image;
+  return {.image = std::move(image), .file_width = width, .file_height = height};
+}
+
+// TurboJPEG when it decodes the file cleanly, else stb (see read_image in image.h).
+ReducedImage decode_jpeg_with_fallback(const uint8_t* bytes, size_t size, const std::string& name,
+                                       int64_t max_pixels, int min_long_side) {
+  const JpegHeader header = read_jpeg_header(bytes, size);
+  if (!header.error.empty()) return decode_with_stb(bytes, size, name, max_pixels, header.error);
+  check_pixel_limit(header.width, header.height, max_pixels, name);
+  if (!header.converts_to_rgb) return decode_with_stb(bytes, size, name, max_pixels, "");
+  JpegPixels decoded = decode_jpeg(bytes, size, header, min_long_side);
+  if (!decoded.error.empty()) return decode_with_stb(bytes, size, name, max_pixels, decoded.error);
+  return {
+      .image = std::move(decoded.image), .file_width = header.width, .file_height = header.height};
+}
+
+ReducedImage decode_reduced(const uint8_t* bytes, size_t size, const std::string& name,
+                            int64_t max_pixels, int min_long_side) {
+  if (size == 0) throw ImageError("cannot decode image", name, "the file is empty");
+  if (has_jpeg_signature(bytes, size))
+    return decode_jpeg_with_fallback(bytes, size, name, max_pixels, min_long_side);
+  return decode_with_stb(bytes, size, name, max_pixels, "");
 }
 
 }  // namespace
 
 Image read_image(const std::string& path, int64_t max_pixels) {
-  const FileContents contents = read_regular_file(path);
-  if (contents.kind != FileContents::regular)
-    throw ImageError("cannot open image", path, contents.error);
-  return decode_image(reinterpret_cast<const uint8_t*>(contents.bytes.data()),
-                      contents.bytes.size(), path, max_pixels);
+  return read_image_reduced(path, 0, max_pixels).image;
 }
 
 Image decode_image(const uint8_t* bytes, size_t size, const std::string& name, int64_t max_pixels) {
-  if (size == 0) throw ImageError("cannot decode image", name, "the file is empty");
-  int width = 0, height = 0, channels_in_file = 0;
-  // The header's size first: a file whose header stb cannot read fails in the decode below.
-  if (max_pixels > 0 &&
-      stbi_info_from_memory(bytes, static_cast<int>(size), &width, &height, &channels_in_file) &&
-      int64_t(width) * height > max_pixels)
-    throw ImageError("cannot decode image", name,
-                     std::to_string(width) + "x" + std::to_string(height) + " is " +
-                         std::to_string(int64_t(width) * height) + " pixels, more than the limit " +
-                         std::to_string(max_pixels) +
-                         " (--max-pixels, a guard against decompression bombs); raise "
-                         "--max-pixels if the image is genuine");
-  // desired_channels = 3: grayscale is replicated to RGB, alpha is dropped.
-  unsigned char* decoded =
-      stbi_load_from_memory(bytes, static_cast<int>(size), &width, &height, &channels_in_file, 3);
-  return from_stb(decoded, width, height, name);
+  return decode_reduced(bytes, size, name, max_pixels, 0).image;
+}
+
+ReducedImage read_image_reduced(const std::string& path, int min_long_side, int64_t max_pixels) {
+  const FileContents contents = read_regular_file(path);
+  if (contents.kind != FileContents::regular)
+    throw ImageError("cannot open image", path, contents.error);
+  return decode_reduced(reinterpret_cast<const uint8_t*>(contents.bytes.data()),
+                        contents.bytes.size(), path, max_pixels, min_long_side);
 }
 
 void write_image(const std::string& path, const Image& image, int jpeg_quality) {

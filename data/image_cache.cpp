@@ -28,7 +28,9 @@ namespace bareyolo::data {
 namespace {
 
 constexpr char kMagic[8] = {'B', 'Y', 'I', 'M', 'G', 'C', 'A', 'C'};
-constexpr uint32_t kFormatVersion = 1;
+// 2: JPEGs decoded by TurboJPEG, large ones reduced in the DCT domain (pixels unlike version
+// 1's, stb_image's).
+constexpr uint32_t kFormatVersion = 2;
 constexpr uint64_t kPixelAlignment = 64;
 
 struct FileHeader {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "data/perspective.h"
 #include "data/warp.h"
@@ -24,11 +25,14 @@ ImageSize resized_size(int width, int height, int imgsz) {
 }
 
 LoadedImage load_resized(const std::string& path, int imgsz, int64_t max_pixels) {
+  // A large JPEG comes decoded reduced, its long side still >= imgsz; the size it is resized
+  // to is the file's, so a reduced decode and a full one give images of one size.
+  ReducedImage read = read_image_reduced(path, imgsz, max_pixels);
   LoadedImage loaded;
-  loaded.image = read_image(path, max_pixels);
-  loaded.original_width = loaded.image.width;
-  loaded.original_height = loaded.image.height;
-  const ImageSize size = resized_size(loaded.image.width, loaded.image.height, imgsz);
+  loaded.image = std::move(read.image);
+  loaded.original_width = read.file_width;
+  loaded.original_height = read.file_height;
+  const ImageSize size = resized_size(read.file_width, read.file_height, imgsz);
   if (size.width != loaded.image.width || size.height != loaded.image.height)
     loaded.image = resize_bilinear(loaded.image, size.width, size.height);
   return loaded;

@@ -9,7 +9,9 @@
 namespace bareyolo::data {
 
 // An image read from disk and resized so its long side is `imgsz` (sides ceil(w0 * r),
-// ceil(h0 * r) with r = imgsz / max(w0, h0)); `original_*` is the size in the file.
+// ceil(h0 * r) with r = imgsz / max(w0, h0)); `original_*` is the size in the file. A JPEG at
+// least twice imgsz is decoded reduced in the DCT domain first (read_image_reduced), then
+// resized bilinearly from there.
 struct LoadedImage {
   Image image;
   int original_width = 0, original_height = 0;

@@ -3,13 +3,17 @@
 // train on as that version did: SGD's momentum buffers and AdamW's moments are read under their
 // old names into the arenas, and two more steps give the weights that version gave, within
 // float32 summation noise (see kSummationTolerance).
+#include <stb/stb_image.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "data/image.h"
 #include "data/shapes.h"
 #include "engine/safetensors.h"
 #include "engine/shipped_files.h"
@@ -43,6 +47,27 @@ double relative_difference(const TensorRecord& got, const TensorRecord& want) {
   return scale > 0 ? difference / scale : difference;
 }
 
+// The fixtures were trained on the shapes JPEGs as stb_image decoded them, before JPEGs went
+// through TurboJPEG. Its pixels differ from stb's by rounding only, yet that moves two steps'
+// BN biases by a third of their size. So each JPEG under `images` is replaced by a PNG of stb's
+// pixels (lossless, same stem: the same labels and order), and the steps see what they saw.
+void as_stb_decoded_pngs(const fs::path& images) {
+  std::vector<fs::path> jpegs;
+  for (const fs::directory_entry& entry : fs::recursive_directory_iterator(images))
+    if (entry.path().extension() == ".jpg") jpegs.push_back(entry.path());
+  REQUIRE_FALSE(jpegs.empty());
+  for (const fs::path& jpeg : jpegs) {
+    int width = 0, height = 0, channels = 0;
+    unsigned char* decoded = stbi_load(jpeg.c_str(), &width, &height, &channels, 3);
+    REQUIRE(decoded != nullptr);
+    data::Image image(width, height, 0);
+    std::copy(decoded, decoded + image.pixels.size(), image.pixels.begin());
+    stbi_image_free(decoded);
+    data::write_image(fs::path(jpeg).replace_extension(".png").string(), image);
+    fs::remove(jpeg);
+  }
+}
+
 // Resumes `checkpoint` (a fixture) in a run directory of its own to step 5 and compares the
 // weights with what the old version saved there.
 void resume_like_before(const std::string& optimizer) {
@@ -56,6 +81,7 @@ void resume_like_before(const std::string& optimizer) {
                                                       .imgsz = 64,
                                                       .classes = 2,
                                                       .seed = 0});
+  as_stb_decoded_pngs(root / "shapes" / "images");
   SafetensorsFile checkpoint = SafetensorsFile::load(
       shipped_file("tests/fixtures/checkpoints/" + optimizer + "-step3.safetensors"));
   nlohmann::json config = nlohmann::json::parse(checkpoint.metadata().at("config"));
