@@ -4,12 +4,9 @@
 #include <optional>
 #include <stdexcept>
 
-#include "data/stage_clock.h"
-
 namespace bareyolo::data {
 
 LoadedImage Dataset::load(int64_t index, int imgsz) const {
-  const StageTimer timer(Stage::load);
   if (cache_ && cache_->imgsz() == imgsz) return cache_->load(index);
   // Verified against the pixel limit already: no more pixels than verification saw.
   return load_resized(record(index).path, imgsz, record(index).pixels());

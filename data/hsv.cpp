@@ -195,12 +195,19 @@ void jitter_8_pixels(const JitterTables& t, uint8_t* p) {
 
 }  // namespace
 
-void augment_hsv(Image& image, const AugmentHyp& hyp, SampleRng& rng) {
-  if (hyp.hsv_h == 0 && hyp.hsv_s == 0 && hyp.hsv_v == 0) return;
-  const double gain_h = rng.uniform(-1, 1) * hyp.hsv_h + 1;
-  const double gain_s = rng.uniform(-1, 1) * hyp.hsv_s + 1;
-  const double gain_v = rng.uniform(-1, 1) * hyp.hsv_v + 1;
-  const JitterTables tables = jitter_tables(gain_h, gain_s, gain_v);
+HsvJitter draw_hsv_jitter(const AugmentHyp& hyp, SampleRng& rng) {
+  if (hyp.hsv_h == 0 && hyp.hsv_s == 0 && hyp.hsv_v == 0) return {};
+  HsvJitter jitter;
+  jitter.on = true;
+  jitter.gain_h = rng.uniform(-1, 1) * hyp.hsv_h + 1;
+  jitter.gain_s = rng.uniform(-1, 1) * hyp.hsv_s + 1;
+  jitter.gain_v = rng.uniform(-1, 1) * hyp.hsv_v + 1;
+  return jitter;
+}
+
+void apply_hsv_jitter(Image& image, const HsvJitter& jitter) {
+  if (!jitter.on) return;
+  const JitterTables tables = jitter_tables(jitter.gain_h, jitter.gain_s, jitter.gain_v);
   uint8_t* p = image.pixels.data();
   const size_t bytes = image.pixels.size();
   size_t done = 0;

@@ -23,6 +23,14 @@ using Rgb = std::array<uint8_t, 3>;
 Hsv rgb_to_hsv(Rgb rgb);
 Rgb hsv_to_rgb(Hsv hsv);
 
-void augment_hsv(Image& image, const AugmentHyp& hyp, SampleRng& rng);
+// The three gains, drawn; off (nothing drawn) when all three hyperparameters are 0. Drawn
+// apart from their application so that the flips, drawn after them, can be folded into the
+// warp that makes the image (sample.cpp).
+struct HsvJitter {
+  bool on = false;
+  double gain_h = 1, gain_s = 1, gain_v = 1;
+};
+HsvJitter draw_hsv_jitter(const AugmentHyp& hyp, SampleRng& rng);
+void apply_hsv_jitter(Image& image, const HsvJitter& jitter);
 
 }  // namespace bareyolo::data

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "data/perspective.h"
+#include "data/stage_clock.h"
 #include "data/warp.h"
 
 namespace bareyolo::data {
@@ -27,14 +28,19 @@ ImageSize resized_size(int width, int height, int imgsz) {
 LoadedImage load_resized(const std::string& path, int imgsz, int64_t max_pixels) {
   // A large JPEG comes decoded reduced, its long side still >= imgsz; the size it is resized
   // to is the file's, so a reduced decode and a full one give images of one size.
-  ReducedImage read = read_image_reduced(path, imgsz, max_pixels);
+  ReducedImage read = [&] {
+    const StageTimer timer(Stage::decode);
+    return read_image_reduced(path, imgsz, max_pixels);
+  }();
   LoadedImage loaded;
   loaded.image = std::move(read.image);
   loaded.original_width = read.file_width;
   loaded.original_height = read.file_height;
   const ImageSize size = resized_size(read.file_width, read.file_height, imgsz);
-  if (size.width != loaded.image.width || size.height != loaded.image.height)
+  if (size.width != loaded.image.width || size.height != loaded.image.height) {
+    const StageTimer timer(Stage::resize);
     loaded.image = resize_bilinear(loaded.image, size.width, size.height);
+  }
   return loaded;
 }
 

@@ -122,23 +122,25 @@ std::vector<PixelBox> transform_segments(const std::vector<PixelBox>& boxes,
   return kept;
 }
 
-Image random_perspective(const TiledCanvas& source, std::vector<PixelBox>& boxes,
-                         const AugmentHyp& hyp, int border, SampleRng& rng,
-                         const std::vector<Polygon>& segments) {
-  int out_width = source.width + 2 * border, out_height = source.height + 2 * border;
+DrawnPerspective draw_random_perspective(int in_width, int in_height, std::vector<PixelBox>& boxes,
+                                         const AugmentHyp& hyp, int border, SampleRng& rng,
+                                         const std::vector<Polygon>& segments) {
+  DrawnPerspective drawn{{}, in_width + 2 * border, in_height + 2 * border};
   double zoom = 1;
-  Mat3 m =
-      random_perspective_matrix(hyp, source.width, source.height, out_width, out_height, rng, zoom);
-  boxes = every_box_has_a_polygon(boxes, segments)
-              ? transform_segments(boxes, segments, m, zoom, out_width, out_height)
-              : transform_boxes(boxes, m, zoom, out_width, out_height);
-  if (border == 0 && m.is_identity()) return source.render();
-  return warp(source, m, out_width, out_height);
+  drawn.transform =
+      random_perspective_matrix(hyp, in_width, in_height, drawn.width, drawn.height, rng, zoom);
+  boxes =
+      every_box_has_a_polygon(boxes, segments)
+          ? transform_segments(boxes, segments, drawn.transform, zoom, drawn.width, drawn.height)
+          : transform_boxes(boxes, drawn.transform, zoom, drawn.width, drawn.height);
+  return drawn;
 }
 
 void random_perspective(Image& image, std::vector<PixelBox>& boxes, const AugmentHyp& hyp,
                         int border, SampleRng& rng, const std::vector<Polygon>& segments) {
-  image = random_perspective(TiledCanvas::of(image, kPadValue), boxes, hyp, border, rng, segments);
+  const DrawnPerspective drawn =
+      draw_random_perspective(image.width, image.height, boxes, hyp, border, rng, segments);
+  image = warp(image, drawn.transform, drawn.width, drawn.height, kPadValue);
 }
 
 }  // namespace bareyolo::data

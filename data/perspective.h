@@ -41,12 +41,18 @@ std::vector<PixelBox> transform_segments(const std::vector<PixelBox>& boxes,
 
 // `segments`: the boxes' polygons in pixels, one per box (an empty one for a box without);
 // used when every box has one.
-// Draws the transform, warps `source` into (width + 2 border) x (height + 2 border) and moves
-// the boxes (by their polygons where every box has one).
-Image random_perspective(const TiledCanvas& source, std::vector<PixelBox>& boxes,
-                         const AugmentHyp& hyp, int border, SampleRng& rng,
-                         const std::vector<Polygon>& segments = {});
-// The same for one image, in place.
+// A random perspective drawn for an in_width x in_height image, with the boxes moved (by their
+// polygons where every box has one) but the pixels not yet warped: the transform and the
+// output size, (in_width + 2 border) x (in_height + 2 border), for warp() to render, so that
+// the flips drawn after it fold into that warp (sample.cpp).
+struct DrawnPerspective {
+  Mat3 transform;
+  int width = 0, height = 0;
+};
+DrawnPerspective draw_random_perspective(int in_width, int in_height, std::vector<PixelBox>& boxes,
+                                         const AugmentHyp& hyp, int border, SampleRng& rng,
+                                         const std::vector<Polygon>& segments = {});
+// Drawn and rendered at once, in place.
 void random_perspective(Image& image, std::vector<PixelBox>& boxes, const AugmentHyp& hyp,
                         int border, SampleRng& rng, const std::vector<Polygon>& segments = {});
 

@@ -38,21 +38,39 @@ Sample letterboxed_sample(const Dataset& dataset, int64_t index, const LoadedIma
   return sample;
 }
 
+// A training image drawn but not yet rendered: the canvas its random perspective samples (a
+// mosaic's four tiles, or one image: the canvas copy-paste drew on, or the letterboxed image)
+// and that perspective. YOLOv5 flips last, after the HSV gains are drawn; the flips are
+// drawn in that order and then folded into the warp that renders the image, so each pixel is
+// written once.
+struct DrawnImage {
+  Mosaic mosaic;  // holds the canvas's tiles when it is a mosaic's
+  Image image;    // holds the canvas's pixels when it is one image
+  TiledCanvas canvas;
+  DrawnPerspective perspective;
+
+  Image render(Flips flips) const {
+    const StageTimer timer(Stage::warp);
+    return warp(canvas, perspective.transform, perspective.width, perspective.height, flips);
+  }
+};
+
 // YOLOv5's load_mosaic: the 4-image canvas, copy-paste on it, and the random perspective that
 // makes it imgsz x imgsz.
-Image augmented_mosaic(const Dataset& dataset, int64_t index, int imgsz, const AugmentHyp& hyp,
-                       SampleRng& rng, std::vector<PixelBox>& boxes) {
+DrawnImage drawn_mosaic(const Dataset& dataset, int64_t index, int imgsz, const AugmentHyp& hyp,
+                        SampleRng& rng, std::vector<PixelBox>& boxes) {
   std::vector<Polygon> segments;
-  const Mosaic mosaic = build_mosaic(dataset, index, imgsz, rng, boxes, segments);
+  DrawnImage drawn;
+  drawn.mosaic = build_mosaic(dataset, index, imgsz, rng, boxes, segments);
+  drawn.canvas = drawn.mosaic.canvas;
   if (hyp.copy_paste > 0) {  // pastes onto the canvas: drawn first
-    Image canvas = mosaic.canvas.render();
-    copy_paste(canvas, boxes, segments, hyp.copy_paste, rng);
-    const StageTimer timer(Stage::warp);
-    random_perspective(canvas, boxes, hyp, -imgsz / 2, rng, segments);
-    return canvas;
+    drawn.image = drawn.canvas.render();
+    copy_paste(drawn.image, boxes, segments, hyp.copy_paste, rng);
+    drawn.canvas = TiledCanvas::of(drawn.image, kPadValue);
   }
-  const StageTimer timer(Stage::warp);
-  return random_perspective(mosaic.canvas, boxes, hyp, -imgsz / 2, rng, segments);
+  drawn.perspective = draw_random_perspective(drawn.canvas.width, drawn.canvas.height, boxes, hyp,
+                                              -imgsz / 2, rng, segments);
+  return drawn;
 }
 
 void to_labels(const std::vector<PixelBox>& boxes, Sample& sample) {
@@ -66,37 +84,51 @@ void to_labels(const std::vector<PixelBox>& boxes, Sample& sample) {
 Sample make_train_sample(const Dataset& dataset, int64_t index, int imgsz, const AugmentHyp& hyp,
                          SampleRng& rng, std::optional<ImageSize> rect_canvas) {
   std::vector<PixelBox> boxes;
-  Sample sample;
+  DrawnImage drawn;
+  struct Partner {  // mixup's second mosaic
+    DrawnImage drawn;
+    std::vector<PixelBox> boxes;
+    double ratio = 0;
+  };
+  std::optional<Partner> partner;
   if (!rect_canvas && rng.chance(hyp.mosaic)) {
-    sample.image = augmented_mosaic(dataset, index, imgsz, hyp, rng, boxes);
+    drawn = drawn_mosaic(dataset, index, imgsz, hyp, rng, boxes);
     // YOLOv5 draws this chance even at mixup 0; here only when mixup is on, so that a run
     // without it draws what it drew before mixup existed.
     if (hyp.mixup > 0 && rng.chance(hyp.mixup)) {
-      const int64_t partner = int64_t(rng.below(uint64_t(dataset.size())));
-      std::vector<PixelBox> partner_boxes;
-      const Image partner_image =
-          augmented_mosaic(dataset, partner, imgsz, hyp, rng, partner_boxes);
-      mix_up(sample.image, boxes, partner_image, partner_boxes, mixup_ratio(rng));
+      partner.emplace();
+      const int64_t other = int64_t(rng.below(uint64_t(dataset.size())));
+      partner->drawn = drawn_mosaic(dataset, other, imgsz, hyp, rng, partner->boxes);
+      partner->ratio = mixup_ratio(rng);
     }
   } else {
     const ImageSize canvas = rect_canvas.value_or(ImageSize{imgsz, imgsz});
-    sample = letterboxed_sample(dataset, index, dataset.load(index, imgsz), canvas.width,
-                                canvas.height, /*scale_up=*/true, boxes);
-    random_perspective(sample.image, boxes, hyp, 0, rng);
+    drawn.image = letterboxed_sample(dataset, index, dataset.load(index, imgsz), canvas.width,
+                                     canvas.height, /*scale_up=*/true, boxes)
+                      .image;
+    drawn.canvas = TiledCanvas::of(drawn.image, kPadValue);
+    drawn.perspective =
+        draw_random_perspective(drawn.canvas.width, drawn.canvas.height, boxes, hyp, 0, rng);
   }
+  const HsvJitter jitter = draw_hsv_jitter(hyp, rng);
+  Flips flips;
+  flips.up_down = rng.chance(hyp.flipud);
+  flips.left_right = rng.chance(hyp.fliplr);
+
+  Sample sample;
+  sample.image = drawn.render(flips);
+  if (partner)
+    mix_up(sample.image, boxes, partner->drawn.render(flips), partner->boxes, partner->ratio);
   // After the random warp there is no mapping back to the original (letterboxed = false).
   const ImageRecord& record = dataset.record(index);
   sample.meta = ImageMeta{record.path, record.width, record.height};
   to_labels(boxes, sample);
-  {
-    const StageTimer timer(Stage::hsv);
-    augment_hsv(sample.image, hyp, rng);
+  for (LabelBox& label : sample.labels) {
+    if (flips.up_down) label.cy = 1 - label.cy;
+    if (flips.left_right) label.cx = 1 - label.cx;
   }
-  const StageTimer timer(Stage::flip);
-  bool up_down = rng.chance(hyp.flipud);
-  bool left_right = rng.chance(hyp.fliplr);
-  if (up_down) flip_up_down(sample.image, sample.labels);
-  if (left_right) flip_left_right(sample.image, sample.labels);
+  const StageTimer timer(Stage::hsv);
+  apply_hsv_jitter(sample.image, jitter);
   return sample;
 }
 
@@ -106,21 +138,6 @@ Sample make_val_sample(const Dataset& dataset, int64_t index, int imgsz, int wid
                                      /*scale_up=*/false, boxes);
   to_labels(boxes, sample);
   return sample;
-}
-
-void flip_left_right(Image& image, std::vector<LabelBox>& labels) {
-  for (int y = 0; y < image.height; ++y) {
-    uint8_t* row = image.row(y);
-    for (int a = 0, b = image.width - 1; a < b; ++a, --b)
-      std::swap_ranges(row + a * 3, row + a * 3 + 3, row + b * 3);
-  }
-  for (LabelBox& box : labels) box.cx = 1 - box.cx;
-}
-
-void flip_up_down(Image& image, std::vector<LabelBox>& labels) {
-  for (int a = 0, b = image.height - 1; a < b; ++a, --b)
-    std::swap_ranges(image.row(a), image.row(a) + size_t(image.width) * 3, image.row(b));
-  for (LabelBox& box : labels) box.cy = 1 - box.cy;
 }
 
 }  // namespace bareyolo::data

@@ -53,7 +53,4 @@ Sample make_train_sample(const Dataset& dataset, int64_t index, int imgsz, const
 // enlarging it (YOLOv5's validation: scaleup=False).
 Sample make_val_sample(const Dataset& dataset, int64_t index, int imgsz, int width, int height);
 
-void flip_left_right(Image& image, std::vector<LabelBox>& labels);
-void flip_up_down(Image& image, std::vector<LabelBox>& labels);
-
 }  // namespace bareyolo::data

@@ -20,7 +20,8 @@ int64_t thread_cpu_ns() {
 }  // namespace
 
 const char* stage_name(Stage stage) {
-  static const char* const kNames[kStageCount] = {"load", "place", "warp", "hsv", "flip", "batch"};
+  static const char* const kNames[kStageCount] = {"decode", "resize", "place",
+                                                  "warp",   "hsv",    "batch"};
   return kNames[size_t(stage)];
 }
 

@@ -11,7 +11,9 @@
 
 namespace bareyolo::data {
 
-enum class Stage { load, place, warp, hsv, flip, batch };
+// decode: reading and decoding an image file; resize: to the training size; place: the
+// mosaic's tiles; warp: the random perspective (the flips folded in); hsv; batch: collate.
+enum class Stage { decode, resize, place, warp, hsv, batch };
 inline constexpr int kStageCount = 6;
 const char* stage_name(Stage stage);
 

@@ -199,10 +199,11 @@ __m256i taps_off(const CanvasTile& t, __m256i x0, __m256i y0) {
 // Eight output pixels of an affine warp at once, the same operations as source_point and
 // sample_pixel lane by lane, when every lane reads its four taps from one tile or only the
 // fill (most of a mosaic; the lanes across a tile's edge go through sample_pixel). `sx`, `sy`:
-// the eight source points; `tile_hint`: the tile to try first, updated. Returns false, writing
-// nothing, when the lanes do not qualify.
+// the eight source points; `tile_hint`: the tile to try first, updated; `reversed`: the eight
+// are stored at dst in the opposite order (a left-right flip). Returns false, writing nothing,
+// when the lanes do not qualify.
 bool sample_8_pixels(const TiledCanvas& canvas, __m256d sx_lo, __m256d sx_hi, __m256d sy_lo,
-                     __m256d sy_hi, uint8_t* dst, int& tile_hint) {
+                     __m256d sy_hi, uint8_t* dst, int& tile_hint, bool reversed) {
   // In the canvas (the scalar path's early out), then clamped so that every lane converts to
   // an int; the lanes outside keep no tile's taps and read the fill.
   auto inside = [](__m256d s, double size) {
@@ -293,6 +294,7 @@ bool sample_8_pixels(const TiledCanvas& canvas, __m256d sx_lo, __m256d sx_hi, __
     }
     rgb = _mm256_blendv_epi8(rgb, blended, in_chosen);
   }
+  if (reversed) rgb = _mm256_permutevar8x32_epi32(rgb, _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0));
   // 24 packed bytes: 12 per 128-bit lane, then the lanes joined.
   const __m128i pack = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
   const __m256i packed =
@@ -306,13 +308,15 @@ bool sample_8_pixels(const TiledCanvas& canvas, __m256d sx_lo, __m256d sx_hi, __
 
 }  // namespace
 
-Image warp(const TiledCanvas& source, const Mat3& forward, int width, int height) {
+Image warp(const TiledCanvas& source, const Mat3& forward, int width, int height, Flips flips) {
   const Mat3 inv = forward.inverse();
   const bool affine = forward.is_affine();
   Image out(width, height, source.fill);
+  // Where the unflipped pixel x of a row goes.
+  auto at = [&](uint8_t* row, int x) { return row + (flips.left_right ? width - 1 - x : x) * 3; };
   [[maybe_unused]] int tile_hint = 0;
   for (int y = 0; y < height; ++y) {
-    uint8_t* row = out.row(y);
+    uint8_t* row = out.row(flips.up_down ? height - 1 - y : y);
     // The y terms once per row; per pixel the x term is fused onto them.
     const double row_x = inv(0, 1) * y, row_y = inv(1, 1) * y, row_w = inv(2, 1) * y;
     int x = 0;
@@ -328,10 +332,13 @@ Image warp(const TiledCanvas& source, const Mat3& forward, int width, int height
         const __m256d sx_hi = _mm256_add_pd(_mm256_fmadd_pd(a00, xs_hi, bx), a02);
         const __m256d sy_lo = _mm256_add_pd(_mm256_fmadd_pd(a10, xs_lo, by), a12);
         const __m256d sy_hi = _mm256_add_pd(_mm256_fmadd_pd(a10, xs_hi, by), a12);
-        if (sample_8_pixels(source, sx_lo, sx_hi, sy_lo, sy_hi, row + x * 3, tile_hint)) continue;
+        // The eight go to x..x + 7, or, flipped, to the eight that end at width - 1 - x.
+        uint8_t* first = flips.left_right ? at(row, x + 7) : at(row, x);
+        if (sample_8_pixels(source, sx_lo, sx_hi, sy_lo, sy_hi, first, tile_hint, flips.left_right))
+          continue;
         for (int k = 0; k < 8; ++k)
           sample_pixel(source, std::fma(inv(0, 0), x + k, row_x) + inv(0, 2),
-                       std::fma(inv(1, 0), x + k, row_y) + inv(1, 2), row + (x + k) * 3);
+                       std::fma(inv(1, 0), x + k, row_y) + inv(1, 2), at(row, x + k));
       }
     }
 #endif
@@ -343,7 +350,7 @@ Image warp(const TiledCanvas& source, const Mat3& forward, int width, int height
         w = w != 0 ? 1.0 / w : 0.0;
         sx *= w, sy *= w;
       }
-      sample_pixel(source, sx, sy, row + x * 3);
+      sample_pixel(source, sx, sy, at(row, x));
     }
   }
   return out;

@@ -56,8 +56,15 @@ struct TiledCanvas {
   Image render() const;
 };
 
-// dst(x, y) = canvas(M^-1 (x, y)), bilinear.
-Image warp(const TiledCanvas& source, const Mat3& forward, int width, int height);
+// Mirror images of a warp's output, rendered by the warp itself: with left_right the output
+// pixel (x, y) is the one the unflipped warp puts at (width - 1 - x, y), computed from that
+// integer coordinate, so the bits are the same as flipping afterwards; up_down likewise.
+struct Flips {
+  bool up_down = false, left_right = false;
+};
+
+// dst(x, y) = canvas(M^-1 (x, y)), bilinear, then flipped.
+Image warp(const TiledCanvas& source, const Mat3& forward, int width, int height, Flips flips = {});
 // The same for one image; `border` fills what falls outside it.
 Image warp(const Image& source, const Mat3& forward, int width, int height, uint8_t border);
 

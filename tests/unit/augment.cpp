@@ -120,7 +120,7 @@ TEST_CASE("HSV jitter with zero gains changes nothing and draws nothing") {
   data::AugmentHyp hyp;
   hyp.hsv_h = hyp.hsv_s = hyp.hsv_v = 0;
   data::SampleRng rng(1, 2, 3), untouched(1, 2, 3);
-  data::augment_hsv(image, hyp, rng);
+  data::apply_hsv_jitter(image, data::draw_hsv_jitter(hyp, rng));
   CHECK(image.pixels == before.pixels);
   CHECK(rng.next() == untouched.next());
 }
@@ -367,7 +367,7 @@ TEST_CASE("HSV jitter equals OpenCV's per-pixel round trip through the tables fo
   data::AugmentHyp hyp;
   hyp.hsv_h = 0.5, hyp.hsv_s = 0.7, hyp.hsv_v = 0.9;  // wide gains: every table is exercised
   data::SampleRng rng(5, 1, 9), same(5, 1, 9);
-  data::augment_hsv(image, hyp, rng);
+  data::apply_hsv_jitter(image, data::draw_hsv_jitter(hyp, rng));
   const double gain_h = same.uniform(-1, 1) * hyp.hsv_h + 1;
   const double gain_s = same.uniform(-1, 1) * hyp.hsv_s + 1;
   const double gain_v = same.uniform(-1, 1) * hyp.hsv_v + 1;

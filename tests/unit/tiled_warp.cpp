@@ -63,3 +63,28 @@ TEST_CASE("warp of a tiled canvas equals the warp of the canvas drawn") {
   }
   CHECK(compared == 40);  // every output shows some of the tiles
 }
+
+TEST_CASE("a warp with flips equals the warp flipped afterwards") {
+  std::mt19937 gen(11);
+  const data::Image a = random_image(70, 50, gen), b = random_image(40, 60, gen);
+  data::TiledCanvas canvas{120, 100, 114, {}};
+  canvas.tiles.push_back({a.pixels.data(), a.width, a.height, 0, 10, 70, 60, 0, 0});
+  canvas.tiles.push_back({b.pixels.data(), b.width, b.height, 70, 30, 110, 90, 0, 0});
+  for (int trial = 0; trial < 12; ++trial) {
+    const int width = 61 + trial, height = 45;  // whole and partial 8-pixel groups
+    const data::Mat3 m = random_transform(canvas, width, height, trial % 4 == 3, gen);
+    const data::Image plain = data::warp(canvas, m, width, height);
+    for (const data::Flips flips :
+         {data::Flips{true, false}, data::Flips{false, true}, data::Flips{true, true}}) {
+      const data::Image flipped = data::warp(canvas, m, width, height, flips);
+      int differing = 0;
+      for (int y = 0; y < height; ++y)
+        for (int x = 0; x < width; ++x) {
+          const uint8_t* expected =
+              plain.at(flips.left_right ? width - 1 - x : x, flips.up_down ? height - 1 - y : y);
+          differing += !std::equal(expected, expected + 3, flipped.at(x, y));
+        }
+      CHECK(differing == 0);
+    }
+  }
+}
