@@ -69,12 +69,12 @@ HueSector hue_sector(uint8_t hue) {
 constexpr int kSectorValue[6][3] = {{1, 3, 0}, {1, 0, 2}, {3, 0, 1},
                                     {0, 2, 1}, {0, 1, 3}, {2, 1, 0}};
 
-// OpenCV's sector formula. With s = 0 every value is v, which is its grey. The fused
-// multiply-adds are written out (rather than left to the compiler's contraction) so that this
-// and the vector path below compute the same bits in every build.
+// OpenCV's sector formula. With s = 0 every value is v, which is its grey. The one fused
+// multiply-add is written out, and this file is compiled without contraction
+// (-ffp-contract=off, CMakeLists.txt), so that this and the vector path below compute the same
+// bits in every build, the bits the fixtures and the main job were made with.
 Rgb sector_to_rgb(int sector, float h, float s, float v) {
-  const float values[4] = {v, v * (1 - s), v * std::fma(-s, h, 1.0f),
-                           v * std::fma(-s, 1 - h, 1.0f)};
+  const float values[4] = {v, v * (1 - s), v * std::fma(-s, h, 1.0f), v * (1 - s * (1 - h))};
   // nearbyint rounds as lrint does (to nearest, ties to even) but compiles to one instruction.
   auto to_byte = [](float x) {
     return uint8_t(std::clamp(static_cast<int>(std::nearbyint(x * 255.0f)), 0, 255));
@@ -165,7 +165,7 @@ void jitter_8_pixels(const JitterTables& t, uint8_t* p) {
   const __m256 values[4] = {
       val, _mm256_mul_ps(val, _mm256_sub_ps(one, sat)),
       _mm256_mul_ps(val, _mm256_fnmadd_ps(sat, fraction, one)),
-      _mm256_mul_ps(val, _mm256_fnmadd_ps(sat, _mm256_sub_ps(one, fraction), one))};
+      _mm256_mul_ps(val, _mm256_sub_ps(one, _mm256_mul_ps(sat, _mm256_sub_ps(one, fraction))))};
   const __m256i sector_index = _mm256_cvttps_epi32(sector);
   auto output = [&](int c) {  // c: 0 = b, 1 = g, 2 = r, as kSectorValue's columns
     const __m256i which = _mm256_permutevar8x32_epi32(

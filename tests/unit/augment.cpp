@@ -115,6 +115,22 @@ TEST_CASE("HSV: OpenCV's 8-bit values and a round trip within quantisation") {
   CHECK(worst <= 6);  // hue has 180 levels, so saturated colours move by a few levels
 }
 
+TEST_CASE("hsv_to_rgb gives the bytes the fixtures were made with, for every input") {
+  // The digest of hsv_to_rgb over all 2^24 (H, S, V) bytes as commit 854d193's Release build
+  // computed them, which made the shapes dataset and the training fixtures. The sector formula
+  // fuses one of its two multiply-adds; which one decides a level in 218 inputs, so a change of
+  // the arithmetic (or of the compiler's contraction, data/hsv.cpp) shows here. OpenCV 4.6
+  // itself agrees with neither choice on every input.
+  uint64_t digest = 0xcbf29ce484222325ull;
+  for (int h = 0; h < 256; ++h)
+    for (int s = 0; s < 256; ++s)
+      for (int v = 0; v < 256; ++v) {
+        const data::Rgb rgb = data::hsv_to_rgb({uint8_t(h), uint8_t(s), uint8_t(v)});
+        digest = data::fnv1a_bytes(rgb.data(), rgb.size(), digest);
+      }
+  CHECK(data::hex(digest) == "21363e81d0476dcb");
+}
+
 TEST_CASE("HSV jitter with zero gains changes nothing and draws nothing") {
   data::Image image = gradient_image(8, 8), before = image;
   data::AugmentHyp hyp;
