@@ -4,9 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#endif
+#include "data/rgb_simd.h"
 
 namespace bareyolo::data {
 
@@ -183,13 +181,7 @@ void jitter_8_pixels(const JitterTables& t, uint8_t* p) {
   };
   const __m256i rgb = _mm256_or_si256(output(2), _mm256_or_si256(_mm256_slli_epi32(output(1), 8),
                                                                  _mm256_slli_epi32(output(0), 16)));
-  // Back to 24 packed bytes: 12 per 128-bit lane, then the lanes joined.
-  const __m128i pack = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
-  const __m256i packed =
-      _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(rgb, _mm256_broadcastsi128_si256(pack)),
-                                  _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 7, 7));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(p + 16), _mm256_extracti128_si256(packed, 1));
+  store_8_pixels(rgb, p);
 }
 #endif
 

@@ -10,9 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#endif
+#include "data/rgb_simd.h"
 
 namespace bareyolo::data {
 
@@ -295,13 +293,7 @@ bool sample_8_pixels(const TiledCanvas& canvas, __m256d sx_lo, __m256d sx_hi, __
     rgb = _mm256_blendv_epi8(rgb, blended, in_chosen);
   }
   if (reversed) rgb = _mm256_permutevar8x32_epi32(rgb, _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0));
-  // 24 packed bytes: 12 per 128-bit lane, then the lanes joined.
-  const __m128i pack = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
-  const __m256i packed =
-      _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(rgb, _mm256_broadcastsi128_si256(pack)),
-                                  _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 7, 7));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm256_castsi256_si128(packed));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + 16), _mm256_extracti128_si256(packed, 1));
+  store_8_pixels(rgb, dst);
   return true;
 }
 #endif
