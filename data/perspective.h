@@ -39,12 +39,11 @@ std::vector<PixelBox> transform_segments(const std::vector<PixelBox>& boxes,
                                          const std::vector<Polygon>& segments, const Mat3& m,
                                          double zoom, int out_width, int out_height);
 
-// `segments`: the boxes' polygons in pixels, one per box (an empty one for a box without);
-// used when every box has one.
 // A random perspective drawn for an in_width x in_height image, with the boxes moved (by their
 // polygons where every box has one) but the pixels not yet warped: the transform and the
 // output size, (in_width + 2 border) x (in_height + 2 border), for warp() to render, so that
-// the flips drawn after it fold into that warp (sample.cpp).
+// the flips drawn after it fold into that warp (sample.cpp). `segments`: the boxes' polygons in
+// pixels, one per box (an empty one for a box without); used when every box has one.
 struct DrawnPerspective {
   Mat3 transform;
   int width = 0, height = 0;

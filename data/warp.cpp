@@ -311,6 +311,16 @@ Image warp(const TiledCanvas& source, const Mat3& forward, int width, int height
     uint8_t* row = out.row(flips.up_down ? height - 1 - y : y);
     // The y terms once per row; per pixel the x term is fused onto them.
     const double row_x = inv(0, 1) * y, row_y = inv(1, 1) * y, row_w = inv(2, 1) * y;
+    auto sample_column = [&](int x) {
+      double sx = std::fma(inv(0, 0), x, row_x) + inv(0, 2);
+      double sy = std::fma(inv(1, 0), x, row_y) + inv(1, 2);
+      if (!affine) {
+        double w = std::fma(inv(2, 0), x, row_w) + inv(2, 2);
+        w = w != 0 ? 1.0 / w : 0.0;
+        sx *= w, sy *= w;
+      }
+      sample_pixel(source, sx, sy, at(row, x));
+    };
     int x = 0;
 #if defined(__AVX2__) && defined(__FMA__)
     if (affine && !source.tiles.empty()) {
@@ -328,22 +338,11 @@ Image warp(const TiledCanvas& source, const Mat3& forward, int width, int height
         uint8_t* first = flips.left_right ? at(row, x + 7) : at(row, x);
         if (sample_8_pixels(source, sx_lo, sx_hi, sy_lo, sy_hi, first, tile_hint, flips.left_right))
           continue;
-        for (int k = 0; k < 8; ++k)
-          sample_pixel(source, std::fma(inv(0, 0), x + k, row_x) + inv(0, 2),
-                       std::fma(inv(1, 0), x + k, row_y) + inv(1, 2), at(row, x + k));
+        for (int k = 0; k < 8; ++k) sample_column(x + k);
       }
     }
 #endif
-    for (; x < width; ++x) {
-      double sx = std::fma(inv(0, 0), x, row_x) + inv(0, 2);
-      double sy = std::fma(inv(1, 0), x, row_y) + inv(1, 2);
-      if (!affine) {
-        double w = std::fma(inv(2, 0), x, row_w) + inv(2, 2);
-        w = w != 0 ? 1.0 / w : 0.0;
-        sx *= w, sy *= w;
-      }
-      sample_pixel(source, sx, sy, at(row, x));
-    }
+    for (; x < width; ++x) sample_column(x);
   }
   return out;
 }
