@@ -5,8 +5,8 @@
 // LoadImagesAndLabels with the same hyp and workers, uncached and with cache_images='ram',
 // taken in turns; then the cache's PSS with 2 ranks against 1 (bench/cache_pss.h); the
 // verification pass and the label parser on one file of a million rows; and where a sample's
-// CPU time goes in YOLOv5's loader, stage by stage, on one thread (bench/stage_breakdown.h;
-// 128 uncached samples, 16 with --quick).
+// CPU time goes in each loader, stage by stage, on one thread (bench/stage_breakdown.h; 128
+// uncached samples, 16 with --quick).
 //
 //   bench_data_loader [--data coco128/data.yaml] [--imgsz 640] [--batch 16] [--workers 2]
 //                     [--epochs 1] [--rounds 1] [--quick]
@@ -171,8 +171,6 @@ bench::StageBreakdown our_stages(const data::Dataset& dataset, bench::LoaderRate
   ours.hsv_ms = measured.stages[data::Stage::hsv] * ms;
   ours.batch_ms = measured.stages[data::Stage::batch] * ms;
   ours.total_ms = measured.cpu_seconds * ms;
-  ours.other_ms = ours.total_ms - ours.decode_ms - ours.resize_ms - ours.place_ms - ours.warp_ms -
-                  ours.hsv_ms - ours.batch_ms;
   return ours;
 }
 

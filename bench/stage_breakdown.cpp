@@ -49,6 +49,12 @@ std::string cell(const char* format, double value) {
 
 }  // namespace
 
+double StageBreakdown::other_ms() const {
+  double rest = total_ms;
+  for (const Stage& stage : kTimedStages) rest -= this->*stage.ms;
+  return rest;
+}
+
 std::optional<StageBreakdown> parse_yolov5_stages(const std::string& line) {
   std::istringstream words(line);
   std::string tag;
@@ -58,12 +64,10 @@ std::optional<StageBreakdown> parse_yolov5_stages(const std::string& line) {
   StageBreakdown stages;
   stages.samples = long(numbers->at("samples"));
   stages.total_ms = numbers->at("total_ms");
-  stages.other_ms = stages.total_ms;
   for (const Stage& stage : kTimedStages) {
     const auto found = numbers->find(std::string(stage.key) + "_ms");
     if (found == numbers->end()) return std::nullopt;
     stages.*stage.ms = found->second;
-    stages.other_ms -= found->second;
   }
   if (stages.samples < 1) return std::nullopt;
   return stages;
@@ -78,18 +82,20 @@ void print_stage_table(const std::optional<StageBreakdown>& ours,
   std::printf("where a sample's CPU time goes, ms per sample (ours: %s, yolov5: %s):\n",
               samples(ours).c_str(), samples(yolov5).c_str());
   std::printf("  %-18s %9s %9s %12s\n", "stage", "ours", "yolov5", "yolov5/ours");
-  auto row = [&](const char* label, double StageBreakdown::*ms) {
+  // `ms`: a side's milliseconds in the row's stage.
+  auto row = [&](const char* label, auto ms) {
     auto time = [&](const std::optional<StageBreakdown>& side) {
-      return side ? cell("%.3f", (*side).*ms) : std::string("-");
+      return side ? cell("%.3f", ms(*side)) : std::string("-");
     };
     const std::string ratio =
-        ours && yolov5 && (*ours).*ms > 0 ? cell("%.2f", (*yolov5).*ms / (*ours).*ms) : "-";
+        ours && yolov5 && ms(*ours) > 0 ? cell("%.2f", ms(*yolov5) / ms(*ours)) : "-";
     std::printf("  %-18s %9s %9s %12s\n", label, time(ours).c_str(), time(yolov5).c_str(),
                 ratio.c_str());
   };
-  for (const Stage& stage : kTimedStages) row(stage.label, stage.ms);
-  row("other", &StageBreakdown::other_ms);
-  row("total", &StageBreakdown::total_ms);
+  for (const Stage& stage : kTimedStages)
+    row(stage.label, [&](const StageBreakdown& side) { return side.*stage.ms; });
+  row("other", [](const StageBreakdown& side) { return side.other_ms(); });
+  row("total", [](const StageBreakdown& side) { return side.total_ms; });
 }
 
 }  // namespace bareyolo::bench

@@ -19,12 +19,13 @@ struct StageBreakdown {
   double hsv_ms = 0;             // the HSV jitter
   double flip_letterbox_ms = 0;  // the flips; the letterbox of a sample without mosaic
   double batch_ms = 0;           // the copy into the batch (HWC to CHW, BGR to RGB, stacking)
-  double other_ms = 0;           // total_ms less the stages above
   double total_ms = 0;           // all the sample's time
+
+  double other_ms() const;  // total_ms less the stages above
 };
 
 // The breakdown of a "YOLOV5_STAGES samples=<n> decode_ms=<ms> ... total_ms=<ms>" line (every
-// stage but other_ms, which is the rest of total_ms); nothing when `line` is not one.
+// stage above); nothing when `line` is not one.
 std::optional<StageBreakdown> parse_yolov5_stages(const std::string& line);
 
 // One table: a row per stage, the columns ours and yolov5 in ms per sample and yolov5/ours (the
