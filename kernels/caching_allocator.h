@@ -1,0 +1,176 @@
+// kernels/caching_allocator.h — the caching allocator behind every device Tensor's memory
+// (kernels/cuda/runtime/allocator.cu backs one per GPU with cudaMalloc/cudaFree), so a training
+// step that repeats the same allocations never calls cudaMalloc or cudaFree (each of those
+// synchronises the device).
+//
+// Bookkeeping, free of CUDA so that a unit test drives it with a fake backing allocator
+// (tests/unit/cuda_allocator_logic.cpp):
+//  - a request is rounded up to its size class: 8 classes per power of two from 512 bytes
+//    up (512, 576, 640, ..., 960, 1024, 1152, ...), so at most 1/8 of a block is slack;
+//  - a freed block goes on the free list of (its stream, its class) and is handed out again
+//    only for a request of the same class on the same stream. Work on one stream runs in
+//    issue order, so a block freed on the host while kernels that use it are still queued
+//    is safe to give to the next kernel of that stream without any event;
+//  - memory used on another stream must be ordered back onto the owning stream (an event)
+//    by its user before it is freed;
+//  - when the backing allocator runs out, every cached block is returned to it and the
+//    request is tried once more before it fails with the statistics in the message.
+// Statistics: allocated (bytes of blocks in use, by class size), reserved (allocated plus
+// cached), their peaks, and counts of backing calls and cache hits.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace bareyolo {
+
+struct MemoryStats {
+  size_t allocated = 0, reserved = 0;  // bytes: blocks in use; in use plus cached
+  size_t peak_allocated = 0, peak_reserved = 0;
+  uint64_t backing_allocations = 0, backing_frees = 0, cache_hits = 0;
+};
+
+// A request the device cannot hold even after the cache went back: the one failure a caller
+// may recover from (AutoBatch's probe takes it as "this batch does not fit").
+class OutOfDeviceMemory : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class CachingAllocator {
+ public:
+  // How blocks are obtained from and returned to the device. allocate returns nullptr when
+  // the device is out of memory (and throws for any other failure); synchronize waits until
+  // no queued work can still touch a cached block, before blocks go back.
+  struct Backing {
+    std::string name;  // "cuda:0", for messages
+    std::function<void*(size_t bytes)> allocate;
+    std::function<void(void* pointer)> release;
+    std::function<void()> synchronize;
+  };
+
+  static constexpr size_t kMinBlock = 512;
+  static constexpr int kClassesPerOctave = 8;
+
+  explicit CachingAllocator(Backing backing) : backing_(std::move(backing)) {}
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+  ~CachingAllocator() { empty_cache(); }  // blocks still in use stay with their owners
+
+  // Requests beyond this many bytes are refused (no device comes near; the rounding below
+  // must not overflow).
+  static constexpr size_t kMaxRequest = size_t{1} << 56;
+
+  // The block size a request of `bytes` gets: the smallest class >= bytes.
+  static size_t size_class(size_t bytes) {
+    if (bytes <= kMinBlock) return kMinBlock;
+    if (bytes > kMaxRequest)
+      throw std::length_error("cannot allocate " + std::to_string(bytes) +
+                              " bytes of device memory: beyond any device");
+    const size_t base = std::bit_floor(bytes), step = base / kClassesPerOctave;
+    return base + (bytes - base + step - 1) / step * step;
+  }
+
+  // A block of at least `bytes` for work on `stream` (any non-null tag for one stream).
+  void* allocate(size_t bytes, const void* stream) {
+    const size_t block = size_class(bytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    void* pointer = nullptr;
+    auto cached = free_.find({stream, block});
+    if (cached != free_.end() && !cached->second.empty()) {
+      pointer = cached->second.back();
+      cached->second.pop_back();
+      ++stats_.cache_hits;
+    } else {
+      pointer = backing_.allocate(block);
+      if (!pointer) {  // out of memory: give the cache back and try once more
+        release_cached_locked();
+        pointer = backing_.allocate(block);
+      }
+      if (!pointer)
+        throw OutOfDeviceMemory(
+            "cannot allocate " + std::to_string(bytes) + " bytes on " + backing_.name +
+            ": out of device memory (" + std::to_string(stats_.allocated) +
+            " bytes in use by this process); use a smaller batch or image size");
+      ++stats_.backing_allocations;
+      stats_.reserved += block;
+      stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
+    }
+    live_[pointer] = {stream, block};
+    stats_.allocated += block;
+    stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+    return pointer;
+  }
+
+  // Puts a block from allocate() back on its stream's free list; nullptr is ignored. A
+  // pointer this allocator did not hand out (or a second release) throws.
+  void release(void* pointer) {
+    if (!pointer) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = live_.find(pointer);
+    if (found == live_.end())
+      throw std::invalid_argument("device allocator of " + backing_.name +
+                                  ": release of a pointer that is not an allocated block "
+                                  "(freed twice, or never allocated here)");
+    const Block block = found->second;
+    live_.erase(found);
+    stats_.allocated -= block.bytes;
+    free_[{block.stream, block.bytes}].push_back(pointer);
+  }
+
+  // Returns every cached (free) block to the backing allocator.
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_cached_locked();
+  }
+
+  MemoryStats stats() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+  void reset_peaks() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.peak_allocated = stats_.allocated;
+    stats_.peak_reserved = stats_.reserved;
+  }
+
+ private:
+  struct Block {
+    const void* stream;
+    size_t bytes;
+  };
+  using FreeListKey = std::pair<const void*, size_t>;  // (stream, size class)
+
+  void release_cached_locked() {
+    bool any = false;
+    for (const auto& entry : free_) any = any || !entry.second.empty();
+    if (!any) return;
+    backing_.synchronize();
+    for (auto& [key, pointers] : free_) {
+      for (void* pointer : pointers) {
+        backing_.release(pointer);
+        ++stats_.backing_frees;
+        stats_.reserved -= key.second;
+      }
+      pointers.clear();
+    }
+  }
+
+  Backing backing_;
+  mutable std::mutex mutex_;
+  std::map<FreeListKey, std::vector<void*>> free_;
+  std::unordered_map<void*, Block> live_;
+  MemoryStats stats_;
+};
+
+}  // namespace bareyolo
