@@ -5,19 +5,18 @@
 //   mean = mean_a + delta n_b / n,  M2 = M2_a + M2_b + delta^2 n_a n_b / n,  delta = mean_b -
 //   mean_a
 // in the moments' own type: the CPU's planes and SyncBatchNorm's ranks in double
-// (kernels/cpu/batchnorm_channel.h, engine/distributed/ddp/sync_batchnorm.cpp), the GPU's
-// partial sums in float (kernels/cuda/batchnorm.cu). Merging into empty moments (n_a = 0) gives
-// b's bits.
+// (kernels/cpu/batchnorm_channel.h, merged_records below), the GPU's partial sums in float
+// (kernels/cuda/batchnorm.cu). Merging into empty moments (n_a = 0) gives b's bits.
 //
 // The statistics from a channel's moments, in double whatever the values' type:
 //   invstd       = 1 / sqrt(variance + eps),  variance = M2 / count (biased, for normalising)
 //   running_mean = (1 - momentum) running_mean + momentum mean
 //   running_var  = (1 - momentum) running_var + momentum M2 / (count - 1)   (unbiased, as PyTorch)
-// Its callers: the CPU op (batchnorm_statistics_from_moments, and the running invstd the eval
-// ops normalise by, kernels/cpu/batchnorm.cpp), their CUDA kernels (kernels/cuda/batchnorm.cu)
-// and SyncBatchNorm's finish from the moments of the whole batch (engine/layers/batchnorm2d.cpp).
-// Each widens its values to double and rounds the results to its own type, so all three give
-// the same statistics, bit for bit, from the same moments.
+// Its callers: the CPU ops (batchnorm_statistics_from_moments and, from the moments of the
+// whole batch over SyncBatchNorm's ranks, batchnorm_statistics_from_records; the running invstd
+// the eval ops normalise by: kernels/cpu/batchnorm.cpp, batchnorm_sync.cpp) and their CUDA
+// kernels (kernels/cuda/batchnorm.cu, batchnorm_sync.cu). Each widens its values to double and
+// rounds the results to its own type, so all give the same statistics from the same moments.
 #pragma once
 
 #include <math.h>
@@ -39,6 +38,32 @@ BAREYOLO_HOST_DEVICE inline MeanM2<T> merged_moments(T count_a, T mean_a, T m2_a
   const T count = count_a + count_b, delta = mean_b - mean_a;
   return {mean_a + delta * (count_b / count),
           m2_a + m2_b + delta * delta * (count_a * count_b / count)};
+}
+
+// Channel c's moments over SyncBatchNorm's ranks: their records ([count, mean_0 .. mean_{C-1},
+// M2_0 .. M2_{C-1}] each, ops::batchnorm_moments_record; rank r's `stride` values after rank
+// r - 1's) merged in rank order, so every rank gets the same bits. A rank of no values changes
+// nothing; the first rank's moments are taken as they are (what dist::merge_moments does).
+struct MergedRecords {
+  double count, mean, m2;
+};
+BAREYOLO_HOST_DEVICE inline MergedRecords merged_records(const double* records, int64_t ranks,
+                                                         int64_t stride, int64_t channels,
+                                                         int64_t c) {
+  MergedRecords total{0, 0, 0};
+  for (int64_t r = 0; r < ranks; ++r) {
+    const double* record = records + r * stride;
+    const double count = record[0], mean = record[1 + c], m2 = record[1 + channels + c];
+    if (count == 0) continue;
+    if (total.count == 0) {
+      total = {count, mean, m2};
+      continue;
+    }
+    const MeanM2<double> merged =
+        merged_moments(total.count, total.mean, total.m2, count, mean, m2);
+    total = {total.count + count, merged.mean, merged.m2};
+  }
+  return total;
 }
 
 BAREYOLO_HOST_DEVICE inline double inverse_std(double variance, double eps) {

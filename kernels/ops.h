@@ -195,6 +195,42 @@ template <class T>
 void batchnorm_running_inverse_std(const T* running_var, int64_t channels, double eps,
                                    Device device, T* invstd);
 
+// ---- SyncBatchNorm's steps between its collectives -------------------------------------
+// (engine/distributed/ddp/sync_batchnorm.h.) Every per-channel value stays on `device`, which
+// holds every pointer: the ranks exchange double tensors there, and no value visits the host.
+//
+// Forward, before the all-gather: this rank's record of `count` values per channel, in double:
+//   record = [count, mean_0 .. mean_{C-1}, M2_0 .. M2_{C-1}]   (1 + 2 C values)
+// from the moments batchnorm_moments wrote (mean, m2: `channels` values each).
+template <class T>
+void batchnorm_moments_record(const T* mean, const T* m2, int64_t channels, int64_t count,
+                              Device device, double* record);
+// Forward, after it: the ranks' records (rank r's at records + r * record_stride) merged per
+// channel in rank order (kernels/batchnorm_statistics.h: merged_records), then
+// batchnorm_statistics_from_moments's finish from the merged moments, the mean rounded to T
+// first: save_mean, save_invstd, the running statistics' update. *total_count = the values per
+// channel over all ranks (>= 2: the caller checks), for the backward.
+template <class T>
+void batchnorm_statistics_from_records(const double* records, int64_t ranks, int64_t record_stride,
+                                       int64_t channels, BatchNormParams p, Device device,
+                                       T* running_mean, T* running_var, T* save_mean,
+                                       T* save_invstd, double* total_count);
+// Backward, before the all-reduce: this rank's sums (batchnorm_*backward_reduce's) into the
+// gradients of gamma and beta (dgamma += sum_dy_xhat, dbeta += sum_dy: the reducer averages
+// them over the ranks with every parameter gradient), and widened into
+//   record = [sum_dy_0 .. sum_dy_{C-1}, sum_dy_xhat_0 .. sum_dy_xhat_{C-1}]   (2 C values)
+template <class T>
+void batchnorm_sums_record(const T* sum_dy, const T* sum_dy_xhat, int64_t channels, Device device,
+                           T* dgamma, T* dbeta, double* record);
+// Backward, after it: the sums over all ranks (the record, summed) per value, in T:
+//   mean_dy = T(sum_dy) / T(*total_count),  mean_dy_xhat = T(sum_dy_xhat) / T(*total_count)
+// with the count the forward's batchnorm_statistics_from_records left on the device. The apply
+// ops (batchnorm_backward_apply, batchnorm_silu_backward_apply) take them as sums of count 1:
+// they divide by count in T, and x / 1 is x, so dx has the bits the sums and the count give.
+template <class T>
+void batchnorm_mean_sums(const double* sums, int64_t channels, const double* total_count,
+                         Device device, T* mean_dy, T* mean_dy_xhat);
+
 // ---- fused BatchNorm + SiLU (ConvBnSilu) ----------------------------------------------
 // Each is, by definition, the composition of the ops it fuses. The CPU gives the
 // composition's exact bits in fewer passes over memory (kernels/cpu/batchnorm_silu.cpp); the

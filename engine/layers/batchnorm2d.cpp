@@ -5,12 +5,24 @@
 #include <array>
 #include <stdexcept>
 #include <type_traits>
+#include <vector>
 
 #include "engine/distributed/ddp/sync_batchnorm.h"
 #include "engine/tensor_factories.h"
-#include "kernels/batchnorm_statistics.h"
 
 namespace bareyolo {
+
+namespace {
+
+// A layer's record of its moments (ops::batchnorm_moments_record): the count, then a mean and
+// an M2 per channel.
+int64_t moments_record_length(int channels) { return 1 + 2 * int64_t(channels); }
+
+// The apply ops' `count` for sums over all ranks already divided by theirs
+// (ops::batchnorm_mean_sums): the count over all ranks is on the device, not the host.
+constexpr int64_t kSumsPerValue = 1;
+
+}  // namespace
 
 BatchNorm2d::BatchNorm2d(int channels, ops::BatchNormParams params, Device device, DType dtype)
     : channels_(channels), params_(params) {
@@ -28,6 +40,7 @@ BatchNorm2d::BatchNorm2d(int channels, ops::BatchNormParams params, Device devic
   num_batches_tracked_ = Tensor::zeros({1, 1, 1, 1}, Device::cpu(), DType::i64);
   save_mean_ = Tensor::zeros(vector, device, dtype);
   save_invstd_ = Tensor::zeros(vector, device, dtype);
+  global_count_ = Tensor::zeros({1, 1, 1, 1}, device, DType::f64);
 }
 
 Shape4 BatchNorm2d::output_shape(std::span<const Shape4> inputs) const {
@@ -71,11 +84,11 @@ void BatchNorm2d::backward(std::span<const Tensor> inputs, const Tensor&, const 
                                               save_mean_.view<P>().data,
                                               save_invstd_.view<P>().data, sum_dy, sum_dy_xhat);
           },
-          [&](const P* sum_dy, const P* sum_dy_xhat) {
+          [&](const P* mean_dy, const P* mean_dy_xhat) {
             ops::batchnorm_backward_apply<T>(inputs[0].view<T>(), grad_output.view<T>(),
                                              save_mean_.view<P>().data, save_invstd_.view<P>().data,
-                                             gamma_.view<P>().data, sum_dy, sum_dy_xhat,
-                                             global_count_, grad_inputs[0].view<T>());
+                                             gamma_.view<P>().data, mean_dy, mean_dy_xhat,
+                                             kSumsPerValue, grad_inputs[0].view<T>());
           });
     else if (last_mode_ == Mode::train)
       ops::batchnorm_backward_train<T>(inputs[0].view<T>(), grad_output.view<T>(),
@@ -90,61 +103,6 @@ void BatchNorm2d::backward(std::span<const Tensor> inputs, const Tensor&, const 
   });
 }
 
-namespace {
-
-// One value per channel as a (1, C, 1, 1) tensor of T on `device`.
-template <class T>
-Tensor channel_tensor(const std::vector<double>& values, Device device) {
-  return Tensor::from_vector(std::vector<T>(values.begin(), values.end()),
-                             {1, int64_t(values.size()), 1, 1}, device);
-}
-
-void append(std::vector<double>& to, const std::vector<double>& values) {
-  to.insert(to.end(), values.begin(), values.end());
-}
-// `channels` values of `values` from `first` on.
-std::vector<double> channel_slice(const std::vector<double>& values, size_t first, int channels) {
-  return {values.begin() + int64_t(first), values.begin() + int64_t(first) + channels};
-}
-
-}  // namespace
-
-// The synced statistics: phase 1 on this rank's slice (given), the moments of the whole batch
-// from every rank's, then the same finish as the single-process op (set_synced_statistics);
-// the synced forward then runs phase 2.
-template <class P>
-void BatchNorm2d::synced_statistics(const Tensor& x, const Tensor& mean, const Tensor& m2) {
-  const Shape4 s = x.shape();
-  const dist::ChannelMoments local{s.n * s.h * s.w, mean.to_doubles(), m2.to_doubles()};
-  set_synced_statistics<P>(x, dist::allgather_moments(*sync_, local, x.device(), sync_tag_));
-}
-
-// save_mean_, save_invstd_ and the running statistics (with the unbiased variance) from the
-// moments of the whole batch, by the formulas the single-process op uses
-// (kernels/batchnorm_statistics.h).
-template <class P>
-void BatchNorm2d::set_synced_statistics(const Tensor& x, const dist::ChannelMoments& global) {
-  if (global.count < 2)
-    throw std::invalid_argument("SyncBatchNorm: " + std::to_string(global.count) +
-                                " values per channel over all ranks; at least 2 are needed");
-  global_count_ = global.count;
-  std::vector<double> invstd(global.mean.size()), running_mean = running_mean_.to_doubles(),
-                                                  running_var = running_var_.to_doubles();
-  for (size_t c = 0; c < invstd.size(); ++c) {
-    // The mean as save_mean_ holds it (rounded to P), M2 in double: never rounded.
-    const ops::batchnorm::ChannelStatistics statistics =
-        ops::batchnorm::channel_statistics(double(P(global.mean[c])), global.m2[c], global.count,
-                                           running_mean[c], running_var[c], params_);
-    invstd[c] = statistics.invstd;
-    running_mean[c] = statistics.running_mean;
-    running_var[c] = statistics.running_var;
-  }
-  save_mean_.copy_from(channel_tensor<P>(global.mean, x.device()));
-  save_invstd_.copy_from(channel_tensor<P>(invstd, x.device()));
-  running_mean_.copy_from(channel_tensor<P>(running_mean, x.device()));
-  running_var_.copy_from(channel_tensor<P>(running_var, x.device()));
-}
-
 // This rank's moments of x: the mean into save_mean_ (the finish overwrites it), M2 returned.
 template <class T>
 Tensor BatchNorm2d::local_moments(const Tensor& x) {
@@ -157,7 +115,8 @@ Tensor BatchNorm2d::local_moments(const Tensor& x) {
 template <class T>
 void BatchNorm2d::forward_train_synced(const Tensor& x, Tensor& y) {
   using P = ComputeType<T>;
-  synced_statistics<P>(x, save_mean_, local_moments<T>(x));
+  const Tensor m2 = local_moments<T>(x);
+  synced_statistics(*sync_, std::array{SiluTrainForward{*this, x, save_mean_, m2, y}}, sync_tag_);
   ops::batchnorm_apply<T>(x.view<T>(), save_mean_.view<P>().data, save_invstd_.view<P>().data,
                           gamma_.view<P>().data, beta_.view<P>().data, y.view<T>());
 }
@@ -251,7 +210,7 @@ std::string BatchNorm2d::meeting_tag(std::span<const Part> parts) {
   return parts.size() == 1 ? first : first + " +" + std::to_string(parts.size() - 1);
 }
 
-// One all-gather carries every layer's moments, the layers' channels one after another; each
+// One all-gather carries every layer's moments, their records one after another; each
 // channel's moments merge over the ranks on their own, so each layer gets what its own
 // all-gather would give.
 void BatchNorm2d::forward_silu_train_together(std::span<const SiluTrainForward> parts) {
@@ -261,24 +220,50 @@ void BatchNorm2d::forward_silu_train_together(std::span<const SiluTrainForward> 
       part.layer.forward_silu_train(part.x, part.mean, part.m2, part.output);
     return;
   }
+  synced_statistics(*comm, parts, meeting_tag(parts));
+  for (const SiluTrainForward& part : parts)
+    with_activation_type(part.x.dtype(),
+                         [&]<class T>() { part.layer.apply_silu_train<T>(part.x, part.output); });
+}
+
+void BatchNorm2d::synced_statistics(dist::Communicator& comm,
+                                    std::span<const SiluTrainForward> parts,
+                                    const std::string& tag) {
   const Shape4 s = parts.front().x.shape();
-  dist::ChannelMoments local{s.n * s.h * s.w, {}, {}};
+  const int64_t count = s.n * s.h * s.w, world = comm.world_size();
+  // Every rank checks its own count, so the total is at least count + world - 1; the exact
+  // total stays on the device.
+  if (count < 1 || count + world - 1 < 2)
+    throw std::invalid_argument("SyncBatchNorm: " + std::to_string(count) +
+                                " values per channel on this rank of " + std::to_string(world) +
+                                "; every rank needs at least 1, and all of them together 2");
+  const Device device = parts.front().x.device();
+  int64_t length = 0;
+  for (const SiluTrainForward& part : parts) length += moments_record_length(part.layer.channels_);
+  Tensor record = Tensor::empty({1, length, 1, 1}, device, DType::f64);
+  double* next = record.view<double>().data;
   for (const SiluTrainForward& part : parts) {
-    append(local.mean, part.mean.to_doubles());
-    append(local.m2, part.m2.to_doubles());
-  }
-  const dist::ChannelMoments global =
-      dist::allgather_moments(*comm, local, parts.front().x.device(), meeting_tag(parts));
-  size_t first = 0;
-  for (const SiluTrainForward& part : parts) {
-    const int channels = part.layer.channels_;
-    const dist::ChannelMoments own{global.count, channel_slice(global.mean, first, channels),
-                                   channel_slice(global.m2, first, channels)};
-    first += size_t(channels);
+    BatchNorm2d& layer = part.layer;
     with_activation_type(part.x.dtype(), [&]<class T>() {
-      part.layer.set_synced_statistics<ComputeType<T>>(part.x, own);
-      part.layer.apply_silu_train<T>(part.x, part.output);
+      using P = ComputeType<T>;
+      ops::batchnorm_moments_record<P>(part.mean.view<P>().data, part.m2.view<P>().data,
+                                       layer.channels_, count, device, next);
     });
+    next += moments_record_length(layer.channels_);
+  }
+  const Tensor gathered = dist::allgather_moment_records(comm, record, tag);
+  const double* records = gathered.view<double>().data;
+  for (const SiluTrainForward& part : parts) {
+    BatchNorm2d& layer = part.layer;
+    with_activation_type(part.x.dtype(), [&]<class T>() {
+      using P = ComputeType<T>;
+      ops::batchnorm_statistics_from_records<P>(
+          records, world, length, layer.channels_, layer.params_, device,
+          layer.running_mean_.view<P>().data, layer.running_var_.view<P>().data,
+          layer.save_mean_.view<P>().data, layer.save_invstd_.view<P>().data,
+          layer.global_count_.view<double>().data);
+    });
+    records += moments_record_length(layer.channels_);
   }
 }
 
@@ -292,26 +277,27 @@ void BatchNorm2d::backward_silu_together(std::span<const SiluBackward> parts) {
       part.layer.backward_silu(part.x, part.grad_output, part.grad_input);
     return;
   }
-  std::vector<ChannelSums> local;
-  ChannelSums all;
-  for (const SiluBackward& part : parts)
+  int64_t channels = 0;
+  for (const SiluBackward& part : parts) channels += part.layer.channels_;
+  Tensor all = Tensor::empty({1, 2 * channels, 1, 1}, parts.front().x.device(), DType::f64);
+  double* const records = all.view<double>().data;
+  std::vector<Tensor> sums;
+  double* record = records;
+  for (const SiluBackward& part : parts) {
     with_activation_type(part.x.dtype(), [&]<class T>() {
-      local.push_back(part.layer.silu_reduce_synced<T>(part.x, part.grad_output, part.grad_input));
-      append(all.dy, local.back().dy);
-      append(all.dy_xhat, local.back().dy_xhat);
+      sums.push_back(
+          part.layer.silu_reduce_synced<T>(part.x, part.grad_output, part.grad_input, record));
     });
-  dist::allreduce_channel_sums(*comm, all.dy, all.dy_xhat, parts.front().x.device(),
-                               meeting_tag(parts));
-  size_t first = 0;
+    record += 2 * part.layer.channels_;
+  }
+  dist::allreduce_channel_sums(*comm, all, meeting_tag(parts));
+  record = records;
   for (size_t k = 0; k < parts.size(); ++k) {
     const SiluBackward& part = parts[k];
-    const int channels = part.layer.channels_;
-    const ChannelSums global{channel_slice(all.dy, first, channels),
-                             channel_slice(all.dy_xhat, first, channels)};
-    first += size_t(channels);
     with_activation_type(part.x.dtype(), [&]<class T>() {
-      part.layer.silu_apply_synced<T>(part.x, part.grad_output, part.grad_input, local[k], global);
+      part.layer.silu_apply_synced<T>(part.x, part.grad_output, part.grad_input, record, sums[k]);
     });
+    record += 2 * part.layer.channels_;
   }
 }
 
@@ -321,59 +307,59 @@ void BatchNorm2d::backward_silu_together(std::span<const SiluBackward> parts) {
 // sums (the reducer averages them like any parameter gradient).
 template <class T, class Reduce, class Apply>
 void BatchNorm2d::backward_train_synced(const Tensor& x, Reduce reduce, Apply apply) {
-  const ChannelSums local = reduce_synced<T>(x, reduce);
-  ChannelSums global = local;
-  dist::allreduce_channel_sums(*sync_, global.dy, global.dy_xhat, x.device(), sync_tag_);
-  apply_synced<T>(x, local, global, apply);
+  Tensor all = Tensor::empty({1, 2 * channels_, 1, 1}, x.device(), DType::f64);
+  Tensor sums = reduce_synced<T>(x, reduce, all.view<double>().data);
+  dist::allreduce_channel_sums(*sync_, all, sync_tag_);
+  apply_synced<T>(all.view<double>().data, sums, apply);
 }
 
 template <class T, class Reduce>
-BatchNorm2d::ChannelSums BatchNorm2d::reduce_synced(const Tensor& x, Reduce reduce) {
+Tensor BatchNorm2d::reduce_synced(const Tensor& x, Reduce reduce, double* record) {
   using P = ComputeType<T>;
-  const Shape4 vector = {1, channels_, 1, 1};
-  Tensor sum_dy = Tensor::empty(vector, x.device(), gamma_.dtype());
-  Tensor sum_dy_xhat = Tensor::empty(vector, x.device(), gamma_.dtype());
-  reduce(sum_dy.view<P>().data, sum_dy_xhat.view<P>().data);
-  return {sum_dy.to_doubles(), sum_dy_xhat.to_doubles()};
+  Tensor sums = Tensor::empty({1, 2 * channels_, 1, 1}, x.device(), gamma_.dtype());
+  P* sum_dy = sums.view<P>().data;
+  P* sum_dy_xhat = sum_dy + channels_;
+  reduce(sum_dy, sum_dy_xhat);
+  ops::batchnorm_sums_record<P>(sum_dy, sum_dy_xhat, channels_, x.device(),
+                                gamma_grad_.view<P>().data, beta_grad_.view<P>().data, record);
+  return sums;
 }
 
 template <class T, class Apply>
-void BatchNorm2d::apply_synced(const Tensor& x, const ChannelSums& local, const ChannelSums& global,
-                               Apply apply) {
+void BatchNorm2d::apply_synced(const double* record, Tensor& sums, Apply apply) {
   using P = ComputeType<T>;
-  const Tensor global_sum_dy = channel_tensor<P>(global.dy, x.device());
-  const Tensor global_sum_dy_xhat = channel_tensor<P>(global.dy_xhat, x.device());
-  apply(global_sum_dy.view<P>().data, global_sum_dy_xhat.view<P>().data);
-  std::vector<double> dgamma = gamma_grad_.to_doubles(), dbeta = beta_grad_.to_doubles();
-  for (size_t c = 0; c < dgamma.size(); ++c) {
-    dgamma[c] += double(P(local.dy_xhat[c]));
-    dbeta[c] += double(P(local.dy[c]));
-  }
-  gamma_grad_.copy_from(channel_tensor<P>(dgamma, x.device()));
-  beta_grad_.copy_from(channel_tensor<P>(dbeta, x.device()));
+  P* mean_dy = sums.view<P>().data;
+  P* mean_dy_xhat = mean_dy + channels_;
+  ops::batchnorm_mean_sums<P>(record, channels_, global_count_.view<double>().data, sums.device(),
+                              mean_dy, mean_dy_xhat);
+  apply(mean_dy, mean_dy_xhat);
 }
 
 // dx is the phases' workspace (kernels/ops.h): the reduce phase may leave SiLU's gradient in it.
 template <class T>
-BatchNorm2d::ChannelSums BatchNorm2d::silu_reduce_synced(const Tensor& x, const Tensor& grad_output,
-                                                         Tensor& grad_input) {
+Tensor BatchNorm2d::silu_reduce_synced(const Tensor& x, const Tensor& grad_output,
+                                       Tensor& grad_input, double* record) {
   using P = ComputeType<T>;
-  return reduce_synced<T>(x, [&](P* sum_dy, P* sum_dy_xhat) {
-    ops::batchnorm_silu_backward_reduce<T>(
-        x.view<T>(), grad_output.view<T>(), save_mean_.view<P>().data, save_invstd_.view<P>().data,
-        gamma_.view<P>().data, beta_.view<P>().data, sum_dy, sum_dy_xhat, grad_input.view<T>());
-  });
+  return reduce_synced<T>(
+      x,
+      [&](P* sum_dy, P* sum_dy_xhat) {
+        ops::batchnorm_silu_backward_reduce<T>(
+            x.view<T>(), grad_output.view<T>(), save_mean_.view<P>().data,
+            save_invstd_.view<P>().data, gamma_.view<P>().data, beta_.view<P>().data, sum_dy,
+            sum_dy_xhat, grad_input.view<T>());
+      },
+      record);
 }
 
 template <class T>
 void BatchNorm2d::silu_apply_synced(const Tensor& x, const Tensor& grad_output, Tensor& grad_input,
-                                    const ChannelSums& local, const ChannelSums& global) {
+                                    const double* record, Tensor& sums) {
   using P = ComputeType<T>;
-  apply_synced<T>(x, local, global, [&](const P* sum_dy, const P* sum_dy_xhat) {
+  apply_synced<T>(record, sums, [&](const P* mean_dy, const P* mean_dy_xhat) {
     ops::batchnorm_silu_backward_apply<T>(x.view<T>(), grad_output.view<T>(),
                                           save_mean_.view<P>().data, save_invstd_.view<P>().data,
-                                          gamma_.view<P>().data, beta_.view<P>().data, sum_dy,
-                                          sum_dy_xhat, global_count_, grad_input.view<T>());
+                                          gamma_.view<P>().data, beta_.view<P>().data, mean_dy,
+                                          mean_dy_xhat, kSumsPerValue, grad_input.view<T>());
   });
 }
 

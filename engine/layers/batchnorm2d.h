@@ -21,7 +21,6 @@ namespace bareyolo {
 
 namespace dist {
 class Communicator;
-struct ChannelMoments;
 }  // namespace dist
 
 class BatchNorm2d : public Module {
@@ -79,24 +78,18 @@ class BatchNorm2d : public Module {
   static void backward_silu_together(std::span<const SiluBackward> parts);
 
  private:
-  // Per-channel sums of a backward's reduce phase: sum(dy) and sum(dy * xhat).
-  struct ChannelSums {
-    std::vector<double> dy, dy_xhat;
-  };
   // The communicator all of `parts` are synced over, when they may share a meeting; else null.
   template <class Part>
   static dist::Communicator* shared_meeting(std::span<const Part> parts);
   template <class Part>
   static std::string meeting_tag(std::span<const Part> parts);
 
-  // Training statistics over the ranks from this rank's moments of x (P: the parameters' type):
-  // save_mean_ / save_invstd_ of the whole batch and the running statistics' update (the phase
-  // before the apply).
-  template <class P>
-  void synced_statistics(const Tensor& x, const Tensor& mean, const Tensor& m2);
-  // Its second half, from the moments of the whole batch (channels_ of them).
-  template <class P>
-  void set_synced_statistics(const Tensor& x, const dist::ChannelMoments& global);
+  // Training statistics over the ranks of `comm` from each part's moments of its x, in one
+  // all-gather: each layer's save_mean_, save_invstd_, running statistics and global_count_
+  // (the phase before the apply; the parts' outputs are not touched). Every value stays on
+  // x's device.
+  static void synced_statistics(dist::Communicator& comm, std::span<const SiluTrainForward> parts,
+                                const std::string& tag);
   template <class T>
   Tensor local_moments(const Tensor& x);
   template <class T>
@@ -106,30 +99,36 @@ class BatchNorm2d : public Module {
   void apply_silu_train(const Tensor& x, Tensor& output);
   // The synced backward around a BN backward's two phases (plain, or behind a fused SiLU):
   // reduce(sum_dy, sum_dy_xhat) over this rank's slice (reduce_synced), then the all-reduce,
-  // then apply(global sums) and this rank's own sums into dgamma and dbeta (apply_synced).
+  // then apply(the sums over all ranks, per value: count 1) (apply_synced).
   template <class T, class Reduce, class Apply>
   void backward_train_synced(const Tensor& x, Reduce reduce, Apply apply);
+  // Runs reduce into a (1, 2 C, 1, 1) tensor of the parameters' type (returned: apply_synced's
+  // workspace), adds this rank's sums into dgamma and dbeta, and writes them, widened, into
+  // `record` (2 C doubles of the tensor the ranks all-reduce).
   template <class T, class Reduce>
-  ChannelSums reduce_synced(const Tensor& x, Reduce reduce);
+  Tensor reduce_synced(const Tensor& x, Reduce reduce, double* record);
+  // The sums over all ranks (`record`, all-reduced) per value into `sums`, then apply on them.
   template <class T, class Apply>
-  void apply_synced(const Tensor& x, const ChannelSums& local, const ChannelSums& global,
-                    Apply apply);
+  void apply_synced(const double* record, Tensor& sums, Apply apply);
   // backward_silu's synced phases.
   template <class T>
-  ChannelSums silu_reduce_synced(const Tensor& x, const Tensor& grad_output, Tensor& grad_input);
+  Tensor silu_reduce_synced(const Tensor& x, const Tensor& grad_output, Tensor& grad_input,
+                            double* record);
   template <class T>
   void silu_apply_synced(const Tensor& x, const Tensor& grad_output, Tensor& grad_input,
-                         const ChannelSums& local, const ChannelSums& global);
+                         const double* record, Tensor& sums);
 
   int channels_;
   dist::Communicator* sync_ = nullptr;
-  std::string sync_tag_;      // the tag of its meetings' collectives (communicator.h)
-  int64_t global_count_ = 0;  // values per channel over all ranks in the last synced forward
+  std::string sync_tag_;  // the tag of its meetings' collectives (communicator.h)
   ops::BatchNormParams params_;
   Mode last_mode_ = Mode::train;
   Tensor gamma_, gamma_grad_, beta_, beta_grad_, running_mean_, running_var_;
   Tensor num_batches_tracked_;      // int64 scalar
   Tensor save_mean_, save_invstd_;  // batch statistics of the last training forward
+  // Synced: the values per channel over all ranks in the last training forward, an f64 scalar
+  // on the layer's device (the forward's merge writes it, the backward divides by it).
+  Tensor global_count_;
 };
 
 }  // namespace bareyolo

@@ -127,6 +127,18 @@ void batchnorm_statistics_from_moments(const float* mean, const float* m2, int64
 // invstd = 1 / sqrt(running_var + eps) per channel, as batchnorm_forward_eval normalises.
 void batchnorm_running_inverse_std(const float* running_var, int64_t channels, double eps,
                                    int device, float* invstd);
+// batchnorm_sync.cu: SyncBatchNorm's steps between its collectives (ops.h), one thread per
+// channel; the records and the count are doubles in device memory.
+void batchnorm_moments_record(const float* mean, const float* m2, int64_t channels, int64_t count,
+                              int device, double* record);
+void batchnorm_statistics_from_records(const double* records, int64_t ranks, int64_t record_stride,
+                                       int64_t channels, ops::BatchNormParams p, int device,
+                                       float* running_mean, float* running_var, float* save_mean,
+                                       float* save_invstd, double* total_count);
+void batchnorm_sums_record(const float* sum_dy, const float* sum_dy_xhat, int64_t channels,
+                           int device, float* dgamma, float* dbeta, double* record);
+void batchnorm_mean_sums(const double* sums, int64_t channels, const double* total_count,
+                         int device, float* mean_dy, float* mean_dy_xhat);
 
 // ---- pooling, upsampling, sigmoid and BCE, optimizer ---------------------------------
 // pool.cu

@@ -65,7 +65,7 @@ TEST_CASE("BatchNorm2d counts batches and updates running statistics only in tra
   CHECK(state[4].value->to_vector<int64_t>()[0] == 1);
 }
 
-// SyncBatchNorm finishes its statistics on the host from the gathered moments (M2 in double),
+// SyncBatchNorm finishes its statistics by its own op from the gathered moments (M2 in double),
 // the single-process op inside the op; both by kernels/batchnorm_statistics.h. With one rank
 // the gathered moments are the rank's own, so every value must be the op's, bit for bit, step
 // after step (the running statistics feed back), in the plain and the fused (SiLU) forward.

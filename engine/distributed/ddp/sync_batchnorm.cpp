@@ -10,13 +10,25 @@ namespace bareyolo::dist {
 
 namespace {
 
-// `values` as a tensor on `staging`: a backend that reduces only device buffers (NCCL) gets
+// `values` as a tensor on `staging`: a backend that moves only device buffers (NCCL) gets
 // them on the GPU; the TCP ring works on host memory.
 Tensor staged(const std::vector<double>& values, Device staging) {
   return Tensor::from_vector(values, {1, int64_t(values.size()), 1, 1}, staging);
 }
 
 }  // namespace
+
+Tensor allgather_moment_records(Communicator& comm, Tensor& record, std::string_view tag) {
+  const int64_t length = record.numel();
+  Tensor gathered =
+      Tensor::empty({1, length * comm.world_size(), 1, 1}, record.device(), DType::f64);
+  comm.allgather(CommBuffer::of(record), CommBuffer::of(gathered), tag)->wait();
+  return gathered;
+}
+
+void allreduce_channel_sums(Communicator& comm, Tensor& sums, std::string_view tag) {
+  comm.allreduce(CommBuffer::of(sums), ReduceOp::sum, tag)->wait();
+}
 
 ChannelMoments merge_moments(const ChannelMoments& a, const ChannelMoments& b) {
   if (a.count == 0) return b;
@@ -40,8 +52,7 @@ ChannelMoments merge_moments(const ChannelMoments& a, const ChannelMoments& b) {
 
 ChannelMoments allgather_moments(Communicator& comm, const ChannelMoments& local, Device staging,
                                  std::string_view tag) {
-  const int world = comm.world_size();
-  // One record per rank: [count, mean_0 .. mean_{C-1}, M2_0 .. M2_{C-1}].
+  // The record of ops::batchnorm_moments_record: [count, mean_0 .. mean_{C-1}, M2_0 .. M2_{C-1}].
   const size_t channels = local.mean.size();
   const int64_t record = 1 + 2 * int64_t(channels);
   std::vector<double> values;
@@ -50,11 +61,9 @@ ChannelMoments allgather_moments(Communicator& comm, const ChannelMoments& local
   values.insert(values.end(), local.mean.begin(), local.mean.end());
   values.insert(values.end(), local.m2.begin(), local.m2.end());
   Tensor send = staged(values, staging);
-  Tensor gathered = Tensor::zeros({1, record * world, 1, 1}, staging, DType::f64);
-  comm.allgather(CommBuffer::of(send), CommBuffer::of(gathered), tag)->wait();
-  values = gathered.to_doubles();
+  values = allgather_moment_records(comm, send, tag).to_doubles();
   ChannelMoments total;
-  for (int r = 0; r < world; ++r) {  // rank order: the same bits on every rank
+  for (int r = 0; r < comm.world_size(); ++r) {  // rank order: the same bits on every rank
     const double* rec = values.data() + r * record;
     ChannelMoments part;
     part.count = int64_t(rec[0]);
@@ -70,7 +79,7 @@ void allreduce_channel_sums(Communicator& comm, std::vector<double>& a, std::vec
   std::vector<double> both(a);
   both.insert(both.end(), b.begin(), b.end());
   Tensor sums = staged(both, staging);
-  comm.allreduce(CommBuffer::of(sums), ReduceOp::sum, tag)->wait();
+  allreduce_channel_sums(comm, sums, tag);
   both = sums.to_doubles();
   a.assign(both.begin(), both.begin() + int64_t(a.size()));
   b.assign(both.begin() + int64_t(a.size()), both.end());

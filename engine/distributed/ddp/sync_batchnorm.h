@@ -5,18 +5,23 @@
 // combine their partial statistics:
 //
 //   forward:  every rank computes (count, mean, M2) per channel over its own slice
-//             (batchnorm_moments); allgather_moments() collects every rank's triple and
-//             merges them in rank order with Chan's parallel formula
+//             (batchnorm_moments) and writes it as a record of doubles
+//             (batchnorm_moments_record); allgather_moment_records() collects every rank's,
+//             and each rank merges them in rank order with Chan's parallel formula
 //                 n = na + nb,  d = mean_b - mean_a,
 //                 mean = mean_a + d * nb / n,  M2 = M2_a + M2_b + d^2 * na * nb / n
-//             in double. This is exact algebra (no sum of squares that cancels when
-//             |mean| >> std), handles unequal slices through the counts, and gives the same
-//             bits on every rank — so the running statistics stay identical everywhere.
+//             in double (batchnorm_statistics_from_records). This is exact algebra (no sum of
+//             squares that cancels when |mean| >> std), handles unequal slices through the
+//             counts, and gives the same bits on every rank — so the running statistics stay
+//             identical everywhere.
 //   backward: the input gradient needs sum(dy) and sum(dy * xhat) over the whole batch;
 //             allreduce_channel_sums() sums each rank's per-channel values.
 //
-// The gradients of gamma and beta are NOT combined here: each rank keeps the sums over its
-// own slice, and the gradient reducer averages them with every other parameter gradient.
+// The records and sums are tensors on the layer's device, and the collectives move them there:
+// NCCL a GPU's memory, the TCP ring and shared memory a CPU rank's, so no value visits the host
+// in a training step. The gradients of gamma and beta are NOT combined here: each rank keeps
+// the sums over its own slice, and the gradient reducer averages them with every other
+// parameter gradient.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +32,16 @@
 
 namespace bareyolo::dist {
 
+// Every rank's `record` (a dense f64 tensor of the same size on each), gathered in rank order
+// into a tensor of world-size records on the record's device. `tag` names the meeting in the
+// collective's fingerprint ("SyncBN model.2.cv1.bn").
+Tensor allgather_moment_records(Communicator& comm, Tensor& record, std::string_view tag);
+
+// Sums `sums` (a dense f64 tensor) over all ranks, in place; `tag` as above.
+void allreduce_channel_sums(Communicator& comm, Tensor& sums, std::string_view tag);
+
+// ---- the same on values held by the host: the reference the device merge is held to ----
+
 // Per-channel statistics of `count` values per channel.
 struct ChannelMoments {
   int64_t count = 0;
@@ -36,12 +51,13 @@ struct ChannelMoments {
 // The moments of the union of two disjoint sets (either may be empty).
 ChannelMoments merge_moments(const ChannelMoments& a, const ChannelMoments& b);
 
-// Every rank passes the moments of its slice; every rank gets the moments of the whole batch.
-// `tag` names the meeting in the collective's fingerprint ("SyncBN model.2.cv1.bn").
+// Every rank passes the moments of its slice; every rank gets the moments of the whole batch,
+// merged on the host by merge_moments in rank order. The record crosses on `staging`.
 ChannelMoments allgather_moments(Communicator& comm, const ChannelMoments& local,
                                  Device staging = Device::cpu(), std::string_view tag = "SyncBN");
 
-// Sums `a` and `b` (one value per channel) over all ranks, in place; `tag` as above.
+// Sums `a` and `b` (one value per channel) over all ranks, in place, through a tensor on
+// `staging`.
 void allreduce_channel_sums(Communicator& comm, std::vector<double>& a, std::vector<double>& b,
                             Device staging = Device::cpu(), std::string_view tag = "SyncBN");
 
