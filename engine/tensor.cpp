@@ -5,6 +5,7 @@
 
 #include "kernels/device_memory.h"
 #include "kernels/ops.h"
+#include "kernels/step_guard.h"
 
 namespace bareyolo {
 
@@ -44,8 +45,8 @@ const char* dtype_name(DType dtype) {
 
 // ---- Storage ----------------------------------------------------------------------------
 
-Storage::Storage(size_t bytes, Device device)
-    : data_(allocate_bytes(bytes, device, "a tensor")), bytes_(bytes), device_(device) {}
+Storage::Storage(size_t bytes, Device device, std::source_location where)
+    : data_(allocate_bytes(bytes, device, "a tensor", where)), bytes_(bytes), device_(device) {}
 
 std::shared_ptr<Storage> Storage::borrow(void* data, size_t bytes, Device device) {
   std::shared_ptr<Storage> storage(new Storage());
@@ -75,12 +76,12 @@ Blocks contiguous_blocks(const Shape4& shape, bool all_dense, size_t element_byt
 }
 }  // namespace
 
-Tensor Tensor::empty(Shape4 shape, Device device, DType dtype) {
+Tensor Tensor::empty(Shape4 shape, Device device, DType dtype, std::source_location where) {
   if (shape.n < 0 || shape.c < 0 || shape.h < 0 || shape.w < 0)
     throw std::invalid_argument("Tensor::empty: negative dimension in shape " + shape.str());
   Tensor t;
-  t.storage_ =
-      std::make_shared<Storage>(static_cast<size_t>(shape.numel()) * dtype_size(dtype), device);
+  t.storage_ = std::make_shared<Storage>(static_cast<size_t>(shape.numel()) * dtype_size(dtype),
+                                         device, where);
   t.shape_ = shape;
   t.batch_stride_ = shape.image_numel();
   t.dtype_ = dtype;
@@ -101,21 +102,22 @@ Tensor Tensor::over(std::shared_ptr<Storage> storage, Shape4 shape, DType dtype)
   return t;
 }
 
-Tensor Tensor::zeros(Shape4 shape, Device device, DType dtype) {
-  Tensor t = empty(shape, device, dtype);
+Tensor Tensor::zeros(Shape4 shape, Device device, DType dtype, std::source_location where) {
+  Tensor t = empty(shape, device, dtype, where);
   t.zero();
   return t;
 }
 
 template <class T>
-Tensor Tensor::from_vector(const std::vector<T>& values, Shape4 shape, Device device) {
+Tensor Tensor::from_vector(const std::vector<T>& values, Shape4 shape, Device device,
+                           std::source_location where) {
   if (static_cast<int64_t>(values.size()) != shape.numel())
     throw std::invalid_argument("Tensor::from_vector: " + std::to_string(values.size()) +
                                 " values for shape " + shape.str());
-  Tensor host = empty(shape, Device::cpu(), dtype_of<T>());
+  Tensor host = empty(shape, Device::cpu(), dtype_of<T>(), where);
   if (!values.empty())  // an empty vector's data() may be null, which memcpy must not get
     std::memcpy(host.byte_pointer(), values.data(), values.size() * sizeof(T));
-  return host.on(device);
+  return host.on(device, where);
 }
 
 Tensor Tensor::reshape(Shape4 shape) const {
@@ -183,7 +185,7 @@ View<const T> Tensor::view() const {
   return {reinterpret_cast<const T*>(byte_pointer()), shape_, batch_stride_, device()};
 }
 
-void Tensor::copy_from(const Tensor& src) {
+void Tensor::copy_from(const Tensor& src, std::source_location where) {
   if (!(src.shape_ == shape_) || src.dtype_ != dtype_)
     throw std::invalid_argument("Tensor::copy_from: source " + src.shape_.str() + " " +
                                 dtype_name(src.dtype_) + " into " + shape_.str() + " " +
@@ -197,13 +199,13 @@ void Tensor::copy_from(const Tensor& src) {
   for (int64_t i = 0; i < blocks.count; ++i) {
     char* dst = byte_pointer() + i * batch_stride_ * element;
     const char* source = src.byte_pointer() + i * src.batch_stride_ * element;
-    copy_bytes(dst, to, source, from, blocks.bytes);
+    copy_bytes(dst, to, source, from, blocks.bytes, where);
   }
 }
 
-Tensor Tensor::to(Device device) const {
-  Tensor copy = empty(shape_, device, dtype_);
-  copy.copy_from(*this);
+Tensor Tensor::to(Device device, std::source_location where) const {
+  Tensor copy = empty(shape_, device, dtype_, where);
+  copy.copy_from(*this, where);
   return copy;
 }
 
@@ -216,28 +218,29 @@ void Tensor::zero() {
 }
 
 template <class T>
-std::vector<T> Tensor::to_vector() const {
+std::vector<T> Tensor::to_vector(std::source_location where) const {
   require_dtype<T>("Tensor::to_vector");
-  Tensor host = to(Device::cpu());
+  step_guard::report(step_guard::Event::host_read, "Tensor::to_vector", where);
+  Tensor host = to(Device::cpu(), where);
   const T* data = reinterpret_cast<const T*>(host.byte_pointer());
   return std::vector<T>(data, data + numel());
 }
 
-std::vector<double> Tensor::to_doubles() const {
+std::vector<double> Tensor::to_doubles(std::source_location where) const {
   switch (dtype_) {
     case DType::f32: {
-      std::vector<float> values = to_vector<float>();
+      std::vector<float> values = to_vector<float>(where);
       return {values.begin(), values.end()};
     }
     case DType::f64:
-      return to_vector<double>();
+      return to_vector<double>(where);
     case DType::i64: {
-      std::vector<int64_t> values = to_vector<int64_t>();
+      std::vector<int64_t> values = to_vector<int64_t>(where);
       return {values.begin(), values.end()};
     }
     case DType::bf16: {
       std::vector<double> values;
-      for (bf16 value : to_vector<bf16>()) values.push_back(to_float(value));
+      for (bf16 value : to_vector<bf16>(where)) values.push_back(to_float(value));
       return values;
     }
     default:
@@ -270,25 +273,30 @@ Tensor Tensor::converted(DType dtype) const {
   return result;
 }
 
-template Tensor Tensor::from_vector<float>(const std::vector<float>&, Shape4, Device);
-template Tensor Tensor::from_vector<double>(const std::vector<double>&, Shape4, Device);
+template Tensor Tensor::from_vector<float>(const std::vector<float>&, Shape4, Device,
+                                           std::source_location);
+template Tensor Tensor::from_vector<double>(const std::vector<double>&, Shape4, Device,
+                                            std::source_location);
 template View<float> Tensor::view<float>();
 template View<double> Tensor::view<double>();
 template View<const float> Tensor::view<float>() const;
 template View<const double> Tensor::view<double>() const;
-template std::vector<float> Tensor::to_vector<float>() const;
-template std::vector<double> Tensor::to_vector<double>() const;
-template Tensor Tensor::from_vector<int64_t>(const std::vector<int64_t>&, Shape4, Device);
+template std::vector<float> Tensor::to_vector<float>(std::source_location) const;
+template std::vector<double> Tensor::to_vector<double>(std::source_location) const;
+template Tensor Tensor::from_vector<int64_t>(const std::vector<int64_t>&, Shape4, Device,
+                                             std::source_location);
 template View<int64_t> Tensor::view<int64_t>();
 template View<const int64_t> Tensor::view<int64_t>() const;
-template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
-template Tensor Tensor::from_vector<uint8_t>(const std::vector<uint8_t>&, Shape4, Device);
+template std::vector<int64_t> Tensor::to_vector<int64_t>(std::source_location) const;
+template Tensor Tensor::from_vector<uint8_t>(const std::vector<uint8_t>&, Shape4, Device,
+                                             std::source_location);
 template View<uint8_t> Tensor::view<uint8_t>();
 template View<const uint8_t> Tensor::view<uint8_t>() const;
-template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
-template Tensor Tensor::from_vector<bf16>(const std::vector<bf16>&, Shape4, Device);
+template std::vector<uint8_t> Tensor::to_vector<uint8_t>(std::source_location) const;
+template Tensor Tensor::from_vector<bf16>(const std::vector<bf16>&, Shape4, Device,
+                                          std::source_location);
 template View<bf16> Tensor::view<bf16>();
 template View<const bf16> Tensor::view<bf16>() const;
-template std::vector<bf16> Tensor::to_vector<bf16>() const;
+template std::vector<bf16> Tensor::to_vector<bf16>(std::source_location) const;
 
 }  // namespace bareyolo

@@ -1,7 +1,9 @@
-// kernels/caching_allocator.h — the caching allocator behind every device Tensor's memory
-// (kernels/cuda/runtime/allocator.cu backs one per GPU with cudaMalloc/cudaFree), so a training
-// step that repeats the same allocations never calls cudaMalloc or cudaFree (each of those
-// synchronises the device).
+// kernels/caching_allocator.h — the caching allocator behind every Tensor's memory, on a GPU
+// (kernels/cuda/runtime/allocator.cu, backed by cudaMalloc/cudaFree) and on the host
+// (kernels/cpu/device_memory.cpp, backed by the C library): a training step that repeats the
+// same allocations never calls the backing allocator — on a GPU each cudaMalloc/cudaFree
+// synchronises the device, on the host each large malloc maps fresh pages the step then faults
+// in — and the step guard (kernels/step_guard.h) checks that it does not.
 //
 // Bookkeeping, free of CUDA so that a unit test drives it with a fake backing allocator
 // (tests/unit/cuda_allocator_logic.cpp):
@@ -14,7 +16,11 @@
 //  - memory used on another stream must be ordered back onto the owning stream (an event)
 //    by its user before it is freed;
 //  - when the backing allocator runs out, every cached block is returned to it and the
-//    request is tried once more before it fails with the statistics in the message.
+//    request is tried once more before it fails with the statistics in the message;
+//  - a backing that asks for it (the host's) keeps its reserve within twice the peak in use:
+//    a miss that would take it further first gives every cached block back, so shapes that
+//    change (multi-scale training, validation beside training) cannot grow the cache without
+//    bound, while a step that repeats itself, which never misses, keeps its blocks.
 // Statistics: allocated (bytes of blocks in use, by class size), reserved (allocated plus
 // cached), their peaks, and counts of backing calls and cache hits.
 #pragma once
@@ -57,6 +63,9 @@ class CachingAllocator {
     std::function<void*(size_t bytes)> allocate;
     std::function<void(void* pointer)> release;
     std::function<void()> synchronize;
+    // Keep the reserve within twice the peak in use (see the file comment); a GPU keeps every
+    // block, since giving one back synchronises the device.
+    bool bounded_reserve = false;
   };
 
   static constexpr size_t kMinBlock = 512;
@@ -83,25 +92,36 @@ class CachingAllocator {
 
   // A block of at least `bytes` for work on `stream` (any non-null tag for one stream).
   void* allocate(size_t bytes, const void* stream) {
+    if (void* pointer = try_allocate(bytes, stream)) return pointer;
+    throw OutOfDeviceMemory("cannot allocate " + std::to_string(bytes) + " bytes on " +
+                            backing_.name + ": out of device memory (" +
+                            std::to_string(stats().allocated) +
+                            " bytes in use by this process); use a smaller batch or image size");
+  }
+
+  // allocate(), but nullptr when even the emptied cache leaves the backing allocator short.
+  // `from_backing`, when given, says whether the block came from the backing allocator (a
+  // cache miss) rather than the cache.
+  void* try_allocate(size_t bytes, const void* stream, bool* from_backing = nullptr) {
     const size_t block = size_class(bytes);
     std::lock_guard<std::mutex> lock(mutex_);
     void* pointer = nullptr;
     auto cached = free_.find({stream, block});
+    if (from_backing) *from_backing = false;
     if (cached != free_.end() && !cached->second.empty()) {
       pointer = cached->second.back();
       cached->second.pop_back();
       ++stats_.cache_hits;
     } else {
+      const size_t peak = std::max(stats_.peak_allocated, stats_.allocated + block);
+      if (backing_.bounded_reserve && stats_.reserved + block > 2 * peak) release_cached_locked();
       pointer = backing_.allocate(block);
       if (!pointer) {  // out of memory: give the cache back and try once more
         release_cached_locked();
         pointer = backing_.allocate(block);
       }
-      if (!pointer)
-        throw OutOfDeviceMemory(
-            "cannot allocate " + std::to_string(bytes) + " bytes on " + backing_.name +
-            ": out of device memory (" + std::to_string(stats_.allocated) +
-            " bytes in use by this process); use a smaller batch or image size");
+      if (!pointer) return nullptr;
+      if (from_backing) *from_backing = true;
       ++stats_.backing_allocations;
       stats_.reserved += block;
       stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
@@ -119,7 +139,7 @@ class CachingAllocator {
     std::lock_guard<std::mutex> lock(mutex_);
     auto found = live_.find(pointer);
     if (found == live_.end())
-      throw std::invalid_argument("device allocator of " + backing_.name +
+      throw std::invalid_argument("allocator of " + backing_.name +
                                   ": release of a pointer that is not an allocated block "
                                   "(freed twice, or never allocated here)");
     const Block block = found->second;

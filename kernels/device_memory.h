@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <source_location>
 
 #include "kernels/cuda/runtime/runtime.h"
 #include "kernels/view.h"
@@ -20,10 +21,13 @@ namespace bareyolo {
 bool in_host_memory(const Device& device);
 
 // `bytes` of memory on `device` (at least one byte's worth, so that every allocation has its own
-// address); host memory is 64-byte aligned (a cache line, and the widest SIMD load). Host memory
-// that cannot be had throws HostOutOfMemory naming `purpose` (e.g. "a tensor"); a GPU's throws
-// OutOfDeviceMemory (device_memory_stats.h).
-void* allocate_bytes(size_t bytes, const Device& device, const char* purpose);
+// address), from the device's caching allocator (kernels/caching_allocator.h); host memory is
+// 64-byte aligned (a cache line, and the widest SIMD load). Host memory that cannot be had throws
+// HostOutOfMemory naming `purpose` (e.g. "a tensor"); a GPU's throws OutOfDeviceMemory
+// (device_memory_stats.h). A cache miss inside a warm training step is reported to the step
+// guard at `where` (kernels/step_guard.h), as are the waits of copy_bytes and wait_for_device.
+void* allocate_bytes(size_t bytes, const Device& device, const char* purpose,
+                     std::source_location where = std::source_location::current());
 // Gives back memory from allocate_bytes on the same device; nullptr is ignored.
 void release_bytes(void* data, const Device& device) noexcept;
 
@@ -31,7 +35,7 @@ void release_bytes(void* data, const Device& device) noexcept;
 // Ordered with the GPU's other work on its compute stream (the destination's, when both are
 // GPUs).
 void copy_bytes(void* dst, const Device& dst_device, const void* src, const Device& src_device,
-                size_t bytes);
+                size_t bytes, std::source_location where = std::source_location::current());
 
 // Sets `bytes` bytes at `data` on `device` to zero (host memory on the CPU kernels' threads; on a
 // GPU queued on its compute stream, before any later work there).
@@ -49,7 +53,8 @@ DeviceEvent upload_async(void* dst, const Device& dst_device, const void* host_s
 
 // The host waits until the work queued on `device` has finished (at once on the CPU, whose
 // kernels return done).
-void wait_for_device(const Device& device);
+void wait_for_device(const Device& device,
+                     std::source_location where = std::source_location::current());
 
 // Page-locked host memory, for buffers a GPU reads with upload_async: worth it only where a GPU
 // is usable (usable_gpu_count(), devices.h); without one allocate_pinned_host_bytes throws.

@@ -4,9 +4,12 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
+#include "kernels/caching_allocator.h"
 #include "kernels/cpu/host_memory.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/step_guard.h"
 
 namespace bareyolo {
 
@@ -17,31 +20,61 @@ cuda::CopyKind copy_kind(const Device& dst_device, const Device& src_device) {
   if (in_host_memory(dst_device)) return cuda::CopyKind::device_to_host;
   return cuda::CopyKind::device_to_device;
 }
+// Host memory's caching allocator: one free list (the host has no streams; the tag only has to
+// be the same for every block). Blocks are multiples of 512 bytes, so 64-byte aligned_alloc fits
+// them; created on first use and never destroyed, so that tensors freed during static
+// destruction still find it.
+constexpr int kHostStream = 0;
+CachingAllocator& host_allocator() {
+  static CachingAllocator* allocator =
+      new CachingAllocator({.name = "host memory",
+                            .allocate = [](size_t bytes) { return std::aligned_alloc(64, bytes); },
+                            .release = [](void* pointer) { std::free(pointer); },
+                            .synchronize = [] {},
+                            .bounded_reserve = true});
+  return *allocator;
+}
+
+void report_miss(bool from_backing, size_t bytes, std::source_location where) {
+  if (from_backing)
+    step_guard::report(step_guard::Event::system_allocation,
+                       "a " + std::to_string(bytes) + "-byte allocation", where);
+}
+
 }  // namespace
 
 bool in_host_memory(const Device& device) { return device.is_cpu(); }
 
-void* allocate_bytes(size_t bytes, const Device& device, const char* purpose) {
-  if (in_host_memory(device)) return aligned_host_alloc(64, bytes, purpose);
-  return cuda::malloc_device(bytes == 0 ? 1 : bytes, device.index);
+void* allocate_bytes(size_t bytes, const Device& device, const char* purpose,
+                     std::source_location where) {
+  bool from_backing = false;
+  void* data = nullptr;
+  if (in_host_memory(device)) {
+    data = host_allocator().try_allocate(bytes, &kHostStream, &from_backing);
+    if (!data) throw_host_out_of_memory(CachingAllocator::size_class(bytes), purpose);
+  } else {
+    data = cuda::malloc_device(bytes == 0 ? 1 : bytes, device.index, &from_backing);
+  }
+  report_miss(from_backing, bytes, where);
+  return data;
 }
 
 void release_bytes(void* data, const Device& device) noexcept {
   if (in_host_memory(device))
-    std::free(data);
+    host_allocator().release(data);
   else
     cuda::free_device(data, device.index);
 }
 
 void copy_bytes(void* dst, const Device& dst_device, const void* src, const Device& src_device,
-                size_t bytes) {
+                size_t bytes, std::source_location where) {
   if (in_host_memory(dst_device) && in_host_memory(src_device)) {
     std::memcpy(dst, src, bytes);
     return;
   }
   // The stream of the GPU side: the destination's when both are GPUs.
   const int gpu = in_host_memory(dst_device) ? src_device.index : dst_device.index;
-  cuda::copy(dst, src, bytes, copy_kind(dst_device, src_device), gpu);
+  cuda::copy(dst, src, bytes, copy_kind(dst_device, src_device), gpu, where);
 }
 
 void zero_bytes(void* data, size_t bytes, const Device& device) {
@@ -60,8 +93,8 @@ DeviceEvent upload_async(void* dst, const Device& dst_device, const void* host_s
   return DeviceEvent::record(dst_device.index);
 }
 
-void wait_for_device(const Device& device) {
-  if (!in_host_memory(device)) cuda::synchronize(device.index);
+void wait_for_device(const Device& device, std::source_location where) {
+  if (!in_host_memory(device)) cuda::synchronize(device.index, where);
 }
 
 void* allocate_pinned_host_bytes(size_t bytes) { return cuda::malloc_pinned(bytes); }

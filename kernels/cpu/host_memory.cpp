@@ -34,8 +34,12 @@ double available_bytes() {
 void* aligned_host_alloc(size_t alignment, size_t bytes, const char* purpose) {
   const size_t rounded = bytes == 0 ? alignment : (bytes + alignment - 1) / alignment * alignment;
   if (void* data = std::aligned_alloc(alignment, rounded)) return data;
+  throw_host_out_of_memory(rounded, purpose);
+}
+
+void throw_host_out_of_memory(size_t bytes, const char* purpose) {
   const double available = available_bytes();
-  throw HostOutOfMemory("out of host memory: cannot allocate " + gibibytes(double(rounded)) +
+  throw HostOutOfMemory("out of host memory: cannot allocate " + gibibytes(double(bytes)) +
                         " for " + purpose +
                         (available >= 0 ? " (" + gibibytes(available) + " available)" : "") +
                         "; try a smaller --batch or --imgsz, or fewer --workers");

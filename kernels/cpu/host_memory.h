@@ -23,4 +23,7 @@ class HostOutOfMemory : public std::bad_alloc {
 // released with std::free. Throws HostOutOfMemory naming `purpose` (e.g. "a tensor").
 void* aligned_host_alloc(size_t alignment, size_t bytes, const char* purpose);
 
+// Throws the HostOutOfMemory of a failed request for `bytes` for `purpose`.
+[[noreturn]] void throw_host_out_of_memory(size_t bytes, const char* purpose);
+
 }  // namespace bareyolo

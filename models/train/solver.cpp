@@ -12,6 +12,7 @@
 #include "engine/trace.h"                          // defines: trace::Range
 #include "kernels/route.h"                         // defines: ops::require_kernel
 #include "kernels/settings.h"                      // defines: ops::use_settings
+#include "kernels/step_guard.h"                    // defines: step_guard::Scope
 
 namespace bareyolo::models {
 
@@ -93,6 +94,11 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   const StepSettings settings = schedule_.at(iteration);
   apply(settings, *optimizer_);
   const bool boundary = iteration - last_step_iteration_ >= settings.accumulate;
+  // From here to the return the host must never wait for the device (kernels/step_guard.h). A
+  // kind of step (its input shape, whether it updates) allocates on its first run only.
+  const Shape4 shape = images.shape();
+  const bool warm = !step_kinds_seen_.insert({shape.n, shape.c, shape.h, shape.w, boundary}).second;
+  const step_guard::Scope guarded(warm);
   if (reducer_) reducer_->set_sync(boundary);
   StepOutcome outcome{.loss = forward_backward(images, labels), .updated = boundary};
   if (boundary) {

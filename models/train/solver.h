@@ -21,7 +21,9 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/distributed/ddp/reducer.h"
@@ -118,6 +120,8 @@ class Solver {
   ModelEma ema_;
   std::unique_ptr<dist::Reducer> reducer_;
   int64_t last_step_iteration_ = -1;  // iteration (batch + epoch * batches) of the last step
+  // The kinds of step run so far: (input n, c, h, w, updated).
+  std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>> step_kinds_seen_;
 };
 
 }  // namespace bareyolo::models

@@ -300,9 +300,11 @@ int64_t DetectionModel::parameter_count() {
 }
 
 std::array<double, 2> DetectionModel::anchor(int level, int a) const {
-  const std::vector<double> values = anchors_.to_doubles();
+  // The anchors stay in host memory whatever the model's device (set_anchors): the loss's
+  // matching reads them in place every step, never through a copy that could wait for a GPU.
+  const double* grid = anchors_.view<double>().data;
   const size_t k = size_t((level * na_ + a) * 2);
-  return {values[k], values[k + 1]};
+  return {grid[k], grid[k + 1]};
 }
 
 int stride_multiple_size(int imgsz, int stride, int floor, std::string* note) {

@@ -74,7 +74,7 @@ class DetectionModel {
   Graph graph_;
   int nc_ = 0, na_ = 0;
   std::vector<double> strides_;
-  Tensor anchors_;  // (nl * na * 2) grid units, saved as [nl, na, 2]
+  Tensor anchors_;  // (nl * na * 2) grid units, saved as [nl, na, 2]; in host memory always
   std::vector<int> detect_nodes_;
   std::string detect_name_;  // "model.24."
 };

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/step_guard.h"
 #include "tests/support/skip.h"
 
 namespace bareyolo::testing {
@@ -49,6 +50,9 @@ inline std::string test_case_filter(int argc, char** argv) {
 
 // doctest's run, failed when a --test-case filter matched no case.
 inline int run_doctest(int argc, char** argv) {
+  // Every training step a test runs is guarded: a host read, a host wait or (once warm) a system
+  // allocation inside one fails the test at its call site (kernels/step_guard.h).
+  step_guard::set_enforcing(true);
   doctest::Context context(argc, argv);
   const int result = context.run();
   if (only_listing_tests(argc, argv)) return result;  // ctest's discovery: nothing was to run

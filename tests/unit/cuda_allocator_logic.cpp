@@ -201,3 +201,27 @@ TEST_CASE("allocator refuses pointers it did not hand out, and double frees") {
   allocator.release(nullptr);  // like free(nullptr): nothing
   CHECK(allocator.stats().allocated == 0);
 }
+
+TEST_CASE("allocator with a bounded reserve: repeated steps keep their blocks, new shapes trim") {
+  FakeDevice device;
+  CachingAllocator::Backing backing = device.backing();
+  backing.bounded_reserve = true;
+  CachingAllocator allocator(backing);
+  // A "step" of three blocks, repeated: after the first, every request is a cache hit.
+  auto step = [&](size_t base) {
+    std::vector<void*> blocks;
+    for (size_t k = 1; k <= 3; ++k) blocks.push_back(allocator.allocate(base * k, &stream_a));
+    for (void* block : blocks) allocator.release(block);
+  };
+  step(1 << 20);
+  const int misses = device.allocations;
+  for (int repeat = 0; repeat < 5; ++repeat) step(1 << 20);
+  CHECK(device.allocations == misses);
+  CHECK(device.releases == 0);
+  // Steps of ever other sizes: the reserve never passes twice the peak in use.
+  for (size_t base = (1 << 20) + 4096; base < (3 << 20); base += 200'000) {
+    step(base);
+    CHECK(allocator.stats().reserved <= 2 * allocator.stats().peak_allocated);
+  }
+  CHECK(device.releases > 0);
+}

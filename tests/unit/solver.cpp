@@ -4,10 +4,12 @@
 // restore() continues a run bit for bit.
 #include "models/train/solver.h"
 
+#include "engine/distributed/comm/communicator.h"
 #include "engine/optim/clip.h"
 #include "engine/optim/ema.h"
 #include "engine/optim/sgd.h"
 #include "engine/shipped_files.h"
+#include "kernels/step_guard.h"
 #include "tests/support/testing.h"
 
 using namespace bareyolo;
@@ -134,4 +136,96 @@ TEST_CASE("a restored solver continues bit for bit") {
   for (size_t i = 0; i < whole.ema_values().size(); ++i)
     CHECK(rest.ema_values()[i].to_doubles() == whole.ema_values()[i].to_doubles());
   CHECK(rest.state().optimizer_steps == whole.state().optimizer_steps);
+}
+
+// ---- the step guard (kernels/step_guard.h) around Solver::step ---------------------------
+
+namespace {
+
+// A one-rank communicator that, once armed, does inside its all-reduce what a step must not:
+// reads a tensor's values on the host, or allocates memory the cache has never held. The
+// Solver's reducer calls it inside the step.
+class PlantedCommunicator final : public dist::Communicator {
+ public:
+  enum class Plant { nothing, host_read, allocation } plant = Plant::nothing;
+  int planted_line = 0;
+
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  dist::Backend backend() const override { return dist::Backend::tcp; }
+  dist::WorkHandle allreduce(dist::CommBuffer buffer, dist::ReduceOp op,
+                             std::string_view) override {
+    if (plant == Plant::host_read) {
+      planted_line = __LINE__ + 1;
+      (void)Tensor::zeros({1, 1, 1, 4}).to_vector<float>();
+    } else if (plant == Plant::allocation) {
+      planted_line = __LINE__ + 1;
+      (void)Tensor::empty({1, 1, 1, 3'456'791});  // a size no step has asked for
+    }
+    return one_rank_->allreduce(buffer, op);
+  }
+  dist::WorkHandle broadcast(dist::CommBuffer buffer, int root, std::string_view) override {
+    return one_rank_->broadcast(buffer, root);
+  }
+  dist::WorkHandle allgather(dist::CommBuffer send, dist::CommBuffer recv,
+                             std::string_view) override {
+    return one_rank_->allgather(send, recv);
+  }
+  dist::WorkHandle barrier(std::string_view) override { return one_rank_->barrier(); }
+
+ private:
+  std::unique_ptr<dist::Communicator> one_rank_ = dist::make_single_rank_communicator();
+};
+
+struct GuardEvents {
+  uint64_t reads = step_guard::count(step_guard::Event::host_read);
+  uint64_t waits = step_guard::count(step_guard::Event::host_wait);
+  uint64_t allocations = step_guard::count(step_guard::Event::system_allocation);
+  bool operator==(const GuardEvents&) const = default;
+};
+
+}  // namespace
+
+TEST_CASE("step guard passes a training step and an accumulation step on the CPU") {
+  REQUIRE(step_guard::enforcing());  // any event would throw out of solver.step
+  DetectionModel model = tiny_model();
+  Solver solver(model, accumulating_options());
+  const TinyBatch batch = tiny_batch(40);
+  // Every second batch updates here (the accumulation is already 2 late in the warm-up): each
+  // kind of step, updating or accumulating, runs cold once, then warm.
+  for (int64_t iteration = 98; iteration < 102; ++iteration)
+    solver.step(batch.images, batch.labels, iteration);
+  const GuardEvents before;
+  for (int64_t iteration = 102; iteration < 106; ++iteration)
+    solver.step(batch.images, batch.labels, iteration);
+  CHECK(GuardEvents() == before);
+  CHECK(solver.state().optimizer_steps == 4);  // after iterations 98, 100, 102 and 104
+}
+
+TEST_CASE("step guard fails a solver step on a planted host read or allocation") {
+  SolverOptions options = accumulating_options();
+  options.sync_bn = false;  // the planted all-reduce is the reducer's
+  const TinyBatch batch = tiny_batch(41);
+  // A fresh solver per plant (a refused step is left half done): one cold step, one clean
+  // warm step, then the planted one (warm-up: every step updates, so all three are one kind).
+  auto planted_step_error = [&](PlantedCommunicator::Plant plant) {
+    DetectionModel model = tiny_model();
+    PlantedCommunicator comm;
+    Solver solver(model, options, &comm);
+    solver.step(batch.images, batch.labels, 0);
+    solver.step(batch.images, batch.labels, 1);
+    comm.plant = plant;
+    try {
+      solver.step(batch.images, batch.labels, 2);
+    } catch (const step_guard::StepGuardViolation& error) {
+      const std::string site = "tests/unit/solver.cpp:" + std::to_string(comm.planted_line);
+      CHECK(std::string(error.what()).find(site) != std::string::npos);
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(planted_step_error(PlantedCommunicator::Plant::host_read)
+            .find("a host read of a tensor's values") != std::string::npos);
+  CHECK(planted_step_error(PlantedCommunicator::Plant::allocation)
+            .find("an allocation from the system allocator") != std::string::npos);
 }

@@ -8,6 +8,7 @@
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "kernels/step_guard.h"
 
 namespace bareyolo::cuda {
 
@@ -57,8 +58,14 @@ CachingAllocator& device_allocator(int device) {
 MemoryStats memory_stats(int device) { return device_allocator(device).stats(); }
 void empty_cache(int device) { device_allocator(device).empty_cache(); }
 
-DeviceBuffer::DeviceBuffer(size_t bytes, int device)
-    : pointer_(malloc_device(bytes, device)), bytes_(bytes), device_(device) {}
+DeviceBuffer::DeviceBuffer(size_t bytes, int device, std::source_location where)
+    : bytes_(bytes), device_(device) {
+  bool from_backing = false;
+  pointer_ = malloc_device(bytes, device, &from_backing);
+  if (from_backing)
+    step_guard::report(step_guard::Event::system_allocation,
+                       "a " + std::to_string(bytes) + "-byte device buffer", where);
+}
 
 DeviceBuffer::~DeviceBuffer() { free_device(pointer_, device_); }
 

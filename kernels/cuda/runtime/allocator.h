@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <source_location>
 #include <utility>
 
 #include "kernels/caching_allocator.h"
@@ -28,7 +29,9 @@ void empty_cache(int device);
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  DeviceBuffer(size_t bytes, int device);
+  // `where`: the caller, for the step guard (kernels/step_guard.h).
+  DeviceBuffer(size_t bytes, int device,
+               std::source_location where = std::source_location::current());
   ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& other) noexcept { swap(other); }
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {

@@ -12,6 +12,7 @@
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
 #include "kernels/cuda/runtime/stream.h"
+#include "kernels/step_guard.h"
 
 namespace bareyolo::cuda {
 
@@ -72,9 +73,12 @@ MemoryInfo memory_info(int device) {
   return info;
 }
 
-void* malloc_device(size_t bytes, int device) {
+void* malloc_device(size_t bytes, int device, bool* from_backing) {
   require_device(device);
-  return device_allocator(device).allocate(bytes, compute_stream(device));
+  CachingAllocator& allocator = device_allocator(device);
+  if (void* pointer = allocator.try_allocate(bytes, compute_stream(device), from_backing))
+    return pointer;
+  return allocator.allocate(bytes, compute_stream(device));  // throws, naming the shortfall
 }
 
 void free_device(void* pointer, int device) noexcept {
@@ -126,17 +130,19 @@ void copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, int dev
       cudaMemcpyAsync(dst, src, bytes, kinds[static_cast<int>(kind)], stream_of(device)));
 }
 
-void copy(void* dst, const void* src, size_t bytes, CopyKind kind, int device) {
+void copy(void* dst, const void* src, size_t bytes, CopyKind kind, int device,
+          std::source_location where) {
   copy_async(dst, src, bytes, kind, device);
-  synchronize(device);
+  synchronize(device, where);
 }
 
 void fill_bytes(void* pointer, int byte, size_t bytes, int device) {
   BAREYOLO_CUDA_CHECK(cudaMemsetAsync(pointer, byte, bytes, stream_of(device)));
 }
 
-void synchronize(int device) {
+void synchronize(int device, std::source_location where) {
   ++waits;
+  step_guard::report(step_guard::Event::host_wait, "a stream synchronize", where);
   BAREYOLO_CUDA_CHECK(cudaStreamSynchronize(stream_of(device)));
 }
 
@@ -166,9 +172,10 @@ bool Event::complete() const {
   return true;
 }
 
-void Event::synchronize() const {
+void Event::synchronize(std::source_location where) const {
   if (!event_) return;
   ++waits;
+  step_guard::report(step_guard::Event::host_wait, "an event synchronize", where);
   BAREYOLO_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
 }
 

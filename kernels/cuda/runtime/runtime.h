@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <source_location>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -64,7 +65,8 @@ struct MemoryInfo {
 };
 MemoryInfo memory_info(int device);
 
-void* malloc_device(size_t bytes, int device);
+// `from_backing`, when given: whether the block came from cudaMalloc rather than the cache.
+void* malloc_device(size_t bytes, int device, bool* from_backing = nullptr);
 void free_device(void* pointer, int device) noexcept;
 // Page-locked host memory: copies from it to a GPU run asynchronously and at full speed.
 void* malloc_pinned(size_t bytes);
@@ -72,8 +74,10 @@ void free_pinned(void* pointer) noexcept;
 // True when `pointer` is page-locked host memory (for tests).
 bool is_pinned(const void* pointer);
 enum class CopyKind { host_to_device, device_to_host, device_to_device };
-// Ordered on the device's compute stream, and complete when it returns.
-void copy(void* dst, const void* src, size_t bytes, CopyKind kind, int device);
+// Ordered on the device's compute stream, and complete when it returns. The waits here
+// (copy, synchronize, Event::synchronize) are reported to the step guard at `where`.
+void copy(void* dst, const void* src, size_t bytes, CopyKind kind, int device,
+          std::source_location where = std::source_location::current());
 // Queued on the device's compute stream; returns at once. Host memory on either side must
 // stay as it is (and allocated) until an Event recorded after this call completes; pinned
 // host memory makes the copy truly asynchronous (pageable memory is staged before return).
@@ -82,7 +86,7 @@ void copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, int dev
 void fill_bytes(void* pointer, int byte, size_t bytes, int device);
 // The stream every kernel of `device` is launched on (a cudaStream_t).
 void* compute_stream(int device);
-void synchronize(int device);
+void synchronize(int device, std::source_location where = std::source_location::current());
 // How many times this process has waited on the host for device work (synchronize, copy,
 // Event::synchronize), for tests that a step keeps the host out of its way.
 uint64_t host_waits();
@@ -111,7 +115,7 @@ class Event {
   // The marked work has finished; never blocks.
   bool complete() const;
   // The host waits until the marked work has finished.
-  void synchronize() const;
+  void synchronize(std::source_location where = std::source_location::current()) const;
 
  private:
   explicit Event(void* event) : event_(event) {}
