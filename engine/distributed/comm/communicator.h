@@ -66,8 +66,11 @@ struct CommBuffer {
 class Work {
  public:
   virtual ~Work() = default;
-  // Blocks until the collective is complete on this rank (its result is in the buffer).
-  // Throws as the contract says on a lost peer or a timeout.
+  // Makes the collective's result what later work sees: for host buffers the host blocks until
+  // the result is in the buffer; for a GPU's buffers (NCCL) the device's compute stream waits
+  // for it and the host goes on queueing work, so that a training step never waits for the
+  // device (kernels/step_guard.h). Throws as the contract says on a lost peer or a timeout
+  // (on a GPU: one the watchdog has already seen).
   virtual void wait() = 0;
   // True once wait() would return at once (or throw).
   virtual bool completed() = 0;

@@ -89,22 +89,14 @@ class NcclWork final : public Work {
         device_(device),
         compute_(compute) {}
 
+  // Stream-ordered: the compute stream waits for the collective and the host goes on. A
+  // collective that never completes is the watchdog's: it aborts the communicator, which ends
+  // the device's wait, and the next collective or host read of a result reports why.
   void wait() override {
     if (!flight_) return;  // nothing was issued (an empty buffer)
     health_->throw_if_broken();
     BAREYOLO_CUDA_CHECK(cudaSetDevice(device_));
     BAREYOLO_CUDA_CHECK(cudaStreamWaitEvent(compute_, flight_->done, 0));
-    // Host side: poll, so that an abort by the watchdog ends the wait with its reason.
-    auto pause = std::chrono::microseconds(20);
-    while (true) {
-      const cudaError_t status = cudaEventQuery(flight_->done);
-      if (status == cudaSuccess) break;
-      if (status != cudaErrorNotReady) BAREYOLO_CUDA_CHECK(status);
-      health_->throw_if_broken();
-      std::this_thread::sleep_for(pause);
-      pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(1));
-    }
-    health_->throw_if_broken();  // an aborted collective also "completes"
   }
 
   bool completed() override {
