@@ -252,7 +252,7 @@ class OurTrainer {
       lap();
       const LevelTargets targets = head_targets(model_, head, batch_.labels, loss_options());
       const HeadLoss loss =
-          head_loss(head, targets, local_normalization(targets, batch_size_), loss_options());
+          head_loss(head, targets, local_normalization(targets, batch_size_, kGpu), loss_options());
       lap();
       model_.backward(loss.gradients);
       lap();

@@ -60,7 +60,7 @@ SafetensorsFile gradient_report(DetectionModel& model, const Tensor& images,
       scale_loss_gains(hyp, model.num_levels(), model.num_classes(), int(images.shape().w)),
       model.num_classes()};
   const HeadLoss loss_and_grads = head_loss(model, head, labels, options, int(images.shape().n));
-  const LossValues& loss = loss_and_grads.values;
+  const LossValues loss = read_loss(loss_and_grads.loss);
   std::vector<StateEntry> state = model.state();
   for (const StateEntry& e : state)
     if (e.trainable()) e.grad->zero();

@@ -21,15 +21,9 @@ LevelTargets head_targets(const DetectionModel& model, const std::vector<Tensor>
 }
 
 LossNormalization global_normalization(dist::Communicator& comm, const LevelTargets& targets,
-                                       int images) {
-  LossNormalization norm = local_normalization(targets, images);
-  std::vector<double> counts = norm.matched_rows;
-  counts.push_back(norm.images);
-  comm.allreduce(dist::CommBuffer::of(counts.data(), int64_t(counts.size())), dist::ReduceOp::sum,
-                 "loss counts")
-      ->wait();
-  norm.matched_rows.assign(counts.begin(), counts.end() - 1);
-  norm.images = counts.back();
+                                       int images, const Device& device) {
+  LossNormalization norm = local_normalization(targets, images, device);
+  comm.allreduce(dist::CommBuffer::of(norm.counts), dist::ReduceOp::sum, "loss counts")->wait();
   norm.gradient_scale = comm.world_size();
   return norm;
 }
@@ -45,7 +39,7 @@ HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
       outputs.push_back(h.view<T>());
       gradients.push_back(result.gradients.back().view<T>());
     }
-    result.values = yolo_loss<T>(outputs, targets, norm, options, gradients);
+    result.loss = yolo_loss<T>(outputs, targets, norm, options, gradients);
   });
   return result;
 }
@@ -53,7 +47,8 @@ HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
 HeadLoss head_loss(const DetectionModel& model, const std::vector<Tensor>& head,
                    const std::vector<LabelRow>& labels, const LossOptions& options, int images) {
   const LevelTargets targets = head_targets(model, head, labels, options);
-  return head_loss(head, targets, local_normalization(targets, images), options);
+  const Device device = head.empty() ? Device::cpu() : head[0].device();
+  return head_loss(head, targets, local_normalization(targets, images, device), options);
 }
 
 }  // namespace bareyolo::models

@@ -3,8 +3,11 @@
 //
 // The host matches the labels (build_targets) and uploads the matched rows once per call as
 // a struct of arrays, sorted stably by (level, cell): the rows of one cell form a *group*,
-// in their original order. Per-element math is models/loss/loss_terms.h, in double, as the host
+// in their original order; the upload goes through pinned memory (models/loss/upload.h), so the
+// host does not wait. Per-element math is models/loss/loss_terms.h, in double, as the host
 // loss evaluates it. Kernels, all on the device's compute stream:
+//   0. factors  one thread per level: its factors (level_factors) from the counts, which are in
+//             device memory (summed over the ranks there under data parallelism)
 //   1. box    one thread per group: CIoU of each of its rows (row order), the per-row box
 //             terms, the box gradient (added in float in row order, as the host adds it) and
 //             the objectness target of the cell = max(CIoU of the group's LAST row, 0) —
@@ -15,7 +18,8 @@
 //             the target from 1,
 //             gradient added, values summed per block by a fixed tree.
 //   4. sum    one block: the per-row box terms, the per-(group, class) class terms and the
-//             obj block sums, each in a fixed order, to three doubles the host reads.
+//             obj block sums, each in a fixed order, to three doubles, and from them the
+//             values (write_loss_items) into the loss tensor, which stays on the device.
 // No atomics: every gradient element has one writer and every sum a fixed order, so the
 // result is the same bits on every run. Like the host loss, the gradient is ADDED into what
 // `gradients` holds (head_loss passes zeros), in the host's order per element. The host's sums run
@@ -33,6 +37,7 @@
 #include "kernels/cuda/runtime/runtime.h"
 #include "kernels/cuda/runtime/stream.h"
 #include "models/loss/head_loss.cuh"
+#include "models/loss/upload.h"
 
 namespace bareyolo::models {
 
@@ -43,6 +48,12 @@ using namespace loss_cuda;
 constexpr int kRowThreads = 128;
 constexpr int kThreads = cuda::kReduceThreads;
 constexpr int64_t kMaxObjBlocks = 1024;  // per level; fixed by the shape, not by the GPU
+
+__global__ void factors_kernel(Levels levels, int level_count, const double* counts,
+                               LevelFactors* factors) {
+  if (int(threadIdx.x) < level_count)
+    level_factors_of(levels, level_count, counts, int(threadIdx.x), factors);
+}
 
 __global__ void box_kernel(Levels levels, Rows rows, double* tobj, double* row_terms) {
   const int64_t group = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -65,19 +76,23 @@ __global__ void obj_kernel(LevelArgs l, BceOptions obj_bce, const double* tobj,
   if (threadIdx.x == 0) block_sums[blockIdx.x] = sum;
 }
 
-// out[k] = the sum of terms[k][0 .. count[k]), in a fixed order.
+// The sums of terms[k][0 .. count[k]) for k = box, obj, cls, each in a fixed order.
 struct Sums {
   const double* terms[3];
   int64_t count[3];
 };
 
-__global__ void sum_kernel(Sums sums, double* out) {
+// The loss items from the sums, the gains and the images (counts[level_count]).
+__global__ void sum_kernel(Sums sums, LossHyp hyp, const double* counts, int level_count,
+                           double* items) {
+  double total[3];
   for (int k = 0; k < 3; ++k) {
     double sum = 0;
     for (int64_t i = threadIdx.x; i < sums.count[k]; i += blockDim.x) sum += sums.terms[k][i];
-    sum = cuda::block_reduce(sum, cuda::Plus{});
-    if (threadIdx.x == 0) out[k] = sum;
+    total[k] = cuda::block_reduce(sum, cuda::Plus{});  // complete in thread 0
   }
+  if (threadIdx.x == 0)
+    write_loss_items(hyp, counts[level_count], total[0], total[1], total[2], items);
 }
 
 void check_launch() { BAREYOLO_CUDA_CHECK(cudaGetLastError()); }
@@ -88,17 +103,15 @@ void check_launch() { BAREYOLO_CUDA_CHECK(cudaGetLastError()); }
 
 namespace bareyolo::cuda {
 
-models::LossValues yolo_loss(const std::vector<View<const float>>& predictions,
-                             const std::vector<std::vector<models::MatchedRow>>& targets,
-                             const models::LossNormalization& norm,
-                             const models::LossOptions& options,
-                             const std::vector<View<float>>& gradients,
-                             const models::DetachedTerms* detached) {
+Tensor yolo_loss(const std::vector<View<const float>>& predictions,
+                 const std::vector<std::vector<models::MatchedRow>>& targets,
+                 const models::LossNormalization& norm, const models::LossOptions& options,
+                 const std::vector<View<float>>& gradients, const models::DetachedTerms* detached) {
   using namespace models;
   using namespace models::loss_cuda;
   const size_t level_count = predictions.size();
   const int nc = options.classes;
-  if (targets.size() != level_count || norm.matched_rows.size() != level_count ||
+  if (targets.size() != level_count || norm.levels() != int64_t(level_count) ||
       options.balance.size() < level_count || gradients.size() != level_count)
     throw std::invalid_argument("cuda::yolo_loss: " + std::to_string(level_count) +
                                 " prediction levels but targets, counts, balance or gradients "
@@ -112,7 +125,14 @@ models::LossValues yolo_loss(const std::vector<View<const float>>& predictions,
         "none on " +
         predictions[0].device.str());
   const Device device = predictions[0].device;
-  const double scale_total = norm.images;
+  if (!(norm.counts.device() == device))
+    throw std::invalid_argument("cuda::yolo_loss: the counts are on " + norm.counts.device().str() +
+                                ", the head on " + device.str() +
+                                "; make them on the head's device");
+  const int index = device.index;
+  // Scratch, part 1: the levels' factors (level_factors_of writes them).
+  cuda::DeviceBuffer factor_buffer(sizeof(LevelFactors) * level_count, index);
+  LevelFactors* factors = factor_buffer.as<LevelFactors>();
 
   std::vector<LevelArgs> levels;
   int64_t cells = 0, obj_blocks = 0;
@@ -124,7 +144,8 @@ models::LossValues yolo_loss(const std::vector<View<const float>>& predictions,
       throw std::invalid_argument("cuda::yolo_loss: level " + std::to_string(level) + " is on " +
                                   p.device.str() + " with its gradient on " + g.device.str() +
                                   "; every level must be on " + device.str());
-    levels.push_back(level_args(p, g, int(level), norm, options, cells));
+    levels.push_back(
+        level_args(p, g, int(level), norm.gradient_scale, options, cells, factors + level));
     const int64_t level_cells = p.shape.n * levels.back().anchors * p.shape.h * p.shape.w;
     cells += level_cells;
     first_obj_block.push_back(obj_blocks);
@@ -136,24 +157,24 @@ models::LossValues yolo_loss(const std::vector<View<const float>>& predictions,
   const PackedRows packed(targets, levels);
   const bool with_classes = nc > 1;
   const int64_t cls_terms = with_classes ? packed.groups() * nc : 0;
-  const int index = device.index;
-  // The rows go up in one copy.
+  // The rows go up in one copy, which the host does not wait for.
   cuda::DeviceBuffer row_buffer(std::max<size_t>(packed.bytes().size(), 1), index);
-  if (!packed.bytes().empty())
-    cuda::copy(row_buffer.get(), packed.bytes().data(), packed.bytes().size(),
-               cuda::CopyKind::host_to_device, index);
+  upload_without_waiting(row_buffer.get(), device, packed.bytes().data(), packed.bytes().size());
   const Rows rows = packed.rows_at(static_cast<const std::byte*>(row_buffer.get()));
-  // Scratch: objectness targets, per-row box terms, per-(group, class) class terms, obj block
-  // sums, the three results.
+  // Scratch, part 2: objectness targets, per-row box terms, per-(group, class) class terms, obj
+  // block sums.
   cuda::DeviceBuffer scratch(
-      sizeof(double) * size_t(cells + packed.count() + cls_terms + obj_blocks + 3), index);
+      sizeof(double) * size_t(cells + packed.count() + cls_terms + obj_blocks), index);
   double* tobj = scratch.as<double>();
   double* row_terms = tobj + cells;
   double* class_terms = row_terms + packed.count();
   double* obj_sums = class_terms + cls_terms;
-  double* results = obj_sums + obj_blocks;
+  Tensor loss = Tensor::empty({1, 1, 1, kLossItems}, device, DType::f64);
 
   const cudaStream_t stream = cuda::stream_of(index);
+  const double* counts = norm.counts.view<double>().data;
+  factors_kernel<<<1, kMaxLevels, 0, stream>>>(level_table, int(level_count), counts, factors);
+  check_launch();
   cuda::fill_bytes(tobj, 0, sizeof(double) * size_t(cells), index);  // 0.0: unmatched cells
   if (packed.groups() > 0) {
     box_kernel<<<unsigned((packed.groups() + kRowThreads - 1) / kRowThreads), kRowThreads, 0,
@@ -174,17 +195,10 @@ models::LossValues yolo_loss(const std::vector<View<const float>>& predictions,
     check_launch();
   }
   sum_kernel<<<1, kThreads, 0, stream>>>(
-      Sums{{row_terms, obj_sums, class_terms}, {packed.count(), obj_blocks, cls_terms}}, results);
+      Sums{{row_terms, obj_sums, class_terms}, {packed.count(), obj_blocks, cls_terms}},
+      options.hyp, counts, int(level_count), loss.view<double>().data);
   check_launch();
-  double sums[3];
-  cuda::copy(sums, results, sizeof(sums), cuda::CopyKind::device_to_host, index);
-
-  LossValues values;
-  values.box = sums[0] * options.hyp.box;
-  values.obj = sums[1] * options.hyp.obj;
-  values.cls = sums[2] * options.hyp.cls;
-  values.total = (values.box + values.obj + values.cls) * scale_total;
-  return values;
+  return loss;
 }
 
 }  // namespace bareyolo::cuda

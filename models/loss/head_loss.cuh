@@ -32,7 +32,9 @@ struct LevelArgs {
   View<float> grad;  // dense, the head's shape
   int anchors = 0, ny = 0, nx = 0, outputs = 0;
   int64_t first_cell = 0;  // of this level in the objectness-target buffer
-  LevelFactors factors;    // the host loss's (models/loss/loss.h)
+  LevelWeights weights;    // what its factors take besides the counts (models/loss/loss.h)
+  // The host loss's factors, in device memory: computed there from the counts (level_factors_of)
+  const LevelFactors* factors = nullptr;
 
   BAREYOLO_HOST_DEVICE int64_t cell_index(int image, int anchor, int gj, int gi) const {
     return ((int64_t(image) * anchors + anchor) * ny + gj) * nx + gi;
@@ -168,6 +170,14 @@ class PackedRows {
 
 // The per-thread bodies of the kernels (head_loss.cu), so that a host loop can run them too.
 
+// Level `level`'s factors into factors[level], from the counts the loss divides by (`counts`:
+// n_i of each of the `level_count` levels, then the images; LossNormalization), where they are.
+BAREYOLO_HOST_DEVICE inline void level_factors_of(const Levels& levels, int level_count,
+                                                  const double* counts, int level,
+                                                  LevelFactors* factors) {
+  factors[level] = level_factors(levels.at[level].weights, counts[level], counts[level_count]);
+}
+
 // Group `group`: its rows' box terms and box gradient, and the objectness target of its cell.
 BAREYOLO_HOST_DEVICE inline void box_group(const Levels& levels, const Rows& rows, int64_t group,
                                            double* tobj, double* row_terms) {
@@ -183,9 +193,9 @@ BAREYOLO_HOST_DEVICE inline void box_group(const Levels& levels, const Rows& row
   for (int r = first; r < end; ++r) {
     const RowBox box = row_box(logit, {rows.tx[r], rows.ty[r], rows.tw[r], rows.th[r]},
                                rows.anchor_w[r], rows.anchor_h[r]);
-    row_terms[r] = (1 - box.ciou) / l.factors.rows;
+    row_terms[r] = (1 - box.ciou) / l.factors->rows;
     for (int f = 0; f < 4; ++f)
-      gradient[f] += float(l.factors.box_grad * box.dciou[f] * box.dcoord[f]);
+      gradient[f] += float(l.factors->box_grad * box.dciou[f] * box.dcoord[f]);
     last_ciou = box.ciou;
   }
   for (int f = 0; f < 4; ++f) *l.gradient(image, anchor, f, gj, gi) = gradient[f];
@@ -213,8 +223,8 @@ BAREYOLO_HOST_DEVICE inline void cls_element(const Levels& levels, const Rows& r
   double sum = 0;
   for (int r = first; r < end; ++r) {
     const double t = c == rows.class_id[r] ? targets.positive : targets.negative;
-    sum += loss_bce(logit, t, targets.bce) * l.factors.per_element;
-    gradient += float(l.factors.cls_grad * loss_bce_grad(logit, t, targets.bce));
+    sum += loss_bce(logit, t, targets.bce) * l.factors->per_element;
+    gradient += float(l.factors->cls_grad * loss_bce_grad(logit, t, targets.bce));
   }
   *l.gradient(image, anchor, 5 + c, gj, gi) = gradient;
   cls_terms[index] = sum;
@@ -231,14 +241,15 @@ BAREYOLO_HOST_DEVICE inline double obj_cell(const LevelArgs& l, const BceOptions
   const double t = tobj[l.first_cell + i];
   const double logit = *l.logit(image, anchor, 4, gj, gi);
   *l.gradient(image, anchor, 4, gj, gi) +=
-      float(l.factors.obj_grad * loss_bce_grad(logit, t, obj_bce));
-  return loss_bce(logit, t, obj_bce) * l.factors.per_cell;
+      float(l.factors->obj_grad * loss_bce_grad(logit, t, obj_bce));
+  return loss_bce(logit, t, obj_bce) * l.factors->per_cell;
 }
 
-// The arguments of one level: views, shapes and the host loss's factors (level_factors).
+// The arguments of one level: views, shapes and the weights of its factors (level_weights);
+// `factors` is where level_factors_of writes them.
 inline LevelArgs level_args(const View<const float>& p, const View<float>& g, int level,
-                            const LossNormalization& norm, const LossOptions& options,
-                            int64_t first_cell) {
+                            double gradient_scale, const LossOptions& options, int64_t first_cell,
+                            const LevelFactors* factors) {
   const int nc = options.classes, outputs = nc + 5;
   if (p.shape.c % outputs != 0)
     throw std::invalid_argument("cuda::yolo_loss: level " + std::to_string(level) + " has " +
@@ -256,7 +267,8 @@ inline LevelArgs level_args(const View<const float>& p, const View<float>& g, in
   l.nx = int(p.shape.w);
   l.outputs = outputs;
   l.first_cell = first_cell;
-  l.factors = level_factors(options, norm, size_t(level), l.anchors, l.ny, l.nx);
+  l.weights = level_weights(options, gradient_scale, size_t(level), l.anchors, l.ny, l.nx);
+  l.factors = factors;
   return l;
 }
 

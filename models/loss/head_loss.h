@@ -4,7 +4,8 @@
 //
 // Data parallelism splits it in two: head_targets() matches this rank's labels,
 // global_normalization() sums the counts over the ranks (docs/ddp.md, section 5), and
-// head_loss() computes this rank's share of the global-batch loss.
+// head_loss() computes this rank's share of the global-batch loss. Counts and values stay on
+// the head's device (loss.h); read_loss() reads the values on the host.
 #pragma once
 
 #include <vector>
@@ -19,7 +20,7 @@ class Communicator;
 namespace bareyolo::models {
 
 struct HeadLoss {
-  LossValues values;
+  Tensor loss;                    // the values, on the head's device (read_loss reads them)
   std::vector<Tensor> gradients;  // d total / d head output, one per level
 };
 
@@ -32,13 +33,14 @@ LevelTargets head_targets(const DetectionModel& model, const std::vector<Tensor>
 
 // The counts of the whole batch over the ranks of `comm` (sums of matched rows per level and
 // of images), with gradient_scale = world size: the reducer averages, so each rank's gradient
-// is scaled up to make the average the sum of the ranks' shares.
+// is scaled up to make the average the sum of the ranks' shares. The counts are summed where
+// they are, on `device` (NCCL reduces a GPU's memory; the host's communicators host memory).
 LossNormalization global_normalization(dist::Communicator& comm, const LevelTargets& targets,
-                                       int images);
+                                       int images, const Device& device);
 
 // On the head's device and in its dtype (yolo_loss routes a GPU head to cuda::yolo_loss: only
-// the matched rows go up and three sums come back; a double head, the reference of the checks,
-// runs the host's double loss).
+// the matched rows go up, and nothing comes back; a double head, the reference of the checks,
+// runs the host's double loss). `norm`'s counts must be on the head's device.
 HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
                    const LossNormalization& norm, const LossOptions& options);
 

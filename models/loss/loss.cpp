@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -14,6 +15,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/route.h"
 #include "models/loss/loss_terms.h"
+#include "models/loss/upload.h"
 
 namespace bareyolo::models {
 
@@ -91,27 +93,48 @@ LossHyp scale_loss_gains(LossHyp hyp, int levels, int classes, int image_size) {
 }
 
 LossNormalization local_normalization(const std::vector<std::vector<MatchedRow>>& targets,
-                                      int images) {
-  LossNormalization norm;
-  for (const auto& rows : targets) norm.matched_rows.push_back(static_cast<double>(rows.size()));
-  norm.images = images;
+                                      int images, const Device& device) {
+  std::vector<double> counts;
+  for (const auto& rows : targets) counts.push_back(static_cast<double>(rows.size()));
+  counts.push_back(images);
+  LossNormalization norm{Tensor::empty({1, 1, 1, int64_t(counts.size())}, device, DType::f64)};
+  upload_without_waiting(norm.counts.view<double>().data, device, counts.data(),
+                         counts.size() * sizeof(double));
   return norm;
 }
 
+LossValues read_loss(const Tensor& loss) {
+  if (loss.dtype() != DType::f64 || loss.numel() != kLossItems)
+    throw std::invalid_argument(std::string("read_loss: a loss tensor holds ") +
+                                std::to_string(kLossItems) +
+                                " f64 values (box, obj, cls, total); "
+                                "got " +
+                                loss.shape().str() + " " + dtype_name(loss.dtype()) +
+                                " (pass what yolo_loss or head_loss returned)");
+  const std::vector<double> items = loss.to_vector<double>();
+  return {.box = items[0], .obj = items[1], .cls = items[2], .total = items[3]};
+}
+
 template <class T>
-LossValues yolo_loss(const std::vector<View<const T>>& predictions,
-                     const std::vector<std::vector<MatchedRow>>& targets,
-                     const LossNormalization& norm, const LossOptions& options,
-                     const std::vector<View<T>>& gradients, DetachedTerms* detached) {
+Tensor yolo_loss(const std::vector<View<const T>>& predictions,
+                 const std::vector<std::vector<MatchedRow>>& targets, const LossNormalization& norm,
+                 const LossOptions& options, const std::vector<View<T>>& gradients,
+                 DetachedTerms* detached) {
   const size_t levels = predictions.size();
   const int nc = options.classes, outputs = nc + 5;
-  if (targets.size() != levels || norm.matched_rows.size() != levels ||
+  if (targets.size() != levels || norm.levels() != int64_t(levels) ||
       options.balance.size() < levels || (!gradients.empty() && gradients.size() != levels))
     throw std::invalid_argument("yolo_loss: " + std::to_string(levels) +
                                 " prediction levels but targets, counts, balance or gradients "
                                 "for a different number");
   for (size_t level = 0; level < levels; ++level)
     check_level(predictions[level].shape, outputs, targets[level], level);
+  const Device device = levels > 0 ? predictions[0].device : Device::cpu();
+  if (!(norm.counts.device() == device) || norm.counts.dtype() != DType::f64)
+    throw std::invalid_argument(
+        "yolo_loss: the counts are " + std::string(dtype_name(norm.counts.dtype())) + " on " +
+        norm.counts.device().str() + "; the head is on " + device.str() +
+        " (make them with local_normalization(..., " + "the head's device), in f64)");
   if (levels > 0)
     BAREYOLO_ROUTE_TO_CUDA(yolo_loss, predictions[0].device, predictions, targets, norm, options,
                            gradients, detached);
@@ -123,13 +146,16 @@ LossValues yolo_loss(const std::vector<View<const T>>& predictions,
   const double positive = 1 - 0.5 * options.hyp.label_smoothing;  // YOLOv5's cp and cn
   const double negative = 0.5 * options.hyp.label_smoothing;
   const BceOptions obj_bce = options.hyp.obj_bce(), cls_bce = options.hyp.cls_bce();
+  const double* counts = norm.counts.view<double>().data;  // host memory: the CPU's device
+  const double images = counts[levels];
   double box = 0, obj = 0, cls = 0;
   for (size_t level = 0; level < levels; ++level) {
     const View<const T>& p = predictions[level];
     const int anchors = static_cast<int>(p.shape.c / outputs);
     const int ny = static_cast<int>(p.shape.h), nx = static_cast<int>(p.shape.w);
     const std::vector<MatchedRow>& rows = targets[level];
-    const LevelFactors factors = level_factors(options, norm, level, anchors, ny, nx);
+    const LevelFactors factors = level_factors(
+        level_weights(options, norm.gradient_scale, level, anchors, ny, nx), counts[level], images);
     // Objectness targets of the matched cells, written in row order (the last row wins).
     std::vector<double> tobj(static_cast<size_t>(p.shape.n * anchors * ny * nx), 0.0);
     auto cell = [&](const MatchedRow& r) {
@@ -193,21 +219,18 @@ LossValues yolo_loss(const std::vector<View<const T>>& predictions,
     for (double sum : plane_obj) obj += sum;
   }
 
-  LossValues values;
-  values.box = box * options.hyp.box;
-  values.obj = obj * options.hyp.obj;
-  values.cls = cls * options.hyp.cls;
-  values.total = (values.box + values.obj + values.cls) * norm.images;
-  return values;
+  Tensor loss = Tensor::empty({1, 1, 1, kLossItems}, device, DType::f64);
+  write_loss_items(options.hyp, images, box, obj, cls, loss.view<double>().data);
+  return loss;
 }
 
-template LossValues yolo_loss<float>(const std::vector<View<const float>>&,
-                                     const std::vector<std::vector<MatchedRow>>&,
-                                     const LossNormalization&, const LossOptions&,
-                                     const std::vector<View<float>>&, DetachedTerms*);
-template LossValues yolo_loss<double>(const std::vector<View<const double>>&,
-                                      const std::vector<std::vector<MatchedRow>>&,
-                                      const LossNormalization&, const LossOptions&,
-                                      const std::vector<View<double>>&, DetachedTerms*);
+template Tensor yolo_loss<float>(const std::vector<View<const float>>&,
+                                 const std::vector<std::vector<MatchedRow>>&,
+                                 const LossNormalization&, const LossOptions&,
+                                 const std::vector<View<float>>&, DetachedTerms*);
+template Tensor yolo_loss<double>(const std::vector<View<const double>>&,
+                                  const std::vector<std::vector<MatchedRow>>&,
+                                  const LossNormalization&, const LossOptions&,
+                                  const std::vector<View<double>>&, DetachedTerms*);
 
 }  // namespace bareyolo::models

@@ -14,11 +14,17 @@
 // GLOBAL counts (matched rows per level and images, summed over ranks) so that its value is
 // its share of the global-batch loss; docs/ddp.md derives the gradient scale that makes the
 // ranks' averaged gradient equal the one-process gradient.
+//
+// The counts and the values live on the head's device: the training step must not make the
+// host wait for the device, so the counts are summed over the ranks where they are (an
+// all-reduce of device memory), the loss reads them there, and it writes its values into a
+// small tensor there that the trainer reads one step later (read_loss).
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "engine/tensor.h"
 #include "kernels/view.h"
 #include "models/loss/loss_targets.h"
 #include "models/loss/loss_terms.h"  // defines: BceOptions
@@ -46,21 +52,45 @@ LossHyp load_loss_hyp(const std::string& path);
 LossHyp scale_loss_gains(LossHyp hyp, int levels, int classes, int image_size);
 
 struct LossNormalization {
-  std::vector<double> matched_rows;  // per level, the n_i the means divide by
-  double images = 0;                 // the batch the obj means and the total use
+  // f64 (1, 1, 1, levels + 1) on the head's device: counts[i] = n_i, the matched rows of level
+  // i that its box and class means divide by; counts[levels] = the images the obj means and
+  // the total use.
+  Tensor counts;
   // Multiplies every gradient (not the reported values): the world size under data
   // parallelism, so that averaging the ranks' gradients gives the global-batch gradient.
   double gradient_scale = 1;
+
+  int64_t levels() const { return counts.numel() - 1; }
 };
 
-// The local normalisation: this batch's own counts (single-process YOLOv5).
+// The local normalisation: this batch's own counts (single-process YOLOv5), on `device`,
+// written there without the host waiting for it (a GPU's through pinned memory).
 LossNormalization local_normalization(const std::vector<std::vector<MatchedRow>>& targets,
-                                      int images);
+                                      int images, const Device& device = Device::cpu());
 
 struct LossValues {
   double box = 0, obj = 0, cls = 0;  // after the gains, as YOLOv5 reports them
   double total = 0;                  // (box + obj + cls) * images
 };
+
+// The loss's values on the device: f64 (1, 1, 1, kLossItems) = box, obj, cls, total.
+inline constexpr int kLossItems = 4;
+
+// The values of a loss tensor, read on the host: the host waits for the device's work that
+// computes them, so the training step never calls it (the trainer reads a step's loss after
+// queuing the next). Refuses a tensor that is not a loss tensor, naming its shape and dtype.
+LossValues read_loss(const Tensor& loss);
+
+// The reported values from the three sums of means (before the gains): the gains applied, and
+// total = (box + obj + cls) x images, written to items[0 .. kLossItems). The one formula of
+// the host loss and the GPU's.
+BAREYOLO_HOST_DEVICE inline void write_loss_items(const LossHyp& hyp, double images, double box,
+                                                  double obj, double cls, double* items) {
+  items[0] = box * hyp.box;
+  items[1] = obj * hyp.obj;
+  items[2] = cls * hyp.cls;
+  items[3] = (items[0] + items[1] + items[2]) * images;
+}
 
 // What YOLOv5 detaches, per level and matched row: CIoU's alpha, and the CIoU value used as
 // the objectness target. Finite-difference checks fill it at the
@@ -78,7 +108,8 @@ struct LossOptions {
 
 // One level's weights and gradient factors under YOLOv5's normalisation (docs/ddp.md, section
 // 5), the gradients scaled to d total x norm.gradient_scale: written once for the host loss
-// (loss.cpp) and the GPU's (head_loss.cuh).
+// (loss.cpp) and the GPU's (head_loss.cuh), which computes them on the device from the counts
+// there.
 struct LevelFactors {
   double rows = 0;         // n_i, the level's matched rows: the box and class means' count
   double box_grad = 0;     // d total / d CIoU of one row
@@ -88,44 +119,65 @@ struct LevelFactors {
   double obj_grad = 0;     // d total / d a cell's objectness BCE
 };
 
-// For level `level` of `anchors` x ny x nx cells.
-inline LevelFactors level_factors(const LossOptions& options, const LossNormalization& norm,
-                                  size_t level, int anchors, int ny, int nx) {
-  const double grad_scale = norm.images * norm.gradient_scale;  // total = sum x images
+// What a level's factors take besides the counts: plain numbers, which a kernel takes by value.
+struct LevelWeights {
+  double box_gain = 0, obj_gain = 0, cls_gain = 0;  // the hyp's, scaled
+  double balance = 0;                               // the level's objectness balance
+  double gradient_scale = 1;                        // LossNormalization's
+  int classes = 0, anchors = 0, ny = 0, nx = 0;     // the level's head: anchors x ny x nx cells
+};
+
+inline LevelWeights level_weights(const LossOptions& options, double gradient_scale, size_t level,
+                                  int anchors, int ny, int nx) {
+  return {.box_gain = options.hyp.box,
+          .obj_gain = options.hyp.obj,
+          .cls_gain = options.hyp.cls,
+          .balance = options.balance[level],
+          .gradient_scale = gradient_scale,
+          .classes = options.classes,
+          .anchors = anchors,
+          .ny = ny,
+          .nx = nx};
+}
+
+// The factors of a level with `rows` matched rows in a batch of `images` (the counts).
+BAREYOLO_HOST_DEVICE inline LevelFactors level_factors(const LevelWeights& w, double rows,
+                                                       double images) {
+  const double grad_scale = images * w.gradient_scale;  // total = sum x images
   LevelFactors f;
-  f.rows = norm.matched_rows[level];
-  f.box_grad = -options.hyp.box / f.rows * grad_scale;
-  f.per_element = 1.0 / (f.rows * options.classes);
-  f.cls_grad = options.hyp.cls * f.per_element * grad_scale;
-  f.per_cell = options.balance[level] / (norm.images * anchors * ny * nx);
-  f.obj_grad = options.hyp.obj * f.per_cell * grad_scale;
+  f.rows = rows;
+  f.box_grad = -w.box_gain / f.rows * grad_scale;
+  f.per_element = 1.0 / (f.rows * w.classes);
+  f.cls_grad = w.cls_gain * f.per_element * grad_scale;
+  f.per_cell = w.balance / (images * w.anchors * w.ny * w.nx);
+  f.obj_grad = w.obj_gain * f.per_cell * grad_scale;
   return f;
 }
 
 // Computes the loss of the head outputs `predictions` (one NCHW view per level, channel
-// a * (nc + 5) + k) and, when `gradients` is not empty, ADDS d(total)/d(predictions) times
-// norm.gradient_scale into it (same layout). `detached`: null, or filled when empty, or
-// used when filled.
+// a * (nc + 5) + k) into a new loss tensor on their device (read_loss reads it) and, when
+// `gradients` is not empty, ADDS d(total)/d(predictions) times norm.gradient_scale into it
+// (same layout). norm.counts must be on the predictions' device. `detached`: null, or filled
+// when empty, or used when filled.
 template <class T>
-LossValues yolo_loss(const std::vector<View<const T>>& predictions,
-                     const std::vector<std::vector<MatchedRow>>& targets,
-                     const LossNormalization& norm, const LossOptions& options,
-                     const std::vector<View<T>>& gradients, DetachedTerms* detached = nullptr);
+Tensor yolo_loss(const std::vector<View<const T>>& predictions,
+                 const std::vector<std::vector<MatchedRow>>& targets, const LossNormalization& norm,
+                 const LossOptions& options, const std::vector<View<T>>& gradients,
+                 DetachedTerms* detached = nullptr);
 
 }  // namespace bareyolo::models
 
 namespace bareyolo::cuda {
 
 // models::yolo_loss for head outputs on one GPU (models/loss/head_loss.cu), where it routes a
-// call whose views are on a device: the same values and the same gradient ADDED into
-// `gradients` (dense device views of the predictions' shapes, required), each element
-// evaluated with the same double formulas (models/loss/loss_terms.h). `detached` must be null:
-// holding terms fixed is a host-only aid of the finite-difference checks.
-models::LossValues yolo_loss(const std::vector<View<const float>>& predictions,
-                             const std::vector<std::vector<models::MatchedRow>>& targets,
-                             const models::LossNormalization& norm,
-                             const models::LossOptions& options,
-                             const std::vector<View<float>>& gradients,
-                             const models::DetachedTerms* detached);
+// call whose views are on a device: the same values (in a loss tensor on that GPU, the host
+// waiting for nothing) and the same gradient ADDED into `gradients` (dense device views of the
+// predictions' shapes, required), each element evaluated with the same double formulas
+// (models/loss/loss_terms.h). `detached` must be null: holding terms fixed is a host-only aid of
+// the finite-difference checks.
+Tensor yolo_loss(const std::vector<View<const float>>& predictions,
+                 const std::vector<std::vector<models::MatchedRow>>& targets,
+                 const models::LossNormalization& norm, const models::LossOptions& options,
+                 const std::vector<View<float>>& gradients, const models::DetachedTerms* detached);
 
 }  // namespace bareyolo::cuda

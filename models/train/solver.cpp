@@ -101,6 +101,10 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   const step_guard::Scope guarded(warm);
   if (reducer_) reducer_->set_sync(boundary);
   StepOutcome outcome{.loss = forward_backward(images, labels), .updated = boundary};
+  if (comm_) {  // where the loss is (a GPU's: by NCCL, in order with the gradient buckets)
+    const trace::Label label("loss items");
+    comm_->allreduce(dist::CommBuffer::of(outcome.loss), dist::ReduceOp::sum, "loss items")->wait();
+  }
   if (boundary) {
     update();
     last_step_iteration_ = iteration;
@@ -108,7 +112,7 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   return outcome;
 }
 
-LossValues Solver::forward_backward(const Tensor& images, const std::vector<LabelRow>& labels) {
+Tensor Solver::forward_backward(const Tensor& images, const std::vector<LabelRow>& labels) {
   return models::forward_backward(model_, images, labels, options_.loss, {comm_, reducer_.get()});
 }
 

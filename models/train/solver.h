@@ -7,6 +7,7 @@
 //   reducer.set_sync(boundary)               only an accumulation's last batch communicates
 //   forward_backward                         forward, YOLOv5's loss, backward (step.h); on
 //                                            several ranks the buckets leave during backward
+//   comm.allreduce(loss)                     the ranks' shares of the loss summed, on the device
 //   at the boundary, update():
 //     reducer.finish()                       every gradient averaged over the ranks
 //     clip to norm 10                        one reduction and one scale, on the device
@@ -64,7 +65,9 @@ struct SolverOptions {
 
 // What step() did with one batch.
 struct StepOutcome {
-  LossValues loss;       // this rank's share of the global batch's loss
+  // The global batch's loss (the ranks' shares summed), a loss tensor on the model's device that
+  // the device may still be computing: read_loss reads it, outside the step.
+  Tensor loss;
   bool updated = false;  // the batch ended an accumulation: the weights moved
 };
 
@@ -87,8 +90,9 @@ class Solver {
   // epoch), as the file comment shows.
   StepOutcome step(const Tensor& images, const std::vector<LabelRow>& labels, int64_t iteration);
   // The two halves of step() on their own: a batch's forward and backward (gradients add up),
-  // and the update that ends an accumulation.
-  LossValues forward_backward(const Tensor& images, const std::vector<LabelRow>& labels);
+  // returning this rank's share of the loss (a loss tensor), and the update that ends an
+  // accumulation.
+  Tensor forward_backward(const Tensor& images, const std::vector<LabelRow>& labels);
   void update();
   // Drops a partial accumulation (YOLOv5 does at each epoch's start): the gradients to zero.
   void drop_accumulation() { optimizer_->zero_grad(); }

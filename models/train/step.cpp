@@ -11,25 +11,25 @@ std::vector<LabelRow> batch_labels(const data::Batch& batch) {
   return labels;
 }
 
-LossValues forward_backward(DetectionModel& model, const Tensor& images,
-                            const std::vector<LabelRow>& labels, const LossOptions& options,
-                            const DataParallel& parallel) {
+Tensor forward_backward(DetectionModel& model, const Tensor& images,
+                        const std::vector<LabelRow>& labels, const LossOptions& options,
+                        const DataParallel& parallel) {
   const std::vector<Tensor>& head = model.forward(images, Mode::train);
   const HeadLoss loss = [&] {
     const trace::Range traced(trace::Track::compute, "loss");
     const LevelTargets targets = head_targets(model, head, labels, options);
     const int batch = int(images.shape().n);
     const trace::Label counts("loss counts");  // names global_normalization's all-reduce
-    const LossNormalization norm = parallel.comm
-                                       ? global_normalization(*parallel.comm, targets, batch)
-                                       : local_normalization(targets, batch);
+    const LossNormalization norm =
+        parallel.comm ? global_normalization(*parallel.comm, targets, batch, images.device())
+                      : local_normalization(targets, batch, images.device());
     return head_loss(head, targets, norm, options);
   }();
   if (parallel.reducer)
     model.backward(loss.gradients, [&](int node) { parallel.reducer->node_done(node); });
   else
     model.backward(loss.gradients);
-  return loss.values;
+  return loss.loss;
 }
 
 }  // namespace bareyolo::models

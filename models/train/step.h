@@ -31,9 +31,10 @@ struct DataParallel {
 // The batch's labels as the loss takes them.
 std::vector<LabelRow> batch_labels(const data::Batch& batch);
 
-// Returns this rank's loss values (its share; the sum over ranks is the global-batch loss).
-LossValues forward_backward(DetectionModel& model, const Tensor& images,
-                            const std::vector<LabelRow>& labels, const LossOptions& options,
-                            const DataParallel& parallel = {});
+// Returns this rank's loss (its share; the sum over ranks is the global-batch loss) as a loss
+// tensor on the model's device (read_loss reads it): nothing here makes the host wait for it.
+Tensor forward_backward(DetectionModel& model, const Tensor& images,
+                        const std::vector<LabelRow>& labels, const LossOptions& options,
+                        const DataParallel& parallel = {});
 
 }  // namespace bareyolo::models

@@ -4,7 +4,9 @@
 // arena, optimizer, EMA, schedule and reducer), the checkpoint's state, the outputs. Then the loop
 // (Trainer::run, Trainer::train_epoch), which reads top to bottom:
 //     batches: loader -> solver.step (forward, YOLOv5's loss, backward; every `accumulate`
-//              batches the update: clip, optimizer step, EMA) -> [snapshot] step checkpoints
+//              batches the update: clip, optimizer step, EMA) -> the previous step's loss read
+//              (one step late: the host never waits for the step it just queued)
+//              -> [snapshot] step checkpoints
 //     epoch end: validate the EMA -> metrics, fitness, early stopping -> [snapshot] checkpoints
 //   -> weights/final.safetensors when training finished.
 // Everything a person sees (progress bar, log lines, report.html, results.csv/jsonl) is a
@@ -57,12 +59,21 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// The element-wise sum over ranks (the global batch's loss from each rank's share of it, say);
+// The element-wise sum over ranks (every rank's share of the epoch's time waiting for data, say);
 // `what` names the all-reduce in the trace and in its fingerprint.
 void sum_over_ranks(dist::Communicator* comm, double* values, int count, const char* what) {
   const trace::Label label(what);
   if (comm) comm->allreduce(dist::CommBuffer::of(values, count), dist::ReduceOp::sum, what)->wait();
 }
+
+// A step whose loss the device may still be computing: the loop reads it one step late, after
+// queuing the next, so that the host never waits for the step it has just queued.
+struct UnreadStep {
+  Tensor loss;  // the global batch's (StepOutcome::loss)
+  int epoch = 0;
+  data::Batch batch;  // kept for on_train_batch_end
+  int64_t optimizer_steps = 0;
+};
 
 // --resume's checkpoint, opened once; nothing without --resume.
 std::optional<Resume> open_resume_if_asked(const std::string& resume) {
@@ -196,6 +207,8 @@ class Trainer {
 
  private:
   bool train_epoch(int epoch);  // true when --max-steps ended the run inside it
+  // The unread step's loss into the epoch's running means, checked, and on_train_batch_end.
+  void read_unread_step();
   std::optional<data::Batch> next_batch(data::Loader& loader, double& waited);
   dist::Communicator* job_communicator();
   // --trace: records while the optimizer step count is in [trace_begin, trace_end).
@@ -239,6 +252,7 @@ class Trainer {
   std::vector<double> data_wait_per_rank_;  // the last epoch's, gathered from every rank
   std::vector<TrainCallbacks> callbacks_;   // rank 0's; none on the other ranks
   std::optional<Checkpointer> checkpoints_;
+  std::optional<UnreadStep> unread_step_;  // the latest step, until its loss is read
 };
 
 Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& log)
@@ -358,6 +372,9 @@ TrainStartInfo Trainer::start_info() const {
 }
 
 SafetensorsFile Trainer::snapshot() {
+  // A checkpoint holds every step taken, its loss counted: the host waits for the latest step
+  // here, as it waits for the weights it copies.
+  read_unread_step();
   return make_checkpoint(solver_.checkpoint_tensors(),
                          {.progress = progress_,
                           .solver = solver_.state(),
@@ -456,35 +473,48 @@ bool Trainer::train_epoch(int epoch) {
     // ---- forward, loss, backward; at an accumulation's end the update (solver.h) ----
     const StepOutcome step = solver_.step(batch->images_tensor(run_.device), batch_labels(*batch),
                                           batch->step + batches_ * epoch);
-    double items[4] = {step.loss.box, step.loss.obj, step.loss.cls, step.loss.total};
-    sum_over_ranks(comm_, items, 4, "loss items");
-    if (!std::isfinite(items[3]))
-      throw std::runtime_error("the loss became " + std::to_string(items[3]) + " at epoch " +
-                               std::to_string(epoch) + " batch " + std::to_string(batch->step) +
-                               "; lower lr0 or check the labels");
-    ++done.batches_done;
-    for (int k = 0; k < 3; ++k)
-      done.loss_mean[k] += (items[k] - done.loss_mean[k]) / double(done.batches_done);
+    read_unread_step();  // the previous step's, while the device runs this one
     const int64_t steps = solver_.optimizer_steps();
+    unread_step_ = UnreadStep{step.loss, epoch, std::move(*batch), steps};
     const bool max_steps_reached =
         step.updated && options_.max_steps > 0 && steps >= options_.max_steps;
     done.train_seconds = seconds_before + seconds_since(epoch_start);
-    fire(&TrainCallbacks::on_train_batch_end,
-         BatchEndInfo{.epoch = epoch,
-                      .batches_done = done.batches_done,
-                      .loss_mean = {done.loss_mean[0], done.loss_mean[1], done.loss_mean[2]},
-                      .instances = batch->num_targets(),
-                      .image_size = batch->input_width,
-                      .optimizer_steps = steps,
-                      .batch = &*batch});
     if (step.updated) checkpoints_->after_step(steps, max_steps_reached);  // snapshot
-    if (max_steps_reached) return true;
+    if (max_steps_reached) {
+      read_unread_step();
+      return true;
+    }
   }
+  read_unread_step();
   data_wait_per_rank_.assign(size_t(run_.world_size), 0.0);
   data_wait_per_rank_[size_t(run_.rank)] =
       data_wait_seconds / std::max(1e-9, seconds_since(epoch_start));
   sum_over_ranks(comm_, data_wait_per_rank_.data(), run_.world_size, "data wait");
   return false;
+}
+
+void Trainer::read_unread_step() {
+  if (!unread_step_) return;
+  const UnreadStep step = std::move(*unread_step_);
+  unread_step_.reset();
+  const LossValues loss = read_loss(step.loss);
+  if (!std::isfinite(loss.total))
+    throw std::runtime_error("the loss became " + std::to_string(loss.total) + " at epoch " +
+                             std::to_string(step.epoch) + " batch " +
+                             std::to_string(step.batch.step) + "; lower lr0 or check the labels");
+  EpochProgress& done = progress_.this_epoch;
+  ++done.batches_done;
+  const double items[3] = {loss.box, loss.obj, loss.cls};
+  for (int k = 0; k < 3; ++k)
+    done.loss_mean[k] += (items[k] - done.loss_mean[k]) / double(done.batches_done);
+  fire(&TrainCallbacks::on_train_batch_end,
+       BatchEndInfo{.epoch = step.epoch,
+                    .batches_done = done.batches_done,
+                    .loss_mean = {done.loss_mean[0], done.loss_mean[1], done.loss_mean[2]},
+                    .instances = step.batch.num_targets(),
+                    .image_size = step.batch.input_width,
+                    .optimizer_steps = step.optimizer_steps,
+                    .batch = &step.batch});
 }
 
 // The next batch; the wait for it is added to `waited` and traced ("data wait"), with

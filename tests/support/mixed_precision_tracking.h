@@ -60,9 +60,10 @@ inline std::vector<double> tracking_losses(bool amp, int steps, Device device = 
   std::vector<double> losses;
   for (int step = 0; step < steps; ++step) {
     const TrackingBatch& batch = data[size_t(step) % data.size()];
-    losses.push_back(models::forward_backward(model, batch.images.on(device), batch.labels,
-                                              tracking_loss_options())
-                         .total);
+    losses.push_back(
+        models::read_loss(models::forward_backward(model, batch.images.on(device), batch.labels,
+                                                   tracking_loss_options()))
+            .total);
     clip_gradient_norm(arena, 10.0);
     sgd.step();
     sgd.zero_grad();

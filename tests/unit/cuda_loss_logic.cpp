@@ -1,10 +1,10 @@
 // tests/unit/cuda_loss_logic.cpp — the CUDA loss's plain-C++ half (models/loss/head_loss.cuh), run
-// without a GPU: the rows packed and grouped by cell, the per-level coefficients, and the
-// kernels' per-thread bodies called serially over the indices the kernels cover, against
-// yolo_loss<float> on random heads and random matched rows with several rows on one cell
-// (the last one's objectness target wins) and an empty level. The gradients must be equal
-// bit for bit (the same double terms added in float in the same row order, onto the
-// zeros of the kernels' memset); the values to 1e-12 relative (only the order of the sums
+// without a GPU: the rows packed and grouped by cell, the per-level coefficients (from the counts,
+// as the factors kernel computes them), and the kernels' per-thread bodies called serially over the
+// indices the kernels cover, against yolo_loss<float> on random heads and random matched rows with
+// several rows on one cell (the last one's objectness target wins) and an empty level. The
+// gradients must be equal bit for bit (the same double terms added in float in the same row order,
+// onto the zeros of the kernels' memset); the values to 1e-12 relative (only the order of the sums
 // differs). What a GPU adds — launches, the tree sums, device memory — the selftest's loss
 // checks cover (tools/selftest/loss_checks.cpp, run on a GPU by tests/cuda/selftest.cpp).
 #include <doctest/doctest.h>
@@ -51,7 +51,7 @@ TEST_CASE("the cuda loss's per-thread bodies run serially equal yolo_loss") {
       options.hyp.obj_pw = 0.8;
       options.hyp.fl_gamma = fl_gamma;
       LossNormalization norm = local_normalization(targets, images);
-      if (global_counts) norm = {{150, 70, 12}, 8, 4};
+      if (global_counts) norm = {Tensor::from_vector<double>({150, 70, 12, 8}, {1, 1, 1, 4}), 4};
       std::vector<View<const float>> predictions;
       std::vector<View<float>> expected_views, views;
       for (size_t l = 0; l < 3; ++l) {
@@ -60,18 +60,21 @@ TEST_CASE("the cuda loss's per-thread bodies run serially equal yolo_loss") {
         views.push_back(dense_view(grad[l].data(), shapes[l]));
       }
       const LossValues expected =
-          yolo_loss<float>(predictions, targets, norm, options, expected_views);
+          read_loss(yolo_loss<float>(predictions, targets, norm, options, expected_views));
 
       // What cuda::yolo_loss does, with its kernels as loops.
       std::vector<loss_cuda::LevelArgs> levels;
+      std::vector<LevelFactors> factors(3);
       int64_t cells = 0;
       for (int l = 0; l < 3; ++l) {
-        levels.push_back(loss_cuda::level_args(predictions[size_t(l)], views[size_t(l)], l, norm,
-                                               options, cells));
+        levels.push_back(loss_cuda::level_args(predictions[size_t(l)], views[size_t(l)], l,
+                                               norm.gradient_scale, options, cells, &factors[l]));
         cells += shapes[size_t(l)].n * levels.back().anchors * sizes[l] * sizes[l];
       }
       loss_cuda::Levels table;
       std::copy(levels.begin(), levels.end(), table.at);
+      const double* counts = norm.counts.view<double>().data;
+      for (int l = 0; l < 3; ++l) loss_cuda::level_factors_of(table, 3, counts, l, factors.data());
       const loss_cuda::PackedRows packed(targets, levels);
       REQUIRE(packed.count() == int64_t(targets[0].size() + targets[1].size()));
       REQUIRE(packed.groups() < packed.count() - 10);  // cells with several rows
@@ -95,9 +98,12 @@ TEST_CASE("the cuda loss's per-thread bodies run serially equal yolo_loss") {
         for (int64_t i = 0; i < images * anchors * sizes[l] * sizes[l]; ++i)
           obj += loss_cuda::obj_cell(levels[l], options.hyp.obj_bce(), tobj.data(), i);
 
-      const std::pair<double, double> values[] = {{box * options.hyp.box, expected.box},
-                                                  {obj * options.hyp.obj, expected.obj},
-                                                  {cls * options.hyp.cls, expected.cls}};
+      double items[kLossItems];
+      write_loss_items(options.hyp, counts[3], box, obj, cls, items);
+      const std::pair<double, double> values[] = {{items[0], expected.box},
+                                                  {items[1], expected.obj},
+                                                  {items[2], expected.cls},
+                                                  {items[3], expected.total}};
       for (const auto& [actual, wanted] : values)
         CHECK(std::fabs(actual - wanted) <= 1e-12 * std::fabs(wanted));
       for (size_t l = 0; l < 3; ++l) {

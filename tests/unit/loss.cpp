@@ -151,7 +151,7 @@ void check_loss_gradient(double fl_gamma) {
   check.names = {"p3", "p4", "p5"};
   check.forward = [&] {
     return std::vector<double>{
-        yolo_loss<double>(views(), targets, norm, options, {}, &detached).total};
+        read_loss(yolo_loss<double>(views(), targets, norm, options, {}, &detached)).total};
   };
   check.backward = [&](const std::vector<double>& dout, std::vector<std::vector<double>>& d) {
     std::vector<double> grads_scaled;
@@ -236,7 +236,8 @@ TEST_CASE("focal loss applies to both the objectness and the class terms") {
   options.hyp.fl_gamma = 1.5;
   const LossNormalization norm = local_normalization(targets, images);
   DetachedTerms detached;
-  const LossValues focal = yolo_loss<double>(views, targets, norm, options, {}, &detached);
+  const LossValues focal =
+      read_loss(yolo_loss<double>(views, targets, norm, options, {}, &detached));
 
   const BceOptions obj_bce{1.5, 1.5}, cls_bce{1.2, 1.5};
   double obj = 0, cls = 0;
@@ -269,7 +270,7 @@ TEST_CASE("focal loss applies to both the objectness and the class terms") {
   CHECK(focal.obj == doctest::Approx(obj * options.hyp.obj).epsilon(1e-12));
   CHECK(focal.cls == doctest::Approx(cls * options.hyp.cls).epsilon(1e-12));
   options.hyp.fl_gamma = 0;  // and it changed both
-  const LossValues plain = yolo_loss<double>(views, targets, norm, options, {});
+  const LossValues plain = read_loss(yolo_loss<double>(views, targets, norm, options, {}));
   CHECK(plain.obj > 1.5 * focal.obj);
   CHECK(plain.cls > 1.5 * focal.cls);
   CHECK(plain.box == focal.box);
@@ -301,8 +302,8 @@ TEST_CASE("loss with global counts splits a batch into shares that add up exactl
     in.push_back(dense_view<const double>(full[l].data(), shapes[l]));
     grad.push_back(dense_view(full_grad[l].data(), shapes[l]));
   }
-  const LossValues whole =
-      yolo_loss<double>(in, whole_targets, local_normalization(whole_targets, 4), options, grad);
+  const LossValues whole = read_loss(
+      yolo_loss<double>(in, whole_targets, local_normalization(whole_targets, 4), options, grad));
 
   LossNormalization global = local_normalization(whole_targets, 4);
   LossValues sum;
@@ -321,7 +322,8 @@ TEST_CASE("loss with global counts splits a batch into shares that add up exactl
       rank_grad[l].assign(size_t(half.numel()), 0.0);
       rank_grad_views.push_back(dense_view(rank_grad[l].data(), half));
     }
-    LossValues share = yolo_loss<double>(rank_in, rank_targets, global, options, rank_grad_views);
+    const LossValues share =
+        read_loss(yolo_loss<double>(rank_in, rank_targets, global, options, rank_grad_views));
     sum.box += share.box;
     sum.obj += share.obj;
     sum.cls += share.cls;
@@ -364,7 +366,7 @@ TEST_CASE("yolo_loss gives the same bits on one thread and on two") {
       grads[l].assign(heads[l].size(), 0.0f);
       out.push_back(dense_view(grads[l].data(), shapes[l]));
     }
-    return yolo_loss<float>(in, targets, norm, options, out);
+    return read_loss(yolo_loss<float>(in, targets, norm, options, out));
   };
   std::vector<std::vector<float>> one_grads(3), two_grads(3);
   const LossValues one = run(1, one_grads), two = run(2, two_grads);

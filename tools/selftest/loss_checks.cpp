@@ -3,9 +3,10 @@
 // random matched rows (several rows on one cell, whose objectness target the last one sets; an
 // empty level; label smoothing and pos_weights; this batch's counts and data parallelism's global
 // ones; the focal loss of fl_gamma), and head_loss of build_targets' rows and of the tiny model's
-// targets. A GPU head routes to cuda::yolo_loss: only the matched rows go up and three sums come
-// back. The values and the gradients are separate checks: every term of the values is a double on
-// both sides, while each gradient element is a double rounded to float.
+// targets. A GPU head routes to cuda::yolo_loss: only the matched rows go up, and the values stay
+// in a loss tensor on the GPU until read_loss reads them. The values and the gradients are separate
+// checks: every term of the values is a double on both sides, while each gradient element is a
+// double rounded to float.
 #include <utility>
 #include <vector>
 
@@ -28,7 +29,16 @@ LossErrors worse(LossErrors a, LossErrors b) {
   return {std::max(a.values, b.values), std::max(a.gradients, b.gradients)};
 }
 
-std::vector<double> loss_values(const LossValues& v) { return {v.box, v.obj, v.cls, v.total}; }
+// A loss tensor's values (read_loss), in one vector.
+std::vector<double> loss_values(const Tensor& loss) {
+  const LossValues v = read_loss(loss);
+  return {v.box, v.obj, v.cls, v.total};
+}
+
+// `norm` with its counts on `device`, where a loss of a head there reads them.
+LossNormalization counts_on(const Device& device, const LossNormalization& norm) {
+  return {norm.counts.on(device), norm.gradient_scale};
+}
 
 std::vector<Tensor> in_doubles(const std::vector<Tensor>& tensors) {
   std::vector<Tensor> doubles;
@@ -55,16 +65,17 @@ int shared_cells(const LevelTargets& targets) {
 // yolo_loss of `head` on the DUT in float and on the host in double, both adding into the same
 // initial gradients.
 template <class T>
-LossValues yolo_loss_on(const std::vector<Tensor>& head, std::vector<Tensor>& gradients,
-                        const LevelTargets& targets, const LossNormalization& norm,
-                        const LossOptions& options) {
+Tensor yolo_loss_on(const std::vector<Tensor>& head, std::vector<Tensor>& gradients,
+                    const LevelTargets& targets, const LossNormalization& norm,
+                    const LossOptions& options) {
   std::vector<View<const T>> views;
   std::vector<View<T>> gradient_views;
   for (size_t level = 0; level < head.size(); ++level) {
     views.push_back(head[level].view<T>());
     gradient_views.push_back(gradients[level].view<T>());
   }
-  return yolo_loss<T>(views, targets, norm, options, gradient_views);
+  return yolo_loss<T>(views, targets, counts_on(head.at(0).device(), norm), options,
+                      gradient_views);
 }
 
 LossErrors yolo_loss_case(const Device& dut, const std::vector<Tensor>& head,
@@ -74,9 +85,9 @@ LossErrors yolo_loss_case(const Device& dut, const std::vector<Tensor>& head,
   for (const Tensor& h : head) gradients.push_back(random.uniform(h.shape(), -1, 1));
   std::vector<Tensor> got_gradients = on_device(gradients, dut),
                       want_gradients = in_doubles(gradients);
-  const LossValues got =
+  const Tensor got =
       yolo_loss_on<float>(on_device(head, dut), got_gradients, targets, norm, options);
-  const LossValues want =
+  const Tensor want =
       yolo_loss_on<double>(in_doubles(head), want_gradients, targets, norm, options);
   LossErrors errors{max_error(loss_values(got), loss_values(want))};
   for (size_t level = 0; level < head.size(); ++level)
@@ -112,9 +123,7 @@ LossErrors yolo_loss_errors(const Device& dut) {
     LossNormalization norm = local_normalization(targets, images);
     errors = worse(errors, yolo_loss_case(dut, head, targets, norm, options, random));
     // Data parallelism's form: global counts larger than the local ones, scaled gradients.
-    norm.matched_rows = {150, 70, 12};
-    norm.images = 8;
-    norm.gradient_scale = 4;
+    norm = {Tensor::from_vector<double>({150, 70, 12, 8}, {1, 1, 1, 4}), 4};
     errors = worse(errors, yolo_loss_case(dut, head, targets, norm, options, random));
     // YOLOv5's focal loss (hyp fl_gamma > 0) around the objectness and class BCE.
     options.hyp.fl_gamma = 1.5;
@@ -130,9 +139,9 @@ LossErrors yolo_loss_errors(const Device& dut) {
 LossErrors head_loss_case(const Device& dut, const std::vector<Tensor>& head,
                           const LevelTargets& targets, const LossNormalization& norm,
                           const LossOptions& options) {
-  const HeadLoss got = head_loss(on_device(head, dut), targets, norm, options);
+  const HeadLoss got = head_loss(on_device(head, dut), targets, counts_on(dut, norm), options);
   const HeadLoss want = head_loss(in_doubles(head), targets, norm, options);
-  LossErrors errors{max_error(loss_values(got.values), loss_values(want.values))};
+  LossErrors errors{max_error(loss_values(got.loss), loss_values(want.loss))};
   for (size_t level = 0; level < head.size(); ++level) {
     if (got.gradients.at(level).device() != dut)
       throw std::runtime_error("head_loss of a head on " + dut.str() + " left the gradient of " +

@@ -87,15 +87,15 @@ class TinyTraining {
 
   // Forward, loss and backward of both models; returns their total losses (DUT, reference).
   std::pair<double, double> forward_backward() {
-    return {solver_.forward_backward(images_, labels_).total,
-            reference_solver_.forward_backward(images_in_double_, labels_).total};
+    return {read_loss(solver_.forward_backward(images_, labels_)).total,
+            read_loss(reference_solver_.forward_backward(images_in_double_, labels_)).total};
   }
 
   // A whole step of both (forward, loss, backward, the update); returns their total losses.
   std::pair<double, double> step() {
     const int64_t iteration = kFirstIteration + steps_++;
-    return {solver_.step(images_, labels_, iteration).loss.total,
-            reference_solver_.step(images_in_double_, labels_, iteration).loss.total};
+    return {read_loss(solver_.step(images_, labels_, iteration).loss).total,
+            read_loss(reference_solver_.step(images_in_double_, labels_, iteration).loss).total};
   }
 
   // The worst error over every parameter's gradient and every buffer (BatchNorm's running
