@@ -1,7 +1,8 @@
 // tests/unit/loss.cpp — YOLOv5's loss: target building by hand-worked cases, CIoU by its
 // definition, the loss gradient against finite differences (with YOLOv5's detached terms
 // held fixed; plain and focal), the focal terms against YOLOv5's FocalLoss, the normalisation that
-// lets a batch split over ranks add up exactly, and the same bits for any thread count.
+// lets a batch split over ranks add up exactly, the same bits for any thread count, and the loss
+// tensor's values against the same formulas summed on the host.
 #include <cmath>
 
 #include "engine/safetensors.h"
@@ -374,6 +375,78 @@ TEST_CASE("yolo_loss gives the same bits on one thread and on two") {
   CHECK(two.obj == one.obj);
   CHECK(two.total == one.total);
   for (size_t l = 0; l < 3; ++l) check_close(two_grads[l], one_grads[l], 0, 0, "gradient");
+}
+
+TEST_CASE("the loss tensor holds the host loss's values bit for bit") {
+  // The values the loss wrote into its tensor against the same formulas summed here on the host,
+  // in the loss's order (loss.h, loss.cpp): box and class terms row by row over the levels, the
+  // objectness per (image, anchor) plane, the planes added in order; then the gains and the total.
+  Rng rng(105);
+  const int images = 3, classes = 3, size = 64, anchors = 3, outputs = classes + 5;
+  const std::vector<LevelGrid> levels = grids(size);
+  LossOptions options{scale_loss_gains({}, 3, classes, size), classes};
+  options.hyp.label_smoothing = 0.1;
+  std::vector<std::vector<float>> heads(3);
+  std::vector<View<const float>> in;
+  for (size_t l = 0; l < 3; ++l) {
+    const Shape4 shape{images, anchors * outputs, levels[l].ny, levels[l].nx};
+    heads[l] = convert<float>(random_vector(rng, shape.numel(), -4, 4));
+    in.push_back(dense_view<const float>(heads[l].data(), shape));
+  }
+  const auto targets = build_targets(random_labels(rng, images, 6, classes), levels, 4.0);
+  const Tensor loss =
+      yolo_loss<float>(in, targets, local_normalization(targets, images), options, {});
+  CHECK(loss.device() == Device::cpu());
+  CHECK(loss.dtype() == DType::f64);
+  CHECK(loss.numel() == kLossItems);
+
+  double box = 0, obj = 0, cls = 0;
+  for (size_t l = 0; l < 3; ++l) {
+    const int ny = levels[l].ny, nx = levels[l].nx;
+    const double rows = double(targets[l].size());
+    auto logit = [&](int image, int anchor, int field, int gj, int gi) -> double {
+      return in[l].channel(image, anchor * outputs + field)[gj * nx + gi];
+    };
+    std::vector<double> tobj(size_t(images * anchors * ny * nx), 0.0);
+    for (const MatchedRow& r : targets[l]) {
+      double box_logits[4];
+      for (int f = 0; f < 4; ++f) box_logits[f] = logit(r.image, r.anchor, f, r.gj, r.gi);
+      const RowBox terms = row_box(box_logits, {r.tx, r.ty, r.tw, r.th}, r.anchor_w, r.anchor_h);
+      box += (1 - terms.ciou) / rows;
+      tobj[size_t(((r.image * anchors + r.anchor) * ny + r.gj) * nx + r.gi)] =
+          std::max(terms.ciou, 0.0);
+      for (int c = 0; c < classes; ++c)
+        cls += loss_bce(logit(r.image, r.anchor, 5 + c, r.gj, r.gi), c == r.class_id ? 0.95 : 0.05,
+                        options.hyp.cls_bce()) *
+               (1.0 / (rows * classes));
+    }
+    const double per_cell = options.balance[l] / (double(images) * anchors * ny * nx);
+    for (int image = 0; image < images; ++image)
+      for (int a = 0; a < anchors; ++a) {
+        double plane = 0;
+        for (int gj = 0; gj < ny; ++gj)
+          for (int gi = 0; gi < nx; ++gi)
+            plane += loss_bce(logit(image, a, 4, gj, gi),
+                              tobj[size_t(((image * anchors + a) * ny + gj) * nx + gi)],
+                              options.hyp.obj_bce()) *
+                     per_cell;
+        obj += plane;
+      }
+  }
+  const LossValues got = read_loss(loss);
+  CHECK(got.box == box * options.hyp.box);
+  CHECK(got.obj == obj * options.hyp.obj);
+  CHECK(got.cls == cls * options.hyp.cls);
+  CHECK(got.total == (got.box + got.obj + got.cls) * images);
+  CHECK(got.obj > 0);
+  CHECK(got.cls > 0);
+}
+
+TEST_CASE("read_loss refuses a tensor that is not a loss tensor") {
+  CHECK_THROWS_WITH_AS(read_loss(Tensor::zeros({1, 1, 1, 3}, Device::cpu(), DType::f64)),
+                       doctest::Contains("got (1,1,1,3) f64"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(read_loss(Tensor::zeros({1, 1, 1, kLossItems})), doctest::Contains("f32"),
+                       std::invalid_argument);
 }
 
 TEST_CASE("yolo_loss refuses a matched row outside the head it indexes") {
