@@ -381,6 +381,28 @@ nccl_world1() {
   fi
 }
 
+# A step never waits for the host (docs/gpu.md): results.jsonl's host_waits (per optimizer
+# step, the last epoch's) is 0 for the yolov5s run on one GPU and the NCCL run through the
+# trainer. (Two ranks over NCCL need two GPUs; this machine has one.)
+host_waits_gpu() {
+  local start=$(date +%s) verdict
+  verdict=$(python3 - "$work/runs/yolov5s/results.jsonl" "$work/runs/nccl/results.jsonl" 2>&1 <<'EOF'
+import json, sys
+seen = []
+for path in sys.argv[1:]:
+    try:
+        last = [json.loads(line) for line in open(path)][-1]
+    except (OSError, IndexError, ValueError) as error:
+        print("FAIL", path, "unreadable:", error)
+        sys.exit()
+    seen.append(f"{path.split('/')[-2]} {last.get('host_waits', 'absent')}")
+ok = all(s.split()[1] in ("0", "0.0") for s in seen)
+print("ok" if ok else "FAIL", "host_waits per optimizer step:", ", ".join(seen))
+EOF
+)
+  row host_waits_gpu "${verdict%% *}" $(($(date +%s) - start)) "${verdict#* }"
+}
+
 # Resume the NCCL run from its step-3 checkpoint: the same weights after step 6 as the run that
 # was not interrupted (cuDNN's algorithms here are deterministic).
 resume_gpu_checkpoint() {
@@ -620,8 +642,8 @@ stall_gpu() {
 
 # The steps of phase B, in order. Later issues add theirs here, each a function that ends with
 # one `row`.
-phase_b_steps=(two_ranks_one_gpu amp_gpu nccl_world1 resume_gpu_checkpoint grads_gpu_vs_cpu
-               amp_grads_gpu_vs_cpu main_job_gpu val_predict_gpu_vs_cpu sharded_val_gpu
+phase_b_steps=(two_ranks_one_gpu amp_gpu nccl_world1 host_waits_gpu resume_gpu_checkpoint
+               grads_gpu_vs_cpu amp_grads_gpu_vs_cpu main_job_gpu val_predict_gpu_vs_cpu sharded_val_gpu
                elastic_restart_gpu desync_check_gpu stall_gpu selftest)
 
 # ---- the run ------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ nlohmann::json to_json(const EpochMetrics& m) {
                       {"x/lr2", m.lr2},
                       {"x/data_wait", m.data_wait},
                       {"x/data_wait_per_rank", m.data_wait_per_rank},
+                      {"host_waits", m.host_waits},
                       {"fitness", m.fitness},
                       {"validated", m.validated},
                       {"epoch_seconds", m.epoch_seconds},
@@ -102,6 +103,7 @@ EpochMetrics parse_epoch_metrics_json(const std::string& text) {
   // Absent in checkpoints written before the loader's waits were measured.
   m.data_wait = j.value("x/data_wait", 0.0);
   m.data_wait_per_rank = j.value("x/data_wait_per_rank", std::vector<double>{});
+  m.host_waits = j.value("host_waits", 0.0);
   return m;
 }
 

@@ -49,6 +49,9 @@ struct EpochMetrics {
   // data_wait (results.csv's x/data_wait) is the largest, the rank the input pipeline limits.
   std::vector<double> data_wait_per_rank = {};
   double data_wait = 0;
+  // This rank's host waits on the device inside the epoch's steps, per optimizer step
+  // (kernels/step_guard.h): 0 on the CPU and the goal on a GPU (results.jsonl's host_waits).
+  double host_waits = 0;
 };
 
 // What the run is, as it starts.

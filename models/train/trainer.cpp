@@ -31,6 +31,7 @@
 #include "engine/distributed/launch/process_group.h"      // defines: ProcessGroup
 #include "engine/trace.h"                                 // defines: trace::Range, trace::enable
 #include "engine/trace_analysis.h"                        // defines: trace::step_shares
+#include "kernels/step_guard.h"                           // defines: step_guard::count
 #include "models/eval/plots.h"                            // defines: write_val_batch_pictures
 #include "models/train/autoanchor.h"                      // defines: fit_run_anchors (AutoAnchor)
 #include "models/train/checkpointer.h"           // defines: Checkpointer (the snapshot step)
@@ -250,6 +251,7 @@ class Trainer {
   TrainingProgress progress_;
   std::vector<EpochMetrics> history_;
   std::vector<double> data_wait_per_rank_;  // the last epoch's, gathered from every rank
+  double host_waits_per_step_ = 0;          // the last epoch's, this rank's
   std::vector<TrainCallbacks> callbacks_;   // rank 0's; none on the other ranks
   std::optional<Checkpointer> checkpoints_;
   std::optional<UnreadStep> unread_step_;  // the latest step, until its loss is read
@@ -469,6 +471,13 @@ bool Trainer::train_epoch(int epoch) {
   const auto epoch_start = Clock::now();
   const double seconds_before = done.train_seconds;
   double data_wait_seconds = 0;  // in loader.next(): the input pipeline's share of the steps
+  const uint64_t host_waits_before = step_guard::count(step_guard::Event::host_wait);
+  const int64_t steps_before = solver_.optimizer_steps();
+  auto count_host_waits = [&] {  // per optimizer step of the epoch
+    host_waits_per_step_ =
+        double(step_guard::count(step_guard::Event::host_wait) - host_waits_before) /
+        double(std::max<int64_t>(1, solver_.optimizer_steps() - steps_before));
+  };
   while (std::optional<data::Batch> batch = next_batch(loader, data_wait_seconds)) {
     // ---- forward, loss, backward; at an accumulation's end the update (solver.h) ----
     const StepOutcome step = solver_.step(batch->images_tensor(run_.device), batch_labels(*batch),
@@ -482,10 +491,12 @@ bool Trainer::train_epoch(int epoch) {
     if (step.updated) checkpoints_->after_step(steps, max_steps_reached);  // snapshot
     if (max_steps_reached) {
       read_unread_step();
+      count_host_waits();
       return true;
     }
   }
   read_unread_step();
+  count_host_waits();
   data_wait_per_rank_.assign(size_t(run_.world_size), 0.0);
   data_wait_per_rank_[size_t(run_.rank)] =
       data_wait_seconds / std::max(1e-9, seconds_since(epoch_start));
@@ -582,7 +593,8 @@ EpochMetrics Trainer::epoch_metrics(int epoch) const {
           .data_wait_per_rank = data_wait_per_rank_,
           .data_wait = data_wait_per_rank_.empty() ? 0.0
                                                    : *std::max_element(data_wait_per_rank_.begin(),
-                                                                       data_wait_per_rank_.end())};
+                                                                       data_wait_per_rank_.end()),
+          .host_waits = host_waits_per_step_};
 }
 
 // Sharded validation of the EMA weights: every rank scores its share of the batches with rank
