@@ -51,6 +51,10 @@ bool inside_step();
 
 void set_enforcing(bool on);
 bool enforcing();
+// Whether an allocation event throws too (while enforcing): off by default, since a real run's
+// steps still meet sizes their kind has not seen (a batch with more labels, a trimmed host
+// cache); the tests that run a step of fixed shape turn it on.
+void set_enforcing_allocations(bool on);
 
 // An event at `where`; `what` names the call ("Tensor::to_vector", "a 4096-byte tensor").
 // Outside a step (and for allocations, outside a warm one) it is not an event.

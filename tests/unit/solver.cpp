@@ -203,6 +203,7 @@ TEST_CASE("step guard passes a training step and an accumulation step on the CPU
 }
 
 TEST_CASE("step guard fails a solver step on a planted host read or allocation") {
+  step_guard::set_enforcing_allocations(true);
   SolverOptions options = accumulating_options();
   options.sync_bn = false;  // the planted all-reduce is the reducer's
   const TinyBatch batch = tiny_batch(41);
@@ -228,4 +229,5 @@ TEST_CASE("step guard fails a solver step on a planted host read or allocation")
             .find("a host read of a tensor's values") != std::string::npos);
   CHECK(planted_step_error(PlantedCommunicator::Plant::allocation)
             .find("an allocation from the system allocator") != std::string::npos);
+  step_guard::set_enforcing_allocations(false);
 }

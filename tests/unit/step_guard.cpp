@@ -51,6 +51,7 @@ TEST_CASE("step guard counts without throwing when it is not enforcing") {
 }
 
 TEST_CASE("step guard refuses a system allocation in a warm step only") {
+  step_guard::set_enforcing_allocations(true);
   // A size no other test allocates, so the host cache cannot hold a block of its class yet.
   const Shape4 odd{1, 1, 1, 987'653};
   {
@@ -65,4 +66,5 @@ TEST_CASE("step guard refuses a system allocation in a warm step only") {
     CHECK_THROWS_WITH_AS(Tensor::empty(unseen), doctest::Contains(site(line).c_str()),
                          StepGuardViolation);
   }
+  step_guard::set_enforcing_allocations(false);
 }
