@@ -90,9 +90,10 @@ class CachingAllocator {
     return base + (bytes - base + step - 1) / step * step;
   }
 
-  // A block of at least `bytes` for work on `stream` (any non-null tag for one stream).
-  void* allocate(size_t bytes, const void* stream) {
-    if (void* pointer = try_allocate(bytes, stream)) return pointer;
+  // A block of at least `bytes` for work on `stream` (any non-null tag for one stream);
+  // `from_backing` as try_allocate's.
+  void* allocate(size_t bytes, const void* stream, bool* from_backing = nullptr) {
+    if (void* pointer = try_allocate(bytes, stream, from_backing)) return pointer;
     throw OutOfDeviceMemory("cannot allocate " + std::to_string(bytes) + " bytes on " +
                             backing_.name + ": out of device memory (" +
                             std::to_string(stats().allocated) +

@@ -75,10 +75,7 @@ MemoryInfo memory_info(int device) {
 
 void* malloc_device(size_t bytes, int device, bool* from_backing) {
   require_device(device);
-  CachingAllocator& allocator = device_allocator(device);
-  if (void* pointer = allocator.try_allocate(bytes, compute_stream(device), from_backing))
-    return pointer;
-  return allocator.allocate(bytes, compute_stream(device));  // throws, naming the shortfall
+  return device_allocator(device).allocate(bytes, compute_stream(device), from_backing);
 }
 
 void free_device(void* pointer, int device) noexcept {
