@@ -45,7 +45,7 @@ const char* dtype_name(DType dtype) {
 
 // ---- Storage ----------------------------------------------------------------------------
 
-Storage::Storage(size_t bytes, Device device, std::source_location where)
+Storage::Storage(size_t bytes, Device device, SourceLocation where)
     : data_(allocate_bytes(bytes, device, "a tensor", where)), bytes_(bytes), device_(device) {}
 
 std::shared_ptr<Storage> Storage::borrow(void* data, size_t bytes, Device device) {
@@ -76,7 +76,7 @@ Blocks contiguous_blocks(const Shape4& shape, bool all_dense, size_t element_byt
 }
 }  // namespace
 
-Tensor Tensor::empty(Shape4 shape, Device device, DType dtype, std::source_location where) {
+Tensor Tensor::empty(Shape4 shape, Device device, DType dtype, SourceLocation where) {
   if (shape.n < 0 || shape.c < 0 || shape.h < 0 || shape.w < 0)
     throw std::invalid_argument("Tensor::empty: negative dimension in shape " + shape.str());
   Tensor t;
@@ -102,7 +102,7 @@ Tensor Tensor::over(std::shared_ptr<Storage> storage, Shape4 shape, DType dtype)
   return t;
 }
 
-Tensor Tensor::zeros(Shape4 shape, Device device, DType dtype, std::source_location where) {
+Tensor Tensor::zeros(Shape4 shape, Device device, DType dtype, SourceLocation where) {
   Tensor t = empty(shape, device, dtype, where);
   t.zero();
   return t;
@@ -110,7 +110,7 @@ Tensor Tensor::zeros(Shape4 shape, Device device, DType dtype, std::source_locat
 
 template <class T>
 Tensor Tensor::from_vector(const std::vector<T>& values, Shape4 shape, Device device,
-                           std::source_location where) {
+                           SourceLocation where) {
   if (static_cast<int64_t>(values.size()) != shape.numel())
     throw std::invalid_argument("Tensor::from_vector: " + std::to_string(values.size()) +
                                 " values for shape " + shape.str());
@@ -185,7 +185,7 @@ View<const T> Tensor::view() const {
   return {reinterpret_cast<const T*>(byte_pointer()), shape_, batch_stride_, device()};
 }
 
-void Tensor::copy_from(const Tensor& src, std::source_location where) {
+void Tensor::copy_from(const Tensor& src, SourceLocation where) {
   if (!(src.shape_ == shape_) || src.dtype_ != dtype_)
     throw std::invalid_argument("Tensor::copy_from: source " + src.shape_.str() + " " +
                                 dtype_name(src.dtype_) + " into " + shape_.str() + " " +
@@ -203,7 +203,7 @@ void Tensor::copy_from(const Tensor& src, std::source_location where) {
   }
 }
 
-Tensor Tensor::to(Device device, std::source_location where) const {
+Tensor Tensor::to(Device device, SourceLocation where) const {
   Tensor copy = empty(shape_, device, dtype_, where);
   copy.copy_from(*this, where);
   return copy;
@@ -218,7 +218,7 @@ void Tensor::zero() {
 }
 
 template <class T>
-std::vector<T> Tensor::to_vector(std::source_location where) const {
+std::vector<T> Tensor::to_vector(SourceLocation where) const {
   require_dtype<T>("Tensor::to_vector");
   step_guard::report(step_guard::Event::host_read, "Tensor::to_vector", where);
   Tensor host = to(Device::cpu(), where);
@@ -226,7 +226,7 @@ std::vector<T> Tensor::to_vector(std::source_location where) const {
   return std::vector<T>(data, data + numel());
 }
 
-std::vector<double> Tensor::to_doubles(std::source_location where) const {
+std::vector<double> Tensor::to_doubles(SourceLocation where) const {
   switch (dtype_) {
     case DType::f32: {
       std::vector<float> values = to_vector<float>(where);
@@ -274,29 +274,28 @@ Tensor Tensor::converted(DType dtype) const {
 }
 
 template Tensor Tensor::from_vector<float>(const std::vector<float>&, Shape4, Device,
-                                           std::source_location);
+                                           SourceLocation);
 template Tensor Tensor::from_vector<double>(const std::vector<double>&, Shape4, Device,
-                                            std::source_location);
+                                            SourceLocation);
 template View<float> Tensor::view<float>();
 template View<double> Tensor::view<double>();
 template View<const float> Tensor::view<float>() const;
 template View<const double> Tensor::view<double>() const;
-template std::vector<float> Tensor::to_vector<float>(std::source_location) const;
-template std::vector<double> Tensor::to_vector<double>(std::source_location) const;
+template std::vector<float> Tensor::to_vector<float>(SourceLocation) const;
+template std::vector<double> Tensor::to_vector<double>(SourceLocation) const;
 template Tensor Tensor::from_vector<int64_t>(const std::vector<int64_t>&, Shape4, Device,
-                                             std::source_location);
+                                             SourceLocation);
 template View<int64_t> Tensor::view<int64_t>();
 template View<const int64_t> Tensor::view<int64_t>() const;
-template std::vector<int64_t> Tensor::to_vector<int64_t>(std::source_location) const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>(SourceLocation) const;
 template Tensor Tensor::from_vector<uint8_t>(const std::vector<uint8_t>&, Shape4, Device,
-                                             std::source_location);
+                                             SourceLocation);
 template View<uint8_t> Tensor::view<uint8_t>();
 template View<const uint8_t> Tensor::view<uint8_t>() const;
-template std::vector<uint8_t> Tensor::to_vector<uint8_t>(std::source_location) const;
-template Tensor Tensor::from_vector<bf16>(const std::vector<bf16>&, Shape4, Device,
-                                          std::source_location);
+template std::vector<uint8_t> Tensor::to_vector<uint8_t>(SourceLocation) const;
+template Tensor Tensor::from_vector<bf16>(const std::vector<bf16>&, Shape4, Device, SourceLocation);
 template View<bf16> Tensor::view<bf16>();
 template View<const bf16> Tensor::view<bf16>() const;
-template std::vector<bf16> Tensor::to_vector<bf16>(std::source_location) const;
+template std::vector<bf16> Tensor::to_vector<bf16>(SourceLocation) const;
 
 }  // namespace bareyolo

@@ -9,12 +9,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <source_location>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "kernels/bf16.h"
+#include "kernels/source_location.h"
 #include "kernels/view.h"
 
 namespace bareyolo {
@@ -54,7 +54,7 @@ constexpr DType dtype_of<bf16>() {
 // someone else owns (a shared-memory segment), which the Storage then only points to.
 class Storage {
  public:
-  Storage(size_t bytes, Device device, std::source_location where);
+  Storage(size_t bytes, Device device, SourceLocation where);
   // Not owned: `data` must outlive the Storage and every tensor over it.
   static std::shared_ptr<Storage> borrow(void* data, size_t bytes, Device device);
   ~Storage();
@@ -80,16 +80,16 @@ class Tensor {
   // `where`: the caller, named by the step guard (kernels/step_guard.h) should the allocation or
   // copy happen inside a training step.
   static Tensor empty(Shape4 shape, Device device = Device::cpu(), DType dtype = DType::f32,
-                      std::source_location where = std::source_location::current());
+                      SourceLocation where = SourceLocation::current());
   static Tensor zeros(Shape4 shape, Device device = Device::cpu(), DType dtype = DType::f32,
-                      std::source_location where = std::source_location::current());
+                      SourceLocation where = SourceLocation::current());
   // A dense tensor over the start of `storage` (at least shape.numel() elements of dtype).
   static Tensor over(std::shared_ptr<Storage> storage, Shape4 shape, DType dtype);
   // A dense tensor holding `values` (shape.numel() of them), on `device`.
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, Shape4 shape,
                             Device device = Device::cpu(),
-                            std::source_location where = std::source_location::current());
+                            SourceLocation where = SourceLocation::current());
 
   bool defined() const { return storage_ != nullptr; }
   const Shape4& shape() const { return shape_; }
@@ -117,11 +117,11 @@ class Tensor {
   View<const T> view() const;
 
   // Copies src (same shape, any device, any layout) into this tensor's elements.
-  void copy_from(const Tensor& src, std::source_location where = std::source_location::current());
+  void copy_from(const Tensor& src, SourceLocation where = SourceLocation::current());
   // A dense copy on `device`.
-  Tensor to(Device device, std::source_location where = std::source_location::current()) const;
+  Tensor to(Device device, SourceLocation where = SourceLocation::current()) const;
   // This tensor on `device`: itself (no copy) when it is there already, else to(device).
-  Tensor on(Device device, std::source_location where = std::source_location::current()) const {
+  Tensor on(Device device, SourceLocation where = SourceLocation::current()) const {
     return this->device() == device ? *this : to(device, where);
   }
   // Every element set to zero (bytes set to 0), on the tensor's device.
@@ -129,10 +129,9 @@ class Tensor {
   // Dense host copy of the elements, image after image; T must match dtype(). A host read: the
   // step guard refuses it inside a training step.
   template <class T>
-  std::vector<T> to_vector(std::source_location where = std::source_location::current()) const;
+  std::vector<T> to_vector(SourceLocation where = SourceLocation::current()) const;
   // The same, converted to double from any numeric dtype but f16.
-  std::vector<double> to_doubles(
-      std::source_location where = std::source_location::current()) const;
+  std::vector<double> to_doubles(SourceLocation where = SourceLocation::current()) const;
   // Copies src (same shape, same device, any layout) into this tensor's elements, converting
   // its dtype: f32 to bf16 rounds to nearest (ties to even), bf16 to f32 is exact; the same
   // dtype copies. Other pairs throw.

@@ -9,9 +9,9 @@
 #pragma once
 
 #include <cstddef>
-#include <source_location>
 
 #include "kernels/cuda/runtime/runtime.h"
+#include "kernels/source_location.h"
 #include "kernels/view.h"
 
 namespace bareyolo {
@@ -27,7 +27,7 @@ bool in_host_memory(const Device& device);
 // (device_memory_stats.h). A cache miss inside a warm training step is reported to the step
 // guard at `where` (kernels/step_guard.h), as are the waits of copy_bytes and wait_for_device.
 void* allocate_bytes(size_t bytes, const Device& device, const char* purpose,
-                     std::source_location where = std::source_location::current());
+                     SourceLocation where = SourceLocation::current());
 // Gives back memory from allocate_bytes on the same device; nullptr is ignored.
 void release_bytes(void* data, const Device& device) noexcept;
 
@@ -35,7 +35,7 @@ void release_bytes(void* data, const Device& device) noexcept;
 // Ordered with the GPU's other work on its compute stream (the destination's, when both are
 // GPUs).
 void copy_bytes(void* dst, const Device& dst_device, const void* src, const Device& src_device,
-                size_t bytes, std::source_location where = std::source_location::current());
+                size_t bytes, SourceLocation where = SourceLocation::current());
 
 // Sets `bytes` bytes at `data` on `device` to zero (host memory on the CPU kernels' threads; on a
 // GPU queued on its compute stream, before any later work there).
@@ -53,8 +53,7 @@ DeviceEvent upload_async(void* dst, const Device& dst_device, const void* host_s
 
 // The host waits until the work queued on `device` has finished (at once on the CPU, whose
 // kernels return done).
-void wait_for_device(const Device& device,
-                     std::source_location where = std::source_location::current());
+void wait_for_device(const Device& device, SourceLocation where = SourceLocation::current());
 
 // Page-locked host memory, for buffers a GPU reads with upload_async: worth it only where a GPU
 // is usable (usable_gpu_count(), devices.h); without one allocate_pinned_host_bytes throws.

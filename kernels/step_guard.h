@@ -20,10 +20,11 @@
 #pragma once
 
 #include <cstdint>
-#include <source_location>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+
+#include "kernels/source_location.h"
 
 namespace bareyolo::step_guard {
 
@@ -58,8 +59,7 @@ void set_enforcing_allocations(bool on);
 
 // An event at `where`; `what` names the call ("Tensor::to_vector", "a 4096-byte tensor").
 // Outside a step (and for allocations, outside a warm one) it is not an event.
-void report(Event event, std::string_view what,
-            std::source_location where = std::source_location::current());
+void report(Event event, std::string_view what, SourceLocation where = SourceLocation::current());
 
 // Events inside steps since the process started (every thread's).
 uint64_t count(Event event);

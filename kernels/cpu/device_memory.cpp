@@ -35,7 +35,7 @@ CachingAllocator& host_allocator() {
   return *allocator;
 }
 
-void report_miss(bool from_backing, size_t bytes, std::source_location where) {
+void report_miss(bool from_backing, size_t bytes, SourceLocation where) {
   if (from_backing)
     step_guard::report(step_guard::Event::system_allocation,
                        "a " + std::to_string(bytes) + "-byte allocation", where);
@@ -46,7 +46,7 @@ void report_miss(bool from_backing, size_t bytes, std::source_location where) {
 bool in_host_memory(const Device& device) { return device.is_cpu(); }
 
 void* allocate_bytes(size_t bytes, const Device& device, const char* purpose,
-                     std::source_location where) {
+                     SourceLocation where) {
   bool from_backing = false;
   void* data = nullptr;
   if (in_host_memory(device)) {
@@ -67,7 +67,7 @@ void release_bytes(void* data, const Device& device) noexcept {
 }
 
 void copy_bytes(void* dst, const Device& dst_device, const void* src, const Device& src_device,
-                size_t bytes, std::source_location where) {
+                size_t bytes, SourceLocation where) {
   if (in_host_memory(dst_device) && in_host_memory(src_device)) {
     std::memcpy(dst, src, bytes);
     return;
@@ -93,7 +93,7 @@ DeviceEvent upload_async(void* dst, const Device& dst_device, const void* host_s
   return DeviceEvent::record(dst_device.index);
 }
 
-void wait_for_device(const Device& device, std::source_location where) {
+void wait_for_device(const Device& device, SourceLocation where) {
   if (!in_host_memory(device)) cuda::synchronize(device.index, where);
 }
 

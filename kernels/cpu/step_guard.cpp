@@ -75,7 +75,7 @@ void set_enforcing(bool on) { enforcing_on = on; }
 void set_enforcing_allocations(bool on) { enforcing_allocations = on; }
 bool enforcing() { return enforcing_on; }
 
-void report(Event event, std::string_view what, std::source_location where) {
+void report(Event event, std::string_view what, SourceLocation where) {
   if (!inside_step() || (event == Event::system_allocation && !step_warm)) return;
   ++events[size_t(event)];
   if (!enforcing() || (event == Event::system_allocation && !enforcing_allocations)) return;

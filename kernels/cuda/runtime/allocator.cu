@@ -58,7 +58,7 @@ CachingAllocator& device_allocator(int device) {
 MemoryStats memory_stats(int device) { return device_allocator(device).stats(); }
 void empty_cache(int device) { device_allocator(device).empty_cache(); }
 
-DeviceBuffer::DeviceBuffer(size_t bytes, int device, std::source_location where)
+DeviceBuffer::DeviceBuffer(size_t bytes, int device, SourceLocation where)
     : bytes_(bytes), device_(device) {
   bool from_backing = false;
   pointer_ = malloc_device(bytes, device, &from_backing);

@@ -5,10 +5,10 @@
 #pragma once
 
 #include <cstddef>
-#include <source_location>
 #include <utility>
 
 #include "kernels/caching_allocator.h"
+#include "kernels/source_location.h"
 
 namespace bareyolo::cuda {
 
@@ -30,8 +30,7 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   // `where`: the caller, for the step guard (kernels/step_guard.h).
-  DeviceBuffer(size_t bytes, int device,
-               std::source_location where = std::source_location::current());
+  DeviceBuffer(size_t bytes, int device, SourceLocation where = SourceLocation::current());
   ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& other) noexcept { swap(other); }
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {

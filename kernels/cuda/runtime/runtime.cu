@@ -128,7 +128,7 @@ void copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, int dev
 }
 
 void copy(void* dst, const void* src, size_t bytes, CopyKind kind, int device,
-          std::source_location where) {
+          SourceLocation where) {
   copy_async(dst, src, bytes, kind, device);
   synchronize(device, where);
 }
@@ -137,7 +137,7 @@ void fill_bytes(void* pointer, int byte, size_t bytes, int device) {
   BAREYOLO_CUDA_CHECK(cudaMemsetAsync(pointer, byte, bytes, stream_of(device)));
 }
 
-void synchronize(int device, std::source_location where) {
+void synchronize(int device, SourceLocation where) {
   ++waits;
   step_guard::report(step_guard::Event::host_wait, "a stream synchronize", where);
   BAREYOLO_CUDA_CHECK(cudaStreamSynchronize(stream_of(device)));
@@ -169,7 +169,7 @@ bool Event::complete() const {
   return true;
 }
 
-void Event::synchronize(std::source_location where) const {
+void Event::synchronize(SourceLocation where) const {
   if (!event_) return;
   ++waits;
   step_guard::report(step_guard::Event::host_wait, "an event synchronize", where);

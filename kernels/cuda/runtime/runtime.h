@@ -9,10 +9,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <source_location>
 #include <string>
 #include <system_error>
 #include <utility>
+
+#include "kernels/source_location.h"
 
 namespace bareyolo::cuda {
 
@@ -77,7 +78,7 @@ enum class CopyKind { host_to_device, device_to_host, device_to_device };
 // Ordered on the device's compute stream, and complete when it returns. The waits here
 // (copy, synchronize, Event::synchronize) are reported to the step guard at `where`.
 void copy(void* dst, const void* src, size_t bytes, CopyKind kind, int device,
-          std::source_location where = std::source_location::current());
+          SourceLocation where = SourceLocation::current());
 // Queued on the device's compute stream; returns at once. Host memory on either side must
 // stay as it is (and allocated) until an Event recorded after this call completes; pinned
 // host memory makes the copy truly asynchronous (pageable memory is staged before return).
@@ -86,7 +87,7 @@ void copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, int dev
 void fill_bytes(void* pointer, int byte, size_t bytes, int device);
 // The stream every kernel of `device` is launched on (a cudaStream_t).
 void* compute_stream(int device);
-void synchronize(int device, std::source_location where = std::source_location::current());
+void synchronize(int device, SourceLocation where = SourceLocation::current());
 // How many times this process has waited on the host for device work (synchronize, copy,
 // Event::synchronize), for tests that a step keeps the host out of its way.
 uint64_t host_waits();
@@ -115,7 +116,7 @@ class Event {
   // The marked work has finished; never blocks.
   bool complete() const;
   // The host waits until the marked work has finished.
-  void synchronize(std::source_location where = std::source_location::current()) const;
+  void synchronize(SourceLocation where = SourceLocation::current()) const;
 
  private:
   explicit Event(void* event) : event_(event) {}

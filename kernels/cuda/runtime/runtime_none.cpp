@@ -30,15 +30,15 @@ void free_device(void*, int) noexcept {}
 void* malloc_pinned(size_t) { built_without_cuda(); }
 void free_pinned(void*) noexcept {}
 bool is_pinned(const void*) { return false; }
-void copy(void*, const void*, size_t, CopyKind, int, std::source_location) { built_without_cuda(); }
+void copy(void*, const void*, size_t, CopyKind, int, SourceLocation) { built_without_cuda(); }
 void copy_async(void*, const void*, size_t, CopyKind, int) { built_without_cuda(); }
 void fill_bytes(void*, int, size_t, int) { built_without_cuda(); }
 void* compute_stream(int) { built_without_cuda(); }
-void synchronize(int, std::source_location) { built_without_cuda(); }
+void synchronize(int, SourceLocation) { built_without_cuda(); }
 Event Event::record(int) { built_without_cuda(); }
 Event::~Event() = default;
 bool Event::complete() const { return true; }
-void Event::synchronize(std::source_location) const {}
+void Event::synchronize(SourceLocation) const {}
 uint64_t host_waits() { return 0; }
 
 }  // namespace bareyolo::cuda
