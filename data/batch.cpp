@@ -12,10 +12,22 @@
 
 namespace bareyolo::data {
 
+std::vector<LabelRow> Batch::labels() const {
+  std::vector<LabelRow> rows;
+  rows.reserve(size_t(num_targets()));
+  for (int64_t r = 0; r < num_targets(); ++r) rows.push_back(label(r));
+  return rows;
+}
+
 Tensor Batch::images_tensor(Device device) const {
   Tensor bytes = Tensor::empty({size, height, width, 3}, device, DType::u8);
   read_by_device(images, upload_async(bytes.view<uint8_t>().data, device, images.get(),
                                       image_bytes() * size_t(size)));
+  return input_from_bytes(bytes);
+}
+
+Tensor Batch::input_from_bytes(const Tensor& bytes) const {
+  const Device device = bytes.device();
   Tensor pixels = Tensor::empty({size, 3, height, width}, device);
   ops::hwc_bytes_to_unit_float(bytes.view<uint8_t>(), pixels.view<float>());
   if (input_height == height && input_width == width) return pixels;

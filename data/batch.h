@@ -6,10 +6,15 @@
 //            makes the model's float NCHW input of them (images_tensor);
 //   targets  float32 rows [image_index, class, cx, cy, w, h], cx..h normalised to the image,
 //            image_index = the image's place in this batch;
-//   meta     per image: file, original size, letterbox gain and padding (validation).
+//   meta     per image: file, original size, letterbox gain and padding (validation);
+//   matched  the targets matched to the detector's grid cells (YOLOv5's build_targets), when
+//            the trainer gave the loader a matcher: the loss's input, made on a loader thread
+//            so that the training step does not spend the trainer's thread on it.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "data/host_buffer.h"
@@ -27,6 +32,20 @@ struct LabelRow {
   float cx = 0, cy = 0, w = 0, h = 0;
 };
 
+// A target matched to a prediction cell of one level (models/loss/loss_targets.h says how).
+struct MatchedRow {
+  int image, anchor, gj, gi;  // the prediction cell: p[image, anchor, gj, gi]
+  double tx, ty, tw, th;      // target box: xy offset from the cell corner, wh (grid units)
+  double anchor_w, anchor_h;  // the matched anchor (grid units)
+  int class_id;
+};
+
+// A batch's labels matched to the grids of one input size.
+struct MatchedTargets {
+  std::vector<std::array<int, 2>> grids;        // per level: the grid's rows, columns
+  std::vector<std::vector<MatchedRow>> levels;  // per level: the matched rows
+};
+
 struct Batch {
   int64_t step = 0;
   int size = 0;
@@ -37,6 +56,7 @@ struct Batch {
   HostBuffer images;
   std::vector<float> targets;  // num_targets() rows of 6
   std::vector<ImageMeta> meta;
+  std::optional<MatchedTargets> matched;  // for the grids of input_height x input_width
 
   int64_t num_targets() const { return int64_t(targets.size() / 6); }
   // Row r of `targets` (collate writes the rows; this reads them).
@@ -44,6 +64,7 @@ struct Batch {
     const float* row = targets.data() + r * 6;
     return {int(row[0]), int(row[1]), row[2], row[3], row[4], row[5]};
   }
+  std::vector<LabelRow> labels() const;  // every row, as label() reads it
   size_t image_bytes() const { return size_t(height) * width * 3; }
   const uint8_t* image(int i) const { return images.get() + size_t(i) * image_bytes(); }
   // The model's input on `device`: float NCHW, size x 3 x input_height x input_width, values
@@ -53,6 +74,9 @@ struct Batch {
   // ops run there: the host does not wait, and the buffer is not reused before the copy
   // completes (host_buffer.h).
   Tensor images_tensor(Device device = Device::cpu()) const;
+  // images_tensor's second half: the input made from `bytes`, the images already on the device
+  // (u8, size x height x width x 3), on its compute stream.
+  Tensor input_from_bytes(const Tensor& bytes) const;
 };
 
 // Collates the samples of `step` (each step.width x step.height) into a Batch of that size,

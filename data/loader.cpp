@@ -44,7 +44,13 @@ Batch Loader::build(const Step& step) const {
   std::vector<Sample> samples;
   samples.reserve(step.indices.size());
   for (size_t i = 0; i < step.indices.size(); ++i) samples.push_back(build_sample(step, i));
-  return collate(step, samples);
+  return finish(step, samples);
+}
+
+Batch Loader::finish(const Step& step, std::vector<Sample>& samples) const {
+  Batch batch = collate(step, samples);
+  if (options_.match_targets) batch.matched = options_.match_targets(batch);
+  return batch;
 }
 
 void Loader::worker_loop() {
@@ -75,7 +81,7 @@ void Loader::worker_loop() {
         complete = std::move(assembly.samples);
         assembling_.erase(step);
       }
-      Batch batch = collate(s, complete);
+      Batch batch = finish(s, complete);
       std::lock_guard<std::mutex> lock(mutex_);
       finished_.emplace(step, std::move(batch));
     } catch (...) {

@@ -11,12 +11,16 @@
 // batch's content does not depend on the worker count, on which worker built it, or on the
 // world size. workers = 0 builds each batch in next() on the calling thread.
 //
+// With a target matcher (the trainer's: the labels matched to the model's grids), the worker
+// that collates a batch also matches its targets, so the training step finds them done.
+//
 // An exception in a worker (an image deleted since verification, ...) is rethrown by next().
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -38,6 +42,9 @@ struct LoaderOptions {
   uint64_t seed = 0;
   int workers = 0;        // --workers
   int queue_batches = 0;  // batches built ahead; 0 means max(2, workers)
+  // When set: Batch::matched of every batch, made on the thread that collates it. Called from
+  // several threads at once, so it must not touch what the trainer changes meanwhile.
+  std::function<MatchedTargets(const Batch&)> match_targets = {};
 };
 
 class Loader {
@@ -55,6 +62,8 @@ class Loader {
  private:
   Sample build_sample(const Step& step, size_t i) const;
   Batch build(const Step& step) const;  // on the calling thread (workers = 0)
+  // collate(), then the targets matched when there is a matcher.
+  Batch finish(const Step& step, std::vector<Sample>& samples) const;
   void worker_loop();
 
   const Dataset& dataset_;

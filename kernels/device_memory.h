@@ -51,6 +51,17 @@ using DeviceEvent = cuda::Event;
 // asynchronously. Into host memory the copy is done on return, and the event is the empty one.
 DeviceEvent upload_async(void* dst, const Device& dst_device, const void* host_src, size_t bytes);
 
+// An event marking the work queued on `device` so far (its compute stream's); the empty one in
+// host memory, where that work is done already.
+DeviceEvent mark_device_work(const Device& device);
+
+// upload_async beside the compute stream: a GPU copies on its copy stream (runtime.h's
+// upload_beside_compute), so the copy overlaps the work queued before it; it starts once
+// `dst_free` (mark_device_work after the last work using `dst`) completes, and the work queued
+// after the call waits for it. Into host memory a plain copy, done on return.
+DeviceEvent upload_beside_compute(void* dst, const Device& dst_device, const void* host_src,
+                                  size_t bytes, const DeviceEvent& dst_free);
+
 // The host waits until the work queued on `device` has finished (at once on the CPU, whose
 // kernels return done).
 void wait_for_device(const Device& device, SourceLocation where = SourceLocation::current());

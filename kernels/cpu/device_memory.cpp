@@ -93,6 +93,20 @@ DeviceEvent upload_async(void* dst, const Device& dst_device, const void* host_s
   return DeviceEvent::record(dst_device.index);
 }
 
+DeviceEvent mark_device_work(const Device& device) {
+  if (in_host_memory(device)) return {};
+  return DeviceEvent::record(device.index);
+}
+
+DeviceEvent upload_beside_compute(void* dst, const Device& dst_device, const void* host_src,
+                                  size_t bytes, const DeviceEvent& dst_free) {
+  if (in_host_memory(dst_device)) {
+    std::memcpy(dst, host_src, bytes);
+    return {};
+  }
+  return cuda::upload_beside_compute(dst, host_src, bytes, dst_device.index, dst_free);
+}
+
 void wait_for_device(const Device& device, SourceLocation where) {
   if (!in_host_memory(device)) cuda::synchronize(device.index, where);
 }

@@ -2,22 +2,62 @@
 #include "models/loss/head_loss.h"
 
 #include <stdexcept>
+#include <string>
 
 #include "engine/distributed/comm/communicator.h"
 
 namespace bareyolo::models {
 
+TargetMatcher::TargetMatcher(const DetectionModel& model, const LossOptions& options)
+    : strides_(model.strides()), anchor_t_(options.hyp.anchor_t), classes_(options.classes) {
+  for (int level = 0; level < model.num_levels(); ++level) {
+    anchors_.emplace_back();
+    for (int a = 0; a < model.num_anchors(); ++a) anchors_.back().push_back(model.anchor(level, a));
+  }
+}
+
+LevelTargets TargetMatcher::match(const std::vector<LabelRow>& labels, int images,
+                                  const std::vector<std::array<int, 2>>& grids) const {
+  if (grids.size() != anchors_.size())
+    throw std::logic_error("matching targets to " + std::to_string(grids.size()) +
+                           " grids for a model of " + std::to_string(anchors_.size()) + " levels");
+  check_label_rows(labels, images, classes_);
+  std::vector<LevelGrid> levels;
+  for (size_t level = 0; level < grids.size(); ++level)
+    levels.push_back({grids[level][0], grids[level][1], anchors_[level]});
+  return build_targets(labels, levels, anchor_t_);
+}
+
+std::vector<std::array<int, 2>> TargetMatcher::grids_of(int height, int width) const {
+  std::vector<std::array<int, 2>> grids;
+  for (double stride : strides_) {
+    const int s = int(stride);
+    if (height % s != 0 || width % s != 0)
+      throw std::invalid_argument("an input of " + std::to_string(width) + "x" +
+                                  std::to_string(height) + " is not a multiple of the stride " +
+                                  std::to_string(s) + "; use an image size that is");
+    grids.push_back({height / s, width / s});
+  }
+  return grids;
+}
+
+data::MatchedTargets TargetMatcher::operator()(const data::Batch& batch) const {
+  data::MatchedTargets matched;
+  matched.grids = grids_of(batch.input_height, batch.input_width);
+  matched.levels = match(batch.labels(), batch.size, matched.grids);
+  return matched;
+}
+
+std::vector<std::array<int, 2>> head_grids(const std::vector<Tensor>& head) {
+  std::vector<std::array<int, 2>> grids;
+  for (const Tensor& h : head) grids.push_back({int(h.shape().h), int(h.shape().w)});
+  return grids;
+}
+
 LevelTargets head_targets(const DetectionModel& model, const std::vector<Tensor>& head,
                           const std::vector<LabelRow>& labels, const LossOptions& options) {
-  if (!head.empty()) check_label_rows(labels, int(head[0].shape().n), options.classes);
-  std::vector<LevelGrid> grids;
-  for (int level = 0; level < model.num_levels(); ++level) {
-    const Tensor& h = head[size_t(level)];
-    LevelGrid grid{int(h.shape().h), int(h.shape().w), {}};
-    for (int a = 0; a < model.num_anchors(); ++a) grid.anchors.push_back(model.anchor(level, a));
-    grids.push_back(grid);
-  }
-  return build_targets(labels, grids, options.hyp.anchor_t);
+  const int images = head.empty() ? 0 : int(head[0].shape().n);
+  return TargetMatcher(model, options).match(labels, images, head_grids(head));
 }
 
 LossNormalization global_normalization(dist::Communicator& comm, const LevelTargets& targets,

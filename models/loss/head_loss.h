@@ -8,6 +8,7 @@
 // the head's device (loss.h); read_loss() reads the values on the host.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "models/loss/loss.h"
@@ -25,6 +26,33 @@ struct HeadLoss {
 };
 
 using LevelTargets = std::vector<std::vector<MatchedRow>>;  // per level, the matched rows
+
+// What matching a batch's labels takes of a model (its levels' strides and anchors) and of the
+// loss (anchor_t, the classes), copied: the loader's threads match the next batches with it
+// while the trainer's thread runs the model (LoaderOptions::match_targets).
+class TargetMatcher {
+ public:
+  TargetMatcher(const DetectionModel& model, const LossOptions& options);
+
+  // The labels (normalised to the network input) of a batch of `images` images matched to
+  // grids of `grids` (rows, columns per level); check_label_rows refuses a bad row first.
+  LevelTargets match(const std::vector<LabelRow>& labels, int images,
+                     const std::vector<std::array<int, 2>>& grids) const;
+  // The grids of an input of height x width: each level's stride divides both (the trainer's
+  // sizes are multiples of the largest stride), else this throws naming the size.
+  std::vector<std::array<int, 2>> grids_of(int height, int width) const;
+  // A batch's labels matched to the grids of its input size (the loader's hook).
+  data::MatchedTargets operator()(const data::Batch& batch) const;
+
+ private:
+  std::vector<double> strides_;
+  std::vector<std::vector<std::array<double, 2>>> anchors_;  // per level, grid units
+  double anchor_t_;
+  int classes_;
+};
+
+// The grids of `head`, the model's training-mode outputs: rows, columns per level.
+std::vector<std::array<int, 2>> head_grids(const std::vector<Tensor>& head);
 
 // The labels (normalised to the network input) matched to the grids of `head`, the model's
 // latest training-mode outputs.

@@ -19,14 +19,8 @@
 
 namespace bareyolo::models {
 
-using data::LabelRow;  // one label of a batch (data/batch.h)
-
-struct MatchedRow {
-  int image, anchor, gj, gi;  // the prediction cell: p[image, anchor, gj, gi]
-  double tx, ty, tw, th;      // target box: xy offset from the cell corner, wh (grid units)
-  double anchor_w, anchor_h;  // the matched anchor (grid units)
-  int class_id;
-};
+using data::LabelRow;    // one label of a batch (data/batch.h)
+using data::MatchedRow;  // one matched target (data/batch.h): what build_targets makes
 
 struct LevelGrid {
   int ny, nx;

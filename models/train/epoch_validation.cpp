@@ -27,7 +27,7 @@ std::pair<ValidationResult, ValidationNumbers> validate_with_loss(DetectionModel
     const std::vector<Tensor>& head =
         model.forward(batch.images_tensor(model.device()), Mode::eval);
     const LossValues loss =
-        read_loss(head_loss(model, head, batch_labels(batch), loss_options, batch.size).loss);
+        read_loss(head_loss(model, head, batch.labels(), loss_options, batch.size).loss);
     sums[0] += loss.box, sums[1] += loss.obj, sums[2] += loss.cls, sums[3] += 1;
     return detect(head, model, options.nms);
   };

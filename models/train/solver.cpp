@@ -90,7 +90,7 @@ Solver::Solver(DetectionModel& model, const SolverOptions& options, dist::Commun
 }
 
 StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labels,
-                         int64_t iteration) {
+                         int64_t iteration, const data::MatchedTargets* matched) {
   const StepSettings settings = schedule_.at(iteration);
   apply(settings, *optimizer_);
   const bool boundary = iteration - last_step_iteration_ >= settings.accumulate;
@@ -100,7 +100,7 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   const bool warm = !step_kinds_seen_.insert({shape.n, shape.c, shape.h, shape.w, boundary}).second;
   const step_guard::Scope guarded(warm);
   if (reducer_) reducer_->set_sync(boundary);
-  StepOutcome outcome{.loss = forward_backward(images, labels), .updated = boundary};
+  StepOutcome outcome{.loss = forward_backward(images, labels, matched), .updated = boundary};
   if (comm_) {  // where the loss is (a GPU's: by NCCL, in order with the gradient buckets)
     const trace::Label label("loss items");
     comm_->allreduce(dist::CommBuffer::of(outcome.loss), dist::ReduceOp::sum, "loss items")->wait();
@@ -112,8 +112,10 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   return outcome;
 }
 
-Tensor Solver::forward_backward(const Tensor& images, const std::vector<LabelRow>& labels) {
-  return models::forward_backward(model_, images, labels, options_.loss, {comm_, reducer_.get()});
+Tensor Solver::forward_backward(const Tensor& images, const std::vector<LabelRow>& labels,
+                                const data::MatchedTargets* matched) {
+  return models::forward_backward(model_, images, labels, options_.loss, {comm_, reducer_.get()},
+                                  matched);
 }
 
 void Solver::update() {

@@ -87,12 +87,15 @@ class Solver {
   Solver& operator=(const Solver&) = delete;
 
   // One batch of iteration `iteration` (its index in the run: batch + epoch x batches per
-  // epoch), as the file comment shows.
-  StepOutcome step(const Tensor& images, const std::vector<LabelRow>& labels, int64_t iteration);
+  // epoch), as the file comment shows. `matched`: the labels already matched to the input's
+  // grids (the loader's Batch::matched), or null for the step to match them (step.h).
+  StepOutcome step(const Tensor& images, const std::vector<LabelRow>& labels, int64_t iteration,
+                   const data::MatchedTargets* matched = nullptr);
   // The two halves of step() on their own: a batch's forward and backward (gradients add up),
   // returning this rank's share of the loss (a loss tensor), and the update that ends an
   // accumulation.
-  Tensor forward_backward(const Tensor& images, const std::vector<LabelRow>& labels);
+  Tensor forward_backward(const Tensor& images, const std::vector<LabelRow>& labels,
+                          const data::MatchedTargets* matched = nullptr);
   void update();
   // Drops a partial accumulation (YOLOv5 does at each epoch's start): the gradients to zero.
   void drop_accumulation() { optimizer_->zero_grad(); }

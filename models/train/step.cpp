@@ -1,23 +1,25 @@
 // models/train/step.cpp — see step.h.
 #include "models/train/step.h"
 
+#include <stdexcept>
+
 #include "engine/trace.h"
 
 namespace bareyolo::models {
 
-std::vector<LabelRow> batch_labels(const data::Batch& batch) {
-  std::vector<LabelRow> labels;
-  for (int64_t r = 0; r < batch.num_targets(); ++r) labels.push_back(batch.label(r));
-  return labels;
-}
-
 Tensor forward_backward(DetectionModel& model, const Tensor& images,
                         const std::vector<LabelRow>& labels, const LossOptions& options,
-                        const DataParallel& parallel) {
+                        const DataParallel& parallel, const data::MatchedTargets* matched) {
   const std::vector<Tensor>& head = model.forward(images, Mode::train);
   const HeadLoss loss = [&] {
     const trace::Range traced(trace::Track::compute, "loss");
-    const LevelTargets targets = head_targets(model, head, labels, options);
+    LevelTargets matched_here;
+    if (matched && matched->grids != head_grids(head))
+      throw std::logic_error(
+          "forward_backward: targets matched to grids of another size than "
+          "the head's (the loader's input size must be the model's input's)");
+    if (!matched) matched_here = head_targets(model, head, labels, options);
+    const LevelTargets& targets = matched ? matched->levels : matched_here;
     const int batch = int(images.shape().n);
     const trace::Label counts("loss counts");  // names global_normalization's all-reduce
     const LossNormalization norm =

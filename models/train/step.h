@@ -2,7 +2,8 @@
 // training step that data parallelism changes. The Solver (solver.h) runs it for every batch;
 // AutoBatch's memory probe runs it alone.
 //
-//   images -> model.forward(train) -> head_targets (this rank's labels matched to the grids)
+//   images -> model.forward(train) -> head_targets (this rank's labels matched to the grids,
+//             unless the loader's threads matched them already)
 //          -> normalisation: this batch's counts on one process; on several ranks the counts
 //             summed over all of them, gradient x world (docs/ddp.md, section 5)
 //          -> head_loss (this rank's share of the global-batch loss, and its gradient)
@@ -28,13 +29,13 @@ struct DataParallel {
   dist::Reducer* reducer = nullptr;    // null: one process
 };
 
-// The batch's labels as the loss takes them.
-std::vector<LabelRow> batch_labels(const data::Batch& batch);
-
 // Returns this rank's loss (its share; the sum over ranks is the global-batch loss) as a loss
 // tensor on the model's device (read_loss reads it): nothing here makes the host wait for it.
+// `matched`, when given, is `labels` already matched to the input's grids (the loader's
+// Batch::matched, made by a TargetMatcher), used as it is; its grids must be the head's.
 Tensor forward_backward(DetectionModel& model, const Tensor& images,
                         const std::vector<LabelRow>& labels, const LossOptions& options,
-                        const DataParallel& parallel = {});
+                        const DataParallel& parallel = {},
+                        const data::MatchedTargets* matched = nullptr);
 
 }  // namespace bareyolo::models

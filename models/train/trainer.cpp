@@ -3,7 +3,8 @@
 // communicator, a new run's initial weights and AutoAnchor's anchors, the Solver (the step's
 // arena, optimizer, EMA, schedule and reducer), the checkpoint's state, the outputs. Then the loop
 // (Trainer::run, Trainer::train_epoch), which reads top to bottom:
-//     batches: loader -> solver.step (forward, YOLOv5's loss, backward; every `accumulate`
+//     batches: loader (samples, and the targets matched to the grids, on its threads)
+//              -> solver.step (forward, YOLOv5's loss, backward; every `accumulate`
 //              batches the update: clip, optimizer step, EMA) -> the previous step's loss read
 //              (one step late: the host never waits for the step it just queued)
 //              -> [snapshot] step checkpoints
@@ -22,6 +23,7 @@
 #include <optional>
 
 #include "data/dataset.h"                    // defines: read_dataset_yaml, open_split
+#include "data/image_upload.h"               // defines: ImageUploader (beside the compute)
 #include "data/loader.h"                     // defines: Loader (threaded, deterministic)
 #include "data/train_batches.h"              // defines: training_plan (--rect, --multi-scale)
 #include "engine/atomic_file.h"              // defines: write_file_atomically
@@ -33,6 +35,7 @@
 #include "engine/trace_analysis.h"                        // defines: trace::step_shares
 #include "kernels/step_guard.h"                           // defines: step_guard::count
 #include "models/eval/plots.h"                            // defines: write_val_batch_pictures
+#include "models/loss/head_loss.h"                        // defines: TargetMatcher
 #include "models/train/autoanchor.h"                      // defines: fit_run_anchors (AutoAnchor)
 #include "models/train/checkpointer.h"           // defines: Checkpointer (the snapshot step)
 #include "models/train/early_stopping.h"         // defines: EarlyStopping
@@ -464,13 +467,15 @@ bool Trainer::train_epoch(int epoch) {
                        .hyp = options_.augment,
                        .rect = options_.rect,
                        .seed = options_.seed,
-                       .workers = loader_workers()});
+                       .workers = loader_workers(),
+                       .match_targets = TargetMatcher(model_, solver_.options().loss)});
   fire(&TrainCallbacks::on_train_epoch_start,
        EpochStartInfo{epoch, options_.epochs, batches_, done.batches_done});
   solver_.drop_accumulation();  // YOLOv5 drops a partial accumulation at each epoch's start
   const auto epoch_start = Clock::now();
   const double seconds_before = done.train_seconds;
   double data_wait_seconds = 0;  // in loader.next(): the input pipeline's share of the steps
+  data::ImageUploader uploader(run_.device);  // each batch's copy overlaps the step before
   const uint64_t host_waits_before = step_guard::count(step_guard::Event::host_wait);
   const int64_t steps_before = solver_.optimizer_steps();
   auto count_host_waits = [&] {  // per optimizer step of the epoch
@@ -480,8 +485,8 @@ bool Trainer::train_epoch(int epoch) {
   };
   while (std::optional<data::Batch> batch = next_batch(loader, data_wait_seconds)) {
     // ---- forward, loss, backward; at an accumulation's end the update (solver.h) ----
-    const StepOutcome step = solver_.step(batch->images_tensor(run_.device), batch_labels(*batch),
-                                          batch->step + batches_ * epoch);
+    const StepOutcome step = solver_.step(uploader.images_tensor(*batch), batch->labels(),
+                                          batch->step + batches_ * epoch, &*batch->matched);
     read_unread_step();  // the previous step's, while the device runs this one
     const int64_t steps = solver_.optimizer_steps();
     unread_step_ = UnreadStep{step.loss, epoch, std::move(*batch), steps};

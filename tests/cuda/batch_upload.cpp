@@ -6,11 +6,13 @@
 // outputs poisoned first; the buffer goes back to the pool with the copy's event and is handed
 // to the next batch only once the copy is done (here the copy is queued behind ~1 ms of other
 // work, and the next batch overwrites the buffer at once); Event::synchronize makes the host
-// wait for the marked work.
+// wait for the marked work; the trainer's ImageUploader copies beside the compute stream into
+// its two buffers, each input still the CPU's though every copy is queued behind pending work.
 #include <algorithm>
 #include <limits>
 
 #include "data/batch.h"
+#include "data/image_upload.h"
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/runtime.h"
 #include "kernels/ops.h"
@@ -126,6 +128,32 @@ TEST_CASE("cuda batch upload: the next batch gets the buffer only after the copy
   REQUIRE(next.get() == address);                // the same buffer, reused
   std::fill(next.get(), next.get() + bytes, 0);  // the next batch's loader writes it
   CHECK(images.to_vector<float>() == expected);
+}
+
+TEST_CASE("cuda image uploader: copies beside the compute stream, each input the CPU's") {
+  Rng rng(35);
+  const cuda::DeviceBuffer scratch(size_t(512) << 20, 0);
+  data::ImageUploader uploader(Device::cuda(0));
+  // Three batches through two buffers: the third overwrites the first's buffer. The compute
+  // stream is kept busy before each upload, so each copy is queued while the conversion of the
+  // batch before is still pending: a copy that did not wait for the last read of its buffer
+  // would change the first input, one the compute stream did not wait for would convert bytes
+  // not yet copied.
+  const int shapes[][3] = {{3, 96, 64}, {2, 64, 80}, {3, 96, 64}};
+  std::vector<data::Batch> batches;
+  std::vector<Tensor> inputs;
+  for (const auto& shape : shapes) {
+    batches.push_back(random_batch(rng, shape[0], shape[1], shape[2]));
+    queue_slow_work(scratch);
+    inputs.push_back(uploader.images_tensor(batches.back()));
+    CHECK(batches.back().images.get_deleter().last_read.recorded());
+  }
+  for (size_t b = 0; b < batches.size(); ++b) {
+    CAPTURE(b);
+    CHECK(inputs[b].device() == Device::cuda(0));
+    CHECK(inputs[b].to_vector<float>() ==
+          batches[b].images_tensor(Device::cpu()).to_vector<float>());
+  }
 }
 
 TEST_CASE("cuda events: synchronize waits for the marked work") {

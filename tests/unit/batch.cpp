@@ -2,10 +2,12 @@
 // copies each sample's bytes as they are, with the step's sizes and the labels' rows; on the CPU
 // images_tensor is the bytes' NCHW floats (byte * (1 / 255)), computed here independently, and
 // records no device read; a --multi-scale batch's is that conversion, then each plane resized
-// by resize_bilinear. The GPU's upload is tests/cuda/batch_upload.cpp.
+// by resize_bilinear; the trainer's ImageUploader gives images_tensor's input through its two
+// reused buffers. The GPU's upload is tests/cuda/batch_upload.cpp.
 #include <cstring>
 
 #include "data/batch.h"
+#include "data/image_upload.h"
 #include "kernels/ops.h"
 #include "tests/support/random_images.h"
 
@@ -91,5 +93,28 @@ TEST_CASE("images_tensor of a --multi-scale batch: converted, then every plane r
                            expected.images(n, n + 1).channels(c, c + 1).view<float>());
     }
     CHECK(images.to_vector<float>() == expected.to_vector<float>());
+  }
+}
+
+TEST_CASE("image uploader on the host: each batch's input as images_tensor's, buffers grown") {
+  Rng rng(85);
+  data::ImageUploader uploader(Device::cpu());
+  // (size, width, height, input width, input height): the first buffer, the second, a smaller
+  // batch in the first (a prefix of it), a larger one that grows the second, a --multi-scale one.
+  const int shapes[][5] = {
+      {3, 14, 10, 0, 0}, {2, 9, 6, 0, 0}, {1, 8, 4, 0, 0}, {4, 16, 12, 0, 0}, {2, 10, 8, 15, 6}};
+  std::vector<data::Batch> batches;
+  std::vector<Tensor> inputs;  // all kept: a later upload must not change an earlier input
+  for (const auto& s : shapes) {
+    std::vector<data::Sample> samples = random_samples(rng, s[0], s[1], s[2]);
+    batches.push_back(data::collate(step_of(s[1], s[2], s[3], s[4]), samples));
+    inputs.push_back(uploader.images_tensor(batches.back()));
+  }
+  for (size_t b = 0; b < batches.size(); ++b) {
+    CAPTURE(b);
+    CHECK(inputs[b].shape() == batches[b].images_tensor(Device::cpu()).shape());
+    CHECK(inputs[b].to_vector<float>() ==
+          batches[b].images_tensor(Device::cpu()).to_vector<float>());
+    CHECK_FALSE(batches[b].images.get_deleter().last_read.recorded());
   }
 }

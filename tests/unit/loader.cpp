@@ -2,8 +2,11 @@
 // and any world size (N ranks' micro-batches == the single-rank batch, pixels and targets;
 // with mixup and copy-paste on too, on box and polygon labels),
 // distinct augmentations for repeated images, the collate layout, validation metadata, and
-// errors from workers reaching the caller.
+// errors from workers reaching the caller; a target matcher run on the workers for every batch.
 #include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
 
 #include "data/loader.h"
 #include "data/val_batches.h"
@@ -203,4 +206,55 @@ TEST_CASE("loader: an image that disappeared after verification is an error nami
     fs::remove(entry.path());
   CHECK_THROWS_WITH_AS(load_epoch(train.dataset, 2, 1, 0, 2),
                        doctest::Contains("cannot open image"), data::ImageError);
+}
+
+TEST_CASE("loader: a target matcher gives every batch its matched targets, on worker threads") {
+  TempDir dir;
+  data::OpenedSplit train =
+      data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 7)), "train");
+  // A stand-in for the trainer's TargetMatcher: one row per label, carrying its image and class,
+  // on a grid named after the input size; it records the threads it ran on.
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  auto matcher = [&](const data::Batch& batch) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      threads.insert(std::this_thread::get_id());
+    }
+    data::MatchedTargets matched;
+    matched.grids = {{batch.input_height, batch.input_width}};
+    matched.levels.resize(1);
+    for (const data::LabelRow& label : batch.labels())
+      matched.levels[0].push_back(
+          {label.image, 0, 0, 0, label.cx, label.cy, label.w, label.h, 1, 1, label.class_id});
+    return matched;
+  };
+  for (int workers : {0, 2}) {
+    CAPTURE(workers);
+    threads.clear();
+    data::SamplerOptions sampler;
+    sampler.dataset_size = train.dataset.size();
+    sampler.global_batch = 2;
+    data::LoaderOptions options;
+    options.imgsz = 96;
+    options.workers = workers;
+    options.match_targets = matcher;
+    data::Loader loader(train.dataset, data::DistributedSampler(sampler).plan_epoch(0, 96), 0,
+                        options);
+    int batches = 0;
+    while (std::optional<data::Batch> batch = loader.next()) {
+      ++batches;
+      REQUIRE(batch->matched.has_value());
+      CHECK(batch->matched->grids == std::vector<std::array<int, 2>>{{96, 96}});
+      const std::vector<data::MatchedRow>& rows = batch->matched->levels.at(0);
+      REQUIRE(int64_t(rows.size()) == batch->num_targets());
+      for (int64_t r = 0; r < batch->num_targets(); ++r) {
+        CHECK(rows[size_t(r)].image == batch->label(r).image);
+        CHECK(rows[size_t(r)].class_id == batch->label(r).class_id);
+        CHECK(rows[size_t(r)].tw == double(batch->label(r).w));
+      }
+    }
+    CHECK(batches == 4);  // 7 images, batch 2
+    CHECK(threads.count(std::this_thread::get_id()) == size_t(workers == 0 ? 1 : 0));
+  }
 }

@@ -59,7 +59,7 @@ TEST_CASE("the loss read one step late gives the running means of reading it at 
                     info.batch->step,
                     {info.loss_mean[0], info.loss_mean[1], info.loss_mean[2]},
                     info.batch->images_tensor(),
-                    models::batch_labels(*info.batch)});
+                    info.batch->labels()});
   };
   recorder.on_fit_epoch_end = [&](const models::EpochMetrics& m) {
     epoch_means.push_back({m.train_box, m.train_obj, m.train_cls});

@@ -110,14 +110,40 @@ bool is_pinned(const void* pointer) {
   return attributes.type == cudaMemoryTypeHost;
 }
 
-void* compute_stream(int device) {
+namespace {
+
+// Each device's streams of one kind, created on first use (non-blocking: the legacy default
+// stream must not serialise them).
+cudaStream_t stream_created_once(std::array<cudaStream_t, 64>& streams, int device) {
   static std::mutex mutex;
-  static std::array<cudaStream_t, 64> streams{};
   require_device(device);
   std::lock_guard<std::mutex> lock(mutex);
   cudaStream_t& stream = streams.at(static_cast<size_t>(device));
   if (!stream) BAREYOLO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   return stream;
+}
+
+}  // namespace
+
+void* compute_stream(int device) {
+  static std::array<cudaStream_t, 64> streams{};
+  return stream_created_once(streams, device);
+}
+
+Event upload_beside_compute(void* dst, const void* src, size_t bytes, int device,
+                            const Event& after) {
+  static std::array<cudaStream_t, 64> copy_streams{};
+  const cudaStream_t copy = stream_created_once(copy_streams, device);
+  const cudaStream_t compute = stream_of(device);  // sets the device
+  if (after.recorded())
+    BAREYOLO_CUDA_CHECK(cudaStreamWaitEvent(copy, static_cast<cudaEvent_t>(after.event_), 0));
+  BAREYOLO_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, copy));
+  cudaEvent_t event = nullptr;
+  BAREYOLO_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  Event copied(event);  // destroyed if recording fails
+  BAREYOLO_CUDA_CHECK(cudaEventRecord(event, copy));
+  BAREYOLO_CUDA_CHECK(cudaStreamWaitEvent(compute, event, 0));
+  return copied;
 }
 
 void copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, int device) {

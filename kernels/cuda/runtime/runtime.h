@@ -83,6 +83,14 @@ void copy(void* dst, const void* src, size_t bytes, CopyKind kind, int device,
 // stay as it is (and allocated) until an Event recorded after this call completes; pinned
 // host memory makes the copy truly asynchronous (pageable memory is staged before return).
 void copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, int device);
+class Event;
+// A host-to-device copy beside the compute stream: queued on the device's copy stream, a
+// second stream, so that it runs while the compute stream works (the next batch's images while
+// a step computes). It starts once `after` (an Event of the compute stream: the last work that
+// uses `dst`) has completed, and the compute stream's work queued after this call waits for it.
+// The returned Event completes with the copy; `src` (pinned) must stay as it is until then.
+Event upload_beside_compute(void* dst, const void* src, size_t bytes, int device,
+                            const Event& after);
 // Sets every byte of [pointer, pointer + bytes) to `byte` on the compute stream.
 void fill_bytes(void* pointer, int byte, size_t bytes, int device);
 // The stream every kernel of `device` is launched on (a cudaStream_t).
@@ -119,6 +127,7 @@ class Event {
   void synchronize(SourceLocation where = SourceLocation::current()) const;
 
  private:
+  friend Event upload_beside_compute(void*, const void*, size_t, int, const Event&);
   explicit Event(void* event) : event_(event) {}
   void* event_ = nullptr;  // a cudaEvent_t
 };

@@ -32,6 +32,7 @@ void free_pinned(void*) noexcept {}
 bool is_pinned(const void*) { return false; }
 void copy(void*, const void*, size_t, CopyKind, int, SourceLocation) { built_without_cuda(); }
 void copy_async(void*, const void*, size_t, CopyKind, int) { built_without_cuda(); }
+Event upload_beside_compute(void*, const void*, size_t, int, const Event&) { built_without_cuda(); }
 void fill_bytes(void*, int, size_t, int) { built_without_cuda(); }
 void* compute_stream(int) { built_without_cuda(); }
 void synchronize(int, SourceLocation) { built_without_cuda(); }
