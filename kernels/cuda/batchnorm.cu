@@ -229,10 +229,10 @@ void gradient_sums(View<const typename Gradient::Storage> x, Gradient dy, const 
   gradient_sums_partial_kernel<<<dim3(split.splits, unsigned(channels)), kReduceThreads, 0,
                                  stream>>>(x, dy, mean, split.per_block,
                                            partials.as<GradientSums>());
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
   gradient_sums_final_kernel<<<unsigned(channels), kReduceThreads, 0, stream>>>(
       partials.as<GradientSums>(), split.splits, invstd, sum_dy, sum_dy_xhat, dgamma, dbeta);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
 // ---- per-channel statistics -------------------------------------------------------------
@@ -292,7 +292,7 @@ void launch_planes(const Shape4& shape, const Device& device, Op op) {
       std::min<int64_t>((plane + 4 * kRowThreads - 1) / (4 * kRowThreads), 65535);
   plane_kernel<<<dim3(unsigned(rows), unsigned(chunks)), kRowThreads, 0, stream_of(device)>>>(
       shape.c, plane, op);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
 // y = bn = (x - mean) * (invstd * gamma) + beta; with kSilu, y = silu(bn).
@@ -402,10 +402,10 @@ void batchnorm_moments(View<const S> x, float* mean, float* m2) {
   const cudaStream_t stream = stream_of(x.device);
   moments_partial_kernel<<<dim3(split.splits, unsigned(channels)), kReduceThreads, 0, stream>>>(
       x, split.per_block, partials.as<Moments>());
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
   moments_final_kernel<<<unsigned(channels), kReduceThreads, 0, stream>>>(partials.as<Moments>(),
                                                                           split.splits, mean, m2);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
 template <class S>
@@ -495,7 +495,7 @@ void batchnorm_statistics_from_moments(const float* mean, const float* m2, int64
   if (channels == 0) return;
   train_statistics_kernel<<<blocks_for(channels, 128), 128, 0, stream_of(device)>>>(
       channels, count, p, mean, m2, save_mean, save_invstd, running_mean, running_var);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
 void batchnorm_running_inverse_std(const float* running_var, int64_t channels, double eps,
@@ -503,7 +503,7 @@ void batchnorm_running_inverse_std(const float* running_var, int64_t channels, d
   if (channels == 0) return;
   inverse_std_kernel<<<blocks_for(channels, 128), 128, 0, stream_of(device)>>>(
       channels, running_var, eps, invstd);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
 template <class S>

@@ -75,7 +75,7 @@ void batchnorm_moments_record(const float* mean, const float* m2, int64_t channe
   if (channels == 0) return;
   moments_record_kernel<<<channel_blocks(channels), kChannelThreads, 0, stream_of(device)>>>(
       mean, m2, channels, count, record);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
 void batchnorm_statistics_from_records(const double* records, int64_t ranks, int64_t record_stride,
@@ -87,7 +87,7 @@ void batchnorm_statistics_from_records(const double* records, int64_t ranks, int
                                    stream_of(device)>>>(records, ranks, record_stride, channels, p,
                                                         running_mean, running_var, save_mean,
                                                         save_invstd, total_count);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
 void batchnorm_sums_record(const float* sum_dy, const float* sum_dy_xhat, int64_t channels,
@@ -95,7 +95,7 @@ void batchnorm_sums_record(const float* sum_dy, const float* sum_dy_xhat, int64_
   if (channels == 0) return;
   sums_record_kernel<<<channel_blocks(channels), kChannelThreads, 0, stream_of(device)>>>(
       sum_dy, sum_dy_xhat, channels, dgamma, dbeta, record);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
 void batchnorm_mean_sums(const double* sums, int64_t channels, const double* total_count,
@@ -103,7 +103,7 @@ void batchnorm_mean_sums(const double* sums, int64_t channels, const double* tot
   if (channels == 0) return;
   mean_sums_kernel<<<channel_blocks(channels), kChannelThreads, 0, stream_of(device)>>>(
       sums, channels, total_count, mean_dy, mean_dy_xhat);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace bareyolo::cuda

@@ -45,7 +45,7 @@ void run_bias_gradient(View<const S> dy, float* dbias) {
   if (dy.shape.c == 0) return;
   bias_gradient_kernel<<<unsigned(dy.shape.c), kReduceThreads, 0, stream_of(dy.device)>>>(dy,
                                                                                           dbias);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace

@@ -109,7 +109,7 @@ void gemm_conv2d_forward(View<const float> x, View<const float> weight, const fl
             c_out = as_int(g.c_out, "output channels");
   if (bias) {  // Y starts as the bias and the GEMM adds onto it
     fill_bias_kernel<<<grid_for(y.shape.numel()), kThreads, 0, stream>>>(bias, y);
-    BAREYOLO_CUDA_CHECK(cudaGetLastError());
+    BAREYOLO_CUDA_CHECK_LAUNCH();
   }
   const float one = 1.0f, beta = bias ? 1.0f : 0.0f;
   const int64_t chunk = g.image_is_col() ? g.images : chunk_images(g);
@@ -121,12 +121,12 @@ void gemm_conv2d_forward(View<const float> x, View<const float> weight, const fl
     if (!g.image_is_col()) {
       im2col_kernel<<<grid_for(images * k * hw), kThreads, 0, stream>>>(x, g, first, images,
                                                                         col.as<float>());
-      BAREYOLO_CUDA_CHECK(cudaGetLastError());
+      BAREYOLO_CUDA_CHECK_LAUNCH();
       columns = col.as<float>();
       column_stride = static_cast<long long>(k) * hw;
     }
     // Y_i (HW x c_out, column-major) = col_i (HW x K) * W (K x c_out)
-    BAREYOLO_CUBLAS_CHECK(cublasSgemmStridedBatched(
+    BAREYOLO_CUBLAS_CHECK_LAUNCH(cublasSgemmStridedBatched(
         handle, CUBLAS_OP_N, CUBLAS_OP_N, hw, c_out, k, &one, columns, hw, column_stride,
         weight.data, k, 0, &beta, y.image(first), hw, y.batch_stride, as_int(images, "images")));
   }
@@ -144,7 +144,7 @@ void gemm_conv2d_backward_data(View<const float> dy, View<const float> weight, o
   const float one = 1.0f, zero = 0.0f;
   if (g.image_is_col()) {
     // dx_i (HW x K, column-major) += dY_i (HW x c_out) * W^T (c_out x K), straight into dx.
-    BAREYOLO_CUBLAS_CHECK(cublasSgemmStridedBatched(
+    BAREYOLO_CUBLAS_CHECK_LAUNCH(cublasSgemmStridedBatched(
         handle, CUBLAS_OP_N, CUBLAS_OP_T, hw, k, c_out, &one, dy.data, hw, dy.batch_stride,
         weight.data, k, 0, &one, dx.data, hw, dx.batch_stride, as_int(g.images, "images")));
     return;
@@ -153,13 +153,13 @@ void gemm_conv2d_backward_data(View<const float> dy, View<const float> weight, o
   DeviceBuffer dcol(sizeof(float) * chunk * k * hw, device);
   for (int64_t first = 0; first < g.images; first += chunk) {
     const int64_t images = std::min(chunk, g.images - first);
-    BAREYOLO_CUBLAS_CHECK(cublasSgemmStridedBatched(
+    BAREYOLO_CUBLAS_CHECK_LAUNCH(cublasSgemmStridedBatched(
         handle, CUBLAS_OP_N, CUBLAS_OP_T, hw, k, c_out, &one, dy.image(first), hw, dy.batch_stride,
         weight.data, k, 0, &zero, dcol.as<float>(), hw, static_cast<long long>(k) * hw,
         as_int(images, "images")));
     col2im_add_kernel<<<grid_for(images * g.c_in * g.height * g.width), kThreads, 0, stream>>>(
         dcol.as<float>(), g, first, images, dx);
-    BAREYOLO_CUDA_CHECK(cudaGetLastError());
+    BAREYOLO_CUDA_CHECK_LAUNCH();
   }
 }
 
@@ -180,15 +180,15 @@ void gemm_conv2d_backward_weight(View<const float> x, View<const float> dy, ops:
     if (!g.image_is_col()) {
       im2col_kernel<<<grid_for(images * k * hw), kThreads, 0, stream>>>(x, g, first, images,
                                                                         col.as<float>());
-      BAREYOLO_CUDA_CHECK(cudaGetLastError());
+      BAREYOLO_CUDA_CHECK_LAUNCH();
     }
     for (int64_t m = 0; m < images; ++m) {
       const float* columns =
           g.image_is_col() ? x.image(first + m) : col.as<float>() + m * int64_t{k} * hw;
       // dW (K x c_out, column-major) += col_i^T (K x HW) * dY_i (HW x c_out)
-      BAREYOLO_CUBLAS_CHECK(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, k, c_out, hw, &one,
-                                        columns, hw, dy.image(first + m), hw, &one, dweight.data,
-                                        k));
+      BAREYOLO_CUBLAS_CHECK_LAUNCH(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, k, c_out, hw, &one,
+                                               columns, hw, dy.image(first + m), hw, &one,
+                                               dweight.data, k));
     }
   }
   if (dbias) add_bias_gradient(dy, dbias);

@@ -328,7 +328,10 @@ class Convolution {
     auto attempt = [&](const AlgorithmCandidate& candidate) {
       conv_.set_math(static_cast<cudnnMathType_t>(candidate.math));
       DeviceBuffer workspace(candidate.workspace, device);
-      return launch(candidate.algorithm, workspace.get(), candidate.workspace);
+      const cudnnStatus_t status =
+          launch(candidate.algorithm, workspace.get(), candidate.workspace);
+      if (status == CUDNN_STATUS_SUCCESS) count_launch();  // a refused candidate queued nothing
+      return status;
     };
     if (const std::optional<AlgorithmCandidate> choice = cached_choice(key)) {
       check_cudnn(attempt(*choice), Pass::kCall, __FILE__, __LINE__);

@@ -116,9 +116,9 @@ void sum_of_squares(View<const float> x, View<double> result) {
   const DeviceBuffer partials(kPartialBlocks * sizeof(double), device);  // the caching allocator
   partial_sums_of_squares<<<kPartialBlocks, kReduceThreads, 0, stream>>>(x, x.dense(),
                                                                          partials.as<double>());
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
   sum_partials<<<1, kReduceThreads, 0, stream>>>(partials.as<double>(), result.data);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
 void clip_to_norm(View<float> x, View<const double> sum_of_squares, double max_norm) {

@@ -43,7 +43,7 @@ void launch_pointwise(const Shape4& shape, const Device& device, bool all_dense,
     pointwise_loop<true><<<unsigned(blocks), threads, 0, stream>>>(total, total, op);
   else
     pointwise_loop<false><<<unsigned(blocks), threads, 0, stream>>>(total, shape.image_numel(), op);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
 // True when every view is dense.

@@ -304,7 +304,7 @@ void launch_chain(View<const S> x, int pad, const ChainOutputs<S>& outputs, int 
                                 " times needs more shared memory than a block has");
   pool_chain_kernel<<<tile_grid(g, x.shape.n), dim3(kThreadsX, kThreadsY), bytes,
                       stream_of(x.device)>>>(x, outputs, stages, pad, g);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -321,7 +321,7 @@ void maxpool2d_forward(View<const S> x, ops::Pool2dParams p, View<S> y) {
   const int64_t total = y.shape.numel();
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, 8192);
   pool_direct_kernel<<<unsigned(blocks), 256, 0, stream_of(x.device)>>>(x, y, p, g);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
 // Window, shapes and devices are checked by the op (kernels/cpu/pool.cpp).
@@ -345,7 +345,7 @@ void maxpool2d_backward(View<const S> x, View<const S> dy, ops::Pool2dParams p, 
                                 " needs more shared memory than a block has");
   pool_backward_kernel<<<tile_grid(g, x.shape.n), dim3(kThreadsX, kThreadsY), layout.bytes(),
                          stream_of(x.device)>>>(x, dy, dx, p, g);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
 #define BAREYOLO_INSTANTIATE_POOL(S)                                                            \

@@ -71,7 +71,7 @@ void decode_level(View<const float> head, const models::DecodeLevel& level, View
   const cudaStream_t stream = stream_of(head.device);
   decode_kernel<<<unsigned(blocks), kThreads, bytes, stream>>>(head, level, cells_per_block, chunks,
                                                                rows.data);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace bareyolo::cuda

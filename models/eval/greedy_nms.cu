@@ -108,10 +108,10 @@ std::vector<int64_t> greedy_nms(const float* boxes, int64_t count, float iou_thr
   const cudaStream_t stream = stream_of(device);
   overlap_mask_kernel<<<dim3(unsigned(words), unsigned(words)), kBlockBoxes, 0, stream>>>(
       reinterpret_cast<const Box*>(boxes), count, iou_threshold, words, mask);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
   greedy_walk_kernel<<<1, kWalkThreads, 0, stream>>>(mask, count, words, most_kept, removed,
                                                      kept_on_device, kept_count);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
   int64_t kept_total = 0;
   copy(&kept_total, kept_count, sizeof(kept_total), CopyKind::device_to_host, device);
   kept.resize(size_t(kept_total));

@@ -194,8 +194,9 @@ std::vector<models::Detection> non_max_suppression(const float* rows, int64_t co
 
   candidate_kernel<<<blocks_for(slots), kThreads, 0, stream>>>(c, t.score, t.class_of, t.flag,
                                                                t.slot_index);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
   size_t select_space = cub_bytes;  // CUB takes the size by reference: each call its own copy
+  count_launch();                   // CUB's kernels for one call count as one launch
   BAREYOLO_CUDA_CHECK(cub::DeviceSelect::Flagged(t.cub, select_space, t.slot_index, t.flag,
                                                  t.selected, t.selected_count, slots, stream));
   int64_t candidates = 0;
@@ -204,15 +205,16 @@ std::vector<models::Detection> non_max_suppression(const float* rows, int64_t co
 
   gather_scores_kernel<<<blocks_for(candidates), kThreads, 0, stream>>>(t.selected, candidates,
                                                                         t.score, t.keys);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
   size_t sort_space = cub_bytes;
+  count_launch();  // CUB's kernels for one call count as one launch
   BAREYOLO_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(
       t.cub, sort_space, t.keys, t.sorted_keys, t.selected, t.sorted_slots, candidates, 0,
       int(sizeof(float) * 8), stream));
   const int64_t ranked = std::min(candidates, int64_t(params.max_nms));
   offset_boxes_kernel<<<blocks_for(ranked), kThreads, 0, stream>>>(
       c, t.sorted_slots, ranked, t.class_of, params.class_offset, params.agnostic, t.boxes);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
 
   const std::vector<int64_t> kept =
       greedy_nms(t.boxes, ranked, params.iou_threshold, params.max_det, device);
@@ -226,7 +228,7 @@ std::vector<models::Detection> non_max_suppression(const float* rows, int64_t co
        device);
   gather_kernel<<<blocks_for(kept_count), kThreads, 0, stream>>>(
       c, t.sorted_slots, t.sorted_keys, t.class_of, kept_on_device, kept_count, out);
-  BAREYOLO_CUDA_CHECK(cudaGetLastError());
+  BAREYOLO_CUDA_CHECK_LAUNCH();
   std::vector<NmsDetection> gathered(kept.size());
   copy(gathered.data(), out, sizeof(NmsDetection) * kept.size(), CopyKind::device_to_host, device);
   detections.reserve(gathered.size());

@@ -95,8 +95,6 @@ __global__ void sum_kernel(Sums sums, LossHyp hyp, const double* counts, int lev
     write_loss_items(hyp, counts[level_count], total[0], total[1], total[2], items);
 }
 
-void check_launch() { BAREYOLO_CUDA_CHECK(cudaGetLastError()); }
-
 }  // namespace
 
 }  // namespace bareyolo::models
@@ -174,30 +172,30 @@ Tensor yolo_loss(const std::vector<View<const float>>& predictions,
   const cudaStream_t stream = cuda::stream_of(index);
   const double* counts = norm.counts.view<double>().data;
   factors_kernel<<<1, kMaxLevels, 0, stream>>>(level_table, int(level_count), counts, factors);
-  check_launch();
+  BAREYOLO_CUDA_CHECK_LAUNCH();
   cuda::fill_bytes(tobj, 0, sizeof(double) * size_t(cells), index);  // 0.0: unmatched cells
   if (packed.groups() > 0) {
     box_kernel<<<unsigned((packed.groups() + kRowThreads - 1) / kRowThreads), kRowThreads, 0,
                  stream>>>(level_table, rows, tobj, row_terms);
-    check_launch();
+    BAREYOLO_CUDA_CHECK_LAUNCH();
   }
   if (cls_terms > 0) {
     const double positive = 1 - 0.5 * options.hyp.label_smoothing;  // YOLOv5's cp and cn
     const double negative = 0.5 * options.hyp.label_smoothing;
     cls_kernel<<<unsigned((cls_terms + kRowThreads - 1) / kRowThreads), kRowThreads, 0, stream>>>(
         level_table, rows, {nc, positive, negative, options.hyp.cls_bce()}, class_terms);
-    check_launch();
+    BAREYOLO_CUDA_CHECK_LAUNCH();
   }
   for (size_t level = 0; level < level_count; ++level) {
     const int64_t next = level + 1 < level_count ? first_obj_block[level + 1] : obj_blocks;
     obj_kernel<<<unsigned(next - first_obj_block[level]), kThreads, 0, stream>>>(
         levels[level], options.hyp.obj_bce(), tobj, obj_sums + first_obj_block[level]);
-    check_launch();
+    BAREYOLO_CUDA_CHECK_LAUNCH();
   }
   sum_kernel<<<1, kThreads, 0, stream>>>(
       Sums{{row_terms, obj_sums, class_terms}, {packed.count(), obj_blocks, cls_terms}},
       options.hyp, counts, int(level_count), loss.view<double>().data);
-  check_launch();
+  BAREYOLO_CUDA_CHECK_LAUNCH();
   return loss;
 }
 

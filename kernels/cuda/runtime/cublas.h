@@ -1,6 +1,7 @@
 // kernels/cuda/runtime/cublas.h — cuBLAS for the engine: one handle per device, bound to that
 // device's compute stream, and BAREYOLO_CUBLAS_CHECK, which turns a failed call into an exception
-// naming the call, file:line and cuBLAS's own message.
+// naming the call, file:line and cuBLAS's own message (BAREYOLO_CUBLAS_CHECK_LAUNCH: the same
+// for a call that queues work, which it also counts).
 //
 // Math mode: CUBLAS_DEFAULT_MATH, which for float never drops to TF32 (TF32 keeps 10 mantissa
 // bits, and a CUDA result must match the float CPU reference to a few ulps per term), unless
@@ -11,6 +12,8 @@
 #pragma once
 
 #include <cublas_v2.h>
+
+#include "kernels/cuda/runtime/check.h"
 
 namespace bareyolo::cuda {
 
@@ -28,3 +31,7 @@ cublasHandle_t cublas_handle(int device);
 
 #define BAREYOLO_CUBLAS_CHECK(call) \
   ::bareyolo::cuda::check_cublas((call), #call, __FILE__, __LINE__)
+// A cuBLAS call that queues work (a GEMM): counted as one launch (check.h), then checked.
+#define BAREYOLO_CUBLAS_CHECK_LAUNCH(call) \
+  (::bareyolo::cuda::count_launch(),       \
+   ::bareyolo::cuda::check_cublas((call), #call, __FILE__, __LINE__))

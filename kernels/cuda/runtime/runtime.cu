@@ -20,6 +20,7 @@ namespace {
 std::atomic<bool> touched{false};
 std::atomic<bool> tf32{false};
 std::atomic<uint64_t> waits{0};
+std::atomic<uint64_t> queued{0};  // launches(); relaxed: a tally, it orders nothing
 
 struct Discovery {
   int count = 0;
@@ -203,5 +204,8 @@ void Event::synchronize(SourceLocation where) const {
 }
 
 uint64_t host_waits() { return waits; }
+
+void count_launch() noexcept { queued.fetch_add(1, std::memory_order_relaxed); }
+uint64_t launches() { return queued.load(std::memory_order_relaxed); }
 
 }  // namespace bareyolo::cuda

@@ -99,6 +99,11 @@ void synchronize(int device, SourceLocation where = SourceLocation::current());
 // How many times this process has waited on the host for device work (synchronize, copy,
 // Event::synchronize), for tests that a step keeps the host out of its way.
 uint64_t host_waits();
+// How much work this process has queued on its GPUs: kernel launches and library calls queued
+// (a cuBLAS or cuDNN call counts one, however many kernels it runs), every device's; copies,
+// fills and NCCL's collectives are not counted. For the benches' launches per step: the fewer,
+// the less the step pays in launch overhead.
+uint64_t launches();
 
 // A point in a device's compute stream: the work queued there before Event::record. A
 // default-constructed Event marks no work and is complete. Move-only; destroying one whose

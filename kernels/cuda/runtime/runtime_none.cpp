@@ -41,5 +41,6 @@ Event::~Event() = default;
 bool Event::complete() const { return true; }
 void Event::synchronize(SourceLocation) const {}
 uint64_t host_waits() { return 0; }
+uint64_t launches() { return 0; }
 
 }  // namespace bareyolo::cuda
