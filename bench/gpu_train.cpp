@@ -27,14 +27,19 @@
 // eager figure is the faster eager layout. Model TFLOP/s = 3 x the forward FLOPs per image
 // (2 c_out c_in k^2 h_out w_out summed over the convolutions) x images/s, against cuBLAS's bf16
 // GEMM (fp32 accumulation) timed first: tflops_fraction = model / GEMM. Also printed: each
-// engine's first step (cuDNN's search, torch.compile's compilation), peak device memory, and
-// our step's phases.
+// engine's first step (cuDNN's search, torch.compile's compilation), peak device memory, our
+// step's phases, and per precision what our timed steps made the host and the GPU do:
+//   ours float32: host waits <w> per step, launches <l> per step (<n> timed steps)
+// host waits: inside the step (the step guard's count, kernels/step_guard.h), where the goal is
+// 0; launches: kernel launches and library calls queued (cuda::launches), each a fixed cost of
+// host time, however small the kernel.
 // Without a usable GPU it prints why and exits 77 (skipped), or 1 where a GPU is required
 // (gpu_required: BAREYOLO_REQUIRE_GPU, or a driver installed).
-// Last line (ours_img_s is float32's, tflops_fraction the fastest precision's):
+// Last line (ours_img_s and ours_launches_per_step are float32's, tflops_fraction the fastest
+// precision's, ours_host_waits_per_step the most of the three precisions'):
 //   RESULT ours_img_s=<x> ours_tf32_img_s=<y> ours_amp_img_s=<z> torch_eager_amp_img_s=<t>
 //          torch_compile_img_s=<c> ratio_vs_torch=<x/t> ratio_amp_vs_torch=<z/t>
-//          tflops_fraction=<f>
+//          tflops_fraction=<f> ours_host_waits_per_step=<w> ours_launches_per_step=<l>
 // (a peer figure that could not be measured is `absent`, its reason on the line before, and a
 // ratio of it `nan`).
 #include <cublas_v2.h>
@@ -69,9 +74,10 @@
 #include "engine/shipped_files.h"   // defines: find_shipped_file
 #include "kernels/cuda/runtime/allocator.h"  // defines: memory_stats, empty_cache, DeviceBuffer
 #include "kernels/cuda/runtime/check.h"      // defines: BAREYOLO_CUDA_CHECK
-#include "kernels/cuda/runtime/cublas.h"     // defines: cublas_handle, BAREYOLO_CUBLAS_CHECK
-#include "kernels/cuda/runtime/runtime.h"    // defines: device_count, synchronize, copy
+#include "kernels/cuda/runtime/cublas.h"     // defines: cublas_handle, BAREYOLO_CUBLAS_CHECK_LAUNCH
+#include "kernels/cuda/runtime/runtime.h"    // defines: device_count, synchronize, launches
 #include "kernels/settings.h"                // defines: ops::use_settings (TF32)
+#include "kernels/step_guard.h"              // defines: step_guard::count (host waits)
 #include "models/train/options.h"            // defines: TrainOptions (the trainer's defaults)
 #include "models/train/solver.h"             // defines: Solver (the trainer's step)
 
@@ -169,10 +175,10 @@ double bf16_gemm_tflops(int n) {
   cuda::copy(b.get(), matrix.data(), bytes, cuda::CopyKind::host_to_device, kDevice);
   const float alpha = 1, beta = 0;
   auto gemm = [&] {
-    BAREYOLO_CUBLAS_CHECK(cublasGemmEx(cuda::cublas_handle(kDevice), CUBLAS_OP_N, CUBLAS_OP_N, n, n,
-                                       n, &alpha, a.get(), CUDA_R_16BF, n, b.get(), CUDA_R_16BF, n,
-                                       &beta, c.get(), CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
-                                       CUBLAS_GEMM_DEFAULT));
+    BAREYOLO_CUBLAS_CHECK_LAUNCH(cublasGemmEx(cuda::cublas_handle(kDevice), CUBLAS_OP_N,
+                                              CUBLAS_OP_N, n, n, n, &alpha, a.get(), CUDA_R_16BF, n,
+                                              b.get(), CUDA_R_16BF, n, &beta, c.get(), CUDA_R_16BF,
+                                              n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   };
   for (int rep = 0; rep < kGemmWarmup; ++rep) gemm();
   auto stream = static_cast<cudaStream_t>(cuda::compute_stream(kDevice));
@@ -196,6 +202,23 @@ double bf16_gemm_tflops(int n) {
 
 // ---- ours ---------------------------------------------------------------------------------
 
+// What timed steps made the host and the GPU do, summed over the steps: host waits inside the
+// steps (the step guard's count; the bench's own synchronise between steps is outside them)
+// and launches (kernel launches and library calls queued, cuda::launches).
+struct StepWork {
+  uint64_t host_waits = 0, launches = 0;
+  int64_t steps = 0;
+
+  double host_waits_per_step() const {
+    return double(host_waits) / double(std::max<int64_t>(1, steps));
+  }
+  double launches_per_step() const {
+    return double(launches) / double(std::max<int64_t>(1, steps));
+  }
+};
+
+uint64_t host_waits_in_steps() { return step_guard::count(step_guard::Event::host_wait); }
+
 // bareyolo's training step on the GPU, the trainer's (models/train/solver.h), on one batch made
 // once: hyp.scratch-low's schedule and update, one optimizer step per batch (nbs = the batch).
 class OurTrainer {
@@ -217,17 +240,23 @@ class OurTrainer {
   // The first step this trainer took: cuDNN's algorithm search and the first allocations.
   double first_step_s() const { return first_step_s_; }
 
-  // The median seconds of `steps` steps after `warmup`.
-  double round_seconds(int warmup, int steps) {
+  // The median seconds of `steps` steps after `warmup`; the timed steps' work is added to
+  // `work`.
+  double round_seconds(int warmup, int steps, StepWork& work) {
     std::vector<double> seconds;
     for (int index = 0; index < warmup + steps; ++index) {
       cuda::synchronize(kDevice);
+      const uint64_t waits_before = host_waits_in_steps(), launches_before = cuda::launches();
       const auto start = Clock::now();
       step();
       cuda::synchronize(kDevice);
       const double elapsed = seconds_since(start);
       if (std::isnan(first_step_s_)) first_step_s_ = elapsed;
-      if (index >= warmup) seconds.push_back(elapsed);
+      if (index < warmup) continue;
+      seconds.push_back(elapsed);
+      work.host_waits += host_waits_in_steps() - waits_before;
+      work.launches += cuda::launches() - launches_before;
+      ++work.steps;
     }
     return median(seconds);
   }
@@ -461,6 +490,7 @@ struct OurMode {
   const char* label;
   bool tf32, amp;
   std::vector<double> rates;  // images/s, one per round
+  StepWork work;              // over every round's timed steps
 };
 
 // ---- the report ---------------------------------------------------------------------------
@@ -478,6 +508,13 @@ void report(const std::array<OurMode, 3>& precisions, const std::array<PeerMode,
   for (const OurMode& precision : precisions)
     std::printf("ours %s: %.1f img/s (median of %zu round(s))\n", precision.label,
                 median(precision.rates), precision.rates.size());
+  double most_host_waits = 0;  // RESULT's: 0 there means no precision's step waited
+  for (const OurMode& precision : precisions) {
+    std::printf("ours %s: host waits %.1f per step, launches %.1f per step (%lld timed steps)\n",
+                precision.label, precision.work.host_waits_per_step(),
+                precision.work.launches_per_step(), (long long)precision.work.steps);
+    most_host_waits = std::max(most_host_waits, precision.work.host_waits_per_step());
+  }
   // The faster eager layout; with neither, NCHW's reason stands for both.
   const PeerMode& eager =
       std::isnan(modes[1].rate()) || modes[0].rate() >= modes[1].rate() ? modes[0] : modes[1];
@@ -509,10 +546,12 @@ void report(const std::array<OurMode, 3>& precisions, const std::array<PeerMode,
   if (!why.empty()) std::printf("absent: %s\n", why.c_str());
   std::printf(
       "RESULT ours_img_s=%.2f ours_tf32_img_s=%.2f ours_amp_img_s=%.2f torch_eager_amp_img_s=%s "
-      "torch_compile_img_s=%s ratio_vs_torch=%s ratio_amp_vs_torch=%s tflops_fraction=%.4f\n",
+      "torch_compile_img_s=%s ratio_vs_torch=%s ratio_amp_vs_torch=%s tflops_fraction=%.4f "
+      "ours_host_waits_per_step=%.2f ours_launches_per_step=%.1f\n",
       ours_rate, tf32_rate, amp_rate, rate_or_absent(eager.rate()).c_str(),
       rate_or_absent(compiled.rate()).c_str(), ratio_or_nan(ours_rate / eager.rate()).c_str(),
-      ratio_or_nan(amp_rate / eager.rate()).c_str(), tflops(fastest) / gemm_tflops);
+      ratio_or_nan(amp_rate / eager.rate()).c_str(), tflops(fastest) / gemm_tflops, most_host_waits,
+      precisions[0].work.launches_per_step());
 }
 
 // --no-compile is this bench's own; the rest is the options it shares with bench_train.
@@ -578,16 +617,16 @@ int main(int argc, char** argv) {
                                      PeerMode("eager_channels_last", "torch eager AMP NHWC"),
                                      PeerMode("compile", "torch.compile AMP NHWC")};
     if (!options.compile) modes[2].absent = "skipped (--no-compile)";
-    std::array<OurMode, 3> precisions = {OurMode{"float32", false, false, {}},
-                                         OurMode{"TF32", true, false, {}},
-                                         OurMode{"AMP (bf16)", false, true, {}}};
+    std::array<OurMode, 3> precisions = {OurMode{"float32", false, false, {}, {}},
+                                         OurMode{"TF32", true, false, {}, {}},
+                                         OurMode{"AMP (bf16)", false, true, {}, {}}};
     for (int round = 1; round <= options.rounds; ++round) {
       std::string line = "round " + std::to_string(round) + ": ours";
       for (OurMode& precision : precisions) {
         ops::use_settings({.tf32 = precision.tf32});
         ours.model().graph().set_mixed_precision(precision.amp);
-        precision.rates.push_back(options.batch /
-                                  ours.round_seconds(options.warmup, options.steps));
+        precision.rates.push_back(
+            options.batch / ours.round_seconds(options.warmup, options.steps, precision.work));
         line += std::string(" ") + precision.label + " " + fixed(precision.rates.back());
       }
       ops::use_settings({.tf32 = false});
