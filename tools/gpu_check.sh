@@ -293,7 +293,7 @@ rows = [json.loads(line) for line in open(sys.argv[1])]
 loss = [r["train/box_loss"] + r["train/obj_loss"] + r["train/cls_loss"] for r in rows]
 steps = [r["step_seconds"] for r in rows]
 steady = statistics.median(steps[1:]) if len(steps) > 1 else float("nan")
-first = rows[0]["epoch_seconds"] - steady * (round(rows[0]["epoch_seconds"] / rows[0]["step_seconds"]) - 1)
+first = rows[0]["train_seconds"] - steady * (round(rows[0]["train_seconds"] / rows[0]["step_seconds"]) - 1)
 ok = all(map(math.isfinite, loss)) and loss[-1] < loss[0]
 print(("ok" if ok else "FAIL"),
       f"loss {loss[0]:.4f} -> {loss[-1]:.4f} over {len(rows)} epochs; step 1 ~{first:.1f} s;",

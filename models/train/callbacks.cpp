@@ -58,6 +58,9 @@ nlohmann::json to_json(const EpochMetrics& m) {
                       {"fitness", m.fitness},
                       {"validated", m.validated},
                       {"epoch_seconds", m.epoch_seconds},
+                      {"train_seconds", m.train_seconds},
+                      {"val_seconds", m.val_seconds},
+                      {"checkpoint_seconds", m.checkpoint_seconds},
                       {"step_seconds", m.step_seconds}};
   if (!m.validated)
     for (auto& [key, value] : j.items())
@@ -104,6 +107,11 @@ EpochMetrics parse_epoch_metrics_json(const std::string& text) {
   m.data_wait = j.value("x/data_wait", 0.0);
   m.data_wait_per_rank = j.value("x/data_wait_per_rank", std::vector<double>{});
   m.host_waits = j.value("host_waits", 0.0);
+  // Absent in checkpoints written before an epoch's seconds were split (epoch_seconds was then
+  // the training steps' alone).
+  m.train_seconds = j.value("train_seconds", m.epoch_seconds);
+  m.val_seconds = j.value("val_seconds", 0.0);
+  m.checkpoint_seconds = j.value("checkpoint_seconds", 0.0);
   return m;
 }
 

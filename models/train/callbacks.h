@@ -44,7 +44,12 @@ struct EpochMetrics {
   // false: --no-val skipped this epoch's validation; its validation numbers and fitness are
   // then 0 here, empty in results.csv and null in the JSON
   bool validated = false;
-  double epoch_seconds = 0, step_seconds = 0;  // wall time; mean per batch
+  // Wall time. An epoch's record covers the time since the previous record (the run's start
+  // first): its training steps, its validation, and the checkpoints written since that record
+  // (the previous epoch's end-of-epoch ones come after its record, so they count here), plus
+  // the hooks' time; step_seconds is train_seconds per batch.
+  double epoch_seconds = 0, train_seconds = 0, val_seconds = 0, checkpoint_seconds = 0;
+  double step_seconds = 0;
   // The fraction of the epoch's training time each rank waited for the loader's next batch;
   // data_wait (results.csv's x/data_wait) is the largest, the rank the input pipeline limits.
   std::vector<double> data_wait_per_rank = {};

@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "data/dataset.h"                    // defines: read_dataset_yaml, open_split
 #include "data/image_upload.h"               // defines: ImageUploader (beside the compute)
@@ -223,6 +224,13 @@ class Trainer {
   void validate_epoch(int epoch, EpochMetrics& metrics);
   TrainStartInfo start_info() const;
   SafetensorsFile snapshot();
+  // Runs a Checkpointer call, its seconds added to checkpoint_seconds_.
+  template <class Write>
+  void timed_checkpoint(const Write& write) {
+    const Clock::time_point start = Clock::now();
+    write();
+    checkpoint_seconds_ += seconds_since(start);
+  }
   int loader_workers() const {
     return models::loader_workers(options_.workers, run_.device, run_.batch.per_rank);
   }
@@ -255,6 +263,7 @@ class Trainer {
   std::vector<EpochMetrics> history_;
   std::vector<double> data_wait_per_rank_;  // the last epoch's, gathered from every rank
   double host_waits_per_step_ = 0;          // the last epoch's, this rank's
+  double checkpoint_seconds_ = 0;           // in the Checkpointer since the last epoch record
   std::vector<TrainCallbacks> callbacks_;   // rank 0's; none on the other ranks
   std::optional<Checkpointer> checkpoints_;
   std::optional<UnreadStep> unread_step_;  // the latest step, until its loss is read
@@ -399,6 +408,7 @@ TrainSummary Trainer::run() {
   fire(&TrainCallbacks::on_train_start, start_info());
   TrainSummary summary{.run_dir = run_.run_dir, .rank0 = run_.rank == 0};
   bool stopped_early = false;
+  Clock::time_point last_record = Clock::now();  // of the last epoch record (EpochMetrics)
   for (int epoch = progress_.epoch; epoch < options_.epochs && !progress_.finished; ++epoch) {
     const size_t first_event = trace::event_count();
     const bool max_steps_reached = train_epoch(epoch);
@@ -409,13 +419,19 @@ TrainSummary Trainer::run() {
     // ---- validate the EMA (every epoch, or the last); fitness; stop early? ----
     EpochMetrics metrics = epoch_metrics(epoch);
     const bool last_epoch = epoch + 1 == options_.epochs;
-    if (options_.validate || last_epoch) validate_epoch(epoch, metrics);
+    if (options_.validate || last_epoch) {
+      const Clock::time_point validation_start = Clock::now();
+      validate_epoch(epoch, metrics);
+      metrics.val_seconds = seconds_since(validation_start);
+    }
     bool is_best = false;  // an epoch that was not validated has no fitness to compare
     if (metrics.validated) {
       metrics.fitness = 0.1 * metrics.map50 + 0.9 * metrics.map50_95;
       is_best = metrics.fitness >= progress_.best_fitness;  // YOLOv5 saves best on ties
       stopped_early = stopping_.update(epoch, metrics.fitness, progress_) && !last_epoch;
     }
+    metrics.checkpoint_seconds = std::exchange(checkpoint_seconds_, 0.0);
+    metrics.epoch_seconds = seconds_since(std::exchange(last_record, Clock::now()));
     history_.push_back(metrics);
     progress_.epoch = epoch + 1;
     progress_.this_epoch = {};  // the next epoch starts at its first batch
@@ -423,7 +439,7 @@ TrainSummary Trainer::run() {
     ++summary.epochs_run;
     summary.last_map50 = metrics.map50, summary.last_map50_95 = metrics.map50_95;
     fire(&TrainCallbacks::on_fit_epoch_end, metrics);
-    checkpoints_->after_epoch(epoch, is_best, progress_.finished);  // snapshot
+    timed_checkpoint([&] { checkpoints_->after_epoch(epoch, is_best, progress_.finished); });
   }
 
   write_trace();
@@ -474,6 +490,7 @@ bool Trainer::train_epoch(int epoch) {
   solver_.drop_accumulation();  // YOLOv5 drops a partial accumulation at each epoch's start
   const auto epoch_start = Clock::now();
   const double seconds_before = done.train_seconds;
+  const double checkpoint_seconds_before = checkpoint_seconds_;
   double data_wait_seconds = 0;  // in loader.next(): the input pipeline's share of the steps
   data::ImageUploader uploader(run_.device);  // each batch's copy overlaps the step before
   const uint64_t host_waits_before = step_guard::count(step_guard::Event::host_wait);
@@ -492,8 +509,9 @@ bool Trainer::train_epoch(int epoch) {
     unread_step_ = UnreadStep{step.loss, epoch, std::move(*batch), steps};
     const bool max_steps_reached =
         step.updated && options_.max_steps > 0 && steps >= options_.max_steps;
-    done.train_seconds = seconds_before + seconds_since(epoch_start);
-    if (step.updated) checkpoints_->after_step(steps, max_steps_reached);  // snapshot
+    done.train_seconds = seconds_before + seconds_since(epoch_start) -
+                         (checkpoint_seconds_ - checkpoint_seconds_before);
+    if (step.updated) timed_checkpoint([&] { checkpoints_->after_step(steps, max_steps_reached); });
     if (max_steps_reached) {
       read_unread_step();
       count_host_waits();
@@ -593,7 +611,7 @@ EpochMetrics Trainer::epoch_metrics(int epoch) const {
           .lr0 = last.bias_lr,
           .lr1 = last.lr,
           .lr2 = last.lr,
-          .epoch_seconds = done.train_seconds,
+          .train_seconds = done.train_seconds,
           .step_seconds = done.train_seconds / double(batches_),
           .data_wait_per_rank = data_wait_per_rank_,
           .data_wait = data_wait_per_rank_.empty() ? 0.0

@@ -44,6 +44,9 @@ models::EpochMetrics epoch(int e, double map50) {
           .fitness = map50 / 2,
           .validated = true,
           .epoch_seconds = 3,
+          .train_seconds = 2,
+          .val_seconds = 0.75,
+          .checkpoint_seconds = 0.125,
           .step_seconds = 0.25,
           .data_wait_per_rank = {0.125, 0.5},
           .data_wait = 0.5};
@@ -87,6 +90,10 @@ TEST_CASE("the loggers rewrite a resumed run's history, then append each epoch")
   REQUIRE(parsed.size() == 2);
   CHECK(parsed[1].map50 == 0.2);
   CHECK(parsed[1].step_seconds == 0.25);
+  CHECK(parsed[1].epoch_seconds == 3);  // the epoch's seconds, split
+  CHECK(parsed[1].train_seconds == 2);
+  CHECK(parsed[1].val_seconds == 0.75);
+  CHECK(parsed[1].checkpoint_seconds == 0.125);
   CHECK(parsed[1].data_wait == 0.5);
   CHECK(parsed[1].data_wait_per_rank == std::vector<double>{0.125, 0.5});
   CHECK(parsed[0].validated);

@@ -1,8 +1,8 @@
 // tests/unit/target_matching.cpp — the loss's targets matched on the loader's threads
 // (TargetMatcher, models/loss/head_loss.h): a batch's matched targets are, row for row, what
 // the step matches itself from the head's grids; a Solver step on them moves the weights bit
-// for bit as one that matches them itself, and other targets give another loss; an input size no stride divides, and targets matched
-// to other grids than the head's, are refused.
+// for bit as one that matches them itself, and other targets give another loss; an input size no
+// stride divides, and targets matched to other grids than the head's, are refused.
 #include "data/batch.h"
 #include "engine/shipped_files.h"
 #include "models/train/solver.h"
@@ -42,8 +42,8 @@ bool same_rows(const std::vector<MatchedRow>& a, const std::vector<MatchedRow>& 
   for (size_t r = 0; r < a.size(); ++r) {
     const MatchedRow &x = a[r], &y = b[r];
     if (x.image != y.image || x.anchor != y.anchor || x.gj != y.gj || x.gi != y.gi ||
-        x.tx != y.tx || x.ty != y.ty || x.tw != y.tw || x.th != y.th ||
-        x.anchor_w != y.anchor_w || x.anchor_h != y.anchor_h || x.class_id != y.class_id)
+        x.tx != y.tx || x.ty != y.ty || x.tw != y.tw || x.th != y.th || x.anchor_w != y.anchor_w ||
+        x.anchor_h != y.anchor_h || x.class_id != y.class_id)
       return false;
   }
   return true;
@@ -72,8 +72,8 @@ TEST_CASE("target matcher: a batch's targets are what the step matches from the 
 TEST_CASE("a solver step on the loader's matched targets moves the weights as in-step matching") {
   Rng rng(92);
   DetectionModel matching_here = tiny_model(), matched_before = tiny_model();
-  const SolverOptions options{.epochs = 2, .batches_per_epoch = 4, .batch = 2, .nbs = 2,
-                              .loss = tiny_loss()};
+  const SolverOptions options{
+      .epochs = 2, .batches_per_epoch = 4, .batch = 2, .nbs = 2, .loss = tiny_loss()};
   Solver here(matching_here, options), before(matched_before, options);
   const TargetMatcher matcher(matched_before, options.loss);
   for (int64_t iteration = 0; iteration < 3; ++iteration) {
@@ -92,8 +92,9 @@ TEST_CASE("a solver step on the loader's matched targets moves the weights as in
   REQUIRE_FALSE(fewer.levels[0].empty());
   fewer.levels[0].clear();
   const Tensor images = batch.images_tensor();
-  const double loss_fewer = read_loss(
-      forward_backward(matched_before, images, batch.labels(), options.loss, {}, &fewer)).total;
+  const double loss_fewer =
+      read_loss(forward_backward(matched_before, images, batch.labels(), options.loss, {}, &fewer))
+          .total;
   CHECK(loss_fewer !=
         read_loss(forward_backward(matched_before, images, batch.labels(), options.loss)).total);
 }
@@ -110,7 +111,7 @@ TEST_CASE("target matcher refuses sizes no stride divides, and the step grids no
   data::Batch batch = labelled_batch(rng, 2, 128, 128);
   const data::MatchedTargets matched = matcher(batch);
   const data::Batch small = labelled_batch(rng, 2, 64, 64);
-  CHECK_THROWS_AS(forward_backward(model, small.images_tensor(), small.labels(), tiny_loss(), {},
-                                   &matched),
-                  std::logic_error);
+  CHECK_THROWS_AS(
+      forward_backward(model, small.images_tensor(), small.labels(), tiny_loss(), {}, &matched),
+      std::logic_error);
 }

@@ -20,6 +20,7 @@
 
 #include "data/shapes.h"
 #include "engine/shipped_files.h"
+#include "models/train/callbacks.h"
 #include "models/train/trainer.h"
 #include "tests/support/testing.h"
 
@@ -160,6 +161,20 @@ TEST_CASE("train outputs: log, results files, report and hooks are as before") {
                          "/best.safetensors\n") != std::string::npos);
   check_or_write("results.csv", normalised(read_text(run / "results.csv"), root.string()));
   check_or_write("results.jsonl", normalised(read_text(run / "results.jsonl"), root.string()));
+  // Each epoch's seconds split: its steps and its validation took time, epoch 0's end
+  // checkpoint (written after its record) counts in epoch 1's, and the parts fit the whole.
+  std::ifstream records(run / "results.jsonl");
+  std::vector<models::EpochMetrics> epochs;
+  for (std::string line; std::getline(records, line);)
+    epochs.push_back(models::parse_epoch_metrics_json(line));
+  REQUIRE(epochs.size() == 2);
+  for (const models::EpochMetrics& m : epochs) {
+    CAPTURE(m.epoch);
+    CHECK(m.train_seconds > 0);
+    CHECK(m.val_seconds > 0);
+    CHECK(m.train_seconds + m.val_seconds + m.checkpoint_seconds <= m.epoch_seconds);
+  }
+  CHECK(epochs[1].checkpoint_seconds > 0);
   check_or_write("report.html", normalised(read_text(run / "report.html"), root.string(), true));
 
   // Stopped after 5 optimizer steps (in epoch 2), then resumed to the end.
