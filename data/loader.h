@@ -1,4 +1,5 @@
-// data/loader.h — builds one epoch's batches ahead of the trainer on K threads of its own.
+// data/loader.h — builds the batches of one epoch, or of several in turn, ahead of the trainer
+// on K threads of its own.
 //
 // The unit of work is one sample (decode, augment): each worker takes the next sample of the
 // earliest batch not yet handed out to a worker, so all K threads build a batch together and
@@ -11,6 +12,10 @@
 // batch's content does not depend on the worker count, on which worker built it, or on the
 // world size. workers = 0 builds each batch in next() on the calling thread.
 //
+// A loader of several epochs (the trainer's) goes on into the next epoch's batches while the
+// trainer finishes one (its last steps, validation, checkpoints): the first batches of an epoch
+// are ready when it starts, instead of a loader's start-up each epoch.
+//
 // With a target matcher (the trainer's: the labels matched to the model's grids), the worker
 // that collates a batch also matches its targets, so the training step finds them done.
 //
@@ -19,6 +24,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <map>
@@ -47,30 +53,52 @@ struct LoaderOptions {
   std::function<MatchedTargets(const Batch&)> match_targets = {};
 };
 
+// The epochs a loader builds, one after the other: epochs first .. end - 1, epoch e's steps
+// plan(e), asked for (on a worker) when the loader reaches e.
+struct EpochPlans {
+  int64_t first = 0, end = 0;
+  std::function<std::vector<Step>(int64_t epoch)> plan;
+};
+
 class Loader {
  public:
+  Loader(const Dataset& dataset, EpochPlans epochs, const LoaderOptions& options);
+  // The steps `plan` of epoch `epoch` alone.
   Loader(const Dataset& dataset, std::vector<Step> plan, int64_t epoch,
          const LoaderOptions& options);
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  int64_t steps() const { return int64_t(plan_.size()); }
-  // The next batch in step order, or nothing at the end of the epoch.
+  // The next batch of the epoch being handed out, in step order, or nothing at its end; the
+  // call after that starts the next epoch.
   std::optional<Batch> next();
 
  private:
-  Sample build_sample(const Step& step, size_t i) const;
-  Batch build(const Step& step) const;  // on the calling thread (workers = 0)
+  struct PlannedStep {
+    Step step;
+    int64_t epoch = 0;
+  };
+  Sample build_sample(const PlannedStep& planned, size_t i) const;
+  Batch build(const PlannedStep& planned) const;  // on the calling thread (workers = 0)
   // collate(), then the targets matched when there is a matcher.
   Batch finish(const Step& step, std::vector<Sample>& samples) const;
+  // Plans the epochs up to the one holding step `index`, if there are; true when plan_ holds
+  // it. Called with mutex_ held.
+  bool planned(size_t index);
   void worker_loop();
 
   const Dataset& dataset_;
-  std::vector<Step> plan_;
-  int64_t epoch_;
+  EpochPlans epochs_;
   LoaderOptions options_;
   int queue_batches_;
+
+  // The steps planned and not yet handed out: plan_[i] is step next_to_hand_out_ + i, steps
+  // counted over all the loader's epochs (a deque: appending keeps the references to the steps
+  // the workers are building valid).
+  std::deque<PlannedStep> plan_;
+  int64_t next_epoch_to_plan_;
+  std::deque<size_t> epoch_ends_;  // per planned epoch not yet ended: the index after its last
 
   std::mutex mutex_;
   std::condition_variable space_;  // a consumer took a batch, or stopping

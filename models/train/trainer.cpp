@@ -220,6 +220,7 @@ class Trainer {
   void trace_if_in_window(int64_t optimizer_steps) const;
   void log_traced_epoch(int epoch, size_t first_event) const;
   void write_trace();
+  std::unique_ptr<data::Loader> training_loader(int first) const;
   EpochMetrics epoch_metrics(int epoch) const;
   void validate_epoch(int epoch, EpochMetrics& metrics);
   TrainStartInfo start_info() const;
@@ -267,6 +268,7 @@ class Trainer {
   std::vector<TrainCallbacks> callbacks_;   // rank 0's; none on the other ranks
   std::optional<Checkpointer> checkpoints_;
   std::optional<UnreadStep> unread_step_;  // the latest step, until its loss is read
+  std::unique_ptr<data::Loader> loader_;   // of every training epoch, made at the first
 };
 
 Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& log)
@@ -467,24 +469,37 @@ TrainSummary Trainer::run() {
   return summary;
 }
 
+// The loader of every epoch from `first` (from where a resumed run left off in it) to the last:
+// it goes on into the next epoch's batches while the trainer ends one (loader.h).
+std::unique_ptr<data::Loader> Trainer::training_loader(int first) const {
+  const data::TrainBatchOptions batches{.imgsz = imgsz_,
+                                        .stride = grid_stride(model_),
+                                        .rect = options_.rect,
+                                        .multi_scale = options_.multi_scale,
+                                        .seed = options_.seed};
+  const int64_t skipped = progress_.this_epoch.batches_done;
+  auto plan = [&dataset = data_.train.dataset, &sampler = sampler_, batches, first,
+               skipped](int64_t epoch) {
+    std::vector<data::Step> steps = data::training_plan(dataset, sampler, epoch, batches);
+    if (epoch == first) steps.erase(steps.begin(), steps.begin() + skipped);
+    return steps;
+  };
+  return std::make_unique<data::Loader>(
+      data_.train.dataset, data::EpochPlans{first, options_.epochs, plan},
+      data::LoaderOptions{.imgsz = imgsz_,
+                          .augment = true,
+                          .hyp = options_.augment,
+                          .rect = options_.rect,
+                          .seed = options_.seed,
+                          .workers = loader_workers(),
+                          .match_targets = TargetMatcher(model_, solver_.options().loss)});
+}
+
 // One epoch of training steps, from where a resumed run left off.
 bool Trainer::train_epoch(int epoch) {
   EpochProgress& done = progress_.this_epoch;
-  std::vector<data::Step> plan = data::training_plan(data_.train.dataset, sampler_, epoch,
-                                                     {.imgsz = imgsz_,
-                                                      .stride = grid_stride(model_),
-                                                      .rect = options_.rect,
-                                                      .multi_scale = options_.multi_scale,
-                                                      .seed = options_.seed});
-  plan.erase(plan.begin(), plan.begin() + done.batches_done);
-  data::Loader loader(data_.train.dataset, std::move(plan), epoch,
-                      {.imgsz = imgsz_,
-                       .augment = true,
-                       .hyp = options_.augment,
-                       .rect = options_.rect,
-                       .seed = options_.seed,
-                       .workers = loader_workers(),
-                       .match_targets = TargetMatcher(model_, solver_.options().loss)});
+  if (!loader_) loader_ = training_loader(epoch);
+  data::Loader& loader = *loader_;
   fire(&TrainCallbacks::on_train_epoch_start,
        EpochStartInfo{epoch, options_.epochs, batches_, done.batches_done});
   solver_.drop_accumulation();  // YOLOv5 drops a partial accumulation at each epoch's start

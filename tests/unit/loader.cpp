@@ -2,7 +2,10 @@
 // and any world size (N ranks' micro-batches == the single-rank batch, pixels and targets;
 // with mixup and copy-paste on too, on box and polygon labels),
 // distinct augmentations for repeated images, the collate layout, validation metadata, and
-// errors from workers reaching the caller; a target matcher run on the workers for every batch.
+// errors from workers reaching the caller; a target matcher run on the workers for every batch;
+// one loader of several epochs gives what a loader per epoch gives, building ahead across ends.
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -256,5 +259,64 @@ TEST_CASE("loader: a target matcher gives every batch its matched targets, on wo
     }
     CHECK(batches == 4);  // 7 images, batch 2
     CHECK(threads.count(std::this_thread::get_id()) == size_t(workers == 0 ? 1 : 0));
+  }
+}
+
+TEST_CASE("loader: one loader of several epochs gives each epoch's batches and builds ahead") {
+  TempDir dir;
+  data::OpenedSplit train =
+      data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 7)), "train");
+  data::SamplerOptions sampler_options;
+  sampler_options.dataset_size = train.dataset.size();
+  sampler_options.global_batch = 2;
+  sampler_options.seed = 5;
+  const data::DistributedSampler sampler(sampler_options);
+  // Epochs 1..3, the first resumed after its first batch, as the trainer's loader.
+  auto plan = [&](int64_t epoch) {
+    std::vector<data::Step> steps = sampler.plan_epoch(epoch, 96);
+    if (epoch == 1) steps.erase(steps.begin());
+    return steps;
+  };
+  for (int workers : {0, 2}) {
+    CAPTURE(workers);
+    std::mutex mutex;
+    std::condition_variable built;
+    int batches_built = 0;
+    data::LoaderOptions options;
+    options.imgsz = 96;
+    options.seed = 5;
+    options.workers = workers;
+    options.hyp = flipping_hyp();
+    options.match_targets = [&](const data::Batch&) {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++batches_built;
+      built.notify_all();
+      return data::MatchedTargets{};
+    };
+    data::Loader loader(train.dataset, {1, 4, plan}, options);
+    int handed_out = 0;
+    for (int64_t epoch = 1; epoch < 4; ++epoch) {
+      CAPTURE(epoch);
+      data::LoaderOptions alone = options;
+      alone.match_targets = {};
+      data::Loader per_epoch(train.dataset, plan(epoch), epoch, alone);
+      while (std::optional<data::Batch> expected = per_epoch.next()) {
+        std::optional<data::Batch> batch = loader.next();
+        REQUIRE(batch.has_value());
+        ++handed_out;
+        CHECK(batch->step == expected->step);
+        CHECK(batch->targets == expected->targets);
+        CHECK(std::memcmp(batch->images.get(), expected->images.get(),
+                          size_t(batch->size) * batch->image_bytes()) == 0);
+      }
+      CHECK_FALSE(loader.next().has_value());  // the epoch's end, once
+      if (workers > 0 && epoch < 3) {  // the next epoch's first batch, built before asked for
+        std::unique_lock<std::mutex> lock(mutex);
+        CHECK(built.wait_for(lock, std::chrono::seconds(20),
+                             [&] { return batches_built > handed_out; }));
+      }
+    }
+    CHECK(handed_out == 3 + 4 + 4);          // 7 images in batches of 2; epoch 1 without its first
+    CHECK_FALSE(loader.next().has_value());  // after the last epoch: nothing, again
   }
 }
