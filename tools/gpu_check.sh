@@ -511,10 +511,19 @@ main_job_gpu() {
   mkdir -p "$work/main"
   run "$phase_b_log" 150 bash -c "cd '$work/main' && exec '$build/bareyolo' train --device 0 \
     --epochs $epochs --project runs --name main --exist-ok"
-  local best
+  local best split
   best=$(grep -o 'best mAP50 [0-9.]*, mAP50-95 [0-9.]*' "$phase_b_log" | tail -n 1)
+  # Where an epoch's seconds go (GPU speed 4): the medians over the epochs after the first.
+  split=$(python3 - "$work/main/runs/main/results.jsonl" 2>&1 <<'EOF'
+import json, statistics, sys
+rows = [json.loads(line) for line in open(sys.argv[1])][1:]
+part = lambda key: statistics.median(r[key] for r in rows) if rows else float("nan")
+print(f"s/epoch {part('epoch_seconds'):.2f} (train {part('train_seconds'):.2f}, "
+      f"val {part('val_seconds'):.2f}, checkpoint {part('checkpoint_seconds'):.2f})")
+EOF
+)
   if [ "$rc" -eq 0 ] && awk -v m="${best#best mAP50 }" 'BEGIN { exit !(m + 0 > 0.1) }'; then
-    row main_job_gpu ok $(($(date +%s) - start)) "$epochs epochs: $best"
+    row main_job_gpu ok $(($(date +%s) - start)) "$epochs epochs: $best; ${split##*$'\n'}"
   else
     row main_job_gpu "$( [ "$rc" -eq 0 ] && echo FAIL || outcome)" $(($(date +%s) - start)) \
       "exit $rc after $epochs epochs: ${best:-no result}"
