@@ -113,27 +113,35 @@ bool is_pinned(const void* pointer) {
 
 namespace {
 
-// Each device's streams of one kind, created on first use (non-blocking: the legacy default
-// stream must not serialise them).
-cudaStream_t stream_created_once(std::array<cudaStream_t, 64>& streams, int device) {
-  static std::mutex mutex;
+// Each device's stream of one kind, created on first use (non-blocking: the legacy default
+// stream must not serialise them), with `device` made the calling thread's current one. Every
+// kernel launch looks its stream up here, so the lookup takes no lock: a stream, once
+// published, never changes; only its creation is serialised.
+using StreamSlots = std::array<std::atomic<cudaStream_t>, 64>;
+cudaStream_t stream_created_once(StreamSlots& streams, int device) {
   require_device(device);
-  std::lock_guard<std::mutex> lock(mutex);
-  cudaStream_t& stream = streams.at(static_cast<size_t>(device));
-  if (!stream) BAREYOLO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::atomic<cudaStream_t>& slot = streams.at(static_cast<size_t>(device));
+  if (const cudaStream_t stream = slot.load(std::memory_order_acquire)) return stream;
+  static std::mutex creating;
+  std::lock_guard<std::mutex> lock(creating);
+  cudaStream_t stream = slot.load(std::memory_order_relaxed);
+  if (!stream) {
+    BAREYOLO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    slot.store(stream, std::memory_order_release);
+  }
   return stream;
 }
 
 }  // namespace
 
 void* compute_stream(int device) {
-  static std::array<cudaStream_t, 64> streams{};
+  static StreamSlots streams{};
   return stream_created_once(streams, device);
 }
 
 Event upload_beside_compute(void* dst, const void* src, size_t bytes, int device,
                             const Event& after) {
-  static std::array<cudaStream_t, 64> copy_streams{};
+  static StreamSlots copy_streams{};
   const cudaStream_t copy = stream_created_once(copy_streams, device);
   const cudaStream_t compute = stream_of(device);  // sets the device
   if (after.recorded())
