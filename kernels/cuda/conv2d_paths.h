@@ -58,6 +58,10 @@ inline int as_int(int64_t value, const char* what) {
   return static_cast<int>(value);
 }
 
+// How many cuDNN descriptors this process has created: each convolution shape's four, once per
+// thread that runs it (cudnn_conv.cpp keeps them), none per call after (tests/cuda/conv2d.cpp).
+uint64_t convolution_descriptors_created();
+
 void cudnn_conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
                           ops::Conv2dParams p, View<float> y);
 void cudnn_conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,

@@ -37,11 +37,13 @@
 // (This is cuDNN's legacy convolution API, deprecated in cuDNN 9 in favour of its graph API
 // but complete and supported there; moving to the graph API changes only this file.)
 #include <array>
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -62,6 +64,8 @@ namespace bareyolo::cuda {
 namespace {
 
 // ---- descriptors ------------------------------------------------------------------------
+
+std::atomic<uint64_t> descriptors_created{0};  // convolution_descriptors_created()
 
 // cuDNN's name of an element type.
 template <class T>
@@ -91,6 +95,7 @@ class TensorDescriptor {
     const int image_stride = as_int(batch_stride, "batch stride"),
               plane = as_int(shape.plane(), "plane");
     BAREYOLO_CUDNN_CHECK(cudnnCreateTensorDescriptor(&handle_));
+    descriptors_created.fetch_add(1, std::memory_order_relaxed);
     BAREYOLO_CUDNN_CHECK(
         cudnnSetTensor4dDescriptorEx(handle_, type, n, c, h, w, image_stride, plane, w, 1));
   }
@@ -110,6 +115,7 @@ class FilterDescriptor {
  public:
   FilterDescriptor(const Shape4& weight, cudnnDataType_t type) {
     BAREYOLO_CUDNN_CHECK(cudnnCreateFilterDescriptor(&handle_));
+    descriptors_created.fetch_add(1, std::memory_order_relaxed);
     BAREYOLO_CUDNN_CHECK(cudnnSetFilter4dDescriptor(
         handle_, type, CUDNN_TENSOR_NCHW, as_int(weight.n, "output channels"),
         as_int(weight.c, "input channels"), as_int(weight.h, "kernel height"),
@@ -128,6 +134,7 @@ class ConvolutionDescriptor {
  public:
   ConvolutionDescriptor(ops::Conv2dParams p, cudnnMathType_t math) {
     BAREYOLO_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&handle_));
+    descriptors_created.fetch_add(1, std::memory_order_relaxed);
     BAREYOLO_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(handle_, p.pad_h, p.pad_w, p.stride_h,
                                                          p.stride_w, 1, 1, CUDNN_CROSS_CORRELATION,
                                                          CUDNN_DATA_FLOAT));
@@ -279,6 +286,29 @@ bool refused(cudnnStatus_t status) {
   return category == CUDNN_STATUS_BAD_PARAM || category == CUDNN_STATUS_NOT_SUPPORTED;
 }
 
+// ---- the descriptors of a shape ----------------------------------------------------------
+
+// The descriptors of one convolution shape: x (or dx), y (or dy), the weight (or its gradient)
+// and the convolution. A layer's three passes have the same shapes, so they share one set.
+struct Descriptors {
+  TensorDescriptor x, y;
+  FilterDescriptor w;
+  ConvolutionDescriptor conv;  // its math type follows the algorithm being run
+};
+
+// This thread's descriptors for `key` (a ChoiceKey without its pass), made by `make` at the
+// key's first call and kept: a training step makes about three cuDNN calls per layer, and
+// creating and destroying four descriptors for each was host time on every call. Kept per
+// thread, so that no lock guards them and no two threads set one's math at once (a device's
+// calls come from one thread in practice; another thread builds its own).
+template <class Make>
+Descriptors& descriptors_for(const ChoiceKey& key, const Make& make) {
+  thread_local std::map<ChoiceKey, std::unique_ptr<Descriptors>> kept;
+  std::unique_ptr<Descriptors>& descriptors = kept[key];
+  if (!descriptors) descriptors = make();
+  return *descriptors;
+}
+
 // ---- one call ------------------------------------------------------------------------
 
 // One convolution call: its descriptors, and run<Pass>, which finds the algorithm and makes the
@@ -292,10 +322,6 @@ class Convolution {
         bf16_operands(cudnn_type<X>() == CUDNN_DATA_BFLOAT16),
         tensor_cores(bf16_operands || tf32_enabled()),
         handle(cudnn_handle(device)),
-        x(x_view, x_name),
-        y(y_view, y_name),
-        w(w_view.shape, cudnn_type<W>()),
-        conv_(p, cudnn_math(convolution_math(bf16_operands, tensor_cores))),
         x_shape_(x_view.shape),
         w_shape_(w_view.shape),
         key_{device,
@@ -316,7 +342,13 @@ class Convolution {
              common_alignment({x_view.data, w_view.data, y_view.data}),
              bf16_operands  ? 2
              : tensor_cores ? 1
-                            : 0} {}
+                            : 0},
+        descriptors_(descriptors_for(key_, [&] {
+          return std::unique_ptr<Descriptors>(
+              new Descriptors{TensorDescriptor(x_view, x_name), TensorDescriptor(y_view, y_name),
+                              FilterDescriptor(w_view.shape, cudnn_type<W>()),
+                              ConvolutionDescriptor(p, ranking_math())});
+        })) {}
 
   // Makes the call of `Pass` through launch(algorithm, workspace, workspace bytes), which
   // returns cuDNN's status: with the cached algorithm, or on the first call of this key with
@@ -326,7 +358,7 @@ class Convolution {
     ChoiceKey key = key_;
     key[1] = Pass::kId;
     auto attempt = [&](const AlgorithmCandidate& candidate) {
-      conv_.set_math(static_cast<cudnnMathType_t>(candidate.math));
+      descriptors_.conv.set_math(static_cast<cudnnMathType_t>(candidate.math));
       DeviceBuffer workspace(candidate.workspace, device);
       const cudnnStatus_t status =
           launch(candidate.algorithm, workspace.get(), candidate.workspace);
@@ -337,6 +369,7 @@ class Convolution {
       check_cudnn(attempt(*choice), Pass::kCall, __FILE__, __LINE__);
       return;
     }
+    descriptors_.conv.set_math(ranking_math());  // an earlier call left its algorithm's
     const std::vector<AlgorithmCandidate> ranking = ranked<Pass>();
     const size_t cap = workspace_cap(device);
     const std::vector<AlgorithmCandidate> order =
@@ -366,22 +399,28 @@ class Convolution {
         (detail[0] ? std::string(": ") + detail : std::string()) + "); try BAREYOLO_CONV=gemm");
   }
 
-  cudnnConvolutionDescriptor_t conv() const { return conv_.get(); }
+  cudnnTensorDescriptor_t x() const { return descriptors_.x.get(); }  // x or dx
+  cudnnTensorDescriptor_t y() const { return descriptors_.y.get(); }  // y or dy
+  cudnnFilterDescriptor_t w() const { return descriptors_.w.get(); }  // the weight or its grad
+  cudnnConvolutionDescriptor_t conv() const { return descriptors_.conv.get(); }
 
   const int device;
   const bool bf16_operands;
   const bool tensor_cores;  // bf16 operands, or TF32 on (read once: one call, one setting)
   const cudnnHandle_t handle;
-  const TensorDescriptor x, y;  // x or dx; y or dy
-  const FilterDescriptor w;     // the weight or its gradient
 
  private:
+  // The math types cuDNN's heuristics may rank algorithms for (the call's permitted ones).
+  cudnnMathType_t ranking_math() const {
+    return cudnn_math(convolution_math(bf16_operands, tensor_cores));
+  }
+
   // cuDNN's heuristics for this call's descriptors, best first.
   template <class Pass>
   std::vector<AlgorithmCandidate> ranked() const {
     std::array<typename Pass::Perf, Pass::kAlgorithms> results{};
     int count = 0;
-    check_cudnn(Pass::rank(handle, x.get(), w.get(), conv_.get(), y.get(), &count, results.data()),
+    check_cudnn(Pass::rank(handle, x(), w(), conv(), y(), &count, results.data()),
                 "cudnnGetConvolution*Algorithm_v7", __FILE__, __LINE__);
     std::vector<AlgorithmCandidate> candidates;
     for (int i = 0; i < count; ++i) {
@@ -407,9 +446,9 @@ class Convolution {
     std::fprintf(stderr, "%s\n", line.c_str());
   }
 
-  ConvolutionDescriptor conv_;  // its math type follows the algorithm being run
-  Shape4 x_shape_, w_shape_;    // for messages
+  Shape4 x_shape_, w_shape_;  // for messages
   ChoiceKey key_;
+  Descriptors& descriptors_;  // this thread's for key_ (descriptors_for)
 };
 
 const float kOne = 1.0f, kZero = 0.0f;
@@ -420,9 +459,9 @@ template <class T>
 void forward(View<const T> x, View<const T> weight, ops::Conv2dParams p, View<T> y) {
   Convolution c(x, "x", weight, y, "y", p);
   c.run<Forward>([&](int algorithm, void* workspace, size_t bytes) {
-    return cudnnConvolutionForward(c.handle, &kOne, c.x.get(), x.data, c.w.get(), weight.data,
-                                   c.conv(), static_cast<cudnnConvolutionFwdAlgo_t>(algorithm),
-                                   workspace, bytes, &kZero, c.y.get(), y.data);
+    return cudnnConvolutionForward(c.handle, &kOne, c.x(), x.data, c.w(), weight.data, c.conv(),
+                                   static_cast<cudnnConvolutionFwdAlgo_t>(algorithm), workspace,
+                                   bytes, &kZero, c.y(), y.data);
   });
 }
 
@@ -432,8 +471,8 @@ void backward_data(View<const T> dy, View<const T> weight, ops::Conv2dParams p, 
   Convolution c(dx, "dx", weight, dy, "dy", p);
   c.run<BackwardData>([&](int algorithm, void* workspace, size_t bytes) {
     return cudnnConvolutionBackwardData(
-        c.handle, &kOne, c.w.get(), weight.data, c.y.get(), dy.data, c.conv(),
-        static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm), workspace, bytes, &kOne, c.x.get(),
+        c.handle, &kOne, c.w(), weight.data, c.y(), dy.data, c.conv(),
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm), workspace, bytes, &kOne, c.x(),
         dx.data);  // beta 1: dx +=
   });
 }
@@ -444,10 +483,9 @@ void backward_weight(View<const T> x, View<const T> dy, ops::Conv2dParams p, Vie
                      const float* beta) {
   Convolution c(x, "x", dweight, dy, "dy", p);
   c.run<BackwardWeight>([&](int algorithm, void* workspace, size_t bytes) {
-    return cudnnConvolutionBackwardFilter(c.handle, &kOne, c.x.get(), x.data, c.y.get(), dy.data,
-                                          c.conv(),
+    return cudnnConvolutionBackwardFilter(c.handle, &kOne, c.x(), x.data, c.y(), dy.data, c.conv(),
                                           static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm),
-                                          workspace, bytes, beta, c.w.get(), dweight.data);
+                                          workspace, bytes, beta, c.w(), dweight.data);
   });
 }
 
@@ -467,6 +505,10 @@ void run_backward_data(View<const S> dy, View<const S> weight, ops::Conv2dParams
 }
 
 }  // namespace
+
+uint64_t convolution_descriptors_created() {
+  return descriptors_created.load(std::memory_order_relaxed);
+}
 
 void cudnn_conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
                           ops::Conv2dParams p, View<float> y) {

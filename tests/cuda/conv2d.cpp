@@ -1,10 +1,12 @@
 // tests/cuda/conv2d.cpp — the CUDA convolution (both paths: cuDNN, and im2col + cuBLAS) against
 // itself: a second run of the forward and both backward passes repeats the first bit for bit,
-// TF32 off and on, without a new device allocation (the algorithms and workspaces are cached).
+// TF32 off and on, without a new device allocation (the algorithms and workspaces are cached),
+// and a shape's cuDNN descriptors are made once, at its first call.
 // Its comparisons with the CPU are the selftest's convolution checks
 // (tools/selftest/convolution_checks.cpp, run on cuda:0 by tests/cuda/selftest.cpp).
 #include <vector>
 
+#include "kernels/cuda/conv2d_paths.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/runtime.h"
@@ -54,4 +56,33 @@ TEST_CASE(
       CHECK(after.backing_allocations == before.backing_allocations);
       CHECK(after.cache_hits > before.cache_hits);
     }
+}
+
+TEST_CASE("cuda conv2d: a shape's cuDNN descriptors are made at its first call, none after") {
+  Rng rng(74);
+  const selftest::ConvolutionSettings settings(ops::GpuConvolutionPath::cudnn, false);
+  const Device gpu = Device::cuda(0);
+  // A layer's three passes share one set of four descriptors; a second shape gets its own.
+  auto passes = [&](Shape4 x_shape, Shape4 w_shape, ops::Conv2dParams p) {
+    const Shape4 y_shape{x_shape.n, w_shape.n,
+                         (x_shape.h + 2 * p.pad_h - w_shape.h) / p.stride_h + 1,
+                         (x_shape.w + 2 * p.pad_w - w_shape.w) / p.stride_w + 1};
+    Tensor x = uniform(rng, x_shape).to(gpu), w = uniform(rng, w_shape).to(gpu);
+    Tensor dy = uniform(rng, y_shape).to(gpu), y = Tensor::empty(y_shape, gpu);
+    Tensor dx = Tensor::zeros(x_shape, gpu), dw = Tensor::zeros(w_shape, gpu);
+    ops::conv2d_forward<float>(x.view<float>(), w.view<float>(), nullptr, p, y.view<float>());
+    ops::conv2d_backward_data<float>(dy.view<float>(), w.view<float>(), p, dx.view<float>());
+    ops::conv2d_backward_weight<float>(x.view<float>(), dy.view<float>(), p, dw.view<float>(),
+                                       nullptr);
+    cuda::synchronize(0);
+  };
+  const ops::Conv2dParams strided{2, 2, 1, 1}, same{1, 1, 1, 1};
+  const uint64_t before = cuda::convolution_descriptors_created();
+  // Shapes no other test uses, so that their descriptors are not made already.
+  passes({3, 7, 26, 22}, {13, 7, 3, 3}, strided);
+  CHECK(cuda::convolution_descriptors_created() - before == 4);
+  passes({3, 7, 26, 22}, {13, 7, 3, 3}, strided);  // again: none
+  CHECK(cuda::convolution_descriptors_created() - before == 4);
+  passes({3, 7, 18, 30}, {11, 7, 3, 3}, same);  // another shape: its own four
+  CHECK(cuda::convolution_descriptors_created() - before == 8);
 }
