@@ -9,7 +9,9 @@
 //     on_epoch_end(epoch)         after the epoch's last batch, before validation
 //     on_val_end(report)          after validation, when the epoch was validated
 //     on_fit_epoch_end(metrics)   the epoch's row of results.csv
-//     on_model_save(path)         after each checkpoint file is written
+//     on_model_save(path)         after each checkpoint file is written, which happens in the
+//                                 background (checkpointer.h): reported at a later step, and
+//                                 at the latest before the next on_epoch_end or on_train_end
 //   on_train_end(info)            once, when the run ends (finished, stopped early or --max-steps)
 // A hook that throws stops the run with its error (checkpoints already written stay intact).
 // Callbacks fire in the order they were registered: the built-in outputs (progress bar,

@@ -416,6 +416,8 @@ TrainSummary Trainer::run() {
     const bool max_steps_reached = train_epoch(epoch);
     log_traced_epoch(epoch, first_event);
     if (max_steps_reached) break;  // --max-steps: last.safetensors continues mid-epoch
+    // The checkpoint files asked for until here are reported before the epoch's hooks.
+    checkpoints_->wait();
     fire(&TrainCallbacks::on_epoch_end, epoch);
 
     // ---- validate the EMA (every epoch, or the last); fitness; stop early? ----
@@ -444,6 +446,7 @@ TrainSummary Trainer::run() {
     timed_checkpoint([&] { checkpoints_->after_epoch(epoch, is_best, progress_.finished); });
   }
 
+  checkpoints_->wait();  // every checkpoint on disk before the end reads them
   write_trace();
 
   // ---- the end: final weights when training finished ----

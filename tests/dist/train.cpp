@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 
 #include "data/shapes.h"
 #include "engine/safetensors.h"
@@ -294,13 +295,31 @@ std::string file_bytes(const std::string& path) {
 }
 
 // A callback that kills its process (rank 0, the only one with callbacks) once after `step`,
-// the first time only: `marker` remembers across the restart.
-models::TrainCallbacks kill_once_after(int64_t step, const fs::path& marker) {
-  models::TrainCallbacks callbacks;
-  callbacks.on_train_batch_end = [step, marker](const models::BatchEndInfo& info) {
-    if (info.optimizer_steps != step || fs::exists(marker)) return;
+// the first time only (`marker` remembers across the restart), and not before the checkpoint
+// file `written` is reported (on_model_save): checkpoints are written in the background
+// (models/train/checkpointer.h), so a kill before then could find only the one before it.
+// Every file asked for before an epoch's end is reported by then, so the kill comes in the
+// epoch of `step` either way.
+models::TrainCallbacks kill_once_after(int64_t step, const std::string& written,
+                                       const fs::path& marker) {
+  struct Seen {
+    int64_t optimizer_steps = 0;
+    bool written = false;
+  };
+  auto seen = std::make_shared<Seen>();
+  auto kill_when_due = [seen, step, marker] {
+    if (seen->optimizer_steps < step || !seen->written || fs::exists(marker)) return;
     std::ofstream(marker) << "killed";
     std::raise(SIGKILL);
+  };
+  models::TrainCallbacks callbacks;
+  callbacks.on_train_batch_end = [seen, kill_when_due](const models::BatchEndInfo& info) {
+    seen->optimizer_steps = info.optimizer_steps;
+    kill_when_due();
+  };
+  callbacks.on_model_save = [seen, written, kill_when_due](const std::string& path) {
+    if (fs::path(path).filename() == written) seen->written = true;
+    kill_when_due();
   };
   return callbacks;
 }
@@ -318,7 +337,7 @@ TEST_CASE("train: --max-restarts 1 outlives a SIGKILLed rank 0, to the uninterru
   models::TrainOptions options = tiny_run(data, dir.path, "restarted", 2);
   options.save_steps = 5;
   options.max_restarts = 1;
-  options.callbacks = {kill_once_after(7, dir.path / "killed-restarted")};
+  options.callbacks = {kill_once_after(7, "step5.safetensors", dir.path / "killed-restarted")};
   const models::TrainSummary restarted = models::run_training(options, collect);
   CHECK(restarted.finished);
   const std::string expected =
@@ -333,7 +352,7 @@ TEST_CASE("train: --max-restarts 1 outlives a SIGKILLed rank 0, to the uninterru
 
   options.name = "stopped";
   options.max_restarts = 0;
-  options.callbacks = {kill_once_after(7, dir.path / "killed-stopped")};
+  options.callbacks = {kill_once_after(7, "step5.safetensors", dir.path / "killed-stopped")};
   CHECK_THROWS_WITH_AS(models::run_training(options, collect),
                        doctest::Contains("training stopped: a worker failed"), std::runtime_error);
 }
