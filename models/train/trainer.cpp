@@ -417,7 +417,7 @@ TrainSummary Trainer::run() {
     log_traced_epoch(epoch, first_event);
     if (max_steps_reached) break;  // --max-steps: last.safetensors continues mid-epoch
     // The checkpoint files asked for until here are reported before the epoch's hooks.
-    checkpoints_->wait();
+    timed_checkpoint([&] { checkpoints_->wait(); });
     fire(&TrainCallbacks::on_epoch_end, epoch);
 
     // ---- validate the EMA (every epoch, or the last); fitness; stop early? ----
