@@ -48,16 +48,31 @@ T narrow(Acc<T> value) {
     return value;
 }
 
-// out[i] = sources[0][i] (op) sources[1][i] (op) ... in rank order (then / N for avg: i64
-// truncates), into `out` and, when not null, `copy`. `out` may be one of the sources: each
-// chunk is read whole before it is written.
+// avg's division by N. Where N is a power of two 1/N is exact, and x * (1/N) rounds to the
+// same bits as x / N at a fraction of a division's cost; i64 divides (truncating).
+template <class A>
+struct DivideByRanks {
+  explicit DivideByRanks(size_t ranks)
+      : ranks(A(ranks)), inverse(A(1) / A(ranks)), exact((ranks & (ranks - 1)) == 0) {}
+  A operator()(A value) const {
+    if constexpr (std::is_floating_point_v<A>)
+      if (exact) return value * inverse;
+    return value / ranks;
+  }
+  A ranks, inverse;
+  bool exact;
+};
+
+// out[i] = sources[0][i] (op) sources[1][i] (op) ... in rank order (then / N for avg), into
+// `out` and, when not null, `copy`. `out` may be one of the sources: each chunk is read whole
+// before it is written.
 template <class T>
 void reduce_in_rank_order(const std::vector<const char*>& sources, size_t count, ReduceOp op,
                           char* out_bytes, char* copy_bytes) {
   Acc<T> acc[kReduceChunk];
   T* out = reinterpret_cast<T*>(out_bytes);
   T* copy = reinterpret_cast<T*>(copy_bytes);
-  const Acc<T> ranks = Acc<T>(sources.size());
+  const DivideByRanks<Acc<T>> average(sources.size());
   for (size_t begin = 0; begin < count; begin += kReduceChunk) {
     const size_t n = std::min(kReduceChunk, count - begin);
     const T* first = reinterpret_cast<const T*>(sources[0]) + begin;
@@ -71,7 +86,7 @@ void reduce_in_rank_order(const std::vector<const char*>& sources, size_t count,
       }
     }
     if (op == ReduceOp::avg)
-      for (size_t i = 0; i < n; ++i) acc[i] /= ranks;
+      for (size_t i = 0; i < n; ++i) acc[i] = average(acc[i]);
     for (size_t i = 0; i < n; ++i) out[begin + i] = narrow<T>(acc[i]);
     if (copy) std::memcpy(copy + begin, out + begin, n * sizeof(T));
   }
