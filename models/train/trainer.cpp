@@ -269,6 +269,9 @@ class Trainer {
   std::optional<Checkpointer> checkpoints_;
   std::optional<UnreadStep> unread_step_;  // the latest step, until its loss is read
   std::unique_ptr<data::Loader> loader_;   // of every training epoch, made at the first
+  // Each batch's images to the device, the copy overlapping the step before (its two buffers
+  // kept across epochs, as the loader is).
+  data::ImageUploader uploader_{run_.device};
 };
 
 Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& log)
@@ -510,7 +513,6 @@ bool Trainer::train_epoch(int epoch) {
   const double seconds_before = done.train_seconds;
   const double checkpoint_seconds_before = checkpoint_seconds_;
   double data_wait_seconds = 0;  // in loader.next(): the input pipeline's share of the steps
-  data::ImageUploader uploader(run_.device);  // each batch's copy overlaps the step before
   const uint64_t host_waits_before = step_guard::count(step_guard::Event::host_wait);
   const int64_t steps_before = solver_.optimizer_steps();
   auto count_host_waits = [&] {  // per optimizer step of the epoch
@@ -520,7 +522,7 @@ bool Trainer::train_epoch(int epoch) {
   };
   while (std::optional<data::Batch> batch = next_batch(loader, data_wait_seconds)) {
     // ---- forward, loss, backward; at an accumulation's end the update (solver.h) ----
-    const StepOutcome step = solver_.step(uploader.images_tensor(*batch), batch->labels(),
+    const StepOutcome step = solver_.step(uploader_.images_tensor(*batch), batch->labels(),
                                           batch->step + batches_ * epoch, &*batch->matched);
     read_unread_step();  // the previous step's, while the device runs this one
     const int64_t steps = solver_.optimizer_steps();
