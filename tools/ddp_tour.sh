@@ -46,11 +46,12 @@ show() {
   grep -E '^\[launcher\]|^starting|error|restart|^\[rank0\]: epoch [0-9]+/|^done:' "$1" |
     sed -e "s|$tmp|\$TOUR|g" -e 's/^/    /' || true
 }
-# Waits until FILE exists (a checkpoint), up to a minute.
+# Waits until FILE exists (a checkpoint), up to a minute; polled every 10 ms, as the run goes
+# on while its checkpoints are written.
 wait_for_file() {
-  for _ in $(seq 600); do
+  for _ in $(seq 6000); do
     [ -s "$1" ] && return 0
-    sleep 0.1
+    sleep 0.01
   done
   echo "ddp tour: $1 never appeared" >&2
   exit 1
@@ -106,7 +107,8 @@ echo "    -> rank 0 exited $((rank0_exit - killed_at)) ms after the kill; the la
      "$((last_exit - killed_at)) ms after it"
 
 echo "== 4. the same kill with --max-restarts 1"
-"${train[@]}" --epochs 4 --save-steps 5 --max-restarts 1 --name elastic > "$tmp/elastic.txt" 2>&1 &
+# Ten epochs (40 steps): the run must still be going when the step-5 checkpoint appears.
+"${train[@]}" --epochs 10 --save-steps 5 --max-restarts 1 --name elastic > "$tmp/elastic.txt" 2>&1 &
 launcher=$!
 wait_for_file "$tmp/runs/elastic/weights/step5.safetensors"
 rank1=$(pgrep -P "$launcher" | sort -n | sed -n 2p)
