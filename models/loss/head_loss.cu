@@ -3,7 +3,7 @@
 //
 // The host matches the labels (build_targets) and uploads the matched rows once per call as
 // a struct of arrays, sorted stably by (level, cell): the rows of one cell form a *group*,
-// in their original order; the upload goes through pinned memory (models/loss/upload.h), so the
+// in their original order; the upload goes through pinned memory (kernels/staged_upload.h), so the
 // host does not wait. Per-element math is models/loss/loss_terms.h, in double, as the host
 // loss evaluates it. Kernels, all on the device's compute stream:
 //   0. factors  one thread per level: its factors (level_factors) from the counts, which are in
@@ -37,7 +37,7 @@
 #include "kernels/cuda/runtime/runtime.h"
 #include "kernels/cuda/runtime/stream.h"
 #include "models/loss/head_loss.cuh"
-#include "models/loss/upload.h"
+#include "kernels/staged_upload.h"
 
 namespace bareyolo::models {
 

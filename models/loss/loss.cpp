@@ -14,8 +14,8 @@
 
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/route.h"
+#include "kernels/staged_upload.h"
 #include "models/loss/loss_terms.h"
-#include "models/loss/upload.h"
 
 namespace bareyolo::models {
 

@@ -1,6 +1,6 @@
-// models/loss/upload.h — the loss's host-to-device copies that the host never waits for: the
-// batch's counts (local_normalization) and its matched rows (the CUDA loss), built on the host
-// each step while the device may still be running the previous one.
+// kernels/staged_upload.h — host-to-device copies that the host never waits for: numbers built on
+// the host each step while the device may still be running the previous one (the loss's counts
+// and matched rows, the step's scalars: engine/step_scalars.h).
 //
 // A GPU copies asynchronously only from page-locked memory, which must stay as it is until the
 // copy has run. So the bytes are first copied into a pinned staging buffer, and the copy's
@@ -14,10 +14,10 @@
 
 #include "kernels/view.h"
 
-namespace bareyolo::models {
+namespace bareyolo {
 
 // Copies `bytes` bytes from host memory at `src` to `dst` on `device`, ordered with the work queued
 // on its compute stream; the host does not wait, and `src` may change as soon as this returns.
 void upload_without_waiting(void* dst, const Device& device, const void* src, size_t bytes);
 
-}  // namespace bareyolo::models
+}  // namespace bareyolo

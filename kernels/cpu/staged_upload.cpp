@@ -1,5 +1,5 @@
-// models/loss/upload.cpp — see upload.h.
-#include "models/loss/upload.h"
+// kernels/cpu/staged_upload.cpp — see kernels/staged_upload.h.
+#include "kernels/staged_upload.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,7 +8,7 @@
 
 #include "kernels/device_memory.h"
 
-namespace bareyolo::models {
+namespace bareyolo {
 
 namespace {
 
@@ -55,4 +55,4 @@ void upload_without_waiting(void* dst, const Device& device, const void* src, si
   staging->upload(dst, device, src, bytes);
 }
 
-}  // namespace bareyolo::models
+}  // namespace bareyolo
