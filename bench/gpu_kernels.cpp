@@ -28,11 +28,13 @@
 #include <string>
 #include <vector>
 
+#include "engine/step_scalars.h"           // defines: StepScalars
 #include "engine/tensor.h"                 // defines: Tensor
 #include "kernels/cuda/cuda_ops.h"         // defines: the CUDA kernels not reached through ops.h
 #include "kernels/cuda/runtime/check.h"    // defines: BAREYOLO_CUDA_CHECK
 #include "kernels/cuda/runtime/runtime.h"  // defines: device_count, compute_stream
 #include "kernels/ops.h"                   // defines: the ops, routed to CUDA for device views
+#include "kernels/optim_update.h"          // defines: SgdFactors, EmaFactors
 #include "models/eval/detect_cuda.h"       // defines: decode and NMS on the GPU
 
 namespace {
@@ -238,12 +240,16 @@ int main() {
         Tensor::from_vector(std::vector<uint8_t>(size_t(s.numel()), 1), s, kGpu);
     Tensor sum = Tensor::empty({1, 1, 1, 1}, kGpu, DType::f64);
     const ops::SgdParams groups[] = {{}, {1e-6, 0.937, 5e-4, true}, {}};
+    const double decay[] = {0.9999};
+    StepScalars block(kGpu);  // the settings in device memory, as the optimizer keeps them
+    const ops::SgdFactors<float>* sgd = block.place<ops::SgdFactors<float>>(groups);
+    const ops::EmaFactors<float>* ema_factors = block.place<ops::EmaFactors<float>>(decay);
     bench(std::string("SGD nesterov + decay") + count, (5 * f + 1) * n, [&] {
       ops::sgd_step<float>(w.view<float>(), g.view<float>(), v.view<float>(),
-                           group_of.view<uint8_t>(), groups);
+                           group_of.view<uint8_t>(), sgd, 3);
     });
     bench(std::string("EMA update") + count, 3 * n * f,
-          [&] { ops::ema_update<float>(ema.view<float>(), w.view<float>(), 0.9999); });
+          [&] { ops::ema_update<float>(ema.view<float>(), w.view<float>(), ema_factors); });
     bench(std::string("sum of squares") + count, n * f,
           [&] { ops::sum_of_squares<float>(g.view<float>(), sum.view<double>()); });
     // 1e30: a norm the gradients never reach, so the factor is 1 and g stays as it is.

@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "data/host_buffer.h"
@@ -39,6 +40,9 @@ struct MatchedRow {
   double anchor_w, anchor_h;  // the matched anchor (grid units)
   int class_id;
 };
+
+// What the op sequence (kernels/op_sequence.h) records of a row: every field's exact value.
+std::string describe_argument(const MatchedRow& row);
 
 // A batch's labels matched to the grids of one input size.
 struct MatchedTargets {

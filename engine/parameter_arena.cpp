@@ -92,6 +92,7 @@ ParameterArena::ParameterArena(const std::vector<StateEntry>& state, ArenaOption
     move_into(*slot.value, value_range(slot.offset, slot.offset + slot.count));
     if (slot.grad) move_into(*slot.grad, gradient_range(slot.offset, slot.offset + slot.count));
   }
+  step_scalars_ = std::make_unique<StepScalars>(device);
 }
 
 }  // namespace bareyolo

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "engine/module.h"
+#include "engine/step_scalars.h"
 
 namespace bareyolo {
 
@@ -75,9 +76,14 @@ class ParameterArena {
   // Views of element ranges [begin, end): of the value arena, of the gradient arena.
   Tensor value_range(int64_t begin, int64_t end) { return values_.channels(begin, end); }
   Tensor gradient_range(int64_t begin, int64_t end) { return gradients_.channels(begin, end); }
+  // The numbers the update passes read that change every step (learning rates, momentum, Adam's
+  // corrections, the EMA's decay), in one block on the arena's device (step_scalars.h): the
+  // optimizer and the EMA reserve their slots in it.
+  StepScalars& step_scalars() { return *step_scalars_; }
 
  private:
   Tensor values_, gradients_;
+  std::unique_ptr<StepScalars> step_scalars_;
   std::vector<Slot> slots_;
   int64_t optimised_ = 0, parameters_ = 0;
 };

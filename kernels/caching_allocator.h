@@ -10,8 +10,11 @@
 //  - a request is rounded up to its size class: 8 classes per power of two from 512 bytes
 //    up (512, 576, 640, ..., 960, 1024, 1152, ...), so at most 1/8 of a block is slack;
 //  - a freed block goes on the free list of (its stream, its class) and is handed out again
-//    only for a request of the same class on the same stream. Work on one stream runs in
-//    issue order, so a block freed on the host while kernels that use it are still queued
+//    only for a request of the same class on the same stream, lowest address first: which
+//    block a request gets depends on which blocks are free, not on the order they were freed
+//    in, so a training step that frees everything it allocated gets the same addresses at
+//    every repeat (what a CUDA graph of the step needs: kernels/op_sequence.h). Work on one stream
+//    runs in issue order, so a block freed on the host while kernels that use it are still queued
 //    is safe to give to the next kernel of that stream without any event;
 //  - memory used on another stream must be ordered back onto the owning stream (an event)
 //    by its user before it is freed;
@@ -32,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -110,8 +114,8 @@ class CachingAllocator {
     auto cached = free_.find({stream, block});
     if (from_backing) *from_backing = false;
     if (cached != free_.end() && !cached->second.empty()) {
-      pointer = cached->second.back();
-      cached->second.pop_back();
+      pointer = *cached->second.begin();
+      cached->second.erase(cached->second.begin());
       ++stats_.cache_hits;
     } else {
       const size_t peak = std::max(stats_.peak_allocated, stats_.allocated + block);
@@ -146,7 +150,7 @@ class CachingAllocator {
     const Block block = found->second;
     live_.erase(found);
     stats_.allocated -= block.bytes;
-    free_[{block.stream, block.bytes}].push_back(pointer);
+    free_[{block.stream, block.bytes}].insert(pointer);
   }
 
   // Returns every cached (free) block to the backing allocator.
@@ -189,7 +193,7 @@ class CachingAllocator {
 
   Backing backing_;
   mutable std::mutex mutex_;
-  std::map<FreeListKey, std::vector<void*>> free_;
+  std::map<FreeListKey, std::set<void*>> free_;  // each list in address order
   std::unordered_map<void*, Block> live_;
   MemoryStats stats_;
 };

@@ -31,9 +31,10 @@ void* allocate_bytes(size_t bytes, const Device& device, const char* purpose,
 // Gives back memory from allocate_bytes on the same device; nullptr is ignored.
 void release_bytes(void* data, const Device& device) noexcept;
 
-// Copies `bytes` from `src` on `src_device` to `dst` on `dst_device`; complete when it returns.
-// Ordered with the GPU's other work on its compute stream (the destination's, when both are
-// GPUs).
+// Copies `bytes` from `src` on `src_device` to `dst` on `dst_device`; complete when it returns
+// when host memory is one side of it (a copy between buffers of one GPU is only ordered, as a
+// kernel is). Ordered with the GPU's other work on its compute stream (the destination's, when
+// both are GPUs).
 void copy_bytes(void* dst, const Device& dst_device, const void* src, const Device& src_device,
                 size_t bytes, SourceLocation where = SourceLocation::current());
 

@@ -280,8 +280,19 @@ void batchnorm_silu_backward_eval(View<const T> x, View<const T> dy, const Compu
 // These work on flat buffers (views of shape (1, 1, 1, count)): a whole parameter arena in one
 // pass (engine/parameter_arena.h). They update in place, so the accumulate convention does
 // not apply. The update ops take each element's parameter group: element i is updated with
-// groups[group_of[i]] (every group_of[i] < groups.size() <= kMaxParameterGroups).
+// groups[group_of[i]] (every group_of[i] < group_count <= kMaxParameterGroups).
+//
+// Their settings arrive as factors already rounded to T (SgdFactors<T>::of(SgdParams) and the
+// like: kernels/optim_update.h) in memory on the buffers' device, which the kernel reads when it
+// runs: the numbers that change every step are then not part of the launch, so a CUDA graph
+// replays a step with the settings that memory holds (engine/step_scalars.h keeps them).
 inline constexpr int kMaxParameterGroups = 4;
+template <class T>
+struct SgdFactors;
+template <class T>
+struct AdamFactors;
+template <class T>
+struct EmaFactors;
 struct SgdParams {
   double lr = 0.01, momentum = 0.937, weight_decay = 0.0;
   bool nesterov = true;
@@ -291,7 +302,7 @@ struct SgdParams {
 //   param -= lr * (nesterov ? g + momentum * velocity : velocity)
 template <class T>
 void sgd_step(View<T> param, View<const T> grad, View<T> velocity, View<const uint8_t> group_of,
-              std::span<const SgdParams> groups);
+              const SgdFactors<T>* groups, int group_count);
 // PyTorch's Adam and AdamW (amsgrad off); `step` counts updates including this one (1 on the
 // first). They differ in the weight decay only: Adam's is L2, added to the gradient; AdamW's
 // is decoupled, a shrink of the parameter:
@@ -306,10 +317,11 @@ struct AdamParams {
 };
 template <class T>
 void adam_step(View<T> param, View<const T> grad, View<T> exp_avg, View<T> exp_avg_sq,
-               View<const uint8_t> group_of, std::span<const AdamParams> groups);
-// Exponential moving average of weights: average = decay * average + (1 - decay) * value.
+               View<const uint8_t> group_of, const AdamFactors<T>* groups, int group_count);
+// Exponential moving average of weights: average = decay * average + (1 - decay) * value, the
+// factors (EmaFactors<T>::of(decay)) on the buffers' device.
 template <class T>
-void ema_update(View<T> average, View<const T> value, double decay);
+void ema_update(View<T> average, View<const T> value, const EmaFactors<T>* factors);
 // result[0] = the sum of squares of x's elements (double accumulation, a fixed order for a
 // given view on a device): `result` is one double on x's device, so on a GPU the sum never
 // visits the host.

@@ -19,20 +19,20 @@
 
 namespace bareyolo::ops {
 
-// One parameter group's SGD settings in T.
+// One parameter group's SGD settings in T (Nesterov's switch as 1 or 0: a struct of four T has
+// no padding, so its bytes say all it holds: engine/step_scalars.h compares them).
 template <class T>
 struct SgdFactors {
-  T lr = 0, momentum = 0, decay = 0;
-  bool nesterov = true;
+  T lr = 0, momentum = 0, decay = 0, nesterov = 1;
 
   static SgdFactors of(const SgdParams& p) {
-    return {T(p.lr), T(p.momentum), T(p.weight_decay), p.nesterov};
+    return {T(p.lr), T(p.momentum), T(p.weight_decay), T(p.nesterov ? 1 : 0)};
   }
   // One element's step: w and v updated in place from its gradient g.
   BAREYOLO_HOST_DEVICE void step(T& w, T& v, T g) const {
     const T step_grad = g + decay * w;
     v = momentum * v + step_grad;
-    w -= lr * (nesterov ? step_grad + momentum * v : v);
+    w -= lr * (nesterov != 0 ? step_grad + momentum * v : v);
   }
 };
 

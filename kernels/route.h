@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "kernels/op_profile.h"
+#include "kernels/op_sequence.h"
 #include "kernels/view.h"
 
 namespace bareyolo::detail {
@@ -37,13 +38,16 @@ Device common_device(const char* op, const First& first, const Rest&... rest) {
 
 }  // namespace bareyolo::detail
 
-// Every macro below ends by opening the op's profile timer (kernels/op_profile.h): what
-// follows it in the op is the CPU path, timed under the op's name while profiling is on.
+// Every macro below first notes the call in the op sequence being recorded, if any
+// (kernels/op_sequence.h), on either device, and ends by opening the op's profile timer
+// (kernels/op_profile.h): what follows it in the op is the CPU path, timed under the op's name
+// while profiling is on.
 #define BAREYOLO_PROFILE_CPU_OP(OP) const ::bareyolo::op_profile::Timer bareyolo_op_timer(#OP)
 
 // Inside a template over the element type T: run cuda::OP(args...) when `device` is a GPU.
 #ifdef BAREYOLO_WITH_CUDA
 #define BAREYOLO_ROUTE_TO_CUDA(OP, device, ...)                                      \
+  ::bareyolo::op_sequence::note(#OP, __VA_ARGS__);                                   \
   if ((device).is_cuda()) {                                                          \
     if constexpr (std::is_same_v<T, float>) {                                        \
       return ::bareyolo::cuda::OP(__VA_ARGS__);                                      \
@@ -54,6 +58,7 @@ Device common_device(const char* op, const First& first, const Rest&... rest) {
   BAREYOLO_PROFILE_CPU_OP(OP)
 #else
 #define BAREYOLO_ROUTE_TO_CUDA(OP, device, ...)                                          \
+  ::bareyolo::op_sequence::note(#OP, __VA_ARGS__);                                       \
   if ((device).is_cuda())                                                                \
     ::bareyolo::detail::throw_no_cuda_kernel(#OP, "this binary was built without CUDA"); \
   BAREYOLO_PROFILE_CPU_OP(OP)
@@ -100,19 +105,22 @@ inline void require_kernel(std::string_view op, const Device& device, const std:
 // run cuda::OP(args...) when `device` is a GPU.
 #ifdef BAREYOLO_WITH_CUDA
 #define BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(OP, device, ...)            \
+  ::bareyolo::op_sequence::note(#OP, __VA_ARGS__);                  \
   if ((device).is_cuda()) return ::bareyolo::cuda::OP(__VA_ARGS__); \
   BAREYOLO_PROFILE_CPU_OP(OP)
 #else
 #define BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(OP, device, ...)                                 \
+  ::bareyolo::op_sequence::note(#OP, __VA_ARGS__);                                       \
   if ((device).is_cuda())                                                                \
     ::bareyolo::detail::throw_no_cuda_kernel(#OP, "this binary was built without CUDA"); \
   BAREYOLO_PROFILE_CPU_OP(OP)
 #endif
 
 // For ops whose CUDA kernel does not exist yet (listed in kOpsWithoutCudaKernel).
-#define BAREYOLO_REQUIRE_CPU(OP, device)                                           \
+#define BAREYOLO_REQUIRE_CPU(OP, device, ...)                                      \
   static_assert(::bareyolo::ops::has_no_cuda_kernel(#OP),                          \
                 #OP " must be listed in kOpsWithoutCudaKernel (kernels/route.h)"); \
+  ::bareyolo::op_sequence::note(#OP, __VA_ARGS__);                                 \
   if ((device).is_cuda())                                                          \
     ::bareyolo::detail::throw_no_cuda_kernel(#OP, "it has no CUDA kernel yet");    \
   BAREYOLO_PROFILE_CPU_OP(OP)

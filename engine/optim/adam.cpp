@@ -2,6 +2,7 @@
 #include "engine/optim/adam.h"
 
 #include "kernels/ops.h"
+#include "kernels/optim_update.h"
 
 namespace bareyolo {
 
@@ -13,22 +14,29 @@ Adam::Adam(ParameterArena& arena, AdamDecay decay, double lr, double beta1, doub
       decay_(decay),
       beta1_(beta1),
       beta2_(beta2),
-      eps_(eps) {}
+      eps_(eps) {
+  with_float_type(params_.dtype(), [&]<class T>() {
+    settings_ = arena.step_scalars().reserve<ops::AdamFactors<T>>(kGroups);
+  });
+}
+
+void Adam::stage(int64_t step) {
+  with_float_type(params_.dtype(), [&]<class T>() {
+    std::array<ops::AdamFactors<T>, kGroups> factors;
+    for (int g = 0; g < kGroups; ++g)
+      factors[size_t(g)] =
+          ops::AdamFactors<T>::of({group(g).lr, beta1_, beta2_, eps_, group(g).weight_decay, step,
+                                   decay_ == AdamDecay::decoupled});
+    arena_.step_scalars().set(settings_, std::span<const ops::AdamFactors<T>>(factors));
+  });
+}
 
 void Adam::update() {
-  std::array<ops::AdamParams, kGroups> groups;
-  for (int g = 0; g < kGroups; ++g)
-    groups[size_t(g)] = {group(g).lr,
-                         beta1_,
-                         beta2_,
-                         eps_,
-                         group(g).weight_decay,
-                         steps(),
-                         decay_ == AdamDecay::decoupled};
   with_float_type(params_.dtype(), [&]<class T>() {
     ops::adam_step<T>(flat_tensor_view<T>(params_), flat_tensor_view<T>(grads_),
                       flat_tensor_view<T>(exp_avg_), flat_tensor_view<T>(exp_avg_sq_),
-                      flat_tensor_view<uint8_t>(group_of_), groups);
+                      flat_tensor_view<uint8_t>(group_of_),
+                      arena_.step_scalars().at<ops::AdamFactors<T>>(settings_), kGroups);
   });
 }
 

@@ -24,6 +24,7 @@ class Adam final : public Optimizer {
   const char* kernel() const override { return "adam_step"; }
 
  private:
+  void stage(int64_t step) override;
   void update() override;
 
   Tensor exp_avg_, exp_avg_sq_;

@@ -5,11 +5,16 @@
 #include <map>
 
 #include "kernels/ops.h"
+#include "kernels/optim_update.h"
 
 namespace bareyolo {
 
 ModelEma::ModelEma(ParameterArena& arena, const std::vector<StateEntry>& state, int64_t updates)
-    : arena_(arena), average_(arena.values().to(arena.device())), updates_(updates) {
+    : arena_(arena),
+      float_factors_(arena.step_scalars().reserve<ops::EmaFactors<float>>(1)),
+      double_factors_(arena.step_scalars().reserve<ops::EmaFactors<double>>(1)),
+      average_(arena.values().to(arena.device())),
+      updates_(updates) {
   std::map<const Tensor*, const ParameterArena::Slot*> slot_of;
   for (const ParameterArena::Slot& slot : arena.slots()) slot_of[slot.value] = &slot;
   values_.reserve(state.size());
@@ -27,11 +32,25 @@ ModelEma::ModelEma(ParameterArena& arena, const std::vector<StateEntry>& state, 
 
 double ModelEma::decay() const { return 0.9999 * (1 - std::exp(-double(updates_ + 1) / 2000)); }
 
-void ModelEma::update() {
+void ModelEma::stage_decay() {
   const double d = decay();
+  const ops::EmaFactors<float> in_float = ops::EmaFactors<float>::of(d);
+  const ops::EmaFactors<double> in_double = ops::EmaFactors<double>::of(d);
+  arena_.step_scalars().set(float_factors_, std::span{&in_float, 1});
+  arena_.step_scalars().set(double_factors_, std::span{&in_double, 1});
+}
+
+void ModelEma::update() {
+  stage_decay();
   ++updates_;
+  StepScalars& scalars = arena_.step_scalars();
+  const auto factors = [&]<class T>() {
+    return scalars.at<ops::EmaFactors<T>>(std::is_same_v<T, float> ? float_factors_
+                                                                   : double_factors_);
+  };
   with_float_type(average_.dtype(), [&]<class T>() {
-    ops::ema_update<T>(flat_tensor_view<T>(average_), flat_tensor_view<T>(arena_.values()), d);
+    ops::ema_update<T>(flat_tensor_view<T>(average_), flat_tensor_view<T>(arena_.values()),
+                       factors.template operator()<T>());
   });
   // The entries outside the arena one by one: floating ones averaged in their own dtype,
   // integer ones copied.
@@ -42,7 +61,8 @@ void ModelEma::update() {
       continue;
     }
     with_float_type(average.dtype(), [&]<class T>() {
-      ops::ema_update<T>(flat_tensor_view<T>(average), flat_tensor_view<T>(*o.source), d);
+      ops::ema_update<T>(flat_tensor_view<T>(average), flat_tensor_view<T>(*o.source),
+                         factors.template operator()<T>());
     });
   }
 }

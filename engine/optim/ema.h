@@ -17,8 +17,11 @@ class ModelEma {
  public:
   // Starts as a copy of the model's state. `state`: the entries `arena` was built from.
   ModelEma(ParameterArena& arena, const std::vector<StateEntry>& state, int64_t updates = 0);
-  // Averages the model's current state into the EMA (after each optimizer step).
+  // Averages the model's current state into the EMA (after each optimizer step), with the decay
+  // it stages in the arena's step scalars (engine/step_scalars.h) and the kernels read there.
   void update();
+  // Writes the next update's decay there ahead of it (the Solver's, before a step's kernels).
+  void stage_decay();
   double decay() const;  // the decay the next update will use
   int64_t updates() const { return updates_; }
   void set_updates(int64_t updates) { updates_ = updates; }  // a resumed run's count
@@ -34,6 +37,8 @@ class ModelEma {
     size_t index;
   };
   ParameterArena& arena_;
+  // The decay's factors in f32 and in f64 (the average's dtype, and the f64 anchors outside it).
+  StepScalars::Slot float_factors_, double_factors_;
   Tensor average_;
   std::vector<Tensor> values_;
   std::vector<Outside> outside_;

@@ -23,6 +23,7 @@ Optimizer::Optimizer(ParameterArena& arena, double lr, double momentum, double w
 
 void Optimizer::step() {
   ++steps_;
+  stage(steps_);
   update();
 }
 

@@ -2,7 +2,10 @@
 // alone), over a parameter arena (engine/parameter_arena.h): SGD (sgd.h), Adam and AdamW (adam.h).
 //
 //   step()        one update of every optimised parameter from its gradient: one pass over the
-//                 arena, each element with its group's settings (one kernel launch on a GPU)
+//                 arena, each element with its group's settings (one kernel launch on a GPU),
+//                 which it reads from the arena's step scalars (engine/step_scalars.h)
+//   stage_settings()  the next step's settings written there ahead of it (the Solver's, so
+//                 that they go up before the step's kernels are issued)
 //   zero_grad()   the gradient arena set to zero: one fill
 //   groups        YOLOv5's three parameter groups (optimizer_group_index: 0 biases, 1 decayed
 //                 weights, 2 normalisation weights), each with its learning rate and momentum
@@ -33,6 +36,7 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   void step();
+  void stage_settings() { stage(steps_ + 1); }
   void zero_grad() { arena_.gradients().zero(); }
   Group& group(int index) { return groups_.at(size_t(index)); }
   const Group& group(int index) const { return groups_.at(size_t(index)); }
@@ -45,7 +49,10 @@ class Optimizer {
  protected:
   // weight_decay applies to group 1 (the weights) alone, as in YOLOv5.
   Optimizer(ParameterArena& arena, double lr, double momentum, double weight_decay);
-  // The update of step `steps()` (already counted) over the optimised range.
+  // Writes the settings of update number `step` into the step scalars' slot `settings_`.
+  virtual void stage(int64_t step) = 0;
+  // The update of step `steps()` (already counted, its settings staged) over the optimised
+  // range, reading its settings from the device.
   virtual void update() = 0;
   // A zeroed buffer the size of the optimised range, whose per-parameter views state() names
   // "<buffer>.<parameter>" (derived constructors add theirs).
@@ -55,6 +62,7 @@ class Optimizer {
   Tensor params_, grads_;  // the arena's optimised range
   Tensor group_of_;        // u8: each optimised element's group
   std::array<Group, kGroups> groups_;
+  StepScalars::Slot settings_;  // the derived class reserves it for its groups' factors
 
  private:
   struct Buffer {

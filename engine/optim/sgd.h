@@ -17,6 +17,7 @@ class Sgd final : public Optimizer {
   const char* kernel() const override { return "sgd_step"; }
 
  private:
+  void stage(int64_t step) override;
   void update() override;
 
   Tensor velocity_;

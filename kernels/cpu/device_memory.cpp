@@ -9,6 +9,7 @@
 #include "kernels/caching_allocator.h"
 #include "kernels/cpu/host_memory.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/op_sequence.h"
 #include "kernels/step_guard.h"
 
 namespace bareyolo {
@@ -68,6 +69,7 @@ void release_bytes(void* data, const Device& device) noexcept {
 
 void copy_bytes(void* dst, const Device& dst_device, const void* src, const Device& src_device,
                 size_t bytes, SourceLocation where) {
+  op_sequence::note("copy", dst, dst_device, src, src_device, bytes);
   if (in_host_memory(dst_device) && in_host_memory(src_device)) {
     std::memcpy(dst, src, bytes);
     return;
@@ -78,6 +80,7 @@ void copy_bytes(void* dst, const Device& dst_device, const void* src, const Devi
 }
 
 void zero_bytes(void* data, size_t bytes, const Device& device) {
+  op_sequence::note("zero", data, device, bytes);
   if (in_host_memory(device))
     cpu::parallel_zero(static_cast<char*>(data), static_cast<int64_t>(bytes));
   else
@@ -85,6 +88,7 @@ void zero_bytes(void* data, size_t bytes, const Device& device) {
 }
 
 DeviceEvent upload_async(void* dst, const Device& dst_device, const void* host_src, size_t bytes) {
+  op_sequence::note("upload from", dst, dst_device, host_src, bytes);
   if (in_host_memory(dst_device)) {
     std::memcpy(dst, host_src, bytes);
     return {};
@@ -100,6 +104,7 @@ DeviceEvent mark_device_work(const Device& device) {
 
 DeviceEvent upload_beside_compute(void* dst, const Device& dst_device, const void* host_src,
                                   size_t bytes, const DeviceEvent& dst_free) {
+  op_sequence::note("upload beside compute", dst, dst_device, host_src, bytes);
   if (in_host_memory(dst_device)) {
     std::memcpy(dst, host_src, bytes);
     return {};

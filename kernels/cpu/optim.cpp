@@ -22,12 +22,11 @@ namespace {
 
 // The checks every grouped update shares: the buffers' shapes, one group per element, and
 // groups that exist.
-template <class T, class Params>
-Device check_update(const char* op, View<T> param, View<const uint8_t> group_of,
-                    std::span<const Params> groups) {
+template <class T>
+Device check_update(const char* op, View<T> param, View<const uint8_t> group_of, int group_count) {
   cpu::require_same_shape(op, param, group_of);
-  if (groups.empty() || groups.size() > size_t(kMaxParameterGroups))
-    throw std::invalid_argument(std::string(op) + ": " + std::to_string(groups.size()) +
+  if (group_count < 1 || group_count > kMaxParameterGroups)
+    throw std::invalid_argument(std::string(op) + ": " + std::to_string(group_count) +
                                 " parameter groups; 1 to " + std::to_string(kMaxParameterGroups));
   return detail::common_device(op, param, group_of);
 }
@@ -44,14 +43,13 @@ void require_one_element(const char* op, View<T> v) {
 
 template <class T>
 void sgd_step(View<T> param, View<const T> grad, View<T> velocity, View<const uint8_t> group_of,
-              std::span<const SgdParams> groups) {
+              const SgdFactors<T>* groups, int group_count) {
   cpu::require_same_shape("sgd_step", param, grad);
   cpu::require_same_shape("sgd_step", param, velocity);
-  check_update("sgd_step", param, group_of, groups);
+  check_update("sgd_step", param, group_of, group_count);
   BAREYOLO_ROUTE_TO_CUDA(sgd_step, detail::common_device("sgd_step", param, grad, velocity), param,
-                         grad, velocity, group_of, groups);
-  std::vector<SgdFactors<T>> factors;
-  for (const SgdParams& p : groups) factors.push_back(SgdFactors<T>::of(p));
+                         grad, velocity, group_of, groups, group_count);
+  const std::vector<SgdFactors<T>> factors(groups, groups + group_count);
   cpu::parallel_over_elements(param.shape, [&](int64_t n, int64_t begin, int64_t end) {
     T* w = param.image(n);
     const T* g = grad.image(n);
@@ -63,16 +61,15 @@ void sgd_step(View<T> param, View<const T> grad, View<T> velocity, View<const ui
 
 template <class T>
 void adam_step(View<T> param, View<const T> grad, View<T> exp_avg, View<T> exp_avg_sq,
-               View<const uint8_t> group_of, std::span<const AdamParams> groups) {
+               View<const uint8_t> group_of, const AdamFactors<T>* groups, int group_count) {
   cpu::require_same_shape("adam_step", param, grad);
   cpu::require_same_shape("adam_step", param, exp_avg);
   cpu::require_same_shape("adam_step", param, exp_avg_sq);
-  check_update("adam_step", param, group_of, groups);
+  check_update("adam_step", param, group_of, group_count);
   BAREYOLO_ROUTE_TO_CUDA(adam_step,
                          detail::common_device("adam_step", param, grad, exp_avg, exp_avg_sq),
-                         param, grad, exp_avg, exp_avg_sq, group_of, groups);
-  std::vector<AdamFactors<T>> factors;
-  for (const AdamParams& p : groups) factors.push_back(AdamFactors<T>::of(p));
+                         param, grad, exp_avg, exp_avg_sq, group_of, groups, group_count);
+  const std::vector<AdamFactors<T>> factors(groups, groups + group_count);
   cpu::parallel_over_elements(param.shape, [&](int64_t n, int64_t begin, int64_t end) {
     T* w = param.image(n);
     const T* g = grad.image(n);
@@ -84,11 +81,11 @@ void adam_step(View<T> param, View<const T> grad, View<T> exp_avg, View<T> exp_a
 }
 
 template <class T>
-void ema_update(View<T> average, View<const T> value, double decay) {
+void ema_update(View<T> average, View<const T> value, const EmaFactors<T>* factors) {
   cpu::require_same_shape("ema_update", average, value);
   BAREYOLO_ROUTE_TO_CUDA(ema_update, detail::common_device("ema_update", average, value), average,
-                         value, decay);
-  const EmaFactors<T> ema = EmaFactors<T>::of(decay);
+                         value, factors);
+  const EmaFactors<T> ema = *factors;
   cpu::parallel_over_elements(average.shape, [&](int64_t n, int64_t begin, int64_t end) {
     T* a = average.image(n);
     const T* x = value.image(n);
@@ -130,10 +127,10 @@ void clip_to_norm(View<T> x, View<const double> sum_of_squares, double max_norm)
 
 #define BAREYOLO_INSTANTIATE_OPTIM(T)                                                       \
   template void sgd_step<T>(View<T>, View<const T>, View<T>, View<const uint8_t>,           \
-                            std::span<const SgdParams>);                                    \
+                            const SgdFactors<T>*, int);                                     \
   template void adam_step<T>(View<T>, View<const T>, View<T>, View<T>, View<const uint8_t>, \
-                             std::span<const AdamParams>);                                  \
-  template void ema_update<T>(View<T>, View<const T>, double);                              \
+                             const AdamFactors<T>*, int);                                   \
+  template void ema_update<T>(View<T>, View<const T>, const EmaFactors<T>*);                \
   template void sum_of_squares<T>(View<const T>, View<double>);                             \
   template void clip_to_norm<T>(View<T>, View<const double>, double);
 BAREYOLO_INSTANTIATE_OPTIM(float)

@@ -49,7 +49,7 @@ void require_upsampled(const char* op, const Shape4& small, const Shape4& large)
 
 template <class T>
 void concat_forward(const std::vector<View<const T>>& inputs, View<T> y) {
-  BAREYOLO_REQUIRE_CPU(concat_forward, y.device);
+  BAREYOLO_REQUIRE_CPU(concat_forward, y.device, inputs, y);
   std::vector<int64_t> offsets = channel_offsets("concat_forward", inputs, y);
   const int64_t plane = y.shape.plane();
   for (size_t k = 0; k < inputs.size(); ++k) {
@@ -62,7 +62,7 @@ void concat_forward(const std::vector<View<const T>>& inputs, View<T> y) {
 
 template <class T>
 void concat_backward(View<const T> dy, const std::vector<View<T>>& dx) {
-  BAREYOLO_REQUIRE_CPU(concat_backward, dy.device);
+  BAREYOLO_REQUIRE_CPU(concat_backward, dy.device, dy, dx);
   std::vector<int64_t> offsets = channel_offsets("concat_backward", dx, dy);
   const int64_t plane = dy.shape.plane();
   for (size_t k = 0; k < dx.size(); ++k) {
@@ -122,7 +122,7 @@ BAREYOLO_INSTANTIATE_SHAPE_OPS(double)
 
 template <>
 void concat_forward<bf16>(const std::vector<View<const bf16>>& inputs, View<bf16> y) {
-  BAREYOLO_REQUIRE_CPU(concat_forward, y.device);
+  BAREYOLO_REQUIRE_CPU(concat_forward, y.device, inputs, y);
   std::vector<cpu::Widened> widened;
   std::vector<View<const float>> views;
   for (const View<const bf16>& input : inputs) views.push_back(widened.emplace_back(input));
@@ -133,7 +133,7 @@ void concat_forward<bf16>(const std::vector<View<const bf16>>& inputs, View<bf16
 
 template <>
 void concat_backward<bf16>(View<const bf16> dy, const std::vector<View<bf16>>& dx) {
-  BAREYOLO_REQUIRE_CPU(concat_backward, dy.device);
+  BAREYOLO_REQUIRE_CPU(concat_backward, dy.device, dy, dx);
   std::vector<cpu::Widened> widened;
   std::vector<View<float>> views;
   for (const View<bf16>& grad : dx) views.push_back(widened.emplace_back(grad));

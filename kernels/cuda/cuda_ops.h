@@ -164,11 +164,12 @@ void bce_with_logits_backward(View<const float> x, View<const float> target, flo
                               View<const float> dloss, View<float> dx);
 // optim.cu
 void sgd_step(View<float> param, View<const float> grad, View<float> velocity,
-              View<const uint8_t> group_of, std::span<const ops::SgdParams> groups);
+              View<const uint8_t> group_of, const ops::SgdFactors<float>* groups, int group_count);
 void adam_step(View<float> param, View<const float> grad, View<float> exp_avg,
                View<float> exp_avg_sq, View<const uint8_t> group_of,
-               std::span<const ops::AdamParams> groups);
-void ema_update(View<float> average, View<const float> value, double decay);
+               const ops::AdamFactors<float>* groups, int group_count);
+void ema_update(View<float> average, View<const float> value,
+                const ops::EmaFactors<float>* factors);
 // Deterministic: a fixed grid and a fixed reduction order, whatever the GPU. `result` is one
 // double in device memory; clip_to_norm reads it there.
 void sum_of_squares(View<const float> x, View<double> result);

@@ -1,6 +1,7 @@
 // kernels/cuda/optim.cu — the optimizer's arithmetic over flat buffers (whole parameter arenas)
 // on the GPU: SGD with Nesterov momentum and weight decay, Adam and AdamW, each element with its
-// group's settings (one launch for the arena; the groups ride in the kernel's arguments), the EMA
+// group's settings (one launch for the arena; the groups' factors are read from device memory,
+// where the host left them: a CUDA graph replays the launch with new settings), the EMA
 // of weights, and gradient-norm clipping's sum of squares and scale, whose factor is computed on
 // the device from the sum the first kernel left there: no host round trip. The per-element
 // formulas are kernels/cpu/optim.cpp's (kernels/optim_update.h).
@@ -26,7 +27,7 @@ struct SgdStep {
   View<const float> grad;
   View<float> velocity;
   View<const uint8_t> group_of;
-  ops::SgdFactors<float> groups[ops::kMaxParameterGroups];
+  const ops::SgdFactors<float>* groups;
   __device__ void operator()(int64_t n, int64_t i) const {
     groups[group_of.image(n)[i]].step(param.image(n)[i], velocity.image(n)[i], grad.image(n)[i]);
   }
@@ -37,7 +38,7 @@ struct AdamStep {
   View<const float> grad;
   View<float> exp_avg, exp_avg_sq;
   View<const uint8_t> group_of;
-  ops::AdamFactors<float> groups[ops::kMaxParameterGroups];
+  const ops::AdamFactors<float>* groups;
   __device__ void operator()(int64_t n, int64_t i) const {
     groups[group_of.image(n)[i]].step(param.image(n)[i], exp_avg.image(n)[i],
                                       exp_avg_sq.image(n)[i], grad.image(n)[i]);
@@ -47,10 +48,10 @@ struct AdamStep {
 struct EmaUpdate {
   View<float> average;
   View<const float> value;
-  ops::EmaFactors<float> ema;
+  const ops::EmaFactors<float>* ema;
   __device__ void operator()(int64_t n, int64_t i) const {
     float& a = average.image(n)[i];
-    a = ema.blend(a, value.image(n)[i]);
+    a = ema->blend(a, value.image(n)[i]);
   }
 };
 
@@ -90,24 +91,22 @@ __global__ void sum_partials(const double* partials, double* result) {
 }  // namespace
 
 void sgd_step(View<float> param, View<const float> grad, View<float> velocity,
-              View<const uint8_t> group_of, std::span<const ops::SgdParams> groups) {
-  SgdStep op{param, grad, velocity, group_of, {}};
-  for (size_t g = 0; g < groups.size(); ++g) op.groups[g] = ops::SgdFactors<float>::of(groups[g]);
-  launch_pointwise(param.shape, param.device, all_dense(param, grad, velocity, group_of), op);
+              View<const uint8_t> group_of, const ops::SgdFactors<float>* groups, int) {
+  launch_pointwise(param.shape, param.device, all_dense(param, grad, velocity, group_of),
+                   SgdStep{param, grad, velocity, group_of, groups});
 }
 
 void adam_step(View<float> param, View<const float> grad, View<float> exp_avg,
                View<float> exp_avg_sq, View<const uint8_t> group_of,
-               std::span<const ops::AdamParams> groups) {
-  AdamStep op{param, grad, exp_avg, exp_avg_sq, group_of, {}};
-  for (size_t g = 0; g < groups.size(); ++g) op.groups[g] = ops::AdamFactors<float>::of(groups[g]);
+               const ops::AdamFactors<float>* groups, int) {
   launch_pointwise(param.shape, param.device, all_dense(param, grad, exp_avg, exp_avg_sq, group_of),
-                   op);
+                   AdamStep{param, grad, exp_avg, exp_avg_sq, group_of, groups});
 }
 
-void ema_update(View<float> average, View<const float> value, double decay) {
+void ema_update(View<float> average, View<const float> value,
+                const ops::EmaFactors<float>* factors) {
   launch_pointwise(average.shape, average.device, all_dense(average, value),
-                   EmaUpdate{average, value, ops::EmaFactors<float>::of(decay)});
+                   EmaUpdate{average, value, factors});
 }
 
 void sum_of_squares(View<const float> x, View<double> result) {

@@ -3,7 +3,10 @@
 // (models/eval/nms.cu), so that both read one struct and cannot drift apart.
 #pragma once
 
+#include <string>
 #include <vector>
+
+#include "kernels/op_sequence.h"
 
 namespace bareyolo {
 
@@ -17,5 +20,13 @@ struct NmsOptions {
   int max_nms = 30000;           // rows that enter the suppression at most
   float class_offset = 7680.0f;  // max_wh: larger than any image side
 };
+
+// What the op sequence (kernels/op_sequence.h) records of the options: every setting.
+inline std::string describe_argument(const NmsOptions& o) {
+  using op_sequence::detail::describe;
+  return "nms " + describe(o.conf_threshold) + " " + describe(o.iou_threshold) + " " +
+         describe(o.max_det) + " " + describe(o.multi_label) + " " + describe(o.agnostic) + " " +
+         describe(o.classes) + " " + describe(o.max_nms) + " " + describe(o.class_offset);
+}
 
 }  // namespace bareyolo

@@ -62,10 +62,13 @@ LevelTargets head_targets(const DetectionModel& model, const std::vector<Tensor>
 
 LossNormalization global_normalization(dist::Communicator& comm, const LevelTargets& targets,
                                        int images, const Device& device) {
-  LossNormalization norm = local_normalization(targets, images, device);
-  comm.allreduce(dist::CommBuffer::of(norm.counts), dist::ReduceOp::sum, "loss counts")->wait();
-  norm.gradient_scale = comm.world_size();
-  return norm;
+  return global_normalization(comm, local_normalization(targets, images, device));
+}
+
+LossNormalization global_normalization(dist::Communicator& comm, LossNormalization local) {
+  comm.allreduce(dist::CommBuffer::of(local.counts), dist::ReduceOp::sum, "loss counts")->wait();
+  local.gradient_scale = comm.world_size();
+  return local;
 }
 
 HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,

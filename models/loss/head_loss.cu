@@ -36,8 +36,8 @@
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
 #include "kernels/cuda/runtime/stream.h"
-#include "models/loss/head_loss.cuh"
 #include "kernels/staged_upload.h"
+#include "models/loss/head_loss.cuh"
 
 namespace bareyolo::models {
 

@@ -62,7 +62,9 @@ LevelTargets head_targets(const DetectionModel& model, const std::vector<Tensor>
 // The counts of the whole batch over the ranks of `comm` (sums of matched rows per level and
 // of images), with gradient_scale = world size: the reducer averages, so each rank's gradient
 // is scaled up to make the average the sum of the ranks' shares. The counts are summed where
-// they are, on `device` (NCCL reduces a GPU's memory; the host's communicators host memory).
+// they are, in place (NCCL reduces a GPU's memory; the host's communicators host memory): the
+// local ones, or those of `targets` on `device`.
+LossNormalization global_normalization(dist::Communicator& comm, LossNormalization local);
 LossNormalization global_normalization(dist::Communicator& comm, const LevelTargets& targets,
                                        int images, const Device& device);
 

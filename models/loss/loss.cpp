@@ -13,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/op_sequence.h"
 #include "kernels/route.h"
 #include "kernels/staged_upload.h"
 #include "models/loss/loss_terms.h"
@@ -94,13 +95,37 @@ LossHyp scale_loss_gains(LossHyp hyp, int levels, int classes, int image_size) {
 
 LossNormalization local_normalization(const std::vector<std::vector<MatchedRow>>& targets,
                                       int images, const Device& device) {
-  std::vector<double> counts;
-  for (const auto& rows : targets) counts.push_back(static_cast<double>(rows.size()));
-  counts.push_back(images);
-  LossNormalization norm{Tensor::empty({1, 1, 1, int64_t(counts.size())}, device, DType::f64)};
-  upload_without_waiting(norm.counts.view<double>().data, device, counts.data(),
-                         counts.size() * sizeof(double));
-  return norm;
+  return local_normalization(
+      targets, images, Tensor::empty({1, 1, 1, int64_t(targets.size()) + 1}, device, DType::f64));
+}
+
+LossNormalization local_normalization(const std::vector<std::vector<MatchedRow>>& targets,
+                                      int images, Tensor counts) {
+  std::vector<double> values;
+  for (const auto& rows : targets) values.push_back(static_cast<double>(rows.size()));
+  values.push_back(images);
+  if (counts.dtype() != DType::f64 || counts.numel() != int64_t(values.size()))
+    throw std::invalid_argument("local_normalization: the counts of " +
+                                std::to_string(targets.size()) + " levels take " +
+                                std::to_string(values.size()) + " f64 values; got " +
+                                counts.shape().str() + " " + dtype_name(counts.dtype()));
+  upload_without_waiting(counts.view<double>().data, counts.device(), values.data(),
+                         values.size() * sizeof(double));
+  return {std::move(counts)};
+}
+
+std::string describe_argument(const LossNormalization& norm) {
+  return "counts " + op_sequence::detail::describe(norm.counts.view<double>()) +
+         " gradient scale " + op_sequence::detail::describe(norm.gradient_scale);
+}
+
+std::string describe_argument(const LossOptions& options) {
+  const LossHyp& h = options.hyp;
+  const std::vector<double> hyp = {
+      h.box, h.obj, h.cls, h.cls_pw, h.obj_pw, h.anchor_t, h.label_smoothing, h.fl_gamma};
+  return "hyp " + op_sequence::detail::describe(hyp) + " classes " +
+         std::to_string(options.classes) + " balance " +
+         op_sequence::detail::describe(options.balance);
 }
 
 LossValues read_loss(const Tensor& loss) {
@@ -135,9 +160,8 @@ Tensor yolo_loss(const std::vector<View<const T>>& predictions,
         "yolo_loss: the counts are " + std::string(dtype_name(norm.counts.dtype())) + " on " +
         norm.counts.device().str() + "; the head is on " + device.str() +
         " (make them with local_normalization(..., " + "the head's device), in f64)");
-  if (levels > 0)
-    BAREYOLO_ROUTE_TO_CUDA(yolo_loss, predictions[0].device, predictions, targets, norm, options,
-                           gradients, detached);
+  BAREYOLO_ROUTE_TO_CUDA(yolo_loss, device, predictions, targets, norm, options, gradients,
+                         detached);
   const bool use_detached = detached && !detached->empty();
   if (detached && !use_detached) {
     detached->alpha.assign(levels, {});

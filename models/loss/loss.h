@@ -67,6 +67,10 @@ struct LossNormalization {
 // written there without the host waiting for it (a GPU's through pinned memory).
 LossNormalization local_normalization(const std::vector<std::vector<MatchedRow>>& targets,
                                       int images, const Device& device = Device::cpu());
+// The same into `counts` (f64 (1, 1, 1, levels + 1)), which the caller keeps: the Solver's, one
+// buffer at one address for every step.
+LossNormalization local_normalization(const std::vector<std::vector<MatchedRow>>& targets,
+                                      int images, Tensor counts);
 
 struct LossValues {
   double box = 0, obj = 0, cls = 0;  // after the gains, as YOLOv5 reports them
@@ -105,6 +109,11 @@ struct LossOptions {
   int classes = 80;
   std::vector<double> balance = {4.0, 1.0, 0.4};  // per level; YOLOv5's for 3 levels
 };
+
+// What the op sequence (kernels/op_sequence.h) records of the loss's arguments: where its counts
+// are, and every setting's exact value.
+std::string describe_argument(const LossNormalization& norm);
+std::string describe_argument(const LossOptions& options);
 
 // One level's weights and gradient factors under YOLOv5's normalisation (docs/ddp.md, section
 // 5), the gradients scaled to d total x norm.gradient_scale: written once for the host loss

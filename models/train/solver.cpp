@@ -10,6 +10,7 @@
 #include "engine/optim/clip.h"                     // defines: clip_gradient_norm
 #include "engine/optim/sgd.h"                      // defines: Sgd
 #include "engine/trace.h"                          // defines: trace::Range
+#include "kernels/op_sequence.h"                   // defines: op_sequence::note
 #include "kernels/route.h"                         // defines: ops::require_kernel
 #include "kernels/settings.h"                      // defines: ops::use_settings
 #include "kernels/step_guard.h"                    // defines: step_guard::Scope
@@ -77,7 +78,11 @@ Solver::Solver(DetectionModel& model, const SolverOptions& options, dist::Commun
       schedule_(options.schedule, options.epochs, options.batches_per_epoch, options.batch,
                 options.nbs),
       optimizer_(make_optimizer(options, schedule_, arena_)),
-      ema_(arena_, state_) {
+      ema_(arena_, state_),
+      matcher_(model, options.loss),
+      loss_counts_(Tensor::zeros({1, 1, 1, model.num_levels() + 1}, arena_.device(), DType::f64)) {
+  for (Tensor& kept : kept_losses_)
+    kept = Tensor::zeros({1, 1, 1, kLossItems}, arena_.device(), DType::f64);
   ops::use_settings({.tf32 = options.tf32, .winograd = options.winograd});
   model_.graph().set_mixed_precision(options.amp);
   ops::require_kernel(optimizer_->kernel(), arena_.device(),
@@ -93,29 +98,62 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
                          int64_t iteration, const data::MatchedTargets* matched) {
   const StepSettings settings = schedule_.at(iteration);
   apply(settings, *optimizer_);
-  const bool boundary = iteration - last_step_iteration_ >= settings.accumulate;
-  // From here to the return the host must never wait for the device (kernels/step_guard.h). A
-  // kind of step (its input shape, whether it updates) allocates on its first run only.
+  // The numbers of this step's update that change from step to step go up in one copy, before
+  // the step's kernels are issued: they read them on the device (engine/step_scalars.h).
+  optimizer_->stage_settings();
+  ema_.stage_decay();
+  arena_.step_scalars().upload();
+  // The loss's inputs, also before the step: the labels matched to the input's grids (the
+  // loader's matching, when it did) and their counts, uploaded into the Solver's buffer.
   const Shape4 shape = images.shape();
+  const LevelTargets targets = targets_of(images, labels, matched);
+  const LossNormalization local = local_normalization(targets, int(shape.n), loss_counts_);
+  const bool boundary = iteration - last_step_iteration_ >= settings.accumulate;
+  // From here to the update the host must never wait for the device (kernels/step_guard.h). A
+  // kind of step (its input shape, whether it updates) allocates on its first run only.
   const bool warm = !step_kinds_seen_.insert({shape.n, shape.c, shape.h, shape.w, boundary}).second;
-  const step_guard::Scope guarded(warm);
-  if (reducer_) reducer_->set_sync(boundary);
-  StepOutcome outcome{.loss = forward_backward(images, labels, matched), .updated = boundary};
-  if (comm_) {  // where the loss is (a GPU's: by NCCL, in order with the gradient buckets)
-    const trace::Label label("loss items");
-    comm_->allreduce(dist::CommBuffer::of(outcome.loss), dist::ReduceOp::sum, "loss items")->wait();
+  Tensor loss;
+  {
+    const step_guard::Scope guarded(warm);
+    op_sequence::note("step begins");
+    if (reducer_) reducer_->set_sync(boundary);
+    const trace::Label counts("loss counts");  // names global_normalization's all-reduce
+    const LossNormalization norm = comm_ ? global_normalization(*comm_, local) : local;
+    loss = models::forward_backward(model_, images, targets, norm, options_.loss,
+                                    {comm_, reducer_.get()});
+    if (comm_) {  // where the loss is (a GPU's: by NCCL, in order with the gradient buckets)
+      const trace::Label label("loss items");
+      comm_->allreduce(dist::CommBuffer::of(loss), dist::ReduceOp::sum, "loss items")->wait();
+    }
+    if (boundary) {
+      update();
+      last_step_iteration_ = iteration;
+    }
+    op_sequence::note("step ends");
   }
-  if (boundary) {
-    update();
-    last_step_iteration_ = iteration;
-  }
-  return outcome;
+  // Handed out from the Solver's own tensors, so that no tensor of one step is still held when
+  // the next one allocates (its memory, and so a CUDA graph of it, stays the same).
+  Tensor& kept = kept_losses_[next_kept_loss_++ % kept_losses_.size()];
+  kept.copy_from(loss);
+  return {.loss = kept, .updated = boundary};
 }
 
 Tensor Solver::forward_backward(const Tensor& images, const std::vector<LabelRow>& labels,
                                 const data::MatchedTargets* matched) {
   return models::forward_backward(model_, images, labels, options_.loss, {comm_, reducer_.get()},
                                   matched);
+}
+
+LevelTargets Solver::targets_of(const Tensor& images, const std::vector<LabelRow>& labels,
+                                const data::MatchedTargets* matched) const {
+  const Shape4 shape = images.shape();
+  const std::vector<std::array<int, 2>> grids = matcher_.grids_of(int(shape.h), int(shape.w));
+  if (!matched) return matcher_.match(labels, int(shape.n), grids);
+  if (matched->grids != grids)
+    throw std::logic_error(
+        "Solver::step: targets matched to grids of another size than the input's (the "
+        "loader's input size must be the model's input's)");
+  return matched->levels;
 }
 
 void Solver::update() {

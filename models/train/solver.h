@@ -3,8 +3,13 @@
 // selftest's — so none can drift from what training does. One call, step(), is one batch:
 //
 //   settings = schedule.at(iteration)        learning rates, momentum, accumulation (YOLOv5's)
+//   step scalars: staged, one upload         what changes every step, for the kernels to read
+//   targets, counts: matched, uploaded       the loss's inputs, into the Solver's own buffer
 //   boundary = iteration - last step's >= accumulate
+//   ---- the step's kernels: from here to the update, the host never waits for the device, and
+//        every step of a kind issues the same ops on the same memory (kernels/op_sequence.h)
 //   reducer.set_sync(boundary)               only an accumulation's last batch communicates
+//   comm.allreduce(counts)                   the global batch's counts (several ranks)
 //   forward_backward                         forward, YOLOv5's loss, backward (step.h); on
 //                                            several ranks the buckets leave during backward
 //   comm.allreduce(loss)                     the ranks' shares of the loss summed, on the device
@@ -14,6 +19,8 @@
 //     optimizer step, zero_grad              one pass over the arena each
 //     EMA update                             one pass
 //     comm.end_step()                        the ranks' once-a-step desync check, if any
+//   ---- end of the step's kernels
+//   the loss copied out                      into a small ring the caller reads it from
 //
 // It owns the parameter arena (every parameter and gradient in one flat buffer each), the
 // optimizer, the EMA, the schedule, the gradient reducer (on several ranks) and the kernels'
@@ -21,6 +28,7 @@
 // options at construction. restore() is the one place a resumed run touches the step's state.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <set>
 #include <string>
@@ -66,7 +74,8 @@ struct SolverOptions {
 // What step() did with one batch.
 struct StepOutcome {
   // The global batch's loss (the ranks' shares summed), a loss tensor on the model's device that
-  // the device may still be computing: read_loss reads it, outside the step.
+  // the device may still be computing: read_loss reads it, outside the step, before the third
+  // step after this one (it is one of three the Solver keeps and reuses in turn).
   Tensor loss;
   bool updated = false;  // the batch ended an accumulation: the weights moved
 };
@@ -126,6 +135,14 @@ class Solver {
   const std::unique_ptr<Optimizer> optimizer_;
   ModelEma ema_;
   std::unique_ptr<dist::Reducer> reducer_;
+  const TargetMatcher matcher_;
+  Tensor loss_counts_;                 // the loss's counts (local, then global), every step's
+  std::array<Tensor, 3> kept_losses_;  // the steps' losses, handed out in turn
+  size_t next_kept_loss_ = 0;
+  // The labels matched to the grids of `images` (as `matched` has them, when given).
+  LevelTargets targets_of(const Tensor& images, const std::vector<LabelRow>& labels,
+                          const data::MatchedTargets* matched) const;
+
   int64_t last_step_iteration_ = -1;  // iteration (batch + epoch * batches) of the last step
   // The kinds of step run so far: (input n, c, h, w, updated).
   std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>> step_kinds_seen_;

@@ -10,21 +10,28 @@ namespace bareyolo::models {
 Tensor forward_backward(DetectionModel& model, const Tensor& images,
                         const std::vector<LabelRow>& labels, const LossOptions& options,
                         const DataParallel& parallel, const data::MatchedTargets* matched) {
+  const TargetMatcher matcher(model, options);
+  const std::vector<std::array<int, 2>> grids =
+      matcher.grids_of(int(images.shape().h), int(images.shape().w));
+  if (matched && matched->grids != grids)
+    throw std::logic_error(
+        "forward_backward: targets matched to grids of another size than "
+        "the head's (the loader's input size must be the model's input's)");
+  const int batch = int(images.shape().n);
+  const LevelTargets targets = matched ? matched->levels : matcher.match(labels, batch, grids);
+  const trace::Label counts("loss counts");  // names global_normalization's all-reduce
+  const LossNormalization norm =
+      parallel.comm ? global_normalization(*parallel.comm, targets, batch, images.device())
+                    : local_normalization(targets, batch, images.device());
+  return forward_backward(model, images, targets, norm, options, parallel);
+}
+
+Tensor forward_backward(DetectionModel& model, const Tensor& images, const LevelTargets& targets,
+                        const LossNormalization& norm, const LossOptions& options,
+                        const DataParallel& parallel) {
   const std::vector<Tensor>& head = model.forward(images, Mode::train);
   const HeadLoss loss = [&] {
     const trace::Range traced(trace::Track::compute, "loss");
-    LevelTargets matched_here;
-    if (matched && matched->grids != head_grids(head))
-      throw std::logic_error(
-          "forward_backward: targets matched to grids of another size than "
-          "the head's (the loader's input size must be the model's input's)");
-    if (!matched) matched_here = head_targets(model, head, labels, options);
-    const LevelTargets& targets = matched ? matched->levels : matched_here;
-    const int batch = int(images.shape().n);
-    const trace::Label counts("loss counts");  // names global_normalization's all-reduce
-    const LossNormalization norm =
-        parallel.comm ? global_normalization(*parallel.comm, targets, batch, images.device())
-                      : local_normalization(targets, batch, images.device());
     return head_loss(head, targets, norm, options);
   }();
   if (parallel.reducer)

@@ -38,4 +38,11 @@ Tensor forward_backward(DetectionModel& model, const Tensor& images,
                         const DataParallel& parallel = {},
                         const data::MatchedTargets* matched = nullptr);
 
+// The same with the loss's inputs made before the forward (the Solver's way, so that a step's
+// kernels need nothing from the host): `targets` matched to the head's grids, and `norm`, the
+// counts the loss divides by, already global when there are several ranks.
+Tensor forward_backward(DetectionModel& model, const Tensor& images, const LevelTargets& targets,
+                        const LossNormalization& norm, const LossOptions& options,
+                        const DataParallel& parallel = {});
+
 }  // namespace bareyolo::models

@@ -7,6 +7,7 @@
 #include "engine/parameter_arena.h"
 #include "engine/shipped_files.h"
 #include "kernels/ops.h"
+#include "kernels/optim_update.h"
 #include "models/yolo/yolo_model.h"
 #include "tests/support/testing.h"
 
@@ -104,8 +105,8 @@ TEST_CASE("adam_step refuses buffers of different shapes") {
   Tensor w = Tensor::zeros({1, 1, 1, 3}), g = Tensor::zeros({1, 1, 1, 3});
   Tensor m = Tensor::zeros({1, 1, 1, 2}), v = Tensor::zeros({1, 1, 1, 3});
   const Tensor groups = Tensor::zeros({1, 1, 1, 3}, Device::cpu(), DType::u8);
-  const ops::AdamParams settings[] = {{}};
+  const ops::AdamFactors<float> settings[] = {ops::AdamFactors<float>::of({})};
   CHECK_THROWS_AS(ops::adam_step<float>(w.view<float>(), g.view<float>(), m.view<float>(),
-                                        v.view<float>(), groups.view<uint8_t>(), settings),
+                                        v.view<float>(), groups.view<uint8_t>(), settings, 1),
                   std::invalid_argument);
 }

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "kernels/ops.h"
+#include "kernels/optim_update.h"
 #include "tests/support/testing.h"
 
 using namespace bareyolo;
@@ -29,11 +30,14 @@ TEST_CASE("sgd_step follows PyTorch's SGD over several steps, each element with 
       {.lr = 0.2, .momentum = 0.5, .weight_decay = 0, .nesterov = true},
       {.lr = 0.01, .momentum = 0.99, .weight_decay = 1e-2, .nesterov = false}};
   const std::vector<uint8_t> group_of = random_groups(rng, n, 3);
+  std::vector<ops::SgdFactors<double>> factors;
+  for (const ops::SgdParams& p : groups) factors.push_back(ops::SgdFactors<double>::of(p));
   std::vector<double> w = random_vector(rng, n), v(n, 0.0), w_ref = w, v_ref(n, 0.0);
   for (int step = 0; step < 3; ++step) {
     std::vector<double> g = random_vector(rng, n);
     ops::sgd_step<double>(flat_view(w.data(), n), flat_view<const double>(g.data(), n),
-                          flat_view(v.data(), n), flat_view(group_of.data(), n), groups);
+                          flat_view(v.data(), n), flat_view(group_of.data(), n), factors.data(),
+                          int(factors.size()));
     for (int64_t i = 0; i < n; ++i) {  // torch.optim.SGD, written out
       const ops::SgdParams& p = groups[group_of[size_t(i)]];
       double d = g[size_t(i)] + p.weight_decay * w_ref[size_t(i)];
@@ -49,13 +53,18 @@ TEST_CASE("sgd_step follows PyTorch's SGD over several steps, each element with 
 TEST_CASE("sgd_step refuses a group index or group count it cannot honour") {
   std::vector<float> w(4), g(4), v(4);
   const std::vector<uint8_t> group_of = {0, 1, 2, 1};
-  const ops::SgdParams two[] = {{}, {}};
+  const ops::SgdFactors<float> two[] = {{}, {}};
+  CHECK_THROWS_AS(
+      ops::sgd_step<float>(flat_view(w.data(), 4), flat_view<const float>(g.data(), 4),
+                           flat_view(v.data(), 4), flat_view(group_of.data(), 4), two, 2),
+      std::out_of_range);
+  CHECK_THROWS_AS(
+      ops::sgd_step<float>(flat_view(w.data(), 4), flat_view<const float>(g.data(), 4),
+                           flat_view(v.data(), 4), flat_view(group_of.data(), 4), two, 0),
+      std::invalid_argument);
   CHECK_THROWS_AS(ops::sgd_step<float>(flat_view(w.data(), 4), flat_view<const float>(g.data(), 4),
-                                       flat_view(v.data(), 4), flat_view(group_of.data(), 4), two),
-                  std::out_of_range);
-  CHECK_THROWS_AS(ops::sgd_step<float>(flat_view(w.data(), 4), flat_view<const float>(g.data(), 4),
-                                       flat_view(v.data(), 4), flat_view(group_of.data(), 4),
-                                       std::span<const ops::SgdParams>{}),
+                                       flat_view(v.data(), 4), flat_view(group_of.data(), 4), two,
+                                       ops::kMaxParameterGroups + 1),
                   std::invalid_argument);
 }
 
@@ -66,8 +75,9 @@ TEST_CASE("ema_update, sum_of_squares and clip_to_norm") {
   std::vector<double> expected(n);
   for (int64_t i = 0; i < n; ++i)
     expected[size_t(i)] = 0.25 * average[size_t(i)] + 0.75 * value[size_t(i)];
+  const ops::EmaFactors<float> quarter = ops::EmaFactors<float>::of(0.25);
   ops::ema_update<float>(flat_view(average.data(), n), flat_view<const float>(value.data(), n),
-                         0.25);
+                         &quarter);
   check_close(average, expected, 1e-6, 1e-7, "ema");
 
   double squares = 0;

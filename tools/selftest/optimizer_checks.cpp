@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/step_scalars.h"
 #include "kernels/ops.h"
+#include "kernels/optim_update.h"
 #include "tools/selftest/checks.h"
 
 namespace bareyolo::selftest {
@@ -46,7 +48,9 @@ double check_sgd_step(const Device& dut) {
         dut, {c.grad, c.groups}, {c.param, c.velocity}, []<class T>(Tensors& in, Tensors& out) {
           const ops::SgdParams groups[] = {
               {0.1, 0.8, 0.0, true}, {0.01, 0.937, 5e-4, true}, {0.03, 0.9, 1e-3, false}};
-          ops::sgd_step<T>(as<T>(out[0]), as<T>(in[0]), as<T>(out[1]), as<uint8_t>(in[1]), groups);
+          StepScalars block(out[0].device());  // where the optimizer keeps them
+          ops::sgd_step<T>(as<T>(out[0]), as<T>(in[0]), as<T>(out[1]), as<uint8_t>(in[1]),
+                           block.place<ops::SgdFactors<T>>(groups), 3);
         });
   });
 }
@@ -59,15 +63,16 @@ double check_adam_step(const Device& dut) {
     // The second moment is non-negative, as Adam keeps it; groups 0 and 1 are AdamW's (one at
     // its third step), group 2 Adam's L2 decay.
     const Tensor exp_avg_sq = random.uniform(c.param.shape(), 0, 2);
-    return compare_with_reference(dut, {c.grad, c.groups}, {c.param, c.velocity, exp_avg_sq},
-                                  []<class T>(Tensors& in, Tensors& out) {
-                                    const ops::AdamParams groups[] = {
-                                        {0.01, 0.9, 0.999, 1e-8, 0.0, 1, true},
-                                        {0.001, 0.937, 0.999, 1e-8, 5e-4, 3, true},
-                                        {0.003, 0.8, 0.99, 1e-8, 1e-2, 2, false}};
-                                    ops::adam_step<T>(as<T>(out[0]), as<T>(in[0]), as<T>(out[1]),
-                                                      as<T>(out[2]), as<uint8_t>(in[1]), groups);
-                                  });
+    return compare_with_reference(
+        dut, {c.grad, c.groups}, {c.param, c.velocity, exp_avg_sq},
+        []<class T>(Tensors& in, Tensors& out) {
+          const ops::AdamParams groups[] = {{0.01, 0.9, 0.999, 1e-8, 0.0, 1, true},
+                                            {0.001, 0.937, 0.999, 1e-8, 5e-4, 3, true},
+                                            {0.003, 0.8, 0.99, 1e-8, 1e-2, 2, false}};
+          StepScalars block(out[0].device());
+          ops::adam_step<T>(as<T>(out[0]), as<T>(in[0]), as<T>(out[1]), as<T>(out[2]),
+                            as<uint8_t>(in[1]), block.place<ops::AdamFactors<T>>(groups), 3);
+        });
   });
 }
 
@@ -91,10 +96,12 @@ std::vector<EmaClipCase> ema_clip_cases() {
 
 double check_ema_update(const Device& dut) {
   return worst_over(ema_clip_cases(), [&](const EmaClipCase& c) {
-    return compare_with_reference(dut, {c.value}, {c.average},
-                                  []<class T>(Tensors& in, Tensors& out) {
-                                    ops::ema_update<T>(as<T>(out[0]), as<T>(in[0]), 0.9999);
-                                  });
+    return compare_with_reference(
+        dut, {c.value}, {c.average}, []<class T>(Tensors& in, Tensors& out) {
+          const double decay[] = {0.9999};
+          StepScalars block(out[0].device());
+          ops::ema_update<T>(as<T>(out[0]), as<T>(in[0]), block.place<ops::EmaFactors<T>>(decay));
+        });
   });
 }
 

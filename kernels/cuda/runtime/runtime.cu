@@ -165,7 +165,7 @@ void copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, int dev
 void copy(void* dst, const void* src, size_t bytes, CopyKind kind, int device,
           SourceLocation where) {
   copy_async(dst, src, bytes, kind, device);
-  synchronize(device, where);
+  if (kind != CopyKind::device_to_device) synchronize(device, where);
 }
 
 void fill_bytes(void* pointer, int byte, size_t bytes, int device) {

@@ -75,8 +75,10 @@ void free_pinned(void* pointer) noexcept;
 // True when `pointer` is page-locked host memory (for tests).
 bool is_pinned(const void* pointer);
 enum class CopyKind { host_to_device, device_to_host, device_to_device };
-// Ordered on the device's compute stream, and complete when it returns. The waits here
-// (copy, synchronize, Event::synchronize) are reported to the step guard at `where`.
+// Ordered on the device's compute stream, and complete when it returns when the host is one
+// side of it; a copy between two buffers of the device is ordered like a kernel and not waited
+// for (nothing on the host needs it done; the step and a CUDA graph of it must not wait). The
+// waits here (copy, synchronize, Event::synchronize) are reported to the step guard at `where`.
 void copy(void* dst, const void* src, size_t bytes, CopyKind kind, int device,
           SourceLocation where = SourceLocation::current());
 // Queued on the device's compute stream; returns at once. Host memory on either side must

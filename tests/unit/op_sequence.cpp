@@ -1,0 +1,153 @@
+// tests/unit/op_sequence.cpp — the op sequence recorder (kernels/op_sequence.h) and what it shows
+// of a training step: after warm-up, two consecutive Solver steps issue the same ops on the same
+// memory with the same values, the numbers that change from step to step (learning rates,
+// momentum, the EMA's decay) reaching the kernels through the step scalars' one upload before
+// the step (engine/step_scalars.h). That is what lets a CUDA graph captured from one step replay
+// the next.
+#include "kernels/op_sequence.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "engine/shipped_files.h"
+#include "engine/step_scalars.h"
+#include "kernels/ops.h"
+#include "kernels/optim_update.h"
+#include "kernels/staged_upload.h"
+#include "models/train/solver.h"
+#include "tests/support/testing.h"
+
+using namespace bareyolo;
+using namespace bareyolo::models;
+using namespace bareyolo::testing;
+
+namespace {
+
+// The calls where two sequences part (the first 20), for a failure's message.
+std::string differences(const std::vector<op_sequence::Call>& a,
+                        const std::vector<op_sequence::Call>& b) {
+  std::string text;
+  int shown = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()) && shown < 20; ++i)
+    if (!(a[i] == b[i])) {
+      text += "\ncall " + std::to_string(i) + ":\n  " + a[i].str() + "\n  " + b[i].str();
+      ++shown;
+    }
+  return text + "\n" + std::to_string(a.size()) + " calls against " + std::to_string(b.size());
+}
+
+size_t count_op(const std::vector<op_sequence::Call>& calls, const std::string& op) {
+  size_t count = 0;
+  for (const op_sequence::Call& call : calls) count += call.op == op;
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("op sequence: a call is its op, its views, its pointers and its values") {
+  std::vector<float> x = {0.5f, -1, 2, 3}, y(4), other(4);
+  op_sequence::Recording recording;
+  ops::silu_forward<float>(flat_view<const float>(x.data(), 4), flat_view(y.data(), 4));
+  ops::silu_forward<float>(flat_view<const float>(x.data(), 4), flat_view(other.data(), 4));
+  const double counts[] = {3, 7}, more[] = {3, 8};
+  double on_device[2];
+  upload_without_waiting(on_device, Device::cpu(), counts, sizeof counts);
+  upload_without_waiting(on_device, Device::cpu(), more, sizeof more);
+  const std::vector<op_sequence::Call> calls = recording.take();
+  REQUIRE(calls.size() == 4);
+  CHECK(calls[0].op == "silu_forward");
+  REQUIRE(calls[0].arguments.size() == 2);
+  CHECK(calls[0].arguments[0] == calls[1].arguments[0]);  // the same input
+  CHECK(calls[0].arguments[1] != calls[1].arguments[1]);  // another output buffer
+  CHECK(calls[0].arguments[1].find("(1,1,1,4)") != std::string::npos);
+  // An upload is its bytes too: a graph could not replay one with other bytes.
+  CHECK(calls[2].op == "upload");
+  CHECK(!(calls[2] == calls[3]));
+  CHECK(recording.take().empty());  // taken
+}
+
+TEST_CASE("op sequence: an update op is called with where its settings are, not their values") {
+  std::vector<float> w(8, 1), g(8, 0.5f), v(8, 0);
+  const std::vector<uint8_t> group_of(8, 0);
+  StepScalars block(Device::cpu());
+  const StepScalars::Slot slot = block.reserve<ops::SgdFactors<float>>(1);
+  std::vector<op_sequence::Call> calls;
+  std::vector<std::vector<float>> weights;
+  for (double lr : {0.1, 0.2}) {
+    const ops::SgdFactors<float> factors = ops::SgdFactors<float>::of({.lr = lr});
+    block.set(slot, std::span{&factors, 1});
+    block.upload();
+    op_sequence::Recording recording;
+    ops::sgd_step<float>(flat_view(w.data(), 8), flat_view<const float>(g.data(), 8),
+                         flat_view(v.data(), 8), flat_view(group_of.data(), 8),
+                         block.at<ops::SgdFactors<float>>(slot), 1);
+    calls.push_back(recording.take().at(0));
+    weights.push_back(w);
+  }
+  CHECK(calls[0] == calls[1]);
+  // ... and each step used the learning rate the block held: the second moved twice as far.
+  CHECK(weights[0][0] == doctest::Approx(1 - 0.1 * 0.5 * (1 + 0.937)));
+  CHECK(1 - weights[1][0] > 1.9 * (1 - weights[0][0]));
+  // Setting the same numbers again leaves nothing to upload.
+  const int64_t uploads = block.uploads();
+  const ops::SgdFactors<float> same = ops::SgdFactors<float>::of({.lr = 0.2});
+  block.set(slot, std::span{&same, 1});
+  block.upload();
+  CHECK(block.uploads() == uploads);
+  CHECK_THROWS_AS(block.reserve<double>(StepScalars::kBytes), std::logic_error);
+}
+
+TEST_CASE("op sequence: two warm Solver steps issue the same ops on the same memory") {
+  DetectionModel model(load_model_config(shipped_file("models/yolov5-tiny.yaml")),
+                       {.nc = 2, .seed = 5});
+  // One batch per optimizer step during warm-up (nbs = batch): every step updates, and the
+  // learning rates and momentum move at every iteration, the EMA's decay at every update.
+  Solver solver(model, {.epochs = 20,
+                        .batches_per_epoch = 10,
+                        .batch = 2,
+                        .nbs = 2,
+                        .loss = {scale_loss_gains({}, 3, 2, 64), 2}});
+  Rng rng(17);
+  const Tensor images =
+      Tensor::from_vector(random_vector<float>(rng, 2 * 3 * 64 * 64, 0, 1), {2, 3, 64, 64});
+  const std::vector<LabelRow> labels = {{0, 0, 0.3f, 0.4f, 0.2f, 0.3f},
+                                        {1, 1, 0.6f, 0.5f, 0.4f, 0.2f}};
+  for (int64_t iteration = 0; iteration < 3; ++iteration)  // warm-up: the allocator fills
+    solver.step(images, labels, iteration);
+  std::vector<std::vector<op_sequence::Call>> before, steps;
+  for (int64_t iteration = 3; iteration < 5; ++iteration) {
+    const int64_t uploads = solver.arena().step_scalars().uploads();
+    op_sequence::Recording recording;
+    CHECK(solver.step(images, labels, iteration).updated);
+    const std::vector<op_sequence::Call> calls = recording.take();
+    CHECK(solver.arena().step_scalars().uploads() == uploads + 1);
+    const auto marked = [&](const char* mark) {
+      return std::find_if(calls.begin(), calls.end(),
+                          [&](const op_sequence::Call& call) { return call.op == mark; });
+    };
+    const auto begins = marked("step begins"), ends = marked("step ends");
+    REQUIRE(begins < ends);
+    REQUIRE(ends != calls.end());
+    before.emplace_back(calls.begin(), begins);
+    steps.emplace_back(begins, ends);
+  }
+  REQUIRE(solver.schedule().at(3).lr != solver.schedule().at(4).lr);
+  // Before the step's kernels: the step scalars' upload (the new learning rates, momentum and
+  // decay) and the loss's counts. A graph's replay would be preceded by them.
+  for (const std::vector<op_sequence::Call>& calls : before) CHECK(count_op(calls, "upload") == 2);
+  CHECK(before[0][0].arguments[0] == before[1][0].arguments[0]);  // the same block ...
+  CHECK(before[0][0].arguments[2] != before[1][0].arguments[2]);  // ... with new numbers
+  // The step itself: the same calls, to the byte.
+  INFO("differences: ", differences(steps[0], steps[1]));
+  CHECK(steps[0] == steps[1]);
+  // The whole step is there: forward, loss, backward, clipping, the update and the EMA, and
+  // nothing that copies from the host.
+  CHECK(count_op(steps[0], "conv2d_forward") > 0);
+  CHECK(count_op(steps[0], "yolo_loss") == 1);
+  CHECK(count_op(steps[0], "conv2d_backward_weight") > 0);
+  CHECK(count_op(steps[0], "clip_to_norm") == 1);
+  CHECK(count_op(steps[0], "sgd_step") == 1);
+  CHECK(count_op(steps[0], "ema_update") >= 1);
+  CHECK(count_op(steps[0], "upload") == 0);
+}
