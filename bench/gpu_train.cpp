@@ -10,7 +10,9 @@
 //
 // Ours: the trainer's step (the Solver, models/train/solver.h) on device 0 in three precisions,
 // taking turns: float32, TF32 (--tf32 on) and mixed precision (--amp: bf16 activations, the
-// convolutions on cuDNN's bf16 tensor cores; docs/mixed_precision.md), with cuDNN's deterministic
+// convolutions on cuDNN's bf16 tensor cores; docs/mixed_precision.md), and mixed precision again
+// with the step recorded as CUDA graphs and replayed (--cuda-graph, kernels/step_graph.h: a
+// second model and Solver of its own), with cuDNN's deterministic
 // algorithms: forward, YOLOv5's loss normalised by this batch's counts, backward, clip to norm
 // 10, SGD with Nesterov momentum over YOLOv5's three groups (hyp.scratch-low's schedule from
 // its first iteration), zero_grad, the EMA update. One optimizer step per batch (nbs = the
@@ -36,10 +38,12 @@
 // Without a usable GPU it prints why and exits 77 (skipped), or 1 where a GPU is required
 // (gpu_required: BAREYOLO_REQUIRE_GPU, or a driver installed).
 // Last line (ours_img_s and ours_launches_per_step are float32's, tflops_fraction the fastest
-// precision's, ours_host_waits_per_step the most of the three precisions'):
+// mode's, ours_host_waits_per_step the most of our four modes'):
 //   RESULT ours_img_s=<x> ours_tf32_img_s=<y> ours_amp_img_s=<z> torch_eager_amp_img_s=<t>
 //          torch_compile_img_s=<c> ratio_vs_torch=<x/t> ratio_amp_vs_torch=<z/t>
 //          tflops_fraction=<f> ours_host_waits_per_step=<w> ours_launches_per_step=<l>
+//          ours_amp_graph_img_s=<g> ratio_amp_graph_vs_torch=<g/t>
+//          ours_graph_launches_per_step=<m>
 // (a peer figure that could not be measured is `absent`, its reason on the line before, and a
 // ratio of it `nan`).
 #include <cublas_v2.h>
@@ -223,7 +227,9 @@ uint64_t host_waits_in_steps() { return step_guard::count(step_guard::Event::hos
 // once: hyp.scratch-low's schedule and update, one optimizer step per batch (nbs = the batch).
 class OurTrainer {
  public:
-  OurTrainer(const Options& options, const ModelConfig& config, const TrainOptions& defaults)
+  // `cuda_graph`: mixed precision, the step recorded and replayed (its precision stays).
+  OurTrainer(const Options& options, const ModelConfig& config, const TrainOptions& defaults,
+             bool cuda_graph = false)
       : batch_size_(options.batch),
         model_(config, {.device = kGpu}),
         solver_(model_, {.schedule = defaults.schedule,
@@ -232,7 +238,9 @@ class OurTrainer {
                          .nbs = options.batch,
                          .loss = {scale_loss_gains(defaults.loss, model_.num_levels(),
                                                    model_.num_classes(), options.imgsz),
-                                  model_.num_classes()}}),
+                                  model_.num_classes()},
+                         .amp = cuda_graph,
+                         .cuda_graph = cuda_graph}),
         batch_(
             bench::synthetic_batch(options.batch, options.imgsz, model_.num_classes(), 0, kGpu)) {}
 
@@ -488,7 +496,7 @@ struct PeerMode {
 // One of our precisions over the rounds.
 struct OurMode {
   const char* label;
-  bool tf32, amp;
+  bool tf32, amp, graph;      // graph: the recorded trainer's turn
   std::vector<double> rates;  // images/s, one per round
   StepWork work;              // over every round's timed steps
 };
@@ -500,11 +508,11 @@ std::string ratio_or_nan(double ratio) { return std::isnan(ratio) ? "nan" : fixe
 
 // The figures over the rounds, each engine's TFLOP/s, and the RESULT line (a figure that could
 // not be measured is `absent`, its reason on the line before).
-void report(const std::array<OurMode, 3>& precisions, const std::array<PeerMode, 3>& modes,
+void report(const std::array<OurMode, 4>& precisions, const std::array<PeerMode, 3>& modes,
             double training_flops, double gemm_tflops) {
   const double ours_rate = median(precisions[0].rates), tf32_rate = median(precisions[1].rates),
-               amp_rate = median(precisions[2].rates);
-  const double fastest = std::max({ours_rate, tf32_rate, amp_rate});
+               amp_rate = median(precisions[2].rates), graph_rate = median(precisions[3].rates);
+  const double fastest = std::max({ours_rate, tf32_rate, amp_rate, graph_rate});
   for (const OurMode& precision : precisions)
     std::printf("ours %s: %.1f img/s (median of %zu round(s))\n", precision.label,
                 median(precision.rates), precision.rates.size());
@@ -537,8 +545,10 @@ void report(const std::array<OurMode, 3>& precisions, const std::array<PeerMode,
                   tflops(mode->rate()) / gemm_tflops);
   std::printf("\n");
   if (!eager.rates.empty())
-    std::printf("ours float32 / %s (the faster eager layout): %.2f; ours AMP: %.2f\n", eager.label,
-                ours_rate / eager.rate(), amp_rate / eager.rate());
+    std::printf(
+        "ours float32 / %s (the faster eager layout): %.2f; ours AMP: %.2f; ours AMP "
+        "replayed: %.2f\n",
+        eager.label, ours_rate / eager.rate(), amp_rate / eager.rate(), graph_rate / eager.rate());
   std::string why;
   if (eager.rates.empty()) why += "torch_eager_amp_img_s: " + eager.absent;
   if (compiled.rates.empty())
@@ -547,11 +557,13 @@ void report(const std::array<OurMode, 3>& precisions, const std::array<PeerMode,
   std::printf(
       "RESULT ours_img_s=%.2f ours_tf32_img_s=%.2f ours_amp_img_s=%.2f torch_eager_amp_img_s=%s "
       "torch_compile_img_s=%s ratio_vs_torch=%s ratio_amp_vs_torch=%s tflops_fraction=%.4f "
-      "ours_host_waits_per_step=%.2f ours_launches_per_step=%.1f\n",
+      "ours_host_waits_per_step=%.2f ours_launches_per_step=%.1f ours_amp_graph_img_s=%.2f "
+      "ratio_amp_graph_vs_torch=%s ours_graph_launches_per_step=%.1f\n",
       ours_rate, tf32_rate, amp_rate, rate_or_absent(eager.rate()).c_str(),
       rate_or_absent(compiled.rate()).c_str(), ratio_or_nan(ours_rate / eager.rate()).c_str(),
       ratio_or_nan(amp_rate / eager.rate()).c_str(), tflops(fastest) / gemm_tflops, most_host_waits,
-      precisions[0].work.launches_per_step());
+      precisions[0].work.launches_per_step(), graph_rate,
+      ratio_or_nan(graph_rate / eager.rate()).c_str(), precisions[3].work.launches_per_step());
 }
 
 // --no-compile is this bench's own; the rest is the options it shares with bench_train.
@@ -597,6 +609,7 @@ int main(int argc, char** argv) {
     cuda::empty_cache(kDevice);
     cuda::device_allocator(kDevice).reset_peaks();  // from here on, the training's memory
     OurTrainer ours(options, config, defaults);
+    OurTrainer ours_graph(options, config, defaults, /*cuda_graph=*/true);
     const double forward_flops = conv_flops_per_image(ours.model(), options.imgsz);
     const double training_flops = kTrainingFlopsPerForward * forward_flops;
     std::printf(
@@ -617,16 +630,19 @@ int main(int argc, char** argv) {
                                      PeerMode("eager_channels_last", "torch eager AMP NHWC"),
                                      PeerMode("compile", "torch.compile AMP NHWC")};
     if (!options.compile) modes[2].absent = "skipped (--no-compile)";
-    std::array<OurMode, 3> precisions = {OurMode{"float32", false, false, {}, {}},
-                                         OurMode{"TF32", true, false, {}, {}},
-                                         OurMode{"AMP (bf16)", false, true, {}, {}}};
+    std::array<OurMode, 4> precisions = {
+        OurMode{"float32", false, false, false, {}, {}},
+        OurMode{"TF32", true, false, false, {}, {}},
+        OurMode{"AMP (bf16)", false, true, false, {}, {}},
+        OurMode{"AMP (bf16), CUDA graph", false, true, true, {}, {}}};
     for (int round = 1; round <= options.rounds; ++round) {
       std::string line = "round " + std::to_string(round) + ": ours";
       for (OurMode& precision : precisions) {
         ops::use_settings({.tf32 = precision.tf32});
-        ours.model().graph().set_mixed_precision(precision.amp);
+        OurTrainer& trainer = precision.graph ? ours_graph : ours;
+        if (!precision.graph) ours.model().graph().set_mixed_precision(precision.amp);
         precision.rates.push_back(
-            options.batch / ours.round_seconds(options.warmup, options.steps, precision.work));
+            options.batch / trainer.round_seconds(options.warmup, options.steps, precision.work));
         line += std::string(" ") + precision.label + " " + fixed(precision.rates.back());
       }
       ops::use_settings({.tf32 = false});
@@ -642,6 +658,7 @@ int main(int argc, char** argv) {
                     ours.breakdown().c_str());
       }
       ours.release();
+      ours_graph.release();
       for (PeerMode& mode : modes) {
         if (!mode.absent.empty()) continue;
         const std::string reply = peer ? peer->round(mode.command) : "";

@@ -24,6 +24,9 @@
 //    a miss that would take it further first gives every cached block back, so shapes that
 //    change (multi-scale training, validation beside training) cannot grow the cache without
 //    bound, while a step that repeats itself, which never misses, keeps its blocks.
+//  - a pool is a tag of its own in place of a stream (a CUDA graph's memory,
+//    kernels/cuda/runtime/graph.h): while held, its cached blocks are never given back, since
+//    the graph writes them at every replay; released, they go back to the backing allocator.
 // Statistics: allocated (bytes of blocks in use, by class size), reserved (allocated plus
 // cached), their peaks, and counts of backing calls and cache hits.
 #pragma once
@@ -153,7 +156,19 @@ class CachingAllocator {
     free_[{block.stream, block.bytes}].insert(pointer);
   }
 
-  // Returns every cached (free) block to the backing allocator.
+  // Keeps the cached blocks of pool `tag` from being given back until release_pool(tag), which
+  // then gives them back (those still in use go to its free list when released).
+  void hold_pool(const void* tag) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_.insert(tag);
+  }
+  void release_pool(const void* tag) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_.erase(tag);
+    release_cached_locked();
+  }
+
+  // Returns every cached (free) block to the backing allocator, but a held pool's.
   void empty_cache() {
     std::lock_guard<std::mutex> lock(mutex_);
     release_cached_locked();
@@ -178,10 +193,11 @@ class CachingAllocator {
 
   void release_cached_locked() {
     bool any = false;
-    for (const auto& entry : free_) any = any || !entry.second.empty();
+    for (const auto& entry : free_) any = any || (!entry.second.empty() && !held(entry.first));
     if (!any) return;
     backing_.synchronize();
     for (auto& [key, pointers] : free_) {
+      if (held(key)) continue;
       for (void* pointer : pointers) {
         backing_.release(pointer);
         ++stats_.backing_frees;
@@ -194,7 +210,10 @@ class CachingAllocator {
   Backing backing_;
   mutable std::mutex mutex_;
   std::map<FreeListKey, std::set<void*>> free_;  // each list in address order
+  bool held(const FreeListKey& key) const { return held_.count(key.first) > 0; }
+
   std::unordered_map<void*, Block> live_;
+  std::set<const void*> held_;  // pools whose cached blocks stay (hold_pool)
   MemoryStats stats_;
 };
 

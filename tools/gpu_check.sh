@@ -21,7 +21,9 @@
 #   1 through the trainer, a resume from a GPU checkpoint, the training forward and backward
 #   (grads, and grads --amp), the main job for 30 epochs, val and predict of its weights on the
 #   GPU against the CPU, sharded validation, an elastic restart, the desync check and the stall
-#   watch (DDP 3), and `bareyolo selftest`. Later
+#   watch (DDP 3), `bareyolo selftest`, and GPU speed 4's: the main job's steps recorded as CUDA
+#   graphs against launched one by one (the same weights), bench_gpu_train's small job (yolov5n
+#   at 320 px, batch 16). Later
 #   issues add their cases as steps of phase B (see phase_b_steps).
 #
 # Every step has a time limit (its own, and what is left of its phase); a step's row is
@@ -304,19 +306,23 @@ EOF
 }
 
 bench() {  # NAME CAP ARGS...: a bench's RESULT line in the summary
-  local name=$1 cap=$2
-  shift 2
-  local mark
-  mark=$(wc -l <"$out/phase_a.log")
-  run "$out/phase_a.log" "$cap" "$build/$name" "$@"
+  bench_as "$1" "$@"
+}
+bench_as() {  # ROW NAME CAP ARGS...: bench NAME's RESULT line in the summary, as row ROW
+  local label=$1 name=$2 cap=$3
+  shift 3
+  local mark log=$out/phase_a.log
+  [ "$phase" = B ] && log=$phase_b_log
+  mark=$(wc -l <"$log")
+  run "$log" "$cap" "$build/$name" "$@"
   local result
-  result=$(tail -n +"$((mark + 1))" "$out/phase_a.log" | grep '^RESULT ' | tail -n 1)
+  result=$(tail -n +"$((mark + 1))" "$log" | grep '^RESULT ' | tail -n 1)
   if [ "$rc" -eq 0 ] && [ -n "$result" ]; then
-    echo "$result" >"$work/$name.result"  # for the steps that check its figures
-    row "$name" ok "$elapsed" "$result"
+    echo "$result" >"$work/$label.result"  # for the steps that check its figures
+    row "$label" ok "$elapsed" "$result"
   else  # a bench that ends without its RESULT line measured nothing
-    row "$name" "$([ "$rc" -eq 0 ] && echo FAIL || outcome)" "$elapsed" \
-      "exit $rc, no RESULT: $(tail -n +"$((mark + 1))" "$out/phase_a.log" | tail -n 1)"
+    row "$label" "$([ "$rc" -eq 0 ] && echo FAIL || outcome)" "$elapsed" \
+      "exit $rc, no RESULT: $(tail -n +"$((mark + 1))" "$log" | tail -n 1)"
   fi
 }
 
@@ -530,6 +536,48 @@ EOF
   fi
 }
 
+# --cuda-graph (GPU speed 4): the main job for a few epochs with its steps launched one kernel at
+# a time and recorded and replayed: the same weights to the bit (every tensor of last.safetensors:
+# weights, EMA, optimizer; cuDNN's algorithms are the deterministic ones), and each one's training
+# seconds per epoch (the medians after the first epoch).
+cuda_graph_gpu() {
+  local start=$(date +%s) epochs=${GPU_CHECK_GRAPH_EPOCHS:-4} mode
+  mkdir -p "$work/graph"
+  for mode in off on; do
+    run "$phase_b_log" 40 bash -c "cd '$work/graph' && exec '$build/bareyolo' train --device 0 \
+      --epochs $epochs --cuda-graph $mode --project runs --name $mode --exist-ok"
+    [ "$rc" -eq 0 ] || { row cuda_graph_gpu "$(outcome)" $(($(date +%s) - start)) "--cuda-graph $mode: exit $rc"; return; }
+  done
+  local verdict
+  verdict=$(python3 - "$work/graph/runs" 2>&1 <<'EOF'
+import json, statistics, struct, sys
+def tensors(path):
+    data = open(path, "rb").read()
+    size = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + size])
+    return {k: data[8 + size + v["data_offsets"][0]:8 + size + v["data_offsets"][1]]
+            for k, v in header.items() if k != "__metadata__"}
+runs = sys.argv[1]
+off, on = (tensors(f"{runs}/{m}/weights/last.safetensors") for m in ("off", "on"))
+differ = [k for k in off if off[k] != on.get(k)]
+def train_s(mode):
+    rows = [json.loads(line) for line in open(f"{runs}/{mode}/results.jsonl")][1:]
+    return statistics.median(r["train_seconds"] for r in rows) if rows else float("nan")
+print("ok" if not differ and off.keys() == on.keys() else "FAIL",
+      f"{len(off)} tensors, {len(differ)} differ{' (' + differ[0] + ', ...)' if differ else ''};",
+      f"train s/epoch: off {train_s('off'):.3f}, on {train_s('on'):.3f}")
+EOF
+)
+  row cuda_graph_gpu "${verdict%% *}" $(($(date +%s) - start)) "${verdict#* }"
+}
+
+# bench_gpu_train's small job (GPU speed 4): yolov5n at 320 px, batch 16, where the host's launch
+# overhead shows: ours eager and replayed against PyTorch YOLOv5's eager AMP on the same GPU.
+bench_gpu_train_small() {
+  bench_as bench_gpu_train_small bench_gpu_train 70 --cfg models/yolov5n.yaml --imgsz 320 \
+    --batch 16 --warmup 5 --steps 20 --rounds 2 --no-compile
+}
+
 # val and predict of the main job's weights on both devices: the metrics within 0.005 and the
 # detections (--conf 0.25) equal. Trained weights, because an untrained model's scores are
 # nearly equal everywhere: which of two near-tied boxes NMS keeps then follows float noise
@@ -656,8 +704,9 @@ stall_gpu() {
 # The steps of phase B, in order. Later issues add theirs here, each a function that ends with
 # one `row`.
 phase_b_steps=(two_ranks_one_gpu amp_gpu nccl_world1 host_waits_gpu resume_gpu_checkpoint
-               grads_gpu_vs_cpu amp_grads_gpu_vs_cpu main_job_gpu val_predict_gpu_vs_cpu sharded_val_gpu
-               elastic_restart_gpu desync_check_gpu stall_gpu selftest)
+               grads_gpu_vs_cpu amp_grads_gpu_vs_cpu main_job_gpu cuda_graph_gpu
+               val_predict_gpu_vs_cpu sharded_val_gpu elastic_restart_gpu desync_check_gpu stall_gpu
+               selftest bench_gpu_train_small)
 
 # ---- the run ------------------------------------------------------------------------------
 : >"$summary"

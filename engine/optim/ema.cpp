@@ -40,9 +40,15 @@ void ModelEma::stage_decay() {
   arena_.step_scalars().set(double_factors_, std::span{&in_double, 1});
 }
 
-void ModelEma::update() {
+void ModelEma::advance() {
   stage_decay();
   ++updates_;
+  for (const Outside& o : outside_)  // the integer entries (BatchNorm's counters): copied
+    if (o.source->dtype() == DType::i64) values_[o.index].copy_from(*o.source);
+}
+
+void ModelEma::update() {
+  advance();
   StepScalars& scalars = arena_.step_scalars();
   const auto factors = [&]<class T>() {
     return scalars.at<ops::EmaFactors<T>>(std::is_same_v<T, float> ? float_factors_
@@ -52,14 +58,11 @@ void ModelEma::update() {
     ops::ema_update<T>(flat_tensor_view<T>(average_), flat_tensor_view<T>(arena_.values()),
                        factors.template operator()<T>());
   });
-  // The entries outside the arena one by one: floating ones averaged in their own dtype,
-  // integer ones copied.
+  // The floating entries outside the arena one by one, each in its own dtype (advance() copied
+  // the integer ones).
   for (const Outside& o : outside_) {
     Tensor& average = values_[o.index];
-    if (o.source->dtype() == DType::i64) {
-      average.copy_from(*o.source);
-      continue;
-    }
+    if (o.source->dtype() == DType::i64) continue;
     with_float_type(average.dtype(), [&]<class T>() {
       ops::ema_update<T>(flat_tensor_view<T>(average), flat_tensor_view<T>(*o.source),
                          factors.template operator()<T>());

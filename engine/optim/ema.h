@@ -22,6 +22,10 @@ class ModelEma {
   void update();
   // Writes the next update's decay there ahead of it (the Solver's, before a step's kernels).
   void stage_decay();
+  // update()'s host half alone: the decay staged, the update counted and the integer entries
+  // copied (they live on the host), no kernel (a replayed CUDA graph of the step runs the
+  // kernels: kernels/step_graph.h).
+  void advance();
   double decay() const;  // the decay the next update will use
   int64_t updates() const { return updates_; }
   void set_updates(int64_t updates) { updates_ = updates; }  // a resumed run's count

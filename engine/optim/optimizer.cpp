@@ -21,12 +21,6 @@ Optimizer::Optimizer(ParameterArena& arena, double lr, double momentum, double w
   group_of_ = Tensor::from_vector(group_of, params_.shape(), arena.device());
 }
 
-void Optimizer::step() {
-  ++steps_;
-  stage(steps_);
-  update();
-}
-
 Tensor Optimizer::add_state_buffer(const std::string& name) {
   Buffer buffer{name, Tensor::zeros(params_.shape(), arena_.device(), arena_.dtype()), {}};
   for (const ParameterArena::Slot& slot : arena_.slots())

@@ -6,6 +6,8 @@
 //                 which it reads from the arena's step scalars (engine/step_scalars.h)
 //   stage_settings()  the next step's settings written there ahead of it (the Solver's, so
 //                 that they go up before the step's kernels are issued)
+//   advance()     step()'s host half alone: the count and the settings, no kernel (a replayed
+//                 CUDA graph of the step runs the kernel: kernels/step_graph.h)
 //   zero_grad()   the gradient arena set to zero: one fill
 //   groups        YOLOv5's three parameter groups (optimizer_group_index: 0 biases, 1 decayed
 //                 weights, 2 normalisation weights), each with its learning rate and momentum
@@ -35,7 +37,14 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  void step();
+  void step() {
+    advance();
+    update();
+  }
+  void advance() {
+    ++steps_;
+    stage(steps_);
+  }
   void stage_settings() { stage(steps_ + 1); }
   void zero_grad() { arena_.gradients().zero(); }
   Group& group(int index) { return groups_.at(size_t(index)); }

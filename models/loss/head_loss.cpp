@@ -73,16 +73,32 @@ LossNormalization global_normalization(dist::Communicator& comm, LossNormalizati
 
 HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
                    const LossNormalization& norm, const LossOptions& options) {
-  HeadLoss result;
+  std::vector<Tensor> gradients;
+  for (const Tensor& h : head) gradients.push_back(Tensor::empty(h.shape(), h.device(), h.dtype()));
+  return head_loss(head, targets, norm, options, std::move(gradients));
+}
+
+HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
+                   const LossNormalization& norm, const LossOptions& options,
+                   std::vector<Tensor> gradients) {
+  if (gradients.size() != head.size())
+    throw std::invalid_argument("head_loss: " + std::to_string(gradients.size()) +
+                                " gradient buffers for " + std::to_string(head.size()) + " levels");
+  HeadLoss result{.loss = {}, .gradients = std::move(gradients)};
   with_float_type(head.empty() ? DType::f32 : head[0].dtype(), [&]<class T>() {
     std::vector<View<const T>> outputs;
-    std::vector<View<T>> gradients;
-    for (const Tensor& h : head) {
-      result.gradients.push_back(Tensor::zeros(h.shape(), h.device(), h.dtype()));  // loss adds
-      outputs.push_back(h.view<T>());
-      gradients.push_back(result.gradients.back().view<T>());
+    std::vector<View<T>> views;
+    for (size_t level = 0; level < head.size(); ++level) {
+      Tensor& gradient = result.gradients[level];
+      if (!(gradient.shape() == head[level].shape()) || gradient.dtype() != head[level].dtype())
+        throw std::invalid_argument("head_loss: level " + std::to_string(level) +
+                                    "'s gradient is " + gradient.shape().str() +
+                                    "; the head's output is " + head[level].shape().str());
+      gradient.zero();  // the loss adds
+      outputs.push_back(head[level].view<T>());
+      views.push_back(gradient.view<T>());
     }
-    result.loss = yolo_loss<T>(outputs, targets, norm, options, gradients);
+    result.loss = yolo_loss<T>(outputs, targets, norm, options, views);
   });
   return result;
 }

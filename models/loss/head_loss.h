@@ -73,6 +73,12 @@ LossNormalization global_normalization(dist::Communicator& comm, const LevelTarg
 // runs the host's double loss). `norm`'s counts must be on the head's device.
 HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
                    const LossNormalization& norm, const LossOptions& options);
+// The same with the gradients written into `gradients` (one per level, the head's shapes and
+// dtype, zeroed here first): buffers the caller keeps at one address (a CUDA graph of the
+// backward reads them there).
+HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
+                   const LossNormalization& norm, const LossOptions& options,
+                   std::vector<Tensor> gradients);
 
 // One process: YOLOv5's loss with this batch's own counts.
 HeadLoss head_loss(const DetectionModel& model, const std::vector<Tensor>& head,

@@ -18,6 +18,7 @@
 #include "engine/distributed/launch/launcher.h"
 #include "engine/distributed/launch/process_group.h"
 #include "kernels/devices.h"
+#include "kernels/step_graph.h"
 #include "models/train/autobatch.h"
 #include "models/train/checkpoint.h"
 #include "models/train/elastic.h"
@@ -376,6 +377,12 @@ TrainSummary run_training(const TrainOptions& request, const Log& log) {
   if (options.batch > 0 && options.nproc_per_node <= 0 && options.device.text == "auto" &&
       gpus == 0)
     spec = device_spec(options, gpus);  // the CPU rank count follows the resolved batch
+  // --cuda-graph on where it cannot be: refused now, before any worker or file.
+  const Device device =
+      spec.kind == dist::DeviceKind::cuda ? Device::cuda(spec.cuda_indices[0]) : Device::cpu();
+  records_cuda_graphs(options, device, StepGraph::supported(device),
+                      (env.launched() ? env.world_size : spec.ranks * options.nnodes) > 1 ||
+                          backend_of(options.backend) == dist::Backend::nccl);
 
   if (env.launched()) {
     if (options.max_restarts > 0)
@@ -392,8 +399,6 @@ TrainSummary run_training(const TrainOptions& request, const Log& log) {
   // One rank with --max-restarts is a job of one worker: only a launcher can restart it.
   if (spec.wants_spawn(env) || options.nnodes > 1 || options.max_restarts > 0)
     return spawn_ranks(options, spec, log);
-  const Device device =
-      spec.kind == dist::DeviceKind::cuda ? Device::cuda(spec.cuda_indices[0]) : Device::cpu();
   // One process that asked for NCCL gets a real one-rank NCCL communicator: the whole
   // data-parallel path (broadcast, SyncBN, buckets) then runs through NCCL on one GPU.
   std::optional<dist::ProcessGroup> nccl;

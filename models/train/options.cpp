@@ -182,6 +182,27 @@ std::vector<HypValue> hyp_values(const TrainOptions& options) {
   return values;
 }
 
+bool records_cuda_graphs(const TrainOptions& options, const Device& device, bool graphs_supported,
+                         bool communicates) {
+  if (options.cuda_graph == CudaGraphMode::off) return false;
+  std::string obstacle;
+  if (!graphs_supported)
+    obstacle = "it trains on " + device.str() + ", which has no CUDA graphs";
+  else if (communicates)
+    obstacle =
+        "its step talks to other ranks (a communicator), whose collectives are not "
+        "recorded yet";
+  else if (options.rect)
+    obstacle = "--rect gives batches of many shapes";
+  else if (options.multi_scale)
+    obstacle = "--multi-scale gives batches of many shapes";
+  if (obstacle.empty()) return true;
+  if (options.cuda_graph == CudaGraphMode::on)
+    throw std::invalid_argument("--cuda-graph on: this run cannot record its steps: " + obstacle +
+                                "; use --cuda-graph auto or off");
+  return false;
+}
+
 const char* optimizer_name(OptimizerKind kind) {
   switch (kind) {
     case OptimizerKind::adam:

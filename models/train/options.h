@@ -26,6 +26,11 @@ namespace bareyolo::models {
 
 enum class OptimizerKind { sgd, adam, adamw };
 
+// --cuda-graph: whether the Solver records each kind of training step as CUDA graphs and replays
+// them (kernels/step_graph.h). auto: where it can, one process on a GPU whose batches keep their
+// shape; on: the same, refused with the reason where it cannot; off: every kernel launched.
+enum class CudaGraphMode { automatic, on, off };
+
 // `--device` as the C++ API takes it: a string, one CUDA index, or a list of indices.
 struct DeviceArg {
   std::string text = "auto";
@@ -100,6 +105,7 @@ struct TrainOptions {
   // convolutions on tensor cores on a GPU). Off by default until the device check has run it;
   // validation runs the same model, so it too.
   bool amp = false;
+  CudaGraphMode cuda_graph = CudaGraphMode::automatic;
   // --cache: "ram" or "disk" decodes the images once into a file every rank of the host maps
   // (data/image_cache.h); "": decoded every epoch.
   std::string cache;
@@ -192,6 +198,13 @@ struct FlagValue {
   std::string value;
 };
 std::vector<FlagValue> numerics_flags(const TrainOptions& options);
+
+// Whether the run records its steps (--cuda-graph, resolved): a GPU that can (`graphs_supported`),
+// a step that talks to no other rank (`communicates`: several ranks, or one over NCCL), and
+// batches of one shape (no --rect, whose batches follow the images' aspect, no --multi-scale).
+// --cuda-graph on where that does not hold throws, saying which part fails.
+bool records_cuda_graphs(const TrainOptions& options, const Device& device, bool graphs_supported,
+                         bool communicates);
 
 const char* optimizer_name(OptimizerKind kind);               // "SGD", "Adam", "AdamW"
 OptimizerKind parse_optimizer_name(const std::string& name);  // throws for others

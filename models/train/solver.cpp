@@ -13,6 +13,7 @@
 #include "kernels/op_sequence.h"                   // defines: op_sequence::note
 #include "kernels/route.h"                         // defines: ops::require_kernel
 #include "kernels/settings.h"                      // defines: ops::use_settings
+#include "kernels/step_graph.h"                    // defines: StepGraph
 #include "kernels/step_guard.h"                    // defines: step_guard::Scope
 
 namespace bareyolo::models {
@@ -48,6 +49,16 @@ std::unique_ptr<Optimizer> make_optimizer(const SolverOptions& options, const Sc
   const AdamDecay decay =
       options.optimizer == OptimizerKind::adam ? AdamDecay::l2 : AdamDecay::decoupled;
   return std::make_unique<Adam>(arena, decay, lr0, momentum, weight_decay);
+}
+
+// A forward in training mode counts its batch in every BatchNorm's num_batches_tracked, on the
+// host: a replayed forward runs no host code, so its batch is counted here.
+void count_batchnorm_batches(const std::vector<StateEntry>& state) {
+  static const std::string kCounter = "num_batches_tracked";
+  for (const StateEntry& e : state)
+    if (e.value->dtype() == DType::i64 && e.name.size() >= kCounter.size() &&
+        e.name.compare(e.name.size() - kCounter.size(), kCounter.size(), kCounter) == 0)
+      e.value->view<int64_t>().data[0] += 1;
 }
 
 // The model's state entries re-pointed at `values` (the EMA's tensors, same order).
@@ -87,12 +98,25 @@ Solver::Solver(DetectionModel& model, const SolverOptions& options, dist::Commun
   model_.graph().set_mixed_precision(options.amp);
   ops::require_kernel(optimizer_->kernel(), arena_.device(),
                       std::string("--optimizer ") + optimizer_name(options.optimizer));
+  if (options.cuda_graph && !StepGraph::supported(arena_.device()))
+    throw std::invalid_argument(
+        "--cuda-graph on records the step as a CUDA graph; this run "
+        "trains on " +
+        arena_.device().str() + ", which has none: --cuda-graph off");
+  if (options.cuda_graph && comm_)
+    throw std::invalid_argument(
+        "--cuda-graph on records the step of a process without a communicator; this one has one "
+        "(world size " +
+        std::to_string(comm_->world_size()) +
+        "), whose collectives are not recorded yet: --cuda-graph off (or auto)");
   if (comm_)
     reducer_ = dist::start_data_parallel(*comm_, arena_, state_, model_.graph(),
                                          {.sync_batchnorm = options.sync_bn,
                                           .bucket_mb = options.bucket_mb,
                                           .bf16_buckets = options.bf16_grad_buckets});
 }
+
+Solver::~Solver() = default;
 
 StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labels,
                          int64_t iteration, const data::MatchedTargets* matched) {
@@ -110,32 +134,100 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   const LossNormalization local = local_normalization(targets, int(shape.n), loss_counts_);
   const bool boundary = iteration - last_step_iteration_ >= settings.accumulate;
   // From here to the update the host must never wait for the device (kernels/step_guard.h). A
-  // kind of step (its input shape, whether it updates) allocates on its first run only.
-  const bool warm = !step_kinds_seen_.insert({shape.n, shape.c, shape.h, shape.w, boundary}).second;
+  // kind of step (its input shape, whether it updates) allocates on its first run only; with
+  // --cuda-graph its second run records it and the later ones replay it.
+  const StepKind kind{shape.n, shape.c, shape.h, shape.w, boundary};
+  const bool warm = !step_kinds_seen_.insert(kind).second;
+  const bool records = options_.cuda_graph && warm && graphs_.count(kind) == 0;
   Tensor loss;
   {
-    const step_guard::Scope guarded(warm);
+    const step_guard::Scope guarded(warm && !records);  // a recording fills its graph's memory
     op_sequence::note("step begins");
-    if (reducer_) reducer_->set_sync(boundary);
-    const trace::Label counts("loss counts");  // names global_normalization's all-reduce
-    const LossNormalization norm = comm_ ? global_normalization(*comm_, local) : local;
-    loss = models::forward_backward(model_, images, targets, norm, options_.loss,
-                                    {comm_, reducer_.get()});
-    if (comm_) {  // where the loss is (a GPU's: by NCCL, in order with the gradient buckets)
-      const trace::Label label("loss items");
-      comm_->allreduce(dist::CommBuffer::of(loss), dist::ReduceOp::sum, "loss items")->wait();
-    }
-    if (boundary) {
-      update();
-      last_step_iteration_ = iteration;
-    }
+    loss = options_.cuda_graph && warm ? replay_step(kind, images, targets, local, boundary)
+                                       : run_step(images, targets, local, boundary);
     op_sequence::note("step ends");
   }
+  if (boundary) last_step_iteration_ = iteration;
   // Handed out from the Solver's own tensors, so that no tensor of one step is still held when
   // the next one allocates (its memory, and so a CUDA graph of it, stays the same).
   Tensor& kept = kept_losses_[next_kept_loss_++ % kept_losses_.size()];
   kept.copy_from(loss);
   return {.loss = kept, .updated = boundary};
+}
+
+Tensor Solver::run_step(const Tensor& images, const LevelTargets& targets,
+                        const LossNormalization& local, bool boundary) {
+  if (reducer_) reducer_->set_sync(boundary);
+  const trace::Label counts("loss counts");  // names global_normalization's all-reduce
+  const LossNormalization norm = comm_ ? global_normalization(*comm_, local) : local;
+  Tensor loss = models::forward_backward(model_, images, targets, norm, options_.loss,
+                                         {comm_, reducer_.get()});
+  if (comm_) {  // where the loss is (a GPU's: by NCCL, in order with the gradient buckets)
+    const trace::Label label("loss items");
+    comm_->allreduce(dist::CommBuffer::of(loss), dist::ReduceOp::sum, "loss items")->wait();
+  }
+  if (boundary) update();
+  return loss;
+}
+
+// --cuda-graph records a kind of step as two graphs: the forward, and the backward with the
+// update when the kind updates. The loss runs between them as it is, since its matched rows
+// (how many, where) change from batch to batch. A graph reads and writes the addresses it was
+// recorded with, so the batch is copied into the kind's input buffer and the loss writes its
+// gradients into the kind's buffers; the head's outputs stay where the recording left them.
+struct Solver::StepGraphs {
+  Tensor input;
+  std::vector<Tensor> head, head_gradients;
+  std::unique_ptr<StepGraph> forward, backward;
+};
+
+Tensor Solver::replay_step(const StepKind& kind, const Tensor& images, const LevelTargets& targets,
+                           const LossNormalization& norm, bool boundary) {
+  const trace::Range traced(trace::Track::compute, "step graphs");
+  std::unique_ptr<StepGraphs>& graphs = graphs_[kind];
+  const bool record = !graphs;
+  if (record) {
+    graphs = std::make_unique<StepGraphs>();
+    graphs->input = Tensor::empty(images.shape(), images.device(), images.dtype());
+  }
+  StepGraphs& g = *graphs;
+  // A recording that fails leaves no half-made graphs behind (the exception says what to do).
+  struct DropUnfinished {
+    std::map<StepKind, std::unique_ptr<StepGraphs>>& graphs;
+    const StepKind& kind;
+    ~DropUnfinished() {
+      if (const auto it = graphs.find(kind); it != graphs.end() && !it->second->backward)
+        graphs.erase(it);
+    }
+  } drop_unfinished{graphs_, kind};
+  const Device device = arena_.device();
+  const int64_t uploads = arena_.step_scalars().uploads();
+  g.input.copy_from(images);
+  // Recording runs the host code once (its host effects happen then) and nothing on the device;
+  // a replay runs no host code, so the Solver does the host effects itself.
+  if (record)
+    g.forward =
+        std::make_unique<StepGraph>(device, [&] { g.head = model_.forward(g.input, Mode::train); });
+  else
+    count_batchnorm_batches(state_);
+  g.forward->replay();
+  if (record)
+    for (const Tensor& h : g.head)
+      g.head_gradients.push_back(Tensor::empty(h.shape(), h.device(), h.dtype()));
+  const HeadLoss loss = head_loss(g.head, targets, norm, options_.loss, g.head_gradients);
+  if (record) {
+    g.backward = std::make_unique<StepGraph>(device, [&] {
+      model_.backward(g.head_gradients);
+      if (boundary) update();
+    });
+  } else if (boundary) {
+    optimizer_->advance();
+    ema_.advance();
+  }
+  g.backward->replay();
+  if (arena_.step_scalars().uploads() != uploads)
+    throw std::logic_error("Solver: the step scalars changed inside a recorded step");
+  return loss.loss;
 }
 
 Tensor Solver::forward_backward(const Tensor& images, const std::vector<LabelRow>& labels,

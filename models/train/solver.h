@@ -29,6 +29,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -64,6 +65,9 @@ struct SolverOptions {
 
   // The device switches (process-wide; TrainOptions says what each does).
   bool tf32 = false, winograd = true, amp = false;
+  // Record each kind of step (input shape, whether it updates) as CUDA graphs on its second run
+  // and replay them after (kernels/step_graph.h): one process on a GPU only.
+  bool cuda_graph = false;
 
   // With a communicator (several ranks): SyncBatchNorm, and the reducer's buckets.
   bool sync_bn = true;
@@ -92,6 +96,7 @@ class Solver {
   // `comm`, every rank starts from rank 0's parameters, BatchNorm syncs its statistics
   // (options.sync_bn) and the reducer averages the gradients.
   Solver(DetectionModel& model, const SolverOptions& options, dist::Communicator* comm = nullptr);
+  ~Solver();
   Solver(const Solver&) = delete;
   Solver& operator=(const Solver&) = delete;
 
@@ -139,13 +144,21 @@ class Solver {
   Tensor loss_counts_;                 // the loss's counts (local, then global), every step's
   std::array<Tensor, 3> kept_losses_;  // the steps' losses, handed out in turn
   size_t next_kept_loss_ = 0;
+  using StepKind = std::tuple<int64_t, int64_t, int64_t, int64_t, bool>;  // n, c, h, w, updates
+  struct StepGraphs;
+
+  // The step's kernels, issued one by one (run_step) or replayed from the kind's graphs.
+  Tensor run_step(const Tensor& images, const LevelTargets& targets, const LossNormalization& local,
+                  bool boundary);
+  Tensor replay_step(const StepKind& kind, const Tensor& images, const LevelTargets& targets,
+                     const LossNormalization& norm, bool boundary);
   // The labels matched to the grids of `images` (as `matched` has them, when given).
   LevelTargets targets_of(const Tensor& images, const std::vector<LabelRow>& labels,
                           const data::MatchedTargets* matched) const;
 
-  int64_t last_step_iteration_ = -1;  // iteration (batch + epoch * batches) of the last step
-  // The kinds of step run so far: (input n, c, h, w, updated).
-  std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>> step_kinds_seen_;
+  int64_t last_step_iteration_ = -1;    // iteration (batch + epoch * batches) of the last step
+  std::set<StepKind> step_kinds_seen_;  // the kinds of step run so far
+  std::map<StepKind, std::unique_ptr<StepGraphs>> graphs_;  // --cuda-graph's recordings
 };
 
 }  // namespace bareyolo::models

@@ -34,6 +34,7 @@
 #include "engine/distributed/launch/process_group.h"      // defines: ProcessGroup
 #include "engine/trace.h"                                 // defines: trace::Range, trace::enable
 #include "engine/trace_analysis.h"                        // defines: trace::step_shares
+#include "kernels/step_graph.h"                           // defines: StepGraph::supported
 #include "kernels/step_guard.h"                           // defines: step_guard::count
 #include "models/eval/plots.h"                            // defines: write_val_batch_pictures
 #include "models/loss/head_loss.h"                        // defines: TargetMatcher
@@ -200,6 +201,8 @@ SolverOptions solver_options(const TrainOptions& options, const RunContext& run,
           .tf32 = options.tf32,
           .winograd = options.winograd,
           .amp = options.amp,
+          .cuda_graph = records_cuda_graphs(options, run.device, StepGraph::supported(run.device),
+                                            run.group != nullptr),
           .sync_bn = sync_bn(options),
           .bucket_mb = options.bucket_mb,
           .bf16_grad_buckets = options.bf16_grad_buckets};

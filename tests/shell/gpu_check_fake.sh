@@ -95,8 +95,8 @@ grep -q 'train_yolov5s_640  *FAIL' "$summary" || fail "train row"
 grep -q 'bench_gpu_kernels  *FAIL' "$summary" || fail "exit 77 of a GPU bench is not a failure"
 grep -q 'bench_gpu_train  *FAIL' "$summary" || fail "a missing bench is not a failure"
 for step in two_ranks_one_gpu amp_gpu nccl_world1 resume_gpu_checkpoint grads_gpu_vs_cpu \
-            amp_grads_gpu_vs_cpu val_predict_gpu_vs_cpu sharded_val_gpu elastic_restart_gpu \
-            selftest; do
+            amp_grads_gpu_vs_cpu cuda_graph_gpu val_predict_gpu_vs_cpu sharded_val_gpu \
+            elastic_restart_gpu selftest bench_gpu_train_small; do
   grep -qE "^B  $step +(FAIL|TIMEOUT|NOT RUN)" "$summary" || fail "phase B step $step has no failing row"
 done
 grep -q 'ok  ' <(grep -v sanitizer "$summary") && fail "a step of the fake build reads as passed"

@@ -146,6 +146,27 @@ TEST_CASE("model ema averages floating state with YOLOv5's decay and copies coun
   CHECK(later.decay() == doctest::Approx(0.0488).epsilon(1e-3));
 }
 
+TEST_CASE("advance is a step's host half: counted and staged, no weight moves") {
+  Tensor w = Tensor::from_vector(std::vector<float>{1.0f, -2.0f}, {1, 1, 1, 2});
+  Tensor gw = Tensor::from_vector(std::vector<float>{0.5f, 0.5f}, {1, 1, 1, 2});
+  std::vector<StateEntry> state = {{"w", &w, &gw, {2}, ParamGroup::weight}};
+  ParameterArena arena(state);
+  Sgd sgd(arena, 0.1, 0.9, 0.0);
+  ModelEma ema(arena, state);
+  // What a replayed CUDA graph leaves to the host (the Solver's replay_step): the counts that
+  // checkpoints keep and Adam's corrections and the EMA's decay follow.
+  sgd.advance();
+  ema.advance();
+  CHECK(sgd.steps() == 1);
+  CHECK(ema.updates() == 1);
+  CHECK(w.to_vector<float>() == std::vector<float>{1.0f, -2.0f});
+  CHECK(ema.values()[0].to_vector<float>() == std::vector<float>{1.0f, -2.0f});
+  // step() is advance() and the kernel: the weights move now.
+  sgd.step();
+  CHECK(sgd.steps() == 2);
+  CHECK(w.to_vector<float>()[0] < 1.0f);
+}
+
 TEST_CASE("an op without a kernel for a device is refused by name before a run") {
   CHECK(ops::has_kernel("concat_forward", Device::cpu()));
   CHECK_FALSE(ops::has_kernel("concat_forward", Device::cuda(0)));

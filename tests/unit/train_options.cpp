@@ -190,3 +190,48 @@ TEST_CASE("plan_batch: each rank's share and YOLOv5's accumulation of the global
   CHECK_THROWS_WITH_AS(models::plan_batch(10, 4, 64), doctest::Contains("use batch=8 or batch=12"),
                        std::invalid_argument);
 }
+
+TEST_CASE("--cuda-graph: auto records where it can, on refuses where it cannot, saying why") {
+  models::TrainOptions options;
+  const Device gpu = Device::cuda(0), cpu = Device::cpu();  // only the kind is read
+  auto records = [&](models::CudaGraphMode mode, const Device& device, bool supported,
+                     bool communicates) {
+    options.cuda_graph = mode;
+    return models::records_cuda_graphs(options, device, supported, communicates);
+  };
+  using enum models::CudaGraphMode;
+  CHECK(records(automatic, gpu, true, false));
+  CHECK(records(on, gpu, true, false));
+  CHECK(!records(off, gpu, true, false));
+  CHECK(!records(automatic, cpu, false, false));
+  CHECK(!records(automatic, gpu, true, true));
+  options.rect = true;
+  CHECK(!records(automatic, gpu, true, false));
+  options.rect = false;
+  options.multi_scale = true;
+  CHECK(!records(automatic, gpu, true, false));
+  options.multi_scale = false;
+  auto refusal = [&](const Device& device, bool supported, bool communicates) {
+    try {
+      records(on, device, supported, communicates);
+    } catch (const std::invalid_argument& error) {
+      return std::string(error.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(refusal(cpu, false, false).find("trains on cpu, which has no CUDA graphs") !=
+        std::string::npos);
+  CHECK(refusal(gpu, true, true).find("talks to other ranks") != std::string::npos);
+  options.multi_scale = true;
+  CHECK(refusal(gpu, true, false).find("--multi-scale gives batches of many shapes") !=
+        std::string::npos);
+}
+
+TEST_CASE("a Solver asked to record its steps on the CPU refuses, naming the device") {
+  models::DetectionModel model(models::load_model_config(shipped_file("models/yolov5-tiny.yaml")),
+                               {.nc = 2, .seed = 5});
+  CHECK_THROWS_WITH_AS(
+      models::Solver(model,
+                     {.loss = {models::scale_loss_gains({}, 3, 2, 64), 2}, .cuda_graph = true}),
+      doctest::Contains("this run trains on cpu, which has none"), std::invalid_argument);
+}

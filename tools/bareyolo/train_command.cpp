@@ -39,6 +39,7 @@ struct TrainCommandOptions {
   models::TrainOptions train;
   std::string hyp, config, optimizer = "SGD", device = "auto", tf32 = "off", grad_dtype = "fp32";
   std::string winograd = "on";
+  std::string cuda_graph = "auto";
   bool no_val = false, no_plots = false, no_tensorboard = false, no_autoanchor = false;
   std::optional<double> label_smoothing;  // --label-smoothing: over the --hyp file's value
   std::vector<int> freeze;                // YOLOv5's --freeze: N, or layers 0 1 ... N-1
@@ -192,6 +193,9 @@ void apply_run_flags(models::TrainOptions& t) {
   t.tensorboard = !options.no_tensorboard;
   t.tf32 = options.tf32 == "on";
   t.winograd = options.winograd == "on";
+  t.cuda_graph = options.cuda_graph == "on"    ? models::CudaGraphMode::on
+                 : options.cuda_graph == "off" ? models::CudaGraphMode::off
+                                               : models::CudaGraphMode::automatic;
   t.bf16_grad_buckets = options.grad_dtype == "bf16";
 }
 
@@ -322,6 +326,12 @@ void add_train_command(CLI::App& app) {
                   "multiplications, float results that differ in the last bits); off: "
                   "im2col + GEMM everywhere")
       ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  cmd->add_option("--cuda-graph", options.cuda_graph,
+                  "auto: record each kind of training step as CUDA graphs once and replay "
+                  "them (one process on a GPU, batches of one shape); on: the same, or an error "
+                  "saying why not; off: launch every kernel of every step")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   cmd->add_flag("--amp", t.amp,
                 "bf16 mixed precision: activations and their gradients in bf16 tensors, "

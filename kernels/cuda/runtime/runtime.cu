@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/check.h"
+#include "kernels/cuda/runtime/graph.h"
 #include "kernels/cuda/runtime/runtime.h"
 #include "kernels/cuda/runtime/stream.h"
 #include "kernels/step_guard.h"
@@ -76,7 +77,10 @@ MemoryInfo memory_info(int device) {
 
 void* malloc_device(size_t bytes, int device, bool* from_backing) {
   require_device(device);
-  return device_allocator(device).allocate(bytes, compute_stream(device), from_backing);
+  // A capture's allocations come from its graph's pool (graph.h), the others from the stream's.
+  const void* pool = capture_pool();
+  return device_allocator(device).allocate(bytes, pool ? pool : compute_stream(device),
+                                           from_backing);
 }
 
 void free_device(void* pointer, int device) noexcept {

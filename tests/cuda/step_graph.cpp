@@ -1,0 +1,79 @@
+// tests/cuda/step_graph.cpp — --cuda-graph (kernels/step_graph.h, the Solver's replay_step): the
+// tiny model trained by a Solver that records its steps as CUDA graphs and replays them against
+// the same model trained by a Solver that launches every kernel, from the same weights on the
+// same batches: every state tensor the same bits after every step. The batches carry different
+// labels (the loss, run between the graphs, sees each batch's rows), and two batches make one
+// optimizer step (nbs = 2 x batch, from iteration 100, where warm-up has ended), so both kinds of
+// step (one that updates, one that does not) are recorded and replayed. cuDNN's algorithms are the deterministic ones (the default), so eager steps repeat
+// their bits and a replay must too.
+#include <cstring>
+#include <vector>
+
+#include "engine/shipped_files.h"
+#include "kernels/step_graph.h"
+#include "models/train/solver.h"
+#include "tests/support/testing.h"
+
+using namespace bareyolo;
+using namespace bareyolo::models;
+
+namespace {
+
+constexpr int kBatch = 2;
+
+struct Run {
+  DetectionModel model;
+  Solver solver;
+  Run(bool cuda_graph)
+      : model(load_model_config(shipped_file("models/yolov5-tiny.yaml")),
+              {.nc = 2, .seed = 5, .device = Device::cuda(0)}),
+        solver(model, {.epochs = 20,
+                       .batches_per_epoch = 10,
+                       .batch = kBatch,
+                       .nbs = 2 * kBatch,
+                       .loss = {scale_loss_gains({}, 3, 2, 64), 2},
+                       .cuda_graph = cuda_graph}) {}
+};
+
+// Every byte of the run's state: weights, EMA, optimizer buffers, BatchNorm's counters.
+std::vector<std::vector<std::byte>> state_bytes(Solver& solver) {
+  std::vector<std::vector<std::byte>> bytes;
+  const CheckpointTensors tensors = solver.checkpoint_tensors();
+  for (const auto* entries : {&tensors.ema, &tensors.model})
+    for (const StateEntry& e : *entries) {
+      const Tensor host = e.value->to(Device::cpu());
+      const auto* data = static_cast<const std::byte*>(host.storage()->data());
+      bytes.emplace_back(data, data + host.numel() * dtype_size(host.dtype()));
+    }
+  for (const auto& [name, tensor] : tensors.optimizer) {
+    const Tensor host = tensor->to(Device::cpu());
+    const auto* data = static_cast<const std::byte*>(host.storage()->data());
+    bytes.emplace_back(data, data + host.numel() * dtype_size(host.dtype()));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("cuda graph: replayed steps train the tiny model to the eager steps' bits") {
+  REQUIRE(StepGraph::supported(Device::cuda(0)));
+  Run eager(false), replayed(true);
+  testing::Rng rng(31);
+  for (int64_t iteration = 0; iteration < 8; ++iteration) {
+    const Tensor images =
+        Tensor::from_vector(testing::random_vector<float>(rng, kBatch * 3 * 64 * 64, 0, 1),
+                            {kBatch, 3, 64, 64})
+            .to(Device::cuda(0));
+    std::vector<LabelRow> labels = {{0, 0, 0.3f, 0.4f, 0.2f, 0.3f}};
+    for (int64_t extra = 0; extra < iteration % 3; ++extra)  // a different count of rows
+      labels.push_back({1, 1, 0.2f + 0.1f * float(extra), 0.5f, 0.3f, 0.2f});
+    const StepOutcome a = eager.solver.step(images, labels, 100 + iteration);
+    const StepOutcome b = replayed.solver.step(images, labels, 100 + iteration);
+    INFO("iteration ", iteration);
+    CHECK(a.updated == b.updated);
+    CHECK(read_loss(a.loss).total == read_loss(b.loss).total);
+    CHECK(state_bytes(eager.solver) == state_bytes(replayed.solver));
+  }
+  CHECK(eager.solver.state().optimizer_steps == replayed.solver.state().optimizer_steps);
+  CHECK(eager.solver.state().ema_updates == replayed.solver.state().ema_updates);
+}
