@@ -240,7 +240,7 @@ class OurTrainer {
                                                    model_.num_classes(), options.imgsz),
                                   model_.num_classes()},
                          .amp = cuda_graph,
-                         .cuda_graph = cuda_graph}),
+                         .cuda_graph = cuda_graph ? CudaGraphMode::on : CudaGraphMode::off}),
         batch_(
             bench::synthetic_batch(options.batch, options.imgsz, model_.num_classes(), 0, kGpu)) {}
 

@@ -33,7 +33,9 @@ struct Call {
   std::string str() const;  // "op(argument, argument, ...)"
 };
 
-// Records every op issued, on any thread, while it lives; one at a time.
+// Records every op issued, on any thread, while it lives; one at a time. Besides the ops of
+// kernels/route.h: the device memory calls (kernels/device_memory.h: "allocate", "copy", "zero",
+// the uploads) and whatever a caller marks with note(name) alone (the Solver's "step begins").
 class Recording {
  public:
   Recording();

@@ -57,6 +57,7 @@ void* allocate_bytes(size_t bytes, const Device& device, const char* purpose,
     data = cuda::malloc_device(bytes == 0 ? 1 : bytes, device.index, &from_backing);
   }
   report_miss(from_backing, bytes, where);
+  op_sequence::note("allocate", data, device, bytes);
   return data;
 }
 

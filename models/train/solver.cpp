@@ -51,14 +51,18 @@ std::unique_ptr<Optimizer> make_optimizer(const SolverOptions& options, const Sc
   return std::make_unique<Adam>(arena, decay, lr0, momentum, weight_decay);
 }
 
-// A forward in training mode counts its batch in every BatchNorm's num_batches_tracked, on the
-// host: a replayed forward runs no host code, so its batch is counted here.
-void count_batchnorm_batches(const std::vector<StateEntry>& state) {
+// A BatchNorm's num_batches_tracked: a host integer that a forward in training mode counts its
+// batch in.
+bool is_batch_counter(const StateEntry& e) {
   static const std::string kCounter = "num_batches_tracked";
+  return e.value->dtype() == DType::i64 && e.name.size() >= kCounter.size() &&
+         e.name.compare(e.name.size() - kCounter.size(), kCounter.size(), kCounter) == 0;
+}
+
+// A replayed forward runs no host code: its batch is counted here.
+void count_batchnorm_batches(const std::vector<StateEntry>& state) {
   for (const StateEntry& e : state)
-    if (e.value->dtype() == DType::i64 && e.name.size() >= kCounter.size() &&
-        e.name.compare(e.name.size() - kCounter.size(), kCounter.size(), kCounter) == 0)
-      e.value->view<int64_t>().data[0] += 1;
+    if (is_batch_counter(e)) e.value->view<int64_t>().data[0] += 1;
 }
 
 // The model's state entries re-pointed at `values` (the EMA's tensors, same order).
@@ -98,12 +102,14 @@ Solver::Solver(DetectionModel& model, const SolverOptions& options, dist::Commun
   model_.graph().set_mixed_precision(options.amp);
   ops::require_kernel(optimizer_->kernel(), arena_.device(),
                       std::string("--optimizer ") + optimizer_name(options.optimizer));
-  if (options.cuda_graph && !StepGraph::supported(arena_.device()))
+  records_ =
+      options.cuda_graph != CudaGraphMode::off && StepGraph::supported(arena_.device()) && !comm_;
+  if (options.cuda_graph == CudaGraphMode::on && !StepGraph::supported(arena_.device()))
     throw std::invalid_argument(
-        "--cuda-graph on records the step as a CUDA graph; this run "
+        "--cuda-graph on records the step as CUDA graphs; this run "
         "trains on " +
         arena_.device().str() + ", which has none: --cuda-graph off");
-  if (options.cuda_graph && comm_)
+  if (options.cuda_graph == CudaGraphMode::on && comm_)
     throw std::invalid_argument(
         "--cuda-graph on records the step of a process without a communicator; this one has one "
         "(world size " +
@@ -138,13 +144,15 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   // --cuda-graph its second run records it and the later ones replay it.
   const StepKind kind{shape.n, shape.c, shape.h, shape.w, boundary};
   const bool warm = !step_kinds_seen_.insert(kind).second;
-  const bool records = options_.cuda_graph && warm && graphs_.count(kind) == 0;
+  // A recording's memory comes from the allocator's first calls for its graph.
+  const bool first_replay = records_ && warm && graphs_.count(kind) == 0;
   Tensor loss;
   {
-    const step_guard::Scope guarded(warm && !records);  // a recording fills its graph's memory
+    const step_guard::Scope guarded(warm && !first_replay);
     op_sequence::note("step begins");
-    loss = options_.cuda_graph && warm ? replay_step(kind, images, targets, local, boundary)
-                                       : run_step(images, targets, local, boundary);
+    loss = records_ && warm && graphs_ready(kind, images, boundary)
+               ? replay_step(kind, images, targets, local, boundary)
+               : run_step(images, targets, local, boundary);
     op_sequence::note("step ends");
   }
   if (boundary) last_step_iteration_ = iteration;
@@ -181,52 +189,77 @@ struct Solver::StepGraphs {
   std::unique_ptr<StepGraph> forward, backward;
 };
 
-Tensor Solver::replay_step(const StepKind& kind, const Tensor& images, const LevelTargets& targets,
-                           const LossNormalization& norm, bool boundary) {
-  const trace::Range traced(trace::Track::compute, "step graphs");
-  std::unique_ptr<StepGraphs>& graphs = graphs_[kind];
-  const bool record = !graphs;
-  if (record) {
-    graphs = std::make_unique<StepGraphs>();
-    graphs->input = Tensor::empty(images.shape(), images.device(), images.dtype());
-  }
+// The host's counters a step moves: the optimizer's and the EMA's, every BatchNorm's batches.
+struct Solver::HostCounters {
+  int64_t optimizer_steps, ema_updates;
+  std::vector<int64_t> batchnorm_batches;
+};
+
+Solver::HostCounters Solver::host_counters() const {
+  HostCounters counters{optimizer_->steps(), ema_.updates(), {}};
+  for (const StateEntry& e : state_)
+    if (is_batch_counter(e)) counters.batchnorm_batches.push_back(e.value->view<int64_t>().data[0]);
+  return counters;
+}
+
+void Solver::put_back(const HostCounters& counters) {
+  optimizer_->set_steps(counters.optimizer_steps);
+  ema_.set_updates(counters.ema_updates);
+  size_t next = 0;
+  for (const StateEntry& e : state_)
+    if (is_batch_counter(e)) e.value->view<int64_t>().data[0] = counters.batchnorm_batches[next++];
+}
+
+// Recording issues nothing to the device; it runs the host code, whose counters are then put
+// back: every step of the kind, from this one on, replays the same way (replay_step).
+bool Solver::graphs_ready(const StepKind& kind, const Tensor& images, bool boundary) {
+  if (graphs_.count(kind)) return true;
+  if (unrecorded_.count(kind)) return false;
+  auto graphs = std::make_unique<StepGraphs>();
   StepGraphs& g = *graphs;
-  // A recording that fails leaves no half-made graphs behind (the exception says what to do).
-  struct DropUnfinished {
-    std::map<StepKind, std::unique_ptr<StepGraphs>>& graphs;
-    const StepKind& kind;
-    ~DropUnfinished() {
-      if (const auto it = graphs.find(kind); it != graphs.end() && !it->second->backward)
-        graphs.erase(it);
-    }
-  } drop_unfinished{graphs_, kind};
+  g.input = Tensor::empty(images.shape(), images.device(), images.dtype());
   const Device device = arena_.device();
-  const int64_t uploads = arena_.step_scalars().uploads();
-  g.input.copy_from(images);
-  // Recording runs the host code once (its host effects happen then) and nothing on the device;
-  // a replay runs no host code, so the Solver does the host effects itself.
-  if (record)
+  const HostCounters before = host_counters();
+  try {
     g.forward =
         std::make_unique<StepGraph>(device, [&] { g.head = model_.forward(g.input, Mode::train); });
-  else
-    count_batchnorm_batches(state_);
-  g.forward->replay();
-  if (record)
     for (const Tensor& h : g.head)
       g.head_gradients.push_back(Tensor::empty(h.shape(), h.device(), h.dtype()));
-  const HeadLoss loss = head_loss(g.head, targets, norm, options_.loss, g.head_gradients);
-  if (record) {
     g.backward = std::make_unique<StepGraph>(device, [&] {
       model_.backward(g.head_gradients);
       if (boundary) update();
     });
-  } else if (boundary) {
+  } catch (const std::exception& error) {
+    put_back(before);
+    if (options_.cuda_graph == CudaGraphMode::on) throw;
+    unrecorded_.insert(kind);
+    notes_.push_back("--cuda-graph auto: steps of input " + images.shape().str() +
+                     " launch their kernels one by one: " + error.what());
+    return false;
+  }
+  put_back(before);
+  graphs_[kind] = std::move(graphs);
+  return true;
+}
+
+// A replay runs no host code, so the Solver does the host's part of the step itself, in the
+// order the launched step does it: the forward's batch counts, the update's counts.
+Tensor Solver::replay_step(const StepKind& kind, const Tensor& images, const LevelTargets& targets,
+                           const LossNormalization& norm, bool boundary) {
+  const trace::Range traced(trace::Track::compute, "step graphs");
+  StepGraphs& g = *graphs_.at(kind);
+  const int64_t uploads = arena_.step_scalars().uploads();
+  g.input.copy_from(images);
+  count_batchnorm_batches(state_);
+  g.forward->replay();
+  const HeadLoss loss = head_loss(g.head, targets, norm, options_.loss, g.head_gradients);
+  if (boundary) {
     optimizer_->advance();
     ema_.advance();
   }
   g.backward->replay();
   if (arena_.step_scalars().uploads() != uploads)
-    throw std::logic_error("Solver: the step scalars changed inside a recorded step");
+    throw std::logic_error("Solver: the step scalars changed inside a replayed step");
   return loss.loss;
 }
 

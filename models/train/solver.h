@@ -34,6 +34,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "engine/distributed/ddp/reducer.h"
@@ -65,9 +66,12 @@ struct SolverOptions {
 
   // The device switches (process-wide; TrainOptions says what each does).
   bool tf32 = false, winograd = true, amp = false;
-  // Record each kind of step (input shape, whether it updates) as CUDA graphs on its second run
-  // and replay them after (kernels/step_graph.h): one process on a GPU only.
-  bool cuda_graph = false;
+  // --cuda-graph (options.h): each kind of step (input shape, whether it updates) recorded as
+  // CUDA graphs on its second run and replayed from then on (kernels/step_graph.h), for one
+  // process on a GPU. on: a recording that fails throws; automatic: that kind launches its
+  // kernels one by one instead, with a note (take_notes), as it does wherever recording cannot
+  // be (the CPU, a communicator); off: never.
+  CudaGraphMode cuda_graph = CudaGraphMode::off;
 
   // With a communicator (several ranks): SyncBatchNorm, and the reducer's buckets.
   bool sync_bn = true;
@@ -129,6 +133,8 @@ class Solver {
   const ParameterArena& arena() const { return arena_; }
   const Schedule& schedule() const { return schedule_; }
   int64_t optimizer_steps() const { return optimizer_->steps(); }  // in the whole run
+  // What the Solver has to say since the last call (a kind of step it could not record).
+  std::vector<std::string> take_notes() { return std::exchange(notes_, {}); }
 
  private:
   DetectionModel& model_;
@@ -146,19 +152,27 @@ class Solver {
   size_t next_kept_loss_ = 0;
   using StepKind = std::tuple<int64_t, int64_t, int64_t, int64_t, bool>;  // n, c, h, w, updates
   struct StepGraphs;
+  struct HostCounters;
+  HostCounters host_counters() const;
+  void put_back(const HostCounters& counters);
 
   // The step's kernels, issued one by one (run_step) or replayed from the kind's graphs.
   Tensor run_step(const Tensor& images, const LevelTargets& targets, const LossNormalization& local,
                   bool boundary);
   Tensor replay_step(const StepKind& kind, const Tensor& images, const LevelTargets& targets,
                      const LossNormalization& norm, bool boundary);
+  // Whether `kind` has graphs to replay, recording them when it has none yet.
+  bool graphs_ready(const StepKind& kind, const Tensor& images, bool boundary);
   // The labels matched to the grids of `images` (as `matched` has them, when given).
   LevelTargets targets_of(const Tensor& images, const std::vector<LabelRow>& labels,
                           const data::MatchedTargets* matched) const;
 
   int64_t last_step_iteration_ = -1;    // iteration (batch + epoch * batches) of the last step
   std::set<StepKind> step_kinds_seen_;  // the kinds of step run so far
-  std::map<StepKind, std::unique_ptr<StepGraphs>> graphs_;  // --cuda-graph's recordings
+  bool records_ = false;                // --cuda-graph, where this Solver can
+  std::map<StepKind, std::unique_ptr<StepGraphs>> graphs_;  // its recordings
+  std::set<StepKind> unrecorded_;                           // kinds whose recording failed
+  std::vector<std::string> notes_;
 };
 
 }  // namespace bareyolo::models

@@ -202,7 +202,9 @@ SolverOptions solver_options(const TrainOptions& options, const RunContext& run,
           .winograd = options.winograd,
           .amp = options.amp,
           .cuda_graph = records_cuda_graphs(options, run.device, StepGraph::supported(run.device),
-                                            run.group != nullptr),
+                                            run.group != nullptr)
+                            ? options.cuda_graph
+                            : CudaGraphMode::off,
           .sync_bn = sync_bn(options),
           .bucket_mb = options.bucket_mb,
           .bf16_grad_buckets = options.bf16_grad_buckets};
@@ -527,6 +529,7 @@ bool Trainer::train_epoch(int epoch) {
     // ---- forward, loss, backward; at an accumulation's end the update (solver.h) ----
     const StepOutcome step = solver_.step(uploader_.images_tensor(*batch), batch->labels(),
                                           batch->step + batches_ * epoch, &*batch->matched);
+    for (const std::string& note : solver_.take_notes()) log_("note: " + note);
     read_unread_step();  // the previous step's, while the device runs this one
     const int64_t steps = solver_.optimizer_steps();
     unread_step_ = UnreadStep{step.loss, epoch, std::move(*batch), steps};

@@ -4,8 +4,8 @@
 // same batches: every state tensor the same bits after every step. The batches carry different
 // labels (the loss, run between the graphs, sees each batch's rows), and two batches make one
 // optimizer step (nbs = 2 x batch, from iteration 100, where warm-up has ended), so both kinds of
-// step (one that updates, one that does not) are recorded and replayed. cuDNN's algorithms are the deterministic ones (the default), so eager steps repeat
-// their bits and a replay must too.
+// step (one that updates, one that does not) are recorded and replayed. cuDNN's algorithms are the
+// deterministic ones (the default), so eager steps repeat their bits and a replay must too.
 #include <cstring>
 #include <vector>
 
@@ -32,7 +32,7 @@ struct Run {
                        .batch = kBatch,
                        .nbs = 2 * kBatch,
                        .loss = {scale_loss_gains({}, 3, 2, 64), 2},
-                       .cuda_graph = cuda_graph}) {}
+                       .cuda_graph = cuda_graph ? CudaGraphMode::on : CudaGraphMode::off}) {}
 };
 
 // Every byte of the run's state: weights, EMA, optimizer buffers, BatchNorm's counters.

@@ -138,7 +138,8 @@ TEST_CASE("op sequence: two warm Solver steps issue the same ops on the same mem
   for (const std::vector<op_sequence::Call>& calls : before) CHECK(count_op(calls, "upload") == 2);
   CHECK(before[0][0].arguments[0] == before[1][0].arguments[0]);  // the same block ...
   CHECK(before[0][0].arguments[2] != before[1][0].arguments[2]);  // ... with new numbers
-  // The step itself: the same calls, to the byte.
+  // The step itself: the same calls, to the byte (its allocations included: the same sizes at
+  // the same addresses).
   INFO("differences: ", differences(steps[0], steps[1]));
   CHECK(steps[0] == steps[1]);
   // The whole step is there: forward, loss, backward, clipping, the update and the EMA, and

@@ -230,8 +230,8 @@ TEST_CASE("--cuda-graph: auto records where it can, on refuses where it cannot, 
 TEST_CASE("a Solver asked to record its steps on the CPU refuses, naming the device") {
   models::DetectionModel model(models::load_model_config(shipped_file("models/yolov5-tiny.yaml")),
                                {.nc = 2, .seed = 5});
-  CHECK_THROWS_WITH_AS(
-      models::Solver(model,
-                     {.loss = {models::scale_loss_gains({}, 3, 2, 64), 2}, .cuda_graph = true}),
-      doctest::Contains("this run trains on cpu, which has none"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(models::Solver(model, {.loss = {models::scale_loss_gains({}, 3, 2, 64), 2},
+                                              .cuda_graph = models::CudaGraphMode::on}),
+                       doctest::Contains("this run trains on cpu, which has none"),
+                       std::invalid_argument);
 }
