@@ -46,6 +46,8 @@ Tensor BackwardScratch::uninitialized(Shape4 shape, const Tensor& like) {
   return slot.prefix(shape);
 }
 
+std::vector<Tensor> backward_scratch_slots() { return this_thread_stack().slots; }
+
 void release_backward_scratch() {
   ScratchStack& stack = this_thread_stack();
   stack.slots.clear();

@@ -13,6 +13,8 @@
 // buffer handed out stays valid for as long as it is held, even past its frame.
 #pragma once
 
+#include <vector>
+
 #include "engine/tensor.h"
 
 namespace bareyolo {
@@ -38,5 +40,8 @@ class BackwardScratch {
 // Frees this thread's slots (Graph::release_activations), e.g. before evaluating at another
 // size; the next backward allocates them again.
 void release_backward_scratch();
+// This thread's slots as they are: a CUDA graph of a backward holds them, since it reads and
+// writes them at every replay though the stack may move on to other buffers.
+std::vector<Tensor> backward_scratch_slots();
 
 }  // namespace bareyolo

@@ -229,6 +229,12 @@ static int64_t elements_in(const std::vector<Tensor>& buffers) {
 int64_t Graph::planned_activation_elements() const { return elements_in(activation_buffers_); }
 int64_t Graph::planned_gradient_elements() const { return elements_in(gradient_buffers_); }
 
+std::vector<Tensor> Graph::planned_buffers() const {
+  std::vector<Tensor> buffers = activation_buffers_;
+  buffers.insert(buffers.end(), gradient_buffers_.begin(), gradient_buffers_.end());
+  return buffers;
+}
+
 std::vector<Tensor> Graph::input_tensors(const Node& node, const Tensor& graph_input) const {
   std::vector<Tensor> tensors;
   for (int i : node.inputs)

@@ -64,6 +64,10 @@ class Graph {
   // buffers (for tests of the plans).
   int64_t planned_activation_elements() const;
   int64_t planned_gradient_elements() const;
+  // The current plan's buffers (outputs, and in training the gradients): a CUDA graph of a
+  // forward or backward holds them, since it reads and writes them at every replay though the
+  // graph may plan other buffers later (another input size).
+  std::vector<Tensor> planned_buffers() const;
   // Mixed precision (docs/mixed_precision.md): a float input is rounded into a bf16 copy, and
   // every activation and activation gradient from there on is a bf16 tensor — the nodes' outputs
   // and gradients, what the modules keep between forward and backward. The modules compute in

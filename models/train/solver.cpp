@@ -5,6 +5,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "engine/backward_scratch.h"               // defines: backward_scratch_slots
 #include "engine/distributed/ddp/data_parallel.h"  // defines: start_data_parallel
 #include "engine/optim/adam.h"                     // defines: Adam (and AdamW)
 #include "engine/optim/clip.h"                     // defines: clip_gradient_norm
@@ -183,9 +184,12 @@ Tensor Solver::run_step(const Tensor& images, const LevelTargets& targets,
 // (how many, where) change from batch to batch. A graph reads and writes the addresses it was
 // recorded with, so the batch is copied into the kind's input buffer and the loss writes its
 // gradients into the kind's buffers; the head's outputs stay where the recording left them.
+// What the model held while recording (its plan's activations and gradients, the backward's
+// scratch) is held here too: the model may move on to other buffers (another input size), and
+// no other tensor may take memory a replay writes.
 struct Solver::StepGraphs {
   Tensor input;
-  std::vector<Tensor> head, head_gradients;
+  std::vector<Tensor> head, head_gradients, model_buffers;
   std::unique_ptr<StepGraph> forward, backward;
 };
 
@@ -229,6 +233,8 @@ bool Solver::graphs_ready(const StepKind& kind, const Tensor& images, bool bound
       model_.backward(g.head_gradients);
       if (boundary) update();
     });
+    g.model_buffers = model_.graph().planned_buffers();
+    for (Tensor& slot : backward_scratch_slots()) g.model_buffers.push_back(std::move(slot));
   } catch (const std::exception& error) {
     put_back(before);
     if (options_.cuda_graph == CudaGraphMode::on) throw;

@@ -102,7 +102,8 @@ void synchronize(int device, SourceLocation where = SourceLocation::current());
 // Event::synchronize), for tests that a step keeps the host out of its way.
 uint64_t host_waits();
 // How much work this process has queued on its GPUs: kernel launches and library calls queued
-// (a cuBLAS or cuDNN call counts one, however many kernels it runs), every device's; copies,
+// (a cuBLAS or cuDNN call counts one, however many kernels it runs; so does a CUDA graph's
+// launch, and the calls recorded into a graph count when recorded), every device's; copies,
 // fills and NCCL's collectives are not counted. For the benches' launches per step: the fewer,
 // the less the step pays in launch overhead.
 uint64_t launches();
