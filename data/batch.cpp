@@ -64,7 +64,7 @@ Batch collate(const Step& step, std::vector<Sample>& samples) {
 }
 
 std::string describe_argument(const MatchedRow& row) {
-  using op_sequence::detail::describe;
+  using op_sequence::describe;
   return "row " + describe(std::vector<int>{row.image, row.anchor, row.gj, row.gi, row.class_id}) +
          " " +
          describe(std::vector<double>{row.tx, row.ty, row.tw, row.th, row.anchor_w, row.anchor_h});

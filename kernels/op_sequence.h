@@ -47,16 +47,23 @@ class Recording {
 };
 
 namespace detail {
-
 extern std::atomic<bool> g_recording;
 void append(Call call);
-
 std::string address(const void* pointer);
-std::string bytes_hex(const void* data, size_t bytes);
+}  // namespace detail
 
+// Whether a Recording lives (one relaxed atomic load): for a caller whose description costs
+// something to make (an upload's bytes).
+inline bool recording() { return detail::g_recording.load(std::memory_order_relaxed); }
+
+// `bytes` bytes at `data` as hexadecimal digits: exact, for values whose every bit counts.
+std::string hex(const void* data, size_t bytes);
+
+// How an argument is recorded; a describe_argument for a type outside kernels/ may build on it.
 template <class T>
 std::string describe(const T& argument);
 
+namespace detail {
 template <class T>
 std::string describe_view(const View<T>& view) {
   // By size: the views' element types are u8, bf16, float and double.
@@ -67,21 +74,22 @@ std::string describe_view(const View<T>& view) {
   return std::string(type) + " view " + address(view.data) + " " + view.shape.str() + " stride " +
          std::to_string(view.batch_stride);
 }
+}  // namespace detail
 
 template <class T>
 std::string describe(const T& argument) {
   if constexpr (requires { describe_argument(argument); }) {
     return describe_argument(argument);  // a type outside kernels/ says what identifies it
-  } else if constexpr (requires { describe_view(argument); }) {
-    return describe_view(argument);
+  } else if constexpr (requires { detail::describe_view(argument); }) {
+    return detail::describe_view(argument);
   } else if constexpr (std::is_pointer_v<T>) {
-    return address(argument);
+    return detail::address(argument);
   } else if constexpr (std::is_same_v<T, bool>) {
     return argument ? "true" : "false";
   } else if constexpr (std::is_integral_v<T>) {
     return std::to_string(argument);
   } else if constexpr (std::is_floating_point_v<T>) {
-    return "value " + bytes_hex(&argument, sizeof argument);  // exact: any change is one
+    return "value " + hex(&argument, sizeof argument);  // exact: any change is one
   } else if constexpr (std::is_same_v<T, Device>) {
     return argument.str();
   } else if constexpr (std::is_convertible_v<const T&, std::string_view>) {
@@ -98,17 +106,15 @@ std::string describe(const T& argument) {
     // A struct of settings, by its bytes: one without padding (else say how to describe it with
     // a describe_argument beside it, as models/loss/loss.h does).
     static_assert(std::is_trivially_copyable_v<T>, "say how to record this argument");
-    return "bytes " + bytes_hex(&argument, sizeof argument);
+    return "bytes " + hex(&argument, sizeof argument);
   }
 }
-
-}  // namespace detail
 
 // Records op `op` called with `arguments`, while a Recording lives.
 template <class... Arguments>
 void note(const char* op, const Arguments&... arguments) {
-  if (!detail::g_recording.load(std::memory_order_relaxed)) return;
-  detail::append({op, {detail::describe(arguments)...}});
+  if (!recording()) return;
+  detail::append({op, {describe(arguments)...}});
 }
 
 }  // namespace bareyolo::op_sequence

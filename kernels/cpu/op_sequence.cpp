@@ -28,7 +28,9 @@ std::string address(const void* pointer) {
   return text;
 }
 
-std::string bytes_hex(const void* data, size_t bytes) {
+}  // namespace detail
+
+std::string hex(const void* data, size_t bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string text;
   for (size_t i = 0; i < bytes; ++i) {
@@ -38,8 +40,6 @@ std::string bytes_hex(const void* data, size_t bytes) {
   }
   return text;
 }
-
-}  // namespace detail
 
 std::string Call::str() const {
   std::string text = op + "(";

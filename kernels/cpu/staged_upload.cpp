@@ -51,8 +51,8 @@ void upload_without_waiting(void* dst, const Device& device, const void* src, si
   // The bytes too: a CUDA graph could not replay this copy with other ones (its staging
   // buffer's bytes at capture would go up again), so two steps that upload different bytes
   // issue different sequences.
-  if (op_sequence::detail::g_recording.load(std::memory_order_relaxed))
-    op_sequence::note("upload", dst, device, op_sequence::detail::bytes_hex(src, bytes));
+  if (op_sequence::recording())
+    op_sequence::note("upload", dst, device, op_sequence::hex(src, bytes));
   if (in_host_memory(device)) {
     std::memcpy(dst, src, bytes);
     return;

@@ -23,7 +23,7 @@ struct NmsOptions {
 
 // What the op sequence (kernels/op_sequence.h) records of the options: every setting.
 inline std::string describe_argument(const NmsOptions& o) {
-  using op_sequence::detail::describe;
+  using op_sequence::describe;
   return "nms " + describe(o.conf_threshold) + " " + describe(o.iou_threshold) + " " +
          describe(o.max_det) + " " + describe(o.multi_label) + " " + describe(o.agnostic) + " " +
          describe(o.classes) + " " + describe(o.max_nms) + " " + describe(o.class_offset);

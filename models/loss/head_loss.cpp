@@ -48,6 +48,17 @@ data::MatchedTargets TargetMatcher::operator()(const data::Batch& batch) const {
   return matched;
 }
 
+LevelTargets TargetMatcher::targets_of(const Shape4& input, const std::vector<LabelRow>& labels,
+                                       const data::MatchedTargets* matched) const {
+  const std::vector<std::array<int, 2>> grids = grids_of(int(input.h), int(input.w));
+  if (!matched) return match(labels, int(input.n), grids);
+  if (matched->grids != grids)
+    throw std::logic_error(
+        "targets matched to grids of another size than the input's (the loader's input size "
+        "must be the model's input's)");
+  return matched->levels;
+}
+
 std::vector<std::array<int, 2>> head_grids(const std::vector<Tensor>& head) {
   std::vector<std::array<int, 2>> grids;
   for (const Tensor& h : head) grids.push_back({int(h.shape().h), int(h.shape().w)});

@@ -43,6 +43,10 @@ class TargetMatcher {
   std::vector<std::array<int, 2>> grids_of(int height, int width) const;
   // A batch's labels matched to the grids of its input size (the loader's hook).
   data::MatchedTargets operator()(const data::Batch& batch) const;
+  // The targets of a step's input (n images of height x width): `matched` as it is (the
+  // loader's matching), refused when its grids are not this input's, else `labels` matched here.
+  LevelTargets targets_of(const Shape4& input, const std::vector<LabelRow>& labels,
+                          const data::MatchedTargets* matched) const;
 
  private:
   std::vector<double> strides_;

@@ -115,17 +115,16 @@ LossNormalization local_normalization(const std::vector<std::vector<MatchedRow>>
 }
 
 std::string describe_argument(const LossNormalization& norm) {
-  return "counts " + op_sequence::detail::describe(norm.counts.view<double>()) +
-         " gradient scale " + op_sequence::detail::describe(norm.gradient_scale);
+  return "counts " + op_sequence::describe(norm.counts.view<double>()) + " gradient scale " +
+         op_sequence::describe(norm.gradient_scale);
 }
 
 std::string describe_argument(const LossOptions& options) {
   const LossHyp& h = options.hyp;
   const std::vector<double> hyp = {
       h.box, h.obj, h.cls, h.cls_pw, h.obj_pw, h.anchor_t, h.label_smoothing, h.fl_gamma};
-  return "hyp " + op_sequence::detail::describe(hyp) + " classes " +
-         std::to_string(options.classes) + " balance " +
-         op_sequence::detail::describe(options.balance);
+  return "hyp " + op_sequence::describe(hyp) + " classes " + std::to_string(options.classes) +
+         " balance " + op_sequence::describe(options.balance);
 }
 
 LossValues read_loss(const Tensor& loss) {

@@ -137,7 +137,7 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   // The loss's inputs, also before the step: the labels matched to the input's grids (the
   // loader's matching, when it did) and their counts, uploaded into the Solver's buffer.
   const Shape4 shape = images.shape();
-  const LevelTargets targets = targets_of(images, labels, matched);
+  const LevelTargets targets = matcher_.targets_of(shape, labels, matched);
   const LossNormalization local = local_normalization(targets, int(shape.n), loss_counts_);
   const bool boundary = iteration - last_step_iteration_ >= settings.accumulate;
   // From here to the update the host must never wait for the device (kernels/step_guard.h). A
@@ -273,18 +273,6 @@ Tensor Solver::forward_backward(const Tensor& images, const std::vector<LabelRow
                                 const data::MatchedTargets* matched) {
   return models::forward_backward(model_, images, labels, options_.loss, {comm_, reducer_.get()},
                                   matched);
-}
-
-LevelTargets Solver::targets_of(const Tensor& images, const std::vector<LabelRow>& labels,
-                                const data::MatchedTargets* matched) const {
-  const Shape4 shape = images.shape();
-  const std::vector<std::array<int, 2>> grids = matcher_.grids_of(int(shape.h), int(shape.w));
-  if (!matched) return matcher_.match(labels, int(shape.n), grids);
-  if (matched->grids != grids)
-    throw std::logic_error(
-        "Solver::step: targets matched to grids of another size than the input's (the "
-        "loader's input size must be the model's input's)");
-  return matched->levels;
 }
 
 void Solver::update() {

@@ -163,9 +163,6 @@ class Solver {
                      const LossNormalization& norm, bool boundary);
   // Whether `kind` has graphs to replay, recording them when it has none yet.
   bool graphs_ready(const StepKind& kind, const Tensor& images, bool boundary);
-  // The labels matched to the grids of `images` (as `matched` has them, when given).
-  LevelTargets targets_of(const Tensor& images, const std::vector<LabelRow>& labels,
-                          const data::MatchedTargets* matched) const;
 
   int64_t last_step_iteration_ = -1;    // iteration (batch + epoch * batches) of the last step
   std::set<StepKind> step_kinds_seen_;  // the kinds of step run so far

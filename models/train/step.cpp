@@ -10,15 +10,9 @@ namespace bareyolo::models {
 Tensor forward_backward(DetectionModel& model, const Tensor& images,
                         const std::vector<LabelRow>& labels, const LossOptions& options,
                         const DataParallel& parallel, const data::MatchedTargets* matched) {
-  const TargetMatcher matcher(model, options);
-  const std::vector<std::array<int, 2>> grids =
-      matcher.grids_of(int(images.shape().h), int(images.shape().w));
-  if (matched && matched->grids != grids)
-    throw std::logic_error(
-        "forward_backward: targets matched to grids of another size than "
-        "the head's (the loader's input size must be the model's input's)");
+  const LevelTargets targets =
+      TargetMatcher(model, options).targets_of(images.shape(), labels, matched);
   const int batch = int(images.shape().n);
-  const LevelTargets targets = matched ? matched->levels : matcher.match(labels, batch, grids);
   const trace::Label counts("loss counts");  // names global_normalization's all-reduce
   const LossNormalization norm =
       parallel.comm ? global_normalization(*parallel.comm, targets, batch, images.device())
