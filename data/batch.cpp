@@ -8,7 +8,6 @@
 
 #include "data/stage_clock.h"
 #include "kernels/device_memory.h"
-#include "kernels/op_sequence.h"
 #include "kernels/ops.h"
 
 namespace bareyolo::data {
@@ -61,13 +60,6 @@ Batch collate(const Step& step, std::vector<Sample>& samples) {
     batch.meta.push_back(std::move(sample.meta));
   }
   return batch;
-}
-
-std::string describe_argument(const MatchedRow& row) {
-  using op_sequence::describe;
-  return "row " + describe(std::vector<int>{row.image, row.anchor, row.gj, row.gi, row.class_id}) +
-         " " +
-         describe(std::vector<double>{row.tx, row.ty, row.tw, row.th, row.anchor_w, row.anchor_h});
 }
 
 }  // namespace bareyolo::data

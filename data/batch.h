@@ -39,10 +39,8 @@ struct MatchedRow {
   double tx, ty, tw, th;      // target box: xy offset from the cell corner, wh (grid units)
   double anchor_w, anchor_h;  // the matched anchor (grid units)
   int class_id;
+  bool operator==(const MatchedRow&) const = default;
 };
-
-// What the op sequence (kernels/op_sequence.h) records of a row: every field's exact value.
-std::string describe_argument(const MatchedRow& row);
 
 // A batch's labels matched to the grids of one input size.
 struct MatchedTargets {

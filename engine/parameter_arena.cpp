@@ -93,6 +93,7 @@ ParameterArena::ParameterArena(const std::vector<StateEntry>& state, ArenaOption
     if (slot.grad) move_into(*slot.grad, gradient_range(slot.offset, slot.offset + slot.count));
   }
   step_scalars_ = std::make_unique<StepScalars>(device);
+  squared_norm_ = Tensor::empty({1, 1, 1, 1}, device, DType::f64);
 }
 
 }  // namespace bareyolo

@@ -80,9 +80,12 @@ class ParameterArena {
   // corrections, the EMA's decay), in one block on the arena's device (step_scalars.h): the
   // optimizer and the EMA reserve their slots in it.
   StepScalars& step_scalars() { return *step_scalars_; }
+  // One f64 on the arena's device that gradient clipping sums the gradients' squares into: the
+  // same memory every step (engine/optim/clip.h).
+  Tensor& squared_norm() { return squared_norm_; }
 
  private:
-  Tensor values_, gradients_;
+  Tensor values_, gradients_, squared_norm_;
   std::unique_ptr<StepScalars> step_scalars_;
   std::vector<Slot> slots_;
   int64_t optimised_ = 0, parameters_ = 0;

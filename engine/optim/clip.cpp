@@ -9,9 +9,9 @@ namespace bareyolo {
 
 namespace {
 
-// The sum of squares of the optimised gradients, in one double where the arena is.
-Tensor sum_of_squares(ParameterArena& arena, Tensor& gradients) {
-  Tensor sum = Tensor::empty({1, 1, 1, 1}, arena.device(), DType::f64);
+// The sum of squares of the optimised gradients, into the arena's double for it.
+Tensor& sum_of_squares(ParameterArena& arena, Tensor& gradients) {
+  Tensor& sum = arena.squared_norm();
   with_float_type(gradients.dtype(), [&]<class T>() {
     ops::sum_of_squares<T>(flat_tensor_view<T>(gradients), sum.view<double>());
   });
@@ -22,7 +22,7 @@ Tensor sum_of_squares(ParameterArena& arena, Tensor& gradients) {
 
 void clip_gradient_norm(ParameterArena& arena, double max_norm) {
   Tensor gradients = arena.gradient_range(0, arena.optimised());
-  const Tensor sum = sum_of_squares(arena, gradients);
+  const Tensor& sum = sum_of_squares(arena, gradients);
   with_float_type(gradients.dtype(), [&]<class T>() {
     ops::clip_to_norm<T>(flat_tensor_view<T>(gradients), sum.view<double>(), max_norm);
   });

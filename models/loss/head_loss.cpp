@@ -41,6 +41,17 @@ std::vector<std::array<int, 2>> TargetMatcher::grids_of(int height, int width) c
   return grids;
 }
 
+std::vector<LevelCells> TargetMatcher::cells_of(const Shape4& input) const {
+  std::vector<LevelCells> cells;
+  for (const auto& [ny, nx] : grids_of(int(input.h), int(input.w)))
+    cells.push_back({.images = int(input.n),
+                     .anchors = int(anchors_.front().size()),
+                     .ny = ny,
+                     .nx = nx,
+                     .classes = classes_});
+  return cells;
+}
+
 data::MatchedTargets TargetMatcher::operator()(const data::Batch& batch) const {
   data::MatchedTargets matched;
   matched.grids = grids_of(batch.input_height, batch.input_width);
@@ -82,25 +93,39 @@ LossNormalization global_normalization(dist::Communicator& comm, LossNormalizati
   return local;
 }
 
-HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
-                   const LossNormalization& norm, const LossOptions& options) {
-  std::vector<Tensor> gradients;
-  for (const Tensor& h : head) gradients.push_back(Tensor::empty(h.shape(), h.device(), h.dtype()));
-  return head_loss(head, targets, norm, options, std::move(gradients));
+HeadLoss head_loss_buffers(const std::vector<Shape4>& head, const Device& device, DType dtype) {
+  HeadLoss buffers{.loss = empty_loss(device), .gradients = {}};
+  for (const Shape4& shape : head) buffers.gradients.push_back(Tensor::empty(shape, device, dtype));
+  return buffers;
+}
+
+HeadLoss head_loss_buffers(const std::vector<Tensor>& head) {
+  std::vector<Shape4> shapes;
+  for (const Tensor& h : head) shapes.push_back(h.shape());
+  return head.empty() ? HeadLoss{.loss = empty_loss(Device::cpu()), .gradients = {}}
+                      : head_loss_buffers(shapes, head[0].device(), head[0].dtype());
 }
 
 HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
-                   const LossNormalization& norm, const LossOptions& options,
-                   std::vector<Tensor> gradients) {
-  if (gradients.size() != head.size())
-    throw std::invalid_argument("head_loss: " + std::to_string(gradients.size()) +
+                   const LossNormalization& norm, const LossOptions& options) {
+  HeadLoss buffers = head_loss_buffers(head);
+  std::vector<Shape4> shapes;
+  for (const Tensor& gradient : buffers.gradients) shapes.push_back(gradient.shape());
+  LossRows rows(buffers.loss.device());
+  rows.stage(targets, head_cells(shapes, options.classes));
+  return head_loss(head, rows, norm, options, std::move(buffers));
+}
+
+HeadLoss head_loss(const std::vector<Tensor>& head, const LossRows& rows,
+                   const LossNormalization& norm, const LossOptions& options, HeadLoss into) {
+  if (into.gradients.size() != head.size())
+    throw std::invalid_argument("head_loss: " + std::to_string(into.gradients.size()) +
                                 " gradient buffers for " + std::to_string(head.size()) + " levels");
-  HeadLoss result{.loss = {}, .gradients = std::move(gradients)};
   with_float_type(head.empty() ? DType::f32 : head[0].dtype(), [&]<class T>() {
     std::vector<View<const T>> outputs;
     std::vector<View<T>> views;
     for (size_t level = 0; level < head.size(); ++level) {
-      Tensor& gradient = result.gradients[level];
+      Tensor& gradient = into.gradients[level];
       if (!(gradient.shape() == head[level].shape()) || gradient.dtype() != head[level].dtype())
         throw std::invalid_argument("head_loss: level " + std::to_string(level) +
                                     "'s gradient is " + gradient.shape().str() +
@@ -109,9 +134,9 @@ HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
       outputs.push_back(head[level].view<T>());
       views.push_back(gradient.view<T>());
     }
-    result.loss = yolo_loss<T>(outputs, targets, norm, options, views);
+    yolo_loss<T>(outputs, rows, norm, options, views, into.loss.view<double>());
   });
-  return result;
+  return into;
 }
 
 HeadLoss head_loss(const DetectionModel& model, const std::vector<Tensor>& head,

@@ -1,11 +1,12 @@
 // models/loss/head_loss.cu — cuda::yolo_loss (models/loss/loss.h): YOLOv5's loss of head outputs
 // on a GPU, where models::yolo_loss routes a call whose views are on a device.
 //
-// The host matches the labels (build_targets) and uploads the matched rows once per call as
-// a struct of arrays, sorted stably by (level, cell): the rows of one cell form a *group*,
-// in their original order; the upload goes through pinned memory (kernels/staged_upload.h), so the
-// host does not wait. Per-element math is models/loss/loss_terms.h, in double, as the host
-// loss evaluates it. Kernels, all on the device's compute stream:
+// The matched rows are already on the device, packed by cell (models/loss/loss_rows.h): the rows
+// of one cell form a *group*, in their original order. Nothing of a call depends on how many
+// rows a batch has: the launches are sized by the rows' buffer's capacity, and each thread reads
+// the count where the rows are, so a CUDA graph of one step's loss serves every batch that fits.
+// Per-element math is models/loss/loss_terms.h, in double, as the host loss evaluates it.
+// Kernels, all on the device's compute stream:
 //   0. factors  one thread per level: its factors (level_factors) from the counts, which are in
 //             device memory (summed over the ranks there under data parallelism)
 //   1. box    one thread per group: CIoU of each of its rows (row order), the per-row box
@@ -24,7 +25,7 @@
 // result is the same bits on every run. Like the host loss, the gradient is ADDED into what
 // `gradients` holds (head_loss passes zeros), in the host's order per element. The host's sums run
 // in row/cell order and these in a tree: the values agree to double rounding, not bit for bit. The
-// per-level arguments, the packing and the per-thread bodies are plain C++ in head_loss.cuh
+// per-level arguments and the per-thread bodies are plain C++ in head_loss.cuh
 // (tests/unit/cuda_loss_logic.cpp runs them without a GPU).
 #include <algorithm>
 #include <stdexcept>
@@ -36,7 +37,6 @@
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
 #include "kernels/cuda/runtime/stream.h"
-#include "kernels/staged_upload.h"
 #include "models/loss/head_loss.cuh"
 
 namespace bareyolo::models {
@@ -55,13 +55,18 @@ __global__ void factors_kernel(Levels levels, int level_count, const double* cou
     level_factors_of(levels, level_count, counts, int(threadIdx.x), factors);
 }
 
-__global__ void box_kernel(Levels levels, Rows rows, double* tobj, double* row_terms) {
+// A thread past the batch's groups (the launch covers the buffer's capacity) does nothing.
+__global__ void box_kernel(Levels levels, const std::byte* packed, double* tobj,
+                           double* row_terms) {
   const int64_t group = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const Rows rows = rows_in(packed);
   if (group < rows.groups) box_group(levels, rows, group, tobj, row_terms);
 }
 
-__global__ void cls_kernel(Levels levels, Rows rows, ClassTargets targets, double* cls_terms) {
+__global__ void cls_kernel(Levels levels, const std::byte* packed, ClassTargets targets,
+                           double* cls_terms) {
   const int64_t index = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const Rows rows = rows_in(packed);
   if (index < rows.groups * targets.classes) cls_element(levels, rows, targets, index, cls_terms);
 }
 
@@ -76,19 +81,23 @@ __global__ void obj_kernel(LevelArgs l, BceOptions obj_bce, const double* tobj,
   if (threadIdx.x == 0) block_sums[blockIdx.x] = sum;
 }
 
-// The sums of terms[k][0 .. count[k]) for k = box, obj, cls, each in a fixed order.
+// The terms to sum for k = box, obj, cls: the rows', the obj blocks' and the (group, class)
+// terms'. How many of the first and last there are is the batch's, read where the rows are.
 struct Sums {
   const double* terms[3];
-  int64_t count[3];
+  int64_t obj_blocks;
+  int classes;  // 0: no class terms (one class)
 };
 
 // The loss items from the sums, the gains and the images (counts[level_count]).
-__global__ void sum_kernel(Sums sums, LossHyp hyp, const double* counts, int level_count,
-                           double* items) {
+__global__ void sum_kernel(Sums sums, const std::byte* packed, LossHyp hyp, const double* counts,
+                           int level_count, double* items) {
+  const Rows rows = rows_in(packed);
+  const int64_t count[3] = {rows.count, sums.obj_blocks, rows.groups * sums.classes};
   double total[3];
   for (int k = 0; k < 3; ++k) {
     double sum = 0;
-    for (int64_t i = threadIdx.x; i < sums.count[k]; i += blockDim.x) sum += sums.terms[k][i];
+    for (int64_t i = threadIdx.x; i < count[k]; i += blockDim.x) sum += sums.terms[k][i];
     total[k] = cuda::block_reduce(sum, cuda::Plus{});  // complete in thread 0
   }
   if (threadIdx.x == 0)
@@ -101,18 +110,18 @@ __global__ void sum_kernel(Sums sums, LossHyp hyp, const double* counts, int lev
 
 namespace bareyolo::cuda {
 
-Tensor yolo_loss(const std::vector<View<const float>>& predictions,
-                 const std::vector<std::vector<models::MatchedRow>>& targets,
-                 const models::LossNormalization& norm, const models::LossOptions& options,
-                 const std::vector<View<float>>& gradients, const models::DetachedTerms* detached) {
+void yolo_loss(const std::vector<View<const float>>& predictions, const models::LossRows& rows,
+               const models::LossNormalization& norm, const models::LossOptions& options,
+               const std::vector<View<float>>& gradients, const View<double>& values,
+               const models::DetachedTerms* detached) {
   using namespace models;
   using namespace models::loss_cuda;
   const size_t level_count = predictions.size();
   const int nc = options.classes;
-  if (targets.size() != level_count || norm.levels() != int64_t(level_count) ||
-      options.balance.size() < level_count || gradients.size() != level_count)
+  if (norm.levels() != int64_t(level_count) || options.balance.size() < level_count ||
+      gradients.size() != level_count)
     throw std::invalid_argument("cuda::yolo_loss: " + std::to_string(level_count) +
-                                " prediction levels but targets, counts, balance or gradients "
+                                " prediction levels but counts, balance or gradients "
                                 "for a different number (the GPU loss always computes gradients)");
   if (level_count == 0 || level_count > size_t(kMaxLevels))
     throw std::invalid_argument("cuda::yolo_loss: " + std::to_string(level_count) +
@@ -123,9 +132,10 @@ Tensor yolo_loss(const std::vector<View<const float>>& predictions,
         "none on " +
         predictions[0].device.str());
   const Device device = predictions[0].device;
-  if (!(norm.counts.device() == device))
+  if (!(norm.counts.device() == device) || !(rows.device() == device) || !(values.device == device))
     throw std::invalid_argument("cuda::yolo_loss: the counts are on " + norm.counts.device().str() +
-                                ", the head on " + device.str() +
+                                ", the rows on " + rows.device().str() + ", the values on " +
+                                values.device.str() + ", the head on " + device.str() +
                                 "; make them on the head's device");
   const int index = device.index;
   // Scratch, part 1: the levels' factors (level_factors_of writes them).
@@ -152,38 +162,33 @@ Tensor yolo_loss(const std::vector<View<const float>>& predictions,
   Levels level_table;
   std::copy(levels.begin(), levels.end(), level_table.at);
 
-  const PackedRows packed(targets, levels);
+  // Sized by the rows' capacity, not by this batch's rows (see the file comment).
+  const int64_t capacity = rows.capacity();
   const bool with_classes = nc > 1;
-  const int64_t cls_terms = with_classes ? packed.groups() * nc : 0;
-  // The rows go up in one copy, which the host does not wait for.
-  cuda::DeviceBuffer row_buffer(std::max<size_t>(packed.bytes().size(), 1), index);
-  upload_without_waiting(row_buffer.get(), device, packed.bytes().data(), packed.bytes().size());
-  const Rows rows = packed.rows_at(static_cast<const std::byte*>(row_buffer.get()));
+  const int64_t cls_capacity = with_classes ? capacity * nc : 0;
   // Scratch, part 2: objectness targets, per-row box terms, per-(group, class) class terms, obj
   // block sums.
-  cuda::DeviceBuffer scratch(
-      sizeof(double) * size_t(cells + packed.count() + cls_terms + obj_blocks), index);
+  cuda::DeviceBuffer scratch(sizeof(double) * size_t(cells + capacity + cls_capacity + obj_blocks),
+                             index);
   double* tobj = scratch.as<double>();
   double* row_terms = tobj + cells;
-  double* class_terms = row_terms + packed.count();
-  double* obj_sums = class_terms + cls_terms;
-  Tensor loss = Tensor::empty({1, 1, 1, kLossItems}, device, DType::f64);
+  double* class_terms = row_terms + capacity;
+  double* obj_sums = class_terms + cls_capacity;
 
   const cudaStream_t stream = cuda::stream_of(index);
   const double* counts = norm.counts.view<double>().data;
   factors_kernel<<<1, kMaxLevels, 0, stream>>>(level_table, int(level_count), counts, factors);
   BAREYOLO_CUDA_CHECK_LAUNCH();
   cuda::fill_bytes(tobj, 0, sizeof(double) * size_t(cells), index);  // 0.0: unmatched cells
-  if (packed.groups() > 0) {
-    box_kernel<<<unsigned((packed.groups() + kRowThreads - 1) / kRowThreads), kRowThreads, 0,
-                 stream>>>(level_table, rows, tobj, row_terms);
-    BAREYOLO_CUDA_CHECK_LAUNCH();
-  }
-  if (cls_terms > 0) {
+  box_kernel<<<unsigned((capacity + kRowThreads - 1) / kRowThreads), kRowThreads, 0, stream>>>(
+      level_table, rows.packed(), tobj, row_terms);
+  BAREYOLO_CUDA_CHECK_LAUNCH();
+  if (with_classes) {
     const double positive = 1 - 0.5 * options.hyp.label_smoothing;  // YOLOv5's cp and cn
     const double negative = 0.5 * options.hyp.label_smoothing;
-    cls_kernel<<<unsigned((cls_terms + kRowThreads - 1) / kRowThreads), kRowThreads, 0, stream>>>(
-        level_table, rows, {nc, positive, negative, options.hyp.cls_bce()}, class_terms);
+    cls_kernel<<<unsigned((cls_capacity + kRowThreads - 1) / kRowThreads), kRowThreads, 0,
+                 stream>>>(level_table, rows.packed(),
+                           {nc, positive, negative, options.hyp.cls_bce()}, class_terms);
     BAREYOLO_CUDA_CHECK_LAUNCH();
   }
   for (size_t level = 0; level < level_count; ++level) {
@@ -193,10 +198,9 @@ Tensor yolo_loss(const std::vector<View<const float>>& predictions,
     BAREYOLO_CUDA_CHECK_LAUNCH();
   }
   sum_kernel<<<1, kThreads, 0, stream>>>(
-      Sums{{row_terms, obj_sums, class_terms}, {packed.count(), obj_blocks, cls_terms}},
-      options.hyp, counts, int(level_count), loss.view<double>().data);
+      Sums{{row_terms, obj_sums, class_terms}, obj_blocks, with_classes ? nc : 0}, rows.packed(),
+      options.hyp, counts, int(level_count), values.data);
   BAREYOLO_CUDA_CHECK_LAUNCH();
-  return loss;
 }
 
 }  // namespace bareyolo::cuda

@@ -1,6 +1,6 @@
 // models/loss/head_loss.cuh — the pieces of the CUDA loss (models/loss/head_loss.cu) that are plain
-// C++: the per-level arguments, the matched rows packed as a struct of arrays grouped by cell, and
-// the per-thread bodies of the kernels as __host__ __device__ functions. The kernels call
+// C++: the per-level arguments and the per-thread bodies of the kernels as __host__ __device__
+// functions, over the matched rows as models/loss/loss_rows.h packs them. The kernels call
 // them once per thread; a host loop over the same indices computes the same thing, which is
 // how the index math and the grouping are checked on a machine without a GPU.
 //
@@ -9,18 +9,13 @@
 // group's cell, cls: field 5 + c, obj: field 4 of every cell).
 #pragma once
 
-#include <algorithm>
-#include <cstddef>
 #include <cstdint>
-#include <cstring>
-#include <limits>
 #include <stdexcept>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "kernels/view.h"
 #include "models/loss/loss.h"
+#include "models/loss/loss_rows.h"
 #include "models/loss/loss_terms.h"
 
 namespace bareyolo::models::loss_cuda {
@@ -49,123 +44,6 @@ struct LevelArgs {
 
 struct Levels {
   LevelArgs at[kMaxLevels];
-};
-
-// The matched rows in device memory: row r of group g is in [first[g], first[g + 1]).
-struct Rows {
-  const double *tx, *ty, *tw, *th, *anchor_w, *anchor_h;
-  const int *level, *image, *anchor, *gj, *gi, *class_id;
-  const int* first;
-  int64_t count = 0, groups = 0;
-};
-
-// The host side of Rows: every array in one buffer, uploaded in one copy.
-class PackedRows {
- public:
-  // Rows of every level, stably sorted by (level, cell).
-  PackedRows(const std::vector<std::vector<MatchedRow>>& targets,
-             const std::vector<LevelArgs>& levels) {
-    std::vector<std::pair<int, const MatchedRow*>> sorted;
-    std::vector<int64_t> keys;
-    for (size_t level = 0; level < targets.size(); ++level) {
-      const LevelArgs& l = levels[level];
-      std::vector<const MatchedRow*> rows;
-      for (const MatchedRow& r : targets[level]) {
-        if (r.image < 0 || r.image >= l.head.shape.n || r.anchor < 0 || r.anchor >= l.anchors ||
-            r.gj < 0 || r.gj >= l.ny || r.gi < 0 || r.gi >= l.nx)
-          throw std::invalid_argument("cuda::yolo_loss: a matched row of level " +
-                                      std::to_string(level) + " names cell (" +
-                                      std::to_string(r.image) + ", " + std::to_string(r.anchor) +
-                                      ", " + std::to_string(r.gj) + ", " + std::to_string(r.gi) +
-                                      ") outside the head of shape " + l.head.shape.str());
-        rows.push_back(&r);
-      }
-      auto cell = [&](const MatchedRow* r) {
-        return l.cell_index(r->image, r->anchor, r->gj, r->gi);
-      };
-      std::stable_sort(rows.begin(), rows.end(),
-                       [&](const MatchedRow* a, const MatchedRow* b) { return cell(a) < cell(b); });
-      for (const MatchedRow* r : rows) {
-        if (sorted.empty() || sorted.back().first != int(level) || keys.back() != cell(r))
-          group_first_.push_back(int(sorted.size()));
-        sorted.emplace_back(int(level), r);
-        keys.push_back(cell(r));
-      }
-    }
-    count_ = int64_t(sorted.size());
-    if (count_ > int64_t(std::numeric_limits<int>::max()))
-      throw std::invalid_argument("cuda::yolo_loss: " + std::to_string(count_) +
-                                  " matched rows; at most 2^31 - 1 per call (use a smaller batch)");
-    groups_ = int64_t(group_first_.size());
-    group_first_.push_back(int(count_));
-    auto doubles = [&](auto field) {
-      std::vector<double> v;
-      for (const auto& [level, r] : sorted) v.push_back(field(*r));
-      append(v);
-    };
-    auto ints = [&](auto field) {
-      std::vector<int> v;
-      for (const auto& [level, r] : sorted) v.push_back(field(level, *r));
-      append(v);
-    };
-    doubles([](const MatchedRow& r) { return r.tx; });
-    doubles([](const MatchedRow& r) { return r.ty; });
-    doubles([](const MatchedRow& r) { return r.tw; });
-    doubles([](const MatchedRow& r) { return r.th; });
-    doubles([](const MatchedRow& r) { return r.anchor_w; });
-    doubles([](const MatchedRow& r) { return r.anchor_h; });
-    ints([](int level, const MatchedRow&) { return level; });
-    ints([](int, const MatchedRow& r) { return r.image; });
-    ints([](int, const MatchedRow& r) { return r.anchor; });
-    ints([](int, const MatchedRow& r) { return r.gj; });
-    ints([](int, const MatchedRow& r) { return r.gi; });
-    ints([](int, const MatchedRow& r) { return r.class_id; });
-    append(group_first_);
-  }
-
-  int64_t count() const { return count_; }
-  int64_t groups() const { return groups_; }
-
-  // The packed arrays, to be copied as they are.
-  const std::vector<std::byte>& bytes() const { return bytes_; }
-
-  // The arrays at their places in a copy of bytes() that starts at `base`.
-  Rows rows_at(const std::byte* base) const {
-    auto at = [&](int array) { return base + offsets_[size_t(array)]; };
-    Rows rows;
-    rows.tx = reinterpret_cast<const double*>(at(0));
-    rows.ty = reinterpret_cast<const double*>(at(1));
-    rows.tw = reinterpret_cast<const double*>(at(2));
-    rows.th = reinterpret_cast<const double*>(at(3));
-    rows.anchor_w = reinterpret_cast<const double*>(at(4));
-    rows.anchor_h = reinterpret_cast<const double*>(at(5));
-    rows.level = reinterpret_cast<const int*>(at(6));
-    rows.image = reinterpret_cast<const int*>(at(7));
-    rows.anchor = reinterpret_cast<const int*>(at(8));
-    rows.gj = reinterpret_cast<const int*>(at(9));
-    rows.gi = reinterpret_cast<const int*>(at(10));
-    rows.class_id = reinterpret_cast<const int*>(at(11));
-    rows.first = reinterpret_cast<const int*>(at(12));
-    rows.count = count_;
-    rows.groups = groups_;
-    return rows;
-  }
-
- private:
-  // Appends an array at the next 8-byte boundary.
-  template <class T>
-  void append(const std::vector<T>& values) {
-    const size_t offset = (bytes_.size() + 7) / 8 * 8;
-    offsets_.push_back(offset);
-    bytes_.resize(offset + values.size() * sizeof(T));
-    if (!values.empty())
-      std::memcpy(bytes_.data() + offset, values.data(), values.size() * sizeof(T));
-  }
-
-  std::vector<int> group_first_;
-  int64_t count_ = 0, groups_ = 0;
-  std::vector<std::byte> bytes_;
-  std::vector<size_t> offsets_;
 };
 
 // The per-thread bodies of the kernels (head_loss.cu), so that a host loop can run them too.

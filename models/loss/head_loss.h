@@ -25,8 +25,6 @@ struct HeadLoss {
   std::vector<Tensor> gradients;  // d total / d head output, one per level
 };
 
-using LevelTargets = std::vector<std::vector<MatchedRow>>;  // per level, the matched rows
-
 // What matching a batch's labels takes of a model (its levels' strides and anchors) and of the
 // loss (anchor_t, the classes), copied: the loader's threads match the next batches with it
 // while the trainer's thread runs the model (LoaderOptions::match_targets).
@@ -41,6 +39,8 @@ class TargetMatcher {
   // The grids of an input of height x width: each level's stride divides both (the trainer's
   // sizes are multiples of the largest stride), else this throws naming the size.
   std::vector<std::array<int, 2>> grids_of(int height, int width) const;
+  // The cells of the model's head for an input of `input`'s shape (grids_of's grids).
+  std::vector<LevelCells> cells_of(const Shape4& input) const;
   // A batch's labels matched to the grids of its input size (the loader's hook).
   data::MatchedTargets operator()(const data::Batch& batch) const;
   // The targets of a step's input (n images of height x width): `matched` as it is (the
@@ -72,17 +72,20 @@ LossNormalization global_normalization(dist::Communicator& comm, LossNormalizati
 LossNormalization global_normalization(dist::Communicator& comm, const LevelTargets& targets,
                                        int images, const Device& device);
 
-// On the head's device and in its dtype (yolo_loss routes a GPU head to cuda::yolo_loss: only
-// the matched rows go up, and nothing comes back; a double head, the reference of the checks,
-// runs the host's double loss). `norm`'s counts must be on the head's device.
+// On the head's device and in its dtype (yolo_loss routes a GPU head to cuda::yolo_loss, which
+// reads the rows where they were staged, and nothing comes back; a double head, the reference of
+// the checks, runs the host's double loss). `norm`'s counts must be on the head's device.
 HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
                    const LossNormalization& norm, const LossOptions& options);
-// The same with the gradients written into `gradients` (one per level, the head's shapes and
-// dtype, zeroed here first): buffers the caller keeps at one address (a CUDA graph of the
-// backward reads them there).
-HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
-                   const LossNormalization& norm, const LossOptions& options,
-                   std::vector<Tensor> gradients);
+// The same for rows already staged (LossRows::stage), written into `into`: its gradients (one
+// per level, the head's shapes and dtype, zeroed here first) and its loss tensor (empty_loss),
+// buffers the caller keeps at one address (a step's CUDA graph writes them there).
+HeadLoss head_loss(const std::vector<Tensor>& head, const LossRows& rows,
+                   const LossNormalization& norm, const LossOptions& options, HeadLoss into);
+// Buffers for head_loss's results for heads of these shapes, on `device` in `dtype`; or for
+// `head`'s.
+HeadLoss head_loss_buffers(const std::vector<Shape4>& head, const Device& device, DType dtype);
+HeadLoss head_loss_buffers(const std::vector<Tensor>& head);
 
 // One process: YOLOv5's loss with this batch's own counts.
 HeadLoss head_loss(const DetectionModel& model, const std::vector<Tensor>& head,

@@ -28,31 +28,6 @@ auto& at(const V& view, int outputs, int image, int anchor, int field, int gj, i
   return view.channel(image, anchor * outputs + field)[gj * view.shape.w + gi];
 }
 
-// The preconditions of one level: its channels hold whole anchors, and every matched row
-// names an image, anchor, cell and class that exist. Rows come from build_targets, but the
-// function is public, and a row out of range would index outside the head's buffers.
-void check_level(const Shape4& shape, int outputs, const std::vector<MatchedRow>& rows,
-                 size_t level) {
-  if (shape.c % outputs != 0)
-    throw std::invalid_argument("yolo_loss: level " + std::to_string(level) + " has " +
-                                std::to_string(shape.c) + " channels, not a multiple of " +
-                                std::to_string(outputs) + " = nc + 5");
-  const int64_t anchors = shape.c / outputs, nc = outputs - 5;
-  for (size_t k = 0; k < rows.size(); ++k) {
-    const MatchedRow& r = rows[k];
-    auto outside = [](int64_t value, int64_t count) { return value < 0 || value >= count; };
-    if (outside(r.image, shape.n) || outside(r.anchor, anchors) || outside(r.gj, shape.h) ||
-        outside(r.gi, shape.w) || outside(r.class_id, nc))
-      throw std::invalid_argument(
-          "yolo_loss: level " + std::to_string(level) + " row " + std::to_string(k) + " (image " +
-          std::to_string(r.image) + ", anchor " + std::to_string(r.anchor) + ", cell " +
-          std::to_string(r.gj) + "," + std::to_string(r.gi) + ", class " +
-          std::to_string(r.class_id) + ") is outside the head's " + std::to_string(shape.n) +
-          " images x " + std::to_string(anchors) + " anchors x " + std::to_string(shape.h) + "x" +
-          std::to_string(shape.w) + " cells x " + std::to_string(nc) + " classes");
-  }
-}
-
 }  // namespace
 
 LossHyp load_loss_hyp(const std::string& path) {
@@ -139,28 +114,56 @@ LossValues read_loss(const Tensor& loss) {
   return {.box = items[0], .obj = items[1], .cls = items[2], .total = items[3]};
 }
 
+Tensor empty_loss(const Device& device) {
+  return Tensor::empty({1, 1, 1, kLossItems}, device, DType::f64);
+}
+
 template <class T>
-Tensor yolo_loss(const std::vector<View<const T>>& predictions,
-                 const std::vector<std::vector<MatchedRow>>& targets, const LossNormalization& norm,
-                 const LossOptions& options, const std::vector<View<T>>& gradients,
-                 DetachedTerms* detached) {
+Tensor yolo_loss(const std::vector<View<const T>>& predictions, const LevelTargets& targets,
+                 const LossNormalization& norm, const LossOptions& options,
+                 const std::vector<View<T>>& gradients, DetachedTerms* detached) {
+  const Device device = predictions.empty() ? Device::cpu() : predictions[0].device;
+  std::vector<Shape4> shapes;
+  for (const View<const T>& p : predictions) shapes.push_back(p.shape);
+  LossRows rows(device);
+  rows.stage(targets, head_cells(shapes, options.classes));
+  Tensor loss = empty_loss(device);
+  yolo_loss<T>(predictions, rows, norm, options, gradients, loss.view<double>(), detached);
+  return loss;
+}
+
+template <class T>
+void yolo_loss(const std::vector<View<const T>>& predictions, const LossRows& rows,
+               const LossNormalization& norm, const LossOptions& options,
+               const std::vector<View<T>>& gradients, const View<double>& values,
+               DetachedTerms* detached) {
   const size_t levels = predictions.size();
   const int nc = options.classes, outputs = nc + 5;
-  if (targets.size() != levels || norm.levels() != int64_t(levels) ||
-      options.balance.size() < levels || (!gradients.empty() && gradients.size() != levels))
+  if (norm.levels() != int64_t(levels) || options.balance.size() < levels ||
+      (!gradients.empty() && gradients.size() != levels))
     throw std::invalid_argument("yolo_loss: " + std::to_string(levels) +
-                                " prediction levels but targets, counts, balance or gradients "
+                                " prediction levels but counts, balance or gradients "
                                 "for a different number");
-  for (size_t level = 0; level < levels; ++level)
-    check_level(predictions[level].shape, outputs, targets[level], level);
+  std::vector<Shape4> shapes;
+  for (const View<const T>& p : predictions) shapes.push_back(p.shape);
+  if (rows.cells() != head_cells(shapes, nc))
+    throw std::invalid_argument("yolo_loss: the rows were staged for another head than this one (" +
+                                std::to_string(levels) + " levels, the first " +
+                                (levels > 0 ? shapes[0].str() : std::string("-")) +
+                                "); stage them for the head they are the targets of");
   const Device device = levels > 0 ? predictions[0].device : Device::cpu();
   if (!(norm.counts.device() == device) || norm.counts.dtype() != DType::f64)
     throw std::invalid_argument(
         "yolo_loss: the counts are " + std::string(dtype_name(norm.counts.dtype())) + " on " +
         norm.counts.device().str() + "; the head is on " + device.str() +
         " (make them with local_normalization(..., " + "the head's device), in f64)");
-  BAREYOLO_ROUTE_TO_CUDA(yolo_loss, device, predictions, targets, norm, options, gradients,
+  if (!(values.device == device) || values.shape.numel() != kLossItems)
+    throw std::invalid_argument("yolo_loss: the values go into " + values.shape.str() + " on " +
+                                values.device.str() + "; give a loss tensor (empty_loss) on " +
+                                device.str());
+  BAREYOLO_ROUTE_TO_CUDA(yolo_loss, device, predictions, rows, norm, options, gradients, values,
                          detached);
+  const LevelTargets& targets = rows.targets();
   const bool use_detached = detached && !detached->empty();
   if (detached && !use_detached) {
     detached->alpha.assign(levels, {});
@@ -242,17 +245,21 @@ Tensor yolo_loss(const std::vector<View<const T>>& predictions,
     for (double sum : plane_obj) obj += sum;
   }
 
-  Tensor loss = Tensor::empty({1, 1, 1, kLossItems}, device, DType::f64);
-  write_loss_items(options.hyp, images, box, obj, cls, loss.view<double>().data);
-  return loss;
+  write_loss_items(options.hyp, images, box, obj, cls, values.data);
 }
 
-template Tensor yolo_loss<float>(const std::vector<View<const float>>&,
-                                 const std::vector<std::vector<MatchedRow>>&,
+template void yolo_loss<float>(const std::vector<View<const float>>&, const LossRows&,
+                               const LossNormalization&, const LossOptions&,
+                               const std::vector<View<float>>&, const View<double>&,
+                               DetachedTerms*);
+template void yolo_loss<double>(const std::vector<View<const double>>&, const LossRows&,
+                                const LossNormalization&, const LossOptions&,
+                                const std::vector<View<double>>&, const View<double>&,
+                                DetachedTerms*);
+template Tensor yolo_loss<float>(const std::vector<View<const float>>&, const LevelTargets&,
                                  const LossNormalization&, const LossOptions&,
                                  const std::vector<View<float>>&, DetachedTerms*);
-template Tensor yolo_loss<double>(const std::vector<View<const double>>&,
-                                  const std::vector<std::vector<MatchedRow>>&,
+template Tensor yolo_loss<double>(const std::vector<View<const double>>&, const LevelTargets&,
                                   const LossNormalization&, const LossOptions&,
                                   const std::vector<View<double>>&, DetachedTerms*);
 

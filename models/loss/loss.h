@@ -26,7 +26,7 @@
 
 #include "engine/tensor.h"
 #include "kernels/view.h"
-#include "models/loss/loss_targets.h"
+#include "models/loss/loss_rows.h"
 #include "models/loss/loss_terms.h"  // defines: BceOptions
 
 namespace bareyolo::models {
@@ -164,29 +164,40 @@ BAREYOLO_HOST_DEVICE inline LevelFactors level_factors(const LevelWeights& w, do
 }
 
 // Computes the loss of the head outputs `predictions` (one NCHW view per level, channel
-// a * (nc + 5) + k) into a new loss tensor on their device (read_loss reads it) and, when
-// `gradients` is not empty, ADDS d(total)/d(predictions) times norm.gradient_scale into it
-// (same layout). norm.counts must be on the predictions' device. `detached`: null, or filled
-// when empty, or used when filled.
+// a * (nc + 5) + k) for the matched rows staged in `rows` into `values` (the kLossItems doubles
+// of a loss tensor on their device: read_loss reads it) and, when `gradients` is not empty, ADDS
+// d(total)/d(predictions) times norm.gradient_scale into it (same layout). norm.counts, `rows`
+// and `values` must be on the predictions' device, `rows` staged for heads of their shapes.
+// `detached`: null, or filled when empty, or used when filled.
 template <class T>
-Tensor yolo_loss(const std::vector<View<const T>>& predictions,
-                 const std::vector<std::vector<MatchedRow>>& targets, const LossNormalization& norm,
-                 const LossOptions& options, const std::vector<View<T>>& gradients,
-                 DetachedTerms* detached = nullptr);
+void yolo_loss(const std::vector<View<const T>>& predictions, const LossRows& rows,
+               const LossNormalization& norm, const LossOptions& options,
+               const std::vector<View<T>>& gradients, const View<double>& values,
+               DetachedTerms* detached = nullptr);
+
+// The same for `targets` as build_targets made them: staged here on the predictions' device,
+// into a new loss tensor.
+template <class T>
+Tensor yolo_loss(const std::vector<View<const T>>& predictions, const LevelTargets& targets,
+                 const LossNormalization& norm, const LossOptions& options,
+                 const std::vector<View<T>>& gradients, DetachedTerms* detached = nullptr);
+
+// A new loss tensor on `device`, for yolo_loss to write.
+Tensor empty_loss(const Device& device);
 
 }  // namespace bareyolo::models
 
 namespace bareyolo::cuda {
 
 // models::yolo_loss for head outputs on one GPU (models/loss/head_loss.cu), where it routes a
-// call whose views are on a device: the same values (in a loss tensor on that GPU, the host
-// waiting for nothing) and the same gradient ADDED into `gradients` (dense device views of the
+// call whose views are on a device: the same values (into `values` on that GPU, the host waiting
+// for nothing) and the same gradient ADDED into `gradients` (dense device views of the
 // predictions' shapes, required), each element evaluated with the same double formulas
-// (models/loss/loss_terms.h). `detached` must be null: holding terms fixed is a host-only aid of
-// the finite-difference checks.
-Tensor yolo_loss(const std::vector<View<const float>>& predictions,
-                 const std::vector<std::vector<models::MatchedRow>>& targets,
-                 const models::LossNormalization& norm, const models::LossOptions& options,
-                 const std::vector<View<float>>& gradients, const models::DetachedTerms* detached);
+// (models/loss/loss_terms.h), reading the rows where `rows` staged them. `detached` must be null:
+// holding terms fixed is a host-only aid of the finite-difference checks.
+void yolo_loss(const std::vector<View<const float>>& predictions, const models::LossRows& rows,
+               const models::LossNormalization& norm, const models::LossOptions& options,
+               const std::vector<View<float>>& gradients, const View<double>& values,
+               const models::DetachedTerms* detached);
 
 }  // namespace bareyolo::cuda

@@ -26,9 +26,9 @@ namespace bareyolo::models {
 
 enum class OptimizerKind { sgd, adam, adamw };
 
-// --cuda-graph: whether the Solver records each kind of training step as CUDA graphs and replays
-// them (kernels/step_graph.h). auto: where it can, one process on a GPU whose batches keep their
-// shape; on: the same, refused with the reason where it cannot; off: every kernel launched.
+// --cuda-graph: whether the Solver records each kind of training step as one CUDA graph and
+// replays it (kernels/step_graph.h). auto: where it can, one process on a GPU whose batches keep
+// their shape; on: the same, refused with the reason where it cannot; off: every kernel launched.
 enum class CudaGraphMode { automatic, on, off };
 
 // `--device` as the C++ API takes it: a string, one CUDA index, or a list of indices.

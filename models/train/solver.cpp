@@ -96,6 +96,7 @@ Solver::Solver(DetectionModel& model, const SolverOptions& options, dist::Commun
       optimizer_(make_optimizer(options, schedule_, arena_)),
       ema_(arena_, state_),
       matcher_(model, options.loss),
+      loss_rows_(arena_.device()),
       loss_counts_(Tensor::zeros({1, 1, 1, model.num_levels() + 1}, arena_.device(), DType::f64)) {
   for (Tensor& kept : kept_losses_)
     kept = Tensor::zeros({1, 1, 1, kLossItems}, arena_.device(), DType::f64);
@@ -107,7 +108,7 @@ Solver::Solver(DetectionModel& model, const SolverOptions& options, dist::Commun
       options.cuda_graph != CudaGraphMode::off && StepGraph::supported(arena_.device()) && !comm_;
   if (options.cuda_graph == CudaGraphMode::on && !StepGraph::supported(arena_.device()))
     throw std::invalid_argument(
-        "--cuda-graph on records the step as CUDA graphs; this run "
+        "--cuda-graph on records the step as a CUDA graph; this run "
         "trains on " +
         arena_.device().str() + ", which has none: --cuda-graph off");
   if (options.cuda_graph == CudaGraphMode::on && comm_)
@@ -135,10 +136,18 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   ema_.stage_decay();
   arena_.step_scalars().upload();
   // The loss's inputs, also before the step: the labels matched to the input's grids (the
-  // loader's matching, when it did) and their counts, uploaded into the Solver's buffer.
+  // loader's matching, when it did), their counts and the rows themselves, uploaded into the
+  // Solver's buffers. A batch with more rows than the rows' buffer holds moves it: every kind of
+  // step then starts afresh (its recordings read the old buffer).
   const Shape4 shape = images.shape();
-  const LevelTargets targets = matcher_.targets_of(shape, labels, matched);
+  LevelTargets targets = matcher_.targets_of(shape, labels, matched);
   const LossNormalization local = local_normalization(targets, int(shape.n), loss_counts_);
+  const std::vector<LevelCells> cells = matcher_.cells_of(shape);
+  if (loss_rows_.stage(std::move(targets), cells)) {
+    graphs_.clear();
+    step_kinds_seen_.clear();
+  }
+  use_loss_buffers(cells);
   const bool boundary = iteration - last_step_iteration_ >= settings.accumulate;
   // From here to the update the host must never wait for the device (kernels/step_guard.h). A
   // kind of step (its input shape, whether it updates) allocates on its first run only; with
@@ -151,9 +160,9 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   {
     const step_guard::Scope guarded(warm && !first_replay);
     op_sequence::note("step begins");
-    loss = records_ && warm && graphs_ready(kind, images, boundary)
-               ? replay_step(kind, images, targets, local, boundary)
-               : run_step(images, targets, local, boundary);
+    loss = records_ && warm && graphs_ready(kind, images, local, boundary)
+               ? replay_step(kind, images, boundary)
+               : run_step(images, local, boundary);
     op_sequence::note("step ends");
   }
   if (boundary) last_step_iteration_ = iteration;
@@ -164,13 +173,21 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   return {.loss = kept, .updated = boundary};
 }
 
-Tensor Solver::run_step(const Tensor& images, const LevelTargets& targets,
-                        const LossNormalization& local, bool boundary) {
+void Solver::use_loss_buffers(const std::vector<LevelCells>& cells) {
+  std::vector<Shape4> head;
+  for (const LevelCells& level : cells) head.push_back(level.head_shape());
+  const bool same = loss_buffers_.gradients.size() == head.size() &&
+                    std::equal(head.begin(), head.end(), loss_buffers_.gradients.begin(),
+                               [](const Shape4& s, const Tensor& t) { return s == t.shape(); });
+  if (!same) loss_buffers_ = head_loss_buffers(head, arena_.device(), arena_.dtype());
+}
+
+Tensor Solver::run_step(const Tensor& images, const LossNormalization& local, bool boundary) {
   if (reducer_) reducer_->set_sync(boundary);
   const trace::Label counts("loss counts");  // names global_normalization's all-reduce
   const LossNormalization norm = comm_ ? global_normalization(*comm_, local) : local;
-  Tensor loss = models::forward_backward(model_, images, targets, norm, options_.loss,
-                                         {comm_, reducer_.get()});
+  Tensor loss = models::forward_backward(model_, images, loss_rows_, norm, options_.loss,
+                                         &loss_buffers_, {comm_, reducer_.get()});
   if (comm_) {  // where the loss is (a GPU's: by NCCL, in order with the gradient buckets)
     const trace::Label label("loss items");
     comm_->allreduce(dist::CommBuffer::of(loss), dist::ReduceOp::sum, "loss items")->wait();
@@ -179,18 +196,18 @@ Tensor Solver::run_step(const Tensor& images, const LevelTargets& targets,
   return loss;
 }
 
-// --cuda-graph records a kind of step as two graphs: the forward, and the backward with the
-// update when the kind updates. The loss runs between them as it is, since its matched rows
-// (how many, where) change from batch to batch. A graph reads and writes the addresses it was
-// recorded with, so the batch is copied into the kind's input buffer and the loss writes its
-// gradients into the kind's buffers; the head's outputs stay where the recording left them.
-// What the model held while recording (its plan's activations and gradients, the backward's
-// scratch) is held here too: the model may move on to other buffers (another input size), and
-// no other tensor may take memory a replay writes.
+// --cuda-graph records a kind of step as one graph: forward, loss, backward and, when the kind
+// updates, the update. A graph reads and writes the addresses it was recorded with, so the batch
+// is copied into the kind's input buffer; the loss reads the rows and counts the Solver staged
+// in its own buffers (which stay where they are while the rows fit) and writes into the loss
+// buffers the kind keeps. What the model held while recording (its plan's activations and
+// gradients, the backward's scratch) is held here too: the model may move on to other buffers
+// (another input size), and no other tensor may take memory a replay writes.
 struct Solver::StepGraphs {
   Tensor input;
-  std::vector<Tensor> head, head_gradients, model_buffers;
-  std::unique_ptr<StepGraph> forward, backward;
+  HeadLoss loss;
+  std::vector<Tensor> model_buffers;
+  std::unique_ptr<StepGraph> step;
 };
 
 // The host's counters a step moves: the optimizer's and the EMA's, every BatchNorm's batches.
@@ -216,21 +233,18 @@ void Solver::put_back(const HostCounters& counters) {
 
 // Recording issues nothing to the device; it runs the host code, whose counters are then put
 // back: every step of the kind, from this one on, replays the same way (replay_step).
-bool Solver::graphs_ready(const StepKind& kind, const Tensor& images, bool boundary) {
+bool Solver::graphs_ready(const StepKind& kind, const Tensor& images, const LossNormalization& norm,
+                          bool boundary) {
   if (graphs_.count(kind)) return true;
   if (unrecorded_.count(kind)) return false;
   auto graphs = std::make_unique<StepGraphs>();
   StepGraphs& g = *graphs;
   g.input = Tensor::empty(images.shape(), images.device(), images.dtype());
-  const Device device = arena_.device();
+  g.loss = loss_buffers_;
   const HostCounters before = host_counters();
   try {
-    g.forward =
-        std::make_unique<StepGraph>(device, [&] { g.head = model_.forward(g.input, Mode::train); });
-    for (const Tensor& h : g.head)
-      g.head_gradients.push_back(Tensor::empty(h.shape(), h.device(), h.dtype()));
-    g.backward = std::make_unique<StepGraph>(device, [&] {
-      model_.backward(g.head_gradients);
+    g.step = std::make_unique<StepGraph>(arena_.device(), [&] {
+      models::forward_backward(model_, g.input, loss_rows_, norm, options_.loss, &g.loss);
       if (boundary) update();
     });
     g.model_buffers = model_.graph().planned_buffers();
@@ -248,25 +262,22 @@ bool Solver::graphs_ready(const StepKind& kind, const Tensor& images, bool bound
   return true;
 }
 
-// A replay runs no host code, so the Solver does the host's part of the step itself, in the
-// order the launched step does it: the forward's batch counts, the update's counts.
-Tensor Solver::replay_step(const StepKind& kind, const Tensor& images, const LevelTargets& targets,
-                           const LossNormalization& norm, bool boundary) {
-  const trace::Range traced(trace::Track::compute, "step graphs");
+// A replay runs no host code, so the Solver does the host's part of the step itself: the
+// forward's batch counts, the update's counts.
+Tensor Solver::replay_step(const StepKind& kind, const Tensor& images, bool boundary) {
+  const trace::Range traced(trace::Track::compute, "step graph");
   StepGraphs& g = *graphs_.at(kind);
   const int64_t uploads = arena_.step_scalars().uploads();
   g.input.copy_from(images);
   count_batchnorm_batches(state_);
-  g.forward->replay();
-  const HeadLoss loss = head_loss(g.head, targets, norm, options_.loss, g.head_gradients);
   if (boundary) {
     optimizer_->advance();
     ema_.advance();
   }
-  g.backward->replay();
+  g.step->replay();
   if (arena_.step_scalars().uploads() != uploads)
     throw std::logic_error("Solver: the step scalars changed inside a replayed step");
-  return loss.loss;
+  return g.loss.loss;
 }
 
 Tensor Solver::forward_backward(const Tensor& images, const std::vector<LabelRow>& labels,

@@ -4,7 +4,7 @@
 //
 //   settings = schedule.at(iteration)        learning rates, momentum, accumulation (YOLOv5's)
 //   step scalars: staged, one upload         what changes every step, for the kernels to read
-//   targets, counts: matched, uploaded       the loss's inputs, into the Solver's own buffer
+//   targets, counts, rows: matched, uploaded the loss's inputs, into the Solver's own buffers
 //   boundary = iteration - last step's >= accumulate
 //   ---- the step's kernels: from here to the update, the host never waits for the device, and
 //        every step of a kind issues the same ops on the same memory (kernels/op_sequence.h)
@@ -67,7 +67,7 @@ struct SolverOptions {
   // The device switches (process-wide; TrainOptions says what each does).
   bool tf32 = false, winograd = true, amp = false;
   // --cuda-graph (options.h): each kind of step (input shape, whether it updates) recorded as
-  // CUDA graphs on its second run and replayed from then on (kernels/step_graph.h), for one
+  // one CUDA graph on its second run and replayed from then on (kernels/step_graph.h), for one
   // process on a GPU. on: a recording that fails throws; automatic: that kind launches its
   // kernels one by one instead, with a note (take_notes), as it does wherever recording cannot
   // be (the CPU, a communicator); off: never.
@@ -147,7 +147,9 @@ class Solver {
   ModelEma ema_;
   std::unique_ptr<dist::Reducer> reducer_;
   const TargetMatcher matcher_;
+  LossRows loss_rows_;                 // the loss's matched rows, every step's
   Tensor loss_counts_;                 // the loss's counts (local, then global), every step's
+  HeadLoss loss_buffers_;              // where the loss writes, for the last input shape
   std::array<Tensor, 3> kept_losses_;  // the steps' losses, handed out in turn
   size_t next_kept_loss_ = 0;
   using StepKind = std::tuple<int64_t, int64_t, int64_t, int64_t, bool>;  // n, c, h, w, updates
@@ -156,13 +158,14 @@ class Solver {
   HostCounters host_counters() const;
   void put_back(const HostCounters& counters);
 
-  // The step's kernels, issued one by one (run_step) or replayed from the kind's graphs.
-  Tensor run_step(const Tensor& images, const LevelTargets& targets, const LossNormalization& local,
-                  bool boundary);
-  Tensor replay_step(const StepKind& kind, const Tensor& images, const LevelTargets& targets,
-                     const LossNormalization& norm, bool boundary);
-  // Whether `kind` has graphs to replay, recording them when it has none yet.
-  bool graphs_ready(const StepKind& kind, const Tensor& images, bool boundary);
+  // loss_buffers_ for heads of `cells` (kept while the input's shape stays).
+  void use_loss_buffers(const std::vector<LevelCells>& cells);
+  // The step's kernels, issued one by one (run_step) or replayed from the kind's graph.
+  Tensor run_step(const Tensor& images, const LossNormalization& local, bool boundary);
+  Tensor replay_step(const StepKind& kind, const Tensor& images, bool boundary);
+  // Whether `kind` has a graph to replay, recording it when it has none yet.
+  bool graphs_ready(const StepKind& kind, const Tensor& images, const LossNormalization& norm,
+                    bool boundary);
 
   int64_t last_step_iteration_ = -1;    // iteration (batch + epoch * batches) of the last step
   std::set<StepKind> step_kinds_seen_;  // the kinds of step run so far

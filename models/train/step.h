@@ -39,10 +39,12 @@ Tensor forward_backward(DetectionModel& model, const Tensor& images,
                         const data::MatchedTargets* matched = nullptr);
 
 // The same with the loss's inputs made before the forward (the Solver's way, so that a step's
-// kernels need nothing from the host): `targets` matched to the head's grids, and `norm`, the
-// counts the loss divides by, already global when there are several ranks.
-Tensor forward_backward(DetectionModel& model, const Tensor& images, const LevelTargets& targets,
+// kernels need nothing from the host): `rows` staged for the head's cells (TargetMatcher::
+// cells_of), `norm`, the counts the loss divides by, already global when there are several
+// ranks, and `into`, where the loss writes (head_loss_buffers for the head's shapes), which the
+// caller keeps, or null for new buffers. Returns the loss tensor written.
+Tensor forward_backward(DetectionModel& model, const Tensor& images, const LossRows& rows,
                         const LossNormalization& norm, const LossOptions& options,
-                        const DataParallel& parallel = {});
+                        const HeadLoss* into, const DataParallel& parallel = {});
 
 }  // namespace bareyolo::models

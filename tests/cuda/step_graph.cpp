@@ -2,10 +2,12 @@
 // tiny model trained by a Solver that records its steps as CUDA graphs and replays them against
 // the same model trained by a Solver that launches every kernel, from the same weights on the
 // same batches: every state tensor the same bits after every step. The batches carry different
-// labels (the loss, run between the graphs, sees each batch's rows), and two batches make one
-// optimizer step (nbs = 2 x batch, from iteration 100, where warm-up has ended), so both kinds of
-// step (one that updates, one that does not) are recorded and replayed. cuDNN's algorithms are the
-// deterministic ones (the default), so eager steps repeat their bits and a replay must too.
+// labels (the loss, inside the graph, reads each batch's rows where the Solver staged them), one of
+// them more rows than the rows' buffer held (it moves, and every kind is recorded again), and two
+// batches make one optimizer step (nbs = 2 x batch, from iteration 100, where warm-up has ended),
+// so both kinds of step (one that updates, one that does not) are recorded and replayed. cuDNN's
+// algorithms are the deterministic ones (the default), so eager steps repeat their bits and a
+// replay must too.
 #include <cstring>
 #include <vector>
 
@@ -59,7 +61,7 @@ TEST_CASE("cuda graph: replayed steps train the tiny model to the eager steps' b
   REQUIRE(StepGraph::supported(Device::cuda(0)));
   Run eager(false), replayed(true);
   testing::Rng rng(31);
-  for (int64_t iteration = 0; iteration < 8; ++iteration) {
+  for (int64_t iteration = 0; iteration < 10; ++iteration) {
     const Tensor images =
         Tensor::from_vector(testing::random_vector<float>(rng, kBatch * 3 * 64 * 64, 0, 1),
                             {kBatch, 3, 64, 64})
@@ -67,6 +69,9 @@ TEST_CASE("cuda graph: replayed steps train the tiny model to the eager steps' b
     std::vector<LabelRow> labels = {{0, 0, 0.3f, 0.4f, 0.2f, 0.3f}};
     for (int64_t extra = 0; extra < iteration % 3; ++extra)  // a different count of rows
       labels.push_back({1, 1, 0.2f + 0.1f * float(extra), 0.5f, 0.3f, 0.2f});
+    if (iteration == 6)  // 100 labels: more rows than the buffer's first 256
+      for (int k = 0; k < 100; ++k)
+        labels.push_back({k % 2, k % 2, 0.1f + 0.008f * float(k), 0.5f, 0.3f, 0.4f});
     const StepOutcome a = eager.solver.step(images, labels, 100 + iteration);
     const StepOutcome b = replayed.solver.step(images, labels, 100 + iteration);
     INFO("iteration ", iteration);

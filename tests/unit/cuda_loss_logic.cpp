@@ -75,10 +75,12 @@ TEST_CASE("the cuda loss's per-thread bodies run serially equal yolo_loss") {
       std::copy(levels.begin(), levels.end(), table.at);
       const double* counts = norm.counts.view<double>().data;
       for (int l = 0; l < 3; ++l) loss_cuda::level_factors_of(table, 3, counts, l, factors.data());
-      const loss_cuda::PackedRows packed(targets, levels);
+      const PackedRows packed(targets, head_cells(shapes, classes));
       REQUIRE(packed.count() == int64_t(targets[0].size() + targets[1].size()));
       REQUIRE(packed.groups() < packed.count() - 10);  // cells with several rows
-      const loss_cuda::Rows rows = packed.rows_at(packed.bytes().data());
+      const Rows rows = rows_in(packed.bytes().data());
+      REQUIRE(rows.count == packed.count());
+      REQUIRE(rows.groups == packed.groups());
       std::vector<double> tobj(size_t(cells), 0.0), row_terms(size_t(packed.count()));
       for (int64_t group = 0; group < packed.groups(); ++group)
         loss_cuda::box_group(table, rows, group, tobj.data(), row_terms.data());

@@ -1,9 +1,10 @@
 // tests/unit/op_sequence.cpp — the op sequence recorder (kernels/op_sequence.h) and what it shows
-// of a training step: after warm-up, two consecutive Solver steps issue the same ops on the same
-// memory with the same values, the numbers that change from step to step (learning rates,
-// momentum, the EMA's decay) reaching the kernels through the step scalars' one upload before
-// the step (engine/step_scalars.h). That is what lets a CUDA graph captured from one step replay
-// the next.
+// of a training step: after warm-up, two consecutive Solver steps of batches with different labels
+// issue the same ops on the same memory with the same values and allocate nothing, the numbers
+// that change from step to step (learning rates, momentum, the EMA's decay) reaching the kernels
+// through the step scalars' one upload before the step (engine/step_scalars.h), and the batch's
+// matched rows and counts through the loss's buffers (models/loss/loss_rows.h). That is what lets
+// a CUDA graph captured from one step replay the next.
 #include "kernels/op_sequence.h"
 
 #include <algorithm>
@@ -98,7 +99,7 @@ TEST_CASE("op sequence: an update op is called with where its settings are, not 
   CHECK_THROWS_AS(block.reserve<double>(StepScalars::kBytes), std::logic_error);
 }
 
-TEST_CASE("op sequence: two warm Solver steps issue the same ops on the same memory") {
+TEST_CASE("op sequence: two warm Solver steps of other labels issue the same ops, no allocation") {
   DetectionModel model(load_model_config(shipped_file("models/yolov5-tiny.yaml")),
                        {.nc = 2, .seed = 5});
   // One batch per optimizer step during warm-up (nbs = batch): every step updates, and the
@@ -111,15 +112,19 @@ TEST_CASE("op sequence: two warm Solver steps issue the same ops on the same mem
   Rng rng(17);
   const Tensor images =
       Tensor::from_vector(random_vector<float>(rng, 2 * 3 * 64 * 64, 0, 1), {2, 3, 64, 64});
-  const std::vector<LabelRow> labels = {{0, 0, 0.3f, 0.4f, 0.2f, 0.3f},
-                                        {1, 1, 0.6f, 0.5f, 0.4f, 0.2f}};
+  // Batches of two and of three labels: their matched rows differ in number and in cells.
+  const std::vector<LabelRow> batches[] = {
+      {{0, 0, 0.3f, 0.4f, 0.2f, 0.3f}, {1, 1, 0.6f, 0.5f, 0.4f, 0.2f}},
+      {{0, 1, 0.7f, 0.2f, 0.3f, 0.3f},
+       {1, 0, 0.2f, 0.6f, 0.1f, 0.4f},
+       {1, 1, 0.5f, 0.5f, 0.6f, 0.5f}}};
   for (int64_t iteration = 0; iteration < 3; ++iteration)  // warm-up: the allocator fills
-    solver.step(images, labels, iteration);
+    solver.step(images, batches[iteration % 2], iteration);
   std::vector<std::vector<op_sequence::Call>> before, steps;
   for (int64_t iteration = 3; iteration < 5; ++iteration) {
     const int64_t uploads = solver.arena().step_scalars().uploads();
     op_sequence::Recording recording;
-    CHECK(solver.step(images, labels, iteration).updated);
+    CHECK(solver.step(images, batches[iteration % 2], iteration).updated);
     const std::vector<op_sequence::Call> calls = recording.take();
     CHECK(solver.arena().step_scalars().uploads() == uploads + 1);
     const auto marked = [&](const char* mark) {
@@ -134,14 +139,22 @@ TEST_CASE("op sequence: two warm Solver steps issue the same ops on the same mem
   }
   REQUIRE(solver.schedule().at(3).lr != solver.schedule().at(4).lr);
   // Before the step's kernels: the step scalars' upload (the new learning rates, momentum and
-  // decay) and the loss's counts. A graph's replay would be preceded by them.
-  for (const std::vector<op_sequence::Call>& calls : before) CHECK(count_op(calls, "upload") == 2);
-  CHECK(before[0][0].arguments[0] == before[1][0].arguments[0]);  // the same block ...
-  CHECK(before[0][0].arguments[2] != before[1][0].arguments[2]);  // ... with new numbers
-  // The step itself: the same calls, to the byte (its allocations included: the same sizes at
-  // the same addresses).
+  // decay), the loss's counts and its matched rows, each into the same memory as the step before
+  // with other bytes. A graph's replay is preceded by them.
+  for (const std::vector<op_sequence::Call>& calls : before) {
+    REQUIRE(count_op(calls, "upload") == 3);
+    CHECK(count_op(calls, "allocate") == 0);
+  }
+  for (size_t upload = 0; upload < 3; ++upload) {
+    CAPTURE(upload);
+    CHECK(before[0][upload].arguments[0] == before[1][upload].arguments[0]);  // the same place
+    CHECK(before[0][upload].arguments[2] != before[1][upload].arguments[2]);  // other numbers
+  }
+  // The step itself: the same calls, to the byte, and no allocation (the loss's results, the
+  // head's gradients and the clipping's sum included: the Solver and the arena keep them).
   INFO("differences: ", differences(steps[0], steps[1]));
   CHECK(steps[0] == steps[1]);
+  CHECK(count_op(steps[0], "allocate") == 0);
   // The whole step is there: forward, loss, backward, clipping, the update and the EMA, and
   // nothing that copies from the host.
   CHECK(count_op(steps[0], "conv2d_forward") > 0);

@@ -328,8 +328,8 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   cmd->add_option("--cuda-graph", options.cuda_graph,
-                  "auto: record each kind of training step as CUDA graphs once and replay "
-                  "them (one process on a GPU, batches of one shape); on: the same, or an error "
+                  "auto: record each kind of training step as one CUDA graph once and replay "
+                  "it (one process on a GPU, batches of one shape); on: the same, or an error "
                   "saying why not; off: launch every kernel of every step")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
