@@ -28,7 +28,7 @@ struct AlgorithmCandidate {
 // Non-deterministic algorithms (backward ones that sum with atomics) come last: training
 // should repeat bit for bit, but a convolution that runs beats one that cannot, so they run
 // only when no deterministic one exists or runs. With `deterministic_first` false
-// (BAREYOLO_CUDNN_DETERMINISTIC=0) cuDNN's ranking alone decides: on an H200, yolov5s at 640
+// (`--cudnn fast`) cuDNN's ranking alone decides: on an H200, yolov5s at 640
 // px and batch 64 in float32 then trains at 307 img/s instead of 203 (the backward 134 ms
 // instead of 240), and runs no longer repeat bit for bit. Empty when nothing fits.
 inline std::vector<AlgorithmCandidate> algorithms_to_try(

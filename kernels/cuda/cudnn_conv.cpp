@@ -12,12 +12,12 @@
 // alignment, math) and cached for the process. cuDNN's heuristics
 // (cudnnGetConvolution*Algorithm_v7) rank the algorithms for the descriptors without running
 // any; the choice is the first deterministic one that is supported and whose workspace fits the
-// cap (cudnn_algorithm_choice.h; BAREYOLO_CUDNN_DETERMINISTIC=0 takes cuDNN's first, and
-// BAREYOLO_CUDNN_LOG=1 prints each choice with the whole ranking). That first call runs the
-// candidates in this order until cuDNN accepts one, since an algorithm may refuse the real
-// pointers' alignment, which the heuristics do not see; it is the very call the op was asked for,
-// so nothing runs twice. Each call takes the chosen workspace from the caching allocator (the same
-// block every step).
+// cap (cudnn_algorithm_choice.h; `--cudnn fast`, cuda::set_cudnn_deterministic(false), takes
+// cuDNN's first, and BAREYOLO_CUDNN_LOG=1 prints each choice with the whole ranking). That first
+// call runs the candidates in this order until cuDNN accepts one, since an algorithm may refuse the
+// real pointers' alignment, which the heuristics do not see; it is the very call the op was asked
+// for, so nothing runs twice. Each call takes the chosen workspace from the caching allocator (the
+// same block every step).
 //
 // Nothing is timed (cudnnFind*, which this file used before), for two reasons. Timing needs
 // search memory beside the tensors and synchronises the device, about 180 times in the first
@@ -181,12 +181,6 @@ cudnnMathType_t cudnn_math(ConvolutionMath math) {
   }
 }
 
-// BAREYOLO_CUDNN_DETERMINISTIC=0: cuDNN's ranking alone picks (cudnn_algorithm_choice.h).
-bool deterministic_first() {
-  static const bool on = environment_flag("BAREYOLO_CUDNN_DETERMINISTIC", true);
-  return on;
-}
-
 // BAREYOLO_CUDNN_LOG=1 prints each choice with cuDNN's whole ranking to stderr (which
 // algorithm a slow layer got, and what else was offered).
 bool log_choices() {
@@ -255,8 +249,9 @@ struct BackwardWeight {
 // ---- the choice cache ------------------------------------------------------------------
 
 // device, pass, x (or dx) shape and batch stride, y (or dy) batch stride, weight (out
-// channels, kernel), stride, padding, pointer alignment, math (0 float, 1 TF32, 2 bf16).
-using ChoiceKey = std::array<int64_t, 17>;
+// channels, kernel), stride, padding, pointer alignment, math (0 float, 1 TF32, 2 bf16),
+// deterministic algorithms only (1) or not (0).
+using ChoiceKey = std::array<int64_t, 18>;
 
 std::mutex choices_mutex;
 std::map<ChoiceKey, AlgorithmCandidate> choices;  // every pass's, for the life of the process
@@ -321,6 +316,7 @@ class Convolution {
       : device(x_view.device.index),
         bf16_operands(cudnn_type<X>() == CUDNN_DATA_BFLOAT16),
         tensor_cores(bf16_operands || tf32_enabled()),
+        deterministic(cudnn_deterministic()),
         handle(cudnn_handle(device)),
         x_shape_(x_view.shape),
         w_shape_(w_view.shape),
@@ -342,7 +338,8 @@ class Convolution {
              common_alignment({x_view.data, w_view.data, y_view.data}),
              bf16_operands  ? 2
              : tensor_cores ? 1
-                            : 0},
+                            : 0,
+             deterministic ? 1 : 0},
         descriptors_(descriptors_for(key_, [&] {
           return std::unique_ptr<Descriptors>(
               new Descriptors{TensorDescriptor(x_view, x_name), TensorDescriptor(y_view, y_name),
@@ -372,8 +369,7 @@ class Convolution {
     descriptors_.conv.set_math(ranking_math());  // an earlier call left its algorithm's
     const std::vector<AlgorithmCandidate> ranking = ranked<Pass>();
     const size_t cap = workspace_cap(device);
-    const std::vector<AlgorithmCandidate> order =
-        algorithms_to_try(ranking, cap, deterministic_first());
+    const std::vector<AlgorithmCandidate> order = algorithms_to_try(ranking, cap, deterministic);
     const std::string what = std::string(" for the ") + Pass::kName + " convolution of input " +
                              x_shape_.str() + " with weight " + w_shape_.str();
     if (order.empty())
@@ -406,7 +402,8 @@ class Convolution {
 
   const int device;
   const bool bf16_operands;
-  const bool tensor_cores;  // bf16 operands, or TF32 on (read once: one call, one setting)
+  const bool tensor_cores;   // bf16 operands, or TF32 on (read once: one call, one setting)
+  const bool deterministic;  // --cudnn deterministic (read once, likewise)
   const cudnnHandle_t handle;
 
  private:

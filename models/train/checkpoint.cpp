@@ -122,7 +122,8 @@ SafetensorsFile make_checkpoint(const CheckpointTensors& tensors, const Checkpoi
                                     {"amp", info.launch->amp},
                                     {"tf32", info.launch->tf32},
                                     {"winograd", info.launch->winograd},
-                                    {"bf16_grad_buckets", info.launch->bf16_grad_buckets}}
+                                    {"bf16_grad_buckets", info.launch->bf16_grad_buckets},
+                                    {"cudnn_deterministic", info.launch->cudnn_deterministic}}
                          .dump();
   return file;
 }
@@ -185,6 +186,8 @@ CheckpointInfo read_checkpoint_info(const SafetensorsFile& file, const std::stri
       launch.at("tf32").get_to(saved.tf32);
       launch.at("winograd").get_to(saved.winograd);
       launch.at("bf16_grad_buckets").get_to(saved.bf16_grad_buckets);
+      if (launch.contains("cudnn_deterministic"))
+        launch.at("cudnn_deterministic").get_to(saved.cudnn_deterministic);
       info.launch = saved;
     }
   } catch (const std::exception& e) {
@@ -257,6 +260,7 @@ TrainOptions resolved_request(const TrainOptions& request) {
     options.tf32 = info.launch->tf32;
     options.winograd = info.launch->winograd;
     options.bf16_grad_buckets = info.launch->bf16_grad_buckets;
+    options.cudnn_deterministic = info.launch->cudnn_deterministic;
   }
   options.run_dir = run_dir_of_checkpoint(request.resume);
   return options;

@@ -77,6 +77,7 @@ struct SavedLaunch {
   int nproc_per_node = 0;
   int world_size = 1;
   bool amp = false, tf32 = false, winograd = true, bf16_grad_buckets = false;
+  bool cudnn_deterministic = true;  // --cudnn; a checkpoint from before it: deterministic
 };
 
 // The non-tensor contents.

@@ -306,6 +306,7 @@ std::vector<FlagValue> numerics_flags(const TrainOptions& options) {
   return {{"--amp", on_off(options.amp)},
           {"--grad-dtype", options.bf16_grad_buckets ? "bf16" : "fp32"},
           {"--tf32", on_off(options.tf32)},
+          {"--cudnn", options.cudnn_deterministic ? "deterministic" : "fast"},
           {"--winograd", on_off(options.winograd)}};
 }
 

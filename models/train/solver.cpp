@@ -100,7 +100,9 @@ Solver::Solver(DetectionModel& model, const SolverOptions& options, dist::Commun
       loss_counts_(Tensor::zeros({1, 1, 1, model.num_levels() + 1}, arena_.device(), DType::f64)) {
   for (Tensor& kept : kept_losses_)
     kept = Tensor::zeros({1, 1, 1, kLossItems}, arena_.device(), DType::f64);
-  ops::use_settings({.tf32 = options.tf32, .winograd = options.winograd});
+  ops::use_settings({.tf32 = options.tf32,
+                     .winograd = options.winograd,
+                     .cudnn_deterministic = options.cudnn_deterministic});
   model_.graph().set_mixed_precision(options.amp);
   ops::require_kernel(optimizer_->kernel(), arena_.device(),
                       std::string("--optimizer ") + optimizer_name(options.optimizer));

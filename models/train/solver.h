@@ -65,7 +65,7 @@ struct SolverOptions {
   LossOptions loss = {};
 
   // The device switches (process-wide; TrainOptions says what each does).
-  bool tf32 = false, winograd = true, amp = false;
+  bool tf32 = false, winograd = true, amp = false, cudnn_deterministic = true;
   // --cuda-graph (options.h): each kind of step (input shape, whether it updates) recorded as
   // one CUDA graph on its second run and replayed from then on (kernels/step_graph.h), for one
   // process on a GPU. on: a recording that fails throws; automatic: that kind launches its

@@ -201,6 +201,7 @@ SolverOptions solver_options(const TrainOptions& options, const RunContext& run,
           .tf32 = options.tf32,
           .winograd = options.winograd,
           .amp = options.amp,
+          .cudnn_deterministic = options.cudnn_deterministic,
           .cuda_graph = records_cuda_graphs(options, run.device, StepGraph::supported(run.device),
                                             run.group != nullptr)
                             ? options.cuda_graph
@@ -399,19 +400,20 @@ SafetensorsFile Trainer::snapshot() {
   // A checkpoint holds every step taken, its loss counted: the host waits for the latest step
   // here, as it waits for the weights it copies.
   read_unread_step();
-  return make_checkpoint(solver_.checkpoint_tensors(),
-                         {.progress = progress_,
-                          .solver = solver_.state(),
-                          .config_json = options_to_json(options_),
-                          .history = history_,
-                          .nc = data_.nc(),
-                          .names = data_.config.names,
-                          .seed = options_.seed,
-                          .cfg = options_.cfg,
-                          .yaml = weights_yaml_,
-                          .launch = SavedLaunch{options_.device.text, options_.nproc_per_node,
-                                                run_.world_size, options_.amp, options_.tf32,
-                                                options_.winograd, options_.bf16_grad_buckets}});
+  return make_checkpoint(
+      solver_.checkpoint_tensors(),
+      {.progress = progress_,
+       .solver = solver_.state(),
+       .config_json = options_to_json(options_),
+       .history = history_,
+       .nc = data_.nc(),
+       .names = data_.config.names,
+       .seed = options_.seed,
+       .cfg = options_.cfg,
+       .yaml = weights_yaml_,
+       .launch = SavedLaunch{options_.device.text, options_.nproc_per_node, run_.world_size,
+                             options_.amp, options_.tf32, options_.winograd,
+                             options_.bf16_grad_buckets, options_.cudnn_deterministic}});
 }
 
 TrainSummary Trainer::run() {

@@ -43,25 +43,28 @@ for name in ../x /abs "" . ..; do
   refused "--name '$name': a run name must be one folder name inside --project" --name "$name"
 done
 refused "--max-steps: must be a positive number of optimizer steps" --max-steps 0
+refused "--cudnn: fastest not in {deterministic,fast}" --cudnn fastest
 
-# A run started with --device cpu, --amp and --winograd off and stopped, then resumed: flags
+# A run started with --device cpu, --amp, --winograd off and --cudnn fast and stopped, then
+# resumed: flags
 # that would change it are refused with the differences named; resumed alone it continues as
 # one process with the run's numerics (either one lost changes the weights).
 "$bareyolo" make-shapes --out "$work/shapes" --n-train 16 --n-val 4 --imgsz 64 --classes 2 >/dev/null
 common=(--data "$work/shapes/data.yaml" --cfg "$cfg" --epochs 1 --batch 4 --workers 1 --device cpu
   --project "$work/runs")
-train=("${common[@]}" --imgsz 64 --amp --winograd off)
+train=("${common[@]}" --imgsz 64 --amp --winograd off --cudnn fast)
 "$bareyolo" train "${train[@]}" --name whole > "$work/whole.txt"
 "$bareyolo" train "${train[@]}" --name stopped --max-steps 1 > "$work/stopped.txt"
 run="$work/runs/stopped"
 test -s "$run/weights/last.safetensors" || fail "no checkpoint after --max-steps"
 if "$bareyolo" train --resume "$run" --epochs 1 --imgsz 128 --batch 2 --winograd on \
-  > "$work/out.txt" 2>&1; then
+  --cudnn deterministic > "$work/out.txt" 2>&1; then
   fail "--resume with another --imgsz and --batch should fail"
 fi
 for expected in "--imgsz 128 given, the run was started with --imgsz 64" \
   "--batch 2 given, the run was started with --batch 4" \
-  "--winograd on given, the run was started with --winograd off"; do
+  "--winograd on given, the run was started with --winograd off" \
+  "--cudnn deterministic given, the run was started with --cudnn fast"; do
   grep -qF -- "$expected" "$work/out.txt" || fail "no '$expected' in: $(cat "$work/out.txt")"
 done
 "$bareyolo" train --resume "$run" > "$work/resumed.txt" 2>&1 || fail "resume: $(tail -3 "$work/resumed.txt")"

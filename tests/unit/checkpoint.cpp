@@ -170,7 +170,8 @@ TEST_CASE("a checkpoint round-trips every tensor and counter exactly") {
                                     .amp = true,
                                     .tf32 = false,
                                     .winograd = false,
-                                    .bf16_grad_buckets = true};
+                                    .bf16_grad_buckets = true,
+                                    .cudnn_deterministic = false};
   const models::CheckpointTensors saved{
       ema_model.state(), state, {{"momentum_buffer.x", &momentum}}};
   TempDir dir;
@@ -201,6 +202,13 @@ TEST_CASE("a checkpoint round-trips every tensor and counter exactly") {
   REQUIRE(read.launch);
   CHECK(read.launch->device == "cpu");
   CHECK((read.launch->amp && !read.launch->winograd && read.launch->bf16_grad_buckets));
+  CHECK_FALSE(read.launch->cudnn_deterministic);
+  // A checkpoint from before --cudnn: its run kept to deterministic algorithms, as it resumes.
+  SafetensorsFile older = SafetensorsFile::load(path);
+  nlohmann::json launch = nlohmann::json::parse(older.metadata().at("launch"));
+  REQUIRE(launch.erase("cudnn_deterministic") == 1);
+  older.metadata()["launch"] = launch.dump();
+  CHECK(models::read_checkpoint_info(older, path).launch->cudnn_deterministic);
   // A class count no model has (a damaged file) is refused, not wrapped into an int.
   SafetensorsFile damaged = SafetensorsFile::load(path);
   damaged.metadata()["nc"] = "2147483648";

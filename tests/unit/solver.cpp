@@ -9,6 +9,7 @@
 #include "engine/optim/ema.h"
 #include "engine/optim/sgd.h"
 #include "engine/shipped_files.h"
+#include "kernels/settings.h"
 #include "kernels/step_guard.h"
 #include "tests/support/testing.h"
 
@@ -230,4 +231,17 @@ TEST_CASE("step guard fails a solver step on a planted host read or allocation")
   CHECK(planted_step_error(PlantedCommunicator::Plant::allocation)
             .find("an allocation from the system allocator") != std::string::npos);
   step_guard::set_enforcing_allocations(false);
+}
+
+TEST_CASE("the solver sets the kernels' switches from its options: TF32 and --cudnn") {
+  for (const bool fast : {true, false}) {
+    CAPTURE(fast);
+    DetectionModel model = tiny_model();
+    SolverOptions options = accumulating_options();
+    options.tf32 = fast;
+    options.cudnn_deterministic = !fast;
+    const Solver solver(model, options);
+    CHECK(ops::gpu_tf32() == fast);
+    CHECK(ops::gpu_cudnn_deterministic() == !fast);
+  }
 }

@@ -38,7 +38,7 @@ constexpr int kShapesEpochs = 80, kShapesImgsz = 128;
 struct TrainCommandOptions {
   models::TrainOptions train;
   std::string hyp, config, optimizer = "SGD", device = "auto", tf32 = "off", grad_dtype = "fp32";
-  std::string winograd = "on";
+  std::string winograd = "on", cudnn = "deterministic";
   std::string cuda_graph = "auto";
   bool no_val = false, no_plots = false, no_tensorboard = false, no_autoanchor = false;
   std::optional<double> label_smoothing;  // --label-smoothing: over the --hyp file's value
@@ -192,6 +192,7 @@ void apply_run_flags(models::TrainOptions& t) {
   t.plots = !options.no_plots;
   t.tensorboard = !options.no_tensorboard;
   t.tf32 = options.tf32 == "on";
+  t.cudnn_deterministic = options.cudnn == "deterministic";
   t.winograd = options.winograd == "on";
   t.cuda_graph = options.cuda_graph == "on"    ? models::CudaGraphMode::on
                  : options.cuda_graph == "off" ? models::CudaGraphMode::off
@@ -319,6 +320,12 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--tf32", options.tf32,
                   "on: TF32 tensor-core math for float convolutions and GEMMs on GPUs")
       ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  cmd->add_option("--cudnn", options.cudnn,
+                  "deterministic: the GPU's convolutions keep to cuDNN's deterministic "
+                  "algorithms, so a run repeats its bits; fast: cuDNN's first-ranked ones, "
+                  "which may sum with atomics")
+      ->check(CLI::IsMember({"deterministic", "fast"}))
       ->capture_default_str();
   cmd->add_option("--winograd", options.winograd,
                   "on: the CPU's 3x3 stride-1 convolutions run Winograd F(2x2, 3x3) where "

@@ -20,6 +20,7 @@ namespace bareyolo::cuda {
 namespace {
 std::atomic<bool> touched{false};
 std::atomic<bool> tf32{false};
+std::atomic<bool> deterministic{true};
 std::atomic<uint64_t> waits{0};
 std::atomic<uint64_t> queued{0};  // launches(); relaxed: a tally, it orders nothing
 
@@ -65,6 +66,8 @@ bool initialized() { return touched; }
 std::string unavailable_reason() { return discovery().reason; }
 void set_tf32(bool enabled) { tf32 = enabled; }
 bool tf32_enabled() { return tf32; }
+void set_cudnn_deterministic(bool enabled) { deterministic = enabled; }
+bool cudnn_deterministic() { return deterministic; }
 
 // Device memory comes from the device's caching allocator (allocator.h), cached per compute
 // stream: every kernel of the engine runs on that stream.

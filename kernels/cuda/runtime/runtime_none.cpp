@@ -16,6 +16,7 @@ namespace {
       "use --device cpu");
 }
 std::atomic<bool> tf32{false};
+std::atomic<bool> deterministic{true};
 }  // namespace
 
 bool compiled() { return false; }
@@ -24,6 +25,8 @@ std::string unavailable_reason() { return "this binary was built without CUDA"; 
 bool initialized() { return false; }
 void set_tf32(bool enabled) { tf32 = enabled; }
 bool tf32_enabled() { return tf32; }
+void set_cudnn_deterministic(bool enabled) { deterministic = enabled; }
+bool cudnn_deterministic() { return deterministic; }
 MemoryInfo memory_info(int) { built_without_cuda(); }
 void* malloc_device(size_t, int, bool*) { built_without_cuda(); }
 void free_device(void*, int) noexcept {}
