@@ -15,19 +15,13 @@ Adam::Adam(ParameterArena& arena, AdamDecay decay, double lr, double beta1, doub
       beta1_(beta1),
       beta2_(beta2),
       eps_(eps) {
-  with_float_type(params_.dtype(), [&]<class T>() {
-    settings_ = arena.step_scalars().reserve<ops::AdamFactors<T>>(kGroups);
-  });
+  reserve_factors<ops::AdamFactors>();
 }
 
 void Adam::stage(int64_t step) {
-  with_float_type(params_.dtype(), [&]<class T>() {
-    std::array<ops::AdamFactors<T>, kGroups> factors;
-    for (int g = 0; g < kGroups; ++g)
-      factors[size_t(g)] =
-          ops::AdamFactors<T>::of({group(g).lr, beta1_, beta2_, eps_, group(g).weight_decay, step,
-                                   decay_ == AdamDecay::decoupled});
-    arena_.step_scalars().set(settings_, std::span<const ops::AdamFactors<T>>(factors));
+  stage_factors<ops::AdamFactors>([&](const Group& g) {
+    return ops::AdamParams{
+        g.lr, beta1_, beta2_, eps_, g.weight_decay, step, decay_ == AdamDecay::decoupled};
   });
 }
 
@@ -36,7 +30,7 @@ void Adam::update() {
     ops::adam_step<T>(flat_tensor_view<T>(params_), flat_tensor_view<T>(grads_),
                       flat_tensor_view<T>(exp_avg_), flat_tensor_view<T>(exp_avg_sq_),
                       flat_tensor_view<uint8_t>(group_of_),
-                      arena_.step_scalars().at<ops::AdamFactors<T>>(settings_), kGroups);
+                      factors_on_device<ops::AdamFactors, T>(), kGroups);
   });
 }
 

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <array>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,11 +59,33 @@ class Optimizer {
  protected:
   // weight_decay applies to group 1 (the weights) alone, as in YOLOv5.
   Optimizer(ParameterArena& arena, double lr, double momentum, double weight_decay);
-  // Writes the settings of update number `step` into the step scalars' slot `settings_`.
+  // Writes the settings of update number `step` into the step scalars (stage_factors).
   virtual void stage(int64_t step) = 0;
   // The update of step `steps()` (already counted, its settings staged) over the optimised
   // range, reading its settings from the device.
   virtual void update() = 0;
+  // The update's per-group factors in the step scalars (engine/step_scalars.h), as the derived
+  // rule's Factors<T> (kernels/optim_update.h) in the parameters' dtype T: its slot reserved
+  // (at construction), written from each group's settings (stage), and where the kernel reads
+  // them (update).
+  template <template <class> class Factors>
+  void reserve_factors() {
+    with_float_type(params_.dtype(), [&]<class T>() {
+      settings_ = arena_.step_scalars().reserve<Factors<T>>(kGroups);
+    });
+  }
+  template <template <class> class Factors, class SettingsOf>
+  void stage_factors(const SettingsOf& settings_of) {
+    with_float_type(params_.dtype(), [&]<class T>() {
+      std::array<Factors<T>, kGroups> factors;
+      for (int g = 0; g < kGroups; ++g) factors[size_t(g)] = Factors<T>::of(settings_of(group(g)));
+      arena_.step_scalars().set(settings_, std::span<const Factors<T>>(factors));
+    });
+  }
+  template <template <class> class Factors, class T>
+  const Factors<T>* factors_on_device() {
+    return arena_.step_scalars().at<Factors<T>>(settings_);
+  }
   // A zeroed buffer the size of the optimised range, whose per-parameter views state() names
   // "<buffer>.<parameter>" (derived constructors add theirs).
   Tensor add_state_buffer(const std::string& buffer);
@@ -71,9 +94,9 @@ class Optimizer {
   Tensor params_, grads_;  // the arena's optimised range
   Tensor group_of_;        // u8: each optimised element's group
   std::array<Group, kGroups> groups_;
-  StepScalars::Slot settings_;  // the derived class reserves it for its groups' factors
 
  private:
+  StepScalars::Slot settings_;  // the groups' factors (reserve_factors)
   struct Buffer {
     std::string name;
     Tensor tensor;

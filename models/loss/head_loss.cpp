@@ -3,10 +3,21 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "engine/distributed/comm/communicator.h"
 
 namespace bareyolo::models {
+
+namespace {
+
+std::vector<Shape4> shapes_of(const std::vector<Tensor>& tensors) {
+  std::vector<Shape4> shapes;
+  for (const Tensor& t : tensors) shapes.push_back(t.shape());
+  return shapes;
+}
+
+}  // namespace
 
 TargetMatcher::TargetMatcher(const DetectionModel& model, const LossOptions& options)
     : strides_(model.strides()), anchor_t_(options.hyp.anchor_t), classes_(options.classes) {
@@ -100,19 +111,15 @@ HeadLoss head_loss_buffers(const std::vector<Shape4>& head, const Device& device
 }
 
 HeadLoss head_loss_buffers(const std::vector<Tensor>& head) {
-  std::vector<Shape4> shapes;
-  for (const Tensor& h : head) shapes.push_back(h.shape());
   return head.empty() ? HeadLoss{.loss = empty_loss(Device::cpu()), .gradients = {}}
-                      : head_loss_buffers(shapes, head[0].device(), head[0].dtype());
+                      : head_loss_buffers(shapes_of(head), head[0].device(), head[0].dtype());
 }
 
 HeadLoss head_loss(const std::vector<Tensor>& head, const LevelTargets& targets,
                    const LossNormalization& norm, const LossOptions& options) {
   HeadLoss buffers = head_loss_buffers(head);
-  std::vector<Shape4> shapes;
-  for (const Tensor& gradient : buffers.gradients) shapes.push_back(gradient.shape());
   LossRows rows(buffers.loss.device());
-  rows.stage(targets, head_cells(shapes, options.classes));
+  rows.stage(targets, head_cells(shapes_of(head), options.classes));
   return head_loss(head, rows, norm, options, std::move(buffers));
 }
 

@@ -28,6 +28,13 @@ auto& at(const V& view, int outputs, int image, int anchor, int field, int gj, i
   return view.channel(image, anchor * outputs + field)[gj * view.shape.w + gi];
 }
 
+template <class T>
+std::vector<Shape4> shapes_of(const std::vector<View<const T>>& views) {
+  std::vector<Shape4> shapes;
+  for (const View<const T>& v : views) shapes.push_back(v.shape);
+  return shapes;
+}
+
 }  // namespace
 
 LossHyp load_loss_hyp(const std::string& path) {
@@ -123,10 +130,8 @@ Tensor yolo_loss(const std::vector<View<const T>>& predictions, const LevelTarge
                  const LossNormalization& norm, const LossOptions& options,
                  const std::vector<View<T>>& gradients, DetachedTerms* detached) {
   const Device device = predictions.empty() ? Device::cpu() : predictions[0].device;
-  std::vector<Shape4> shapes;
-  for (const View<const T>& p : predictions) shapes.push_back(p.shape);
   LossRows rows(device);
-  rows.stage(targets, head_cells(shapes, options.classes));
+  rows.stage(targets, head_cells(shapes_of(predictions), options.classes));
   Tensor loss = empty_loss(device);
   yolo_loss<T>(predictions, rows, norm, options, gradients, loss.view<double>(), detached);
   return loss;
@@ -144,8 +149,7 @@ void yolo_loss(const std::vector<View<const T>>& predictions, const LossRows& ro
     throw std::invalid_argument("yolo_loss: " + std::to_string(levels) +
                                 " prediction levels but counts, balance or gradients "
                                 "for a different number");
-  std::vector<Shape4> shapes;
-  for (const View<const T>& p : predictions) shapes.push_back(p.shape);
+  const std::vector<Shape4> shapes = shapes_of(predictions);
   if (rows.cells() != head_cells(shapes, nc))
     throw std::invalid_argument("yolo_loss: the rows were staged for another head than this one (" +
                                 std::to_string(levels) + " levels, the first " +
