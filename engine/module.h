@@ -30,6 +30,15 @@ inline int optimizer_group_index(ParamGroup group) {
   return group == ParamGroup::bias ? 0 : group == ParamGroup::weight ? 1 : 2;
 }
 
+// A module's bf16 copy of a float parameter, the operand of its mixed-precision kernels
+// (Conv2d's weight). The module rounds the parameter into it at every bf16 forward, unless
+// `kept`: then its owner writes the copy wherever the parameter changes (the parameter arena,
+// refreshed once per optimizer step by the Solver), and the forward reads it as it is.
+struct Bf16Copy {
+  Tensor tensor;
+  bool kept = false;
+};
+
 // One entry of a module's state, named as in YOLOv5's state_dict ("conv.weight",
 // "bn.running_mean", ...). `value` and `grad` point at the module's own tensors, which the
 // gradient reducer re-points into its bucket buffers (engine/distributed/ddp/reducer.h).
@@ -41,6 +50,7 @@ struct StateEntry {
   Tensor* grad = nullptr;  // null for buffers (running statistics, counters, anchors)
   std::vector<int64_t> dims;
   ParamGroup group = ParamGroup::weight;
+  Bf16Copy* bf16 = nullptr;  // the module's bf16 copy of the value, if it has one
 
   bool trainable() const { return grad != nullptr; }
 };

@@ -71,7 +71,8 @@ ParameterArena::ParameterArena(const std::vector<StateEntry>& state, ArenaOption
               values,
               e->value->numel(),
               e->group,
-              e->trainable() && options.frozen && options.frozen(*e)};
+              e->trainable() && options.frozen && options.frozen(*e),
+              e->bf16};
     values += slot.count;
     if (e->trainable()) {
       parameters_ = values;
@@ -94,6 +95,32 @@ ParameterArena::ParameterArena(const std::vector<StateEntry>& state, ArenaOption
   }
   step_scalars_ = std::make_unique<StepScalars>(device);
   squared_norm_ = Tensor::empty({1, 1, 1, 1}, device, DType::f64);
+}
+
+ParameterArena::~ParameterArena() {
+  if (!bf16_copies_.defined()) return;
+  for (const Slot& slot : slots_)
+    if (slot.bf16 && slot.bf16->kept) *slot.bf16 = {};
+}
+
+void ParameterArena::keep_bf16_copies() {
+  if (bf16_copies_.defined()) return;
+  if (dtype() != DType::f32)
+    throw std::invalid_argument(std::string("ParameterArena: bf16 copies of ") +
+                                dtype_name(dtype()) +
+                                " parameters; mixed precision keeps float masters");
+  bf16_copies_ = Tensor::empty({1, parameters_, 1, 1}, device(), DType::bf16);
+  for (const Slot& slot : slots_)
+    if (slot.bf16 && slot.grad) {  // a parameter's: inside [0, parameters())
+      slot.bf16->tensor =
+          bf16_copies_.channels(slot.offset, slot.offset + slot.count).reshape(slot.value->shape());
+      slot.bf16->kept = true;
+    }
+  refresh_bf16_copies();
+}
+
+void ParameterArena::refresh_bf16_copies() {
+  if (bf16_copies_.defined()) bf16_copies_.convert_from(value_range(0, parameters_));
 }
 
 }  // namespace bareyolo

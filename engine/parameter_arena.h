@@ -49,6 +49,7 @@ class ParameterArena {
     int64_t offset = 0, count = 0;
     ParamGroup group = ParamGroup::weight;
     bool frozen = false;
+    Bf16Copy* bf16 = nullptr;  // the module's bf16 copy (keep_bf16_copies)
   };
 
   // Moves every floating entry of `state` into the arenas and re-points its tensors. The
@@ -56,6 +57,8 @@ class ParameterArena {
   explicit ParameterArena(const std::vector<StateEntry>& state, ArenaOptions options = {});
   ParameterArena(const ParameterArena&) = delete;
   ParameterArena& operator=(const ParameterArena&) = delete;
+  // Hands the bf16 copies back to their modules (which round at every forward again).
+  ~ParameterArena();
 
   // The bytes a gradient arena of `state` takes (for ArenaOptions::gradient_memory).
   static size_t gradient_bytes(const std::vector<StateEntry>& state);
@@ -84,8 +87,17 @@ class ParameterArena {
   // same memory every step (engine/optim/clip.h).
   Tensor& squared_norm() { return squared_norm_; }
 
+  // Mixed precision: the modules' bf16 copies of their parameters (StateEntry::bf16, Conv2d's
+  // weight) become views of one bf16 arena beside the parameters, which refresh_bf16_copies()
+  // rounds from them in one pass: the Solver's, once per optimizer step, instead of one cast per
+  // convolution at every forward. Until the arena goes, the modules read their copies as they
+  // are (Bf16Copy::kept), so whoever changes a parameter refreshes them.
+  void keep_bf16_copies();
+  void refresh_bf16_copies();
+
  private:
   Tensor values_, gradients_, squared_norm_;
+  Tensor bf16_copies_;  // bf16, the parameters' range, once keep_bf16_copies() ran
   std::unique_ptr<StepScalars> step_scalars_;
   std::vector<Slot> slots_;
   int64_t optimised_ = 0, parameters_ = 0;

@@ -64,16 +64,18 @@ void Conv2d::forward_with_moments(const Tensor& input, Tensor& output, Tensor& m
 }
 
 void Conv2d::forward_into(const Tensor& input, Tensor& output, Tensor* mean, Tensor* m2) {
-  if (input.dtype() == DType::bf16) {  // the weights changed since the last forward (a step)
+  if (input.dtype() == DType::bf16) {
     if (weight_.dtype() != DType::f32)
       throw std::invalid_argument(std::string("Conv2d: bf16 activations need float weights, not ") +
                                   dtype_name(weight_.dtype()));
-    ensure_tensor(weight_bf16_, weight_.shape(), input);
-    weight_bf16_.convert_from(weight_);
+    if (!weight_bf16_.kept) {  // the weights may have changed since the last forward (a step)
+      ensure_tensor(weight_bf16_.tensor, weight_.shape(), input);
+      weight_bf16_.tensor.convert_from(weight_);
+    }
   }
   with_activation_type(input.dtype(), [&]<class T>() {
     using P = ComputeType<T>;
-    ops::conv2d_forward<T>(input.view<T>(), operand_weights<T>(weight_, weight_bf16_),
+    ops::conv2d_forward<T>(input.view<T>(), operand_weights<T>(weight_, weight_bf16_.tensor),
                            options_.bias ? bias_.view<P>().data : nullptr, conv_params(options_),
                            output.view<T>(), mean ? mean->view<P>().data : nullptr,
                            m2 ? m2->view<P>().data : nullptr);
@@ -89,7 +91,8 @@ void Conv2d::backward(std::span<const Tensor> inputs, const Tensor&, const Tenso
                                    conv_params(options_), weight_grad_.view<P>(),
                                    options_.bias ? bias_grad_.view<P>().data : nullptr);
     if (grad_inputs[0].defined())
-      ops::conv2d_backward_data<T>(grad_output.view<T>(), operand_weights<T>(weight_, weight_bf16_),
+      ops::conv2d_backward_data<T>(grad_output.view<T>(),
+                                   operand_weights<T>(weight_, weight_bf16_.tensor),
                                    conv_params(options_), grad_inputs[0].view<T>());
   });
 }
@@ -99,7 +102,8 @@ void Conv2d::collect_state(const std::string& prefix, std::vector<StateEntry>& s
                    &weight_,
                    &weight_grad_,
                    {options_.c_out, options_.c_in, options_.kernel, options_.kernel},
-                   ParamGroup::weight});
+                   ParamGroup::weight,
+                   &weight_bf16_});
   if (options_.bias)
     state.push_back({prefix + "bias", &bias_, &bias_grad_, {options_.c_out}, ParamGroup::bias});
 }

@@ -30,7 +30,9 @@ class Conv2d : public Module {
   // weights' dtype), gathered as the convolution writes it (ops::conv2d_forward).
   void forward_with_moments(const Tensor& input, Tensor& output, Tensor& mean, Tensor& m2);
   void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
-  void release_activations() override { weight_bf16_ = Tensor(); }
+  void release_activations() override {
+    if (!weight_bf16_.kept) weight_bf16_.tensor = Tensor();
+  }
 
   const Conv2dOptions& options() const { return options_; }
   const Tensor& weight() const { return weight_; }
@@ -42,9 +44,10 @@ class Conv2d : public Module {
 
   Conv2dOptions options_;
   Tensor weight_, weight_grad_, bias_, bias_grad_;
-  // Mixed precision (bf16 activations): the float weights rounded to bf16 at the last forward,
-  // the operand of its convolution and of backward's. Bias and gradients stay float.
-  Tensor weight_bf16_;
+  // Mixed precision (bf16 activations): the float weights rounded to bf16 (at the last forward,
+  // or by the arena that keeps it), the operand of its convolution and of backward's. Bias and
+  // gradients stay float.
+  Bf16Copy weight_bf16_;
 };
 
 }  // namespace bareyolo

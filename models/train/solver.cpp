@@ -124,6 +124,9 @@ Solver::Solver(DetectionModel& model, const SolverOptions& options, dist::Commun
                                          {.sync_batchnorm = options.sync_bn,
                                           .bucket_mb = options.bucket_mb,
                                           .bf16_buckets = options.bf16_grad_buckets});
+  // Mixed precision: the convolutions' bf16 weights rounded once per optimizer step (update),
+  // from rank 0's weights on every rank.
+  if (options.amp) arena_.keep_bf16_copies();
 }
 
 Solver::~Solver() = default;
@@ -293,6 +296,7 @@ void Solver::update() {
   if (reducer_) reducer_->finish();
   clip_gradient_norm(arena_, options_.max_grad_norm);
   optimizer_->step();
+  arena_.refresh_bf16_copies();
   optimizer_->zero_grad();
   ema_.update();
   // Every rank ends its step here alike: where a backend cannot check that the ranks issued
@@ -302,6 +306,7 @@ void Solver::update() {
 
 void Solver::restore(const Resume& resume, const std::string& source) {
   restore_checkpoint(resume.file, checkpoint_tensors(), source);
+  arena_.refresh_bf16_copies();
   const SolverState& saved = resume.info.solver;
   optimizer_->set_steps(saved.optimizer_updates);
   ema_.set_updates(saved.ema_updates);

@@ -16,7 +16,8 @@
 //   at the boundary, update():
 //     reducer.finish()                       every gradient averaged over the ranks
 //     clip to norm 10                        one reduction and one scale, on the device
-//     optimizer step, zero_grad              one pass over the arena each
+//     optimizer step, zero_grad              one pass over the arena each (and, under --amp,
+//                                            one rounding of the weights' bf16 copies)
 //     EMA update                             one pass
 //     comm.end_step()                        the ranks' once-a-step desync check, if any
 //   ---- end of the step's kernels

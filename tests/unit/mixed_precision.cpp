@@ -1,9 +1,13 @@
 // tests/unit/mixed_precision.cpp — bf16 mixed precision (--amp; Graph::set_mixed_precision): the
 // graph's activations are bf16 tensors while the head the loss reads, the master weights and
-// their gradients stay float, and the tiny model's loss under it tracks the float run's over
-// 200 SGD steps.
+// their gradients stay float, the tiny model's loss under it tracks the float run's over 200 SGD
+// steps, and the Solver rounds the convolutions' bf16 weights once per optimizer step.
 #include <cmath>
+#include <set>
+#include <string>
 
+#include "kernels/op_sequence.h"
+#include "models/train/solver.h"
 #include "tests/support/mixed_precision_tracking.h"
 
 using namespace bareyolo;
@@ -70,4 +74,60 @@ TEST_CASE("mixed precision: the tiny model's loss tracks float over 200 steps") 
   CHECK(t.differing > steps / 2);  // the rounding is on
   CHECK(t.worst < 0.05);           // measured 0.036 (at steps 160-179; bf16 the lower)
   CHECK(t.learned < 0.8);          // both learn (measured 0.71)
+}
+
+// --amp through the Solver: the convolutions' bf16 weights are views of one arena that the
+// update rounds once per optimizer step (ParameterArena::keep_bf16_copies), so a forward casts
+// no weight; each copy is its weight rounded, as the cast at every forward made it; and when
+// the Solver goes, the modules round at every forward again.
+TEST_CASE("mixed precision: the Solver rounds the weights' bf16 copies once a step") {
+  DetectionModel model = tracking_model();
+  const std::vector<TrackingBatch> data = tracking_batches();
+  std::vector<const StateEntry*> copied;
+  const std::vector<StateEntry> state = model.state();
+  for (const StateEntry& e : state)
+    if (e.bf16) copied.push_back(&e);
+  REQUIRE(copied.size() > 10);  // every convolution's weight
+  auto copies_are_rounded_weights = [&] {
+    for (const StateEntry* e : copied) {
+      INFO(e->name);
+      REQUIRE(e->bf16->kept);
+      const Tensor rounded = e->value->converted(DType::bf16).converted(DType::f32);
+      CHECK(rounded.to_vector<float>() == e->bf16->tensor.converted(DType::f32).to_vector<float>());
+    }
+  };
+  {
+    Solver solver(model, {.epochs = 10,
+                          .batches_per_epoch = int64_t(data.size()),
+                          .batch = int(data[0].images.shape().n),
+                          .nbs = int(data[0].images.shape().n),
+                          .loss = tracking_loss_options(),
+                          .amp = true});
+    copies_are_rounded_weights();
+    for (int64_t iteration = 0; iteration < 3; ++iteration) {
+      const TrackingBatch& batch = data[size_t(iteration) % data.size()];
+      op_sequence::Recording recording;
+      REQUIRE(solver.step(batch.images, batch.labels, iteration).updated);
+      const std::vector<op_sequence::Call> calls = recording.take();
+      copies_are_rounded_weights();
+      // One rounding of all the copies (the arena's) in the step, and no cast into any one.
+      std::set<std::string> copy_views;
+      for (const StateEntry* e : copied)
+        copy_views.insert(op_sequence::describe(e->bf16->tensor.view<bf16>()));
+      const std::string arena_shape = Shape4{1, solver.arena().parameters(), 1, 1}.str();
+      int arena_roundings = 0;
+      for (const op_sequence::Call& call : calls)
+        if (call.op == "convert_to_bf16") {
+          CHECK(copy_views.count(call.arguments[1]) == 0);
+          arena_roundings += call.arguments[1].find(arena_shape) != std::string::npos;
+        }
+      CHECK(arena_roundings == 1);
+    }
+  }
+  for (const StateEntry* e : copied) {
+    CHECK_FALSE(e->bf16->kept);
+    CHECK_FALSE(e->bf16->tensor.defined());
+  }
+  model.forward(data[0].images, Mode::train);  // rounds its own copies again
+  for (const StateEntry* e : copied) CHECK(e->bf16->tensor.defined());
 }
