@@ -1,5 +1,6 @@
-// kernels/cuda/bf16.cu — float <-> bf16 conversions and rounding in place on the GPU, with the
-// element formula of kernels/bf16.h (the CPU's), so both produce the same bits.
+// kernels/cuda/bf16.cu — float <-> bf16 conversions, rounding in place and bf16 added into float
+// on the GPU, with the element formula of kernels/bf16.h (the CPU's), so both produce the same
+// bits.
 #include "kernels/bf16.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/pointwise.cuh"
@@ -16,10 +17,20 @@ struct ToFloat {
 struct RoundToBf16 {
   __device__ float operator()(float v) const { return round_to_bf16(v); }
 };
+struct AddBf16Into {
+  View<const bf16> x;
+  View<float> sum;
+  __device__ void operator()(int64_t n, int64_t i) const {
+    sum.image(n)[i] += to_float(x.image(n)[i]);
+  }
+};
 }  // namespace
 
 void convert_to_bf16(View<const float> x, View<bf16> y) { launch_map(x, y, ToBf16{}); }
 void convert_from_bf16(View<const bf16> x, View<float> y) { launch_map(x, y, ToFloat{}); }
 void round_to_bf16_in_place(View<float> x) { launch_map(View<const float>(x), x, RoundToBf16{}); }
+void add_bf16_into(View<const bf16> x, View<float> sum) {
+  launch_pointwise(x.shape, x.device, all_dense(x, sum), AddBf16Into{x, sum});
+}
 
 }  // namespace bareyolo::cuda

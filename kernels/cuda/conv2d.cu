@@ -123,7 +123,7 @@ void conv2d_backward_weight(View<const bf16> x, View<const bf16> dy, ops::Conv2d
     gemm_conv2d_backward_weight(DeviceWidened(x), DeviceWidened(dy), p, wide, nullptr);
     wide.store(product);
   }
-  add_forward<float>(dweight, DeviceWidened(product), dweight);
+  add_bf16_into(View<const bf16>(product), dweight);
   if (dbias) add_bias_gradient(dy, dbias);
 }
 
