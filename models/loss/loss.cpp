@@ -161,6 +161,10 @@ void yolo_loss(const std::vector<View<const T>>& predictions, const LossRows& ro
         "yolo_loss: the counts are " + std::string(dtype_name(norm.counts.dtype())) + " on " +
         norm.counts.device().str() + "; the head is on " + device.str() +
         " (make them with local_normalization(..., " + "the head's device), in f64)");
+  if (!(rows.device() == device))
+    throw std::invalid_argument("yolo_loss: the rows were staged on " + rows.device().str() +
+                                ", the head is on " + device.str() +
+                                "; stage them on the head's device");
   if (!(values.device == device) || values.shape.numel() != kLossItems)
     throw std::invalid_argument("yolo_loss: the values go into " + values.shape.str() + " on " +
                                 values.device.str() + "; give a loss tensor (empty_loss) on " +
