@@ -120,7 +120,9 @@ TEST_CASE("loss rows: a row outside its head, and rows staged for another head, 
   }
   Tensor values = empty_loss(Device::cpu());
   const LossNormalization norm = local_normalization(targets, 3);
+  LossOptions options;
+  options.classes = 3;
   CHECK_THROWS_WITH_AS(
-      yolo_loss<float>(predictions, staged, norm, {.classes = 3}, {}, values.view<double>()),
+      yolo_loss<float>(predictions, staged, norm, options, {}, values.view<double>()),
       doctest::Contains("staged for another head"), std::invalid_argument);
 }
