@@ -255,6 +255,13 @@ int main() {
     // 1e30: a norm the gradients never reach, so the factor is 1 and g stays as it is.
     bench(std::string("clip to norm") + count, 2 * n * f,
           [&] { ops::clip_to_norm<float>(g.view<float>(), sum.view<double>(), 1e30); });
+    // --amp: the weights' bf16 copies rounded once a step (ParameterArena), and a convolution's
+    // bf16 weight-gradient product added into its float gradient (conv2d.cu).
+    Tensor w_bf16 = Tensor::empty(s, kGpu, DType::bf16);
+    bench(std::string("round weights to bf16") + count, (f + 2) * n,
+          [&] { cuda::convert_to_bf16(w.view<float>(), w_bf16.view<bf16>()); });
+    bench(std::string("add bf16 into float") + count, (2 * f + 2) * n,
+          [&] { cuda::add_bf16_into(w_bf16.view<bf16>(), g.view<float>()); });
   }
 
   std::printf("%-40s %12s %10s %10s %8s\n", "kernel", "MB moved", "ms", "GB/s", "vs copy");
