@@ -240,8 +240,9 @@ void BatchNorm2d::synced_statistics(dist::Communicator& comm,
   const Device device = parts.front().x.device();
   int64_t length = 0;
   for (const SiluTrainForward& part : parts) length += moments_record_length(part.layer.channels_);
-  Tensor record = Tensor::empty({1, length, 1, 1}, device, DType::f64);
-  double* next = record.view<double>().data;
+  BatchNorm2d& leader = parts.front().layer;  // keeps the meeting's buffers
+  ensure_tensor(leader.meeting_record_, {1, length, 1, 1}, device, DType::f64);
+  double* next = leader.meeting_record_.view<double>().data;
   for (const SiluTrainForward& part : parts) {
     BatchNorm2d& layer = part.layer;
     with_activation_type(part.x.dtype(), [&]<class T>() {
@@ -251,8 +252,8 @@ void BatchNorm2d::synced_statistics(dist::Communicator& comm,
     });
     next += moments_record_length(layer.channels_);
   }
-  const Tensor gathered = dist::allgather_moment_records(comm, record, tag);
-  const double* records = gathered.view<double>().data;
+  dist::allgather_moment_records(comm, leader.meeting_record_, leader.meeting_gathered_, tag);
+  const double* records = leader.meeting_gathered_.view<double>().data;
   for (const SiluTrainForward& part : parts) {
     BatchNorm2d& layer = part.layer;
     with_activation_type(part.x.dtype(), [&]<class T>() {
@@ -279,7 +280,8 @@ void BatchNorm2d::backward_silu_together(std::span<const SiluBackward> parts) {
   }
   int64_t channels = 0;
   for (const SiluBackward& part : parts) channels += part.layer.channels_;
-  Tensor all = Tensor::empty({1, 2 * channels, 1, 1}, parts.front().x.device(), DType::f64);
+  Tensor& all = parts.front().layer.meeting_sums_;  // the meeting's leader keeps it
+  ensure_tensor(all, {1, 2 * channels, 1, 1}, parts.front().x.device(), DType::f64);
   double* const records = all.view<double>().data;
   std::vector<Tensor> sums;
   double* record = records;
@@ -307,16 +309,17 @@ void BatchNorm2d::backward_silu_together(std::span<const SiluBackward> parts) {
 // sums (the reducer averages them like any parameter gradient).
 template <class T, class Reduce, class Apply>
 void BatchNorm2d::backward_train_synced(const Tensor& x, Reduce reduce, Apply apply) {
-  Tensor all = Tensor::empty({1, 2 * channels_, 1, 1}, x.device(), DType::f64);
-  Tensor sums = reduce_synced<T>(x, reduce, all.view<double>().data);
-  dist::allreduce_channel_sums(*sync_, all, sync_tag_);
-  apply_synced<T>(all.view<double>().data, sums, apply);
+  ensure_tensor(meeting_sums_, {1, 2 * channels_, 1, 1}, x.device(), DType::f64);
+  Tensor sums = reduce_synced<T>(x, reduce, meeting_sums_.view<double>().data);
+  dist::allreduce_channel_sums(*sync_, meeting_sums_, sync_tag_);
+  apply_synced<T>(meeting_sums_.view<double>().data, sums, apply);
 }
 
 template <class T, class Reduce>
 Tensor BatchNorm2d::reduce_synced(const Tensor& x, Reduce reduce, double* record) {
   using P = ComputeType<T>;
-  Tensor sums = Tensor::empty({1, 2 * channels_, 1, 1}, x.device(), gamma_.dtype());
+  ensure_tensor(channel_sums_, {1, 2 * channels_, 1, 1}, x.device(), gamma_.dtype());
+  Tensor sums = channel_sums_;
   P* sum_dy = sums.view<P>().data;
   P* sum_dy_xhat = sum_dy + channels_;
   reduce(sum_dy, sum_dy_xhat);

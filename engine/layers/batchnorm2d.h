@@ -129,6 +129,11 @@ class BatchNorm2d : public Module {
   // Synced: the values per channel over all ranks in the last training forward, an f64 scalar
   // on the layer's device (the forward's merge writes it, the backward divides by it).
   Tensor global_count_;
+  // Synced: what a step's meetings use, kept from step to step so that a warm step allocates
+  // nothing: the record this layer sends and the records gathered when it leads a forward
+  // meeting, the sums all-reduced when it leads a backward one (or meets alone), and its own
+  // channel sums.
+  Tensor meeting_record_, meeting_gathered_, meeting_sums_, channel_sums_;
 };
 
 }  // namespace bareyolo

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/tensor_factories.h"
 #include "kernels/batchnorm_statistics.h"
 
 namespace bareyolo::dist {
@@ -18,12 +19,11 @@ Tensor staged(const std::vector<double>& values, Device staging) {
 
 }  // namespace
 
-Tensor allgather_moment_records(Communicator& comm, Tensor& record, std::string_view tag) {
-  const int64_t length = record.numel();
-  Tensor gathered =
-      Tensor::empty({1, length * comm.world_size(), 1, 1}, record.device(), DType::f64);
+void allgather_moment_records(Communicator& comm, Tensor& record, Tensor& gathered,
+                              std::string_view tag) {
+  ensure_tensor(gathered, {1, record.numel() * comm.world_size(), 1, 1}, record.device(),
+                DType::f64);
   comm.allgather(CommBuffer::of(record), CommBuffer::of(gathered), tag)->wait();
-  return gathered;
 }
 
 void allreduce_channel_sums(Communicator& comm, Tensor& sums, std::string_view tag) {
@@ -60,8 +60,9 @@ ChannelMoments allgather_moments(Communicator& comm, const ChannelMoments& local
   values.push_back(double(local.count));
   values.insert(values.end(), local.mean.begin(), local.mean.end());
   values.insert(values.end(), local.m2.begin(), local.m2.end());
-  Tensor send = staged(values, staging);
-  values = allgather_moment_records(comm, send, tag).to_doubles();
+  Tensor send = staged(values, staging), gathered;
+  allgather_moment_records(comm, send, gathered, tag);
+  values = gathered.to_doubles();
   ChannelMoments total;
   for (int r = 0; r < comm.world_size(); ++r) {  // rank order: the same bits on every rank
     const double* rec = values.data() + r * record;

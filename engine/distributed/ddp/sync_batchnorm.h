@@ -33,9 +33,11 @@
 namespace bareyolo::dist {
 
 // Every rank's `record` (a dense f64 tensor of the same size on each), gathered in rank order
-// into a tensor of world-size records on the record's device. `tag` names the meeting in the
-// collective's fingerprint ("SyncBN model.2.cv1.bn").
-Tensor allgather_moment_records(Communicator& comm, Tensor& record, std::string_view tag);
+// into `gathered` (world-size records on the record's device; a dense f64 tensor is made there
+// unless it already is one of that size, as a layer keeps it from step to step). `tag` names the
+// meeting in the collective's fingerprint ("SyncBN model.2.cv1.bn").
+void allgather_moment_records(Communicator& comm, Tensor& record, Tensor& gathered,
+                              std::string_view tag);
 
 // Sums `sums` (a dense f64 tensor) over all ranks, in place; `tag` as above.
 void allreduce_channel_sums(Communicator& comm, Tensor& sums, std::string_view tag);
