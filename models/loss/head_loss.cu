@@ -72,7 +72,7 @@ __global__ void cls_kernel(Levels levels, const std::byte* packed, ClassTargets 
 
 __global__ void obj_kernel(LevelArgs l, BceOptions obj_bce, const double* tobj,
                            double* block_sums) {
-  const int64_t cells = l.head.shape.n * l.anchors * int64_t(l.ny) * l.nx;
+  const int64_t cells = l.cells.count();
   double sum = 0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < cells;
        i += int64_t(gridDim.x) * blockDim.x)
@@ -152,9 +152,9 @@ void yolo_loss(const std::vector<View<const float>>& predictions, const models::
       throw std::invalid_argument("cuda::yolo_loss: level " + std::to_string(level) + " is on " +
                                   p.device.str() + " with its gradient on " + g.device.str() +
                                   "; every level must be on " + device.str());
-    levels.push_back(
-        level_args(p, g, int(level), norm.gradient_scale, options, cells, factors + level));
-    const int64_t level_cells = p.shape.n * levels.back().anchors * p.shape.h * p.shape.w;
+    levels.push_back(level_args(p, g, int(level), rows.cells()[level], norm.gradient_scale, options,
+                                cells, factors + level));
+    const int64_t level_cells = levels.back().cells.count();
     cells += level_cells;
     first_obj_block.push_back(obj_blocks);
     obj_blocks += std::clamp<int64_t>((level_cells + kThreads - 1) / kThreads, 1, kMaxObjBlocks);

@@ -24,21 +24,19 @@ constexpr int kMaxLevels = 8;
 
 struct LevelArgs {
   View<const float> head;
-  View<float> grad;  // dense, the head's shape
-  int anchors = 0, ny = 0, nx = 0, outputs = 0;
+  View<float> grad;        // dense, the head's shape
+  LevelCells cells;        // the head's, as the rows were staged for (loss_rows.h)
+  int outputs = 0;         // channels per anchor: classes + 5
   int64_t first_cell = 0;  // of this level in the objectness-target buffer
   LevelWeights weights;    // what its factors take besides the counts (models/loss/loss.h)
   // The host loss's factors, in device memory: computed there from the counts (level_factors_of)
   const LevelFactors* factors = nullptr;
 
-  BAREYOLO_HOST_DEVICE int64_t cell_index(int image, int anchor, int gj, int gi) const {
-    return ((int64_t(image) * anchors + anchor) * ny + gj) * nx + gi;
-  }
   BAREYOLO_HOST_DEVICE const float* logit(int image, int anchor, int field, int gj, int gi) const {
-    return head.channel(image, int64_t(anchor) * outputs + field) + int64_t(gj) * nx + gi;
+    return head.channel(image, int64_t(anchor) * outputs + field) + int64_t(gj) * cells.nx + gi;
   }
   BAREYOLO_HOST_DEVICE float* gradient(int image, int anchor, int field, int gj, int gi) const {
-    return grad.channel(image, int64_t(anchor) * outputs + field) + int64_t(gj) * nx + gi;
+    return grad.channel(image, int64_t(anchor) * outputs + field) + int64_t(gj) * cells.nx + gi;
   }
 };
 
@@ -77,7 +75,7 @@ BAREYOLO_HOST_DEVICE inline void box_group(const Levels& levels, const Rows& row
     last_ciou = box.ciou;
   }
   for (int f = 0; f < 4; ++f) *l.gradient(image, anchor, f, gj, gi) = gradient[f];
-  tobj[l.first_cell + l.cell_index(image, anchor, gj, gi)] = last_ciou < 0 ? 0.0 : last_ciou;
+  tobj[l.first_cell + l.cells.cell_index(image, anchor, gj, gi)] = last_ciou < 0 ? 0.0 : last_ciou;
 }
 
 struct ClassTargets {
@@ -112,10 +110,11 @@ BAREYOLO_HOST_DEVICE inline void cls_element(const Levels& levels, const Rows& r
 // returns the objectness term.
 BAREYOLO_HOST_DEVICE inline double obj_cell(const LevelArgs& l, const BceOptions& obj_bce,
                                             const double* tobj, int64_t i) {
-  const int64_t plane = int64_t(l.ny) * l.nx;
+  const LevelCells& c = l.cells;
+  const int64_t plane = int64_t(c.ny) * c.nx;
   const int64_t in_plane = i % plane, image_anchor = i / plane;
-  const int gj = int(in_plane / l.nx), gi = int(in_plane % l.nx);
-  const int anchor = int(image_anchor % l.anchors), image = int(image_anchor / l.anchors);
+  const int gj = int(in_plane / c.nx), gi = int(in_plane % c.nx);
+  const int anchor = int(image_anchor % c.anchors), image = int(image_anchor / c.anchors);
   const double t = tobj[l.first_cell + i];
   const double logit = *l.logit(image, anchor, 4, gj, gi);
   *l.gradient(image, anchor, 4, gj, gi) +=
@@ -123,16 +122,13 @@ BAREYOLO_HOST_DEVICE inline double obj_cell(const LevelArgs& l, const BceOptions
   return loss_bce(logit, t, obj_bce) * l.factors->per_cell;
 }
 
-// The arguments of one level: views, shapes and the weights of its factors (level_weights);
+// The arguments of one level: views, its cells (head_cells of the predictions, which the rows were
+// staged for and models::yolo_loss checked) and the weights of its factors (level_weights);
 // `factors` is where level_factors_of writes them.
 inline LevelArgs level_args(const View<const float>& p, const View<float>& g, int level,
-                            double gradient_scale, const LossOptions& options, int64_t first_cell,
+                            const LevelCells& cells, double gradient_scale,
+                            const LossOptions& options, int64_t first_cell,
                             const LevelFactors* factors) {
-  const int nc = options.classes, outputs = nc + 5;
-  if (p.shape.c % outputs != 0)
-    throw std::invalid_argument("cuda::yolo_loss: level " + std::to_string(level) + " has " +
-                                std::to_string(p.shape.c) + " channels, not a multiple of " +
-                                std::to_string(outputs) + " = nc + 5");
   if (!(g.shape == p.shape) || !g.dense())
     throw std::invalid_argument("cuda::yolo_loss: the gradient of level " + std::to_string(level) +
                                 " must be a dense " + p.shape.str() + " view, got " +
@@ -140,12 +136,11 @@ inline LevelArgs level_args(const View<const float>& p, const View<float>& g, in
   LevelArgs l;
   l.head = p;
   l.grad = g;
-  l.anchors = int(p.shape.c / outputs);
-  l.ny = int(p.shape.h);
-  l.nx = int(p.shape.w);
-  l.outputs = outputs;
+  l.cells = cells;
+  l.outputs = options.classes + 5;
   l.first_cell = first_cell;
-  l.weights = level_weights(options, gradient_scale, size_t(level), l.anchors, l.ny, l.nx);
+  l.weights =
+      level_weights(options, gradient_scale, size_t(level), cells.anchors, cells.ny, cells.nx);
   l.factors = factors;
   return l;
 }

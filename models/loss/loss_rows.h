@@ -43,6 +43,7 @@ struct LevelCells {
   BAREYOLO_HOST_DEVICE int64_t cell_index(int image, int anchor, int gj, int gi) const {
     return ((int64_t(image) * anchors + anchor) * ny + gj) * nx + gi;
   }
+  BAREYOLO_HOST_DEVICE int64_t count() const { return int64_t(images) * anchors * ny * nx; }
 };
 
 // The cells of head outputs of these shapes (channels = anchors x (classes + 5)); refuses a

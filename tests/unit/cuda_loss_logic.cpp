@@ -63,19 +63,21 @@ TEST_CASE("the cuda loss's per-thread bodies run serially equal yolo_loss") {
           read_loss(yolo_loss<float>(predictions, targets, norm, options, expected_views));
 
       // What cuda::yolo_loss does, with its kernels as loops.
+      const std::vector<LevelCells> level_cells = head_cells(shapes, classes);
       std::vector<loss_cuda::LevelArgs> levels;
       std::vector<LevelFactors> factors(3);
       int64_t cells = 0;
       for (int l = 0; l < 3; ++l) {
         levels.push_back(loss_cuda::level_args(predictions[size_t(l)], views[size_t(l)], l,
-                                               norm.gradient_scale, options, cells, &factors[l]));
-        cells += shapes[size_t(l)].n * levels.back().anchors * sizes[l] * sizes[l];
+                                               level_cells[size_t(l)], norm.gradient_scale, options,
+                                               cells, &factors[l]));
+        cells += images * anchors * sizes[l] * sizes[l];
       }
       loss_cuda::Levels table;
       std::copy(levels.begin(), levels.end(), table.at);
       const double* counts = norm.counts.view<double>().data;
       for (int l = 0; l < 3; ++l) loss_cuda::level_factors_of(table, 3, counts, l, factors.data());
-      const PackedRows packed(targets, head_cells(shapes, classes));
+      const PackedRows packed(targets, level_cells);
       REQUIRE(packed.count() == int64_t(targets[0].size() + targets[1].size()));
       REQUIRE(packed.groups() < packed.count() - 10);  // cells with several rows
       const Rows rows = rows_in(packed.bytes().data());
