@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 
 #include <cstdio>
-#include <cstdlib>
 
 #include "data/regular_file.h"
 
@@ -40,15 +39,6 @@ std::string content_stamp(const std::string& path) {
   const FileContents contents = read_regular_file(path);
   if (contents.kind != FileContents::regular) return path + "|-" + contents.error;
   return path + "|" + hex(fnv1a(contents.bytes));
-}
-
-fs::path user_cache_folder() {
-  if (const char* dir = std::getenv("BAREYOLO_CACHE_DIR"); dir && *dir) return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    return fs::path(xdg) / "bareyolo";
-  if (const char* home = std::getenv("HOME"); home && *home)
-    return fs::path(home) / ".cache" / "bareyolo";
-  return fs::temp_directory_path() / "bareyolo-cache";
 }
 
 bool read_only_by_mode(const fs::path& folder) {

@@ -1,11 +1,13 @@
 // data/cache_files.h — what the data caches (the label cache, the decoded-image cache) share:
 // a file's stamp and a 64-bit hash for fingerprints, and where a cache goes when the dataset's
-// own folder may not be written.
+// own folder may not be written (engine/user_cache.h's folder).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <string>
+
+#include "engine/user_cache.h"  // user_cache_folder: where a cache of a read-only dataset goes
 
 namespace bareyolo::data {
 
@@ -21,10 +23,6 @@ std::string file_stamp(const std::string& path);
 // "path|hash of the bytes" ("path|-reason" when it is not a readable regular file): for small
 // files whose every edit must show (label files).
 std::string content_stamp(const std::string& path);
-
-// The user cache folder for datasets whose own folder is read-only: $BAREYOLO_CACHE_DIR, else
-// $XDG_CACHE_HOME/bareyolo, else ~/.cache/bareyolo.
-std::filesystem::path user_cache_folder();
 
 // A folder whose mode has no write bit at all is read-only by intent, even for root (who may
 // write anyway): a shared dataset is never written into.
