@@ -1,11 +1,13 @@
 // kernels/cuda/cudnn_algorithm_choice.h — which of cuDNN's ranked convolution algorithms to run,
 // and how much workspace one may take: the decision alone, in plain C++ without CUDA headers, so
 // that tests/unit/cudnn_algorithm_choice.cpp checks it on any machine. cudnn_conv.cpp gets the
-// ranking from cuDNN's heuristics and runs the candidates in the order given here.
+// ranking from cuDNN's heuristics, times the candidates given here and keeps the one
+// fastest_candidate picks.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 namespace bareyolo::cuda {
@@ -23,14 +25,15 @@ struct AlgorithmCandidate {
 
 // The candidates worth running, in the order to try them: the supported ones whose workspace
 // fits `workspace_cap`, the deterministic ones first, each group in cuDNN's ranking (best
-// first). The first is the choice; the others are for when the real call refuses it (the
-// heuristics do not see the pointers, and an algorithm may refuse their alignment).
-// Non-deterministic algorithms (backward ones that sum with atomics) come last: training
-// should repeat bit for bit, but a convolution that runs beats one that cannot, so they run
-// only when no deterministic one exists or runs. With `deterministic_first` false
-// (`--cudnn fast`) cuDNN's ranking alone decides: on an H200, yolov5s at 640
-// px and batch 64 in float32 then trains at 307 img/s instead of 203 (the backward 134 ms
-// instead of 240), and runs no longer repeat bit for bit. Empty when nothing fits.
+// first): the ones to time, and where timing cannot be, the order to try them in (the first
+// that runs is kept; the heuristics do not see the pointers, and an algorithm may refuse their
+// alignment). Non-deterministic algorithms (backward ones that sum with atomics) come last:
+// training should repeat bit for bit, but a convolution that runs beats one that cannot, so
+// they run only when no deterministic one exists or runs. With `deterministic_first` false
+// (`--cudnn fast`) cuDNN's ranking alone orders them: on an H200, yolov5s at 640 px and batch
+// 64 in float32 trained at 307 img/s with cuDNN's first-ranked algorithm instead of 203 with
+// the first deterministic one (the backward 134 ms instead of 240), and runs no longer
+// repeat bit for bit. Empty when nothing fits.
 inline std::vector<AlgorithmCandidate> algorithms_to_try(
     const std::vector<AlgorithmCandidate>& ranked, size_t workspace_cap,
     bool deterministic_first = true) {
@@ -41,6 +44,25 @@ inline std::vector<AlgorithmCandidate> algorithms_to_try(
           (deterministic_first ? candidate.deterministic == deterministic : deterministic))
         order.push_back(candidate);
   return order;
+}
+
+// Which of `order` (algorithms_to_try's) to keep, from how long each took when timed:
+// `milliseconds[i]` for order[i], none where cuDNN refused it. The fastest that ran; with
+// `deterministic` (--cudnn deterministic) the fastest deterministic one, and a
+// non-deterministic one only when no deterministic one ran. A tie goes to the earlier (cuDNN's
+// better-ranked). None when nothing ran.
+inline std::optional<size_t> fastest_candidate(
+    const std::vector<AlgorithmCandidate>& order,
+    const std::vector<std::optional<double>>& milliseconds, bool deterministic) {
+  std::optional<size_t> best;
+  for (const bool deterministic_only : {deterministic, false}) {
+    for (size_t i = 0; i < order.size() && i < milliseconds.size(); ++i)
+      if (milliseconds[i] && (!deterministic_only || order[i].deterministic) &&
+          (!best || *milliseconds[i] < *milliseconds[*best]))
+        best = i;
+    if (best) return best;
+  }
+  return best;
 }
 
 // The math a convolution descriptor asks cuDNN's heuristics for, as the legacy API defines the

@@ -8,25 +8,27 @@
 // for the tensor cores; on bf16 views it is CUDNN_TENSOR_OP_MATH (convolution_math in
 // cudnn_algorithm_choice.h says why).
 //
-// Algorithms are chosen on the first call of a (device, pass, shapes, strides, pointer
-// alignment, math) and cached for the process. cuDNN's heuristics
-// (cudnnGetConvolution*Algorithm_v7) rank the algorithms for the descriptors without running
-// any; the choice is the first deterministic one that is supported and whose workspace fits the
-// cap (cudnn_algorithm_choice.h; `--cudnn fast`, cuda::set_cudnn_deterministic(false), takes
-// cuDNN's first, and BAREYOLO_CUDNN_LOG=1 prints each choice with the whole ranking). That first
-// call runs the candidates in this order until cuDNN accepts one, since an algorithm may refuse the
-// real pointers' alignment, which the heuristics do not see; it is the very call the op was asked
-// for, so nothing runs twice. Each call takes the chosen workspace from the caching allocator (the
-// same block every step).
+// Algorithms are chosen at the first call of a (device, pass, shapes, strides, pointer
+// alignment, math, layout) key, by timing (as PyTorch's cudnn.benchmark does), and kept in the
+// process's table (kernels/convolution_choices.h). cuDNN's heuristics
+// (cudnnGetConvolution*Algorithm_v7) list the algorithms for the descriptors; the candidates are
+// those supported whose workspace fits the cap (cudnn_algorithm_choice.h). Each runs into a
+// scratch output, once to warm up and then three times between two events, and the fastest
+// stays: under `--cudnn deterministic` (the default) the fastest deterministic one, a
+// non-deterministic one only where none runs; under `--cudnn fast` the fastest of all.
+// BAREYOLO_CUDNN_LOG=1 prints each choice with the whole ranking and the times. Then the
+// call the op was asked for runs with the choice; a later call of the key runs it at once,
+// taking its workspace from the caching allocator (the same block every step).
 //
-// Nothing is timed (cudnnFind*, which this file used before), for two reasons. Timing needs
-// search memory beside the tensors and synchronises the device, about 180 times in the first
-// step of a yolov5 training. And its winner changes with timing noise, so two runs of the same
-// training could use different algorithms and differ in their last bits; the heuristics give
-// every run, and every rank of a DDP job, the same algorithm for the same shapes, GPU and cuDNN
-// (unless free memory moves the workspace cap across a candidate's workspace). The price is
-// sometimes missing the fastest algorithm; PyTorch chooses this way too unless cudnn.benchmark
-// is on.
+// Timing waits for the device: about 180 keys in the first step of a yolov5 training, each
+// once per process, and once per machine with the cache file. That first step is a warm-up like
+// the caching allocator's fill, so these waits are not reported to the step guard; inside a CUDA
+// graph's recording, where no wait may happen, or where no scratch output fits in memory, the
+// first candidate that cuDNN accepts is kept untimed instead. Timing noise could make two runs
+// choose differently and differ in their last bits; so the choices persist in a per-user cache
+// file keyed by GPU and cuDNN version (engine/algorithm_cache.h), which later runs read before
+// their first step, and every rank of a job takes rank 0's (dist::broadcast_convolution_choices)
+// before its first step and again after it.
 //
 // bf16 convolutions (mixed precision; ops.h): cuDNN convolves the bf16 views themselves with
 // float accumulation (compute type float, tensor-core math) and stores bf16; a forward's
@@ -36,6 +38,7 @@
 //
 // (This is cuDNN's legacy convolution API, deprecated in cuDNN 9 in favour of its graph API
 // but complete and supported there; moving to the graph API changes only this file.)
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <climits>
@@ -44,13 +47,16 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/bf16.h"
+#include "kernels/caching_allocator.h"
+#include "kernels/convolution_choices.h"
 #include "kernels/cuda/conv2d_paths.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cudnn_algorithm_choice.h"
@@ -58,6 +64,7 @@
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/cudnn.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "kernels/cuda/runtime/stream.h"
 
 namespace bareyolo::cuda {
 
@@ -204,8 +211,12 @@ const char* math_name(int math) {
 // ---- the three passes: the cuDNN calls that differ between them --------------------------
 
 // A pass names its heuristics (rank: up to kAlgorithms results, best first) and its call.
+// Which operand a pass writes (what timing needs a scratch copy of).
+enum class Operand { x, y, w };
+
 struct Forward {
-  static constexpr int kId = 0;
+  static constexpr ops::ConvolutionPass kPass = ops::ConvolutionPass::forward;
+  static constexpr Operand kOutput = Operand::y;
   static constexpr const char* kName = "forward";
   static constexpr const char* kCall = "cudnnConvolutionForward";
   static constexpr int kAlgorithms = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
@@ -219,7 +230,8 @@ struct Forward {
 };
 
 struct BackwardData {
-  static constexpr int kId = 1;
+  static constexpr ops::ConvolutionPass kPass = ops::ConvolutionPass::backward_data;
+  static constexpr Operand kOutput = Operand::x;
   static constexpr const char* kName = "backward-data";
   static constexpr const char* kCall = "cudnnConvolutionBackwardData";
   static constexpr int kAlgorithms = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
@@ -233,7 +245,8 @@ struct BackwardData {
 };
 
 struct BackwardWeight {
-  static constexpr int kId = 2;
+  static constexpr ops::ConvolutionPass kPass = ops::ConvolutionPass::backward_weight;
+  static constexpr Operand kOutput = Operand::w;
   static constexpr const char* kName = "backward-weight";
   static constexpr const char* kCall = "cudnnConvolutionBackwardFilter";
   static constexpr int kAlgorithms = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
@@ -246,27 +259,22 @@ struct BackwardWeight {
   }
 };
 
-// ---- the choice cache ------------------------------------------------------------------
+// ---- choosing ------------------------------------------------------------------------
 
-// device, pass, x (or dx) shape and batch stride, y (or dy) batch stride, weight (out
-// channels, kernel), stride, padding, pointer alignment, math (0 float, 1 TF32, 2 bf16),
-// deterministic algorithms only (1) or not (0).
-using ChoiceKey = std::array<int64_t, 18>;
-
-std::mutex choices_mutex;
-std::map<ChoiceKey, AlgorithmCandidate> choices;  // every pass's, for the life of the process
-
-std::optional<AlgorithmCandidate> cached_choice(const ChoiceKey& key) {
-  std::lock_guard<std::mutex> lock(choices_mutex);
-  const auto found = choices.find(key);
-  if (found == choices.end()) return std::nullopt;
-  return found->second;
-}
-
-void remember_choice(const ChoiceKey& key, const AlgorithmCandidate& choice) {
-  std::lock_guard<std::mutex> lock(choices_mutex);
-  choices.emplace(key, choice);
-}
+// Two events of the compute stream that bracket a timed call.
+struct TimingEvents {
+  cudaEvent_t start = nullptr, end = nullptr;
+  TimingEvents() {
+    BAREYOLO_CUDA_CHECK(cudaEventCreate(&start));
+    BAREYOLO_CUDA_CHECK(cudaEventCreate(&end));
+  }
+  ~TimingEvents() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(end);
+  }
+  TimingEvents(const TimingEvents&) = delete;
+  TimingEvents& operator=(const TimingEvents&) = delete;
+};
 
 size_t workspace_cap(int device) {
   const MemoryInfo memory = memory_info(device);
@@ -291,15 +299,16 @@ struct Descriptors {
   ConvolutionDescriptor conv;  // its math type follows the algorithm being run
 };
 
-// This thread's descriptors for `key` (a ChoiceKey without its pass), made by `make` at the
-// key's first call and kept: a training step makes about three cuDNN calls per layer, and
-// creating and destroying four descriptors for each was host time on every call. Kept per
-// thread, so that no lock guards them and no two threads set one's math at once (a device's
-// calls come from one thread in practice; another thread builds its own).
+// This thread's descriptors for device `device` and `key` (whose pass does not matter), made
+// by `make` at the key's first call and kept: a training step makes about three cuDNN calls per
+// layer, and creating and destroying four descriptors for each was host time on every call.
+// Kept per thread, so that no lock guards them and no two threads set one's math at once (a
+// device's calls come from one thread in practice; another thread builds its own).
 template <class Make>
-Descriptors& descriptors_for(const ChoiceKey& key, const Make& make) {
-  thread_local std::map<ChoiceKey, std::unique_ptr<Descriptors>> kept;
-  std::unique_ptr<Descriptors>& descriptors = kept[key];
+Descriptors& descriptors_for(int device, ops::ConvolutionKey key, const Make& make) {
+  thread_local std::map<std::pair<int, ops::ConvolutionKey>, std::unique_ptr<Descriptors>> kept;
+  key.pass = ops::ConvolutionPass::forward;
+  std::unique_ptr<Descriptors>& descriptors = kept[{device, key}];
   if (!descriptors) descriptors = make();
   return *descriptors;
 }
@@ -320,56 +329,54 @@ class Convolution {
         handle(cudnn_handle(device)),
         x_shape_(x_view.shape),
         w_shape_(w_view.shape),
-        key_{device,
-             -1,  // the pass, set by run
-             x_view.shape.n,
-             x_view.shape.c,
-             x_view.shape.h,
-             x_view.shape.w,
-             x_view.batch_stride,
-             y_view.batch_stride,
-             w_view.shape.n,
-             w_view.shape.h,
-             w_view.shape.w,
-             p.stride_h,
-             p.stride_w,
-             p.pad_h,
-             p.pad_w,
-             common_alignment({x_view.data, w_view.data, y_view.data}),
-             bf16_operands  ? 2
-             : tensor_cores ? 1
-                            : 0,
-             deterministic ? 1 : 0},
-        descriptors_(descriptors_for(key_, [&] {
+        key_{.images = x_view.shape.n,
+             .in_channels = x_view.shape.c,
+             .height = x_view.shape.h,
+             .width = x_view.shape.w,
+             .x_batch_stride = x_view.batch_stride,
+             .y_batch_stride = y_view.batch_stride,
+             .out_channels = w_view.shape.n,
+             .kernel_h = w_view.shape.h,
+             .kernel_w = w_view.shape.w,
+             .stride_h = p.stride_h,
+             .stride_w = p.stride_w,
+             .pad_h = p.pad_h,
+             .pad_w = p.pad_w,
+             .alignment = common_alignment({x_view.data, w_view.data, y_view.data}),
+             .operands = bf16_operands  ? ops::ConvolutionOperands::bf16
+                         : tensor_cores ? ops::ConvolutionOperands::tf32
+                                        : ops::ConvolutionOperands::float32,
+             .channels_last = false,
+             .deterministic = deterministic},
+        outputs_{span_bytes(x_view), span_bytes(y_view), span_bytes(w_view)},
+        descriptors_(descriptors_for(device, key_, [&] {
           return std::unique_ptr<Descriptors>(
               new Descriptors{TensorDescriptor(x_view, x_name), TensorDescriptor(y_view, y_name),
                               FilterDescriptor(w_view.shape, cudnn_type<W>()),
                               ConvolutionDescriptor(p, ranking_math())});
         })) {}
 
-  // Makes the call of `Pass` through launch(algorithm, workspace, workspace bytes), which
-  // returns cuDNN's status: with the cached algorithm, or on the first call of this key with
-  // each candidate in order until one runs, which is then cached.
+  // Makes the call of `Pass` through launch(algorithm, workspace, workspace bytes, output),
+  // which returns cuDNN's status: with the key's choice, or on the key's first call with the
+  // fastest candidate (timed), then the others in order until one runs; the one that runs is
+  // kept.
   template <class Pass, class Launch>
   void run(Launch launch) {
-    ChoiceKey key = key_;
-    key[1] = Pass::kId;
-    auto attempt = [&](const AlgorithmCandidate& candidate) {
-      descriptors_.conv.set_math(static_cast<cudnnMathType_t>(candidate.math));
-      DeviceBuffer workspace(candidate.workspace, device);
-      const cudnnStatus_t status =
-          launch(candidate.algorithm, workspace.get(), candidate.workspace);
-      if (status == CUDNN_STATUS_SUCCESS) count_launch();  // a refused candidate queued nothing
-      return status;
-    };
-    if (const std::optional<AlgorithmCandidate> choice = cached_choice(key)) {
-      check_cudnn(attempt(*choice), Pass::kCall, __FILE__, __LINE__);
+    ops::ConvolutionKey key = key_;
+    key.pass = Pass::kPass;
+    const OutputSpan output = outputs_[static_cast<size_t>(Pass::kOutput)];
+    if (const std::optional<ops::ConvolutionChoice> choice =
+            ops::find_convolution_choice(Device::cuda(device), key)) {
+      const AlgorithmCandidate kept{choice->algorithm, choice->math, true, true,
+                                    static_cast<size_t>(choice->workspace)};
+      check_cudnn(attempt(launch, kept, output.data), Pass::kCall, __FILE__, __LINE__);
+      count_launch();
       return;
     }
     descriptors_.conv.set_math(ranking_math());  // an earlier call left its algorithm's
     const std::vector<AlgorithmCandidate> ranking = ranked<Pass>();
     const size_t cap = workspace_cap(device);
-    const std::vector<AlgorithmCandidate> order = algorithms_to_try(ranking, cap, deterministic);
+    std::vector<AlgorithmCandidate> order = algorithms_to_try(ranking, cap, deterministic);
     const std::string what = std::string(" for the ") + Pass::kName + " convolution of input " +
                              x_shape_.str() + " with weight " + w_shape_.str();
     if (order.empty())
@@ -377,12 +384,22 @@ class Convolution {
                                what + ", but none is supported with a workspace of at most " +
                                std::to_string(cap >> 20) +
                                " MiB; free device memory or try BAREYOLO_CONV=gemm");
+    std::vector<std::optional<double>> times = timed<Pass>(launch, order, output.bytes);
+    if (const std::optional<size_t> fastest = fastest_candidate(order, times, deterministic)) {
+      std::rotate(order.begin(), order.begin() + *fastest, order.begin() + *fastest + 1);
+      std::rotate(times.begin(), times.begin() + *fastest, times.begin() + *fastest + 1);
+    }
     cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
-    for (const AlgorithmCandidate& candidate : order) {
-      status = attempt(candidate);
+    for (size_t i = 0; i < order.size(); ++i) {
+      const AlgorithmCandidate& candidate = order[i];
+      status = attempt(launch, candidate, output.data);
       if (status == CUDNN_STATUS_SUCCESS) {
-        remember_choice(key, candidate);
-        if (log_choices()) log_choice(Pass::kName, ranking, candidate);
+        count_launch();  // a refused candidate queued nothing
+        const double milliseconds = i < times.size() && times[i] ? *times[i] : 0.0;
+        ops::remember_convolution_choice(Device::cuda(device), key,
+                                         {candidate.algorithm, candidate.math,
+                                          static_cast<int64_t>(candidate.workspace), milliseconds});
+        if (log_choices()) log_choice(Pass::kName, ranking, order, times, candidate);
         return;
       }
       if (!refused(status)) check_cudnn(status, Pass::kCall, __FILE__, __LINE__);
@@ -412,6 +429,57 @@ class Convolution {
     return cudnn_math(convolution_math(bf16_operands, tensor_cores));
   }
 
+  // One call of `candidate` writing `output`: the descriptor's math set to the candidate's,
+  // its workspace from the caching allocator.
+  template <class Launch>
+  cudnnStatus_t attempt(Launch& launch, const AlgorithmCandidate& candidate, void* output) {
+    descriptors_.conv.set_math(static_cast<cudnnMathType_t>(candidate.math));
+    DeviceBuffer workspace(candidate.workspace, device);
+    return launch(candidate.algorithm, workspace.get(), candidate.workspace, output);
+  }
+
+  // How long each candidate of `order` takes, in milliseconds (none where cuDNN refuses it):
+  // run into a scratch output of `output_bytes` (the real output may be added into, and the
+  // inputs are only read), once to warm up and then the best of three, each between two
+  // events. Empty, timing nothing, with a single candidate, while the stream is recorded into
+  // a CUDA graph, or when no scratch output fits in memory. The host waits for each event:
+  // see the file comment for why that is not reported to the step guard.
+  template <class Pass, class Launch>
+  std::vector<std::optional<double>> timed(Launch& launch,
+                                           const std::vector<AlgorithmCandidate>& order,
+                                           size_t output_bytes) {
+    const cudaStream_t stream = stream_of(device);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    BAREYOLO_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    if (order.size() < 2 || capture != cudaStreamCaptureStatusNone) return {};
+    DeviceBuffer scratch;
+    try {
+      scratch = DeviceBuffer(output_bytes, device);
+    } catch (const OutOfDeviceMemory&) {
+      return {};
+    }
+    const TimingEvents events;
+    std::vector<std::optional<double>> times;
+    for (const AlgorithmCandidate& candidate : order) {
+      std::optional<double> best;
+      for (int run = 0; run < 4; ++run) {
+        BAREYOLO_CUDA_CHECK(cudaEventRecord(events.start, stream));
+        const cudnnStatus_t status = attempt(launch, candidate, scratch.get());
+        if (status != CUDNN_STATUS_SUCCESS) {
+          if (!refused(status)) check_cudnn(status, Pass::kCall, __FILE__, __LINE__);
+          break;
+        }
+        BAREYOLO_CUDA_CHECK(cudaEventRecord(events.end, stream));
+        BAREYOLO_CUDA_CHECK(cudaEventSynchronize(events.end));
+        float milliseconds = 0;
+        BAREYOLO_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, events.start, events.end));
+        if (run > 0) best = std::min(best.value_or(milliseconds), double(milliseconds));
+      }
+      times.push_back(best);
+    }
+    return times;
+  }
+
   // cuDNN's heuristics for this call's descriptors, best first.
   template <class Pass>
   std::vector<AlgorithmCandidate> ranked() const {
@@ -430,22 +498,41 @@ class Convolution {
     return candidates;
   }
 
+  // One line to stderr: the choice, cuDNN's ranking, and the candidates' times.
   void log_choice(const char* pass, const std::vector<AlgorithmCandidate>& ranking,
+                  const std::vector<AlgorithmCandidate>& order,
+                  const std::vector<std::optional<double>>& times,
                   const AlgorithmCandidate& chosen) const {
     std::string line =
         std::string("cudnn ") + pass + (bf16_operands ? " bf16 x" : " float x") + x_shape_.str() +
-        " w" + w_shape_.str() + " stride " + std::to_string(key_[11]) + ": algorithm " +
+        " w" + w_shape_.str() + " stride " + std::to_string(key_.stride_h) + ": algorithm " +
         std::to_string(chosen.algorithm) + " " + math_name(chosen.math) + "; ranked:";
     for (const AlgorithmCandidate& c : ranking)
       line += " " + std::to_string(c.algorithm) + "/" + math_name(c.math) +
               (c.supported ? "" : "/unsupported") + (c.deterministic ? "" : "/nondeterministic") +
               "/" + std::to_string(c.workspace >> 20) + "MiB";
+    if (!times.empty()) line += "; timed:";
+    for (size_t i = 0; i < times.size(); ++i)
+      line += " " + std::to_string(order[i].algorithm) + "/" + math_name(order[i].math) + "=" +
+              (times[i] ? std::to_string(*times[i]) + "ms" : std::string("refused"));
     std::fprintf(stderr, "%s\n", line.c_str());
   }
 
-  Shape4 x_shape_, w_shape_;  // for messages
-  ChoiceKey key_;
-  Descriptors& descriptors_;  // this thread's for key_ (descriptors_for)
+  // The memory a pass may write: its output operand's, all of its span.
+  struct OutputSpan {
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+  template <class T>
+  static OutputSpan span_bytes(const View<T>& view) {
+    return {const_cast<std::remove_const_t<T>*>(view.data),
+            static_cast<size_t>(view.shape.n * view.batch_stride) * sizeof(T)};
+  }
+
+  Shape4 x_shape_, w_shape_;           // for messages
+  ops::ConvolutionKey key_;            // its pass set by run
+  std::array<OutputSpan, 3> outputs_;  // by Operand: x (or dx), y (or dy), the weight (or dw)
+  Descriptors& descriptors_;           // this thread's for key_ (descriptors_for)
 };
 
 const float kOne = 1.0f, kZero = 0.0f;
@@ -455,10 +542,10 @@ const float kOne = 1.0f, kZero = 0.0f;
 template <class T>
 void forward(View<const T> x, View<const T> weight, ops::Conv2dParams p, View<T> y) {
   Convolution c(x, "x", weight, y, "y", p);
-  c.run<Forward>([&](int algorithm, void* workspace, size_t bytes) {
+  c.run<Forward>([&](int algorithm, void* workspace, size_t bytes, void* output) {
     return cudnnConvolutionForward(c.handle, &kOne, c.x(), x.data, c.w(), weight.data, c.conv(),
                                    static_cast<cudnnConvolutionFwdAlgo_t>(algorithm), workspace,
-                                   bytes, &kZero, c.y(), y.data);
+                                   bytes, &kZero, c.y(), output);  // y
   });
 }
 
@@ -466,11 +553,11 @@ void forward(View<const T> x, View<const T> weight, ops::Conv2dParams p, View<T>
 template <class T>
 void backward_data(View<const T> dy, View<const T> weight, ops::Conv2dParams p, View<T> dx) {
   Convolution c(dx, "dx", weight, dy, "dy", p);
-  c.run<BackwardData>([&](int algorithm, void* workspace, size_t bytes) {
+  c.run<BackwardData>([&](int algorithm, void* workspace, size_t bytes, void* output) {
     return cudnnConvolutionBackwardData(
         c.handle, &kOne, c.w(), weight.data, c.y(), dy.data, c.conv(),
         static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm), workspace, bytes, &kOne, c.x(),
-        dx.data);  // beta 1: dx +=
+        output);  // dx; beta 1: dx +=
   });
 }
 
@@ -479,10 +566,10 @@ template <class T>
 void backward_weight(View<const T> x, View<const T> dy, ops::Conv2dParams p, View<T> dweight,
                      const float* beta) {
   Convolution c(x, "x", dweight, dy, "dy", p);
-  c.run<BackwardWeight>([&](int algorithm, void* workspace, size_t bytes) {
+  c.run<BackwardWeight>([&](int algorithm, void* workspace, size_t bytes, void* output) {
     return cudnnConvolutionBackwardFilter(c.handle, &kOne, c.x(), x.data, c.y(), dy.data, c.conv(),
                                           static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm),
-                                          workspace, bytes, beta, c.w(), dweight.data);
+                                          workspace, bytes, beta, c.w(), output);  // dweight
   });
 }
 

@@ -96,9 +96,9 @@ struct TrainOptions {
   // TF32 tensor-core math for float convolutions and GEMMs on GPUs (about 1e-3 relative error
   // per product instead of float's 1e-7); off until the GPU check has passed with it on.
   bool tf32 = false;
-  // --cudnn deterministic|fast: the GPU's convolutions keep to cuDNN's deterministic algorithms,
-  // so a run repeats its bits (YOLOv5's train.py asks PyTorch for the same), or take cuDNN's
-  // first-ranked ones, atomics and all, for speed (kernels/cuda/runtime/runtime.h).
+  // --cudnn deterministic|fast: the GPU's convolutions run the fastest of cuDNN's deterministic
+  // algorithms, so a run repeats its bits (YOLOv5's train.py asks PyTorch for the same), or the
+  // fastest of all, atomics and all (kernels/cuda/cudnn_conv.cpp times them).
   bool cudnn_deterministic = true;
   // Winograd F(2x2, 3x3) for the CPU's 3x3 stride-1 convolutions where its measured rule picks
   // it (kernels/cpu/winograd.h: fewer multiplications, float results that differ in the last

@@ -5,6 +5,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "engine/algorithm_cache.h"                // defines: load_algorithm_cache
 #include "engine/backward_scratch.h"               // defines: backward_scratch_slots
 #include "engine/distributed/ddp/data_parallel.h"  // defines: start_data_parallel
 #include "engine/optim/adam.h"                     // defines: Adam (and AdamW)
@@ -97,7 +98,8 @@ Solver::Solver(DetectionModel& model, const SolverOptions& options, dist::Commun
       ema_(arena_, state_),
       matcher_(model, options.loss),
       loss_rows_(arena_.device()),
-      loss_counts_(Tensor::zeros({1, 1, 1, model.num_levels() + 1}, arena_.device(), DType::f64)) {
+      loss_counts_(Tensor::zeros({1, 1, 1, model.num_levels() + 1}, arena_.device(), DType::f64)),
+      algorithm_identity_(ops::convolution_choices_identity(arena_.device())) {
   for (Tensor& kept : kept_losses_)
     kept = Tensor::zeros({1, 1, 1, kLossItems}, arena_.device(), DType::f64);
   ops::use_settings({.tf32 = options.tf32,
@@ -127,6 +129,11 @@ Solver::Solver(DetectionModel& model, const SolverOptions& options, dist::Commun
   // Mixed precision: the convolutions' bf16 weights rounded once per optimizer step (update),
   // from rank 0's weights on every rank.
   if (options.amp) arena_.keep_bf16_copies();
+  // A GPU's convolutions run the algorithms the cache file remembers, rank 0's on every rank.
+  if (!algorithm_identity_.empty()) {
+    note_from_rank0(load_algorithm_cache(arena_.device()));
+    if (comm_) dist::broadcast_convolution_choices(*comm_, arena_.device());
+  }
 }
 
 Solver::~Solver() = default;
@@ -175,7 +182,28 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   // the next one allocates (its memory, and so a CUDA graph of it, stays the same).
   Tensor& kept = kept_losses_[next_kept_loss_++ % kept_losses_.size()];
   kept.copy_from(loss);
+  if (!first_step_done_) {
+    first_step_done_ = true;
+    share_algorithm_choices();
+  }
   return {.loss = kept, .updated = boundary};
+}
+
+// The first step timed the algorithms of every convolution it met (kernels/cuda/cudnn_conv.cpp),
+// each rank on its own: from the next step on, every rank runs rank 0's, and the file keeps
+// them for later runs.
+void Solver::share_algorithm_choices() {
+  if (algorithm_identity_.empty()) return;
+  if (comm_) dist::broadcast_convolution_choices(*comm_, arena_.device());
+  save_algorithm_choices();
+}
+
+void Solver::save_algorithm_choices() {
+  if (!algorithm_identity_.empty()) note_from_rank0(save_algorithm_cache(arena_.device()));
+}
+
+void Solver::note_from_rank0(std::string note) {
+  if (!note.empty() && (!comm_ || comm_->rank() == 0)) notes_.push_back(std::move(note));
 }
 
 void Solver::use_loss_buffers(const std::vector<LevelCells>& cells) {

@@ -22,6 +22,8 @@
 //     comm.end_step()                        the ranks' once-a-step desync check, if any
 //   ---- end of the step's kernels
 //   the loss copied out                      into a small ring the caller reads it from
+//   after the first step only: the cuDNN algorithms it timed, rank 0's taken by every rank and
+//   written to the per-user cache file (engine/algorithm_cache.h; read at construction)
 //
 // It owns the parameter arena (every parameter and gradient in one flat buffer each), the
 // optimizer, the EMA, the schedule, the gradient reducer (on several ranks) and the kernels'
@@ -134,8 +136,14 @@ class Solver {
   const ParameterArena& arena() const { return arena_; }
   const Schedule& schedule() const { return schedule_; }
   int64_t optimizer_steps() const { return optimizer_->steps(); }  // in the whole run
-  // What the Solver has to say since the last call (a kind of step it could not record).
+  // What the Solver has to say since the last call (a kind of step it could not record, where
+  // the cuDNN algorithms came from or went).
   std::vector<std::string> take_notes() { return std::exchange(notes_, {}); }
+  // On a GPU, rank 0 (or the one process) writes the cuDNN algorithms chosen so far into the
+  // per-user cache file (engine/algorithm_cache.h), if any is new since the last save. The
+  // Solver does after its first step; the trainer again at the end, for the shapes met later
+  // (validation's, --multi-scale's).
+  void save_algorithm_choices();
 
  private:
   DetectionModel& model_;
@@ -174,6 +182,13 @@ class Solver {
   std::map<StepKind, std::unique_ptr<StepGraphs>> graphs_;  // its recordings
   std::set<StepKind> unrecorded_;                           // kinds whose recording failed
   std::vector<std::string> notes_;
+
+  // cuDNN's algorithm choices (kernels/convolution_choices.h): the GPU's identity ("" on the
+  // CPU, which has none), and whether the first step, which chose them, is done.
+  const std::string algorithm_identity_;
+  bool first_step_done_ = false;
+  void share_algorithm_choices();
+  void note_from_rank0(std::string note);
 };
 
 }  // namespace bareyolo::models

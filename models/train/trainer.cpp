@@ -458,6 +458,8 @@ TrainSummary Trainer::run() {
 
   checkpoints_->wait();  // every checkpoint on disk before the end reads them
   write_trace();
+  solver_.save_algorithm_choices();  // with the shapes met after the first step (validation's)
+  for (const std::string& note : solver_.take_notes()) log_("note: " + note);
 
   // ---- the end: final weights when training finished ----
   if (progress_.finished)

@@ -1,11 +1,15 @@
 // tests/cuda/conv2d.cpp — the CUDA convolution (both paths: cuDNN, and im2col + cuBLAS) against
 // itself: a second run of the forward and both backward passes repeats the first bit for bit,
 // TF32 off and on, without a new device allocation (the algorithms and workspaces are cached),
-// and a shape's cuDNN descriptors are made once, at its first call.
+// a shape's cuDNN descriptors are made once, at its first call, and its algorithms are timed
+// then and taken from the process's table after (kernels/convolution_choices.h).
 // Its comparisons with the CPU are the selftest's convolution checks
 // (tools/selftest/convolution_checks.cpp, run on cuda:0 by tests/cuda/selftest.cpp).
+#include <cmath>
+#include <optional>
 #include <vector>
 
+#include "kernels/convolution_choices.h"
 #include "kernels/cuda/conv2d_paths.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/runtime/allocator.h"
@@ -85,4 +89,51 @@ TEST_CASE("cuda conv2d: a shape's cuDNN descriptors are made at its first call, 
   CHECK(cuda::convolution_descriptors_created() - before == 4);
   passes({3, 7, 18, 30}, {11, 7, 3, 3}, same);  // another shape: its own four
   CHECK(cuda::convolution_descriptors_created() - before == 8);
+}
+
+TEST_CASE("cuda conv2d: a shape's first call times its candidates, later calls run the table's") {
+  Rng rng(75);
+  const selftest::ConvolutionSettings settings(ops::GpuConvolutionPath::cudnn, false);
+  const Device gpu = Device::cuda(0);
+  const ops::Conv2dParams p{1, 1, 1, 1};
+  const Shape4 x_shape{2, 5, 30, 26}, w_shape{9, 5, 3, 3}, y_shape{2, 9, 30, 26};  // its own
+  Tensor x = uniform(rng, x_shape).to(gpu), w = uniform(rng, w_shape).to(gpu);
+  Tensor dy = uniform(rng, y_shape).to(gpu);
+  auto forward = [&] {
+    Tensor y = Tensor::from_vector(  // poisoned: an element the call misses fails the check
+        std::vector<float>(size_t(y_shape.numel()), std::nanf("")), y_shape, gpu);
+    ops::conv2d_forward<float>(x.view<float>(), w.view<float>(), nullptr, p, y.view<float>());
+    return y.to_vector<float>();
+  };
+  const ops::ConvolutionChoices before = ops::convolution_choices(gpu);
+  const std::vector<float> reference = forward();
+  Tensor dx = Tensor::zeros(x_shape, gpu), dw = Tensor::zeros(w_shape, gpu);
+  ops::conv2d_backward_data<float>(dy.view<float>(), w.view<float>(), p, dx.view<float>());
+  ops::conv2d_backward_weight<float>(x.view<float>(), dy.view<float>(), p, dw.view<float>(),
+                                     nullptr);
+  cuda::synchronize(0);
+  // One new choice per pass, and the forward's (float has several candidates) was timed.
+  std::optional<ops::ConvolutionKey> forward_key;
+  int added = 0;
+  for (const auto& [key, choice] : ops::convolution_choices(gpu)) {
+    if (before.count(key)) continue;
+    ++added;
+    CHECK(key.in_channels == 5);
+    CHECK(key.deterministic);
+    if (key.pass == ops::ConvolutionPass::forward) {
+      forward_key = key;
+      CHECK(choice.milliseconds > 0);
+    }
+  }
+  CHECK(added == 3);
+  REQUIRE(forward_key);
+  // A choice put in the table (as the cache file or rank 0 would) is what the next call runs:
+  // an algorithm cuDNN does not have fails the call; implicit GEMM on FMAs matches the timed one.
+  const ops::ConvolutionChoice timed = *ops::find_convolution_choice(gpu, *forward_key);
+  ops::adopt_convolution_choices(gpu, {{*forward_key, {.algorithm = 99, .math = 3}}});
+  CHECK_THROWS(forward());
+  ops::adopt_convolution_choices(gpu, {{*forward_key, {.algorithm = 0, .math = 3}}});
+  check_close(forward(), reference, 1e-5, 1e-5, "implicit GEMM against the timed choice");
+  ops::adopt_convolution_choices(gpu, {{*forward_key, timed}});
+  check_close(forward(), reference, 0.0, 0.0, "the timed choice again");
 }

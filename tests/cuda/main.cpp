@@ -1,10 +1,17 @@
 // tests/cuda/main.cpp — the runner for the CUDA-vs-CPU tests (tests/cuda/*.cpp). Without a
 // usable GPU it exits with 77, which ctest reports as *skipped* (SKIP_RETURN_CODE): the
 // tests are compiled everywhere but never counted as passed where they could not run — and
-// where a GPU is required (kernels/cuda/runtime/runtime.h: gpu_required) it exits 1.
+// where a GPU is required (kernels/cuda/runtime/runtime.h: gpu_required) it exits 1. The
+// cuDNN algorithms the tests' Solvers save go to a folder of the run's own, not the user's cache
+// (engine/algorithm_cache.h).
 #define DOCTEST_CONFIG_IMPLEMENT
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
 
 #include "kernels/cuda/runtime/runtime.h"
 #include "tests/support/doctest_runner.h"
@@ -23,5 +30,11 @@ int main(int argc, char** argv) {
     std::printf("skipped: %s\n", cuda::unavailable_reason().c_str());
     return testing::kSkipExitCode;
   }
-  return testing::run_doctest(argc, argv);
+  const std::filesystem::path cache =
+      std::filesystem::temp_directory_path() / ("bareyolo-cuda-tests-" + std::to_string(getpid()));
+  ::setenv("BAREYOLO_CACHE_DIR", cache.c_str(), 1);
+  const int status = testing::run_doctest(argc, argv);
+  std::error_code ignored;
+  std::filesystem::remove_all(cache, ignored);
+  return status;
 }

@@ -2,10 +2,12 @@
 // CUDA convolution runs (kernels/cuda/cudnn_algorithm_choice.h), on made-up rankings, so it runs
 // without a GPU: the first deterministic supported algorithm whose workspace fits, the others as
 // fallbacks in cuDNN's order, non-deterministic ones last (or in cuDNN's order when determinism
-// is not asked for), the workspace cap, and the math type a descriptor asks for.
+// is not asked for), the workspace cap, the math type a descriptor asks for, and which candidate
+// timing keeps.
 #include <doctest/doctest.h>
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 #include "kernels/cuda/cudnn_algorithm_choice.h"
@@ -98,4 +100,23 @@ TEST_CASE("conv algorithm choice: the workspace cap is 1 GiB or half of what the
   // The caching allocator's free blocks count: it returns them to the driver when needed.
   CHECK(conv_workspace_cap(100 * kMiB, 300 * kMiB) == 200 * kMiB);
   CHECK(conv_workspace_cap(0, 0) == 0);
+}
+
+TEST_CASE("conv algorithm choice: timed, the fastest deterministic one unless none ran") {
+  using bareyolo::cuda::fastest_candidate;
+  // The order algorithms_to_try gives: deterministic first, then the atomics-based ones.
+  const std::vector<AlgorithmCandidate> order = {
+      candidate(1, true, true, 0), candidate(5, true, true, 0), candidate(0, true, false, 0)};
+  // The deterministic 5 beats 1; the faster non-deterministic 0 is not taken...
+  CHECK(fastest_candidate(order, {2.0, 1.5, 0.5}, true) == size_t{1});
+  // ...unless determinism is not asked for (--cudnn fast).
+  CHECK(fastest_candidate(order, {2.0, 1.5, 0.5}, false) == size_t{2});
+  // A refused candidate (no time) is never chosen; with every deterministic one refused, the
+  // non-deterministic one runs.
+  CHECK(fastest_candidate(order, {std::nullopt, 1.5, 0.5}, true) == size_t{1});
+  CHECK(fastest_candidate(order, {std::nullopt, std::nullopt, 0.5}, true) == size_t{2});
+  // A tie goes to cuDNN's better-ranked; nothing ran, nothing chosen; nothing timed, likewise.
+  CHECK(fastest_candidate(order, {1.0, 1.0, 3.0}, true) == size_t{0});
+  CHECK_FALSE(fastest_candidate(order, {std::nullopt, std::nullopt, std::nullopt}, false));
+  CHECK_FALSE(fastest_candidate(order, {}, true));
 }

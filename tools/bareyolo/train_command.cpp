@@ -322,9 +322,9 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   cmd->add_option("--cudnn", options.cudnn,
-                  "deterministic: the GPU's convolutions keep to cuDNN's deterministic "
-                  "algorithms, so a run repeats its bits; fast: cuDNN's first-ranked ones, "
-                  "which may sum with atomics")
+                  "deterministic: the GPU's convolutions run the fastest of cuDNN's "
+                  "deterministic algorithms, timed once per machine, so a run repeats its bits; "
+                  "fast: the fastest of all, which may sum with atomics")
       ->check(CLI::IsMember({"deterministic", "fast"}))
       ->capture_default_str();
   cmd->add_option("--winograd", options.winograd,
