@@ -5,6 +5,8 @@ Python's standard library only: the GPU machine may have nothing else.
 
   compare_outputs.py make-batch OUT [--images 2 --imgsz 320 --seed 0]
       a batch file for `bareyolo grads` (images [b,3,H,W] in 0..1, targets [n,6])
+  compare_outputs.py same-bits A B
+      two safetensors files hold the same tensors to the bit: names, dtypes, shapes, bytes
   compare_outputs.py tensors A B [--rtol 1e-4] [--prefix p]
       every float tensor of two safetensors files: norm-wise relative error
       |a - b| / |b| <= rtol per tensor (and the same names and shapes)
@@ -86,6 +88,14 @@ def tensor_verdict(failures, compared, summary):
         failures.append("no float tensor in common")
     print(f"{'FAIL' if failures else 'ok'}: {compared} tensors, {summary}")
     return 1 if failures else 0
+
+
+def compare_bits(args):
+    a, b = read_safetensors(args.a), read_safetensors(args.b)
+    failures = [f"{name}: only in {'A' if name in a else 'B'}" for name in sorted(set(a) ^ set(b))]
+    differ = [name for name in sorted(set(a) & set(b)) if a[name] != b[name]]
+    failures += [f"{name}: other bits (or dtype, shape)" for name in differ]
+    return tensor_verdict(failures, len(set(a) & set(b)), f"{len(differ)} differ in their bits")
 
 
 def compare_tensors(args):
@@ -217,6 +227,10 @@ def main():
     p.add_argument("--imgsz", type=int, default=320)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(run=make_batch)
+    p = sub.add_parser("same-bits")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.set_defaults(run=compare_bits)
     p = sub.add_parser("tensors")
     p.add_argument("a")
     p.add_argument("b")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tools/gpu_check.sh — every CUDA path of bareyolo, checked on a machine with a GPU, in two
-# timed phases of at most 4 minutes each:
+# tools/gpu_check.sh — every CUDA path of bareyolo, checked on a machine with a GPU, in three
+# timed phases that fit 10 minutes of device time together:
 #
 #   tools/gpu_check.sh BUILD_DIR OUTDIR
 #
@@ -10,12 +10,14 @@
 # GPU_CHECK_ONLY="STEP ..." runs the environment and the named steps alone (the names of the
 # summary's rows and of phase_b_steps: a second run of what failed, in less device time).
 #
-# Phase A (GPU_CHECK_PHASE_A_S, 240 s): the environment (driver, the CUDA libraries actually
+# Phase A (GPU_CHECK_PHASE_A_S, 150 s): the environment (driver, the CUDA libraries actually
 #   loaded and their versions, one copy of each), every CUDA test case in its own process (a
 #   sticky CUDA error fails one case, not the rest; the NCCL cases last), the first failing
-#   case again under compute-sanitizer, `bareyolo train --device 0` of yolov5s at 640 batch 64
-#   for 25 steps, bench_gpu_kernels and bench_gpu_train (the PyTorch peer's eager modes, when
-#   tools/stage_gpu_check.sh staged YOLOv5 beside the binaries).
+#   case again under compute-sanitizer.
+# Phase S, speed (GPU_CHECK_PHASE_S_S, 180 s): `bareyolo train --device 0` of yolov5s at 640
+#   batch 64 for 25 steps, bench_gpu_kernels, bench_gpu_train (the PyTorch peer's eager modes,
+#   when tools/stage_gpu_check.sh staged YOLOv5 beside the binaries), and the cuDNN algorithms
+#   timed once and read back from their cache file (cudnn_choices_gpu).
 # Phase B (GPU_CHECK_PHASE_B_S, 240 s; ~150 s on an H200): two ranks sharing the GPU over the
 #   TCP ring, the same with --amp and bf16 gradient buckets, a real NCCL communicator at world
 #   1 through the trainer, a resume from a GPU checkpoint, the training forward and backward
@@ -24,13 +26,14 @@
 #   watch (DDP 3), `bareyolo selftest`, and GPU speed 4's: the main job's steps recorded as CUDA
 #   graphs against launched one by one (the same weights), bench_gpu_train's small job (yolov5n
 #   at 320 px, batch 16). Later
-#   issues add their cases as steps of phase B (see phase_b_steps).
+#   issues add their cases as steps of phase S (speed) or B (see phase_s_steps, phase_b_steps).
 #
 # Every step has a time limit (its own, and what is left of its phase); a step's row is
 # appended to OUTDIR/summary.log as soon as it ends. The script never reports a GPU check as
 # passed that did not run: a driver error or a missing GPU is a failure, never *skipped*.
-# At most 8 files land in OUTDIR (summary, environment, cuda_tests, sanitizer, phase_a,
-# phase_b logs); scratch data goes to a temporary folder. Exit status: 0 when every step
+# At most 8 files land in OUTDIR (summary, environment, cuda_tests, sanitizer, phase_s and
+# phase_b logs); scratch data goes to a temporary folder, and so do the cuDNN algorithms the
+# runs time (BAREYOLO_CACHE_DIR: every check times afresh). Exit status: 0 when every step
 # passed, 1 otherwise.
 set -uo pipefail
 
@@ -44,10 +47,12 @@ mkdir -p "$out" && out=$(cd "$out" && pwd)
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-phase_a_s=${GPU_CHECK_PHASE_A_S:-240}
+phase_a_s=${GPU_CHECK_PHASE_A_S:-150}
+phase_s_s=${GPU_CHECK_PHASE_S_S:-180}
 phase_b_s=${GPU_CHECK_PHASE_B_S:-240}
 case_s=${GPU_CHECK_CASE_S:-60}  # one CUDA test case
 export BAREYOLO_REQUIRE_GPU=1   # no binary may call a missing GPU "skipped"
+export BAREYOLO_CACHE_DIR=$work/cache
 summary=$out/summary.log
 failed=0
 
@@ -251,7 +256,8 @@ sanitizer() {
   row sanitizer WARN "$elapsed" "'$first_failing_case' rerun under memcheck (exit $rc): $(grep -m1 'ERROR SUMMARY' "$log")"
 }
 
-# ---- A3: real training on the GPU -------------------------------------------------------
+# ---- phase S: real training on the GPU, and its speed ------------------------------------
+phase_s_log=$out/phase_s.log
 # Peak GPU memory of the run, sampled by nvidia-smi twice a second into $work/memory.
 sample_memory() {
   while true; do
@@ -266,11 +272,11 @@ make_shapes() {
   run "$1" 60 "$build/bareyolo" make-shapes --out "$work/shapes" --n-train 128 --n-val 16 --imgsz 320
 }
 
-train_yolov5s() {
-  local log=$out/phase_a.log start=$(date +%s)
+train_yolov5s_640() {
+  local log=$phase_s_log start=$(date +%s)
   make_shapes "$log"
   if [ "$rc" -ne 0 ]; then
-    row train_yolov5s_640 "$(outcome)" "$elapsed" "make-shapes failed (phase_a.log)"
+    row train_yolov5s_640 "$(outcome)" "$elapsed" "make-shapes failed (phase_s.log)"
     return
   fi
   : >"$work/memory"
@@ -305,13 +311,16 @@ EOF
   row train_yolov5s_640 "${verdict%% *}" $(($(date +%s) - start)) "${verdict#* }; peak GPU memory ${peak:-?} MiB"
 }
 
+bench_gpu_kernels() { bench bench_gpu_kernels 40; }
+bench_gpu_train() { bench bench_gpu_train 150 --warmup 3 --steps 10 --rounds 2 --no-compile; }
+
 bench() {  # NAME CAP ARGS...: a bench's RESULT line in the summary
   bench_as "$1" "$@"
 }
 bench_as() {  # ROW NAME CAP ARGS...: bench NAME's RESULT line in the summary, as row ROW
   local label=$1 name=$2 cap=$3
   shift 3
-  local mark log=$out/phase_a.log
+  local mark log=$phase_s_log
   [ "$phase" = B ] && log=$phase_b_log
   mark=$(wc -l <"$log")
   run "$log" "$cap" "$build/$name" "$@"
@@ -324,6 +333,46 @@ bench_as() {  # ROW NAME CAP ARGS...: bench NAME's RESULT line in the summary, a
     row "$label" "$([ "$rc" -eq 0 ] && echo FAIL || outcome)" "$elapsed" \
       "exit $rc, no RESULT: $(tail -n +"$((mark + 1))" "$log" | tail -n 1)"
   fi
+}
+
+# cuDNN's algorithms timed once and remembered (GPU speed 2): the main job for 2 epochs under
+# --amp, twice, with an algorithm cache of its own. The first run times every convolution it
+# meets (BAREYOLO_CUDNN_LOG=1 prints each choice: how many run on the tensor cores) and saves
+# them; the second reads them ("N choices from FILE") and times none; both end with the same
+# bits (the same deterministic algorithms). Each run's first-epoch train seconds show what the
+# timing cost.
+cudnn_choices_gpu() {
+  local start=$(date +%s) run
+  mkdir -p "$work/choices"
+  for run in 1 2; do
+    run "$work/choices/run$run.log" 60 env BAREYOLO_CACHE_DIR="$work/choices/cache" \
+      BAREYOLO_CUDNN_LOG=1 bash -c "cd '$work/choices' && exec '$build/bareyolo' train \
+      --device 0 --amp --epochs 2 --project runs --name run$run --exist-ok"
+    cat "$work/choices/run$run.log" >>"$phase_s_log"
+    [ "$rc" -eq 0 ] || { row cudnn_choices_gpu "$(outcome)" $(($(date +%s) - start)) "run $run: exit $rc"; return; }
+  done
+  local bits verdict
+  bits=$(compare same-bits "$work/choices/runs/run1/weights/last.safetensors" \
+         "$work/choices/runs/run2/weights/last.safetensors")
+  verdict=$(python3 - "$work/choices" "$bits" 2>&1 <<'EOF'
+import json, re, sys
+folder, bits = sys.argv[1:]
+logs = [[re.sub(r"^\[rank\d+\]: ", "", line)
+         for line in open(f"{folder}/run{r}.log").read().splitlines()] for r in (1, 2)]
+timed = [[line for line in log if line.startswith("cudnn ")] for log in logs]
+tensor_op = sum(" tensor-op; " in line for line in timed[0])
+saved = any("cuDNN algorithms:" in line and " saved to " in line for line in logs[0])
+read = [line.split("note: ")[-1] for line in logs[1] if " choices from " in line]
+first = [json.loads(open(f"{folder}/runs/run{r}/results.jsonl").readline())["train_seconds"]
+         for r in (1, 2)]
+ok = timed[0] and saved and read and not timed[1] and bits.startswith("ok")
+print("ok" if ok else "FAIL",
+      f"run 1 timed {len(timed[0])} ({tensor_op} tensor-op), saved: {saved}; run 2: "
+      f"{read[0] if read else 'read nothing'}, timed {len(timed[1])}; {bits.split(': ', 1)[-1]};",
+      f"first epoch train s {first[0]:.2f} / {first[1]:.2f}")
+EOF
+)
+  row cudnn_choices_gpu "${verdict%% *}" $(($(date +%s) - start)) "${verdict#* }"
 }
 
 # ---- phase B: multi-rank, NCCL, resume, GPU against CPU ----------------------------------
@@ -548,27 +597,17 @@ cuda_graph_gpu() {
       --epochs $epochs --cuda-graph $mode --project runs --name $mode --exist-ok"
     [ "$rc" -eq 0 ] || { row cuda_graph_gpu "$(outcome)" $(($(date +%s) - start)) "--cuda-graph $mode: exit $rc"; return; }
   done
-  local verdict
-  verdict=$(python3 - "$work/graph/runs" 2>&1 <<'EOF'
-import json, statistics, struct, sys
-def tensors(path):
-    data = open(path, "rb").read()
-    size = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + size])
-    return {k: data[8 + size + v["data_offsets"][0]:8 + size + v["data_offsets"][1]]
-            for k, v in header.items() if k != "__metadata__"}
-runs = sys.argv[1]
-off, on = (tensors(f"{runs}/{m}/weights/last.safetensors") for m in ("off", "on"))
-differ = [k for k in off if off[k] != on.get(k)]
+  local bits seconds runs=$work/graph/runs
+  bits=$(compare same-bits "$runs/off/weights/last.safetensors" "$runs/on/weights/last.safetensors")
+  seconds=$(python3 - "$runs" 2>&1 <<'EOF'
+import json, statistics, sys
 def train_s(mode):
-    rows = [json.loads(line) for line in open(f"{runs}/{mode}/results.jsonl")][1:]
+    rows = [json.loads(line) for line in open(f"{sys.argv[1]}/{mode}/results.jsonl")][1:]
     return statistics.median(r["train_seconds"] for r in rows) if rows else float("nan")
-print("ok" if not differ and off.keys() == on.keys() else "FAIL",
-      f"{len(off)} tensors, {len(differ)} differ{' (' + differ[0] + ', ...)' if differ else ''};",
-      f"train s/epoch: off {train_s('off'):.3f}, on {train_s('on'):.3f}")
+print(f"train s/epoch: off {train_s('off'):.3f}, on {train_s('on'):.3f}")
 EOF
 )
-  row cuda_graph_gpu "${verdict%% *}" $(($(date +%s) - start)) "${verdict#* }"
+  row cuda_graph_gpu "${bits%%:*}" $(($(date +%s) - start)) "${bits#*: }; ${seconds##*$'\n'}"
 }
 
 # bench_gpu_train's small job (GPU speed 4): yolov5n at 320 px, batch 16, where the host's launch
@@ -701,8 +740,9 @@ stall_gpu() {
   fi
 }
 
-# The steps of phase B, in order. Later issues add theirs here, each a function that ends with
-# one `row`.
+# The steps of phases S and B, in order. Later issues add theirs here, each a function that
+# ends with one `row`.
+phase_s_steps=(train_yolov5s_640 bench_gpu_kernels bench_gpu_train cudnn_choices_gpu)
 phase_b_steps=(two_ranks_one_gpu amp_gpu nccl_world1 host_waits_gpu resume_gpu_checkpoint
                grads_gpu_vs_cpu amp_grads_gpu_vs_cpu main_job_gpu cuda_graph_gpu
                val_predict_gpu_vs_cpu sharded_val_gpu elastic_restart_gpu desync_check_gpu stall_gpu
@@ -715,9 +755,9 @@ wanted() { [ -z "${GPU_CHECK_ONLY:-}" ] || [[ " $GPU_CHECK_ONLY " == *" $1 "* ]]
 start_phase A "$phase_a_s"
 environment
 wanted cuda_tests && { cuda_tests; sanitizer; }
-wanted train_yolov5s_640 && train_yolov5s
-wanted bench_gpu_kernels && bench bench_gpu_kernels 40
-wanted bench_gpu_train && bench bench_gpu_train 150 --warmup 3 --steps 10 --rounds 2 --no-compile
+start_phase S "$phase_s_s"
+: >"$phase_s_log"
+for step in "${phase_s_steps[@]}"; do wanted "$step" && "$step"; done
 start_phase B "$phase_b_s"
 : >"$phase_b_log"
 make_shapes "$phase_b_log"

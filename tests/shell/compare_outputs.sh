@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/shell/compare_outputs.sh — tools/compare_outputs.py, which tools/gpu_check.sh trusts to
-# tell a GPU result from the CPU's: equal outputs pass, outputs beyond the tolerance fail, and
-# detections whose scores tie may come in either order.
+# tell a GPU result from the CPU's: equal outputs pass (the same bits, or within a tolerance),
+# other outputs fail, and detections whose scores tie may come in either order.
 set -uo pipefail
 tool="$(cd "$(dirname "$0")/../.." && pwd)/tools/compare_outputs.py"
 tmp=$(mktemp -d)
@@ -17,6 +17,8 @@ expect() {  # STATUS COMMAND...: the tool's exit status must be STATUS
 
 expect 0 make-batch "$tmp/a.safetensors" --images 2 --imgsz 32 --seed 1
 expect 0 make-batch "$tmp/b.safetensors" --images 2 --imgsz 32 --seed 2
+expect 0 same-bits "$tmp/a.safetensors" "$tmp/a.safetensors"
+expect 1 same-bits "$tmp/a.safetensors" "$tmp/b.safetensors"
 expect 0 tensors "$tmp/a.safetensors" "$tmp/a.safetensors"
 expect 1 tensors "$tmp/a.safetensors" "$tmp/b.safetensors"  # other random images
 expect 0 tensors --prefix targets --rtol 10 "$tmp/a.safetensors" "$tmp/b.safetensors"

@@ -4,8 +4,8 @@
 # (never as passed or skipped), each CUDA test case runs in its own process (a hanging case
 # is killed at its limit and the cases after it still run; the NCCL cases run last; a comma
 # in a name survives doctest's filter), the first failing case is rerun under
-# compute-sanitizer, the phases stop at their budgets, at most 8 files land in OUTDIR, and
-# the exit status is 1.
+# compute-sanitizer, the phases (A, S, B) stop at their budgets, at most 8 files land in
+# OUTDIR, and the exit status is 1.
 #
 #   tests/shell/gpu_check_fake.sh        (run by ctest as gpu_check_fake)
 set -uo pipefail
@@ -69,15 +69,15 @@ EOF
 chmod +x "$build"/* "$fake_bin"/*
 
 start=$(date +%s)
-PATH="$fake_bin:$PATH" GPU_CHECK_SEARCH_ROOTS="$tmp/none" GPU_CHECK_PHASE_A_S=40 \
-  GPU_CHECK_PHASE_B_S=15 GPU_CHECK_CASE_S=3 "$repo/tools/gpu_check.sh" "$build" "$out" \
+PATH="$fake_bin:$PATH" GPU_CHECK_SEARCH_ROOTS="$tmp/none" GPU_CHECK_PHASE_A_S=30 \
+  GPU_CHECK_PHASE_S_S=10 GPU_CHECK_PHASE_B_S=15 GPU_CHECK_CASE_S=3 "$repo/tools/gpu_check.sh" "$build" "$out" \
   >"$tmp/stdout" 2>&1
 status=$?
 seconds=$(($(date +%s) - start))
 summary=$out/summary.log
 
 [ "$status" -eq 1 ] || fail "exit status $status, expected 1"
-[ "$seconds" -le 70 ] || fail "took ${seconds}s; the phases allow 40 + 15"
+[ "$seconds" -le 70 ] || fail "took ${seconds}s; the phases allow 30 + 10 + 15"
 files=$(find "$out" -type f | wc -l)
 [ "$files" -le 8 ] || fail "$files files in OUTDIR (at most 8)"
 grep -q 'environment  *FAIL.*bench_gpu_train missing' "$summary" || fail "environment row"
@@ -94,6 +94,9 @@ grep -q '^ran: cuda ok\\, with a comma$' "$out/cuda_tests.log" || fail "the comm
 grep -q 'train_yolov5s_640  *FAIL' "$summary" || fail "train row"
 grep -q 'bench_gpu_kernels  *FAIL' "$summary" || fail "exit 77 of a GPU bench is not a failure"
 grep -q 'bench_gpu_train  *FAIL' "$summary" || fail "a missing bench is not a failure"
+for step in train_yolov5s_640 bench_gpu_kernels bench_gpu_train cudnn_choices_gpu; do
+  grep -qE "^S  $step +(FAIL|TIMEOUT|NOT RUN)" "$summary" || fail "phase S step $step has no failing row"
+done
 for step in two_ranks_one_gpu amp_gpu nccl_world1 resume_gpu_checkpoint grads_gpu_vs_cpu \
             amp_grads_gpu_vs_cpu cuda_graph_gpu val_predict_gpu_vs_cpu sharded_val_gpu \
             elastic_restart_gpu selftest bench_gpu_train_small; do
@@ -103,16 +106,16 @@ grep -q 'ok  ' <(grep -v sanitizer "$summary") && fail "a step of the fake build
 grep -q '== gpu_check: FAILED' "$summary" || fail "no final verdict"
 
 # A phase's budget bounds its steps: with 8 s for phase A, the hanging case takes what is left
-# of it and nothing after it starts (NOT RUN, still a failure).
+# of it; with none for phase S, none of its steps starts (NOT RUN, still a failure).
 rm -rf "$out"
 start=$(date +%s)
 PATH="$fake_bin:$PATH" GPU_CHECK_SEARCH_ROOTS="$tmp/none" GPU_CHECK_PHASE_A_S=8 \
-  GPU_CHECK_PHASE_B_S=6 GPU_CHECK_CASE_S=30 "$repo/tools/gpu_check.sh" "$build" "$out" \
+  GPU_CHECK_PHASE_S_S=0 GPU_CHECK_PHASE_B_S=6 GPU_CHECK_CASE_S=30 "$repo/tools/gpu_check.sh" "$build" "$out" \
   >"$tmp/stdout" 2>&1
 status=$?
 seconds=$(($(date +%s) - start))
 [ "$status" -eq 1 ] || fail "exit status $status with a spent budget"
-[ "$seconds" -le 25 ] || fail "took ${seconds}s; the phases allow 8 + 6"
+[ "$seconds" -le 25 ] || fail "took ${seconds}s; the phases allow 8 + 0 + 6"
 grep -q 'cuda hanging case (TIMEOUT' "$summary" || fail "the hanging case did not end at the budget"
 grep -q 'train_yolov5s_640  *NOT RUN' "$summary" || fail "a step started after the budget was spent"
 echo "gpu_check fake: all steps passed ($seconds s)"
