@@ -8,25 +8,31 @@
 //   --no-compile: the peer's eager modes only (torch.compile spends a minute or more of GPU
 //                 time compiling; tools/gpu_check.sh skips it)
 //
-// Ours: the trainer's step (the Solver, models/train/solver.h) on device 0 in three precisions,
-// taking turns: float32, TF32 (--tf32 on) and mixed precision (--amp: bf16 activations, the
-// convolutions on cuDNN's bf16 tensor cores; docs/mixed_precision.md), and mixed precision again
-// with the step recorded as CUDA graphs and replayed (--cuda-graph, kernels/step_graph.h: a
-// second model and Solver of its own), with cuDNN's deterministic
-// algorithms: forward, YOLOv5's loss normalised by this batch's counts, backward, clip to norm
+// Ours: the trainer's step (the Solver, models/train/solver.h) on device 0 in five modes, taking
+// turns: float32, TF32 (--tf32 on) and mixed precision (--amp: bf16 activations, the
+// convolutions on cuDNN's bf16 tensor cores; docs/mixed_precision.md) with the fastest of
+// cuDNN's deterministic algorithms (--cudnn deterministic, the default), mixed precision with the
+// fastest of all (--cudnn fast), and mixed precision again with the step recorded as CUDA graphs
+// and replayed (--cuda-graph, kernels/step_graph.h: a second model and Solver of its own,
+// deterministic): forward, YOLOv5's loss normalised by this batch's counts, backward, clip to norm
 // 10, SGD with Nesterov momentum over YOLOv5's three groups (hyp.scratch-low's schedule from
 // its first iteration), zero_grad, the EMA update. One optimizer step per batch (nbs = the
 // batch; at batch 64 the trainer's accumulate is 1 too). The batch is
 // made once and stays on the GPU (random pixels in [0, 1), bench::kBoxesPerImage random boxes per
 // image), so no loader or upload is timed.
 // The peer, bench/torch_gpu_train.py: PyTorch YOLOv5's own Model, ComputeLoss, smart_optimizer
-// and ModelEMA with train.py's step (AMP float16 + GradScaler, clip 10, EMA) in three modes:
-// eager NCHW, eager channels-last, torch.compile (channels-last). Started once, it runs one
-// round of a mode per command, so the engines take turns (ours, then each peer mode, --rounds
-// times), each freeing its device memory before the other's turn, and torch compiles once.
+// and ModelEMA with train.py's step (AMP float16 + GradScaler, clip 10, EMA) in five modes:
+// eager NCHW and eager channels-last, each fast (cudnn.benchmark) and deterministic
+// (torch.use_deterministic_algorithms(True), as YOLOv5's train.py asks), and torch.compile
+// (channels-last, fast). Started once, it runs one round of a mode per command, so the engines
+// take turns (ours, then each peer mode, --rounds times), each freeing its device memory before
+// the other's turn, and torch compiles once.
+// Like is paired with like: ours AMP deterministic against the peer's faster deterministic eager
+// layout (ratio_det_vs_torch_det), ours AMP fast against its faster fast eager layout
+// (ratio_fast_vs_torch_fast): both eager, both mixed precision, the same determinism.
 // Figures: images/s = batch / the median step of a round (--steps after --warmup; host clock
 // around a step with the device synchronised), then the median over the rounds; the RESULT's
-// eager figure is the faster eager layout. Model TFLOP/s = 3 x the forward FLOPs per image
+// eager figures are the faster eager layout's. Model TFLOP/s = 3 x the forward FLOPs per image
 // (2 c_out c_in k^2 h_out w_out summed over the convolutions) x images/s, against cuBLAS's bf16
 // GEMM (fp32 accumulation) timed first: tflops_fraction = model / GEMM. Also printed: each
 // engine's first step (cuDNN's search, torch.compile's compilation), peak device memory, our
@@ -38,12 +44,14 @@
 // Without a usable GPU it prints why and exits 77 (skipped), or 1 where a GPU is required
 // (gpu_required: BAREYOLO_REQUIRE_GPU, or a driver installed).
 // Last line (ours_img_s and ours_launches_per_step are float32's, tflops_fraction the fastest
-// mode's, ours_host_waits_per_step the most of our four modes'):
+// mode's, ours_host_waits_per_step the most of our five modes'; t is the peer's fast eager AMP,
+// d its deterministic one):
 //   RESULT ours_img_s=<x> ours_tf32_img_s=<y> ours_amp_img_s=<z> torch_eager_amp_img_s=<t>
 //          torch_compile_img_s=<c> ratio_vs_torch=<x/t> ratio_amp_vs_torch=<z/t>
 //          tflops_fraction=<f> ours_host_waits_per_step=<w> ours_launches_per_step=<l>
 //          ours_amp_graph_img_s=<g> ratio_amp_graph_vs_torch=<g/t>
-//          ours_graph_launches_per_step=<m>
+//          ours_graph_launches_per_step=<m> ours_amp_fast_img_s=<a> torch_eager_det_img_s=<d>
+//          ratio_det_vs_torch_det=<z/d> ratio_fast_vs_torch_fast=<a/t>
 // (a peer figure that could not be measured is `absent`, its reason on the line before, and a
 // ratio of it `nan`).
 #include <cublas_v2.h>
@@ -69,6 +77,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "bench/python_peer.h"      // defines: find_python_running
@@ -493,10 +502,11 @@ struct PeerMode {
   }
 };
 
-// One of our precisions over the rounds.
+// One of our modes over the rounds.
 struct OurMode {
   const char* label;
   bool tf32, amp, graph;      // graph: the recorded trainer's turn
+  bool deterministic;         // --cudnn deterministic (else fast)
   std::vector<double> rates;  // images/s, one per round
   StepWork work;              // over every round's timed steps
 };
@@ -506,28 +516,37 @@ struct OurMode {
 std::string rate_or_absent(double rate) { return std::isnan(rate) ? "absent" : fixed(rate, 2); }
 std::string ratio_or_nan(double ratio) { return std::isnan(ratio) ? "nan" : fixed(ratio, 3); }
 
+// Where each mode sits in the arrays main() fills.
+enum Ours { kFloat32, kTf32, kAmp, kAmpFast, kAmpGraph, kOurModes };
+enum Peer { kNchwFast, kNhwcFast, kNchwDet, kNhwcDet, kCompile, kPeerModes };
+
+// The faster of two layouts of a peer mode; with neither measured, the first (its reason).
+const PeerMode& faster(const PeerMode& nchw, const PeerMode& nhwc) {
+  return std::isnan(nhwc.rate()) || nchw.rate() >= nhwc.rate() ? nchw : nhwc;
+}
+
 // The figures over the rounds, each engine's TFLOP/s, and the RESULT line (a figure that could
 // not be measured is `absent`, its reason on the line before).
-void report(const std::array<OurMode, 4>& precisions, const std::array<PeerMode, 3>& modes,
-            double training_flops, double gemm_tflops) {
-  const double ours_rate = median(precisions[0].rates), tf32_rate = median(precisions[1].rates),
-               amp_rate = median(precisions[2].rates), graph_rate = median(precisions[3].rates);
-  const double fastest = std::max({ours_rate, tf32_rate, amp_rate, graph_rate});
-  for (const OurMode& precision : precisions)
-    std::printf("ours %s: %.1f img/s (median of %zu round(s))\n", precision.label,
-                median(precision.rates), precision.rates.size());
-  double most_host_waits = 0;  // RESULT's: 0 there means no precision's step waited
-  for (const OurMode& precision : precisions) {
+void report(const std::array<OurMode, kOurModes>& ours,
+            const std::array<PeerMode, kPeerModes>& peer, double training_flops,
+            double gemm_tflops) {
+  std::array<double, kOurModes> rate{};
+  for (size_t mode = 0; mode < ours.size(); ++mode) rate[mode] = median(ours[mode].rates);
+  const double fastest = *std::max_element(rate.begin(), rate.end());
+  for (const OurMode& mode : ours)
+    std::printf("ours %s: %.1f img/s (median of %zu round(s))\n", mode.label, median(mode.rates),
+                mode.rates.size());
+  double most_host_waits = 0;  // RESULT's: 0 there means no mode's step waited
+  for (const OurMode& mode : ours) {
     std::printf("ours %s: host waits %.1f per step, launches %.1f per step (%lld timed steps)\n",
-                precision.label, precision.work.host_waits_per_step(),
-                precision.work.launches_per_step(), (long long)precision.work.steps);
-    most_host_waits = std::max(most_host_waits, precision.work.host_waits_per_step());
+                mode.label, mode.work.host_waits_per_step(), mode.work.launches_per_step(),
+                (long long)mode.work.steps);
+    most_host_waits = std::max(most_host_waits, mode.work.host_waits_per_step());
   }
-  // The faster eager layout; with neither, NCHW's reason stands for both.
-  const PeerMode& eager =
-      std::isnan(modes[1].rate()) || modes[0].rate() >= modes[1].rate() ? modes[0] : modes[1];
-  const PeerMode& compiled = modes[2];
-  for (const PeerMode& mode : modes)
+  const PeerMode& eager = faster(peer[kNchwFast], peer[kNhwcFast]);
+  const PeerMode& eager_det = faster(peer[kNchwDet], peer[kNhwcDet]);
+  const PeerMode& compiled = peer[kCompile];
+  for (const PeerMode& mode : peer)
     if (mode.rates.empty())
       std::printf("%s: absent (%s)\n", mode.label, mode.absent.c_str());
     else
@@ -536,7 +555,7 @@ void report(const std::array<OurMode, 4>& precisions, const std::array<PeerMode,
           "reserved\n",
           mode.label, mode.rate(), mode.rates.size(), mode.absent.empty() ? "" : "; then ",
           mode.absent.c_str(), mode.first_step_s, mode.peak_reserved_gb);
-  auto tflops = [&](double rate) { return training_flops * rate / 1e12; };
+  auto tflops = [&](double images_per_s) { return training_flops * images_per_s / 1e12; };
   std::printf("model TFLOP/s (3 x forward FLOPs x img/s): ours at best %.1f (%.3f of the GEMM)",
               tflops(fastest), tflops(fastest) / gemm_tflops);
   for (const PeerMode* mode : {&eager, &compiled})
@@ -546,24 +565,34 @@ void report(const std::array<OurMode, 4>& precisions, const std::array<PeerMode,
   std::printf("\n");
   if (!eager.rates.empty())
     std::printf(
-        "ours float32 / %s (the faster eager layout): %.2f; ours AMP: %.2f; ours AMP "
+        "ours float32 / %s (the faster fast eager layout): %.2f; ours AMP: %.2f; ours AMP "
         "replayed: %.2f\n",
-        eager.label, ours_rate / eager.rate(), amp_rate / eager.rate(), graph_rate / eager.rate());
+        eager.label, rate[kFloat32] / eager.rate(), rate[kAmp] / eager.rate(),
+        rate[kAmpGraph] / eager.rate());
+  std::printf("like with like: ours AMP deterministic / %s: %s; ours AMP fast / %s: %s\n",
+              eager_det.label, ratio_or_nan(rate[kAmp] / eager_det.rate()).c_str(), eager.label,
+              ratio_or_nan(rate[kAmpFast] / eager.rate()).c_str());
   std::string why;
-  if (eager.rates.empty()) why += "torch_eager_amp_img_s: " + eager.absent;
-  if (compiled.rates.empty())
-    why += std::string(why.empty() ? "" : "; ") + "torch_compile_img_s: " + compiled.absent;
+  for (const auto& [key, mode] :
+       {std::pair{"torch_eager_amp_img_s", &eager}, std::pair{"torch_eager_det_img_s", &eager_det},
+        std::pair{"torch_compile_img_s", &compiled}})
+    if (mode->rates.empty())
+      why += std::string(why.empty() ? "" : "; ") + key + ": " + mode->absent;
   if (!why.empty()) std::printf("absent: %s\n", why.c_str());
   std::printf(
       "RESULT ours_img_s=%.2f ours_tf32_img_s=%.2f ours_amp_img_s=%.2f torch_eager_amp_img_s=%s "
       "torch_compile_img_s=%s ratio_vs_torch=%s ratio_amp_vs_torch=%s tflops_fraction=%.4f "
       "ours_host_waits_per_step=%.2f ours_launches_per_step=%.1f ours_amp_graph_img_s=%.2f "
-      "ratio_amp_graph_vs_torch=%s ours_graph_launches_per_step=%.1f\n",
-      ours_rate, tf32_rate, amp_rate, rate_or_absent(eager.rate()).c_str(),
-      rate_or_absent(compiled.rate()).c_str(), ratio_or_nan(ours_rate / eager.rate()).c_str(),
-      ratio_or_nan(amp_rate / eager.rate()).c_str(), tflops(fastest) / gemm_tflops, most_host_waits,
-      precisions[0].work.launches_per_step(), graph_rate,
-      ratio_or_nan(graph_rate / eager.rate()).c_str(), precisions[3].work.launches_per_step());
+      "ratio_amp_graph_vs_torch=%s ours_graph_launches_per_step=%.1f ours_amp_fast_img_s=%.2f "
+      "torch_eager_det_img_s=%s ratio_det_vs_torch_det=%s ratio_fast_vs_torch_fast=%s\n",
+      rate[kFloat32], rate[kTf32], rate[kAmp], rate_or_absent(eager.rate()).c_str(),
+      rate_or_absent(compiled.rate()).c_str(), ratio_or_nan(rate[kFloat32] / eager.rate()).c_str(),
+      ratio_or_nan(rate[kAmp] / eager.rate()).c_str(), tflops(fastest) / gemm_tflops,
+      most_host_waits, ours[kFloat32].work.launches_per_step(), rate[kAmpGraph],
+      ratio_or_nan(rate[kAmpGraph] / eager.rate()).c_str(),
+      ours[kAmpGraph].work.launches_per_step(), rate[kAmpFast],
+      rate_or_absent(eager_det.rate()).c_str(), ratio_or_nan(rate[kAmp] / eager_det.rate()).c_str(),
+      ratio_or_nan(rate[kAmpFast] / eager.rate()).c_str());
 }
 
 // --no-compile is this bench's own; the rest is the options it shares with bench_train.
@@ -626,19 +655,23 @@ int main(int argc, char** argv) {
     std::optional<TorchPeer> peer;
     if (options.torch) peer.emplace(options, ours.model().num_classes());
     auto peer_absent = [&] { return peer ? peer->absent() : std::string("skipped (--no-torch)"); };
-    std::array<PeerMode, 3> modes = {PeerMode("eager_nchw", "torch eager AMP NCHW"),
-                                     PeerMode("eager_channels_last", "torch eager AMP NHWC"),
-                                     PeerMode("compile", "torch.compile AMP NHWC")};
-    if (!options.compile) modes[2].absent = "skipped (--no-compile)";
-    std::array<OurMode, 4> precisions = {
-        OurMode{"float32", false, false, false, {}, {}},
-        OurMode{"TF32", true, false, false, {}, {}},
-        OurMode{"AMP (bf16)", false, true, false, {}, {}},
-        OurMode{"AMP (bf16), CUDA graph", false, true, true, {}, {}}};
+    std::array<PeerMode, kPeerModes> modes = {
+        PeerMode("eager_nchw", "torch eager AMP NCHW"),
+        PeerMode("eager_channels_last", "torch eager AMP NHWC"),
+        PeerMode("eager_nchw_det", "torch eager AMP NCHW deterministic"),
+        PeerMode("eager_channels_last_det", "torch eager AMP NHWC deterministic"),
+        PeerMode("compile", "torch.compile AMP NHWC")};
+    if (!options.compile) modes[kCompile].absent = "skipped (--no-compile)";
+    std::array<OurMode, kOurModes> precisions = {
+        OurMode{"float32", false, false, false, true, {}, {}},
+        OurMode{"TF32", true, false, false, true, {}, {}},
+        OurMode{"AMP (bf16)", false, true, false, true, {}, {}},
+        OurMode{"AMP (bf16), cuDNN fast", false, true, false, false, {}, {}},
+        OurMode{"AMP (bf16), CUDA graph", false, true, true, true, {}, {}}};
     for (int round = 1; round <= options.rounds; ++round) {
       std::string line = "round " + std::to_string(round) + ": ours";
       for (OurMode& precision : precisions) {
-        ops::use_settings({.tf32 = precision.tf32});
+        ops::use_settings({.tf32 = precision.tf32, .cudnn_deterministic = precision.deterministic});
         OurTrainer& trainer = precision.graph ? ours_graph : ours;
         if (!precision.graph) ours.model().graph().set_mixed_precision(precision.amp);
         precision.rates.push_back(

@@ -3,7 +3,8 @@
 
     python3 bench/torch_gpu_train.py [--cfg models/yolov5s.yaml] [--nc 80] [--imgsz 640]
         [--batch 64] [--warmup 5] [--steps 20] [--rounds 3] [--amp-dtype float16]
-        [--modes eager_nchw,eager_channels_last,compile] [--serve]
+        [--modes eager_nchw,eager_channels_last,eager_nchw_det,eager_channels_last_det,compile]
+        [--serve]
 
 Model, loss, optimizer and EMA are YOLOv5's own (Model, ComputeLoss, smart_optimizer, ModelEMA):
 from the checkout or the yolov5 package folder that YOLOV5_DIR names when it is set, else from
@@ -14,15 +15,20 @@ accumulate / 64; the loss gains for the levels, classes and image size). One bat
 on the GPU: random images in [0, 1), 3 random boxes per image.
 
 Modes, each with its own model, optimizer and EMA, built at its first round:
-  eager_nchw           eager, AMP
-  eager_channels_last  eager, AMP, model and images channels-last
-  compile              torch.compile(model) (default mode: max-autotune would spend minutes of
-                       GPU time tuning), AMP, channels-last
+  eager_nchw               eager, AMP, cudnn.benchmark (fast)
+  eager_channels_last      eager, AMP, model and images channels-last, cudnn.benchmark
+  eager_nchw_det           eager_nchw with deterministic algorithms, as YOLOv5's train.py asks
+                           (init_seeds(deterministic=True): torch.use_deterministic_algorithms,
+                           cudnn.deterministic, no cudnn.benchmark)
+  eager_channels_last_det  eager_channels_last, deterministic likewise
+  compile                  torch.compile(model) (default mode: max-autotune would spend minutes
+                           of GPU time tuning), AMP, channels-last, cudnn.benchmark
 AMP is float16 with GradScaler by default because that is what YOLOv5's train.py runs
 (torch.cuda.amp.autocast); on H100/H200 bfloat16 has the same tensor-core peak, so float16
 costs the peer nothing (--amp-dtype bfloat16 to measure it, without GradScaler).
-cudnn.benchmark is on: train.py asks for deterministic algorithms, but the peer is meant to be
-PyTorch at its fastest.
+A round sets PyTorch's determinism switches for its mode. CUBLAS_WORKSPACE_CONFIG=:4096:8, which
+deterministic cuBLAS needs, is set before torch starts, for every mode (the step's GEMMs are few:
+the convolutions are cuDNN's).
 
 A round of a mode: --warmup steps, then --steps timed ones (host clock around each step, the
 device synchronised before and after); its figure is batch / the median. One line per round:
@@ -33,7 +39,8 @@ step1_s is the mode's first step (cuDNN's search, the compilation), in its first
 then runs one round of each mode named on a line of stdin until the input ends, returning its
 cached GPU memory after each round so that the other engine's turn has the GPU to itself.
 Alone: --rounds rounds of each of --modes, then the medians on the last line:
-  torch_eager_amp_img_s=<the faster eager layout> torch_compile_img_s=<x>
+  torch_eager_amp_img_s=<the faster fast eager layout> torch_eager_det_img_s=<the faster
+  deterministic one> torch_compile_img_s=<x>
 """
 import argparse
 import importlib
@@ -44,7 +51,8 @@ import sys
 import time
 import traceback
 
-MODES = ("eager_nchw", "eager_channels_last", "compile")
+MODES = ("eager_nchw", "eager_channels_last", "eager_nchw_det", "eager_channels_last_det",
+         "compile")
 BOXES_PER_IMAGE = 3
 NOMINAL_BATCH = 64  # train.py's nbs
 HYP = {  # hyp.scratch-low.yaml's entries that the step uses, before train.py's scaling
@@ -53,6 +61,8 @@ HYP = {  # hyp.scratch-low.yaml's entries that the step uses, before train.py's 
     "label_smoothing": 0.0,
 }
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Read when cuBLAS starts: before torch is imported.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 
 def parse():
@@ -157,8 +167,9 @@ class Mode:
         if name == "compile" and not hasattr(torch, "compile"):
             raise RuntimeError(f"torch.compile needs torch 2.0 or later, not {torch.__version__}")
         self.torch, self.first_step_s = torch, None
+        self.deterministic = name.endswith("_det")
         model = yolov5.Model(args.cfg, ch=3, nc=args.nc).cuda().train()
-        if name != "eager_nchw":  # before the optimizer and EMA, so that they match its layout
+        if "nchw" not in name:  # before the optimizer and EMA, so that they match its layout
             model = model.to(memory_format=torch.channels_last)
             images = images.contiguous(memory_format=torch.channels_last)
         levels = model.model[-1].nl
@@ -195,8 +206,11 @@ class Mode:
         self.ema.update(self.model)
 
     def round(self, warmup, steps):
-        """The median seconds of the round's timed steps."""
+        """The median seconds of the round's timed steps, under the mode's determinism."""
         torch = self.torch
+        torch.use_deterministic_algorithms(self.deterministic)
+        torch.backends.cudnn.deterministic = self.deterministic
+        torch.backends.cudnn.benchmark = not self.deterministic
         seconds = []
         for index in range(warmup + steps):
             torch.cuda.synchronize()
@@ -258,7 +272,6 @@ def start(args):
         yolov5, origin = import_yolov5()
     except ImportError as error:
         return None, str(error)
-    torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
     try:
         flops, parameters = conv_flops_per_image(torch, yolov5, args)
@@ -288,7 +301,7 @@ def main():
         return
     if absent:
         say(f"absent: {absent}")
-        say("torch_eager_amp_img_s=absent torch_compile_img_s=absent")
+        say("torch_eager_amp_img_s=absent torch_eager_det_img_s=absent torch_compile_img_s=absent")
         return
     rates = {name: [] for name in args.modes}
     for _ in range(args.rounds):
@@ -303,6 +316,7 @@ def main():
         return f"{max(values):.2f}" if values else "absent"
 
     say(f"torch_eager_amp_img_s={median(['eager_nchw', 'eager_channels_last'])} "
+        f"torch_eager_det_img_s={median(['eager_nchw_det', 'eager_channels_last_det'])} "
         f"torch_compile_img_s={median(['compile'])}")
 
 
