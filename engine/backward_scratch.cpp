@@ -28,12 +28,6 @@ BackwardScratch::~BackwardScratch() {
   if (stack.depth >= first_slot_) stack.depth = first_slot_;
 }
 
-Tensor BackwardScratch::zeros(Shape4 shape, const Tensor& like) {
-  Tensor tensor = uninitialized(shape, like);
-  tensor.zero();
-  return tensor;
-}
-
 Tensor BackwardScratch::uninitialized(Shape4 shape, const Tensor& like) {
   ScratchStack& stack = this_thread_stack();
   if (stack.depth < first_slot_)

@@ -26,11 +26,9 @@ class BackwardScratch {
   BackwardScratch(const BackwardScratch&) = delete;
   BackwardScratch& operator=(const BackwardScratch&) = delete;
 
-  // A zeroed dense tensor of `shape` on `like`'s device with its dtype (backward ops add into
-  // their outputs), from the next slot of the stack.
-  Tensor zeros(Shape4 shape, const Tensor& like);
-  // The same slot with whatever it held, for an op that writes every value (the fused
-  // BatchNorm + SiLU backward ops): no zeroing pass.
+  // A dense tensor of `shape` on `like`'s device with its dtype, from the next slot of the
+  // stack, holding whatever the slot held: its first writer writes every value (the fused
+  // BatchNorm + SiLU backward ops, a backward told GradientWrite::overwrite), so no zeroing pass.
   Tensor uninitialized(Shape4 shape, const Tensor& like);
 
  private:

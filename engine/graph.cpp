@@ -2,6 +2,8 @@
 #include "engine/graph.h"
 
 #include <algorithm>
+#include <iterator>
+#include <set>
 #include <stdexcept>
 
 #include "engine/backward_scratch.h"
@@ -204,6 +206,42 @@ void Graph::plan_training(Device device, DType activations) {
   }
   gradient_buffers_ = gradients.storages();
   place_concat_producers(/*gradients=*/true);
+  write_first_gradients();
+}
+
+// Backward ops add into gradients (kernels/ops.h), so an owner's gradient is zeroed before its
+// first writer runs; but where that writer produces the whole of it, the writer may write
+// instead and no zeroing pass runs (nor, on a GPU, a read of the old values). A node's backward
+// writes when it is the first to reach every input gradient it produces and each is the whole
+// of its owner's (not a slice of a Concat's); its owners then leave zero_before_. The graph
+// outputs' gradients are written whole by backward's first copy.
+void Graph::write_first_gradients() {
+  const int n = size();
+  auto first_reached_here = [&](int index, int input) {
+    const std::vector<int>& zeroed = zero_before_[size_t(index)];
+    return storage_owner(input) == input &&
+           std::find(zeroed.begin(), zeroed.end(), input) != zeroed.end();
+  };
+  backward_write_.assign(size_t(n), ops::GradientWrite::add);
+  for (int index = 0; index < n; ++index) {
+    const std::vector<int>& inputs = nodes_[size_t(index)].inputs;
+    std::vector<int> gradients;  // the inputs that have one
+    std::copy_if(inputs.begin(), inputs.end(), std::back_inserter(gradients),
+                 [](int input) { return input != kGraphInput; });
+    const bool distinct =
+        std::set<int>(gradients.begin(), gradients.end()).size() == gradients.size();
+    if (!nodes_[size_t(index)].module || gradients.empty() || !distinct ||
+        !std::all_of(gradients.begin(), gradients.end(),
+                     [&](int input) { return first_reached_here(index, input); }))
+      continue;
+    backward_write_[size_t(index)] = ops::GradientWrite::overwrite;
+    std::erase_if(zero_before_[size_t(index)], [&](int owner) {
+      return std::find(gradients.begin(), gradients.end(), owner) != gradients.end();
+    });
+  }
+  std::erase_if(zero_before_[size_t(n)], [&](int owner) {
+    return std::count(outputs_.begin(), outputs_.end(), owner) == 1;
+  });
 }
 
 // Evaluation: each storage owner (a node or a Concat buffer) is live from the first node that
@@ -307,7 +345,8 @@ void Graph::backward(const std::vector<Tensor>& grad_outputs,
       std::vector<Tensor> grad_inputs;  // undefined for the graph input: no gradient wanted
       for (int i : node.inputs)
         grad_inputs.push_back(i == kGraphInput ? Tensor() : nodes_[static_cast<size_t>(i)].grad);
-      node.module->backward(input_tensors(node, input_), node.output, node.grad, grad_inputs);
+      node.module->backward(input_tensors(node, input_), node.output, node.grad, grad_inputs,
+                            backward_write_[size_t(index)]);
     }
     if (on_node_done) on_node_done(index);
   }

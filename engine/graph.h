@@ -123,8 +123,12 @@ class Graph {
   std::vector<Tensor> activation_buffers_;  // the distinct buffers of the current plan
   std::vector<Tensor> gradient_buffers_;    // training: the buffers the gradients share
   // Training: zero_before_[i] lists the owners whose gradient is zeroed just before node i's
-  // backward; zero_before_[size()] those zeroed before it starts (the graph outputs').
+  // backward; zero_before_[size()] those zeroed before it starts (the graph outputs'). An owner
+  // whose first writer writes it whole is never zeroed: that writer's backward_write_ is
+  // overwrite (write_first_gradients).
   std::vector<std::vector<int>> zero_before_;
+  std::vector<ops::GradientWrite> backward_write_;
+  void write_first_gradients();
 };
 
 }  // namespace bareyolo

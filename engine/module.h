@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "kernels/ops.h"  // ops::GradientWrite
 
 namespace bareyolo {
 
@@ -65,10 +66,13 @@ class Module {
   virtual Shape4 output_shape(std::span<const Shape4> inputs) const = 0;
   // Writes the output (shape output_shape(...)) from the inputs.
   virtual void forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) = 0;
-  // After forward in Mode::train on the same tensors: grad_inputs[i] += dL/d inputs[i],
+  // After forward in Mode::train on the same tensors: grad_inputs[i] += dL/d inputs[i], or with
+  // `overwrite` grad_inputs[i] = dL/d inputs[i] whatever they held (the caller knows this is
+  // their first and whole contribution, and spares the zeroing: Graph::backward);
   // parameter gradients += dL/d parameter.
   virtual void backward(std::span<const Tensor> inputs, const Tensor& output,
-                        const Tensor& grad_output, std::span<Tensor> grad_inputs) = 0;
+                        const Tensor& grad_output, std::span<Tensor> grad_inputs,
+                        ops::GradientWrite write) = 0;
   // Appends this module's state entries, their names prefixed with `prefix`.
   virtual void collect_state(const std::string& prefix, std::vector<StateEntry>& state) {
     (void)prefix;

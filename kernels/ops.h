@@ -9,8 +9,11 @@
 //  - backward ops ADD into the gradients they produce (dx += ...). A tensor read by two
 //    layers gets both contributions without a temporary, and the caller zeroes a gradient
 //    once per step. (Caffe and llm.c overwrite activation gradients instead; accumulating
-//    everywhere costs one memset per step and removes a class of ordering bugs.) The one
-//    exception: the fused BatchNorm + SiLU backward ops write dx (see there);
+//    everywhere removes a class of ordering bugs.) The ops that produce a layer input's
+//    gradient, convolution and upsampling, take a GradientWrite: given `overwrite` they write
+//    dx instead, for the caller that knows it is dx's first and whole contribution, which then
+//    needs no zeroing pass before it (and a GPU's dx no read). The fused BatchNorm + SiLU
+//    backward ops always write dx (see there);
 //  - inputs and outputs must not overlap unless an op says so;
 //  - every view of one call lives on the same device; a mismatch throws.
 #pragma once
@@ -23,6 +26,9 @@
 #include "kernels/view.h"
 
 namespace bareyolo::ops {
+
+// How a backward op puts a gradient into dx: added to what dx holds, or written over it.
+enum class GradientWrite { add, overwrite };
 
 // ---- elementwise ----------------------------------------------------------------------
 // y = x * sigmoid(x)
@@ -62,9 +68,10 @@ void concat_backward(View<const T> dy, const std::vector<View<T>>& dx);
 // Nearest-neighbour x2: y[n,c,2i+a,2j+b] = x[n,c,i,j]
 template <class T>
 void upsample_nearest2x_forward(View<const T> x, View<T> y);
-// dx[n,c,i,j] += sum over the 2x2 block of dy it was copied to
+// dx[n,c,i,j] += sum over the 2x2 block of dy it was copied to (= with `overwrite`)
 template <class T>
-void upsample_nearest2x_backward(View<const T> dy, View<T> dx);
+void upsample_nearest2x_backward(View<const T> dy, View<T> dx,
+                                 GradientWrite write = GradientWrite::add);
 
 struct Pool2dParams {
   int kernel = 5, stride = 1, pad = 2;  // square windows; padding counts as -infinity
@@ -109,9 +116,10 @@ template <class T>
 void conv2d_forward(View<const T> x, View<const T> weight, const ComputeType<T>* bias,
                     Conv2dParams p, View<T> y, ComputeType<T>* moments_mean = nullptr,
                     ComputeType<T>* moments_m2 = nullptr);
-// dx += conv-transpose(dy, weight)
+// dx += conv-transpose(dy, weight) (dx = with `overwrite`)
 template <class T>
-void conv2d_backward_data(View<const T> dy, View<const T> weight, Conv2dParams p, View<T> dx);
+void conv2d_backward_data(View<const T> dy, View<const T> weight, Conv2dParams p, View<T> dx,
+                          GradientWrite write = GradientWrite::add);
 // dweight += correlate(x, dy); dbias += sum of dy per channel (when dbias != nullptr)
 template <class T>
 void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p,

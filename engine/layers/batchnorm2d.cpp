@@ -73,7 +73,9 @@ void BatchNorm2d::forward(std::span<const Tensor> inputs, Tensor& output, Mode m
 }
 
 void BatchNorm2d::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
-                           std::span<Tensor> grad_inputs) {
+                           std::span<Tensor> grad_inputs, ops::GradientWrite write) {
+  // BatchNorm's backward ops add into dx (ConvBnSilu runs the fused ones, which write).
+  if (write == ops::GradientWrite::overwrite) grad_inputs[0].zero();
   with_activation_type(grad_output.dtype(), [&]<class T>() {
     using P = ComputeType<T>;
     if (last_mode_ == Mode::train && sync_)

@@ -32,7 +32,7 @@ class BatchNorm2d : public Module {
   Shape4 output_shape(std::span<const Shape4> inputs) const override;
   void forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) override;
   void backward(std::span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
-                std::span<Tensor> grad_inputs) override;
+                std::span<Tensor> grad_inputs, ops::GradientWrite write) override;
   void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
 
   // Synchronise the training statistics over the ranks of `comm` (null: this rank alone).

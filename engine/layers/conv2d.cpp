@@ -83,7 +83,7 @@ void Conv2d::forward_into(const Tensor& input, Tensor& output, Tensor* mean, Ten
 }
 
 void Conv2d::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
-                      std::span<Tensor> grad_inputs) {
+                      std::span<Tensor> grad_inputs, ops::GradientWrite write) {
   // grad_inputs[0] is undefined for the network input: no gradient wanted.
   with_activation_type(grad_output.dtype(), [&]<class T>() {
     using P = ComputeType<T>;
@@ -93,7 +93,7 @@ void Conv2d::backward(std::span<const Tensor> inputs, const Tensor&, const Tenso
     if (grad_inputs[0].defined())
       ops::conv2d_backward_data<T>(grad_output.view<T>(),
                                    operand_weights<T>(weight_, weight_bf16_.tensor),
-                                   conv_params(options_), grad_inputs[0].view<T>());
+                                   conv_params(options_), grad_inputs[0].view<T>(), write);
   });
 }
 

@@ -25,7 +25,7 @@ class Conv2d : public Module {
   Shape4 output_shape(std::span<const Shape4> inputs) const override;
   void forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) override;
   void backward(std::span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
-                std::span<Tensor> grad_inputs) override;
+                std::span<Tensor> grad_inputs, ops::GradientWrite write) override;
   // forward, and batchnorm_moments of the output into mean and m2 ((1, c_out, 1, 1), in the
   // weights' dtype), gathered as the convolution writes it (ops::conv2d_forward).
   void forward_with_moments(const Tensor& input, Tensor& output, Tensor& mean, Tensor& m2);

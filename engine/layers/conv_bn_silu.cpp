@@ -49,11 +49,11 @@ void ConvBnSilu::convolve_with_moments(const Tensor& input, const Tensor& like) 
 }
 
 void ConvBnSilu::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
-                          std::span<Tensor> grad_inputs) {
+                          std::span<Tensor> grad_inputs, ops::GradientWrite write) {
   BackwardScratch scratch;
   Tensor grad_conv_out = scratch.uninitialized(conv_out_.shape(), conv_out_);
   bn_.backward_silu(conv_out_, grad_output, grad_conv_out);
-  conv_.backward(inputs, conv_out_, grad_conv_out, grad_inputs);
+  conv_.backward(inputs, conv_out_, grad_conv_out, grad_inputs, write);
 }
 
 void ConvBnSilu::forward_siblings(ConvBnSilu& a, ConvBnSilu& b, const Tensor& input,
@@ -72,15 +72,17 @@ void ConvBnSilu::forward_siblings(ConvBnSilu& a, ConvBnSilu& b, const Tensor& in
 
 void ConvBnSilu::backward_siblings(ConvBnSilu& a, const Tensor& grad_output_a, ConvBnSilu& b,
                                    const Tensor& grad_output_b, const Tensor& input,
-                                   Tensor& grad_input) {
+                                   Tensor& grad_input, ops::GradientWrite write) {
   BackwardScratch scratch;
   Tensor grad_conv_out_a = scratch.uninitialized(a.conv_out_.shape(), a.conv_out_);
   Tensor grad_conv_out_b = scratch.uninitialized(b.conv_out_.shape(), b.conv_out_);
   BatchNorm2d::backward_silu_together(
       std::array{BatchNorm2d::SiluBackward{b.bn_, b.conv_out_, grad_output_b, grad_conv_out_b},
                  BatchNorm2d::SiluBackward{a.bn_, a.conv_out_, grad_output_a, grad_conv_out_a}});
-  b.conv_.backward(std::span(&input, 1), b.conv_out_, grad_conv_out_b, std::span(&grad_input, 1));
-  a.conv_.backward(std::span(&input, 1), a.conv_out_, grad_conv_out_a, std::span(&grad_input, 1));
+  b.conv_.backward(std::span(&input, 1), b.conv_out_, grad_conv_out_b, std::span(&grad_input, 1),
+                   write);
+  a.conv_.backward(std::span(&input, 1), a.conv_out_, grad_conv_out_a, std::span(&grad_input, 1),
+                   ops::GradientWrite::add);
 }
 
 void ConvBnSilu::collect_state(const std::string& prefix, std::vector<StateEntry>& state) {

@@ -17,7 +17,7 @@ class ConvBnSilu : public Module {
   Shape4 output_shape(std::span<const Shape4> inputs) const override;
   void forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) override;
   void backward(std::span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
-                std::span<Tensor> grad_inputs) override;
+                std::span<Tensor> grad_inputs, ops::GradientWrite write) override;
   void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
   void release_activations() override;
   void for_each_child(const std::function<void(Module&)>& visit) override {
@@ -29,13 +29,14 @@ class ConvBnSilu : public Module {
 
   // Two layers that convolve the same input (C3's cv1 and cv2): forward() and backward() of
   // each, but with one SyncBatchNorm meeting for both instead of one each
-  // (BatchNorm2d::forward_silu_train_together, backward_silu_together). Backward adds b's
-  // gradient of the input into grad_input first, then a's, as b's backward and then a's would.
+  // (BatchNorm2d::forward_silu_train_together, backward_silu_together). Backward puts b's
+  // gradient of the input into grad_input first (as `write` says), then adds a's, as b's
+  // backward and then a's would.
   static void forward_siblings(ConvBnSilu& a, ConvBnSilu& b, const Tensor& input, Tensor& output_a,
                                Tensor& output_b, Mode mode);
   static void backward_siblings(ConvBnSilu& a, const Tensor& grad_output_a, ConvBnSilu& b,
                                 const Tensor& grad_output_b, const Tensor& input,
-                                Tensor& grad_input);
+                                Tensor& grad_input, ops::GradientWrite write);
 
  private:
   // Training's convolution: conv_out_ and this rank's BN moments of it.

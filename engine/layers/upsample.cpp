@@ -20,9 +20,9 @@ void Upsample::forward(std::span<const Tensor> inputs, Tensor& output, Mode) {
 }
 
 void Upsample::backward(std::span<const Tensor>, const Tensor&, const Tensor& grad_output,
-                        std::span<Tensor> grad_inputs) {
+                        std::span<Tensor> grad_inputs, ops::GradientWrite write) {
   with_activation_type(grad_output.dtype(), [&]<class T>() {
-    ops::upsample_nearest2x_backward<T>(grad_output.view<T>(), grad_inputs[0].view<T>());
+    ops::upsample_nearest2x_backward<T>(grad_output.view<T>(), grad_inputs[0].view<T>(), write);
   });
 }
 

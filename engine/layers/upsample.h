@@ -11,7 +11,7 @@ class Upsample : public Module {
   Shape4 output_shape(std::span<const Shape4> inputs) const override;
   void forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) override;
   void backward(std::span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
-                std::span<Tensor> grad_inputs) override;
+                std::span<Tensor> grad_inputs, ops::GradientWrite write) override;
 };
 
 }  // namespace bareyolo

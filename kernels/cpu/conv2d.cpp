@@ -300,25 +300,31 @@ void conv2d_forward(View<const T> x, View<const T> weight, const ComputeType<T>*
 }
 
 template <class T>
-void conv2d_backward_data(View<const T> dy, View<const T> weight, Conv2dParams p, View<T> dx) {
+void conv2d_backward_data(View<const T> dy, View<const T> weight, Conv2dParams p, View<T> dx,
+                          GradientWrite write) {
   const Device device = detail::common_device("conv2d_backward_data", dy, weight, dx);
   const ConvGeometry g =
       conv_geometry("conv2d_backward_data", dx.shape, weight.shape, weight.dense(), p, dy.shape);
-  BAREYOLO_ROUTE_TO_CUDA(conv2d_backward_data, device, dy, weight, p, dx);
+  BAREYOLO_ROUTE_TO_CUDA(conv2d_backward_data, device, dy, weight, p, dx, write);
   const int64_t c_out = weight.shape.n, k = g.col_rows(), hw = g.col_cols();
+  const bool add = write == GradientWrite::add;
   if (cpu::winograd_chosen(g, c_out, cpu::ConvPass::kDataGradient)) {
     const int64_t c_in = dx.shape.c;
     const ConvGeometry dg = cpu::winograd_data_gradient_geometry(g, c_out);
     T* u = cpu::thread_scratch<T, WinogradFilterScratch>(cpu::winograd_filter_size(c_out, c_in));
     cpu::winograd_transform_filters(weight.data, c_out, c_in, true, u);
     return cpu::winograd_correlate(dy.data, dy.batch_stride, dx.shape.n, dg, c_in, u,
-                                   static_cast<const T*>(nullptr), true, dx.data, dx.batch_stride);
+                                   static_cast<const T*>(nullptr), add, dx.data, dx.batch_stride);
   }
   for_each_image(dx.shape.n, [&](int64_t i) {
-    // For a 1x1 stride-1 convolution dx_i is its own column matrix: the GEMM adds into it.
+    // For a 1x1 stride-1 convolution dx_i is its own column matrix: the GEMM adds into it (or
+    // writes it).
     if (g.image_is_col())
-      return cpu::gemm<T>(true, false, k, hw, c_out, T(1), weight.data, k, dy.image(i), hw, T(1),
-                          dx.image(i), hw);
+      return cpu::gemm<T>(true, false, k, hw, c_out, T(1), weight.data, k, dy.image(i), hw,
+                          T(add ? 1 : 0), dx.image(i), hw);
+    // Bands overlap in dx's rows: col2im adds every band, into an image zeroed first when
+    // written over (while it is this task's, in cache).
+    if (!add) std::fill(dx.image(i), dx.image(i) + dx.shape.image_numel(), T(0));
     for_each_band<T>(g, [&](int64_t oh_begin, int64_t oh_end, T* dcol) {
       const int64_t cols = (oh_end - oh_begin) * g.out_w;
       cpu::gemm<T>(true, false, k, cols, c_out, T(1), weight.data, k,
@@ -373,11 +379,12 @@ void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p,
   });
 }
 
-#define BAREYOLO_INSTANTIATE_CONV2D(T)                                                        \
-  template void conv2d_forward<T>(View<const T>, View<const T>, const ComputeType<T>*,        \
-                                  Conv2dParams, View<T>, ComputeType<T>*, ComputeType<T>*);   \
-  template void conv2d_backward_data<T>(View<const T>, View<const T>, Conv2dParams, View<T>); \
-  template void conv2d_backward_weight<T>(View<const T>, View<const T>, Conv2dParams,         \
+#define BAREYOLO_INSTANTIATE_CONV2D(T)                                                       \
+  template void conv2d_forward<T>(View<const T>, View<const T>, const ComputeType<T>*,       \
+                                  Conv2dParams, View<T>, ComputeType<T>*, ComputeType<T>*);  \
+  template void conv2d_backward_data<T>(View<const T>, View<const T>, Conv2dParams, View<T>, \
+                                        GradientWrite);                                      \
+  template void conv2d_backward_weight<T>(View<const T>, View<const T>, Conv2dParams,        \
                                           View<ComputeType<T>>, ComputeType<T>*);
 BAREYOLO_INSTANTIATE_CONV2D(float)
 BAREYOLO_INSTANTIATE_CONV2D(double)
@@ -402,12 +409,12 @@ void conv2d_forward<bf16>(View<const bf16> x, View<const bf16> weight, const flo
 
 template <>
 void conv2d_backward_data<bf16>(View<const bf16> dy, View<const bf16> weight, Conv2dParams p,
-                                View<bf16> dx) {
+                                View<bf16> dx, GradientWrite write) {
   const Device device = detail::common_device("conv2d_backward_data", dy, weight, dx);
   conv_geometry("conv2d_backward_data", dx.shape, weight.shape, weight.dense(), p, dy.shape);
-  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(conv2d_backward_data, device, dy, weight, p, dx);
-  cpu::Widened dx_float(dx);
-  conv2d_backward_data<float>(cpu::Widened(dy), cpu::Widened(weight), p, dx_float);
+  BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(conv2d_backward_data, device, dy, weight, p, dx, write);
+  cpu::Widened dx_float = cpu::widened_gradient(dx, write);
+  conv2d_backward_data<float>(cpu::Widened(dy), cpu::Widened(weight), p, dx_float, write);
   dx_float.store(dx);
 }
 

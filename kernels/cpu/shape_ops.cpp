@@ -93,11 +93,13 @@ void upsample_nearest2x_forward(View<const T> x, View<T> y) {
 }
 
 template <class T>
-void upsample_nearest2x_backward(View<const T> dy, View<T> dx) {
+void upsample_nearest2x_backward(View<const T> dy, View<T> dx, GradientWrite write) {
   require_upsampled("upsample_nearest2x_backward", dx.shape, dy.shape);
   BAREYOLO_ROUTE_TO_CUDA(upsample_nearest2x_backward,
-                         detail::common_device("upsample_nearest2x_backward", dy, dx), dy, dx);
+                         detail::common_device("upsample_nearest2x_backward", dy, dx), dy, dx,
+                         write);
   const int64_t h = dx.shape.h, w = dx.shape.w;
+  const bool add = write == GradientWrite::add;
   cpu::parallel_over_planes(dx.shape, [&](int64_t n, int64_t c) {
     const T* grad_out = dy.channel(n, c);
     T* grad_in = dx.channel(n, c);
@@ -105,7 +107,8 @@ void upsample_nearest2x_backward(View<const T> dy, View<T> dx) {
       for (int64_t j = 0; j < w; ++j) {
         const T* top = grad_out + 2 * i * 2 * w + 2 * j;
         const T* bottom = top + 2 * w;
-        grad_in[i * w + j] += top[0] + top[1] + bottom[0] + bottom[1];
+        const T sum = top[0] + top[1] + bottom[0] + bottom[1];
+        grad_in[i * w + j] = add ? grad_in[i * w + j] + sum : sum;
       }
   });
 }
@@ -114,7 +117,7 @@ void upsample_nearest2x_backward(View<const T> dy, View<T> dx) {
   template void concat_forward<T>(const std::vector<View<const T>>&, View<T>);  \
   template void concat_backward<T>(View<const T>, const std::vector<View<T>>&); \
   template void upsample_nearest2x_forward<T>(View<const T>, View<T>);          \
-  template void upsample_nearest2x_backward<T>(View<const T>, View<T>);
+  template void upsample_nearest2x_backward<T>(View<const T>, View<T>, GradientWrite);
 BAREYOLO_INSTANTIATE_SHAPE_OPS(float)
 BAREYOLO_INSTANTIATE_SHAPE_OPS(double)
 
@@ -152,13 +155,13 @@ void upsample_nearest2x_forward<bf16>(View<const bf16> x, View<bf16> y) {
 }
 
 template <>
-void upsample_nearest2x_backward<bf16>(View<const bf16> dy, View<bf16> dx) {
+void upsample_nearest2x_backward<bf16>(View<const bf16> dy, View<bf16> dx, GradientWrite write) {
   require_upsampled("upsample_nearest2x_backward", dx.shape, dy.shape);
   BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(upsample_nearest2x_backward,
                                   detail::common_device("upsample_nearest2x_backward", dy, dx), dy,
-                                  dx);
-  cpu::Widened dx_float(dx);
-  upsample_nearest2x_backward<float>(cpu::Widened(dy), dx_float);
+                                  dx, write);
+  cpu::Widened dx_float = cpu::widened_gradient(dx, write);
+  upsample_nearest2x_backward<float>(cpu::Widened(dy), dx_float, write);
   dx_float.store(dx);
 }
 

@@ -7,7 +7,8 @@
 //   out.store(y);                                // rounded into the bf16 view
 //
 // A backward op that adds into its result starts from the widened result instead,
-// `cpu::Widened dx_float(dx)`, so that store() writes round(dx + contribution).
+// `cpu::Widened dx_float(dx)`, so that store() writes round(dx + contribution); one that may
+// write over it takes widened_gradient(dx, write).
 //
 // The copies are host memory held for one call: the CPU's bf16 path is how CI tests mixed
 // precision's plumbing and numerics without a GPU, not a fast path.
@@ -41,5 +42,11 @@ class Widened {
   std::vector<float> values_;
   View<float> view_;
 };
+
+// A backward's float dx: dx's values, which the op adds into, or zeros where it writes dx over
+// (dx is then not read: whatever it held, a NaN included, is gone).
+inline Widened widened_gradient(View<const bf16> dx, ops::GradientWrite write) {
+  return write == ops::GradientWrite::add ? Widened(dx) : Widened(dx.shape);
+}
 
 }  // namespace bareyolo::cpu

@@ -50,9 +50,9 @@ void conv2d_forward(View<const float> x, View<const float> weight, const float* 
 }
 
 void conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
-                          View<float> dx) {
-  if (conv_path() == ConvPath::gemm) return gemm_conv2d_backward_data(dy, weight, p, dx);
-  cudnn_conv2d_backward_data(dy, weight, p, dx);
+                          View<float> dx, ops::GradientWrite write) {
+  if (conv_path() == ConvPath::gemm) return gemm_conv2d_backward_data(dy, weight, p, dx, write);
+  cudnn_conv2d_backward_data(dy, weight, p, dx, write);
 }
 
 void conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,
@@ -102,10 +102,13 @@ void conv2d_forward(View<const bf16> x, View<const bf16> weight, const float* bi
 }
 
 void conv2d_backward_data(View<const bf16> dy, View<const bf16> weight, ops::Conv2dParams p,
-                          View<bf16> dx) {
-  if (conv_path() == ConvPath::cudnn) return cudnn_conv2d_backward_data(dy, weight, p, dx);
-  const DeviceWidened dx_float(dx);
-  gemm_conv2d_backward_data(DeviceWidened(dy), DeviceWidened(weight), p, dx_float);
+                          View<bf16> dx, ops::GradientWrite write) {
+  if (conv_path() == ConvPath::cudnn) return cudnn_conv2d_backward_data(dy, weight, p, dx, write);
+  // Written over: zeros, dx not read (kernels/cpu/widened.h's widened_gradient).
+  const DeviceWidened dx_float = write == ops::GradientWrite::add
+                                     ? DeviceWidened(View<const bf16>(dx))
+                                     : DeviceWidened(dx.shape, dx.device);
+  gemm_conv2d_backward_data(DeviceWidened(dy), DeviceWidened(weight), p, dx_float, write);
   dx_float.store(dx);
 }
 

@@ -133,7 +133,7 @@ void gemm_conv2d_forward(View<const float> x, View<const float> weight, const fl
 }
 
 void gemm_conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
-                               View<float> dx) {
+                               View<float> dx, ops::GradientWrite write) {
   const ConvShape g = conv_shape(dx.shape, weight.shape, p);
   if (g.images == 0) return;
   const int device = dx.device.index;
@@ -142,13 +142,21 @@ void gemm_conv2d_backward_data(View<const float> dy, View<const float> weight, o
   const int hw = as_int(g.col_cols(), "output plane"), k = as_int(g.col_rows(), "column rows"),
             c_out = as_int(g.c_out, "output channels");
   const float one = 1.0f, zero = 0.0f;
+  const bool add = write == ops::GradientWrite::add;
   if (g.image_is_col()) {
-    // dx_i (HW x K, column-major) += dY_i (HW x c_out) * W^T (c_out x K), straight into dx.
-    BAREYOLO_CUBLAS_CHECK_LAUNCH(cublasSgemmStridedBatched(
-        handle, CUBLAS_OP_N, CUBLAS_OP_T, hw, k, c_out, &one, dy.data, hw, dy.batch_stride,
-        weight.data, k, 0, &one, dx.data, hw, dx.batch_stride, as_int(g.images, "images")));
+    // dx_i (HW x K, column-major) (+)= dY_i (HW x c_out) * W^T (c_out x K), straight into dx.
+    BAREYOLO_CUBLAS_CHECK_LAUNCH(
+        cublasSgemmStridedBatched(handle, CUBLAS_OP_N, CUBLAS_OP_T, hw, k, c_out, &one, dy.data, hw,
+                                  dy.batch_stride, weight.data, k, 0, add ? &one : &zero, dx.data,
+                                  hw, dx.batch_stride, as_int(g.images, "images")));
     return;
   }
+  // col2im adds every column back: written over, dx's images start from zeros (each image's
+  // c * h * w values, one row of a 2D fill whose pitch is the batch stride).
+  if (!add)
+    BAREYOLO_CUDA_CHECK(cudaMemset2DAsync(dx.data, sizeof(float) * size_t(dx.batch_stride), 0,
+                                          sizeof(float) * size_t(dx.shape.image_numel()),
+                                          size_t(g.images), stream));
   const int64_t chunk = chunk_images(g);
   DeviceBuffer dcol(sizeof(float) * chunk * k * hw, device);
   for (int64_t first = 0; first < g.images; first += chunk) {

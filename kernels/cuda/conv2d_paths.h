@@ -65,7 +65,7 @@ uint64_t convolution_descriptors_created();
 void cudnn_conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
                           ops::Conv2dParams p, View<float> y);
 void cudnn_conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
-                                View<float> dx);
+                                View<float> dx, ops::GradientWrite write);
 void cudnn_conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,
                                   View<float> dweight, float* dbias);
 
@@ -73,7 +73,7 @@ void cudnn_conv2d_backward_weight(View<const float> x, View<const float> dy, ops
 void cudnn_conv2d_forward(View<const bf16> x, View<const bf16> weight, const float* bias,
                           ops::Conv2dParams p, View<bf16> y);
 void cudnn_conv2d_backward_data(View<const bf16> dy, View<const bf16> weight, ops::Conv2dParams p,
-                                View<bf16> dx);
+                                View<bf16> dx, ops::GradientWrite write);
 // product = correlate(x, dy), stored in bf16 as the tensor cores give it (overwritten, not
 // added to: conv2d.cu adds it to the float weight gradient, for both paths).
 void cudnn_conv2d_weight_product(View<const bf16> x, View<const bf16> dy, ops::Conv2dParams p,
@@ -82,7 +82,7 @@ void cudnn_conv2d_weight_product(View<const bf16> x, View<const bf16> dy, ops::C
 void gemm_conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
                          ops::Conv2dParams p, View<float> y);
 void gemm_conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
-                               View<float> dx);
+                               View<float> dx, ops::GradientWrite write);
 void gemm_conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,
                                  View<float> dweight, float* dbias);
 

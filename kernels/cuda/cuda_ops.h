@@ -39,13 +39,13 @@ void add_backward(View<const S> dy, View<S> da, View<S> db);
 void conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
                     ops::Conv2dParams p, View<float> y, float* moments_mean, float* moments_m2);
 void conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
-                          View<float> dx);
+                          View<float> dx, ops::GradientWrite write);
 void conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,
                             View<float> dweight, float* dbias);
 void conv2d_forward(View<const bf16> x, View<const bf16> weight, const float* bias,
                     ops::Conv2dParams p, View<bf16> y, float* moments_mean, float* moments_m2);
 void conv2d_backward_data(View<const bf16> dy, View<const bf16> weight, ops::Conv2dParams p,
-                          View<bf16> dx);
+                          View<bf16> dx, ops::GradientWrite write);
 void conv2d_backward_weight(View<const bf16> x, View<const bf16> dy, ops::Conv2dParams p,
                             View<float> dweight, float* dbias);
 enum class ConvPath { cudnn, gemm };
@@ -154,7 +154,7 @@ void maxpool2d_chain3_forward(View<const S> x, ops::Pool2dParams p, View<S> y1, 
 template <class S>
 void upsample_nearest2x_forward(View<const S> x, View<S> y);
 template <class S>
-void upsample_nearest2x_backward(View<const S> dy, View<S> dx);
+void upsample_nearest2x_backward(View<const S> dy, View<S> dx, ops::GradientWrite write);
 // sigmoid_bce.cu
 void sigmoid_forward(View<const float> x, View<float> y);
 void sigmoid_backward(View<const float> y, View<const float> dy, View<float> dx);

@@ -549,15 +549,16 @@ void forward(View<const T> x, View<const T> weight, ops::Conv2dParams p, View<T>
   });
 }
 
-// dx += conv-transpose(dy, weight)
+// dx = beta * dx + conv-transpose(dy, weight): beta 1 adds, 0 writes (dx not read)
 template <class T>
-void backward_data(View<const T> dy, View<const T> weight, ops::Conv2dParams p, View<T> dx) {
+void backward_data(View<const T> dy, View<const T> weight, ops::Conv2dParams p, View<T> dx,
+                   const float* beta) {
   Convolution c(dx, "dx", weight, dy, "dy", p);
   c.run<BackwardData>([&](int algorithm, void* workspace, size_t bytes, void* output) {
     return cudnnConvolutionBackwardData(
         c.handle, &kOne, c.w(), weight.data, c.y(), dy.data, c.conv(),
-        static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm), workspace, bytes, &kOne, c.x(),
-        output);  // dx; beta 1: dx +=
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm), workspace, bytes, beta, c.x(),
+        output);  // dx
   });
 }
 
@@ -583,9 +584,10 @@ void run_forward(View<const S> x, View<const S> weight, const float* bias, ops::
 }
 
 template <class S>
-void run_backward_data(View<const S> dy, View<const S> weight, ops::Conv2dParams p, View<S> dx) {
+void run_backward_data(View<const S> dy, View<const S> weight, ops::Conv2dParams p, View<S> dx,
+                       ops::GradientWrite write) {
   if (dx.shape.n == 0) return;
-  backward_data(dy, weight, p, dx);
+  backward_data(dy, weight, p, dx, write == ops::GradientWrite::add ? &kOne : &kZero);
 }
 
 }  // namespace
@@ -604,12 +606,12 @@ void cudnn_conv2d_forward(View<const bf16> x, View<const bf16> weight, const flo
 }
 
 void cudnn_conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
-                                View<float> dx) {
-  run_backward_data(dy, weight, p, dx);
+                                View<float> dx, ops::GradientWrite write) {
+  run_backward_data(dy, weight, p, dx, write);
 }
 void cudnn_conv2d_backward_data(View<const bf16> dy, View<const bf16> weight, ops::Conv2dParams p,
-                                View<bf16> dx) {
-  run_backward_data(dy, weight, p, dx);  // blended in float, stored bf16
+                                View<bf16> dx, ops::GradientWrite write) {
+  run_backward_data(dy, weight, p, dx, write);  // blended in float, stored bf16
 }
 
 void cudnn_conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,

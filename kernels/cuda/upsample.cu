@@ -4,8 +4,9 @@
 // One thread per INPUT element in both directions: forward reads x once and writes its 2x2
 // block (two pairs of neighbours, so a warp writes two contiguous runs of 64 floats), backward
 // reads the 2x2 block of dy and adds its sum into dx in the CPU's order
-// (dx + (((top-left + top-right) + bottom-left) + bottom-right)), so dx matches bit for bit
-// (bf16: summed in float, the result rounded once, as the CPU's definition does).
+// (dx + (((top-left + top-right) + bottom-left) + bottom-right)), or writes the sum (a dx written
+// over), so dx matches bit for bit (bf16: summed in float, the result rounded once, as the CPU's
+// definition does).
 #include "kernels/bf16.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/pointwise.cuh"
@@ -37,13 +38,14 @@ struct UpsampleBackward {
   View<const S> dy;
   View<S> dx;
   int64_t width;  // of dx
+  bool add;       // dx += the block's sum, else dx = it (dx not read)
   __device__ void operator()(int64_t n, int64_t i) const {
     const int64_t row = i / width, column = i % width;
     const S* top = dy.image(n) + (2 * row) * (2 * width) + 2 * column;
     const S* bottom = top + 2 * width;
     S& grad = dx.image(n)[i];
-    grad = narrow<S>(widen(grad) +
-                     (widen(top[0]) + widen(top[1]) + widen(bottom[0]) + widen(bottom[1])));
+    const float sum = widen(top[0]) + widen(top[1]) + widen(bottom[0]) + widen(bottom[1]);
+    grad = narrow<S>(add ? widen(grad) + sum : sum);
   }
 };
 
@@ -59,13 +61,14 @@ void upsample_nearest2x_forward(View<const S> x, View<S> y) {
 }
 
 template <class S>
-void upsample_nearest2x_backward(View<const S> dy, View<S> dx) {
-  launch_pointwise(dx.shape, dx.device, all_dense(dy, dx), UpsampleBackward<S>{dy, dx, dx.shape.w});
+void upsample_nearest2x_backward(View<const S> dy, View<S> dx, ops::GradientWrite write) {
+  launch_pointwise(dx.shape, dx.device, all_dense(dy, dx),
+                   UpsampleBackward<S>{dy, dx, dx.shape.w, write == ops::GradientWrite::add});
 }
 
 #define BAREYOLO_INSTANTIATE_UPSAMPLE(S)                               \
   template void upsample_nearest2x_forward<S>(View<const S>, View<S>); \
-  template void upsample_nearest2x_backward<S>(View<const S>, View<S>);
+  template void upsample_nearest2x_backward<S>(View<const S>, View<S>, ops::GradientWrite);
 BAREYOLO_INSTANTIATE_UPSAMPLE(float)
 BAREYOLO_INSTANTIATE_UPSAMPLE(bf16)
 

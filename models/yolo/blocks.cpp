@@ -1,6 +1,7 @@
 // models/yolo/blocks.cpp — see blocks.h. Each backward walks its forward in reverse; its
-// gradients between children come zeroed (every backward op adds into them) from the backward
-// scratch stack (engine/backward_scratch.h), held only while the block's backward runs.
+// gradients between children come from the backward scratch stack (engine/backward_scratch.h),
+// held only while the block's backward runs, and are not zeroed: the first child to reach one
+// writes it whole (GradientWrite::overwrite), the others add.
 #include "models/yolo/blocks.h"
 
 #include <array>
@@ -45,13 +46,21 @@ void Bottleneck::forward(std::span<const Tensor> inputs, Tensor& output, Mode mo
 }
 
 void Bottleneck::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
-                          std::span<Tensor> grad_inputs) {
-  // With the shortcut, d out / d x has an identity term: the gradient passes straight through.
-  if (add_input_) accumulate(grad_output, grad_inputs[0]);
+                          std::span<Tensor> grad_inputs, ops::GradientWrite write) {
+  // With the shortcut, d out / d x has an identity term: the gradient passes straight through,
+  // first (copied when it is the first contribution), and cv1's adds to it.
+  if (add_input_) {
+    if (write == ops::GradientWrite::overwrite)
+      grad_inputs[0].copy_from(grad_output);
+    else
+      accumulate(grad_output, grad_inputs[0]);
+    write = ops::GradientWrite::add;
+  }
   BackwardScratch scratch;
-  Tensor grad_hidden = scratch.zeros(hidden_.shape(), hidden_);
-  cv2_->backward(std::span(&hidden_, 1), Tensor(), grad_output, std::span(&grad_hidden, 1));
-  cv1_->backward(inputs, hidden_, grad_hidden, grad_inputs);
+  Tensor grad_hidden = scratch.uninitialized(hidden_.shape(), hidden_);
+  cv2_->backward(std::span(&hidden_, 1), Tensor(), grad_output, std::span(&grad_hidden, 1),
+                 ops::GradientWrite::overwrite);
+  cv1_->backward(inputs, hidden_, grad_hidden, grad_inputs, write);
 }
 
 void Bottleneck::collect_state(const std::string& prefix, std::vector<StateEntry>& state) {
@@ -105,11 +114,12 @@ void C3::forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) {
 }
 
 void C3::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
-                  std::span<Tensor> grad_inputs) {
+                  std::span<Tensor> grad_inputs, ops::GradientWrite write) {
   const int64_t c = hidden_channels_;
   BackwardScratch scratch;
-  Tensor grad_cat = scratch.zeros(cat_.shape(), cat_);
-  cv3_->backward(std::span(&cat_, 1), Tensor(), grad_output, std::span(&grad_cat, 1));
+  Tensor grad_cat = scratch.uninitialized(cat_.shape(), cat_);
+  cv3_->backward(std::span(&cat_, 1), Tensor(), grad_output, std::span(&grad_cat, 1),
+                 ops::GradientWrite::overwrite);
   // The m branch first, so that cv1's output gradient is complete when cv1 and cv2 go back
   // together (one SyncBatchNorm meeting for both). Stage i's gradient is complete once m_[i]
   // has run and dead once m_[i - 1] has: two buffers serve every stage in turn.
@@ -117,16 +127,13 @@ void C3::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& g
   Tensor spare[2];
   for (size_t i = m_.size(); i-- > 0;) {
     Tensor& grad_input = spare[i % 2];
-    if (!grad_input.defined())
-      grad_input = scratch.zeros(stages_[i].shape(), cat_);
-    else
-      grad_input.zero();
+    if (!grad_input.defined()) grad_input = scratch.uninitialized(stages_[i].shape(), cat_);
     m_[i]->backward(std::span(&stages_[i], 1), stages_[i + 1], grad_stage,
-                    std::span(&grad_input, 1));
+                    std::span(&grad_input, 1), ops::GradientWrite::overwrite);
     grad_stage = grad_input;
   }
   ConvBnSilu::backward_siblings(*cv1_, grad_stage, *cv2_, grad_cat.channels(c, 2 * c), inputs[0],
-                                grad_inputs[0]);
+                                grad_inputs[0], write);
 }
 
 void C3::collect_state(const std::string& prefix, std::vector<StateEntry>& state) {
@@ -178,11 +185,12 @@ void SPPF::forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) {
 }
 
 void SPPF::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor& grad_output,
-                    std::span<Tensor> grad_inputs) {
+                    std::span<Tensor> grad_inputs, ops::GradientWrite write) {
   const int64_t c = hidden_channels_;
   BackwardScratch scratch;
-  Tensor grad_cat = scratch.zeros(cat_.shape(), cat_);
-  cv2_->backward(std::span(&cat_, 1), Tensor(), grad_output, std::span(&grad_cat, 1));
+  Tensor grad_cat = scratch.uninitialized(cat_.shape(), cat_);
+  cv2_->backward(std::span(&cat_, 1), Tensor(), grad_output, std::span(&grad_cat, 1),
+                 ops::GradientWrite::overwrite);
   with_activation_type(grad_output.dtype(), [&]<class T>() {
     // Slice k+1's gradient is complete once the pools reading it are done: walk back.
     for (int64_t k = 3; k-- > 0;)
@@ -190,7 +198,7 @@ void SPPF::backward(std::span<const Tensor> inputs, const Tensor&, const Tensor&
                                  grad_cat.channels((k + 1) * c, (k + 2) * c).view<T>(), pool_,
                                  grad_cat.channels(k * c, (k + 1) * c).view<T>());
   });
-  cv1_->backward(inputs, Tensor(), grad_cat.channels(0, c), grad_inputs);
+  cv1_->backward(inputs, Tensor(), grad_cat.channels(0, c), grad_inputs, write);
 }
 
 void SPPF::collect_state(const std::string& prefix, std::vector<StateEntry>& state) {

@@ -37,7 +37,7 @@ class Bottleneck : public Module {
   Shape4 output_shape(std::span<const Shape4> inputs) const override;
   void forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) override;
   void backward(std::span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
-                std::span<Tensor> grad_inputs) override;
+                std::span<Tensor> grad_inputs, ops::GradientWrite write) override;
   void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
   void release_activations() override;
   void for_each_child(const std::function<void(Module&)>& visit) override;
@@ -55,7 +55,7 @@ class C3 : public Module {
   Shape4 output_shape(std::span<const Shape4> inputs) const override;
   void forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) override;
   void backward(std::span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
-                std::span<Tensor> grad_inputs) override;
+                std::span<Tensor> grad_inputs, ops::GradientWrite write) override;
   void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
   void release_activations() override;
   void for_each_child(const std::function<void(Module&)>& visit) override;
@@ -76,7 +76,7 @@ class SPPF : public Module {
   Shape4 output_shape(std::span<const Shape4> inputs) const override;
   void forward(std::span<const Tensor> inputs, Tensor& output, Mode mode) override;
   void backward(std::span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
-                std::span<Tensor> grad_inputs) override;
+                std::span<Tensor> grad_inputs, ops::GradientWrite write) override;
   void collect_state(const std::string& prefix, std::vector<StateEntry>& state) override;
   void release_activations() override;
   void for_each_child(const std::function<void(Module&)>& visit) override;

@@ -66,7 +66,7 @@ BnResult train_step(BatchNorm2d& bn, const Tensor& x, const Tensor& dy) {
   const Tensor inputs[] = {x};
   bn.forward(inputs, r.y, Mode::train);
   Tensor grads[] = {r.dx};
-  bn.backward(inputs, r.y, dy, grads);
+  bn.backward(inputs, r.y, dy, grads, ops::GradientWrite::add);
   read_state(bn, r);
   return r;
 }

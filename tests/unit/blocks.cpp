@@ -1,5 +1,6 @@
 // tests/unit/blocks.cpp — YOLOv5's Bottleneck, C3 and SPPF: state names in YOLOv5's order,
-// output shapes, and backward against finite differences through the whole block.
+// output shapes, backward against finite differences through the whole block, and backward
+// writing its input's gradient where told to.
 #include "models/yolo/blocks.h"
 #include "tests/unit/module_check.h"
 
@@ -60,4 +61,19 @@ TEST_CASE("SPPF backward matches finite differences") {
   SPPF block(8, 6, 5, context);
   CHECK(state_names(block, "").size() == 12);
   check_module_gradients(block, {{2, 8, 6, 5}}, Mode::train, rng);
+}
+
+TEST_CASE("Bottleneck, C3 and SPPF backward told to overwrite write what they add into zeros") {
+  Rng rng(84);
+  std::mt19937_64 init(5);
+  BlockContext context{init, kYolov5Bn, Device::cpu(), DType::f64};
+  for (bool shortcut : {true, false}) {
+    CAPTURE(shortcut);
+    Bottleneck bottleneck(4, 4, shortcut, 0.5, context);
+    check_overwrite_matches_add(bottleneck, {2, 4, 5, 4}, Mode::train, rng);
+    C3 c3(6, 4, 2, shortcut, context);
+    check_overwrite_matches_add(c3, {2, 6, 4, 5}, Mode::train, rng);
+  }
+  SPPF sppf(8, 6, 5, context);
+  check_overwrite_matches_add(sppf, {2, 8, 6, 5}, Mode::train, rng);
 }

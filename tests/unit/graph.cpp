@@ -53,7 +53,7 @@ class GraphUnderTest : public Module {
     shapes_ = {outs[0].shape(), outs[1].shape()};
   }
   void backward(std::span<const Tensor>, const Tensor&, const Tensor& grad_output,
-                std::span<Tensor>) override {
+                std::span<Tensor>, ops::GradientWrite) override {
     std::vector<double> g = grad_output.to_vector<double>();
     const auto split = g.begin() + shapes_[0].numel();
     graph_.backward({Tensor::from_vector(std::vector<double>(g.begin(), split), shapes_[0]),

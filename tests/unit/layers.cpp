@@ -1,6 +1,7 @@
-// tests/unit/layers.cpp — the engine's modules (Conv2d, BatchNorm2d, ConvBnSilu): state names
-// and shapes, backward against finite differences through the whole module, and SyncBatchNorm's
-// statistics against the single-process op's.
+// tests/unit/layers.cpp — the engine's modules (Conv2d, BatchNorm2d, ConvBnSilu, Upsample): state
+// names and shapes, backward against finite differences through the whole module and writing
+// its input's gradient where told to, and SyncBatchNorm's statistics against the single-process
+// op's.
 #include <array>
 #include <memory>
 #include <type_traits>
@@ -8,6 +9,7 @@
 
 #include "engine/distributed/comm/communicator.h"
 #include "engine/layers/conv_bn_silu.h"
+#include "engine/layers/upsample.h"
 #include "tests/unit/module_check.h"
 
 using namespace bareyolo;
@@ -48,6 +50,26 @@ TEST_CASE("Conv2d with bias backward matches finite differences") {
   std::mt19937_64 init(3);
   Conv2d conv({.c_in = 5, .c_out = 7, .kernel = 1, .bias = true}, init, Device::cpu(), DType::f64);
   check_module_gradients(conv, {{2, 5, 3, 4}}, Mode::train, rng);
+}
+
+TEST_CASE(
+    "Conv2d, BatchNorm2d, ConvBnSilu, Upsample backward told to overwrite write what they add") {
+  Rng rng(63);
+  std::mt19937_64 init(4);
+  for (int kernel : {1, 3}) {  // 1x1: the GEMM writes dx directly; 3x3: col2im adds into zeros
+    CAPTURE(kernel);
+    Conv2d conv({.c_in = 5, .c_out = 7, .kernel = kernel, .bias = true}, init, Device::cpu(),
+                DType::f64);
+    check_overwrite_matches_add(conv, {2, 5, 6, 4}, Mode::train, rng);
+  }
+  for (Mode mode : {Mode::train, Mode::eval}) {
+    ConvBnSilu block(3, 4, 3, 2, -1, kYolov5Bn, init, Device::cpu(), DType::f64);
+    check_overwrite_matches_add(block, {2, 3, 7, 6}, mode, rng);
+    BatchNorm2d bn(3, kYolov5Bn, Device::cpu(), DType::f64);
+    check_overwrite_matches_add(bn, {2, 3, 4, 5}, mode, rng);
+  }
+  Upsample upsample;
+  check_overwrite_matches_add(upsample, {2, 3, 4, 5}, Mode::train, rng);
 }
 
 TEST_CASE("BatchNorm2d counts batches and updates running statistics only in training") {

@@ -42,7 +42,7 @@ class ModelUnderTest : public Module {
     output.copy_from(Tensor::from_vector(all, output.shape()));
   }
   void backward(std::span<const Tensor>, const Tensor&, const Tensor& grad_output,
-                std::span<Tensor>) override {
+                std::span<Tensor>, ops::GradientWrite) override {
     std::vector<double> g = grad_output.to_vector<double>();
     std::vector<Tensor> grads;
     size_t offset = 0;

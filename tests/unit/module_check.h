@@ -1,9 +1,12 @@
 // tests/unit/module_check.h — GradCheck for a whole Module: the module is built in double
 // precision, and its backward is checked against finite differences with respect to every
 // trainable parameter (its state entries with a gradient) and, unless `input_gradients` is
-// false (a module that computes none, like a whole network), every input.
+// false (a module that computes none, like a whole network), every input. And its backward told
+// to overwrite against the same backward adding (check_overwrite_matches_add).
 #pragma once
 
+#include <array>
+#include <cmath>
 #include <span>
 
 #include "engine/module.h"
@@ -73,13 +76,49 @@ inline void check_module_gradients(Module& module, const std::vector<Shape4>& in
       grad_inputs.push_back(Tensor::from_vector(d[i], input_shapes[i]));
     for (size_t k = 0; k < params.size(); ++k)
       params[k].grad->copy_from(Tensor::from_vector(d[n_inputs + k], params[k].grad->shape()));
-    module.backward(inputs, output, Tensor::from_vector(dout, output.shape()), grad_inputs);
+    module.backward(inputs, output, Tensor::from_vector(dout, output.shape()), grad_inputs,
+                    ops::GradientWrite::add);
     for (size_t i = 0; i < n_inputs; ++i) d[i] = grad_inputs[i].to_vector<double>();
     for (size_t k = 0; k < params.size(); ++k)
       d[n_inputs + k] = params[k].grad->to_vector<double>();
     checked.assign(d.begin() + static_cast<std::ptrdiff_t>(first_checked), d.end());
   };
   check.run(rng);
+}
+
+// A backward told GradientWrite::overwrite leaves in the input gradient what the same backward
+// with add leaves in a zeroed one, whatever it held before (NaN here: a value it fails to write
+// fails the check), and the same parameter gradients. Compared with ==: a -0 written where 0 + -0
+// gave +0 is the same gradient. The module is built in double; one input of `input_shape`.
+inline void check_overwrite_matches_add(Module& module, Shape4 input_shape, Mode mode, Rng& rng) {
+  std::vector<StateEntry> state;
+  module.collect_state("", state);
+  const Tensor input = Tensor::from_vector(random_vector(rng, input_shape.numel()), input_shape);
+  const Shape4 output_shape = module.output_shape(std::array{input_shape});
+  const Tensor grad_output =
+      Tensor::from_vector(random_vector(rng, output_shape.numel()), output_shape);
+  auto gradients = [&](ops::GradientWrite write, double before) {
+    for (const StateEntry& e : state)
+      if (e.trainable()) e.grad->zero();
+    Tensor output = Tensor::empty(output_shape, Device::cpu(), DType::f64);
+    module.forward(std::span(&input, 1), output, mode);
+    Tensor grad_input =
+        Tensor::from_vector(std::vector<double>(size_t(input_shape.numel()), before), input_shape);
+    module.backward(std::span(&input, 1), output, grad_output, std::span(&grad_input, 1), write);
+    std::vector<std::vector<double>> all = {grad_input.to_vector<double>()};
+    for (const StateEntry& e : state)
+      if (e.trainable()) all.push_back(e.grad->to_vector<double>());
+    return all;
+  };
+  const auto added = gradients(ops::GradientWrite::add, 0.0);
+  const auto written = gradients(ops::GradientWrite::overwrite, std::nan(""));
+  REQUIRE(added.size() == written.size());
+  for (size_t k = 0; k < added.size(); ++k) {
+    CAPTURE(k);  // 0: the input's gradient; then the parameters', in state order
+    size_t differ = 0;
+    for (size_t i = 0; i < added[k].size(); ++i) differ += !(added[k][i] == written[k][i]);
+    CHECK(differ == 0);
+  }
 }
 
 }  // namespace bareyolo::testing

@@ -4,7 +4,7 @@
 // that change from step to step (learning rates, momentum, the EMA's decay) reaching the kernels
 // through the step scalars' one upload before the step (engine/step_scalars.h), and the batch's
 // matched rows and counts through the loss's buffers (models/loss/loss_rows.h). That is what lets
-// a CUDA graph captured from one step replay the next.
+// a CUDA graph captured from one step replay the next. And a step zeroes no activation gradient.
 #include "kernels/op_sequence.h"
 
 #include <algorithm>
@@ -164,4 +164,14 @@ TEST_CASE("op sequence: two warm Solver steps of other labels issue the same ops
   CHECK(count_op(steps[0], "sgd_step") == 1);
   CHECK(count_op(steps[0], "ema_update") >= 1);
   CHECK(count_op(steps[0], "upload") == 0);
+  // Zeroed: the parameters' gradients (zero_grad, one pass over the arena) and the head's
+  // gradients the loss adds into, one per level; no activation gradient, since each one's first
+  // writer writes it whole (kernels/ops.h: GradientWrite; Graph::write_first_gradients).
+  std::vector<std::string> zeroed;
+  for (const op_sequence::Call& call : steps[0])
+    if (call.op == "zero") zeroed.push_back(call.arguments.at(0));
+  INFO("zeroed: ", zeroed.size());
+  CHECK(zeroed.size() == 1 + size_t(model.num_levels()));
+  CHECK(std::count(zeroed.begin(), zeroed.end(),
+                   op_sequence::describe(solver.arena().gradients().view<float>().data)) == 1);
 }

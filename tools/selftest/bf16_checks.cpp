@@ -126,11 +126,20 @@ double check_upsample_forward(const Device& dut) {
       });
 }
 
-double check_upsample_backward(const Device& dut) {
+// Added into dx, or written over it (`overwrite`: dx starts poisoned).
+double check_upsample_backward_as(const Device& dut, ops::GradientWrite write) {
   const ActivationInputs a = activation_inputs();
-  return compare_with_cpu(dut, {a.large}, {a.upsample_dx}, [](Tensors& in, Tensors& out) {
-    ops::upsample_nearest2x_backward<bf16>(as<bf16>(in[0]), as<bf16>(out[0]));
+  const Tensor dx =
+      write == ops::GradientWrite::add ? a.upsample_dx : poisoned(kSmall, DType::bf16);
+  return compare_with_cpu(dut, {a.large}, {dx}, [&](Tensors& in, Tensors& out) {
+    ops::upsample_nearest2x_backward<bf16>(as<bf16>(in[0]), as<bf16>(out[0]), write);
   });
+}
+double check_upsample_backward(const Device& dut) {
+  return check_upsample_backward_as(dut, ops::GradientWrite::add);
+}
+double check_upsample_backward_overwrite(const Device& dut) {
+  return check_upsample_backward_as(dut, ops::GradientWrite::overwrite);
 }
 
 double check_maxpool_forward(const Device& dut) {
@@ -243,15 +252,25 @@ double check_conv_forward_bias(const Device& dut, ops::GpuConvolutionPath path) 
   });
 }
 
-// dx (a gradient other layers added to, in bf16) into channels 2..9.
-double check_conv_backward_data(const Device& dut, ops::GpuConvolutionPath path) {
+// dx (a gradient other layers added to, in bf16) into channels 2..9; or written over
+// (`overwrite`: those channels start poisoned, the others keep their values).
+double check_conv_backward_data_as(const Device& dut, ops::GpuConvolutionPath path,
+                                   ops::GradientWrite write) {
   const ConvolutionSettings settings(path, false);
+  const bool overwrite = write == ops::GradientWrite::overwrite;
   return worst_over(conv_inputs(path), [&](const ConvInputs& c) {
-    return compare_with_cpu(dut, {c.dy, c.weight}, {c.dx}, [&](Tensors& in, Tensors& out) {
+    const Tensor dx = overwrite ? poisoned_channels(c.dx, 2, 10) : c.dx;
+    return compare_with_cpu(dut, {c.dy, c.weight}, {dx}, [&](Tensors& in, Tensors& out) {
       ops::conv2d_backward_data<bf16>(as<bf16>(in[0]), as<bf16>(in[1]), c.params,
-                                      as<bf16>(out[0].channels(2, 10)));
+                                      as<bf16>(out[0].channels(2, 10)), write);
     });
   });
+}
+double check_conv_backward_data(const Device& dut, ops::GpuConvolutionPath path) {
+  return check_conv_backward_data_as(dut, path, ops::GradientWrite::add);
+}
+double check_conv_backward_data_overwrite(const Device& dut, ops::GpuConvolutionPath path) {
+  return check_conv_backward_data_as(dut, path, ops::GradientWrite::overwrite);
 }
 
 double check_conv_backward_weight(const Device& dut, ops::GpuConvolutionPath path) {
@@ -277,6 +296,8 @@ std::vector<Check> bf16_checks() {
       {"bf16", "add_backward bf16", kBf16Step, check_add_backward},
       {"bf16", "upsample_nearest2x_forward bf16", kExact, check_upsample_forward},
       {"bf16", "upsample_nearest2x_backward bf16", kBf16Step, check_upsample_backward},
+      {"bf16", "upsample_nearest2x_backward write bf16", kBf16Step,
+       check_upsample_backward_overwrite},
       {"bf16", "maxpool2d_forward bf16", kExact, check_maxpool_forward},
       {"bf16", "maxpool2d_backward bf16", kBf16Step, check_maxpool_backward},
       {"bf16", "maxpool2d_chain3_forward bf16", kExact, check_sppf_chain},
@@ -290,6 +311,7 @@ std::vector<Check> bf16_checks() {
       {"conv2d_forward bf16", kBf16Step, check_conv_forward},
       {"conv2d_forward+bias bf16", kBf16TwoSteps, check_conv_forward_bias},
       {"conv2d_backward_data bf16", kBf16Step, check_conv_backward_data},
+      {"conv2d_backward_data write bf16", kBf16Step, check_conv_backward_data_overwrite},
       {"conv2d_backward_weight bf16", kBf16Step, check_conv_backward_weight},
   };
   for (ops::GpuConvolutionPath path : kConvPaths)

@@ -153,7 +153,8 @@ std::array<Tensor, 2> forward_backward(ConvBnSilu& block, const Tensor& input,
       poisoned(block.output_shape(std::array{in_shape}), input.dtype()).to(input.device());
   block.forward(std::span(&input, 1), output, mode);
   Tensor grad_input = Tensor::zeros(in_shape, input.device(), input.dtype());
-  block.backward(std::span(&input, 1), output, grad_output, std::span(&grad_input, 1));
+  block.backward(std::span(&input, 1), output, grad_output, std::span(&grad_input, 1),
+                 ops::GradientWrite::add);
   return {output, grad_input};
 }
 

@@ -90,11 +90,20 @@ double forward_with_moments(const Device& dut, const ConvTensors& t) {
       });
 }
 
-double backward_data(const Device& dut, const ConvTensors& t) {
+// dx += conv-transpose(dy, w); written over (`overwrite`) dx starts poisoned, so that a value
+// not written fails.
+double backward_data_as(const Device& dut, const ConvTensors& t, ops::GradientWrite write) {
+  const Tensor dx = write == ops::GradientWrite::add ? t.dx : poisoned(t.dx.shape());
   return compare_with_reference(
-      dut, {t.dy, t.weight}, {t.dx}, [&]<class T>(Tensors& in, Tensors& out) {
-        ops::conv2d_backward_data<T>(as<T>(in[0]), as<T>(in[1]), t.params, as<T>(out[0]));
+      dut, {t.dy, t.weight}, {dx}, [&]<class T>(Tensors& in, Tensors& out) {
+        ops::conv2d_backward_data<T>(as<T>(in[0]), as<T>(in[1]), t.params, as<T>(out[0]), write);
       });
+}
+double backward_data(const Device& dut, const ConvTensors& t) {
+  return backward_data_as(dut, t, ops::GradientWrite::add);
+}
+double backward_data_overwrite(const Device& dut, const ConvTensors& t) {
+  return backward_data_as(dut, t, ops::GradientWrite::overwrite);
 }
 
 double backward_weight(const Device& dut, const ConvTensors& t) {
@@ -138,12 +147,20 @@ double slice_forward(const Device& dut, const SliceTensors& t) {
       });
 }
 
-double slice_backward_data(const Device& dut, const SliceTensors& t) {
+double slice_backward_data_as(const Device& dut, const SliceTensors& t, ops::GradientWrite write) {
+  // Written over, the slice starts poisoned; the other channels keep their values either way.
+  const Tensor dx = write == ops::GradientWrite::add ? t.dx : poisoned_channels(t.dx, 3, 11);
   return compare_with_reference(
-      dut, {t.dy, t.weight}, {t.dx}, []<class T>(Tensors& in, Tensors& out) {
+      dut, {t.dy, t.weight}, {dx}, [&]<class T>(Tensors& in, Tensors& out) {
         ops::conv2d_backward_data<T>(as<T>(in[0].channels(8, 16)), as<T>(in[1]), kSliceParams,
-                                     as<T>(out[0].channels(3, 11)));
+                                     as<T>(out[0].channels(3, 11)), write);
       });
+}
+double slice_backward_data(const Device& dut, const SliceTensors& t) {
+  return slice_backward_data_as(dut, t, ops::GradientWrite::add);
+}
+double slice_backward_data_overwrite(const Device& dut, const SliceTensors& t) {
+  return slice_backward_data_as(dut, t, ops::GradientWrite::overwrite);
 }
 
 double slice_backward_weight(const Device& dut, const SliceTensors& t) {
@@ -185,6 +202,9 @@ std::vector<Check> convolution_checks() {
           convolution_check("conv2d_forward+moments", path, tf32, forward_with_moments, nullptr));
       checks.push_back(convolution_check("conv2d_backward_data", path, tf32, backward_data,
                                          slices(slice_backward_data)));
+      checks.push_back(convolution_check("conv2d_backward_data write", path, tf32,
+                                         backward_data_overwrite,
+                                         slices(slice_backward_data_overwrite)));
       checks.push_back(convolution_check("conv2d_backward_weight", path, tf32, backward_weight,
                                          slices(slice_backward_weight)));
     }

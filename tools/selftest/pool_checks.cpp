@@ -181,17 +181,23 @@ double check_upsample_forward(const Device& dut) {
   return std::max(dense, slices);
 }
 
-double check_upsample_backward(const Device& dut) {
+// Added into dx, or written over it (`overwrite`: what the op writes starts poisoned, so that a
+// value not written fails; the slice's other channels keep their values, which are compared).
+double check_upsample_backward(const Device& dut, ops::GradientWrite write) {
+  const bool overwrite = write == ops::GradientWrite::overwrite;
   const double dense = worst_over(upsample_cases(), [&](const UpsampleCase& c) {
-    return compare_with_cpu(dut, {c.dy}, {c.dx}, [](Tensors& in, Tensors& out) {
-      ops::upsample_nearest2x_backward<float>(as<float>(in[0]), as<float>(out[0]));
-    });
+    return compare_with_cpu(
+        dut, {c.dy}, {overwrite ? poisoned(c.dx.shape()) : c.dx}, [&](Tensors& in, Tensors& out) {
+          ops::upsample_nearest2x_backward<float>(as<float>(in[0]), as<float>(out[0]), write);
+        });
   });
   const UpsampleCase c = upsample_slice_case();
-  const double slices = compare_with_cpu(dut, {c.dy}, {c.dx}, [](Tensors& in, Tensors& out) {
-    ops::upsample_nearest2x_backward<float>(as<float>(in[0].channels(0, 4)),
-                                            as<float>(out[0].channels(2, 6)));
-  });
+  const double slices = compare_with_cpu(
+      dut, {c.dy}, {overwrite ? poisoned_channels(c.dx, 2, 6) : c.dx},
+      [&](Tensors& in, Tensors& out) {
+        ops::upsample_nearest2x_backward<float>(as<float>(in[0].channels(0, 4)),
+                                                as<float>(out[0].channels(2, 6)), write);
+      });
   return std::max(dense, slices);
 }
 
@@ -203,7 +209,12 @@ std::vector<Check> pool_checks() {
       {"pool+upsample", "maxpool2d_backward (ties, slices)", kExact, check_maxpool_backward},
       {"pool+upsample", "maxpool2d_chain3_forward (SPPF)", kExact, check_sppf_chain},
       {"pool+upsample", "upsample_nearest2x_forward (+ slices)", kExact, check_upsample_forward},
-      {"pool+upsample", "upsample_nearest2x_backward (+ slices)", kExact, check_upsample_backward},
+      {"pool+upsample", "upsample_nearest2x_backward (+ slices)", kExact,
+       [](const Device& dut) { return check_upsample_backward(dut, ops::GradientWrite::add); }},
+      {"pool+upsample", "upsample_nearest2x_backward write+slices", kExact,
+       [](const Device& dut) {
+         return check_upsample_backward(dut, ops::GradientWrite::overwrite);
+       }},
   };
 }
 
