@@ -286,7 +286,7 @@ int main() {
     Tensor boxes = Tensor::from_vector(corners, {1, 1, 1, 4 * count}, kGpu);
     const double ms =
         time_ms([&] { (void)cuda::greedy_nms(boxes.view<float>().data, count, 0.45f, 300, 0); });
-    std::printf("\nNMS of %lld sorted boxes (bit matrix on the GPU, walk on the host): %.3f ms\n",
+    std::printf("\nNMS of %lld sorted boxes (bit matrix and walk on the GPU): %.3f ms\n",
                 (long long)count, ms);
   }
   std::printf("\n%-32s %12s %12s %10s\n", "conv2d fwd+bwd, batch 32", "cuDNN ms", "im2col ms",

@@ -6,7 +6,8 @@
 // by more than the threshold. The greedy walk is sequential (whether box i survives depends
 // on every earlier decision): one block walks the boxes in order, a removed box costs one
 // bit test, a kept one an OR of its row of words into the removed set by all threads, then a
-// barrier. Only the kept indices (at most max_keep) come back to the host, not the matrix. The IoU
+// barrier. The kept indices and their count stay on the device (greedy_nms_on_device, for the
+// NMS that gathers its detections there), or only they come back (greedy_nms). The IoU
 // is computed with the same float operations in the same order as models::greedy_nms (explicitly
 // rounded intrinsics, so nvcc cannot fuse a multiply-add the CPU rounds twice): a pair exactly on
 // the threshold falls on the same side.
@@ -86,34 +87,38 @@ __global__ void __launch_bounds__(kWalkThreads)
 
 }  // namespace
 
-std::vector<int64_t> greedy_nms(const float* boxes, int64_t count, float iou_threshold,
-                                int64_t max_keep, int device) {
-  std::vector<int64_t> kept;
-  if (count <= 0 || max_keep <= 0) return kept;
+void greedy_nms_on_device(const float* boxes, int64_t count, float iou_threshold, int64_t max_keep,
+                          int64_t* kept, int64_t* kept_count, int device) {
   const int64_t words = (count + kBlockBoxes - 1) / kBlockBoxes;
   if (words > 65535)
     throw std::invalid_argument("greedy_nms on CUDA: " + std::to_string(count) +
                                 " boxes; at most " + std::to_string(65535 * kBlockBoxes) +
                                 " (keep fewer candidates: max_nms)");
-  const int64_t most_kept = std::min(count, max_keep);
-  const size_t mask_bytes = size_t(count) * size_t(words) * sizeof(uint64_t);
-  // One scratch block: the matrix, the walk's removed set, the kept indices and their count.
-  DeviceBuffer scratch(
-      mask_bytes + sizeof(uint64_t) * size_t(words) + sizeof(int64_t) * size_t(most_kept + 1),
-      device);
+  // One scratch block: the matrix and the walk's removed set.
+  DeviceBuffer scratch(sizeof(uint64_t) * (size_t(count) * size_t(words) + size_t(words)), device);
   uint64_t* mask = scratch.as<uint64_t>();
   uint64_t* removed = mask + size_t(count) * size_t(words);
-  int64_t* kept_on_device = reinterpret_cast<int64_t*>(removed + words);
-  int64_t* kept_count = kept_on_device + most_kept;
   const cudaStream_t stream = stream_of(device);
   overlap_mask_kernel<<<dim3(unsigned(words), unsigned(words)), kBlockBoxes, 0, stream>>>(
       reinterpret_cast<const Box*>(boxes), count, iou_threshold, words, mask);
   BAREYOLO_CUDA_CHECK_LAUNCH();
-  greedy_walk_kernel<<<1, kWalkThreads, 0, stream>>>(mask, count, words, most_kept, removed,
-                                                     kept_on_device, kept_count);
+  greedy_walk_kernel<<<1, kWalkThreads, 0, stream>>>(mask, count, words, max_keep, removed, kept,
+                                                     kept_count);
   BAREYOLO_CUDA_CHECK_LAUNCH();
+}
+
+std::vector<int64_t> greedy_nms(const float* boxes, int64_t count, float iou_threshold,
+                                int64_t max_keep, int device) {
+  std::vector<int64_t> kept;
+  if (count <= 0 || max_keep <= 0) return kept;
+  const int64_t most_kept = std::min(count, max_keep);
+  DeviceBuffer result(sizeof(int64_t) * size_t(most_kept + 1), device);  // the indices, the count
+  int64_t* kept_on_device = result.as<int64_t>();
+  greedy_nms_on_device(boxes, count, iou_threshold, most_kept, kept_on_device,
+                       kept_on_device + most_kept, device);
   int64_t kept_total = 0;
-  copy(&kept_total, kept_count, sizeof(kept_total), CopyKind::device_to_host, device);
+  copy(&kept_total, kept_on_device + most_kept, sizeof(kept_total), CopyKind::device_to_host,
+       device);
   kept.resize(size_t(kept_total));
   if (kept_total > 0)
     copy(kept.data(), kept_on_device, sizeof(int64_t) * size_t(kept_total),

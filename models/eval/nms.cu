@@ -1,4 +1,4 @@
-// models/eval/nms.cu — non_max_suppression of one image's decoded rows on the GPU
+// models/eval/nms.cu — non_max_suppression of each image of a batch of decoded rows on the GPU
 // (detect_cuda.h), step for step as models/eval/nms.cpp:
 //   1-4 candidate_kernel: one thread per candidate slot — (row, class) with multi_label, else
 //       (row, its first best class) — tests objectness and score against conf_threshold and
@@ -8,16 +8,18 @@
 //       score descending (cub::DeviceRadixSort, stable: ties keep slot order, as the host's
 //       std::stable_sort), cut to max_nms;
 //   6   offset_boxes_kernel: corners (cx -+ w / 2) shifted by class * class_offset, then
-//       greedy_nms (greedy_nms.cu), which returns only the kept indices;
-//   7   gather_kernel: the kept detections (unshifted boxes), copied back.
+//       greedy_nms_on_device (greedy_nms.cu), whose kept indices and count stay on the device;
+//   7   gather_kernel: the kept detections (unshifted boxes) into the image's places among
+//       the batch's results, and their count.
+// The host waits for each image's number of candidates (it sizes the sort and the IoU matrix),
+// and once more at the end, for every image's results in one copy.
 // The multiplies and adds are explicitly rounded (__fmul_rn, __fadd_rn) where nvcc could fuse
 // them into an FMA the host rounds twice.
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_select.cuh>
 
 #include <algorithm>
-#include <stdexcept>
-#include <string>
+#include <vector>
 
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/check.h"
@@ -101,11 +103,12 @@ __global__ void offset_boxes_kernel(CandidateSlots c, const int64_t* sorted_slot
   for (int k = 0; k < 4; ++k) boxes[4 * j + k] = __fadd_rn(box[k], shift);
 }
 
+// out[k] for each kept index k < *kept_count (launched for the most that can be kept).
 __global__ void gather_kernel(CandidateSlots c, const int64_t* sorted_slots,
                               const float* sorted_scores, const int* class_of, const int64_t* kept,
-                              int64_t count, NmsDetection* out) {
+                              const int64_t* kept_count, NmsDetection* out) {
   const int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (k >= count) return;
+  if (k >= *kept_count) return;
   const int64_t j = kept[k], slot = sorted_slots[j];
   float box[4];
   corners(c.rows + row_of(c, slot) * (5 + c.classes), box);
@@ -130,16 +133,17 @@ class Carver {
   size_t used_ = 0;
 };
 
-// The scratch of one call: per slot its score, class, flag and index; the selected slots and
-// the sorted ones with their keys; 4 corners per ranked box; the selected count; CUB's space.
+// The scratch of one image: per slot its score, class, flag and index; the selected slots and
+// the sorted ones with their keys; 4 corners per ranked box; the selected count; the kept
+// indices; CUB's space.
 struct Scratch {
   float *score, *keys, *sorted_keys, *boxes;
   int* class_of;
   unsigned char* flag;
-  int64_t *slot_index, *selected, *sorted_slots, *selected_count;
+  int64_t *slot_index, *selected, *sorted_slots, *selected_count, *kept;
   void* cub;
 
-  Scratch(Carver& carve, int64_t slots, size_t cub_bytes)
+  Scratch(Carver& carve, int64_t slots, int64_t most_kept, size_t cub_bytes)
       : score(carve.take<float>(slots)),
         keys(carve.take<float>(slots)),
         sorted_keys(carve.take<float>(slots)),
@@ -150,32 +154,25 @@ struct Scratch {
         selected(carve.take<int64_t>(slots)),
         sorted_slots(carve.take<int64_t>(slots)),
         selected_count(carve.take<int64_t>(1)),
+        kept(carve.take<int64_t>(most_kept)),
         cub(carve.take<char>(int64_t(cub_bytes))) {}
 };
 
-}  // namespace
+// Where an image's results go: its count, and room for the most it can keep
+// (min(slots, max_nms, max_det) detections).
+struct ImageResults {
+  int64_t* count;
+  NmsDetection* detections;
+};
 
-std::vector<models::Detection> non_max_suppression(const float* rows, int64_t count, int classes,
-                                                   const NmsOptions& params, int device) {
-  if (classes < 1 || count < 0)
-    throw std::invalid_argument("non_max_suppression on CUDA: " + std::to_string(count) +
-                                " rows of " + std::to_string(classes) +
-                                " classes; rows need at least one class");
-  std::vector<models::Detection> detections;
+// One image's NMS of `count` rows into `results` (on the device; its count is zero already).
+// The host waits once, for the number of candidates.
+void image_nms(const float* rows, int64_t count, int classes, const NmsOptions& params,
+               const unsigned char* wanted, ImageResults results, int device) {
   const int64_t slots = params.multi_label ? count * classes : count;
-  if (slots == 0 || params.max_det <= 0 || params.max_nms <= 0) return detections;
+  if (slots == 0) return;
   const cudaStream_t stream = stream_of(device);
-
-  DeviceBuffer wanted;
-  if (!params.classes.empty()) {
-    std::vector<unsigned char> mask(size_t(classes), 0);
-    for (int c : params.classes)
-      if (c >= 0 && c < classes) mask[size_t(c)] = 1;
-    wanted = DeviceBuffer(mask.size(), device);
-    copy(wanted.get(), mask.data(), mask.size(), CopyKind::host_to_device, device);
-  }
-  const CandidateSlots c{
-      rows, slots, classes, params.multi_label, params.conf_threshold, wanted.as<unsigned char>()};
+  const CandidateSlots c{rows, slots, classes, params.multi_label, params.conf_threshold, wanted};
 
   // CUB's scratch for the largest selection and sort.
   size_t select_bytes = 0, sort_bytes = 0;
@@ -186,11 +183,13 @@ std::vector<models::Detection> non_max_suppression(const float* rows, int64_t co
       nullptr, sort_bytes, (const float*)nullptr, (float*)nullptr, (const int64_t*)nullptr,
       (int64_t*)nullptr, slots, 0, int(sizeof(float) * 8), stream));
   const size_t cub_bytes = std::max(select_bytes, sort_bytes);
+  const int64_t most_ranked = std::min(slots, int64_t(params.max_nms));
+  const int64_t most_kept = std::min(most_ranked, int64_t(params.max_det));
   Carver measure(nullptr);
-  (void)Scratch(measure, slots, cub_bytes);
+  (void)Scratch(measure, slots, most_kept, cub_bytes);
   DeviceBuffer block(measure.used(), device);
   Carver carve(block.get());
-  const Scratch t(carve, slots, cub_bytes);
+  const Scratch t(carve, slots, most_kept, cub_bytes);
 
   candidate_kernel<<<blocks_for(slots), kThreads, 0, stream>>>(c, t.score, t.class_of, t.flag,
                                                                t.slot_index);
@@ -201,7 +200,7 @@ std::vector<models::Detection> non_max_suppression(const float* rows, int64_t co
                                                  t.selected, t.selected_count, slots, stream));
   int64_t candidates = 0;
   copy(&candidates, t.selected_count, sizeof(candidates), CopyKind::device_to_host, device);
-  if (candidates == 0) return detections;
+  if (candidates == 0) return;
 
   gather_scores_kernel<<<blocks_for(candidates), kThreads, 0, stream>>>(t.selected, candidates,
                                                                         t.score, t.keys);
@@ -215,38 +214,59 @@ std::vector<models::Detection> non_max_suppression(const float* rows, int64_t co
   offset_boxes_kernel<<<blocks_for(ranked), kThreads, 0, stream>>>(
       c, t.sorted_slots, ranked, t.class_of, params.class_offset, params.agnostic, t.boxes);
   BAREYOLO_CUDA_CHECK_LAUNCH();
-
-  const std::vector<int64_t> kept =
-      greedy_nms(t.boxes, ranked, params.iou_threshold, params.max_det, device);
-  if (kept.empty()) return detections;
-  const int64_t kept_count = int64_t(kept.size());
-  DeviceBuffer kept_buffer(sizeof(int64_t) * kept.size() + sizeof(NmsDetection) * kept.size(),
-                           device);
-  int64_t* kept_on_device = kept_buffer.as<int64_t>();
-  auto* out = reinterpret_cast<NmsDetection*>(kept_on_device + kept_count);
-  copy(kept_on_device, kept.data(), sizeof(int64_t) * kept.size(), CopyKind::host_to_device,
-       device);
-  gather_kernel<<<blocks_for(kept_count), kThreads, 0, stream>>>(
-      c, t.sorted_slots, t.sorted_keys, t.class_of, kept_on_device, kept_count, out);
+  const int64_t keep = std::min(ranked, int64_t(params.max_det));
+  greedy_nms_on_device(t.boxes, ranked, params.iou_threshold, keep, t.kept, results.count, device);
+  gather_kernel<<<blocks_for(keep), kThreads, 0, stream>>>(
+      c, t.sorted_slots, t.sorted_keys, t.class_of, t.kept, results.count, results.detections);
   BAREYOLO_CUDA_CHECK_LAUNCH();
-  std::vector<NmsDetection> gathered(kept.size());
-  copy(gathered.data(), out, sizeof(NmsDetection) * kept.size(), CopyKind::device_to_host, device);
-  detections.reserve(gathered.size());
-  for (const NmsDetection& d : gathered)
-    detections.push_back({{d.x1, d.y1, d.x2, d.y2}, d.conf, d.class_id});
-  return detections;
 }
+
+}  // namespace
 
 std::vector<std::vector<models::Detection>> batch_detections(View<const float> rows, int64_t images,
                                                              int classes,
                                                              const NmsOptions& options) {
-  const int64_t per_image = images > 0 ? rows.shape.numel() / images : 0;
-  const int64_t row_length = 5 + int64_t(classes);
-  std::vector<std::vector<models::Detection>> detections;
-  detections.reserve(size_t(images));
+  // (models::batch_detections checked the rows' shape and the classes.)
+  std::vector<std::vector<models::Detection>> detections(size_t(std::max<int64_t>(images, 0)));
+  if (images <= 0 || options.max_det <= 0 || options.max_nms <= 0) return detections;
+  const int device = rows.device.index;
+  const int64_t per_image = rows.shape.numel() / images, row_length = 5 + int64_t(classes);
+
+  DeviceBuffer wanted;  // the class filter, once for the batch
+  if (!options.classes.empty()) {
+    std::vector<unsigned char> mask(size_t(classes), 0);
+    for (int c : options.classes)
+      if (c >= 0 && c < classes) mask[size_t(c)] = 1;
+    wanted = DeviceBuffer(mask.size(), device);
+    copy(wanted.get(), mask.data(), mask.size(), CopyKind::host_to_device, device);
+  }
+  // The batch's results in one block: every image's count, then room for the most it can keep.
+  const int64_t image_rows = per_image / row_length,
+                slots = options.multi_label ? image_rows * classes : image_rows;
+  const size_t places =
+      size_t(std::min({slots, int64_t(options.max_nms), int64_t(options.max_det)}));
+  if (places == 0) return detections;
+  const size_t counts_bytes = sizeof(int64_t) * size_t(images),
+               bytes = counts_bytes + sizeof(NmsDetection) * places * size_t(images);
+  DeviceBuffer results(bytes, device);
+  auto* counts = results.as<int64_t>();
+  auto* found = reinterpret_cast<NmsDetection*>(results.as<char>() + counts_bytes);
+  fill_bytes(counts, 0, counts_bytes, device);
   for (int64_t image = 0; image < images; ++image)
-    detections.push_back(non_max_suppression(rows.data + image * per_image, per_image / row_length,
-                                             classes, options, rows.device.index));
+    image_nms(rows.data + image * per_image, image_rows, classes, options,
+              wanted.as<unsigned char>(), {counts + image, found + size_t(image) * places}, device);
+
+  std::vector<char> host(bytes);
+  copy(host.data(), results.get(), bytes, CopyKind::device_to_host, device);
+  const auto* host_counts = reinterpret_cast<const int64_t*>(host.data());
+  const auto* host_found = reinterpret_cast<const NmsDetection*>(host.data() + counts_bytes);
+  for (int64_t image = 0; image < images; ++image) {
+    std::vector<models::Detection>& kept = detections[size_t(image)];
+    for (int64_t k = 0; k < host_counts[image]; ++k) {
+      const NmsDetection& d = host_found[size_t(image) * places + size_t(k)];
+      kept.push_back({{d.x1, d.y1, d.x2, d.y2}, d.conf, d.class_id});
+    }
+  }
   return detections;
 }
 
