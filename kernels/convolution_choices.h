@@ -61,13 +61,11 @@ using ConvolutionChoices = std::map<ConvolutionKey, ConvolutionChoice>;
 std::string convolution_choices_identity(const Device& device);
 
 // The process's table for `device` (thread-safe). find: the key's choice if one was made or
-// adopted; remember: a new choice (the first stays); all: a copy of the table; adopt: `choices`
-// replace this device's for their keys (the others stay); changed_since_saved: a choice was
+// adopted; all: a copy of the table; adopt: `choices` replace this device's for their keys (the
+// others stay: a convolution adopts each choice it makes); changed_since_saved: a choice was
 // made or adopted since the last mark_saved (or since the process started).
 std::optional<ConvolutionChoice> find_convolution_choice(const Device& device,
                                                          const ConvolutionKey& key);
-void remember_convolution_choice(const Device& device, const ConvolutionKey& key,
-                                 const ConvolutionChoice& choice);
 ConvolutionChoices convolution_choices(const Device& device);
 void adopt_convolution_choices(const Device& device, const ConvolutionChoices& choices);
 bool convolution_choices_changed_since_saved(const Device& device);

@@ -43,13 +43,6 @@ std::optional<ConvolutionChoice> find_convolution_choice(const Device& device,
   return found->second;
 }
 
-void remember_convolution_choice(const Device& device, const ConvolutionKey& key,
-                                 const ConvolutionChoice& choice) {
-  std::lock_guard<std::mutex> lock(tables_mutex);
-  DeviceTable& table = table_of(device);
-  table.changed |= table.choices.emplace(key, choice).second;
-}
-
 ConvolutionChoices convolution_choices(const Device& device) {
   std::lock_guard<std::mutex> lock(tables_mutex);
   return table_of(device).choices;

@@ -61,6 +61,9 @@ inline int as_int(int64_t value, const char* what) {
 // How many cuDNN descriptors this process has created: each convolution shape's four, once per
 // thread that runs it (cudnn_conv.cpp keeps them), none per call after (tests/cuda/conv2d.cpp).
 uint64_t convolution_descriptors_created();
+// How many times a kept algorithm choice (the cache file's, rank 0's, or one made earlier) could
+// not run (cuDNN refused it, or its workspace could not be had) and was chosen afresh.
+uint64_t kept_convolution_choices_refused();
 
 void cudnn_conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
                           ops::Conv2dParams p, View<float> y);

@@ -18,7 +18,9 @@
 // non-deterministic one only where none runs; under `--cudnn fast` the fastest of all.
 // BAREYOLO_CUDNN_LOG=1 prints each choice with the whole ranking and the times. Then the
 // call the op was asked for runs with the choice; a later call of the key runs it at once,
-// taking its workspace from the caching allocator (the same block every step).
+// taking its workspace from the caching allocator (the same block every step). A kept choice
+// that cannot run (the cache file's or rank 0's, refused by another driver, or its workspace no
+// longer to be had) is chosen afresh, never an error.
 //
 // Timing waits for the device: about 180 keys in the first step of a yolov5 training, each
 // once per process, and once per machine with the cache file. That first step is a warm-up like
@@ -72,7 +74,8 @@ namespace {
 
 // ---- descriptors ------------------------------------------------------------------------
 
-std::atomic<uint64_t> descriptors_created{0};  // convolution_descriptors_created()
+std::atomic<uint64_t> descriptors_created{0};   // convolution_descriptors_created()
+std::atomic<uint64_t> kept_choices_refused{0};  // kept_convolution_choices_refused()
 
 // cuDNN's name of an element type.
 template <class T>
@@ -367,11 +370,10 @@ class Convolution {
     const OutputSpan output = outputs_[static_cast<size_t>(Pass::kOutput)];
     if (const std::optional<ops::ConvolutionChoice> choice =
             ops::find_convolution_choice(Device::cuda(device), key)) {
-      const AlgorithmCandidate kept{choice->algorithm, choice->math, true, true,
-                                    static_cast<size_t>(choice->workspace)};
-      check_cudnn(attempt(launch, kept, output.data), Pass::kCall, __FILE__, __LINE__);
-      count_launch();
-      return;
+      if (run_kept<Pass>(launch, *choice, output.data)) return;
+      // A choice from the cache file or from rank 0 that this call cannot run (another driver
+      // refuses it, or its workspace no longer fits): chosen afresh below, and replaced.
+      kept_choices_refused.fetch_add(1, std::memory_order_relaxed);
     }
     descriptors_.conv.set_math(ranking_math());  // an earlier call left its algorithm's
     const std::vector<AlgorithmCandidate> ranking = ranked<Pass>();
@@ -396,9 +398,10 @@ class Convolution {
       if (status == CUDNN_STATUS_SUCCESS) {
         count_launch();  // a refused candidate queued nothing
         const double milliseconds = i < times.size() && times[i] ? *times[i] : 0.0;
-        ops::remember_convolution_choice(Device::cuda(device), key,
-                                         {candidate.algorithm, candidate.math,
-                                          static_cast<int64_t>(candidate.workspace), milliseconds});
+        ops::adopt_convolution_choices(
+            Device::cuda(device), {{key,
+                                    {candidate.algorithm, candidate.math,
+                                     static_cast<int64_t>(candidate.workspace), milliseconds}}});
         if (log_choices()) log_choice(Pass::kName, ranking, order, times, candidate);
         return;
       }
@@ -427,6 +430,24 @@ class Convolution {
   // The math types cuDNN's heuristics may rank algorithms for (the call's permitted ones).
   cudnnMathType_t ranking_math() const {
     return cudnn_math(convolution_math(bf16_operands, tensor_cores));
+  }
+
+  // The call with a kept choice; false, having queued nothing, when cuDNN refuses it or its
+  // workspace cannot be had.
+  template <class Pass, class Launch>
+  bool run_kept(Launch& launch, const ops::ConvolutionChoice& choice, void* output) {
+    const AlgorithmCandidate kept{choice.algorithm, choice.math, true, true,
+                                  static_cast<size_t>(choice.workspace)};
+    cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+    try {
+      status = attempt(launch, kept, output);
+    } catch (const OutOfDeviceMemory&) {
+      return false;
+    }
+    if (refused(status)) return false;
+    check_cudnn(status, Pass::kCall, __FILE__, __LINE__);
+    count_launch();
+    return true;
   }
 
   // One call of `candidate` writing `output`: the descriptor's math set to the candidate's,
@@ -594,6 +615,10 @@ void run_backward_data(View<const S> dy, View<const S> weight, ops::Conv2dParams
 
 uint64_t convolution_descriptors_created() {
   return descriptors_created.load(std::memory_order_relaxed);
+}
+
+uint64_t kept_convolution_choices_refused() {
+  return kept_choices_refused.load(std::memory_order_relaxed);
 }
 
 void cudnn_conv2d_forward(View<const float> x, View<const float> weight, const float* bias,

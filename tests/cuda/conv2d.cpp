@@ -128,10 +128,14 @@ TEST_CASE("cuda conv2d: a shape's first call times its candidates, later calls r
   CHECK(added == 3);
   REQUIRE(forward_key);
   // A choice put in the table (as the cache file or rank 0 would) is what the next call runs:
-  // an algorithm cuDNN does not have fails the call; implicit GEMM on FMAs matches the timed one.
+  // one cuDNN refuses (no such algorithm) is chosen afresh and replaced, not an error; implicit
+  // GEMM on FMAs matches the timed one.
   const ops::ConvolutionChoice timed = *ops::find_convolution_choice(gpu, *forward_key);
   ops::adopt_convolution_choices(gpu, {{*forward_key, {.algorithm = 99, .math = 3}}});
-  CHECK_THROWS(forward());
+  const uint64_t refused = cuda::kept_convolution_choices_refused();
+  check_close(forward(), reference, 1e-5, 1e-5, "after a refused choice");
+  CHECK(cuda::kept_convolution_choices_refused() == refused + 1);
+  CHECK(ops::find_convolution_choice(gpu, *forward_key)->algorithm != 99);
   ops::adopt_convolution_choices(gpu, {{*forward_key, {.algorithm = 0, .math = 3}}});
   check_close(forward(), reference, 1e-5, 1e-5, "implicit GEMM against the timed choice");
   ops::adopt_convolution_choices(gpu, {{*forward_key, timed}});

@@ -188,7 +188,7 @@ TEST_CASE("algorithm cache: its folder from the environment, its name from the i
         algorithm_cache_path(kIdentity));
 }
 
-TEST_CASE("convolution choices: the first choice stays, adoption replaces, changes are marked") {
+TEST_CASE("convolution choices: adoption adds and replaces, changes are marked") {
   ops::forget_convolution_choices();
   const Device device = Device::cpu();  // the table is plain C++: any device's will do
   CHECK(ops::convolution_choices_identity(device).empty());
@@ -197,8 +197,7 @@ TEST_CASE("convolution choices: the first choice stays, adoption replaces, chang
   const ConvolutionKey a = drawn.begin()->first, b = std::next(drawn.begin())->first;
   const ConvolutionChoice one{.algorithm = 1, .math = 1}, two{.algorithm = 2, .math = 0};
   CHECK_FALSE(ops::convolution_choices_changed_since_saved(device));
-  ops::remember_convolution_choice(device, a, one);
-  ops::remember_convolution_choice(device, a, two);  // a second thread's: the first stays
+  ops::adopt_convolution_choices(device, {{a, one}});
   CHECK(ops::find_convolution_choice(device, a) == one);
   CHECK_FALSE(ops::find_convolution_choice(device, b));
   CHECK(ops::convolution_choices_changed_since_saved(device));
