@@ -485,7 +485,12 @@ class Convolution {
       std::optional<double> best;
       for (int run = 0; run < 4; ++run) {
         BAREYOLO_CUDA_CHECK(cudaEventRecord(events.start, stream));
-        const cudnnStatus_t status = attempt(launch, candidate, scratch.get());
+        cudnnStatus_t status = CUDNN_STATUS_NOT_SUPPORTED;
+        try {
+          status = attempt(launch, candidate, scratch.get());
+        } catch (const OutOfDeviceMemory&) {
+          break;  // its workspace does not fit beside the scratch output: not a candidate here
+        }
         if (status != CUDNN_STATUS_SUCCESS) {
           if (!refused(status)) check_cudnn(status, Pass::kCall, __FILE__, __LINE__);
           break;
