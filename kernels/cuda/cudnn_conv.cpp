@@ -13,14 +13,14 @@
 // process's table (kernels/convolution_choices.h). cuDNN's heuristics
 // (cudnnGetConvolution*Algorithm_v7) list the algorithms for the descriptors; the candidates are
 // those supported whose workspace fits the cap (cudnn_algorithm_choice.h). Each runs into a
-// scratch output, once to warm up and then three times between two events, and the fastest
-// stays: under `--cudnn deterministic` (the default) the fastest deterministic one, a
-// non-deterministic one only where none runs; under `--cudnn fast` the fastest of all.
-// BAREYOLO_CUDNN_LOG=1 prints each choice with the whole ranking and the times. Then the
-// call the op was asked for runs with the choice; a later call of the key runs it at once,
-// taking its workspace from the caching allocator (the same block every step). A kept choice
-// that cannot run (the cache file's or rank 0's, refused by another driver, or its workspace no
-// longer to be had) is chosen afresh, never an error.
+// scratch output, once to warm up and then twice between two events (a candidate whose warm-up
+// is far slower than the fastest so far not again), and the fastest stays: under `--cudnn
+// deterministic` (the default) the fastest deterministic one, a non-deterministic one only where
+// none runs; under `--cudnn fast` the fastest of all. BAREYOLO_CUDNN_LOG=1 prints each choice with
+// the whole ranking and the times. Then the call the op was asked for runs with the choice; a later
+// call of the key runs it at once, taking its workspace from the caching allocator (the same block
+// every step). A kept choice that cannot run (the cache file's or rank 0's, refused by another
+// driver, or its workspace no longer to be had) is chosen afresh, never an error.
 //
 // Timing waits for the device: about 180 keys in the first step of a yolov5 training, each
 // once per process, and once per machine with the cache file. That first step is a warm-up like
@@ -461,14 +461,18 @@ class Convolution {
 
   // How long each candidate of `order` takes, in milliseconds (none where cuDNN refuses it):
   // run into a scratch output of `output_bytes` (the real output may be added into, and the
-  // inputs are only read), once to warm up and then the best of three, each between two
-  // events. Empty, timing nothing, with a single candidate, while the stream is recorded into
-  // a CUDA graph, or when no scratch output fits in memory. The host waits for each event:
-  // see the file comment for why that is not reported to the step guard.
+  // inputs are only read), once to warm up and then the best of two, each between two events.
+  // A candidate whose warm-up alone took kHopeless times the fastest so far cannot win and is not
+  // run again (some algorithms take tens of milliseconds where the winner takes one). Empty,
+  // timing nothing, with a single candidate, while the stream is recorded into a CUDA graph, or
+  // when no scratch output fits in memory. The host waits for each event: see the file comment
+  // for why that is not reported to the step guard.
   template <class Pass, class Launch>
   std::vector<std::optional<double>> timed(Launch& launch,
                                            const std::vector<AlgorithmCandidate>& order,
                                            size_t output_bytes) {
+    constexpr int kTimedRuns = 2;
+    constexpr double kHopeless = 8;
     const cudaStream_t stream = stream_of(device);
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     BAREYOLO_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
@@ -481,9 +485,10 @@ class Convolution {
     }
     const TimingEvents events;
     std::vector<std::optional<double>> times;
+    std::optional<double> fastest;  // of the candidates timed so far
     for (const AlgorithmCandidate& candidate : order) {
       std::optional<double> best;
-      for (int run = 0; run < 4; ++run) {
+      for (int run = 0; run <= kTimedRuns; ++run) {
         BAREYOLO_CUDA_CHECK(cudaEventRecord(events.start, stream));
         cudnnStatus_t status = CUDNN_STATUS_NOT_SUPPORTED;
         try {
@@ -497,10 +502,17 @@ class Convolution {
         }
         BAREYOLO_CUDA_CHECK(cudaEventRecord(events.end, stream));
         BAREYOLO_CUDA_CHECK(cudaEventSynchronize(events.end));
-        float milliseconds = 0;
-        BAREYOLO_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, events.start, events.end));
-        if (run > 0) best = std::min(best.value_or(milliseconds), double(milliseconds));
+        float elapsed = 0;
+        BAREYOLO_CUDA_CHECK(cudaEventElapsedTime(&elapsed, events.start, events.end));
+        const double milliseconds = elapsed;
+        if (run > 0) {
+          best = std::min(best.value_or(milliseconds), milliseconds);
+        } else if (fastest && milliseconds > kHopeless * *fastest) {
+          best = milliseconds;  // slower than the fastest however it is counted
+          break;
+        }
       }
+      if (best) fastest = std::min(fastest.value_or(*best), *best);
       times.push_back(best);
     }
     return times;
