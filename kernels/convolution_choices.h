@@ -70,6 +70,10 @@ ConvolutionChoices convolution_choices(const Device& device);
 void adopt_convolution_choices(const Device& device, const ConvolutionChoices& choices);
 bool convolution_choices_changed_since_saved(const Device& device);
 void mark_convolution_choices_saved(const Device& device);
+// How many times `device`'s shared convolution workspace has moved (grown) in this process (0 on
+// the CPU): a CUDA graph recorded before a move reads the old address (the Solver records again).
+uint64_t convolution_workspace_moves(const Device& device);
+
 // Empties every device's table (tests).
 void forget_convolution_choices();
 

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <utility>
 
+#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/runtime/versions.h"
 
 namespace bareyolo::ops {
@@ -67,6 +68,10 @@ bool convolution_choices_changed_since_saved(const Device& device) {
 void mark_convolution_choices_saved(const Device& device) {
   std::lock_guard<std::mutex> lock(tables_mutex);
   table_of(device).changed = false;
+}
+
+uint64_t convolution_workspace_moves(const Device& device) {
+  return device.is_cuda() ? cuda::convolution_workspace_moves(device.index) : 0;
 }
 
 void forget_convolution_choices() {

@@ -48,6 +48,10 @@ void conv2d_backward_data(View<const bf16> dy, View<const bf16> weight, ops::Con
                           View<bf16> dx, ops::GradientWrite write);
 void conv2d_backward_weight(View<const bf16> x, View<const bf16> dy, ops::Conv2dParams p,
                             View<float> dweight, float* dbias);
+// How many times GPU `device`'s shared convolution workspace has moved (grown) in this process
+// (cudnn_conv.cpp; always 0 without CUDA): a CUDA graph recorded before a move reads the old
+// address.
+uint64_t convolution_workspace_moves(int device);
 enum class ConvPath { cudnn, gemm };
 // BAREYOLO_CONV=gemm (or =cudnn, the default) in the environment, unless set_conv_path was
 // called; an unknown value throws naming it.

@@ -18,9 +18,10 @@
 // deterministic` (the default) the fastest deterministic one, a non-deterministic one only where
 // none runs; under `--cudnn fast` the fastest of all. BAREYOLO_CUDNN_LOG=1 prints each choice with
 // the whole ranking and the times. Then the call the op was asked for runs with the choice; a later
-// call of the key runs it at once, taking its workspace from the caching allocator (the same block
-// every step). A kept choice that cannot run (the cache file's or rank 0's, refused by another
-// driver, or its workspace no longer to be had) is chosen afresh, never an error.
+// call of the key runs it at once. Every call but timing's takes the device's one shared
+// workspace (SharedWorkspace), grown at a key's first call: a step allocates none. A kept choice
+// that cannot run (the cache file's or rank 0's, refused by another driver, or its workspace no
+// longer to be had) is chosen afresh, never an error.
 //
 // Timing waits for the device: about 180 keys in the first step of a yolov5 training, each
 // once per process, and once per machine with the cache file. That first step is a warm-up like
@@ -49,6 +50,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -279,6 +281,45 @@ struct TimingEvents {
   TimingEvents& operator=(const TimingEvents&) = delete;
 };
 
+// The workspace of a device's calls: one buffer, grown to the largest a call has needed, so that
+// a call allocates nothing (timing's candidates alone take theirs from the caching allocator:
+// their workspaces are not all worth keeping). Growth happens at a key's first call, which runs
+// eagerly; a CUDA graph recorded before it reads the old address, so convolution_workspace_moves
+// counts the moves and the Solver records its graphs again after one. The lock is held across
+// the call, so that no thread's growth frees a buffer another thread's call is handed.
+class SharedWorkspace {
+ public:
+  template <class Call>
+  cudnnStatus_t run(size_t bytes, int device, const Call& call) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Held& held = held_[device];
+    if (held.buffer.bytes() < bytes) {
+      held.buffer = DeviceBuffer();  // the old buffer back to the caching allocator first
+      held.buffer = DeviceBuffer(bytes, device);
+      held.moves += 1;
+    }
+    return call(held.buffer.get());
+  }
+  uint64_t moves(int device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return held_[device].moves;
+  }
+
+ private:
+  struct Held {
+    DeviceBuffer buffer;
+    uint64_t moves = 0;
+  };
+  std::mutex mutex_;
+  std::map<int, Held> held_;
+};
+
+// Never destroyed: its buffers' allocator may be gone by the time static objects are.
+SharedWorkspace& shared_workspace() {
+  static auto* workspace = new SharedWorkspace;
+  return *workspace;
+}
+
 size_t workspace_cap(int device) {
   const MemoryInfo memory = memory_info(device);
   const MemoryStats cache = memory_stats(device);
@@ -450,10 +491,18 @@ class Convolution {
     return true;
   }
 
-  // One call of `candidate` writing `output`: the descriptor's math set to the candidate's,
-  // its workspace from the caching allocator.
+  // One call of `candidate` writing `output`: the descriptor's math set to the candidate's, its
+  // workspace the device's shared one (grown first when it is too small).
   template <class Launch>
   cudnnStatus_t attempt(Launch& launch, const AlgorithmCandidate& candidate, void* output) {
+    descriptors_.conv.set_math(static_cast<cudnnMathType_t>(candidate.math));
+    return shared_workspace().run(candidate.workspace, device, [&](void* workspace) {
+      return launch(candidate.algorithm, workspace, candidate.workspace, output);
+    });
+  }
+  // The same with a workspace of its own from the caching allocator (timing's candidates).
+  template <class Launch>
+  cudnnStatus_t attempt_apart(Launch& launch, const AlgorithmCandidate& candidate, void* output) {
     descriptors_.conv.set_math(static_cast<cudnnMathType_t>(candidate.math));
     DeviceBuffer workspace(candidate.workspace, device);
     return launch(candidate.algorithm, workspace.get(), candidate.workspace, output);
@@ -492,7 +541,7 @@ class Convolution {
         BAREYOLO_CUDA_CHECK(cudaEventRecord(events.start, stream));
         cudnnStatus_t status = CUDNN_STATUS_NOT_SUPPORTED;
         try {
-          status = attempt(launch, candidate, scratch.get());
+          status = attempt_apart(launch, candidate, scratch.get());
         } catch (const OutOfDeviceMemory&) {
           break;  // its workspace does not fit beside the scratch output: not a candidate here
         }
@@ -637,6 +686,8 @@ uint64_t convolution_descriptors_created() {
 uint64_t kept_convolution_choices_refused() {
   return kept_choices_refused.load(std::memory_order_relaxed);
 }
+
+uint64_t convolution_workspace_moves(int device) { return shared_workspace().moves(device); }
 
 void cudnn_conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
                           ops::Conv2dParams p, View<float> y) {

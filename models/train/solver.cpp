@@ -160,6 +160,13 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
     step_kinds_seen_.clear();
   }
   use_loss_buffers(cells);
+  // A new shape's first convolutions may have grown their shared workspace: recordings made
+  // before read the old one, so every kind records again.
+  if (const uint64_t moves = ops::convolution_workspace_moves(arena_.device());
+      moves != workspace_moves_) {
+    workspace_moves_ = moves;
+    graphs_.clear();
+  }
   const bool boundary = iteration - last_step_iteration_ >= settings.accumulate;
   // From here to the update the host must never wait for the device (kernels/step_guard.h). A
   // kind of step (its input shape, whether it updates) allocates on its first run only; with

@@ -187,6 +187,7 @@ class Solver {
   // CPU, which has none), and whether the first step, which chose them, is done.
   const std::string algorithm_identity_;
   bool first_step_done_ = false;
+  uint64_t workspace_moves_ = 0;  // of the convolutions' shared workspace, when last seen
   void share_algorithm_choices();
   void note_from_rank0(std::string note);
 };

@@ -91,7 +91,9 @@ TEST_CASE("cuda conv2d: a shape's cuDNN descriptors are made at its first call, 
   CHECK(cuda::convolution_descriptors_created() - before == 8);
 }
 
-TEST_CASE("cuda conv2d: a shape's first call times its candidates, later calls run the table's") {
+TEST_CASE(
+    "cuda conv2d: a shape's first call times its candidates, later calls run the table's and "
+    "allocate nothing") {
   Rng rng(75);
   const selftest::ConvolutionSettings settings(ops::GpuConvolutionPath::cudnn, false);
   const Device gpu = Device::cuda(0);
@@ -140,4 +142,18 @@ TEST_CASE("cuda conv2d: a shape's first call times its candidates, later calls r
   check_close(forward(), reference, 1e-5, 1e-5, "implicit GEMM against the timed choice");
   ops::adopt_convolution_choices(gpu, {{*forward_key, timed}});
   check_close(forward(), reference, 0.0, 0.0, "the timed choice again");
+  // Warm, the three passes take the device's shared workspace: no allocator call at all, and
+  // the workspace does not move.
+  Tensor y = Tensor::empty(y_shape, gpu);
+  const cuda::MemoryStats memory = cuda::memory_stats(0);
+  const uint64_t moves = cuda::convolution_workspace_moves(0);
+  ops::conv2d_forward<float>(x.view<float>(), w.view<float>(), nullptr, p, y.view<float>());
+  ops::conv2d_backward_data<float>(dy.view<float>(), w.view<float>(), p, dx.view<float>());
+  ops::conv2d_backward_weight<float>(x.view<float>(), dy.view<float>(), p, dw.view<float>(),
+                                     nullptr);
+  cuda::synchronize(0);
+  const cuda::MemoryStats after = cuda::memory_stats(0);
+  CHECK(after.cache_hits == memory.cache_hits);
+  CHECK(after.backing_allocations == memory.backing_allocations);
+  CHECK(cuda::convolution_workspace_moves(0) == moves);
 }
