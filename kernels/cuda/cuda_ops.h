@@ -31,8 +31,8 @@ void add_backward(View<const S> dy, View<S> da, View<S> db);
 
 // ---- convolution and batch normalisation ---------------------------------------------
 // conv2d.cu: shapes already checked by kernels/cpu/conv2d.cpp. Two implementations, chosen
-// per call by conv_path(): cuDNN (cudnn_conv.cpp: algorithm chosen by cuDNN's heuristics once
-// per shape and cached, deterministic algorithms, workspace from the caching allocator), or
+// per call by conv_path(): cuDNN (cudnn_conv.cpp: the algorithm timed at a shape's first call
+// and kept, deterministic ones unless --cudnn fast, one shared workspace per device), or
 // im2col + cuBLAS SGEMM (conv2d_gemm.cu), kept to compare against. Both use TF32 tensor cores
 // while cuda::set_tf32(true) (runtime/runtime.h).
 // With moments_mean (and moments_m2), batchnorm_moments of y after the convolution.
