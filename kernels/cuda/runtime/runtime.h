@@ -61,10 +61,11 @@ void set_tf32(bool enabled);
 bool tf32_enabled();
 
 // Which cuDNN convolution algorithms may run (--cudnn): on (the default, as YOLOv5's train.py
-// asks of PyTorch), a deterministic one wherever cuDNN has one, so a run repeats its bits; off,
-// cuDNN's first-ranked, which may sum with atomics (on an H200 float32 yolov5s at 640 trained at
-// 307 img/s instead of 203). Process-wide; the algorithm choice is cached per setting. Without
-// CUDA the value is only recorded.
+// asks of PyTorch), the fastest deterministic one wherever cuDNN has one, so a run repeats its
+// bits; off, the fastest of all, which may sum with atomics (on an H200, with cuDNN's
+// first-ranked algorithms before they were timed, float32 yolov5s at 640 trained at 307 img/s
+// instead of 203). Process-wide; the choices are kept per setting (cudnn_conv.cpp). Without CUDA
+// the value is only recorded.
 void set_cudnn_deterministic(bool enabled);
 bool cudnn_deterministic();
 
