@@ -36,10 +36,6 @@ ConvolutionChoice choice(int algorithm) {
           .milliseconds = 0.25 * algorithm};
 }
 
-void expect(bool holds, const std::string& what) {
-  if (!holds) throw std::runtime_error(what);
-}
-
 }  // namespace
 
 TEST_CASE("convolution choices: every rank takes rank 0's, keeping its own for other keys") {
@@ -60,17 +56,17 @@ TEST_CASE("convolution choices: every rank takes rank 0's, keeping its own for o
                 device, {{key(3), choice(5 + rank)}, {key(5 + rank), choice(7)}});
           const size_t adopted = broadcast_convolution_choices(*group.comm, device);
           const ops::ConvolutionChoices table = ops::convolution_choices(device);
-          expect(adopted == (rank == 0 ? 0u : 2u), "adopted " + std::to_string(adopted));
-          expect(table.at(key(3)) == choice(1), "key 3 is not rank 0's choice");
-          expect(table.at(key(4)) == choice(2), "key 4 is not rank 0's choice");
-          expect(table.size() == (rank == 0 ? 2u : 3u),
-                 "the table holds " + std::to_string(table.size()) + " choices");
-          if (rank != 0) expect(table.at(key(5 + rank)) == choice(7), "its own key was lost");
+          require(adopted == (rank == 0 ? 0u : 2u), "adopted " + std::to_string(adopted));
+          require(table.at(key(3)) == choice(1), "key 3 is not rank 0's choice");
+          require(table.at(key(4)) == choice(2), "key 4 is not rank 0's choice");
+          require(table.size() == (rank == 0 ? 2u : 3u),
+                  "the table holds " + std::to_string(table.size()) + " choices");
+          if (rank != 0) require(table.at(key(5 + rank)) == choice(7), "its own key was lost");
           // An empty table on rank 0 changes nothing on the others.
           if (rank == 0) ops::forget_convolution_choices();
-          expect(broadcast_convolution_choices(*group.comm, device) == 0, "adopted from none");
-          expect(ops::convolution_choices(device).size() == (rank == 0 ? 0u : 3u),
-                 "an empty broadcast changed a table");
+          require(broadcast_convolution_choices(*group.comm, device) == 0, "adopted from none");
+          require(ops::convolution_choices(device).size() == (rank == 0 ? 0u : 3u),
+                  "an empty broadcast changed a table");
         },
         std::chrono::seconds(60), {.backend = backend}));
   }

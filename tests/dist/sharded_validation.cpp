@@ -4,7 +4,6 @@
 // one model when BatchNorm ran unsynchronised.
 #include <cstdint>
 #include <filesystem>
-#include <stdexcept>
 #include <string>
 
 #include "data/shapes.h"
@@ -16,6 +15,7 @@
 using namespace bareyolo;
 using namespace bareyolo::models;
 using bareyolo::dist::testing::check_ranks_ok;
+using bareyolo::dist::testing::require;
 using bareyolo::dist::testing::run_ranks;
 
 namespace {
@@ -39,10 +39,6 @@ BatchPredictor noisy_oracle(int classes) {
       detections[size_t(i)].push_back({{1, 1, 9, 9}, 0.5f, i % classes});
     return detections;
   };
-}
-
-void require(bool ok, const std::string& what) {
-  if (!ok) throw std::runtime_error(what);
 }
 
 }  // namespace

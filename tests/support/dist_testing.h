@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -157,6 +158,11 @@ inline std::vector<RankResult> run_ranks(int world, const RankBody& body,
     }
   }
   return results;
+}
+
+// A check inside a rank's body: throws `what` (the rank then exits 1 with it) unless `ok`.
+inline void require(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error(what);
 }
 
 // Fails the current test, with every rank's story, unless all ranks exited 0.
