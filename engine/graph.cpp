@@ -217,10 +217,10 @@ void Graph::plan_training(Device device, DType activations) {
 // outputs' gradients are written whole by backward's first copy.
 void Graph::write_first_gradients() {
   const int n = size();
+  // zero_before_ lists owners: an input found there is its own owner, a whole buffer.
   auto first_reached_here = [&](int index, int input) {
     const std::vector<int>& zeroed = zero_before_[size_t(index)];
-    return storage_owner(input) == input &&
-           std::find(zeroed.begin(), zeroed.end(), input) != zeroed.end();
+    return std::find(zeroed.begin(), zeroed.end(), input) != zeroed.end();
   };
   backward_write_.assign(size_t(n), ops::GradientWrite::add);
   for (int index = 0; index < n; ++index) {
