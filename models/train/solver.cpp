@@ -206,11 +206,13 @@ void Solver::share_algorithm_choices() {
 }
 
 void Solver::save_algorithm_choices() {
-  if (!algorithm_identity_.empty()) note_from_rank0(save_algorithm_cache(arena_.device()));
+  // Rank 0 owns the file, as it owns every side effect of a job.
+  if (!algorithm_identity_.empty() && rank0())
+    note_from_rank0(save_algorithm_cache(arena_.device()));
 }
 
 void Solver::note_from_rank0(std::string note) {
-  if (!note.empty() && (!comm_ || comm_->rank() == 0)) notes_.push_back(std::move(note));
+  if (!note.empty() && rank0()) notes_.push_back(std::move(note));
 }
 
 void Solver::use_loss_buffers(const std::vector<LevelCells>& cells) {

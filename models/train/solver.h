@@ -190,6 +190,7 @@ class Solver {
   uint64_t workspace_moves_ = 0;  // of the convolutions' shared workspace, when last seen
   void share_algorithm_choices();
   void note_from_rank0(std::string note);
+  bool rank0() const { return !comm_ || comm_->rank() == 0; }
 };
 
 }  // namespace bareyolo::models
