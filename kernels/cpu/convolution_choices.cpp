@@ -16,6 +16,7 @@ namespace {
 struct DeviceTable {
   ConvolutionChoices choices;
   bool changed = false;  // since the last save
+  std::string identity;  // a GPU's, asked of the runtime once (the Solver, load, save, broadcast)
 };
 
 std::mutex tables_mutex;
@@ -23,16 +24,23 @@ std::map<std::pair<DeviceKind, int>, DeviceTable> tables;
 
 DeviceTable& table_of(const Device& device) { return tables[{device.kind, device.index}]; }
 
+std::string gpu_identity(int gpu) {
+  const cuda::DeviceProperties properties = cuda::device_properties(gpu);
+  std::string identity = properties.name + ", sm_" + std::to_string(properties.compute_major) +
+                         std::to_string(properties.compute_minor) + ", cuDNN ";
+  for (const cuda::LibraryVersion& library : cuda::library_versions())
+    if (library.name == "cuDNN") return identity + library.loaded.str();
+  return identity + "unknown";
+}
+
 }  // namespace
 
 std::string convolution_choices_identity(const Device& device) {
   if (!device.is_cuda()) return "";
-  const cuda::DeviceProperties gpu = cuda::device_properties(device.index);
-  std::string identity = gpu.name + ", sm_" + std::to_string(gpu.compute_major) +
-                         std::to_string(gpu.compute_minor) + ", cuDNN ";
-  for (const cuda::LibraryVersion& library : cuda::library_versions())
-    if (library.name == "cuDNN") return identity + library.loaded.str();
-  return identity + "unknown";
+  std::lock_guard<std::mutex> lock(tables_mutex);
+  std::string& identity = table_of(device).identity;
+  if (identity.empty()) identity = gpu_identity(device.index);
+  return identity;
 }
 
 std::optional<ConvolutionChoice> find_convolution_choice(const Device& device,
