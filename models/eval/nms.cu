@@ -158,11 +158,12 @@ struct Scratch {
         cub(carve.take<char>(int64_t(cub_bytes))) {}
 };
 
-// Where an image's results go: its count, and room for the most it can keep
-// (min(slots, max_nms, max_det) detections).
+// Where an image's results go: its count, and room for the most it can keep, `places`
+// (min(slots, max_nms, max_det) detections; batch_detections sizes them).
 struct ImageResults {
   int64_t* count;
   NmsDetection* detections;
+  int64_t places;
 };
 
 // One image's NMS of `count` rows into `results` (on the device; its count is zero already).
@@ -183,13 +184,11 @@ void image_nms(const float* rows, int64_t count, int classes, const NmsOptions& 
       nullptr, sort_bytes, (const float*)nullptr, (float*)nullptr, (const int64_t*)nullptr,
       (int64_t*)nullptr, slots, 0, int(sizeof(float) * 8), stream));
   const size_t cub_bytes = std::max(select_bytes, sort_bytes);
-  const int64_t most_ranked = std::min(slots, int64_t(params.max_nms));
-  const int64_t most_kept = std::min(most_ranked, int64_t(params.max_det));
   Carver measure(nullptr);
-  (void)Scratch(measure, slots, most_kept, cub_bytes);
+  (void)Scratch(measure, slots, results.places, cub_bytes);
   DeviceBuffer block(measure.used(), device);
   Carver carve(block.get());
-  const Scratch t(carve, slots, most_kept, cub_bytes);
+  const Scratch t(carve, slots, results.places, cub_bytes);
 
   candidate_kernel<<<blocks_for(slots), kThreads, 0, stream>>>(c, t.score, t.class_of, t.flag,
                                                                t.slot_index);
@@ -243,18 +242,17 @@ std::vector<std::vector<models::Detection>> batch_detections(View<const float> r
   // The batch's results in one block: every image's count, then room for the most it can keep.
   const int64_t image_rows = per_image / row_length,
                 slots = options.multi_label ? image_rows * classes : image_rows;
-  const size_t places =
-      size_t(std::min({slots, int64_t(options.max_nms), int64_t(options.max_det)}));
+  const int64_t places = std::min({slots, int64_t(options.max_nms), int64_t(options.max_det)});
   if (places == 0) return detections;
   const size_t counts_bytes = sizeof(int64_t) * size_t(images),
-               bytes = counts_bytes + sizeof(NmsDetection) * places * size_t(images);
+               bytes = counts_bytes + sizeof(NmsDetection) * size_t(places * images);
   DeviceBuffer results(bytes, device);
   auto* counts = results.as<int64_t>();
   auto* found = reinterpret_cast<NmsDetection*>(results.as<char>() + counts_bytes);
   fill_bytes(counts, 0, counts_bytes, device);
   for (int64_t image = 0; image < images; ++image)
     image_nms(rows.data + image * per_image, image_rows, classes, options,
-              wanted.as<unsigned char>(), {counts + image, found + size_t(image) * places}, device);
+              wanted.as<unsigned char>(), {counts + image, found + image * places, places}, device);
 
   std::vector<char> host(bytes);
   copy(host.data(), results.get(), bytes, CopyKind::device_to_host, device);
@@ -263,7 +261,7 @@ std::vector<std::vector<models::Detection>> batch_detections(View<const float> r
   for (int64_t image = 0; image < images; ++image) {
     std::vector<models::Detection>& kept = detections[size_t(image)];
     for (int64_t k = 0; k < host_counts[image]; ++k) {
-      const NmsDetection& d = host_found[size_t(image) * places + size_t(k)];
+      const NmsDetection& d = host_found[image * places + k];
       kept.push_back({{d.x1, d.y1, d.x2, d.y2}, d.conf, d.class_id});
     }
   }
