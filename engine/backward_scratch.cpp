@@ -37,7 +37,7 @@ Tensor BackwardScratch::uninitialized(Shape4 shape, const Tensor& like) {
   if (!slot.defined() || slot.numel() < shape.numel() || !(slot.device() == like.device()) ||
       slot.dtype() != like.dtype())
     slot = Tensor::empty({1, 1, 1, shape.numel()}, like.device(), like.dtype());
-  return slot.prefix(shape);
+  return slot.prefix(shape, like.layout());
 }
 
 std::vector<Tensor> backward_scratch_slots() { return this_thread_stack().slots; }

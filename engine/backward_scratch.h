@@ -26,8 +26,8 @@ class BackwardScratch {
   BackwardScratch(const BackwardScratch&) = delete;
   BackwardScratch& operator=(const BackwardScratch&) = delete;
 
-  // A dense tensor of `shape` on `like`'s device with its dtype, from the next slot of the
-  // stack, holding whatever the slot held: its first writer writes every value (the fused
+  // A packed tensor of `shape` on `like`'s device with its dtype and layout, from the next slot of
+  // the stack, holding whatever the slot held: its first writer writes every value (the fused
   // BatchNorm + SiLU backward ops, a backward told GradientWrite::overwrite), so no zeroing pass.
   Tensor uninitialized(Shape4 shape, const Tensor& like);
 

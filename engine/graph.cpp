@@ -199,9 +199,9 @@ void Graph::plan_training(Device device, DType activations) {
   SharedBuffers gradients(device, activations);
   for (const Tenancy& t : tenancies(/*backward=*/true)) {
     Node& node = nodes_[size_t(t.owner)];
-    node.output = Tensor::empty(node.shape, device, activations);
+    node.output = Tensor::empty(node.shape, device, activations, layout_);
     activation_buffers_.push_back(node.output);
-    node.grad = gradients.take(node.shape.numel(), t.start, t.end).prefix(node.shape);
+    node.grad = gradients.take(node.shape.numel(), t.start, t.end).prefix(node.shape, layout_);
     zero_before_[size_t(n - t.start)].push_back(t.owner);  // before its first write
   }
   gradient_buffers_ = gradients.storages();
@@ -251,7 +251,7 @@ void Graph::plan_evaluation(Device device, DType activations) {
   SharedBuffers outputs(device, activations);
   for (const Tenancy& t : tenancies(/*backward=*/false)) {
     Node& node = nodes_[size_t(t.owner)];
-    node.output = outputs.take(node.shape.numel(), t.start, t.end).prefix(node.shape);
+    node.output = outputs.take(node.shape.numel(), t.start, t.end).prefix(node.shape, layout_);
     node.grad = Tensor();  // no backward after an evaluation forward
   }
   place_concat_producers(/*gradients=*/false);
@@ -288,6 +288,10 @@ DType Graph::activation_dtype(const Tensor& input) const {
   return DType::bf16;
 }
 
+bool Graph::converts_at_edges(const Tensor& input) const {
+  return activation_dtype(input) != input.dtype() || layout_ != Layout::nchw;
+}
+
 const std::vector<Tensor>& Graph::forward(const Tensor& input, Mode mode) {
   if (outputs_.empty()) throw std::logic_error("Graph::forward: no outputs were set");
   const DType activations = activation_dtype(input);
@@ -295,10 +299,10 @@ const std::vector<Tensor>& Graph::forward(const Tensor& input, Mode mode) {
       planned_dtype_ != activations || planned_mode_ != mode)
     plan(input, activations, mode);
   input_ = input;
-  if (activations != input.dtype()) {  // rounded into the graph's own buffer: the caller's stays
-    ensure_tensor(bf16_input_, input.shape(), input.device(), activations);
-    bf16_input_.convert_from(input);
-    input_ = bf16_input_;
+  if (converts_at_edges(input)) {  // into the graph's own buffer: the caller's stays as it is
+    ensure_tensor(own_input_, input.shape(), input.device(), activations, layout_);
+    own_input_.convert_from(input);
+    input_ = own_input_;
   }
   for (Node& node : nodes_) {
     if (!node.module) continue;
@@ -306,16 +310,17 @@ const std::vector<Tensor>& Graph::forward(const Tensor& input, Mode mode) {
     node.module->forward(input_tensors(node, input_), node.output, mode);
   }
   output_tensors_.clear();
-  widened_outputs_.resize(outputs_.size());
+  caller_outputs_.resize(outputs_.size());
   for (size_t k = 0; k < outputs_.size(); ++k) {
     const Tensor& output = nodes_[static_cast<size_t>(outputs_[k])].output;
-    if (activations == input.dtype()) {
+    if (!converts_at_edges(input)) {
       output_tensors_.push_back(output);
       continue;
     }
-    ensure_tensor(widened_outputs_[k], output.shape(), input);  // the input's dtype and device
-    widened_outputs_[k].convert_from(output);
-    output_tensors_.push_back(widened_outputs_[k]);
+    // The input's dtype, device and layout (NCHW).
+    ensure_tensor(caller_outputs_[k], output.shape(), input.device(), input.dtype());
+    caller_outputs_[k].convert_from(output);
+    output_tensors_.push_back(caller_outputs_[k]);
   }
   return output_tensors_;
 }
@@ -332,7 +337,8 @@ void Graph::backward(const std::vector<Tensor>& grad_outputs,
         "Graph::backward after an evaluation forward: run forward in "
         "Mode::train first");
   for (int owner : zero_before_[size_t(size())]) nodes_[size_t(owner)].grad.zero();
-  for (size_t k = 0; k < outputs_.size(); ++k)  // rounded to bf16 under mixed precision
+  // Rounded to bf16 under mixed precision, laid out channels last under channels last.
+  for (size_t k = 0; k < outputs_.size(); ++k)
     nodes_[static_cast<size_t>(outputs_[k])].grad.convert_from(grad_outputs[k]);
 
   for (int index = size() - 1; index >= 0; --index) {
@@ -361,7 +367,15 @@ std::vector<StateEntry> Graph::state() {
 
 void Graph::set_mixed_precision(bool on) {
   mixed_precision_ = on;  // the next forward plans for its activations' dtype
-  bf16_input_ = Tensor();
+  own_input_ = Tensor();
+}
+
+void Graph::set_channels_last(bool on) {
+  const Layout layout = on ? Layout::channels_last : Layout::nchw;
+  if (layout == layout_) return;
+  layout_ = layout;
+  planned_shape_ = {};  // the next forward plans its buffers in the new layout
+  own_input_ = Tensor();
 }
 
 void Graph::release_activations() {
@@ -370,10 +384,10 @@ void Graph::release_activations() {
     if (node.module) node.module->release_activations();
   }
   output_tensors_.clear();
-  widened_outputs_.clear();
+  caller_outputs_.clear();
   activation_buffers_.clear();
   gradient_buffers_.clear();
-  input_ = bf16_input_ = Tensor();
+  input_ = own_input_ = Tensor();
   release_backward_scratch();
   planned_shape_ = {};
 }

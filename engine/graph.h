@@ -76,6 +76,12 @@ class Graph {
   // to bf16 on the way in.
   void set_mixed_precision(bool on);
   bool mixed_precision() const { return mixed_precision_; }
+  // Channels last (kernels/view.h): the input is copied into a channels-last buffer, and every
+  // activation and activation gradient from there on is channels last (a module's intermediates
+  // follow its input's layout); the outputs reach the caller in NCHW, the loss's gradient is laid
+  // out channels last on the way in. The same numbers as NCHW: layout is only where they lie.
+  void set_channels_last(bool on);
+  bool channels_last() const { return layout_ == Layout::channels_last; }
   // Keep every output in evaluation too (the training plan): for debugging a node's output,
   // and as the reference the shared-buffer evaluation plan is tested against.
   void keep_all_outputs(bool keep) {
@@ -96,6 +102,8 @@ class Graph {
 
   // The dtype the activations of a forward on `input` are stored in.
   DType activation_dtype(const Tensor& input) const;
+  // Whether the graph's input and outputs cross into the caller's dtype and layout.
+  bool converts_at_edges(const Tensor& input) const;
   void plan(const Tensor& input, DType activations, Mode mode);
   void plan_training(Device device, DType activations);
   void plan_evaluation(Device device, DType activations);
@@ -111,15 +119,17 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<int> outputs_;
   std::vector<Tensor> output_tensors_;
-  std::vector<Tensor> widened_outputs_;  // mixed precision: the outputs in float, for the caller
-  Tensor input_;       // the last forward's input, as the first node read it (for backward)
-  Tensor bf16_input_;  // mixed precision: the input rounded to bf16, reused every forward
+  // The outputs in the caller's dtype and NCHW (mixed precision, channels last).
+  std::vector<Tensor> caller_outputs_;
+  Tensor input_;      // the last forward's input, as the first node read it (for backward)
+  Tensor own_input_;  // the input in the graph's dtype and layout, reused every forward
   Shape4 planned_shape_;
   Device planned_device_;
   DType planned_dtype_ = DType::f32;  // of the activations
   Mode planned_mode_ = Mode::train;
   bool keep_all_outputs_ = false;
   bool mixed_precision_ = false;
+  Layout layout_ = Layout::nchw;            // of the activations and their gradients
   std::vector<Tensor> activation_buffers_;  // the distinct buffers of the current plan
   std::vector<Tensor> gradient_buffers_;    // training: the buffers the gradients share
   // Training: zero_before_[i] lists the owners whose gradient is zeroed just before node i's

@@ -43,6 +43,8 @@ const char* dtype_name(DType dtype) {
   return "?";
 }
 
+const char* layout_name(Layout layout) { return layout == Layout::nchw ? "NCHW" : "channels last"; }
+
 // ---- Storage ----------------------------------------------------------------------------
 
 Storage::Storage(size_t bytes, Device device, SourceLocation where)
@@ -64,19 +66,38 @@ Storage::~Storage() {
 // ---- Tensor -----------------------------------------------------------------------------
 
 namespace {
-// Elements of a shape as the fewest contiguous blocks: one when the layouts involved are
-// dense, else one per image (an image is always contiguous).
+// Elements of a shape as the fewest contiguous blocks: one when the tensors involved are packed,
+// else one per image (an NCHW image is contiguous, and a channels-last one without gaps).
 struct Blocks {
   int64_t count;
   size_t bytes;
 };
-Blocks contiguous_blocks(const Shape4& shape, bool all_dense, size_t element_bytes) {
-  if (all_dense) return {1, static_cast<size_t>(shape.numel()) * element_bytes};
+Blocks contiguous_blocks(const Shape4& shape, bool all_packed, size_t element_bytes) {
+  if (all_packed) return {1, static_cast<size_t>(shape.numel()) * element_bytes};
   return {shape.n, static_cast<size_t>(shape.image_numel()) * element_bytes};
+}
+
+// Whether each image of t is one contiguous block.
+bool images_in_blocks(const Tensor& t) {
+  return t.layout() == Layout::nchw || t.pixel_stride() == t.shape().c;
+}
+
+// The pixel stride of a packed tensor of `shape` in `layout`.
+int64_t packed_pixel_stride(const Shape4& shape, Layout layout) {
+  return layout_for(shape, layout) == Layout::channels_last ? shape.c : 1;
 }
 }  // namespace
 
+Layout layout_for(const Shape4& shape, Layout layout) {
+  return shape.c > 1 && shape.plane() > 1 ? layout : Layout::nchw;
+}
+
 Tensor Tensor::empty(Shape4 shape, Device device, DType dtype, SourceLocation where) {
+  return empty(shape, device, dtype, Layout::nchw, where);
+}
+
+Tensor Tensor::empty(Shape4 shape, Device device, DType dtype, Layout layout,
+                     SourceLocation where) {
   if (shape.n < 0 || shape.c < 0 || shape.h < 0 || shape.w < 0)
     throw std::invalid_argument("Tensor::empty: negative dimension in shape " + shape.str());
   Tensor t;
@@ -84,8 +105,13 @@ Tensor Tensor::empty(Shape4 shape, Device device, DType dtype, SourceLocation wh
                                          device, where);
   t.shape_ = shape;
   t.batch_stride_ = shape.image_numel();
+  t.pixel_stride_ = packed_pixel_stride(shape, layout);
   t.dtype_ = dtype;
   return t;
+}
+
+bool Tensor::packed() const {
+  return (shape_.n <= 1 || batch_stride_ == shape_.image_numel()) && images_in_blocks(*this);
 }
 
 Tensor Tensor::over(std::shared_ptr<Storage> storage, Shape4 shape, DType dtype) {
@@ -130,13 +156,14 @@ Tensor Tensor::reshape(Shape4 shape) const {
   return view;
 }
 
-Tensor Tensor::prefix(Shape4 shape) const {
+Tensor Tensor::prefix(Shape4 shape, Layout layout) const {
   if (!dense() || shape.numel() > shape_.numel())
     throw std::invalid_argument("Tensor::prefix: " + shape.str() + " does not fit in " +
                                 shape_.str() + (dense() ? "" : " (strided)"));
   Tensor view = *this;
   view.shape_ = shape;
   view.batch_stride_ = shape.image_numel();
+  view.pixel_stride_ = packed_pixel_stride(shape, layout);
   return view;
 }
 
@@ -146,9 +173,9 @@ Tensor Tensor::channels(int64_t begin, int64_t end) const {
                             std::to_string(end) + ") is outside the " + std::to_string(shape_.c) +
                             " channels of " + shape_.str());
   Tensor slice = *this;
-  slice.offset_ += begin * shape_.plane();
+  slice.offset_ += begin * (layout() == Layout::nchw ? shape_.plane() : 1);
   slice.shape_.c = end - begin;
-  return slice;  // batch_stride unchanged: images stay where they are in the parent
+  return slice;  // strides unchanged: images and pixels stay where they are in the parent
 }
 
 Tensor Tensor::images(int64_t begin, int64_t end) const {
@@ -176,13 +203,14 @@ char* Tensor::byte_pointer() const {
 template <class T>
 View<T> Tensor::view() {
   require_dtype<T>("Tensor::view");
-  return {reinterpret_cast<T*>(byte_pointer()), shape_, batch_stride_, device()};
+  return {reinterpret_cast<T*>(byte_pointer()), shape_, batch_stride_, device(), pixel_stride_};
 }
 
 template <class T>
 View<const T> Tensor::view() const {
   require_dtype<T>("Tensor::view");
-  return {reinterpret_cast<const T*>(byte_pointer()), shape_, batch_stride_, device()};
+  return {reinterpret_cast<const T*>(byte_pointer()), shape_, batch_stride_, device(),
+          pixel_stride_};
 }
 
 void Tensor::copy_from(const Tensor& src, SourceLocation where) {
@@ -194,12 +222,41 @@ void Tensor::copy_from(const Tensor& src, SourceLocation where) {
   if (from != to && !in_host_memory(from) && !in_host_memory(to))
     throw std::invalid_argument("Tensor::copy_from: " + from.str() + " to " + to.str() +
                                 " directly is not supported; go through the host");
-  const size_t element = dtype_size(dtype_);
-  const Blocks blocks = contiguous_blocks(shape_, dense() && src.dense(), element);
-  for (int64_t i = 0; i < blocks.count; ++i) {
-    char* dst = byte_pointer() + i * batch_stride_ * element;
-    const char* source = src.byte_pointer() + i * src.batch_stride_ * element;
-    copy_bytes(dst, to, source, from, blocks.bytes, where);
+  if (layout() == src.layout() && images_in_blocks(*this) && images_in_blocks(src)) {
+    const size_t element = dtype_size(dtype_);
+    const Blocks blocks = contiguous_blocks(shape_, packed() && src.packed(), element);
+    for (int64_t i = 0; i < blocks.count; ++i) {
+      char* dst = byte_pointer() + i * batch_stride_ * element;
+      const char* source = src.byte_pointer() + i * src.batch_stride_ * element;
+      copy_bytes(dst, to, source, from, blocks.bytes, where);
+    }
+    return;
+  }
+  if (from == to) return copy_elements_from(src);
+  // Across devices only blocks move: the source packed on its own device (if it is not), moved
+  // in its layout, then laid out here.
+  Tensor source = src;
+  if (!images_in_blocks(src)) {
+    source = empty(shape_, from, dtype_, src.layout(), where);
+    source.copy_elements_from(src);
+  }
+  Tensor moved = empty(shape_, to, dtype_, src.layout(), where);
+  moved.copy_from(source, where);
+  copy_elements_from(moved);
+}
+
+void Tensor::copy_elements_from(const Tensor& src) {
+  switch (dtype_) {
+    case DType::f32:
+      return ops::copy_elements(src.view<float>(), view<float>());
+    case DType::f64:
+      return ops::copy_elements(src.view<double>(), view<double>());
+    case DType::bf16:
+      return ops::copy_elements(src.view<bf16>(), view<bf16>());
+    default:
+      throw std::invalid_argument(std::string("Tensor::copy_from: ") + dtype_name(dtype_) + " " +
+                                  layout_name(src.layout()) + " into " + layout_name(layout()) +
+                                  ": only float, double and bf16 tensors change layout");
   }
 }
 
@@ -210,8 +267,11 @@ Tensor Tensor::to(Device device, SourceLocation where) const {
 }
 
 void Tensor::zero() {
+  if (!images_in_blocks(*this))
+    throw std::logic_error("Tensor::zero: a channel slice " + shape_.str() +
+                           " of a channels-last tensor is not in blocks; zero its whole tensor");
   const size_t element = dtype_size(dtype_);
-  const Blocks blocks = contiguous_blocks(shape_, dense(), element);
+  const Blocks blocks = contiguous_blocks(shape_, packed(), element);
   for (int64_t i = 0; i < blocks.count; ++i) {
     zero_bytes(byte_pointer() + i * batch_stride_ * element, blocks.bytes, device());
   }
@@ -268,7 +328,7 @@ void Tensor::convert_from(const Tensor& src) {
 
 Tensor Tensor::converted(DType dtype) const {
   if (!defined()) throw std::logic_error("Tensor::converted on an undefined tensor");
-  Tensor result = empty(shape_, device(), dtype);
+  Tensor result = empty(shape_, device(), dtype, layout());
   result.convert_from(*this);
   return result;
 }

@@ -1,10 +1,13 @@
-// engine/tensor.h — Tensor: an NCHW block of one dtype on one device, sharing its Storage.
+// engine/tensor.h — Tensor: an (n, c, h, w) block of one dtype on one device, in NCHW or
+// channels last (kernels/view.h), sharing its Storage.
 //
 // A Tensor is a View plus ownership: `storage` keeps the memory alive, `offset` says where in
-// it the first element is, `batch_stride` how far apart images are. Slicing channels or
-// images returns a Tensor on the same storage (no copy) — the producer of a Concat input
-// writes straight into its channel slice, and a gradient can be a view into an all-reduce
-// bucket.
+// it the first element is, `batch_stride` how far apart images are, `pixel_stride` which layout
+// it has. Slicing channels or images returns a Tensor on the same storage (no copy) — the
+// producer of a Concat input writes straight into its channel slice, and a gradient can be a
+// view into an all-reduce bucket. Whatever the layout, a tensor's values as the host reads or
+// writes them in bulk (to_vector, from_vector) are in NCHW order: layout is how the device
+// keeps them, never what they mean.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +27,13 @@ namespace bareyolo {
 // group); bf16 (kernels/bf16.h) is mixed precision's storage format: gradient buckets on the
 // wire, weights files. f16 is a name only: storage holds it, nothing converts it.
 enum class DType : uint8_t { f32, f64, i64, f16, bf16, u8 };
+
+// How a tensor's elements lie in memory (kernels/view.h). A tensor with one channel or one pixel
+// is NCHW whatever it was asked for: both layouts put its elements in the same places.
+enum class Layout : uint8_t { nchw, channels_last };
+const char* layout_name(Layout layout);
+// The layout a tensor of `shape` made in `layout` has: NCHW where the two coincide.
+Layout layout_for(const Shape4& shape, Layout layout);
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
@@ -83,6 +93,9 @@ class Tensor {
                       SourceLocation where = SourceLocation::current());
   static Tensor zeros(Shape4 shape, Device device = Device::cpu(), DType dtype = DType::f32,
                       SourceLocation where = SourceLocation::current());
+  // The same in `layout`.
+  static Tensor empty(Shape4 shape, Device device, DType dtype, Layout layout,
+                      SourceLocation where = SourceLocation::current());
   // A dense tensor over the start of `storage` (at least shape.numel() elements of dtype).
   static Tensor over(std::shared_ptr<Storage> storage, Shape4 shape, DType dtype);
   // A dense tensor holding `values` (shape.numel() of them), on `device`.
@@ -98,14 +111,21 @@ class Tensor {
   int64_t numel() const { return shape_.numel(); }
   int64_t batch_stride() const { return batch_stride_; }
   int64_t offset() const { return offset_; }  // in elements from the start of the storage
-  bool dense() const { return shape_.n <= 1 || batch_stride_ == shape_.image_numel(); }
+  int64_t pixel_stride() const { return pixel_stride_; }
+  Layout layout() const { return pixel_stride_ == 1 ? Layout::nchw : Layout::channels_last; }
+  // One dense NCHW block of numel() elements.
+  bool dense() const {
+    return layout() == Layout::nchw && (shape_.n <= 1 || batch_stride_ == shape_.image_numel());
+  }
+  // One block of numel() elements in its own layout (dense, or channels last without gaps).
+  bool packed() const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
   // A view of a dense tensor with another shape of the same element count.
   Tensor reshape(Shape4 shape) const;
-  // A dense view of `shape` over the first shape.numel() elements of this dense tensor (a
-  // buffer lent to tensors of several sizes, one at a time).
-  Tensor prefix(Shape4 shape) const;
+  // A packed view of `shape` in `layout` over the first shape.numel() elements of this dense
+  // tensor (a buffer lent to tensors of several sizes, one at a time).
+  Tensor prefix(Shape4 shape, Layout layout = Layout::nchw) const;
   // Zero-copy views: channels [begin, end) of every image; images [begin, end).
   Tensor channels(int64_t begin, int64_t end) const;
   Tensor images(int64_t begin, int64_t end) const;
@@ -116,7 +136,8 @@ class Tensor {
   template <class T>
   View<const T> view() const;
 
-  // Copies src (same shape, any device, any layout) into this tensor's elements.
+  // Copies src (same shape, any device, any layout) into this tensor's elements, in this
+  // tensor's layout.
   void copy_from(const Tensor& src, SourceLocation where = SourceLocation::current());
   // A dense copy on `device`.
   Tensor to(Device device, SourceLocation where = SourceLocation::current()) const;
@@ -124,7 +145,8 @@ class Tensor {
   Tensor on(Device device, SourceLocation where = SourceLocation::current()) const {
     return this->device() == device ? *this : to(device, where);
   }
-  // Every element set to zero (bytes set to 0), on the tensor's device.
+  // Every element set to zero (bytes set to 0), on the tensor's device. Not for a channel slice
+  // of a channels-last tensor (its elements are not in blocks): throws.
   void zero();
   // Dense host copy of the elements, image after image; T must match dtype(). A host read: the
   // step guard refuses it inside a training step.
@@ -133,21 +155,24 @@ class Tensor {
   // The same, converted to double from any numeric dtype but f16.
   std::vector<double> to_doubles(SourceLocation where = SourceLocation::current()) const;
   // Copies src (same shape, same device, any layout) into this tensor's elements, converting
-  // its dtype: f32 to bf16 rounds to nearest (ties to even), bf16 to f32 is exact; the same
-  // dtype copies. Other pairs throw.
+  // its dtype (and layout): f32 to bf16 rounds to nearest (ties to even), bf16 to f32 is exact; the
+  // same dtype copies. Other pairs throw.
   void convert_from(const Tensor& src);
-  // A dense copy in `dtype`, on the same device, converted as convert_from does.
+  // A copy in `dtype`, on the same device and in the same layout, converted as convert_from does.
   Tensor converted(DType dtype) const;
 
  private:
   template <class T>
   void require_dtype(const char* what) const;
   char* byte_pointer() const;
+  // copy_from between tensors of one device whose elements are not in matching blocks.
+  void copy_elements_from(const Tensor& src);
 
   std::shared_ptr<Storage> storage_;
   Shape4 shape_;
   int64_t batch_stride_ = 0;
   int64_t offset_ = 0;
+  int64_t pixel_stride_ = 1;
   DType dtype_ = DType::f32;
 };
 

@@ -35,16 +35,18 @@ inline Tensor filled_tensor(Shape4 shape, double value, Device device, DType dty
                      dtype);
 }
 
-// Makes `t` a dense tensor of `shape` on `device` in `dtype`, reallocating only when something
-// changed: modules keep their intermediates across steps without allocating.
-inline void ensure_tensor(Tensor& t, Shape4 shape, Device device, DType dtype) {
+// Makes `t` a packed tensor of `shape` on `device` in `dtype` and `layout`, reallocating only
+// when something changed: modules keep their intermediates across steps without allocating.
+inline void ensure_tensor(Tensor& t, Shape4 shape, Device device, DType dtype,
+                          Layout layout = Layout::nchw) {
   if (!t.defined() || !(t.shape() == shape) || !(t.device() == device) || t.dtype() != dtype ||
-      !t.dense())
-    t = Tensor::empty(shape, device, dtype);
+      !t.packed() || t.layout() != layout_for(shape, layout))
+    t = Tensor::empty(shape, device, dtype, layout);
 }
-// The same, with the device and dtype of `like`.
+// The same, with the device, dtype and layout of `like` (a module's intermediates follow its
+// input's layout).
 inline void ensure_tensor(Tensor& t, Shape4 shape, const Tensor& like) {
-  ensure_tensor(t, shape, like.device(), like.dtype());
+  ensure_tensor(t, shape, like.device(), like.dtype(), like.layout());
 }
 
 }  // namespace bareyolo

@@ -72,7 +72,8 @@ std::string describe_view(const View<T>& view) {
                      : sizeof(T) == 4 ? "f32"
                                       : "f64";
   return std::string(type) + " view " + address(view.data) + " " + view.shape.str() + " stride " +
-         std::to_string(view.batch_stride);
+         std::to_string(view.batch_stride) +
+         (view.channels_last() ? " pixel stride " + std::to_string(view.pixel_stride) : "");
 }
 }  // namespace detail
 

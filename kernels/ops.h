@@ -87,6 +87,13 @@ void maxpool2d_backward(View<const T> x, View<const T> dy, Pool2dParams p, View<
 template <class T>
 void maxpool2d_chain3_forward(View<const T> x, Pool2dParams p, View<T> y1, View<T> y2, View<T> y3);
 
+// ---- layout (kernels/view.h: NCHW and channels last) ------------------------------------
+// y = x at every (n, c, h, w), whatever the layout of each (either layout, a channel slice of
+// either): how a tensor changes layout (engine/tensor.h). Float, double and bf16; x and y must
+// not overlap.
+template <class T>
+void copy_elements(View<const T> x, View<T> y);
+
 // ---- input images (kernels/input_images.h: the formulas) ------------------------------
 // The loader's 8-bit pixels as the model's float input, on the device that trains (the batch
 // crosses to it as bytes, a quarter of the floats). x holds n images of h x w pixels of c

@@ -1,10 +1,16 @@
 // kernels/view.h — the vocabulary every kernel speaks: where memory lives (Device) and how
-// an NCHW block of activations is laid out in it (View).
+// a block of activations, indexed (n, c, h, w), is laid out in it (View).
 //
-// A View is not owning. Image i of a view starts at data + i * batch_stride and holds
-// c*h*w contiguous elements (channel planes one after another). batch_stride may exceed
-// c*h*w: a channel slice [c0, c1) of a batch is then a view with data advanced by c0*h*w
-// and the parent's batch_stride, which is how Concat avoids copies.
+// A View is not owning. Image i of a view starts at data + i * batch_stride; within it, pixel
+// p = y * w + x of channel c is at c * channel_stride() + p * pixel_stride:
+//   NCHW           pixel_stride 1: a channel's h*w pixels are contiguous, planes one after
+//                  another (channel_stride h*w): YOLOv5's layout, and every CPU kernel's;
+//   channels last  (NHWC) pixel_stride >= c: a pixel's channels are contiguous (channel_stride
+//                  1), what a GPU's tensor-core convolutions read fastest.
+// A channel slice [c0, c1) of a batch is a view with data advanced by c0 * channel_stride()
+// and the parent's strides (batch_stride beyond c*h*w; in channels last also pixel_stride
+// beyond c), which is how Concat avoids copies. Where the two layouts coincide (one channel,
+// or one pixel) a tensor is NCHW (engine/tensor.h), so pixel_stride != 1 means channels last.
 #pragma once
 
 #include <cstdint>
@@ -53,18 +59,30 @@ struct View {
   Shape4 shape;
   int64_t batch_stride = 0;  // elements from image i to image i+1 (>= shape.image_numel())
   Device device;
+  int64_t pixel_stride = 1;  // elements from pixel p to p+1 of a channel: 1 in NCHW
 
+  BAREYOLO_HOST_DEVICE bool channels_last() const { return pixel_stride != 1; }
+  BAREYOLO_HOST_DEVICE int64_t channel_stride() const {
+    return channels_last() ? 1 : shape.plane();
+  }
   BAREYOLO_HOST_DEVICE T* image(int64_t i) const { return data + i * batch_stride; }
+  // Channel c's plane of image i: NCHW views only (its pixels are contiguous there).
   BAREYOLO_HOST_DEVICE T* channel(int64_t i, int64_t c) const {
     return image(i) + c * shape.plane();
   }
-  // True when the whole view is one dense block of shape.numel() elements.
-  bool dense() const { return shape.n <= 1 || batch_stride == shape.image_numel(); }
+  // The element (i, c, pixel p = y * w + x), in either layout.
+  BAREYOLO_HOST_DEVICE T& at(int64_t i, int64_t c, int64_t p) const {
+    return image(i)[c * channel_stride() + p * pixel_stride];
+  }
+  // True when the whole view is one dense NCHW block of shape.numel() elements.
+  bool dense() const {
+    return !channels_last() && (shape.n <= 1 || batch_stride == shape.image_numel());
+  }
   bool empty() const { return data == nullptr; }
   // A mutable view converts to a read-only one (of the same element type only).
   template <class U = T>
   requires(!std::is_const_v<U> && std::is_same_v<U, T>) operator View<const U>() const {
-    return {data, shape, batch_stride, device};
+    return {data, shape, batch_stride, device, pixel_stride};
   }
 };
 

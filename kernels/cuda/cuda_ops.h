@@ -159,6 +159,9 @@ template <class S>
 void upsample_nearest2x_forward(View<const S> x, View<S> y);
 template <class S>
 void upsample_nearest2x_backward(View<const S> dy, View<S> dx, ops::GradientWrite write);
+// layout.cu
+template <class S>
+void copy_elements(View<const S> x, View<S> y);
 // sigmoid_bce.cu
 void sigmoid_forward(View<const float> x, View<float> y);
 void sigmoid_backward(View<const float> y, View<const float> dy, View<float> dx);

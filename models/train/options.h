@@ -31,6 +31,13 @@ enum class OptimizerKind { sgd, adam, adamw };
 // their shape; on: the same, refused with the reason where it cannot; off: every kernel launched.
 enum class CudaGraphMode { automatic, on, off };
 
+// --channels-last: the model's activations and their gradients in channels last (NHWC,
+// Graph::set_channels_last) rather than NCHW; the same numbers either way. auto: NCHW for now
+// (the CPU's kernels run NCHW; the GPU's take channels last once its kernels do); on: channels
+// last, on the CPU through NCHW copies around each op (to check the layout, not to be fast),
+// refused on a GPU until its kernels take it; off: NCHW.
+enum class ChannelsLastMode { automatic, on, off };
+
 // `--device` as the C++ API takes it: a string, one CUDA index, or a list of indices.
 struct DeviceArg {
   std::string text = "auto";
@@ -110,6 +117,7 @@ struct TrainOptions {
   // validation runs the same model, so it too.
   bool amp = false;
   CudaGraphMode cuda_graph = CudaGraphMode::automatic;
+  ChannelsLastMode channels_last = ChannelsLastMode::automatic;
   // --cache: "ram" or "disk" decodes the images once into a file every rank of the host maps
   // (data/image_cache.h); "": decoded every epoch.
   std::string cache;
@@ -209,6 +217,10 @@ std::vector<FlagValue> numerics_flags(const TrainOptions& options);
 // --cuda-graph on where that does not hold throws, saying which part fails.
 bool records_cuda_graphs(const TrainOptions& options, const Device& device, bool graphs_supported,
                          bool communicates);
+
+// Whether the run's activations are channels last (--channels-last, resolved for `device`);
+// --channels-last on where it cannot be throws, saying why.
+bool channels_last_for(const TrainOptions& options, const Device& device);
 
 const char* optimizer_name(OptimizerKind kind);               // "SGD", "Adam", "AdamW"
 OptimizerKind parse_optimizer_name(const std::string& name);  // throws for others

@@ -106,6 +106,7 @@ Solver::Solver(DetectionModel& model, const SolverOptions& options, dist::Commun
                      .winograd = options.winograd,
                      .cudnn_deterministic = options.cudnn_deterministic});
   model_.graph().set_mixed_precision(options.amp);
+  model_.graph().set_channels_last(options.channels_last);
   ops::require_kernel(optimizer_->kernel(), arena_.device(),
                       std::string("--optimizer ") + optimizer_name(options.optimizer));
   records_ =

@@ -75,6 +75,8 @@ struct SolverOptions {
   // kernels one by one instead, with a note (take_notes), as it does wherever recording cannot
   // be (the CPU, a communicator); off: never.
   CudaGraphMode cuda_graph = CudaGraphMode::off;
+  // The activations and their gradients in channels last (Graph::set_channels_last).
+  bool channels_last = false;
 
   // With a communicator (several ranks): SyncBatchNorm, and the reducer's buckets.
   bool sync_bn = true;

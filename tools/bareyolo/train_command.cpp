@@ -40,6 +40,7 @@ struct TrainCommandOptions {
   std::string hyp, config, optimizer = "SGD", device = "auto", tf32 = "off", grad_dtype = "fp32";
   std::string winograd = "on", cudnn = "deterministic";
   std::string cuda_graph = "auto";
+  std::string channels_last = "auto";
   bool no_val = false, no_plots = false, no_tensorboard = false, no_autoanchor = false;
   std::optional<double> label_smoothing;  // --label-smoothing: over the --hyp file's value
   std::vector<int> freeze;                // YOLOv5's --freeze: N, or layers 0 1 ... N-1
@@ -197,6 +198,9 @@ void apply_run_flags(models::TrainOptions& t) {
   t.cuda_graph = options.cuda_graph == "on"    ? models::CudaGraphMode::on
                  : options.cuda_graph == "off" ? models::CudaGraphMode::off
                                                : models::CudaGraphMode::automatic;
+  t.channels_last = options.channels_last == "on"    ? models::ChannelsLastMode::on
+                    : options.channels_last == "off" ? models::ChannelsLastMode::off
+                                                     : models::ChannelsLastMode::automatic;
   t.bf16_grad_buckets = options.grad_dtype == "bf16";
 }
 
@@ -338,6 +342,13 @@ void add_train_command(CLI::App& app) {
                   "auto: record each kind of training step as one CUDA graph once and replay "
                   "it (one process on a GPU, batches of one shape); on: the same, or an error "
                   "saying why not; off: launch every kernel of every step")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  cmd->add_option("--channels-last", options.channels_last,
+                  "Activations and their gradients in channels last (NHWC) rather than NCHW, "
+                  "the same numbers either way. auto: NCHW for now; on: channels last (on the "
+                  "CPU through NCHW copies around each op: slower, for checking; refused on a "
+                  "GPU until its kernels take it); off: NCHW")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   cmd->add_flag("--amp", t.amp,
