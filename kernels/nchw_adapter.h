@@ -1,23 +1,31 @@
-// kernels/nchw_adapter.h — how the CPU runs an op on channels-last views: through NCHW copies.
+// kernels/nchw_adapter.h — how an op whose kernel reads NCHW runs on channels-last views:
+// through NCHW copies.
 //
-// Every CPU kernel reads and writes NCHW (kernels/view.h): its loops walk a channel's plane.
-// Channels last is a GPU's layout (its tensor-core convolutions want it), so the CPU's job with
-// it is to define what the op means, not to be fast: an op given a channels-last view on the CPU
-// (kernels/route.h sends it here) runs on NCHW copies of its views, and each view it may write
-// is copied back. An op's channels-last result is then its NCHW result, bit for bit, which is
-// what the GPU's channels-last kernels are tested against.
+// Every CPU kernel reads and writes NCHW (kernels/view.h): its loops walk a channel's plane; so
+// do most CUDA kernels so far. An op given a channels-last view whose kernel does not take that
+// layout (kernels/route.h sends it here) runs on NCHW copies of its views, made on their device,
+// and each view it may write is copied back. Its channels-last result is then its NCHW result,
+// bit for bit: on the CPU that defines what the op means in channels last (the tests' reference
+// for a GPU's channels-last kernels); on a GPU it makes every op run in channels last, at the
+// cost of the copies, until the op's own kernel takes it.
 //
 // Every view is copied in, the ones the op only writes too (the op may add into them, or read a
 // workspace it left there: the SyncBatchNorm phases), and every mutable one back. The copies
-// live in per-thread buffers that only grow, so a warm training step allocates nothing here.
+// live in per-thread buffers that only grow, so a warm training step allocates nothing here, and
+// a CUDA graph recorded from a step reads the same buffers at every replay.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
+#include "kernels/bf16.h"
+#include "kernels/device_memory.h"
+#include "kernels/ops.h"
 #include "kernels/view.h"
 
 namespace bareyolo::detail {
@@ -71,6 +79,19 @@ bool any_channels_last(const A&... arguments) {
   return (is_channels_last(arguments) || ...);
 }
 
+// y = x at every (n, c, pixel) on the views' device: the loop above in host memory, the
+// copy_elements op's kernel on a GPU (float and bf16, the GPU's activation types).
+template <class T>
+void copy_elements_on_device(View<const T> x, View<T> y) {
+  if (in_host_memory(x.device)) return copy_elements_on_host(x, y);
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bf16>)
+    ops::copy_elements<T>(x, y);
+  else
+    throw std::invalid_argument("a channels-last view of " + std::to_string(sizeof(T)) +
+                                "-byte elements on " + x.device.str() +
+                                ": only float and bf16 views change layout there");
+}
+
 // The NCHW copies of one call's views, in buffers of the calling thread that stay for the next
 // call (a stack: copies made while another call's are alive take the slots above them).
 class NchwCopies {
@@ -90,12 +111,11 @@ class NchwCopies {
   View<T> of(const View<T>& v) {
     if (!v.channels_last()) return v;
     using Element = std::remove_const_t<T>;
-    Element* data = reinterpret_cast<Element*>(slot(v.shape.numel() * sizeof(Element)));
+    Element* data = static_cast<Element*>(slot(v.shape.numel() * sizeof(Element), v.device));
     const View<Element> copy = dense_view(data, v.shape, v.device);
-    copy_elements_on_host<Element>(v, copy);
-    if constexpr (!std::is_const_v<T>) write_backs_.push_back([v, copy] {
-        copy_elements_on_host<Element>(copy, v);
-      });
+    copy_elements_on_device<Element>(v, copy);
+    if constexpr (!std::is_const_v<T>)
+      write_backs_.push_back([v, copy] { copy_elements_on_device<Element>(copy, v); });
     return copy;
   }
   template <class T>
@@ -111,22 +131,39 @@ class NchwCopies {
   }
 
  private:
+  // A buffer of one device, grown by replacing it (allocate_bytes: 64-byte aligned on the host).
+  struct Slot {
+    void* data = nullptr;
+    size_t bytes = 0;
+    Device device;
+  };
+  // The host's slots are given back when the thread ends; a GPU's are kept to the process's end,
+  // whose teardown frees device memory (its runtime may be gone before the thread's destructors).
   struct Stack {
-    std::vector<std::vector<std::byte>> slots;
+    std::vector<Slot> slots;
     size_t depth = 0;
+    ~Stack() {
+      for (Slot& s : slots)
+        if (in_host_memory(s.device)) release_bytes(s.data, s.device);
+    }
   };
   static Stack& stack() {
     thread_local Stack s;
     return s;
   }
-  void* slot(int64_t bytes) {
+  void* slot(int64_t bytes, const Device& device) {
     Stack& s = stack();
     if (s.depth == s.slots.size()) s.slots.emplace_back();
-    std::vector<std::byte>& buffer = s.slots[s.depth++];
-    // 64 bytes beyond: the copy starts at a cache line, as Tensor's host memory does.
-    if (buffer.size() < size_t(bytes) + 64) buffer.resize(size_t(bytes) + 64);
-    const auto address = reinterpret_cast<uintptr_t>(buffer.data());
-    return buffer.data() + ((64 - address % 64) % 64);
+    Slot& slot = s.slots[s.depth++];
+    if (slot.bytes < size_t(bytes) || !(slot.device == device)) {
+      // A slot that moves to another device keeps nothing: a GPU's memory is released to its
+      // caching allocator, which keeps it for the device.
+      release_bytes(slot.data, slot.device);
+      slot = {nullptr, 0, device};
+      slot.data = allocate_bytes(size_t(bytes), device, "a channels-last op's NCHW copy");
+      slot.bytes = size_t(bytes);
+    }
+    return slot.data;
   }
 
   size_t first_slot_;

@@ -6,9 +6,9 @@
 // kernels/cuda/cuda_ops.h), views in host memory fall through to the CPU code below it. An op
 // without a CUDA kernel yet says so.
 //
-// On the CPU, a call given a channels-last view runs on NCHW copies of its views
-// (kernels/nchw_adapter.h), so every CPU kernel sees NCHW. On a GPU, channels-last views go to
-// the op's CUDA kernel only where it takes them; any other op refuses them with a sentence.
+// A call given a channels-last view runs on NCHW copies of its views (kernels/nchw_adapter.h),
+// on their device, unless the op's kernels take channels last (kOpsTakingChannelsLast): every
+// CPU kernel, and every CUDA kernel not listed there, sees NCHW only.
 #pragma once
 
 #include <stdexcept>
@@ -41,14 +41,6 @@ Device common_device(const char* op, const First& first, const Rest&... rest) {
   throw std::runtime_error(std::string(op) + " cannot run on a CUDA device: " + why);
 }
 
-// On a GPU: throws unless every view of the call is NCHW (for the ops whose CUDA kernel takes
-// NCHW only).
-template <class... A>
-void require_nchw_on_cuda(const char* op, const A&... arguments) {
-  if (any_channels_last(arguments...))
-    throw_no_cuda_kernel(op, "its CUDA kernel takes NCHW views only, and a view is channels last");
-}
-
 }  // namespace bareyolo::detail
 
 // Every macro below first notes the call in the op sequence being recorded, if any
@@ -57,27 +49,22 @@ void require_nchw_on_cuda(const char* op, const A&... arguments) {
 // while profiling is on.
 #define BAREYOLO_PROFILE_CPU_OP(OP) const ::bareyolo::op_profile::Timer bareyolo_op_timer(#OP)
 
-// On the CPU, a call with a channels-last view: OP(args...) again, on NCHW copies (unless OP
-// takes channels last itself). CALL is how the op names itself (OP<T> in a template).
-#define BAREYOLO_CPU_CHANNELS_LAST_THROUGH_NCHW(OP, CALL, device, ...)                            \
+// A call with a channels-last view, where OP's kernels do not take it: OP(args...) again, on NCHW
+// copies. CALL is how the op names itself (OP<T> in a template).
+#define BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, CALL, ...)                                        \
   if constexpr (!::bareyolo::ops::takes_channels_last(#OP) &&                                     \
                 ::bareyolo::detail::kTakesViews<decltype(::bareyolo::detail::argument_types(      \
                     __VA_ARGS__))>) {                                                             \
-    if ((device).is_cpu() && ::bareyolo::detail::any_channels_last(__VA_ARGS__))                  \
+    if (::bareyolo::detail::any_channels_last(__VA_ARGS__))                                       \
       return ::bareyolo::detail::through_nchw([](auto... a) { return CALL(a...); }, __VA_ARGS__); \
   }
-// On a GPU, a call with a channels-last view throws, unless OP's kernel takes channels last.
-#define BAREYOLO_CUDA_REQUIRES_NCHW(OP, ...)                \
-  if constexpr (!::bareyolo::ops::takes_channels_last(#OP)) \
-    ::bareyolo::detail::require_nchw_on_cuda(#OP, __VA_ARGS__);
 
 // Inside a template over the element type T: run cuda::OP(args...) when `device` is a GPU.
 #ifdef BAREYOLO_WITH_CUDA
 #define BAREYOLO_ROUTE_TO_CUDA(OP, device, ...)                                      \
-  BAREYOLO_CPU_CHANNELS_LAST_THROUGH_NCHW(OP, OP<T>, device, __VA_ARGS__)            \
+  BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, OP<T>, __VA_ARGS__)                        \
   ::bareyolo::op_sequence::note(#OP, __VA_ARGS__);                                   \
   if ((device).is_cuda()) {                                                          \
-    BAREYOLO_CUDA_REQUIRES_NCHW(OP, __VA_ARGS__)                                     \
     if constexpr (std::is_same_v<T, float>) {                                        \
       return ::bareyolo::cuda::OP(__VA_ARGS__);                                      \
     } else {                                                                         \
@@ -87,7 +74,7 @@ void require_nchw_on_cuda(const char* op, const A&... arguments) {
   BAREYOLO_PROFILE_CPU_OP(OP)
 #else
 #define BAREYOLO_ROUTE_TO_CUDA(OP, device, ...)                                          \
-  BAREYOLO_CPU_CHANNELS_LAST_THROUGH_NCHW(OP, OP<T>, device, __VA_ARGS__)                \
+  BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, OP<T>, __VA_ARGS__)                            \
   ::bareyolo::op_sequence::note(#OP, __VA_ARGS__);                                       \
   if ((device).is_cuda())                                                                \
     ::bareyolo::detail::throw_no_cuda_kernel(#OP, "this binary was built without CUDA"); \
@@ -107,9 +94,8 @@ constexpr bool has_no_cuda_kernel(std::string_view op) {
   return false;
 }
 
-// The ops whose kernels take channels-last views as they are, on every device: the CPU runs them
-// without NCHW copies, a GPU does not refuse them. (Any other op: NCHW copies on the CPU,
-// kernels/nchw_adapter.h; refused on a GPU.)
+// The ops whose kernels take channels-last views as they are, on every device; any other op runs
+// on NCHW copies of a channels-last call's views (kernels/nchw_adapter.h).
 inline constexpr std::string_view kOpsTakingChannelsLast[] = {"copy_elements"};
 
 constexpr bool takes_channels_last(std::string_view op) {
@@ -117,10 +103,6 @@ constexpr bool takes_channels_last(std::string_view op) {
     if (listed == op) return true;
   return false;
 }
-
-// Whether a model's activations can be channels last on `device`: on the CPU every op takes them
-// (through NCHW copies where its kernel does not); a GPU's kernels take NCHW only so far.
-inline bool channels_last_runs_on(const Device& device) { return device.is_cpu(); }
 
 #ifdef BAREYOLO_WITH_CUDA
 inline constexpr bool kCudaKernelsCompiled = true;
@@ -149,17 +131,16 @@ inline void require_kernel(std::string_view op, const Device& device, const std:
 // too (the detection ops in models/), and for an op's bf16 form (its explicit specialisation):
 // run cuda::OP(args...) when `device` is a GPU.
 #ifdef BAREYOLO_WITH_CUDA
-#define BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(OP, device, ...)               \
-  BAREYOLO_CPU_CHANNELS_LAST_THROUGH_NCHW(OP, OP, device, __VA_ARGS__) \
-  ::bareyolo::op_sequence::note(#OP, __VA_ARGS__);                     \
-  if ((device).is_cuda()) {                                            \
-    BAREYOLO_CUDA_REQUIRES_NCHW(OP, __VA_ARGS__)                       \
-    return ::bareyolo::cuda::OP(__VA_ARGS__);                          \
-  }                                                                    \
+#define BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(OP, device, ...)   \
+  BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, OP, __VA_ARGS__) \
+  ::bareyolo::op_sequence::note(#OP, __VA_ARGS__);         \
+  if ((device).is_cuda()) {                                \
+    return ::bareyolo::cuda::OP(__VA_ARGS__);              \
+  }                                                        \
   BAREYOLO_PROFILE_CPU_OP(OP)
 #else
 #define BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(OP, device, ...)                                 \
-  BAREYOLO_CPU_CHANNELS_LAST_THROUGH_NCHW(OP, OP, device, __VA_ARGS__)                   \
+  BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, OP, __VA_ARGS__)                               \
   ::bareyolo::op_sequence::note(#OP, __VA_ARGS__);                                       \
   if ((device).is_cuda())                                                                \
     ::bareyolo::detail::throw_no_cuda_kernel(#OP, "this binary was built without CUDA"); \
@@ -170,7 +151,7 @@ inline void require_kernel(std::string_view op, const Device& device, const std:
 #define BAREYOLO_REQUIRE_CPU(OP, device, ...)                                      \
   static_assert(::bareyolo::ops::has_no_cuda_kernel(#OP),                          \
                 #OP " must be listed in kOpsWithoutCudaKernel (kernels/route.h)"); \
-  BAREYOLO_CPU_CHANNELS_LAST_THROUGH_NCHW(OP, OP, device, __VA_ARGS__)             \
+  BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, OP, __VA_ARGS__)                         \
   ::bareyolo::op_sequence::note(#OP, __VA_ARGS__);                                 \
   if ((device).is_cuda())                                                          \
     ::bareyolo::detail::throw_no_cuda_kernel(#OP, "it has no CUDA kernel yet");    \

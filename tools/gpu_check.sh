@@ -272,30 +272,36 @@ make_shapes() {
   run "$1" 60 "$build/bareyolo" make-shapes --out "$work/shapes" --n-train 128 --n-val 16 --imgsz 320
 }
 
-train_yolov5s_640() {
-  local log=$phase_s_log start=$(date +%s)
+train_yolov5s_640() { train_640 train_yolov5s_640 120 25; }
+# --channels-last on: the same run with NHWC activations (ops whose CUDA kernel reads NCHW run on
+# NCHW copies of their views, docs/gpu.md); its steady ms/step beside train_yolov5s_640's.
+channels_last_gpu() { train_640 channels_last_gpu 90 15 --channels-last on; }
+
+train_640() {  # ROW CAP MAX_STEPS ARGS...: yolov5s at 640 px, batch 64, without validation
+  local name=$1 cap=$2 steps=$3 log=$phase_s_log start=$(date +%s)
+  shift 3
   make_shapes "$log"
   if [ "$rc" -ne 0 ]; then
-    row train_yolov5s_640 "$(outcome)" "$elapsed" "make-shapes failed (phase_s.log)"
+    row "$name" "$(outcome)" "$elapsed" "make-shapes failed (phase_s.log)"
     return
   fi
   : >"$work/memory"
   sample_memory &
   local sampler=$!
-  run "$log" 120 "$build/bareyolo" train --data "$work/shapes/data.yaml" --cfg models/yolov5s.yaml \
-    --device 0 --batch 64 --imgsz 640 --epochs 100 --max-steps 25 --no-val \
-    --project "$work/runs" --name yolov5s
+  run "$log" "$cap" "$build/bareyolo" train --data "$work/shapes/data.yaml" --cfg models/yolov5s.yaml \
+    --device 0 --batch 64 --imgsz 640 --epochs 100 --max-steps "$steps" --no-val \
+    --project "$work/runs" --name "$name" "$@"
   kill "$sampler" 2>/dev/null
   wait "$sampler" 2>/dev/null
   local peak
   peak=$(sort -n "$work/memory" | tail -n 1)
   if [ "$rc" -ne 0 ]; then
-    row train_yolov5s_640 "$(outcome)" $(($(date +%s) - start)) "exit $rc: $(grep -m1 -i 'error' "$log")"
+    row "$name" "$(outcome)" $(($(date +%s) - start)) "exit $rc: $(grep -m1 -i 'error' "$log")"
     return
   fi
   # results.jsonl: one row per epoch (2 batches each): losses and the mean step.
   local verdict
-  verdict=$(python3 - "$work/runs/yolov5s/results.jsonl" <<'EOF'
+  verdict=$(python3 - "$work/runs/$name/results.jsonl" <<'EOF'
 import json, math, statistics, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 loss = [r["train/box_loss"] + r["train/obj_loss"] + r["train/cls_loss"] for r in rows]
@@ -308,7 +314,7 @@ print(("ok" if ok else "FAIL"),
       f"steady {steady * 1000:.0f} ms/step ({64 / steady:.0f} img/s)")
 EOF
 )
-  row train_yolov5s_640 "${verdict%% *}" $(($(date +%s) - start)) "${verdict#* }; peak GPU memory ${peak:-?} MiB"
+  row "$name" "${verdict%% *}" $(($(date +%s) - start)) "${verdict#* }; peak GPU memory ${peak:-?} MiB"
 }
 
 bench_gpu_kernels() { bench bench_gpu_kernels 40; }
@@ -444,7 +450,7 @@ nccl_world1() {
 host_waits_gpu() {
   local start=$(date +%s) verdict bench_waits
   bench_waits=$(grep -o 'ours_host_waits_per_step=[^ ]*' "$work/bench_gpu_train.result" 2>/dev/null)
-  verdict=$(python3 - "${bench_waits#*=}" "$work/runs/yolov5s/results.jsonl" \
+  verdict=$(python3 - "${bench_waits#*=}" "$work/runs/train_yolov5s_640/results.jsonl" \
             "$work/runs/nccl/results.jsonl" 2>&1 <<'EOF'
 import json, sys
 seen = [f"bench_gpu_train {sys.argv[1] or 'absent'}"]
@@ -742,7 +748,8 @@ stall_gpu() {
 
 # The steps of phases S and B, in order. Later issues add theirs here, each a function that
 # ends with one `row`.
-phase_s_steps=(train_yolov5s_640 bench_gpu_kernels bench_gpu_train cudnn_choices_gpu)
+phase_s_steps=(train_yolov5s_640 bench_gpu_kernels bench_gpu_train cudnn_choices_gpu
+               channels_last_gpu)
 phase_b_steps=(two_ranks_one_gpu amp_gpu nccl_world1 host_waits_gpu resume_gpu_checkpoint
                grads_gpu_vs_cpu amp_grads_gpu_vs_cpu main_job_gpu cuda_graph_gpu
                val_predict_gpu_vs_cpu sharded_val_gpu elastic_restart_gpu desync_check_gpu stall_gpu

@@ -383,7 +383,6 @@ TrainSummary run_training(const TrainOptions& request, const Log& log) {
   records_cuda_graphs(options, device, StepGraph::supported(device),
                       (env.launched() ? env.world_size : spec.ranks * options.nnodes) > 1 ||
                           backend_of(options.backend) == dist::Backend::nccl);
-  channels_last_for(options, device);  // --channels-last on on a GPU: refused now too
 
   if (env.launched()) {
     if (options.max_restarts > 0)

@@ -16,7 +16,6 @@
 #include <utility>
 
 #include "engine/json_numbers.h"
-#include "kernels/route.h"  // ops::channels_last_runs_on
 #include "models/train/flat_yaml.h"
 #include "models/yolo/model_config.h"  // defines: kMaxAnchorsPerLevel
 
@@ -204,13 +203,8 @@ bool records_cuda_graphs(const TrainOptions& options, const Device& device, bool
   return false;
 }
 
-bool channels_last_for(const TrainOptions& options, const Device& device) {
-  if (options.channels_last != ChannelsLastMode::on) return false;
-  if (!ops::channels_last_runs_on(device))
-    throw std::invalid_argument(
-        "--channels-last on: the CUDA kernels take NCHW only so far; train on " + device.str() +
-        " with --channels-last auto or off (channels last runs on the CPU, through NCHW copies)");
-  return true;
+bool channels_last(const TrainOptions& options) {
+  return options.channels_last == ChannelsLastMode::on;
 }
 
 const char* optimizer_name(OptimizerKind kind) {

@@ -32,10 +32,9 @@ enum class OptimizerKind { sgd, adam, adamw };
 enum class CudaGraphMode { automatic, on, off };
 
 // --channels-last: the model's activations and their gradients in channels last (NHWC,
-// Graph::set_channels_last) rather than NCHW; the same numbers either way. auto: NCHW for now
-// (the CPU's kernels run NCHW; the GPU's take channels last once its kernels do); on: channels
-// last, on the CPU through NCHW copies around each op (to check the layout, not to be fast),
-// refused on a GPU until its kernels take it; off: NCHW.
+// Graph::set_channels_last) rather than NCHW; the same numbers either way. auto: NCHW for now,
+// as long as the kernels run NCHW (an op whose kernel does not take channels last runs on NCHW
+// copies of its views: kernels/nchw_adapter.h), so it is slower; on: channels last; off: NCHW.
 enum class ChannelsLastMode { automatic, on, off };
 
 // `--device` as the C++ API takes it: a string, one CUDA index, or a list of indices.
@@ -218,9 +217,8 @@ std::vector<FlagValue> numerics_flags(const TrainOptions& options);
 bool records_cuda_graphs(const TrainOptions& options, const Device& device, bool graphs_supported,
                          bool communicates);
 
-// Whether the run's activations are channels last (--channels-last, resolved for `device`);
-// --channels-last on where it cannot be throws, saying why.
-bool channels_last_for(const TrainOptions& options, const Device& device);
+// Whether the run's activations are channels last (--channels-last, resolved).
+bool channels_last(const TrainOptions& options);
 
 const char* optimizer_name(OptimizerKind kind);               // "SGD", "Adam", "AdamW"
 OptimizerKind parse_optimizer_name(const std::string& name);  // throws for others

@@ -206,7 +206,7 @@ SolverOptions solver_options(const TrainOptions& options, const RunContext& run,
                                             run.group != nullptr)
                             ? options.cuda_graph
                             : CudaGraphMode::off,
-          .channels_last = channels_last_for(options, run.device),
+          .channels_last = channels_last(options),
           .sync_bn = sync_bn(options),
           .bucket_mb = options.bucket_mb,
           .bf16_grad_buckets = options.bf16_grad_buckets};

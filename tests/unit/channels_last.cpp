@@ -1,19 +1,16 @@
 // tests/unit/channels_last.cpp — channels last (NHWC; kernels/view.h, --channels-last): tensors
 // keep their values across layouts and slices, each op given channels-last views gives its NCHW
-// bits (the CPU runs it through NCHW copies: kernels/nchw_adapter.h), the tiny network's forward,
-// backward and SGD steps give NCHW's bits with every activation channels last, and a GPU refuses
-// --channels-last on until its kernels take it.
+// bits (the CPU runs it through NCHW copies: kernels/nchw_adapter.h), and the tiny network's
+// forward, backward and SGD steps give NCHW's bits with every activation channels last.
 #include <bit>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <vector>
 
-#include "engine/optim/sgd.h"
-#include "engine/parameter_arena.h"
 #include "kernels/ops.h"
 #include "models/train/options.h"
-#include "tests/support/mixed_precision_tracking.h"
+#include "tests/support/channels_last_run.h"
 #include "tests/support/random_tensor.h"
 
 using namespace bareyolo;
@@ -33,13 +30,6 @@ Tensor laid_out(const Tensor& values, Layout layout) {
 Tensor poisoned(Shape4 shape, Layout layout) {
   const std::vector<float> nan(size_t(shape.numel()), std::numeric_limits<float>::quiet_NaN());
   return laid_out(Tensor::from_vector(nan, shape), layout);
-}
-
-// The bits of a float tensor's values, in NCHW order.
-std::vector<uint32_t> bits_of(const Tensor& t) {
-  std::vector<uint32_t> bits;
-  for (float v : t.to_vector<float>()) bits.push_back(std::bit_cast<uint32_t>(v));
-  return bits;
 }
 
 // Runs `op` on tensors made in NCHW and in channels last (the same values) and checks that every
@@ -132,7 +122,8 @@ TEST_CASE("channels-last ops give their NCHW bits, outputs poisoned, a Concat sl
     });
   }
   SUBCASE("fused BatchNorm + SiLU, forward and training backward") {
-    const std::vector<float> mean = random_vector<float>(rng, 6), gamma = random_vector<float>(rng, 6);
+    const std::vector<float> mean = random_vector<float>(rng, 6),
+                             gamma = random_vector<float>(rng, 6);
     const std::vector<float> beta = random_vector<float>(rng, 6);
     const std::vector<float> invstd = random_vector<float>(rng, 6, 0.5, 2);
     const Tensor dyx = random_tensor(rng, in);
@@ -173,78 +164,18 @@ TEST_CASE("channels-last ops give their NCHW bits, outputs poisoned, a Concat sl
   }
 }
 
-namespace {
-
-// The tiny model's head, loss and every parameter gradient after forward and backward of one
-// batch, and the weights after three SGD steps, with its activations in `layout` (and bf16
-// under `amp`).
-struct TinyRun {
-  std::vector<Tensor> head;
-  double loss;
-  std::vector<Tensor> gradients, weights;
-};
-TinyRun run_tiny(Layout layout, bool amp) {
-  models::DetectionModel model = tracking_model();
-  model.graph().set_channels_last(layout == Layout::channels_last);
-  model.graph().set_mixed_precision(amp);
-  const std::vector<TrackingBatch> data = tracking_batches();
-  TinyRun run;
-  for (const Tensor& level : model.forward(data[0].images, Mode::eval)) run.head.push_back(level.to(Device::cpu()));
-  const Graph& graph = model.graph();
-  int64_t channels_last_nodes = 0;
-  ParameterArena arena(model.state());
-  Sgd sgd(arena, 0.02, 0.9, 5e-4);
-  for (int step = 0; step < 3; ++step) {
-    const TrackingBatch& batch = data[size_t(step)];
-    const double loss = models::read_loss(models::forward_backward(model, batch.images, batch.labels,
-                                                                  tracking_loss_options()))
-                            .total;
-    if (step == 0) {
-      run.loss = loss;
-      for (const StateEntry& e : model.state())
-        if (e.trainable()) run.gradients.push_back(e.grad->to(Device::cpu()));
-      for (int node = 0; node < graph.size(); ++node)
-        channels_last_nodes += graph.output_of(node).layout() == Layout::channels_last;
-    }
-    sgd.step();
-    sgd.zero_grad();
-  }
-  // Every node's output is channels last where its shape has the two layouts apart.
-  CHECK(channels_last_nodes == (layout == Layout::channels_last ? graph.size() : 0));
-  for (const StateEntry& e : model.state())
-    if (e.trainable()) run.weights.push_back(e.value->to(Device::cpu()));
-  return run;
-}
-
-void check_same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  REQUIRE(a.size() == b.size());
-  for (size_t k = 0; k < a.size(); ++k) {
-    INFO("tensor " << k);
-    CHECK(bits_of(a[k]) == bits_of(b[k]));
-  }
-}
-
-}  // namespace
-
 TEST_CASE("channels-last network: the tiny model's head, gradients and SGD steps are NCHW's") {
   for (bool amp : {false, true}) {
     INFO("amp " << amp);
-    const TinyRun nchw = run_tiny(Layout::nchw, amp), last = run_tiny(Layout::channels_last, amp);
-    CHECK(std::bit_cast<uint64_t>(last.loss) == std::bit_cast<uint64_t>(nchw.loss));
-    check_same_bits(last.head, nchw.head);
-    check_same_bits(last.gradients, nchw.gradients);
-    check_same_bits(last.weights, nchw.weights);
-    CHECK(last.gradients.size() > 20);
+    check_same_run(run_tiny(Layout::nchw, amp), run_tiny(Layout::channels_last, amp));
   }
 }
 
-TEST_CASE("channels-last on: the CPU's, refused on a GPU with what to do instead") {
+TEST_CASE("channels-last option: auto and off are NCHW, on is channels last") {
   models::TrainOptions options;
-  CHECK_FALSE(models::channels_last_for(options, Device::cpu()));  // auto: NCHW for now
+  CHECK_FALSE(models::channels_last(options));  // auto: NCHW for now
   options.channels_last = models::ChannelsLastMode::on;
-  CHECK(models::channels_last_for(options, Device::cpu()));
-  CHECK_THROWS_WITH_AS(models::channels_last_for(options, Device::cuda(0)),
-                       doctest::Contains("--channels-last auto or off"), std::invalid_argument);
+  CHECK(models::channels_last(options));
   options.channels_last = models::ChannelsLastMode::off;
-  CHECK_FALSE(models::channels_last_for(options, Device::cuda(0)));
+  CHECK_FALSE(models::channels_last(options));
 }

@@ -346,9 +346,9 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--channels-last", options.channels_last,
                   "Activations and their gradients in channels last (NHWC) rather than NCHW, "
-                  "the same numbers either way. auto: NCHW for now; on: channels last (on the "
-                  "CPU through NCHW copies around each op: slower, for checking; refused on a "
-                  "GPU until its kernels take it); off: NCHW")
+                  "the same numbers either way. auto: NCHW for now; on: channels last (an op "
+                  "whose kernel reads NCHW only runs on NCHW copies of its views: slower, until "
+                  "the kernels take it); off: NCHW")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   cmd->add_flag("--amp", t.amp,
