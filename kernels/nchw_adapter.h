@@ -12,7 +12,8 @@
 // Every view is copied in, the ones the op only writes too (the op may add into them, or read a
 // workspace it left there: the SyncBatchNorm phases), and every mutable one back. The copies
 // live in per-thread buffers that only grow, so a warm training step allocates nothing here, and
-// a CUDA graph recorded from a step reads the same buffers at every replay.
+// a CUDA graph recorded from a step reads the same buffers at every replay (a GPU's buffers are
+// never given back: see Stack).
 #pragma once
 
 #include <cstddef>
@@ -137,10 +138,14 @@ class NchwCopies {
     size_t bytes = 0;
     Device device;
   };
-  // The host's slots are given back when the thread ends; a GPU's are kept to the process's end,
-  // whose teardown frees device memory (its runtime may be gone before the thread's destructors).
+  // A GPU's buffers are never given back: a CUDA graph recorded from a step addresses them at
+  // every replay, so a slot that grows keeps its old buffer too (a few growths, at a new input
+  // size's first steps), and all are left to the process's end, whose teardown frees device
+  // memory (the CUDA runtime may be gone before a thread's destructors run). The host's are
+  // given back when they grow or the thread ends.
   struct Stack {
     std::vector<Slot> slots;
+    std::vector<Slot> outgrown;  // a GPU's, kept
     size_t depth = 0;
     ~Stack() {
       for (Slot& s : slots)
@@ -156,12 +161,12 @@ class NchwCopies {
     if (s.depth == s.slots.size()) s.slots.emplace_back();
     Slot& slot = s.slots[s.depth++];
     if (slot.bytes < size_t(bytes) || !(slot.device == device)) {
-      // A slot that moves to another device keeps nothing: a GPU's memory is released to its
-      // caching allocator, which keeps it for the device.
-      release_bytes(slot.data, slot.device);
-      slot = {nullptr, 0, device};
-      slot.data = allocate_bytes(size_t(bytes), device, "a channels-last op's NCHW copy");
-      slot.bytes = size_t(bytes);
+      if (in_host_memory(slot.device))
+        release_bytes(slot.data, slot.device);
+      else
+        s.outgrown.push_back(slot);
+      slot = {allocate_bytes(size_t(bytes), device, "a channels-last op's NCHW copy"),
+              size_t(bytes), device};
     }
     return slot.data;
   }

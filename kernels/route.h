@@ -131,12 +131,10 @@ inline void require_kernel(std::string_view op, const Device& device, const std:
 // too (the detection ops in models/), and for an op's bf16 form (its explicit specialisation):
 // run cuda::OP(args...) when `device` is a GPU.
 #ifdef BAREYOLO_WITH_CUDA
-#define BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(OP, device, ...)   \
-  BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, OP, __VA_ARGS__) \
-  ::bareyolo::op_sequence::note(#OP, __VA_ARGS__);         \
-  if ((device).is_cuda()) {                                \
-    return ::bareyolo::cuda::OP(__VA_ARGS__);              \
-  }                                                        \
+#define BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(OP, device, ...)            \
+  BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, OP, __VA_ARGS__)          \
+  ::bareyolo::op_sequence::note(#OP, __VA_ARGS__);                  \
+  if ((device).is_cuda()) return ::bareyolo::cuda::OP(__VA_ARGS__); \
   BAREYOLO_PROFILE_CPU_OP(OP)
 #else
 #define BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(OP, device, ...)                                 \

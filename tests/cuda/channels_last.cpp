@@ -41,8 +41,8 @@ TEST_CASE("cuda channels-last copies: layouts, slices and bf16 hold the CPU's va
   CHECK(last.channels(5, 6).to_vector<float>() == values.channels(5, 6).to_vector<float>());
   // bf16 in the same layout, converted on the GPU (through NCHW copies), as the CPU rounds.
   const Tensor narrow = again.converted(DType::bf16);
-  Tensor narrow_last = Tensor::empty(values.shape(), Device::cuda(0), DType::bf16,
-                                     Layout::channels_last);
+  Tensor narrow_last =
+      Tensor::empty(values.shape(), Device::cuda(0), DType::bf16, Layout::channels_last);
   narrow_last.convert_from(again);
   CHECK(narrow_last.to_doubles() == values.converted(DType::bf16).to_doubles());
   CHECK(narrow.to_doubles() == values.converted(DType::bf16).to_doubles());

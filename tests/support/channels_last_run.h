@@ -1,6 +1,7 @@
 // tests/support/channels_last_run.h — the tiny model trained in one layout, shared by the CPU's
-// channels-last test (tests/unit/channels_last.cpp) and its GPU twin (tests/cuda/channels_last.cpp):
-// what a run in NCHW and one in channels last must agree on, bit for bit.
+// channels-last test (tests/unit/channels_last.cpp) and its GPU twin
+// (tests/cuda/channels_last.cpp): what a run in NCHW and one in channels last must agree on, bit
+// for bit.
 #pragma once
 
 #include <bit>
@@ -43,10 +44,10 @@ inline TinyRun run_tiny(Layout layout, bool amp, Device device = Device::cpu()) 
   Sgd sgd(arena, 0.02, 0.9, 5e-4);
   for (int step = 0; step < 3; ++step) {
     const TrackingBatch& batch = data[size_t(step)];
-    const double loss = models::read_loss(models::forward_backward(model, batch.images.to(device),
-                                                                   batch.labels,
-                                                                   tracking_loss_options()))
-                            .total;
+    const double loss =
+        models::read_loss(models::forward_backward(model, batch.images.to(device), batch.labels,
+                                                   tracking_loss_options()))
+            .total;
     if (step == 0) {
       run.loss = loss;
       for (const StateEntry& e : model.state())
