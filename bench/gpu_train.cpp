@@ -8,27 +8,27 @@
 //   --no-compile: the peer's eager modes only (torch.compile spends a minute or more of GPU
 //                 time compiling; tools/gpu_check.sh skips it)
 //
-// Ours: the trainer's step (the Solver, models/train/solver.h) on device 0 in five modes, taking
+// Ours: the trainer's step (the Solver, models/train/solver.h) on device 0 in six modes, taking
 // turns: float32, TF32 (--tf32 on) and mixed precision (--amp: bf16 activations, the
 // convolutions on cuDNN's bf16 tensor cores; docs/mixed_precision.md) with the fastest of
 // cuDNN's deterministic algorithms (--cudnn deterministic, the default), mixed precision with the
 // fastest of all (--cudnn fast), and mixed precision again with the step recorded as CUDA graphs
 // and replayed (--cuda-graph, kernels/step_graph.h: a second model and Solver of its own,
-// deterministic): forward, YOLOv5's loss normalised by this batch's counts, backward, clip to norm
-// 10, SGD with Nesterov momentum over YOLOv5's three groups (hyp.scratch-low's schedule from
-// its first iteration), zero_grad, the EMA update. One optimizer step per batch (nbs = the
-// batch; at batch 64 the trainer's accumulate is 1 too). The batch is
-// made once and stays on the GPU (random pixels in [0, 1), bench::kBoxesPerImage random boxes per
-// image), so no loader or upload is timed.
-// The peer, bench/torch_gpu_train.py: PyTorch YOLOv5's own Model, ComputeLoss, smart_optimizer
-// and ModelEMA with train.py's step (AMP float16 + GradScaler, clip 10, EMA) in five modes:
-// eager NCHW and eager channels-last, each fast (cudnn.benchmark) and deterministic
-// (torch.use_deterministic_algorithms(True), as YOLOv5's train.py asks), and torch.compile
-// (channels-last, fast). Started once, it runs one round of a mode per command, so the engines
-// take turns (ours, then each peer mode, --rounds times), each freeing its device memory before
-// the other's turn, and torch compiles once.
-// Like is paired with like: ours AMP deterministic against the peer's faster deterministic eager
-// layout (ratio_det_vs_torch_det), ours AMP fast against its faster fast eager layout
+// deterministic), and mixed precision with channels-last activations (--channels-last on; ops
+// whose kernel reads NCHW run on NCHW copies, docs/gpu.md): forward, YOLOv5's loss normalised by
+// this batch's counts, backward, clip to norm 10, SGD with Nesterov momentum over YOLOv5's three
+// groups (hyp.scratch-low's schedule from its first iteration), zero_grad, the EMA update. One
+// optimizer step per batch (nbs = the batch; at batch 64 the trainer's accumulate is 1 too). The
+// batch is made once and stays on the GPU (random pixels in [0, 1), bench::kBoxesPerImage random
+// boxes per image), so no loader or upload is timed. The peer, bench/torch_gpu_train.py: PyTorch
+// YOLOv5's own Model, ComputeLoss, smart_optimizer and ModelEMA with train.py's step (AMP float16 +
+// GradScaler, clip 10, EMA) in five modes: eager NCHW and eager channels-last, each fast
+// (cudnn.benchmark) and deterministic (torch.use_deterministic_algorithms(True), as YOLOv5's
+// train.py asks), and torch.compile (channels-last, fast). Started once, it runs one round of a
+// mode per command, so the engines take turns (ours, then each peer mode, --rounds times), each
+// freeing its device memory before the other's turn, and torch compiles once. Like is paired with
+// like: ours AMP deterministic against the peer's faster deterministic eager layout
+// (ratio_det_vs_torch_det), ours AMP fast against its faster fast eager layout
 // (ratio_fast_vs_torch_fast): both eager, both mixed precision, the same determinism.
 // Figures: images/s = batch / the median step of a round (--steps after --warmup; host clock
 // around a step with the device synchronised), then the median over the rounds; the RESULT's
@@ -44,7 +44,7 @@
 // Without a usable GPU it prints why and exits 77 (skipped), or 1 where a GPU is required
 // (gpu_required: BAREYOLO_REQUIRE_GPU, or a driver installed).
 // Last line (ours_img_s and ours_launches_per_step are float32's, tflops_fraction the fastest
-// mode's, ours_host_waits_per_step the most of our five modes'; t is the peer's fast eager AMP,
+// mode's, ours_host_waits_per_step the most of our six modes'; t is the peer's fast eager AMP,
 // d its deterministic one):
 //   RESULT ours_img_s=<x> ours_tf32_img_s=<y> ours_amp_img_s=<z> torch_eager_amp_img_s=<t>
 //          torch_compile_img_s=<c> ratio_vs_torch=<x/t> ratio_amp_vs_torch=<z/t>
@@ -52,6 +52,7 @@
 //          ours_amp_graph_img_s=<g> ratio_amp_graph_vs_torch=<g/t>
 //          ours_graph_launches_per_step=<m> ours_amp_fast_img_s=<a> torch_eager_det_img_s=<d>
 //          ratio_det_vs_torch_det=<z/d> ratio_fast_vs_torch_fast=<a/t>
+//          ours_amp_channels_last_img_s=<n>
 // (a peer figure that could not be measured is `absent`, its reason on the line before, and a
 // ratio of it `nan`).
 #include <cublas_v2.h>
@@ -507,6 +508,7 @@ struct OurMode {
   const char* label;
   bool tf32, amp, graph;      // graph: the recorded trainer's turn
   bool deterministic;         // --cudnn deterministic (else fast)
+  bool channels_last;         // --channels-last on (Graph::set_channels_last)
   std::vector<double> rates;  // images/s, one per round
   StepWork work;              // over every round's timed steps
 };
@@ -517,7 +519,7 @@ std::string rate_or_absent(double rate) { return std::isnan(rate) ? "absent" : f
 std::string ratio_or_nan(double ratio) { return std::isnan(ratio) ? "nan" : fixed(ratio, 3); }
 
 // Where each mode sits in the arrays main() fills.
-enum Ours { kFloat32, kTf32, kAmp, kAmpFast, kAmpGraph, kOurModes };
+enum Ours { kFloat32, kTf32, kAmp, kAmpFast, kAmpGraph, kAmpChannelsLast, kOurModes };
 enum Peer { kNchwFast, kNhwcFast, kNchwDet, kNhwcDet, kCompile, kPeerModes };
 
 // The faster of two layouts of a peer mode; with neither measured, the first (its reason).
@@ -584,7 +586,8 @@ void report(const std::array<OurMode, kOurModes>& ours,
       "torch_compile_img_s=%s ratio_vs_torch=%s ratio_amp_vs_torch=%s tflops_fraction=%.4f "
       "ours_host_waits_per_step=%.2f ours_launches_per_step=%.1f ours_amp_graph_img_s=%.2f "
       "ratio_amp_graph_vs_torch=%s ours_graph_launches_per_step=%.1f ours_amp_fast_img_s=%.2f "
-      "torch_eager_det_img_s=%s ratio_det_vs_torch_det=%s ratio_fast_vs_torch_fast=%s\n",
+      "torch_eager_det_img_s=%s ratio_det_vs_torch_det=%s ratio_fast_vs_torch_fast=%s "
+      "ours_amp_channels_last_img_s=%.2f\n",
       rate[kFloat32], rate[kTf32], rate[kAmp], rate_or_absent(eager.rate()).c_str(),
       rate_or_absent(compiled.rate()).c_str(), ratio_or_nan(rate[kFloat32] / eager.rate()).c_str(),
       ratio_or_nan(rate[kAmp] / eager.rate()).c_str(), tflops(fastest) / gemm_tflops,
@@ -592,7 +595,7 @@ void report(const std::array<OurMode, kOurModes>& ours,
       ratio_or_nan(rate[kAmpGraph] / eager.rate()).c_str(),
       ours[kAmpGraph].work.launches_per_step(), rate[kAmpFast],
       rate_or_absent(eager_det.rate()).c_str(), ratio_or_nan(rate[kAmp] / eager_det.rate()).c_str(),
-      ratio_or_nan(rate[kAmpFast] / eager.rate()).c_str());
+      ratio_or_nan(rate[kAmpFast] / eager.rate()).c_str(), rate[kAmpChannelsLast]);
 }
 
 // --no-compile is this bench's own; the rest is the options it shares with bench_train.
@@ -663,23 +666,28 @@ int main(int argc, char** argv) {
         PeerMode("compile", "torch.compile AMP NHWC")};
     if (!options.compile) modes[kCompile].absent = "skipped (--no-compile)";
     std::array<OurMode, kOurModes> precisions = {
-        OurMode{"float32", false, false, false, true, {}, {}},
-        OurMode{"TF32", true, false, false, true, {}, {}},
-        OurMode{"AMP (bf16)", false, true, false, true, {}, {}},
-        OurMode{"AMP (bf16), cuDNN fast", false, true, false, false, {}, {}},
-        OurMode{"AMP (bf16), CUDA graph", false, true, true, true, {}, {}}};
+        OurMode{"float32", false, false, false, true, false, {}, {}},
+        OurMode{"TF32", true, false, false, true, false, {}, {}},
+        OurMode{"AMP (bf16)", false, true, false, true, false, {}, {}},
+        OurMode{"AMP (bf16), cuDNN fast", false, true, false, false, false, {}, {}},
+        OurMode{"AMP (bf16), CUDA graph", false, true, true, true, false, {}, {}},
+        OurMode{"AMP (bf16), channels last", false, true, false, true, true, {}, {}}};
     for (int round = 1; round <= options.rounds; ++round) {
       std::string line = "round " + std::to_string(round) + ": ours";
       for (OurMode& precision : precisions) {
         ops::use_settings({.tf32 = precision.tf32, .cudnn_deterministic = precision.deterministic});
         OurTrainer& trainer = precision.graph ? ours_graph : ours;
-        if (!precision.graph) ours.model().graph().set_mixed_precision(precision.amp);
+        if (!precision.graph) {
+          ours.model().graph().set_mixed_precision(precision.amp);
+          ours.model().graph().set_channels_last(precision.channels_last);
+        }
         precision.rates.push_back(
             options.batch / trainer.round_seconds(options.warmup, options.steps, precision.work));
         line += std::string(" ") + precision.label + " " + fixed(precision.rates.back());
       }
       ops::use_settings({.tf32 = false});
       ours.model().graph().set_mixed_precision(false);
+      ours.model().graph().set_channels_last(false);
       line += " img/s";
       if (round == 1) {
         const cuda::MemoryStats memory = cuda::memory_stats(kDevice);
