@@ -288,18 +288,16 @@ DType Graph::activation_dtype(const Tensor& input) const {
   return DType::bf16;
 }
 
-bool Graph::converts_at_edges(const Tensor& input) const {
-  return activation_dtype(input) != input.dtype() || layout_ != Layout::nchw;
-}
-
 const std::vector<Tensor>& Graph::forward(const Tensor& input, Mode mode) {
   if (outputs_.empty()) throw std::logic_error("Graph::forward: no outputs were set");
   const DType activations = activation_dtype(input);
   if (!(planned_shape_ == input.shape()) || !(planned_device_ == input.device()) ||
       planned_dtype_ != activations || planned_mode_ != mode)
     plan(input, activations, mode);
+  // Whether the input and outputs cross between the caller's dtype and layout and the graph's.
+  const bool converts_at_edges = activations != input.dtype() || layout_ != Layout::nchw;
   input_ = input;
-  if (converts_at_edges(input)) {  // into the graph's own buffer: the caller's stays as it is
+  if (converts_at_edges) {  // into the graph's own buffer: the caller's stays as it is
     ensure_tensor(own_input_, input.shape(), input.device(), activations, layout_);
     own_input_.convert_from(input);
     input_ = own_input_;
@@ -313,7 +311,7 @@ const std::vector<Tensor>& Graph::forward(const Tensor& input, Mode mode) {
   caller_outputs_.resize(outputs_.size());
   for (size_t k = 0; k < outputs_.size(); ++k) {
     const Tensor& output = nodes_[static_cast<size_t>(outputs_[k])].output;
-    if (!converts_at_edges(input)) {
+    if (!converts_at_edges) {
       output_tensors_.push_back(output);
       continue;
     }

@@ -81,7 +81,6 @@ class Graph {
   // follow its input's layout); the outputs reach the caller in NCHW, the loss's gradient is laid
   // out channels last on the way in. The same numbers as NCHW: layout is only where they lie.
   void set_channels_last(bool on);
-  bool channels_last() const { return layout_ == Layout::channels_last; }
   // Keep every output in evaluation too (the training plan): for debugging a node's output,
   // and as the reference the shared-buffer evaluation plan is tested against.
   void keep_all_outputs(bool keep) {
@@ -102,8 +101,6 @@ class Graph {
 
   // The dtype the activations of a forward on `input` are stored in.
   DType activation_dtype(const Tensor& input) const;
-  // Whether the graph's input and outputs cross into the caller's dtype and layout.
-  bool converts_at_edges(const Tensor& input) const;
   void plan(const Tensor& input, DType activations, Mode mode);
   void plan_training(Device device, DType activations);
   void plan_evaluation(Device device, DType activations);
