@@ -3,7 +3,6 @@
 // tiny model's head, gradients and SGD steps in channels last are its NCHW bits on the GPU, float
 // and --amp (an op whose CUDA kernel reads NCHW runs on NCHW copies of its views, made on the
 // GPU: kernels/nchw_adapter.h).
-#include <limits>
 #include <vector>
 
 #include "tests/support/channels_last_run.h"
@@ -12,26 +11,14 @@
 using namespace bareyolo;
 using namespace bareyolo::testing;
 
-namespace {
-
-// A tensor of `shape` on the GPU in `layout`, every element NaN.
-Tensor poisoned_on_gpu(Shape4 shape, Layout layout) {
-  Tensor t = Tensor::empty(shape, Device::cuda(0), DType::f32, layout);
-  t.copy_from(Tensor::from_vector(
-      std::vector<float>(size_t(shape.numel()), std::numeric_limits<float>::quiet_NaN()), shape));
-  return t;
-}
-
-}  // namespace
-
 TEST_CASE("cuda channels-last copies: layouts, slices and bf16 hold the CPU's values") {
   Rng rng(81);
   const Tensor values = random_tensor(rng, {3, 6, 5, 7}), part = random_tensor(rng, {3, 2, 5, 7});
-  Tensor last = poisoned_on_gpu(values.shape(), Layout::channels_last);
+  Tensor last = poisoned(values.shape(), Layout::channels_last, Device::cuda(0));
   last.copy_from(values);  // host NCHW -> GPU channels last
   CHECK(last.layout() == Layout::channels_last);
   CHECK(last.to_vector<float>() == values.to_vector<float>());
-  Tensor again = poisoned_on_gpu(values.shape(), Layout::nchw);
+  Tensor again = poisoned(values.shape(), Layout::nchw, Device::cuda(0));
   again.copy_from(last);  // on the GPU: channels last -> NCHW
   CHECK(again.to_vector<float>() == values.to_vector<float>());
   // A channel slice written on the GPU; its neighbours keep their values.

@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "engine/optim/sgd.h"
@@ -13,6 +14,20 @@
 #include "tests/support/mixed_precision_tracking.h"
 
 namespace bareyolo::testing {
+
+// `values` (an NCHW host tensor) laid out in `layout` on `device`.
+inline Tensor laid_out(const Tensor& values, Layout layout, Device device = Device::cpu()) {
+  Tensor t = Tensor::empty(values.shape(), device, values.dtype(), layout);
+  t.copy_from(values);
+  return t;
+}
+
+// A float tensor of `shape` in `layout` on `device` whose every element is NaN: an op that fails
+// to write one fails the comparison.
+inline Tensor poisoned(Shape4 shape, Layout layout, Device device = Device::cpu()) {
+  const std::vector<float> nan(size_t(shape.numel()), std::numeric_limits<float>::quiet_NaN());
+  return laid_out(Tensor::from_vector(nan, shape), layout, device);
+}
 
 // The bits of a float tensor's values (on any device), in NCHW order.
 inline std::vector<uint32_t> bits_of(const Tensor& t) {

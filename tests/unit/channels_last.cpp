@@ -5,7 +5,6 @@
 #include <bit>
 #include <cmath>
 #include <functional>
-#include <limits>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -17,20 +16,6 @@ using namespace bareyolo;
 using namespace bareyolo::testing;
 
 namespace {
-
-// `values` (an NCHW host tensor) laid out in `layout`.
-Tensor laid_out(const Tensor& values, Layout layout) {
-  Tensor t = Tensor::empty(values.shape(), Device::cpu(), values.dtype(), layout);
-  t.copy_from(values);
-  return t;
-}
-
-// A tensor of `shape` in `layout` whose every element is NaN: an op that fails to write one
-// fails the comparison.
-Tensor poisoned(Shape4 shape, Layout layout) {
-  const std::vector<float> nan(size_t(shape.numel()), std::numeric_limits<float>::quiet_NaN());
-  return laid_out(Tensor::from_vector(nan, shape), layout);
-}
 
 // Runs `op` on tensors made in NCHW and in channels last (the same values) and checks that every
 // tensor it returns holds the same bits in both.
