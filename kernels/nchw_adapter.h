@@ -11,22 +11,29 @@
 //
 // Every view is copied in, the ones the op only writes too (the op may add into them, or read a
 // workspace it left there: the SyncBatchNorm phases), and every mutable one back. The copies
-// live in per-thread buffers that only grow, so a warm training step allocates nothing here, and
-// a CUDA graph recorded from a step reads the same buffers at every replay (a GPU's buffers are
-// never given back: see Stack).
+// live in per-thread scratch buffers that only grow (kernels/scratch_stack.h), so a warm training
+// step allocates nothing here, and a CUDA graph recorded from a step reads the same buffers at
+// every replay.
+//
+// The same copies in packed channels last serve a GPU convolution given views cuDNN may not take
+// as they are (a channel slice of a channels-last Concat, or views of both layouts in one call:
+// kernels/cuda/conv2d.cu).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/bf16.h"
 #include "kernels/device_memory.h"
 #include "kernels/ops.h"
+#include "kernels/scratch_stack.h"
 #include "kernels/view.h"
 
 namespace bareyolo::detail {
@@ -93,27 +100,42 @@ void copy_elements_on_device(View<const T> x, View<T> y) {
                                 ": only float and bf16 views change layout there");
 }
 
-// The NCHW copies of one call's views, in buffers of the calling thread that stay for the next
-// call (a stack: copies made while another call's are alive take the slots above them).
-class NchwCopies {
- public:
-  NchwCopies() : first_slot_(stack().depth) {}
-  ~NchwCopies() { stack().depth = first_slot_; }
-  NchwCopies(const NchwCopies&) = delete;
-  NchwCopies& operator=(const NchwCopies&) = delete;
+// The layout a call's copies are made in: NCHW (what every CPU kernel reads), or channels last
+// packed (no gaps between pixels or images: what cuDNN's channels-last convolutions are given).
+enum class CopyLayout { nchw, packed_channels_last };
 
-  // The argument as the op takes it: a channels-last view as a dense NCHW copy, a list of views
-  // element by element, anything else as it is.
+// Whether view v is taken as it is by a kernel that reads `layout`: an NCHW view (a channel
+// slice too) for NCHW; for packed channels last, a packed view that is channels last or whose
+// two layouts coincide (one channel, or one pixel).
+template <class T>
+bool taken_as_is(const View<T>& v, CopyLayout layout) {
+  if (layout == CopyLayout::nchw) return !v.channels_last();
+  return v.packed() && (v.channels_last() || v.shape.c == 1 || v.shape.plane() == 1);
+}
+
+// How many views this process has copied for an op whose kernel does not take them as they are
+// (a GPU step whose ops all take channels last copies none: tests/cuda/channels_last.cpp).
+inline std::atomic<uint64_t> layout_copies_made{0};
+
+// The copies of one call's views in one layout, in scratch buffers of the calling thread that
+// stay for the next call (kernels/scratch_stack.h).
+class LayoutCopies {
+ public:
+  explicit LayoutCopies(CopyLayout layout) : layout_(layout) {}
+
+  // The argument as the op takes it: a view not taken as it is as a copy in the layout, a list
+  // of views element by element, anything else as it is.
   template <class A>
   const A& of(const A& argument) {
     return argument;
   }
   template <class T>
   View<T> of(const View<T>& v) {
-    if (!v.channels_last()) return v;
+    if (taken_as_is(v, layout_)) return v;
     using Element = std::remove_const_t<T>;
-    Element* data = static_cast<Element*>(slot(v.shape.numel() * sizeof(Element), v.device));
-    const View<Element> copy = dense_view(data, v.shape, v.device);
+    layout_copies_made.fetch_add(1, std::memory_order_relaxed);
+    const View<Element> copy =
+        scratch_.view<Element>(v.shape, v.device, layout_ == CopyLayout::packed_channels_last);
     copy_elements_on_device<Element>(v, copy);
     if constexpr (!std::is_const_v<T>)
       write_backs_.push_back([v, copy] { copy_elements_on_device<Element>(copy, v); });
@@ -126,60 +148,22 @@ class NchwCopies {
     return copies;
   }
 
-  // Copies what the op wrote into the NCHW copies back into the channels-last views.
+  // Copies what the op wrote into the copies back into the views it was given.
   void write_back() {
     for (auto& write : write_backs_) write();
   }
 
  private:
-  // A buffer of one device, grown by replacing it (allocate_bytes: 64-byte aligned on the host).
-  struct Slot {
-    void* data = nullptr;
-    size_t bytes = 0;
-    Device device;
-  };
-  // A GPU's buffers are never given back: a CUDA graph recorded from a step addresses them at
-  // every replay, so a slot that grows keeps its old buffer too (a few growths, at a new input
-  // size's first steps), and all are left to the process's end, whose teardown frees device
-  // memory (the CUDA runtime may be gone before a thread's destructors run). The host's are
-  // given back when they grow or the thread ends.
-  struct Stack {
-    std::vector<Slot> slots;
-    std::vector<Slot> outgrown;  // a GPU's, kept
-    size_t depth = 0;
-    ~Stack() {
-      for (Slot& s : slots)
-        if (in_host_memory(s.device)) release_bytes(s.data, s.device);
-    }
-  };
-  static Stack& stack() {
-    thread_local Stack s;
-    return s;
-  }
-  void* slot(int64_t bytes, const Device& device) {
-    Stack& s = stack();
-    if (s.depth == s.slots.size()) s.slots.emplace_back();
-    Slot& slot = s.slots[s.depth++];
-    if (slot.bytes < size_t(bytes) || !(slot.device == device)) {
-      if (in_host_memory(slot.device))
-        release_bytes(slot.data, slot.device);
-      else
-        s.outgrown.push_back(slot);
-      slot = {allocate_bytes(size_t(bytes), device, "a channels-last op's NCHW copy"),
-              size_t(bytes), device};
-    }
-    return slot.data;
-  }
-
-  size_t first_slot_;
+  CopyLayout layout_;
+  ScratchFrame scratch_;
   std::vector<std::function<void()>> write_backs_;
 };
 
-// Runs op(arguments...) on NCHW copies of its channels-last views, copies back what it wrote, and
-// returns what the op returned.
+// Runs op(arguments...) on copies in `layout` of the views not taken as they are, copies back
+// what it wrote, and returns what the op returned.
 template <class Op, class... A>
-auto through_nchw(Op&& op, const A&... arguments) {
-  NchwCopies copies;
+auto through_layout(CopyLayout layout, Op&& op, const A&... arguments) {
+  LayoutCopies copies(layout);
   if constexpr (std::is_void_v<decltype(op(copies.of(arguments)...))>) {
     op(copies.of(arguments)...);
     copies.write_back();
@@ -188,6 +172,12 @@ auto through_nchw(Op&& op, const A&... arguments) {
     copies.write_back();
     return result;
   }
+}
+
+// Runs op(arguments...) on NCHW copies of its channels-last views (the adapter of route.h).
+template <class Op, class... A>
+auto through_nchw(Op&& op, const A&... arguments) {
+  return through_layout(CopyLayout::nchw, std::forward<Op>(op), arguments...);
 }
 
 }  // namespace bareyolo::detail

@@ -7,8 +7,9 @@
 // without a CUDA kernel yet says so.
 //
 // A call given a channels-last view runs on NCHW copies of its views (kernels/nchw_adapter.h),
-// on their device, unless the op's kernels take channels last (kOpsTakingChannelsLast): every
-// CPU kernel, and every CUDA kernel not listed there, sees NCHW only.
+// on their device, unless the op's kernel on that device takes channels last
+// (kOpsTakingChannelsLast, kOpsTakingChannelsLastOnCuda): every CPU kernel but copy_elements, and
+// every CUDA kernel not listed, sees NCHW only.
 #pragma once
 
 #include <stdexcept>
@@ -49,20 +50,21 @@ Device common_device(const char* op, const First& first, const Rest&... rest) {
 // while profiling is on.
 #define BAREYOLO_PROFILE_CPU_OP(OP) const ::bareyolo::op_profile::Timer bareyolo_op_timer(#OP)
 
-// A call with a channels-last view, where OP's kernels do not take it: OP(args...) again, on NCHW
-// copies. CALL is how the op names itself (OP<T> in a template).
-#define BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, CALL, ...)                                        \
-  if constexpr (!::bareyolo::ops::takes_channels_last(#OP) &&                                     \
+// A call with a channels-last view, where OP's kernel on `device` does not take it: OP(args...)
+// again, on NCHW copies. CALL is how the op names itself (OP<T> in a template).
+#define BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, CALL, device, ...)                                \
+  if constexpr (!::bareyolo::ops::takes_channels_last_everywhere(#OP) &&                          \
                 ::bareyolo::detail::kTakesViews<decltype(::bareyolo::detail::argument_types(      \
                     __VA_ARGS__))>) {                                                             \
-    if (::bareyolo::detail::any_channels_last(__VA_ARGS__))                                       \
+    if (::bareyolo::detail::any_channels_last(__VA_ARGS__) &&                                     \
+        !::bareyolo::ops::takes_channels_last(#OP, device))                                       \
       return ::bareyolo::detail::through_nchw([](auto... a) { return CALL(a...); }, __VA_ARGS__); \
   }
 
 // Inside a template over the element type T: run cuda::OP(args...) when `device` is a GPU.
 #ifdef BAREYOLO_WITH_CUDA
 #define BAREYOLO_ROUTE_TO_CUDA(OP, device, ...)                                      \
-  BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, OP<T>, __VA_ARGS__)                        \
+  BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, OP<T>, device, __VA_ARGS__)                \
   ::bareyolo::op_sequence::note(#OP, __VA_ARGS__);                                   \
   if ((device).is_cuda()) {                                                          \
     if constexpr (std::is_same_v<T, float>) {                                        \
@@ -74,7 +76,7 @@ Device common_device(const char* op, const First& first, const Rest&... rest) {
   BAREYOLO_PROFILE_CPU_OP(OP)
 #else
 #define BAREYOLO_ROUTE_TO_CUDA(OP, device, ...)                                          \
-  BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, OP<T>, __VA_ARGS__)                            \
+  BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, OP<T>, device, __VA_ARGS__)                    \
   ::bareyolo::op_sequence::note(#OP, __VA_ARGS__);                                       \
   if ((device).is_cuda())                                                                \
     ::bareyolo::detail::throw_no_cuda_kernel(#OP, "this binary was built without CUDA"); \
@@ -83,25 +85,68 @@ Device common_device(const char* op, const First& first, const Rest&... rest) {
 
 namespace bareyolo::ops {
 
+constexpr bool listed_in(std::string_view op, const auto& list) {
+  for (std::string_view listed : list)
+    if (listed == op) return true;
+  return false;
+}
+
 // The ops whose CUDA kernel does not exist yet: their CPU implementation starts with
 // BAREYOLO_REQUIRE_CPU, which checks at compile time that they are listed here. (On a GPU the
 // graph's Concat costs nothing: producers write into their slice, so concat_* never run there.)
 inline constexpr std::string_view kOpsWithoutCudaKernel[] = {"concat_forward", "concat_backward"};
 
 constexpr bool has_no_cuda_kernel(std::string_view op) {
-  for (std::string_view listed : kOpsWithoutCudaKernel)
-    if (listed == op) return true;
-  return false;
+  return listed_in(op, kOpsWithoutCudaKernel);
 }
 
 // The ops whose kernels take channels-last views as they are, on every device; any other op runs
-// on NCHW copies of a channels-last call's views (kernels/nchw_adapter.h).
+// on NCHW copies of a channels-last call's views (kernels/nchw_adapter.h) where its kernel on the
+// call's device is not listed below.
 inline constexpr std::string_view kOpsTakingChannelsLast[] = {"copy_elements"};
 
-constexpr bool takes_channels_last(std::string_view op) {
-  for (std::string_view listed : kOpsTakingChannelsLast)
-    if (listed == op) return true;
-  return false;
+// The ops whose CUDA kernels take views of either layout, in any mix, as they are (the CPU's
+// kernels of these ops still see NCHW copies: the CPU is the reference, not the fast path).
+inline constexpr std::string_view kOpsTakingChannelsLastOnCuda[] = {
+    "conv2d_forward",
+    "conv2d_backward_data",
+    "conv2d_backward_weight",
+    "batchnorm_moments",
+    "batchnorm_apply",
+    "batchnorm_backward_reduce",
+    "batchnorm_backward_apply",
+    "batchnorm_train_statistics",
+    "batchnorm_forward_train",
+    "batchnorm_backward_train",
+    "batchnorm_forward_eval",
+    "batchnorm_backward_eval",
+    "batchnorm_silu_apply",
+    "batchnorm_silu_backward_reduce",
+    "batchnorm_silu_backward_apply",
+    "batchnorm_silu_backward_train",
+    "batchnorm_silu_backward_eval",
+    "silu_forward",
+    "silu_backward",
+    "add_forward",
+    "add_backward",
+    "upsample_nearest2x_forward",
+    "upsample_nearest2x_backward",
+    "maxpool2d_forward",
+    "maxpool2d_chain3_forward",
+    "maxpool2d_backward",
+    "convert_to_bf16",
+    "convert_from_bf16",
+    "round_to_bf16_in_place",
+};
+
+constexpr bool takes_channels_last_everywhere(std::string_view op) {
+  return listed_in(op, kOpsTakingChannelsLast);
+}
+
+// Whether `op`'s kernel on `device` takes channels-last views as they are.
+inline bool takes_channels_last(std::string_view op, const Device& device) {
+  return takes_channels_last_everywhere(op) ||
+         (device.is_cuda() && listed_in(op, kOpsTakingChannelsLastOnCuda));
 }
 
 #ifdef BAREYOLO_WITH_CUDA
@@ -132,13 +177,13 @@ inline void require_kernel(std::string_view op, const Device& device, const std:
 // run cuda::OP(args...) when `device` is a GPU.
 #ifdef BAREYOLO_WITH_CUDA
 #define BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(OP, device, ...)            \
-  BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, OP, __VA_ARGS__)          \
+  BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, OP, device, __VA_ARGS__)  \
   ::bareyolo::op_sequence::note(#OP, __VA_ARGS__);                  \
   if ((device).is_cuda()) return ::bareyolo::cuda::OP(__VA_ARGS__); \
   BAREYOLO_PROFILE_CPU_OP(OP)
 #else
 #define BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(OP, device, ...)                                 \
-  BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, OP, __VA_ARGS__)                               \
+  BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, OP, device, __VA_ARGS__)                       \
   ::bareyolo::op_sequence::note(#OP, __VA_ARGS__);                                       \
   if ((device).is_cuda())                                                                \
     ::bareyolo::detail::throw_no_cuda_kernel(#OP, "this binary was built without CUDA"); \
@@ -149,7 +194,7 @@ inline void require_kernel(std::string_view op, const Device& device, const std:
 #define BAREYOLO_REQUIRE_CPU(OP, device, ...)                                      \
   static_assert(::bareyolo::ops::has_no_cuda_kernel(#OP),                          \
                 #OP " must be listed in kOpsWithoutCudaKernel (kernels/route.h)"); \
-  BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, OP, __VA_ARGS__)                         \
+  BAREYOLO_CHANNELS_LAST_THROUGH_NCHW(OP, OP, device, __VA_ARGS__)                 \
   ::bareyolo::op_sequence::note(#OP, __VA_ARGS__);                                 \
   if ((device).is_cuda())                                                          \
     ::bareyolo::detail::throw_no_cuda_kernel(#OP, "it has no CUDA kernel yet");    \

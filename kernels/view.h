@@ -78,6 +78,12 @@ struct View {
   bool dense() const {
     return !channels_last() && (shape.n <= 1 || batch_stride == shape.image_numel());
   }
+  // True when the view is one block of shape.numel() elements in its own layout (NCHW or
+  // channels last): no gaps between images or, in channels last, between pixels.
+  BAREYOLO_HOST_DEVICE bool packed() const {
+    return (shape.n <= 1 || batch_stride == shape.image_numel()) &&
+           (!channels_last() || pixel_stride == shape.c);
+  }
   bool empty() const { return data == nullptr; }
   // A mutable view converts to a read-only one (of the same element type only).
   template <class U = T>

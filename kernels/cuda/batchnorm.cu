@@ -25,7 +25,11 @@
 // Elementwise passes (apply, backward apply) run one block row per (image, channel) plane
 // (grid.x = n*c planes, grid.y = chunks of the plane): the channel's parameters are fixed
 // per block and no 64-bit division runs per element.
-// Every launch goes on the device's compute stream; scratch comes from the caching allocator.
+//
+// Channels-last views (any op, any mix of layouts: every element is reached through View::at)
+// turn both around so that a warp reads neighbouring channels: see channels_last_partial and
+// pixels_kernel. Every launch goes on the device's compute stream; scratch (partials, sums)
+// comes from the thread's scratch stack (kernels/scratch_stack.h): a warm step allocates none.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -39,6 +43,7 @@
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
 #include "kernels/cuda/runtime/stream.h"
+#include "kernels/scratch_stack.h"
 
 namespace bareyolo::cuda {
 
@@ -107,6 +112,14 @@ struct MergeMoments {
   }
 };
 
+// Welford's update of m with one more value.
+__device__ void add_value(Moments& m, float v) {
+  m.count += 1;
+  const float delta = v - m.mean;
+  m.mean += delta / float(m.count);
+  m.m2 += delta * (v - m.mean);
+}
+
 template <class S>
 __global__ void __launch_bounds__(kReduceThreads)
     moments_partial_kernel(View<const S> x, int64_t per_block, Moments* partials) {
@@ -114,14 +127,70 @@ __global__ void __launch_bounds__(kReduceThreads)
   const int64_t begin = blockIdx.x * per_block, end = min(count, begin + per_block);
   Moments m{0, 0.0f, 0.0f};
   for_each_in_range(begin, end, plane, [&](int64_t image, int64_t offset) {
-    const float v = widen(x.channel(image, c)[offset]);  // Welford
-    m.count += 1;
-    const float delta = v - m.mean;
-    m.mean += delta / float(m.count);
-    m.m2 += delta * (v - m.mean);
+    add_value(m, widen(x.at(image, c, offset)));
   });
   m = block_reduce(m, MergeMoments{});
   if (threadIdx.x == 0) partials[c * gridDim.x + blockIdx.x] = m;
+}
+
+// ---- channels last: the same partials, read across the channels --------------------------
+// In channels last a pixel's channels are neighbours, so phase 1 turns around: block (s, g) of a
+// (kLanes, kLaneRows) shape takes the s-th range of per_block pixel rows (row e = image * plane
+// + pixel, the n*h*w values of every channel) and channels g * kLanes + threadIdx.x; each of its
+// kLaneRows thread rows takes every kLaneRows-th pixel row of the range, so a warp reads 32
+// neighbouring channels of one pixel. Per thread at most kValuesPerThread values, then thread
+// row 0 merges the kLaneRows rows in order, and phase 2 (the final kernels) is the NCHW one: a
+// fixed order throughout, so the same bits every run (not NCHW's bits: another order of sums).
+constexpr int kLanes = 32, kLaneRows = kReduceThreads / kLanes;
+constexpr int64_t kChannelsLastRowsPerBlock = int64_t{kLaneRows} * kValuesPerThread;
+
+// The partial of channel c over block blockIdx.x's pixel rows: visit(acc, image, pixel) for each
+// of the thread's rows, merged across thread rows; written to partials[c * gridDim.x + block].
+template <class Acc, class Visit, class Merge>
+__device__ void channels_last_partial(int64_t channels, int64_t plane, int64_t count, Acc acc,
+                                      Visit visit, Merge merge, Acc* partials) {
+  __shared__ Acc rows[kLaneRows][kLanes];
+  const int64_t c = blockIdx.y * int64_t{kLanes} + threadIdx.x;
+  const int64_t begin = blockIdx.x * kChannelsLastRowsPerBlock,
+                end = min(count, begin + kChannelsLastRowsPerBlock);
+  int64_t e = begin + threadIdx.y;
+  if (c < channels && e < end) {
+    int64_t image = e / plane, pixel = e - image * plane;
+    for (; e < end; e += kLaneRows) {
+      visit(acc, c, image, pixel);
+      pixel += kLaneRows;
+      while (pixel >= plane) pixel -= plane, image += 1;
+    }
+  }
+  rows[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= channels) return;
+  for (int row = 1; row < kLaneRows; ++row) acc = merge(acc, rows[row][threadIdx.x]);
+  partials[c * gridDim.x + blockIdx.x] = acc;
+}
+
+// Phase 1's grid and block for channels last: (pixel-row ranges, channel groups).
+struct ChannelsLastGrid {
+  dim3 grid, block{kLanes, kLaneRows};
+  unsigned splits = 1;
+  explicit ChannelsLastGrid(const Shape4& shape) {
+    const int64_t count = shape.n * shape.plane();
+    splits = unsigned(
+        std::max<int64_t>(1, (count + kChannelsLastRowsPerBlock - 1) / kChannelsLastRowsPerBlock));
+    grid = dim3(splits, unsigned((shape.c + kLanes - 1) / kLanes));
+  }
+};
+
+template <class S>
+__global__ void __launch_bounds__(kReduceThreads)
+    moments_partial_channels_last_kernel(View<const S> x, Moments* partials) {
+  const int64_t plane = x.shape.plane();
+  channels_last_partial(
+      x.shape.c, plane, x.shape.n * plane, Moments{0, 0.0f, 0.0f},
+      [&](Moments& m, int64_t c, int64_t image, int64_t pixel) {
+        add_value(m, widen(x.at(image, c, pixel)));
+      },
+      MergeMoments{}, partials);
 }
 
 __global__ void __launch_bounds__(kReduceThreads)
@@ -144,7 +213,7 @@ struct Normalized {
   View<const S> x;
   const float *mean, *invstd, *gamma, *beta;
   __device__ float operator()(int64_t image, int64_t c, int64_t j) const {
-    return (widen(x.channel(image, c)[j]) - mean[c]) * (invstd[c] * gamma[c]) + beta[c];
+    return (widen(x.at(image, c, j)) - mean[c]) * (invstd[c] * gamma[c]) + beta[c];
   }
 };
 
@@ -158,7 +227,7 @@ struct PlainGradient {
   static constexpr bool kWritesDx = false;
   View<const S> dy;
   __device__ float operator()(int64_t image, int64_t c, int64_t j) const {
-    return widen(dy.channel(image, c)[j]);
+    return widen(dy.at(image, c, j));
   }
 };
 // dL/dbn from dy = dL/d silu(bn), with bn normalised again from x as Apply does.
@@ -169,7 +238,7 @@ struct SiluGradient {
   View<const S> dy;
   Normalized<S> bn;
   __device__ float operator()(int64_t image, int64_t c, int64_t j) const {
-    return silu_gradient(bn(image, c, j), widen(dy.channel(image, c)[j]));
+    return silu_gradient(bn(image, c, j), widen(dy.at(image, c, j)));
   }
 };
 
@@ -192,7 +261,7 @@ __global__ void __launch_bounds__(kReduceThreads)
   for_each_in_range(begin, end, plane, [&](int64_t image, int64_t offset) {
     const float g = dy(image, c, offset);
     sums.dy += g;
-    sums.dy_centered += g * (widen(x.channel(image, c)[offset]) - mu);
+    sums.dy_centered += g * (widen(x.at(image, c, offset)) - mu);
   });
   sums = block_reduce(sums, Plus{});
   if (threadIdx.x == 0) partials[c * gridDim.x + blockIdx.x] = sums;
@@ -218,20 +287,49 @@ __global__ void __launch_bounds__(kReduceThreads)
 }
 
 template <class Gradient>
+__global__ void __launch_bounds__(kReduceThreads)
+    gradient_sums_partial_channels_last_kernel(View<const typename Gradient::Storage> x,
+                                               Gradient dy, const float* mean,
+                                               GradientSums* partials) {
+  const int64_t plane = x.shape.plane();
+  channels_last_partial(
+      x.shape.c, plane, x.shape.n * plane, GradientSums{0.0f, 0.0f},
+      [&](GradientSums& sums, int64_t c, int64_t image, int64_t pixel) {
+        const float g = dy(image, c, pixel);
+        sums.dy += g;
+        sums.dy_centered += g * (widen(x.at(image, c, pixel)) - mean[c]);
+      },
+      Plus{}, partials);
+}
+
+template <class Gradient>
 void gradient_sums(View<const typename Gradient::Storage> x, Gradient dy, const float* mean,
                    const float* invstd, float* sum_dy, float* sum_dy_xhat, float* dgamma,
                    float* dbeta) {
   const int64_t channels = x.shape.c;
   if (channels == 0) return;
-  const ChannelSplit split = channel_split(x.shape, x.device.index);
-  DeviceBuffer partials(sizeof(GradientSums) * split.splits * channels, x.device.index);
   const cudaStream_t stream = stream_of(x.device);
-  gradient_sums_partial_kernel<<<dim3(split.splits, unsigned(channels)), kReduceThreads, 0,
-                                 stream>>>(x, dy, mean, split.per_block,
-                                           partials.as<GradientSums>());
+  detail::ScratchFrame scratch;
+  unsigned splits = 1;
+  GradientSums* partials = nullptr;
+  if (x.channels_last()) {
+    const ChannelsLastGrid layout(x.shape);
+    splits = layout.splits;
+    partials = static_cast<GradientSums*>(
+        scratch.take(int64_t(sizeof(GradientSums)) * splits * channels, x.device));
+    gradient_sums_partial_channels_last_kernel<<<layout.grid, layout.block, 0, stream>>>(
+        x, dy, mean, partials);
+  } else {
+    const ChannelSplit split = channel_split(x.shape, x.device.index);
+    splits = split.splits;
+    partials = static_cast<GradientSums*>(
+        scratch.take(int64_t(sizeof(GradientSums)) * splits * channels, x.device));
+    gradient_sums_partial_kernel<<<dim3(splits, unsigned(channels)), kReduceThreads, 0, stream>>>(
+        x, dy, mean, split.per_block, partials);
+  }
   BAREYOLO_CUDA_CHECK_LAUNCH();
   gradient_sums_final_kernel<<<unsigned(channels), kReduceThreads, 0, stream>>>(
-      partials.as<GradientSums>(), split.splits, invstd, sum_dy, sum_dy_xhat, dgamma, dbeta);
+      partials, splits, invstd, sum_dy, sum_dy_xhat, dgamma, dbeta);
   BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
@@ -281,10 +379,35 @@ __global__ void __launch_bounds__(kRowThreads)
     op(image, c, j);
 }
 
+// Channels last: block row (chunk, image) of (kLanes, kLaneRows) threads; thread row y takes
+// pixels chunk * kLaneRows + y, + gridDim.x * kLaneRows, ..., and its lane channels threadIdx.x,
+// + kLanes, ...: a warp touches 32 neighbouring channels of one pixel, no division per element.
 template <class Op>
-void launch_planes(const Shape4& shape, const Device& device, Op op) {
+__global__ void __launch_bounds__(kReduceThreads)
+    pixels_kernel(int64_t channels, int64_t plane, Op op) {
+  const int64_t image = blockIdx.y;
+  for (int64_t p = blockIdx.x * int64_t{kLaneRows} + threadIdx.y; p < plane;
+       p += int64_t(gridDim.x) * kLaneRows)
+    for (int64_t c = threadIdx.x; c < channels; c += kLanes) op(image, c, p);
+}
+
+// Runs op(image, c, pixel) over every element of `shape`, in the order of `layout`'s memory.
+template <class T, class Op>
+void launch_planes(const View<T>& layout, Op op) {
+  const Shape4& shape = layout.shape;
+  const Device& device = layout.device;
   const int64_t rows = shape.n * shape.c, plane = shape.plane();
   if (rows == 0 || plane == 0) return;
+  if (layout.channels_last()) {
+    if (shape.n > 65535)
+      throw std::invalid_argument("batchnorm on CUDA: " + shape.str() +
+                                  " has more than 65535 images");
+    const int64_t chunks = std::min<int64_t>((plane + kLaneRows - 1) / kLaneRows, 65535);
+    pixels_kernel<<<dim3(unsigned(chunks), unsigned(shape.n)), dim3(kLanes, kLaneRows), 0,
+                    stream_of(device)>>>(shape.c, plane, op);
+    BAREYOLO_CUDA_CHECK_LAUNCH();
+    return;
+  }
   if (rows > 0x7fffffff)
     throw std::invalid_argument("batchnorm on CUDA: " + shape.str() + " has too many planes");
   // Up to 4 values per thread; the loop covers planes beyond 65535 chunks.
@@ -303,9 +426,9 @@ struct Apply {
   __device__ void operator()(int64_t image, int64_t c, int64_t j) const {
     const float v = bn(image, c, j);
     if constexpr (kSilu)
-      y.channel(image, c)[j] = narrow<S>(silu(v));
+      y.at(image, c, j) = narrow<S>(silu(v));
     else
-      y.channel(image, c)[j] = narrow<S>(v);
+      y.at(image, c, j) = narrow<S>(v);
   }
 };
 
@@ -330,8 +453,8 @@ struct BackwardApply {
   __device__ void operator()(int64_t image, int64_t c, int64_t j) const {
     const float scale = gamma[c] * invstd[c], inv = invstd[c];
     const float mean_dy = sum_dy[c] / count, mean_dy_xhat = sum_dy_xhat[c] / count;
-    const float xc = widen(x.channel(image, c)[j]) - mean[c];
-    store_dx<Gradient>(dx.channel(image, c)[j],
+    const float xc = widen(x.at(image, c, j)) - mean[c];
+    store_dx<Gradient>(dx.at(image, c, j),
                        scale * (dy(image, c, j) - mean_dy - xc * inv * mean_dy_xhat));
   }
 };
@@ -343,7 +466,7 @@ struct EvalBackwardApply {
   View<typename Gradient::Storage> dx;
   const float *gamma, *invstd;
   __device__ void operator()(int64_t image, int64_t c, int64_t j) const {
-    store_dx<Gradient>(dx.channel(image, c)[j], gamma[c] * invstd[c] * dy(image, c, j));
+    store_dx<Gradient>(dx.at(image, c, j), gamma[c] * invstd[c] * dy(image, c, j));
   }
 };
 
@@ -352,9 +475,8 @@ template <class Gradient, class S = typename Gradient::Storage>
 void backward_apply(View<const S> x, Gradient dy, const float* mean, const float* invstd,
                     const float* gamma, const float* sum_dy, const float* sum_dy_xhat,
                     int64_t count, View<S> dx) {
-  launch_planes(x.shape, x.device,
-                BackwardApply<Gradient>{x, dy, dx, mean, invstd, gamma, sum_dy, sum_dy_xhat,
-                                        static_cast<float>(count)});
+  launch_planes(x, BackwardApply<Gradient>{x, dy, dx, mean, invstd, gamma, sum_dy, sum_dy_xhat,
+                                           static_cast<float>(count)});
 }
 
 template <class Gradient, class S = typename Gradient::Storage>
@@ -362,8 +484,9 @@ void backward_train(View<const S> x, Gradient dy, const float* gamma, const floa
                     const float* save_invstd, View<S> dx, float* dgamma, float* dbeta) {
   const int64_t channels = x.shape.c;
   if (channels == 0) return;
-  DeviceBuffer sums(2 * sizeof(float) * channels, x.device.index);
-  float* sum_dy = sums.as<float>();
+  detail::ScratchFrame scratch;
+  float* sum_dy =
+      static_cast<float*>(scratch.take(2 * int64_t(sizeof(float)) * channels, x.device));
   float* sum_dy_xhat = sum_dy + channels;
   gradient_sums(x, dy, save_mean, save_invstd, sum_dy, sum_dy_xhat, dgamma, dbeta);
   backward_apply(x, dy, save_mean, save_invstd, gamma, sum_dy, sum_dy_xhat,
@@ -375,10 +498,10 @@ template <class Gradient, class S = typename Gradient::Storage>
 void backward_eval(View<const S> x, Gradient dy, const float* gamma, const float* running_mean,
                    const float* invstd, View<S> dx, float* dgamma, float* dbeta) {
   const int64_t channels = x.shape.c;
-  DeviceBuffer sums(2 * sizeof(float) * channels, x.device.index);
-  gradient_sums(x, dy, running_mean, invstd, sums.as<float>(), sums.as<float>() + channels, dgamma,
-                dbeta);
-  launch_planes(x.shape, x.device, EvalBackwardApply<Gradient>{dy, dx, gamma, invstd});
+  detail::ScratchFrame scratch;
+  float* sums = static_cast<float*>(scratch.take(2 * int64_t(sizeof(float)) * channels, x.device));
+  gradient_sums(x, dy, running_mean, invstd, sums, sums + channels, dgamma, dbeta);
+  launch_planes(x, EvalBackwardApply<Gradient>{dy, dx, gamma, invstd});
 }
 
 void require_silu_shapes(const char* op, const Shape4& x, const Shape4& dy) {
@@ -397,28 +520,41 @@ template <class S>
 void batchnorm_moments(View<const S> x, float* mean, float* m2) {
   const int64_t channels = x.shape.c;
   if (channels == 0) return;
-  const ChannelSplit split = channel_split(x.shape, x.device.index);
-  DeviceBuffer partials(sizeof(Moments) * split.splits * channels, x.device.index);
   const cudaStream_t stream = stream_of(x.device);
-  moments_partial_kernel<<<dim3(split.splits, unsigned(channels)), kReduceThreads, 0, stream>>>(
-      x, split.per_block, partials.as<Moments>());
+  detail::ScratchFrame scratch;
+  unsigned splits = 1;
+  Moments* partials = nullptr;
+  if (x.channels_last()) {
+    const ChannelsLastGrid layout(x.shape);
+    splits = layout.splits;
+    partials =
+        static_cast<Moments*>(scratch.take(int64_t(sizeof(Moments)) * splits * channels, x.device));
+    moments_partial_channels_last_kernel<<<layout.grid, layout.block, 0, stream>>>(x, partials);
+  } else {
+    const ChannelSplit split = channel_split(x.shape, x.device.index);
+    splits = split.splits;
+    partials =
+        static_cast<Moments*>(scratch.take(int64_t(sizeof(Moments)) * splits * channels, x.device));
+    moments_partial_kernel<<<dim3(splits, unsigned(channels)), kReduceThreads, 0, stream>>>(
+        x, split.per_block, partials);
+  }
   BAREYOLO_CUDA_CHECK_LAUNCH();
-  moments_final_kernel<<<unsigned(channels), kReduceThreads, 0, stream>>>(partials.as<Moments>(),
-                                                                          split.splits, mean, m2);
+  moments_final_kernel<<<unsigned(channels), kReduceThreads, 0, stream>>>(partials, splits, mean,
+                                                                          m2);
   BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
 template <class S>
 void batchnorm_apply(View<const S> x, const float* mean, const float* invstd, const float* gamma,
                      const float* beta, View<S> y) {
-  launch_planes(x.shape, x.device, Apply<false, S>{{x, mean, invstd, gamma, beta}, y});
+  launch_planes(x, Apply<false, S>{{x, mean, invstd, gamma, beta}, y});
 }
 
 template <class S>
 void batchnorm_silu_apply(View<const S> x, const float* mean, const float* invstd,
                           const float* gamma, const float* beta, View<S> y) {
   require_silu_shapes("batchnorm_silu_apply", x.shape, y.shape);
-  launch_planes(x.shape, x.device, Apply<true, S>{{x, mean, invstd, gamma, beta}, y});
+  launch_planes(x, Apply<true, S>{{x, mean, invstd, gamma, beta}, y});
 }
 
 template <class S>
@@ -481,11 +617,12 @@ void batchnorm_train_statistics(View<const S> x, ops::BatchNormParams p, float* 
                                 float* running_var, float* save_mean, float* save_invstd) {
   const int64_t channels = x.shape.c;
   if (channels == 0) return;
-  DeviceBuffer m2(sizeof(float) * channels, x.device.index);
-  batchnorm_moments(x, save_mean, m2.as<float>());
-  batchnorm_statistics_from_moments(save_mean, m2.as<float>(), channels,
-                                    x.shape.n * x.shape.plane(), p, x.device.index, running_mean,
-                                    running_var, save_mean, save_invstd);
+  detail::ScratchFrame scratch;
+  float* m2 = static_cast<float*>(scratch.take(int64_t(sizeof(float)) * channels, x.device));
+  batchnorm_moments(x, save_mean, m2);
+  batchnorm_statistics_from_moments(save_mean, m2, channels, x.shape.n * x.shape.plane(), p,
+                                    x.device.index, running_mean, running_var, save_mean,
+                                    save_invstd);
 }
 
 void batchnorm_statistics_from_moments(const float* mean, const float* m2, int64_t channels,

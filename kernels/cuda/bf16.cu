@@ -1,6 +1,6 @@
 // kernels/cuda/bf16.cu — float <-> bf16 conversions, rounding in place and bf16 added into float
 // on the GPU, with the element formula of kernels/bf16.h (the CPU's), so both produce the same
-// bits.
+// bits; views of either layout, in any mix (pointwise.cuh's element).
 #include "kernels/bf16.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/pointwise.cuh"
@@ -20,8 +20,9 @@ struct RoundToBf16 {
 struct AddBf16Into {
   View<const bf16> x;
   View<float> sum;
+  ElementOrder order = ElementOrder::of(x);
   __device__ void operator()(int64_t n, int64_t i) const {
-    sum.image(n)[i] += to_float(x.image(n)[i]);
+    element(sum, order, n, i) += to_float(element(x, order, n, i));
   }
 };
 }  // namespace
@@ -30,7 +31,7 @@ void convert_to_bf16(View<const float> x, View<bf16> y) { launch_map(x, y, ToBf1
 void convert_from_bf16(View<const bf16> x, View<float> y) { launch_map(x, y, ToFloat{}); }
 void round_to_bf16_in_place(View<float> x) { launch_map(View<const float>(x), x, RoundToBf16{}); }
 void add_bf16_into(View<const bf16> x, View<float> sum) {
-  launch_pointwise(x.shape, x.device, all_dense(x, sum), AddBf16Into{x, sum});
+  launch_pointwise(x.shape, x.device, all_packed_alike(x, sum), AddBf16Into{x, sum});
 }
 
 }  // namespace bareyolo::cuda

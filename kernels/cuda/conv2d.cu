@@ -2,6 +2,7 @@
 // conv_path() names, cuDNN by default, im2col + cuBLAS with BAREYOLO_CONV=gemm (conv2d_paths.h).
 #include <atomic>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -9,6 +10,8 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "kernels/nchw_adapter.h"
+#include "kernels/scratch_stack.h"
 
 namespace bareyolo::cuda {
 
@@ -40,8 +43,45 @@ ConvPath conv_path() {
 
 void set_conv_path(ConvPath path) { chosen_path = static_cast<int>(path); }
 
+// ---- layouts: cuDNN takes NCHW views (channel slices too, as the H200 run has shown) and packed
+// channels-last ones (cudnn_conv.cpp); the gemm path reads NCHW only. Any other call runs on
+// copies (kernels/nchw_adapter.h): on the gemm path NCHW ones; on cuDNN's, where an activation is
+// channels last, packed channels-last ones of the views cuDNN is not known to take (a channel
+// slice of a channels-last Concat: whether cuDNN's channels-last kernels take a pixel stride
+// beyond the channels is for a GPU run to show; a view of the other layout).
+
+namespace {
+
+// The copies a call with activations a and b (x and y, or their gradients) and `weight` needs
+// before its path can take it; none when every view is NCHW (or only the weight is channels
+// last on cuDNN's path: cudnn_conv.cpp copies a weight into the call's filter layout itself).
+template <class A, class W, class B>
+std::optional<detail::CopyLayout> copies_needed(const View<A>& a, const View<W>& weight,
+                                                const View<B>& b) {
+  using detail::CopyLayout;
+  if (conv_path() == ConvPath::gemm) {
+    if (a.channels_last() || weight.channels_last() || b.channels_last()) return CopyLayout::nchw;
+    return std::nullopt;
+  }
+  if (!a.channels_last() && !b.channels_last()) return std::nullopt;
+  if (detail::taken_as_is(a, CopyLayout::packed_channels_last) &&
+      detail::taken_as_is(b, CopyLayout::packed_channels_last))
+    return std::nullopt;
+  return CopyLayout::packed_channels_last;
+}
+
+}  // namespace
+
+// Each op: when copies_needed says so, the op again on copies (which need none), then its path.
+#define BAREYOLO_CONV_THROUGH_COPIES(OP, A, W, B, ...)                         \
+  if (const std::optional<detail::CopyLayout> layout = copies_needed(A, W, B)) \
+    return detail::through_layout(                                             \
+        *layout, [](auto... arguments) { OP(arguments...); }, __VA_ARGS__);
+
 void conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
                     ops::Conv2dParams p, View<float> y, float* moments_mean, float* moments_m2) {
+  BAREYOLO_CONV_THROUGH_COPIES(conv2d_forward, x, weight, y, x, weight, bias, p, y, moments_mean,
+                               moments_m2)
   if (conv_path() == ConvPath::gemm)
     gemm_conv2d_forward(x, weight, bias, p, y);
   else
@@ -51,12 +91,14 @@ void conv2d_forward(View<const float> x, View<const float> weight, const float* 
 
 void conv2d_backward_data(View<const float> dy, View<const float> weight, ops::Conv2dParams p,
                           View<float> dx, ops::GradientWrite write) {
+  BAREYOLO_CONV_THROUGH_COPIES(conv2d_backward_data, dy, weight, dx, dy, weight, p, dx, write)
   if (conv_path() == ConvPath::gemm) return gemm_conv2d_backward_data(dy, weight, p, dx, write);
   cudnn_conv2d_backward_data(dy, weight, p, dx, write);
 }
 
 void conv2d_backward_weight(View<const float> x, View<const float> dy, ops::Conv2dParams p,
                             View<float> dweight, float* dbias) {
+  BAREYOLO_CONV_THROUGH_COPIES(conv2d_backward_weight, x, dweight, dy, x, dy, p, dweight, dbias)
   if (conv_path() == ConvPath::gemm) return gemm_conv2d_backward_weight(x, dy, p, dweight, dbias);
   cudnn_conv2d_backward_weight(x, dy, p, dweight, dbias);
 }
@@ -91,6 +133,8 @@ class DeviceWidened {
 
 void conv2d_forward(View<const bf16> x, View<const bf16> weight, const float* bias,
                     ops::Conv2dParams p, View<bf16> y, float* moments_mean, float* moments_m2) {
+  BAREYOLO_CONV_THROUGH_COPIES(conv2d_forward, x, weight, y, x, weight, bias, p, y, moments_mean,
+                               moments_m2)
   if (conv_path() == ConvPath::cudnn) {
     cudnn_conv2d_forward(x, weight, bias, p, y);
   } else {
@@ -103,6 +147,7 @@ void conv2d_forward(View<const bf16> x, View<const bf16> weight, const float* bi
 
 void conv2d_backward_data(View<const bf16> dy, View<const bf16> weight, ops::Conv2dParams p,
                           View<bf16> dx, ops::GradientWrite write) {
+  BAREYOLO_CONV_THROUGH_COPIES(conv2d_backward_data, dy, weight, dx, dy, weight, p, dx, write)
   if (conv_path() == ConvPath::cudnn) return cudnn_conv2d_backward_data(dy, weight, p, dx, write);
   // Written over: zeros, dx not read (kernels/cpu/widened.h's widened_gradient).
   const DeviceWidened dx_float = write == ops::GradientWrite::add
@@ -113,12 +158,16 @@ void conv2d_backward_data(View<const bf16> dy, View<const bf16> weight, ops::Con
 }
 
 // The product alone, rounded to bf16 as a tensor-core convolution stores it (cuDNN's, or the gemm
-// path's float product rounded), then added to the float dweight, as ops.h defines it.
+// path's float product rounded), then added to the float dweight, as ops.h defines it. The
+// product is scratch in the call's filter layout (KRSC in channels last), which the add reads
+// across into dweight's.
 void conv2d_backward_weight(View<const bf16> x, View<const bf16> dy, ops::Conv2dParams p,
                             View<float> dweight, float* dbias) {
+  BAREYOLO_CONV_THROUGH_COPIES(conv2d_backward_weight, x, dweight, dy, x, dy, p, dweight, dbias)
   if (x.shape.n == 0) return;
-  DeviceBuffer buffer(size_t(dweight.shape.numel()) * sizeof(bf16), dweight.device.index);
-  const View<bf16> product = dense_view(buffer.as<bf16>(), dweight.shape, dweight.device);
+  detail::ScratchFrame scratch;
+  const View<bf16> product =
+      scratch.view<bf16>(dweight.shape, dweight.device, x.channels_last() || dy.channels_last());
   if (conv_path() == ConvPath::cudnn) {
     cudnn_conv2d_weight_product(x, dy, p, product);
   } else {

@@ -2,6 +2,7 @@
 // (conv2d_paths.h) and both storages (S: float, or bf16 under mixed precision; the bias and its
 // gradient are float):
 //   add_channel_bias   y[n][o][p] = y + bias[o], each result narrowed once into y's storage;
+//                      y in either layout;
 //   add_bias_gradient  dbias[o] += the sum over images and positions of dy[n][o][p], one block
 //                      per channel, in double (a channel sums batch * HW values, as the CPU
 //                      does), combined as a fixed tree: the same bits every run.
@@ -21,21 +22,23 @@ template <class S>
 struct AddBias {
   View<S> y;
   const float* bias;
+  ElementOrder order = ElementOrder::of(y);
   __device__ void operator()(int64_t n, int64_t i) const {
-    S& value = y.image(n)[i];
-    value = narrow<S>(widen(value) + bias[i / y.shape.plane()]);
+    const int64_t channel = order.channels_last ? i % order.channels : i / order.pixels;
+    S& value = element(y, order, n, i);
+    value = narrow<S>(widen(value) + bias[channel]);
   }
 };
 
+// In either layout the same values in the same order (a channels-last dy is read with its pixel
+// stride: the head's few biased convolutions are small).
 template <class S>
 __global__ void __launch_bounds__(kReduceThreads)
     bias_gradient_kernel(View<const S> dy, float* dbias) {
   const int64_t o = blockIdx.x, plane = dy.shape.plane();
   double sum = 0.0;
-  for (int64_t n = 0; n < dy.shape.n; ++n) {
-    const S* row = dy.channel(n, o);
-    for (int64_t p = threadIdx.x; p < plane; p += kReduceThreads) sum += widen(row[p]);
-  }
+  for (int64_t n = 0; n < dy.shape.n; ++n)
+    for (int64_t p = threadIdx.x; p < plane; p += kReduceThreads) sum += widen(dy.at(n, o, p));
   sum = block_reduce(sum, Plus{});
   if (threadIdx.x == 0) dbias[o] += static_cast<float>(sum);
 }

@@ -2,8 +2,12 @@
 // through cuDNN's convolution API (conv2d_paths.h).
 //
 // Descriptors carry the views' real strides (a channel slice of a Concat buffer has a batch
-// stride beyond c*h*w), so no view is copied. Math on float views is CUDNN_FMA_MATH, plain
-// float FMAs, so results stay within float rounding of the CPU reference; with
+// stride beyond c*h*w), so no view is copied. Channels-last activations are described by their
+// strides too, and the weight then as a KRSC filter (cuDNN's NHWC format, which its channels-last
+// tensor-core kernels take): a KCRS weight is copied into scratch first (one small copy; the bf16
+// copies of a channels-last graph are kept KRSC already), and a KCRS weight gradient gets the
+// product through scratch (filter_in, backward_weight). Math on float views is CUDNN_FMA_MATH,
+// plain float FMAs, so results stay within float rounding of the CPU reference; with
 // cuda::set_tf32(true) it is CUDNN_DEFAULT_MATH, which lets cuDNN round the operands to TF32
 // for the tensor cores; on bf16 views it is CUDNN_TENSOR_OP_MATH (convolution_math in
 // cudnn_algorithm_choice.h says why).
@@ -69,6 +73,7 @@
 #include "kernels/cuda/runtime/cudnn.h"
 #include "kernels/cuda/runtime/runtime.h"
 #include "kernels/cuda/runtime/stream.h"
+#include "kernels/scratch_stack.h"
 
 namespace bareyolo::cuda {
 
@@ -88,32 +93,38 @@ constexpr cudnnDataType_t cudnn_type() {
     return CUDNN_DATA_FLOAT;
 }
 
-// An NCHW view with its strides; `name` says which tensor of the call it is, for errors.
+// A view with its strides, NCHW or channels last; `name` says which tensor of the call it is,
+// for errors.
 class TensorDescriptor {
  public:
-  TensorDescriptor(const Shape4& shape, int64_t batch_stride, const char* name,
-                   cudnnDataType_t type = CUDNN_DATA_FLOAT) {
+  // In a channels-last call (`channels_last`), a view whose two layouts coincide (one channel,
+  // or one pixel) is described as channels last, which its memory also is.
+  template <class T>
+  TensorDescriptor(const View<T>& view, const char* name, bool channels_last) {
+    const Shape4& shape = view.shape;
     // The legacy API addresses a tensor with int offsets, so its whole span must stay below
     // 2^31 elements, not only each dimension (yolov5x at 1280 px and batch 64 is past it).
-    const int64_t span = shape.n * batch_stride;
+    const int64_t span = shape.n * view.batch_stride;
     if (span > INT_MAX)
       throw std::invalid_argument(
           std::string("conv2d on CUDA: tensor ") + name + " " + shape.str() +
-          " with batch stride " + std::to_string(batch_stride) + " spans " + std::to_string(span) +
+          " with batch stride " + std::to_string(view.batch_stride) + " spans " +
+          std::to_string(span) +
           " elements, more than the 2^31 - 1 cuDNN's convolutions can address; lower --batch or "
           "--imgsz");
     const int n = as_int(shape.n, "images"), c = as_int(shape.c, "channels"),
               h = as_int(shape.h, "height"), w = as_int(shape.w, "width");
-    const int image_stride = as_int(batch_stride, "batch stride"),
-              plane = as_int(shape.plane(), "plane");
+    const int64_t pixel = view.channels_last() ? view.pixel_stride : channels_last ? shape.c : 1;
+    const int image_stride = as_int(view.batch_stride, "batch stride"),
+              channel_stride = as_int(channels_last ? 1 : shape.plane(), "channel stride"),
+              pixel_stride = as_int(pixel, "pixel stride"),
+              row_stride = as_int(shape.w * pixel, "row stride");
     BAREYOLO_CUDNN_CHECK(cudnnCreateTensorDescriptor(&handle_));
     descriptors_created.fetch_add(1, std::memory_order_relaxed);
-    BAREYOLO_CUDNN_CHECK(
-        cudnnSetTensor4dDescriptorEx(handle_, type, n, c, h, w, image_stride, plane, w, 1));
+    BAREYOLO_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(handle_, cudnn_type<T>(), n, c, h, w,
+                                                      image_stride, channel_stride, row_stride,
+                                                      pixel_stride));
   }
-  template <class T>
-  TensorDescriptor(const View<T>& view, const char* name)
-      : TensorDescriptor(view.shape, view.batch_stride, name, cudnn_type<T>()) {}
   ~TensorDescriptor() { cudnnDestroyTensorDescriptor(handle_); }
   TensorDescriptor(const TensorDescriptor&) = delete;
   TensorDescriptor& operator=(const TensorDescriptor&) = delete;
@@ -123,15 +134,17 @@ class TensorDescriptor {
   cudnnTensorDescriptor_t handle_ = nullptr;
 };
 
+// The weight (K, C, R, S): KCRS as YOLOv5 keeps it, or KRSC (cuDNN's NHWC filter format, what
+// its channels-last kernels take, as PyTorch gives them) in a channels-last call.
 class FilterDescriptor {
  public:
-  FilterDescriptor(const Shape4& weight, cudnnDataType_t type) {
+  FilterDescriptor(const Shape4& weight, cudnnDataType_t type, bool channels_last) {
     BAREYOLO_CUDNN_CHECK(cudnnCreateFilterDescriptor(&handle_));
     descriptors_created.fetch_add(1, std::memory_order_relaxed);
     BAREYOLO_CUDNN_CHECK(cudnnSetFilter4dDescriptor(
-        handle_, type, CUDNN_TENSOR_NCHW, as_int(weight.n, "output channels"),
-        as_int(weight.c, "input channels"), as_int(weight.h, "kernel height"),
-        as_int(weight.w, "kernel width")));
+        handle_, type, channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+        as_int(weight.n, "output channels"), as_int(weight.c, "input channels"),
+        as_int(weight.h, "kernel height"), as_int(weight.w, "kernel width")));
   }
   ~FilterDescriptor() { cudnnDestroyFilterDescriptor(handle_); }
   FilterDescriptor(const FilterDescriptor&) = delete;
@@ -363,9 +376,10 @@ Descriptors& descriptors_for(int device, ops::ConvolutionKey key, const Make& ma
 // call.
 class Convolution {
  public:
+  // `channels_last`: the call's layout (channels_last_call); w_view is then KRSC (filter_in).
   template <class X, class W, class Y>
   Convolution(const View<X>& x_view, const char* x_name, const View<W>& w_view,
-              const View<Y>& y_view, const char* y_name, ops::Conv2dParams p)
+              const View<Y>& y_view, const char* y_name, ops::Conv2dParams p, bool channels_last)
       : device(x_view.device.index),
         bf16_operands(cudnn_type<X>() == CUDNN_DATA_BFLOAT16),
         tensor_cores(bf16_operands || tf32_enabled()),
@@ -390,15 +404,21 @@ class Convolution {
              .operands = bf16_operands  ? ops::ConvolutionOperands::bf16
                          : tensor_cores ? ops::ConvolutionOperands::tf32
                                         : ops::ConvolutionOperands::float32,
-             .channels_last = false,
+             .channels_last = channels_last,
              .deterministic = deterministic},
         outputs_{span_bytes(x_view), span_bytes(y_view), span_bytes(w_view)},
         descriptors_(descriptors_for(device, key_, [&] {
           return std::unique_ptr<Descriptors>(
-              new Descriptors{TensorDescriptor(x_view, x_name), TensorDescriptor(y_view, y_name),
-                              FilterDescriptor(w_view.shape, cudnn_type<W>()),
+              new Descriptors{TensorDescriptor(x_view, x_name, channels_last),
+                              TensorDescriptor(y_view, y_name, channels_last),
+                              FilterDescriptor(w_view.shape, cudnn_type<W>(), channels_last),
                               ConvolutionDescriptor(p, ranking_math())});
-        })) {}
+        })) {
+    // The key holds batch strides, not pixel strides: a channels-last view's must follow from
+    // them, as they do in a channels-last tensor and its channel slices.
+    require_key_describes(x_view, x_name);
+    require_key_describes(y_view, y_name);
+  }
 
   // Makes the call of `Pass` through launch(algorithm, workspace, workspace bytes, output),
   // which returns cuDNN's status: with the key's choice, or on the key's first call with the
@@ -468,6 +488,17 @@ class Convolution {
   const cudnnHandle_t handle;
 
  private:
+  template <class T>
+  static void require_key_describes(const View<T>& view, const char* name) {
+    if (view.channels_last() && view.batch_stride != view.pixel_stride * view.shape.plane())
+      throw std::invalid_argument(
+          std::string("conv2d on CUDA: channels-last tensor ") + name + " " + view.shape.str() +
+          " has batch stride " + std::to_string(view.batch_stride) + " and pixel stride " +
+          std::to_string(view.pixel_stride) +
+          "; its images must be pixel stride x height x width apart (a tensor or a channel "
+          "slice of one)");
+  }
+
   // The math types cuDNN's heuristics may rank algorithms for (the call's permitted ones).
   cudnnMathType_t ranking_math() const {
     return cudnn_math(convolution_math(bf16_operands, tensor_cores));
@@ -590,10 +621,11 @@ class Convolution {
                   const std::vector<AlgorithmCandidate>& order,
                   const std::vector<std::optional<double>>& times,
                   const AlgorithmCandidate& chosen) const {
-    std::string line =
-        std::string("cudnn ") + pass + (bf16_operands ? " bf16 x" : " float x") + x_shape_.str() +
-        " w" + w_shape_.str() + " stride " + std::to_string(key_.stride_h) + ": algorithm " +
-        std::to_string(chosen.algorithm) + " " + math_name(chosen.math) + "; ranked:";
+    std::string line = std::string("cudnn ") + pass + (bf16_operands ? " bf16" : " float") +
+                       (key_.channels_last ? " nhwc x" : " nchw x") + x_shape_.str() + " w" +
+                       w_shape_.str() + " stride " + std::to_string(key_.stride_h) +
+                       ": algorithm " + std::to_string(chosen.algorithm) + " " +
+                       math_name(chosen.math) + "; ranked:";
     for (const AlgorithmCandidate& c : ranking)
       line += " " + std::to_string(c.algorithm) + "/" + math_name(c.math) +
               (c.supported ? "" : "/unsupported") + (c.deterministic ? "" : "/nondeterministic") +
@@ -624,13 +656,43 @@ class Convolution {
 
 const float kOne = 1.0f, kZero = 0.0f;
 
+// Whether a call runs in channels last: whether x or y (or their gradients) is. conv2d.cu gives
+// a channels-last call packed channels-last activations only (copies of any others), so here
+// they agree, up to a view whose two layouts coincide.
+template <class X, class Y>
+bool channels_last_call(const View<X>& x, const View<Y>& y) {
+  return x.channels_last() || y.channels_last();
+}
+
+// Whether a weight (or its gradient) is laid out as the call's filter descriptor says: KRSC in a
+// channels-last call, KCRS in an NCHW one (both, where one input channel or a 1x1 kernel makes
+// them coincide).
+template <class T>
+bool in_filter_layout(const View<T>& weight, bool channels_last) {
+  return weight.channels_last() == channels_last || weight.shape.c == 1 ||
+         weight.shape.plane() == 1;
+}
+
+// The weight in the call's filter layout: as it is, or copied into `scratch` (a float weight of
+// a channels-last call: the module keeps YOLOv5's KCRS).
+template <class T>
+View<const T> filter_in(View<const T> weight, bool channels_last, detail::ScratchFrame& scratch) {
+  if (in_filter_layout(weight, channels_last)) return weight;
+  const View<T> copy = scratch.view<T>(weight.shape, weight.device, channels_last);
+  copy_elements(weight, copy);
+  return copy;
+}
+
 // The three cuDNN calls, on float or on bf16 views (alpha and beta are float either way).
 // y = conv(x, weight)
 template <class T>
 void forward(View<const T> x, View<const T> weight, ops::Conv2dParams p, View<T> y) {
-  Convolution c(x, "x", weight, y, "y", p);
+  const bool channels_last = channels_last_call(x, y);
+  detail::ScratchFrame scratch;
+  const View<const T> w = filter_in(weight, channels_last, scratch);
+  Convolution c(x, "x", w, y, "y", p, channels_last);
   c.run<Forward>([&](int algorithm, void* workspace, size_t bytes, void* output) {
-    return cudnnConvolutionForward(c.handle, &kOne, c.x(), x.data, c.w(), weight.data, c.conv(),
+    return cudnnConvolutionForward(c.handle, &kOne, c.x(), x.data, c.w(), w.data, c.conv(),
                                    static_cast<cudnnConvolutionFwdAlgo_t>(algorithm), workspace,
                                    bytes, &kZero, c.y(), output);  // y
   });
@@ -640,20 +702,36 @@ void forward(View<const T> x, View<const T> weight, ops::Conv2dParams p, View<T>
 template <class T>
 void backward_data(View<const T> dy, View<const T> weight, ops::Conv2dParams p, View<T> dx,
                    const float* beta) {
-  Convolution c(dx, "dx", weight, dy, "dy", p);
+  const bool channels_last = channels_last_call(dx, dy);
+  detail::ScratchFrame scratch;
+  const View<const T> w = filter_in(weight, channels_last, scratch);
+  Convolution c(dx, "dx", w, dy, "dy", p, channels_last);
   c.run<BackwardData>([&](int algorithm, void* workspace, size_t bytes, void* output) {
-    return cudnnConvolutionBackwardData(
-        c.handle, &kOne, c.w(), weight.data, c.y(), dy.data, c.conv(),
-        static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm), workspace, bytes, beta, c.x(),
-        output);  // dx
+    return cudnnConvolutionBackwardData(c.handle, &kOne, c.w(), w.data, c.y(), dy.data, c.conv(),
+                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm),
+                                        workspace, bytes, beta, c.x(),
+                                        output);  // dx
   });
 }
 
-// dweight = beta * dweight + correlate(x, dy)
+// dweight = beta * dweight + correlate(x, dy). A dweight not in the call's filter layout (YOLOv5's
+// KCRS gradient of a channels-last call) gets the product written in that layout into scratch,
+// then added (beta 1) or copied (beta 0) across.
 template <class T>
 void backward_weight(View<const T> x, View<const T> dy, ops::Conv2dParams p, View<T> dweight,
                      const float* beta) {
-  Convolution c(x, "x", dweight, dy, "dy", p);
+  const bool channels_last = channels_last_call(x, dy);
+  if (!in_filter_layout(dweight, channels_last)) {
+    detail::ScratchFrame scratch;
+    const View<T> product = scratch.view<T>(dweight.shape, dweight.device, channels_last);
+    backward_weight(x, dy, p, product, &kZero);
+    if (*beta == 0)
+      copy_elements(View<const T>(product), dweight);
+    else
+      add_forward(View<const T>(dweight), View<const T>(product), dweight);
+    return;
+  }
+  Convolution c(x, "x", dweight, dy, "dy", p, channels_last);
   c.run<BackwardWeight>([&](int algorithm, void* workspace, size_t bytes, void* output) {
     return cudnnConvolutionBackwardFilter(c.handle, &kOne, c.x(), x.data, c.y(), dy.data, c.conv(),
                                           static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm),

@@ -2,9 +2,10 @@
 // bf16 storage (S): values are widened to float, computed, and each stored result narrowed
 // back (kernels/bf16.h), so the bf16 ops are the float ones stored in bf16 (kernels/ops.h).
 //
-// pointwise.cuh's grid-stride kernel walks every element of an NCHW view as (image, offset in
-// image), so channel-slice views (batch_stride > c*h*w) work exactly as on the CPU. Each op is
-// a small functor over the CPU reference's scalar formulas (kernels/activation.h).
+// pointwise.cuh's grid-stride kernel walks every element as (image, offset in image) in the lead
+// view's order, so channel-slice views (batch_stride > c*h*w) and channels-last views, in any mix,
+// work exactly as on the CPU (kOpsTakingChannelsLastOnCuda lists these ops). Each op is a small
+// functor over the CPU reference's scalar formulas (kernels/activation.h).
 #include "kernels/activation.h"
 #include "kernels/bf16.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -14,12 +15,16 @@ namespace bareyolo::cuda {
 
 namespace {
 
+// Each functor holds its views and the order its lead view (the first) counts elements in
+// (pointwise.cuh): any mix of layouts and slices works, and views packed alike run flat.
+
 template <class S>
 struct SiluForward {
   View<const S> x;
   View<S> y;
+  ElementOrder order = ElementOrder::of(x);
   __device__ void operator()(int64_t n, int64_t i) const {
-    y.image(n)[i] = narrow<S>(silu(widen(x.image(n)[i])));
+    element(y, order, n, i) = narrow<S>(silu(widen(element(x, order, n, i))));
   }
 };
 
@@ -27,9 +32,11 @@ template <class S>
 struct SiluBackward {
   View<const S> x, dy;
   View<S> dx;
+  ElementOrder order = ElementOrder::of(x);
   __device__ void operator()(int64_t n, int64_t i) const {
-    S& grad = dx.image(n)[i];
-    grad = narrow<S>(widen(grad) + silu_gradient(widen(x.image(n)[i]), widen(dy.image(n)[i])));
+    S& grad = element(dx, order, n, i);
+    grad = narrow<S>(widen(grad) + silu_gradient(widen(element(x, order, n, i)),
+                                                 widen(element(dy, order, n, i))));
   }
 };
 
@@ -37,8 +44,10 @@ template <class S>
 struct AddForward {
   View<const S> a, b;
   View<S> y;
+  ElementOrder order = ElementOrder::of(a);
   __device__ void operator()(int64_t n, int64_t i) const {
-    y.image(n)[i] = narrow<S>(widen(a.image(n)[i]) + widen(b.image(n)[i]));
+    element(y, order, n, i) =
+        narrow<S>(widen(element(a, order, n, i)) + widen(element(b, order, n, i)));
   }
 };
 
@@ -46,10 +55,11 @@ template <class S>
 struct AddBackward {
   View<const S> dy;
   View<S> da, db;
+  ElementOrder order = ElementOrder::of(dy);
   __device__ void operator()(int64_t n, int64_t i) const {
-    const float g = widen(dy.image(n)[i]);
-    S& grad_a = da.image(n)[i];
-    S& grad_b = db.image(n)[i];
+    const float g = widen(element(dy, order, n, i));
+    S& grad_a = element(da, order, n, i);
+    S& grad_b = element(db, order, n, i);
     grad_a = narrow<S>(widen(grad_a) + g);
     grad_b = narrow<S>(widen(grad_b) + g);
   }
@@ -59,19 +69,19 @@ struct AddBackward {
 
 template <class S>
 void silu_forward(View<const S> x, View<S> y) {
-  launch_pointwise(x.shape, x.device, all_dense(x, y), SiluForward<S>{x, y});
+  launch_pointwise(x.shape, x.device, all_packed_alike(x, y), SiluForward<S>{x, y});
 }
 template <class S>
 void silu_backward(View<const S> x, View<const S> dy, View<S> dx) {
-  launch_pointwise(x.shape, x.device, all_dense(x, dy, dx), SiluBackward<S>{x, dy, dx});
+  launch_pointwise(x.shape, x.device, all_packed_alike(x, dy, dx), SiluBackward<S>{x, dy, dx});
 }
 template <class S>
 void add_forward(View<const S> a, View<const S> b, View<S> y) {
-  launch_pointwise(a.shape, a.device, all_dense(a, b, y), AddForward<S>{a, b, y});
+  launch_pointwise(a.shape, a.device, all_packed_alike(a, b, y), AddForward<S>{a, b, y});
 }
 template <class S>
 void add_backward(View<const S> dy, View<S> da, View<S> db) {
-  launch_pointwise(dy.shape, dy.device, all_dense(dy, da, db), AddBackward<S>{dy, da, db});
+  launch_pointwise(dy.shape, dy.device, all_packed_alike(dy, da, db), AddBackward<S>{dy, da, db});
 }
 
 #define BAREYOLO_INSTANTIATE_ELEMENTWISE(S)                              \

@@ -52,18 +52,65 @@ bool all_dense(const Views&... views) {
   return (views.dense() && ...);
 }
 
-// y = fn(x), element by element (x and y may be the same view): the one-input maps.
+// ---- kernels that take either layout -----------------------------------------------------------
+
+// The order in which a kernel that takes views of either layout counts an image's elements: its
+// lead view's memory order (NCHW: channel by channel; channels last: pixel by pixel), so that
+// neighbouring threads touch neighbouring memory in the lead view and every view laid out alike.
+struct ElementOrder {
+  bool channels_last = false;
+  int64_t channels = 0, pixels = 0;
+
+  template <class T>
+  __host__ __device__ static ElementOrder of(const View<T>& lead) {
+    return {lead.channels_last(), lead.shape.c, lead.shape.plane()};
+  }
+};
+
+// Element i, counted in `order`, of image n of v, whatever v's layout: at offset i where v is
+// laid out in that order with no gaps inside an image (an NCHW channel slice qualifies: its
+// channels' planes follow each other), else through v's strides (a channels-last slice, or a
+// view of the other layout), which costs a division.
+template <class T>
+__device__ T& element(const View<T>& v, const ElementOrder& order, int64_t n, int64_t i) {
+  if (v.channels_last() == order.channels_last &&
+      (!order.channels_last || v.pixel_stride == v.shape.c))
+    return v.image(n)[i];
+  int64_t c, p;
+  if (order.channels_last) {
+    p = i / order.channels;
+    c = i - p * order.channels;
+  } else {
+    c = i / order.pixels;
+    p = i - c * order.pixels;
+  }
+  return v.at(n, c, p);
+}
+
+// True when every view is packed in the first one's layout: then offset i < numel of image 0
+// reaches the same element of each (launch_pointwise's flat path, for element-by-element ops).
+template <class First, class... Views>
+bool all_packed_alike(const First& first, const Views&... views) {
+  return first.packed() &&
+         ((views.packed() && views.channels_last() == first.channels_last()) && ...);
+}
+
+// y = fn(x), element by element (x and y may be the same view, of either layout): the one-input
+// maps.
 template <class In, class Out, class Fn>
 struct MapEach {
   View<const In> x;
   View<Out> y;
   Fn fn;
-  __device__ void operator()(int64_t n, int64_t i) const { y.image(n)[i] = fn(x.image(n)[i]); }
+  ElementOrder order = ElementOrder::of(x);
+  __device__ void operator()(int64_t n, int64_t i) const {
+    element(y, order, n, i) = fn(element(x, order, n, i));
+  }
 };
 
 template <class In, class Out, class Fn>
 void launch_map(View<const In> x, View<Out> y, Fn fn) {
-  launch_pointwise(x.shape, x.device, all_dense(x, y), MapEach<In, Out, Fn>{x, y, fn});
+  launch_pointwise(x.shape, x.device, all_packed_alike(x, y), MapEach<In, Out, Fn>{x, y, fn});
 }
 
 }  // namespace bareyolo::cuda

@@ -5,7 +5,10 @@
 // rounded once when stored, as the CPU's bf16 definition does.
 //
 // Tiles are 32x32, or the plane itself when it is smaller (SPPF's planes are 20x20 at 640):
-// a tile larger than the plane would spend most of its shared memory on padding.
+// a tile larger than the plane would spend most of its shared memory on padding. Every element
+// is reached through View::at, so channels-last views (in any mix) work as NCHW ones do; a
+// block still walks one channel's plane, so in channels last its loads and stores are strided
+// by the pixel stride (SPPF's one small tensor, which the L2 cache holds whole at 640).
 //
 // Forward, stride 1 with "same" padding (2 * pad = kernel - 1, SPPF's 5/1/2): one block per
 // output tile of one (image, channel) plane loads the tile plus a halo of
@@ -104,10 +107,11 @@ __global__ void pool_chain_kernel(View<const S> x, ChainOutputs<S> outputs, int 
     return gy >= 0 && gy < g.height && gx >= 0 && gx < g.width;
   };
 
-  const S* plane = x.channel(t.image, t.channel);
   for (int i = thread; i < side_h * side_w; i += threads) {
     const int r = i / side_w, c = i % side_w;
-    values[i] = inside(r, c) ? widen(plane[(origin_y + r) * g.width + origin_x + c]) : -INFINITY;
+    values[i] = inside(r, c)
+                    ? widen(x.at(t.image, t.channel, (origin_y + r) * g.width + origin_x + c))
+                    : -INFINITY;
   }
   __syncthreads();
 
@@ -132,11 +136,11 @@ __global__ void pool_chain_kernel(View<const S> x, ChainOutputs<S> outputs, int 
     __syncthreads();
     // The tile itself goes to this stage's output.
     const View<S>& y = outputs.y[stage - 1];
-    S* out = y.channel(t.image, t.channel);
     for (int i = thread; i < g.tile_h * g.tile_w; i += threads) {
       const int r = halo + i / g.tile_w, c = halo + i % g.tile_w;
       if (inside(r, c))
-        out[(origin_y + r) * g.width + origin_x + c] = narrow<S>(values[r * side_w + c]);
+        y.at(t.image, t.channel, (origin_y + r) * g.width + origin_x + c) =
+            narrow<S>(values[r * side_w + c]);
     }
     // No barrier needed here: the next row pass writes only row_max, and `values` is
     // rewritten only after the barrier that follows it.
@@ -155,18 +159,17 @@ __global__ void pool_direct_kernel(View<const S> x, View<S> y, ops::Pool2dParams
     const int out = int(index % per_plane);
     const int oh = out / g.out_w, ow = out % g.out_w;
     const int64_t image = plane_index / g.channels, channel = plane_index % g.channels;
-    const S* plane = x.channel(image, channel);
     const int r0 = max(0, oh * p.stride - p.pad),
               r1 = min(g.height, oh * p.stride - p.pad + p.kernel);
     const int c0 = max(0, ow * p.stride - p.pad),
               c1 = min(g.width, ow * p.stride - p.pad + p.kernel);
-    float best = load_read_only(plane + r0 * g.width + c0);
+    float best = load_read_only(&x.at(image, channel, r0 * g.width + c0));
     for (int r = r0; r < r1; ++r)
       for (int c = c0; c < c1; ++c) {
-        const float v = load_read_only(plane + r * g.width + c);
+        const float v = load_read_only(&x.at(image, channel, r * g.width + c));
         if (v > best) best = v;
       }
-    y.channel(image, channel)[out] = narrow<S>(best);
+    y.at(image, channel, out) = narrow<S>(best);
   }
 }
 
@@ -216,12 +219,11 @@ __global__ void pool_backward_kernel(View<const S> x, View<const S> dy, View<S> 
             c1 = min(g.width, ow1 * p.stride - p.pad + p.kernel);
   const int region_w = c1 - c0;
 
-  const S* plane = x.channel(t.image, t.channel);
   for (int i = thread; i < (r1 - r0) * region_w; i += threads)
-    x_region[i] = widen(plane[(r0 + i / region_w) * g.width + c0 + i % region_w]);
-  const S* grad_plane = dy.channel(t.image, t.channel);
+    x_region[i] =
+        widen(x.at(t.image, t.channel, (r0 + i / region_w) * g.width + c0 + i % region_w));
   for (int i = thread; i < rows_out * cols_out; i += threads)
-    grad[i] = widen(grad_plane[(oh0 + i / cols_out) * g.out_w + ow0 + i % cols_out]);
+    grad[i] = widen(dy.at(t.image, t.channel, (oh0 + i / cols_out) * g.out_w + ow0 + i % cols_out));
   __syncthreads();
 
   // Each covering window's first maximum in row-major order, as a row-major index in x's plane.
@@ -247,7 +249,6 @@ __global__ void pool_backward_kernel(View<const S> x, View<const S> dy, View<S> 
   __syncthreads();
 
   // Gather: each input element of the tile adds the dy of the windows it is the maximum of.
-  S* grad_in = dx.channel(t.image, t.channel);
   for (int i = thread; i < g.tile_h * g.tile_w; i += threads) {
     const int h = h0 + i / g.tile_w, w = w0 + i % g.tile_w;
     if (h >= h1 || w >= w1) continue;
@@ -256,13 +257,14 @@ __global__ void pool_backward_kernel(View<const S> x, View<const S> dy, View<S> 
     const int last_oh = min(oh1, floor_div(h + p.pad, p.stride));
     const int first_ow = max(ow0, floor_div(w + p.pad - p.kernel, p.stride) + 1);
     const int last_ow = min(ow1, floor_div(w + p.pad, p.stride));
-    float sum = widen(grad_in[me]);
+    S& grad_in = dx.at(t.image, t.channel, me);
+    float sum = widen(grad_in);
     for (int oh = first_oh; oh <= last_oh; ++oh)
       for (int ow = first_ow; ow <= last_ow; ++ow) {
         const int k = (oh - oh0) * cols_out + (ow - ow0);
         if (argmax[k] == me) sum += grad[k];
       }
-    grad_in[me] = narrow<S>(sum);
+    grad_in = narrow<S>(sum);
   }
 }
 

@@ -49,21 +49,66 @@ struct UpsampleBackward {
   }
 };
 
+// Channels last (or any mix of layouts): one thread per input element counted in x's (dx's)
+// memory order, its 2x2 block in y (dy) reached through the views' strides; the same sums in the
+// same order as above.
+template <class S>
+struct UpsampleForwardStrided {
+  View<const S> x;
+  View<S> y;
+  ElementOrder order = ElementOrder::of(x);
+  __device__ void operator()(int64_t n, int64_t i) const {
+    const int64_t width = x.shape.w;
+    const int64_t c = order.channels_last ? i % order.channels : i / order.pixels;
+    const int64_t p = order.channels_last ? i / order.channels : i % order.pixels;
+    const int64_t top = 2 * (p / width) * (2 * width) + 2 * (p % width);
+    const S v = x.at(n, c, p);
+    y.at(n, c, top) = v;
+    y.at(n, c, top + 1) = v;
+    y.at(n, c, top + 2 * width) = v;
+    y.at(n, c, top + 2 * width + 1) = v;
+  }
+};
+
+template <class S>
+struct UpsampleBackwardStrided {
+  View<const S> dy;
+  View<S> dx;
+  bool add;
+  ElementOrder order = ElementOrder::of(dx);
+  __device__ void operator()(int64_t n, int64_t i) const {
+    const int64_t width = dx.shape.w;
+    const int64_t c = order.channels_last ? i % order.channels : i / order.pixels;
+    const int64_t p = order.channels_last ? i / order.channels : i % order.pixels;
+    const int64_t top = 2 * (p / width) * (2 * width) + 2 * (p % width);
+    const float sum = widen(dy.at(n, c, top)) + widen(dy.at(n, c, top + 1)) +
+                      widen(dy.at(n, c, top + 2 * width)) + widen(dy.at(n, c, top + 2 * width + 1));
+    S& grad = dx.at(n, c, p);
+    grad = narrow<S>(add ? widen(grad) + sum : sum);
+  }
+};
+
 }  // namespace
 
 // Rows of consecutive planes follow each other in memory, so "row r of the image" (over all
 // planes, r < c * h) maps to rows 2r and 2r + 1 of the output image: plane p's row k is image
 // row p * h + k, and its output rows 2k, 2k + 1 of plane p are image rows p * 2h + 2k (+1).
-// The same holds across the images of dense views, which then run as one flat range.
+// The same holds across the images of dense views, which then run as one flat range. A call with
+// a channels-last view takes the strided functors.
 template <class S>
 void upsample_nearest2x_forward(View<const S> x, View<S> y) {
+  if (x.channels_last() || y.channels_last())
+    return launch_pointwise(x.shape, x.device, false, UpsampleForwardStrided<S>{x, y});
   launch_pointwise(x.shape, x.device, all_dense(x, y), UpsampleForward<S>{x, y, x.shape.w});
 }
 
 template <class S>
 void upsample_nearest2x_backward(View<const S> dy, View<S> dx, ops::GradientWrite write) {
+  const bool add = write == ops::GradientWrite::add;
+  if (dy.channels_last() || dx.channels_last())
+    return launch_pointwise(dx.shape, dx.device, false, UpsampleBackwardStrided<S>{dy, dx, add});
   launch_pointwise(dx.shape, dx.device, all_dense(dy, dx),
-                   UpsampleBackward<S>{dy, dx, dx.shape.w, write == ops::GradientWrite::add});
+                   UpsampleBackward<S>{dy, dx, dx.shape.w, add});
 }
 
 #define BAREYOLO_INSTANTIATE_UPSAMPLE(S)                               \

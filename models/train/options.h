@@ -32,9 +32,10 @@ enum class OptimizerKind { sgd, adam, adamw };
 enum class CudaGraphMode { automatic, on, off };
 
 // --channels-last: the model's activations and their gradients in channels last (NHWC,
-// Graph::set_channels_last) rather than NCHW; the same numbers either way. auto: NCHW for now,
-// as long as the kernels run NCHW (an op whose kernel does not take channels last runs on NCHW
-// copies of its views: kernels/nchw_adapter.h), so it is slower; on: channels last; off: NCHW.
+// Graph::set_channels_last) rather than NCHW: on the CPU the same numbers (its kernels read NCHW
+// copies of the views: kernels/nchw_adapter.h), on a GPU every op's own channels-last kernel.
+// auto: NCHW for now, until a GPU run has checked those kernels (docs/gpu.md); on: channels last;
+// off: NCHW.
 enum class ChannelsLastMode { automatic, on, off };
 
 // `--device` as the C++ API takes it: a string, one CUDA index, or a list of indices.

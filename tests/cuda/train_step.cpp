@@ -46,10 +46,11 @@ struct Step {
   std::vector<std::vector<double>> before, after;  // and its values
 };
 
-Step one_step(Device device, bool amp = false) {
+Step one_step(Device device, bool amp = false, bool channels_last = false) {
   DetectionModel model(load_model_config(shipped_file("models/yolov5-tiny.yaml")),
                        {.nc = 2, .seed = 9, .device = device});
   model.graph().set_mixed_precision(amp);
+  model.graph().set_channels_last(channels_last);
   testing::Rng rng(77);
   const Tensor images = Tensor::from_vector(
       testing::random_vector<float>(rng, 4 * 3 * 64 * 64, 0, 1), {4, 3, 64, 64});
@@ -107,31 +108,43 @@ double worst_difference(const Step& cpu, const Step& gpu) {
 
 }  // namespace
 
-TEST_CASE("one training step of the tiny model: GPU == CPU") {
-  const double worst = worst_difference(one_step(Device::cpu()), one_step(Device::cuda(0)));
-  MESSAGE("largest relative difference of a parameter tensor: " << worst);
-  CHECK(worst < 1e-4);
+TEST_CASE("one training step of the tiny model: GPU == CPU, NCHW and channels-last") {
+  const Step cpu = one_step(Device::cpu());
+  for (bool channels_last : {false, true}) {
+    INFO("channels last " << channels_last);
+    const double worst = worst_difference(cpu, one_step(Device::cuda(0), false, channels_last));
+    MESSAGE("channels last " << channels_last
+                             << ": largest relative difference of a parameter tensor: " << worst);
+    CHECK(worst < 1e-4);
+  }
 }
 
-TEST_CASE("one training step of the tiny model under mixed precision: GPU near the CPU's bf16") {
-  const Step cpu_float = one_step(Device::cpu()), cpu_bf16 = one_step(Device::cpu(), true),
-             gpu_bf16 = one_step(Device::cuda(0), true);
-  const std::vector<double> noise = update_distances(cpu_bf16, cpu_float),
-                            apart = update_distances(gpu_bf16, cpu_bf16);
-  double worst_ratio = 0, noise_squares = 0, apart_squares = 0;
-  size_t worst = 0;
-  for (size_t p = 0; p < noise.size(); ++p) {
-    INFO(cpu_float.names[p]);
-    CHECK(apart[p] <= 3 * noise[p] + 1e-12);
-    const double ratio = apart[p] / std::max(noise[p], 1e-30);
-    if (ratio > worst_ratio) worst_ratio = ratio, worst = p;
-    noise_squares += noise[p] * noise[p];
-    apart_squares += apart[p] * apart[p];
+TEST_CASE(
+    "one training step of the tiny model under mixed precision: GPU near the CPU's bf16, NCHW and "
+    "channels-last") {
+  const Step cpu_float = one_step(Device::cpu()), cpu_bf16 = one_step(Device::cpu(), true);
+  const std::vector<double> noise = update_distances(cpu_bf16, cpu_float);
+  for (bool channels_last : {false, true}) {
+    INFO("channels last " << channels_last);
+    const Step gpu_bf16 = one_step(Device::cuda(0), true, channels_last);
+    const std::vector<double> apart = update_distances(gpu_bf16, cpu_bf16);
+    double worst_ratio = 0, noise_squares = 0, apart_squares = 0;
+    size_t worst = 0;
+    for (size_t p = 0; p < noise.size(); ++p) {
+      INFO(cpu_float.names[p]);
+      CHECK(apart[p] <= 3 * noise[p] + 1e-12);
+      const double ratio = apart[p] / std::max(noise[p], 1e-30);
+      if (ratio > worst_ratio) worst_ratio = ratio, worst = p;
+      noise_squares += noise[p] * noise[p];
+      apart_squares += apart[p] * apart[p];
+    }
+    MESSAGE("channels last " << channels_last
+                             << ": GPU bf16 vs CPU bf16 update, over CPU bf16 vs CPU float: worst "
+                                "tensor "
+                             << worst_ratio << " (" << cpu_float.names[worst] << "), all tensors "
+                             << std::sqrt(apart_squares / noise_squares));
+    CHECK(apart_squares <= noise_squares);
   }
-  MESSAGE("GPU bf16 vs CPU bf16 update, over CPU bf16 vs CPU float: worst tensor "
-          << worst_ratio << " (" << cpu_float.names[worst] << "), all tensors "
-          << std::sqrt(apart_squares / noise_squares));
-  CHECK(apart_squares <= noise_squares);
 }
 
 TEST_CASE("cuda mixed precision: the tiny model's loss tracks float over 200 steps") {

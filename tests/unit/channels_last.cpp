@@ -1,38 +1,22 @@
 // tests/unit/channels_last.cpp — channels last (NHWC; kernels/view.h, --channels-last): tensors
 // keep their values across layouts and slices, each op given channels-last views gives its NCHW
-// bits (the CPU runs it through NCHW copies: kernels/nchw_adapter.h), and the tiny network's
-// forward, backward and SGD steps give NCHW's bits with every activation channels last.
+// bits, float and bf16 (the CPU runs it through NCHW copies: kernels/nchw_adapter.h; the op sets
+// are tests/support/channels_last_ops.h, which the GPU's test runs against these), and the tiny
+// network's forward, backward and SGD steps give NCHW's bits with every activation channels last.
 #include <bit>
 #include <cmath>
 #include <functional>
 #include <vector>
 
+#include "kernels/nchw_adapter.h"
 #include "kernels/ops.h"
 #include "models/train/options.h"
+#include "tests/support/channels_last_ops.h"
 #include "tests/support/channels_last_run.h"
 #include "tests/support/random_tensor.h"
 
 using namespace bareyolo;
 using namespace bareyolo::testing;
-
-namespace {
-
-// Runs `op` on tensors made in NCHW and in channels last (the same values) and checks that every
-// tensor it returns holds the same bits in both.
-void check_same_bits(const std::function<std::vector<Tensor>(Layout)>& op) {
-  const std::vector<Tensor> nchw = op(Layout::nchw), last = op(Layout::channels_last);
-  REQUIRE(nchw.size() == last.size());
-  for (size_t k = 0; k < nchw.size(); ++k) {
-    INFO("result " << k);
-    const std::vector<uint32_t> expected = bits_of(nchw[k]);
-    int64_t nan = 0;
-    for (uint32_t b : expected) nan += std::isnan(std::bit_cast<float>(b));
-    CHECK(nan == 0);
-    CHECK(bits_of(last[k]) == expected);
-  }
-}
-
-}  // namespace
 
 TEST_CASE("channels-last tensors keep their values across layouts, slices and devices' copies") {
   Rng rng(71);
@@ -74,79 +58,41 @@ TEST_CASE("channels-last tensors keep their values across layouts, slices and de
         5);
 }
 
-TEST_CASE("channels-last ops give their NCHW bits, outputs poisoned, a Concat slice included") {
-  Rng rng(72);
-  const Shape4 in{2, 6, 9, 7}, out{2, 8, 5, 4};
-  const Tensor x = random_tensor(rng, in), weight = random_tensor(rng, {8, 6, 3, 3}, -0.3, 0.3);
-  const Tensor dy = random_tensor(rng, out), dx_before = random_tensor(rng, in);
-  const std::vector<float> bias = random_vector<float>(rng, 8);
-  const ops::Conv2dParams stride2{2, 2, 1, 1};
+TEST_CASE("channels-last ops give their NCHW bits, float and bf16, outputs poisoned") {
+  const OpInputs in(72);
+  for (const OpSet& set : channels_last_op_sets(in))
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      INFO(set.name << ", " << dtype_name(dtype));
+      const std::vector<Tensor> nchw = set.run(Layout::nchw, dtype, Device::cpu());
+      const uint64_t copies = detail::layout_copies_made.load();
+      const std::vector<Tensor> last = set.run(Layout::channels_last, dtype, Device::cpu());
+      CHECK(detail::layout_copies_made.load() > copies);  // the CPU's kernels read NCHW copies
+      CHECK(nan_count(nchw) == 0);
+      REQUIRE(nchw.size() == last.size());
+      for (size_t k = 0; k < nchw.size(); ++k) {
+        INFO("result " << k);
+        CHECK(last[k].to_doubles() == nchw[k].to_doubles());
+      }
+    }
+}
 
-  SUBCASE("convolution: forward with moments, backward data and weights") {
-    check_same_bits([&](Layout layout) {
-      const Tensor xl = laid_out(x, layout), dyl = laid_out(dy, layout);
-      Tensor y = poisoned(out, layout), dx = laid_out(dx_before, layout);
-      Tensor mean = Tensor::zeros({1, 8, 1, 1}), m2 = Tensor::zeros({1, 8, 1, 1});
-      Tensor dweight = Tensor::zeros(weight.shape()), dbias = Tensor::zeros({1, 8, 1, 1});
-      ops::conv2d_forward<float>(xl.view<float>(), weight.view<float>(), bias.data(), stride2,
-                                 y.view<float>(), mean.view<float>().data, m2.view<float>().data);
-      ops::conv2d_backward_data<float>(dyl.view<float>(), weight.view<float>(), stride2,
-                                       dx.view<float>());  // adds into dx's values
-      ops::conv2d_backward_weight<float>(xl.view<float>(), dyl.view<float>(), stride2,
-                                         dweight.view<float>(), dbias.view<float>().data);
-      return std::vector<Tensor>{y, dx, mean, m2, dweight, dbias};
-    });
+TEST_CASE("channels-last concatenation gives NCHW's values") {
+  Rng rng(73);
+  const Tensor a = random_tensor(rng, {2, 3, 4, 5}), b = random_tensor(rng, {2, 4, 4, 5});
+  std::vector<std::vector<double>> results;
+  for (Layout layout : {Layout::nchw, Layout::channels_last}) {
+    const Tensor al = laid_out(a, layout), bl = laid_out(b, layout);
+    Tensor cat = poisoned({2, 7, 4, 5}, layout);
+    ops::concat_forward<float>({al.view<float>(), bl.view<float>()}, cat.view<float>());
+    results.push_back(cat.to_doubles());
   }
-  SUBCASE("convolution into a Concat's channel slice leaves the other channels") {
-    const Tensor around = random_tensor(rng, {2, 11, 5, 4});
-    check_same_bits([&](Layout layout) {
-      Tensor concat = laid_out(around, layout);
-      ops::conv2d_forward<float>(laid_out(x, layout).view<float>(), weight.view<float>(),
-                                 bias.data(), stride2, concat.channels(2, 10).view<float>());
-      return std::vector<Tensor>{concat};
-    });
-  }
-  SUBCASE("fused BatchNorm + SiLU, forward and training backward") {
-    const std::vector<float> mean = random_vector<float>(rng, 6),
-                             gamma = random_vector<float>(rng, 6);
-    const std::vector<float> beta = random_vector<float>(rng, 6);
-    const std::vector<float> invstd = random_vector<float>(rng, 6, 0.5, 2);
-    const Tensor dyx = random_tensor(rng, in);
-    check_same_bits([&](Layout layout) {
-      const Tensor xl = laid_out(x, layout), dyl = laid_out(dyx, layout);
-      Tensor y = poisoned(in, layout), dx = poisoned(in, layout);
-      std::vector<float> dgamma(6, 0.f), dbeta(6, 0.f);
-      ops::batchnorm_silu_apply<float>(xl.view<float>(), mean.data(), invstd.data(), gamma.data(),
-                                       beta.data(), y.view<float>());
-      ops::batchnorm_silu_backward_train<float>(xl.view<float>(), dyl.view<float>(), gamma.data(),
-                                                beta.data(), mean.data(), invstd.data(),
-                                                dx.view<float>(), dgamma.data(), dbeta.data());
-      return std::vector<Tensor>{y, dx, Tensor::from_vector(dgamma, {1, 6, 1, 1}),
-                                 Tensor::from_vector(dbeta, {1, 6, 1, 1})};
-    });
-  }
-  SUBCASE("SPPF's pools, upsampling, concatenation, add and SiLU") {
-    const Tensor up = random_tensor(rng, {2, 6, 18, 14});
-    check_same_bits([&](Layout layout) {
-      const Tensor xl = laid_out(x, layout);
-      Tensor y1 = poisoned(in, layout), y2 = poisoned(in, layout), y3 = poisoned(in, layout);
-      ops::maxpool2d_chain3_forward<float>(xl.view<float>(), {5, 1, 2}, y1.view<float>(),
-                                           y2.view<float>(), y3.view<float>());
-      Tensor dpool = laid_out(dx_before, layout);
-      ops::maxpool2d_backward<float>(xl.view<float>(), y1.view<float>(), {5, 1, 2},
-                                     dpool.view<float>());
-      Tensor upsampled = poisoned(up.shape(), layout), dsmall = poisoned(in, layout);
-      ops::upsample_nearest2x_forward<float>(xl.view<float>(), upsampled.view<float>());
-      ops::upsample_nearest2x_backward<float>(laid_out(up, layout).view<float>(),
-                                              dsmall.view<float>(), ops::GradientWrite::overwrite);
-      Tensor cat = poisoned({2, 12, 9, 7}, layout);
-      ops::concat_forward<float>({xl.view<float>(), y2.view<float>()}, cat.view<float>());
-      Tensor sum = poisoned(in, layout), dsilu = laid_out(dx_before, layout);
-      ops::add_forward<float>(xl.view<float>(), y3.view<float>(), sum.view<float>());
-      ops::silu_backward<float>(xl.view<float>(), y1.view<float>(), dsilu.view<float>());
-      return std::vector<Tensor>{y1, y2, y3, dpool, upsampled, dsmall, cat, sum, dsilu};
-    });
-  }
+  // Each image: a's channels, then b's.
+  std::vector<double> expected;
+  for (int64_t n = 0; n < 2; ++n)
+    for (const Tensor* part : {&a, &b})
+      for (double v : part->images(n, n + 1).to_doubles()) expected.push_back(v);
+  CHECK(results[0] == expected);
+  CHECK(results[1] == expected);
 }
 
 TEST_CASE("channels-last network: the tiny model's head, gradients and SGD steps are NCHW's") {
