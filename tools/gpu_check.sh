@@ -17,7 +17,9 @@
 # Phase S, speed (GPU_CHECK_PHASE_S_S, 180 s): `bareyolo train --device 0` of yolov5s at 640
 #   batch 64 for 25 steps, bench_gpu_kernels, bench_gpu_train (the PyTorch peer's eager modes,
 #   when tools/stage_gpu_check.sh staged YOLOv5 beside the binaries), and the cuDNN algorithms
-#   timed once and read back from their cache file (cudnn_choices_gpu).
+#   timed once and read back from their cache file (cudnn_choices_gpu), and yolov5s again in
+#   channels last under --amp (channels_last_gpu; channels_last_cudnn: its cuDNN choices' layout
+#   and math).
 # Phase B (GPU_CHECK_PHASE_B_S, 240 s; ~150 s on an H200): two ranks sharing the GPU over the
 #   TCP ring, the same with --amp and bf16 gradient buckets, a real NCCL communicator at world
 #   1 through the trainer, a resume from a GPU checkpoint, the training forward and backward
@@ -273,9 +275,21 @@ make_shapes() {
 }
 
 train_yolov5s_640() { train_640 train_yolov5s_640 120 25; }
-# --channels-last on: the same run with NHWC activations (ops whose CUDA kernel reads NCHW run on
-# NCHW copies of their views, docs/gpu.md); its steady ms/step beside train_yolov5s_640's.
-channels_last_gpu() { train_640 channels_last_gpu 90 15 --channels-last on; }
+# --channels-last on --amp: the speed target's configuration (NHWC bf16 activations, every op of
+# the step on its own channels-last kernel, docs/gpu.md); its steady ms/step beside
+# train_yolov5s_640's (float NCHW). Its cuDNN choices are logged (its keys are new to the check's
+# cache: bf16, NHWC), and row channels_last_cudnn counts how many ran NHWC on the tensor cores.
+channels_last_gpu() {
+  local from=$(($(cat "$phase_s_log" 2>/dev/null | wc -l) + 1))
+  BAREYOLO_CUDNN_LOG=1 train_640 channels_last_gpu 90 15 --channels-last on --amp
+  local lines choices nhwc tensor_op verdict=ok
+  lines=$(tail -n +"$from" "$phase_s_log" | sed 's/^\[rank[0-9]*\]: //' | grep '^cudnn ')
+  choices=$(printf '%s\n' "$lines" | grep -c '^cudnn ')
+  nhwc=$(printf '%s\n' "$lines" | grep -c '^cudnn [a-z-]* bf16 nhwc ')
+  tensor_op=$(printf '%s\n' "$lines" | grep -c ' tensor-op; ')
+  [ "$choices" -gt 0 ] && [ "$nhwc" -eq "$choices" ] && [ "$tensor_op" -eq "$choices" ] || verdict=WARN
+  row channels_last_cudnn "$verdict" 0 "$choices cuDNN choices: $nhwc bf16 NHWC, $tensor_op tensor-op"
+}
 
 train_640() {  # ROW CAP MAX_STEPS ARGS...: yolov5s at 640 px, batch 64, without validation
   local name=$1 cap=$2 steps=$3 log=$phase_s_log start=$(date +%s)
