@@ -17,11 +17,11 @@
 #include <algorithm>
 
 #include "kernels/cuda/conv2d_paths.h"
-#include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/cublas.h"
 #include "kernels/cuda/runtime/runtime.h"
 #include "kernels/cuda/runtime/stream.h"
+#include "kernels/scratch_stack.h"
 
 namespace bareyolo::cuda {
 
@@ -96,6 +96,12 @@ __global__ void __launch_bounds__(kThreads) fill_bias_kernel(const float* bias, 
   }
 }
 
+// `count` floats of column matrices on GPU `device`: the thread's grow-only scratch
+// (kernels/scratch_stack.h), so a warm step allocates none.
+float* columns_scratch(detail::ScratchFrame& scratch, int64_t count, int device) {
+  return static_cast<float*>(scratch.take(count * int64_t(sizeof(float)), Device::cuda(device)));
+}
+
 }  // namespace
 
 void gemm_conv2d_forward(View<const float> x, View<const float> weight, const float* bias,
@@ -113,16 +119,16 @@ void gemm_conv2d_forward(View<const float> x, View<const float> weight, const fl
   }
   const float one = 1.0f, beta = bias ? 1.0f : 0.0f;
   const int64_t chunk = g.image_is_col() ? g.images : chunk_images(g);
-  DeviceBuffer col(g.image_is_col() ? 0 : sizeof(float) * chunk * k * hw, device);
+  detail::ScratchFrame scratch;
+  float* col = g.image_is_col() ? nullptr : columns_scratch(scratch, chunk * k * hw, device);
   for (int64_t first = 0; first < g.images; first += chunk) {
     const int64_t images = std::min(chunk, g.images - first);
     const float* columns = x.image(first);
     long long column_stride = x.batch_stride;
     if (!g.image_is_col()) {
-      im2col_kernel<<<grid_for(images * k * hw), kThreads, 0, stream>>>(x, g, first, images,
-                                                                        col.as<float>());
+      im2col_kernel<<<grid_for(images * k * hw), kThreads, 0, stream>>>(x, g, first, images, col);
       BAREYOLO_CUDA_CHECK_LAUNCH();
-      columns = col.as<float>();
+      columns = col;
       column_stride = static_cast<long long>(k) * hw;
     }
     // Y_i (HW x c_out, column-major) = col_i (HW x K) * W (K x c_out)
@@ -158,15 +164,16 @@ void gemm_conv2d_backward_data(View<const float> dy, View<const float> weight, o
                                           sizeof(float) * size_t(dx.shape.image_numel()),
                                           size_t(g.images), stream));
   const int64_t chunk = chunk_images(g);
-  DeviceBuffer dcol(sizeof(float) * chunk * k * hw, device);
+  detail::ScratchFrame scratch;
+  float* dcol = columns_scratch(scratch, chunk * k * hw, device);
   for (int64_t first = 0; first < g.images; first += chunk) {
     const int64_t images = std::min(chunk, g.images - first);
     BAREYOLO_CUBLAS_CHECK_LAUNCH(cublasSgemmStridedBatched(
         handle, CUBLAS_OP_N, CUBLAS_OP_T, hw, k, c_out, &one, dy.image(first), hw, dy.batch_stride,
-        weight.data, k, 0, &zero, dcol.as<float>(), hw, static_cast<long long>(k) * hw,
+        weight.data, k, 0, &zero, dcol, hw, static_cast<long long>(k) * hw,
         as_int(images, "images")));
     col2im_add_kernel<<<grid_for(images * g.c_in * g.height * g.width), kThreads, 0, stream>>>(
-        dcol.as<float>(), g, first, images, dx);
+        dcol, g, first, images, dx);
     BAREYOLO_CUDA_CHECK_LAUNCH();
   }
 }
@@ -182,17 +189,16 @@ void gemm_conv2d_backward_weight(View<const float> x, View<const float> dy, ops:
             c_out = as_int(g.c_out, "output channels");
   const float one = 1.0f;
   const int64_t chunk = g.image_is_col() ? g.images : chunk_images(g);
-  DeviceBuffer col(g.image_is_col() ? 0 : sizeof(float) * chunk * k * hw, device);
+  detail::ScratchFrame scratch;
+  float* col = g.image_is_col() ? nullptr : columns_scratch(scratch, chunk * k * hw, device);
   for (int64_t first = 0; first < g.images; first += chunk) {
     const int64_t images = std::min(chunk, g.images - first);
     if (!g.image_is_col()) {
-      im2col_kernel<<<grid_for(images * k * hw), kThreads, 0, stream>>>(x, g, first, images,
-                                                                        col.as<float>());
+      im2col_kernel<<<grid_for(images * k * hw), kThreads, 0, stream>>>(x, g, first, images, col);
       BAREYOLO_CUDA_CHECK_LAUNCH();
     }
     for (int64_t m = 0; m < images; ++m) {
-      const float* columns =
-          g.image_is_col() ? x.image(first + m) : col.as<float>() + m * int64_t{k} * hw;
+      const float* columns = g.image_is_col() ? x.image(first + m) : col + m * int64_t{k} * hw;
       // dW (K x c_out, column-major) += col_i^T (K x HW) * dY_i (HW x c_out)
       BAREYOLO_CUBLAS_CHECK_LAUNCH(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, k, c_out, hw, &one,
                                                columns, hw, dy.image(first + m), hw, &one,

@@ -14,9 +14,9 @@
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/pointwise.cuh"
-#include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/stream.h"
 #include "kernels/optim_update.h"
+#include "kernels/scratch_stack.h"
 
 namespace bareyolo::cuda {
 
@@ -112,11 +112,12 @@ void ema_update(View<float> average, View<const float> value,
 void sum_of_squares(View<const float> x, View<double> result) {
   const int device = x.device.index;
   const cudaStream_t stream = stream_of(device);
-  const DeviceBuffer partials(kPartialBlocks * sizeof(double), device);  // the caching allocator
-  partial_sums_of_squares<<<kPartialBlocks, kReduceThreads, 0, stream>>>(x, x.dense(),
-                                                                         partials.as<double>());
+  detail::ScratchFrame scratch;
+  double* partials =
+      static_cast<double*>(scratch.take(kPartialBlocks * int64_t(sizeof(double)), x.device));
+  partial_sums_of_squares<<<kPartialBlocks, kReduceThreads, 0, stream>>>(x, x.dense(), partials);
   BAREYOLO_CUDA_CHECK_LAUNCH();
-  sum_partials<<<1, kReduceThreads, 0, stream>>>(partials.as<double>(), result.data);
+  sum_partials<<<1, kReduceThreads, 0, stream>>>(partials, result.data);
   BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 

@@ -37,6 +37,7 @@
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
 #include "kernels/cuda/runtime/stream.h"
+#include "kernels/scratch_stack.h"
 #include "models/loss/head_loss.cuh"
 
 namespace bareyolo::models {
@@ -138,9 +139,11 @@ void yolo_loss(const std::vector<View<const float>>& predictions, const models::
                                 values.device.str() + ", the head on " + device.str() +
                                 "; make them on the head's device");
   const int index = device.index;
-  // Scratch, part 1: the levels' factors (level_factors_of writes them).
-  cuda::DeviceBuffer factor_buffer(sizeof(LevelFactors) * level_count, index);
-  LevelFactors* factors = factor_buffer.as<LevelFactors>();
+  // Scratch, part 1: the levels' factors (level_factors_of writes them). Both parts are the
+  // thread's grow-only scratch (kernels/scratch_stack.h): a warm step allocates none.
+  bareyolo::detail::ScratchFrame scratch;
+  LevelFactors* factors =
+      static_cast<LevelFactors*>(scratch.take(int64_t(sizeof(LevelFactors) * level_count), device));
 
   std::vector<LevelArgs> levels;
   int64_t cells = 0, obj_blocks = 0;
@@ -168,9 +171,8 @@ void yolo_loss(const std::vector<View<const float>>& predictions, const models::
   const int64_t cls_capacity = with_classes ? capacity * nc : 0;
   // Scratch, part 2: objectness targets, per-row box terms, per-(group, class) class terms, obj
   // block sums.
-  cuda::DeviceBuffer scratch(sizeof(double) * size_t(cells + capacity + cls_capacity + obj_blocks),
-                             index);
-  double* tobj = scratch.as<double>();
+  double* tobj = static_cast<double*>(scratch.take(
+      int64_t(sizeof(double)) * (cells + capacity + cls_capacity + obj_blocks), device));
   double* row_terms = tobj + cells;
   double* class_terms = row_terms + capacity;
   double* obj_sums = class_terms + cls_capacity;

@@ -7,11 +7,14 @@
 // batches make one optimizer step (nbs = 2 x batch, from iteration 100, where warm-up has ended),
 // so both kinds of step (one that updates, one that does not) are recorded and replayed. cuDNN's
 // algorithms are the deterministic ones (the default), so eager steps repeat their bits and a
-// replay must too.
+// replay must too. And a warm eager step, in either layout and precision, calls no allocator and
+// makes no cuDNN descriptor.
 #include <cstring>
 #include <vector>
 
 #include "engine/shipped_files.h"
+#include "kernels/cuda/conv2d_paths.h"
+#include "kernels/cuda/runtime/allocator.h"
 #include "kernels/step_graph.h"
 #include "models/train/solver.h"
 #include "tests/support/testing.h"
@@ -81,4 +84,42 @@ TEST_CASE("cuda graph: replayed steps train the tiny model to the eager steps' b
   }
   CHECK(eager.solver.state().optimizer_steps == replayed.solver.state().optimizer_steps);
   CHECK(eager.solver.state().ema_updates == replayed.solver.state().ema_updates);
+}
+
+// What a recording needs of a step, and what its host time gains from: once warm, an eager step
+// (cuda_graph off) asks the caching allocator for nothing (kernels' scratch comes from the
+// thread's scratch stack, kernels/scratch_stack.h) and makes no cuDNN descriptor, in either
+// layout and either precision.
+TEST_CASE("cuda step: a warm eager step calls no allocator and makes no cuDNN descriptor") {
+  for (bool channels_last : {false, true})
+    for (bool amp : {false, true}) {
+      INFO("channels last " << channels_last << ", amp " << amp);
+      DetectionModel model(load_model_config(shipped_file("models/yolov5-tiny.yaml")),
+                           {.nc = 2, .seed = 5, .device = Device::cuda(0)});
+      Solver solver(model, {.epochs = 20,
+                            .batches_per_epoch = 10,
+                            .batch = kBatch,
+                            .nbs = 2 * kBatch,
+                            .loss = {scale_loss_gains({}, 3, 2, 64), 2},
+                            .amp = amp,
+                            .cuda_graph = CudaGraphMode::off,
+                            .channels_last = channels_last});
+      testing::Rng rng(32);
+      const Tensor images =
+          Tensor::from_vector(testing::random_vector<float>(rng, kBatch * 3 * 64 * 64, 0, 1),
+                              {kBatch, 3, 64, 64})
+              .to(Device::cuda(0));
+      const std::vector<LabelRow> labels = {{0, 0, 0.3f, 0.4f, 0.2f, 0.3f},
+                                            {1, 1, 0.6f, 0.5f, 0.4f, 0.2f}};
+      for (int64_t iteration = 100; iteration < 103; ++iteration)  // both kinds of step, warm
+        solver.step(images, labels, iteration);
+      const cuda::MemoryStats before = cuda::memory_stats(0);
+      const uint64_t descriptors = cuda::convolution_descriptors_created();
+      for (int64_t iteration = 103; iteration < 107; ++iteration)
+        solver.step(images, labels, iteration);
+      const cuda::MemoryStats after = cuda::memory_stats(0);
+      CHECK(after.backing_allocations == before.backing_allocations);
+      CHECK(after.cache_hits == before.cache_hits);
+      CHECK(cuda::convolution_descriptors_created() == descriptors);
+    }
 }
