@@ -13,7 +13,8 @@
 // ratio to the copy's bandwidth (2 x bytes copied / time). NMS is timed but not in the ratios:
 // its cost is the IoU tests and the host walk, not memory traffic. Then yolov5s's convolutions
 // (forward, backward-data, backward-weight) through cuDNN and through the hand-written
-// im2col + cuBLAS path, side by side.
+// im2col + cuBLAS path, side by side, and in bf16 through cuDNN in NCHW and in channels last.
+// BatchNorm + SiLU runs in every layout and storage (float/bf16, NCHW/NHWC).
 // Without a usable GPU it prints why and exits 77 (skipped), or 1 where a GPU is required
 // (cuda::gpu_required: BAREYOLO_REQUIRE_GPU, or a driver installed), so that a broken driver or
 // library never reads as skipped.
@@ -117,6 +118,36 @@ double conv_step_ms(const ConvShape& c, cuda::ConvPath path) {
         ops::conv2d_backward_data<float>(dy.view<float>(), w.view<float>(), p, dx.view<float>());
         ops::conv2d_backward_weight<float>(x.view<float>(), dy.view<float>(), p, dw.view<float>(),
                                            nullptr);
+      },
+      5);
+}
+
+// `values` in `dtype` storage and `layout` on the GPU.
+Tensor laid(const Tensor& values, DType dtype, Layout layout) {
+  Tensor t = Tensor::empty(values.shape(), kGpu, dtype, layout);
+  t.convert_from(values);
+  return t;
+}
+
+// The same three passes in bf16 (--amp: cuDNN's tensor-op math), activations and weight in
+// `layout` (channels last: NHWC activations, the weight KRSC, as a channels-last graph keeps its
+// bf16 weights); the weight gradient float, as the arena keeps it.
+double conv_step_bf16_ms(const ConvShape& c, Layout layout) {
+  const int pad = int(c.kernel / 2) - (c.kernel % 2 == 0 ? 1 : 0);
+  const ops::Conv2dParams p{int(c.stride), int(c.stride), pad, pad};
+  const int64_t out = ops::conv_out_size(c.in_size, c.kernel, p.stride_h, p.pad_h);
+  const Tensor x = laid(filled({kBatch, c.c_in, c.in_size, c.in_size}, 21), DType::bf16, layout);
+  Tensor dx = laid(filled(x.shape(), 22), DType::bf16, layout);
+  const Tensor w = laid(filled({c.c_out, c.c_in, c.kernel, c.kernel}, 23), DType::bf16, layout);
+  Tensor dw = filled(w.shape(), 24);
+  Tensor y = Tensor::empty({kBatch, c.c_out, out, out}, kGpu, DType::bf16, layout);
+  const Tensor dy = laid(filled(y.shape(), 25), DType::bf16, layout);
+  return time_ms(
+      [&] {
+        ops::conv2d_forward<bf16>(x.view<bf16>(), w.view<bf16>(), nullptr, p, y.view<bf16>());
+        ops::conv2d_backward_data<bf16>(dy.view<bf16>(), w.view<bf16>(), p, dx.view<bf16>());
+        ops::conv2d_backward_weight<bf16>(x.view<bf16>(), dy.view<bf16>(), p, dw.view<float>(),
+                                          nullptr);
       },
       5);
 }
@@ -229,6 +260,37 @@ int main() {
     bench("add fwd " + s.str(), 3 * n * f,
           [&] { ops::add_forward<float>(x.view<float>(), dy.view<float>(), y.view<float>()); });
   }
+  // BatchNorm + SiLU at the stem's activations, in each layout and storage a run can have: the
+  // moments (phase 1 of the training forward), the apply, and the training backward (its
+  // reduction and its apply: x and dy read twice, dx written; the least is one read each).
+  for (DType dtype : {DType::f32, DType::bf16})
+    for (Layout layout : {Layout::nchw, Layout::channels_last}) {
+      const Shape4 s{batch_for(32 * 320 * 320, min_bytes), 32, 320, 320};
+      const double n = double(s.numel()), e = double(dtype_size(dtype));
+      const std::string what = std::string(dtype == DType::bf16 ? " bf16" : " float") +
+                               (layout == Layout::channels_last ? " NHWC " : " NCHW ") + s.str();
+      const Tensor x = laid(filled(s, 26), dtype, layout), dy = laid(filled(s, 27), dtype, layout);
+      Tensor y = Tensor::empty(s, kGpu, dtype, layout), dx = Tensor::empty(s, kGpu, dtype, layout);
+      const Tensor gamma = filled({1, 32, 1, 1}, 28), beta = filled({1, 32, 1, 1}, 29);
+      Tensor mean = filled({1, 32, 1, 1}, 30), m2 = filled({1, 32, 1, 1}, 31);
+      Tensor dgamma = filled({1, 32, 1, 1}, 32), dbeta = filled({1, 32, 1, 1}, 33);
+      const float *g = gamma.view<float>().data, *b = beta.view<float>().data;
+      float *mu = mean.view<float>().data, *var = m2.view<float>().data;
+      const auto bench_batchnorm = [&]<class S>() {
+        bench("BN moments" + what, n * e, [&] { ops::batchnorm_moments<S>(x.view<S>(), mu, var); });
+        bench("BN+SiLU apply" + what, 2 * n * e,
+              [&] { ops::batchnorm_silu_apply<S>(x.view<S>(), mu, var, g, b, y.view<S>()); });
+        bench("BN+SiLU bwd train" + what, 3 * n * e, [&] {
+          ops::batchnorm_silu_backward_train<S>(x.view<S>(), dy.view<S>(), g, b, mu, var,
+                                                dx.view<S>(), dgamma.view<float>().data,
+                                                dbeta.view<float>().data);
+        });
+      };
+      if (dtype == DType::bf16)
+        bench_batchnorm.template operator()<bf16>();
+      else
+        bench_batchnorm.template operator()<float>();
+    }
   {  // yolov5s's 7,235,389 parameters as one flat buffer, or more to fill twice the L2
     const Shape4 s{1, 1, 1, std::max<int64_t>(7235389, min_floats)};
     const double n = double(s.numel());
@@ -302,6 +364,20 @@ int main() {
   std::printf("%-32s %12.3f %12.3f %10.2f\n", "total", cudnn_total, gemm_total,
               gemm_total / cudnn_total);
   cuda::set_conv_path(cuda::ConvPath::cudnn);
+  // The same convolutions as --amp runs them, in NCHW and in channels last (cuDNN's NHWC
+  // tensor-core kernels): what --channels-last gains per layer.
+  std::printf("\n%-32s %12s %12s %10s\n", "conv2d fwd+bwd bf16, batch 32", "NCHW ms", "NHWC ms",
+              "NCHW/NHWC");
+  double nchw_total = 0, nhwc_total = 0;
+  for (const ConvShape& c : kYolov5sConvs) {
+    const double nchw = conv_step_bf16_ms(c, Layout::nchw);
+    const double nhwc = conv_step_bf16_ms(c, Layout::channels_last);
+    nchw_total += nchw;
+    nhwc_total += nhwc;
+    std::printf("%-32s %12.3f %12.3f %10.2f\n", c.name, nchw, nhwc, nchw / nhwc);
+  }
+  std::printf("%-32s %12.3f %12.3f %10.2f\n", "total", nchw_total, nhwc_total,
+              nchw_total / nhwc_total);
 
   std::vector<double> sorted = ratios;
   std::sort(sorted.begin(), sorted.end());

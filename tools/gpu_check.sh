@@ -331,7 +331,7 @@ EOF
   row "$name" "${verdict%% *}" $(($(date +%s) - start)) "${verdict#* }; peak GPU memory ${peak:-?} MiB"
 }
 
-bench_gpu_kernels() { bench bench_gpu_kernels 40; }
+bench_gpu_kernels() { bench bench_gpu_kernels 60; }
 bench_gpu_train() { bench bench_gpu_train 150 --warmup 3 --steps 10 --rounds 2 --no-compile; }
 
 bench() {  # NAME CAP ARGS...: a bench's RESULT line in the summary
