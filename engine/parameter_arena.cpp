@@ -2,6 +2,9 @@
 #include "engine/parameter_arena.h"
 
 #include <stdexcept>
+#include <vector>
+
+#include "kernels/ops.h"
 
 namespace bareyolo {
 
@@ -103,24 +106,35 @@ ParameterArena::~ParameterArena() {
     if (slot.bf16 && slot.bf16->kept) *slot.bf16 = {};
 }
 
-void ParameterArena::keep_bf16_copies() {
+void ParameterArena::keep_bf16_copies(Layout layout) {
   if (bf16_copies_.defined()) return;
   if (dtype() != DType::f32)
     throw std::invalid_argument(std::string("ParameterArena: bf16 copies of ") +
                                 dtype_name(dtype()) +
                                 " parameters; mixed precision keeps float masters");
   bf16_copies_ = Tensor::empty({1, parameters_, 1, 1}, device(), DType::bf16);
+  std::vector<int64_t> segments;  // kernels/krsc_weights.h, in arena order (sorted by offset)
   for (const Slot& slot : slots_)
     if (slot.bf16 && slot.grad) {  // a parameter's: inside [0, parameters())
-      slot.bf16->tensor =
-          bf16_copies_.channels(slot.offset, slot.offset + slot.count).reshape(slot.value->shape());
+      const Shape4 shape = slot.value->shape();
+      Tensor copy =
+          bf16_copies_.channels(slot.offset, slot.offset + slot.count).prefix(shape, layout);
+      if (copy.layout() == Layout::channels_last)  // not where the two layouts coincide
+        segments.insert(segments.end(), {slot.offset, shape.n, shape.c, shape.plane()});
+      slot.bf16->tensor = copy;
       slot.bf16->kept = true;
     }
+  if (!segments.empty())
+    krsc_segments_ = Tensor::from_vector(segments, {1, 1, 1, int64_t(segments.size())}, device());
   refresh_bf16_copies();
 }
 
 void ParameterArena::refresh_bf16_copies() {
-  if (bf16_copies_.defined()) bf16_copies_.convert_from(value_range(0, parameters_));
+  if (!bf16_copies_.defined()) return;
+  const Tensor values = value_range(0, parameters_);
+  if (!krsc_segments_.defined()) return bf16_copies_.convert_from(values);
+  ops::round_weights_to_bf16(values.view<float>(), bf16_copies_.view<bf16>(),
+                             krsc_segments_.view<int64_t>());
 }
 
 }  // namespace bareyolo

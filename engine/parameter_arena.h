@@ -91,13 +91,16 @@ class ParameterArena {
   // weight) become views of one bf16 arena beside the parameters, which refresh_bf16_copies()
   // rounds from them in one pass: the Solver's, once per optimizer step, instead of one cast per
   // convolution at every forward. Until the arena goes, the modules read their copies as they
-  // are (Bf16Copy::kept), so whoever changes a parameter refreshes them.
-  void keep_bf16_copies();
+  // are (Bf16Copy::kept), so whoever changes a parameter refreshes them. With `layout`
+  // channels last, a convolution weight's copy is channels last too (KRSC, what a channels-last
+  // convolution reads: kernels/krsc_weights.h), transposed by the same pass.
+  void keep_bf16_copies(Layout layout = Layout::nchw);
   void refresh_bf16_copies();
 
  private:
   Tensor values_, gradients_, squared_norm_;
-  Tensor bf16_copies_;  // bf16, the parameters' range, once keep_bf16_copies() ran
+  Tensor bf16_copies_;    // bf16, the parameters' range, once keep_bf16_copies() ran
+  Tensor krsc_segments_;  // i64 on the arena's device: the copies held KRSC (none in NCHW)
   std::unique_ptr<StepScalars> step_scalars_;
   std::vector<Slot> slots_;
   int64_t optimised_ = 0, parameters_ = 0;

@@ -356,6 +356,12 @@ void convert_to_bf16(View<const float> x, View<bf16> y);
 void convert_from_bf16(View<const bf16> x, View<float> y);
 // x = x rounded to the nearest bf16, kept in float: the value a bf16 tensor would hold.
 void round_to_bf16_in_place(View<float> x);
+// Mixed precision's bf16 weights, once per optimizer step: copies[e] = bf16(values[source]) for
+// every element e of two flat views of one size, source = krsc_source(segments, e)
+// (kernels/krsc_weights.h): the copies of a channels-last graph's convolution weights KRSC.
+// `segments` (kSegmentFields int64 each, sorted by offset) on the views' device.
+void round_weights_to_bf16(View<const float> values, View<bf16> copies,
+                           View<const int64_t> segments);
 //
 // The activation ops (elementwise SiLU and add, concat, upsample, pooling, convolution,
 // BatchNorm and BatchNorm + SiLU) also run on bf16 views: mixed precision's activations and

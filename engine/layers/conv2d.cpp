@@ -69,7 +69,8 @@ void Conv2d::forward_into(const Tensor& input, Tensor& output, Tensor* mean, Ten
       throw std::invalid_argument(std::string("Conv2d: bf16 activations need float weights, not ") +
                                   dtype_name(weight_.dtype()));
     if (!weight_bf16_.kept) {  // the weights may have changed since the last forward (a step)
-      ensure_tensor(weight_bf16_.tensor, weight_.shape(), input.device(), DType::bf16);
+      // In the input's layout: KRSC beside channels-last activations (kernels/krsc_weights.h).
+      ensure_tensor(weight_bf16_.tensor, weight_.shape(), input);
       weight_bf16_.tensor.convert_from(weight_);
     }
   }

@@ -70,7 +70,9 @@ namespace {
 using cpu::ConvGeometry;
 
 // The convolution's sizes, after checking that x, weight and y fit together.
-ConvGeometry conv_geometry(const char* op, Shape4 x, Shape4 weight, bool weight_dense,
+// The weight is one packed block: KCRS, or KRSC (channels last, the bf16 weight copies of a
+// channels-last graph: kernels/krsc_weights.h).
+ConvGeometry conv_geometry(const char* op, Shape4 x, Shape4 weight, bool weight_packed,
                            Conv2dParams p, Shape4 y) {
   auto fail = [&](const std::string& why) {
     throw std::invalid_argument(std::string(op) + ": " + why + " (input " + x.str() + ", weight " +
@@ -83,7 +85,8 @@ ConvGeometry conv_geometry(const char* op, Shape4 x, Shape4 weight, bool weight_
     fail("strides must be at least 1 and paddings at least 0");
   if (weight.n < 1 || weight.h < 1 || weight.w < 1)
     fail("the weight must hold at least one kernel of at least 1x1");
-  if (!weight_dense) fail("the weight must be one dense (c_out, c_in, kernel_h, kernel_w) block");
+  if (!weight_packed)
+    fail("the weight must be one packed (c_out, c_in, kernel_h, kernel_w) block, KCRS or KRSC");
   if (x.c != weight.c)
     fail("the input has " + std::to_string(x.c) + " channels but the weight expects " +
          std::to_string(weight.c));
@@ -250,7 +253,7 @@ void conv2d_forward(View<const T> x, View<const T> weight, const ComputeType<T>*
                     ComputeType<T>* moments_m2) {
   const Device device = detail::common_device("conv2d_forward", x, weight, y);
   const ConvGeometry g =
-      conv_geometry("conv2d_forward", x.shape, weight.shape, weight.dense(), p, y.shape);
+      conv_geometry("conv2d_forward", x.shape, weight.shape, weight.packed(), p, y.shape);
   require_both_or_neither(moments_mean, moments_m2);
   BAREYOLO_ROUTE_TO_CUDA(conv2d_forward, device, x, weight, bias, p, y, moments_mean, moments_m2);
   const int64_t c_out = weight.shape.n, k = g.col_rows(), hw = g.col_cols();
@@ -304,7 +307,7 @@ void conv2d_backward_data(View<const T> dy, View<const T> weight, Conv2dParams p
                           GradientWrite write) {
   const Device device = detail::common_device("conv2d_backward_data", dy, weight, dx);
   const ConvGeometry g =
-      conv_geometry("conv2d_backward_data", dx.shape, weight.shape, weight.dense(), p, dy.shape);
+      conv_geometry("conv2d_backward_data", dx.shape, weight.shape, weight.packed(), p, dy.shape);
   BAREYOLO_ROUTE_TO_CUDA(conv2d_backward_data, device, dy, weight, p, dx, write);
   const int64_t c_out = weight.shape.n, k = g.col_rows(), hw = g.col_cols();
   const bool add = write == GradientWrite::add;
@@ -338,8 +341,8 @@ template <class T>
 void conv2d_backward_weight(View<const T> x, View<const T> dy, Conv2dParams p,
                             View<ComputeType<T>> dweight, ComputeType<T>* dbias) {
   const Device device = detail::common_device("conv2d_backward_weight", x, dy, dweight);
-  const ConvGeometry g =
-      conv_geometry("conv2d_backward_weight", x.shape, dweight.shape, dweight.dense(), p, dy.shape);
+  const ConvGeometry g = conv_geometry("conv2d_backward_weight", x.shape, dweight.shape,
+                                       dweight.packed(), p, dy.shape);
   BAREYOLO_ROUTE_TO_CUDA(conv2d_backward_weight, device, x, dy, p, dweight, dbias);
   const int64_t c_out = dweight.shape.n, k = g.col_rows(), hw = g.col_cols();
   const int64_t batch = x.shape.n, c_in = x.shape.c;
@@ -397,7 +400,7 @@ template <>
 void conv2d_forward<bf16>(View<const bf16> x, View<const bf16> weight, const float* bias,
                           Conv2dParams p, View<bf16> y, float* moments_mean, float* moments_m2) {
   const Device device = detail::common_device("conv2d_forward", x, weight, y);
-  conv_geometry("conv2d_forward", x.shape, weight.shape, weight.dense(), p, y.shape);
+  conv_geometry("conv2d_forward", x.shape, weight.shape, weight.packed(), p, y.shape);
   require_both_or_neither(moments_mean, moments_m2);
   BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(conv2d_forward, device, x, weight, bias, p, y, moments_mean,
                                   moments_m2);
@@ -411,7 +414,7 @@ template <>
 void conv2d_backward_data<bf16>(View<const bf16> dy, View<const bf16> weight, Conv2dParams p,
                                 View<bf16> dx, GradientWrite write) {
   const Device device = detail::common_device("conv2d_backward_data", dy, weight, dx);
-  conv_geometry("conv2d_backward_data", dx.shape, weight.shape, weight.dense(), p, dy.shape);
+  conv_geometry("conv2d_backward_data", dx.shape, weight.shape, weight.packed(), p, dy.shape);
   BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(conv2d_backward_data, device, dy, weight, p, dx, write);
   cpu::Widened dx_float = cpu::widened_gradient(dx, write);
   conv2d_backward_data<float>(cpu::Widened(dy), cpu::Widened(weight), p, dx_float, write);
@@ -422,7 +425,7 @@ template <>
 void conv2d_backward_weight<bf16>(View<const bf16> x, View<const bf16> dy, Conv2dParams p,
                                   View<float> dweight, float* dbias) {
   const Device device = detail::common_device("conv2d_backward_weight", x, dy, dweight);
-  conv_geometry("conv2d_backward_weight", x.shape, dweight.shape, dweight.dense(), p, dy.shape);
+  conv_geometry("conv2d_backward_weight", x.shape, dweight.shape, dweight.packed(), p, dy.shape);
   BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(conv2d_backward_weight, device, x, dy, p, dweight, dbias);
   // The product on its own, rounded to bf16 as a tensor-core convolution stores it, then added.
   cpu::Widened product(dweight.shape);

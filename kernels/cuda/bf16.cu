@@ -4,6 +4,7 @@
 #include "kernels/bf16.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/pointwise.cuh"
+#include "kernels/krsc_weights.h"
 
 namespace bareyolo::cuda {
 
@@ -25,6 +26,16 @@ struct AddBf16Into {
     element(sum, order, n, i) += to_float(element(x, order, n, i));
   }
 };
+// Copy element e rounds its KCRS source (flat views: e counts the whole arena).
+struct RoundWeights {
+  const float* values;
+  bf16* copies;
+  const int64_t* segments;
+  int64_t count;
+  __device__ void operator()(int64_t, int64_t e) const {
+    copies[e] = to_bf16(values[ops::krsc_source(segments, count, e)]);
+  }
+};
 }  // namespace
 
 void convert_to_bf16(View<const float> x, View<bf16> y) { launch_map(x, y, ToBf16{}); }
@@ -32,6 +43,13 @@ void convert_from_bf16(View<const bf16> x, View<float> y) { launch_map(x, y, ToF
 void round_to_bf16_in_place(View<float> x) { launch_map(View<const float>(x), x, RoundToBf16{}); }
 void add_bf16_into(View<const bf16> x, View<float> sum) {
   launch_pointwise(x.shape, x.device, all_packed_alike(x, sum), AddBf16Into{x, sum});
+}
+
+void round_weights_to_bf16(View<const float> values, View<bf16> copies,
+                           View<const int64_t> segments) {
+  launch_pointwise(values.shape, values.device, /*all_dense=*/true,
+                   RoundWeights{values.data, copies.data, segments.data,
+                                segments.shape.numel() / ops::kSegmentFields});
 }
 
 }  // namespace bareyolo::cuda

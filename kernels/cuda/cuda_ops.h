@@ -188,6 +188,8 @@ void resize_bilinear(View<const float> x, View<float> y);
 void convert_to_bf16(View<const float> x, View<bf16> y);
 void convert_from_bf16(View<const bf16> x, View<float> y);
 void round_to_bf16_in_place(View<float> x);
+void round_weights_to_bf16(View<const float> values, View<bf16> copies,
+                           View<const int64_t> segments);
 // sum += x, widened: one pass where a widening copy and an add made two (conv2d.cu's bf16
 // weight gradients).
 void add_bf16_into(View<const bf16> x, View<float> sum);

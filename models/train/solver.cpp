@@ -128,8 +128,10 @@ Solver::Solver(DetectionModel& model, const SolverOptions& options, dist::Commun
                                           .bucket_mb = options.bucket_mb,
                                           .bf16_buckets = options.bf16_grad_buckets});
   // Mixed precision: the convolutions' bf16 weights rounded once per optimizer step (update),
-  // from rank 0's weights on every rank.
-  if (options.amp) arena_.keep_bf16_copies();
+  // from rank 0's weights on every rank; KRSC in a channels-last graph (what its convolutions
+  // read).
+  if (options.amp)
+    arena_.keep_bf16_copies(options.channels_last ? Layout::channels_last : Layout::nchw);
   // A GPU's convolutions run the algorithms the cache file remembers, rank 0's on every rank.
   if (!algorithm_identity_.empty()) {
     note_from_rank0(load_algorithm_cache(arena_.device()));

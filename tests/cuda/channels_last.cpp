@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/nchw_adapter.h"
+#include "kernels/ops.h"
 #include "tests/support/channels_last_ops.h"
 #include "tests/support/channels_last_run.h"
 #include "tests/support/random_tensor.h"
@@ -64,4 +65,18 @@ TEST_CASE("cuda channels-last step: every op of the tiny model's training takes 
     CHECK(detail::layout_copies_made.load() == before);  // no op ran on copies of its views
     CHECK(run.gradients.size() > 20);
   }
+}
+
+TEST_CASE("cuda channels-last weights: round_weights_to_bf16 writes the CPU's bits") {
+  Rng rng(93);
+  const Tensor values = random_tensor(rng, {1, 8000, 1, 1});
+  // (offset, out channels, in channels, kernel area): a gap before, between and after them.
+  const std::vector<int64_t> segments = {17, 8, 6, 9, 600, 16, 32, 9, 6000, 4, 3, 36};
+  const Tensor table = Tensor::from_vector(segments, {1, 1, 1, int64_t(segments.size())});
+  Tensor cpu = Tensor::zeros(values.shape(), Device::cpu(), DType::bf16);
+  ops::round_weights_to_bf16(values.view<float>(), cpu.view<bf16>(), table.view<int64_t>());
+  const Tensor gpu_values = values.to(Device::cuda(0)), gpu_table = table.to(Device::cuda(0));
+  Tensor gpu = poisoned(values.shape(), Layout::nchw).converted(DType::bf16).to(Device::cuda(0));
+  ops::round_weights_to_bf16(gpu_values.view<float>(), gpu.view<bf16>(), gpu_table.view<int64_t>());
+  CHECK(gpu.to_doubles() == cpu.to_doubles());
 }

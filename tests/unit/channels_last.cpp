@@ -11,6 +11,7 @@
 #include "kernels/nchw_adapter.h"
 #include "kernels/ops.h"
 #include "models/train/options.h"
+#include "models/train/solver.h"
 #include "tests/support/channels_last_ops.h"
 #include "tests/support/channels_last_run.h"
 #include "tests/support/random_tensor.h"
@@ -109,4 +110,28 @@ TEST_CASE("channels-last option: auto and off are NCHW, on is channels last") {
   CHECK(models::channels_last(options));
   options.channels_last = models::ChannelsLastMode::off;
   CHECK_FALSE(models::channels_last(options));
+}
+
+// Through the Solver, --amp keeps the convolutions' bf16 weights in the arena, KRSC in channels
+// last (ParameterArena::keep_bf16_copies): the steps still give NCHW's bits.
+TEST_CASE("channels-last Solver: --amp steps with KRSC weight copies give NCHW's bits") {
+  std::vector<std::vector<double>> runs[2];
+  for (bool channels_last : {false, true}) {
+    models::DetectionModel model = tracking_model();
+    const std::vector<TrackingBatch> data = tracking_batches();
+    models::Solver solver(model, {.epochs = 10,
+                                  .batches_per_epoch = int64_t(data.size()),
+                                  .batch = int(data[0].images.shape().n),
+                                  .nbs = int(data[0].images.shape().n),
+                                  .loss = tracking_loss_options(),
+                                  .amp = true,
+                                  .channels_last = channels_last});
+    for (int64_t iteration = 0; iteration < 3; ++iteration) {
+      const TrackingBatch& batch = data[size_t(iteration)];
+      REQUIRE(solver.step(batch.images, batch.labels, iteration).updated);
+    }
+    for (const StateEntry& e : model.state()) runs[channels_last].push_back(e.value->to_doubles());
+  }
+  REQUIRE(runs[0].size() > 20);
+  CHECK(runs[1] == runs[0]);
 }
