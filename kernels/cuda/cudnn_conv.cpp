@@ -385,7 +385,8 @@ class Convolution {
         tensor_cores(bf16_operands || tf32_enabled()),
         deterministic(cudnn_deterministic()),
         handle(cudnn_handle(device)),
-        x_shape_(x_view.shape),
+        // Checked before the key's descriptors are made (and kept) from the views' strides.
+        x_shape_(described_by_key(x_view, x_name, y_view, y_name)),
         w_shape_(w_view.shape),
         key_{.images = x_view.shape.n,
              .in_channels = x_view.shape.c,
@@ -413,12 +414,7 @@ class Convolution {
                               TensorDescriptor(y_view, y_name, channels_last),
                               FilterDescriptor(w_view.shape, cudnn_type<W>(), channels_last),
                               ConvolutionDescriptor(p, ranking_math())});
-        })) {
-    // The key holds batch strides, not pixel strides: a channels-last view's must follow from
-    // them, as they do in a channels-last tensor and its channel slices.
-    require_key_describes(x_view, x_name);
-    require_key_describes(y_view, y_name);
-  }
+        })) {}
 
   // Makes the call of `Pass` through launch(algorithm, workspace, workspace bytes, output),
   // which returns cuDNN's status: with the key's choice, or on the key's first call with the
@@ -488,15 +484,23 @@ class Convolution {
   const cudnnHandle_t handle;
 
  private:
-  template <class T>
-  static void require_key_describes(const View<T>& view, const char* name) {
-    if (view.channels_last() && view.batch_stride != view.pixel_stride * view.shape.plane())
-      throw std::invalid_argument(
-          std::string("conv2d on CUDA: channels-last tensor ") + name + " " + view.shape.str() +
-          " has batch stride " + std::to_string(view.batch_stride) + " and pixel stride " +
-          std::to_string(view.pixel_stride) +
-          "; its images must be pixel stride x height x width apart (a tensor or a channel "
-          "slice of one)");
+  // The key holds batch strides, not pixel strides: a channels-last view's must follow from
+  // them, as they do in a channels-last tensor and its channel slices. Returns x's shape.
+  template <class X, class Y>
+  static Shape4 described_by_key(const View<X>& x, const char* x_name, const View<Y>& y,
+                                 const char* y_name) {
+    const auto check = [](const auto& view, const char* name) {
+      if (view.channels_last() && view.batch_stride != view.pixel_stride * view.shape.plane())
+        throw std::invalid_argument(
+            std::string("conv2d on CUDA: channels-last tensor ") + name + " " + view.shape.str() +
+            " has batch stride " + std::to_string(view.batch_stride) + " and pixel stride " +
+            std::to_string(view.pixel_stride) +
+            "; its images must be pixel stride x height x width apart (a tensor or a channel "
+            "slice of one)");
+    };
+    check(x, x_name);
+    check(y, y_name);
+    return x.shape;
   }
 
   // The math types cuDNN's heuristics may rank algorithms for (the call's permitted ones).

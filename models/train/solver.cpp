@@ -14,6 +14,7 @@
 #include "engine/trace.h"                          // defines: trace::Range
 #include "kernels/op_sequence.h"                   // defines: op_sequence::note
 #include "kernels/route.h"                         // defines: ops::require_kernel
+#include "kernels/scratch_stack.h"                 // defines: ScratchFrame::gpu_moves
 #include "kernels/settings.h"                      // defines: ops::use_settings
 #include "kernels/step_graph.h"                    // defines: StepGraph
 #include "kernels/step_guard.h"                    // defines: step_guard::Scope
@@ -163,9 +164,11 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
     step_kinds_seen_.clear();
   }
   use_loss_buffers(cells);
-  // A new shape's first convolutions may have grown their shared workspace: recordings made
-  // before read the old one, so every kind records again.
-  if (const uint64_t moves = ops::convolution_workspace_moves(arena_.device());
+  // A new shape's first convolutions may have grown their shared workspace, and its first
+  // kernels their scratch (kernels/scratch_stack.h): recordings made before read the old
+  // buffers, so every kind records again.
+  if (const uint64_t moves =
+          ops::convolution_workspace_moves(arena_.device()) + detail::ScratchFrame::gpu_moves();
       moves != workspace_moves_) {
     workspace_moves_ = moves;
     graphs_.clear();

@@ -189,7 +189,8 @@ class Solver {
   // CPU, which has none), and whether the first step, which chose them, is done.
   const std::string algorithm_identity_;
   bool first_step_done_ = false;
-  uint64_t workspace_moves_ = 0;  // of the convolutions' shared workspace, when last seen
+  // Moves of the convolutions' shared workspace and the kernels' GPU scratch, when last seen.
+  uint64_t workspace_moves_ = 0;
   void share_algorithm_choices();
   void note_from_rank0(std::string note);
   bool rank0() const { return !comm_ || comm_->rank() == 0; }
