@@ -8,28 +8,29 @@
 //   --no-compile: the peer's eager modes only (torch.compile spends a minute or more of GPU
 //                 time compiling; tools/gpu_check.sh skips it)
 //
-// Ours: the trainer's step (the Solver, models/train/solver.h) on device 0 in six modes, taking
+// Ours: the trainer's step (the Solver, models/train/solver.h) on device 0 in seven modes, taking
 // turns: float32, TF32 (--tf32 on) and mixed precision (--amp: bf16 activations, the
 // convolutions on cuDNN's bf16 tensor cores; docs/mixed_precision.md) with the fastest of
 // cuDNN's deterministic algorithms (--cudnn deterministic, the default), mixed precision with the
 // fastest of all (--cudnn fast), and mixed precision again with the step recorded as CUDA graphs
 // and replayed (--cuda-graph, kernels/step_graph.h: a second model and Solver of its own,
-// deterministic), and mixed precision with channels-last activations (--channels-last on; ops
-// whose kernel reads NCHW run on NCHW copies, docs/gpu.md): forward, YOLOv5's loss normalised by
-// this batch's counts, backward, clip to norm 10, SGD with Nesterov momentum over YOLOv5's three
-// groups (hyp.scratch-low's schedule from its first iteration), zero_grad, the EMA update. One
-// optimizer step per batch (nbs = the batch; at batch 64 the trainer's accumulate is 1 too). The
-// batch is made once and stays on the GPU (random pixels in [0, 1), bench::kBoxesPerImage random
-// boxes per image), so no loader or upload is timed. The peer, bench/torch_gpu_train.py: PyTorch
-// YOLOv5's own Model, ComputeLoss, smart_optimizer and ModelEMA with train.py's step (AMP float16 +
-// GradScaler, clip 10, EMA) in five modes: eager NCHW and eager channels-last, each fast
+// deterministic), and mixed precision with channels-last activations (--channels-last on: every
+// op on its channels-last kernel, docs/gpu.md), deterministic and fast: forward, YOLOv5's loss
+// normalised by this batch's counts, backward, clip to norm 10, SGD with Nesterov momentum over
+// YOLOv5's three groups (hyp.scratch-low's schedule from its first iteration), zero_grad, the EMA
+// update. One optimizer step per batch (nbs = the batch; at batch 64 the trainer's accumulate is 1
+// too). The batch is made once and stays on the GPU (random pixels in [0, 1), bench::kBoxesPerImage
+// random boxes per image), so no loader or upload is timed. The peer, bench/torch_gpu_train.py:
+// PyTorch YOLOv5's own Model, ComputeLoss, smart_optimizer and ModelEMA with train.py's step (AMP
+// float16 + GradScaler, clip 10, EMA) in five modes: eager NCHW and eager channels-last, each fast
 // (cudnn.benchmark) and deterministic (torch.use_deterministic_algorithms(True), as YOLOv5's
 // train.py asks), and torch.compile (channels-last, fast). Started once, it runs one round of a
 // mode per command, so the engines take turns (ours, then each peer mode, --rounds times), each
 // freeing its device memory before the other's turn, and torch compiles once. Like is paired with
 // like: ours AMP deterministic against the peer's faster deterministic eager layout
 // (ratio_det_vs_torch_det), ours AMP fast against its faster fast eager layout
-// (ratio_fast_vs_torch_fast): both eager, both mixed precision, the same determinism.
+// (ratio_fast_vs_torch_fast): both eager, both mixed precision, the same determinism, ours in
+// its faster layout too (NCHW or channels last).
 // Figures: images/s = batch / the median step of a round (--steps after --warmup; host clock
 // around a step with the device synchronised), then the median over the rounds; the RESULT's
 // eager figures are the faster eager layout's. Model TFLOP/s = 3 x the forward FLOPs per image
@@ -44,15 +45,15 @@
 // Without a usable GPU it prints why and exits 77 (skipped), or 1 where a GPU is required
 // (gpu_required: BAREYOLO_REQUIRE_GPU, or a driver installed).
 // Last line (ours_img_s and ours_launches_per_step are float32's, tflops_fraction the fastest
-// mode's, ours_host_waits_per_step the most of our six modes'; t is the peer's fast eager AMP,
+// mode's, ours_host_waits_per_step the most of our seven modes'; t is the peer's fast eager AMP,
 // d its deterministic one):
 //   RESULT ours_img_s=<x> ours_tf32_img_s=<y> ours_amp_img_s=<z> torch_eager_amp_img_s=<t>
 //          torch_compile_img_s=<c> ratio_vs_torch=<x/t> ratio_amp_vs_torch=<z/t>
 //          tflops_fraction=<f> ours_host_waits_per_step=<w> ours_launches_per_step=<l>
 //          ours_amp_graph_img_s=<g> ratio_amp_graph_vs_torch=<g/t>
 //          ours_graph_launches_per_step=<m> ours_amp_fast_img_s=<a> torch_eager_det_img_s=<d>
-//          ratio_det_vs_torch_det=<z/d> ratio_fast_vs_torch_fast=<a/t>
-//          ours_amp_channels_last_img_s=<n>
+//          ratio_det_vs_torch_det=<max(z,n)/d> ratio_fast_vs_torch_fast=<max(a,q)/t>
+//          ours_amp_channels_last_img_s=<n> ours_amp_fast_channels_last_img_s=<q>
 // (a peer figure that could not be measured is `absent`, its reason on the line before, and a
 // ratio of it `nan`).
 #include <cublas_v2.h>
@@ -519,7 +520,16 @@ std::string rate_or_absent(double rate) { return std::isnan(rate) ? "absent" : f
 std::string ratio_or_nan(double ratio) { return std::isnan(ratio) ? "nan" : fixed(ratio, 3); }
 
 // Where each mode sits in the arrays main() fills.
-enum Ours { kFloat32, kTf32, kAmp, kAmpFast, kAmpGraph, kAmpChannelsLast, kOurModes };
+enum Ours {
+  kFloat32,
+  kTf32,
+  kAmp,
+  kAmpFast,
+  kAmpGraph,
+  kAmpChannelsLast,
+  kAmpFastChannelsLast,
+  kOurModes
+};
 enum Peer { kNchwFast, kNhwcFast, kNchwDet, kNhwcDet, kCompile, kPeerModes };
 
 // The faster of two layouts of a peer mode; with neither measured, the first (its reason).
@@ -571,9 +581,12 @@ void report(const std::array<OurMode, kOurModes>& ours,
         "replayed: %.2f\n",
         eager.label, rate[kFloat32] / eager.rate(), rate[kAmp] / eager.rate(),
         rate[kAmpGraph] / eager.rate());
+  // Like with like, each engine in its faster layout.
+  const double ours_det = std::max(rate[kAmp], rate[kAmpChannelsLast]),
+               ours_fast = std::max(rate[kAmpFast], rate[kAmpFastChannelsLast]);
   std::printf("like with like: ours AMP deterministic / %s: %s; ours AMP fast / %s: %s\n",
-              eager_det.label, ratio_or_nan(rate[kAmp] / eager_det.rate()).c_str(), eager.label,
-              ratio_or_nan(rate[kAmpFast] / eager.rate()).c_str());
+              eager_det.label, ratio_or_nan(ours_det / eager_det.rate()).c_str(), eager.label,
+              ratio_or_nan(ours_fast / eager.rate()).c_str());
   std::string why;
   for (const auto& [key, mode] :
        {std::pair{"torch_eager_amp_img_s", &eager}, std::pair{"torch_eager_det_img_s", &eager_det},
@@ -587,15 +600,16 @@ void report(const std::array<OurMode, kOurModes>& ours,
       "ours_host_waits_per_step=%.2f ours_launches_per_step=%.1f ours_amp_graph_img_s=%.2f "
       "ratio_amp_graph_vs_torch=%s ours_graph_launches_per_step=%.1f ours_amp_fast_img_s=%.2f "
       "torch_eager_det_img_s=%s ratio_det_vs_torch_det=%s ratio_fast_vs_torch_fast=%s "
-      "ours_amp_channels_last_img_s=%.2f\n",
+      "ours_amp_channels_last_img_s=%.2f ours_amp_fast_channels_last_img_s=%.2f\n",
       rate[kFloat32], rate[kTf32], rate[kAmp], rate_or_absent(eager.rate()).c_str(),
       rate_or_absent(compiled.rate()).c_str(), ratio_or_nan(rate[kFloat32] / eager.rate()).c_str(),
       ratio_or_nan(rate[kAmp] / eager.rate()).c_str(), tflops(fastest) / gemm_tflops,
       most_host_waits, ours[kFloat32].work.launches_per_step(), rate[kAmpGraph],
       ratio_or_nan(rate[kAmpGraph] / eager.rate()).c_str(),
       ours[kAmpGraph].work.launches_per_step(), rate[kAmpFast],
-      rate_or_absent(eager_det.rate()).c_str(), ratio_or_nan(rate[kAmp] / eager_det.rate()).c_str(),
-      ratio_or_nan(rate[kAmpFast] / eager.rate()).c_str(), rate[kAmpChannelsLast]);
+      rate_or_absent(eager_det.rate()).c_str(), ratio_or_nan(ours_det / eager_det.rate()).c_str(),
+      ratio_or_nan(ours_fast / eager.rate()).c_str(), rate[kAmpChannelsLast],
+      rate[kAmpFastChannelsLast]);
 }
 
 // --no-compile is this bench's own; the rest is the options it shares with bench_train.
@@ -671,7 +685,8 @@ int main(int argc, char** argv) {
         OurMode{"AMP (bf16)", false, true, false, true, false, {}, {}},
         OurMode{"AMP (bf16), cuDNN fast", false, true, false, false, false, {}, {}},
         OurMode{"AMP (bf16), CUDA graph", false, true, true, true, false, {}, {}},
-        OurMode{"AMP (bf16), channels last", false, true, false, true, true, {}, {}}};
+        OurMode{"AMP (bf16), channels last", false, true, false, true, true, {}, {}},
+        OurMode{"AMP (bf16), cuDNN fast, channels last", false, true, false, false, true, {}, {}}};
     for (int round = 1; round <= options.rounds; ++round) {
       std::string line = "round " + std::to_string(round) + ": ours";
       for (OurMode& precision : precisions) {
