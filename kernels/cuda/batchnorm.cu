@@ -28,11 +28,14 @@
 //
 // Channels-last views (any op, any mix of layouts: every element is reached through View::at)
 // turn both around so that a warp reads neighbouring channels: see channels_last_partial and
-// pixels_kernel. Every launch goes on the device's compute stream; scratch (partials, sums)
-// comes from the thread's scratch stack (kernels/scratch_stack.h): a warm step allocates none.
+// pixels_kernel; packed ones with whole 16-byte vectors of channels take vectors_kernel. Every
+// launch goes on the device's compute stream; scratch (partials, sums) comes from the thread's
+// scratch stack (kernels/scratch_stack.h): a warm step allocates none.
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/activation.h"
 #include "kernels/batchnorm_statistics.h"
@@ -470,11 +473,178 @@ struct EvalBackwardApply {
   }
 };
 
+// ---- channels last, 16 bytes at a time -----------------------------------------------------
+// Where every view of the apply or the backward apply is packed channels last, its channels a
+// whole number of 16-byte vectors (kPerVector<S>: 4 floats, 8 bf16) and each view 16-byte aligned,
+// the pass loads and stores 16 bytes per thread. A block's threads are a whole number of channel
+// groups (c / kPerVector<S> of them), so a thread keeps one group of channels through its
+// grid-stride loop and holds their parameters in registers: no per-element parameter load and
+// no division. The formulas are Apply's and BackwardApply's, term for term.
+template <class S>
+constexpr int kPerVector = 16 / int(sizeof(S));
+
+template <class S>
+struct alignas(16) Vector {
+  S value[kPerVector<S>];
+};
+template <class S>
+__device__ Vector<S> load_vector(const S* p) {
+  Vector<S> vector;
+  *reinterpret_cast<uint4*>(&vector) = *reinterpret_cast<const uint4*>(p);
+  return vector;
+}
+template <class S>
+__device__ void store_vector(S* p, const Vector<S>& vector) {
+  *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(&vector);
+}
+
+// Whether a pass over `shape` can take `view` 16 bytes at a time.
+template <class T>
+bool takes_vectors(const View<T>& view, const Shape4& shape) {
+  using S = std::remove_const_t<T>;
+  return view.shape == shape && view.channels_last() && view.packed() &&
+         shape.c % kPerVector<S> == 0 && shape.c / kPerVector<S> <= kRowThreads &&
+         reinterpret_cast<uintptr_t>(view.data) % 16 == 0;
+}
+
+// pass(channels, e) for the element offset e of every vector, in threads that each keep the
+// group of channels pass.channels(first channel) gave them.
+template <class S, class Pass>
+__global__ void __launch_bounds__(kRowThreads)
+    vectors_kernel(int64_t vectors, int64_t groups, Pass pass) {
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (first >= vectors) return;
+  const typename Pass::Channels channels = pass.channels((first % groups) * kPerVector<S>);
+  for (int64_t v = first; v < vectors; v += int64_t(gridDim.x) * blockDim.x)
+    pass(channels, v * kPerVector<S>);
+}
+
+template <class S, class Pass>
+void launch_vectors(const Shape4& shape, const Device& device, Pass pass) {
+  const int64_t groups = shape.c / kPerVector<S>, vectors = shape.numel() / kPerVector<S>;
+  if (vectors == 0) return;
+  const int threads = int(kRowThreads / groups * groups);  // a multiple of the groups
+  const int64_t blocks = std::min<int64_t>((vectors + threads - 1) / threads, 1 << 16);
+  vectors_kernel<S><<<unsigned(blocks), threads, 0, stream_of(device)>>>(vectors, groups, pass);
+  BAREYOLO_CUDA_CHECK_LAUNCH();
+}
+
+// Apply, 16 bytes at a time: y = bn (or silu(bn)), bn = (x - mean) * (invstd * gamma) + beta.
+template <bool kSilu, class S>
+struct ApplyVectors {
+  struct Channels {
+    float mean[kPerVector<S>], scale[kPerVector<S>], beta[kPerVector<S>];
+  };
+  const S* x;
+  S* y;
+  const float *mean, *invstd, *gamma, *beta;
+  __device__ Channels channels(int64_t c0) const {
+    Channels p;
+    for (int k = 0; k < kPerVector<S>; ++k) {
+      p.mean[k] = mean[c0 + k];
+      p.scale[k] = invstd[c0 + k] * gamma[c0 + k];
+      p.beta[k] = beta[c0 + k];
+    }
+    return p;
+  }
+  __device__ void operator()(const Channels& p, int64_t e) const {
+    const Vector<S> in = load_vector(x + e);
+    Vector<S> out;
+    for (int k = 0; k < kPerVector<S>; ++k) {
+      const float v = (widen(in.value[k]) - p.mean[k]) * p.scale[k] + p.beta[k];
+      if constexpr (kSilu)
+        out.value[k] = narrow<S>(silu(v));
+      else
+        out.value[k] = narrow<S>(v);
+    }
+    store_vector(y + e, out);
+  }
+};
+
+// BackwardApply, 16 bytes at a time; with kSilu dL/dbn is SiluGradient's (the pre-activation
+// normalised again with the gradient's own statistics) and dx is written, else dy is dL/dbn and
+// dx is added to.
+template <bool kSilu, class S>
+struct BackwardApplyVectors {
+  struct Channels {
+    float mean[kPerVector<S>], scale[kPerVector<S>], inv[kPerVector<S>], mean_dy[kPerVector<S>],
+        mean_dy_xhat[kPerVector<S>];
+    float bn_mean[kPerVector<S>], bn_scale[kPerVector<S>], bn_beta[kPerVector<S>];  // kSilu's
+  };
+  const S *x, *dy;
+  S* dx;
+  const float *mean, *invstd, *gamma, *sum_dy, *sum_dy_xhat;
+  float count;
+  const float *bn_mean, *bn_invstd, *bn_gamma, *bn_beta;  // kSilu's
+  __device__ Channels channels(int64_t c0) const {
+    Channels p;
+    for (int k = 0; k < kPerVector<S>; ++k) {
+      const int64_t c = c0 + k;
+      p.mean[k] = mean[c];
+      p.scale[k] = gamma[c] * invstd[c];
+      p.inv[k] = invstd[c];
+      p.mean_dy[k] = sum_dy[c] / count;
+      p.mean_dy_xhat[k] = sum_dy_xhat[c] / count;
+      if constexpr (kSilu) {
+        p.bn_mean[k] = bn_mean[c];
+        p.bn_scale[k] = bn_invstd[c] * bn_gamma[c];
+        p.bn_beta[k] = bn_beta[c];
+      }
+    }
+    return p;
+  }
+  __device__ void operator()(const Channels& p, int64_t e) const {
+    const Vector<S> xs = load_vector(x + e), gradient = load_vector(dy + e);
+    Vector<S> out;
+    if constexpr (!kSilu) out = load_vector(dx + e);  // added to
+    for (int k = 0; k < kPerVector<S>; ++k) {
+      const float xk = widen(xs.value[k]);
+      float g = widen(gradient.value[k]);
+      if constexpr (kSilu) g = silu_gradient((xk - p.bn_mean[k]) * p.bn_scale[k] + p.bn_beta[k], g);
+      const float xc = xk - p.mean[k];
+      const float value = p.scale[k] * (g - p.mean_dy[k] - xc * p.inv[k] * p.mean_dy_xhat[k]);
+      if constexpr (kSilu)
+        out.value[k] = narrow<S>(value);
+      else
+        out.value[k] = narrow<S>(widen(out.value[k]) + value);
+    }
+    store_vector(dx + e, out);
+  }
+};
+
+// The vector pass of BackwardApply for a gradient source.
+template <class S>
+BackwardApplyVectors<false, S> backward_vectors(const PlainGradient<S>&) {
+  return {};
+}
+template <class S>
+BackwardApplyVectors<true, S> backward_vectors(const SiluGradient<S>& source) {
+  BackwardApplyVectors<true, S> pass{};
+  pass.bn_mean = source.bn.mean;
+  pass.bn_invstd = source.bn.invstd;
+  pass.bn_gamma = source.bn.gamma;
+  pass.bn_beta = source.bn.beta;
+  return pass;
+}
+
 // The backward ops for either gradient source; the public ops below pick one.
 template <class Gradient, class S = typename Gradient::Storage>
 void backward_apply(View<const S> x, Gradient dy, const float* mean, const float* invstd,
                     const float* gamma, const float* sum_dy, const float* sum_dy_xhat,
                     int64_t count, View<S> dx) {
+  if (takes_vectors(x, x.shape) && takes_vectors(dy.dy, x.shape) && takes_vectors(dx, x.shape)) {
+    auto pass = backward_vectors(dy);
+    pass.x = x.data;
+    pass.dy = dy.dy.data;
+    pass.dx = dx.data;
+    pass.mean = mean;
+    pass.invstd = invstd;
+    pass.gamma = gamma;
+    pass.sum_dy = sum_dy;
+    pass.sum_dy_xhat = sum_dy_xhat;
+    pass.count = static_cast<float>(count);
+    return launch_vectors<S>(x.shape, x.device, pass);
+  }
   launch_planes(x, BackwardApply<Gradient>{x, dy, dx, mean, invstd, gamma, sum_dy, sum_dy_xhat,
                                            static_cast<float>(count)});
 }
@@ -544,17 +714,28 @@ void batchnorm_moments(View<const S> x, float* mean, float* m2) {
   BAREYOLO_CUDA_CHECK_LAUNCH();
 }
 
+// Apply over every element: 16 bytes at a time where the views allow it, else plane by plane
+// (or pixel by pixel in channels last).
+template <bool kSilu, class S>
+void apply(View<const S> x, const float* mean, const float* invstd, const float* gamma,
+           const float* beta, View<S> y) {
+  if (takes_vectors(x, x.shape) && takes_vectors(y, x.shape))
+    return launch_vectors<S>(x.shape, x.device,
+                             ApplyVectors<kSilu, S>{x.data, y.data, mean, invstd, gamma, beta});
+  launch_planes(x, Apply<kSilu, S>{{x, mean, invstd, gamma, beta}, y});
+}
+
 template <class S>
 void batchnorm_apply(View<const S> x, const float* mean, const float* invstd, const float* gamma,
                      const float* beta, View<S> y) {
-  launch_planes(x, Apply<false, S>{{x, mean, invstd, gamma, beta}, y});
+  apply<false>(x, mean, invstd, gamma, beta, y);
 }
 
 template <class S>
 void batchnorm_silu_apply(View<const S> x, const float* mean, const float* invstd,
                           const float* gamma, const float* beta, View<S> y) {
   require_silu_shapes("batchnorm_silu_apply", x.shape, y.shape);
-  launch_planes(x, Apply<true, S>{{x, mean, invstd, gamma, beta}, y});
+  apply<true>(x, mean, invstd, gamma, beta, y);
 }
 
 template <class S>

@@ -33,6 +33,13 @@ struct OpInputs {
   Tensor running_var = random_tensor(rng, {1, 6, 1, 1}, 0.5, 2);
   Tensor dx_of_silu = random_tensor(rng, in), up = random_tensor(rng, {2, 6, 18, 14});
   Tensor concat = random_tensor(rng, {2, 11, 9, 7});
+  // 16 channels: whole 16-byte vectors of float and of bf16 (a GPU's vectorised BatchNorm).
+  Shape4 wide{2, 16, 5, 3};
+  Tensor wide_x = random_tensor(rng, wide), wide_dy = random_tensor(rng, wide);
+  Tensor wide_dx = random_tensor(rng, wide), wide_gamma = random_tensor(rng, {1, 16, 1, 1});
+  Tensor wide_beta = random_tensor(rng, {1, 16, 1, 1});
+  Tensor wide_mean = random_tensor(rng, {1, 16, 1, 1}, -0.5, 0.5);
+  Tensor wide_var = random_tensor(rng, {1, 16, 1, 1}, 0.5, 2);
 
   explicit OpInputs(uint64_t seed) : rng(seed) {}
 };
@@ -151,6 +158,36 @@ std::vector<OpSet> sets(const OpInputs& in) {
          return std::vector<Tensor>{y,         dx,          running_mean, running_var,
                                     save_mean, save_invstd, dgamma,       dbeta};
        }});
+  all.push_back({"BatchNorm and BatchNorm + SiLU over 16 channels: training forward and backward",
+                 [&in](Layout layout, DType dtype, Device device) {
+                   const Shape4 per_channel{1, 16, 1, 1};
+                   const Tensor x = made(in.wide_x, layout, dtype, device),
+                                dy = made(in.wide_dy, layout, dtype, device);
+                   const Tensor gamma = in.wide_gamma.to(device), beta = in.wide_beta.to(device);
+                   Tensor running_mean = fresh(in.wide_mean, device),
+                          running_var = fresh(in.wide_var, device);
+                   Tensor mean = Tensor::zeros(per_channel, device),
+                          invstd = Tensor::zeros(per_channel, device);
+                   Tensor y = poison(in.wide, layout, dtype, device),
+                          silu = poison(in.wide, layout, dtype, device),
+                          dx = made(in.wide_dx, layout, dtype, device),
+                          dx_silu = poison(in.wide, layout, dtype, device);
+                   Tensor dgamma = Tensor::zeros(per_channel, device),
+                          dbeta = Tensor::zeros(per_channel, device);
+                   ops::batchnorm_forward_train<S>(in_view<S>(x), on(gamma), on(beta), {1e-3, 0.03},
+                                                   on(running_mean), on(running_var), on(mean),
+                                                   on(invstd), y.view<S>());
+                   ops::batchnorm_silu_apply<S>(in_view<S>(x), on(mean), on(invstd), on(gamma),
+                                                on(beta), silu.view<S>());
+                   ops::batchnorm_backward_train<S>(in_view<S>(x), in_view<S>(dy), on(gamma),
+                                                    on(mean), on(invstd), dx.view<S>(), on(dgamma),
+                                                    on(dbeta));
+                   ops::batchnorm_silu_backward_train<S>(in_view<S>(x), in_view<S>(dy), on(gamma),
+                                                         on(beta), on(mean), on(invstd),
+                                                         dx_silu.view<S>(), on(dgamma), on(dbeta));
+                   return std::vector<Tensor>{y,  silu,    running_mean, running_var, mean,
+                                              dx, dx_silu, dgamma,       dbeta};
+                 }});
   all.push_back(
       {"SPPF's pools, upsampling, add and SiLU", [&in](Layout layout, DType dtype, Device device) {
          const Tensor x = made(in.x, layout, dtype, device);
