@@ -287,10 +287,14 @@ channels_last_gpu() {
   choices=$(printf '%s\n' "$lines" | grep -c '^cudnn ')
   nhwc=$(printf '%s\n' "$lines" | grep -c '^cudnn [a-z-]* bf16 nhwc ')
   tensor_op=$(printf '%s\n' "$lines" | grep -c ' tensor-op; ')
-  # Every choice NHWC, or the step converts somewhere; the math is reported, not judged (cuDNN
-  # may rank FMA or default math first for the stem's 3 channels).
-  [ "$choices" -gt 0 ] && [ "$nhwc" -eq "$choices" ] || verdict=WARN
-  row channels_last_cudnn "$verdict" 0 "$choices cuDNN choices: $nhwc bf16 NHWC, $tensor_op tensor-op"
+  # Every choice NHWC, and no op ran on copies of its views (the Solver's note after the first
+  # step), or the step converts somewhere; the math is reported, not judged (cuDNN may rank FMA
+  # or default math first for the stem's 3 channels).
+  local copies
+  copies=$(tail -n +"$from" "$phase_s_log" | grep -o 'the first step copied [0-9]* views' | head -n 1)
+  [ "$choices" -gt 0 ] && [ "$nhwc" -eq "$choices" ] && [ -z "$copies" ] || verdict=WARN
+  row channels_last_cudnn "$verdict" 0 "$choices cuDNN choices: $nhwc bf16 NHWC, $tensor_op" \
+    "tensor-op; ${copies:-no view copied for an op}"
 }
 
 train_640() {  # ROW CAP MAX_STEPS ARGS...: yolov5s at 640 px, batch 64, without validation

@@ -12,6 +12,7 @@
 #include "engine/optim/clip.h"                     // defines: clip_gradient_norm
 #include "engine/optim/sgd.h"                      // defines: Sgd
 #include "engine/trace.h"                          // defines: trace::Range
+#include "kernels/nchw_adapter.h"                  // defines: layout_copies_made
 #include "kernels/op_sequence.h"                   // defines: op_sequence::note
 #include "kernels/route.h"                         // defines: ops::require_kernel
 #include "kernels/scratch_stack.h"                 // defines: ScratchFrame::gpu_moves
@@ -156,6 +157,7 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   // Solver's buffers. A batch with more rows than the rows' buffer holds moves it: every kind of
   // step then starts afresh (its recordings read the old buffer).
   const Shape4 shape = images.shape();
+  const uint64_t layout_copies = detail::layout_copies_made.load();
   LevelTargets targets = matcher_.targets_of(shape, labels, matched);
   const LossNormalization local = local_normalization(targets, int(shape.n), loss_counts_);
   const std::vector<LevelCells> cells = matcher_.cells_of(shape);
@@ -198,6 +200,7 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   if (!first_step_done_) {
     first_step_done_ = true;
     share_algorithm_choices();
+    note_layout_copies(detail::layout_copies_made.load() - layout_copies);
   }
   return {.loss = kept, .updated = boundary};
 }
@@ -215,6 +218,16 @@ void Solver::save_algorithm_choices() {
   // Rank 0 owns the file, as it owns every side effect of a job.
   if (!algorithm_identity_.empty() && rank0())
     note_from_rank0(save_algorithm_cache(arena_.device()));
+}
+
+// On a GPU every op of a channels-last step has a kernel that takes the layout
+// (kernels/route.h): a first step that still copied views for some op says so, for it costs time
+// (the CPU's kernels read NCHW copies by design: not noted).
+void Solver::note_layout_copies(uint64_t copies) {
+  if (copies == 0 || !options_.channels_last || in_host_memory(arena_.device())) return;
+  note_from_rank0("--channels-last: the first step copied " + std::to_string(copies) +
+                  " views for ops without a channels-last kernel on " + arena_.device().str() +
+                  " (kernels/nchw_adapter.h)");
 }
 
 void Solver::note_from_rank0(std::string note) {

@@ -193,6 +193,7 @@ class Solver {
   uint64_t workspace_moves_ = 0;
   void share_algorithm_choices();
   void note_from_rank0(std::string note);
+  void note_layout_copies(uint64_t copies);
   bool rank0() const { return !comm_ || comm_->rank() == 0; }
 };
 

@@ -2,12 +2,16 @@
 // copy_elements's kernel changes layouts and fills channel slices with the CPU's values, and the
 // ops whose CUDA kernels take channels last as it is (kOpsTakingChannelsLastOnCuda, in the sets
 // of tests/support/channels_last_ops.h: convolutions, BatchNorm, pools, upsampling, add, SiLU) give
-// the CPU's NCHW values. A whole training step in channels last is tests/cuda/train_step.cpp's.
+// the CPU's NCHW values, the tiny model's channels-last steps copy no view for an op (and the
+// Solver's first step says so when one does), and the KRSC weight rounding gives the CPU's bits.
+// A whole training step in channels last against the CPU is tests/cuda/train_step.cpp's.
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cuda/cuda_ops.h"
 #include "kernels/nchw_adapter.h"
 #include "kernels/ops.h"
+#include "models/train/solver.h"
 #include "tests/support/channels_last_ops.h"
 #include "tests/support/channels_last_run.h"
 #include "tests/support/random_tensor.h"
@@ -79,4 +83,28 @@ TEST_CASE("cuda channels-last weights: round_weights_to_bf16 writes the CPU's bi
   Tensor gpu = poisoned(values.shape(), Layout::nchw).converted(DType::bf16).to(Device::cuda(0));
   ops::round_weights_to_bf16(gpu_values.view<float>(), gpu.view<bf16>(), gpu_table.view<int64_t>());
   CHECK(gpu.to_doubles() == cpu.to_doubles());
+}
+
+// The Solver's note after a channels-last first step that copied views for some op: none on
+// cuDNN's path (every op takes the layout), one on the gemm path (its convolutions read NCHW).
+TEST_CASE("cuda channels-last Solver: a first step says whether it copied views for an op") {
+  const std::vector<TrackingBatch> data = tracking_batches();
+  for (cuda::ConvPath path : {cuda::ConvPath::cudnn, cuda::ConvPath::gemm}) {
+    INFO("gemm path " << (path == cuda::ConvPath::gemm));
+    cuda::set_conv_path(path);
+    models::DetectionModel model = tracking_model(Device::cuda(0));
+    models::Solver solver(model, {.epochs = 1,
+                                  .batches_per_epoch = int64_t(data.size()),
+                                  .batch = int(data[0].images.shape().n),
+                                  .nbs = int(data[0].images.shape().n),
+                                  .loss = tracking_loss_options(),
+                                  .channels_last = true});
+    solver.step(data[0].images.to(Device::cuda(0)), data[0].labels, 0);
+    bool copied = false;
+    for (const std::string& note : solver.take_notes())
+      copied =
+          copied || note.find("views for ops without a channels-last kernel") != std::string::npos;
+    CHECK(copied == (path == cuda::ConvPath::gemm));
+  }
+  cuda::set_conv_path(cuda::ConvPath::cudnn);
 }
