@@ -113,9 +113,11 @@ bool taken_as_is(const View<T>& v, CopyLayout layout) {
   return v.packed() && (v.channels_last() || v.shape.c == 1 || v.shape.plane() == 1);
 }
 
-// How many views this process has copied for an op whose kernel does not take them as they are
-// (a GPU step whose ops all take channels last copies none: tests/cuda/channels_last.cpp).
-inline std::atomic<uint64_t> layout_copies_made{0};
+// How many views this process has copied, by the layout of the copies: NCHW ones for an op whose
+// kernel on that device does not take channels last (a GPU step copies none:
+// tests/cuda/channels_last.cpp); packed channels-last ones for a GPU convolution given a
+// Concat's channel slice (kernels/cuda/conv2d.cu).
+inline std::atomic<uint64_t> nchw_copies_made{0}, packed_copies_made{0};
 
 // The copies of one call's views in one layout, in scratch buffers of the calling thread that
 // stay for the next call (kernels/scratch_stack.h).
@@ -133,7 +135,8 @@ class LayoutCopies {
   View<T> of(const View<T>& v) {
     if (taken_as_is(v, layout_)) return v;
     using Element = std::remove_const_t<T>;
-    layout_copies_made.fetch_add(1, std::memory_order_relaxed);
+    (layout_ == CopyLayout::nchw ? nchw_copies_made : packed_copies_made)
+        .fetch_add(1, std::memory_order_relaxed);
     const View<Element> copy =
         scratch_.view<Element>(v.shape, v.device, layout_ == CopyLayout::packed_channels_last);
     copy_elements_on_device<Element>(v, copy);

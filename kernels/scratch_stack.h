@@ -16,6 +16,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/device_memory.h"
@@ -43,10 +44,22 @@ class ScratchFrame {
     if (s.depth == s.slots.size()) s.slots.emplace_back();
     Slot& slot = s.slots[s.depth++];
     if (slot.bytes < size_t(bytes)) {
-      if (slot.data && !in_host_memory(device)) gpu_moves_.fetch_add(1, std::memory_order_relaxed);
-      release_bytes(slot.data, device);
-      const size_t grown = std::max(size_t(bytes), slot.bytes + slot.bytes / 2);
-      slot = {allocate_bytes(grown, device, "an op's scratch"), grown};
+      // Emptied before anything can throw: a failed allocation (AutoBatch's probe catches one)
+      // leaves an empty slot, never a freed buffer.
+      void* old = std::exchange(slot.data, nullptr);
+      const size_t grown = std::max(size_t(bytes), std::exchange(slot.bytes, 0) * 3 / 2);
+      release_bytes(old, device);
+      if (old && !in_host_memory(device)) gpu_moves_.fetch_add(1, std::memory_order_relaxed);
+      void* fresh = nullptr;
+      size_t fresh_bytes = grown;
+      try {
+        fresh = allocate_bytes(grown, device, "an op's scratch");
+      } catch (const std::exception&) {
+        if (grown == size_t(bytes)) throw;
+        fresh_bytes = size_t(bytes);  // the margin does not fit: the size asked for may
+        fresh = allocate_bytes(fresh_bytes, device, "an op's scratch");
+      }
+      slot = {fresh, fresh_bytes};
     }
     return slot.data;
   }

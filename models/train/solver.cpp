@@ -12,7 +12,7 @@
 #include "engine/optim/clip.h"                     // defines: clip_gradient_norm
 #include "engine/optim/sgd.h"                      // defines: Sgd
 #include "engine/trace.h"                          // defines: trace::Range
-#include "kernels/nchw_adapter.h"                  // defines: layout_copies_made
+#include "kernels/nchw_adapter.h"                  // defines: nchw_copies_made
 #include "kernels/op_sequence.h"                   // defines: op_sequence::note
 #include "kernels/route.h"                         // defines: ops::require_kernel
 #include "kernels/scratch_stack.h"                 // defines: ScratchFrame::gpu_moves
@@ -159,7 +159,7 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   // Solver's buffers. A batch with more rows than the rows' buffer holds moves it: every kind of
   // step then starts afresh (its recordings read the old buffer).
   const Shape4 shape = images.shape();
-  const uint64_t layout_copies = detail::layout_copies_made.load();
+  const uint64_t nchw_copies = detail::nchw_copies_made.load();
   LevelTargets targets = matcher_.targets_of(shape, labels, matched);
   const LossNormalization local = local_normalization(targets, int(shape.n), loss_counts_);
   const std::vector<LevelCells> cells = matcher_.cells_of(shape);
@@ -206,7 +206,7 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   if (!first_step_done_) {
     first_step_done_ = true;
     share_algorithm_choices();
-    note_layout_copies(detail::layout_copies_made.load() - layout_copies);
+    note_layout_copies(detail::nchw_copies_made.load() - nchw_copies);
   }
   return {.loss = kept, .updated = boundary};
 }

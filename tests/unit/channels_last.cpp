@@ -65,9 +65,9 @@ TEST_CASE("channels-last ops give their NCHW bits, float and bf16, outputs poiso
     for (DType dtype : {DType::f32, DType::bf16}) {
       INFO(set.name << ", " << dtype_name(dtype));
       const std::vector<Tensor> nchw = set.run(Layout::nchw, dtype, Device::cpu());
-      const uint64_t copies = detail::layout_copies_made.load();
+      const uint64_t copies = detail::nchw_copies_made.load();
       const std::vector<Tensor> last = set.run(Layout::channels_last, dtype, Device::cpu());
-      CHECK(detail::layout_copies_made.load() > copies);  // the CPU's kernels read NCHW copies
+      CHECK(detail::nchw_copies_made.load() > copies);  // the CPU's kernels read NCHW copies
       CHECK(nan_count(nchw) == 0);
       REQUIRE(nchw.size() == last.size());
       for (size_t k = 0; k < nchw.size(); ++k) {

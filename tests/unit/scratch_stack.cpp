@@ -4,6 +4,7 @@
 #include "kernels/scratch_stack.h"
 
 #include <cstdint>
+#include <new>
 #include <stdexcept>
 #include <thread>
 
@@ -65,6 +66,32 @@ TEST_CASE("scratch stack: a slot grows by half again at least, so a few rises mo
       .join();
   CHECK(first != nullptr);
   CHECK(again == grown);
+}
+
+// AutoBatch probes batch sizes until an allocation fails, then trains on: a slot whose growth
+// failed must be empty, not hold the buffer it gave back.
+TEST_CASE("scratch stack: a failed growth leaves the slot empty and usable") {
+  void *before = nullptr, *after = nullptr, *grown = nullptr;
+  bool threw = false;
+  std::thread([&] {
+    auto take = [](int64_t bytes) {
+      ScratchFrame frame;
+      return frame.take(bytes, Device::cpu());
+    };
+    before = take(1000);
+    try {
+      take(int64_t(1) << 47);          // 128 TiB: no host has it
+    } catch (const std::bad_alloc&) {  // HostOutOfMemory
+      threw = true;
+    }
+    after = take(1000);  // a new buffer: the old one went back when the slot grew
+    static_cast<uint8_t*>(after)[999] = 7;
+    grown = take(4000);  // and the slot grows again, giving `after` back once
+  }).join();
+  CHECK(threw);
+  CHECK(before != nullptr);
+  CHECK(after != nullptr);
+  CHECK(grown != nullptr);
 }
 
 TEST_CASE("scratch stack: one frame takes one device's memory") {
