@@ -183,17 +183,15 @@ std::vector<HypValue> hyp_values(const TrainOptions& options) {
 }
 
 bool records_cuda_graphs(const TrainOptions& options, const Device& device, bool graphs_supported,
-                         StepCollectives collectives) {
+                         bool communicates) {
   if (options.cuda_graph == CudaGraphMode::off) return false;
   std::string obstacle;
   if (!graphs_supported)
     obstacle = "it trains on " + device.str() + ", which has no CUDA graphs";
-  else if (collectives == StepCollectives::unrecordable)
+  else if (communicates)
     obstacle =
-        "its step talks to other ranks over TCP or shared memory, whose collectives a CUDA graph "
-        "cannot hold (NCCL's it can)";
-  else if (collectives == StepCollectives::recordable && options.cuda_graph != CudaGraphMode::on)
-    return false;  // auto: NCCL steps are recorded on request only
+        "its step talks to other ranks (a communicator), whose collectives are not "
+        "recorded yet";
   else if (options.rect)
     obstacle = "--rect gives batches of many shapes";
   else if (options.multi_scale)

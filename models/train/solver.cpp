@@ -111,21 +111,19 @@ Solver::Solver(DetectionModel& model, const SolverOptions& options, dist::Commun
   model_.graph().set_channels_last(options.channels_last);
   ops::require_kernel(optimizer_->kernel(), arena_.device(),
                       std::string("--optimizer ") + optimizer_name(options.optimizer));
-  // With a communicator only on request (--cuda-graph on) and only where its collectives go into
-  // the recording (NCCL's); auto leaves such a step launched one kernel at a time.
   records_ =
-      options.cuda_graph != CudaGraphMode::off && StepGraph::supported(arena_.device()) &&
-      (!comm_ || (options.cuda_graph == CudaGraphMode::on && comm_->records_in_cuda_graphs()));
+      options.cuda_graph != CudaGraphMode::off && StepGraph::supported(arena_.device()) && !comm_;
   if (options.cuda_graph == CudaGraphMode::on && !StepGraph::supported(arena_.device()))
     throw std::invalid_argument(
         "--cuda-graph on records the step as a CUDA graph; this run "
         "trains on " +
         arena_.device().str() + ", which has none: --cuda-graph off");
-  if (options.cuda_graph == CudaGraphMode::on && comm_ && !comm_->records_in_cuda_graphs())
+  if (options.cuda_graph == CudaGraphMode::on && comm_)
     throw std::invalid_argument(
-        "--cuda-graph on records the step with its collectives, which only NCCL's can be (and "
-        "not under BAREYOLO_DESYNC_CHECK=1); this process's communicator (world size " +
-        std::to_string(comm_->world_size()) + ") cannot: --cuda-graph off (or auto)");
+        "--cuda-graph on records the step of a process without a communicator; this one has one "
+        "(world size " +
+        std::to_string(comm_->world_size()) +
+        "), whose collectives are not recorded yet: --cuda-graph off (or auto)");
   if (comm_)
     reducer_ = dist::start_data_parallel(*comm_, arena_, state_, model_.graph(),
                                          {.sync_batchnorm = options.sync_bn,
@@ -191,14 +189,10 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
     op_sequence::note("step begins");
     loss = records_ && warm && graphs_ready(kind, images, local, boundary)
                ? replay_step(kind, images, boundary)
-               : run_step(images, local, boundary, &loss_buffers_);
+               : run_step(images, local, boundary);
     op_sequence::note("step ends");
   }
   if (boundary) last_step_iteration_ = iteration;
-  // Every rank ends its optimizer step here alike, launched or replayed (outside any recording:
-  // it waits for last step's check): where a backend cannot check that the ranks issued the same
-  // collectives, the watched communicator does, once a step.
-  if (boundary && comm_) comm_->end_step();
   // Handed out from the Solver's own tensors, so that no tensor of one step is still held when
   // the next one allocates (its memory, and so a CUDA graph of it, stays the same).
   Tensor& kept = kept_losses_[next_kept_loss_++ % kept_losses_.size()];
@@ -249,13 +243,12 @@ void Solver::use_loss_buffers(const std::vector<LevelCells>& cells) {
   if (!same) loss_buffers_ = head_loss_buffers(head, arena_.device(), arena_.dtype());
 }
 
-Tensor Solver::run_step(const Tensor& images, const LossNormalization& local, bool boundary,
-                        HeadLoss* loss_buffers) {
+Tensor Solver::run_step(const Tensor& images, const LossNormalization& local, bool boundary) {
   if (reducer_) reducer_->set_sync(boundary);
   const trace::Label counts("loss counts");  // names global_normalization's all-reduce
   const LossNormalization norm = comm_ ? global_normalization(*comm_, local) : local;
   Tensor loss = models::forward_backward(model_, images, loss_rows_, norm, options_.loss,
-                                         loss_buffers, {comm_, reducer_.get()});
+                                         &loss_buffers_, {comm_, reducer_.get()});
   if (comm_) {  // where the loss is (a GPU's: by NCCL, in order with the gradient buckets)
     const trace::Label label("loss items");
     comm_->allreduce(dist::CommBuffer::of(loss), dist::ReduceOp::sum, "loss items")->wait();
@@ -311,9 +304,10 @@ bool Solver::graphs_ready(const StepKind& kind, const Tensor& images, const Loss
   g.loss = loss_buffers_;
   const HostCounters before = host_counters();
   try {
-    // The step as run_step issues it, its collectives too (with an NCCL communicator).
-    g.step = std::make_unique<StepGraph>(arena_.device(),
-                                         [&] { run_step(g.input, norm, boundary, &g.loss); });
+    g.step = std::make_unique<StepGraph>(arena_.device(), [&] {
+      models::forward_backward(model_, g.input, loss_rows_, norm, options_.loss, &g.loss);
+      if (boundary) update();
+    });
     g.model_buffers = model_.graph().planned_buffers();
     for (Tensor& slot : backward_scratch_slots()) g.model_buffers.push_back(std::move(slot));
   } catch (const std::exception& error) {
@@ -342,7 +336,6 @@ Tensor Solver::replay_step(const StepKind& kind, const Tensor& images, bool boun
     ema_.advance();
   }
   g.step->replay();
-  if (comm_) comm_->watch_replay("the step graph of input " + images.shape().str());
   if (arena_.step_scalars().uploads() != uploads)
     throw std::logic_error("Solver: the step scalars changed inside a replayed step");
   return g.loss.loss;
@@ -362,6 +355,9 @@ void Solver::update() {
   arena_.refresh_bf16_copies();
   optimizer_->zero_grad();
   ema_.update();
+  // Every rank ends its step here alike: where a backend cannot check that the ranks issued
+  // the same collectives, the watched communicator does, once a step.
+  if (comm_) comm_->end_step();
 }
 
 void Solver::restore(const Resume& resume, const std::string& source) {

@@ -172,8 +172,7 @@ class Solver {
   // loss_buffers_ for heads of `cells` (kept while the input's shape stays).
   void use_loss_buffers(const std::vector<LevelCells>& cells);
   // The step's kernels, issued one by one (run_step) or replayed from the kind's graph.
-  Tensor run_step(const Tensor& images, const LossNormalization& local, bool boundary,
-                  HeadLoss* loss_buffers);
+  Tensor run_step(const Tensor& images, const LossNormalization& local, bool boundary);
   Tensor replay_step(const StepKind& kind, const Tensor& images, bool boundary);
   // Whether `kind` has a graph to replay, recording it when it has none yet.
   bool graphs_ready(const StepKind& kind, const Tensor& images, const LossNormalization& norm,

@@ -100,14 +100,6 @@ class Communicator {
   // reduced: a communicator that checks once a step that every rank issued the same
   // collectives (watched_communicator.h) does so here. Nothing by default.
   virtual void end_step() {}
-
-  // Whether the collectives issued while the calling thread records a CUDA graph of its GPU's
-  // compute stream go into the recording, and run again at each replay (--cuda-graph on with a
-  // communicator): NCCL's, whose calls the recording follows onto its stream. No other backend's.
-  virtual bool records_in_cuda_graphs() const { return false; }
-  // Issued after the launch of a replayed graph that holds collectives (`what` names it): watched
-  // from then on as a collective in flight (the timeout, a peer's failure). Nothing by default.
-  virtual void watch_replay(std::string_view what) { (void)what; }
 };
 
 // A Work that is complete already: what a collective returns that finished before returning.

@@ -66,8 +66,6 @@ class TracedCommunicator final : public Communicator {
     return traced("barrier", 0, [&] { return inner_.barrier(tag); });
   }
   void end_step() override { inner_.end_step(); }
-  bool records_in_cuda_graphs() const override { return inner_.records_in_cuda_graphs(); }
-  void watch_replay(std::string_view what) override { inner_.watch_replay(what); }
 
  private:
   template <class Issue>

@@ -61,13 +61,6 @@ class WatchedCommunicator final : public Communicator {
   WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view tag) override;
   WorkHandle barrier(std::string_view tag) override;
   void end_step() override;
-  // Not with the per-collective check: it waits for an all-gather before each collective.
-  // Replayed collectives pass by the recorder and the progress board (the per-step check still
-  // compares the ranks' counts: every rank replays alike).
-  bool records_in_cuda_graphs() const override {
-    return check_ != DesyncCheck::per_collective && inner_->records_in_cuda_graphs();
-  }
-  void watch_replay(std::string_view what) override { inner_->watch_replay(what); }
 
   // From now on the first failure writes this rank's flight record into `folder`
   // (<run>/flight): the run directory is known only after the job has joined.

@@ -17,12 +17,6 @@
 //
 // Locking: `nccl_mutex_` serialises the NCCL calls of the issuing thread and the watchdog's
 // abort; the reason of a failure sits in the shared `Health`, which Work objects keep alive.
-//
-// CUDA graphs. Issued while the compute stream is being captured (the Solver recording a step,
-// --cuda-graph on), a collective's event record, wait and NCCL call go into the recording, which
-// then holds the comm stream's work too (NCCL follows a capture onto its stream); the host's
-// wait() only orders the streams, as always. A replay runs them again; the Solver then calls
-// watch_replay, which the watchdog treats as one collective in flight.
 #include <nccl.h>
 
 #include <atomic>
@@ -291,21 +285,6 @@ class NcclCommunicator final : public Communicator {
     return allreduce(CommBuffer::of(barrier_value_, 1, Device::cuda(device_)), ReduceOp::sum, tag);
   }
 
-  bool records_in_cuda_graphs() const override { return true; }
-
-  // The replay's work so far, its collectives included, is watched as one collective in flight.
-  void watch_replay(std::string_view what) override {
-    health_->throw_if_broken();
-    auto flight = std::make_shared<InFlight>();
-    flight->what = std::string(what) + " (a replayed CUDA graph's collectives)";
-    BAREYOLO_CUDA_CHECK(cudaSetDevice(device_));
-    BAREYOLO_CUDA_CHECK(cudaEventCreateWithFlags(&flight->done, cudaEventDisableTiming));
-    BAREYOLO_CUDA_CHECK(cudaEventRecord(flight->done, compute_));
-    flight->issued = Clock::now();
-    std::lock_guard<std::mutex> lock(watch_mutex_);
-    in_flight_.push_back(std::move(flight));
-  }
-
  private:
   void check(ncclResult_t status, const std::string& call) const {
     if (status == ncclSuccess || status == ncclInProgress) return;
@@ -382,12 +361,7 @@ class NcclCommunicator final : public Communicator {
       BAREYOLO_CUDA_CHECK(cudaEventRecord(flight->done, comm_stream_));
       flight->issued = Clock::now();
     }
-    // Recorded into a CUDA graph (the compute stream is being captured, and the comm stream with
-    // it): `done` orders the graph's streams only, and the watchdog cannot ask a recorded event
-    // whether it happened; each replay is watched instead (watch_replay).
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    BAREYOLO_CUDA_CHECK(cudaStreamIsCapturing(compute_, &capture));
-    if (capture == cudaStreamCaptureStatusNone) {
+    {
       std::lock_guard<std::mutex> lock(watch_mutex_);
       in_flight_.push_back(flight);
     }
