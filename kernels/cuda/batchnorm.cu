@@ -36,6 +36,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/activation.h"
 #include "kernels/batchnorm_statistics.h"
@@ -305,32 +306,47 @@ __global__ void __launch_bounds__(kReduceThreads)
       Plus{}, partials);
 }
 
+// Phase 1 of a per-channel reduction of x, in its layout: channels x splits partials of type
+// Partial in `scratch`, written by launch_channels_last(grid, stream, partials) or
+// launch_nchw(split, stream, partials). Returns them and the splits per channel, for phase 2.
+template <class Partial, class T, class ChannelsLast, class Nchw>
+std::pair<Partial*, unsigned> reduce_partials(const View<T>& x, detail::ScratchFrame& scratch,
+                                              const ChannelsLast& launch_channels_last,
+                                              const Nchw& launch_nchw) {
+  const cudaStream_t stream = stream_of(x.device);
+  const bool channels_last = x.channels_last();
+  const ChannelsLastGrid grid(x.shape);
+  const ChannelSplit split =
+      channels_last ? ChannelSplit{} : channel_split(x.shape, x.device.index);
+  const unsigned splits = channels_last ? grid.splits : split.splits;
+  auto* partials =
+      static_cast<Partial*>(scratch.take(int64_t(sizeof(Partial)) * splits * x.shape.c, x.device));
+  if (channels_last)
+    launch_channels_last(grid, stream, partials);
+  else
+    launch_nchw(split, stream, partials);
+  BAREYOLO_CUDA_CHECK_LAUNCH();
+  return {partials, splits};
+}
+
 template <class Gradient>
 void gradient_sums(View<const typename Gradient::Storage> x, Gradient dy, const float* mean,
                    const float* invstd, float* sum_dy, float* sum_dy_xhat, float* dgamma,
                    float* dbeta) {
   const int64_t channels = x.shape.c;
   if (channels == 0) return;
-  const cudaStream_t stream = stream_of(x.device);
   detail::ScratchFrame scratch;
-  unsigned splits = 1;
-  GradientSums* partials = nullptr;
-  if (x.channels_last()) {
-    const ChannelsLastGrid layout(x.shape);
-    splits = layout.splits;
-    partials = static_cast<GradientSums*>(
-        scratch.take(int64_t(sizeof(GradientSums)) * splits * channels, x.device));
-    gradient_sums_partial_channels_last_kernel<<<layout.grid, layout.block, 0, stream>>>(
-        x, dy, mean, partials);
-  } else {
-    const ChannelSplit split = channel_split(x.shape, x.device.index);
-    splits = split.splits;
-    partials = static_cast<GradientSums*>(
-        scratch.take(int64_t(sizeof(GradientSums)) * splits * channels, x.device));
-    gradient_sums_partial_kernel<<<dim3(splits, unsigned(channels)), kReduceThreads, 0, stream>>>(
-        x, dy, mean, split.per_block, partials);
-  }
-  BAREYOLO_CUDA_CHECK_LAUNCH();
+  const auto [partials, splits] = reduce_partials<GradientSums>(
+      x, scratch,
+      [&](const ChannelsLastGrid& grid, cudaStream_t stream, GradientSums* out) {
+        gradient_sums_partial_channels_last_kernel<<<grid.grid, grid.block, 0, stream>>>(x, dy,
+                                                                                         mean, out);
+      },
+      [&](const ChannelSplit& split, cudaStream_t stream, GradientSums* out) {
+        gradient_sums_partial_kernel<<<dim3(split.splits, unsigned(channels)), kReduceThreads, 0,
+                                       stream>>>(x, dy, mean, split.per_block, out);
+      });
+  const cudaStream_t stream = stream_of(x.device);
   gradient_sums_final_kernel<<<unsigned(channels), kReduceThreads, 0, stream>>>(
       partials, splits, invstd, sum_dy, sum_dy_xhat, dgamma, dbeta);
   BAREYOLO_CUDA_CHECK_LAUNCH();
@@ -690,25 +706,17 @@ template <class S>
 void batchnorm_moments(View<const S> x, float* mean, float* m2) {
   const int64_t channels = x.shape.c;
   if (channels == 0) return;
-  const cudaStream_t stream = stream_of(x.device);
   detail::ScratchFrame scratch;
-  unsigned splits = 1;
-  Moments* partials = nullptr;
-  if (x.channels_last()) {
-    const ChannelsLastGrid layout(x.shape);
-    splits = layout.splits;
-    partials =
-        static_cast<Moments*>(scratch.take(int64_t(sizeof(Moments)) * splits * channels, x.device));
-    moments_partial_channels_last_kernel<<<layout.grid, layout.block, 0, stream>>>(x, partials);
-  } else {
-    const ChannelSplit split = channel_split(x.shape, x.device.index);
-    splits = split.splits;
-    partials =
-        static_cast<Moments*>(scratch.take(int64_t(sizeof(Moments)) * splits * channels, x.device));
-    moments_partial_kernel<<<dim3(splits, unsigned(channels)), kReduceThreads, 0, stream>>>(
-        x, split.per_block, partials);
-  }
-  BAREYOLO_CUDA_CHECK_LAUNCH();
+  const auto [partials, splits] = reduce_partials<Moments>(
+      x, scratch,
+      [&](const ChannelsLastGrid& grid, cudaStream_t stream, Moments* out) {
+        moments_partial_channels_last_kernel<<<grid.grid, grid.block, 0, stream>>>(x, out);
+      },
+      [&](const ChannelSplit& split, cudaStream_t stream, Moments* out) {
+        moments_partial_kernel<<<dim3(split.splits, unsigned(channels)), kReduceThreads, 0,
+                                 stream>>>(x, split.per_block, out);
+      });
+  const cudaStream_t stream = stream_of(x.device);
   moments_final_kernel<<<unsigned(channels), kReduceThreads, 0, stream>>>(partials, splits, mean,
                                                                           m2);
   BAREYOLO_CUDA_CHECK_LAUNCH();

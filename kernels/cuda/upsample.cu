@@ -52,21 +52,29 @@ struct UpsampleBackward {
 // Channels last (or any mix of layouts): one thread per input element counted in x's (dx's)
 // memory order, its 2x2 block in y (dy) reached through the views' strides; the same sums in the
 // same order as above.
+// Element i (in `order`) of a small image `width` wide: its channel c, its pixel p, and the pixel
+// of the big image where its 2x2 block starts (its four: top, top + 1, below, below + 1).
+struct BlockOf {
+  int64_t c, p, top, below;
+  __device__ BlockOf(const ElementOrder& order, int64_t width, int64_t i)
+      : c(order.channels_last ? i % order.channels : i / order.pixels),
+        p(order.channels_last ? i / order.channels : i % order.pixels),
+        top(2 * (p / width) * (2 * width) + 2 * (p % width)),
+        below(top + 2 * width) {}
+};
+
 template <class S>
 struct UpsampleForwardStrided {
   View<const S> x;
   View<S> y;
   ElementOrder order = ElementOrder::of(x);
   __device__ void operator()(int64_t n, int64_t i) const {
-    const int64_t width = x.shape.w;
-    const int64_t c = order.channels_last ? i % order.channels : i / order.pixels;
-    const int64_t p = order.channels_last ? i / order.channels : i % order.pixels;
-    const int64_t top = 2 * (p / width) * (2 * width) + 2 * (p % width);
-    const S v = x.at(n, c, p);
-    y.at(n, c, top) = v;
-    y.at(n, c, top + 1) = v;
-    y.at(n, c, top + 2 * width) = v;
-    y.at(n, c, top + 2 * width + 1) = v;
+    const BlockOf b(order, x.shape.w, i);
+    const S v = x.at(n, b.c, b.p);
+    y.at(n, b.c, b.top) = v;
+    y.at(n, b.c, b.top + 1) = v;
+    y.at(n, b.c, b.below) = v;
+    y.at(n, b.c, b.below + 1) = v;
   }
 };
 
@@ -77,13 +85,10 @@ struct UpsampleBackwardStrided {
   bool add;
   ElementOrder order = ElementOrder::of(dx);
   __device__ void operator()(int64_t n, int64_t i) const {
-    const int64_t width = dx.shape.w;
-    const int64_t c = order.channels_last ? i % order.channels : i / order.pixels;
-    const int64_t p = order.channels_last ? i / order.channels : i % order.pixels;
-    const int64_t top = 2 * (p / width) * (2 * width) + 2 * (p % width);
-    const float sum = widen(dy.at(n, c, top)) + widen(dy.at(n, c, top + 1)) +
-                      widen(dy.at(n, c, top + 2 * width)) + widen(dy.at(n, c, top + 2 * width + 1));
-    S& grad = dx.at(n, c, p);
+    const BlockOf b(order, dx.shape.w, i);
+    const float sum = widen(dy.at(n, b.c, b.top)) + widen(dy.at(n, b.c, b.top + 1)) +
+                      widen(dy.at(n, b.c, b.below)) + widen(dy.at(n, b.c, b.below + 1));
+    S& grad = dx.at(n, b.c, b.p);
     grad = narrow<S>(add ? widen(grad) + sum : sum);
   }
 };

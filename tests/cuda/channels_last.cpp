@@ -98,12 +98,7 @@ TEST_CASE("cuda channels-last Solver: a first step says whether it copied views 
     INFO("gemm path " << (path == cuda::ConvPath::gemm));
     cuda::set_conv_path(path);
     models::DetectionModel model = tracking_model(Device::cuda(0));
-    models::Solver solver(model, {.epochs = 1,
-                                  .batches_per_epoch = int64_t(data.size()),
-                                  .batch = int(data[0].images.shape().n),
-                                  .nbs = int(data[0].images.shape().n),
-                                  .loss = tracking_loss_options(),
-                                  .channels_last = true});
+    models::Solver solver(model, tracking_solver_options(data, true));
     solver.step(data[0].images.to(Device::cuda(0)), data[0].labels, 0);
     bool copied = false;
     for (const std::string& note : solver.take_notes())

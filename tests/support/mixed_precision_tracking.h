@@ -13,6 +13,7 @@
 #include "engine/parameter_arena.h"
 #include "engine/shipped_files.h"
 #include "models/loss/head_loss.h"
+#include "models/train/solver.h"
 #include "models/train/step.h"
 #include "tests/support/testing.h"
 
@@ -51,6 +52,19 @@ inline const models::LossOptions& tracking_loss_options() {
 }
 
 // The total loss of each of `steps` SGD steps (lr 0.02, clip at 10) over the cycled batches.
+// A Solver's options for the tracking batches under --amp: one optimizer step per batch, the
+// activations channels last or not.
+inline models::SolverOptions tracking_solver_options(const std::vector<TrackingBatch>& data,
+                                                     bool channels_last) {
+  return {.epochs = 10,
+          .batches_per_epoch = int64_t(data.size()),
+          .batch = int(data[0].images.shape().n),
+          .nbs = int(data[0].images.shape().n),
+          .loss = tracking_loss_options(),
+          .amp = true,
+          .channels_last = channels_last};
+}
+
 inline std::vector<double> tracking_losses(bool amp, int steps, Device device = Device::cpu()) {
   models::DetectionModel model = tracking_model(device);
   model.graph().set_mixed_precision(amp);

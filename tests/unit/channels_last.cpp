@@ -119,13 +119,7 @@ TEST_CASE("channels-last Solver: --amp steps with KRSC weight copies give NCHW's
   for (bool channels_last : {false, true}) {
     models::DetectionModel model = tracking_model();
     const std::vector<TrackingBatch> data = tracking_batches();
-    models::Solver solver(model, {.epochs = 10,
-                                  .batches_per_epoch = int64_t(data.size()),
-                                  .batch = int(data[0].images.shape().n),
-                                  .nbs = int(data[0].images.shape().n),
-                                  .loss = tracking_loss_options(),
-                                  .amp = true,
-                                  .channels_last = channels_last});
+    models::Solver solver(model, tracking_solver_options(data, channels_last));
     for (int64_t iteration = 0; iteration < 3; ++iteration) {
       const TrackingBatch& batch = data[size_t(iteration)];
       REQUIRE(solver.step(batch.images, batch.labels, iteration).updated);

@@ -112,13 +112,7 @@ TEST_CASE(
       CHECK((krsc > 5) == channels_last);
     };
     {
-      Solver solver(model, {.epochs = 10,
-                            .batches_per_epoch = int64_t(data.size()),
-                            .batch = int(data[0].images.shape().n),
-                            .nbs = int(data[0].images.shape().n),
-                            .loss = tracking_loss_options(),
-                            .amp = true,
-                            .channels_last = channels_last});
+      Solver solver(model, tracking_solver_options(data, channels_last));
       copies_are_rounded_weights();
       const std::string rounding = channels_last ? "round_weights_to_bf16" : "convert_to_bf16";
       for (int64_t iteration = 0; iteration < 3; ++iteration) {
