@@ -28,14 +28,17 @@ readonly port=29500  # this namespace's own loopback: nothing else listens here
 
 "$bareyolo" make-shapes --out "$work/shapes" --n-train 16 --n-val 4 --imgsz 64 --classes 2 > /dev/null
 
-# start_nodes NAME EPOCHS: both nodes' launchers in the background, as %1 and %2. On one host
-# `auto` would join them through shared memory; the link under test is the TCP ring's.
+# start_nodes NAME EPOCHS: both nodes' launchers in the background, their pids in `nodes` (not
+# job numbers: a second run's jobs are not %1 and %2). On one host `auto` would join them
+# through shared memory; the link under test is the TCP ring's.
 start_nodes() {
+  nodes=()
   for r in 0 1; do
     BAREYOLO_STORE_TOKEN=link-cut "$bareyolo" train --data "$work/shapes/data.yaml" --cfg "$cfg" \
       --imgsz 64 --batch 4 --workers 1 --epochs "$2" --timeout 3600 --device cpu --backend tcp \
       --nproc-per-node 1 --nnodes 2 --node-rank $r --master-port $port --project "$work/runs" \
       --name "$1" > "$work/$1-node$r.txt" 2>&1 &
+    nodes+=($!)
   done
 }
 # wait_for_epoch NAME N: until node 0's log shows epoch N done (at most 60 s).
@@ -55,7 +58,7 @@ running() { ps -o stat= -p "$(echo "$@" | tr ' ' ,)" | grep -qv '^Z'; }
 # 1. the cut.
 start_nodes cut 500
 wait_for_epoch cut 1
-processes=($(jobs -p) $(for launcher in $(jobs -p); do worker_of "$launcher"; done))
+processes=("${nodes[@]}" $(for launcher in "${nodes[@]}"; do worker_of "$launcher"; done))
 test ${#processes[@]} = 4 || fail "cut: expected 2 launchers and 2 workers: ${processes[*]}"
 ip link set lo down
 cut_at=$EPOCHREALTIME
@@ -64,7 +67,7 @@ running "${processes[@]}" && fail "cut: still running 15 s after the cut: $(ps -
 echo "link cut: every process exited $(awk "BEGIN { printf \"%.1f\", $EPOCHREALTIME - $cut_at }") s after the cut"
 for r in 0 1; do
   status=0
-  wait %$((r + 1)) || status=$?
+  wait "${nodes[r]}" || status=$?
   test "$status" != 0 || fail "cut: node $r exited 0"
   peer=$((1 - r))
   grep -Eq "rank $peer \(127\.0\.0\.1:[0-9]+\) unreachable: no TCP acknowledgement for [0-9]+ s — the network link was cut or the host is down" \
@@ -95,24 +98,23 @@ for attempt in 1 2 3; do
   run=stop$attempt
   start_nodes $run 40
   wait_for_epoch $run 1
-  rank1=$(worker_of "$(jobs -p | tail -n 1)")
+  rank1=$(worker_of "${nodes[1]}")
   catch_shut_window && break
   echo "link cut: run $attempt ended or 40 stops missed before rank 1's window was caught shut"
   kill -CONT "$rank1" 2> /dev/null || true
-  kill $(jobs -p) 2> /dev/null || true
-  wait || true
+  kill "${nodes[@]}" 2> /dev/null || true
+  wait "${nodes[@]}" || true
 done
 test -n "$caught" || fail "stop: 3 runs of 40 stops each never caught rank 1's receive window shut"
 echo "link cut: rank 1 stopped with its receive window shut (run $attempt, stop $caught), for 20 s"
 sleep 20
 grep -q '^State:.*stopped' "/proc/$rank1/status" || fail "stop: rank 1 ($rank1) is not stopped"
-r=0
-for launcher in $(jobs -p); do
-  running "$launcher" || fail "stop: node $r ended while rank 1 was stopped: $(tail -n 4 "$work/$run-node$r.txt")"
-  r=$((r + 1))
+for r in 0 1; do
+  running "${nodes[r]}" || fail "stop: node $r ended while rank 1 was stopped: $(tail -n 4 "$work/$run-node$r.txt")"
 done
 kill -CONT "$rank1"
-wait %1 || fail "stop: node 0 failed: $(tail -n 4 "$work/$run-node0.txt")"
-wait %2 || fail "stop: node 1 failed: $(tail -n 4 "$work/$run-node1.txt")"
+for r in 0 1; do
+  wait "${nodes[r]}" || fail "stop: node $r failed: $(tail -n 4 "$work/$run-node$r.txt")"
+done
 grep -q "epoch 40/40" "$work/$run-node0.txt" || fail "stop: the run did not reach its last epoch"
 echo "link cut: all steps passed"
