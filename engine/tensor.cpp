@@ -89,7 +89,7 @@ int64_t packed_pixel_stride(const Shape4& shape, Layout layout) {
 }  // namespace
 
 Layout layout_for(const Shape4& shape, Layout layout) {
-  return shape.c > 1 && shape.plane() > 1 ? layout : Layout::nchw;
+  return shape.layouts_coincide() ? Layout::nchw : layout;
 }
 
 Tensor Tensor::empty(Shape4 shape, Device device, DType dtype, SourceLocation where) {

@@ -110,7 +110,7 @@ enum class CopyLayout { nchw, packed_channels_last };
 template <class T>
 bool taken_as_is(const View<T>& v, CopyLayout layout) {
   if (layout == CopyLayout::nchw) return !v.channels_last();
-  return v.packed() && (v.channels_last() || v.shape.c == 1 || v.shape.plane() == 1);
+  return v.packed() && (v.channels_last() || v.shape.layouts_coincide());
 }
 
 // How many views this process has copied, by the layout of the copies: NCHW ones for an op whose

@@ -69,7 +69,7 @@ class ScratchFrame {
   View<T> view(const Shape4& shape, const Device& device, bool channels_last = false) {
     T* data = static_cast<T*>(take(shape.numel() * int64_t(sizeof(T)), device));
     View<T> v = dense_view(data, shape, device);
-    if (channels_last && shape.c > 1 && shape.plane() > 1) v.pixel_stride = shape.c;
+    if (channels_last && !shape.layouts_coincide()) v.pixel_stride = shape.c;
     return v;
   }
 

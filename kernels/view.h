@@ -44,6 +44,9 @@ struct Shape4 {
   int64_t n = 0, c = 0, h = 0, w = 0;
 
   BAREYOLO_HOST_DEVICE int64_t plane() const { return h * w; }
+  // Where NCHW and channels last put every element in the same place (at most one channel, or
+  // one pixel): such a shape is NCHW, whatever layout was asked for.
+  BAREYOLO_HOST_DEVICE bool layouts_coincide() const { return c <= 1 || plane() <= 1; }
   BAREYOLO_HOST_DEVICE int64_t image_numel() const { return c * h * w; }
   BAREYOLO_HOST_DEVICE int64_t numel() const { return n * c * h * w; }
   bool operator==(const Shape4&) const = default;

@@ -24,9 +24,8 @@ struct AddBias {
   const float* bias;
   ElementOrder order = ElementOrder::of(y);
   __device__ void operator()(int64_t n, int64_t i) const {
-    const int64_t channel = order.channels_last ? i % order.channels : i / order.pixels;
     S& value = element(y, order, n, i);
-    value = narrow<S>(widen(value) + bias[channel]);
+    value = narrow<S>(widen(value) + bias[order.place(i).c]);
   }
 };
 

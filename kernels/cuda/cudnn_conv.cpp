@@ -673,8 +673,7 @@ bool channels_last_call(const View<X>& x, const View<Y>& y) {
 // them coincide).
 template <class T>
 bool in_filter_layout(const View<T>& weight, bool channels_last) {
-  return weight.channels_last() == channels_last || weight.shape.c == 1 ||
-         weight.shape.plane() == 1;
+  return weight.channels_last() == channels_last || weight.shape.layouts_coincide();
 }
 
 // The weight in the call's filter layout: as it is, or copied into `scratch` (a float weight of

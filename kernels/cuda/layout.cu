@@ -16,10 +16,10 @@ template <class S>
 struct CopyElements {
   View<const S> x;
   View<S> y;
+  ElementOrder order{false, x.shape.c, x.shape.plane()};  // NCHW's: (channel, pixel)
   __device__ void operator()(int64_t n, int64_t i) const {
-    const int64_t pixels = x.shape.plane();
-    const int64_t c = i / pixels, p = i % pixels;
-    y.at(n, c, p) = x.at(n, c, p);
+    const ElementOrder::Place place = order.place(i);
+    y.at(n, place.c, place.p) = x.at(n, place.c, place.p);
   }
 };
 

@@ -65,6 +65,19 @@ struct ElementOrder {
   __host__ __device__ static ElementOrder of(const View<T>& lead) {
     return {lead.channels_last(), lead.shape.c, lead.shape.plane()};
   }
+
+  // Element i of an image, counted in this order, as its channel c and pixel p (one division).
+  struct Place {
+    int64_t c, p;
+  };
+  __device__ Place place(int64_t i) const {
+    if (channels_last) {
+      const int64_t p = i / channels;
+      return {i - p * channels, p};
+    }
+    const int64_t c = i / pixels;
+    return {c, i - c * pixels};
+  }
 };
 
 // Element i, counted in `order`, of image n of v, whatever v's layout: at offset i where v is
@@ -76,15 +89,8 @@ __device__ T& element(const View<T>& v, const ElementOrder& order, int64_t n, in
   if (v.channels_last() == order.channels_last &&
       (!order.channels_last || v.pixel_stride == v.shape.c))
     return v.image(n)[i];
-  int64_t c, p;
-  if (order.channels_last) {
-    p = i / order.channels;
-    c = i - p * order.channels;
-  } else {
-    c = i / order.pixels;
-    p = i - c * order.pixels;
-  }
-  return v.at(n, c, p);
+  const ElementOrder::Place place = order.place(i);
+  return v.at(n, place.c, place.p);
 }
 
 // True when every view is packed in the first one's layout: then offset i < numel of image 0

@@ -52,13 +52,13 @@ struct UpsampleBackward {
 // Channels last (or any mix of layouts): one thread per input element counted in x's (dx's)
 // memory order, its 2x2 block in y (dy) reached through the views' strides; the same sums in the
 // same order as above.
-// Element i (in `order`) of a small image `width` wide: its channel c, its pixel p, and the pixel
+// An element of a small image `width` wide at `place`: its channel c, its pixel p, and the pixel
 // of the big image where its 2x2 block starts (its four: top, top + 1, below, below + 1).
 struct BlockOf {
   int64_t c, p, top, below;
-  __device__ BlockOf(const ElementOrder& order, int64_t width, int64_t i)
-      : c(order.channels_last ? i % order.channels : i / order.pixels),
-        p(order.channels_last ? i / order.channels : i % order.pixels),
+  __device__ BlockOf(ElementOrder::Place place, int64_t width)
+      : c(place.c),
+        p(place.p),
         top(2 * (p / width) * (2 * width) + 2 * (p % width)),
         below(top + 2 * width) {}
 };
@@ -69,7 +69,7 @@ struct UpsampleForwardStrided {
   View<S> y;
   ElementOrder order = ElementOrder::of(x);
   __device__ void operator()(int64_t n, int64_t i) const {
-    const BlockOf b(order, x.shape.w, i);
+    const BlockOf b(order.place(i), x.shape.w);
     const S v = x.at(n, b.c, b.p);
     y.at(n, b.c, b.top) = v;
     y.at(n, b.c, b.top + 1) = v;
@@ -85,7 +85,7 @@ struct UpsampleBackwardStrided {
   bool add;
   ElementOrder order = ElementOrder::of(dx);
   __device__ void operator()(int64_t n, int64_t i) const {
-    const BlockOf b(order, dx.shape.w, i);
+    const BlockOf b(order.place(i), dx.shape.w);
     const float sum = widen(dy.at(n, b.c, b.top)) + widen(dy.at(n, b.c, b.top + 1)) +
                       widen(dy.at(n, b.c, b.below)) + widen(dy.at(n, b.c, b.below + 1));
     S& grad = dx.at(n, b.c, b.p);
