@@ -1,19 +1,20 @@
 // kernels/nchw_adapter.h — how an op whose kernel reads NCHW runs on channels-last views:
 // through NCHW copies.
 //
-// Every CPU kernel reads and writes NCHW (kernels/view.h): its loops walk a channel's plane; so
-// do most CUDA kernels so far. An op given a channels-last view whose kernel does not take that
-// layout (kernels/route.h sends it here) runs on NCHW copies of its views, made on their device,
-// and each view it may write is copied back. Its channels-last result is then its NCHW result,
-// bit for bit: on the CPU that defines what the op means in channels last (the tests' reference
-// for a GPU's channels-last kernels); on a GPU it makes every op run in channels last, at the
-// cost of the copies, until the op's own kernel takes it.
+// Every CPU kernel reads and writes NCHW (kernels/view.h): its loops walk a channel's plane. An
+// op given a channels-last view whose kernel on that device does not take that layout
+// (kernels/route.h sends it here: every CPU op but copy_elements, a CUDA op not listed in
+// kOpsTakingChannelsLastOnCuda) runs on NCHW copies of its views, made on their device, and each
+// view it may write is copied back. Its channels-last result is then its NCHW result, bit for
+// bit: on the CPU that defines what the op means in channels last (the tests' reference for a
+// GPU's channels-last kernels); on a GPU it lets an op without such a kernel run, at the cost of
+// the copies (nchw_copies_made counts them).
 //
 // Every view is copied in, the ones the op only writes too (the op may add into them, or read a
 // workspace it left there: the SyncBatchNorm phases), and every mutable one back. The copies
-// live in per-thread scratch buffers that only grow (kernels/scratch_stack.h), so a warm training
-// step allocates nothing here, and a CUDA graph recorded from a step reads the same buffers at
-// every replay.
+// live in the thread's scratch stack (kernels/scratch_stack.h), so a warm training step
+// allocates nothing here, and a CUDA graph recorded from a step reads the same buffers at every
+// replay.
 //
 // The same copies in packed channels last serve a GPU convolution given views cuDNN may not take
 // as they are (a channel slice of a channels-last Concat, or views of both layouts in one call:
