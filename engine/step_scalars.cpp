@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/staged_upload.h"
+#include "kernels/staged_copies.h"
 
 namespace bareyolo {
 

@@ -5,7 +5,7 @@
 // Why: passed by value, such a number becomes part of the launch, and a CUDA graph captured from
 // one step would replay every later step with the captured step's learning rate. Read from this
 // block, a replay uses whatever the block holds. So the host writes each number into the block's
-// host copy (set), and one copy that the host does not wait for (kernels/staged_upload.h) takes
+// host copy (set), and one copy that the host does not wait for (kernels/staged_copies.h) takes
 // the whole block to the device when it changed: the Solver's, before a step's kernels are issued
 // (upload), or else the first kernel's that asks for a slot's device address (at). On the CPU
 // the "device" block is host memory and the copy a memcpy, so CPU runs test the same protocol.

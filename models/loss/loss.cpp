@@ -15,7 +15,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/op_sequence.h"
 #include "kernels/route.h"
-#include "kernels/staged_upload.h"
+#include "kernels/staged_copies.h"
 #include "models/loss/loss_terms.h"
 
 namespace bareyolo::models {

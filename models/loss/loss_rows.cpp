@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "kernels/op_sequence.h"
-#include "kernels/staged_upload.h"
+#include "kernels/staged_copies.h"
 
 namespace bareyolo::models {
 

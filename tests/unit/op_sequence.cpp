@@ -16,7 +16,7 @@
 #include "engine/step_scalars.h"
 #include "kernels/ops.h"
 #include "kernels/optim_update.h"
-#include "kernels/staged_upload.h"
+#include "kernels/staged_copies.h"
 #include "models/train/solver.h"
 #include "tests/support/testing.h"
 

@@ -1,5 +1,5 @@
-// kernels/cpu/staged_upload.cpp — see kernels/staged_upload.h.
-#include "kernels/staged_upload.h"
+// kernels/cpu/staged_copies.cpp — see kernels/staged_copies.h.
+#include "kernels/staged_copies.h"
 
 #include <algorithm>
 #include <cstring>

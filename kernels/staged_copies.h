@@ -1,4 +1,4 @@
-// kernels/staged_upload.h — host-to-device copies that the host never waits for: numbers built on
+// kernels/staged_copies.h — host-to-device copies that the host never waits for: numbers built on
 // the host each step while the device may still be running the previous one (the loss's counts
 // and matched rows, the step's scalars: engine/step_scalars.h).
 //
