@@ -1,5 +1,6 @@
 // kernels/device_memory.h — memory on any Device, for code above kernels/: allocate, release,
-// copy, zero, upload asynchronously from pinned host memory, and wait for a device.
+// copy, zero, upload to and download from pinned host memory asynchronously, and wait for a
+// device.
 //
 // Why this layer exists: the one dispatch rule (docs/layout.md) lets only kernels/ choose a
 // device's code. A tensor, a communicator or the loader moves bytes between devices without
@@ -51,6 +52,12 @@ using DeviceEvent = cuda::Event;
 // until then. From pinned host memory (allocate_pinned_host_bytes) a GPU copy runs truly
 // asynchronously. Into host memory the copy is done on return, and the event is the empty one.
 DeviceEvent upload_async(void* dst, const Device& dst_device, const void* host_src, size_t bytes);
+
+// upload_async's mirror image: copies `bytes` from `src` on `src_device` into host memory at
+// `host_dst` after the work queued on its compute stream, without waiting; the returned event
+// completes when the copy has, and until then `host_dst` (pinned, for a GPU) is the copy's. From
+// host memory the copy is done on return, and the event is the empty one.
+DeviceEvent download_async(void* host_dst, const void* src, const Device& src_device, size_t bytes);
 
 // An event marking the work queued on `device` so far (its compute stream's); the empty one in
 // host memory, where that work is done already.

@@ -98,6 +98,17 @@ DeviceEvent upload_async(void* dst, const Device& dst_device, const void* host_s
   return DeviceEvent::record(dst_device.index);
 }
 
+DeviceEvent download_async(void* host_dst, const void* src, const Device& src_device,
+                           size_t bytes) {
+  op_sequence::note("download into", host_dst, src, src_device, bytes);
+  if (in_host_memory(src_device)) {
+    std::memcpy(host_dst, src, bytes);
+    return {};
+  }
+  cuda::copy_async(host_dst, src, bytes, cuda::CopyKind::device_to_host, src_device.index);
+  return DeviceEvent::record(src_device.index);
+}
+
 DeviceEvent mark_device_work(const Device& device) {
   if (in_host_memory(device)) return {};
   return DeviceEvent::record(device.index);

@@ -2,8 +2,11 @@
 // step, and the one before every collective), which stand in where the backend carries no
 // fingerprint (NCCL). Here the backend is the TCP ring behind a TagEraser: the ring still checks
 // numbers, ops and sizes, but with the tags gone two equal-size buckets swapped mix silently —
-// exactly NCCL's blind spot — so only the watched communicator can catch them. Also: a failed
-// collective names the rank that never reached it and writes this rank's flight record.
+// exactly NCCL's blind spot — so only the watched communicator can catch them. Over a
+// device-only backend (NCCL's shape, tests/support/device_only_communicator.h) the rolling
+// check goes through host staging and never makes the host wait for a device that runs behind
+// it. Also: a failed collective names the rank that never reached it and writes this rank's
+// flight record.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -14,12 +17,16 @@
 
 #include "engine/distributed/comm/flight_recorder.h"
 #include "engine/distributed/comm/watched_communicator.h"
+#include "tests/support/device_only_communicator.h"
 #include "tests/support/dist_testing.h"
 
 namespace bareyolo::dist {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::DeviceOnly;
+using testing::HostMemoryAsDevice;
+using testing::kFakeGpu;
 using testing::RankResult;
 using testing::run_ranks;
 
@@ -51,11 +58,25 @@ WatchedCommunicator watched_without_tags(ProcessGroup& group, DesyncCheck check)
   return WatchedCommunicator(std::make_unique<TagEraser>(*group.comm), check);
 }
 
-// One step: buckets 3 and 4 (equal sizes) all-reduced, in swapped order on the ranks listed.
-void step(Communicator& comm, bool swap) {
+// The rolling check over NCCL's shape: the TCP ring, tags erased, taking device buffers only,
+// with its host values staged through device memory that lags behind the host; `memory` is
+// set to that memory (the communicator owns it).
+WatchedCommunicator watched_device_only(ProcessGroup& group, HostMemoryAsDevice** memory) {
+  auto lagging = std::make_unique<HostMemoryAsDevice>();
+  lagging->lag();
+  *memory = lagging.get();
+  return WatchedCommunicator(
+      with_host_staging(std::make_unique<DeviceOnly>(std::make_unique<TagEraser>(*group.comm)),
+                        std::move(lagging)),
+      DesyncCheck::per_step);
+}
+
+// One step: buckets 3 and 4 (equal sizes) all-reduced, in swapped order on the ranks listed;
+// `buckets_on` the device their buffers are labelled with.
+void step(Communicator& comm, bool swap, Device buckets_on = Device::cpu()) {
   std::vector<float> bucket3(size_t(kBucketFloats), 1.0f), bucket4(size_t(kBucketFloats), 2.0f);
   auto issue = [&](std::vector<float>& values, int index) {
-    return comm.allreduce(CommBuffer::of(values.data(), kBucketFloats), ReduceOp::avg,
+    return comm.allreduce(CommBuffer::of(values.data(), kBucketFloats, buckets_on), ReduceOp::avg,
                           "bucket " + std::to_string(index));
   };
   std::vector<WorkHandle> work;
@@ -94,7 +115,62 @@ TEST_CASE(
         WatchedCommunicator comm = watched_without_tags(group, DesyncCheck::per_step);
         step(comm, false);
         step(comm, group.rank() == 1);  // the step that goes astray
-        step(comm, false);              // its end reads the check: within one step
+        // Its check is read kCheckLag steps later, at the last of these steps' ends.
+        for (size_t s = 0; s < WatchedCommunicator::kCheckLag; ++s) step(comm, false);
+        throw std::runtime_error("the desync went unnoticed");
+      },
+      60s);
+  check_every_rank_says(results,
+                        "rank 1 issued all_reduce #4 bucket 4 (1,000 floats) where rank 0 issued "
+                        "all_reduce #4 bucket 3 (1,000 floats)");
+}
+
+TEST_CASE(
+    "desync check: over a device-only backend the rolling check never waits for a device that "
+    "runs a step behind") {
+  auto results = run_ranks(
+      2,
+      [](ProcessGroup& group) {
+        HostMemoryAsDevice* memory = nullptr;
+        WatchedCommunicator comm = watched_device_only(group, &memory);
+        uint64_t queued_before_step = 0;
+        std::vector<uint64_t> agreed;
+        for (int s = 0; s < 8; ++s) {
+          step(comm, false, kFakeGpu);
+          // The device has run the previous steps, not this one's check.
+          memory->run_device_through(queued_before_step);
+          queued_before_step = memory->downloads;
+          agreed.push_back(comm.agreed_through());
+        }
+        if (memory->host_waits != 0)
+          throw std::runtime_error("the host waited for the device " +
+                                   std::to_string(memory->host_waits) + " times");
+        // Each step issues 3 collectives (2 buckets, its check): step s's check, read at the end
+        // of step s + 3, saw the 3 (s + 1) - 1 before it.
+        for (int s = 0; s < 8; ++s) {
+          const uint64_t expected = s < 3 ? 0 : 3 * uint64_t(s - 3 + 1) - 1;
+          if (agreed[size_t(s)] != expected)
+            throw std::runtime_error("after step " + std::to_string(s) + " the check agreed on " +
+                                     std::to_string(agreed[size_t(s)]) + " collectives, not " +
+                                     std::to_string(expected));
+        }
+      },
+      60s);
+  testing::check_ranks_ok(results);
+}
+
+TEST_CASE("desync check: over a device-only backend, swapped buckets are still named") {
+  auto results = run_ranks(
+      2,
+      [](ProcessGroup& group) {
+        HostMemoryAsDevice* memory = nullptr;
+        WatchedCommunicator comm = watched_device_only(group, &memory);
+        step(comm, false, kFakeGpu);
+        step(comm, group.rank() == 1, kFakeGpu);
+        for (size_t s = 0; s < WatchedCommunicator::kCheckLag; ++s) {
+          memory->run_device_through(memory->downloads);
+          step(comm, false, kFakeGpu);
+        }
         throw std::runtime_error("the desync went unnoticed");
       },
       60s);

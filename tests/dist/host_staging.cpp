@@ -3,13 +3,7 @@
 // ranks, the whole trainer (start-up broadcast, SyncBN, gradient buckets, loss counts, loss
 // items, validation decisions) hands the inner communicator only device buffers, and ends with
 // the same weights as the plain TCP ring.
-//
-// A CPU build has no device memory, so the test's staging hands out host memory labelled
-// cuda:0, and its device-only communicator refuses anything not labelled so, then relabels it
-// and forwards it to the real TCP ring underneath.
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
+// (The device-only communicator and its memory: tests/support/device_only_communicator.h.)
 #include <filesystem>
 
 #include "data/shapes.h"
@@ -17,6 +11,7 @@
 #include "engine/safetensors.h"
 #include "engine/shipped_files.h"
 #include "models/train/trainer.h"
+#include "tests/support/device_only_communicator.h"
 #include "tests/support/dist_testing.h"
 #include "tests/support/kept_checkpoint.h"
 #include "tests/support/testing.h"
@@ -28,55 +23,6 @@ using namespace bareyolo::dist::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-const Device kFakeGpu = Device::cuda(0);
-
-class HostMemoryAsDevice final : public DeviceStaging {
- public:
-  Device device() const override { return kFakeGpu; }
-  void* allocate(size_t bytes) override { return std::malloc(bytes); }
-  void release(void* buffer) noexcept override { std::free(buffer); }
-  void copy_to_device(void* device_buffer, const void* host, size_t bytes) override {
-    std::memcpy(device_buffer, host, bytes);
-  }
-  void copy_to_host(void* host, const void* device_buffer, size_t bytes) override {
-    std::memcpy(host, device_buffer, bytes);
-  }
-};
-
-// Accepts only buffers on kFakeGpu (throws naming the collective otherwise), then runs the
-// collective on the TCP ring it wraps, with the buffers relabelled as host memory.
-class DeviceOnly final : public Communicator {
- public:
-  DeviceOnly(std::unique_ptr<Communicator> ring, int* collectives)
-      : ring_(std::move(ring)), collectives_(collectives) {}
-  int rank() const override { return ring_->rank(); }
-  int world_size() const override { return ring_->world_size(); }
-  Backend backend() const override { return Backend::nccl; }
-  WorkHandle allreduce(CommBuffer buffer, ReduceOp op, std::string_view tag) override {
-    return ring_->allreduce(on_host("allreduce", buffer), op, tag);
-  }
-  WorkHandle broadcast(CommBuffer buffer, int root, std::string_view tag) override {
-    return ring_->broadcast(on_host("broadcast", buffer), root, tag);
-  }
-  WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view tag) override {
-    return ring_->allgather(on_host("allgather", send), on_host("allgather", recv), tag);
-  }
-  WorkHandle barrier(std::string_view tag) override { return ring_->barrier(tag); }
-
- private:
-  CommBuffer on_host(const char* op, CommBuffer buffer) {
-    if (!(buffer.device == kFakeGpu))
-      throw std::runtime_error(std::string("a device-only communicator got a ") + op + " of " +
-                               std::to_string(buffer.count) + " elements on " +
-                               buffer.device.str());
-    ++*collectives_;
-    buffer.device = Device::cpu();
-    return buffer;
-  }
-  std::unique_ptr<Communicator> ring_;
-  int* collectives_;
-};
 
 models::TrainOptions tiny_run(const std::string& data, const fs::path& run_dir) {
   models::TrainOptions options;

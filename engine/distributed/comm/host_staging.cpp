@@ -1,13 +1,26 @@
 // engine/distributed/comm/host_staging.cpp — see host_staging.h.
 #include "engine/distributed/comm/host_staging.h"
 
+#include <memory>
 #include <utility>
 
 #include "kernels/device_memory.h"
+#include "kernels/staged_copies.h"
 
 namespace bareyolo::dist {
 
 namespace {
+
+class StagedDownloadOf final : public Download {
+ public:
+  StagedDownloadOf(const void* device_buffer, const Device& device, size_t bytes)
+      : download_(device_buffer, device, bytes) {}
+  bool arrived() const override { return download_.arrived(); }
+  void read(void* host) override { download_.read(host); }
+
+ private:
+  StagedDownload download_;
+};
 
 class CudaDeviceStaging final : public DeviceStaging {
  public:
@@ -17,15 +30,35 @@ class CudaDeviceStaging final : public DeviceStaging {
     return allocate_bytes(bytes, gpu_, "the host-staging scratch");
   }
   void release(void* buffer) noexcept override { release_bytes(buffer, gpu_); }
-  void copy_to_device(void* device_buffer, const void* host, size_t bytes) override {
-    copy_bytes(device_buffer, gpu_, host, Device::cpu(), bytes);
+  void upload(void* device_buffer, const void* host, size_t bytes) override {
+    upload_without_waiting(device_buffer, gpu_, host, bytes);
   }
-  void copy_to_host(void* host, const void* device_buffer, size_t bytes) override {
-    copy_bytes(host, Device::cpu(), device_buffer, gpu_, bytes);
+  std::unique_ptr<Download> download(const void* device_buffer, size_t bytes) override {
+    return std::make_unique<StagedDownloadOf>(device_buffer, gpu_, bytes);
   }
 
  private:
   Device gpu_;
+};
+
+// A collective on host buffers, staged: the inner collective, then its result's way back to the
+// host (queued after it); the result lands in the caller's buffer in wait().
+class StagedWork final : public Work {
+ public:
+  StagedWork(WorkHandle inner, std::unique_ptr<Download> result, void* host)
+      : inner_(std::move(inner)), result_(std::move(result)), host_(host) {}
+
+  void wait() override {
+    if (result_) result_->read(host_);
+    result_.reset();
+    inner_->wait();  // a communicator broken meanwhile (NCCL's watchdog) throws here
+  }
+  bool completed() override { return !result_ || result_->arrived(); }
+
+ private:
+  WorkHandle inner_;
+  std::unique_ptr<Download> result_;  // until wait() has read it
+  void* host_;
 };
 
 class HostStagingCommunicator final : public Communicator {
@@ -44,17 +77,13 @@ class HostStagingCommunicator final : public Communicator {
   WorkHandle allreduce(CommBuffer buffer, ReduceOp op, std::string_view tag) override {
     if (!on_host(buffer)) return inner_->allreduce(buffer, op, tag);
     const CommBuffer staged = stage_in(buffer, 0);
-    inner_->allreduce(staged, op, tag)->wait();
-    stage_out(staged, buffer);
-    return completed_work();
+    return staged_out(inner_->allreduce(staged, op, tag), staged, buffer);
   }
 
   WorkHandle broadcast(CommBuffer buffer, int root, std::string_view tag) override {
     if (!on_host(buffer)) return inner_->broadcast(buffer, root, tag);
     const CommBuffer staged = stage_in(buffer, 0);
-    inner_->broadcast(staged, root, tag)->wait();
-    stage_out(staged, buffer);
-    return completed_work();
+    return staged_out(inner_->broadcast(staged, root, tag), staged, buffer);
   }
 
   WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view tag) override {
@@ -64,9 +93,9 @@ class HostStagingCommunicator final : public Communicator {
     reserve(recv_offset + size_t(recv.bytes()));
     const CommBuffer staged_send = on_host(send) ? stage_in(send, 0) : send;
     const CommBuffer staged_recv = on_host(recv) ? in_scratch(recv, recv_offset) : recv;
-    inner_->allgather(staged_send, staged_recv, tag)->wait();
-    if (on_host(recv)) stage_out(staged_recv, recv);
-    return completed_work();
+    WorkHandle work = inner_->allgather(staged_send, staged_recv, tag);
+    if (!on_host(recv)) return work;
+    return staged_out(std::move(work), staged_recv, recv);
   }
 
   WorkHandle barrier(std::string_view tag) override { return inner_->barrier(tag); }
@@ -76,8 +105,9 @@ class HostStagingCommunicator final : public Communicator {
   static size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
   // The scratch grows to the largest staged collective and stays: the same few sizes recur
-  // every step. (One scratch is enough: collectives are issued from one thread, in the same
-  // order on every rank, as the contract requires.)
+  // every step. One scratch is enough: collectives are issued from one thread, and the device
+  // runs each one's copies in, collective and copy out before the next one's (all queued on
+  // its compute stream); a scratch given back for a larger one is reused in that order too.
   void reserve(size_t bytes) {
     if (bytes <= scratch_bytes_) return;
     if (scratch_) staging_->release(scratch_);
@@ -94,12 +124,17 @@ class HostStagingCommunicator final : public Communicator {
   CommBuffer stage_in(const CommBuffer& host, size_t offset) {
     reserve(offset + size_t(host.bytes()));
     const CommBuffer staged = in_scratch(host, offset);
-    if (host.bytes() > 0) staging_->copy_to_device(staged.data, host.data, size_t(host.bytes()));
+    if (host.bytes() > 0) staging_->upload(staged.data, host.data, size_t(host.bytes()));
     return staged;
   }
 
-  void stage_out(const CommBuffer& staged, const CommBuffer& host) {
-    if (host.bytes() > 0) staging_->copy_to_host(host.data, staged.data, size_t(host.bytes()));
+  // The collective's result on its way from `staged` back to `host`: the device's later work
+  // (the copy) waits for the collective, the host for neither.
+  WorkHandle staged_out(WorkHandle collective, const CommBuffer& staged, const CommBuffer& host) {
+    if (host.bytes() == 0) return collective;
+    collective->wait();
+    return std::make_shared<StagedWork>(
+        std::move(collective), staging_->download(staged.data, size_t(host.bytes())), host.data);
   }
 
   std::unique_ptr<Communicator> inner_;

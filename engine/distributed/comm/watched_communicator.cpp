@@ -106,9 +106,9 @@ WatchedCommunicator::WatchedCommunicator(std::unique_ptr<Communicator> inner, De
     : inner_(std::move(inner)), check_(check), peers_(peers), chain_hash_(fnv1a(nullptr, 0)) {}
 
 WatchedCommunicator::~WatchedCommunicator() {
-  // The last step's check may still be moving into check_recv_: let it land first.
-  if (pending_check_) try {
-      pending_check_->wait();
+  // The last steps' checks may still be moving into their buffers: let them land first.
+  for (PendingCheck& check : pending_checks_) try {
+      check.work->wait();
     } catch (const std::exception&) {
     }
 }
@@ -203,24 +203,30 @@ void WatchedCommunicator::compare_fingerprint_before_issuing(
 
 void WatchedCommunicator::end_step() {
   if (check_ != DesyncCheck::per_step || world_size() == 1) return;
-  if (pending_check_) compare_step_check();
-  const int world = world_size();
-  check_send_ = {int64_t(issued_), int64_t(chain_hash_)};
-  check_recv_.assign(2 * size_t(world), 0);
-  pending_check_ =
-      allgather(CommBuffer::of(check_send_.data(), 2),
-                CommBuffer::of(check_recv_.data(), int64_t(check_recv_.size())), "desync check");
+  if (pending_checks_.size() == kCheckLag) compare_step_check();
+  PendingCheck& check = pending_checks_.emplace_back();
+  check.send[0] = int64_t(issued_);
+  check.send[1] = int64_t(chain_hash_);
+  check.recv.assign(2 * size_t(world_size()), 0);
+  check.work =
+      allgather(CommBuffer::of(check.send, 2),
+                CommBuffer::of(check.recv.data(), int64_t(check.recv.size())), "desync check");
 }
 
+// The oldest check, kCheckLag steps old: its result has arrived (the host waits here only if
+// the device is that far behind).
 void WatchedCommunicator::compare_step_check() {
-  WorkHandle check = std::move(pending_check_);
-  check->wait();
+  PendingCheck& oldest = pending_checks_.front();
+  oldest.work->wait();
+  const uint64_t mine_through = uint64_t(oldest.send[0]);
+  const std::vector<int64_t> received = std::move(oldest.recv);
+  pending_checks_.pop_front();
   const int world = world_size();
   bool agree = true;
   for (int rank = 1; rank < world; ++rank)
-    agree = agree && check_recv_[2 * size_t(rank)] == check_recv_[0] &&
-            check_recv_[2 * size_t(rank) + 1] == check_recv_[1];
-  const uint64_t checked_through = uint64_t(check_recv_[0]);
+    agree = agree && received[2 * size_t(rank)] == received[0] &&
+            received[2 * size_t(rank) + 1] == received[1];
+  const uint64_t checked_through = uint64_t(received[0]);
   if (agree) {
     agreed_ = checked_through;
     return;
@@ -228,7 +234,6 @@ void WatchedCommunicator::compare_step_check() {
   // Where do they part? Every rank sends its fingerprints since the last agreement (up to
   // kCheckWindow of them, up to its own count at the check) and all compare them in order.
   std::vector<FlightRecord> records = recorder_.records();
-  const uint64_t mine_through = uint64_t(check_send_[0]);
   std::vector<int64_t> window(kCheckWindow * kPackedWords + 1, 0);
   int64_t kept = 0;
   for (const FlightRecord& record : records) {

@@ -10,15 +10,19 @@
 //   failure: the error names the ranks that never arrived at the collective and what each last
 //            did (from the progress board), and this rank's flight record is written
 //   end_step (once per optimizer step):
-//            [per step: compare the all-gather issued at the previous step's end, then issue
-//            one of {collectives so far, hash of their fingerprints}]
+//            [per step: compare the all-gather issued kCheckLag steps earlier, then issue one
+//            of {collectives so far, hash of their fingerprints}]
 //
 // Desync check. The TCP ring compares fingerprints in every frame already; NCCL moves bytes
 // without a header, so two ranks in different collectives of the same size mix them silently
-// and of different sizes hang. The rolling check costs one 16-byte all-gather per step, read one
-// step later (so a step never waits for it): when the ranks' counts or hashes differ, one more
-// all-gather of the fingerprints since the last check that agreed finds the first collective
-// where they part, and every rank fails with the same message:
+// and of different sizes hang. The rolling check costs one 16-byte all-gather per step, read
+// kCheckLag steps later: on a GPU the all-gather and the copy of its result back to the host
+// are queued behind the step (host_staging.h), and the host, which runs ahead of the device,
+// reads the result once the device has long produced it, so a step never waits for it. (Every
+// rank reads it at the same step, not when it happens to arrive: what follows a mismatch is a
+// collective too.) When the ranks' counts or hashes differ, one more all-gather of the
+// fingerprints since the last check that agreed finds the first collective where they part,
+// and every rank fails with the same message:
 //   rank 1 issued all_reduce #5120 bucket 3 (1,234,560 floats) where rank 0 issued
 //   all_reduce #5120 bucket 4 (1,234,560 floats)
 // Per collective (BAREYOLO_DESYNC_CHECK=1) each collective's fingerprint is compared before it
@@ -26,6 +30,7 @@
 // of one small all-gather per collective.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +72,13 @@ class WatchedCommunicator final : public Communicator {
   void record_flights_in(std::string folder);
   std::vector<FlightRecord> flight_records() const { return recorder_.records(); }
   DesyncCheck desync_check() const { return check_; }
+  // The optimizer steps between a rolling check's all-gather and its reading. The host runs
+  // about one step ahead of the device (the trainer reads each step's loss once it has queued
+  // the next one, and the Solver's losses last three steps: models/train/solver.h), so by then
+  // the check's result is on the host.
+  static constexpr size_t kCheckLag = 3;
+  // The last collective every rank was seen to agree on by the rolling check (0: none yet).
+  uint64_t agreed_through() const { return agreed_; }
 
   // Called by a failing Work: the error to throw, once enriched (see the file comment).
   std::string explain_failure(uint64_t sequence, const std::string& error);
@@ -88,9 +100,14 @@ class WatchedCommunicator final : public Communicator {
   uint64_t agreed_ = 0;  // the last collective every rank agreed on (per step)
   std::string flight_folder_;
   std::string failure_;  // the enriched error, once there was one
-  // The rolling check in flight: {collectives before it, their hash} of every rank.
-  WorkHandle pending_check_;
-  std::vector<int64_t> check_send_, check_recv_;
+  // The rolling checks in flight, oldest first: {collectives before it, their hash} of every
+  // rank (a deque: the buffers stay where they are while their all-gather runs).
+  struct PendingCheck {
+    int64_t send[2];
+    std::vector<int64_t> recv;
+    WorkHandle work;
+  };
+  std::deque<PendingCheck> pending_checks_;
 };
 
 }  // namespace bareyolo::dist
