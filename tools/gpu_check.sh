@@ -26,8 +26,8 @@
 #   (grads, and grads --amp), the main job for 30 epochs, val and predict of its weights on the
 #   GPU against the CPU, sharded validation, an elastic restart, the desync check and the stall
 #   watch (DDP 3), `bareyolo selftest`, and GPU speed 4's: the main job's steps recorded as CUDA
-#   graphs against launched one by one (the same weights), bench_gpu_train's small job (yolov5n
-#   at 320 px, batch 16). Later
+#   graphs against launched one by one (the same weights; again over NCCL at world 1,
+#   cuda_graph_nccl_gpu), bench_gpu_train's small job (yolov5n at 320 px, batch 16). Later
 #   issues add their cases as steps of phase S (speed) or B (see phase_s_steps, phase_b_steps).
 #
 # Every step has a time limit (its own, and what is left of its phase); a step's row is
@@ -636,6 +636,20 @@ EOF
   row cuda_graph_gpu "${bits%%:*}" $(($(date +%s) - start)) "${bits#*: }; ${seconds##*$'\n'}"
 }
 
+# The same check through a real NCCL communicator of one rank: --cuda-graph on records the step
+# with its collectives (SyncBatchNorm's, the buckets', the loss's) and must leave the launched
+# steps' bits.
+cuda_graph_nccl_gpu() {
+  local start=$(date +%s) mode
+  for mode in off on; do
+    train_small "graph_nccl_$mode" 100 --device 0 --backend nccl --max-steps 8 --cuda-graph $mode
+    [ "$rc" -eq 0 ] || { row cuda_graph_nccl_gpu "$(outcome)" $(($(date +%s) - start)) "--cuda-graph $mode: exit $rc"; return; }
+  done
+  local bits
+  bits=$(compare same-bits "$work/runs/graph_nccl_off/weights/last.safetensors"          "$work/runs/graph_nccl_on/weights/last.safetensors")
+  row cuda_graph_nccl_gpu "${bits%%:*}" $(($(date +%s) - start)) "NCCL, 8 steps: ${bits#*: }"
+}
+
 # bench_gpu_train's small job (GPU speed 4): yolov5n at 320 px, batch 16, where the host's launch
 # overhead shows: ours eager and replayed against PyTorch YOLOv5's eager AMP on the same GPU.
 bench_gpu_train_small() {
@@ -772,7 +786,7 @@ phase_s_steps=(train_yolov5s_640 bench_gpu_kernels bench_gpu_train cudnn_choices
                channels_last_gpu)
 phase_b_steps=(two_ranks_one_gpu amp_gpu nccl_world1 host_waits_gpu resume_gpu_checkpoint
                grads_gpu_vs_cpu amp_grads_gpu_vs_cpu main_job_gpu cuda_graph_gpu
-               val_predict_gpu_vs_cpu sharded_val_gpu elastic_restart_gpu desync_check_gpu stall_gpu
+               cuda_graph_nccl_gpu val_predict_gpu_vs_cpu sharded_val_gpu elastic_restart_gpu desync_check_gpu stall_gpu
                selftest bench_gpu_train_small)
 
 # ---- the run ------------------------------------------------------------------------------

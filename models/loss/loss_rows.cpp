@@ -111,12 +111,26 @@ PackedRows::PackedRows(const LevelTargets& targets, const std::vector<LevelCells
   for (int64_t g : group_first) *first++ = int(g);
 }
 
-bool LossRows::stage(LevelTargets targets, std::vector<LevelCells> cells) {
+int64_t LossRows::rows_of(const LevelTargets& targets) {
+  int64_t rows = 0;
+  for (const std::vector<MatchedRow>& level : targets) rows += int64_t(level.size());
+  return rows;
+}
+
+int64_t LossRows::capacity_for(int64_t rows) {
+  return std::max<int64_t>(256, int64_t(std::bit_ceil(uint64_t(rows) * 3 / 2)));
+}
+
+bool LossRows::stage(LevelTargets targets, std::vector<LevelCells> cells, int64_t at_least) {
   const PackedRows packed(targets, cells);
-  const bool moved = !buffer_.defined() || packed.count() > capacity_;
+  return stage(std::move(targets), std::move(cells), packed, at_least);
+}
+
+bool LossRows::stage(LevelTargets targets, std::vector<LevelCells> cells, const PackedRows& packed,
+                     int64_t at_least) {
+  const bool moved = !buffer_.defined() || packed.count() > capacity_ || at_least > capacity_;
   if (moved) {
-    // Room for half as many rows again, in a power of two: a run's batches vary around a mean.
-    capacity_ = std::max<int64_t>(256, int64_t(std::bit_ceil(uint64_t(packed.count()) * 3 / 2)));
+    capacity_ = std::max(capacity_for(packed.count()), at_least);
     buffer_ = Tensor::empty({1, 1, 1, int64_t(row_layout(capacity_, capacity_).bytes)}, device_,
                             DType::u8);
   }

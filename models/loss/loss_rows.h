@@ -117,9 +117,19 @@ class LossRows {
   explicit LossRows(const Device& device) : device_(device) {}
 
   // Packs `targets`, matched to heads of `cells`, and copies them to the device without the host
-  // waiting. Returns true when the buffer moved (it grew, or this is the first call): what was
-  // recorded reading the old one is stale.
-  bool stage(LevelTargets targets, std::vector<LevelCells> cells);
+  // waiting, into a buffer that holds at least `at_least` rows (ranks that record their steps
+  // keep buffers of one size: models/train/solver.cpp). Returns true when the buffer moved (it
+  // grew, or this is the first call): what was recorded reading the old one is stale.
+  bool stage(LevelTargets targets, std::vector<LevelCells> cells, int64_t at_least = 0);
+  // The same with the rows packed already (`packed`: PackedRows(targets, cells)).
+  bool stage(LevelTargets targets, std::vector<LevelCells> cells, const PackedRows& packed,
+             int64_t at_least);
+
+  // The rows of `targets`, every level's.
+  static int64_t rows_of(const LevelTargets& targets);
+  // The capacity a buffer gets for `rows` rows: room for half as many again (a run's batches
+  // vary around a mean), a power of two, at least 256.
+  static int64_t capacity_for(int64_t rows);
 
   const Device& device() const { return device_; }
   // As build_targets made them, per level: the host loss reads these.

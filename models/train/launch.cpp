@@ -380,9 +380,17 @@ TrainSummary run_training(const TrainOptions& request, const Log& log) {
   // --cuda-graph on where it cannot be: refused now, before any worker or file.
   const Device device =
       spec.kind == dist::DeviceKind::cuda ? Device::cuda(spec.cuda_indices[0]) : Device::cpu();
-  records_cuda_graphs(options, device, StepGraph::supported(device),
-                      (env.launched() ? env.world_size : spec.ranks * options.nnodes) > 1 ||
-                          backend_of(options.backend) == dist::Backend::nccl);
+  // (Which backend --backend auto takes is settled when the ranks meet: on a GPU, NCCL, whose
+  // collectives are recordable; the Solver refuses any that are not.)
+  const std::optional<dist::Backend> backend = backend_of(options.backend);
+  const bool communicates = (env.launched() ? env.world_size : spec.ranks * options.nnodes) > 1 ||
+                            backend == dist::Backend::nccl;
+  records_cuda_graphs(
+      options, device, StepGraph::supported(device),
+      !communicates ? StepCollectives::none
+      : spec.kind == dist::DeviceKind::cuda && (!backend || *backend == dist::Backend::nccl)
+          ? StepCollectives::recordable
+          : StepCollectives::unrecordable);
 
   if (env.launched()) {
     if (options.max_restarts > 0)

@@ -183,15 +183,18 @@ std::vector<HypValue> hyp_values(const TrainOptions& options) {
 }
 
 bool records_cuda_graphs(const TrainOptions& options, const Device& device, bool graphs_supported,
-                         bool communicates) {
+                         StepCollectives collectives) {
   if (options.cuda_graph == CudaGraphMode::off) return false;
   std::string obstacle;
   if (!graphs_supported)
     obstacle = "it trains on " + device.str() + ", which has no CUDA graphs";
-  else if (communicates)
+  else if (collectives == StepCollectives::unrecordable)
     obstacle =
-        "its step talks to other ranks (a communicator), whose collectives are not "
-        "recorded yet";
+        "its step talks to other ranks over TCP or shared memory, or over NCCL under "
+        "BAREYOLO_DESYNC_CHECK=1 (which waits before each collective), and a CUDA graph "
+        "cannot hold such collectives (NCCL's it can)";
+  else if (collectives == StepCollectives::recordable && options.cuda_graph != CudaGraphMode::on)
+    return false;  // auto: NCCL steps are recorded on request only
   else if (options.rect)
     obstacle = "--rect gives batches of many shapes";
   else if (options.multi_scale)

@@ -28,7 +28,8 @@ enum class OptimizerKind { sgd, adam, adamw };
 
 // --cuda-graph: whether the Solver records each kind of training step as one CUDA graph and
 // replays it (kernels/step_graph.h). auto: where it can, one process on a GPU whose batches keep
-// their shape; on: the same, refused with the reason where it cannot; off: every kernel launched.
+// their shape; on: the same, and several ranks' steps with their NCCL collectives, refused with
+// the reason where it cannot; off: every kernel launched.
 enum class CudaGraphMode { automatic, on, off };
 
 // --channels-last: the model's activations and their gradients in channels last (NHWC,
@@ -211,12 +212,17 @@ struct FlagValue {
 };
 std::vector<FlagValue> numerics_flags(const TrainOptions& options);
 
+// The collectives of a run's step (several ranks, or one over NCCL): none; NCCL's, which a CUDA
+// graph of the step records with it; or another backend's (TCP, shared memory), which it cannot.
+enum class StepCollectives { none, recordable, unrecordable };
+
 // Whether the run records its steps (--cuda-graph, resolved): a GPU that can (`graphs_supported`),
-// a step that talks to no other rank (`communicates`: several ranks, or one over NCCL), and
-// batches of one shape (no --rect, whose batches follow the images' aspect, no --multi-scale).
-// --cuda-graph on where that does not hold throws, saying which part fails.
+// batches of one shape (no --rect, whose batches follow the images' aspect, no --multi-scale), and
+// a step without collectives; one with NCCL's only under --cuda-graph on (auto launches it kernel
+// by kernel: its replays have not run on a GPU yet). --cuda-graph on where that does not hold
+// throws, saying which part fails.
 bool records_cuda_graphs(const TrainOptions& options, const Device& device, bool graphs_supported,
-                         bool communicates);
+                         StepCollectives collectives);
 
 // Whether the run's activations are channels last (--channels-last, resolved).
 bool channels_last(const TrainOptions& options);

@@ -111,19 +111,21 @@ Solver::Solver(DetectionModel& model, const SolverOptions& options, dist::Commun
   model_.graph().set_channels_last(options.channels_last);
   ops::require_kernel(optimizer_->kernel(), arena_.device(),
                       std::string("--optimizer ") + optimizer_name(options.optimizer));
+  // With a communicator only on request (--cuda-graph on) and only where its collectives go into
+  // the recording (NCCL's); auto leaves such a step launched one kernel at a time.
   records_ =
-      options.cuda_graph != CudaGraphMode::off && StepGraph::supported(arena_.device()) && !comm_;
+      options.cuda_graph != CudaGraphMode::off && StepGraph::supported(arena_.device()) &&
+      (!comm_ || (options.cuda_graph == CudaGraphMode::on && comm_->records_in_cuda_graphs()));
   if (options.cuda_graph == CudaGraphMode::on && !StepGraph::supported(arena_.device()))
     throw std::invalid_argument(
         "--cuda-graph on records the step as a CUDA graph; this run "
         "trains on " +
         arena_.device().str() + ", which has none: --cuda-graph off");
-  if (options.cuda_graph == CudaGraphMode::on && comm_)
+  if (options.cuda_graph == CudaGraphMode::on && comm_ && !comm_->records_in_cuda_graphs())
     throw std::invalid_argument(
-        "--cuda-graph on records the step of a process without a communicator; this one has one "
-        "(world size " +
-        std::to_string(comm_->world_size()) +
-        "), whose collectives are not recorded yet: --cuda-graph off (or auto)");
+        "--cuda-graph on records the step with its collectives, which only NCCL's can be (and "
+        "not under BAREYOLO_DESYNC_CHECK=1); this process's communicator (world size " +
+        std::to_string(comm_->world_size()) + ") cannot: --cuda-graph off (or auto)");
   if (comm_)
     reducer_ = dist::start_data_parallel(*comm_, arena_, state_, model_.graph(),
                                          {.sync_batchnorm = options.sync_bn,
@@ -145,6 +147,18 @@ Solver::~Solver() = default;
 
 StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labels,
                          int64_t iteration, const data::MatchedTargets* matched) {
+  // The loss's inputs first: the labels matched to the input's grids (the loader's matching,
+  // when it did). With ranks recording their steps, each proposes at once what the rows and its
+  // moves need of the recordings (recording_plan.h), and the host's work below runs while the
+  // ranks agree.
+  const Shape4 shape = images.shape();
+  const uint64_t nchw_copies = detail::nchw_copies_made.load();
+  LevelTargets targets = matcher_.targets_of(shape, labels, matched);
+  const std::vector<LevelCells> cells = matcher_.cells_of(shape);
+  const uint64_t moves =
+      ops::convolution_workspace_moves(arena_.device()) + detail::ScratchFrame::gpu_moves();
+  propose_plan(LossRows::rows_of(targets), moves != workspace_moves_);
+  workspace_moves_ = moves;
   const StepSettings settings = schedule_.at(iteration);
   apply(settings, *optimizer_);
   // The numbers of this step's update that change from step to step go up in one copy, before
@@ -152,29 +166,19 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   optimizer_->stage_settings();
   ema_.stage_decay();
   arena_.step_scalars().upload();
-  // The loss's inputs, also before the step: the labels matched to the input's grids (the
-  // loader's matching, when it did), their counts and the rows themselves, uploaded into the
-  // Solver's buffers. A batch with more rows than the rows' buffer holds moves it: every kind of
-  // step then starts afresh (its recordings read the old buffer).
-  const Shape4 shape = images.shape();
-  const uint64_t nchw_copies = detail::nchw_copies_made.load();
-  LevelTargets targets = matcher_.targets_of(shape, labels, matched);
+  // The loss's counts and rows, uploaded into the Solver's buffers. A batch with more rows than
+  // the rows' buffer holds moves it: every kind of step then starts afresh (its recordings read
+  // the old buffer). So does a move of the convolutions' shared workspace or of the kernels'
+  // GPU scratch (kernels/scratch_stack.h), which a new shape's first step may make.
   const LossNormalization local = local_normalization(targets, int(shape.n), loss_counts_);
-  const std::vector<LevelCells> cells = matcher_.cells_of(shape);
-  if (loss_rows_.stage(std::move(targets), cells)) {
+  const PackedRows packed(targets, cells);
+  const RecordingPlan plan = plan_vote_.agreed();
+  if (loss_rows_.stage(std::move(targets), cells, packed, plan.rows_capacity)) {
     graphs_.clear();
     step_kinds_seen_.clear();
   }
+  if (plan.record_again) graphs_.clear();
   use_loss_buffers(cells);
-  // A new shape's first convolutions may have grown their shared workspace, and its first
-  // kernels their scratch (kernels/scratch_stack.h): recordings made before read the old
-  // buffers, so every kind records again.
-  if (const uint64_t moves =
-          ops::convolution_workspace_moves(arena_.device()) + detail::ScratchFrame::gpu_moves();
-      moves != workspace_moves_) {
-    workspace_moves_ = moves;
-    graphs_.clear();
-  }
   const bool boundary = iteration - last_step_iteration_ >= settings.accumulate;
   // From here to the update the host must never wait for the device (kernels/step_guard.h). A
   // kind of step (its input shape, whether it updates) allocates on its first run only; with
@@ -189,10 +193,14 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
     op_sequence::note("step begins");
     loss = records_ && warm && graphs_ready(kind, images, local, boundary)
                ? replay_step(kind, images, boundary)
-               : run_step(images, local, boundary);
+               : run_step(images, local, boundary, &loss_buffers_);
     op_sequence::note("step ends");
   }
   if (boundary) last_step_iteration_ = iteration;
+  // Every rank ends its optimizer step here alike, launched or replayed (outside any recording:
+  // its all-gather carries this step's count): where a backend cannot check that the ranks
+  // issued the same collectives, the watched communicator does, once a step.
+  if (boundary && comm_) comm_->end_step();
   // Handed out from the Solver's own tensors, so that no tensor of one step is still held when
   // the next one allocates (its memory, and so a CUDA graph of it, stays the same).
   Tensor& kept = kept_losses_[next_kept_loss_++ % kept_losses_.size()];
@@ -234,6 +242,15 @@ void Solver::note_from_rank0(std::string note) {
   if (!note.empty() && rank0()) notes_.push_back(std::move(note));
 }
 
+// The rows' capacity this rank needs (the buffer's as long as the rows fit) and whether a move
+// makes it record again; voted on with the other ranks where they record their collectives.
+void Solver::propose_plan(int64_t rows, bool moved) {
+  const int64_t held = loss_rows_.capacity();
+  plan_vote_.propose(
+      records_ ? comm_ : nullptr,
+      {.rows_capacity = rows <= held ? held : LossRows::capacity_for(rows), .record_again = moved});
+}
+
 void Solver::use_loss_buffers(const std::vector<LevelCells>& cells) {
   std::vector<Shape4> head;
   for (const LevelCells& level : cells) head.push_back(level.head_shape());
@@ -243,17 +260,18 @@ void Solver::use_loss_buffers(const std::vector<LevelCells>& cells) {
   if (!same) loss_buffers_ = head_loss_buffers(head, arena_.device(), arena_.dtype());
 }
 
-Tensor Solver::run_step(const Tensor& images, const LossNormalization& local, bool boundary) {
+Tensor Solver::run_step(const Tensor& images, const LossNormalization& local, bool boundary,
+                        HeadLoss* loss_buffers) {
   if (reducer_) reducer_->set_sync(boundary);
   const trace::Label counts("loss counts");  // names global_normalization's all-reduce
   const LossNormalization norm = comm_ ? global_normalization(*comm_, local) : local;
   Tensor loss = models::forward_backward(model_, images, loss_rows_, norm, options_.loss,
-                                         &loss_buffers_, {comm_, reducer_.get()});
+                                         loss_buffers, {comm_, reducer_.get()});
   if (comm_) {  // where the loss is (a GPU's: by NCCL, in order with the gradient buckets)
     const trace::Label label("loss items");
     comm_->allreduce(dist::CommBuffer::of(loss), dist::ReduceOp::sum, "loss items")->wait();
   }
-  if (boundary) update();
+  if (boundary) update_weights();
   return loss;
 }
 
@@ -269,6 +287,7 @@ struct Solver::StepGraphs {
   HeadLoss loss;
   std::vector<Tensor> model_buffers;
   std::unique_ptr<StepGraph> step;
+  dist::RecordedCollectives collectives;  // with a communicator, the ones the graph holds
 };
 
 // The host's counters a step moves: the optimizer's and the EMA's, every BatchNorm's batches.
@@ -303,14 +322,18 @@ bool Solver::graphs_ready(const StepKind& kind, const Tensor& images, const Loss
   g.input = Tensor::empty(images.shape(), images.device(), images.dtype());
   g.loss = loss_buffers_;
   const HostCounters before = host_counters();
+  bool recording_collectives = comm_ != nullptr;
+  if (recording_collectives) comm_->begin_recording();
   try {
-    g.step = std::make_unique<StepGraph>(arena_.device(), [&] {
-      models::forward_backward(model_, g.input, loss_rows_, norm, options_.loss, &g.loss);
-      if (boundary) update();
-    });
+    // The step as run_step issues it, its collectives too (with an NCCL communicator).
+    g.step = std::make_unique<StepGraph>(arena_.device(),
+                                         [&] { run_step(g.input, norm, boundary, &g.loss); });
+    if (comm_) g.collectives = comm_->end_recording();
+    recording_collectives = false;
     g.model_buffers = model_.graph().planned_buffers();
     for (Tensor& slot : backward_scratch_slots()) g.model_buffers.push_back(std::move(slot));
   } catch (const std::exception& error) {
+    if (recording_collectives) comm_->end_recording();
     put_back(before);
     if (options_.cuda_graph == CudaGraphMode::on) throw;
     unrecorded_.insert(kind);
@@ -335,7 +358,11 @@ Tensor Solver::replay_step(const StepKind& kind, const Tensor& images, bool boun
     optimizer_->advance();
     ema_.advance();
   }
-  g.step->replay();
+  if (comm_)
+    comm_->replay(g.collectives, "the step graph of input " + images.shape().str(),
+                  [&] { g.step->replay(); });
+  else
+    g.step->replay();
   if (arena_.step_scalars().uploads() != uploads)
     throw std::logic_error("Solver: the step scalars changed inside a replayed step");
   return g.loss.loss;
@@ -348,6 +375,11 @@ Tensor Solver::forward_backward(const Tensor& images, const std::vector<LabelRow
 }
 
 void Solver::update() {
+  update_weights();
+  if (comm_) comm_->end_step();
+}
+
+void Solver::update_weights() {
   const trace::Range traced(trace::Track::compute, "optimizer step");
   if (reducer_) reducer_->finish();
   clip_gradient_norm(arena_, options_.max_grad_norm);
@@ -355,9 +387,6 @@ void Solver::update() {
   arena_.refresh_bf16_copies();
   optimizer_->zero_grad();
   ema_.update();
-  // Every rank ends its step here alike: where a backend cannot check that the ranks issued
-  // the same collectives, the watched communicator does, once a step.
-  if (comm_) comm_->end_step();
 }
 
 void Solver::restore(const Resume& resume, const std::string& source) {

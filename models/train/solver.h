@@ -2,12 +2,16 @@
 // step bareyolo takes runs here — the trainer's, bench_train's, bench_gpu_train's and the
 // selftest's — so none can drift from what training does. One call, step(), is one batch:
 //
+//   targets: matched                         the loss's rows
+//   [ranks recording: propose a plan]        the rows' capacity, recording again: all-reduced
 //   settings = schedule.at(iteration)        learning rates, momentum, accumulation (YOLOv5's)
 //   step scalars: staged, one upload         what changes every step, for the kernels to read
-//   targets, counts, rows: matched, uploaded the loss's inputs, into the Solver's own buffers
+//   counts, rows: uploaded                   the loss's inputs, into the Solver's own buffers
+//                                            (after reading the plan: recording_plan.h)
 //   boundary = iteration - last step's >= accumulate
 //   ---- the step's kernels: from here to the update, the host never waits for the device, and
-//        every step of a kind issues the same ops on the same memory (kernels/op_sequence.h)
+//        every step of a kind issues the same ops on the same memory (kernels/op_sequence.h);
+//        with --cuda-graph, recorded once per kind and replayed (collectives included: NCCL's)
 //   reducer.set_sync(boundary)               only an accumulation's last batch communicates
 //   comm.allreduce(counts)                   the global batch's counts (several ranks)
 //   forward_backward                         forward, YOLOv5's loss, backward (step.h); on
@@ -19,8 +23,8 @@
 //     optimizer step, zero_grad              one pass over the arena each (and, under --amp,
 //                                            one rounding of the weights' bf16 copies)
 //     EMA update                             one pass
-//     comm.end_step()                        the ranks' once-a-step desync check, if any
 //   ---- end of the step's kernels
+//   comm.end_step() at the boundary          the ranks' once-a-step desync check, if any
 //   the loss copied out                      into a small ring the caller reads it from
 //   after the first step only: the cuDNN algorithms it timed, rank 0's taken by every rank and
 //   written to the per-user cache file (engine/algorithm_cache.h; read at construction)
@@ -47,6 +51,7 @@
 #include "engine/parameter_arena.h"
 #include "models/train/checkpoint.h"
 #include "models/train/options.h"
+#include "models/train/recording_plan.h"
 #include "models/train/step.h"
 
 namespace bareyolo::models {
@@ -70,10 +75,11 @@ struct SolverOptions {
   // The device switches (process-wide; TrainOptions says what each does).
   bool tf32 = false, winograd = true, amp = false, cudnn_deterministic = true;
   // --cuda-graph (options.h): each kind of step (input shape, whether it updates) recorded as
-  // one CUDA graph on its second run and replayed from then on (kernels/step_graph.h), for one
-  // process on a GPU. on: a recording that fails throws; automatic: that kind launches its
-  // kernels one by one instead, with a note (take_notes), as it does wherever recording cannot
-  // be (the CPU, a communicator); off: never.
+  // one CUDA graph on its second run and replayed from then on (kernels/step_graph.h), on a GPU.
+  // on: a recording that fails throws, and a communicator whose collectives a graph can hold
+  // (NCCL's) records them with the step; automatic: that kind launches its kernels one by one
+  // instead, with a note (take_notes), as it does wherever recording cannot be (the CPU, a
+  // communicator); off: never.
   CudaGraphMode cuda_graph = CudaGraphMode::off;
   // The activations and their gradients in channels last (Graph::set_channels_last).
   bool channels_last = false;
@@ -171,8 +177,13 @@ class Solver {
 
   // loss_buffers_ for heads of `cells` (kept while the input's shape stays).
   void use_loss_buffers(const std::vector<LevelCells>& cells);
+  RecordingPlanVote plan_vote_;  // the rows' capacity and recording again, agreed each step
+  void propose_plan(int64_t rows, bool moved);
+  // The update without the end of the step (run_step's, which a recording holds).
+  void update_weights();
   // The step's kernels, issued one by one (run_step) or replayed from the kind's graph.
-  Tensor run_step(const Tensor& images, const LossNormalization& local, bool boundary);
+  Tensor run_step(const Tensor& images, const LossNormalization& local, bool boundary,
+                  HeadLoss* loss_buffers);
   Tensor replay_step(const StepKind& kind, const Tensor& images, bool boundary);
   // Whether `kind` has a graph to replay, recording it when it has none yet.
   bool graphs_ready(const StepKind& kind, const Tensor& images, const LossNormalization& norm,

@@ -58,6 +58,13 @@ namespace bareyolo::models {
 
 namespace {
 
+// The collectives of the step of a job that `group` joins (none: one process).
+StepCollectives step_collectives(const dist::ProcessGroup* group) {
+  if (!group) return StepCollectives::none;
+  return group->comm->records_in_cuda_graphs() ? StepCollectives::recordable
+                                               : StepCollectives::unrecordable;
+}
+
 using Clock = std::chrono::steady_clock;
 using Log = std::function<void(const std::string&)>;
 
@@ -203,7 +210,7 @@ SolverOptions solver_options(const TrainOptions& options, const RunContext& run,
           .amp = options.amp,
           .cudnn_deterministic = options.cudnn_deterministic,
           .cuda_graph = records_cuda_graphs(options, run.device, StepGraph::supported(run.device),
-                                            run.group != nullptr)
+                                            step_collectives(run.group))
                             ? options.cuda_graph
                             : CudaGraphMode::off,
           .channels_last = channels_last(options),

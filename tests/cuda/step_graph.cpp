@@ -9,9 +9,15 @@
 // algorithms are the deterministic ones (the default), so eager steps repeat their bits and a
 // replay must too. And a warm eager step, in either layout and precision, calls no allocator and
 // makes no cuDNN descriptor.
+#include <chrono>
 #include <cstring>
+#include <memory>
 #include <vector>
 
+#include "engine/distributed/comm/host_staging.h"
+#include "engine/distributed/comm/nccl_communicator.h"
+#include "engine/distributed/comm/store.h"
+#include "engine/distributed/comm/watched_communicator.h"
 #include "engine/shipped_files.h"
 #include "kernels/cuda/conv2d_paths.h"
 #include "kernels/cuda/runtime/allocator.h"
@@ -29,15 +35,19 @@ constexpr int kBatch = 2;
 struct Run {
   DetectionModel model;
   Solver solver;
-  Run(bool cuda_graph)
+  // With `comm`, the Solver's collectives too (SyncBatchNorm, the reducer's buckets, the loss's
+  // counts and items).
+  Run(bool cuda_graph, dist::Communicator* comm = nullptr)
       : model(load_model_config(shipped_file("models/yolov5-tiny.yaml")),
               {.nc = 2, .seed = 5, .device = Device::cuda(0)}),
-        solver(model, {.epochs = 20,
-                       .batches_per_epoch = 10,
-                       .batch = kBatch,
-                       .nbs = 2 * kBatch,
-                       .loss = {scale_loss_gains({}, 3, 2, 64), 2},
-                       .cuda_graph = cuda_graph ? CudaGraphMode::on : CudaGraphMode::off}) {}
+        solver(model,
+               {.epochs = 20,
+                .batches_per_epoch = 10,
+                .batch = kBatch,
+                .nbs = 2 * kBatch,
+                .loss = {scale_loss_gains({}, 3, 2, 64), 2},
+                .cuda_graph = cuda_graph ? CudaGraphMode::on : CudaGraphMode::off},
+               comm) {}
 };
 
 // Every byte of the run's state: weights, EMA, optimizer buffers, BatchNorm's counters.
@@ -58,11 +68,9 @@ std::vector<std::vector<std::byte>> state_bytes(Solver& solver) {
   return bytes;
 }
 
-}  // namespace
-
-TEST_CASE("cuda graph: replayed steps train the tiny model to the eager steps' bits") {
-  REQUIRE(StepGraph::supported(Device::cuda(0)));
-  Run eager(false), replayed(true);
+// Both runs take the same batches (more labels in some, one past the rows' buffer) and must keep
+// every state tensor the same bits.
+void check_replays_match(Run& eager, Run& replayed) {
   testing::Rng rng(31);
   for (int64_t iteration = 0; iteration < 10; ++iteration) {
     const Tensor images =
@@ -84,6 +92,35 @@ TEST_CASE("cuda graph: replayed steps train the tiny model to the eager steps' b
   }
   CHECK(eager.solver.state().optimizer_steps == replayed.solver.state().optimizer_steps);
   CHECK(eager.solver.state().ema_updates == replayed.solver.state().ema_updates);
+}
+
+}  // namespace
+
+TEST_CASE("cuda graph: replayed steps train the tiny model to the eager steps' bits") {
+  REQUIRE(StepGraph::supported(Device::cuda(0)));
+  Run eager(false), replayed(true);
+  check_replays_match(eager, replayed);
+}
+
+// --cuda-graph on with an NCCL communicator (world size 1 here: one GPU), wrapped as a training
+// job wraps it (host staging, the watched communicator): the collectives of the step
+// (SyncBatchNorm's, the buckets', the loss's) are recorded with it and replayed, and the plan
+// the ranks agree on before each step (the rows' capacity: iteration 6 outgrows it) is read.
+TEST_CASE("nccl graph: replayed steps with their collectives give the launched steps' bits") {
+  using namespace std::chrono_literals;
+  dist::StoreServer server("127.0.0.1", 0, "nccl-graph");
+  dist::Store store("127.0.0.1", server.port(), "nccl-graph", 10s);
+  auto job_communicator = [&] {
+    return std::make_unique<dist::WatchedCommunicator>(
+        dist::with_host_staging(dist::make_nccl_communicator(store, 0, 1, 0, 30s),
+                                dist::cuda_device_staging(0)),
+        dist::DesyncCheck::per_step);
+  };
+  const std::unique_ptr<dist::Communicator> launched = job_communicator(),
+                                            recorded = job_communicator();
+  REQUIRE(recorded->records_in_cuda_graphs());
+  Run eager(false, launched.get()), replayed(true, recorded.get());
+  check_replays_match(eager, replayed);
 }
 
 // What a recording needs of a step, and what its host time gains from: once warm, an eager step

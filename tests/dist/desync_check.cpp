@@ -71,9 +71,9 @@ WatchedCommunicator watched_device_only(ProcessGroup& group, HostMemoryAsDevice*
       DesyncCheck::per_step);
 }
 
-// One step: buckets 3 and 4 (equal sizes) all-reduced, in swapped order on the ranks listed;
-// `buckets_on` the device their buffers are labelled with.
-void step(Communicator& comm, bool swap, Device buckets_on = Device::cpu()) {
+// Buckets 3 and 4 (equal sizes) all-reduced, in swapped order on the ranks listed; `buckets_on`
+// the device their buffers are labelled with.
+void two_buckets(Communicator& comm, bool swap, Device buckets_on = Device::cpu()) {
   std::vector<float> bucket3(size_t(kBucketFloats), 1.0f), bucket4(size_t(kBucketFloats), 2.0f);
   auto issue = [&](std::vector<float>& values, int index) {
     return comm.allreduce(CommBuffer::of(values.data(), kBucketFloats, buckets_on), ReduceOp::avg,
@@ -83,6 +83,26 @@ void step(Communicator& comm, bool swap, Device buckets_on = Device::cpu()) {
   work.push_back(swap ? issue(bucket4, 4) : issue(bucket3, 3));
   work.push_back(swap ? issue(bucket3, 3) : issue(bucket4, 4));
   for (WorkHandle& w : work) w->wait();
+}
+
+// One step: the two buckets, then its end.
+void step(Communicator& comm, bool swap, Device buckets_on = Device::cpu()) {
+  two_buckets(comm, swap, buckets_on);
+  comm.end_step();
+}
+
+// A step recorded as a CUDA graph would be, on the CPU: between begin_recording and
+// end_recording the watched communicator sees the two buckets issued (here they also run, on
+// the ring); each replay then runs them on the ring underneath alone, as a graph's replay runs
+// them without the host code that issued them.
+RecordedCollectives record_two_buckets(WatchedCommunicator& comm, bool swap) {
+  comm.begin_recording();
+  two_buckets(comm, swap);
+  return comm.end_recording();
+}
+void replay_two_buckets(WatchedCommunicator& comm, const RecordedCollectives& recording,
+                        Communicator& ring) {
+  comm.replay(recording, "the two buckets", [&] { two_buckets(ring, false); });
   comm.end_step();
 }
 
@@ -171,6 +191,53 @@ TEST_CASE("desync check: over a device-only backend, swapped buckets are still n
           memory->run_device_through(memory->downloads);
           step(comm, false, kFakeGpu);
         }
+        throw std::runtime_error("the desync went unnoticed");
+      },
+      60s);
+  check_every_rank_says(results,
+                        "rank 1 issued all_reduce #4 bucket 4 (1,000 floats) where rank 0 issued "
+                        "all_reduce #4 bucket 3 (1,000 floats)");
+}
+
+TEST_CASE("desync check: a recording's collectives are numbered again at each replay") {
+  auto results = run_ranks(
+      2,
+      [](ProcessGroup& group) {
+        WatchedCommunicator comm = watched_without_tags(group, DesyncCheck::per_step);
+        step(comm, false);  // #1, #2 and its check #3
+        const RecordedCollectives recording = record_two_buckets(comm, false);
+        REQUIRE(recording.collectives.size() == 2);
+        CHECK(recording.collectives[1].tag == "bucket 4");
+        // Replays 1-5: #4 #5 (check #6), #7 #8 (#9), ... #16 #17 (#18). The eager step's check
+        // is read at the third replay's end, the first replay's at the fourth's and the
+        // second's, which saw #1-#8, at the fifth's.
+        for (int replay = 0; replay < 5; ++replay) replay_two_buckets(comm, recording, *group.comm);
+        CHECK(comm.agreed_through() == 8);
+        const std::vector<FlightRecord> records = comm.flight_records();
+        auto record_of = [&](uint64_t sequence) {
+          for (const FlightRecord& r : records)
+            if (r.collective.sequence == sequence) return r;
+          throw std::runtime_error("no record of collective #" + std::to_string(sequence));
+        };
+        CHECK(to_string(record_of(4).collective) == "all_reduce #4 bucket 3 (1,000 floats)");
+        CHECK(record_of(5).finished_us.has_value());  // before an agreed check
+        CHECK(to_string(record_of(17).collective) == "all_reduce #17 bucket 4 (1,000 floats)");
+        CHECK_FALSE(record_of(17).finished_us.has_value());  // its check is still on its way
+      },
+      60s);
+  testing::check_ranks_ok(results);
+}
+
+TEST_CASE("desync check: recordings that differ between the ranks are named at their replays") {
+  auto results = run_ranks(
+      2,
+      [](ProcessGroup& group) {
+        WatchedCommunicator comm = watched_without_tags(group, DesyncCheck::per_step);
+        step(comm, false);
+        // Rank 1 recorded its buckets in the other order: every replay of it goes astray.
+        const RecordedCollectives recording = record_two_buckets(comm, group.rank() == 1);
+        for (size_t replay = 0; replay <= WatchedCommunicator::kCheckLag; ++replay)
+          replay_two_buckets(comm, recording, *group.comm);
         throw std::runtime_error("the desync went unnoticed");
       },
       60s);

@@ -98,6 +98,25 @@ TEST_CASE("loss rows: one address while the batches fit, a larger buffer when on
   CHECK(rows_in(staged.packed()).count == 2 * many);
 }
 
+// Ranks that record their steps stage with the capacity they agreed on (models/train/solver.cpp):
+// every rank's buffer then has that size, whatever its own rows.
+TEST_CASE("loss rows: an agreed capacity sizes the buffer, beyond what the rows need") {
+  Rng rng(44);
+  const LevelTargets few = random_targets(rng, 10);
+  CHECK(LossRows::rows_of(few) == 20);
+  CHECK(LossRows::capacity_for(20) == 256);
+  CHECK(LossRows::capacity_for(1000) == 2048);
+  LossRows staged(Device::cpu());
+  CHECK(staged.stage(few, two_levels(), 4096));
+  CHECK(staged.capacity() == 4096);
+  const std::byte* first = staged.packed();
+  CHECK_FALSE(staged.stage(random_targets(rng, 1000), two_levels(), 4096));  // 2000 rows fit
+  CHECK(staged.packed() == first);
+  CHECK(staged.stage(few, two_levels(), 8192));  // a peer needs more: it grows too
+  CHECK(staged.capacity() == 8192);
+  CHECK(rows_in(staged.packed()).count == 20);
+}
+
 TEST_CASE("loss rows: a row outside its head, and rows staged for another head, are refused") {
   Rng rng(43);
   LevelTargets targets = random_targets(rng, 10);

@@ -194,36 +194,41 @@ TEST_CASE("plan_batch: each rank's share and YOLOv5's accumulation of the global
 TEST_CASE("--cuda-graph: auto records where it can, on refuses where it cannot, saying why") {
   models::TrainOptions options;
   const Device gpu = Device::cuda(0), cpu = Device::cpu();  // only the kind is read
+  using enum models::StepCollectives;
   auto records = [&](models::CudaGraphMode mode, const Device& device, bool supported,
-                     bool communicates) {
+                     models::StepCollectives collectives) {
     options.cuda_graph = mode;
-    return models::records_cuda_graphs(options, device, supported, communicates);
+    return models::records_cuda_graphs(options, device, supported, collectives);
   };
   using enum models::CudaGraphMode;
-  CHECK(records(automatic, gpu, true, false));
-  CHECK(records(on, gpu, true, false));
-  CHECK(!records(off, gpu, true, false));
-  CHECK(!records(automatic, cpu, false, false));
-  CHECK(!records(automatic, gpu, true, true));
+  CHECK(records(automatic, gpu, true, none));
+  CHECK(records(on, gpu, true, none));
+  CHECK(!records(off, gpu, true, none));
+  CHECK(!records(automatic, cpu, false, none));
+  CHECK(!records(automatic, gpu, true, unrecordable));
+  CHECK(!records(automatic, gpu, true, recordable));  // NCCL's: on request only
+  CHECK(records(on, gpu, true, recordable));
   options.rect = true;
-  CHECK(!records(automatic, gpu, true, false));
+  CHECK(!records(automatic, gpu, true, none));
   options.rect = false;
   options.multi_scale = true;
-  CHECK(!records(automatic, gpu, true, false));
+  CHECK(!records(automatic, gpu, true, none));
   options.multi_scale = false;
-  auto refusal = [&](const Device& device, bool supported, bool communicates) {
+  auto refusal = [&](const Device& device, bool supported, models::StepCollectives collectives) {
     try {
-      records(on, device, supported, communicates);
+      records(on, device, supported, collectives);
     } catch (const std::invalid_argument& error) {
       return std::string(error.what());
     }
     return std::string("accepted");
   };
-  CHECK(refusal(cpu, false, false).find("trains on cpu, which has no CUDA graphs") !=
+  CHECK(refusal(cpu, false, none).find("trains on cpu, which has no CUDA graphs") !=
         std::string::npos);
-  CHECK(refusal(gpu, true, true).find("talks to other ranks") != std::string::npos);
+  CHECK(refusal(gpu, true, unrecordable).find("talks to other ranks over TCP or shared memory") !=
+        std::string::npos);
+  CHECK(refusal(gpu, true, recordable) == "accepted");
   options.multi_scale = true;
-  CHECK(refusal(gpu, true, false).find("--multi-scale gives batches of many shapes") !=
+  CHECK(refusal(gpu, true, none).find("--multi-scale gives batches of many shapes") !=
         std::string::npos);
 }
 

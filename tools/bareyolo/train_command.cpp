@@ -340,8 +340,9 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--cuda-graph", options.cuda_graph,
                   "auto: record each kind of training step as one CUDA graph once and replay "
-                  "it (one process on a GPU, batches of one shape); on: the same, or an error "
-                  "saying why not; off: launch every kernel of every step")
+                  "it (one process on a GPU, batches of one shape); on: the same, several "
+                  "GPUs' steps with their NCCL collectives too, or an error saying why not; "
+                  "off: launch every kernel of every step")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   cmd->add_option("--channels-last", options.channels_last,

@@ -33,11 +33,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "engine/distributed/comm/collective_fingerprint.h"
 #include "engine/distributed/launch/device_spec.h"
 #include "engine/tensor.h"
 
@@ -60,6 +63,13 @@ struct CommBuffer {
   static CommBuffer of(Tensor& tensor);
   template <class T>
   static CommBuffer of(T* data, int64_t count, Device device = Device::cpu());
+};
+
+// A recording's collectives (Communicator::end_recording), as the watched communicator numbers
+// them again at each replay (watched_communicator.h); empty where nothing keeps them.
+struct RecordedCollectives {
+  std::vector<CollectiveFingerprint> collectives;
+  std::vector<int64_t> bytes;  // each one's
 };
 
 // One collective in flight.
@@ -100,6 +110,24 @@ class Communicator {
   // reduced: a communicator that checks once a step that every rank issued the same
   // collectives (watched_communicator.h) does so here. Nothing by default.
   virtual void end_step() {}
+
+  // --cuda-graph with a communicator (models/train/solver.h). Whether the collectives issued
+  // while this rank's GPU compute stream is recorded as a CUDA graph go into the recording and
+  // run again at each replay: NCCL's (its calls follow the capture onto its own stream), no host
+  // backend's. Recording and replaying are collective, as issuing is: every rank records the
+  // same collectives and replays them at the same points (NCCL's rule for captured calls).
+  virtual bool records_in_cuda_graphs() const { return false; }
+  // Brackets the issuing of one recording; what end_recording returns goes with each replay.
+  virtual void begin_recording() {}
+  virtual RecordedCollectives end_recording() { return {}; }
+  // Replays a recording: `launch` enqueues the graph. A communicator that no longer works throws
+  // before (the replayed collectives would wait for peers that are gone), and one that numbers
+  // and watches its collectives does so for the replayed ones as for issued ones.
+  virtual void replay(const RecordedCollectives& recording, std::string_view what,
+                      const std::function<void()>& launch) {
+    (void)recording, (void)what;
+    launch();
+  }
 };
 
 // A Work that is complete already: what a collective returns that finished before returning.

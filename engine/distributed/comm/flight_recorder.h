@@ -36,6 +36,7 @@ class FlightRecorder {
   void finished(uint64_t sequence);
   // The kept records, oldest first.
   std::vector<FlightRecord> records() const;
+  size_t capacity() const { return capacity_; }
 
  private:
   // Collective k (numbered from 1) lives at (k - 1) % capacity, so a newer one overwrites the

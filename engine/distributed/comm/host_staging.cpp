@@ -99,6 +99,15 @@ class HostStagingCommunicator final : public Communicator {
   }
 
   WorkHandle barrier(std::string_view tag) override { return inner_->barrier(tag); }
+  // A recorded step's collectives take device buffers only (the step's host values are
+  // uploaded before it): they pass straight through, as ever.
+  bool records_in_cuda_graphs() const override { return inner_->records_in_cuda_graphs(); }
+  void begin_recording() override { inner_->begin_recording(); }
+  RecordedCollectives end_recording() override { return inner_->end_recording(); }
+  void replay(const RecordedCollectives& recording, std::string_view what,
+              const std::function<void()>& launch) override {
+    inner_->replay(recording, what, launch);
+  }
 
  private:
   static bool on_host(const CommBuffer& buffer) { return in_host_memory(buffer.device); }

@@ -66,6 +66,13 @@ class TracedCommunicator final : public Communicator {
     return traced("barrier", 0, [&] { return inner_.barrier(tag); });
   }
   void end_step() override { inner_.end_step(); }
+  bool records_in_cuda_graphs() const override { return inner_.records_in_cuda_graphs(); }
+  void begin_recording() override { inner_.begin_recording(); }
+  RecordedCollectives end_recording() override { return inner_.end_recording(); }
+  void replay(const RecordedCollectives& recording, std::string_view what,
+              const std::function<void()>& launch) override {
+    inner_.replay(recording, what, launch);
+  }
 
  private:
   template <class Issue>

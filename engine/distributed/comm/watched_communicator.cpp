@@ -47,6 +47,8 @@ CollectiveFingerprint unpack(const int64_t* packed) {
 
 std::string rank_name(int rank) { return "rank " + std::to_string(rank); }
 
+// `recorder`: where the collective finishes; null for one issued into a recording, which runs
+// only when replayed (and is recorded then).
 class WatchedWork final : public Work {
  public:
   WatchedWork(WorkHandle inner, WatchedCommunicator* owner, FlightRecorder* recorder,
@@ -60,6 +62,7 @@ class WatchedWork final : public Work {
     } catch (const std::exception& error) {
       throw std::runtime_error(owner_->explain_failure(sequence_, error.what()));
     }
+    if (!recorder_) return;
     note_collective_finished(sequence_);
     recorder_->finished(sequence_);
   }
@@ -129,11 +132,12 @@ WorkHandle WatchedCommunicator::issue(CollectiveOp op, const CommBuffer& buffer,
                                          .tag = std::string(tag)};
   if (check_ == DesyncCheck::per_collective) compare_fingerprint_before_issuing(collective);
   const uint64_t hash_before = chain_hash_;
-  issued_ = sequence;
-  const Packed packed = pack(collective);
-  chain_hash_ = fnv1a(packed.data(), sizeof packed, chain_hash_);
-  recorder_.issued(collective, buffer.bytes());
-  note_collective_issued(collective);
+  CollectiveFingerprint counted = collective;
+  count_issued(counted, buffer.bytes());  // numbered `sequence`
+  if (recording_) {
+    recorded_.collectives.push_back(collective);
+    recorded_.bytes.push_back(buffer.bytes());
+  }
   // A backend may run a small collective to completion inside the call (the TCP ring does):
   // then this rank waits for its peers here, not in wait().
   WorkHandle work;
@@ -145,11 +149,67 @@ WorkHandle WatchedCommunicator::issue(CollectiveOp op, const CommBuffer& buffer,
     // numbered nothing, and the next collective takes this number.
     issued_ = sequence - 1;
     chain_hash_ = hash_before;
+    if (recording_) {
+      recorded_.collectives.pop_back();
+      recorded_.bytes.pop_back();
+    }
     throw;
   } catch (const std::exception& error) {
     throw std::runtime_error(explain_failure(sequence, error.what()));
   }
-  return std::make_shared<WatchedWork>(std::move(work), this, &recorder_, sequence);
+  return std::make_shared<WatchedWork>(std::move(work), this, recording_ ? nullptr : &recorder_,
+                                       sequence);
+}
+
+// (A collective issued into a recording is numbered, to be rolled back, but not recorded: it
+// runs only when replayed.)
+void WatchedCommunicator::count_issued(CollectiveFingerprint& collective, int64_t bytes) {
+  collective.sequence = ++issued_;
+  const Packed packed = pack(collective);
+  chain_hash_ = fnv1a(packed.data(), sizeof packed, chain_hash_);
+  if (recording_) return;
+  recorder_.issued(collective, bytes);
+  note_collective_issued(collective);
+}
+
+void WatchedCommunicator::begin_recording() {
+  recording_ = true;
+  issued_before_recording_ = issued_;
+  hash_before_recording_ = chain_hash_;
+  recorded_ = {};
+  inner_->begin_recording();
+}
+
+// The recorded collectives did not run: the counters go back to where they were, and each
+// replay takes the numbers from there on (the first replay the same ones, in the recorder too).
+RecordedCollectives WatchedCommunicator::end_recording() {
+  RecordedCollectives recording = inner_->end_recording();
+  recording.collectives = std::move(recorded_.collectives);
+  recording.bytes = std::move(recorded_.bytes);
+  recorded_ = {};
+  recording_ = false;
+  issued_ = issued_before_recording_;
+  chain_hash_ = hash_before_recording_;
+  return recording;
+}
+
+void WatchedCommunicator::replay(const RecordedCollectives& recording, std::string_view what,
+                                 const std::function<void()>& launch) {
+  if (!failure_.empty()) throw std::runtime_error(failure_);
+  // Kept to be marked finished by a rolling check, where one runs; the recorder holds the
+  // newest capacity() collectives, so no older one needs marking.
+  const bool checked = check_ == DesyncCheck::per_step && world_size() > 1;
+  for (size_t i = 0; i < recording.collectives.size(); ++i) {
+    CollectiveFingerprint collective = recording.collectives[i];
+    count_issued(collective, recording.bytes[i]);
+    if (checked) replayed_unfinished_.push_back(collective.sequence);
+  }
+  while (replayed_unfinished_.size() > recorder_.capacity()) replayed_unfinished_.pop_front();
+  try {
+    inner_->replay(recording, what, launch);
+  } catch (const std::exception& error) {
+    throw std::runtime_error(explain_failure(issued_, error.what()));
+  }
 }
 
 WorkHandle WatchedCommunicator::allreduce(CommBuffer buffer, ReduceOp op, std::string_view tag) {
@@ -229,6 +289,12 @@ void WatchedCommunicator::compare_step_check() {
   const uint64_t checked_through = uint64_t(received[0]);
   if (agree) {
     agreed_ = checked_through;
+    // Every rank's collectives up to the check ran: the replayed ones among them finished.
+    while (!replayed_unfinished_.empty() && replayed_unfinished_.front() <= checked_through) {
+      recorder_.finished(replayed_unfinished_.front());
+      note_collective_finished(replayed_unfinished_.front());
+      replayed_unfinished_.pop_front();
+    }
     return;
   }
   // Where do they part? Every rank sends its fingerprints since the last agreement (up to

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,6 +67,18 @@ class WatchedCommunicator final : public Communicator {
   WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view tag) override;
   WorkHandle barrier(std::string_view tag) override;
   void end_step() override;
+  // Not with the per-collective check: it waits for an all-gather before each collective.
+  bool records_in_cuda_graphs() const override {
+    return check_ != DesyncCheck::per_collective && inner_->records_in_cuda_graphs();
+  }
+  // A recording's collectives are kept, not counted (none of them ran); each replay numbers
+  // them again, folds them into the rolling hash and records them, as if issued one by one. A
+  // replayed collective counts as finished once a rolling check that follows it agreed (where
+  // no check runs, the flight record shows replayed collectives as issued only).
+  void begin_recording() override;
+  RecordedCollectives end_recording() override;
+  void replay(const RecordedCollectives& recording, std::string_view what,
+              const std::function<void()>& launch) override;
 
   // From now on the first failure writes this rank's flight record into `folder`
   // (<run>/flight): the run directory is known only after the job has joined.
@@ -73,9 +86,10 @@ class WatchedCommunicator final : public Communicator {
   std::vector<FlightRecord> flight_records() const { return recorder_.records(); }
   DesyncCheck desync_check() const { return check_; }
   // The optimizer steps between a rolling check's all-gather and its reading. The host runs
-  // about one step ahead of the device (the trainer reads each step's loss once it has queued
-  // the next one, and the Solver's losses last three steps: models/train/solver.h), so by then
-  // the check's result is on the host.
+  // about one step ahead of the device at most (the trainer reads each step's loss once it has
+  // queued the next one, the Solver's losses last three steps, and ranks that record their
+  // steps read a plan before each: models/train/solver.h), so by then the check's result is on
+  // the host.
   static constexpr size_t kCheckLag = 3;
   // The last collective every rank was seen to agree on by the rolling check (0: none yet).
   uint64_t agreed_through() const { return agreed_; }
@@ -88,6 +102,8 @@ class WatchedCommunicator final : public Communicator {
   WorkHandle issue(CollectiveOp op, const CommBuffer& buffer, std::string_view tag,
                    const Issue& call);
   void compare_fingerprint_before_issuing(const CollectiveFingerprint& collective);
+  // Numbers `collective` (its sequence is set here), folds it into the hash, records it.
+  void count_issued(CollectiveFingerprint& collective, int64_t bytes);
   void compare_step_check();
   [[noreturn]] void fail_desync(const std::string& message);
 
@@ -99,7 +115,12 @@ class WatchedCommunicator final : public Communicator {
   uint64_t chain_hash_;  // of every fingerprint issued, in order
   uint64_t agreed_ = 0;  // the last collective every rank agreed on (per step)
   std::string flight_folder_;
-  std::string failure_;  // the enriched error, once there was one
+  // While a recording is issued: the counters at its start, and its collectives so far.
+  bool recording_ = false;
+  uint64_t issued_before_recording_ = 0, hash_before_recording_ = 0;
+  RecordedCollectives recorded_;
+  std::deque<uint64_t> replayed_unfinished_;  // replayed collectives not yet seen finished
+  std::string failure_;                       // the enriched error, once there was one
   // The rolling checks in flight, oldest first: {collectives before it, their hash} of every
   // rank (a deque: the buffers stay where they are while their all-gather runs).
   struct PendingCheck {

@@ -17,6 +17,20 @@
 //
 // Locking: `nccl_mutex_` serialises the NCCL calls of the issuing thread and the watchdog's
 // abort; the reason of a failure sits in the shared `Health`, which Work objects keep alive.
+//
+// CUDA graphs. Issued while the compute stream is being captured (the Solver recording a step,
+// --cuda-graph on), a collective's event record, wait and NCCL call go into the recording, which
+// then holds the comm stream's work too (NCCL follows a capture onto its stream); the host's
+// wait() only orders the streams, as always. A replay runs them again (replay(): the watchdog
+// treats each replay as one collective in flight).
+//
+// Recorded graphs hold the communicator: from NCCL 2.26 on, its destruction (an abort too)
+// waits until every graph that recorded its calls is destroyed, and the graphs belong to the
+// issuing thread's caller (the Solver). So once a graph has recorded a call, only the watchdog
+// aborts: the issuing thread that meets a failure marks the communicator broken and throws,
+// and unwinding destroys the graphs, which lets the abort finish; it never waits for
+// `nccl_mutex_`, which the abort holds (it throws the failure instead), and the watchdog holds
+// nothing else meanwhile. The Solver is gone before the communicator is destroyed.
 #include <nccl.h>
 
 #include <atomic>
@@ -24,6 +38,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -285,6 +300,27 @@ class NcclCommunicator final : public Communicator {
     return allreduce(CommBuffer::of(barrier_value_, 1, Device::cuda(device_)), ReduceOp::sum, tag);
   }
 
+  bool records_in_cuda_graphs() const override { return true; }
+
+  // A replay on a communicator the watchdog aborted would launch collectives that never end:
+  // refused. The replay's work, its collectives included, is watched as one collective in
+  // flight (the timeout, a peer's failure).
+  void replay(const RecordedCollectives&, std::string_view what,
+              const std::function<void()>& launch) override {
+    {
+      const std::unique_lock<std::mutex> lock = lock_unless_broken();  // no abort meanwhile
+      launch();
+    }
+    auto flight = std::make_shared<InFlight>();
+    flight->what = std::string(what) + " (a replayed CUDA graph's collectives)";
+    BAREYOLO_CUDA_CHECK(cudaSetDevice(device_));
+    BAREYOLO_CUDA_CHECK(cudaEventCreateWithFlags(&flight->done, cudaEventDisableTiming));
+    BAREYOLO_CUDA_CHECK(cudaEventRecord(flight->done, compute_));
+    flight->issued = Clock::now();
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    in_flight_.push_back(std::move(flight));
+  }
+
  private:
   void check(ncclResult_t status, const std::string& call) const {
     if (status == ncclSuccess || status == ncclInProgress) return;
@@ -315,24 +351,39 @@ class NcclCommunicator final : public Communicator {
       if (status != ncclSuccess) state = status;
       if (state != ncclInProgress) break;
       if (Clock::now() > deadline) {
-        abort_locked("NCCL on rank " + std::to_string(rank_) + ": " + what +
-                     " did not finish within " + seconds(timeout_) + " (a rank of the " +
-                     std::to_string(world_size_) +
-                     " is missing or stuck); the communicator was aborted");
+        fail_locked("NCCL on rank " + std::to_string(rank_) + ": " + what +
+                    " did not finish within " + seconds(timeout_) + " (a rank of the " +
+                    std::to_string(world_size_) +
+                    " is missing or stuck); the communicator was aborted");
         health_->throw_reason();
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     if (state != ncclSuccess) {
-      abort_locked("NCCL on rank " + std::to_string(rank_) + ": " + what +
-                   " failed: " + ncclGetErrorString(state) + " (" + ncclGetLastError(comm_) +
-                   "); the communicator was aborted");
+      fail_locked("NCCL on rank " + std::to_string(rank_) + ": " + what +
+                  " failed: " + ncclGetErrorString(state) + " (" + ncclGetLastError(comm_) +
+                  "); the communicator was aborted");
       health_->throw_reason();
     }
   }
 
-  void abort_locked(const std::string& reason) {
+  // nccl_mutex_, or the failure's exception once the communicator is broken (see the file
+  // comment: the watchdog may hold the mutex for as long as recorded graphs live).
+  std::unique_lock<std::mutex> lock_unless_broken() {
+    while (true) {
+      std::unique_lock<std::mutex> lock(nccl_mutex_, std::try_to_lock);
+      health_->throw_if_broken();
+      if (lock.owns_lock()) return lock;
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  // Marks the communicator broken for `reason` and aborts it: here, or, once graphs have
+  // recorded its calls, on the watchdog's thread within its period (an abort then waits until
+  // they are destroyed, and this thread's caller owns them: it must throw and unwind first).
+  void fail_locked(const std::string& reason) {
     health_->fail(reason);
+    if (recorded_) return;
     if (comm_) ncclCommAbort(comm_);
     comm_ = nullptr;
   }
@@ -353,15 +404,22 @@ class NcclCommunicator final : public Communicator {
     // is done.
     BAREYOLO_CUDA_CHECK(cudaEventRecord(ready_, compute_));
     BAREYOLO_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, ready_, 0));
+    // Recorded into a CUDA graph (the compute stream is being captured, and the comm stream with
+    // it): from this call on a graph holds the communicator (fail_locked). `done` then orders the
+    // graph's streams only, and the watchdog cannot ask a recorded event whether it happened;
+    // each replay is watched instead (replay()).
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    BAREYOLO_CUDA_CHECK(cudaStreamIsCapturing(compute_, &capture));
+    const bool recording = capture != cudaStreamCaptureStatusNone;
+    if (recording) recorded_ = true;
     {
-      std::lock_guard<std::mutex> lock(nccl_mutex_);
-      health_->throw_if_broken();
+      const std::unique_lock<std::mutex> lock = lock_unless_broken();
       check(call(comm_stream_), std::string("nccl ") + op);
       settle_locked(flight->what);
       BAREYOLO_CUDA_CHECK(cudaEventRecord(flight->done, comm_stream_));
       flight->issued = Clock::now();
     }
-    {
+    if (!recording) {
       std::lock_guard<std::mutex> lock(watch_mutex_);
       in_flight_.push_back(flight);
     }
@@ -369,31 +427,41 @@ class NcclCommunicator final : public Communicator {
   }
 
   // The watchdog: drops completed collectives; aborts on an asynchronous NCCL error or when
-  // the oldest collective in flight exceeds the timeout (collectives complete in order).
+  // the oldest collective in flight exceeds the timeout (collectives complete in order), and
+  // carries out an abort the issuing thread left to it (fail_locked). It aborts holding
+  // nccl_mutex_ only: an abort may wait for recorded graphs (see the file comment), and the
+  // issuing thread takes watch_mutex_ to watch what it issued.
   void watch() {
     cudaSetDevice(device_);
-    std::unique_lock<std::mutex> lock(watch_mutex_);
-    while (!stopping_) {
-      watch_wake_.wait_for(lock, kWatchdogPeriod, [this] { return stopping_; });
-      if (stopping_ || health_->broken()) continue;
-      while (!in_flight_.empty() && cudaEventQuery(in_flight_.front()->done) == cudaSuccess)
-        in_flight_.pop_front();
-      (void)cudaGetLastError();  // cudaErrorNotReady is not sticky, but keep the slate clean
+    while (true) {
       std::string reason;
-      if (!in_flight_.empty() && Clock::now() - in_flight_.front()->issued > timeout_)
-        reason = "NCCL on rank " + std::to_string(rank_) + ": " + in_flight_.front()->what +
-                 " did not complete within " + seconds(timeout_) + " (a rank of the " +
-                 std::to_string(world_size_) + " is missing or stuck); the communicator " +
-                 "was aborted";
+      {
+        std::unique_lock<std::mutex> lock(watch_mutex_);
+        watch_wake_.wait_for(lock, kWatchdogPeriod, [this] { return stopping_; });
+        if (stopping_) return;
+        while (!in_flight_.empty() && cudaEventQuery(in_flight_.front()->done) == cudaSuccess)
+          in_flight_.pop_front();
+        (void)cudaGetLastError();  // cudaErrorNotReady is not sticky, but keep the slate clean
+        if (!in_flight_.empty() && Clock::now() - in_flight_.front()->issued > timeout_)
+          reason = "NCCL on rank " + std::to_string(rank_) + ": " + in_flight_.front()->what +
+                   " did not complete within " + seconds(timeout_) + " (a rank of the " +
+                   std::to_string(world_size_) + " is missing or stuck); the communicator " +
+                   "was aborted";
+      }
       std::unique_lock<std::mutex> nccl(nccl_mutex_, std::try_to_lock);
       if (!nccl.owns_lock() || !comm_) continue;  // an issue is settling: it has its own bound
       ncclResult_t state = ncclSuccess;
-      if (reason.empty() && ncclCommGetAsyncError(comm_, &state) == ncclSuccess &&
-          state != ncclSuccess && state != ncclInProgress)
+      if (reason.empty() && !health_->broken() &&
+          ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state != ncclSuccess &&
+          state != ncclInProgress)
         reason = "NCCL on rank " + std::to_string(rank_) + " reported " +
                  ncclGetErrorString(state) + " (" + ncclGetLastError(comm_) +
                  "): a peer rank failed or its connection was lost; the communicator was aborted";
-      if (!reason.empty()) abort_locked(reason);
+      if (!reason.empty()) health_->fail(reason);
+      if (health_->broken()) {
+        ncclCommAbort(comm_);
+        comm_ = nullptr;
+      }
     }
   }
 
@@ -407,6 +475,7 @@ class NcclCommunicator final : public Communicator {
 
   std::mutex nccl_mutex_;  // NCCL calls on comm_, and comm_ itself
   ncclComm_t comm_ = nullptr;
+  std::atomic<bool> recorded_{false};  // a CUDA graph recorded a call (issue())
 
   std::mutex watch_mutex_;  // in_flight_, stopping_
   std::condition_variable watch_wake_;
