@@ -187,13 +187,15 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   const bool warm = !step_kinds_seen_.insert(kind).second;
   // A recording's memory comes from the allocator's first calls for its graph.
   const bool first_replay = records_ && warm && graphs_.count(kind) == 0;
+  // Recording runs the step's host code without issuing anything to the device, so it comes
+  // before the step proper (with ranks, their outcomes are compared: graphs_ready).
+  const bool replays = records_ && warm && graphs_ready(kind, images, local, boundary);
   Tensor loss;
   {
     const step_guard::Scope guarded(warm && !first_replay);
     op_sequence::note("step begins");
-    loss = records_ && warm && graphs_ready(kind, images, local, boundary)
-               ? replay_step(kind, images, boundary)
-               : run_step(images, local, boundary, &loss_buffers_);
+    loss = replays ? replay_step(kind, images, boundary)
+                   : run_step(images, local, boundary, &loss_buffers_);
     op_sequence::note("step ends");
   }
   if (boundary) last_step_iteration_ = iteration;
@@ -312,7 +314,10 @@ void Solver::put_back(const HostCounters& counters) {
 }
 
 // Recording issues nothing to the device; it runs the host code, whose counters are then put
-// back: every step of the kind, from this one on, replays the same way (replay_step).
+// back: every step of the kind, from this one on, replays the same way (replay_step). With ranks
+// the recordings' outcomes are all-reduced (a recording that fails on one rank fails on all:
+// NCCL's recorded collectives are replayed by every rank or by none), the host reading it: a
+// wait once per kind, outside the step.
 bool Solver::graphs_ready(const StepKind& kind, const Tensor& images, const LossNormalization& norm,
                           bool boundary) {
   if (graphs_.count(kind)) return true;
@@ -322,6 +327,7 @@ bool Solver::graphs_ready(const StepKind& kind, const Tensor& images, const Loss
   g.input = Tensor::empty(images.shape(), images.device(), images.dtype());
   g.loss = loss_buffers_;
   const HostCounters before = host_counters();
+  std::string failure;  // this rank's recording's, if it failed
   bool recording_collectives = comm_ != nullptr;
   if (recording_collectives) comm_->begin_recording();
   try {
@@ -334,14 +340,23 @@ bool Solver::graphs_ready(const StepKind& kind, const Tensor& images, const Loss
     for (Tensor& slot : backward_scratch_slots()) g.model_buffers.push_back(std::move(slot));
   } catch (const std::exception& error) {
     if (recording_collectives) comm_->end_recording();
-    put_back(before);
-    if (options_.cuda_graph == CudaGraphMode::on) throw;
-    unrecorded_.insert(kind);
-    notes_.push_back("--cuda-graph auto: steps of input " + images.shape().str() +
-                     " launch their kernels one by one: " + error.what());
-    return false;
+    failure = error.what();
   }
   put_back(before);
+  if (comm_) {
+    int64_t failed = failure.empty() ? 0 : 1;
+    comm_->allreduce(dist::CommBuffer::of(&failed, 1), dist::ReduceOp::max, "recording outcome")
+        ->wait();
+    if (failed != 0 && failure.empty())
+      failure = "another rank's recording of this step failed (its log says why)";
+  }
+  if (!failure.empty()) {
+    if (options_.cuda_graph == CudaGraphMode::on) throw std::runtime_error(failure);
+    unrecorded_.insert(kind);
+    notes_.push_back("--cuda-graph auto: steps of input " + images.shape().str() +
+                     " launch their kernels one by one: " + failure);
+    return false;
+  }
   graphs_[kind] = std::move(graphs);
   return true;
 }
