@@ -14,7 +14,8 @@
 // its cost is the IoU tests and the host walk, not memory traffic. Then yolov5s's convolutions
 // (forward, backward-data, backward-weight) through cuDNN and through the hand-written
 // im2col + cuBLAS path, side by side, and in bf16 through cuDNN in NCHW and in channels last.
-// BatchNorm + SiLU runs in every layout and storage (float/bf16, NCHW/NHWC).
+// BatchNorm + SiLU runs in every layout and storage (float/bf16, NCHW/NHWC); SiLU and add in
+// float and bf16.
 // Without a usable GPU it prints why and exits 77 (skipped), or 1 where a GPU is required
 // (cuda::gpu_required: BAREYOLO_REQUIRE_GPU, or a driver installed), so that a broken driver or
 // library never reads as skipped.
@@ -259,6 +260,16 @@ int main() {
           [&] { ops::silu_backward<float>(x.view<float>(), dy.view<float>(), dx.view<float>()); });
     bench("add fwd " + s.str(), 3 * n * f,
           [&] { ops::add_forward<float>(x.view<float>(), dy.view<float>(), y.view<float>()); });
+    // The same in bf16 (--amp's activations): 16 bytes a thread are 8 elements.
+    const double h = 2;  // bytes per bf16
+    Tensor xb = x.converted(DType::bf16), yb = Tensor::empty(s, kGpu, DType::bf16),
+           dyb = dy.converted(DType::bf16), dxb = dx.converted(DType::bf16);
+    bench("SiLU fwd bf16 " + s.str(), 2 * n * h,
+          [&] { ops::silu_forward<bf16>(xb.view<bf16>(), yb.view<bf16>()); });
+    bench("SiLU bwd bf16 " + s.str(), 4 * n * h,
+          [&] { ops::silu_backward<bf16>(xb.view<bf16>(), dyb.view<bf16>(), dxb.view<bf16>()); });
+    bench("add bwd bf16 " + s.str(), 5 * n * h,
+          [&] { ops::add_backward<bf16>(dyb.view<bf16>(), dxb.view<bf16>(), yb.view<bf16>()); });
   }
   // BatchNorm + SiLU at the stem's activations, in each layout and storage a run can have: the
   // moments (phase 1 of the training forward), the apply, and the training backward (its

@@ -43,6 +43,7 @@
 #include "kernels/bf16.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/pointwise.cuh"
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
@@ -496,23 +497,7 @@ struct EvalBackwardApply {
 // groups (c / kPerVector<S> of them), so a thread keeps one group of channels through its
 // grid-stride loop and holds their parameters in registers: no per-element parameter load and
 // no division. The formulas are Apply's and BackwardApply's, term for term.
-template <class S>
-constexpr int kPerVector = 16 / int(sizeof(S));
-
-template <class S>
-struct alignas(16) Vector {
-  S value[kPerVector<S>];
-};
-template <class S>
-__device__ Vector<S> load_vector(const S* p) {
-  Vector<S> vector;
-  *reinterpret_cast<uint4*>(&vector) = *reinterpret_cast<const uint4*>(p);
-  return vector;
-}
-template <class S>
-__device__ void store_vector(S* p, const Vector<S>& vector) {
-  *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(&vector);
-}
+// (Vector, kPerVector, load_vector, store_vector: pointwise.cuh.)
 
 // Whether a pass over `shape` can take `view` 16 bytes at a time.
 template <class T>
@@ -520,7 +505,7 @@ bool takes_vectors(const View<T>& view, const Shape4& shape) {
   using S = std::remove_const_t<T>;
   return view.shape == shape && view.channels_last() && view.packed() &&
          shape.c % kPerVector<S> == 0 && shape.c / kPerVector<S> <= kRowThreads &&
-         reinterpret_cast<uintptr_t>(view.data) % 16 == 0;
+         vector_aligned(view);
 }
 
 // pass(channels, e) for the element offset e of every vector, in threads that each keep the

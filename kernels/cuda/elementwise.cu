@@ -2,10 +2,11 @@
 // bf16 storage (S): values are widened to float, computed, and each stored result narrowed
 // back (kernels/bf16.h), so the bf16 ops are the float ones stored in bf16 (kernels/ops.h).
 //
-// pointwise.cuh's grid-stride kernel walks every element as (image, offset in image) in the lead
-// view's order, so channel-slice views (batch_stride > c*h*w) and channels-last views, in any mix,
-// work exactly as on the CPU (kOpsTakingChannelsLastOnCuda lists these ops). Each op is a small
-// functor over the CPU reference's scalar formulas (kernels/activation.h).
+// Each op is its formula once, over the CPU reference's scalar functions (kernels/activation.h),
+// run by pointwise.cuh's launch_elementwise: 16 bytes at a time where every view is packed in
+// the lead view's layout and aligned, else element by element as (image, offset in image) in the
+// lead view's order, so channel-slice views (batch_stride > c*h*w) and channels-last views, in any
+// mix, work exactly as on the CPU (kOpsTakingChannelsLastOnCuda lists these ops).
 #include "kernels/activation.h"
 #include "kernels/bf16.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -15,53 +16,29 @@ namespace bareyolo::cuda {
 
 namespace {
 
-// Each functor holds its views and the order its lead view (the first) counts elements in
-// (pointwise.cuh): any mix of layouts and slices works, and views packed alike run flat.
-
-template <class S>
-struct SiluForward {
-  View<const S> x;
-  View<S> y;
-  ElementOrder order = ElementOrder::of(x);
-  __device__ void operator()(int64_t n, int64_t i) const {
-    element(y, order, n, i) = narrow<S>(silu(widen(element(x, order, n, i))));
+// The formulas, in float (pointwise.cuh's Elementwise narrows each result to S once).
+struct SiluForward {  // in: x; out: y
+  __device__ void operator()(const float (&in)[1], float (&out)[1]) const { out[0] = silu(in[0]); }
+};
+struct SiluBackward {  // in: x, dy, dx; out: dx (added to)
+  __device__ void operator()(const float (&in)[3], float (&out)[1]) const {
+    out[0] = in[2] + silu_gradient(in[0], in[1]);
   }
 };
-
-template <class S>
-struct SiluBackward {
-  View<const S> x, dy;
-  View<S> dx;
-  ElementOrder order = ElementOrder::of(x);
-  __device__ void operator()(int64_t n, int64_t i) const {
-    S& grad = element(dx, order, n, i);
-    grad = narrow<S>(widen(grad) + silu_gradient(widen(element(x, order, n, i)),
-                                                 widen(element(dy, order, n, i))));
+struct AddForward {  // in: a, b; out: y
+  __device__ void operator()(const float (&in)[2], float (&out)[1]) const {
+    out[0] = in[0] + in[1];
   }
 };
-
-template <class S>
-struct AddForward {
-  View<const S> a, b;
-  View<S> y;
-  ElementOrder order = ElementOrder::of(a);
-  __device__ void operator()(int64_t n, int64_t i) const {
-    element(y, order, n, i) =
-        narrow<S>(widen(element(a, order, n, i)) + widen(element(b, order, n, i)));
+struct AddBackward {  // in: dy, da, db; out: da, db (each added to)
+  __device__ void operator()(const float (&in)[3], float (&out)[2]) const {
+    out[0] = in[1] + in[0];
+    out[1] = in[2] + in[0];
   }
 };
-
-template <class S>
-struct AddBackward {
-  View<const S> dy;
-  View<S> da, db;
-  ElementOrder order = ElementOrder::of(dy);
-  __device__ void operator()(int64_t n, int64_t i) const {
-    const float g = widen(element(dy, order, n, i));
-    S& grad_a = element(da, order, n, i);
-    S& grad_b = element(db, order, n, i);
-    grad_a = narrow<S>(widen(grad_a) + g);
-    grad_b = narrow<S>(widen(grad_b) + g);
+struct AddInto {  // in: dy, d; out: d (added to)
+  __device__ void operator()(const float (&in)[2], float (&out)[1]) const {
+    out[0] = in[1] + in[0];
   }
 };
 
@@ -69,19 +46,27 @@ struct AddBackward {
 
 template <class S>
 void silu_forward(View<const S> x, View<S> y) {
-  launch_pointwise(x.shape, x.device, all_packed_alike(x, y), SiluForward<S>{x, y});
+  launch_elementwise(Elementwise<S, 1, 1, SiluForward>{{x}, {y}, {}});
 }
 template <class S>
 void silu_backward(View<const S> x, View<const S> dy, View<S> dx) {
-  launch_pointwise(x.shape, x.device, all_packed_alike(x, dy, dx), SiluBackward<S>{x, dy, dx});
+  launch_elementwise(Elementwise<S, 3, 1, SiluBackward>{{x, dy, View<const S>(dx)}, {dx}, {}});
 }
 template <class S>
 void add_forward(View<const S> a, View<const S> b, View<S> y) {
-  launch_pointwise(a.shape, a.device, all_packed_alike(a, b, y), AddForward<S>{a, b, y});
+  launch_elementwise(Elementwise<S, 2, 1, AddForward>{{a, b}, {y}, {}});
 }
 template <class S>
 void add_backward(View<const S> dy, View<S> da, View<S> db) {
-  launch_pointwise(dy.shape, dy.device, all_packed_alike(dy, da, db), AddBackward<S>{dy, da, db});
+  // One gradient for both inputs (y = x + x): dy goes into it twice, each sum rounded, as on the
+  // CPU (Elementwise reads every input before it writes).
+  if (da.data == db.data) {
+    for (int twice = 0; twice < 2; ++twice)
+      launch_elementwise(Elementwise<S, 2, 1, AddInto>{{dy, View<const S>(da)}, {da}, {}});
+    return;
+  }
+  launch_elementwise(
+      Elementwise<S, 3, 2, AddBackward>{{dy, View<const S>(da), View<const S>(db)}, {da, db}, {}});
 }
 
 #define BAREYOLO_INSTANTIATE_ELEMENTWISE(S)                              \
