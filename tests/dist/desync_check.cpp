@@ -106,6 +106,11 @@ void replay_two_buckets(WatchedCommunicator& comm, const RecordedCollectives& re
   comm.end_step();
 }
 
+// What every rank says when rank 1's collective #4 was bucket 4 where rank 0's was bucket 3.
+constexpr const char* kBucketsSwappedAtFour =
+    "rank 1 issued all_reduce #4 bucket 4 (1,000 floats) where rank 0 issued all_reduce #4 "
+    "bucket 3 (1,000 floats)";
+
 void check_every_rank_says(const std::vector<RankResult>& results, const std::string& statement) {
   for (const RankResult& result : results) {
     INFO(result.describe());
@@ -140,9 +145,7 @@ TEST_CASE(
         throw std::runtime_error("the desync went unnoticed");
       },
       60s);
-  check_every_rank_says(results,
-                        "rank 1 issued all_reduce #4 bucket 4 (1,000 floats) where rank 0 issued "
-                        "all_reduce #4 bucket 3 (1,000 floats)");
+  check_every_rank_says(results, kBucketsSwappedAtFour);
 }
 
 TEST_CASE(
@@ -194,9 +197,7 @@ TEST_CASE("desync check: over a device-only backend, swapped buckets are still n
         throw std::runtime_error("the desync went unnoticed");
       },
       60s);
-  check_every_rank_says(results,
-                        "rank 1 issued all_reduce #4 bucket 4 (1,000 floats) where rank 0 issued "
-                        "all_reduce #4 bucket 3 (1,000 floats)");
+  check_every_rank_says(results, kBucketsSwappedAtFour);
 }
 
 TEST_CASE("desync check: a recording's collectives are numbered again at each replay") {
@@ -241,9 +242,7 @@ TEST_CASE("desync check: recordings that differ between the ranks are named at t
         throw std::runtime_error("the desync went unnoticed");
       },
       60s);
-  check_every_rank_says(results,
-                        "rank 1 issued all_reduce #4 bucket 4 (1,000 floats) where rank 0 issued "
-                        "all_reduce #4 bucket 3 (1,000 floats)");
+  check_every_rank_says(results, kBucketsSwappedAtFour);
 }
 
 TEST_CASE("desync check: before every collective, a skipped SyncBN meeting is named at once") {
