@@ -207,8 +207,8 @@ TEST_CASE("desync check: a recording's collectives are numbered again at each re
         WatchedCommunicator comm = watched_without_tags(group, DesyncCheck::per_step);
         step(comm, false);  // #1, #2 and its check #3
         const RecordedCollectives recording = record_two_buckets(comm, false);
-        REQUIRE(recording.collectives.size() == 2);
-        CHECK(recording.collectives[1].tag == "bucket 4");
+        REQUIRE(recording.size() == 2);
+        CHECK(recording[1].collective.tag == "bucket 4");
         // Replays 1-5: #4 #5 (check #6), #7 #8 (#9), ... #16 #17 (#18). The eager step's check
         // is read at the third replay's end, the first replay's at the fourth's and the
         // second's, which saw #1-#8, at the fifth's.

@@ -65,12 +65,14 @@ struct CommBuffer {
   static CommBuffer of(T* data, int64_t count, Device device = Device::cpu());
 };
 
-// A recording's collectives (Communicator::end_recording), as the watched communicator numbers
-// them again at each replay (watched_communicator.h); empty where nothing keeps them.
-struct RecordedCollectives {
-  std::vector<CollectiveFingerprint> collectives;
-  std::vector<int64_t> bytes;  // each one's
+// One collective of a recording, as the watched communicator numbers it again at each replay
+// (watched_communicator.h). A recording's (Communicator::end_recording) are empty where nothing
+// keeps them.
+struct RecordedCollective {
+  CollectiveFingerprint collective;
+  int64_t bytes = 0;
 };
+using RecordedCollectives = std::vector<RecordedCollective>;
 
 // One collective in flight.
 class Work {

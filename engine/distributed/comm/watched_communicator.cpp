@@ -5,6 +5,7 @@
 #include <array>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 namespace bareyolo::dist {
 namespace {
@@ -125,19 +126,15 @@ WorkHandle WatchedCommunicator::issue(CollectiveOp op, const CommBuffer& buffer,
                                       std::string_view tag, const Issue& call) {
   // Under the per-collective check, the check's all-gather goes first and takes a number.
   const uint64_t sequence = issued_ + (check_ == DesyncCheck::per_collective ? 2 : 1);
-  const CollectiveFingerprint collective{.sequence = sequence,
-                                         .op = op,
-                                         .dtype = buffer.dtype,
-                                         .count = op == CollectiveOp::barrier ? 0 : buffer.count,
-                                         .tag = std::string(tag)};
+  CollectiveFingerprint collective{.sequence = sequence,
+                                   .op = op,
+                                   .dtype = buffer.dtype,
+                                   .count = op == CollectiveOp::barrier ? 0 : buffer.count,
+                                   .tag = std::string(tag)};
   if (check_ == DesyncCheck::per_collective) compare_fingerprint_before_issuing(collective);
   const uint64_t hash_before = chain_hash_;
-  CollectiveFingerprint counted = collective;
-  count_issued(counted, buffer.bytes());  // numbered `sequence`
-  if (recording_) {
-    recorded_.collectives.push_back(collective);
-    recorded_.bytes.push_back(buffer.bytes());
-  }
+  count_issued(collective, buffer.bytes());  // numbered `sequence` again
+  if (recording_) recorded_.push_back({collective, buffer.bytes()});
   // A backend may run a small collective to completion inside the call (the TCP ring does):
   // then this rank waits for its peers here, not in wait().
   WorkHandle work;
@@ -149,10 +146,7 @@ WorkHandle WatchedCommunicator::issue(CollectiveOp op, const CommBuffer& buffer,
     // numbered nothing, and the next collective takes this number.
     issued_ = sequence - 1;
     chain_hash_ = hash_before;
-    if (recording_) {
-      recorded_.collectives.pop_back();
-      recorded_.bytes.pop_back();
-    }
+    if (recording_) recorded_.pop_back();
     throw;
   } catch (const std::exception& error) {
     throw std::runtime_error(explain_failure(sequence, error.what()));
@@ -176,21 +170,17 @@ void WatchedCommunicator::begin_recording() {
   recording_ = true;
   issued_before_recording_ = issued_;
   hash_before_recording_ = chain_hash_;
-  recorded_ = {};
   inner_->begin_recording();
 }
 
 // The recorded collectives did not run: the counters go back to where they were, and each
 // replay takes the numbers from there on (the first replay the same ones, in the recorder too).
 RecordedCollectives WatchedCommunicator::end_recording() {
-  RecordedCollectives recording = inner_->end_recording();
-  recording.collectives = std::move(recorded_.collectives);
-  recording.bytes = std::move(recorded_.bytes);
-  recorded_ = {};
+  inner_->end_recording();
   recording_ = false;
   issued_ = issued_before_recording_;
   chain_hash_ = hash_before_recording_;
-  return recording;
+  return std::exchange(recorded_, {});
 }
 
 void WatchedCommunicator::replay(const RecordedCollectives& recording, std::string_view what,
@@ -199,9 +189,9 @@ void WatchedCommunicator::replay(const RecordedCollectives& recording, std::stri
   // Kept to be marked finished by a rolling check, where one runs; the recorder holds the
   // newest capacity() collectives, so no older one needs marking.
   const bool checked = check_ == DesyncCheck::per_step && world_size() > 1;
-  for (size_t i = 0; i < recording.collectives.size(); ++i) {
-    CollectiveFingerprint collective = recording.collectives[i];
-    count_issued(collective, recording.bytes[i]);
+  for (const RecordedCollective& recorded : recording) {
+    CollectiveFingerprint collective = recorded.collective;
+    count_issued(collective, recorded.bytes);
     if (checked) replayed_unfinished_.push_back(collective.sequence);
   }
   while (replayed_unfinished_.size() > recorder_.capacity()) replayed_unfinished_.pop_front();

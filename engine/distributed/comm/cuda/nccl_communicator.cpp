@@ -311,14 +311,10 @@ class NcclCommunicator final : public Communicator {
       const std::unique_lock<std::mutex> lock = lock_unless_broken();  // no abort meanwhile
       launch();
     }
-    auto flight = std::make_shared<InFlight>();
-    flight->what = std::string(what) + " (a replayed CUDA graph's collectives)";
-    BAREYOLO_CUDA_CHECK(cudaSetDevice(device_));
-    BAREYOLO_CUDA_CHECK(cudaEventCreateWithFlags(&flight->done, cudaEventDisableTiming));
+    auto flight = new_flight(std::string(what) + " (a replayed CUDA graph's collectives)");
     BAREYOLO_CUDA_CHECK(cudaEventRecord(flight->done, compute_));
     flight->issued = Clock::now();
-    std::lock_guard<std::mutex> lock(watch_mutex_);
-    in_flight_.push_back(std::move(flight));
+    watch_flight(std::move(flight));
   }
 
  private:
@@ -395,11 +391,9 @@ class NcclCommunicator final : public Communicator {
     const int64_t sequence = ++issued_;
     if (buffer.count == 0)  // every rank issues the same empty collective: nothing to move
       return std::make_shared<NcclWork>(nullptr, health_, device_, compute_);
-    auto flight = std::make_shared<InFlight>();
-    flight->what = std::string(op) + " #" + std::to_string(sequence) + " (" +
-                   std::to_string(buffer.count) + " x " + dtype_name(buffer.dtype) + detail + ")";
-    BAREYOLO_CUDA_CHECK(cudaSetDevice(device_));
-    BAREYOLO_CUDA_CHECK(cudaEventCreateWithFlags(&flight->done, cudaEventDisableTiming));
+    auto flight =
+        new_flight(std::string(op) + " #" + std::to_string(sequence) + " (" +
+                   std::to_string(buffer.count) + " x " + dtype_name(buffer.dtype) + detail + ")");
     // The comm stream starts once the compute stream's work so far (the buffer's producers)
     // is done.
     BAREYOLO_CUDA_CHECK(cudaEventRecord(ready_, compute_));
@@ -419,11 +413,23 @@ class NcclCommunicator final : public Communicator {
       BAREYOLO_CUDA_CHECK(cudaEventRecord(flight->done, comm_stream_));
       flight->issued = Clock::now();
     }
-    if (!recording) {
-      std::lock_guard<std::mutex> lock(watch_mutex_);
-      in_flight_.push_back(flight);
-    }
+    if (!recording) watch_flight(flight);
     return std::make_shared<NcclWork>(flight, health_, device_, compute_);
+  }
+
+  // Work in flight named `what`, its `done` event made (not recorded yet).
+  std::shared_ptr<InFlight> new_flight(std::string what) {
+    auto flight = std::make_shared<InFlight>();
+    flight->what = std::move(what);
+    BAREYOLO_CUDA_CHECK(cudaSetDevice(device_));
+    BAREYOLO_CUDA_CHECK(cudaEventCreateWithFlags(&flight->done, cudaEventDisableTiming));
+    return flight;
+  }
+
+  // From now on the watchdog watches `flight` (its timeout; the order of completion).
+  void watch_flight(std::shared_ptr<InFlight> flight) {
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    in_flight_.push_back(std::move(flight));
   }
 
   // The watchdog: drops completed collectives; aborts on an asynchronous NCCL error or when
