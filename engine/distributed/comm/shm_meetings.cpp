@@ -166,6 +166,7 @@ void ShmMeetings::wait_for(int peer, const CollectiveFingerprint& collective,
   while (true) {
     throw_if_aborted();
     check_alive(peer, collective);
+    if (reached(theirs.step.load(), step_)) return;
     const auto now = Clock::now();
     if (now >= deadline) {
       throw ShmFailure(peer, "timed out waiting for rank " + std::to_string(peer) + ": rank " +
@@ -182,20 +183,23 @@ void ShmMeetings::wait_for(int peer, const CollectiveFingerprint& collective,
   }
 }
 
+// A peer may arrive at this meeting and go at once (it was the last meeting of its last
+// collective): it met us. It stored its step before `left`, and a process's stores are in the
+// segment once it has ended, so its step is read again after its departure was seen.
 void ShmMeetings::check_alive(int peer, const CollectiveFingerprint& collective) {
   const ShmRankBlock& theirs = segment_.rank_block(peer);
-  const std::string waiting =
-      " while rank " + std::to_string(rank_) + " waited for it in " + to_string(collective);
-  if (theirs.left.load() != 0)
-    throw ShmFailure(
-        peer, "lost rank " + std::to_string(peer) + ": it closed its communicator" + waiting);
-  const pid_t pid = theirs.pid.load();
-  if (pid == 0) return;  // still joining
-  Fd& pidfd = pidfds_[size_t(peer)];
-  if (!pidfd) pidfd = open_pidfd(pid);
-  if (process_ended(pidfd, pid))
-    throw ShmFailure(peer, "lost rank " + std::to_string(peer) + ": its process " +
-                               std::to_string(pid) + " ended (killed, or exited)" + waiting);
+  std::string departure;
+  if (theirs.left.load() != 0) {
+    departure = "it closed its communicator";
+  } else if (const pid_t pid = theirs.pid.load(); pid != 0) {  // 0: still joining
+    Fd& pidfd = pidfds_[size_t(peer)];
+    if (!pidfd) pidfd = open_pidfd(pid);
+    if (process_ended(pidfd, pid))
+      departure = "its process " + std::to_string(pid) + " ended (killed, or exited)";
+  }
+  if (departure.empty() || reached(theirs.step.load(), step_)) return;
+  throw ShmFailure(peer, "lost rank " + std::to_string(peer) + ": " + departure + " while rank " +
+                             std::to_string(rank_) + " waited for it in " + to_string(collective));
 }
 
 void ShmMeetings::throw_if_aborted() const {
