@@ -105,10 +105,12 @@ TEST_CASE("shm: a rank that closed its communicator is named at once, not at its
       [](ProcessGroup& group) {
         if (group.rank() == 1) {
           group.comm.reset();
+          group.store->set("closed", "1");
           std::this_thread::sleep_for(3s);
           return;
         }
         std::vector<double> values(10, 1.0);
+        group.store->get("closed");  // the clock starts once rank 1 has closed (its set-up done)
         const auto issued = std::chrono::steady_clock::now();
         try {
           group.comm->allreduce(CommBuffer::of(values.data(), 10), ReduceOp::sum)->wait();

@@ -142,12 +142,14 @@ inline std::vector<RankResult> run_ranks(int world, const RankBody& body,
     for (size_t rank = 0; rank < size_t(world); ++rank) {
       drain(rank);
       if (pids[rank] == 0) continue;
-      if (late) {
+      int status = 0;
+      pid_t ended = ::waitpid(pids[rank], &status, WNOHANG);
+      if (ended != pids[rank] && late) {  // a rank that ended just now did not time out
         ::kill(pids[rank], SIGKILL);
         results[rank].timed_out = true;
+        ended = ::waitpid(pids[rank], &status, 0);
       }
-      int status = 0;
-      if (::waitpid(pids[rank], &status, late ? 0 : WNOHANG) != pids[rank]) continue;
+      if (ended != pids[rank]) continue;
       results[rank].ended = std::chrono::steady_clock::now();
       if (WIFEXITED(status)) results[rank].exit_code = WEXITSTATUS(status);
       if (WIFSIGNALED(status)) results[rank].signal = WTERMSIG(status);

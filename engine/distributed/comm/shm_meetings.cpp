@@ -118,6 +118,9 @@ ShmMeetings::ShmMeetings(ShmSegment& segment, int rank, std::chrono::millisecond
   } catch (const ShmFailure& failure) {
     throw std::runtime_error(abort(failure));  // the others fail at once too
   }
+  // Every peer is alive now: a pid read later could be another process's, once the peer ended.
+  for (int peer = 0; peer < world_size_; ++peer)
+    if (peer != rank_) pidfds_[size_t(peer)] = open_pidfd(segment_.rank_block(peer).pid.load());
 }
 
 ShmMeetings::~ShmMeetings() {
@@ -134,7 +137,7 @@ void ShmMeetings::meet_first(const CollectiveFingerprint& collective, Clock::tim
 }
 
 void ShmMeetings::meet(const CollectiveFingerprint& collective, Clock::time_point deadline) {
-  throw_if_aborted();
+  if (std::optional<ShmFailure> aborted = abort_record()) throw *aborted;
   arrive();
   for (int peer = 0; peer < world_size_; ++peer)
     if (peer != rank_) wait_for(peer, collective, deadline);
@@ -164,50 +167,50 @@ void ShmMeetings::wait_for(int peer, const CollectiveFingerprint& collective,
     if (spun >= kPauseTime) std::this_thread::yield();
   }
   while (true) {
-    throw_if_aborted();
-    check_alive(peer, collective);
+    const std::optional<ShmFailure> failure = failure_while_waiting(peer, collective, deadline);
+    // The peer's step is read after the failure was seen: a peer that arrived and then left or
+    // ended at once (the last meeting of its last collective), or arrived as the deadline passed
+    // or as a rank failed in a later collective, met us. It stored its step before `left`, and
+    // a process's stores are in the segment once it has ended.
     if (reached(theirs.step.load(), step_)) return;
-    const auto now = Clock::now();
-    if (now >= deadline) {
-      throw ShmFailure(peer, "timed out waiting for rank " + std::to_string(peer) + ": rank " +
-                                 std::to_string(rank_) + " waited " + seconds_text(timeout_) +
-                                 " (the timeout) for it in " + to_string(collective) +
-                                 "; is it stalled?");
-    }
+    if (failure) throw *failure;
     theirs.sleepers.fetch_add(1);
     const uint32_t seen = theirs.step.load();
     if (!reached(seen, step_))
-      futex_wait(theirs.step, seen, std::min<Clock::duration>(kSleepSlice, deadline - now));
+      futex_wait(theirs.step, seen,
+                 std::clamp<Clock::duration>(deadline - Clock::now(), {}, kSleepSlice));
     theirs.sleepers.fetch_sub(1);
     if (reached(theirs.step.load(), step_)) return;
   }
 }
 
-// A peer may arrive at this meeting and go at once (it was the last meeting of its last
-// collective): it met us. It stored its step before `left`, and a process's stores are in the
-// segment once it has ended, so its step is read again after its departure was seen.
-void ShmMeetings::check_alive(int peer, const CollectiveFingerprint& collective) {
+std::optional<ShmFailure> ShmMeetings::failure_while_waiting(
+    int peer, const CollectiveFingerprint& collective, Clock::time_point deadline) const {
+  if (std::optional<ShmFailure> aborted = abort_record()) return aborted;
   const ShmRankBlock& theirs = segment_.rank_block(peer);
-  std::string departure;
-  if (theirs.left.load() != 0) {
-    departure = "it closed its communicator";
-  } else if (const pid_t pid = theirs.pid.load(); pid != 0) {  // 0: still joining
-    Fd& pidfd = pidfds_[size_t(peer)];
-    if (!pidfd) pidfd = open_pidfd(pid);
-    if (process_ended(pidfd, pid))
-      departure = "its process " + std::to_string(pid) + " ended (killed, or exited)";
-  }
-  if (departure.empty() || reached(theirs.step.load(), step_)) return;
-  throw ShmFailure(peer, "lost rank " + std::to_string(peer) + ": " + departure + " while rank " +
-                             std::to_string(rank_) + " waited for it in " + to_string(collective));
+  auto lost = [&](const std::string& how) {
+    return ShmFailure(peer, "lost rank " + std::to_string(peer) + ": " + how + " while rank " +
+                                std::to_string(rank_) + " waited for it in " +
+                                to_string(collective));
+  };
+  if (theirs.left.load() != 0) return lost("it closed its communicator");
+  const pid_t pid = theirs.pid.load();  // 0: still joining
+  if (pid != 0 && process_ended(pidfds_[size_t(peer)], pid))
+    return lost("its process " + std::to_string(pid) + " ended (killed, or exited)");
+  if (Clock::now() >= deadline)
+    return ShmFailure(peer, "timed out waiting for rank " + std::to_string(peer) + ": rank " +
+                                std::to_string(rank_) + " waited " + seconds_text(timeout_) +
+                                " (the timeout) for it in " + to_string(collective) +
+                                "; is it stalled?");
+  return std::nullopt;
 }
 
-void ShmMeetings::throw_if_aborted() const {
+std::optional<ShmFailure> ShmMeetings::abort_record() const {
   const int32_t by = segment_.header().aborted_by.load();
-  if (by == 0) return;
+  if (by == 0) return std::nullopt;
   const ShmRankBlock& block = segment_.rank_block(by - 1);
-  throw ShmFailure(block.abort_lost_rank,
-                   std::string(block.abort_text, strnlen(block.abort_text, kShmAbortBytes)));
+  return ShmFailure(block.abort_lost_rank,
+                    std::string(block.abort_text, strnlen(block.abort_text, kShmAbortBytes)));
 }
 
 // Every rank compares the same fingerprints in the same order, so all name the same pair.

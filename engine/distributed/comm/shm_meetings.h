@@ -9,7 +9,8 @@
 // a rank that arrives wakes the sleepers only when `sleepers` says there are some, so the fast
 // path makes no system call. Between slices the waiter checks the abort record, whether the peer
 // left or died (its process: a pidfd, which becomes readable when it ends, SIGKILL included),
-// and the collective's deadline: no wait outlasts the timeout.
+// and the collective's deadline: no wait outlasts the timeout. Each is judged against the peer's
+// step read after it: a peer that arrived and then went, at once, met this rank.
 //
 // Fingerprints. Before the first meeting of a collective every rank writes its fingerprint
 // (collective_fingerprint.h) into its block, at the collective's sequence parity (a rank can
@@ -26,6 +27,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -70,8 +72,10 @@ class ShmMeetings {
  private:
   void arrive();
   void wait_for(int peer, const CollectiveFingerprint& collective, Clock::time_point deadline);
-  void check_alive(int peer, const CollectiveFingerprint& collective);
-  void throw_if_aborted() const;
+  // The first failure a wait for `peer` sees: a rank's abort record, the peer gone, the deadline.
+  std::optional<ShmFailure> failure_while_waiting(int peer, const CollectiveFingerprint& collective,
+                                                  Clock::time_point deadline) const;
+  std::optional<ShmFailure> abort_record() const;
   void check_same_collective(uint64_t sequence) const;
 
   ShmSegment& segment_;
@@ -79,7 +83,7 @@ class ShmMeetings {
   int world_size_;
   std::chrono::milliseconds timeout_;
   uint32_t step_ = 0;
-  std::vector<Fd> pidfds_;  // per peer, opened once it has published its process
+  std::vector<Fd> pidfds_;  // per peer, opened after the joining meeting (empty: no pidfds)
   bool failed_ = false;
 };
 
