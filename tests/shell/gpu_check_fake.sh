@@ -104,6 +104,11 @@ for step in two_ranks_one_gpu amp_gpu nccl_world1 resume_gpu_checkpoint grads_gp
 done
 grep -q 'ok  ' <(grep -v sanitizer "$summary") && fail "a step of the fake build reads as passed"
 grep -q '== gpu_check: FAILED' "$summary" || fail "no final verdict"
+[ "$(grep -c '^gate .* not yet  *cuda_tests=FAIL' "$summary")" -eq 3 ] ||
+  fail "the three gates do not all wait on the failed CUDA cases"
+grep -q '^gate .*--cuda-graph auto.*cuda_graph_nccl_gpu=FAIL' "$summary" ||
+  fail "the NCCL graph gate does not name its step's result"
+grep -q '^gate .* ready' "$summary" && fail "a gate of the fake build reads as ready"
 
 # A phase's budget bounds its steps: with 8 s for phase A, the hanging case takes what is left
 # of it; with none for phase S, none of its steps starts (NOT RUN, still a failure).
