@@ -13,25 +13,30 @@
 // ratio to the copy's bandwidth (2 x bytes copied / time). NMS is timed but not in the ratios:
 // its cost is the IoU tests and the host walk, not memory traffic. Then yolov5s's convolutions
 // (forward, backward-data, backward-weight) through cuDNN and through the hand-written
-// im2col + cuBLAS path, side by side, and in bf16 through cuDNN in NCHW and in channels last.
+// im2col + cuBLAS path, side by side, and in bf16 through cuDNN in NCHW and in channels last;
+// then whether cuDNN takes a channels-last Concat's channel slice as it is (and how fast).
 // BatchNorm + SiLU runs in every layout and storage (float/bf16, NCHW/NHWC); SiLU and add in
 // float and bf16.
 // Without a usable GPU it prints why and exits 77 (skipped), or 1 where a GPU is required
 // (cuda::gpu_required: BAREYOLO_REQUIRE_GPU, or a driver installed), so that a broken driver or
 // library never reads as skipped.
 // The last line is machine-readable:
-//   RESULT min_bw_ratio=<x> median_bw_ratio=<y>
+//   RESULT min_bw_ratio=<x> median_bw_ratio=<y> concat_slices_taken=<k>/<n>
+//          slice_copies_vs_direct=<r>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "engine/step_scalars.h"           // defines: StepScalars
 #include "engine/tensor.h"                 // defines: Tensor
+#include "kernels/cuda/conv2d_paths.h"     // defines: cudnn_conv2d_* (the slice's direct run)
 #include "kernels/cuda/cuda_ops.h"         // defines: the CUDA kernels not reached through ops.h
 #include "kernels/cuda/runtime/check.h"    // defines: BAREYOLO_CUDA_CHECK
 #include "kernels/cuda/runtime/runtime.h"  // defines: device_count, compute_stream
@@ -151,6 +156,78 @@ double conv_step_bf16_ms(const ConvShape& c, Layout layout) {
                                           nullptr);
       },
       5);
+}
+
+// A channels-last Concat's channel slice (its pixel stride is the Concat's channels, beyond its
+// own) read by the next convolution: yolov5s's layers 5 and 7 read layers 4 and 6, whose
+// outputs live in the neck's Concats. conv2d.cu hands cuDNN packed copies of such a slice, as
+// whether cuDNN's NHWC kernels take its strides is for a GPU to show; this shows it. The three
+// bf16 passes (dx written into the slice, the weight product) run through the ops (copies) and
+// straight to cuDNN on the slice; the forward's two results are compared.
+struct ConcatSlice {
+  const char* name;
+  int64_t c_in, concat_c, c_out, in_size;  // 3x3, stride 2, the slice the Concat's last c_in
+};
+const ConcatSlice kConcatSlices[] = {
+    {"L5 3x3 s2 128->256 @80 of 256", 128, 256, 256, 80},
+    {"L7 3x3 s2 256->512 @40 of 512", 256, 512, 512, 40},
+};
+
+struct SliceTimes {
+  double through_copies_ms = 0, direct_ms = 0;
+  double max_difference = 0, max_value = 0;  // forward: |direct - through copies|, |through copies|
+  std::string refused;                       // cuDNN's refusal of the slice, if it refused
+};
+
+SliceTimes time_concat_slice(const ConcatSlice& s) {
+  const ops::Conv2dParams p{2, 2, 1, 1};
+  const int64_t out = ops::conv_out_size(s.in_size, 3, p.stride_h, p.pad_h);
+  const Shape4 concat_shape{kBatch, s.concat_c, s.in_size, s.in_size};
+  const Tensor concat = laid(filled(concat_shape, 31), DType::bf16, Layout::channels_last);
+  Tensor dconcat = laid(filled(concat_shape, 32), DType::bf16, Layout::channels_last);
+  const Tensor x = concat.channels(s.concat_c - s.c_in, s.concat_c);
+  Tensor dx = dconcat.channels(s.concat_c - s.c_in, s.concat_c);
+  const Tensor w =
+      laid(filled({s.c_out, s.c_in, 3, 3}, 33), DType::bf16, Layout::channels_last);  // KRSC
+  Tensor dw = filled(w.shape(), 34);
+  Tensor product = Tensor::empty(w.shape(), kGpu, DType::bf16, Layout::channels_last);
+  const Shape4 y_shape{kBatch, s.c_out, out, out};
+  Tensor y = Tensor::empty(y_shape, kGpu, DType::bf16, Layout::channels_last);
+  Tensor y_direct = Tensor::empty(y_shape, kGpu, DType::bf16, Layout::channels_last);
+  const Tensor dy = laid(filled(y_shape, 35), DType::bf16, Layout::channels_last);
+
+  SliceTimes times;
+  times.through_copies_ms = time_ms(
+      [&] {
+        ops::conv2d_forward<bf16>(x.view<bf16>(), w.view<bf16>(), nullptr, p, y.view<bf16>());
+        ops::conv2d_backward_data<bf16>(dy.view<bf16>(), w.view<bf16>(), p, dx.view<bf16>(),
+                                        ops::GradientWrite::overwrite);
+        ops::conv2d_backward_weight<bf16>(x.view<bf16>(), dy.view<bf16>(), p, dw.view<float>(),
+                                          nullptr);
+      },
+      5);
+  try {
+    times.direct_ms = time_ms(
+        [&] {
+          cuda::cudnn_conv2d_forward(x.view<bf16>(), w.view<bf16>(), nullptr, p,
+                                     y_direct.view<bf16>());
+          cuda::cudnn_conv2d_backward_data(dy.view<bf16>(), w.view<bf16>(), p, dx.view<bf16>(),
+                                           ops::GradientWrite::overwrite);
+          cuda::cudnn_conv2d_weight_product(x.view<bf16>(), dy.view<bf16>(), p,
+                                            product.view<bf16>());
+        },
+        5);
+  } catch (const std::exception& error) {
+    times.refused = error.what();
+    return times;
+  }
+  const std::vector<float> a = y.converted(DType::f32).to_vector<float>();
+  const std::vector<float> b = y_direct.converted(DType::f32).to_vector<float>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    times.max_difference = std::max(times.max_difference, double(std::abs(a[i] - b[i])));
+    times.max_value = std::max(times.max_value, double(std::abs(a[i])));
+  }
+  return times;
 }
 
 struct Row {
@@ -390,10 +467,35 @@ int main() {
   std::printf("%-32s %12.3f %12.3f %10.2f\n", "total", nchw_total, nhwc_total,
               nchw_total / nhwc_total);
 
+  std::printf("\n%-32s %12s %12s %10s  %s\n", "bf16 NHWC on a Concat's slice", "copies ms",
+              "cuDNN ms", "copies/cuDNN", "cuDNN straight on the slice");
+  int slices_taken = 0;
+  double copies_total = 0, direct_total = 0;
+  for (const ConcatSlice& s : kConcatSlices) {
+    const SliceTimes t = time_concat_slice(s);
+    if (!t.refused.empty()) {
+      std::printf("%-32s %12.3f %12s %10s  refused: %s\n", s.name, t.through_copies_ms, "-", "-",
+                  t.refused.c_str());
+      continue;
+    }
+    ++slices_taken;
+    copies_total += t.through_copies_ms;
+    direct_total += t.direct_ms;
+    std::printf("%-32s %12.3f %12.3f %10.2f  forward max |difference| %.3g (max |y| %.3g)\n",
+                s.name, t.through_copies_ms, t.direct_ms, t.through_copies_ms / t.direct_ms,
+                t.max_difference, t.max_value);
+  }
+
   std::vector<double> sorted = ratios;
   std::sort(sorted.begin(), sorted.end());
   const size_t k = sorted.size();
   const double median = k % 2 ? sorted[k / 2] : 0.5 * (sorted[k / 2 - 1] + sorted[k / 2]);
-  std::printf("RESULT min_bw_ratio=%.3f median_bw_ratio=%.3f\n", sorted.front(), median);
+  // concat_slices_taken: how many of the slices cuDNN took as they are; slice_copies_vs_direct:
+  // their time through copies over straight (above 1: the copies could go), 0 when none ran.
+  std::printf(
+      "RESULT min_bw_ratio=%.3f median_bw_ratio=%.3f concat_slices_taken=%d/%zu "
+      "slice_copies_vs_direct=%.3f\n",
+      sorted.front(), median, slices_taken, std::size(kConcatSlices),
+      direct_total > 0 ? copies_total / direct_total : 0.0);
   return 0;
 }
