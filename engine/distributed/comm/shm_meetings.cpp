@@ -118,9 +118,12 @@ ShmMeetings::ShmMeetings(ShmSegment& segment, int rank, std::chrono::millisecond
   } catch (const ShmFailure& failure) {
     throw std::runtime_error(abort(failure));  // the others fail at once too
   }
-  // Every peer is alive now: a pid read later could be another process's, once the peer ended.
-  for (int peer = 0; peer < world_size_; ++peer)
-    if (peer != rank_) pidfds_[size_t(peer)] = open_pidfd(segment_.rank_block(peer).pid.load());
+  // Every peer is alive now: a pid read later could be another process's, once the peer ended
+  // and was reaped.
+  for (int peer = 0; peer < world_size_; ++peer) {
+    Fd& pidfd = pidfds_[size_t(peer)];
+    if (peer != rank_ && !pidfd) pidfd = open_pidfd(segment_.rank_block(peer).pid.load());
+  }
 }
 
 ShmMeetings::~ShmMeetings() {
@@ -185,7 +188,7 @@ void ShmMeetings::wait_for(int peer, const CollectiveFingerprint& collective,
 }
 
 std::optional<ShmFailure> ShmMeetings::failure_while_waiting(
-    int peer, const CollectiveFingerprint& collective, Clock::time_point deadline) const {
+    int peer, const CollectiveFingerprint& collective, Clock::time_point deadline) {
   if (std::optional<ShmFailure> aborted = abort_record()) return aborted;
   const ShmRankBlock& theirs = segment_.rank_block(peer);
   auto lost = [&](const std::string& how) {
@@ -194,9 +197,12 @@ std::optional<ShmFailure> ShmMeetings::failure_while_waiting(
                                 to_string(collective));
   };
   if (theirs.left.load() != 0) return lost("it closed its communicator");
-  const pid_t pid = theirs.pid.load();  // 0: still joining
-  if (pid != 0 && process_ended(pidfds_[size_t(peer)], pid))
-    return lost("its process " + std::to_string(pid) + " ended (killed, or exited)");
+  if (const pid_t pid = theirs.pid.load(); pid != 0) {  // 0: still joining
+    Fd& pidfd = pidfds_[size_t(peer)];
+    if (!pidfd) pidfd = open_pidfd(pid);  // in the joining meeting (see the constructor)
+    if (process_ended(pidfd, pid))
+      return lost("its process " + std::to_string(pid) + " ended (killed, or exited)");
+  }
   if (Clock::now() >= deadline)
     return ShmFailure(peer, "timed out waiting for rank " + std::to_string(peer) + ": rank " +
                                 std::to_string(rank_) + " waited " + seconds_text(timeout_) +

@@ -74,7 +74,7 @@ class ShmMeetings {
   void wait_for(int peer, const CollectiveFingerprint& collective, Clock::time_point deadline);
   // The first failure a wait for `peer` sees: a rank's abort record, the peer gone, the deadline.
   std::optional<ShmFailure> failure_while_waiting(int peer, const CollectiveFingerprint& collective,
-                                                  Clock::time_point deadline) const;
+                                                  Clock::time_point deadline);
   std::optional<ShmFailure> abort_record() const;
   void check_same_collective(uint64_t sequence) const;
 
@@ -83,7 +83,7 @@ class ShmMeetings {
   int world_size_;
   std::chrono::milliseconds timeout_;
   uint32_t step_ = 0;
-  std::vector<Fd> pidfds_;  // per peer, opened after the joining meeting (empty: no pidfds)
+  std::vector<Fd> pidfds_;  // per peer, opened by the joining meeting's end (empty: no pidfds)
   bool failed_ = false;
 };
 
