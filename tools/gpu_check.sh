@@ -74,12 +74,12 @@ limit_for() {
   [ "$left" -lt 5 ] && left=0
   echo $(($1 < left ? $1 : left))
 }
-declare -A results  # each step's result, for the gates
+declare -A step_results  # each step's result, for the gates
 row() {  # STEP RESULT SECONDS DETAIL...
   local step=$1 result=$2 seconds=$3
   shift 3
   printf '%-2s %-24s %-8s %5ss  %s\n' "$phase" "$step" "$result" "$seconds" "$*" | tee -a "$summary"
-  results[$step]=$result
+  step_results[$step]=$result
   [ "$result" = ok ] || [ "$result" = WARN ] || failed=1
 }
 # gate NAME STEP...: a default that waits for a GPU run may change once every one of its steps
@@ -88,8 +88,8 @@ gate() {
   local name=$1 step verdict=ready detail=""
   shift
   for step in "$@"; do
-    detail+=" $step=${results[$step]:-not-run}"
-    [ "${results[$step]:-}" = ok ] || verdict="not yet"
+    detail+=" $step=${step_results[$step]:-not-run}"
+    [ "${step_results[$step]:-}" = ok ] || verdict="not yet"
   done
   printf 'gate  %-40s %-8s%s\n' "$name" "$verdict" "$detail" | tee -a "$summary"
 }

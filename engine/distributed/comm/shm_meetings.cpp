@@ -118,12 +118,13 @@ ShmMeetings::ShmMeetings(ShmSegment& segment, int rank, std::chrono::millisecond
   } catch (const ShmFailure& failure) {
     throw std::runtime_error(abort(failure));  // the others fail at once too
   }
-  // Every peer is alive now: a pid read later could be another process's, once the peer ended
-  // and was reaped.
+  // Every peer has published its pid and reached this meeting. Its pidfd is opened now, not
+  // later: once the peer has ended and been reaped, its pid may name another process.
   for (int peer = 0; peer < world_size_; ++peer) {
     Fd& pidfd = pidfds_[size_t(peer)];
     if (peer != rank_ && !pidfd) pidfd = open_pidfd(segment_.rank_block(peer).pid.load());
   }
+  joined_ = true;
 }
 
 ShmMeetings::~ShmMeetings() {
@@ -171,10 +172,10 @@ void ShmMeetings::wait_for(int peer, const CollectiveFingerprint& collective,
   }
   while (true) {
     const std::optional<ShmFailure> failure = failure_while_waiting(peer, collective, deadline);
-    // The peer's step is read after the failure was seen: a peer that arrived and then left or
-    // ended at once (the last meeting of its last collective), or arrived as the deadline passed
-    // or as a rank failed in a later collective, met us. It stored its step before `left`, and
-    // a process's stores are in the segment once it has ended.
+    // A peer may arrive just before it goes (its last collective's last meeting), before the
+    // deadline passes, or before another rank fails in a later collective: then it met us. So
+    // its step is read after the failure was seen (it stores its step before `left`, and an
+    // ended process's stores are in the segment).
     if (reached(theirs.step.load(), step_)) return;
     if (failure) throw *failure;
     theirs.sleepers.fetch_add(1);
@@ -199,7 +200,7 @@ std::optional<ShmFailure> ShmMeetings::failure_while_waiting(
   if (theirs.left.load() != 0) return lost("it closed its communicator");
   if (const pid_t pid = theirs.pid.load(); pid != 0) {  // 0: still joining
     Fd& pidfd = pidfds_[size_t(peer)];
-    if (!pidfd) pidfd = open_pidfd(pid);  // in the joining meeting (see the constructor)
+    if (!pidfd && !joined_) pidfd = open_pidfd(pid);  // later, none (see the constructor)
     if (process_ended(pidfd, pid))
       return lost("its process " + std::to_string(pid) + " ended (killed, or exited)");
   }

@@ -83,7 +83,10 @@ class ShmMeetings {
   int world_size_;
   std::chrono::milliseconds timeout_;
   uint32_t step_ = 0;
-  std::vector<Fd> pidfds_;  // per peer, opened by the joining meeting's end (empty: no pidfds)
+  // Per peer, opened by the end of the joining meeting; empty where the kernel has no pidfds or
+  // the peer had ended already (then kill(pid, 0) asks).
+  std::vector<Fd> pidfds_;
+  bool joined_ = false;  // the joining meeting is over
   bool failed_ = false;
 };
 
