@@ -82,6 +82,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/gpu_bench.h"        // defines: exit_without_gpu
 #include "bench/python_peer.h"      // defines: find_python_running
 #include "bench/synthetic_batch.h"  // defines: synthetic_batch (made on the GPU here)
 #include "bench/train_options.h"    // defines: TrainBenchOptions, parse_train_bench_options
@@ -634,17 +635,8 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   try {
     const Options options = parse(argc, argv);
-    if (cuda::device_count() == 0) {
-      if (cuda::gpu_required()) {
-        std::fprintf(stderr,
-                     "bench_gpu_train: FAILED: a GPU is required here (%s), but none is usable: "
-                     "%s\n",
-                     cuda::gpu_required_reason().c_str(), cuda::unavailable_reason().c_str());
-        return 1;
-      }
-      std::printf("skipped: bench_gpu_train needs a GPU: %s\n", cuda::unavailable_reason().c_str());
-      return 77;
-    }
+    if (const std::optional<int> status = bench::exit_without_gpu("bench_gpu_train"))
+      return *status;
     ::signal(SIGPIPE, SIG_IGN);  // a peer that died is a reason to report, not a signal to die of
     cudaDeviceProp device{};
     BAREYOLO_CUDA_CHECK(cudaGetDeviceProperties(&device, kDevice));

@@ -4,9 +4,10 @@
 #
 #   tools/gpu_check.sh BUILD_DIR OUTDIR
 #
-# BUILD_DIR holds the binaries (bareyolo, cuda_tests, bench_gpu_kernels, bench_gpu_train),
-# built for the GPU elsewhere: a build tree, or the folder tools/stage_gpu_check.sh stages
-# (bin/ with models/ and bench/*.py beside it). Nothing is compiled here.
+# BUILD_DIR holds the binaries (bareyolo, cuda_tests, bench_gpu_kernels, bench_gpu_convolutions,
+# bench_gpu_train), built for the GPU elsewhere: a build tree, or the folder
+# tools/stage_gpu_check.sh stages (bin/ with models/ and bench/*.py beside it). Nothing is
+# compiled here.
 # GPU_CHECK_ONLY="STEP ..." runs the environment and the named steps alone (the names of the
 # summary's rows and of phase_b_steps: a second run of what failed, in less device time).
 #
@@ -15,8 +16,9 @@
 #   sticky CUDA error fails one case, not the rest; the NCCL cases last), the first failing
 #   case again under compute-sanitizer.
 # Phase S, speed (GPU_CHECK_PHASE_S_S, 180 s): `bareyolo train --device 0` of yolov5s at 640
-#   batch 64 for 25 steps, bench_gpu_kernels, bench_gpu_train (the PyTorch peer's eager modes,
-#   when tools/stage_gpu_check.sh staged YOLOv5 beside the binaries), and the cuDNN algorithms
+#   batch 64 for 25 steps, bench_gpu_kernels, bench_gpu_convolutions, bench_gpu_train (the
+#   PyTorch peer's eager modes, when tools/stage_gpu_check.sh staged YOLOv5 beside the
+#   binaries), and the cuDNN algorithms
 #   timed once and read back from their cache file (cudnn_choices_gpu), and yolov5s again in
 #   channels last under --amp (channels_last_gpu; channels_last_cudnn: its cuDNN choices' layout
 #   and math).
@@ -193,7 +195,7 @@ environment() {
     [ "$copies" -gt 1 ] && problems+="$library in $copies folders of LD_LIBRARY_PATH; "
   done
   local binary
-  for binary in bareyolo cuda_tests bench_gpu_kernels bench_gpu_train; do
+  for binary in bareyolo cuda_tests bench_gpu_kernels bench_gpu_convolutions bench_gpu_train; do
     if [ ! -x "$build/$binary" ]; then
       problems+="$binary missing from $build; "
       continue
@@ -351,7 +353,8 @@ EOF
   row "$name" "${verdict%% *}" $(($(date +%s) - start)) "${verdict#* }; peak GPU memory ${peak:-?} MiB"
 }
 
-bench_gpu_kernels() { bench bench_gpu_kernels 60; }
+bench_gpu_kernels() { bench bench_gpu_kernels 30; }
+bench_gpu_convolutions() { bench bench_gpu_convolutions 60; }
 bench_gpu_train() { bench bench_gpu_train 150 --warmup 3 --steps 10 --rounds 2 --no-compile; }
 
 bench() {  # NAME CAP ARGS...: a bench's RESULT line in the summary
@@ -796,8 +799,8 @@ stall_gpu() {
 
 # The steps of phases S and B, in order. Later issues add theirs here, each a function that
 # ends with one `row`.
-phase_s_steps=(train_yolov5s_640 bench_gpu_kernels bench_gpu_train cudnn_choices_gpu
-               channels_last_gpu)
+phase_s_steps=(train_yolov5s_640 bench_gpu_kernels bench_gpu_convolutions bench_gpu_train
+               cudnn_choices_gpu channels_last_gpu)
 phase_b_steps=(two_ranks_one_gpu amp_gpu nccl_world1 host_waits_gpu resume_gpu_checkpoint
                grads_gpu_vs_cpu amp_grads_gpu_vs_cpu main_job_gpu cuda_graph_gpu
                cuda_graph_nccl_gpu val_predict_gpu_vs_cpu sharded_val_gpu elastic_restart_gpu desync_check_gpu stall_gpu

@@ -6,7 +6,7 @@
 #
 #   tools/stage_gpu_check.sh [STAGE_DIR] [BUILD_DIR]     (defaults: .gpu-stage, build-gpu)
 #
-# STAGE_DIR/bin: bareyolo, cuda_tests, bench_gpu_kernels, bench_gpu_train (stripped); beside it
+# STAGE_DIR/bin: bareyolo, cuda_tests and the GPU benches (stripped); beside it
 # models/*.yaml, bench/*.py and the scripts of tools/ the check runs — where the binaries look
 # for them (engine/shipped_files.h). BUILD_DIR is configured (Release, WITH_CUDA=ON, CUDA
 # architectures 90) if it is not yet; an existing CUDA build directory may be named instead.
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 stage=${1:-.gpu-stage}
 build=${2:-build-gpu}
 limit_mib=64
-binaries=(bareyolo cuda_tests bench_gpu_kernels bench_gpu_train)
+binaries=(bareyolo cuda_tests bench_gpu_kernels bench_gpu_convolutions bench_gpu_train)
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DWITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90

@@ -48,8 +48,8 @@ void set_conv_path(ConvPath path) { chosen_path = static_cast<int>(path); }
 // copies (kernels/nchw_adapter.h): on the gemm path NCHW ones; on cuDNN's, where an activation is
 // channels last, packed channels-last ones of the views cuDNN is not known to take (a channel
 // slice of a channels-last Concat: whether cuDNN's channels-last kernels take a pixel stride
-// beyond the channels is for a GPU run to show, in bench_gpu_kernels' last table; a view of the
-// other layout).
+// beyond the channels is for a GPU run to show, in bench_gpu_convolutions' last table; a view of
+// the other layout).
 
 namespace {
 

@@ -46,6 +46,7 @@ cat >"$build/bench_gpu_kernels" <<'EOF'
 echo "skipped: no usable CUDA driver or device"
 exit 77
 EOF
+cp "$build/bench_gpu_kernels" "$build/bench_gpu_convolutions"
 cat >"$build/bareyolo" <<'EOF'
 #!/usr/bin/env bash
 case "$1" in
@@ -94,7 +95,8 @@ grep -q '^ran: cuda ok\\, with a comma$' "$out/cuda_tests.log" || fail "the comm
 grep -q 'train_yolov5s_640  *FAIL' "$summary" || fail "train row"
 grep -q 'bench_gpu_kernels  *FAIL' "$summary" || fail "exit 77 of a GPU bench is not a failure"
 grep -q 'bench_gpu_train  *FAIL' "$summary" || fail "a missing bench is not a failure"
-for step in train_yolov5s_640 bench_gpu_kernels bench_gpu_train cudnn_choices_gpu; do
+for step in train_yolov5s_640 bench_gpu_kernels bench_gpu_convolutions bench_gpu_train \
+            cudnn_choices_gpu; do
   grep -qE "^S  $step +(FAIL|TIMEOUT|NOT RUN)" "$summary" || fail "phase S step $step has no failing row"
 done
 for step in two_ranks_one_gpu amp_gpu nccl_world1 resume_gpu_checkpoint grads_gpu_vs_cpu \
