@@ -379,7 +379,11 @@ class NcclCommunicator final : public Communicator {
   // they are destroyed, and this thread's caller owns them: it must throw and unwind first).
   void fail_locked(const std::string& reason) {
     health_->fail(reason);
-    if (recorded_) return;
+    if (!recorded_) abort_locked();
+  }
+
+  // Aborts the communicator (nccl_mutex_ held), which also releases NCCL kernels stuck on the GPU.
+  void abort_locked() {
     if (comm_) ncclCommAbort(comm_);
     comm_ = nullptr;
   }
@@ -464,10 +468,7 @@ class NcclCommunicator final : public Communicator {
                  ncclGetErrorString(state) + " (" + ncclGetLastError(comm_) +
                  "): a peer rank failed or its connection was lost; the communicator was aborted";
       if (!reason.empty()) health_->fail(reason);
-      if (health_->broken()) {
-        ncclCommAbort(comm_);
-        comm_ = nullptr;
-      }
+      if (health_->broken()) abort_locked();
     }
   }
 
