@@ -21,6 +21,7 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "bench/gpu_bench.h"            // defines: filled, laid, time_ms, exit_without_gpu
@@ -55,46 +56,28 @@ const ConvShape kYolov5sConvs[] = {
     {"SPPF cv2 1x1 1024->512 @20", 1024, 512, 1, 1, 20},
 };
 
-// Forward + backward-data + backward-weight of one convolution at batch kBatch, through `path`
-// (compute-bound: no L2 rule).
-double conv_step_ms(const ConvShape& c, cuda::ConvPath path) {
+// Forward + backward-data + backward-weight of one convolution at batch kBatch through the path
+// cuda::set_conv_path chose, in storage S (bf16: --amp's tensor-op math) with activations and
+// weight in `layout` (channels last: NHWC activations, the weight KRSC, as a channels-last graph
+// keeps its bf16 weights); the weight gradient float, as the arena keeps it.
+template <class S>
+double conv_step_ms(const ConvShape& c, Layout layout) {
   // YOLOv5's padding: kernel / 2, except the stem's 6x6, which is given 2.
   const int pad = int(c.kernel / 2) - (c.kernel % 2 == 0 ? 1 : 0);
   const ops::Conv2dParams p{int(c.stride), int(c.stride), pad, pad};
   const int64_t out = ops::conv_out_size(c.in_size, c.kernel, p.stride_h, p.pad_h);
-  Tensor x = filled({kBatch, c.c_in, c.in_size, c.in_size}, 21), dx = filled(x.shape(), 22);
-  Tensor w = filled({c.c_out, c.c_in, c.kernel, c.kernel}, 23), dw = filled(w.shape(), 24);
-  Tensor y = Tensor::empty({kBatch, c.c_out, out, out}, kGpu), dy = filled(y.shape(), 25);
-  cuda::set_conv_path(path);
-  return time_ms(
-      [&] {
-        ops::conv2d_forward<float>(x.view<float>(), w.view<float>(), nullptr, p, y.view<float>());
-        ops::conv2d_backward_data<float>(dy.view<float>(), w.view<float>(), p, dx.view<float>());
-        ops::conv2d_backward_weight<float>(x.view<float>(), dy.view<float>(), p, dw.view<float>(),
-                                           nullptr);
-      },
-      5);
-}
-
-// The same three passes in bf16 (--amp: cuDNN's tensor-op math), activations and weight in
-// `layout` (channels last: NHWC activations, the weight KRSC, as a channels-last graph keeps its
-// bf16 weights); the weight gradient float, as the arena keeps it.
-double conv_step_bf16_ms(const ConvShape& c, Layout layout) {
-  const int pad = int(c.kernel / 2) - (c.kernel % 2 == 0 ? 1 : 0);
-  const ops::Conv2dParams p{int(c.stride), int(c.stride), pad, pad};
-  const int64_t out = ops::conv_out_size(c.in_size, c.kernel, p.stride_h, p.pad_h);
-  const Tensor x = laid(filled({kBatch, c.c_in, c.in_size, c.in_size}, 21), DType::bf16, layout);
-  Tensor dx = laid(filled(x.shape(), 22), DType::bf16, layout);
-  const Tensor w = laid(filled({c.c_out, c.c_in, c.kernel, c.kernel}, 23), DType::bf16, layout);
+  const DType dtype = std::is_same_v<S, bf16> ? DType::bf16 : DType::f32;
+  const Tensor x = laid(filled({kBatch, c.c_in, c.in_size, c.in_size}, 21), dtype, layout);
+  Tensor dx = laid(filled(x.shape(), 22), dtype, layout);
+  const Tensor w = laid(filled({c.c_out, c.c_in, c.kernel, c.kernel}, 23), dtype, layout);
   Tensor dw = filled(w.shape(), 24);
-  Tensor y = Tensor::empty({kBatch, c.c_out, out, out}, kGpu, DType::bf16, layout);
-  const Tensor dy = laid(filled(y.shape(), 25), DType::bf16, layout);
+  Tensor y = Tensor::empty({kBatch, c.c_out, out, out}, kGpu, dtype, layout);
+  const Tensor dy = laid(filled(y.shape(), 25), dtype, layout);
   return time_ms(
       [&] {
-        ops::conv2d_forward<bf16>(x.view<bf16>(), w.view<bf16>(), nullptr, p, y.view<bf16>());
-        ops::conv2d_backward_data<bf16>(dy.view<bf16>(), w.view<bf16>(), p, dx.view<bf16>());
-        ops::conv2d_backward_weight<bf16>(x.view<bf16>(), dy.view<bf16>(), p, dw.view<float>(),
-                                          nullptr);
+        ops::conv2d_forward<S>(x.view<S>(), w.view<S>(), nullptr, p, y.view<S>());
+        ops::conv2d_backward_data<S>(dy.view<S>(), w.view<S>(), p, dx.view<S>());
+        ops::conv2d_backward_weight<S>(x.view<S>(), dy.view<S>(), p, dw.view<float>(), nullptr);
       },
       5);
 }
@@ -215,8 +198,10 @@ int main() {
               "im2col/cuDNN");
   double cudnn_total = 0, gemm_total = 0;
   for (const ConvShape& c : kYolov5sConvs) {
-    const double cudnn = conv_step_ms(c, cuda::ConvPath::cudnn);
-    const double gemm = conv_step_ms(c, cuda::ConvPath::gemm);
+    cuda::set_conv_path(cuda::ConvPath::cudnn);
+    const double cudnn = conv_step_ms<float>(c, Layout::nchw);
+    cuda::set_conv_path(cuda::ConvPath::gemm);
+    const double gemm = conv_step_ms<float>(c, Layout::nchw);
     cudnn_total += cudnn;
     gemm_total += gemm;
     std::printf("%-32s %12.3f %12.3f %10.2f\n", c.name, cudnn, gemm, gemm / cudnn);
@@ -230,8 +215,8 @@ int main() {
               "NCHW/NHWC");
   double nchw_total = 0, nhwc_total = 0;
   for (const ConvShape& c : kYolov5sConvs) {
-    const double nchw = conv_step_bf16_ms(c, Layout::nchw);
-    const double nhwc = conv_step_bf16_ms(c, Layout::channels_last);
+    const double nchw = conv_step_ms<bf16>(c, Layout::nchw);
+    const double nhwc = conv_step_ms<bf16>(c, Layout::channels_last);
     nchw_total += nchw;
     nhwc_total += nhwc;
     std::printf("%-32s %12.3f %12.3f %10.2f\n", c.name, nchw, nhwc, nchw / nhwc);
