@@ -51,6 +51,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -307,9 +308,11 @@ class SharedWorkspace {
     std::lock_guard<std::mutex> lock(mutex_);
     Held& held = held_[device];
     if (held.buffer.bytes() < bytes) {
-      held.buffer = DeviceBuffer();  // the old buffer back to the caching allocator first
-      held.buffer = DeviceBuffer(bytes, device);
+      // The old buffer back to the caching allocator first, and counted as moved at once: a
+      // graph recorded over it must be recorded again even if the larger one cannot be had.
+      held.buffer = DeviceBuffer();
       held.moves += 1;
+      held.buffer = DeviceBuffer(bytes, device);
     }
     return call(held.buffer.get());
   }
@@ -356,16 +359,24 @@ struct Descriptors {
   ConvolutionDescriptor conv;  // its math type follows the algorithm being run
 };
 
-// This thread's descriptors for device `device` and `key` (whose pass does not matter), made
-// by `make` at the key's first call and kept: a training step makes about three cuDNN calls per
-// layer, and creating and destroying four descriptors for each was host time on every call.
-// Kept per thread, so that no lock guards them and no two threads set one's math at once (a
-// device's calls come from one thread in practice; another thread builds its own).
+// This thread's descriptors, by device and key (whose pass does not matter): made at a key's
+// first call and kept, since a training step makes about three cuDNN calls per layer, and
+// creating and destroying four descriptors for each was host time on every call. Kept per
+// thread, so that no lock guards them and no two threads set one's math at once (a device's
+// calls come from one thread in practice; another thread builds its own). A plain function, not
+// inside descriptors_for: a template's thread_local is one per instantiation, and each pass's
+// Convolution constructor instantiates it with a lambda of its own type.
+using KeptDescriptors = std::map<std::pair<int, ops::ConvolutionKey>, std::unique_ptr<Descriptors>>;
+KeptDescriptors& thread_descriptors() {
+  thread_local KeptDescriptors kept;
+  return kept;
+}
+
+// The descriptors of `key` on `device`, made by `make` at the key's first call on this thread.
 template <class Make>
 Descriptors& descriptors_for(int device, ops::ConvolutionKey key, const Make& make) {
-  thread_local std::map<std::pair<int, ops::ConvolutionKey>, std::unique_ptr<Descriptors>> kept;
   key.pass = ops::ConvolutionPass::forward;
-  std::unique_ptr<Descriptors>& descriptors = kept[{device, key}];
+  std::unique_ptr<Descriptors>& descriptors = thread_descriptors()[{device, key}];
   if (!descriptors) descriptors = make();
   return *descriptors;
 }
@@ -438,20 +449,33 @@ class Convolution {
     std::vector<AlgorithmCandidate> order = algorithms_to_try(ranking, cap, deterministic);
     const std::string what = std::string(" for the ") + Pass::kName + " convolution of input " +
                              x_shape_.str() + " with weight " + w_shape_.str();
-    if (order.empty())
-      throw std::runtime_error("cuDNN ranked " + std::to_string(ranking.size()) + " algorithms" +
-                               what + ", but none is supported with a workspace of at most " +
-                               std::to_string(cap >> 20) +
-                               " MiB; free device memory or try BAREYOLO_CONV=gemm");
+    if (order.empty()) {
+      const bool any_supported = std::any_of(
+          ranking.begin(), ranking.end(), [](const AlgorithmCandidate& c) { return c.supported; });
+      throw std::runtime_error(
+          "cuDNN ranked " + std::to_string(ranking.size()) + " algorithms" + what +
+          (any_supported
+               ? ", but none is supported with a workspace of at most " +
+                     std::to_string(cap >> 20) + " MiB; free device memory or try "
+               : std::string(", but supports none of them (") + (bf16_operands ? "bf16" : "float") +
+                     (key_.channels_last ? ", channels last" : ", NCHW") + "); try ") +
+          "BAREYOLO_CONV=gemm");
+    }
     std::vector<std::optional<double>> times = timed<Pass>(launch, order, output.bytes);
     if (const std::optional<size_t> fastest = fastest_candidate(order, times, deterministic)) {
       std::rotate(order.begin(), order.begin() + *fastest, order.begin() + *fastest + 1);
       std::rotate(times.begin(), times.begin() + *fastest, times.begin() + *fastest + 1);
     }
     cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+    std::exception_ptr out_of_memory;  // a candidate's workspace could not be had: try the next
     for (size_t i = 0; i < order.size(); ++i) {
       const AlgorithmCandidate& candidate = order[i];
-      status = attempt(launch, candidate, output.data);
+      try {
+        status = attempt(launch, candidate, output.data);
+      } catch (const OutOfDeviceMemory&) {
+        out_of_memory = std::current_exception();
+        continue;
+      }
       if (status == CUDNN_STATUS_SUCCESS) {
         count_launch();  // a refused candidate queued nothing
         const double milliseconds = i < times.size() && times[i] ? *times[i] : 0.0;
@@ -464,6 +488,7 @@ class Convolution {
       }
       if (!refused(status)) check_cudnn(status, Pass::kCall, __FILE__, __LINE__);
     }
+    if (out_of_memory) std::rethrow_exception(out_of_memory);
     char detail[512] = {};
     cudnnGetLastErrorString(detail, sizeof detail);
     throw std::runtime_error(
