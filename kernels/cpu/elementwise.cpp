@@ -54,10 +54,23 @@ void add_forward(View<const T> a, View<const T> b, View<T> y) {
   });
 }
 
+namespace {
+// One gradient for both inputs (y = x + x): dy goes into it twice, each sum rounded, on every
+// device. Decided before any routing: separate copies of da and db (a layout's, a widening's)
+// would each take dy once, and the second written back would drop the first's.
+template <class T>
+bool added_twice_into_one(View<const T> dy, View<T> da, View<T> db) {
+  if (da.data != db.data) return false;
+  for (int twice = 0; twice < 2; ++twice) add_forward<T>(dy, View<const T>(da), da);
+  return true;
+}
+}  // namespace
+
 template <class T>
 void add_backward(View<const T> dy, View<T> da, View<T> db) {
   cpu::require_same_shape("add_backward", dy, da);
   cpu::require_same_shape("add_backward", dy, db);
+  if (added_twice_into_one(dy, da, db)) return;
   BAREYOLO_ROUTE_TO_CUDA(add_backward, detail::common_device("add_backward", dy, da, db), dy, da,
                          db);
   cpu::parallel_over_elements(dy.shape, [&](int64_t n, int64_t begin, int64_t end) {
@@ -179,6 +192,7 @@ template <>
 void add_backward<bf16>(View<const bf16> dy, View<bf16> da, View<bf16> db) {
   cpu::require_same_shape("add_backward", dy, da);
   cpu::require_same_shape("add_backward", dy, db);
+  if (added_twice_into_one(dy, da, db)) return;
   BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(add_backward, detail::common_device("add_backward", dy, da, db),
                                   dy, da, db);
   cpu::Widened da_float(da), db_float(db);

@@ -96,6 +96,36 @@ TEST_CASE("channels-last concatenation gives NCHW's values") {
   CHECK(results[1] == expected);
 }
 
+TEST_CASE("add backward into one gradient for both inputs takes dy twice, NCHW and channels last") {
+  // y = x + x: da and db are one tensor. Each sum is rounded to the storage type, as two
+  // add_forwards would; a layout's or a widening's separate copies must not drop one of them.
+  Rng rng(74);
+  const Shape4 shape{2, 5, 3, 4};
+  const Tensor g = random_tensor(rng, shape), dy = random_tensor(rng, shape);
+  for (DType dtype : {DType::f32, DType::bf16})
+    for (Layout layout : {Layout::nchw, Layout::channels_last}) {
+      INFO(dtype_name(dtype) << ", " << layout_name(layout));
+      Tensor both = laid_out(g.converted(dtype), layout);
+      const Tensor d = laid_out(dy.converted(dtype), layout);
+      if (dtype == DType::bf16)
+        ops::add_backward<bf16>(d.view<bf16>(), both.view<bf16>(), both.view<bf16>());
+      else
+        ops::add_backward<float>(d.view<float>(), both.view<float>(), both.view<float>());
+      const std::vector<double> g_values = g.converted(dtype).to_doubles(),
+                                dy_values = dy.converted(dtype).to_doubles();
+      std::vector<double> expected;
+      for (size_t i = 0; i < g_values.size(); ++i) {
+        float sum = float(g_values[i]);
+        for (int twice = 0; twice < 2; ++twice) {
+          sum += float(dy_values[i]);
+          if (dtype == DType::bf16) sum = round_to_bf16(sum);
+        }
+        expected.push_back(sum);
+      }
+      CHECK(both.to_doubles() == expected);
+    }
+}
+
 TEST_CASE("channels-last network: the tiny model's head, gradients and SGD steps are NCHW's") {
   for (bool amp : {false, true}) {
     INFO("amp " << amp);
