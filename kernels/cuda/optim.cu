@@ -63,7 +63,7 @@ struct ClipToNorm {
   double max_norm;
   __device__ void operator()(int64_t n, int64_t i) const {
     const double factor = ops::clip_factor(*sum_of_squares, max_norm);
-    if (factor < 1) x.image(n)[i] *= float(factor);
+    if (!(factor >= 1)) x.image(n)[i] *= float(factor);  // a NaN norm spreads, as on the CPU
   }
 };
 
