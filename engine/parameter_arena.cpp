@@ -35,11 +35,10 @@ std::vector<const StateEntry*> arena_order(const std::vector<StateEntry>& state,
   return order;
 }
 
-int64_t parameter_elements(const std::vector<StateEntry>& state) {
-  int64_t count = 0;
-  for (const StateEntry& e : state)
-    if (e.trainable()) count += e.value->numel();
-  return count;
+// Where a slot that may begin at `offset` begins: the next multiple of kSlotAlignment elements.
+int64_t aligned(int64_t offset) {
+  constexpr int64_t a = ParameterArena::kSlotAlignment;
+  return (offset + a - 1) / a * a;
 }
 
 // `tensor` re-pointed to `range` (a dense view of the same elements), values kept.
@@ -50,12 +49,6 @@ void move_into(Tensor& tensor, const Tensor& range) {
 }
 
 }  // namespace
-
-size_t ParameterArena::gradient_bytes(const std::vector<StateEntry>& state) {
-  for (const StateEntry& e : state)
-    if (e.trainable()) return size_t(parameter_elements(state)) * dtype_size(e.grad->dtype());
-  return 0;
-}
 
 ParameterArena::ParameterArena(const std::vector<StateEntry>& state, ArenaOptions options) {
   const std::vector<const StateEntry*> order = arena_order(state, options);
@@ -71,27 +64,22 @@ ParameterArena::ParameterArena(const std::vector<StateEntry>& state, ArenaOption
     Slot slot{e->name,
               e->value,
               e->trainable() ? e->grad : nullptr,
-              values,
+              aligned(values),
               e->value->numel(),
               e->group,
               e->trainable() && options.frozen && options.frozen(*e),
               e->bf16};
-    values += slot.count;
+    values = slot.offset + slot.count;
     if (e->trainable()) {
+      parameter_count_ += slot.count;
       parameters_ = values;
       if (!slot.frozen) optimised_ = values;
     }
     slots_.push_back(std::move(slot));
   }
 
-  values_ = Tensor::empty({1, values, 1, 1}, device, dtype);
-  const Shape4 gradient_shape{1, parameters_, 1, 1};
-  gradients_ = options.gradient_memory
-                   ? Tensor::over(options.gradient_memory, gradient_shape, dtype)
-                   : Tensor::empty(gradient_shape, device, dtype);
-  if (!(gradients_.device() == device))
-    throw std::invalid_argument("ParameterArena: the gradient memory is on " +
-                                gradients_.device().str() + ", the parameters on " + device.str());
+  values_ = Tensor::zeros({1, values, 1, 1}, device, dtype);  // the gaps stay zero
+  gradients_ = Tensor::zeros({1, parameters_, 1, 1}, device, dtype);
   for (const Slot& slot : slots_) {
     move_into(*slot.value, value_range(slot.offset, slot.offset + slot.count));
     if (slot.grad) move_into(*slot.grad, gradient_range(slot.offset, slot.offset + slot.count));

@@ -11,14 +11,16 @@
 //   2. the frozen parameters (--freeze), the same way: outside every optimizer pass and bucket;
 //   3. values only: the buffers of the parameters' dtype (BatchNorm's running statistics), which
 //      the EMA averages with the parameters.
+// Each slot begins at a multiple of kSlotAlignment elements, zeros between them (which every
+// pass over a range leaves zero: zero gradients, zero values), so that a weight, its gradient
+// and its bf16 copy are aligned as a tensor of their own would be: cuDNN's tensor-core kernels
+// refuse operands off 16 bytes, and the update kernels load 16 bytes at a time.
 // Other entries stay the modules' own tensors: integer ones (num_batches_tracked) and buffers
 // of another dtype (the Detect head's anchors, always f64).
 //
 // Its entries are on one device and of one floating dtype (f32 to train; f64 in gradient
 // checks), which the value arena takes; the gradient arena has a dtype of its own (today the
-// same), so that mixed precision can keep f32 masters beside narrower gradients. The gradient
-// arena may live in memory the caller provides (a shared-memory segment that a same-host
-// transport reduces in place).
+// same), so that mixed precision can keep f32 masters beside narrower gradients.
 #pragma once
 
 #include <functional>
@@ -34,9 +36,6 @@ namespace bareyolo {
 struct ArenaOptions {
   // Parameters that are not optimised (--freeze); empty: none.
   std::function<bool(const StateEntry&)> frozen = {};
-  // Where the gradients go: memory of at least gradient_bytes() on the entries' device that the
-  // caller owns; null: allocated here.
-  std::shared_ptr<Storage> gradient_memory = nullptr;
 };
 
 class ParameterArena {
@@ -60,8 +59,8 @@ class ParameterArena {
   // Hands the bf16 copies back to their modules (which round at every forward again).
   ~ParameterArena();
 
-  // The bytes a gradient arena of `state` takes (for ArenaOptions::gradient_memory).
-  static size_t gradient_bytes(const std::vector<StateEntry>& state);
+  // 64 elements: 256 bytes of float, 128 of the bf16 copies.
+  static constexpr int64_t kSlotAlignment = 64;
 
   // The whole arenas, as (1, n, 1, 1) tensors: values (parameters, then buffers) and
   // gradients (the parameters').
@@ -71,6 +70,8 @@ class ParameterArena {
   // all parameters.
   int64_t optimised() const { return optimised_; }
   int64_t parameters() const { return parameters_; }
+  // How many parameter values there are (the slots' counts, without the gaps between them).
+  int64_t parameter_count() const { return parameter_count_; }
   // The slots in arena order: parameters (optimised, then frozen), then buffers.
   const std::vector<Slot>& slots() const { return slots_; }
   Device device() const { return values_.device(); }
@@ -103,7 +104,7 @@ class ParameterArena {
   Tensor krsc_segments_;  // i64 on the arena's device: the copies held KRSC (none in NCHW)
   std::unique_ptr<StepScalars> step_scalars_;
   std::vector<Slot> slots_;
-  int64_t optimised_ = 0, parameters_ = 0;
+  int64_t optimised_ = 0, parameters_ = 0, parameter_count_ = 0;
 };
 
 }  // namespace bareyolo

@@ -114,20 +114,6 @@ bool Tensor::packed() const {
   return (shape_.n <= 1 || batch_stride_ == shape_.image_numel()) && images_in_blocks(*this);
 }
 
-Tensor Tensor::over(std::shared_ptr<Storage> storage, Shape4 shape, DType dtype) {
-  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  if (!storage || storage->bytes() < bytes)
-    throw std::invalid_argument("Tensor::over: " + shape.str() + " " + dtype_name(dtype) +
-                                " needs " + std::to_string(bytes) + " bytes, the storage has " +
-                                std::to_string(storage ? storage->bytes() : 0));
-  Tensor t;
-  t.storage_ = std::move(storage);
-  t.shape_ = shape;
-  t.batch_stride_ = shape.image_numel();
-  t.dtype_ = dtype;
-  return t;
-}
-
 Tensor Tensor::zeros(Shape4 shape, Device device, DType dtype, SourceLocation where) {
   Tensor t = empty(shape, device, dtype, where);
   t.zero();

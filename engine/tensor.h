@@ -96,8 +96,6 @@ class Tensor {
   // The same in `layout`.
   static Tensor empty(Shape4 shape, Device device, DType dtype, Layout layout,
                       SourceLocation where = SourceLocation::current());
-  // A dense tensor over the start of `storage` (at least shape.numel() elements of dtype).
-  static Tensor over(std::shared_ptr<Storage> storage, Shape4 shape, DType dtype);
   // A dense tensor holding `values` (shape.numel() of them), on `device`.
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, Shape4 shape,

@@ -392,7 +392,7 @@ TrainStartInfo Trainer::start_info() const {
           .epochs = options_.epochs,
           .history = history_,
           .cfg = options_.cfg,
-          .parameters = solver_.arena().parameters(),
+          .parameters = solver_.arena().parameter_count(),
           .images = data_.train.dataset.size(),
           .names = data_.config.names,
           .imgsz = imgsz_,

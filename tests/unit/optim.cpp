@@ -69,7 +69,8 @@ TEST_CASE("a frozen parameter is outside the optimiser's pass, the clip and the 
                                    {"w", &w, &gw, {2}, ParamGroup::weight}};
   ParameterArena arena(state, {.frozen = [](const StateEntry& e) { return e.name == "frozen"; }});
   CHECK(arena.optimised() == 2);
-  CHECK(arena.parameters() == 3);
+  CHECK(arena.parameters() == ParameterArena::kSlotAlignment + 1);  // the frozen slot's end
+  CHECK(arena.parameter_count() == 3);
   Sgd sgd(arena, 0.1, 0.5, 0.0);
   CHECK(gradient_norm(arena) == doctest::Approx(std::sqrt(0.5)));  // without the frozen 100
   sgd.step();
@@ -77,6 +78,46 @@ TEST_CASE("a frozen parameter is outside the optimiser's pass, the clip and the 
   CHECK(w.to_vector<double>()[0] != 1.0);
   REQUIRE(sgd.state().size() == 1);
   CHECK(sgd.state()[0].first == "momentum_buffer.w");
+}
+
+TEST_CASE("arena slots start 64 elements apart, and their gaps stay zero through a step") {
+  models::DetectionModel model = yolov5n();
+  ParameterArena arena(model.state());
+  std::vector<bool> in_slot(size_t(arena.values().numel()), false);
+  int64_t previous_end = 0;
+  for (const ParameterArena::Slot& slot : arena.slots()) {
+    INFO(slot.name);
+    CHECK(slot.offset % ParameterArena::kSlotAlignment == 0);
+    CHECK(slot.offset >= previous_end);
+    CHECK(slot.offset - previous_end < ParameterArena::kSlotAlignment);
+    CHECK(slot.value->view<float>().data == arena.values().view<float>().data + slot.offset);
+    previous_end = slot.offset + slot.count;
+    std::fill_n(in_slot.begin() + slot.offset, slot.count, true);
+    if (slot.grad) {  // a gradient everywhere, so that every pass has work on both sides of a gap
+      const std::vector<float> ones(size_t(slot.count), 1.0f);
+      slot.grad->copy_from(Tensor::from_vector(ones, slot.grad->shape()));
+    }
+  }
+  CHECK(arena.parameter_count() == model.parameter_count());
+  CHECK(arena.parameters() > arena.parameter_count());  // yolov5n's slots leave gaps
+  Sgd sgd(arena, 0.1, 0.9, 5e-4);
+  ModelEma ema(arena, model.state());
+  clip_gradient_norm(arena, 1.0);
+  sgd.step();
+  ema.update();
+  int64_t gaps = 0;
+  auto gaps_are_zero = [&](const Tensor& range, const char* what) {
+    INFO(what);
+    const std::vector<float> values = range.to_vector<float>();
+    for (size_t i = 0; i < values.size(); ++i)
+      if (!in_slot[i]) {
+        gaps += 1;
+        if (values[i] != 0.0f) FAIL_CHECK("element " << i << " between slots is " << values[i]);
+      }
+  };
+  gaps_are_zero(arena.values(), "values");
+  gaps_are_zero(arena.gradients(), "gradients");
+  CHECK(gaps > 0);
 }
 
 TEST_CASE("clip_gradient_norm scales the global norm down to the limit only") {
