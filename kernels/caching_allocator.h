@@ -26,7 +26,9 @@
 //    bound, while a step that repeats itself, which never misses, keeps its blocks.
 //  - a pool is a tag of its own in place of a stream (a CUDA graph's memory,
 //    kernels/cuda/runtime/graph.h): while held, its cached blocks are never given back, since
-//    the graph writes them at every replay; released, they go back to the backing allocator.
+//    the graph writes them at every replay; released, they are cached blocks like any other,
+//    given back at the next emptying (which waits for the device first). Releasing a pool
+//    itself neither waits nor fails: a graph is destroyed while an error unwinds, too.
 // Statistics: allocated (bytes of blocks in use, by class size), reserved (allocated plus
 // cached), their peaks, and counts of backing calls and cache hits.
 #pragma once
@@ -156,16 +158,15 @@ class CachingAllocator {
     free_[{block.stream, block.bytes}].insert(pointer);
   }
 
-  // Keeps the cached blocks of pool `tag` from being given back until release_pool(tag), which
-  // then gives them back (those still in use go to its free list when released).
+  // Keeps the cached blocks of pool `tag` from being given back until release_pool(tag); from
+  // then on they go back with the others, at the next emptying.
   void hold_pool(const void* tag) {
     std::lock_guard<std::mutex> lock(mutex_);
     held_.insert(tag);
   }
-  void release_pool(const void* tag) {
+  void release_pool(const void* tag) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     held_.erase(tag);
-    release_cached_locked();
   }
 
   // Returns every cached (free) block to the backing allocator, but a held pool's.

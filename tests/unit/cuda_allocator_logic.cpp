@@ -160,6 +160,27 @@ TEST_CASE("allocator statistics follow allocations, frees and empty_cache") {
   CHECK(device.live.empty());
 }
 
+TEST_CASE("allocator pool: held blocks stay, released ones go at the next emptying") {
+  FakeDevice device;
+  CachingAllocator allocator(device.backing());
+  const char pool = 0;  // a CUDA graph's tag
+  allocator.hold_pool(&pool);
+  allocator.release(allocator.allocate(1000, &pool));
+  allocator.release(allocator.allocate(1000, &stream_a));
+  allocator.empty_cache();  // the stream's block goes, the held pool's stays
+  CHECK(device.releases == 1);
+  void* again = allocator.allocate(1000, &pool);  // from the pool's cache
+  CHECK(device.allocations == 2);
+  allocator.release(again);
+  allocator.release_pool(&pool);  // a destroyed graph's: no wait for the device, no backing call
+  CHECK(device.synchronizations == 1);
+  CHECK(device.releases == 1);
+  allocator.empty_cache();  // now like any cached block
+  CHECK(device.synchronizations == 2);
+  CHECK(device.releases == 2);
+  CHECK(device.live.empty());
+}
+
 TEST_CASE("allocator out of memory: gives the cache back, retries once, then fails clearly") {
   FakeDevice device;
   device.capacity = 8 << 20;

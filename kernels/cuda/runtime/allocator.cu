@@ -8,6 +8,7 @@
 #include "kernels/cuda/runtime/allocator.h"
 #include "kernels/cuda/runtime/check.h"
 #include "kernels/cuda/runtime/runtime.h"
+#include "kernels/cuda/runtime/stream.h"
 #include "kernels/step_guard.h"
 
 namespace bareyolo::cuda {
@@ -36,6 +37,14 @@ CachingAllocator::Backing cuda_backing(int device) {
       },
       [device] {
         BAREYOLO_CUDA_CHECK(cudaSetDevice(device));
+        // A stream being recorded into a graph may not be waited for (the recording would be
+        // invalidated with a message about the wait, not about memory).
+        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+        BAREYOLO_CUDA_CHECK(cudaStreamIsCapturing(stream_of(device), &capture));
+        if (capture != cudaStreamCaptureStatusNone)
+          throw OutOfDeviceMemory("out of memory on cuda:" + std::to_string(device) +
+                                  " while the step is recorded as a CUDA graph, which cannot "
+                                  "give cached memory back; use a smaller batch");
         BAREYOLO_CUDA_CHECK(cudaDeviceSynchronize());
       },
   };

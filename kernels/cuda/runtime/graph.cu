@@ -38,10 +38,10 @@ void abandon(Graph* graph, cudaStream_t stream) noexcept {
 const void* capture_pool() { return t_capture_pool; }
 
 Graph* capture_graph(int device, const std::function<void()>& issue) {
-  auto* graph = new Graph{.device = device};
   const cudaStream_t stream = stream_of(device);
-  device_allocator(device).hold_pool(&graph->pool);
   BAREYOLO_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  auto* graph = new Graph{.device = device};
+  device_allocator(device).hold_pool(&graph->pool);
   t_capture_pool = &graph->pool;
   try {
     issue();
@@ -50,6 +50,9 @@ Graph* capture_graph(int device, const std::function<void()>& issue) {
     throw std::runtime_error(std::string(error.what()) +
                              " (while recording the step as a CUDA graph; --cuda-graph off "
                              "launches its kernels one by one)");
+  } catch (...) {
+    abandon(graph, stream);  // the stream must not stay in capture mode
+    throw;
   }
   t_capture_pool = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream, &graph->graph);
@@ -62,7 +65,11 @@ Graph* capture_graph(int device, const std::function<void()>& issue) {
                              " (something in it waited for the device or used another stream "
                              "without an event; run with --cuda-graph off)");
   }
-  BAREYOLO_CUDA_CHECK(cudaGraphInstantiate(&graph->exec, graph->graph, 0));
+  const cudaError_t instantiated = cudaGraphInstantiate(&graph->exec, graph->graph, 0);
+  if (instantiated != cudaSuccess) {
+    destroy_graph(graph);
+    BAREYOLO_CUDA_CHECK(instantiated);
+  }
   return graph;
 }
 
