@@ -109,17 +109,31 @@ std::string describe_argument(const LossOptions& options) {
          " balance " + op_sequence::describe(options.balance);
 }
 
-LossValues read_loss(const Tensor& loss) {
-  if (loss.dtype() != DType::f64 || loss.numel() != kLossItems)
+namespace {
+// `loss` itself, checked to be a loss tensor: kLossItems f64 values in one block.
+const Tensor& checked_loss(const Tensor& loss) {
+  if (loss.dtype() != DType::f64 || loss.numel() != kLossItems || !loss.dense())
     throw std::invalid_argument(std::string("read_loss: a loss tensor holds ") +
                                 std::to_string(kLossItems) +
                                 " f64 values (box, obj, cls, total); "
                                 "got " +
                                 loss.shape().str() + " " + dtype_name(loss.dtype()) +
                                 " (pass what yolo_loss or head_loss returned)");
-  const std::vector<double> items = loss.to_vector<double>();
+  return loss;
+}
+}  // namespace
+
+LossReadback::LossReadback(const Tensor& loss)
+    : download_(checked_loss(loss).view<double>().data, loss.device(),
+                kLossItems * sizeof(double)) {}
+
+LossValues LossReadback::read() const {
+  double items[kLossItems];
+  download_.read(items);
   return {.box = items[0], .obj = items[1], .cls = items[2], .total = items[3]};
 }
+
+LossValues read_loss(const Tensor& loss) { return LossReadback(loss).read(); }
 
 Tensor empty_loss(const Device& device) {
   return Tensor::empty({1, 1, 1, kLossItems}, device, DType::f64);

@@ -18,13 +18,14 @@
 // The counts and the values live on the head's device: the training step must not make the
 // host wait for the device, so the counts are summed over the ranks where they are (an
 // all-reduce of device memory), the loss reads them there, and it writes its values into a
-// small tensor there that the trainer reads one step later (read_loss).
+// small tensor there that the trainer reads one step later (LossReadback).
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "engine/tensor.h"
+#include "kernels/staged_copies.h"
 #include "kernels/view.h"
 #include "models/loss/loss_rows.h"
 #include "models/loss/loss_terms.h"  // defines: BceOptions
@@ -80,9 +81,22 @@ struct LossValues {
 // The loss's values on the device: f64 (1, 1, 1, kLossItems) = box, obj, cls, total.
 inline constexpr int kLossItems = 4;
 
-// The values of a loss tensor, read on the host: the host waits for the device's work that
-// computes them, so the training step never calls it (the trainer reads a step's loss after
-// queuing the next). Refuses a tensor that is not a loss tensor, naming its shape and dtype.
+// A loss tensor's values on their way to the host: the copy is queued at construction, after
+// the device's work that computes them, and read() waits for that work only. The trainer
+// starts one as soon as it has queued a step and reads it after queuing the next, so that the
+// device runs the next step while the host waits. Refuses a tensor that is not a loss tensor,
+// naming its shape and dtype.
+class LossReadback {
+ public:
+  explicit LossReadback(const Tensor& loss);
+  LossValues read() const;
+
+ private:
+  StagedDownload download_;
+};
+
+// The values of a loss tensor, read on the host at once (waiting for the device's work that
+// computes them): LossReadback(loss).read().
 LossValues read_loss(const Tensor& loss);
 
 // The reported values from the three sums of means (before the gains): the gains applied, and

@@ -82,7 +82,9 @@ void sum_over_ranks(dist::Communicator* comm, double* values, int count, const c
 // A step whose loss the device may still be computing: the loop reads it one step late, after
 // queuing the next, so that the host never waits for the step it has just queued.
 struct UnreadStep {
-  Tensor loss;  // the global batch's (StepOutcome::loss)
+  // The global batch's loss (StepOutcome::loss), its copy to the host queued right behind the
+  // step: reading it waits for this step, not for the next one queued after it.
+  std::unique_ptr<LossReadback> loss;
   int epoch = 0;
   data::Batch batch;  // kept for on_train_batch_end
   int64_t optimizer_steps = 0;
@@ -541,10 +543,11 @@ bool Trainer::train_epoch(int epoch) {
     // ---- forward, loss, backward; at an accumulation's end the update (solver.h) ----
     const StepOutcome step = solver_.step(uploader_.images_tensor(*batch), batch->labels(),
                                           batch->step + batches_ * epoch, &*batch->matched);
+    auto loss = std::make_unique<LossReadback>(step.loss);
     for (const std::string& note : solver_.take_notes()) log_("note: " + note);
     read_unread_step();  // the previous step's, while the device runs this one
     const int64_t steps = solver_.optimizer_steps();
-    unread_step_ = UnreadStep{step.loss, epoch, std::move(*batch), steps};
+    unread_step_ = UnreadStep{std::move(loss), epoch, std::move(*batch), steps};
     const bool max_steps_reached =
         step.updated && options_.max_steps > 0 && steps >= options_.max_steps;
     done.train_seconds = seconds_before + seconds_since(epoch_start) -
@@ -569,7 +572,7 @@ void Trainer::read_unread_step() {
   if (!unread_step_) return;
   const UnreadStep step = std::move(*unread_step_);
   unread_step_.reset();
-  const LossValues loss = read_loss(step.loss);
+  const LossValues loss = step.loss->read();
   if (!std::isfinite(loss.total))
     throw std::runtime_error("the loss became " + std::to_string(loss.total) + " at epoch " +
                              std::to_string(step.epoch) + " batch " +

@@ -449,6 +449,23 @@ TEST_CASE("read_loss refuses a tensor that is not a loss tensor") {
                        std::invalid_argument);
 }
 
+TEST_CASE("a loss readback reads the values the loss had when it was made") {
+  // The trainer makes one right after queuing a step and reads it after queuing the next,
+  // whose loss may be written into the same tensor meanwhile.
+  Tensor loss = Tensor::from_vector(std::vector<double>{0.5, 0.25, 0.125, 7.0}, {1, 1, 1, 4});
+  const LossReadback readback(loss);
+  loss.copy_from(Tensor::from_vector(std::vector<double>{9, 9, 9, 9}, {1, 1, 1, 4}));
+  const LossValues values = readback.read();
+  CHECK(values.box == 0.5);
+  CHECK(values.obj == 0.25);
+  CHECK(values.cls == 0.125);
+  CHECK(values.total == 7.0);
+  CHECK(readback.read().total == 7.0);  // read again: the same
+  const Tensor spread = Tensor::zeros({2, 2, 1, 2}, Device::cpu(), DType::f64).channels(0, 1);
+  CHECK_THROWS_WITH_AS(LossReadback{spread}, doctest::Contains("f64 values"),
+                       std::invalid_argument);  // four values, not in one block
+}
+
 TEST_CASE("yolo_loss refuses a matched row outside the head it indexes") {
   Rng rng(103);
   const int classes = 2, size = 64, outputs = classes + 5;
