@@ -58,9 +58,10 @@ namespace bareyolo::models {
 
 namespace {
 
-// The collectives of the step of a job that `group` joins (none: one process).
+// The collectives of the step of a job that `group` joins (none: one process, launched or not,
+// that talks to nobody: job_communicator's rule).
 StepCollectives step_collectives(const dist::ProcessGroup* group) {
-  if (!group) return StepCollectives::none;
+  if (!group || !group->communicates()) return StepCollectives::none;
   return group->comm->records_in_cuda_graphs() ? StepCollectives::recordable
                                                : StepCollectives::unrecordable;
 }
