@@ -4,8 +4,11 @@
 // same batches: every state tensor the same bits after every step. The batches carry different
 // labels (the loss, inside the graph, reads each batch's rows where the Solver staged them), one of
 // them more rows than the rows' buffer held (it moves, and every kind is recorded again), and two
-// batches make one optimizer step (nbs = 2 x batch, from iteration 100, where warm-up has ended),
-// so both kinds of step (one that updates, one that does not) are recorded and replayed. cuDNN's
+// batches make one optimizer step (nbs = 2 x batch; from iteration 50 of warm-up's 100 on), so
+// both kinds of step (one that updates, one that does not) are recorded and replayed, at
+// iterations 60-71 of warm-up, where every step has its own learning rates and momentum (which a
+// replay must read from the step's scalars, not from its recording); some steps are pure
+// replays: one launch each. cuDNN's
 // algorithms are the deterministic ones (the default), so eager steps repeat their bits and a
 // replay must too. And a warm eager step, in either layout and precision, calls no allocator and
 // makes no cuDNN descriptor.
@@ -21,6 +24,7 @@
 #include "engine/shipped_files.h"
 #include "kernels/cuda/conv2d_paths.h"
 #include "kernels/cuda/runtime/allocator.h"
+#include "kernels/cuda/runtime/runtime.h"
 #include "kernels/step_graph.h"
 #include "models/train/solver.h"
 #include "tests/support/testing.h"
@@ -72,7 +76,8 @@ std::vector<std::vector<std::byte>> state_bytes(Solver& solver) {
 // every state tensor the same bits.
 void check_replays_match(Run& eager, Run& replayed) {
   testing::Rng rng(31);
-  for (int64_t iteration = 0; iteration < 10; ++iteration) {
+  int pure_replays = 0;  // steps the replaying run issued as one launch
+  for (int64_t iteration = 0; iteration < 12; ++iteration) {
     const Tensor images =
         Tensor::from_vector(testing::random_vector<float>(rng, kBatch * 3 * 64 * 64, 0, 1),
                             {kBatch, 3, 64, 64})
@@ -83,13 +88,16 @@ void check_replays_match(Run& eager, Run& replayed) {
     if (iteration == 6)  // 100 labels: more rows than the buffer's first 256
       for (int k = 0; k < 100; ++k)
         labels.push_back({k % 2, k % 2, 0.1f + 0.008f * float(k), 0.5f, 0.3f, 0.4f});
-    const StepOutcome a = eager.solver.step(images, labels, 100 + iteration);
-    const StepOutcome b = replayed.solver.step(images, labels, 100 + iteration);
+    const StepOutcome a = eager.solver.step(images, labels, 60 + iteration);
+    const uint64_t launches_before = cuda::launches();
+    const StepOutcome b = replayed.solver.step(images, labels, 60 + iteration);
+    pure_replays += cuda::launches() - launches_before == 1;
     INFO("iteration ", iteration);
     CHECK(a.updated == b.updated);
     CHECK(read_loss(a.loss).total == read_loss(b.loss).total);
     CHECK(state_bytes(eager.solver) == state_bytes(replayed.solver));
   }
+  CHECK(pure_replays >= 2);
   CHECK(eager.solver.state().optimizer_steps == replayed.solver.state().optimizer_steps);
   CHECK(eager.solver.state().ema_updates == replayed.solver.state().ema_updates);
 }
@@ -105,7 +113,7 @@ TEST_CASE("cuda graph: replayed steps train the tiny model to the eager steps' b
 // --cuda-graph on with an NCCL communicator (world size 1 here: one GPU), wrapped as a training
 // job wraps it (host staging, the watched communicator): the collectives of the step
 // (SyncBatchNorm's, the buckets', the loss's) are recorded with it and replayed, and the plan
-// the ranks agree on before each step (the rows' capacity: iteration 6 outgrows it) is read.
+// the ranks agree on before each step (the rows' capacity: the 7th batch outgrows it) is read.
 TEST_CASE("nccl graph: replayed steps with their collectives give the launched steps' bits") {
   using namespace std::chrono_literals;
   dist::StoreServer server("127.0.0.1", 0, "nccl-graph");
