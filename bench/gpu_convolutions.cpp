@@ -82,6 +82,23 @@ double conv_step_ms(const ConvShape& c, Layout layout) {
       5);
 }
 
+// conv_step_ms, or none where the step threw (cuDNN refusing the shape, say: printed, and
+// counted in `refusals`) while the device stayed usable, so that one refused row leaves the
+// rest of the bench to run; a fault in a kernel leaves the device unusable and ends the bench.
+int refusals = 0;
+template <class S>
+std::optional<double> conv_step_ms_unless_refused(const ConvShape& c, Layout layout) {
+  try {
+    return conv_step_ms<S>(c, layout);
+  } catch (const std::exception& error) {
+    if (cudaDeviceSynchronize() != cudaSuccess) throw;
+    ++refusals;
+    std::printf("%-32s %s %s refused: %s\n", c.name, std::is_same_v<S, bf16> ? "bf16" : "float",
+                layout_name(layout), error.what());
+    return std::nullopt;
+  }
+}
+
 // A channels-last Concat's channel slice (its pixel stride is the Concat's channels, beyond its
 // own) read by the next convolution: yolov5s's layers 5 and 7 read layers 4 and 6, whose
 // outputs live in the neck's Concats. conv2d.cu hands cuDNN packed copies of such a slice, as
@@ -199,9 +216,11 @@ int main() {
   double cudnn_total = 0, gemm_total = 0;
   for (const ConvShape& c : kYolov5sConvs) {
     cuda::set_conv_path(cuda::ConvPath::cudnn);
-    const double cudnn = conv_step_ms<float>(c, Layout::nchw);
+    const std::optional<double> cudnn_or_none = conv_step_ms_unless_refused<float>(c, Layout::nchw);
     cuda::set_conv_path(cuda::ConvPath::gemm);
-    const double gemm = conv_step_ms<float>(c, Layout::nchw);
+    const std::optional<double> gemm_or_none = conv_step_ms_unless_refused<float>(c, Layout::nchw);
+    if (!cudnn_or_none || !gemm_or_none) continue;  // the totals compare rows both ran
+    const double cudnn = *cudnn_or_none, gemm = *gemm_or_none;
     cudnn_total += cudnn;
     gemm_total += gemm;
     std::printf("%-32s %12.3f %12.3f %10.2f\n", c.name, cudnn, gemm, gemm / cudnn);
@@ -215,8 +234,11 @@ int main() {
               "NCHW/NHWC");
   double nchw_total = 0, nhwc_total = 0;
   for (const ConvShape& c : kYolov5sConvs) {
-    const double nchw = conv_step_ms<bf16>(c, Layout::nchw);
-    const double nhwc = conv_step_ms<bf16>(c, Layout::channels_last);
+    const std::optional<double> nchw_or_none = conv_step_ms_unless_refused<bf16>(c, Layout::nchw);
+    const std::optional<double> nhwc_or_none =
+        conv_step_ms_unless_refused<bf16>(c, Layout::channels_last);
+    if (!nchw_or_none || !nhwc_or_none) continue;
+    const double nchw = *nchw_or_none, nhwc = *nhwc_or_none;
     nchw_total += nchw;
     nhwc_total += nhwc;
     std::printf("%-32s %12.3f %12.3f %10.2f\n", c.name, nchw, nhwc, nchw / nhwc);
@@ -245,10 +267,12 @@ int main() {
 
   // slice_copies_vs_direct: the time through copies over straight, of the slices cuDNN took
   // (above 1, with every slice agreeing: the copies could go); 0 where it took none.
+  // refused_rows: the convolution rows (above) that threw; the ratios are over the others.
   std::printf(
       "RESULT im2col_vs_cudnn=%.3f nchw_vs_nhwc_bf16=%.3f concat_slices=%zu "
-      "concat_slices_agreeing=%d slice_copies_vs_direct=%.3f\n",
-      gemm_total / cudnn_total, nchw_total / nhwc_total, std::size(kConcatSlices), slices_agreeing,
-      direct_total > 0 ? copies_total / direct_total : 0.0);
+      "concat_slices_agreeing=%d slice_copies_vs_direct=%.3f refused_rows=%d\n",
+      cudnn_total > 0 ? gemm_total / cudnn_total : 0.0,
+      nhwc_total > 0 ? nchw_total / nhwc_total : 0.0, std::size(kConcatSlices), slices_agreeing,
+      direct_total > 0 ? copies_total / direct_total : 0.0, refusals);
   return 0;
 }
