@@ -72,15 +72,18 @@ std::vector<std::vector<std::byte>> state_bytes(Solver& solver) {
   return bytes;
 }
 
-// Both runs take the same batches (more labels in some, one past the rows' buffer) and must keep
-// every state tensor the same bits.
-void check_replays_match(Run& eager, Run& replayed) {
+// Both runs take the same batches (more labels in some, one past the rows' buffer; of
+// size_of(iteration) pixels square) and must keep every state tensor the same bits.
+void check_replays_match(
+    Run& eager, Run& replayed, int64_t steps = 12,
+    int64_t (*size_of)(int64_t iteration) = [](int64_t) -> int64_t { return 64; }) {
   testing::Rng rng(31);
   int pure_replays = 0;  // steps the replaying run issued as one launch
-  for (int64_t iteration = 0; iteration < 12; ++iteration) {
+  for (int64_t iteration = 0; iteration < steps; ++iteration) {
+    const int64_t size = size_of(iteration);
     const Tensor images =
-        Tensor::from_vector(testing::random_vector<float>(rng, kBatch * 3 * 64 * 64, 0, 1),
-                            {kBatch, 3, 64, 64})
+        Tensor::from_vector(testing::random_vector<float>(rng, kBatch * 3 * size * size, 0, 1),
+                            {kBatch, 3, size, size})
             .to(Device::cuda(0));
     std::vector<LabelRow> labels = {{0, 0, 0.3f, 0.4f, 0.2f, 0.3f}};
     for (int64_t extra = 0; extra < iteration % 3; ++extra)  // a different count of rows
@@ -108,6 +111,15 @@ TEST_CASE("cuda graph: replayed steps train the tiny model to the eager steps' b
   REQUIRE(StepGraph::supported(Device::cuda(0)));
   Run eager(false), replayed(true);
   check_replays_match(eager, replayed);
+}
+
+// A step of another input shape reallocates the modules' intermediates: the recordings of the
+// shape before must not replay into them (the Solver drops them, and records again).
+TEST_CASE("cuda graph: a change of input shape and back keeps the eager steps' bits") {
+  Run eager(false), replayed(true);
+  check_replays_match(eager, replayed, 14, [](int64_t iteration) -> int64_t {
+    return iteration >= 4 && iteration < 8 ? 96 : 64;
+  });
 }
 
 // --cuda-graph on with an NCCL communicator (world size 1 here: one GPU), wrapped as a training
