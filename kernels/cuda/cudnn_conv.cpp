@@ -229,7 +229,8 @@ const char* math_name(int math) {
 
 // ---- the three passes: the cuDNN calls that differ between them --------------------------
 
-// A pass names its heuristics (rank: up to kAlgorithms results, best first) and its call.
+// A pass names its heuristics (rank: up to max_results of them, best first: cuDNN may list an
+// algorithm once per math type, so its own count, not the ALGO_COUNT enum's) and its call.
 // Which operand a pass writes (what timing needs a scratch copy of).
 enum class Operand { x, y, w };
 
@@ -238,13 +239,17 @@ struct Forward {
   static constexpr Operand kOutput = Operand::y;
   static constexpr const char* kName = "forward";
   static constexpr const char* kCall = "cudnnConvolutionForward";
-  static constexpr int kAlgorithms = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  static int max_results(cudnnHandle_t handle) {
+    int count = 0;
+    check_cudnn(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &count),
+                "cudnnGetConvolutionForwardAlgorithmMaxCount", __FILE__, __LINE__);
+    return count;
+  }
   using Perf = cudnnConvolutionFwdAlgoPerf_t;
   static cudnnStatus_t rank(cudnnHandle_t handle, cudnnTensorDescriptor_t x,
                             cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
-                            cudnnTensorDescriptor_t y, int* count, Perf* results) {
-    return cudnnGetConvolutionForwardAlgorithm_v7(handle, x, w, conv, y, kAlgorithms, count,
-                                                  results);
+                            cudnnTensorDescriptor_t y, int capacity, int* count, Perf* results) {
+    return cudnnGetConvolutionForwardAlgorithm_v7(handle, x, w, conv, y, capacity, count, results);
   }
 };
 
@@ -253,12 +258,17 @@ struct BackwardData {
   static constexpr Operand kOutput = Operand::x;
   static constexpr const char* kName = "backward-data";
   static constexpr const char* kCall = "cudnnConvolutionBackwardData";
-  static constexpr int kAlgorithms = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+  static int max_results(cudnnHandle_t handle) {
+    int count = 0;
+    check_cudnn(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &count),
+                "cudnnGetConvolutionBackwardDataAlgorithmMaxCount", __FILE__, __LINE__);
+    return count;
+  }
   using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
   static cudnnStatus_t rank(cudnnHandle_t handle, cudnnTensorDescriptor_t dx,
                             cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
-                            cudnnTensorDescriptor_t dy, int* count, Perf* results) {
-    return cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w, dy, conv, dx, kAlgorithms, count,
+                            cudnnTensorDescriptor_t dy, int capacity, int* count, Perf* results) {
+    return cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w, dy, conv, dx, capacity, count,
                                                        results);
   }
 };
@@ -268,13 +278,18 @@ struct BackwardWeight {
   static constexpr Operand kOutput = Operand::w;
   static constexpr const char* kName = "backward-weight";
   static constexpr const char* kCall = "cudnnConvolutionBackwardFilter";
-  static constexpr int kAlgorithms = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+  static int max_results(cudnnHandle_t handle) {
+    int count = 0;
+    check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &count),
+                "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount", __FILE__, __LINE__);
+    return count;
+  }
   using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
   static cudnnStatus_t rank(cudnnHandle_t handle, cudnnTensorDescriptor_t x,
                             cudnnFilterDescriptor_t dw, cudnnConvolutionDescriptor_t conv,
-                            cudnnTensorDescriptor_t dy, int* count, Perf* results) {
-    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x, dy, conv, dw, kAlgorithms,
-                                                         count, results);
+                            cudnnTensorDescriptor_t dy, int capacity, int* count, Perf* results) {
+    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x, dy, conv, dw, capacity, count,
+                                                         results);
   }
 };
 
@@ -630,10 +645,11 @@ class Convolution {
   // cuDNN's heuristics for this call's descriptors, best first.
   template <class Pass>
   std::vector<AlgorithmCandidate> ranked() const {
-    std::array<typename Pass::Perf, Pass::kAlgorithms> results{};
+    std::vector<typename Pass::Perf> results(size_t(Pass::max_results(handle)));
     int count = 0;
-    check_cudnn(Pass::rank(handle, x(), w(), conv(), y(), &count, results.data()),
-                "cudnnGetConvolution*Algorithm_v7", __FILE__, __LINE__);
+    check_cudnn(
+        Pass::rank(handle, x(), w(), conv(), y(), int(results.size()), &count, results.data()),
+        "cudnnGetConvolution*Algorithm_v7", __FILE__, __LINE__);
     std::vector<AlgorithmCandidate> candidates;
     for (int i = 0; i < count; ++i) {
       const typename Pass::Perf& result = results[static_cast<size_t>(i)];
