@@ -75,8 +75,9 @@ std::vector<Detection> non_max_suppression(std::span<const float> rows, int num_
   std::vector<Detection> candidates = select_candidates(rows, num_classes, options);
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const Detection& a, const Detection& b) { return a.conf > b.conf; });
-  if (candidates.size() > static_cast<size_t>(options.max_nms))
-    candidates.resize(static_cast<size_t>(options.max_nms));
+  // (max_nms <= 0 keeps none, as on a GPU.)
+  const size_t max_nms = static_cast<size_t>(std::max(options.max_nms, 0));
+  if (candidates.size() > max_nms) candidates.resize(max_nms);
 
   // Shifting each class by class_id * class_offset makes boxes of different classes
   // disjoint, so one greedy pass does per-class NMS.

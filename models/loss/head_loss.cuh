@@ -129,10 +129,11 @@ inline LevelArgs level_args(const View<const float>& p, const View<float>& g, in
                             const LevelCells& cells, double gradient_scale,
                             const LossOptions& options, int64_t first_cell,
                             const LevelFactors* factors) {
-  if (!(g.shape == p.shape) || !g.dense())
-    throw std::invalid_argument("cuda::yolo_loss: the gradient of level " + std::to_string(level) +
-                                " must be a dense " + p.shape.str() + " view, got " +
-                                g.shape.str());
+  if (!(g.shape == p.shape) || !g.dense() || p.channels_last())
+    throw std::invalid_argument("cuda::yolo_loss: the predictions of level " +
+                                std::to_string(level) + " (" + p.shape.str() +
+                                ") and their gradient must be NCHW, the gradient dense; got " +
+                                (p.channels_last() ? "channels-last predictions" : g.shape.str()));
   LevelArgs l;
   l.head = p;
   l.grad = g;

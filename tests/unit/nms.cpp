@@ -112,6 +112,10 @@ TEST_CASE("nms max_det and max_nms keep the highest scores") {
   options.max_det = 300;
   options.max_nms = 2;
   CHECK(confs_of(run_nms(rows, options)) == std::vector<float>{0.7f, 0.6f});
+  for (int none : {0, -1}) {  // keeps nothing, as a GPU's NMS does
+    options.max_nms = none;
+    CHECK(run_nms(rows, options).empty());
+  }
 }
 
 TEST_CASE("nms output is sorted by conf descending and ties keep input order") {
