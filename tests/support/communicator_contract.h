@@ -205,6 +205,14 @@ inline void check_issue_order(Communicator& comm, int64_t count, Device device) 
       comm.allgather(CommBuffer::of(own), CommBuffer::of(gathered)),
   };
   works.back()->wait();
+  // On a GPU (NCCL) wait() orders the compute stream and returns: the last one is complete
+  // once its event has happened, which the host waits for here.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!works.back()->completed()) {
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("issue order: the last collective did not complete in 30 s");
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
   for (size_t i = 0; i < works.size(); ++i) {
     if (!works[i]->completed()) {
       throw std::runtime_error("issue order: collective " + std::to_string(i) +

@@ -5,7 +5,9 @@
 // waits for (the buffer's producers have run), the NCCL call on the comm stream, and a `done`
 // event recorded after it. Work::wait() makes the compute stream wait for `done` (kernels
 // issued later see the result, and the caching allocator may reuse the buffer on its own
-// stream) and blocks the host until `done` has happened, as the contract says.
+// stream); the host goes on queueing work, as communicator.h says of device buffers. A
+// barrier's wait() alone also blocks the host until `done` has happened: the contract's
+// barrier holds every rank until the last one enters (it is never part of a training step).
 //
 // Failure. The communicator is non-blocking (ncclConfig_t::blocking = 0), so no NCCL call can
 // block the host indefinitely: every call is followed by polling ncclCommGetAsyncError until it
@@ -33,6 +35,12 @@
 // nothing else meanwhile. The Solver is gone before the communicator is destroyed.
 #include <nccl.h>
 
+// Non-blocking communicators (ncclConfig_t, ncclCommFinalize) came with NCCL 2.14.
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
+#error "bareyolo's NCCL backend needs NCCL 2.14 or newer"
+#endif
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -116,7 +124,9 @@ class NcclWork final : public Work {
 
   bool completed() override {
     if (!flight_ || health_->broken()) return true;
-    return cudaEventQuery(flight_->done) != cudaErrorNotReady;
+    const bool done = cudaEventQuery(flight_->done) != cudaErrorNotReady;
+    (void)cudaGetLastError();  // "not ready" is an answer, not an error for the next launch
+    return done;
   }
 
  private:
@@ -124,6 +134,24 @@ class NcclWork final : public Work {
   std::shared_ptr<Health> health_;
   int device_;
   cudaStream_t compute_;
+};
+
+// A barrier's Work: wait() returns once the collective has happened, on the host too. A peer
+// that never enters is the watchdog's, whose abort ends the wait with its reason.
+class HostWaitingWork final : public Work {
+ public:
+  HostWaitingWork(WorkHandle work, std::shared_ptr<Health> health)
+      : work_(std::move(work)), health_(std::move(health)) {}
+  void wait() override {
+    work_->wait();
+    while (!work_->completed()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    health_->throw_if_broken();
+  }
+  bool completed() override { return work_->completed(); }
+
+ private:
+  WorkHandle work_;
+  std::shared_ptr<Health> health_;
 };
 
 ncclDataType_t nccl_type(DType dtype) {
@@ -180,6 +208,12 @@ class NcclCommunicator final : public Communicator {
           "; use --backend tcp for CPU ranks");
     BAREYOLO_CUDA_CHECK(cudaSetDevice(device_));
     compute_ = static_cast<cudaStream_t>(cuda::compute_stream(device_));
+    // Everything that may fail before joining: a rank that throws once NCCL holds its place
+    // would leave its peers waiting for it until their timeout.
+    BAREYOLO_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
+    BAREYOLO_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    barrier_value_ = static_cast<float*>(cuda::malloc_device(sizeof(float), device_));
+    BAREYOLO_CUDA_CHECK(cudaMemsetAsync(barrier_value_, 0, sizeof(float), compute_));
 
     ncclUniqueId id;
     if (rank == 0) {
@@ -207,9 +241,6 @@ class NcclCommunicator final : public Communicator {
       settle_locked("joining the NCCL communicator (ncclCommInitRankConfig) of " +
                     std::to_string(world_size) + " ranks");
     }
-    BAREYOLO_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
-    BAREYOLO_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
-    barrier_value_ = static_cast<float*>(cuda::malloc_device(sizeof(float), device_));
     watchdog_ = std::thread([this] { watch(); });
   }
 
@@ -232,7 +263,10 @@ class NcclCommunicator final : public Communicator {
         if (idle && !health_->broken()) {
           ncclCommFinalize(comm_);
           ncclResult_t state = ncclInProgress;
-          const auto deadline = Clock::now() + timeout_;
+          // Bounded apart from the collectives' timeout (3 hours by default): finalizing only
+          // flushes this rank's finished work, and a peer gone since must not hold the exit.
+          const auto deadline = Clock::now() + std::min<std::chrono::milliseconds>(
+                                                   timeout_, std::chrono::seconds(30));
           while (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state == ncclInProgress &&
                  Clock::now() < deadline)
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -295,9 +329,12 @@ class NcclCommunicator final : public Communicator {
     });
   }
 
-  // A one-element all-reduce: no rank gets its result before every rank has sent its element.
+  // A one-element all-reduce: no rank gets its result before every rank has sent its element;
+  // its wait() blocks the host until then.
   WorkHandle barrier(std::string_view tag) override {
-    return allreduce(CommBuffer::of(barrier_value_, 1, Device::cuda(device_)), ReduceOp::sum, tag);
+    return std::make_shared<HostWaitingWork>(
+        allreduce(CommBuffer::of(barrier_value_, 1, Device::cuda(device_)), ReduceOp::sum, tag),
+        health_);
   }
 
   bool records_in_cuda_graphs() const override { return true; }
@@ -318,11 +355,16 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  static bool failed(ncclResult_t status) {
+    return status != ncclSuccess && status != ncclInProgress;
+  }
+  std::string failure(ncclResult_t status, const std::string& call) const {
+    return "NCCL error on rank " + std::to_string(rank_) + ": " + call +
+           " failed: " + ncclGetErrorString(status) +
+           (comm_ ? std::string(" (") + ncclGetLastError(comm_) + ")" : "");
+  }
   void check(ncclResult_t status, const std::string& call) const {
-    if (status == ncclSuccess || status == ncclInProgress) return;
-    throw std::runtime_error("NCCL error on rank " + std::to_string(rank_) + ": " + call +
-                             " failed: " + ncclGetErrorString(status) +
-                             (comm_ ? std::string(" (") + ncclGetLastError(comm_) + ")" : ""));
+    if (failed(status)) throw std::runtime_error(failure(status, call));
   }
 
   void require_on_device(const char* op, const CommBuffer& buffer) const {
@@ -412,7 +454,12 @@ class NcclCommunicator final : public Communicator {
     if (recording) recorded_ = true;
     {
       const std::unique_lock<std::mutex> lock = lock_unless_broken();
-      check(call(comm_stream_), std::string("nccl ") + op);
+      // A call NCCL refuses leaves its error as the communicator's state: broken from here on,
+      // with this reason (not a later call's "a peer failed").
+      if (const ncclResult_t status = call(comm_stream_); failed(status)) {
+        fail_locked(failure(status, std::string("nccl ") + op) + "; the communicator was aborted");
+        health_->throw_reason();
+      }
       settle_locked(flight->what);
       BAREYOLO_CUDA_CHECK(cudaEventRecord(flight->done, comm_stream_));
       flight->issued = Clock::now();
