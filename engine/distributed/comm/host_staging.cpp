@@ -94,7 +94,12 @@ class HostStagingCommunicator final : public Communicator {
     const CommBuffer staged_send = on_host(send) ? stage_in(send, 0) : send;
     const CommBuffer staged_recv = on_host(recv) ? in_scratch(recv, recv_offset) : recv;
     WorkHandle work = inner_->allgather(staged_send, staged_recv, tag);
-    if (!on_host(recv)) return work;
+    if (!on_host(recv)) {
+      // The compute stream waits for it now (on a GPU the host does not), so that the next
+      // staged collective's copy into the scratch comes after this one has read send's copy.
+      work->wait();
+      return work;
+    }
     return staged_out(std::move(work), staged_recv, recv);
   }
 
