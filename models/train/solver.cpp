@@ -348,6 +348,7 @@ bool Solver::graphs_ready(const StepKind& kind, const Tensor& images, const Loss
     for (Tensor& slot : backward_scratch_slots()) g.model_buffers.push_back(std::move(slot));
   } catch (const std::exception& error) {
     if (recording_collectives) comm_->end_recording();
+    if (reducer_) reducer_->abandon_step();  // the eager step that follows starts afresh
     failure = error.what();
   }
   put_back(before);

@@ -200,6 +200,23 @@ TEST_CASE("reducer: a bucket whose parameter got no gradient still completes at 
   CHECK(comm.launched_buffers.size() == size_t(reducer.bucket_count()));
 }
 
+TEST_CASE("reducer: an abandoned step leaves the next one to start afresh") {
+  // A CUDA graph's recording that fails midway leaves its buckets launched into the recording;
+  // the eager step run instead must not find its gradients "finalised twice".
+  models::DetectionModel model = tiny_model();
+  TwoRankStandIn comm;
+  ParameterArena arena(model.state());
+  Reducer reducer(arena, model.graph(), comm, {.bucket_mb = 0.05, .first_bucket_mb = 0.01});
+  for (int node = model.graph().size() - 1; node >= 1; --node) reducer.node_done(node);
+  REQUIRE(reducer.launched_buckets() > 0);
+  reducer.abandon_step();
+  CHECK(reducer.launched_buckets() == 0);
+  const size_t launched = comm.launched_buffers.size();
+  for (int node = model.graph().size() - 1; node >= 0; --node) reducer.node_done(node);
+  reducer.finish();
+  CHECK(comm.launched_buffers.size() == launched + size_t(reducer.bucket_count()));
+}
+
 TEST_CASE("merge_moments equals the moments of the concatenated values") {
   Rng rng(3);
   const std::vector<double> a = random_vector<double>(rng, 7, 1000, 1001);

@@ -67,6 +67,10 @@ class Reducer {
   void finish();
   // Off: accumulation steps — no communication, gradients add up locally.
   void set_sync(bool enabled);
+  // Forgets a step that will not finish: one the Solver recorded as a CUDA graph and whose
+  // recording failed midway (its buckets' collectives were recorded, never run, so nothing is
+  // waited for). The next step starts afresh.
+  void abandon_step() { reset_step(); }
   bool sync() const { return sync_; }
 
   int bucket_count() const { return int(buckets_.size()); }
