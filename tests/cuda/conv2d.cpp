@@ -135,11 +135,13 @@ TEST_CASE(
   const ops::ConvolutionChoice timed = *ops::find_convolution_choice(gpu, *forward_key);
   ops::adopt_convolution_choices(gpu, {{*forward_key, {.algorithm = 99, .math = 3}}});
   const uint64_t refused = cuda::kept_convolution_choices_refused();
-  check_close(forward(), reference, 1e-5, 1e-5, "after a refused choice");
+  // (Another algorithm sums in another order, an FFT's with its own rounding: 1e-4 of values
+  // about 10 apart is far below a wrong result.)
+  check_close(forward(), reference, 1e-4, 1e-4, "after a refused choice");
   CHECK(cuda::kept_convolution_choices_refused() == refused + 1);
   CHECK(ops::find_convolution_choice(gpu, *forward_key)->algorithm != 99);
   ops::adopt_convolution_choices(gpu, {{*forward_key, {.algorithm = 0, .math = 3}}});
-  check_close(forward(), reference, 1e-5, 1e-5, "implicit GEMM against the timed choice");
+  check_close(forward(), reference, 1e-4, 1e-4, "implicit GEMM against the timed choice");
   ops::adopt_convolution_choices(gpu, {{*forward_key, timed}});
   check_close(forward(), reference, 0.0, 0.0, "the timed choice again");
   // Warm, the three passes take the device's shared workspace: no allocator call at all, and
