@@ -50,12 +50,25 @@ const Discovery& discovery() {
   return result;
 }
 
+// The device this process works on: the first one it asked for (-1 before). Pinned memory
+// names no device, so its calls make this one the calling thread's current device first: a
+// thread that never chose one (a loader's worker, taking a pinned buffer) would otherwise
+// create a context on GPU 0 in every rank, whatever the rank's device.
+std::atomic<int> home_device{-1};
+
+void enter_home_device() {
+  const int device = home_device.load(std::memory_order_relaxed);
+  if (device >= 0) (void)cudaSetDevice(device);
+}
+
 void require_device(int device) {
   if (device < 0 || device >= device_count())
     throw std::runtime_error("CUDA device " + std::to_string(device) + " does not exist: " +
                              (device_count() == 0
                                   ? unavailable_reason()
                                   : std::to_string(device_count()) + " device(s) visible"));
+  int unset = -1;
+  home_device.compare_exchange_strong(unset, device, std::memory_order_relaxed);
   BAREYOLO_CUDA_CHECK(cudaSetDevice(device));
 }
 }  // namespace
@@ -100,16 +113,20 @@ void free_device(void* pointer, int device) noexcept {
 void* malloc_pinned(size_t bytes) {
   if (device_count() == 0)
     throw std::runtime_error("pinned memory needs a GPU: " + unavailable_reason());
+  enter_home_device();
   void* pointer = nullptr;
   BAREYOLO_CUDA_CHECK(cudaHostAlloc(&pointer, bytes == 0 ? 1 : bytes, cudaHostAllocPortable));
   return pointer;
 }
 
 void free_pinned(void* pointer) noexcept {
-  if (pointer) cudaFreeHost(pointer);
+  if (!pointer) return;
+  enter_home_device();
+  cudaFreeHost(pointer);
 }
 
 bool is_pinned(const void* pointer) {
+  enter_home_device();
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -156,7 +173,7 @@ Event upload_beside_compute(void* dst, const void* src, size_t bytes, int device
   BAREYOLO_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, copy));
   cudaEvent_t event = nullptr;
   BAREYOLO_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  Event copied(event);  // destroyed if recording fails
+  Event copied(event, device);  // destroyed if recording fails
   BAREYOLO_CUDA_CHECK(cudaEventRecord(event, copy));
   BAREYOLO_CUDA_CHECK(cudaStreamWaitEvent(compute, event, 0));
   return copied;
@@ -191,17 +208,22 @@ Event Event::record(int device) {
   const cudaStream_t stream = stream_of(device);  // sets the device
   cudaEvent_t event = nullptr;
   BAREYOLO_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  Event marked(event);  // destroyed if recording fails
+  Event marked(event, device);  // destroyed if recording fails
   BAREYOLO_CUDA_CHECK(cudaEventRecord(event, stream));
   return marked;
 }
 
 Event::~Event() {
-  if (event_) (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+  if (!event_) return;
+  (void)cudaSetDevice(device_);  // see complete()
+  (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_));
 }
 
 bool Event::complete() const {
   if (!event_) return true;
+  // The event's device made current: a thread that never chose one (a loader's worker) would
+  // otherwise create a context on GPU 0.
+  BAREYOLO_CUDA_CHECK(cudaSetDevice(device_));
   const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event_));
   if (status == cudaErrorNotReady) {
     (void)cudaGetLastError();
@@ -215,6 +237,7 @@ void Event::synchronize(SourceLocation where) const {
   if (!event_) return;
   ++waits;
   step_guard::report(step_guard::Event::host_wait, "an event synchronize", where);
+  BAREYOLO_CUDA_CHECK(cudaSetDevice(device_));  // see complete()
   BAREYOLO_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
 }
 

@@ -126,11 +126,13 @@ class Event {
   // Marks everything queued so far on `device`'s compute stream.
   static Event record(int device);
   ~Event();
-  Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+  Event(Event&& other) noexcept
+      : event_(std::exchange(other.event_, nullptr)), device_(other.device_) {}
   Event& operator=(Event&& other) noexcept {
     if (this != &other) {
       Event replaced(std::move(*this));  // released when this scope ends
       event_ = std::exchange(other.event_, nullptr);
+      device_ = other.device_;
     }
     return *this;
   }
@@ -145,8 +147,9 @@ class Event {
 
  private:
   friend Event upload_beside_compute(void*, const void*, size_t, int, const Event&);
-  explicit Event(void* event) : event_(event) {}
+  Event(void* event, int device) : event_(event), device_(device) {}
   void* event_ = nullptr;  // a cudaEvent_t
+  int device_ = 0;         // the device whose stream it was recorded on
 };
 
 }  // namespace bareyolo::cuda
