@@ -8,6 +8,9 @@
 # bench_gpu_train), built for the GPU elsewhere: a build tree, or the folder
 # tools/stage_gpu_check.sh stages (bin/ with models/ and bench/*.py beside it). Nothing is
 # compiled here.
+# GPU_CHECK_ONLY=gates runs the environment and the steps the gates at the end need, alone: a
+# first run's quickest verdict, which leaves device time for a rerun (the whole check takes
+# close to 10 minutes of the 15 a session is lent, start-up included).
 # GPU_CHECK_ONLY="STEP ..." runs the environment and the named steps alone (the names of the
 # summary's rows and of phase_b_steps: a second run of what failed, in less device time).
 #
@@ -23,7 +26,7 @@
 #   tools/stage_gpu_check.sh staged YOLOv5 beside the binaries). The steps a gate needs come
 #   first: the benches' caps add up to more than the phase, and what they leave unrun is
 #   figures, not a decision.
-# Phase B (GPU_CHECK_PHASE_B_S, 240 s; ~150 s on an H200): two ranks sharing the GPU over the
+# Phase B (GPU_CHECK_PHASE_B_S, 240 s): two ranks sharing the GPU over the
 #   TCP ring, the same with --amp and bf16 gradient buckets, a real NCCL communicator at world
 #   1 through the trainer, a resume from a GPU checkpoint, the training forward and backward
 #   (grads, and grads --amp), the main job for 30 epochs, val and predict of its weights on the
@@ -356,7 +359,7 @@ EOF
 
 bench_gpu_kernels() { bench bench_gpu_kernels 30; }
 bench_gpu_convolutions() { bench bench_gpu_convolutions 45; }
-bench_gpu_train() { bench bench_gpu_train 150 --warmup 3 --steps 10 --rounds 2 --no-compile; }
+bench_gpu_train() { bench bench_gpu_train 150 --warmup 3 --steps 10 --rounds 1 --no-compile; }
 
 bench() {  # NAME CAP ARGS...: a bench's RESULT line in the summary
   bench_as "$1" "$@"
@@ -470,11 +473,12 @@ EOF
 nccl_world1() {
   local start=$(date +%s) mark
   mark=$(wc -l <"$phase_b_log")
-  train_small nccl 100 --device 0 --backend nccl --max-steps 6 --save-steps 3
+  # 10 steps: past the first epoch's 8 (whose row results.jsonl gets, host_waits_gpu's).
+  train_small nccl 100 --device 0 --backend nccl --max-steps 10 --save-steps 3
   local used
   used=$(tail -n +"$mark" "$phase_b_log" | grep -m1 'communicator:' | sed 's/.*communicator: //')
   if [ "$rc" -eq 0 ] && [[ $used == "nccl, 1 rank(s)" ]]; then
-    row nccl_world1 ok $(($(date +%s) - start)) "a real NCCL communicator through the trainer, 6 steps"
+    row nccl_world1 ok $(($(date +%s) - start)) "a real NCCL communicator through the trainer, 10 steps"
   else
     row nccl_world1 "$( [ "$rc" -eq 0 ] && echo FAIL || outcome)" $(($(date +%s) - start)) \
       "exit $rc; communicator '${used:-none logged}'"
@@ -506,8 +510,8 @@ EOF
   row host_waits_gpu "${verdict%% *}" $(($(date +%s) - start)) "${verdict#* }"
 }
 
-# Resume the NCCL run from its step-3 checkpoint: the same weights after step 6 as the run that
-# was not interrupted (cuDNN's algorithms here are deterministic).
+# Resume the NCCL run from its step-3 checkpoint: the same weights after step 10 (across an
+# epoch's end) as the run that was not interrupted (cuDNN's algorithms here are deterministic).
 resume_gpu_checkpoint() {
   local start=$(date +%s) runs=$work/runs
   if [ ! -f "$runs/nccl/weights/step3.safetensors" ]; then
@@ -516,7 +520,7 @@ resume_gpu_checkpoint() {
   fi
   cp -r "$runs/nccl" "$runs/resumed"
   run "$phase_b_log" 60 "$build/bareyolo" train --resume "$runs/resumed/weights/step3.safetensors" \
-    --device 0 --max-steps 6
+    --device 0 --max-steps 10
   if [ "$rc" -ne 0 ]; then
     row resume_gpu_checkpoint "$(outcome)" "$elapsed" "exit $rc"
     return
@@ -629,16 +633,18 @@ EOF
   fi
 }
 
-# --cuda-graph (GPU speed 4): the main job for a few epochs with its steps launched one kernel at
-# a time and recorded and replayed: the same weights to the bit (every tensor of last.safetensors:
-# weights, EMA, optimizer; cuDNN's algorithms are the deterministic ones), and each one's training
-# seconds per epoch (the medians after the first epoch).
+# --cuda-graph (GPU speed 4): the main job for about 4 epochs (48 optimizer steps, through
+# warm-up) with its steps launched one kernel at a time and recorded and replayed: the same
+# weights to the bit (every tensor of last.safetensors: weights, EMA, optimizer; a run stopped by
+# --max-steps keeps the whole checkpoint, where a finished one strips it to fp16 EMA weights;
+# cuDNN's algorithms are the deterministic ones), and each one's training seconds per epoch (the
+# medians after the first epoch).
 cuda_graph_gpu() {
-  local start=$(date +%s) epochs=${GPU_CHECK_GRAPH_EPOCHS:-4} mode
+  local start=$(date +%s) steps=${GPU_CHECK_GRAPH_STEPS:-48} mode
   mkdir -p "$work/graph"
   for mode in off on; do
     run "$phase_b_log" 40 bash -c "cd '$work/graph' && exec '$build/bareyolo' train --device 0 \
-      --epochs $epochs --cuda-graph $mode --project runs --name $mode --exist-ok"
+      --epochs 100 --max-steps $steps --cuda-graph $mode --project runs --name $mode --exist-ok"
     [ "$rc" -eq 0 ] || { row cuda_graph_gpu "$(outcome)" $(($(date +%s) - start)) "--cuda-graph $mode: exit $rc"; return; }
   done
   local bits seconds runs=$work/graph/runs
@@ -747,7 +753,7 @@ elastic_restart_gpu() {
 }
 
 selftest() {
-  run "$phase_b_log" 60 "$build/bareyolo" selftest --device 0
+  run "$phase_b_log" 90 "$build/bareyolo" selftest --device 0
   row selftest "$(outcome)" "$elapsed" "$(grep '^selftest:' "$phase_b_log" | tail -n 1)"
 }
 
@@ -800,16 +806,22 @@ stall_gpu() {
 
 # The steps of phases S and B, in order. Later issues add theirs here, each a function that
 # ends with one `row`.
-phase_s_steps=(train_yolov5s_640 channels_last_gpu cudnn_choices_gpu bench_gpu_kernels
+# The gates' steps come first in each phase (what a phase's budget leaves unrun is then checks
+# no gate waits for, and figures).
+phase_s_steps=(channels_last_gpu train_yolov5s_640 cudnn_choices_gpu bench_gpu_kernels
                bench_gpu_convolutions bench_gpu_train)
-phase_b_steps=(two_ranks_one_gpu amp_gpu nccl_world1 host_waits_gpu resume_gpu_checkpoint
-               grads_gpu_vs_cpu amp_grads_gpu_vs_cpu main_job_gpu cuda_graph_gpu
-               cuda_graph_nccl_gpu val_predict_gpu_vs_cpu sharded_val_gpu elastic_restart_gpu desync_check_gpu stall_gpu
-               selftest bench_gpu_train_small)
+phase_b_steps=(amp_gpu nccl_world1 cuda_graph_gpu cuda_graph_nccl_gpu amp_grads_gpu_vs_cpu
+               two_ranks_one_gpu host_waits_gpu resume_gpu_checkpoint grads_gpu_vs_cpu
+               main_job_gpu val_predict_gpu_vs_cpu sharded_val_gpu elastic_restart_gpu
+               desync_check_gpu stall_gpu selftest bench_gpu_train_small)
 
 # ---- the run ------------------------------------------------------------------------------
 : >"$summary"
 echo "gpu_check: $build -> $out"
+# The steps the gates below need (channels_last_gpu's run writes the channels_last_cudnn row).
+gate_steps="cuda_tests channels_last_gpu amp_gpu amp_grads_gpu_vs_cpu nccl_world1 cuda_graph_gpu
+            cuda_graph_nccl_gpu"
+[ "${GPU_CHECK_ONLY:-}" = gates ] && GPU_CHECK_ONLY=$(echo $gate_steps)
 wanted() { [ -z "${GPU_CHECK_ONLY:-}" ] || [[ " $GPU_CHECK_ONLY " == *" $1 "* ]]; }
 start_phase A "$phase_a_s"
 environment

@@ -125,4 +125,17 @@ seconds=$(($(date +%s) - start))
 [ "$seconds" -le 25 ] || fail "took ${seconds}s; the phases allow 8 + 0 + 6"
 grep -q 'cuda hanging case (TIMEOUT' "$summary" || fail "the hanging case did not end at the budget"
 grep -q 'train_yolov5s_640  *NOT RUN' "$summary" || fail "a step started after the budget was spent"
+# GPU_CHECK_ONLY=gates: the gates' steps alone, each with its row; no other step starts.
+rm -rf "$out"
+PATH="$fake_bin:$PATH" GPU_CHECK_SEARCH_ROOTS="$tmp/none" GPU_CHECK_ONLY=gates \
+  GPU_CHECK_PHASE_A_S=8 GPU_CHECK_PHASE_S_S=6 GPU_CHECK_PHASE_B_S=10 GPU_CHECK_CASE_S=2 \
+  "$repo/tools/gpu_check.sh" "$build" "$out" >"$tmp/stdout" 2>&1
+for step in cuda_tests channels_last_gpu amp_gpu nccl_world1 cuda_graph_gpu cuda_graph_nccl_gpu \
+            amp_grads_gpu_vs_cpu; do
+  grep -qE "^[ASB]  $step +(FAIL|TIMEOUT|NOT RUN)" "$summary" || fail "gates: no row for $step"
+done
+for step in train_yolov5s_640 bench_gpu_train two_ranks_one_gpu main_job_gpu selftest; do
+  grep -qE "^[ASB]  $step " "$summary" && fail "gates: $step ran"
+done
+[ "$(grep -c '^gate ' "$summary")" -eq 3 ] || fail "gates: the gate lines are missing"
 echo "gpu_check fake: all steps passed ($seconds s)"
