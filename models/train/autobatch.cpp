@@ -56,7 +56,8 @@ AutobatchResult autobatch_per_device(const DeviceMemory& memory, const MemoryPro
     sxx += (x[i] - mx) * (x[i] - mx);
   }
   const double p0 = sxy / sxx, p1 = my - p0 * mx;
-  int b = p0 > 0 ? int((free_gib * kFraction - p1) / p0) : 0;
+  // (Clamped before the conversion: a tiny slope would overflow an int.)
+  int b = p0 > 0 ? int(std::clamp((free_gib * kFraction - p1) / p0, -1.0, 1e6)) : 0;
   if (first_failure && b >= first_failure) {
     const auto at = std::find(sizes.begin(), sizes.end(), first_failure);
     b = at == sizes.begin() ? sizes.front() : *(at - 1);
@@ -80,6 +81,10 @@ int probe_autobatch(const TrainOptions& options, int gpu,
   const int nc = options.single_cls ? 1 : data::read_dataset_yaml(options.data).num_classes();
   const Device device = Device::cuda(gpu);
   DetectionModel model(run_model_config(options), {.nc = nc, .device = device});
+  // Measured in the precision and layout the run trains in (bf16 activations take half the
+  // memory), as YOLOv5 profiles under autocast.
+  model.graph().set_mixed_precision(options.amp);
+  model.graph().set_channels_last(channels_last(options));
   const int imgsz = std::max((options.imgsz + 31) / 32 * 32, 64);
   const LossOptions loss{scale_loss_gains(options.loss, model.num_levels(), nc, imgsz), nc};
   // --multi-scale trains batches up to about 1.5 imgsz: the probe measures the largest.
@@ -94,6 +99,11 @@ int probe_autobatch(const TrainOptions& options, int gpu,
   const AutobatchResult result =
       autobatch_per_device(memory, [&](int batch) -> std::optional<double> {
         try {
+          // Each size from an empty cache: the smaller sizes' activations and cached blocks
+          // (reused only by requests of their own size class) would count toward this one's
+          // peak, and the fitted slope would grow with them (YOLOv5 empties its cache too).
+          model.graph().release_activations();
+          release_cached_memory(device);
           reset_peak_memory_stats(device);
           for (int pass = 0; pass < 3; ++pass)
             forward_backward(model, Tensor::zeros({batch, 3, side, side}, device), {}, loss);

@@ -25,6 +25,8 @@ TEST_CASE("autobatch falls back to 16 when the measurements make no sense") {
   CHECK(autobatch_per_device(memory, [](int) { return 3.0; }).batch == 16);  // flat line
   CHECK(autobatch_per_device(memory, [](int) { return std::optional<double>(); }).batch == 16);
   CHECK(autobatch_per_device(memory, [](int b) { return 1e-6 * b; }).batch == 16);  // > 1024
+  // A slope so small that the predicted batch is past any int: still the fallback.
+  CHECK(autobatch_per_device(memory, [](int b) { return 1e-15 * b; }).batch == 16);
 }
 
 TEST_CASE("global autobatch: times world, capped at nbs, rounded down to a world multiple") {
