@@ -239,12 +239,7 @@ struct Forward {
   static constexpr Operand kOutput = Operand::y;
   static constexpr const char* kName = "forward";
   static constexpr const char* kCall = "cudnnConvolutionForward";
-  static int max_results(cudnnHandle_t handle) {
-    int count = 0;
-    check_cudnn(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &count),
-                "cudnnGetConvolutionForwardAlgorithmMaxCount", __FILE__, __LINE__);
-    return count;
-  }
+  static constexpr auto max_results = cudnnGetConvolutionForwardAlgorithmMaxCount;
   using Perf = cudnnConvolutionFwdAlgoPerf_t;
   static cudnnStatus_t rank(cudnnHandle_t handle, cudnnTensorDescriptor_t x,
                             cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
@@ -258,12 +253,7 @@ struct BackwardData {
   static constexpr Operand kOutput = Operand::x;
   static constexpr const char* kName = "backward-data";
   static constexpr const char* kCall = "cudnnConvolutionBackwardData";
-  static int max_results(cudnnHandle_t handle) {
-    int count = 0;
-    check_cudnn(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &count),
-                "cudnnGetConvolutionBackwardDataAlgorithmMaxCount", __FILE__, __LINE__);
-    return count;
-  }
+  static constexpr auto max_results = cudnnGetConvolutionBackwardDataAlgorithmMaxCount;
   using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
   static cudnnStatus_t rank(cudnnHandle_t handle, cudnnTensorDescriptor_t dx,
                             cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
@@ -278,12 +268,7 @@ struct BackwardWeight {
   static constexpr Operand kOutput = Operand::w;
   static constexpr const char* kName = "backward-weight";
   static constexpr const char* kCall = "cudnnConvolutionBackwardFilter";
-  static int max_results(cudnnHandle_t handle) {
-    int count = 0;
-    check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &count),
-                "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount", __FILE__, __LINE__);
-    return count;
-  }
+  static constexpr auto max_results = cudnnGetConvolutionBackwardFilterAlgorithmMaxCount;
   using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
   static cudnnStatus_t rank(cudnnHandle_t handle, cudnnTensorDescriptor_t x,
                             cudnnFilterDescriptor_t dw, cudnnConvolutionDescriptor_t conv,
@@ -645,7 +630,10 @@ class Convolution {
   // cuDNN's heuristics for this call's descriptors, best first.
   template <class Pass>
   std::vector<AlgorithmCandidate> ranked() const {
-    std::vector<typename Pass::Perf> results(size_t(Pass::max_results(handle)));
+    int capacity = 0;
+    check_cudnn(Pass::max_results(handle, &capacity), "cudnnGetConvolution*AlgorithmMaxCount",
+                __FILE__, __LINE__);
+    std::vector<typename Pass::Perf> results(static_cast<size_t>(capacity));
     int count = 0;
     check_cudnn(
         Pass::rank(handle, x(), w(), conv(), y(), int(results.size()), &count, results.data()),
