@@ -393,7 +393,6 @@ class NcclCommunicator final : public Communicator {
                     " did not finish within " + seconds(timeout_) + " (a rank of the " +
                     std::to_string(world_size_) +
                     " is missing or stuck); the communicator was aborted");
-        health_->throw_reason();
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
@@ -401,7 +400,6 @@ class NcclCommunicator final : public Communicator {
       fail_locked("NCCL on rank " + std::to_string(rank_) + ": " + what +
                   " failed: " + ncclGetErrorString(state) + " (" + ncclGetLastError(comm_) +
                   "); the communicator was aborted");
-      health_->throw_reason();
     }
   }
 
@@ -416,12 +414,14 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
-  // Marks the communicator broken for `reason` and aborts it: here, or, once graphs have
-  // recorded its calls, on the watchdog's thread within its period (an abort then waits until
-  // they are destroyed, and this thread's caller owns them: it must throw and unwind first).
-  void fail_locked(const std::string& reason) {
+  // Marks the communicator broken for `reason`, aborts it and throws the failure: the abort
+  // happens here, or, once graphs have recorded its calls, on the watchdog's thread within its
+  // period (an abort then waits until they are destroyed, and this thread's caller owns them:
+  // it must throw and unwind first). What is thrown is the first failure's reason.
+  [[noreturn]] void fail_locked(const std::string& reason) {
     health_->fail(reason);
     if (!recorded_) abort_locked();
+    health_->throw_reason();
   }
 
   // Aborts the communicator (nccl_mutex_ held), which also releases NCCL kernels stuck on the GPU.
@@ -458,7 +458,6 @@ class NcclCommunicator final : public Communicator {
       // with this reason (not a later call's "a peer failed").
       if (const ncclResult_t status = call(comm_stream_); failed(status)) {
         fail_locked(failure(status, std::string("nccl ") + op) + "; the communicator was aborted");
-        health_->throw_reason();
       }
       settle_locked(flight->what);
       BAREYOLO_CUDA_CHECK(cudaEventRecord(flight->done, comm_stream_));
