@@ -180,12 +180,12 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   if (plan.record_again) graphs_.clear();
   // The modules keep their intermediates for the last input shape they ran (ensure_tensor): a
   // step of another shape reallocates them, and a recording of the old shape would replay into
-  // memory given back. So recordings are of one shape, and a step of another drops them (a
-  // training run's shape never changes: --rect and --multi-scale record nothing).
-  if (!(shape == graphs_shape_)) {
-    graphs_.clear();
-    graphs_shape_ = shape;
-  }
+  // memory given back. So a step drops the recordings of other shapes (a training run's shape
+  // never changes: --rect and --multi-scale record nothing).
+  std::erase_if(graphs_, [&](const auto& recorded) {
+    const auto& [n, c, h, w, updates] = recorded.first;
+    return !(Shape4{n, c, h, w} == shape);
+  });
   use_loss_buffers(cells);
   const bool boundary = iteration - last_step_iteration_ >= settings.accumulate;
   // From here to the update the host must never wait for the device (kernels/step_guard.h). A

@@ -193,7 +193,6 @@ class Solver {
   std::set<StepKind> step_kinds_seen_;  // the kinds of step run so far
   bool records_ = false;                // --cuda-graph, where this Solver can
   std::map<StepKind, std::unique_ptr<StepGraphs>> graphs_;  // its recordings, of one input shape
-  Shape4 graphs_shape_;                                     // the shape of its recordings' steps
   std::set<StepKind> unrecorded_;                           // kinds whose recording failed
   std::vector<std::string> notes_;
 
