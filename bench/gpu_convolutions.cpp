@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -97,6 +98,29 @@ std::optional<double> conv_step_ms_unless_refused(const ConvShape& c, Layout lay
                 layout_name(layout), error.what());
     return std::nullopt;
   }
+}
+
+// One table of kYolov5sConvs: a row per convolution with its step's milliseconds one way
+// (`first`) and another (`second`) and their ratio (second / first, or first / second with
+// `first_over_second`), then the totals of the rows both ran. Returns the totals' ratio, or 0
+// where no row ran both.
+double compare_table(const char* title, const char* first_name, const char* second_name,
+                     const char* ratio_name, bool first_over_second,
+                     const std::function<std::optional<double>(const ConvShape&)>& first,
+                     const std::function<std::optional<double>(const ConvShape&)>& second) {
+  auto ratio = [&](double a, double b) { return first_over_second ? a / b : b / a; };
+  std::printf("%-32s %12s %12s %10s\n", title, first_name, second_name, ratio_name);
+  double first_total = 0, second_total = 0;
+  for (const ConvShape& c : kYolov5sConvs) {
+    const std::optional<double> a = first(c), b = second(c);
+    if (!a || !b) continue;  // the totals compare rows both ran
+    first_total += *a;
+    second_total += *b;
+    std::printf("%-32s %12.3f %12.3f %10.2f\n", c.name, *a, *b, ratio(*a, *b));
+  }
+  std::printf("%-32s %12.3f %12.3f %10.2f\n", "total", first_total, second_total,
+              ratio(first_total, second_total));
+  return first_total > 0 && second_total > 0 ? ratio(first_total, second_total) : 0.0;
 }
 
 // A channels-last Concat's channel slice (its pixel stride is the Concat's channels, beyond its
@@ -211,40 +235,26 @@ int main() {
   BAREYOLO_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("bench_gpu_convolutions: %s, yolov5s's convolutions at 640 x 640, batch %lld\n\n",
               prop.name, (long long)kBatch);
-  std::printf("%-32s %12s %12s %10s\n", "conv2d fwd+bwd, batch 32", "cuDNN ms", "im2col ms",
-              "im2col/cuDNN");
-  double cudnn_total = 0, gemm_total = 0;
-  for (const ConvShape& c : kYolov5sConvs) {
-    cuda::set_conv_path(cuda::ConvPath::cudnn);
-    const std::optional<double> cudnn_or_none = conv_step_ms_unless_refused<float>(c, Layout::nchw);
-    cuda::set_conv_path(cuda::ConvPath::gemm);
-    const std::optional<double> gemm_or_none = conv_step_ms_unless_refused<float>(c, Layout::nchw);
-    if (!cudnn_or_none || !gemm_or_none) continue;  // the totals compare rows both ran
-    const double cudnn = *cudnn_or_none, gemm = *gemm_or_none;
-    cudnn_total += cudnn;
-    gemm_total += gemm;
-    std::printf("%-32s %12.3f %12.3f %10.2f\n", c.name, cudnn, gemm, gemm / cudnn);
-  }
-  std::printf("%-32s %12.3f %12.3f %10.2f\n", "total", cudnn_total, gemm_total,
-              gemm_total / cudnn_total);
+  const double im2col_vs_cudnn = compare_table(
+      "conv2d fwd+bwd, batch 32", "cuDNN ms", "im2col ms", "im2col/cuDNN", false,
+      [](const ConvShape& c) {
+        cuda::set_conv_path(cuda::ConvPath::cudnn);
+        return conv_step_ms_unless_refused<float>(c, Layout::nchw);
+      },
+      [](const ConvShape& c) {
+        cuda::set_conv_path(cuda::ConvPath::gemm);
+        return conv_step_ms_unless_refused<float>(c, Layout::nchw);
+      });
   cuda::set_conv_path(cuda::ConvPath::cudnn);
   // The same convolutions as --amp runs them, in NCHW and in channels last (cuDNN's NHWC
   // tensor-core kernels): what --channels-last gains per layer.
-  std::printf("\n%-32s %12s %12s %10s\n", "conv2d fwd+bwd bf16, batch 32", "NCHW ms", "NHWC ms",
-              "NCHW/NHWC");
-  double nchw_total = 0, nhwc_total = 0;
-  for (const ConvShape& c : kYolov5sConvs) {
-    const std::optional<double> nchw_or_none = conv_step_ms_unless_refused<bf16>(c, Layout::nchw);
-    const std::optional<double> nhwc_or_none =
-        conv_step_ms_unless_refused<bf16>(c, Layout::channels_last);
-    if (!nchw_or_none || !nhwc_or_none) continue;
-    const double nchw = *nchw_or_none, nhwc = *nhwc_or_none;
-    nchw_total += nchw;
-    nhwc_total += nhwc;
-    std::printf("%-32s %12.3f %12.3f %10.2f\n", c.name, nchw, nhwc, nchw / nhwc);
-  }
-  std::printf("%-32s %12.3f %12.3f %10.2f\n", "total", nchw_total, nhwc_total,
-              nchw_total / nhwc_total);
+  std::printf("\n");
+  const double nchw_vs_nhwc = compare_table(
+      "conv2d fwd+bwd bf16, batch 32", "NCHW ms", "NHWC ms", "NCHW/NHWC", true,
+      [](const ConvShape& c) { return conv_step_ms_unless_refused<bf16>(c, Layout::nchw); },
+      [](const ConvShape& c) {
+        return conv_step_ms_unless_refused<bf16>(c, Layout::channels_last);
+      });
 
   std::printf("\n%-32s %12s %12s %12s  %s\n", "bf16 NHWC on a Concat's slice", "copies ms",
               "direct ms", "copies/direct", "cuDNN straight on the slice");
@@ -271,8 +281,7 @@ int main() {
   std::printf(
       "RESULT im2col_vs_cudnn=%.3f nchw_vs_nhwc_bf16=%.3f concat_slices=%zu "
       "concat_slices_agreeing=%d slice_copies_vs_direct=%.3f refused_rows=%d\n",
-      cudnn_total > 0 ? gemm_total / cudnn_total : 0.0,
-      nhwc_total > 0 ? nchw_total / nhwc_total : 0.0, std::size(kConcatSlices), slices_agreeing,
+      im2col_vs_cudnn, nchw_vs_nhwc, std::size(kConcatSlices), slices_agreeing,
       direct_total > 0 ? copies_total / direct_total : 0.0, refusals);
   return 0;
 }
