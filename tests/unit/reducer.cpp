@@ -113,6 +113,19 @@ std::vector<std::vector<double>> run_backward(models::DetectionModel& model, Red
   return values;
 }
 
+// The tiny model's arena in small buckets (several of them), reducing over the stand-in.
+struct SmallBuckets {
+  models::DetectionModel model = tiny_model();
+  TwoRankStandIn comm;
+  ParameterArena arena{model.state()};
+  Reducer reducer{arena, model.graph(), comm, {.bucket_mb = 0.05, .first_bucket_mb = 0.01}};
+
+  // Backward's reports, from the last node down to node `last` (1: node 0's parameters unused).
+  void nodes_done_down_to(int last) {
+    for (int node = model.graph().size() - 1; node >= last; --node) reducer.node_done(node);
+  }
+};
+
 }  // namespace
 
 TEST_CASE(
@@ -189,32 +202,25 @@ TEST_CASE("reducer: no_sync accumulates locally, a frozen parameter is left alon
 }
 
 TEST_CASE("reducer: a bucket whose parameter got no gradient still completes at finish") {
-  models::DetectionModel model = tiny_model();
-  TwoRankStandIn comm;
-  ParameterArena arena(model.state());
-  Reducer reducer(arena, model.graph(), comm, {.bucket_mb = 0.05, .first_bucket_mb = 0.01});
-  // Backward never reports node 0 (as if its parameters were unused this step).
-  for (int node = model.graph().size() - 1; node >= 1; --node) reducer.node_done(node);
-  CHECK(reducer.launched_buckets() < reducer.bucket_count());
-  reducer.finish();
-  CHECK(comm.launched_buffers.size() == size_t(reducer.bucket_count()));
+  SmallBuckets job;
+  job.nodes_done_down_to(1);  // node 0 never reported (as if its parameters were unused)
+  CHECK(job.reducer.launched_buckets() < job.reducer.bucket_count());
+  job.reducer.finish();
+  CHECK(job.comm.launched_buffers.size() == size_t(job.reducer.bucket_count()));
 }
 
 TEST_CASE("reducer: an abandoned step leaves the next one to start afresh") {
   // A CUDA graph's recording that fails midway leaves its buckets launched into the recording;
   // the eager step run instead must not find its gradients "finalised twice".
-  models::DetectionModel model = tiny_model();
-  TwoRankStandIn comm;
-  ParameterArena arena(model.state());
-  Reducer reducer(arena, model.graph(), comm, {.bucket_mb = 0.05, .first_bucket_mb = 0.01});
-  for (int node = model.graph().size() - 1; node >= 1; --node) reducer.node_done(node);
-  REQUIRE(reducer.launched_buckets() > 0);
-  reducer.abandon_step();
-  CHECK(reducer.launched_buckets() == 0);
-  const size_t launched = comm.launched_buffers.size();
-  for (int node = model.graph().size() - 1; node >= 0; --node) reducer.node_done(node);
-  reducer.finish();
-  CHECK(comm.launched_buffers.size() == launched + size_t(reducer.bucket_count()));
+  SmallBuckets job;
+  job.nodes_done_down_to(1);
+  REQUIRE(job.reducer.launched_buckets() > 0);
+  job.reducer.abandon_step();
+  CHECK(job.reducer.launched_buckets() == 0);
+  const size_t launched = job.comm.launched_buffers.size();
+  job.nodes_done_down_to(0);
+  job.reducer.finish();
+  CHECK(job.comm.launched_buffers.size() == launched + size_t(job.reducer.bucket_count()));
 }
 
 TEST_CASE("merge_moments equals the moments of the concatenated values") {
