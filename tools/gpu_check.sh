@@ -818,10 +818,16 @@ phase_b_steps=(amp_gpu nccl_world1 cuda_graph_gpu cuda_graph_nccl_gpu amp_grads_
 # ---- the run ------------------------------------------------------------------------------
 : >"$summary"
 echo "gpu_check: $build -> $out"
-# The steps the gates below need (channels_last_gpu's run writes the channels_last_cudnn row).
-gate_steps="cuda_tests channels_last_gpu amp_gpu amp_grads_gpu_vs_cpu nccl_world1 cuda_graph_gpu
-            cuda_graph_nccl_gpu"
-[ "${GPU_CHECK_ONLY:-}" = gates ] && GPU_CHECK_ONLY=$(echo $gate_steps)
+# The defaults that wait for this run (docs/gpu.md, docs/mixed_precision.md), each "NAME|ROWS":
+# the rows its gate needs to read ok (the CUDA cases include the channels-last, AMP (the 200-step
+# tracking) and NCCL-graph ones; channels_last_gpu's run writes the channels_last_cudnn row).
+gates=("--channels-last auto: on for GPUs (#46)|cuda_tests channels_last_gpu channels_last_cudnn"
+       "--amp: the default on sm80+ (#46)|cuda_tests amp_gpu amp_grads_gpu_vs_cpu"
+       "--cuda-graph auto: NCCL steps too (#48)|cuda_tests nccl_world1 cuda_graph_gpu cuda_graph_nccl_gpu")
+if [ "${GPU_CHECK_ONLY:-}" = gates ]; then
+  GPU_CHECK_ONLY=""
+  for entry in "${gates[@]}"; do GPU_CHECK_ONLY+=" ${entry#*|}"; done
+fi
 wanted() { [ -z "${GPU_CHECK_ONLY:-}" ] || [[ " $GPU_CHECK_ONLY " == *" $1 "* ]]; }
 start_phase A "$phase_a_s"
 environment
@@ -833,12 +839,7 @@ start_phase B "$phase_b_s"
 : >"$phase_b_log"
 make_shapes "$phase_b_log"
 for step in "${phase_b_steps[@]}"; do wanted "$step" && "$step"; done
-# The defaults that wait for this run (docs/gpu.md, docs/mixed_precision.md): the CUDA cases
-# include the channels-last, AMP (the 200-step tracking) and NCCL-graph ones.
 echo "== gates: the defaults a passing run allows to change" | tee -a "$summary"
-gate "--channels-last auto: on for GPUs (#46)" cuda_tests channels_last_gpu channels_last_cudnn
-gate "--amp: the default on sm80+ (#46)" cuda_tests amp_gpu amp_grads_gpu_vs_cpu
-gate "--cuda-graph auto: NCCL steps too (#48)" cuda_tests nccl_world1 cuda_graph_gpu \
-  cuda_graph_nccl_gpu
+for entry in "${gates[@]}"; do gate "${entry%%|*}" ${entry#*|}; done
 echo "== gpu_check: $([ "$failed" -eq 0 ] && echo 'every step passed' || echo 'FAILED (see the rows above)')" | tee -a "$summary"
 exit "$failed"
