@@ -140,15 +140,15 @@ void run_rank(ProcessGroup& group, const Plan& plan, bool with_bucket, int repor
     report("cpu", bytes, (process_cpu_seconds() - cpu_before) / kCpuCalls);
   }
   if (!with_bucket) return;
-  // The reducer's bf16 bucket: round into the bf16 copy, all-reduce it, widen the mean back.
+  // The reducer's bf16 bucket: round into the bf16 copy, sum it, widen the mean back.
   std::vector<float> gradients(size_t(kBucketBytes / 4), 0.5f);
   std::vector<bf16> wire(gradients.size());
   const View<float> wide = flat_view(gradients.data(), int64_t(gradients.size()));
   const View<bf16> narrow = flat_view(wire.data(), int64_t(wire.size()));
   report("bf16", kBucketBytes, seconds_per_call(comm, plan, [&] {
            ops::convert_to_bf16(wide, narrow);
-           comm.allreduce(CommBuffer::of(wire.data(), int64_t(wire.size())), ReduceOp::avg)->wait();
-           ops::convert_from_bf16(narrow, wide);
+           comm.allreduce(CommBuffer::of(wire.data(), int64_t(wire.size())), ReduceOp::sum)->wait();
+           ops::convert_from_bf16(narrow, wide, float(comm.world_size()));
          }));
 }
 

@@ -352,8 +352,8 @@ void clip_to_norm(View<T> x, View<const double> sum_of_squares, double max_norm)
 // Float only: bf16 is a storage format, its arithmetic runs in float.
 // y = x rounded to the nearest bf16 (ties to even)
 void convert_to_bf16(View<const float> x, View<bf16> y);
-// y = x (exact: every bf16 is a float)
-void convert_from_bf16(View<const bf16> x, View<float> y);
+// y = x / divisor in float (divisor 1: exact, every bf16 is a float)
+void convert_from_bf16(View<const bf16> x, View<float> y, float divisor = 1.0f);
 // x = x rounded to the nearest bf16, kept in float: the value a bf16 tensor would hold.
 void round_to_bf16_in_place(View<float> x);
 // Mixed precision's bf16 weights, once per optimizer step: copies[e] = bf16(values[source]) for

@@ -24,14 +24,14 @@ void convert_to_bf16(View<const float> x, View<bf16> y) {
   });
 }
 
-void convert_from_bf16(View<const bf16> x, View<float> y) {
+void convert_from_bf16(View<const bf16> x, View<float> y, float divisor) {
   cpu::require_same_shape("convert_from_bf16", x, y);
   BAREYOLO_ROUTE_FLOAT_OP_TO_CUDA(convert_from_bf16,
-                                  detail::common_device("convert_from_bf16", x, y), x, y);
+                                  detail::common_device("convert_from_bf16", x, y), x, y, divisor);
   cpu::parallel_over_elements(x.shape, [&](int64_t n, int64_t begin, int64_t end) {
     const bf16* in = x.image(n);
     float* out = y.image(n);
-    for (int64_t i = begin; i < end; ++i) out[i] = to_float(in[i]);
+    for (int64_t i = begin; i < end; ++i) out[i] = to_float(in[i]) / divisor;
   });
 }
 

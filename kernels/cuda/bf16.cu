@@ -13,7 +13,8 @@ struct ToBf16 {
   __device__ bf16 operator()(float v) const { return to_bf16(v); }
 };
 struct ToFloat {
-  __device__ float operator()(bf16 v) const { return to_float(v); }
+  float divisor;
+  __device__ float operator()(bf16 v) const { return to_float(v) / divisor; }
 };
 struct RoundToBf16 {
   __device__ float operator()(float v) const { return round_to_bf16(v); }
@@ -39,7 +40,9 @@ struct RoundWeights {
 }  // namespace
 
 void convert_to_bf16(View<const float> x, View<bf16> y) { launch_map(x, y, ToBf16{}); }
-void convert_from_bf16(View<const bf16> x, View<float> y) { launch_map(x, y, ToFloat{}); }
+void convert_from_bf16(View<const bf16> x, View<float> y, float divisor) {
+  launch_map(x, y, ToFloat{divisor});
+}
 void round_to_bf16_in_place(View<float> x) { launch_map(View<const float>(x), x, RoundToBf16{}); }
 void add_bf16_into(View<const bf16> x, View<float> sum) {
   launch_pointwise(x.shape, x.device, all_packed_alike(x, sum), AddBf16Into{x, sum});

@@ -186,7 +186,7 @@ void hwc_bytes_to_unit_float(View<const uint8_t> x, View<float> y);
 void resize_bilinear(View<const float> x, View<float> y);
 // bf16.cu
 void convert_to_bf16(View<const float> x, View<bf16> y);
-void convert_from_bf16(View<const bf16> x, View<float> y);
+void convert_from_bf16(View<const bf16> x, View<float> y, float divisor = 1.0f);
 void round_to_bf16_in_place(View<float> x);
 void round_weights_to_bf16(View<const float> values, View<bf16> copies,
                            View<const int64_t> segments);

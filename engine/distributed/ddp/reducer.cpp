@@ -121,8 +121,10 @@ void Reducer::launch_ready_buckets() {
     const std::string name = "bucket " + std::to_string(next_to_launch_);
     const trace::Label label(name);
     if (bucket.wire.defined()) {
+      // Summed on the wire, divided in f32 by finish(): a bf16 average would round the mean
+      // once more, and NCCL's scales by 1/N rounded to bf16 (+0.2% at 3 ranks).
       ops::convert_to_bf16(bucket.buffer.view<float>(), bucket.wire.view<bf16>());
-      bucket.work = comm_.allreduce(CommBuffer::of(bucket.wire), ReduceOp::avg, name);
+      bucket.work = comm_.allreduce(CommBuffer::of(bucket.wire), ReduceOp::sum, name);
     } else {
       bucket.work = comm_.allreduce(CommBuffer::of(bucket.buffer), ReduceOp::avg, name);
     }
@@ -137,7 +139,8 @@ void Reducer::finish() {
   for (Bucket& bucket : buckets_) {
     bucket.work->wait();
     if (bucket.wire.defined())
-      ops::convert_from_bf16(bucket.wire.view<bf16>(), bucket.buffer.view<float>());
+      ops::convert_from_bf16(bucket.wire.view<bf16>(), bucket.buffer.view<float>(),
+                             float(comm_.world_size()));
   }
   reset_step();
 }

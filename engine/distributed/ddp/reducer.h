@@ -9,8 +9,9 @@
 //      layers accumulate straight into it and no copy is ever made.
 //   2. During backward the graph calls node_done(node) when a node's parameter gradients are
 //      final. When a bucket's last parameter is final, the bucket is all-reduced
-//      asynchronously (ReduceOp::avg) — buckets are launched strictly in bucket order, so
-//      every rank issues the same collectives in the same order (the communicator contract).
+//      asynchronously (ReduceOp::avg; bf16 buckets: sum, see below) — buckets are launched
+//      strictly in bucket order, so every rank issues the same collectives in the same order
+//      (the communicator contract).
 //   3. finish(), before the optimizer, launches what backward left (a bucket holding a
 //      parameter that got no gradient this step: its zeros are reduced like any value, so no
 //      rank waits for it forever) and waits for every bucket. Each gradient is then the mean
@@ -18,9 +19,10 @@
 // Accumulation (`no_sync`): with set_sync(false) node_done and finish do nothing, and the
 // gradients add up locally until a step with sync on reduces the sum.
 // bf16 buckets (`bf16_buckets`): a bucket's gradients are rounded into a bf16 copy when it
-// launches, that copy is all-reduced (half the bytes on the wire), and finish() writes the
-// mean back into the f32 arena. The arena itself stays f32, so gradients accumulated over
-// micro-batches add up in f32; only what crosses the wire, once per optimizer step, is bf16.
+// launches, that copy is summed across ranks (half the bytes on the wire), and finish() writes
+// the sum divided by the world size, in f32, back into the f32 arena. The arena itself stays
+// f32, so gradients accumulated over micro-batches add up in f32; only what crosses the wire,
+// once per optimizer step, is bf16.
 //
 // Frozen parameters sit after the optimised ones in the arena, outside every bucket.
 #pragma once
