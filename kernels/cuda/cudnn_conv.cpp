@@ -20,12 +20,13 @@
 // scratch output, once to warm up and then twice between two events (a candidate whose warm-up
 // is far slower than the fastest so far not again), and the fastest stays: under `--cudnn
 // deterministic` (the default) the fastest deterministic one, a non-deterministic one only where
-// none runs; under `--cudnn fast` the fastest of all. BAREYOLO_CUDNN_LOG=1 prints each choice with
-// the whole ranking and the times. Then the call the op was asked for runs with the choice; a later
-// call of the key runs it at once. Every call but timing's takes the device's one shared
-// workspace (SharedWorkspace), grown at a key's first call: a step allocates none. A kept choice
-// that cannot run (the cache file's or rank 0's, refused by another driver, or its workspace no
-// longer to be had) is chosen afresh, never an error.
+// none runs (with a warning naming the convolution: that key's choice is then kept, in the cache
+// file too, and a later run takes it without one); under `--cudnn fast` the fastest of all.
+// BAREYOLO_CUDNN_LOG=1 prints each choice with the whole ranking and the times. Then the call the
+// op was asked for runs with the choice; a later call of the key runs it at once. Every call but
+// timing's takes the device's one shared workspace (SharedWorkspace), grown at a key's first call:
+// a step allocates none. A kept choice that cannot run (the cache file's or rank 0's, refused by
+// another driver, or its workspace no longer to be had) is chosen afresh, never an error.
 //
 // Timing waits for the device: about 180 keys in the first step of a yolov5 training, each
 // once per process, and once per machine with the cache file. That first step is a warm-up like
@@ -484,6 +485,12 @@ class Convolution {
                                     {candidate.algorithm, candidate.math,
                                      static_cast<int64_t>(candidate.workspace), milliseconds}}});
         if (log_choices()) log_choice(Pass::kName, ranking, order, times, candidate);
+        if (deterministic && !candidate.deterministic)
+          std::fprintf(stderr,
+                       "warning: --cudnn deterministic, but no deterministic cuDNN algorithm "
+                       "runs%s: algorithm %d (atomics) does, so this convolution's results may "
+                       "differ in their last bits from run to run\n",
+                       what.c_str(), candidate.algorithm);
         return;
       }
       if (!refused(status)) check_cudnn(status, Pass::kCall, __FILE__, __LINE__);
