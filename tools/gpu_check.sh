@@ -382,11 +382,13 @@ bench_as() {  # ROW NAME CAP ARGS...: bench NAME's RESULT line in the summary, a
   fi
 }
 
-# cuDNN's algorithms timed once and remembered (GPU speed 2): the main job for 2 epochs under
-# --amp, twice, with an algorithm cache of its own. The first run times every convolution it
-# meets (BAREYOLO_CUDNN_LOG=1 prints each choice: how many run on the tensor cores) and saves
-# them; the second reads them ("N choices from FILE") and times none; both end with the same
-# bits (the same deterministic algorithms). Each run's first-epoch train seconds show what the
+# cuDNN's algorithms timed once and remembered (GPU speed 2): the main job for about 2 epochs
+# (24 optimizer steps) under --amp, twice, with an algorithm cache of its own. The first run
+# times every convolution it meets (BAREYOLO_CUDNN_LOG=1 prints each choice: how many run on the
+# tensor cores) and saves them; the second reads them ("N choices from FILE") and times none;
+# both end with the same bits (the same deterministic algorithms) in every tensor of
+# last.safetensors (stopped by --max-steps, a run keeps its whole fp32 checkpoint there, where a
+# finished one strips it to fp16 EMA weights that could hide a difference). Each run's first-epoch train seconds show what the
 # timing cost.
 cudnn_choices_gpu() {
   local start=$(date +%s) run
@@ -394,7 +396,7 @@ cudnn_choices_gpu() {
   for run in 1 2; do
     run "$work/choices/run$run.log" 60 env BAREYOLO_CACHE_DIR="$work/choices/cache" \
       BAREYOLO_CUDNN_LOG=1 bash -c "cd '$work/choices' && exec '$build/bareyolo' train \
-      --device 0 --amp --epochs 2 --project runs --name run$run --exist-ok"
+      --device 0 --amp --epochs 100 --max-steps 24 --project runs --name run$run --exist-ok"
     cat "$work/choices/run$run.log" >>"$phase_s_log"
     [ "$rc" -eq 0 ] || { row cudnn_choices_gpu "$(outcome)" $(($(date +%s) - start)) "run $run: exit $rc"; return; }
   done
