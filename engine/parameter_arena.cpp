@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "kernels/round_up.h"
 
 namespace bareyolo {
 
@@ -35,12 +36,6 @@ std::vector<const StateEntry*> arena_order(const std::vector<StateEntry>& state,
   return order;
 }
 
-// Where a slot that may begin at `offset` begins: the next multiple of kSlotAlignment elements.
-int64_t aligned(int64_t offset) {
-  constexpr int64_t a = ParameterArena::kSlotAlignment;
-  return (offset + a - 1) / a * a;
-}
-
 // `tensor` re-pointed to `range` (a dense view of the same elements), values kept.
 void move_into(Tensor& tensor, const Tensor& range) {
   Tensor view = range.reshape(tensor.shape());
@@ -64,7 +59,7 @@ ParameterArena::ParameterArena(const std::vector<StateEntry>& state, ArenaOption
     Slot slot{e->name,
               e->value,
               e->trainable() ? e->grad : nullptr,
-              aligned(values),
+              round_up(values, ParameterArena::kSlotAlignment),
               e->value->numel(),
               e->group,
               e->trainable() && options.frozen && options.frozen(*e),

@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/gemm/gemm.h"
 #include "kernels/cpu/thread_scratch.h"
+#include "kernels/round_up.h"
 
 namespace bareyolo::cpu {
 
@@ -23,8 +24,6 @@ constexpr int64_t kMaxInputChannels = 4;
 constexpr int64_t kMaxTaps = kGemmMaxDepth;
 
 struct PhaseScratch;
-
-int64_t round_up(int64_t a, int64_t multiple) { return (a + multiple - 1) / multiple * multiple; }
 
 // The input split by column phase: for each channel c, input row r and phase s < stride_w,
 // a row of phase_len values whose element t is image[c][r][t * stride_w + s - pad_w], zero

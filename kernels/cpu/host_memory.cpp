@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "kernels/round_up.h"
+
 namespace bareyolo {
 
 namespace {
@@ -32,7 +34,7 @@ double available_bytes() {
 }  // namespace
 
 void* aligned_host_alloc(size_t alignment, size_t bytes, const char* purpose) {
-  const size_t rounded = bytes == 0 ? alignment : (bytes + alignment - 1) / alignment * alignment;
+  const size_t rounded = bytes == 0 ? alignment : round_up(bytes, alignment);
   if (void* data = std::aligned_alloc(alignment, rounded)) return data;
   throw_host_out_of_memory(rounded, purpose);
 }

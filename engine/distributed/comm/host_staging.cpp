@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "kernels/device_memory.h"
+#include "kernels/round_up.h"
 #include "kernels/staged_copies.h"
 
 namespace bareyolo::dist {
@@ -89,7 +90,7 @@ class HostStagingCommunicator final : public Communicator {
   WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view tag) override {
     if (!on_host(send) && !on_host(recv)) return inner_->allgather(send, recv, tag);
     // send's copy (when it is on the host) first in the scratch, recv's after it.
-    const size_t recv_offset = on_host(send) ? aligned(size_t(send.bytes())) : 0;
+    const size_t recv_offset = on_host(send) ? round_up(size_t(send.bytes()), 256) : 0;
     reserve(recv_offset + size_t(recv.bytes()));
     const CommBuffer staged_send = on_host(send) ? stage_in(send, 0) : send;
     const CommBuffer staged_recv = on_host(recv) ? in_scratch(recv, recv_offset) : recv;
@@ -116,7 +117,6 @@ class HostStagingCommunicator final : public Communicator {
 
  private:
   static bool on_host(const CommBuffer& buffer) { return in_host_memory(buffer.device); }
-  static size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
   // The scratch grows to the largest staged collective and stays: the same few sizes recur
   // every step. One scratch is enough: collectives are issued from one thread, and the device

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "engine/distributed/comm/token_proof.h"
+#include "kernels/round_up.h"
 
 namespace bareyolo::dist {
 namespace {
@@ -30,8 +31,6 @@ constexpr size_t kMaxSlotBytes = size_t{1} << 20, kMinSlotBytes = size_t{64} << 
 
 // The shm communicators this process made: the generation of the next one.
 std::atomic<uint64_t> communicators_made{0};
-
-size_t round_up(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
 
 size_t slot_bytes_for(int world_size) {
   const size_t share = kSlotsBudgetBytes / (2 * size_t(world_size));

@@ -43,6 +43,7 @@
 #include "kernels/cpu/gemm/gemm_kernels.h"
 #include "kernels/cpu/host_memory.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/round_up.h"
 
 namespace bareyolo::cpu {
 namespace gemm_detail {
@@ -64,9 +65,6 @@ constexpr double kMinParallelFlops = 2e6;
 // pool size.
 constexpr int64_t kMinTasks = 4;
 constexpr int64_t kMinBlockCols = 96;
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t round_up(int64_t a, int64_t multiple) { return ceil_div(a, multiple) * multiple; }
 
 // Element (r, p) of op(A) (r = row) or of op(B) transposed (r = column): either r or p is the
 // contiguous index of the stored matrix. A summed product (gemm_sum) has one such matrix per
