@@ -8,6 +8,7 @@
 #include "data/multi_scale.h"
 #include "kernels/device_memory.h"
 #include "kernels/device_memory_stats.h"
+#include "kernels/settings.h"  // defines: ops::use_settings
 #include "models/train/run_model.h"
 #include "models/train/step.h"
 #include "models/yolo/model_config.h"
@@ -81,8 +82,12 @@ int probe_autobatch(const TrainOptions& options, int gpu,
   const int nc = options.single_cls ? 1 : data::read_dataset_yaml(options.data).num_classes();
   const Device device = Device::cuda(gpu);
   DetectionModel model(run_model_config(options), {.nc = nc, .device = device});
-  // Measured in the precision and layout the run trains in (bf16 activations take half the
-  // memory), as YOLOv5 profiles under autocast.
+  // Measured in the precision, layout and kernel settings the run trains in (bf16 activations
+  // take half the memory, as YOLOv5 profiles under autocast; TF32 and --cudnn change which
+  // algorithms run and the workspaces they take).
+  ops::use_settings({.tf32 = options.tf32,
+                     .winograd = options.winograd,
+                     .cudnn_deterministic = options.cudnn_deterministic});
   model.graph().set_mixed_precision(options.amp);
   model.graph().set_channels_last(channels_last(options));
   const int imgsz = std::max((options.imgsz + 31) / 32 * 32, 64);
