@@ -122,11 +122,16 @@ class NcclWork final : public Work {
     BAREYOLO_CUDA_CHECK(cudaStreamWaitEvent(compute_, flight_->done, 0));
   }
 
+  // A device fault is no completion: it is thrown (the barrier's wait would otherwise return).
   bool completed() override {
     if (!flight_ || health_->broken()) return true;
-    const bool done = cudaEventQuery(flight_->done) != cudaErrorNotReady;
-    (void)cudaGetLastError();  // "not ready" is an answer, not an error for the next launch
-    return done;
+    const cudaError_t status = cudaEventQuery(flight_->done);
+    if (status == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // an answer, not an error for the next launch
+      return false;
+    }
+    BAREYOLO_CUDA_CHECK(status);
+    return true;
   }
 
  private:
@@ -208,38 +213,48 @@ class NcclCommunicator final : public Communicator {
           "; use --backend tcp for CPU ranks");
     BAREYOLO_CUDA_CHECK(cudaSetDevice(device_));
     compute_ = static_cast<cudaStream_t>(cuda::compute_stream(device_));
-    // Everything that may fail before joining: a rank that throws once NCCL holds its place
-    // would leave its peers waiting for it until their timeout.
-    BAREYOLO_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
-    BAREYOLO_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
-    barrier_value_ = static_cast<float*>(cuda::malloc_device(sizeof(float), device_));
-    BAREYOLO_CUDA_CHECK(cudaMemsetAsync(barrier_value_, 0, sizeof(float), compute_));
+    // A constructor that throws runs no destructor: what was made is released here.
+    try {
+      // Everything that may fail before joining: a rank that throws once NCCL holds its place
+      // would leave its peers waiting for it until their timeout.
+      BAREYOLO_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
+      BAREYOLO_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+      barrier_value_ = static_cast<float*>(cuda::malloc_device(sizeof(float), device_));
+      BAREYOLO_CUDA_CHECK(cudaMemsetAsync(barrier_value_, 0, sizeof(float), compute_));
 
-    ncclUniqueId id;
-    if (rank == 0) {
-      check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-      store.set(kUniqueIdKey, std::string_view(reinterpret_cast<const char*>(&id), sizeof id));
-    } else {
-      const std::string value = store.get(kUniqueIdKey);
-      if (value.size() != sizeof id)
-        throw std::runtime_error("NCCL communicator: the store's " + std::string(kUniqueIdKey) +
-                                 " holds " + std::to_string(value.size()) + " bytes, not an " +
-                                 "ncclUniqueId (" + std::to_string(sizeof id) +
-                                 "); another job may share this MASTER_PORT");
-      std::memcpy(&id, value.data(), sizeof id);
-    }
-
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;  // every call returns; settle() bounds the wait
-    {
-      std::lock_guard<std::mutex> lock(nccl_mutex_);
-      const ncclResult_t status = ncclCommInitRankConfig(&comm_, world_size, id, rank, &config);
-      if (status != ncclSuccess && status != ncclInProgress) {
-        comm_ = nullptr;
-        check(status, "ncclCommInitRankConfig");
+      ncclUniqueId id;
+      if (rank == 0) {
+        check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+        store.set(kUniqueIdKey, std::string_view(reinterpret_cast<const char*>(&id), sizeof id));
+      } else {
+        const std::string value = store.get(kUniqueIdKey);
+        if (value.size() != sizeof id)
+          throw std::runtime_error("NCCL communicator: the store's " + std::string(kUniqueIdKey) +
+                                   " holds " + std::to_string(value.size()) + " bytes, not an " +
+                                   "ncclUniqueId (" + std::to_string(sizeof id) +
+                                   "); another job may share this MASTER_PORT");
+        std::memcpy(&id, value.data(), sizeof id);
       }
-      settle_locked("joining the NCCL communicator (ncclCommInitRankConfig) of " +
-                    std::to_string(world_size) + " ranks");
+
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;  // every call returns; settle() bounds the wait
+      {
+        std::lock_guard<std::mutex> lock(nccl_mutex_);
+        const ncclResult_t status = ncclCommInitRankConfig(&comm_, world_size, id, rank, &config);
+        if (status != ncclSuccess && status != ncclInProgress) {
+          abort_locked();  // what NCCL may have made of it before it failed
+          check(status, "ncclCommInitRankConfig");
+        }
+        settle_locked("joining the NCCL communicator (ncclCommInitRankConfig) of " +
+                      std::to_string(world_size) + " ranks");
+      }
+    } catch (...) {
+      {
+        std::lock_guard<std::mutex> lock(nccl_mutex_);
+        abort_locked();
+      }
+      release_cuda_resources();
+      throw;
     }
     watchdog_ = std::thread([this] { watch(); });
   }
@@ -280,13 +295,7 @@ class NcclCommunicator final : public Communicator {
         comm_ = nullptr;
       }
     }
-    if (comm_stream_) {
-      cudaStreamSynchronize(comm_stream_);
-      cudaStreamDestroy(comm_stream_);
-    }
-    if (ready_) cudaEventDestroy(ready_);
-    cuda::free_device(barrier_value_, device_);
-    (void)cudaGetLastError();
+    release_cuda_resources();
   }
 
   int rank() const override { return rank_; }
@@ -377,6 +386,17 @@ class NcclCommunicator final : public Communicator {
     if (buffer.count < 0)
       throw std::invalid_argument(std::string("NCCL ") + op + ": negative element count " +
                                   std::to_string(buffer.count));
+  }
+
+  // The comm stream (once its work is done), the event and the barrier's element.
+  void release_cuda_resources() noexcept {
+    if (comm_stream_) {
+      cudaStreamSynchronize(comm_stream_);
+      cudaStreamDestroy(comm_stream_);
+    }
+    if (ready_) cudaEventDestroy(ready_);
+    cuda::free_device(barrier_value_, device_);
+    (void)cudaGetLastError();
   }
 
   // Waits (holding nccl_mutex_) until the communicator's last call has left ncclInProgress;
