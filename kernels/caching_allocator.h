@@ -26,9 +26,13 @@
 //    bound, while a step that repeats itself, which never misses, keeps its blocks.
 //  - a pool is a tag of its own in place of a stream (a CUDA graph's memory,
 //    kernels/cuda/runtime/graph.h): while held, its cached blocks are never given back, since
-//    the graph writes them at every replay; released, they are cached blocks like any other,
-//    given back at the next emptying (which waits for the device first). Releasing a pool
-//    itself neither waits nor fails: a graph is destroyed while an error unwinds, too.
+//    the graph writes them at every replay; released, its blocks, cached and in use, become its
+//    home stream's (the stream its graph was replayed on, which orders any reuse after the last
+//    replay): reused by that stream's work, given back at the next emptying (which waits for
+//    the device first). A pool's request its own cache cannot serve takes a cached block of its
+//    home stream before the backing allocator (a recording cannot wait for an emptying, so
+//    under pressure a recording made again must reuse its predecessor's memory). Releasing a
+//    pool itself neither waits nor fails: a graph is destroyed while an error unwinds, too.
 // Statistics: allocated (bytes of blocks in use, by class size), reserved (allocated plus
 // cached), their peaks, and counts of backing calls and cache hits.
 #pragma once
@@ -117,6 +121,7 @@ class CachingAllocator {
     std::lock_guard<std::mutex> lock(mutex_);
     void* pointer = nullptr;
     auto cached = free_.find({stream, block});
+    if (cached == free_.end() || cached->second.empty()) cached = home_list_of(stream, block);
     if (from_backing) *from_backing = false;
     if (cached != free_.end() && !cached->second.empty()) {
       pointer = *cached->second.begin();
@@ -158,15 +163,24 @@ class CachingAllocator {
     free_[{block.stream, block.bytes}].insert(pointer);
   }
 
-  // Keeps the cached blocks of pool `tag` from being given back until release_pool(tag); from
-  // then on they go back with the others, at the next emptying.
-  void hold_pool(const void* tag) {
+  // Keeps the cached blocks of pool `tag` from being given back until release_pool(tag), which
+  // hands the pool's blocks, cached and in use, to stream `home` (without that, blocks under
+  // the tag of a destroyed graph could never be reused).
+  void hold_pool(const void* tag, const void* home) {
     std::lock_guard<std::mutex> lock(mutex_);
-    held_.insert(tag);
+    held_[tag] = home;
   }
   void release_pool(const void* tag) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    held_.erase(tag);
+    const auto found = held_.find(tag);
+    if (found == held_.end()) return;
+    const void* home = found->second;
+    held_.erase(found);
+    for (auto list = free_.lower_bound({tag, 0}); list != free_.end() && list->first.first == tag;
+         list = free_.erase(list))
+      free_[{home, list->first.second}].merge(list->second);
+    for (auto& [pointer, block] : live_)
+      if (block.stream == tag) block.stream = home;
   }
 
   // Returns every cached (free) block to the backing allocator, but a held pool's.
@@ -192,6 +206,15 @@ class CachingAllocator {
   };
   using FreeListKey = std::pair<const void*, size_t>;  // (stream, size class)
 
+  // For a held pool's request that its own cached blocks cannot serve: the free list of its home
+  // stream, whose blocks the pool may take (its graph replays on that stream, after their last
+  // use), so that a recording made again under pressure reuses the memory of the one before
+  // it. free_.end() for a stream's request.
+  std::map<FreeListKey, std::set<void*>>::iterator home_list_of(const void* tag, size_t block) {
+    const auto pool = held_.find(tag);
+    return pool == held_.end() ? free_.end() : free_.find({pool->second, block});
+  }
+
   void release_cached_locked() {
     bool any = false;
     for (const auto& entry : free_) any = any || (!entry.second.empty() && !held(entry.first));
@@ -214,7 +237,7 @@ class CachingAllocator {
   bool held(const FreeListKey& key) const { return held_.count(key.first) > 0; }
 
   std::unordered_map<void*, Block> live_;
-  std::set<const void*> held_;  // pools whose cached blocks stay (hold_pool)
+  std::map<const void*, const void*> held_;  // pools whose cached blocks stay: their homes
   MemoryStats stats_;
 };
 

@@ -160,25 +160,57 @@ TEST_CASE("allocator statistics follow allocations, frees and empty_cache") {
   CHECK(device.live.empty());
 }
 
-TEST_CASE("allocator pool: held blocks stay, released ones go at the next emptying") {
+TEST_CASE("allocator pool: held blocks stay, and released ones are their home stream's") {
   FakeDevice device;
   CachingAllocator allocator(device.backing());
-  const char pool = 0;  // a CUDA graph's tag
-  allocator.hold_pool(&pool);
+  const char pool = 0;  // a CUDA graph's tag; the graph is replayed on stream a
+  allocator.hold_pool(&pool, &stream_a);
   allocator.release(allocator.allocate(1000, &pool));
   allocator.release(allocator.allocate(1000, &stream_a));
   allocator.empty_cache();  // the stream's block goes, the held pool's stays
   CHECK(device.releases == 1);
-  void* again = allocator.allocate(1000, &pool);  // from the pool's cache
-  CHECK(device.allocations == 2);
+  void* again = allocator.allocate(1000, &pool);   // from the pool's cache
+  void* in_use = allocator.allocate(5000, &pool);  // still in use when the graph goes
+  CHECK(device.allocations == 3);
   allocator.release(again);
   allocator.release_pool(&pool);  // a destroyed graph's: no wait for the device, no backing call
   CHECK(device.synchronizations == 1);
   CHECK(device.releases == 1);
-  allocator.empty_cache();  // now like any cached block
+  // Its blocks are stream a's now, the one in use too once freed: reused there, not stranded
+  // under the tag of a graph that is gone.
+  CHECK(allocator.allocate(1000, &stream_a) == again);
+  allocator.release(in_use);
+  CHECK(allocator.allocate(5000, &stream_a) == in_use);
+  CHECK(allocator.allocate(1000, &stream_b) != again);  // another stream's work does not get them
+  CHECK(device.allocations == 4);
+  for (void* block : {again, in_use}) allocator.release(block);
+  allocator.empty_cache();  // like any cached block
   CHECK(device.synchronizations == 2);
-  CHECK(device.releases == 2);
-  CHECK(device.live.empty());
+  CHECK(device.releases == 3);
+  CHECK(allocator.stats().allocated == allocator.stats().reserved);  // stream b's, still in use
+}
+
+// A recording made again, under memory pressure, cannot wait for an emptying: its pool takes the
+// cached blocks of the stream its graph replays on before it asks the backing allocator.
+TEST_CASE("allocator pool: a request its cache cannot serve takes a home stream's block") {
+  FakeDevice device;
+  CachingAllocator allocator(device.backing());
+  void* cached = allocator.allocate(1000, &stream_a);
+  allocator.release(cached);            // a launched step's block, cached on stream a
+  const char pool = 0, other_pool = 0;  // graphs replayed on stream a and on stream b
+  allocator.hold_pool(&pool, &stream_a);
+  allocator.hold_pool(&other_pool, &stream_b);
+  void* taken = allocator.allocate(1000, &pool);
+  CHECK(taken == cached);
+  CHECK(device.allocations == 1);
+  allocator.release(taken);  // the pool's now: held, not stream a's
+  void* fresh = allocator.allocate(1000, &stream_a);
+  CHECK(fresh != cached);
+  allocator.release(fresh);
+  CHECK(allocator.allocate(1000, &other_pool) != fresh);  // stream a's blocks are not its
+  CHECK(device.allocations == 3);
+  allocator.empty_cache();  // stream a's block goes; the pools' stay
+  CHECK(device.releases == 1);
 }
 
 TEST_CASE("allocator out of memory: gives the cache back, retries once, then fails clearly") {

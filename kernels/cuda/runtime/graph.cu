@@ -41,7 +41,7 @@ Graph* capture_graph(int device, const std::function<void()>& issue) {
   const cudaStream_t stream = stream_of(device);
   BAREYOLO_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
   auto* graph = new Graph{.device = device};
-  device_allocator(device).hold_pool(&graph->pool);
+  device_allocator(device).hold_pool(&graph->pool, compute_stream(device));
   t_capture_pool = &graph->pool;
   try {
     issue();
