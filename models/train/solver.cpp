@@ -180,12 +180,15 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   if (plan.record_again) graphs_.clear();
   // The modules keep their intermediates for the last input shape they ran (ensure_tensor): a
   // step of another shape reallocates them, and a recording of the old shape would replay into
-  // memory given back. So a step drops the recordings of other shapes (a training run's shape
-  // never changes: --rect and --multi-scale record nothing).
-  std::erase_if(graphs_, [&](const auto& recorded) {
-    const auto& [n, c, h, w, updates] = recorded.first;
+  // memory given back. So a step drops the recordings of other shapes, and forgets their kinds:
+  // back at such a shape, a step reallocates, launched, before its kind is recorded again (a
+  // training run's shape never changes: --rect and --multi-scale record nothing).
+  const auto of_another_shape = [&](const StepKind& kind) {
+    const auto& [n, c, h, w, updates] = kind;
     return !(Shape4{n, c, h, w} == shape);
-  });
+  };
+  std::erase_if(graphs_, [&](const auto& recorded) { return of_another_shape(recorded.first); });
+  std::erase_if(step_kinds_seen_, of_another_shape);
   use_loss_buffers(cells);
   const bool boundary = iteration - last_step_iteration_ >= settings.accumulate;
   // From here to the update the host must never wait for the device (kernels/step_guard.h). A

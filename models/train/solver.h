@@ -190,7 +190,7 @@ class Solver {
                     bool boundary);
 
   int64_t last_step_iteration_ = -1;    // iteration (batch + epoch * batches) of the last step
-  std::set<StepKind> step_kinds_seen_;  // the kinds of step run so far
+  std::set<StepKind> step_kinds_seen_;  // the kinds of step run so far, of the current shape
   bool records_ = false;                // --cuda-graph, where this Solver can
   std::map<StepKind, std::unique_ptr<StepGraphs>> graphs_;  // its recordings, of one input shape
   std::set<StepKind> unrecorded_;                           // kinds whose recording failed
