@@ -364,8 +364,10 @@ std::vector<StateEntry> Graph::state() {
 }
 
 void Graph::set_mixed_precision(bool on) {
+  if (on == mixed_precision_) return;
   mixed_precision_ = on;  // the next forward plans for its activations' dtype
   own_input_ = Tensor();
+  ++activations_generation_;
 }
 
 void Graph::set_channels_last(bool on) {
@@ -374,6 +376,7 @@ void Graph::set_channels_last(bool on) {
   layout_ = layout;
   planned_shape_ = {};  // the next forward plans its buffers in the new layout
   own_input_ = Tensor();
+  ++activations_generation_;
 }
 
 void Graph::release_activations() {
@@ -388,6 +391,7 @@ void Graph::release_activations() {
   input_ = own_input_ = Tensor();
   release_backward_scratch();
   planned_shape_ = {};
+  ++activations_generation_;
 }
 
 }  // namespace bareyolo

@@ -60,6 +60,10 @@ class Graph {
   const Tensor& output_of(int node) const { return nodes_.at(static_cast<size_t>(node)).output; }
   // Drops every activation and gradient buffer (before evaluation at another size, say).
   void release_activations();
+  // Changes whenever memory the forward and backward write may have been given back: at
+  // release_activations and at a change of precision or layout (the next forward plans anew).
+  // A CUDA graph recorded before the change would replay into memory that is gone.
+  uint64_t activations_generation() const { return activations_generation_; }
   // Elements held by the planned activation buffers (the outputs) and, in training, gradient
   // buffers (for tests of the plans).
   int64_t planned_activation_elements() const;
@@ -126,7 +130,8 @@ class Graph {
   Mode planned_mode_ = Mode::train;
   bool keep_all_outputs_ = false;
   bool mixed_precision_ = false;
-  Layout layout_ = Layout::nchw;            // of the activations and their gradients
+  Layout layout_ = Layout::nchw;  // of the activations and their gradients
+  uint64_t activations_generation_ = 0;
   std::vector<Tensor> activation_buffers_;  // the distinct buffers of the current plan
   std::vector<Tensor> gradient_buffers_;    // training: the buffers the gradients share
   // Training: zero_before_[i] lists the owners whose gradient is zeroed just before node i's

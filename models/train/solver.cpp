@@ -173,10 +173,7 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   const LossNormalization local = local_normalization(targets, int(shape.n), loss_counts_);
   const PackedRows packed(targets, cells);
   const RecordingPlan plan = plan_vote_.agreed();
-  if (loss_rows_.stage(std::move(targets), cells, packed, plan.rows_capacity)) {
-    graphs_.clear();
-    step_kinds_seen_.clear();
-  }
+  if (loss_rows_.stage(std::move(targets), cells, packed, plan.rows_capacity)) drop_recordings();
   if (plan.record_again) graphs_.clear();
   // The modules keep their intermediates for the last input shape they ran (ensure_tensor): a
   // step of another shape reallocates them, and a recording of the old shape would replay into
@@ -189,6 +186,13 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   };
   std::erase_if(graphs_, [&](const auto& recorded) { return of_another_shape(recorded.first); });
   std::erase_if(step_kinds_seen_, of_another_shape);
+  // The same once the model gave its memory back or changed its precision or layout since the
+  // last step (Graph::activations_generation): every kind starts afresh.
+  if (const uint64_t generation = model_.graph().activations_generation();
+      generation != activations_generation_) {
+    activations_generation_ = generation;
+    drop_recordings();
+  }
   use_loss_buffers(cells);
   const bool boundary = iteration - last_step_iteration_ >= settings.accumulate;
   // From here to the update the host must never wait for the device (kernels/step_guard.h). A
@@ -224,6 +228,11 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
     note_layout_copies(detail::nchw_copies_made.load() - nchw_copies);
   }
   return {.loss = kept, .updated = boundary};
+}
+
+void Solver::drop_recordings() {
+  graphs_.clear();
+  step_kinds_seen_.clear();
 }
 
 // The first step timed the algorithms of every convolution it met (kernels/cuda/cudnn_conv.cpp),

@@ -128,6 +128,12 @@ class Solver {
   void update();
   // Drops a partial accumulation (YOLOv5 does at each epoch's start): the gradients to zero.
   void drop_accumulation() { optimizer_->zero_grad(); }
+  // Destroys the step's CUDA graphs (their memory goes back to the allocator's cache) and
+  // forgets every kind of step: the next of a kind runs launched, the one after records. The
+  // Solver does so itself where a recording would replay into memory that moved (see step());
+  // a caller that wants the memory now (a bench, before another engine's turn) calls it, on
+  // every rank alike (ranks agree on their recordings with collectives).
+  void drop_recordings();
 
   // Continues from `resume`: every tensor of the step (weights, EMA, optimizer state) and the
   // counters; a missing tensor is refused, naming `source`, before anything is copied
@@ -189,9 +195,10 @@ class Solver {
   bool graphs_ready(const StepKind& kind, const Tensor& images, const LossNormalization& norm,
                     bool boundary);
 
-  int64_t last_step_iteration_ = -1;    // iteration (batch + epoch * batches) of the last step
-  std::set<StepKind> step_kinds_seen_;  // the kinds of step run so far, of the current shape
-  bool records_ = false;                // --cuda-graph, where this Solver can
+  int64_t last_step_iteration_ = -1;     // iteration (batch + epoch * batches) of the last step
+  std::set<StepKind> step_kinds_seen_;   // the kinds of step run so far, of the current shape
+  uint64_t activations_generation_ = 0;  // the model's at the last step (Graph's)
+  bool records_ = false;                 // --cuda-graph, where this Solver can
   std::map<StepKind, std::unique_ptr<StepGraphs>> graphs_;  // its recordings, of one input shape
   std::set<StepKind> unrecorded_;                           // kinds whose recording failed
   std::vector<std::string> notes_;

@@ -73,10 +73,12 @@ std::vector<std::vector<std::byte>> state_bytes(Solver& solver) {
 }
 
 // Both runs take the same batches (more labels in some, one past the rows' buffer; of
-// size_of(iteration) pixels square) and must keep every state tensor the same bits.
+// size_of(iteration) pixels square) and must keep every state tensor the same bits. Before
+// iteration `release_at`, both models give their activations and the cached memory back.
 void check_replays_match(
     Run& eager, Run& replayed, int64_t steps = 12,
-    int64_t (*size_of)(int64_t iteration) = [](int64_t) -> int64_t { return 64; }) {
+    int64_t (*size_of)(int64_t iteration) = [](int64_t) -> int64_t { return 64; },
+    int64_t release_at = -1) {
   testing::Rng rng(31);
   int pure_replays = 0;  // steps the replaying run issued as one launch
   for (int64_t iteration = 0; iteration < steps; ++iteration) {
@@ -91,6 +93,10 @@ void check_replays_match(
     if (iteration == 6)  // 100 labels: more rows than the buffer's first 256
       for (int k = 0; k < 100; ++k)
         labels.push_back({k % 2, k % 2, 0.1f + 0.008f * float(k), 0.5f, 0.3f, 0.4f});
+    if (iteration == release_at) {
+      for (Run* run : {&eager, &replayed}) run->model.graph().release_activations();
+      cuda::empty_cache(0);
+    }
     const StepOutcome a = eager.solver.step(images, labels, 60 + iteration);
     const uint64_t launches_before = cuda::launches();
     const StepOutcome b = replayed.solver.step(images, labels, 60 + iteration);
@@ -128,6 +134,15 @@ TEST_CASE("cuda graph: a change of input shape and back keeps the eager steps' b
   check_replays_match(eager, replayed, 16, [](int64_t iteration) -> int64_t {
     return iteration >= 2 && iteration < 4 ? 96 : 64;
   });
+}
+
+// A model that gave its activations back (as a bench does between its engines' turns) must not
+// be replayed into the memory it gave back: the Solver sees Graph::activations_generation move
+// and records again.
+TEST_CASE("cuda graph: a model's activations given back between steps, replays keep the bits") {
+  Run eager(false), replayed(true);
+  check_replays_match(
+      eager, replayed, 14, [](int64_t) -> int64_t { return 64; }, 8);
 }
 
 // --cuda-graph on with an NCCL communicator (world size 1 here: one GPU), wrapped as a training

@@ -1,7 +1,7 @@
 // tests/unit/graph.cpp — the static graph: zero-copy Concat (producers write into slices of
 // the Concat's buffer), backward through a DAG with a tensor read twice, gradients sharing
-// buffers where their live ranges allow, the per-node callback order, and clear errors for
-// malformed graphs.
+// buffers where their live ranges allow, the per-node callback order, the generation a CUDA
+// graph's recording is checked against, and clear errors for malformed graphs.
 #include "engine/graph.h"
 #include "engine/layers/conv_bn_silu.h"
 #include "engine/layers/upsample.h"
@@ -133,6 +133,37 @@ TEST_CASE("graph reports each node after its backward in reverse order") {
   g.backward({Tensor::zeros(outs[0].shape()), Tensor::zeros(outs[1].shape())},
              [&](int node) { order.push_back(node); });
   CHECK(order == std::vector<int>{4, 3, 2, 1, 0});
+}
+
+// A CUDA graph of a step replays into the memory the forward and backward wrote: whatever may
+// give that memory back or plan it anew moves the generation a recording is checked against
+// (models/train/solver.cpp), and nothing else does.
+TEST_CASE("graph activations generation moves when its memory may go, and only then") {
+  Graph g = small_graph(DType::f32);
+  Rng rng(75);
+  const Tensor x = Tensor::from_vector(random_vector<float>(rng, 2 * 3 * 4 * 4), {2, 3, 4, 4});
+  uint64_t generation = g.activations_generation();
+  auto moved = [&] {
+    const bool changed = g.activations_generation() != generation;
+    generation = g.activations_generation();
+    return changed;
+  };
+  g.forward(x, Mode::train);
+  g.set_mixed_precision(false);  // as it was
+  g.set_channels_last(false);
+  CHECK_FALSE(moved());
+  g.release_activations();
+  CHECK(moved());
+  g.forward(x, Mode::train);
+  CHECK_FALSE(moved());
+  g.set_mixed_precision(true);
+  CHECK(moved());
+  g.set_mixed_precision(true);
+  CHECK_FALSE(moved());
+  g.set_channels_last(true);
+  CHECK(moved());
+  g.set_channels_last(true);
+  CHECK_FALSE(moved());
 }
 
 TEST_CASE("graph rejects a node reading a later node and a producer in two concats") {
