@@ -3,19 +3,25 @@
 // TFLOP/s as a fraction of a bf16 GEMM's.
 //
 //   bench_gpu_train [--cfg models/yolov5s.yaml] [--imgsz 640] [--batch 64] [--warmup 5]
-//                   [--steps 20] [--rounds 3] [--no-torch] [--no-compile] [--quick]
+//                   [--steps 20] [--rounds 3] [--no-torch] [--no-compile] [--peer-limit 90]
+//                   [--quick]
 //   --quick: 128 px, batch 8, 1 warm-up and 2 timed steps, 1 round, a 2048^3 GEMM (the smoke)
 //   --no-compile: the peer's eager modes only (torch.compile spends a minute or more of GPU
 //                 time compiling; tools/gpu_check.sh skips it)
+//   --peer-limit S: the seconds the peer may take to start, and to answer a round (torch.compile's
+//                   first: 600), before it is killed and its figures are absent
 //
 // Ours: the trainer's step (the Solver, models/train/solver.h) on device 0 in seven modes, taking
 // turns: float32, TF32 (--tf32 on) and mixed precision (--amp: bf16 activations, the
 // convolutions on cuDNN's bf16 tensor cores; docs/mixed_precision.md) with the fastest of
 // cuDNN's deterministic algorithms (--cudnn deterministic, the default), mixed precision with the
 // fastest of all (--cudnn fast), and mixed precision again with the step recorded as CUDA graphs
-// and replayed (--cuda-graph, kernels/step_graph.h: a second model and Solver of its own,
-// deterministic), and mixed precision with channels-last activations (--channels-last on: every
-// op on its channels-last kernel, docs/gpu.md), deterministic and fast: forward, YOLOv5's loss
+// and replayed (--cuda-graph, kernels/step_graph.h, deterministic), and mixed precision with
+// channels-last activations (--channels-last on: every op on its channels-last kernel,
+// docs/gpu.md), deterministic and fast. Each mode runs on a model and Solver built as the
+// trainer builds them for its options (--amp keeps the bf16 weight copies, in the layout of
+// --channels-last), one per precision, layout and recording, each giving its memory back after
+// its turn; a mode that fails is reported and the others go on. The step: forward, YOLOv5's loss
 // normalised by this batch's counts, backward, clip to norm 10, SGD with Nesterov momentum over
 // YOLOv5's three groups (hyp.scratch-low's schedule from its first iteration), zero_grad, the EMA
 // update. One optimizer step per batch (nbs = the batch; at batch 64 the trainer's accumulate is 1
@@ -114,13 +120,17 @@ constexpr double kTrainingFlopsPerForward = 3;  // forward + backward-data + bac
 
 const char kUsage[] =
     "bench_gpu_train [--cfg models/yolov5s.yaml] [--imgsz 640] [--batch 64] [--warmup 5]\n"
-    "                [--steps 20] [--rounds 3] [--no-torch] [--no-compile] [--quick]\n"
+    "                [--steps 20] [--rounds 3] [--no-torch] [--no-compile] [--peer-limit 90]\n"
+    "                [--quick]\n"
     "  --quick: 128 px, batch 8, 1 warm-up and 2 timed steps, 1 round, a 2048^3 GEMM\n"
-    "  --no-compile: the PyTorch peer's eager modes only\n";
+    "  --no-compile: the PyTorch peer's eager modes only\n"
+    "  --peer-limit S: seconds the peer may take to start or to answer a round (a compile\n"
+    "                  round: 600) before it is killed\n";
 
 struct Options : bench::TrainBenchOptions {
-  int gemm_size = 8192;  // the bf16 GEMM's m = n = k; 2048 with --quick
-  bool compile = true;   // the peer's torch.compile mode; --no-compile skips it
+  int gemm_size = 8192;   // the bf16 GEMM's m = n = k; 2048 with --quick
+  bool compile = true;    // the peer's torch.compile mode; --no-compile skips it
+  int peer_limit_s = 90;  // --peer-limit
 };
 const bench::TrainBenchOptions kDefaults{
     .cfg = "models/yolov5s.yaml", .imgsz = 640, .batch = 64, .warmup = 5, .steps = 20, .rounds = 3};
@@ -131,7 +141,9 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// nan for no values.
 double median(std::vector<double> values) {
+  if (values.empty()) return std::nan("");
   std::sort(values.begin(), values.end());
   const size_t mid = values.size() / 2;
   return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
@@ -235,24 +247,34 @@ struct StepWork {
 
 uint64_t host_waits_in_steps() { return step_guard::count(step_guard::Event::host_wait); }
 
+// What a trainer's Solver is built for, as the trainer's options build it: --amp keeps the bf16
+// weight copies in the layout of --channels-last, and --cuda-graph records the step.
+struct Precision {
+  bool amp = false, channels_last = false, cuda_graph = false;
+};
+
 // bareyolo's training step on the GPU, the trainer's (models/train/solver.h), on one batch made
-// once: hyp.scratch-low's schedule and update, one optimizer step per batch (nbs = the batch).
+// once: hyp.scratch-low's schedule and update, one optimizer step per batch (nbs = the batch),
+// in a run long enough (kScheduleEpochs) that the learning rate stays the schedule's.
 class OurTrainer {
  public:
-  // `cuda_graph`: mixed precision, the step recorded and replayed (its precision stays).
   OurTrainer(const Options& options, const ModelConfig& config, const TrainOptions& defaults,
-             bool cuda_graph = false)
+             Precision precision)
       : batch_size_(options.batch),
         model_(config, {.device = kGpu}),
-        solver_(model_, {.schedule = defaults.schedule,
-                         .weight_decay = defaults.weight_decay,
-                         .batch = options.batch,
-                         .nbs = options.batch,
-                         .loss = {scale_loss_gains(defaults.loss, model_.num_levels(),
-                                                   model_.num_classes(), options.imgsz),
-                                  model_.num_classes()},
-                         .amp = cuda_graph,
-                         .cuda_graph = cuda_graph ? CudaGraphMode::on : CudaGraphMode::off}),
+        solver_(model_,
+                {.schedule = defaults.schedule,
+                 .weight_decay = defaults.weight_decay,
+                 .epochs = kScheduleEpochs,
+                 .batches_per_epoch = kScheduleBatches,
+                 .batch = options.batch,
+                 .nbs = options.batch,
+                 .loss = {scale_loss_gains(defaults.loss, model_.num_levels(), model_.num_classes(),
+                                           options.imgsz),
+                          model_.num_classes()},
+                 .amp = precision.amp,
+                 .cuda_graph = precision.cuda_graph ? CudaGraphMode::on : CudaGraphMode::off,
+                 .channels_last = precision.channels_last}),
         batch_(
             bench::synthetic_batch(options.batch, options.imgsz, model_.num_classes(), 0, kGpu)) {}
 
@@ -314,9 +336,10 @@ class OurTrainer {
     return line + " ms";
   }
 
-  // Hands its activations and cached device memory back, so that the peer's turn has the GPU
-  // to itself (the next step plans them again, in its warm-up).
+  // Hands its recordings, activations and cached device memory back, so that the next turn has
+  // the GPU to itself (the next steps plan them again, and record again, in their warm-up).
   void release() {
+    solver_.drop_recordings();
     model_.graph().release_activations();
     cuda::empty_cache(kDevice);
   }
@@ -325,6 +348,8 @@ class OurTrainer {
   void step() { solver_.step(batch_.images, batch_.labels, iteration_++); }
   const LossOptions& loss_options() const { return solver_.options().loss; }
 
+  static constexpr int kScheduleEpochs = 300;
+  static constexpr int64_t kScheduleBatches = 1000;
   int batch_size_;
   DetectionModel model_;
   Solver solver_;
@@ -357,7 +382,7 @@ std::string model_yaml_path(const std::string& cfg) {
 class TorchPeer {
  public:
   // Starts the peer and waits until it is ready; absent() says why when it cannot run.
-  TorchPeer(const Options& options, int classes) {
+  TorchPeer(const Options& options, int classes) : limit_(options.peer_limit_s) {
     const std::string python = bench::find_python_running("import torch");
     if (python.empty()) {
       absent_ = "no Python that imports torch (install PyTorch with CUDA, and the yolov5 package)";
@@ -373,7 +398,8 @@ class TorchPeer {
            std::to_string(classes), "--imgsz", std::to_string(options.imgsz), "--batch",
            std::to_string(options.batch), "--warmup", std::to_string(options.warmup), "--steps",
            std::to_string(options.steps)});
-    for (std::string line; absent_.empty() && next_line(line);) {
+    const Clock::time_point deadline = Clock::now() + limit_;
+    for (std::string line; absent_.empty() && next_line(line, deadline);) {
       if (line.rfind("PEER_READY", 0) == 0) return;
       if (line.rfind("PEER_ABSENT", 0) == 0) absent_ = field(line, "reason");
     }
@@ -381,7 +407,8 @@ class TorchPeer {
   }
   ~TorchPeer() {
     if (to_peer_ >= 0) ::close(to_peer_);  // the end of its input: the peer returns
-    for (std::string line; from_peer_ >= 0 && next_line(line);) {
+    const Clock::time_point deadline = Clock::now() + kExitLimit;
+    for (std::string line; from_peer_ >= 0 && next_line(line, deadline);) {
     }
     if (from_peer_ >= 0) ::close(from_peer_);
     if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
@@ -400,7 +427,9 @@ class TorchPeer {
       absent_ = ended("while waiting for a command");
       return "";
     }
-    for (std::string line; next_line(line);)
+    const Clock::time_point deadline =
+        Clock::now() + (mode == "compile" ? std::max(limit_, kCompileRoundLimit) : limit_);
+    for (std::string line; next_line(line, deadline);)
       if (line.rfind("PEER_ROUND", 0) == 0) return line;
     absent_ = ended("during a round of " + mode);
     return "";
@@ -435,9 +464,14 @@ class TorchPeer {
 
   // Reads the peer's next line of output into `line` (without its newline) and echoes it;
   // false at the end of its output. The end is also the peer's exit with the pipe still open:
-  // processes it started (torch.compile's workers) may hold its write end after it died.
-  bool next_line(std::string& line) {
+  // processes it started (torch.compile's workers) may hold its write end after it died. A peer
+  // still silent at `deadline` is killed (a hung peer must not take our figures with it).
+  bool next_line(std::string& line, Clock::time_point deadline) {
     while (unread_.find('\n') == std::string::npos) {
+      if (Clock::now() > deadline && pid_ > 0) {
+        ::kill(pid_, SIGKILL);
+        killed_ = true;
+      }
       pollfd readable{from_peer_, POLLIN, 0};
       const int ready = ::poll(&readable, 1, kExitCheckMs);
       if (ready < 0 && errno == EINTR) continue;
@@ -468,6 +502,9 @@ class TorchPeer {
   // The peer has ended `when`: its exit status as a reason.
   std::string ended(const std::string& when) {
     if (pid_ > 0 && ::waitpid(pid_, &exit_status_, 0) == pid_) pid_ = -1;
+    if (killed_)
+      return "bench/torch_gpu_train.py gave no answer in time " + when +
+             " and was killed; its output is above";
     return "bench/torch_gpu_train.py exited " + when + " (" +
            (WIFSIGNALED(exit_status_) ? "signal " + std::to_string(WTERMSIG(exit_status_))
                                       : "status " + std::to_string(WEXITSTATUS(exit_status_))) +
@@ -475,6 +512,12 @@ class TorchPeer {
   }
 
   static constexpr int kExitCheckMs = 1000;  // how often a silent peer is checked for an exit
+  // How long the peer may take to start (import torch and YOLOv5, build a model) and to run
+  // one round (its first step's cuDNN search included): --peer-limit; torch.compile's round (its
+  // compilation) at least kCompileRoundLimit; and to exit once its input ends.
+  std::chrono::seconds limit_;
+  static constexpr std::chrono::seconds kCompileRoundLimit{600}, kExitLimit{20};
+  bool killed_ = false;
   pid_t pid_ = -1;
   int exit_status_ = 0;
   int to_peer_ = -1, from_peer_ = -1;  // pipe ends: its stdin, its stdout and stderr
@@ -505,14 +548,21 @@ struct PeerMode {
   }
 };
 
-// One of our modes over the rounds.
+// One of our modes over the rounds: a trainer (its precision, layout, recording) and the kernel
+// settings it runs under.
 struct OurMode {
+  OurMode(const char* label, OurTrainer* trainer, bool tf32, bool deterministic)
+      : label(label), trainer(trainer), tf32(tf32), deterministic(deterministic) {}
+
   const char* label;
-  bool tf32, amp, graph;      // graph: the recorded trainer's turn
+  OurTrainer* trainer;
+  bool tf32;                  // --tf32 on
   bool deterministic;         // --cudnn deterministic (else fast)
-  bool channels_last;         // --channels-last on (Graph::set_channels_last)
-  std::vector<double> rates;  // images/s, one per round
+  std::vector<double> rates;  // images/s, one per round it finished
   StepWork work;              // over every round's timed steps
+  std::string failed;         // why a round failed, if one did
+
+  double rate() const { return median(rates); }  // nan with no round finished
 };
 
 // ---- the report ---------------------------------------------------------------------------
@@ -544,11 +594,14 @@ void report(const std::array<OurMode, kOurModes>& ours,
             const std::array<PeerMode, kPeerModes>& peer, double training_flops,
             double gemm_tflops) {
   std::array<double, kOurModes> rate{};
-  for (size_t mode = 0; mode < ours.size(); ++mode) rate[mode] = median(ours[mode].rates);
-  const double fastest = *std::max_element(rate.begin(), rate.end());
+  double fastest = std::nan("");  // of the modes that ran
+  for (size_t mode = 0; mode < ours.size(); ++mode) {
+    rate[mode] = ours[mode].rate();
+    fastest = std::fmax(fastest, rate[mode]);
+  }
   for (const OurMode& mode : ours)
-    std::printf("ours %s: %.1f img/s (median of %zu round(s))\n", mode.label, median(mode.rates),
-                mode.rates.size());
+    std::printf("ours %s: %.1f img/s (median of %zu round(s))%s%s\n", mode.label, mode.rate(),
+                mode.rates.size(), mode.failed.empty() ? "" : "; failed: ", mode.failed.c_str());
   double most_host_waits = 0;  // RESULT's: 0 there means no mode's step waited
   for (const OurMode& mode : ours) {
     std::printf("ours %s: host waits %.1f per step, launches %.1f per step (%lld timed steps)\n",
@@ -583,8 +636,9 @@ void report(const std::array<OurMode, kOurModes>& ours,
         eager.label, rate[kFloat32] / eager.rate(), rate[kAmp] / eager.rate(),
         rate[kAmpGraph] / eager.rate());
   // Like with like, each engine in its faster layout.
-  const double ours_det = std::max(rate[kAmp], rate[kAmpChannelsLast]),
-               ours_fast = std::max(rate[kAmpFast], rate[kAmpFastChannelsLast]);
+  // (fmax: a layout whose mode failed leaves the other's figure)
+  const double ours_det = std::fmax(rate[kAmp], rate[kAmpChannelsLast]),
+               ours_fast = std::fmax(rate[kAmpFast], rate[kAmpFastChannelsLast]);
   std::printf("like with like: ours AMP deterministic / %s: %s; ours AMP fast / %s: %s\n",
               eager_det.label, ratio_or_nan(ours_det / eager_det.rate()).c_str(), eager.label,
               ratio_or_nan(ours_fast / eager.rate()).c_str());
@@ -613,15 +667,26 @@ void report(const std::array<OurMode, kOurModes>& ours,
       rate[kAmpFastChannelsLast]);
 }
 
-// --no-compile is this bench's own; the rest is the options it shares with bench_train.
+// --no-compile and --peer-limit are this bench's own; the rest is the options it shares with
+// bench_train.
 Options parse(int argc, char** argv) {
   Options options;
   std::vector<char*> shared = {argv[0]};
   for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--no-compile")
+    if (std::string(argv[i]) == "--no-compile") {
       options.compile = false;
-    else
+    } else if (std::string(argv[i]) == "--peer-limit") {
+      char* end = nullptr;
+      const long seconds = i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : 0;
+      if (i + 1 >= argc || *end != '\0' || seconds < 1)
+        throw std::invalid_argument(std::string("--peer-limit takes a whole number of seconds >= "
+                                                "1, not '") +
+                                    (i + 1 < argc ? argv[i + 1] : "") + "'\n" + kUsage);
+      options.peer_limit_s = int(seconds);
+      ++i;
+    } else {
       shared.push_back(argv[i]);
+    }
   static_cast<bench::TrainBenchOptions&>(options) = bench::parse_train_bench_options(
       int(shared.size()), shared.data(), kDefaults, kQuick, kUsage);
   if (options.quick) options.gemm_size = 2048;
@@ -646,8 +711,13 @@ int main(int argc, char** argv) {
     const double gemm_tflops = bf16_gemm_tflops(options.gemm_size);
     cuda::empty_cache(kDevice);
     cuda::device_allocator(kDevice).reset_peaks();  // from here on, the training's memory
-    OurTrainer ours(options, config, defaults);
-    OurTrainer ours_graph(options, config, defaults, /*cuda_graph=*/true);
+    // One trainer per way the trainer's options build a Solver (--amp keeps bf16 weight copies
+    // in the layout of --channels-last; --cuda-graph records), each giving its memory back after
+    // its turn.
+    OurTrainer ours(options, config, defaults, {});
+    OurTrainer ours_amp(options, config, defaults, {.amp = true});
+    OurTrainer ours_amp_nhwc(options, config, defaults, {.amp = true, .channels_last = true});
+    OurTrainer ours_graph(options, config, defaults, {.amp = true, .cuda_graph = true});
     const double forward_flops = conv_flops_per_image(ours.model(), options.imgsz);
     const double training_flops = kTrainingFlopsPerForward * forward_flops;
     std::printf(
@@ -672,29 +742,32 @@ int main(int argc, char** argv) {
         PeerMode("compile", "torch.compile AMP NHWC")};
     if (!options.compile) modes[kCompile].absent = "skipped (--no-compile)";
     std::array<OurMode, kOurModes> precisions = {
-        OurMode{"float32", false, false, false, true, false, {}, {}},
-        OurMode{"TF32", true, false, false, true, false, {}, {}},
-        OurMode{"AMP (bf16)", false, true, false, true, false, {}, {}},
-        OurMode{"AMP (bf16), cuDNN fast", false, true, false, false, false, {}, {}},
-        OurMode{"AMP (bf16), CUDA graph", false, true, true, true, false, {}, {}},
-        OurMode{"AMP (bf16), channels last", false, true, false, true, true, {}, {}},
-        OurMode{"AMP (bf16), cuDNN fast, channels last", false, true, false, false, true, {}, {}}};
+        OurMode("float32", &ours, false, true),
+        OurMode("TF32", &ours, true, true),
+        OurMode("AMP (bf16)", &ours_amp, false, true),
+        OurMode("AMP (bf16), cuDNN fast", &ours_amp, false, false),
+        OurMode("AMP (bf16), CUDA graph", &ours_graph, false, true),
+        OurMode("AMP (bf16), channels last", &ours_amp_nhwc, false, true),
+        OurMode("AMP (bf16), cuDNN fast, channels last", &ours_amp_nhwc, false, false)};
     for (int round = 1; round <= options.rounds; ++round) {
       std::string line = "round " + std::to_string(round) + ": ours";
-      for (OurMode& precision : precisions) {
-        ops::use_settings({.tf32 = precision.tf32, .cudnn_deterministic = precision.deterministic});
-        OurTrainer& trainer = precision.graph ? ours_graph : ours;
-        if (!precision.graph) {
-          ours.model().graph().set_mixed_precision(precision.amp);
-          ours.model().graph().set_channels_last(precision.channels_last);
+      for (OurMode& mode : precisions) {
+        ops::use_settings({.tf32 = mode.tf32, .cudnn_deterministic = mode.deterministic});
+        // A mode that fails (a recording CUDA refuses, say) is reported and the others go on;
+        // a fault of the device itself ends the bench (the synchronise throws it).
+        try {
+          mode.rates.push_back(options.batch / mode.trainer->round_seconds(
+                                                   options.warmup, options.steps, mode.work));
+          line += std::string(" ") + mode.label + " " + fixed(mode.rates.back());
+        } catch (const std::exception& error) {
+          mode.failed = error.what();
+          std::printf("ours %s: failed: %s\n", mode.label, error.what());
+          cuda::synchronize(kDevice);
+          line += std::string(" ") + mode.label + " failed";
         }
-        precision.rates.push_back(
-            options.batch / trainer.round_seconds(options.warmup, options.steps, precision.work));
-        line += std::string(" ") + precision.label + " " + fixed(precision.rates.back());
+        mode.trainer->release();
       }
       ops::use_settings({.tf32 = false});
-      ours.model().graph().set_mixed_precision(false);
-      ours.model().graph().set_channels_last(false);
       line += " img/s";
       if (round == 1) {
         const cuda::MemoryStats memory = cuda::memory_stats(kDevice);
@@ -706,7 +779,6 @@ int main(int argc, char** argv) {
                     ours.breakdown().c_str());
       }
       ours.release();
-      ours_graph.release();
       for (PeerMode& mode : modes) {
         if (!mode.absent.empty()) continue;
         const std::string reply = peer ? peer->round(mode.command) : "";
