@@ -177,22 +177,18 @@ StepOutcome Solver::step(const Tensor& images, const std::vector<LabelRow>& labe
   if (plan.record_again) graphs_.clear();
   // The modules keep their intermediates for the last input shape they ran (ensure_tensor): a
   // step of another shape reallocates them, and a recording of the old shape would replay into
-  // memory given back. So a step drops the recordings of other shapes, and forgets their kinds:
-  // back at such a shape, a step reallocates, launched, before its kind is recorded again (a
-  // training run's shape never changes: --rect and --multi-scale record nothing).
-  const auto of_another_shape = [&](const StepKind& kind) {
+  // memory given back. So do a model that gave its memory back and one that changed its
+  // precision or layout (Graph::activations_generation). Then every kind starts afresh: the
+  // recordings are dropped and the kinds forgotten (they are all of one shape, the last step's),
+  // so a step reallocates, launched, before its kind is recorded again (a training run's shape
+  // never changes: --rect and --multi-scale record nothing).
+  const bool shape_changed = std::ranges::any_of(step_kinds_seen_, [&](const StepKind& kind) {
     const auto& [n, c, h, w, updates] = kind;
     return !(Shape4{n, c, h, w} == shape);
-  };
-  std::erase_if(graphs_, [&](const auto& recorded) { return of_another_shape(recorded.first); });
-  std::erase_if(step_kinds_seen_, of_another_shape);
-  // The same once the model gave its memory back or changed its precision or layout since the
-  // last step (Graph::activations_generation): every kind starts afresh.
-  if (const uint64_t generation = model_.graph().activations_generation();
-      generation != activations_generation_) {
-    activations_generation_ = generation;
-    drop_recordings();
-  }
+  });
+  const uint64_t generation = model_.graph().activations_generation();
+  if (shape_changed || generation != activations_generation_) drop_recordings();
+  activations_generation_ = generation;
   use_loss_buffers(cells);
   const bool boundary = iteration - last_step_iteration_ >= settings.accumulate;
   // From here to the update the host must never wait for the device (kernels/step_guard.h). A
