@@ -536,7 +536,7 @@ struct PeerMode {
   std::string absent;  // why its rounds stopped (or never began); "" while they run
 
   // The median over the rounds it ran (a peer that died later keeps them); nan with none.
-  double rate() const { return rates.empty() ? std::nan("") : median(rates); }
+  double rate() const { return median(rates); }
   // A round's PEER_ROUND line, or "" when the peer could not run it because `peer_absent`.
   void record(const std::string& line, const std::string& peer_absent) {
     absent = line.empty() ? peer_absent : field(line, "reason");

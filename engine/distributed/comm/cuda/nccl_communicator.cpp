@@ -241,10 +241,9 @@ class NcclCommunicator final : public Communicator {
       {
         std::lock_guard<std::mutex> lock(nccl_mutex_);
         const ncclResult_t status = ncclCommInitRankConfig(&comm_, world_size, id, rank, &config);
-        if (status != ncclSuccess && status != ncclInProgress) {
-          abort_locked();  // what NCCL may have made of it before it failed
+        // (what NCCL may have made of comm_ before it failed is aborted below)
+        if (status != ncclSuccess && status != ncclInProgress)
           check(status, "ncclCommInitRankConfig");
-        }
         settle_locked("joining the NCCL communicator (ncclCommInitRankConfig) of " +
                       std::to_string(world_size) + " ranks");
       }
