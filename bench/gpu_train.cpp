@@ -61,7 +61,9 @@
 //          ratio_det_vs_torch_det=<max(z,n)/d> ratio_fast_vs_torch_fast=<max(a,q)/t>
 //          ours_amp_channels_last_img_s=<n> ours_amp_fast_channels_last_img_s=<q>
 // (a peer figure that could not be measured is `absent`, its reason on the line before, and a
-// ratio of it `nan`).
+// ratio of it `nan`). The figures and RESULT are printed after our modes of round 1 and again
+// after every round, so a run stopped at a time limit keeps its last RESULT; the final one is
+// the last line.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <poll.h>
@@ -588,11 +590,17 @@ const PeerMode& faster(const PeerMode& nchw, const PeerMode& nhwc) {
   return std::isnan(nhwc.rate()) || nchw.rate() >= nhwc.rate() ? nchw : nhwc;
 }
 
-// The figures over the rounds, each engine's TFLOP/s, and the RESULT line (a figure that could
-// not be measured is `absent`, its reason on the line before).
-void report(const std::array<OurMode, kOurModes>& ours,
+// Why a peer mode has no figure: its reason, or that its turn has not come yet.
+std::string why_absent(const PeerMode& mode) {
+  return mode.absent.empty() ? "not run yet" : mode.absent;
+}
+
+// The figures over the rounds so far (`so_far` says how far), each engine's TFLOP/s, and the
+// RESULT line (a figure that could not be measured is `absent`, its reason on the line before).
+void report(const char* so_far, const std::array<OurMode, kOurModes>& ours,
             const std::array<PeerMode, kPeerModes>& peer, double training_flops,
             double gemm_tflops) {
+  std::printf("== the figures %s\n", so_far);
   std::array<double, kOurModes> rate{};
   double fastest = std::nan("");  // of the modes that ran
   for (size_t mode = 0; mode < ours.size(); ++mode) {
@@ -614,7 +622,7 @@ void report(const std::array<OurMode, kOurModes>& ours,
   const PeerMode& compiled = peer[kCompile];
   for (const PeerMode& mode : peer)
     if (mode.rates.empty())
-      std::printf("%s: absent (%s)\n", mode.label, mode.absent.c_str());
+      std::printf("%s: absent (%s)\n", mode.label, why_absent(mode).c_str());
     else
       std::printf(
           "%s: %.1f img/s (median of %zu round(s)%s%s), step 1 %.2f s, peak %.1f GB "
@@ -647,7 +655,7 @@ void report(const std::array<OurMode, kOurModes>& ours,
        {std::pair{"torch_eager_amp_img_s", &eager}, std::pair{"torch_eager_det_img_s", &eager_det},
         std::pair{"torch_compile_img_s", &compiled}})
     if (mode->rates.empty())
-      why += std::string(why.empty() ? "" : "; ") + key + ": " + mode->absent;
+      why += std::string(why.empty() ? "" : "; ") + key + ": " + why_absent(*mode);
   if (!why.empty()) std::printf("absent: %s\n", why.c_str());
   std::printf(
       "RESULT ours_img_s=%.2f ours_tf32_img_s=%.2f ours_amp_img_s=%.2f torch_eager_amp_img_s=%s "
@@ -741,6 +749,8 @@ int main(int argc, char** argv) {
         PeerMode("eager_channels_last_det", "torch eager AMP NHWC deterministic"),
         PeerMode("compile", "torch.compile AMP NHWC")};
     if (!options.compile) modes[kCompile].absent = "skipped (--no-compile)";
+    if (const std::string absent = peer_absent(); !absent.empty())
+      for (PeerMode& mode : modes) mode.absent = absent;  // not "not run yet": never
     std::array<OurMode, kOurModes> precisions = {
         OurMode("float32", &ours, false, true),
         OurMode("TF32", &ours, true, true),
@@ -779,6 +789,9 @@ int main(int argc, char** argv) {
                     ours.breakdown().c_str());
       }
       ours.release();
+      // A run cut short (a time limit) keeps a RESULT of what it measured: ours before the
+      // peer's first turn, then everything after each round.
+      if (round == 1) report("of our round 1", precisions, modes, training_flops, gemm_tflops);
       for (PeerMode& mode : modes) {
         if (!mode.absent.empty()) continue;
         const std::string reply = peer ? peer->round(mode.command) : "";
@@ -787,9 +800,10 @@ int main(int argc, char** argv) {
           line += ", " + std::string(mode.label) + " " + fixed(mode.rates.back());
       }
       std::printf("%s\n", line.c_str());
+      const std::string so_far =
+          "after round " + std::to_string(round) + " of " + std::to_string(options.rounds);
+      report(so_far.c_str(), precisions, modes, training_flops, gemm_tflops);
     }
-
-    report(precisions, modes, training_flops, gemm_tflops);
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bench_gpu_train: error: %s\n", error.what());

@@ -375,9 +375,13 @@ bench_as() {  # ROW NAME CAP ARGS...: bench NAME's RESULT line in the summary, a
   run "$log" "$cap" "$build/$name" "$@"
   local result
   result=$(tail -n +"$((mark + 1))" "$log" | grep '^RESULT ' | tail -n 1)
+  # for the steps that check its figures (a bench cut short at its limit may have printed a
+  # RESULT of what it measured before: kept, its row still says how the run ended)
+  [ -n "$result" ] && echo "$result" >"$work/$label.result"
   if [ "$rc" -eq 0 ] && [ -n "$result" ]; then
-    echo "$result" >"$work/$label.result"  # for the steps that check its figures
     row "$label" ok "$elapsed" "$result"
+  elif [ -n "$result" ]; then
+    row "$label" "$(outcome)" "$elapsed" "exit $rc; its last RESULT before: $result"
   else  # a bench that ends without its RESULT line measured nothing
     row "$label" "$([ "$rc" -eq 0 ] && echo FAIL || outcome)" "$elapsed" \
       "exit $rc, no RESULT: $(tail -n +"$((mark + 1))" "$log" | tail -n 1)"
@@ -499,7 +503,7 @@ host_waits_gpu() {
   verdict=$(python3 - "${bench_waits#*=}" "$work/runs/train_yolov5s_640/results.jsonl" \
             "$work/runs/nccl/results.jsonl" 2>&1 <<'EOF'
 import json, sys
-# A bench that did not finish measured nothing: it is named, not judged.
+# A bench that printed no RESULT measured nothing: it is named, not judged.
 seen = [f"bench_gpu_train {sys.argv[1]}"] if sys.argv[1] else []
 for path in sys.argv[2:]:
     try:

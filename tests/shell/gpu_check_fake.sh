@@ -39,14 +39,21 @@ case "$1" in
     esac ;;
 esac
 EOF
-# The rest of the build: a GPU that is not there (exit 77 must count as a failure) and commands
-# that fail with a CUDA error; bench_gpu_train is missing altogether.
+# The rest of the build: a GPU that is not there (exit 77 must count as a failure), commands
+# that fail with a CUDA error, a bench that prints a RESULT and then hangs (its row is a timeout
+# that keeps the RESULT; the small job's run fails); bench_gpu_convolutions is missing
+# altogether.
 cat >"$build/bench_gpu_kernels" <<'EOF'
 #!/usr/bin/env bash
 echo "skipped: no usable CUDA driver or device"
 exit 77
 EOF
-cp "$build/bench_gpu_kernels" "$build/bench_gpu_convolutions"
+cat >"$build/bench_gpu_train" <<'EOF'
+#!/usr/bin/env bash
+echo "RESULT ours_img_s=12.00 ours_host_waits_per_step=0.00"
+[[ " $* " == *" --imgsz 320 "* ]] && exit 1
+sleep 60
+EOF
 cat >"$build/bareyolo" <<'EOF'
 #!/usr/bin/env bash
 case "$1" in
@@ -81,7 +88,7 @@ summary=$out/summary.log
 [ "$seconds" -le 70 ] || fail "took ${seconds}s; the phases allow 30 + 10 + 15"
 files=$(find "$out" -type f | wc -l)
 [ "$files" -le 8 ] || fail "$files files in OUTDIR (at most 8)"
-grep -q 'environment  *FAIL.*bench_gpu_train missing' "$summary" || fail "environment row"
+grep -q 'environment  *FAIL.*bench_gpu_convolutions missing' "$summary" || fail "environment row"
 grep -q 'environment  *FAIL.*no usable GPU' "$summary" || fail "no GPU is not a failure"
 grep -q 'cuda_tests  *FAIL.*3 of 5 passed' "$summary" || fail "cuda_tests counts"
 grep -q 'cuda failing case (FAIL, exit 1)' "$summary" || fail "the failing case is not named"
@@ -94,7 +101,9 @@ grep -q '^ran: cuda after the hang$' "$out/cuda_tests.log" || fail "the case aft
 grep -q '^ran: cuda ok\\, with a comma$' "$out/cuda_tests.log" || fail "the comma was not escaped"
 grep -q 'train_yolov5s_640  *FAIL' "$summary" || fail "train row"
 grep -q 'bench_gpu_kernels  *FAIL' "$summary" || fail "exit 77 of a GPU bench is not a failure"
-grep -q 'bench_gpu_train  *FAIL' "$summary" || fail "a missing bench is not a failure"
+grep -q 'bench_gpu_convolutions  *FAIL' "$summary" || fail "a missing bench is not a failure"
+grep -q 'bench_gpu_train  *TIMEOUT.*its last RESULT before: RESULT ours_img_s=12.00' "$summary" ||
+  fail "a bench cut short does not keep its RESULT"
 for step in train_yolov5s_640 bench_gpu_kernels bench_gpu_convolutions bench_gpu_train \
             cudnn_choices_gpu; do
   grep -qE "^S  $step +(FAIL|TIMEOUT|NOT RUN)" "$summary" || fail "phase S step $step has no failing row"
