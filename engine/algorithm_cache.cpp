@@ -60,21 +60,24 @@ Enum named(const std::string& text, const std::array<Enum, N>& values, const cha
 }
 
 Json choice_json(const ops::ConvolutionKey& key, const ops::ConvolutionChoice& choice) {
-  return {{"pass", pass_name(key.pass)},
-          {"x", {key.images, key.in_channels, key.height, key.width}},
-          {"x_batch_stride", key.x_batch_stride},
-          {"y_batch_stride", key.y_batch_stride},
-          {"weight", {key.out_channels, key.kernel_h, key.kernel_w}},
-          {"stride", {key.stride_h, key.stride_w}},
-          {"pad", {key.pad_h, key.pad_w}},
-          {"alignment", key.alignment},
-          {"operands", operands_name(key.operands)},
-          {"layout", key.channels_last ? "nhwc" : "nchw"},
-          {"deterministic", key.deterministic},
-          {"algorithm", choice.algorithm},
-          {"math", choice.math},
-          {"workspace", choice.workspace},
-          {"milliseconds", choice.milliseconds}};
+  Json entry = {{"pass", pass_name(key.pass)},
+                {"x", {key.images, key.in_channels, key.height, key.width}},
+                {"x_batch_stride", key.x_batch_stride},
+                {"y_batch_stride", key.y_batch_stride},
+                {"weight", {key.out_channels, key.kernel_h, key.kernel_w}},
+                {"stride", {key.stride_h, key.stride_w}},
+                {"pad", {key.pad_h, key.pad_w}},
+                {"alignment", key.alignment},
+                {"operands", operands_name(key.operands)},
+                {"layout", key.channels_last ? "nhwc" : "nchw"},
+                {"deterministic", key.deterministic},
+                {"algorithm", choice.algorithm},
+                {"math", choice.math},
+                {"workspace", choice.workspace},
+                {"milliseconds", choice.milliseconds}};
+  // Only a broadcast carries one (a file never holds one): the field is there when true.
+  if (choice.provisional) entry["provisional"] = true;
+  return entry;
 }
 
 // One choice of the file; `what` names it ("choice 3 of FILE") in every error.
@@ -108,6 +111,9 @@ std::pair<ops::ConvolutionKey, ops::ConvolutionChoice> parse_choice(const Json& 
     throw std::invalid_argument(what + " \"deterministic\" is not true or false");
   if (!milliseconds.is_number() || !(milliseconds.get<double>() >= 0))
     throw std::invalid_argument(what + " \"milliseconds\" is not a number >= 0");
+  const Json provisional = entry.value("provisional", Json(false));  // a broadcast's only
+  if (!provisional.is_boolean())
+    throw std::invalid_argument(what + " \"provisional\" is not true or false");
   const std::vector<int64_t> x = numbers("x", 4, 1), weight = numbers("weight", 3, 1),
                              stride = numbers("stride", 2, 1), pad = numbers("pad", 2, 0);
   const std::string layout = text("layout");
@@ -141,7 +147,8 @@ std::pair<ops::ConvolutionKey, ops::ConvolutionChoice> parse_choice(const Json& 
   const ops::ConvolutionChoice choice{.algorithm = int(number(field("algorithm"), "algorithm")),
                                       .math = int(number(field("math"), "math")),
                                       .workspace = number(field("workspace"), "workspace"),
-                                      .milliseconds = milliseconds.get<double>()};
+                                      .milliseconds = milliseconds.get<double>(),
+                                      .provisional = provisional.get<bool>()};
   return {key, choice};
 }
 
@@ -227,7 +234,8 @@ size_t write_algorithm_cache(const std::filesystem::path& path, const std::strin
   std::string ignored;  // a file of another identity, or damaged, is replaced
   ops::ConvolutionChoices merged =
       read_algorithm_cache(path, identity, ignored).value_or(ops::ConvolutionChoices{});
-  for (const auto& [key, choice] : choices) merged[key] = choice;
+  for (const auto& [key, choice] : choices)
+    if (!choice.provisional) merged[key] = choice;
   std::filesystem::create_directories(path.parent_path());
   const std::string text = convolution_choices_json(identity, merged);
   write_file_atomically(path.string(),

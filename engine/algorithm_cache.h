@@ -54,7 +54,8 @@ std::optional<ops::ConvolutionChoices> read_algorithm_cache(const std::filesyste
                                                             const std::string& identity,
                                                             std::string& why_not);
 // Writes `choices` into the file at `path` (its folders made), atomically, with the choices
-// the file holds for `identity` that `choices` lacks; returns how many it holds then. Throws
+// the file holds for `identity` that `choices` lacks (or holds provisional, which are never
+// written: a later run chooses again); returns how many it holds then. Throws
 // std::runtime_error (or std::filesystem::filesystem_error) naming the path when it cannot.
 size_t write_algorithm_cache(const std::filesystem::path& path, const std::string& identity,
                              const ops::ConvolutionChoices& choices);

@@ -44,12 +44,17 @@ struct ConvolutionKey {
 };
 
 // The algorithm a key runs, as cuDNN numbers it, with the math type its descriptor carries,
-// the workspace it takes and how long it took when it was timed (0: not timed).
+// the workspace it takes and how long it took when it was timed (0: not timed, the only
+// candidate). A provisional choice was made without knowing that it is the fastest: the
+// candidates could not be timed (no scratch output fitted in memory, or a CUDA graph was being
+// recorded), or a faster one's workspace could not be had. The process and its job's ranks run
+// it, but it is never saved to the cache file: a later run chooses again.
 struct ConvolutionChoice {
   int algorithm = 0;  // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
   int math = 0;       // a cudnnMathType_t
   int64_t workspace = 0;
   double milliseconds = 0;
+  bool provisional = false;
 
   bool operator==(const ConvolutionChoice&) const = default;
 };

@@ -32,11 +32,14 @@
 // once per process, and once per machine with the cache file. That first step is a warm-up like
 // the caching allocator's fill, so these waits are not reported to the step guard; inside a CUDA
 // graph's recording, where no wait may happen, or where no scratch output fits in memory, the
-// first candidate that cuDNN accepts is kept untimed instead. Timing noise could make two runs
-// choose differently and differ in their last bits; so the choices persist in a per-user cache
-// file keyed by GPU and cuDNN version (engine/algorithm_cache.h), which later runs read before
-// their first step, and every rank of a job takes rank 0's (dist::broadcast_convolution_choices)
-// before its first step and again after it.
+// first candidate that cuDNN accepts is kept untimed instead. Such a choice, and one made while a
+// candidate that could be chosen was beyond memory's reach (its workspace over a cap that free
+// memory set, or not to be had), is provisional: this process and its job run it, but it is
+// never saved, so a later run with the memory chooses again. Timing noise could
+// make two runs choose differently and differ in their last bits; so the choices persist in a
+// per-user cache file keyed by GPU and cuDNN version (engine/algorithm_cache.h), which later runs
+// read before their first step, and every rank of a job takes rank 0's
+// (dist::broadcast_convolution_choices) before its first step and again after it.
 //
 // bf16 convolutions (mixed precision; ops.h): cuDNN convolves the bf16 views themselves with
 // float accumulation (compute type float, tensor-core math) and stores bf16; a forward's
@@ -437,9 +440,15 @@ class Convolution {
     ops::ConvolutionKey key = key_;
     key.pass = Pass::kPass;
     const OutputSpan output = outputs_[static_cast<size_t>(Pass::kOutput)];
+    // The candidates beyond memory's reach (the kept choice's workspace, or a candidate's, could
+    // not be had, or was over a cap that free memory set): a choice made past one that it could
+    // have been is provisional, never saved (a later run chooses again).
+    MemoryShortage shortage;
     if (const std::optional<ops::ConvolutionChoice> choice =
             ops::find_convolution_choice(Device::cuda(device), key)) {
-      if (run_kept<Pass>(launch, *choice, output.data)) return;
+      bool out_of_memory = false;
+      if (run_kept<Pass>(launch, *choice, output.data, out_of_memory)) return;
+      if (out_of_memory) shortage = {.any = true, .choosable = true};
       // A choice from the cache file or from rank 0 that this call cannot run (another driver
       // refuses it, or its workspace no longer fits): chosen afresh below, and replaced.
       kept_choices_refused.fetch_add(1, std::memory_order_relaxed);
@@ -448,6 +457,10 @@ class Convolution {
     const std::vector<AlgorithmCandidate> ranking = ranked<Pass>();
     const size_t cap = workspace_cap(device);
     std::vector<AlgorithmCandidate> order = algorithms_to_try(ranking, cap, deterministic);
+    for (const AlgorithmCandidate& candidate : ranking)
+      if (candidate.supported && candidate.workspace > cap &&
+          candidate.workspace <= kMaxConvWorkspace)
+        note_short(shortage, candidate);
     const std::string what = std::string(" for the ") + Pass::kName + " convolution of input " +
                              x_shape_.str() + " with weight " + w_shape_.str();
     if (order.empty()) {
@@ -462,7 +475,8 @@ class Convolution {
                      (key_.channels_last ? ", channels last" : ", NCHW") + "); try ") +
           "BAREYOLO_CONV=gemm");
     }
-    std::vector<std::optional<double>> times = timed<Pass>(launch, order, output.bytes);
+    std::vector<std::optional<double>> times = timed<Pass>(launch, order, output.bytes, shortage);
+    const bool untimed = order.size() > 1 && times.empty();
     if (const std::optional<size_t> fastest = fastest_candidate(order, times, deterministic)) {
       std::rotate(order.begin(), order.begin() + *fastest, order.begin() + *fastest + 1);
       std::rotate(times.begin(), times.begin() + *fastest, times.begin() + *fastest + 1);
@@ -475,16 +489,20 @@ class Convolution {
         status = attempt(launch, candidate, output.data);
       } catch (const OutOfDeviceMemory&) {
         out_of_memory = std::current_exception();
+        note_short(shortage, candidate);
         continue;
       }
       if (status == CUDNN_STATUS_SUCCESS) {
         count_launch();  // a refused candidate queued nothing
-        const double milliseconds = i < times.size() && times[i] ? *times[i] : 0.0;
-        ops::adopt_convolution_choices(
-            Device::cuda(device), {{key,
-                                    {candidate.algorithm, candidate.math,
-                                     static_cast<int64_t>(candidate.workspace), milliseconds}}});
-        if (log_choices()) log_choice(Pass::kName, ranking, order, times, candidate);
+        const ops::ConvolutionChoice choice{
+            .algorithm = candidate.algorithm,
+            .math = candidate.math,
+            .workspace = static_cast<int64_t>(candidate.workspace),
+            .milliseconds = i < times.size() && times[i] ? *times[i] : 0.0,
+            .provisional =
+                untimed || shortage.choosable || (!candidate.deterministic && shortage.any)};
+        ops::adopt_convolution_choices(Device::cuda(device), {{key, choice}});
+        if (log_choices()) log_choice(Pass::kName, ranking, order, times, choice);
         if (deterministic && !candidate.deterministic)
           std::fprintf(stderr,
                        "warning: --cudnn deterministic, but no deterministic cuDNN algorithm "
@@ -540,16 +558,29 @@ class Convolution {
     return cudnn_math(convolution_math(bf16_operands, tensor_cores));
   }
 
+  // Whether candidates were beyond memory's reach: any, and any the choice would fall on
+  // wherever it runs (under --cudnn deterministic, a deterministic one: a non-deterministic
+  // algorithm is chosen only where none of those runs, and then any counts).
+  struct MemoryShortage {
+    bool any = false, choosable = false;
+  };
+  void note_short(MemoryShortage& shortage, const AlgorithmCandidate& candidate) const {
+    shortage.any = true;
+    shortage.choosable = shortage.choosable || !deterministic || candidate.deterministic;
+  }
+
   // The call with a kept choice; false, having queued nothing, when cuDNN refuses it or its
-  // workspace cannot be had.
+  // workspace cannot be had (then `out_of_memory` is set).
   template <class Pass, class Launch>
-  bool run_kept(Launch& launch, const ops::ConvolutionChoice& choice, void* output) {
+  bool run_kept(Launch& launch, const ops::ConvolutionChoice& choice, void* output,
+                bool& out_of_memory) {
     const AlgorithmCandidate kept{choice.algorithm, choice.math, true, true,
                                   static_cast<size_t>(choice.workspace)};
     cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
     try {
       status = attempt(launch, kept, output);
     } catch (const OutOfDeviceMemory&) {
+      out_of_memory = true;
       return false;
     }
     if (refused(status)) return false;
@@ -581,12 +612,13 @@ class Convolution {
   // A candidate whose warm-up alone took kHopeless times the fastest so far cannot win and is not
   // run again (some algorithms take tens of milliseconds where the winner takes one). Empty,
   // timing nothing, with a single candidate, while the stream is recorded into a CUDA graph, or
-  // when no scratch output fits in memory. The host waits for each event: see the file comment
-  // for why that is not reported to the step guard.
+  // when no scratch output fits in memory. `shortage` notes the scratch output, or a candidate's
+  // workspace, that could not be had. The host waits for each
+  // event: see the file comment for why that is not reported to the step guard.
   template <class Pass, class Launch>
   std::vector<std::optional<double>> timed(Launch& launch,
                                            const std::vector<AlgorithmCandidate>& order,
-                                           size_t output_bytes) {
+                                           size_t output_bytes, MemoryShortage& shortage) {
     constexpr int kTimedRuns = 2;
     constexpr double kHopeless = 8;
     const cudaStream_t stream = stream_of(device);
@@ -597,6 +629,7 @@ class Convolution {
     try {
       scratch = DeviceBuffer(output_bytes, device);
     } catch (const OutOfDeviceMemory&) {
+      shortage = {.any = true, .choosable = true};
       return {};
     }
     const TimingEvents events;
@@ -609,8 +642,9 @@ class Convolution {
         cudnnStatus_t status = CUDNN_STATUS_NOT_SUPPORTED;
         try {
           status = attempt_apart(launch, candidate, scratch.get());
-        } catch (const OutOfDeviceMemory&) {
-          break;  // its workspace does not fit beside the scratch output: not a candidate here
+        } catch (const OutOfDeviceMemory&) {  // its workspace does not fit beside the scratch
+          note_short(shortage, candidate);
+          break;
         }
         if (status != CUDNN_STATUS_SUCCESS) {
           if (!refused(status)) check_cudnn(status, Pass::kCall, __FILE__, __LINE__);
@@ -660,7 +694,7 @@ class Convolution {
   void log_choice(const char* pass, const std::vector<AlgorithmCandidate>& ranking,
                   const std::vector<AlgorithmCandidate>& order,
                   const std::vector<std::optional<double>>& times,
-                  const AlgorithmCandidate& chosen) const {
+                  const ops::ConvolutionChoice& chosen) const {
     std::string line = std::string("cudnn ") + pass + (bf16_operands ? " bf16" : " float") +
                        (key_.channels_last ? " nhwc x" : " nchw x") + x_shape_.str() + " w" +
                        w_shape_.str() + " stride " + std::to_string(key_.stride_h) +
@@ -674,6 +708,9 @@ class Convolution {
     for (size_t i = 0; i < times.size(); ++i)
       line += " " + std::to_string(order[i].algorithm) + "/" + math_name(order[i].math) + "=" +
               (times[i] ? std::to_string(*times[i]) + "ms" : std::string("refused"));
+    if (chosen.provisional)
+      line +=
+          "; provisional (untimed, or a candidate's workspace beyond memory's reach): not saved";
     std::fprintf(stderr, "%s\n", line.c_str());
   }
 

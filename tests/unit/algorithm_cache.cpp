@@ -174,6 +174,36 @@ TEST_CASE("algorithm cache: a save merges with the file, and another GPU's file 
   CHECK(read_algorithm_cache(path, kIdentity, why_not) == first);
 }
 
+TEST_CASE("algorithm cache: a provisional choice travels in the text but is never saved") {
+  Folder folder;
+  const fs::path path = folder.path / "cache.json";
+  const ConvolutionChoices settled = random_choices(4, 5);
+  REQUIRE(write_algorithm_cache(path, kIdentity, settled) == 4);
+  // This run chose key a again short of memory, and met key b only short of memory.
+  const ConvolutionKey a = settled.begin()->first, b = random_choices(1, 6).begin()->first;
+  REQUIRE_FALSE(settled.count(b));
+  ConvolutionChoices run = settled;
+  run[a].algorithm = (run[a].algorithm + 1) % 8;
+  run[a].provisional = true;
+  run[b] = {.algorithm = 3, .math = 1, .workspace = 0, .milliseconds = 0, .provisional = true};
+  // The text (a broadcast's) carries the flag where it is true, and only there.
+  const std::string text = convolution_choices_json(kIdentity, run);
+  size_t flags = 0;
+  for (size_t at = text.find("\"provisional\":true"); at != std::string::npos;
+       at = text.find("\"provisional\":true", at + 1))
+    ++flags;
+  CHECK(flags == 2);
+  CHECK(text.find("\"provisional\":false") == std::string::npos);
+  CHECK(parse_convolution_choices(text, "rank 0").choices == run);
+  std::string wrong = text;
+  wrong.replace(wrong.find("\"provisional\":true"), 18, "\"provisional\":1");
+  CHECK(refusal(wrong).find("\"provisional\" is not true or false") != std::string::npos);
+  // The file keeps what it held for a and never gets b.
+  CHECK(write_algorithm_cache(path, kIdentity, run) == 4);
+  std::string why_not;
+  CHECK(read_algorithm_cache(path, kIdentity, why_not) == settled);
+}
+
 TEST_CASE("algorithm cache: its folder from the environment, its name from the identity") {
   const ScopedVariable own("BAREYOLO_CACHE_DIR", "/tmp/own"), xdg("XDG_CACHE_HOME", "/tmp/xdg"),
       home("HOME", "/tmp/home");
