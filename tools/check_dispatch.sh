@@ -23,6 +23,8 @@ cd "$(dirname "$0")/.."
 allowed=(
   # a GPU rank's loader feeds a faster consumer: more threads (TrainOptions::workers)
   "models/train/options.cpp:  if (!device.is_cuda()) return 2;"
+  # the defaults that differ by device (models/train/gated_defaults.h) ask what the device is
+  "models/train/options.cpp:  if (!device.is_cuda()) return {};"
   # the selftest's launch plan pins one worker per GPU it checks
   "tools/selftest/nccl_checks.cpp:    if (device.is_cuda()) plan.cuda_indices.push_back(device.index);"
   # a check of the request before any communicator exists: NCCL moves GPU memory only, so a

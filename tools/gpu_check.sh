@@ -89,7 +89,8 @@ row() {  # STEP RESULT SECONDS DETAIL...
   [ "$result" = ok ] || [ "$result" = WARN ] || failed=1
 }
 # gate NAME STEP...: a default that waits for a GPU run may change once every one of its steps
-# passed (ok; WARN is not enough). It changes in the code, by hand, with the run's figures.
+# passed (ok; WARN is not enough). It is opened by hand, with the run's figures: its switch in
+# models/train/gated_defaults.h.
 gate() {
   local name=$1 step verdict=ready detail=""
   shift
@@ -828,7 +829,7 @@ phase_b_steps=(amp_gpu nccl_world1 cuda_graph_gpu cuda_graph_nccl_gpu amp_grads_
 # ---- the run ------------------------------------------------------------------------------
 : >"$summary"
 echo "gpu_check: $build -> $out"
-# The defaults that wait for this run (docs/gpu.md, docs/mixed_precision.md), each "NAME|ROWS":
+# The defaults that wait for this run (models/train/gated_defaults.h), each "NAME|ROWS":
 # the rows its gate needs to read ok (the CUDA cases include the channels-last, AMP (the 200-step
 # tracking) and NCCL-graph ones; channels_last_gpu's run writes the channels_last_cudnn row).
 gates=("--channels-last auto: on for GPUs (#46)|cuda_tests channels_last_gpu channels_last_cudnn"

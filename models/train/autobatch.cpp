@@ -88,8 +88,9 @@ int probe_autobatch(const TrainOptions& options, int gpu,
   ops::use_settings({.tf32 = options.tf32,
                      .winograd = options.winograd,
                      .cudnn_deterministic = options.cudnn_deterministic});
-  model.graph().set_mixed_precision(options.amp);
-  model.graph().set_channels_last(channels_last(options));
+  const TrainOptions resolved = resolved_for(options, abilities_of(device));
+  model.graph().set_mixed_precision(mixed_precision(resolved));
+  model.graph().set_channels_last(channels_last(resolved));
   const int imgsz = std::max((options.imgsz + 31) / 32 * 32, 64);
   const LossOptions loss{scale_loss_gains(options.loss, model.num_levels(), nc, imgsz), nc};
   // --multi-scale trains batches up to about 1.5 imgsz: the probe measures the largest.

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "engine/json_numbers.h"
+#include "kernels/devices.h"
 #include "models/train/flat_yaml.h"
 #include "models/yolo/model_config.h"  // defines: kMaxAnchorsPerLevel
 
@@ -183,7 +184,7 @@ std::vector<HypValue> hyp_values(const TrainOptions& options) {
 }
 
 bool records_cuda_graphs(const TrainOptions& options, const Device& device, bool graphs_supported,
-                         StepCollectives collectives) {
+                         StepCollectives collectives, const GatedDefaults& gates) {
   if (options.cuda_graph == CudaGraphMode::off) return false;
   std::string obstacle;
   if (!graphs_supported)
@@ -193,8 +194,9 @@ bool records_cuda_graphs(const TrainOptions& options, const Device& device, bool
         "its step talks to other ranks over TCP or shared memory, or over NCCL under "
         "BAREYOLO_DESYNC_CHECK=1 (which waits before each collective), and a CUDA graph "
         "cannot hold such collectives (NCCL's it can)";
-  else if (collectives == StepCollectives::recordable && options.cuda_graph != CudaGraphMode::on)
-    return false;  // auto: NCCL steps are recorded on request only
+  else if (collectives == StepCollectives::recordable && options.cuda_graph != CudaGraphMode::on &&
+           !gates.cuda_graph_with_nccl)
+    return false;  // auto: NCCL steps are recorded on request only, until the gate opens
   else if (options.rect)
     obstacle = "--rect gives batches of many shapes";
   else if (options.multi_scale)
@@ -206,8 +208,32 @@ bool records_cuda_graphs(const TrainOptions& options, const Device& device, bool
   return false;
 }
 
-bool channels_last(const TrainOptions& options) {
-  return options.channels_last == ChannelsLastMode::on;
+DeviceAbilities abilities_of(const Device& device) {
+  if (!device.is_cuda()) return {};
+  return {.gpu = true, .bf16_tensor_cores = gpu_properties(device.index).compute_major >= 8};
+}
+
+TrainOptions resolved_for(const TrainOptions& options, const DeviceAbilities& device,
+                          const GatedDefaults& gates) {
+  TrainOptions resolved = options;
+  if (!resolved.amp) resolved.amp = gates.amp_on_bf16_gpus && device.bf16_tensor_cores;
+  if (resolved.channels_last == ChannelsLastMode::automatic)
+    resolved.channels_last =
+        gates.channels_last_on_gpus && device.gpu ? ChannelsLastMode::on : ChannelsLastMode::off;
+  return resolved;
+}
+
+bool mixed_precision(const TrainOptions& resolved) {
+  if (!resolved.amp)
+    throw std::logic_error("mixed_precision: --amp is unresolved (resolved_for, options.h)");
+  return *resolved.amp;
+}
+
+bool channels_last(const TrainOptions& resolved) {
+  if (resolved.channels_last == ChannelsLastMode::automatic)
+    throw std::logic_error(
+        "channels_last: --channels-last is unresolved (resolved_for, options.h)");
+  return resolved.channels_last == ChannelsLastMode::on;
 }
 
 const char* optimizer_name(OptimizerKind kind) {
@@ -310,7 +336,7 @@ std::string options_to_json(const TrainOptions& options) {
 
 std::vector<FlagValue> numerics_flags(const TrainOptions& options) {
   auto on_off = [](bool on) { return std::string(on ? "on" : "off"); };
-  return {{"--amp", on_off(options.amp)},
+  return {{"--amp", options.amp ? on_off(*options.amp) : "auto"},
           {"--grad-dtype", options.bf16_grad_buckets ? "bf16" : "fp32"},
           {"--tf32", on_off(options.tf32)},
           {"--cudnn", options.cudnn_deterministic ? "deterministic" : "fast"},

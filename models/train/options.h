@@ -21,6 +21,7 @@
 #include "kernels/view.h"
 #include "models/loss/loss.h"
 #include "models/train/callbacks.h"
+#include "models/train/gated_defaults.h"
 
 namespace bareyolo::models {
 
@@ -28,15 +29,16 @@ enum class OptimizerKind { sgd, adam, adamw };
 
 // --cuda-graph: whether the Solver records each kind of training step as one CUDA graph and
 // replays it (kernels/step_graph.h). auto: where it can, one process on a GPU whose batches keep
-// their shape; on: the same, and several ranks' steps with their NCCL collectives, refused with
-// the reason where it cannot; off: every kernel launched.
+// their shape (several ranks' steps with NCCL's collectives too once a GPU run opens that gate:
+// gated_defaults.h); on: the same, and several ranks' steps with their NCCL collectives, refused
+// with the reason where it cannot; off: every kernel launched.
 enum class CudaGraphMode { automatic, on, off };
 
 // --channels-last: the model's activations and their gradients in channels last (NHWC,
 // Graph::set_channels_last) rather than NCHW: on the CPU the same numbers (its kernels read NCHW
 // copies of the views: kernels/nchw_adapter.h), on a GPU every op's own channels-last kernel.
-// auto: NCHW for now, until a GPU run has checked those kernels (docs/gpu.md); on: channels last;
-// off: NCHW.
+// auto: channels last on a GPU once a GPU run has checked those kernels (gated_defaults.h; NCHW
+// until then), NCHW on the CPU; on: channels last; off: NCHW.
 enum class ChannelsLastMode { automatic, on, off };
 
 // `--device` as the C++ API takes it: a string, one CUDA index, or a list of indices.
@@ -112,11 +114,12 @@ struct TrainOptions {
   // it (kernels/cpu/winograd.h: fewer multiplications, float results that differ in the last
   // bits); false: im2col + GEMM everywhere.
   bool winograd = true;
-  // --amp: bf16 mixed precision (Graph::set_mixed_precision) for the model's activations and
-  // their gradients, which become bf16 tensors; the ops compute in float (cuDNN's bf16
-  // convolutions on tensor cores on a GPU). Off by default until the device check has run it;
-  // validation runs the same model, so it too.
-  bool amp = false;
+  // --amp (true), --no-amp (false): bf16 mixed precision (Graph::set_mixed_precision) for the
+  // model's activations and their gradients, which become bf16 tensors; the ops compute in
+  // float (cuDNN's bf16 convolutions on tensor cores on a GPU). Unset: the device's default
+  // (resolved_for below: float32 until a GPU run opens the gate); the trainer resolves it.
+  // Validation runs the EMA model in float32, NCHW, either way.
+  std::optional<bool> amp;
   CudaGraphMode cuda_graph = CudaGraphMode::automatic;
   ChannelsLastMode channels_last = ChannelsLastMode::automatic;
   // --cache: "ram" or "disk" decodes the images once into a file every rank of the host maps
@@ -204,7 +207,8 @@ std::string options_to_json(const TrainOptions& options);
 void options_from_json(const std::string& json, TrainOptions& options);
 
 // The launch's numerics as the flags that set them, each with its value as typed ("--amp",
-// "on"): not in the saved configuration, but what the ranks compute together (rank_agreement.h)
+// "on"; "auto" for an unresolved --amp, which neither --amp nor --no-amp set): not in the saved
+// configuration, but what the ranks compute together (rank_agreement.h)
 // and what a resumed run keeps (checkpoint.h: SavedLaunch).
 struct FlagValue {
   const char* flag;
@@ -218,14 +222,29 @@ enum class StepCollectives { none, recordable, unrecordable };
 
 // Whether the run records its steps (--cuda-graph, resolved): a GPU that can (`graphs_supported`),
 // batches of one shape (no --rect, whose batches follow the images' aspect, no --multi-scale), and
-// a step without collectives; one with NCCL's only under --cuda-graph on (auto launches it kernel
-// by kernel: its replays have not run on a GPU yet). --cuda-graph on where that does not hold
-// throws, saying which part fails.
+// a step without collectives; one with NCCL's only under --cuda-graph on until its gate opens
+// (gated_defaults.h: auto launches it kernel by kernel, its replays have not run on a GPU yet).
+// --cuda-graph on where that does not hold throws, saying which part fails.
 bool records_cuda_graphs(const TrainOptions& options, const Device& device, bool graphs_supported,
-                         StepCollectives collectives);
+                         StepCollectives collectives, const GatedDefaults& gates = kGatedDefaults);
 
-// Whether the run's activations are channels last (--channels-last, resolved).
-bool channels_last(const TrainOptions& options);
+// What a run's device offers that a default depends on.
+struct DeviceAbilities {
+  bool gpu = false;
+  bool bf16_tensor_cores = false;  // a GPU of compute capability 8.0 or newer
+};
+DeviceAbilities abilities_of(const Device& device);  // asks a GPU its compute capability
+
+// `options` with --amp and --channels-last resolved for the run's device (the trainer's,
+// AutoBatch's): each as asked, else the device's default where its gate is open
+// (gated_defaults.h) — bf16 mixed precision where it has bf16 tensor cores, channels last on a
+// GPU — and float32, NCHW where it is shut.
+TrainOptions resolved_for(const TrainOptions& options, const DeviceAbilities& device,
+                          const GatedDefaults& gates = kGatedDefaults);
+// What resolved options say: whether the run trains in bf16 mixed precision, whether its
+// activations are channels last. Each throws std::logic_error for unresolved options.
+bool mixed_precision(const TrainOptions& resolved);
+bool channels_last(const TrainOptions& resolved);
 
 const char* optimizer_name(OptimizerKind kind);               // "SGD", "Adam", "AdamW"
 OptimizerKind parse_optimizer_name(const std::string& name);  // throws for others

@@ -111,11 +111,10 @@ Solver::Solver(DetectionModel& model, const SolverOptions& options, dist::Commun
   model_.graph().set_channels_last(options.channels_last);
   ops::require_kernel(optimizer_->kernel(), arena_.device(),
                       std::string("--optimizer ") + optimizer_name(options.optimizer));
-  // With a communicator only on request (--cuda-graph on) and only where its collectives go into
-  // the recording (NCCL's); auto leaves such a step launched one kernel at a time.
-  records_ =
-      options.cuda_graph != CudaGraphMode::off && StepGraph::supported(arena_.device()) &&
-      (!comm_ || (options.cuda_graph == CudaGraphMode::on && comm_->records_in_cuda_graphs()));
+  // With a communicator only where its collectives go into the recording (NCCL's); whether auto
+  // records such a step is the run's to say (records_cuda_graphs, options.h).
+  records_ = options.cuda_graph != CudaGraphMode::off && StepGraph::supported(arena_.device()) &&
+             (!comm_ || comm_->records_in_cuda_graphs());
   if (options.cuda_graph == CudaGraphMode::on && !StepGraph::supported(arena_.device()))
     throw std::invalid_argument(
         "--cuda-graph on records the step as a CUDA graph; this run "

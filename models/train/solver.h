@@ -76,9 +76,10 @@ struct SolverOptions {
   bool tf32 = false, winograd = true, amp = false, cudnn_deterministic = true;
   // --cuda-graph (options.h): each kind of step (input shape, whether it updates) recorded as
   // one CUDA graph on its second run and replayed from then on (kernels/step_graph.h), on a GPU.
-  // on: a recording that fails throws, and a communicator whose collectives a graph can hold
-  // (NCCL's) records them with the step; automatic: that kind launches its kernels one by one
-  // instead, with a note (take_notes), as it does wherever recording cannot be (the CPU, a
+  // With a communicator whose collectives a graph can hold (NCCL's) they are recorded with the
+  // step (the trainer passes auto here only where the run's options allow it: records_cuda_graphs).
+  // on: a recording that fails throws; automatic: that kind launches its kernels one by one
+  // instead, with a note (take_notes), as it does wherever recording cannot be (the CPU, another
   // communicator); off: never.
   CudaGraphMode cuda_graph = CudaGraphMode::off;
   // The activations and their gradients in channels last (Graph::set_channels_last).

@@ -98,7 +98,8 @@ std::optional<Resume> open_resume_if_asked(const std::string& resume) {
 }
 
 // The request as the trainer takes it: resolved (resolved_request, checkpoint.h) in the run
-// directory and with the batch plan the launch resolved (run_context.h).
+// directory and with the batch plan the launch resolved (run_context.h), its --amp and
+// --channels-last for the run's device (resolved_for, options.h).
 TrainOptions checked_request(const TrainOptions& request, const RunContext& run,
                              const std::optional<Resume>& resume) {
   if (resume) check_resolved(resume->info, request.resume, request);
@@ -120,7 +121,7 @@ TrainOptions checked_request(const TrainOptions& request, const RunContext& run,
         "RunContext::batch is not plan_batch(batch=" + std::to_string(request.batch) +
         ", world_size=" + std::to_string(run.world_size) + ", nbs=" + std::to_string(request.nbs) +
         "); the launch resolves it");
-  TrainOptions options = request;
+  TrainOptions options = resolved_for(request, abilities_of(run.device));
   options.run_dir = run.run_dir;
   return options;
 }
@@ -210,7 +211,7 @@ SolverOptions solver_options(const TrainOptions& options, const RunContext& run,
           .loss = loss,
           .tf32 = options.tf32,
           .winograd = options.winograd,
-          .amp = options.amp,
+          .amp = mixed_precision(options),
           .cudnn_deterministic = options.cudnn_deterministic,
           .cuda_graph = records_cuda_graphs(options, run.device, StepGraph::supported(run.device),
                                             step_collectives(run.group))
@@ -318,7 +319,7 @@ Trainer::Trainer(const TrainOptions& request, const RunContext& run, const Log& 
           solver_options(options_, run_, batches_, loss_options_), comm_),
       stopping_{options_.patience} {
   const bool rank0 = run_.rank == 0;
-  if (options_.amp && rank0)
+  if (mixed_precision(options_) && rank0)
     log("mixed precision (--amp): activations and their gradients in bf16 tensors, computed in "
         "fp32; fp32 weights, statistics and loss (docs/mixed_precision.md)");
 
@@ -423,7 +424,7 @@ SafetensorsFile Trainer::snapshot() {
        .cfg = options_.cfg,
        .yaml = weights_yaml_,
        .launch = SavedLaunch{options_.device.text, options_.nproc_per_node, run_.world_size,
-                             options_.amp, options_.tf32, options_.winograd,
+                             mixed_precision(options_), options_.tf32, options_.winograd,
                              options_.bf16_grad_buckets, options_.cudnn_deterministic}});
 }
 

@@ -27,6 +27,7 @@ refused() {
 }
 
 refused "--sync-bn and --no-sync-bn were both given" --sync-bn --no-sync-bn
+refused "--amp and --no-amp were both given" --no-amp --amp
 printf 'sync_bn: true\nno_sync_bn: true\n' > "$work/both.yaml"
 refused "--sync-bn and --no-sync-bn were both given" --config "$work/both.yaml"
 printf 'epochs: 2\nbatch: 8\nepochs: 3\n' > "$work/twice.yaml"
@@ -58,11 +59,12 @@ train=("${common[@]}" --imgsz 64 --amp --winograd off --cudnn fast)
 run="$work/runs/stopped"
 test -s "$run/weights/last.safetensors" || fail "no checkpoint after --max-steps"
 if "$bareyolo" train --resume "$run" --epochs 1 --imgsz 128 --batch 2 --winograd on \
-  --cudnn deterministic > "$work/out.txt" 2>&1; then
+  --cudnn deterministic --no-amp > "$work/out.txt" 2>&1; then
   fail "--resume with another --imgsz and --batch should fail"
 fi
 for expected in "--imgsz 128 given, the run was started with --imgsz 64" \
   "--batch 2 given, the run was started with --batch 4" \
+  "--amp off given, the run was started with --amp on" \
   "--winograd on given, the run was started with --winograd off" \
   "--cudnn deterministic given, the run was started with --cudnn fast"; do
   grep -qF -- "$expected" "$work/out.txt" || fail "no '$expected' in: $(cat "$work/out.txt")"

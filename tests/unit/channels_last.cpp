@@ -133,13 +133,23 @@ TEST_CASE("channels-last network: the tiny model's head, gradients and SGD steps
   }
 }
 
-TEST_CASE("channels-last option: auto and off are NCHW, on is channels last") {
+TEST_CASE("channels-last option: on and off as asked, auto channels last on a GPU once opened") {
+  const models::DeviceAbilities cpu{}, gpu{.gpu = true, .bf16_tensor_cores = true};
+  const models::GatedDefaults shut{}, opened{.channels_last_on_gpus = true};
   models::TrainOptions options;
-  CHECK_FALSE(models::channels_last(options));  // auto: NCHW for now
+  CHECK_THROWS_AS(models::channels_last(options), std::logic_error);  // auto, unresolved
+  auto resolved = [&](const models::DeviceAbilities& device, const models::GatedDefaults& gates) {
+    return models::channels_last(models::resolved_for(options, device, gates));
+  };
+  CHECK_FALSE(resolved(cpu, shut));
+  CHECK_FALSE(resolved(gpu, shut));
+  CHECK_FALSE(resolved(cpu, opened));
+  CHECK(resolved(gpu, opened));
+  CHECK_FALSE(resolved(gpu, models::kGatedDefaults));  // this build: NCHW until a GPU run
   options.channels_last = models::ChannelsLastMode::on;
-  CHECK(models::channels_last(options));
+  CHECK(resolved(cpu, shut));
   options.channels_last = models::ChannelsLastMode::off;
-  CHECK_FALSE(models::channels_last(options));
+  CHECK_FALSE(resolved(gpu, opened));
 }
 
 // Through the Solver, --amp keeps the convolutions' bf16 weights in the arena, KRSC in channels

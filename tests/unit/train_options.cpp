@@ -208,6 +208,11 @@ TEST_CASE("--cuda-graph: auto records where it can, on refuses where it cannot, 
   CHECK(!records(automatic, gpu, true, unrecordable));
   CHECK(!records(automatic, gpu, true, recordable));  // NCCL's: on request only
   CHECK(records(on, gpu, true, recordable));
+  // ... until the gate opens (gated_defaults.h), and then only NCCL's.
+  const models::GatedDefaults opened{.cuda_graph_with_nccl = true};
+  options.cuda_graph = automatic;
+  CHECK(models::records_cuda_graphs(options, gpu, true, recordable, opened));
+  CHECK(!models::records_cuda_graphs(options, gpu, true, unrecordable, opened));
   options.rect = true;
   CHECK(!records(automatic, gpu, true, none));
   options.rect = false;
@@ -230,6 +235,31 @@ TEST_CASE("--cuda-graph: auto records where it can, on refuses where it cannot, 
   options.multi_scale = true;
   CHECK(refusal(gpu, true, none).find("--multi-scale gives batches of many shapes") !=
         std::string::npos);
+}
+
+TEST_CASE("--amp: as asked, else bf16 on GPUs with bf16 tensor cores once the gate opens") {
+  const models::DeviceAbilities cpu{}, ampere{.gpu = true, .bf16_tensor_cores = true},
+      turing{.gpu = true, .bf16_tensor_cores = false};
+  const models::GatedDefaults shut{}, opened{.amp_on_bf16_gpus = true};
+  models::TrainOptions options;
+  CHECK_THROWS_AS(models::mixed_precision(options), std::logic_error);  // unresolved
+  auto amp = [&](const models::DeviceAbilities& device, const models::GatedDefaults& gates) {
+    return models::mixed_precision(models::resolved_for(options, device, gates));
+  };
+  for (const auto* device : {&cpu, &ampere, &turing}) CHECK(!amp(*device, shut));
+  CHECK(!amp(cpu, opened));
+  CHECK(amp(ampere, opened));
+  CHECK(!amp(turing, opened));
+  CHECK(!amp(ampere, models::kGatedDefaults));  // this build: float32 until a GPU run
+  for (bool asked : {false, true}) {
+    options.amp = asked;  // --amp, --no-amp: whatever the device and the gate
+    for (const auto* device : {&cpu, &ampere, &turing})
+      for (const auto* gates : {&shut, &opened}) CHECK(amp(*device, *gates) == asked);
+  }
+  // The resolved options say it, so a checkpoint and a resumed run keep it.
+  options.amp.reset();
+  CHECK(models::resolved_for(options, ampere, opened).amp == std::optional<bool>(true));
+  CHECK(models::numerics_flags(options).front().value == "auto");
 }
 
 TEST_CASE("a Solver asked to record its steps on the CPU refuses, naming the device") {

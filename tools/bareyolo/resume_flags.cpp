@@ -56,8 +56,14 @@ std::string difference(const std::string& key, const CLI::Option& option, const 
   return flag + " " + text(asked) + " given, the run was started with " + flag + " " + text(saved);
 }
 
+// Whether `flag` or its opposite ("--no-amp" for "--amp") was given.
+bool given(const CLI::App& command, const std::string& flag) {
+  const CLI::Option* opposite = command.get_option_no_throw("--no-" + flag.substr(2));
+  return command.get_option(flag)->count() > 0 || (opposite && opposite->count() > 0);
+}
+
 // The launch's numerics, which are not in the configuration but which a resumed run keeps
-// (checkpoint.h: SavedLaunch): "--amp given, the run was started without it", or "".
+// (checkpoint.h: SavedLaunch): "--amp off given, the run was started with --amp on", or "".
 std::string numerics_difference(const CLI::App& command, const models::TrainOptions& asked,
                                 const models::TrainOptions& run) {
   const std::vector<models::FlagValue> asked_flags = models::numerics_flags(asked),
@@ -65,8 +71,7 @@ std::string numerics_difference(const CLI::App& command, const models::TrainOpti
   std::string refused;
   for (size_t i = 0; i < asked_flags.size(); ++i) {
     const std::string flag = asked_flags[i].flag;
-    if (command.get_option(flag)->count() == 0 || asked_flags[i].value == run_flags[i].value)
-      continue;
+    if (!given(command, flag) || asked_flags[i].value == run_flags[i].value) continue;
     refused += (refused.empty() ? "" : "; ") + flag + " " + asked_flags[i].value +
                " given, the run was started with " + flag + " " + run_flags[i].value;
   }

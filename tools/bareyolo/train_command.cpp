@@ -64,7 +64,8 @@ std::string default_dataset() {
 }
 
 // Flags that switch one setting on and off: given together they contradict each other.
-constexpr std::pair<const char*, const char*> kOnOffFlags[] = {{"--sync-bn", "--no-sync-bn"}};
+constexpr std::pair<const char*, const char*> kOnOffFlags[] = {{"--sync-bn", "--no-sync-bn"},
+                                                               {"--amp", "--no-amp"}};
 
 // The flag that switches off what `name` switches on, or on what it switches off; "" if none.
 std::string opposite_flag(const std::string& name) {
@@ -352,10 +353,14 @@ void add_train_command(CLI::App& app) {
                   "the kernels take it); off: NCHW")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
-  cmd->add_flag("--amp", t.amp,
-                "bf16 mixed precision: activations and their gradients in bf16 tensors, "
-                "computed in fp32; weights, BatchNorm statistics, loss and optimizer in fp32 "
-                "(cuDNN's bf16 tensor-core convolutions on a GPU)");
+  cmd->add_flag_callback(
+      "--amp", [&t] { t.amp = true; },
+      "bf16 mixed precision: activations and their gradients in bf16 tensors, computed in "
+      "fp32; weights, BatchNorm statistics, loss and optimizer in fp32 (cuDNN's bf16 "
+      "tensor-core convolutions on a GPU). Neither --amp nor --no-amp: fp32 for now (bf16 on "
+      "GPUs with bf16 tensor cores once a GPU run has checked it: docs/gpu.md)");
+  cmd->add_flag_callback(
+      "--no-amp", [&t] { t.amp = false; }, "fp32 activations and gradients throughout");
   cmd->add_option("--timeout", t.timeout_s,
                   "Seconds a rank of a running job waits for the others (a collective) before "
                   "failing")
