@@ -88,16 +88,17 @@ row() {  # STEP RESULT SECONDS DETAIL...
   step_results[$step]=$result
   [ "$result" = ok ] || [ "$result" = WARN ] || failed=1
 }
-# gate NAME STEP...: a default that waits for a GPU run may change once every one of its steps
-# passed (ok; WARN is not enough). It is opened by hand, with the run's figures: its switch in
+# gate NAME SWITCH STEP...: a default that waits for a GPU run may change once every one of its
+# steps passed (ok; WARN is not enough). It is opened by hand, with the run's figures: SWITCH in
 # models/train/gated_defaults.h.
 gate() {
-  local name=$1 step verdict=ready detail=""
-  shift
+  local name=$1 switch=$2 step verdict=ready detail=""
+  shift 2
   for step in "$@"; do
     detail+=" $step=${step_results[$step]:-not-run}"
     [ "${step_results[$step]:-}" = ok ] || verdict="not yet"
   done
+  [ "$verdict" = ready ] && detail+="; open it: $switch = true in models/train/gated_defaults.h"
   printf 'gate  %-40s %-8s%s\n' "$name" "$verdict" "$detail" | tee -a "$summary"
 }
 # run LOG CAP COMMAND...: the command under its limit, its output appended to LOG; sets $rc
@@ -829,15 +830,15 @@ phase_b_steps=(amp_gpu nccl_world1 cuda_graph_gpu cuda_graph_nccl_gpu amp_grads_
 # ---- the run ------------------------------------------------------------------------------
 : >"$summary"
 echo "gpu_check: $build -> $out"
-# The defaults that wait for this run (models/train/gated_defaults.h), each "NAME|ROWS":
+# The defaults that wait for this run, each "NAME|SWITCH|ROWS" (SWITCH: models/train/gated_defaults.h):
 # the rows its gate needs to read ok (the CUDA cases include the channels-last, AMP (the 200-step
 # tracking) and NCCL-graph ones; channels_last_gpu's run writes the channels_last_cudnn row).
-gates=("--channels-last auto: on for GPUs (#46)|cuda_tests channels_last_gpu channels_last_cudnn"
-       "--amp: the default on sm80+ (#46)|cuda_tests amp_gpu amp_grads_gpu_vs_cpu"
-       "--cuda-graph auto: NCCL steps too (#48)|cuda_tests nccl_world1 cuda_graph_gpu cuda_graph_nccl_gpu")
+gates=("--channels-last auto: on for GPUs (#46)|channels_last_on_gpus|cuda_tests channels_last_gpu channels_last_cudnn"
+       "--amp: the default on sm80+ (#46)|amp_on_bf16_gpus|cuda_tests amp_gpu amp_grads_gpu_vs_cpu"
+       "--cuda-graph auto: NCCL steps too (#48)|cuda_graph_with_nccl|cuda_tests nccl_world1 cuda_graph_gpu cuda_graph_nccl_gpu")
 if [ "${GPU_CHECK_ONLY:-}" = gates ]; then
   GPU_CHECK_ONLY=""
-  for entry in "${gates[@]}"; do GPU_CHECK_ONLY+=" ${entry#*|}"; done
+  for entry in "${gates[@]}"; do GPU_CHECK_ONLY+=" ${entry##*|}"; done
 fi
 wanted() { [ -z "${GPU_CHECK_ONLY:-}" ] || [[ " $GPU_CHECK_ONLY " == *" $1 "* ]]; }
 start_phase A "$phase_a_s"
@@ -851,6 +852,9 @@ start_phase B "$phase_b_s"
 make_shapes "$phase_b_log"
 for step in "${phase_b_steps[@]}"; do wanted "$step" && "$step"; done
 echo "== gates: the defaults a passing run allows to change" | tee -a "$summary"
-for entry in "${gates[@]}"; do gate "${entry%%|*}" ${entry#*|}; done
+for entry in "${gates[@]}"; do
+  rows=${entry#*|}
+  gate "${entry%%|*}" "${rows%%|*}" ${rows#*|}
+done
 echo "== gpu_check: $([ "$failed" -eq 0 ] && echo 'every step passed' || echo 'FAILED (see the rows above)')" | tee -a "$summary"
 exit "$failed"

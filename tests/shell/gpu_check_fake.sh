@@ -120,6 +120,15 @@ grep -q '== gpu_check: FAILED' "$summary" || fail "no final verdict"
 grep -q '^gate .*--cuda-graph auto.*cuda_graph_nccl_gpu=FAIL' "$summary" ||
   fail "the NCCL graph gate does not name its step's result"
 grep -q '^gate .* ready' "$summary" && fail "a gate of the fake build reads as ready"
+# Each gate names its switch, and the switch is there to open.
+switches=$(grep -o '(#[0-9]*)|[a-z0-9_]*|' "$repo/tools/gpu_check.sh" | cut -d'|' -f2)
+[ "$(wc -w <<<"$switches")" -eq 3 ] || fail "the gates name the switches '$switches'"
+for switch in $switches; do
+  grep -q "bool $switch = " "$repo/models/train/gated_defaults.h" ||
+    fail "the gate switch $switch is not in models/train/gated_defaults.h"
+done
+[ "$(grep -c '  bool [a-z0-9_]* = ' "$repo/models/train/gated_defaults.h")" -eq 3 ] ||
+  fail "models/train/gated_defaults.h has another number of switches than the 3 gates"
 
 # A phase's budget bounds its steps: with 8 s for phase A, the hanging case takes what is left
 # of it; with none for phase S, none of its steps starts (NOT RUN, still a failure).
