@@ -36,7 +36,10 @@
 #   cuda_graph_nccl_gpu), bench_gpu_train's small job (yolov5n at 320 px, batch 16). Later
 #   issues add their cases as steps of phase S (speed) or B (see phase_s_steps, phase_b_steps).
 #
-# Every step has a time limit (its own, and what is left of its phase); a step's row is
+# Every step has a time limit (its own, and what is left of its phase); the phases together stop
+# within GPU_CHECK_TOTAL_S (570 s: a device command may run 600, and a run cut off there would
+# lose the summary's gates): a phase gets its budget or what is left of that total, the lesser
+# (time a phase leaves unused is not carried over). A step's row is
 # appended to OUTDIR/summary.log as soon as it ends. The script never reports a GPU check as
 # passed that did not run: a driver error or a missing GPU is a failure, never *skipped*.
 # At most 8 files land in OUTDIR (summary, environment, cuda_tests, sanitizer, phase_s and
@@ -59,6 +62,7 @@ trap 'rm -rf "$work"' EXIT
 phase_a_s=${GPU_CHECK_PHASE_A_S:-150}
 phase_s_s=${GPU_CHECK_PHASE_S_S:-180}
 phase_b_s=${GPU_CHECK_PHASE_B_S:-240}
+check_deadline=$(($(date +%s) + ${GPU_CHECK_TOTAL_S:-570}))  # the phases' end, whatever their sum
 case_s=${GPU_CHECK_CASE_S:-60}  # one CUDA test case
 export BAREYOLO_REQUIRE_GPU=1   # no binary may call a missing GPU "skipped"
 export BAREYOLO_CACHE_DIR=$work/cache
@@ -70,8 +74,10 @@ phase=""
 phase_deadline=0
 start_phase() {
   phase=$1
-  phase_deadline=$(($(date +%s) + $2))
-  echo "== phase $phase: at most $2 s" | tee -a "$summary"
+  local seconds=$2 left=$((check_deadline - $(date +%s)))
+  [ "$left" -lt "$seconds" ] && seconds=$((left > 0 ? left : 0))
+  phase_deadline=$(($(date +%s) + seconds))
+  echo "== phase $phase: at most $seconds s" | tee -a "$summary"
 }
 # The seconds a step may run: its own cap, or what is left of the phase (0 when less than 5 s
 # are left: the step is not started).
