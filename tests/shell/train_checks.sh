@@ -28,6 +28,7 @@ refused() {
 
 refused "--sync-bn and --no-sync-bn were both given" --sync-bn --no-sync-bn
 refused "--amp and --no-amp were both given" --no-amp --amp
+refused "amp was given a disallowed flag override" --amp=false  # not a silent default
 printf 'sync_bn: true\nno_sync_bn: true\n' > "$work/both.yaml"
 refused "--sync-bn and --no-sync-bn were both given" --config "$work/both.yaml"
 printf 'epochs: 2\nbatch: 8\nepochs: 3\n' > "$work/twice.yaml"

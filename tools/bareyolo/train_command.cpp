@@ -311,12 +311,14 @@ void add_train_command(CLI::App& app) {
       ->check(cli::kNonNegative)
       ->capture_default_str();
   cmd->add_flag_callback(
-      "--sync-bn", [&t] { t.sync_bn = true; },
-      "SyncBatchNorm when distributed: BN statistics over the global batch "
-      "(the default with more than one rank)");
+         "--sync-bn", [&t] { t.sync_bn = true; },
+         "SyncBatchNorm when distributed: BN statistics over the global batch "
+         "(the default with more than one rank)")
+      ->disable_flag_override();  // "--sync-bn=false" would ask for nothing: --no-sync-bn says it
   cmd->add_flag_callback(
-      "--no-sync-bn", [&t] { t.sync_bn = false; },
-      "BatchNorm statistics per rank (warned below 16 images per rank)");
+         "--no-sync-bn", [&t] { t.sync_bn = false; },
+         "BatchNorm statistics per rank (warned below 16 images per rank)")
+      ->disable_flag_override();
   cmd->add_option("--backend", t.backend,
                   "Communication: auto (NCCL for distinct GPUs, shared memory for CPU ranks "
                   "on one host, else TCP), tcp, shm or nccl")
@@ -354,13 +356,15 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   cmd->add_flag_callback(
-      "--amp", [&t] { t.amp = true; },
-      "bf16 mixed precision: activations and their gradients in bf16 tensors, computed in "
-      "fp32; weights, BatchNorm statistics, loss and optimizer in fp32 (cuDNN's bf16 "
-      "tensor-core convolutions on a GPU). Neither --amp nor --no-amp: fp32 for now (bf16 on "
-      "GPUs with bf16 tensor cores once a GPU run has checked it: docs/gpu.md)");
+         "--amp", [&t] { t.amp = true; },
+         "bf16 mixed precision: activations and their gradients in bf16 tensors, computed in "
+         "fp32; weights, BatchNorm statistics, loss and optimizer in fp32 (cuDNN's bf16 "
+         "tensor-core convolutions on a GPU). Neither --amp nor --no-amp: fp32 for now (bf16 on "
+         "GPUs with bf16 tensor cores once a GPU run has checked it: docs/gpu.md)")
+      ->disable_flag_override();  // "--amp=false" would leave the default: --no-amp says it
   cmd->add_flag_callback(
-      "--no-amp", [&t] { t.amp = false; }, "fp32 activations and gradients throughout");
+         "--no-amp", [&t] { t.amp = false; }, "fp32 activations and gradients throughout")
+      ->disable_flag_override();
   cmd->add_option("--timeout", t.timeout_s,
                   "Seconds a rank of a running job waits for the others (a collective) before "
                   "failing")
