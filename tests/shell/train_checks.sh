@@ -31,6 +31,9 @@ refused "--amp and --no-amp were both given" --no-amp --amp
 refused "amp was given a disallowed flag override" --amp=false  # not a silent default
 printf 'sync_bn: true\nno_sync_bn: true\n' > "$work/both.yaml"
 refused "--sync-bn and --no-sync-bn were both given" --config "$work/both.yaml"
+printf 'amp: off\n' > "$work/amp_off.yaml"
+refused "amp: off' switches nothing: write true to ask for --amp, or ask for --no-amp" \
+  --config "$work/amp_off.yaml"
 printf 'epochs: 2\nbatch: 8\nepochs: 3\n' > "$work/twice.yaml"
 refused "twice.yaml:3: 'epochs' is given twice (first on line 1)" --config "$work/twice.yaml"
 printf 'lr0: 0.01\nlr0: 0.02\n' > "$work/hyp_twice.yaml"

@@ -149,6 +149,14 @@ void apply_config_yaml(const std::string& path) {
         for (const YAML::Node& item : entry.value) flag->add_result(item.Scalar());
       else
         flag->add_result(entry.value.Scalar());
+      // An on/off switch runs only for a true value: any other false one (off, no, 0) would
+      // silently leave the default, which its opposite switch exists to override.
+      const std::string opposite = opposite_flag(flag->get_name());
+      if (!opposite.empty() && !flag->as<bool>())
+        throw std::invalid_argument(where + entry.key + ": " + entry.value.Scalar() +
+                                    "' switches nothing: write true to ask for " +
+                                    flag->get_name() + ", or ask for " + opposite +
+                                    " (false or null leave the default)");
       flag->run_callback();
     } catch (const CLI::Error& e) {
       throw std::invalid_argument(where + key + "': " + e.what());
