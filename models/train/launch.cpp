@@ -186,14 +186,15 @@ TrainSummary train_rank(TrainOptions options, const dist::DeviceSpec& spec, cons
        .timeout = timeout_of(options),
        .device = device,
        .stall_timeout = stall_timeout_of(options)});
-  // Ranks forked by one bareyolo launcher share its command line; ranks started otherwise
-  // compare theirs, before anything is written (rank_agreement.h), with the defaults that differ
-  // by device resolved for each (--amp unset on nodes of other GPU models).
+  // Ranks started otherwise than by one bareyolo launcher compare their configurations, before
+  // anything is written (rank_agreement.h); ranks forked by one share its command line, and
+  // compare only what their devices resolve from it (an unset --amp on GPUs of two models).
   const bool forks_of_one_launcher =
       env.spawned_by_bareyolo && env.world_size == env.local_world_size;
-  if (group.world_size() > 1 && !forks_of_one_launcher)
+  if (group.world_size() > 1)
     agree_on_configuration(*group.store, group.rank(), group.world_size(),
-                           rank_configuration(resolved_for(options, abilities_of(device))));
+                           forks_of_one_launcher ? device_configuration(options, device)
+                                                 : rank_configuration(options, device));
   // Rank 0 decides where the run goes (it alone creates directories) and, after a torchrun
   // restart, which checkpoint it continues from; the others are told. So does AutoBatch,
   // probed on rank 0 alone. Under an external launcher rank 0 owns the run directory (locks

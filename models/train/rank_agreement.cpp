@@ -66,6 +66,12 @@ ConfigurationField data_field(const std::string& yaml) {
   return {"--data", hash, file_name(yaml) + " (contents hashed to " + hash + ")"};
 }
 
+RankConfiguration numerics_fields(const TrainOptions& options) {
+  RankConfiguration fields;
+  for (const auto& [flag, value] : numerics_flags(options)) fields.push_back({flag, value, ""});
+  return fields;
+}
+
 RankConfiguration build_configuration(const TrainOptions& options) {
   RankConfiguration fields;
   const nlohmann::json saved = nlohmann::json::parse(options_to_json(options));
@@ -82,7 +88,7 @@ RankConfiguration build_configuration(const TrainOptions& options) {
       fields.push_back({flag_name(key), value_text(value), ""});
     }
   }
-  for (const auto& [flag, value] : numerics_flags(options)) fields.push_back({flag, value, ""});
+  for (ConfigurationField& field : numerics_fields(options)) fields.push_back(std::move(field));
   fields.push_back({"--max-steps", std::to_string(options.max_steps), ""});
   // Another pixel limit skips other images: the ranks' datasets would differ.
   fields.push_back({"--max-pixels", std::to_string(options.max_pixels), ""});
@@ -109,14 +115,25 @@ RankConfiguration from_json(const std::string& text) {
   return fields;
 }
 
-}  // namespace
-
-RankConfiguration rank_configuration(const TrainOptions& options) {
+// `build` of the options resolved for `device`, or one "error" field saying why not: told to
+// rank 0, so that no rank waits for it.
+RankConfiguration built_or_error(const TrainOptions& options, const Device& device,
+                                 RankConfiguration (*build)(const TrainOptions&)) {
   try {
-    return build_configuration(options);
-  } catch (const std::exception& error) {  // told to rank 0, so that no rank waits for it
+    return build(resolved_for(options, abilities_of(device)));
+  } catch (const std::exception& error) {
     return {{"error", error.what(), ""}};
   }
+}
+
+}  // namespace
+
+RankConfiguration rank_configuration(const TrainOptions& options, const Device& device) {
+  return built_or_error(options, device, build_configuration);
+}
+
+RankConfiguration device_configuration(const TrainOptions& options, const Device& device) {
+  return built_or_error(options, device, numerics_fields);
 }
 
 std::string configuration_differences(const std::vector<RankConfiguration>& by_rank) {

@@ -16,6 +16,8 @@
 // change what the ranks compute together (--amp, --grad-dtype, --tf32, --winograd,
 // --max-steps, --max-pixels). Not compared: --weights and --resume, which rank 0 alone decides
 // (every rank starts from rank 0's parameters), and --backend and the timeouts, used to meet.
+// Ranks forked by bareyolo's own launcher share one command line: they compare only what their
+// devices resolve from it (device_configuration).
 #pragma once
 
 #include <string>
@@ -35,10 +37,15 @@ struct ConfigurationField {
 // data yaml), one field named "error" whose value says why.
 using RankConfiguration = std::vector<ConfigurationField>;
 
-// This rank's configuration, as described above. Builds the model on the CPU, briefly, to
-// hash its parameters' names and shapes: well under a second for yolov5s; yolov5x's 86M
+// This rank's configuration, as described above, its options resolved for its `device`
+// (resolved_for: an unset --amp is the device's default). Builds the model on the CPU, briefly,
+// to hash its parameters' names and shapes: well under a second for yolov5s; yolov5x's 86M
 // parameters take a few seconds and about 1 GB of host memory.
-RankConfiguration rank_configuration(const TrainOptions& options);
+RankConfiguration rank_configuration(const TrainOptions& options,
+                                     const Device& device = Device::cpu());
+// Only the fields that differ by device for one command line (the numerics' flags, resolved for
+// `device`): what ranks forked by one launcher compare, whose GPUs may be of different models.
+RankConfiguration device_configuration(const TrainOptions& options, const Device& device);
 
 // "" when every rank's configuration equals rank 0's; else one sentence naming every field in
 // which a rank differs from rank 0 ("rank 1 has --imgsz 128, rank 0 has 64; ..."), and

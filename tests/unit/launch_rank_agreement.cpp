@@ -82,14 +82,24 @@ TEST_CASE("launch rank agreement: every differing field is named, with both rank
   CHECK(contains(message, "rank 2 has hyp lr0 0.02, rank 0 has 0.01"));
   CHECK(contains(message, "rank 2 has model yolov5n.yaml ("));
   CHECK(contains(message, "rank 0 has yolov5-tiny.yaml ("));
-  CHECK(contains(message, "rank 2 has --amp on, rank 0 has auto"));
-  // The launch compares them resolved for each rank's device: the same request on GPUs with
-  // and without bf16 tensor cores differs once the --amp gate is open (gated_defaults.h).
+  CHECK(contains(message, "rank 2 has --amp on, rank 0 has off"));  // resolved on the CPU
+  // Each rank's options are resolved for its device: the same request on GPUs with and without
+  // bf16 tensor cores differs once the --amp gate is open (gated_defaults.h), in the whole
+  // configuration and in the part ranks forked by one launcher compare.
   const models::GatedDefaults opened{.amp_on_bf16_gpus = true};
-  const std::string devices = configuration_differences(
-      {rank_configuration(resolved_for(rank0, {.gpu = true, .bf16_tensor_cores = true}, opened)),
-       rank_configuration(resolved_for(rank0, {.gpu = true, .bf16_tensor_cores = false}, opened))});
-  CHECK(contains(devices, "rank 1 has --amp off, rank 0 has on"));
+  const TrainOptions ampere = resolved_for(rank0, {.gpu = true, .bf16_tensor_cores = true}, opened),
+                     turing =
+                         resolved_for(rank0, {.gpu = true, .bf16_tensor_cores = false}, opened);
+  CHECK(
+      contains(configuration_differences({rank_configuration(ampere), rank_configuration(turing)}),
+               "rank 1 has --amp off, rank 0 has on"));
+  const Device cpu = Device::cpu();
+  const RankConfiguration forked = device_configuration(ampere, cpu);
+  CHECK(forked.size() == numerics_flags(ampere).size());
+  CHECK(configuration_differences({forked, device_configuration(turing, cpu)}) ==
+        "the ranks' configurations differ: rank 1 has --amp off, rank 0 has on. Start every "
+        "rank with the same flags, model and data (nothing was written)");
+  CHECK(configuration_differences({forked, device_configuration(ampere, cpu)}).empty());
   CHECK(contains(message, "rank 2 has --max-pixels 1000, rank 0 has 178956970"));
   CHECK(contains(message, "rank 2 has --sync-bn off, rank 0 has on"));
   CHECK(contains(message, "rank 2 has --no-val on, rank 0 has off"));
