@@ -750,7 +750,7 @@ int main(int argc, char** argv) {
         PeerMode("compile", "torch.compile AMP NHWC")};
     if (!options.compile) modes[kCompile].absent = "skipped (--no-compile)";
     if (const std::string absent = peer_absent(); !absent.empty())
-      for (PeerMode& mode : modes) mode.absent = absent;  // not "not run yet": never
+      for (PeerMode& mode : modes) mode.absent = absent;  // a peer that never runs says why
     std::array<OurMode, kOurModes> precisions = {
         OurMode("float32", &ours, false, true),
         OurMode("TF32", &ours, true, true),

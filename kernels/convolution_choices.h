@@ -47,8 +47,9 @@ struct ConvolutionKey {
 // the workspace it takes and how long it took when it was timed (0: not timed, the only
 // candidate). A provisional choice was made without knowing that it is the fastest: the
 // candidates could not be timed (no scratch output fitted in memory, or a CUDA graph was being
-// recorded), or a faster one's workspace could not be had. The process and its job's ranks run
-// it, but it is never saved to the cache file: a later run chooses again.
+// recorded), or one it could have been was beyond memory's reach (its workspace over a cap that
+// free memory set, or not to be had). The process and its job's ranks run it, but it is never
+// saved to the cache file: a later run chooses again.
 struct ConvolutionChoice {
   int algorithm = 0;  // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
   int math = 0;       // a cudnnMathType_t

@@ -39,9 +39,9 @@
 # Every step has a time limit (its own, and what is left of its phase); the phases together stop
 # within GPU_CHECK_TOTAL_S (570 s: a device command may run 600, and a run cut off there would
 # lose the summary's gates): a phase gets its budget or what is left of that total, the lesser
-# (time a phase leaves unused is not carried over). A step's row is
-# appended to OUTDIR/summary.log as soon as it ends. The script never reports a GPU check as
-# passed that did not run: a driver error or a missing GPU is a failure, never *skipped*.
+# (time a phase leaves unused is not carried over). A step's row is appended to
+# OUTDIR/summary.log as soon as it ends. The script never reports a GPU check as passed that did
+# not run: a driver error or a missing GPU is a failure, never *skipped*.
 # At most 8 files land in OUTDIR (summary, environment, cuda_tests, sanitizer, phase_s and
 # phase_b logs); scratch data goes to a temporary folder, and so do the cuDNN algorithms the
 # runs time (BAREYOLO_CACHE_DIR: every check times afresh). The summary ends with the gates:

@@ -35,11 +35,11 @@
 // first candidate that cuDNN accepts is kept untimed instead. Such a choice, and one made while a
 // candidate that could be chosen was beyond memory's reach (its workspace over a cap that free
 // memory set, or not to be had), is provisional: this process and its job run it, but it is
-// never saved, so a later run with the memory chooses again. Timing noise could
-// make two runs choose differently and differ in their last bits; so the choices persist in a
-// per-user cache file keyed by GPU and cuDNN version (engine/algorithm_cache.h), which later runs
-// read before their first step, and every rank of a job takes rank 0's
-// (dist::broadcast_convolution_choices) before its first step and again after it.
+// never saved, so a later run with the memory chooses again. Timing noise could make two runs
+// choose differently and differ in their last bits; so the choices persist in a per-user cache
+// file keyed by GPU and cuDNN version (engine/algorithm_cache.h), which later runs read before
+// their first step, and every rank of a job takes rank 0's (dist::broadcast_convolution_choices)
+// before its first step and again after it.
 //
 // bf16 convolutions (mixed precision; ops.h): cuDNN convolves the bf16 views themselves with
 // float accumulation (compute type float, tensor-core math) and stores bf16; a forward's
@@ -613,8 +613,8 @@ class Convolution {
   // run again (some algorithms take tens of milliseconds where the winner takes one). Empty,
   // timing nothing, with a single candidate, while the stream is recorded into a CUDA graph, or
   // when no scratch output fits in memory. `shortage` notes the scratch output, or a candidate's
-  // workspace, that could not be had. The host waits for each
-  // event: see the file comment for why that is not reported to the step guard.
+  // workspace, that could not be had. The host waits for each event: see the file comment for
+  // why that is not reported to the step guard.
   template <class Pass, class Launch>
   std::vector<std::optional<double>> timed(Launch& launch,
                                            const std::vector<AlgorithmCandidate>& order,

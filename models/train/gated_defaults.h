@@ -4,9 +4,8 @@
 // script (tools/gpu_check.sh) has shown on a GPU that what they turn on is right: its summary
 // ends with one gate per default, "ready" when every step the gate names passed. Each default is
 // one switch below, turned on by hand with that run's figures (and docs/gpu.md's words). The
-// options' resolution (models/train/options.h: mixed_precision, channels_last,
-// records_cuda_graphs) reads them; the tests hand it opened gates, so what turning one on does is
-// tested before it is turned on.
+// options' resolution (models/train/options.h: resolved_for, records_cuda_graphs) reads them;
+// the tests hand it opened gates, so what turning one on does is tested before it is turned on.
 #pragma once
 
 namespace bareyolo::models {

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "models/train/checkpoint.h"
+#include "tools/bareyolo/on_off_flags.h"
 
 namespace bareyolo {
 
@@ -56,10 +57,11 @@ std::string difference(const std::string& key, const CLI::Option& option, const 
   return flag + " " + text(asked) + " given, the run was started with " + flag + " " + text(saved);
 }
 
-// Whether `flag` or its opposite ("--no-amp" for "--amp") was given.
+// Whether `flag` or its opposite (on_off_flags.h: "--no-amp" for "--amp") was given.
 bool given(const CLI::App& command, const std::string& flag) {
-  const CLI::Option* opposite = command.get_option_no_throw("--no-" + flag.substr(2));
-  return command.get_option(flag)->count() > 0 || (opposite && opposite->count() > 0);
+  const std::string opposite = opposite_flag(flag);
+  return command.get_option(flag)->count() > 0 ||
+         (!opposite.empty() && command.get_option(opposite)->count() > 0);
 }
 
 // The launch's numerics, which are not in the configuration but which a resumed run keeps

@@ -21,6 +21,7 @@
 #include "models/train/run_dir.h"
 #include "models/yolo/weights.h"
 #include "tools/bareyolo/max_pixels_option.h"
+#include "tools/bareyolo/on_off_flags.h"
 #include "tools/bareyolo/resume_flags.h"
 #include "tools/bareyolo/validators.h"
 #include "tools/bareyolo/yolov5_flags.h"
@@ -63,19 +64,6 @@ std::string default_dataset() {
   return data::make_shapes_dataset({.out = folder.string()});
 }
 
-// Flags that switch one setting on and off: given together they contradict each other.
-constexpr std::pair<const char*, const char*> kOnOffFlags[] = {{"--sync-bn", "--no-sync-bn"},
-                                                               {"--amp", "--no-amp"}};
-
-// The flag that switches off what `name` switches on, or on what it switches off; "" if none.
-std::string opposite_flag(const std::string& name) {
-  for (const auto& [on, off] : kOnOffFlags) {
-    if (name == on) return off;
-    if (name == off) return on;
-  }
-  return "";
-}
-
 // True when `flag` was given and asks for its setting (`--sync-bn`, `sync_bn: true`; not
 // `sync_bn: false`).
 bool switched(const std::string& flag) {
@@ -114,7 +102,7 @@ bool asks_nothing(const models::FlatYamlEntry& entry) {
 
 // --config FILE: each `key: value` of the yaml is the flag --key (underscores may stand for
 // dashes), applied only where the command line did not give that flag or its opposite
-// (kOnOffFlags), so the command line wins. Validators run as for the command line; a list
+// (on_off_flags.h), so the command line wins. Validators run as for the command line; a list
 // gives the flag each of its values. The file is read as --hyp is (flat_yaml.h: a repeated key
 // is refused), but takes YOLOv5's opt.yaml as it is: a null, false or '' value asks for
 // nothing, so that only the flags it switches on are applied, or refused by name
