@@ -9,8 +9,8 @@
 
 namespace bareyolo {
 
-inline constexpr std::pair<const char*, const char*> kOnOffFlags[] = {
-    {"--sync-bn", "--no-sync-bn"}, {"--amp", "--no-amp"}};
+inline constexpr std::pair<const char*, const char*> kOnOffFlags[] = {{"--sync-bn", "--no-sync-bn"},
+                                                                      {"--amp", "--no-amp"}};
 
 // The flag that switches off what `name` switches on, or on what it switches off; "" if none.
 inline std::string opposite_flag(const std::string& name) {
