@@ -32,10 +32,11 @@ using namespace bareyolo::testing;
 
 namespace {
 
-const std::string kTinyCfg = shipped_file("models/yolov5-tiny.yaml");
+// Looked up when a test runs, not at start-up: a test binary must list its cases anywhere.
+std::string tiny_cfg() { return shipped_file("models/yolov5-tiny.yaml"); }
 
 models::DetectionModel tiny_model(uint64_t seed) {
-  return models::DetectionModel(models::load_model_config(kTinyCfg), {.nc = 2, .seed = seed});
+  return models::DetectionModel(models::load_model_config(tiny_cfg()), {.nc = 2, .seed = seed});
 }
 
 // results.csv without its last column, x/data_wait: a measured time, not a training result.
@@ -69,7 +70,7 @@ const std::string& shapes_yaml() {
 models::TrainOptions tiny_run(const fs::path& run_dir) {
   models::TrainOptions o;
   o.data = shapes_yaml();
-  o.cfg = kTinyCfg;
+  o.cfg = tiny_cfg();
   o.run_dir = run_dir.string();
   o.epochs = 3;
   o.batch = 4;  // 4 batches per epoch
