@@ -28,10 +28,13 @@ ctest --test-dir build --output-on-failure -j "$jobs"
 if [ "${1:-}" = "--release-only" ]; then exit 0; fi
 
 echo "== ASan+UBSan build (CPU only): fast tests"
-# -O1 with line tables only: the build takes two thirds of -O2 -g's time (6.4 against 9.6 min
-# here, most of CI's), the tests 16 s more, and a report still names the file and line.
+# -O1 with line tables only: the build takes two thirds of -O2 -g's time, the tests 16 s more,
+# and a report still names the file and line. The standard headers precompiled and the tests'
+# own sources at -O0 (CMakeLists.txt: bareyolo_precompile, bareyolo_test_glue) take the build
+# from 15.5 to 11.8 min here on 2 cores (the tests from 2.7 to 3.7: 2.7 min saved in all).
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWITH_CUDA=OFF \
-  -DBAREYOLO_SANITIZE=ON -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" > build-asan.log
+  -DBAREYOLO_SANITIZE=ON -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+  -DBAREYOLO_PRECOMPILE_HEADERS=ON > build-asan.log
 cmake --build build-asan -j "$jobs" --target unit_tests fuzz_replays >> build-asan.log ||
   { tail -n 50 build-asan.log; exit 1; }
 ctest --test-dir build-asan -L fast --output-on-failure -j "$jobs"
