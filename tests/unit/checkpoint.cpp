@@ -241,19 +241,21 @@ TEST_CASE("checkpoint metadata: a count that is no whole number of its type is r
   const std::string path = shipped_file("tests/fixtures/checkpoints/sgd-step3.safetensors");
   const SafetensorsFile fixture = SafetensorsFile::load_metadata(path);
   REQUIRE(models::read_checkpoint_info(fixture, path).progress.this_epoch.batches_done == 3);
-  for (const auto& [key, value, message] :
-       std::vector<std::tuple<std::string, std::string, std::string>>{
+  struct Damage {
+    std::string key, value, message;
+  };
+  for (const Damage& damage : std::vector<Damage>{
            {"progress", "3.3e88", "progress 'epoch' is 3.3e+88, not a whole number from"},
            {"progress", "1.5", "progress 'epoch' is 1.5, not a whole number"},
            {"progress", "4294967296", "progress 'epoch' is 4294967296, not a whole number"},
            {"rng", "-1", "rng 'seed' is -1, not a whole number from 0 to"}}) {
-    CAPTURE(value);
+    CAPTURE(damage.value);
     SafetensorsFile damaged = fixture;
-    nlohmann::json entry = nlohmann::json::parse(damaged.metadata().at(key));
-    entry[key == "progress" ? "epoch" : "seed"] = nlohmann::json::parse(value);
-    damaged.metadata()[key] = entry.dump();
+    nlohmann::json entry = nlohmann::json::parse(damaged.metadata().at(damage.key));
+    entry[damage.key == "progress" ? "epoch" : "seed"] = nlohmann::json::parse(damage.value);
+    damaged.metadata()[damage.key] = entry.dump();
     CHECK_THROWS_WITH_AS(models::read_checkpoint_info(damaged, path),
-                         doctest::Contains(message.c_str()), std::invalid_argument);
+                         doctest::Contains(damage.message.c_str()), std::invalid_argument);
   }
   // The saved configuration's counts too.
   nlohmann::json config = nlohmann::json::parse(fixture.metadata().at("config"));

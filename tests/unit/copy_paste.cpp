@@ -93,16 +93,20 @@ TEST_CASE("copy-paste: a polygon object pastes the mirror of its inside and its 
 TEST_CASE("copy-paste: a paste covering 30 % of a box or more is skipped, less is pasted") {
   // Box a's mirror lands on box b's column and b's on a's; they overlap b (and a) by 2.9 or
   // 3.1 of their 10 rows: 29 % pastes both, 31 % neither, in whichever order they are tried.
-  for (const auto& [b_top, pasted] : {std::pair{7.1f, true}, std::pair{6.9f, false}}) {
-    CAPTURE(b_top);
+  struct Case {
+    float b_top;
+    bool pasted;
+  };
+  for (const Case& c : {Case{7.1f, true}, Case{6.9f, false}}) {
+    CAPTURE(c.b_top);
     data::Image canvas = pattern(40, 20);
     const data::Image before = canvas;
-    std::vector<data::PixelBox> boxes = {{0, 2, 0, 10, 10}, {1, 30, b_top, 38, b_top + 10}};
+    std::vector<data::PixelBox> boxes = {{0, 2, 0, 10, 10}, {1, 30, c.b_top, 38, c.b_top + 10}};
     std::vector<data::Polygon> segments(2);
     data::SampleRng rng(7, 8, 9);
     data::copy_paste(canvas, boxes, segments, 1.0, rng);
-    CHECK(boxes.size() == (pasted ? 4u : 2u));
-    CHECK((canvas.pixels == before.pixels) == !pasted);
+    CHECK(boxes.size() == (c.pasted ? 4u : 2u));
+    CHECK((canvas.pixels == before.pixels) == !c.pasted);
   }
   // An object on the middle line would cover itself: skipped.
   data::Image canvas = pattern(40, 20);

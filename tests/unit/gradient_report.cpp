@@ -77,18 +77,22 @@ TEST_CASE("rows from outside the loader are refused by row before they index any
       Tensor::from_vector(random_vector<float>(rng, 2 * 3 * 64 * 64, 0, 1), {2, 3, 64, 64});
   const LabelRow good{0, 1, 0.5f, 0.5f, 0.3f, 0.2f};
   const float nan = std::nanf("");
-  const std::vector<std::pair<LabelRow, std::string>> bad = {
+  struct BadRow {
+    LabelRow row;
+    std::string message;
+  };
+  const std::vector<BadRow> bad = {
       {{99, 0, 0.5f, 0.5f, 0.3f, 0.2f}, "image 99 is not one of the batch's 2 images"},
       {{-5, 0, 0.5f, 0.5f, 0.3f, 0.2f}, "image -5 is not one of the batch's 2 images"},
       {{1, 3, 0.5f, 0.5f, 0.3f, 0.2f}, "class 3 is not one of the model's 3 classes"},
       {{1, -1, 0.5f, 0.5f, 0.3f, 0.2f}, "class -1 is not one of the model's 3 classes"},
       {{1, 0, nan, 0.5f, 0.3f, 0.2f}, "the box (nan, 0.500000, 0.300000, 0.200000) is not finite"},
       {{1, 0, 0.5f, 0.5f, -0.3f, 0.2f}, "the box (0.500000, 0.500000, -0.300000, 0.200000)"}};
-  for (const auto& [row, message] : bad) {
-    INFO(message);
+  for (const BadRow& b : bad) {
+    INFO(b.message);
     CHECK_THROWS_WITH_AS(
-        gradient_report(model, images, {good, row}, LossHyp{}),
-        doctest::Contains(("label row 1 (image, class, cx, cy, w, h): " + message).c_str()),
+        gradient_report(model, images, {good, b.row}, LossHyp{}),
+        doctest::Contains(("label row 1 (image, class, cx, cy, w, h): " + b.message).c_str()),
         std::invalid_argument);
   }
 

@@ -1,8 +1,9 @@
 // tests/unit/main.cpp — the doctest runner for the CPU unit tests (tests/unit/*.cpp).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "tests/support/doctest_runner.h"
+#include "tests/support/sanitizers.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if BAREYOLO_TEST_ASAN
 // Under ASan an allocation beyond its limit returns null, as malloc does, instead of aborting:
 // the tests of out-of-memory messages need the failure the program would see.
 extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }

@@ -25,16 +25,20 @@ TEST_CASE("mixup: each byte is r * a + (1 - r) * b cut to a byte as YOLOv5's num
   // /usr/bin/python3: (a * r + b * (1 - r)).astype(np.uint8) on uint8 arrays. At r = 0.3 the
   // equal bytes 3, 6 and 12 come out one lower: 3 * 0.3 + 3 * 0.7 is 2.9999999999999996 in
   // double, and the cast cuts it to 2.
-  const std::vector<std::pair<double, std::vector<uint8_t>>> expected = {
+  struct Expected {
+    double ratio;
+    std::vector<uint8_t> bytes;
+  };
+  const std::vector<Expected> expected = {
       {0.5, {255, 127, 127, 15, 150, 143, 100, 2, 127, 138, 128, 49, 3, 6, 12}},
       {0.3, {255, 76, 178, 17, 130, 186, 100, 2, 76, 163, 128, 65, 2, 5, 11}},
       {0.47, {255, 119, 135, 15, 147, 149, 100, 2, 119, 142, 128, 51, 3, 6, 12}}};
-  for (const auto& [ratio, bytes] : expected) {
-    CAPTURE(ratio);
+  for (const Expected& e : expected) {
+    CAPTURE(e.ratio);
     data::Image image = image_of(a);
     std::vector<data::PixelBox> boxes;
-    data::mix_up(image, boxes, image_of(b), {}, ratio);
-    CHECK(image.pixels == bytes);
+    data::mix_up(image, boxes, image_of(b), {}, e.ratio);
+    CHECK(image.pixels == e.bytes);
   }
 }
 

@@ -9,6 +9,7 @@
 #include "engine/shipped_files.h"
 #include "kernels/cpu/host_memory.h"
 #include "models/yolo/yolo_model.h"
+#include "tests/support/sanitizers.h"
 #include "tests/support/testing.h"
 
 using namespace bareyolo;
@@ -26,7 +27,7 @@ const std::string kOneConv = "  - [-1, 1, Conv, [8, 3, 2]]\n";
 
 // AddressSanitizer's operator new aborts the process when it cannot allocate, whatever
 // allocator_may_return_null says (that covers malloc only): no bad_alloc to catch there.
-#if defined(__SANITIZE_ADDRESS__)
+#if BAREYOLO_TEST_ASAN
 constexpr bool kOperatorNewAborts = true;
 #else
 constexpr bool kOperatorNewAborts = false;

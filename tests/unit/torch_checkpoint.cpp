@@ -79,7 +79,11 @@ TEST_CASE("a YOLOv5 checkpoint builds its own model and loads into it without a 
 TEST_CASE("hostile or damaged checkpoints are refused naming what is wrong, running nothing") {
   const std::filesystem::path marker = "/tmp/bareyolo-pwned";
   std::filesystem::remove(marker);
-  const std::vector<std::pair<const char*, const char*>> cases = {
+  struct Case {
+    const char* name;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
       {"hostile/os_system.pt", "refused global 'posix.system'"},
       {"hostile/eval.pt", "refused global 'builtins.eval'"},
       {"hostile/unknown_global.pt", "refused global '__main__.UnknownClass'"},
@@ -87,9 +91,9 @@ TEST_CASE("hostile or damaged checkpoints are refused naming what is wrong, runn
       {"hostile/short_storage.pt", "where the pickle says"},
       {"hostile/segmentation.pt", "segmentation checkpoint"},
   };
-  for (const auto& [name, message] : cases) {
-    INFO(name);
-    CHECK_THROWS_WITH_AS(load_weights_file(fixture(name)), doctest::Contains(message),
+  for (const Case& c : cases) {
+    INFO(c.name);
+    CHECK_THROWS_WITH_AS(load_weights_file(fixture(c.name)), doctest::Contains(c.message),
                          std::invalid_argument);
   }
   CHECK(!std::filesystem::exists(marker));

@@ -307,12 +307,12 @@ void add_train_command(CLI::App& app) {
       ->check(cli::kNonNegative)
       ->capture_default_str();
   cmd->add_flag_callback(
-         "--sync-bn", [&t] { t.sync_bn = true; },
+         "--sync-bn", [&] { t.sync_bn = true; },
          "SyncBatchNorm when distributed: BN statistics over the global batch "
          "(the default with more than one rank)")
       ->disable_flag_override();  // "--sync-bn=false" would ask for nothing: --no-sync-bn says it
   cmd->add_flag_callback(
-         "--no-sync-bn", [&t] { t.sync_bn = false; },
+         "--no-sync-bn", [&] { t.sync_bn = false; },
          "BatchNorm statistics per rank (warned below 16 images per rank)")
       ->disable_flag_override();
   cmd->add_option("--backend", t.backend,
@@ -352,14 +352,14 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   cmd->add_flag_callback(
-         "--amp", [&t] { t.amp = true; },
+         "--amp", [&] { t.amp = true; },
          "bf16 mixed precision: activations and their gradients in bf16 tensors, computed in "
          "fp32; weights, BatchNorm statistics, loss and optimizer in fp32 (cuDNN's bf16 "
          "tensor-core convolutions on a GPU). Neither --amp nor --no-amp: fp32 for now (bf16 on "
          "GPUs with bf16 tensor cores once a GPU run has checked it: docs/gpu.md)")
       ->disable_flag_override();  // "--amp=false" would leave the default: --no-amp says it
   cmd->add_flag_callback(
-         "--no-amp", [&t] { t.amp = false; }, "fp32 activations and gradients throughout")
+         "--no-amp", [&] { t.amp = false; }, "fp32 activations and gradients throughout")
       ->disable_flag_override();
   cmd->add_option("--timeout", t.timeout_s,
                   "Seconds a rank of a running job waits for the others (a collective) before "
@@ -458,7 +458,7 @@ void add_train_command(CLI::App& app) {
                   "--trace-steps to FILE as Chrome trace-event JSON (Perfetto, chrome://tracing)");
   cmd->add_option_function<std::string>(
       "--trace-steps",
-      [&t](const std::string& range) {
+      [&](const std::string& range) {
         const size_t colon = range.find(':');
         try {
           if (colon == std::string::npos) throw std::invalid_argument("no colon");

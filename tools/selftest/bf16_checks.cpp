@@ -171,10 +171,10 @@ double check_maxpool_backward(const Device& dut) {
 // SPPF writes its three pools into channel slices of one tensor.
 double check_sppf_chain(const Device& dut) {
   const ActivationInputs a = activation_inputs();
-  const int64_t c = kMap.c;
+  constexpr int64_t c = kMap.c;
   return compare_with_cpu(
       dut, {a.x}, {poisoned({kMap.n, 3 * c, kMap.h, kMap.w}, DType::bf16)},
-      [c](Tensors& in, Tensors& out) {
+      [](Tensors& in, Tensors& out) {
         ops::maxpool2d_chain3_forward<bf16>(
             as<bf16>(in[0].channels(2, 6)), kPools[0], as<bf16>(out[0].channels(0, c)),
             as<bf16>(out[0].channels(c, 2 * c)), as<bf16>(out[0].channels(2 * c, 3 * c)));
@@ -317,7 +317,7 @@ std::vector<Check> bf16_checks() {
   for (ops::GpuConvolutionPath path : kConvPaths)
     for (const auto& [name, tolerance, check] : convolutions)
       checks.push_back({"bf16", std::string(name) + " [" + path_name(path) + "]", tolerance,
-                        [path, check](const Device& dut) { return check(dut, path); }});
+                        [path, check = check](const Device& dut) { return check(dut, path); }});
   for (Check& check : bf16_batchnorm_checks()) checks.push_back(std::move(check));
   return checks;
 }

@@ -58,7 +58,8 @@ std::string svg_line_chart(const std::string& title, const std::vector<double>& 
   const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
   const double x_lo = x.empty() ? 0 : x.front(), x_hi = x.empty() ? 1 : x.back();
   const double x_span = x_hi > x_lo ? x_hi - x_lo : 1;
-  const auto [y_lo, y_hi] = value_range(series);
+  const std::pair<double, double> y_range = value_range(series);
+  const double y_lo = y_range.first, y_hi = y_range.second;  // (clang 14 cannot capture bindings)
   auto px = [&](double v) { return kLeft + (x.size() > 1 ? (v - x_lo) / x_span : 0.5) * plot_w; };
   auto py = [&](double v) { return kTop + (1 - (v - y_lo) / (y_hi - y_lo)) * plot_h; };
 
