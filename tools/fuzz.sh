@@ -4,9 +4,9 @@
 #   tools/fuzz.sh SECONDS [TARGET...]     (default: every target of fuzz/CMakeLists.txt)
 #
 # Builds into build-fuzz/ (clang++, ASan + UBSan, ccache when installed), then runs each target
-# for SECONDS over a copy of its seed corpus (fuzz/corpus/TARGET/ and fuzz/regressions/TARGET/;
-# the committed folders are never written), in build-fuzz/runs/TARGET/. Each run ends with one
-# line
+# for SECONDS, as many at once as there are cores, over a copy of its seed corpus
+# (fuzz/corpus/TARGET/ and fuzz/regressions/TARGET/; the committed folders are never written),
+# in build-fuzz/runs/TARGET/. Each run ends with one line, printed in the targets' order:
 #   fuzz TARGET: N execs, K crashes
 # A crash is a sanitizer report, a deadly signal, an input that takes over 10 s (a hang) or
 # an allocation over 256 MB (no input of a few KB needs that: an allocation bomb). Exits 1
@@ -53,30 +53,42 @@ cmake -S . -B build-fuzz -DBAREYOLO_FUZZ=ON -DWITH_CUDA=OFF -DCMAKE_CXX_COMPILER
 cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]/#/fuzz_}" >>build-fuzz.log ||
   { tail -n 50 build-fuzz.log; exit 1; }
 
-# ---- the runs ----
-failed=0
-for target in "${targets[@]}"; do
-  run=build-fuzz/runs/$target
+# ---- the runs: one fuzzer per core at a time (each is one process), reported in order ----
+# fuzz_one TARGET: runs TARGET for $seconds and writes its report to build-fuzz/runs/TARGET/report
+# (the line `fuzz TARGET: N execs, K crashes`, then what each crash left).
+fuzz_one() {
+  local target=$1 run=build-fuzz/runs/$1 status=0
   rm -rf "$run"
   mkdir -p "$run/corpus" "$run/crashes"
   cp -r "fuzz/corpus/$target/." "$run/corpus/"
   [ -d "fuzz/regressions/$target" ] && cp -r "fuzz/regressions/$target/." "$run/corpus/"
-  status=0
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
     "build-fuzz/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -malloc_limit_mb=256 -print_final_stats=1 -artifact_prefix="$run/crashes/" \
     "$run/corpus" >"$run/log" 2>&1 || status=$?
   # libFuzzer's final statistics; its last status line when it died before printing them.
+  local execs crashes
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$run/log" | tail -n 1)
   [ -n "$execs" ] || execs=$(sed -n 's/^#\([0-9]*\).*/\1/p' "$run/log" | tail -n 1)
   crashes=$(find "$run/crashes" -type f | wc -l)
   if [ "$status" -ne 0 ] && [ "$crashes" -eq 0 ]; then crashes=1; fi  # died without an input
-  echo "fuzz $target: ${execs:-0} execs, $crashes crashes"
-  if [ "$crashes" -gt 0 ]; then
-    failed=1
-    grep -m 5 -E "ERROR: |runtime error|==ERROR|SUMMARY" "$run/log" | sed 's/^/  /' || true
-    find "$run/crashes" -type f | sed 's/^/  reproducer: /'
-    echo "  log: $run/log"
-  fi
+  {
+    echo "fuzz $target: ${execs:-0} execs, $crashes crashes"
+    if [ "$crashes" -gt 0 ]; then
+      grep -m 5 -E "ERROR: |runtime error|==ERROR|SUMMARY" "$run/log" | sed 's/^/  /' || true
+      find "$run/crashes" -type f | sed 's/^/  reproducer: /'
+      echo "  log: $run/log"
+    fi
+  } >"$run/report"
+}
+for target in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+  fuzz_one "$target" &
+done
+wait
+failed=0
+for target in "${targets[@]}"; do
+  cat "build-fuzz/runs/$target/report"
+  grep -q ", 0 crashes$" "build-fuzz/runs/$target/report" || failed=1
 done
 exit "$failed"
