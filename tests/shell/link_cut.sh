@@ -6,7 +6,7 @@
 #   1. `ip link set lo down` mid-training cuts the link (established loopback connections stop
 #      passing packets; no FIN or RST ever arrives): with --timeout 3600 both launchers and both
 #      workers exit non-zero within 15 s, and each node's log names its unreachable peer;
-#   2. a rank SIGSTOPped for 20 s, caught while its neighbour's data waits on its shut receive
+#   2. a rank SIGSTOPped for 12 s, caught while its neighbour's data waits on its shut receive
 #      window (small socket buffers in the namespace make that likely; found with `ss`), then
 #      SIGCONTinued, is not taken for a cut link: its kernel goes on answering, and the run
 #      completes on both nodes. (Linux's TCP_USER_TIMEOUT would end that wait as a lost link.)
@@ -77,7 +77,8 @@ ip link set lo up
 
 # 2. a stopped rank, resumed. It is stopped again and again, briefly, until some socket keeps
 # data queued for it (a shut window: on loopback nothing else holds a send queue for 0.2 s), then
-# for 20 s; the job waits for it (it would finish in a few seconds else), and finishes after.
+# for 12 s, half again the 8 s without an acknowledgement that count as a cut link; the job waits
+# for it (it would finish in a few seconds else), and finishes after.
 # Where a shut window is rare (it needs rank 1 stopped between its last meeting of a step and
 # rank 0's gradient bucket), the short run can end first: it is then run again, up to 3 times.
 window_shut() { ss -Htn state established | awk '$2 > 0 { shut = 1 } END { exit !shut }'; }
@@ -106,8 +107,8 @@ for attempt in 1 2 3; do
   wait "${nodes[@]}" || true
 done
 test -n "$caught" || fail "stop: 3 runs of 40 stops each never caught rank 1's receive window shut"
-echo "link cut: rank 1 stopped with its receive window shut (run $attempt, stop $caught), for 20 s"
-sleep 20
+echo "link cut: rank 1 stopped with its receive window shut (run $attempt, stop $caught), for 12 s"
+sleep 12
 grep -q '^State:.*stopped' "/proc/$rank1/status" || fail "stop: rank 1 ($rank1) is not stopped"
 for r in 0 1; do
   running "${nodes[r]}" || fail "stop: node $r ended while rank 1 was stopped: $(tail -n 4 "$work/$run-node$r.txt")"
