@@ -12,9 +12,12 @@
 
 // GCC 12's AVX-512 shuffle and unpack intrinsics start from _mm512_undefined_ps(), which
 // initialises itself and trips -Wuninitialized when inlined here (GCC bug 105593), and
-// -Wmaybe-uninitialized in the sanitizer build (RelWithDebInfo).
+// -Wmaybe-uninitialized in a sanitizer build (RelWithDebInfo). Clang has neither the bug nor
+// the second warning's name.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace bareyolo::cpu::gemm_detail {
 
