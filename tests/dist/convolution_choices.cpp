@@ -44,8 +44,8 @@ ConvolutionChoice provisional(ConvolutionChoice choice) {
 }  // namespace
 
 TEST_CASE("convolution choices: every rank takes rank 0's, keeping its own for other keys") {
-  for (const auto& [name, backend] : kCpuBackends) {
-    CAPTURE(name);
+  for (const CpuBackend& cpu : kCpuBackends) {
+    CAPTURE(cpu.name);
     check_ranks_ok(run_ranks(
         3,
         [](ProcessGroup& group) {
@@ -75,6 +75,6 @@ TEST_CASE("convolution choices: every rank takes rank 0's, keeping its own for o
           require(ops::convolution_choices(device).size() == (rank == 0 ? 0u : 3u),
                   "an empty broadcast changed a table");
         },
-        std::chrono::seconds(60), {.backend = backend}));
+        std::chrono::seconds(60), {.backend = cpu.backend}));
   }
 }

@@ -18,6 +18,7 @@ namespace bareyolo::dist {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::CpuBackend;
 using testing::kCpuBackends;
 using testing::RankResult;
 using testing::run_ranks;
@@ -80,13 +81,13 @@ void allreduce_buckets(ProcessGroup& group, const std::vector<int>& swapped) {
 TEST_CASE("desync: a rank that swaps two buckets of equal size fails every rank, naming both") {
   const std::string bucket3 = "all_reduce #1 bucket 3 (300,000 floats)";
   const std::string bucket4 = "all_reduce #1 bucket 4 (300,000 floats)";
-  for (const auto& [name, backend] : kCpuBackends) {
-    INFO(name);
+  for (const CpuBackend& cpu : kCpuBackends) {
+    INFO(cpu.name);
     {  // 2 ranks
       const auto started = std::chrono::steady_clock::now();
       check_every_rank_names_the_desync(
           run_ranks(2, [](ProcessGroup& group) { allreduce_buckets(group, {1}); }, 60s,
-                    {.backend = backend}),
+                    {.backend = cpu.backend}),
           {bucket3, bucket4}, started);
     }
     {  // 3 ranks: rank 1, between two that agree, learns it from its neighbours
@@ -94,7 +95,7 @@ TEST_CASE("desync: a rank that swaps two buckets of equal size fails every rank,
       const auto started = std::chrono::steady_clock::now();
       check_every_rank_names_the_desync(
           run_ranks(3, [](ProcessGroup& group) { allreduce_buckets(group, {2}); }, 60s,
-                    {.backend = backend}),
+                    {.backend = cpu.backend}),
           {bucket3, bucket3, bucket4}, started);
     }
   }
@@ -104,8 +105,8 @@ TEST_CASE("desync: a rank that skips one SyncBN meeting fails every rank, naming
   // Three layers' forward meetings of 16 channels each (33 doubles a rank: count, means, M2s);
   // rank 1 skips the second, so its second collective is the third layer's.
   const std::vector<std::string> layers = {"model.2.cv1.bn", "model.2.cv2.bn", "model.3.bn"};
-  for (const auto& [name, backend] : kCpuBackends) {
-    INFO(name);
+  for (const CpuBackend& cpu : kCpuBackends) {
+    INFO(cpu.name);
     const auto started = std::chrono::steady_clock::now();
     auto results = run_ranks(
         3,
@@ -116,7 +117,7 @@ TEST_CASE("desync: a rank that skips one SyncBN meeting fails every rank, naming
             allgather_moments(*group.comm, local, Device::cpu(), "SyncBN " + layer);
           }
         },
-        60s, {.backend = backend});
+        60s, {.backend = cpu.backend});
     const std::string expected = "all_gather #2 SyncBN model.2.cv2.bn (33 doubles)";
     const std::string skipped_to = "all_gather #2 SyncBN model.3.bn (33 doubles)";
     check_every_rank_names_the_desync(results, {expected, skipped_to, expected}, started);
@@ -124,8 +125,8 @@ TEST_CASE("desync: a rank that skips one SyncBN meeting fails every rank, naming
 }
 
 TEST_CASE("desync: a rank that sends a bucket of the wrong size fails every rank, naming both") {
-  for (const auto& [name, backend] : kCpuBackends) {
-    INFO(name);
+  for (const CpuBackend& cpu : kCpuBackends) {
+    INFO(cpu.name);
     const auto started = std::chrono::steady_clock::now();
     auto results = run_ranks(
         3,
@@ -135,7 +136,7 @@ TEST_CASE("desync: a rank that sends a bucket of the wrong size fails every rank
           group.comm->allreduce(CommBuffer::of(bucket.data(), count), ReduceOp::avg, "bucket 2")
               ->wait();
         },
-        60s, {.backend = backend});
+        60s, {.backend = cpu.backend});
     const std::string right = "all_reduce #1 bucket 2 (300,000 floats)";
     const std::string wrong = "all_reduce #1 bucket 2 (299,999 floats)";
     check_every_rank_names_the_desync(results, {right, wrong, right}, started);

@@ -18,6 +18,7 @@ namespace bareyolo::dist {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::CpuBackend;
 using testing::kCpuBackends;
 using testing::RankResult;
 using testing::run_ranks;
@@ -67,11 +68,11 @@ TEST_CASE("faults: a rank killed mid-allreduce fails every other rank at once, n
   // World 3: on the ring both survivors are neighbours of the dead rank and see its connections
   // close; on shm both wait for it and see its process end. The default timeout (3 hours) stays
   // in place: only detection of the loss can end this.
-  for (const auto& [name, backend] : kCpuBackends) {
-    INFO(name);
+  for (const CpuBackend& cpu : kCpuBackends) {
+    INFO(cpu.name);
     check_survivors_name(
         run_ranks(3, [](ProcessGroup& group) { allreduce_until_failure(group, 1); }, 60s,
-                  {.backend = backend}),
+                  {.backend = cpu.backend}),
         1, "lost rank 1");
   }
 }
@@ -85,8 +86,8 @@ TEST_CASE("faults: the abort notice carries the dead rank's name round the ring"
 }
 
 TEST_CASE("faults: a rank that stalls past the timeout is named by the rank waiting for it") {
-  for (const auto& [name, backend] : kCpuBackends) {
-    INFO(name);
+  for (const CpuBackend& cpu : kCpuBackends) {
+    INFO(cpu.name);
     auto results = run_ranks(
         3,
         [](ProcessGroup& group) {
@@ -94,7 +95,7 @@ TEST_CASE("faults: a rank that stalls past the timeout is named by the rank wait
           if (group.rank() == 2) std::this_thread::sleep_for(4s);
           group.comm->allreduce(CommBuffer::of(values.data(), 1000), ReduceOp::sum)->wait();
         },
-        30s, {.backend = backend, .timeout = 1500ms});
+        30s, {.backend = cpu.backend, .timeout = 1500ms});
     for (const auto& result : results) {
       INFO(result.describe());
       CHECK(result.exit_code == 1);
@@ -106,8 +107,8 @@ TEST_CASE("faults: a rank that stalls past the timeout is named by the rank wait
 }
 
 TEST_CASE("faults: ranks that pass buffers of different sizes fail, none hangs") {
-  for (const auto& [name, backend] : kCpuBackends) {
-    INFO(name);
+  for (const CpuBackend& cpu : kCpuBackends) {
+    INFO(cpu.name);
     auto results = run_ranks(
         3,
         [](ProcessGroup& group) {
@@ -115,7 +116,7 @@ TEST_CASE("faults: ranks that pass buffers of different sizes fail, none hangs")
           std::vector<float> values(size_t(count), 1.0f);
           group.comm->allreduce(CommBuffer::of(values.data(), count), ReduceOp::sum)->wait();
         },
-        30s, {.backend = backend});
+        30s, {.backend = cpu.backend});
     bool told_why = false;
     for (const auto& result : results) {
       INFO(result.describe());

@@ -35,8 +35,8 @@ std::vector<op_sequence::Call> step_calls(const std::vector<op_sequence::Call>& 
 }  // namespace
 
 TEST_CASE("op sequence: two warm 2-rank SyncBN steps of other labels issue the same ops") {
-  for (const auto& [name, backend] : kCpuBackends) {
-    CAPTURE(name);
+  for (const CpuBackend& cpu : kCpuBackends) {
+    CAPTURE(cpu.name);
     check_ranks_ok(run_ranks(
         2,
         [](ProcessGroup& group) {
@@ -78,6 +78,6 @@ TEST_CASE("op sequence: two warm 2-rank SyncBN steps of other labels issue the s
           if (!has("yolo_loss") || !has("sgd_step"))
             throw std::runtime_error("the recorded step lacks the loss or the update");
         },
-        std::chrono::seconds(120), {.backend = backend}));
+        std::chrono::seconds(120), {.backend = cpu.backend}));
   }
 }

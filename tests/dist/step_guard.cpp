@@ -24,8 +24,8 @@ uint64_t guard_events() {
 }  // namespace
 
 TEST_CASE("step guard passes a 2-rank DDP step with SyncBN on the CPU") {
-  for (const auto& [name, backend] : kCpuBackends) {
-    CAPTURE(name);
+  for (const CpuBackend& cpu : kCpuBackends) {
+    CAPTURE(cpu.name);
     check_ranks_ok(run_ranks(2,
                              [](ProcessGroup& group) {
                                if (!step_guard::enforcing())
@@ -46,6 +46,6 @@ TEST_CASE("step guard passes a 2-rank DDP step with SyncBN on the CPU") {
                                                           std::to_string(solver.optimizer_steps()) +
                                                           " optimizer steps");
                              },
-                             std::chrono::seconds(120), {.backend = backend}));
+                             std::chrono::seconds(120), {.backend = cpu.backend}));
   }
 }

@@ -56,9 +56,14 @@ struct RankResult {
 
 using RankBody = std::function<void(ProcessGroup& group)>;
 
-// The backends of CPU ranks on one host, for tests that hold for each: {name, backend}.
-inline const std::vector<std::pair<const char*, Backend>> kCpuBackends = {
-    {"tcp ring", Backend::tcp}, {"shm", Backend::shm}};
+// The backends of CPU ranks on one host, for tests that hold for each. (A struct, not a pair:
+// clang 14 cannot name a structured binding inside a lambda, and doctest's INFO is one.)
+struct CpuBackend {
+  const char* name;
+  Backend backend;
+};
+inline const std::vector<CpuBackend> kCpuBackends = {{"tcp ring", Backend::tcp},
+                                                     {"shm", Backend::shm}};
 // Changes what a rank's launcher would have told it (by default: a manual launch on loopback
 // with a per-test token).
 using LaunchEdit = std::function<void(LaunchEnv& env)>;
