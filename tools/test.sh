@@ -32,8 +32,8 @@ echo "== ASan+UBSan build (CPU only): fast tests"
 # and a report still names the file and line. The standard headers precompiled and the tests'
 # own sources at -O0 (CMakeLists.txt: bareyolo_precompile, bareyolo_test_glue). Built with
 # clang (tools/setup.sh installs it for the fuzzers) where it is installed: a second compiler
-# reads every source, and here on 2 cores it builds this in 294 s to GCC 12's 487, and runs the
-# fast tests in 137 s to 164.
+# reads the CPU sources this step builds, and here on 2 cores it builds them in 294 s to GCC
+# 12's 487, and runs the fast tests in 137 s to 164.
 cxx=$(command -v clang++ || command -v c++)
 # A folder configured with another compiler is started afresh: told of a new compiler, CMake
 # deletes its cache and forgets every other setting given here, the sanitizers included.
