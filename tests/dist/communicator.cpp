@@ -71,7 +71,8 @@ std::vector<float> rounding_floats(uint32_t seed, int64_t count) {
   return values;
 }
 
-TEST_CASE("communicator: allreduce sum, avg and max of f32, f64, i64 and bf16, any count") {
+TEST_CASE(
+    "communicator: allreduce sum, avg and max of f32, f64, i64, bf16 (avg refused), any count") {
   on_every_backend([](ProcessGroup& group) {
     contract::for_each_dtype([&]<class T>(T) {
       for (int64_t count : kCounts) {

@@ -37,20 +37,20 @@ class SingleRankCommunicator final : public Communicator {
   int world_size() const override { return 1; }
   Backend backend() const override { return backend_; }
 
-  WorkHandle allreduce(CommBuffer, ReduceOp, std::string_view) override { return done(); }
-  WorkHandle broadcast(CommBuffer, int root, std::string_view) override {
-    if (root != 0) {
-      throw std::invalid_argument("broadcast root " + std::to_string(root) +
-                                  " is not a rank of this one-rank job (the only rank is 0)");
-    }
+  WorkHandle allreduce(CommBuffer buffer, ReduceOp op, std::string_view) override {
+    check_buffer(buffer, "allreduce", kName);
+    check_reduction(buffer, op);
+    return done();
+  }
+  WorkHandle broadcast(CommBuffer buffer, int root, std::string_view) override {
+    check_buffer(buffer, "broadcast", kName);
+    check_broadcast_root(root, 1);
     return done();
   }
   WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view) override {
-    if (recv.count != send.count || recv.dtype != send.dtype) {
-      throw std::invalid_argument("allgather: the receive buffer must hold world_size (1) x " +
-                                  std::to_string(send.count) + " elements of the send dtype, not " +
-                                  std::to_string(recv.count));
-    }
+    check_buffer(send, "allgather", kName);
+    check_buffer(recv, "allgather", kName);
+    check_allgather_buffers(send, recv, 1);
     if (send.data != recv.data && send.bytes() > 0)
       copy_bytes(recv.data, recv.device, send.data, send.device, size_t(send.bytes()));
     return done();
@@ -59,6 +59,7 @@ class SingleRankCommunicator final : public Communicator {
 
  private:
   static WorkHandle done() { return completed_work(); }
+  static constexpr const char* kName = "one-rank communicator";
 
   Backend backend_;
 };
@@ -108,6 +109,14 @@ void check_buffer(const CommBuffer& buffer, const char* collective, const char* 
     throw std::invalid_argument(std::string(collective) + ": the buffer is on " +
                                 buffer.device.str() + " but this build has no CUDA");
   }
+}
+
+void check_reduction(const CommBuffer& buffer, ReduceOp op) {
+  if (op == ReduceOp::avg && buffer.dtype == DType::bf16)
+    throw std::invalid_argument(
+        "allreduce avg of bf16 is not offered: the mean would be rounded to bf16 a second time, "
+        "differently by each backend; sum the bf16 buffer and divide in float (as the gradient "
+        "reducer does)");
 }
 
 void check_broadcast_root(int root, int world_size) {

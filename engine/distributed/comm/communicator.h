@@ -12,7 +12,10 @@
 //
 // Contract, held by one test suite for every backend (tests/dist/communicator.cpp):
 //   - allreduce(buf, op): every rank ends with the element-wise sum / mean / max of all ranks'
-//     buffers. Any count, including 0 and counts not divisible by world_size.
+//     buffers. Any count, including 0 and counts not divisible by world_size. The mean of bf16
+//     is refused (check_reduction): each backend would round it differently (NCCL scales by
+//     1/N rounded to bf16, 0.2% too large at 3 ranks), so a bf16 caller sums and divides in
+//     float itself, as the gradient reducer does.
 //   - broadcast(buf, root): every rank ends with root's buffer.
 //   - allgather(send, recv): recv (world_size x send.count elements) ends with rank r's send
 //     buffer at [r * send.count, (r + 1) * send.count), on every rank.
@@ -51,7 +54,7 @@ const char* to_string(ReduceOp op);
 
 // A contiguous buffer of `count` elements of `dtype` (f32, f64, i64 or bf16) in host memory or
 // in the memory of GPU `device.index` (NCCL only; the TCP ring stages device buffers through
-// the host). bf16 reduces in float, each result rounded once to bf16.
+// the host). bf16 reduces in float, each result rounded once to bf16 (sum and max only).
 struct CommBuffer {
   void* data = nullptr;
   int64_t count = 0;
@@ -138,10 +141,13 @@ WorkHandle completed_work(std::string error = {});
 
 // The argument checks every backend makes at the call, each throwing std::invalid_argument that
 // names the value: a buffer of a supported dtype (f32, f64, i64, bf16; `backend` names who says
-// so), count >= 0, data for count > 0, on a device this build has; a broadcast root among the
-// ranks; an allgather's receive buffer of world_size x the send count, in the send dtype.
+// so), count >= 0, data for count > 0, on a device this build has; a reduction the dtype
+// has; a broadcast root among the ranks; an allgather's receive buffer of world_size x the send
+// count, in the send dtype.
 void check_buffer(const CommBuffer& buffer, const char* collective, const char* backend);
 void check_broadcast_root(int root, int world_size);
+// An allreduce's op on the buffer's dtype: avg of bf16 is refused (the contract above says why).
+void check_reduction(const CommBuffer& buffer, ReduceOp op);
 void check_allgather_buffers(const CommBuffer& send, const CommBuffer& recv, int world_size);
 
 // The communicator of a one-rank job: every collective returns a completed Work.

@@ -138,6 +138,7 @@ class ShmCommunicator final : public Communicator {
 
   WorkHandle allreduce(CommBuffer buffer, ReduceOp op, std::string_view tag) override {
     check_host_buffer(buffer, "allreduce");
+    check_reduction(buffer, op);
     return run(fingerprint(CollectiveOp::all_reduce, buffer, tag),
                [&](const Collective& collective, Clock::time_point deadline) {
                  if (size_t(buffer.bytes()) <= kSmallAllreduceBytes)

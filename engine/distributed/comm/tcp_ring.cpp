@@ -194,6 +194,7 @@ class TcpRingCommunicator final : public Communicator {
 
   WorkHandle allreduce(CommBuffer buffer, ReduceOp op, std::string_view tag) override {
     check_buffer(buffer, "allreduce", kBackendName);
+    check_reduction(buffer, op);
     return enqueue(
         latency_bound(buffer), fingerprint(CollectiveOp::all_reduce, buffer, tag),
         [this, buffer, op](const Collective& collective, Clock::time_point deadline) {

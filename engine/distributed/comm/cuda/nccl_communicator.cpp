@@ -304,6 +304,7 @@ class NcclCommunicator final : public Communicator {
   // The tags are not checked here: NCCL carries no fingerprint (communicator.h).
   WorkHandle allreduce(CommBuffer buffer, ReduceOp op, std::string_view) override {
     require_on_device("allreduce", buffer);
+    check_reduction(buffer, op);
     const ncclDataType_t type = nccl_type(buffer.dtype);
     return issue("allreduce", buffer, std::string(", ") + to_string(op), [&](cudaStream_t s) {
       return ncclAllReduce(buffer.data, buffer.data, size_t(buffer.count), type, nccl_op(op), comm_,
@@ -313,10 +314,7 @@ class NcclCommunicator final : public Communicator {
 
   WorkHandle broadcast(CommBuffer buffer, int root, std::string_view) override {
     require_on_device("broadcast", buffer);
-    if (root < 0 || root >= world_size_)
-      throw std::invalid_argument("broadcast root " + std::to_string(root) +
-                                  " is not a rank of this job (0.." +
-                                  std::to_string(world_size_ - 1) + ")");
+    check_broadcast_root(root, world_size_);
     const ncclDataType_t type = nccl_type(buffer.dtype);
     return issue("broadcast", buffer, ", root " + std::to_string(root), [&](cudaStream_t s) {
       return ncclBroadcast(buffer.data, buffer.data, size_t(buffer.count), type, root, comm_, s);
@@ -326,11 +324,7 @@ class NcclCommunicator final : public Communicator {
   WorkHandle allgather(CommBuffer send, CommBuffer recv, std::string_view) override {
     require_on_device("allgather", send);
     require_on_device("allgather", recv);
-    if (recv.dtype != send.dtype || recv.count != send.count * world_size_)
-      throw std::invalid_argument(
-          "allgather: the receive buffer must hold world_size (" + std::to_string(world_size_) +
-          ") x " + std::to_string(send.count) + " elements of " + dtype_name(send.dtype) +
-          ", not " + std::to_string(recv.count) + " of " + dtype_name(recv.dtype));
+    check_allgather_buffers(send, recv, world_size_);
     const ncclDataType_t type = nccl_type(send.dtype);
     return issue("allgather", send, "", [&](cudaStream_t s) {
       return ncclAllGather(send.data, recv.data, size_t(send.count), type, comm_, s);
@@ -376,15 +370,13 @@ class NcclCommunicator final : public Communicator {
   }
 
   void require_on_device(const char* op, const CommBuffer& buffer) const {
+    check_buffer(buffer, op, "NCCL communicator");
     if (!buffer.device.is_cuda() || buffer.device.index != device_)
       throw std::invalid_argument(std::string("NCCL ") + op + ": the buffer is on " +
                                   buffer.device.str() +
                                   ", but this rank's communicator works on "
                                   "cuda:" +
                                   std::to_string(device_) + " (host buffers: use the TCP backend)");
-    if (buffer.count < 0)
-      throw std::invalid_argument(std::string("NCCL ") + op + ": negative element count " +
-                                  std::to_string(buffer.count));
   }
 
   // The comm stream (once its work is done), the event and the barrier's element.
