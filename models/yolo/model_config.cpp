@@ -45,7 +45,7 @@ int integer_of(const YAML::Node& node, const std::string& where, const std::stri
 ModelArg parse_arg(const YAML::Node& node, const std::string& where) {
   ModelArg arg;
   if (!node.IsScalar()) fail(where, "argument '" + YAML::Dump(node) + "' is not a scalar");
-  const std::string text = node.Scalar();
+  const std::string& text = node.Scalar();
   if (node.Tag() == "!") {  // quoted: a plain string such as "nearest"
     arg.kind = ModelArg::Kind::text;
     arg.text = text;
