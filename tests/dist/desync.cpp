@@ -111,10 +111,11 @@ TEST_CASE("desync: a rank that skips one SyncBN meeting fails every rank, naming
     auto results = run_ranks(
         3,
         [&](ProcessGroup& group) {
-          const ChannelMoments local{8, std::vector<double>(16, 0.5), std::vector<double>(16, 2.0)};
+          Tensor record = Tensor::from_vector(std::vector<double>(33, 0.5), {1, 33, 1, 1}),
+                 gathered;
           for (const std::string& layer : layers) {
             if (group.rank() == 1 && layer == layers[1]) continue;
-            allgather_moments(*group.comm, local, Device::cpu(), "SyncBN " + layer);
+            allgather_moment_records(*group.comm, record, gathered, "SyncBN " + layer);
           }
         },
         60s, {.backend = cpu.backend});

@@ -29,6 +29,18 @@ void require_close(const std::vector<double>& got, const std::vector<double>& wa
                                ", plain BatchNorm gives " + std::to_string(want[i]));
 }
 
+// Sums `a` and `b` over the ranks, in place: gamma's and beta's gradients stay per rank (the
+// reducer averages them with the others), so the plain layer's are the ranks' sums.
+void sum_over_ranks(Communicator& comm, std::vector<double>& a, std::vector<double>& b) {
+  std::vector<double> both(a);
+  both.insert(both.end(), b.begin(), b.end());
+  Tensor sums = Tensor::from_vector(both, {1, int64_t(both.size()), 1, 1});
+  comm.allreduce(CommBuffer::of(sums), ReduceOp::sum)->wait();
+  both = sums.to_doubles();
+  a.assign(both.begin(), both.begin() + int64_t(a.size()));
+  b.assign(both.begin() + int64_t(a.size()), both.end());
+}
+
 struct BnResult {
   Tensor y, dx;
   std::vector<double> dgamma, dbeta, running_mean, running_var;
@@ -96,7 +108,7 @@ void check_sync_batchnorm(int world, std::vector<int> images_per_rank) {
     require_close(got.running_var, want.running_var, "running_var");
     // gamma/beta gradients stay per rank; their sum over ranks is the plain one.
     std::vector<double> dgamma = got.dgamma, dbeta = got.dbeta;
-    allreduce_channel_sums(*group.comm, dgamma, dbeta);
+    sum_over_ranks(*group.comm, dgamma, dbeta);
     require_close(dgamma, want.dgamma, "sum of dgamma");
     require_close(dbeta, want.dbeta, "sum of dbeta");
     // Running statistics are the same bits on every rank.
@@ -198,7 +210,7 @@ void check_shared_meetings(int world, std::vector<int> images_per_rank) {
       require_close(shared[k].running_mean, plain[k].running_mean, layer + "running_mean");
       require_close(shared[k].running_var, plain[k].running_var, layer + "running_var");
       std::vector<double> dgamma = shared[k].dgamma, dbeta = shared[k].dbeta;
-      allreduce_channel_sums(*group.comm, dgamma, dbeta);
+      sum_over_ranks(*group.comm, dgamma, dbeta);
       require_close(dgamma, plain[k].dgamma, layer + "sum of dgamma");
       require_close(dbeta, plain[k].dbeta, layer + "sum of dbeta");
     }

@@ -42,7 +42,7 @@ void allgather_moment_records(Communicator& comm, Tensor& record, Tensor& gather
 // Sums `sums` (a dense f64 tensor) over all ranks, in place; `tag` as above.
 void allreduce_channel_sums(Communicator& comm, Tensor& sums, std::string_view tag);
 
-// ---- the same on values held by the host: the reference the device merge is held to ----
+// ---- the reference the device merge (batchnorm_statistics_from_records) is held to ----
 
 // Per-channel statistics of `count` values per channel.
 struct ChannelMoments {
@@ -52,15 +52,5 @@ struct ChannelMoments {
 
 // The moments of the union of two disjoint sets (either may be empty).
 ChannelMoments merge_moments(const ChannelMoments& a, const ChannelMoments& b);
-
-// Every rank passes the moments of its slice; every rank gets the moments of the whole batch,
-// merged on the host by merge_moments in rank order. The record crosses on `staging`.
-ChannelMoments allgather_moments(Communicator& comm, const ChannelMoments& local,
-                                 Device staging = Device::cpu(), std::string_view tag = "SyncBN");
-
-// Sums `a` and `b` (one value per channel) over all ranks, in place, through a tensor on
-// `staging`.
-void allreduce_channel_sums(Communicator& comm, std::vector<double>& a, std::vector<double>& b,
-                            Device staging = Device::cpu(), std::string_view tag = "SyncBN");
 
 }  // namespace bareyolo::dist
