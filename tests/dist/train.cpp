@@ -15,6 +15,8 @@
 // Sharded validation inside training: 2 ranks without SyncBN (so their BatchNorm statistics
 // differ) report the metrics and val losses of one process validating rank 0's final weights;
 // so do 2 ranks whose poor anchors rank 0's AutoAnchor replaced.
+//
+// Early stopping: every rank stops after the epoch that rank 0's validation decides.
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -285,6 +287,47 @@ TEST_CASE("train: 2 CPU ranks without SyncBN validate in shards like one process
   CHECK(reported.val_box == doctest::Approx(alone.box).epsilon(1e-12));
   CHECK(reported.val_obj == doctest::Approx(alone.obj).epsilon(1e-12));
   CHECK(reported.val_cls == doctest::Approx(alone.cls).epsilon(1e-12));
+}
+
+// Early stopping in a 2-rank run: every rank takes rank 0's validation numbers
+// (ValidationNumbers::from_rank0), so every rank stops after the epoch rank 0's fitness gives.
+// Four val images make one val batch, rank 0's share: rank 1's own share is empty, so its own
+// numbers (fitness 0 every epoch) would stop it after patience + 1 epochs whatever rank 0 saw,
+// and rank 0, still improving, would find it gone at its next collective. Measured (2-vCPU
+// Xeon): rank 0's fitness rises until epoch 4 and the run stops after 8 of 10 epochs; with the
+// broadcast taken out, rank 1 left after epoch 4 and rank 0 failed ("lost rank 1").
+TEST_CASE("train --patience: 2 CPU ranks stop after the epoch rank 0's fitness gives") {
+  TempDir dir;
+  const std::string data = data::make_shapes_dataset({.out = (dir.path / "shapes").string(),
+                                                      .n_train = 64,
+                                                      .n_val = 4,
+                                                      .imgsz = 64,
+                                                      .classes = 1});
+  models::TrainOptions options = tiny_run(data, dir.path, "patience", 2);
+  options.epochs = 10;
+  options.validate = true;
+  options.patience = 3;
+  const models::TrainSummary summary = models::run_training(options, [](const std::string&) {});
+  // Where YOLOv5's rule stops on the fitness results.jsonl recorded: `patience` validations
+  // after the strictly best one.
+  std::ifstream jsonl(summary.run_dir + "/results.jsonl");
+  std::vector<double> fitness;
+  for (std::string line; std::getline(jsonl, line);)
+    fitness.push_back(models::parse_epoch_metrics_json(line).fitness);
+  int stops_after = options.epochs, since_best = 0;
+  double best = -1;
+  for (int epoch = 0; epoch < int(fitness.size()) && stops_after == options.epochs; ++epoch) {
+    if (fitness[size_t(epoch)] > best) {
+      best = fitness[size_t(epoch)], since_best = 0;
+    } else if (++since_best >= options.patience) {
+      stops_after = epoch + 1;
+    }
+  }
+  std::string listed;
+  for (double value : fitness) listed += " " + std::to_string(value);
+  MESSAGE("fitness by epoch:" << listed);
+  CHECK(summary.epochs_run == stops_after);
+  CHECK(int(fitness.size()) == stops_after);
 }
 
 namespace {
