@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/distributed/comm/store.h"
 #include "engine/shipped_files.h"
 #include "models/train/options.h"
 #include "models/train/solver.h"
@@ -153,6 +154,13 @@ TEST_CASE("--freeze N marks exactly the entries of layers 0 .. N-1") {
   for (size_t i = 0; i < state.size(); ++i)
     if (state[i].name.rfind("model.1", 0) == 0 && state[i].name.rfind("model.1.", 0) != 0)
       CHECK_FALSE(frozen[i]);
+}
+
+// The 3-hour bound on every wait of a running job (docs/ddp.md): the store's default and a
+// training job's, which --timeout changes.
+TEST_CASE("a job's store calls and collectives wait at most 3 hours unless --timeout says") {
+  CHECK(models::TrainOptions{}.timeout_s == 3 * 60 * 60);
+  CHECK(dist::kDefaultStoreTimeout == std::chrono::hours(3));
 }
 
 TEST_CASE("loader_workers: a given count wins, auto follows the device and the rank's cores") {
