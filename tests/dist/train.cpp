@@ -49,10 +49,18 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
+// The built-in shapes dataset in 64-px images under `root`: its yaml.
+std::string shapes(const fs::path& root, int n_train, int n_val, int classes = 2) {
+  return data::make_shapes_dataset({.out = (root / "shapes").string(),
+                                    .n_train = n_train,
+                                    .n_val = n_val,
+                                    .imgsz = 64,
+                                    .classes = classes});
+}
+
 // 32 training images of which only 8 keep their labels (the rest become background).
 std::string sparse_shapes(const fs::path& root) {
-  const std::string yaml = data::make_shapes_dataset(
-      {.out = (root / "shapes").string(), .n_train = 32, .n_val = 4, .imgsz = 64, .classes = 2});
+  const std::string yaml = shapes(root, 32, 4);
   int kept = 0;
   for (const auto& entry : fs::directory_iterator(root / "shapes" / "labels" / "train"))
     if (kept++ >= 8) fs::remove(entry.path());
@@ -170,11 +178,7 @@ TEST_CASE("train: AutoAnchor's anchors reach every rank's model and EMA") {
       {{300, 300, 310, 310, 320, 320},
        {330, 330, 340, 340, 350, 350},
        {360, 360, 370, 370, 380, 380}});
-  const std::string data = data::make_shapes_dataset({.out = (dir.path / "shapes").string(),
-                                                      .n_train = 16,
-                                                      .n_val = 24,
-                                                      .imgsz = 64,
-                                                      .classes = 2});
+  const std::string data = shapes(dir.path, 16, 24);
   models::TrainOptions options = tiny_run(data, dir.path, "autoanchor", 2);
   options.cfg = (dir.path / "poor.yaml").string();
   options.epochs = 1;
@@ -265,11 +269,7 @@ TEST_CASE("train --amp --grad-dtype bf16: 2 CPU ranks stay near fp32, checkpoint
 
 TEST_CASE("train: 2 CPU ranks without SyncBN validate in shards like one process on rank 0's EMA") {
   TempDir dir;
-  const std::string data = data::make_shapes_dataset({.out = (dir.path / "shapes").string(),
-                                                      .n_train = 16,
-                                                      .n_val = 24,
-                                                      .imgsz = 64,
-                                                      .classes = 2});
+  const std::string data = shapes(dir.path, 16, 24);
   models::TrainOptions options = tiny_run(data, dir.path, "sharded", 2);
   options.epochs = 1;
   options.validate = true;
@@ -298,11 +298,7 @@ TEST_CASE("train: 2 CPU ranks without SyncBN validate in shards like one process
 // broadcast taken out, rank 1 left after epoch 4 and rank 0 failed ("lost rank 1").
 TEST_CASE("train --patience: 2 CPU ranks stop after the epoch rank 0's fitness gives") {
   TempDir dir;
-  const std::string data = data::make_shapes_dataset({.out = (dir.path / "shapes").string(),
-                                                      .n_train = 64,
-                                                      .n_val = 4,
-                                                      .imgsz = 64,
-                                                      .classes = 1});
+  const std::string data = shapes(dir.path, 64, 4, 1);
   models::TrainOptions options = tiny_run(data, dir.path, "patience", 2);
   options.epochs = 10;
   options.validate = true;
