@@ -199,6 +199,11 @@ TEST_CASE("loader: validation letterboxes and records how to map boxes back") {
   CHECK(batch.targets[2] == doctest::Approx(0.5));
   CHECK(batch.targets[4] == doctest::Approx(0.4));
   CHECK(batch.targets[5] == doctest::Approx(0.2));
+  // v1: 90 x 180 -> 32 x 64, padded left and right; its label (0.5, 0.5, 0.3, 0.2) stays centred.
+  const data::ImageMeta& tall = batch.meta[1];
+  CHECK(tall.pad_x == doctest::Approx(16));
+  CHECK(batch.targets[8] == doctest::Approx(0.5));
+  CHECK(batch.targets[10] == doctest::Approx(0.15));
 }
 
 TEST_CASE("loader: an image that disappeared after verification is an error naming it") {

@@ -2,6 +2,8 @@
 // checkpoints carry (every saved field round-trips; what is not saved stays the caller's).
 #include <sched.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/distributed/comm/store.h"
@@ -154,6 +156,32 @@ TEST_CASE("--freeze N marks exactly the entries of layers 0 .. N-1") {
   for (size_t i = 0; i < state.size(); ++i)
     if (state[i].name.rfind("model.1", 0) == 0 && state[i].name.rfind("model.1.", 0) != 0)
       CHECK_FALSE(frozen[i]);
+}
+
+// With no --hyp every hyperparameter is hyp.scratch-low.yaml's, the file YOLOv5's train.py
+// reads by default (../shared/spec 3.1; its iou_t is unused), and label smoothing is off.
+TEST_CASE("the default hyperparameters are YOLOv5's hyp.scratch-low.yaml") {
+  const std::vector<std::pair<std::string, double>> scratch_low = {
+      {"lr0", 0.01},           {"lrf", 0.01},          {"momentum", 0.937},
+      {"weight_decay", 5e-4},  {"warmup_epochs", 3.0}, {"warmup_momentum", 0.8},
+      {"warmup_bias_lr", 0.1}, {"box", 0.05},          {"cls", 0.5},
+      {"cls_pw", 1.0},         {"obj", 1.0},           {"obj_pw", 1.0},
+      {"anchor_t", 4.0},       {"fl_gamma", 0.0},      {"label_smoothing", 0.0},
+      {"hsv_h", 0.015},        {"hsv_s", 0.7},         {"hsv_v", 0.4},
+      {"degrees", 0.0},        {"translate", 0.1},     {"scale", 0.5},
+      {"shear", 0.0},          {"perspective", 0.0},   {"flipud", 0.0},
+      {"fliplr", 0.5},         {"mosaic", 1.0},        {"mixup", 0.0},
+      {"copy_paste", 0.0}};
+  const std::vector<models::HypValue> defaults = models::hyp_values(models::TrainOptions{});
+  CHECK(defaults.size() == scratch_low.size());
+  for (const auto& [name, value] : scratch_low) {
+    const std::string wanted = name;  // clang 14 captures no structured binding in a lambda
+    CAPTURE(wanted);
+    const auto found = std::find_if(defaults.begin(), defaults.end(),
+                                    [&](const models::HypValue& v) { return v.name == wanted; });
+    REQUIRE(found != defaults.end());
+    CHECK(found->value == value);
+  }
 }
 
 // The 3-hour bound on every wait of a running job (docs/ddp.md): the store's default and a
