@@ -35,7 +35,7 @@ void sum_over_ranks(Communicator& comm, std::vector<double>& a, std::vector<doub
   std::vector<double> both(a);
   both.insert(both.end(), b.begin(), b.end());
   Tensor sums = Tensor::from_vector(both, {1, int64_t(both.size()), 1, 1});
-  comm.allreduce(CommBuffer::of(sums), ReduceOp::sum)->wait();
+  allreduce_channel_sums(comm, sums, "SyncBN");
   both = sums.to_doubles();
   a.assign(both.begin(), both.begin() + int64_t(a.size()));
   b.assign(both.begin() + int64_t(a.size()), both.end());

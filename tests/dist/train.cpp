@@ -28,6 +28,7 @@
 #include "engine/shipped_files.h"
 #include "engine/trace_analysis.h"
 #include "models/train/callbacks.h"
+#include "models/train/early_stopping.h"
 #include "models/train/epoch_validation.h"
 #include "models/train/launch.h"
 #include "models/yolo/model_config.h"
@@ -304,21 +305,17 @@ TEST_CASE("train --patience: 2 CPU ranks stop after the epoch rank 0's fitness g
   options.validate = true;
   options.patience = 3;
   const models::TrainSummary summary = models::run_training(options, [](const std::string&) {});
-  // Where YOLOv5's rule stops on the fitness results.jsonl recorded: `patience` validations
-  // after the strictly best one.
+  // Where the rule (EarlyStopping, tested on its own in tests/unit/early_stopping.cpp) stops on
+  // the fitness results.jsonl recorded.
   std::ifstream jsonl(summary.run_dir + "/results.jsonl");
   std::vector<double> fitness;
   for (std::string line; std::getline(jsonl, line);)
     fitness.push_back(models::parse_epoch_metrics_json(line).fitness);
-  int stops_after = options.epochs, since_best = 0;
-  double best = -1;
-  for (int epoch = 0; epoch < int(fitness.size()) && stops_after == options.epochs; ++epoch) {
-    if (fitness[size_t(epoch)] > best) {
-      best = fitness[size_t(epoch)], since_best = 0;
-    } else if (++since_best >= options.patience) {
-      stops_after = epoch + 1;
-    }
-  }
+  const models::EarlyStopping stopping{options.patience};
+  models::TrainingProgress progress;
+  int stops_after = options.epochs;
+  for (int epoch = 0; epoch < int(fitness.size()) && stops_after == options.epochs; ++epoch)
+    if (stopping.update(epoch, fitness[size_t(epoch)], progress)) stops_after = epoch + 1;
   std::string listed;
   for (double value : fitness) listed += " " + std::to_string(value);
   MESSAGE("fitness by epoch:" << listed);
