@@ -22,6 +22,7 @@ LoadedImage load_resized(const std::string& path, int imgsz,
 // The size load_resized gives an image of width x height (the cache lays its files out by it).
 struct ImageSize {
   int width = 0, height = 0;
+  bool operator==(const ImageSize&) const = default;
 };
 ImageSize resized_size(int width, int height, int imgsz);
 

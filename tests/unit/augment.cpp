@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
+#include <utility>
 
 #include "data/boxes.h"
 #include "data/cache_files.h"
@@ -164,6 +166,30 @@ TEST_CASE("letterbox: YOLOv5's padding split and rounding") {
   CHECK(kept.at(16, 22)[0] == 114);  // bottom = round(9.6) = 10
 }
 
+TEST_CASE("load_image's size: the long side imgsz, the short one rounded up, none at r = 1") {
+  CHECK(data::resized_size(640, 480, 640) == data::ImageSize{640, 480});
+  CHECK(data::resized_size(480, 640, 640) == data::ImageSize{480, 640});
+  CHECK(data::resized_size(1000, 333, 640) == data::ImageSize{640, 214});  // 213.12 up
+  CHECK(data::resized_size(50, 100, 64) == data::ImageSize{32, 64});
+}
+
+TEST_CASE("validation samples are letterboxed without enlarging them (scaleup=False)") {
+  // v0 (200 x 100) loads as 64 x 32; a 96 x 64 canvas would fit it 1.5 times larger.
+  TempDir dir;
+  data::OpenedSplit val =
+      data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 1)), "val");
+  const data::Sample sample = data::make_val_sample(val.dataset, 0, 64, 96, 64);
+  CHECK(sample.image.width == 96);
+  CHECK(sample.image.height == 64);
+  CHECK(sample.meta.gain_x == doctest::Approx(64.0 / 200));
+  CHECK(sample.meta.pad_x == 16);
+  CHECK(sample.meta.pad_y == 16);
+  REQUIRE(sample.labels.size() == 1);
+  CHECK(sample.labels[0].w == doctest::Approx(0.4 * 64 / 96));
+  CHECK(sample.image.at(15, 32)[0] == data::kPadValue);
+  CHECK(sample.image.at(48, 32)[0] == 255);  // the object, at the image's centre
+}
+
 TEST_CASE("box conversions and the degenerate-box filter") {
   data::PixelBox p = data::to_pixels({2, 0.5f, 0.25f, 0.2f, 0.1f}, 100, 200, 10, 20);
   CHECK(p.x1 == doctest::Approx(50));
@@ -171,13 +197,16 @@ TEST_CASE("box conversions and the degenerate-box filter") {
   CHECK(p.x2 == doctest::Approx(70));
   CHECK(p.y2 == doctest::Approx(80));
   data::LabelBox n = data::to_normalised({1, -5, 10, 60, 250}, 50, 100);
-  CHECK(n.cx == doctest::Approx((0 + 49.999) / 2 / 50));
-  CHECK(n.h == doctest::Approx((99.999 - 10) / 100));
+  // Clipped to 0.001 px inside the image (YOLOv5's eps), which the default Approx cannot see.
+  CHECK(n.cx == doctest::Approx((0 + 49.999) / 2 / 50).epsilon(1e-6));
+  CHECK(n.h == doctest::Approx((99.999 - 10) / 100).epsilon(1e-6));
   data::PixelBox before{0, 0, 0, 10, 10};
   CHECK(data::box_survives(before, {0, 0, 0, 10, 10}));
   CHECK_FALSE(data::box_survives(before, {0, 0, 0, 2, 10}));  // 2 px wide
   CHECK_FALSE(data::box_survives(before, {0, 0, 0, 3, 3}));   // 9 % of the area left
   CHECK_FALSE(data::box_survives({0, 0, 0, 1000, 10}, {0, 0, 0, 1000, 9.9f}));  // aspect >= 100
+  CHECK_FALSE(data::box_survives({0, 0, 0, 10, 1000}, {0, 0, 0, 9.9f, 1000}));  // and standing
+  CHECK(data::box_survives({0, 0, 0, 10, 1000}, {0, 0, 0, 10.1f, 1000}));
 }
 
 TEST_CASE("random perspective with every range zero and no border is the identity") {
@@ -296,6 +325,64 @@ TEST_CASE("random perspective with polygons: boxes from the points that land ins
   REQUIRE(turned.size() == 1);
   CHECK(turned[0].x2 - turned[0].x1 == doctest::Approx(10 * std::sqrt(2.0)).epsilon(0.01));
   CHECK(turned[0].y2 - turned[0].y1 == doctest::Approx(10 * std::sqrt(2.0)).epsilon(0.01));
+  std::vector<data::PixelBox> turned_corners =
+      data::transform_boxes({{1, 40, 40, 60, 60}}, m, 1.0, 100, 100);
+  REQUIRE(turned_corners.size() == 1);
+  CHECK(turned_corners[0].x2 - turned_corners[0].x1 == doctest::Approx(20 * std::sqrt(2.0)));
+  CHECK(turned_corners[0].y2 - turned_corners[0].y1 == doctest::Approx(20 * std::sqrt(2.0)));
+}
+
+TEST_CASE("random perspective: the matrix moves points as T S R P C of its eight draws") {
+  // Each point by the spec's steps (5.8), not by matrix products: centre it, divide by the
+  // perspective's w, turn and zoom, shear, translate; the draws taken from a copy of the rng in
+  // YOLOv5's order.
+  data::AugmentHyp hyp;
+  hyp.degrees = 30, hyp.shear = 10, hyp.scale = 0.5, hyp.translate = 0.1;
+  const int in_w = 200, in_h = 120, out_w = 160, out_h = 100;
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    CAPTURE(seed);
+    hyp.perspective = seed % 2 ? 1e-3 : 0.0;
+    data::SampleRng rng(seed, 0, 0), draws = rng;
+    double zoom = 0;
+    const data::Mat3 m = data::random_perspective_matrix(hyp, in_w, in_h, out_w, out_h, rng, zoom);
+    const double px = draws.uniform(-hyp.perspective, hyp.perspective);
+    const double py = draws.uniform(-hyp.perspective, hyp.perspective);
+    const auto radians = [](double degrees) { return degrees * std::numbers::pi / 180; };
+    const double a = radians(draws.uniform(-hyp.degrees, hyp.degrees));
+    const double s = draws.uniform(1 - hyp.scale, 1 + hyp.scale);
+    const double shear_x = std::tan(radians(draws.uniform(-hyp.shear, hyp.shear)));
+    const double shear_y = std::tan(radians(draws.uniform(-hyp.shear, hyp.shear)));
+    const double tx = draws.uniform(0.5 - hyp.translate, 0.5 + hyp.translate) * out_w;
+    const double ty = draws.uniform(0.5 - hyp.translate, 0.5 + hyp.translate) * out_h;
+    CHECK(rng.uniform() == draws.uniform());  // exactly eight draws
+    CHECK(zoom == s);
+    for (const auto& [x, y] : {std::pair{0.0, 0.0}, {200.0, 0.0}, {37.0, 91.0}, {200.0, 120.0}}) {
+      const double cx = x - in_w / 2.0, cy = y - in_h / 2.0;
+      const double w = px * cx + py * cy + 1;
+      const double rx = s * (std::cos(a) * cx + std::sin(a) * cy) / w;
+      const double ry = s * (-std::sin(a) * cx + std::cos(a) * cy) / w;
+      const double expected_x = rx + shear_x * ry + tx, expected_y = shear_y * rx + ry + ty;
+      const double mw = m(2, 0) * x + m(2, 1) * y + m(2, 2);
+      CHECK((m(0, 0) * x + m(0, 1) * y + m(0, 2)) / mw == doctest::Approx(expected_x));
+      CHECK((m(1, 0) * x + m(1, 1) * y + m(1, 2)) / mw == doctest::Approx(expected_y));
+    }
+  }
+}
+
+TEST_CASE("random perspective keeps a box by its area against the box times the zoom") {
+  // Zoom 0.5, then 40 px (46 px) to the left: the 100 x 40 box becomes 50 x 20 and is cut to
+  // 10 x 20 (4 x 20), 20 % (8 %) of its zoomed area, 5 % (2 %) of the box's own.
+  for (const double shift : {40.0, 46.0}) {
+    CAPTURE(shift);
+    const bool kept = shift == 40;
+    data::Mat3 m;
+    m(0, 0) = m(1, 1) = 0.5;
+    m(0, 2) = -shift;
+    const std::vector<data::PixelBox> moved =
+        data::transform_boxes({{0, 0, 0, 100, 40}}, m, 0.5, 200, 200);
+    REQUIRE(moved.size() == size_t(kept));
+    if (kept) CHECK(moved[0].x2 == doctest::Approx(10));
+  }
 }
 
 TEST_CASE("random perspective takes the polygons' path only when every box has a polygon") {
