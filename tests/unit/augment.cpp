@@ -134,7 +134,7 @@ TEST_CASE("hsv_to_rgb gives the bytes the fixtures were made with, for every inp
   CHECK(data::hex(digest) == "21363e81d0476dcb");
 }
 
-TEST_CASE("HSV jitter with zero gains changes nothing and draws nothing") {
+TEST_CASE("HSV jitter: zero gains change and draw nothing; one gain on draws all three") {
   data::Image image = gradient_image(8, 8), before = image;
   data::AugmentHyp hyp;
   hyp.hsv_h = hyp.hsv_s = hyp.hsv_v = 0;
@@ -142,6 +142,11 @@ TEST_CASE("HSV jitter with zero gains changes nothing and draws nothing") {
   data::apply_hsv_jitter(image, data::draw_hsv_jitter(hyp, rng));
   CHECK(image.pixels == before.pixels);
   CHECK(rng.next() == untouched.next());
+  hyp.hsv_v = 0.4;  // any one gain on: all three drawn
+  const data::HsvJitter value_only = data::draw_hsv_jitter(hyp, rng);
+  CHECK(value_only.on);
+  CHECK(value_only.gain_h == 1);
+  CHECK(value_only.gain_v != 1);
 }
 
 TEST_CASE("letterbox: YOLOv5's padding split and rounding") {

@@ -26,7 +26,7 @@ bool same_pixels(const data::Dataset::Pixels& a, const data::Dataset::Pixels& b)
 
 }  // namespace
 
-TEST_CASE("mosaic: four tiles meet at a centre in [s/2, 3s/2), each its image's corner there") {
+TEST_CASE("mosaic: four tiles meet at a centre from s/2 to 3s/2, each its image's corner there") {
   TempDir dir;
   data::OpenedSplit train =
       data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 6)), "train");
@@ -83,8 +83,9 @@ TEST_CASE("mosaic: the image asked for is one of the four tiles, not always the 
     const data::Mosaic mosaic =
         data::build_mosaic(train.dataset, index, kImgsz, rng, boxes, segments);
     const data::Dataset::Pixels asked = train.dataset.pixels(index, kImgsz);
-    CHECK(std::any_of(mosaic.images.begin(), mosaic.images.end(),
-                      [&](const data::Dataset::Pixels& image) { return same_pixels(image, asked); }));
+    CHECK(
+        std::any_of(mosaic.images.begin(), mosaic.images.end(),
+                    [&](const data::Dataset::Pixels& image) { return same_pixels(image, asked); }));
     first += same_pixels(mosaic.images[0], asked);
   }
   // Shuffled into any of 4 places (the others drawn from 6 images): first about 1/4 + of the time.
@@ -125,7 +126,7 @@ TEST_CASE("mosaic: every label frames its white object on the canvas and stays i
       }
   }
   REQUIRE(inside > 10000);
-  CHECK(inside_white == inside);  // every label lies on its object...
+  CHECK(inside_white == inside);   // every label lies on its object...
   CHECK(white_labelled == white);  // ...and every object has a label
 }
 

@@ -86,6 +86,11 @@ TEST_CASE("sampler: errors say what is wrong and what to use") {
                        "batch=6 is the global batch and must be divisible by world_size=4 (each "
                        "rank takes batch/world_size images); use batch=4 or batch=8",
                        std::invalid_argument);
+  // A batch below the world size: the world size and twice it, never 0.
+  CHECK_THROWS_WITH_AS(data::require_divisible_batch(3, 4),
+                       doctest::Contains("use batch=4 or batch=8"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(data::require_divisible_batch(0, 2),
+                       doctest::Contains("use batch=2 or batch=4"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(data::DistributedSampler(options_for(100, 8, 2, 2)),
                        doctest::Contains("rank=2 is not in [0, world_size=2)"),
                        std::invalid_argument);

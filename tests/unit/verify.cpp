@@ -74,6 +74,9 @@ TEST_CASE("label lines: tolerance is clamped and duplicates dropped with a warni
   CHECK(parsed.problems[0].line == 3);
   CHECK_FALSE(parsed.problems[0].image_skipped);
   CHECK(data::parse_labels("0 1.01 0.5 0.2 0.2\n", "z.txt", 1).problems.size() == 1);
+  // Just past the 0.001 tolerance, at either end.
+  CHECK(data::parse_labels("0 1.0015 0.5 0.2 0.2\n", "z.txt", 1).problems.size() == 1);
+  CHECK(data::parse_labels("0 -0.0015 0.5 0.2 0.2\n", "z.txt", 1).problems.size() == 1);
 }
 
 TEST_CASE("label lines: a polygon's box is its extent and its points are kept") {
@@ -98,8 +101,13 @@ TEST_CASE("label lines: a polygon's box is its extent and its points are kept") 
   CHECK(parsed.segments[2].size() == 4);
   REQUIRE(parsed.problems.size() == 1);
   CHECK(parsed.problems[0].line == 3);
-  // A file of boxes only keeps no polygons.
+  // A file of boxes only keeps no polygons; box lines before the first polygon get empty ones.
   CHECK(data::parse_labels("0 0.5 0.5 0.2 0.2\n", "b.txt", 1).segments.empty());
+  const data::LabelFile box_first =
+      data::parse_labels("0 0.5 0.5 0.2 0.2\n1 0.1 0.2 0.5 0.2 0.3 0.6\n", "c.txt", 2);
+  REQUIRE(box_first.segments.size() == 2);
+  CHECK(box_first.segments[0].empty());
+  CHECK(box_first.segments[1].size() == 3);
 }
 
 TEST_CASE("label lines: a bad polygon is reported with its line and the column it names") {
@@ -137,11 +145,12 @@ TEST_CASE(
   write_text(root / "images" / "train" / "corrupt.jpg", "this is not a JPEG");
   write_text(root / "images" / "train" / "zero.png", "");
   add_image(root, "train", "tiny", 8, 30, {});
+  add_image(root, "train", "flat", 30, 8, {});
   std::vector<std::string> files = data::list_image_files({(root / "images" / "train").string()});
-  REQUIRE(files.size() == 8);
+  REQUIRE(files.size() == 9);
 
   data::SplitReport report = data::verify_images(files, 2, 3);
-  CHECK(report.summary() == "4 images, 2 backgrounds, 4 corrupt, 3 labels");
+  CHECK(report.summary() == "4 images, 2 backgrounds, 5 corrupt, 3 labels");
   std::string bad_label = (root / "labels" / "train" / "badlabel.txt").string();
   CHECK(has_problem(report.problems, bad_label, 2, "cx is 'nan'"));
   CHECK(has_problem(report.problems, (root / "images" / "train" / "corrupt.jpg").string(), 0,
@@ -150,6 +159,8 @@ TEST_CASE(
                     "the file is empty"));
   CHECK(has_problem(report.problems, (root / "images" / "train" / "tiny.png").string(), 0,
                     "smaller than 10 px"));
+  CHECK(has_problem(report.problems, (root / "images" / "train" / "flat.png").string(), 0,
+                    "30x8, smaller than 10 px"));
   // Sizes are recorded; the report does not depend on the thread count.
   auto good = std::find_if(
       report.images.begin(), report.images.end(),
@@ -158,6 +169,26 @@ TEST_CASE(
   CHECK(good->width == 64);
   CHECK(good->height == 48);
   CHECK(data::verify_images(files, 2, 1).summary() == report.summary());
+}
+
+TEST_CASE("a split's problem lines: a count, the first few, and how many more") {
+  data::SplitReport report;
+  report.images.resize(10);
+  report.corrupt = 2;
+  for (int line = 1; line <= 6; ++line)
+    report.problems.push_back({"a.txt", line, "bad", /*image_skipped=*/line <= 2});
+  std::vector<std::string> lines = data::problem_lines("train", report, 5);
+  REQUIRE(lines.size() == 7);
+  CHECK(lines[0] ==
+        "train: 2 of 12 images skipped (unreadable, or a label that cannot be used) and 4 "
+        "warning(s) on the images kept:");
+  CHECK(lines[1] == "  a.txt:1: bad (image skipped)");
+  CHECK(lines[5] == "  a.txt:5: bad");
+  CHECK(lines[6] == "  ... and 1 more (bareyolo data-check --data <yaml> lists them all)");
+  report.problems.pop_back();  // exactly `shown`: no "more" line
+  CHECK(data::problem_lines("train", report, 5).size() == 6);
+  report.problems.clear();
+  CHECK(data::problem_lines("train", report, 5).empty());
 }
 
 TEST_CASE("label cache: written next to the labels then reused then rebuilt when a label changes") {
