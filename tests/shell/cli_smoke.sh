@@ -85,6 +85,8 @@ refuses "'trace' is not a bareyolo command; did you mean trace-summary?" "$barey
 refuses "'trian' is not a bareyolo command (bareyolo --help lists them)" "$bareyolo" trian
 refuses "--batch: must be a positive number or -1 (AutoBatch), got '0'" "$bareyolo" train --batch 0
 refuses "--epochs: must be a positive number, got '0'" "$bareyolo" train --epochs 0
+refuses "--epochs: must be a positive number, got '3x'" "$bareyolo" train --epochs 3x
+refuses "--cache: must be one of ram, disk, got 'tape'" "$bareyolo" train --cache tape
 refuses "--seed: must be a number >= 0, got '-1'" "$bareyolo" train --seed -1
 refuses "--nc: must be a number >= 0, got '-3'" "$bareyolo" init --cfg "$cfg" --nc -3 --out "$work/x"
 refuses "--seed: must be a number >= 0" "$bareyolo" make-shapes --out "$work/s2" --seed -5

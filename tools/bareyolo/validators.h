@@ -40,8 +40,7 @@ inline const CLI::Validator kBatchOrAuto =
 inline const CLI::Validator kPositiveSteps = number_check(
     0, false, "a positive number of optimizer steps (leave the flag out for no limit)");
 
-// One of `choices`. A value that starts with '-' is the next flag, taken as this option's value
-// because the option was given without one: said so, rather than "--name not in {ram,disk}".
+// One of `choices`, said in words rather than as CLI11's "tape not in {ram,disk}".
 inline CLI::Validator one_of(const std::vector<std::string>& choices) {
   std::string listed;
   for (const std::string& choice : choices) listed += (listed.empty() ? "" : ", ") + choice;
@@ -49,8 +48,6 @@ inline CLI::Validator one_of(const std::vector<std::string>& choices) {
       [=](std::string& text) -> std::string {
         for (const std::string& choice : choices)
           if (text == choice) return "";
-        if (!text.empty() && text[0] == '-')
-          return "needs a value, one of " + listed + "; it was followed by the flag '" + text + "'";
         return "must be one of " + listed + ", got '" + text + "'";
       },
       "{" + listed + "}", "");

@@ -36,7 +36,7 @@ int parse_index(std::string_view whole, std::string item) {
   int index = -1;
   const char* end = item.data() + item.size();
   auto [stop, error] = std::from_chars(item.data(), end, index);
-  if (item.empty() || item[0] == '-' || item[0] == '+' || error != std::errc() || stop != end)
+  if (item.empty() || item[0] == '-' || error != std::errc() || stop != end)
     refuse(whole,
            "has '" + item + "' where a CUDA index (0, 1, ...) belongs: " + std::string(kAccepted));
   return index;
