@@ -41,8 +41,10 @@ AutobatchResult autobatch_per_device(const DeviceMemory& memory, const MemoryPro
     }
   }
   AutobatchResult result;
-  if (x.size() < 2) {
-    result.message = "AutoBatch: fewer than two batch sizes could be measured; using 16";
+  if (x.size() < 2) {  // no line to fit: the one size that ran, if any, is known to fit
+    if (!x.empty()) result.batch = int(x.front());
+    result.message = "AutoBatch: " + std::string(x.empty() ? "no batch size" : "one batch size") +
+                     " of 1, 2, 4, 8, 16 could be measured; using " + std::to_string(result.batch);
     return result;
   }
   // Least-squares line through the measured points.

@@ -4,7 +4,8 @@
 // used (decimal GB; at imgsz, or with --multi-scale at the largest size it draws); a line
 // y = p0 * b + p1 fitted to them predicts the batch that fills 80% of the free memory (GiB).
 // Sizes that failed (out of memory) bound the answer from above; an answer outside [1, 1024]
-// falls back to 16.
+// falls back to 16. When only one size ran (1, the rest out of memory) it is the answer, where
+// YOLOv5 would fit a line to one point.
 //
 // Under data parallelism the probe runs once, on the first GPU (bareyolo's launcher: in a
 // short-lived child, so the parent never initialises CUDA; an external launcher: on rank 0,

@@ -18,6 +18,18 @@ TEST_CASE("autobatch stays below the first batch size that failed") {
     return b >= 8 ? std::nullopt : std::optional(0.1 * b);
   });
   CHECK(r.batch == 4);
+  // A prediction of exactly the failed size (8.5 -> 8) steps back to the size below it too.
+  const AutobatchResult at_failure =
+      autobatch_per_device({.total_gib = 1.328125}, [](int b) -> std::optional<double> {
+        return b >= 8 ? std::nullopt : std::optional(0.125 * b);
+      });
+  CHECK(at_failure.batch == 4);
+  // Only batch 1 ran: no line to fit, and 16 would not fit either.
+  const AutobatchResult only_one = autobatch_per_device(
+      memory, [](int b) { return b == 1 ? std::optional(0.5) : std::nullopt; });
+  CHECK(only_one.batch == 1);
+  CHECK(only_one.message.find("one batch size of 1, 2, 4, 8, 16 could be measured; using 1") !=
+        std::string::npos);
 }
 
 TEST_CASE("autobatch falls back to 16 when the measurements make no sense") {

@@ -81,6 +81,9 @@ TEST_CASE("dist env: malformed values name the variable and the value") {
   error_of(with(kTorchrun, "LOCAL_RANK", "2"), "LOCAL_RANK=2 must be smaller");
   error_of(with(kTorchrun, "MASTER_PORT", "70000"), "MASTER_PORT='70000'");
   error_of(without(kTorchrun, "MASTER_ADDR"), "MASTER_ADDR is not set");
+  // A SLURM allocation's node list names rank 0's host only when SLURM launched the ranks.
+  error_of(with(without(kTorchrun, "MASTER_ADDR"), "SLURM_JOB_NODELIST", "node[01-02]"),
+           "MASTER_ADDR is not set");
   error_of({{"OMPI_COMM_WORLD_RANK", "x"}, {"OMPI_COMM_WORLD_SIZE", "2"}},
            "OMPI_COMM_WORLD_RANK='x'");
 }
