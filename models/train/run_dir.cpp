@@ -55,7 +55,7 @@ std::string resolve_run_dir(const std::string& project, const std::string& name,
     if (error)
       throw std::runtime_error("cannot create the run directory '" + candidate.string() +
                                "': " + error.message());
-    if (created || (n == 1 && exist_ok)) {
+    if (created || exist_ok) {  // exist_ok: the first name, whether or not it existed
       if (created_here) *created_here = created;
       return candidate.string();
     }
@@ -66,7 +66,7 @@ std::string find_resume_checkpoint(const std::string& path, const std::string& p
   if (!path.empty()) {
     if (fs::is_regular_file(path)) return path;
     const std::string last = last_checkpoint(path);
-    if (fs::is_directory(path) && fs::is_regular_file(last)) return last;
+    if (fs::is_regular_file(last)) return last;
     throw std::invalid_argument("--resume " + path + ": neither a checkpoint file nor a run " +
                                 "directory with weights/last.safetensors");
   }

@@ -4,6 +4,7 @@
 // tests/dist/launcher.cpp.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <set>
 #include <stdexcept>
 
@@ -95,6 +96,12 @@ TEST_CASE("dist launcher: inconsistent plans are refused naming the field") {
   plan = two_node_plan();
   plan.master_addr.clear();
   refused(plan, "master_addr is empty");
+  plan = two_node_plan();
+  plan.nnodes = 0;
+  refused(plan, "nnodes=0");
+  plan = two_node_plan();
+  plan.grace = -std::chrono::milliseconds(1500);
+  refused(plan, "grace=-1.5 s is negative");
 
   LaunchPlan one_node;  // one node may pick its port and its token itself
   one_node.nproc = 3;

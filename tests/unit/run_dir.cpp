@@ -23,8 +23,12 @@ TEST_CASE("run directories are numbered exp, exp2, exp3 and created") {
   CHECK(fs::path(second).filename() == "exp2");
   CHECK(fs::path(third).filename() == "exp3");
   CHECK(fs::is_directory(third));
-  CHECK(fs::path(models::resolve_run_dir(project, "exp", true)).filename() == "exp");
-  CHECK(fs::path(models::resolve_run_dir(project, "other", true)).filename() == "other");
+  // --exist-ok: the name itself, created or not; the caller learns which.
+  bool created = true;
+  CHECK(fs::path(models::resolve_run_dir(project, "exp", true, &created)).filename() == "exp");
+  CHECK_FALSE(created);
+  CHECK(fs::path(models::resolve_run_dir(project, "other", true, &created)).filename() == "other");
+  CHECK(created);
   // A file where the project should be is an error naming the path.
   write_text(dir.path() / "file", "x");
   CHECK_THROWS(models::resolve_run_dir((dir.path() / "file").string(), "exp", false));
@@ -39,6 +43,7 @@ TEST_CASE("the next run directory is named without creating it, and files are nu
   CHECK(models::next_run_dir(project, "exp", false) == project + "/exp2");
   CHECK(models::next_run_dir(project, "exp", true) == project + "/exp");
   CHECK_THROWS_AS(models::next_run_dir(project, "../up", false), std::invalid_argument);
+  CHECK_THROWS_AS(models::next_run_dir(project, "-rf", false), std::invalid_argument);
   // YOLOv5's increment_path on a file: the number goes before the suffix (x.jpg, x2.jpg, ...).
   const std::string crops = (dir.path() / "crops").string();
   CHECK(models::first_unused_path(crops, "x", ".jpg") == crops + "/x.jpg");
@@ -46,6 +51,9 @@ TEST_CASE("the next run directory is named without creating it, and files are nu
   write_text(dir.path() / "crops" / "x2.jpg", "b");
   CHECK(models::first_unused_path(crops, "x", ".jpg") == crops + "/x3.jpg");
   CHECK(models::first_unused_path(crops, "y", ".jpg") == crops + "/y.jpg");
+  // A dangling link is a name in use: writing through it would land where it points.
+  fs::create_symlink(dir.path() / "nowhere.jpg", dir.path() / "crops" / "z.jpg");
+  CHECK(models::first_unused_path(crops, "z", ".jpg") == crops + "/z2.jpg");
 }
 
 TEST_CASE("--resume takes a checkpoint, a run directory, or the newest run of the project") {
