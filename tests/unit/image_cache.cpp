@@ -1,8 +1,9 @@
 // tests/unit/image_cache.cpp — the decoded-image cache: batches bit-identical with and without
 // it (also once the image files are gone), caches of another image size, dataset or format
-// version and truncated or corrupt ones rebuilt with a note, a ram cache too big for its folder
-// falling back to disk, and the ram cache's life: removed after its last user, a stale one
-// (no cleaner) replaced.
+// version, of images rewritten since, and truncated or corrupt ones rebuilt with a note, a ram
+// cache too big for its folder falling back to disk, and the ram cache's life: removed after its
+// last user, a stale one (no cleaner) replaced.
+#include <stb/stb_image_write.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -127,6 +128,34 @@ TEST_CASE("image cache: another image size, dataset or format version is rebuilt
   notes.clear();
   CHECK(data::open_cache_file(file, fewer, {.imgsz = kImgsz}, notes));
   CHECK(notes.empty());  // current now: read, not rebuilt
+}
+
+TEST_CASE("image cache: an image rewritten in place with the same file size is rebuilt") {
+  // BMP files of one size have one byte count whatever their pixels: only the modification
+  // time tells the new image from the old.
+  TempDir dir;
+  const std::string image = (dir.path() / "a.bmp").string(),
+                    file = (dir.path() / "c.cache").string();
+  auto write_grey = [&](uint8_t level) {
+    const data::Image grey(32, 24, level);
+    REQUIRE(stbi_write_bmp(image.c_str(), 32, 24, 3, grey.pixels.data()) != 0);
+  };
+  const std::vector<data::ImageRecord> records = {
+      {.path = image, .width = 32, .height = 24, .boxes = {}}};
+  std::vector<std::string> notes;
+  write_grey(50);
+  auto first = data::open_cache_file(file, records, {.imgsz = 32}, notes);
+  REQUIRE(first);
+  CHECK(first->load(0).image.pixels[0] == 50);
+  const uintmax_t bytes = fs::file_size(image);
+  std::this_thread::sleep_for(std::chrono::milliseconds(25));  // past the clock tick of mtimes
+  write_grey(200);
+  REQUIRE(fs::file_size(image) == bytes);
+  notes.clear();
+  auto second = data::open_cache_file(file, records, {.imgsz = 32}, notes);
+  CHECK(mentions(notes, "made for another dataset (or its images changed since)"));
+  REQUIRE(second);
+  CHECK(second->load(0).image.pixels[0] == 200);
 }
 
 TEST_CASE("image cache: a truncated or corrupt file is detected and rebuilt") {

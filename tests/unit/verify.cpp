@@ -210,8 +210,13 @@ TEST_CASE("label cache: written next to the labels then reused then rebuilt when
   data::CachedSplit third = data::load_or_build_split(sources, 3);
   CHECK_FALSE(third.from_cache);
   CHECK(third.report.labels == first.report.labels + 1);
+  // Each image's size and time are in it too: an image replaced by a broken file is found.
+  write_text(dir.path() / "images" / "train" / "im1.png", "no longer a PNG");
+  data::CachedSplit fourth = data::load_or_build_split(sources, 3);
+  CHECK_FALSE(fourth.from_cache);
+  CHECK(fourth.report.corrupt == third.report.corrupt + 1);
   // nc is part of the fingerprint: class 2 is an error with nc=2.
-  CHECK(data::load_or_build_split(sources, 2).report.corrupt > 0);
+  CHECK(data::load_or_build_split(sources, 2).report.corrupt > fourth.report.corrupt);
   std::ifstream yolov5_cache(dir.path() / "labels" / "train.cache");
   CHECK(std::string(std::istreambuf_iterator<char>(yolov5_cache), {}) == "yolov5's cache");
 }
