@@ -72,6 +72,7 @@ TEST_CASE("launch rank agreement: every differing field is named, with both rank
   rank2.max_pixels = 1000;
   rank2.sync_bn = false;
   rank2.validate = false;
+  rank2.seed = 7;  // another sampler order: ranks would train on overlapping shares
   const std::string message = configuration_differences(
       {rank_configuration(rank0), rank_configuration(rank0), rank_configuration(rank2)});
   INFO(message);
@@ -79,6 +80,7 @@ TEST_CASE("launch rank agreement: every differing field is named, with both rank
   CHECK(contains(message, "rank 2 has --imgsz 128, rank 0 has 64"));
   CHECK(contains(message, "rank 2 has --batch 8, rank 0 has 4"));
   CHECK(contains(message, "rank 2 has --epochs 5, rank 0 has 100"));
+  CHECK(contains(message, "rank 2 has --seed 7, rank 0 has 0"));
   CHECK(contains(message, "rank 2 has hyp lr0 0.02, rank 0 has 0.01"));
   CHECK(contains(message, "rank 2 has model yolov5n.yaml ("));
   CHECK(contains(message, "rank 0 has yolov5-tiny.yaml ("));
@@ -105,6 +107,14 @@ TEST_CASE("launch rank agreement: every differing field is named, with both rank
   CHECK(contains(message, "rank 2 has --no-val on, rank 0 has off"));
   CHECK_FALSE(contains(message, "rank 1 "));  // rank 1 agrees with rank 0
   CHECK(contains(message, "Start every rank with the same flags, model and data"));
+}
+
+TEST_CASE("launch rank agreement: a field rank 0 lacks is named too") {
+  // A rank of another bareyolo version may save a field this one does not know.
+  const RankConfiguration rank0 = {{"--imgsz", "64", ""}};
+  const RankConfiguration rank1 = {{"--imgsz", "64", ""}, {"--new-flag", "on", ""}};
+  CHECK(contains(configuration_differences({rank0, rank1}),
+                 "rank 1 has --new-flag on, rank 0 has none"));
 }
 
 TEST_CASE("launch rank agreement: a rank that cannot build its configuration is named") {
