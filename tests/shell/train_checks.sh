@@ -5,7 +5,8 @@
 # takes a YOLOv5 opt.yaml as --config (with single_cls, and val --single-cls after it; with rect
 # and multi_scale on, applied); its --imgsz message says the true reason; --resume refuses flags
 # that would change the run, naming the difference, and continues a run started with --device
-# cpu as one process, ending bit for bit like the run that was not interrupted.
+# cpu as one process, ending bit for bit like the run that was not interrupted; more --epochs
+# and other --workers are applied.
 set -euo pipefail
 bareyolo=$1 cfg=$2
 work=$(mktemp -d)
@@ -63,11 +64,16 @@ train=("${common[@]}" --imgsz 64 --amp --winograd off --cudnn fast)
 run="$work/runs/stopped"
 test -s "$run/weights/last.safetensors" || fail "no checkpoint after --max-steps"
 if "$bareyolo" train --resume "$run" --epochs 1 --imgsz 128 --batch 2 --winograd on \
-  --cudnn deterministic --no-amp > "$work/out.txt" 2>&1; then
+  --cudnn deterministic --no-amp --no-val --name other --label-smoothing 0.1 --no-sync-bn \
+  > "$work/out.txt" 2>&1; then
   fail "--resume with another --imgsz and --batch should fail"
 fi
 for expected in "--imgsz 128 given, the run was started with --imgsz 64" \
   "--batch 2 given, the run was started with --batch 4" \
+  "--no-val given, the run was started without it" \
+  "--name other given, the run continues in its own directory $run" \
+  "--label-smoothing 0.1 sets label_smoothing 0.1, the run was started with label_smoothing 0.0" \
+  "--no-sync-bn given, the run was started with SyncBatchNorm (--sync-bn)" \
   "--amp off given, the run was started with --amp on" \
   "--winograd on given, the run was started with --winograd off" \
   "--cudnn deterministic given, the run was started with --cudnn fast"; do
@@ -77,6 +83,15 @@ done
 ! grep -q "starting [0-9]* ranks" "$work/resumed.txt" || fail "a --device cpu run resumed as several ranks"
 cmp -s "$work/runs/whole/weights/final.safetensors" "$run/weights/final.safetensors" ||
   fail "the resumed run's final weights differ from the uninterrupted run's"
+# What a resume may change: more epochs (the schedule stretched) and the loader threads.
+"$bareyolo" train "${train[@]}" --name extended --max-steps 1 > /dev/null
+"$bareyolo" train --resume "$work/runs/extended" --epochs 2 --workers 2 > "$work/extended.txt" 2>&1 ||
+  fail "resume with more epochs: $(tail -3 "$work/extended.txt")"
+for expected in "--epochs 2 given, the run was started with 1: it continues to 2 epochs" \
+  "--workers 2 applied" "epoch 2/2 "; do
+  grep -qF -- "$expected" "$work/extended.txt" || fail "no '$expected' in: $(cat "$work/extended.txt")"
+done
+grep -qx "workers: 2" "$work/runs/extended/opt.yaml" || fail "--workers 2 not in the resumed opt.yaml"
 
 # YOLOv5 v7.0's opt.yaml as --config: what it leaves off (false, null, '', its -1s) asks for
 # nothing, its save_dir is named and skipped, the rest applies (here the run lands in --project
