@@ -1,6 +1,6 @@
 // tests/unit/confusion_matrix.cpp — YOLOv5's confusion matrix on images worked out by hand:
 // a hit, a confused class, a miss, a false positive, the conf and IoU thresholds, two
-// detections on one object, images without labels, and the sum of shares.
+// detections on one object, competing pairs, images without labels, and the sum of shares.
 #include <doctest/doctest.h>
 
 #include <stdexcept>
@@ -48,6 +48,22 @@ TEST_CASE("confusion matrix gives an object to its best-overlapping detection on
                    std::vector<GroundTruth>{{0, kA}});
   CHECK(matrix.at(0, 0) == 1);            // the higher IoU wins, not the higher conf
   CHECK(matrix.at(1, kBackground) == 1);  // the other is left over
+}
+
+TEST_CASE("confusion matrix pairs by IoU: each detection's best pair first, then each label's") {
+  // Pairs by IoU: (l0 d0 0.9), (l1 d0 0.89), (l1 d1 0.875), (l0 d1 0.7). Each detection keeps
+  // its best (d0: l0, d1: l1), then each label its best of those: l0-d0 and l1-d1. Labels
+  // first would leave l0-d0 alone, l1 missed and d1 a false positive; labels only would give
+  // d0 to both labels.
+  ConfusionMatrix matrix(2);
+  matrix.add_image(
+      std::vector<Detection>{detection({0, 0, 10, 9}, 0.9f, 0), detection({0, 0, 10, 7}, 0.9f, 1)},
+      std::vector<GroundTruth>{{0, kA}, {1, {0, 0, 10, 8}}});
+  CHECK(matrix.at(0, 0) == 1);
+  CHECK(matrix.at(1, 1) == 1);
+  int64_t total = 0;
+  for (int64_t n : matrix.counts()) total += n;
+  CHECK(total == 2);
 }
 
 TEST_CASE("confusion matrix skips images without labels and adds shares") {
