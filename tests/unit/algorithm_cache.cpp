@@ -129,6 +129,11 @@ TEST_CASE("algorithm cache: a damaged file is refused, naming the choice and the
   CHECK(missing.find("choice 1 of cache.json has no \"algorithm\"") != std::string::npos);
   const std::string negative = in_second("\"pad\":[", "\"pad\":[-1");
   CHECK(negative.find("choice 1 of cache.json pad") != std::string::npos);
+  std::string zero_stride = good;  // strides are 1 or 2 here: one digit
+  zero_stride[zero_stride.find("\"stride\":[", second) + 10] = '0';
+  CHECK(refusal(zero_stride).find("choice 1 of cache.json stride") != std::string::npos);
+  CHECK(in_second("\"milliseconds\":", "\"milliseconds\":-").find("not a number >= 0") !=
+        std::string::npos);
   CHECK(in_second("\"layout\":\"n", "\"layout\":\"x").find("not nchw or nhwc") !=
         std::string::npos);
   const size_t pass = good.find("\"pass\":\"", second) + 8;
