@@ -1,5 +1,5 @@
 // tests/unit/store.cpp — the rendezvous store over loopback on ports the OS picks:
-// threads (and one forked process) act as ranks. Every call has a short timeout, so a broken
+// threads (and forked processes) act as ranks. Every call has a short timeout, so a broken
 // store fails a test instead of hanging the suite.
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
@@ -177,6 +177,39 @@ TEST_CASE("dist store: a missing key times out naming the key and the store and 
                        std::runtime_error);
   store.set("late", "v");  // reconnects after the abandoned request
   CHECK(store.get("late") == "v");
+}
+
+TEST_CASE("dist store: a store whose process died is said to be gone, at once, not slow") {
+  // Rank 0 died: the kernel closed its end. Waiting out the timeout (3 h by default) for a reply
+  // that cannot come, or saying "timed out" at once, would hide what happened.
+  Fd listening = listen_tcp(kHost, 0);
+  const int port = bound_port(listening.get());
+  const pid_t host = ::fork();
+  REQUIRE(host >= 0);
+  if (host == 0) {  // rank 0's process: serves until it is killed
+    ::alarm(10);
+    StoreServer server(std::move(listening), kToken);
+    while (true) ::pause();
+  }
+  listening.reset();
+  Store store(kHost, port, kToken, kTimeout);
+  store.set("before", "v");
+  ::kill(host, SIGKILL);
+  int status = 0;
+  ::waitpid(host, &status, 0);
+  const auto start = std::chrono::steady_clock::now();
+  std::string message;
+  try {
+    store.get("after");
+  } catch (const std::runtime_error& error) {
+    message = error.what();
+  }
+  INFO(message);
+  // EOF, or a reset if the kernel answered the request first: either way the connection.
+  CHECK((message.find("closed the connection") != std::string::npos ||
+         message.find("lost the connection") != std::string::npos));
+  CHECK(message.find("timed out") == std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
 }
 
 TEST_CASE("dist store: a stopping server serves its clients until they have left") {
