@@ -309,8 +309,14 @@ TEST_CASE("train --patience: 2 CPU ranks stop after the epoch rank 0's fitness g
   // the fitness results.jsonl recorded.
   std::ifstream jsonl(summary.run_dir + "/results.jsonl");
   std::vector<double> fitness;
-  for (std::string line; std::getline(jsonl, line);)
-    fitness.push_back(models::parse_epoch_metrics_json(line).fitness);
+  double best_map50 = 0;
+  for (std::string line; std::getline(jsonl, line);) {
+    const models::EpochMetrics m = models::parse_epoch_metrics_json(line);
+    CHECK(m.fitness == doctest::Approx(0.1 * m.map50 + 0.9 * m.map50_95).epsilon(1e-12));
+    best_map50 = std::max(best_map50, m.map50);
+    fitness.push_back(m.fitness);
+  }
+  REQUIRE(best_map50 > 0);  // so that YOLOv5's weights 0.1 and 0.9 were put to the test
   const models::EarlyStopping stopping{options.patience};
   models::TrainingProgress progress;
   int stops_after = options.epochs;

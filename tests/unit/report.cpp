@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "data/image.h"
 #include "models/train/callbacks.h"
@@ -60,10 +61,11 @@ TEST_CASE("results.csv has YOLOv5's 14 columns, then x/data_wait, and one row pe
         0);
   CHECK(count(header, ",") == 14);
   CHECK(header.find("val/cls_loss,x/lr0,x/lr1,x/lr2,x/data_wait\n") != std::string::npos);
-  const std::string row = models::results_csv_row(epoch(3, 0.25));
-  CHECK(count(row, ",") == 14);
-  CHECK(row.rfind("3,0.025,", 0) == 0);
-  CHECK(row.find(",0.5\n") != std::string::npos);
+  // Every column a different value, one with 6 significant digits: each lands in its column.
+  models::EpochMetrics m = epoch(3, 0.25);
+  m.train_cls = 0.03, m.lr0 = 0.00912345, m.lr2 = 0.002;
+  CHECK(models::results_csv_row(m) ==
+        "3,0.025,0.05,0.03,0.5,0.4,0.25,0.125,0.09,0.04,0.01,0.00912345,0.001,0.002,0.5\n");
 }
 
 TEST_CASE("the loggers rewrite a resumed run's history, then append each epoch") {
@@ -99,6 +101,10 @@ TEST_CASE("the loggers rewrite a resumed run's history, then append each epoch")
   CHECK(parsed[0].validated);
   CHECK_THROWS_WITH_AS(models::parse_epoch_metrics_json(R"({"epoch": 1})"),
                        doctest::Contains("train/box_loss"), std::invalid_argument);
+  // A record from before the epoch's seconds were split: they were the training's alone.
+  nlohmann::json old_record = nlohmann::json::parse(models::epoch_metrics_json(epoch(2, 0.3)));
+  old_record.erase("train_seconds");
+  CHECK(models::parse_epoch_metrics_json(old_record.dump()).train_seconds == 3);
 }
 
 TEST_CASE("svg charts draw one polyline per series and leave gaps for skipped values") {

@@ -1,7 +1,7 @@
 // tests/unit/train_no_val.cpp — a --no-val run (issue 52): epochs that were not validated say so
 // in the epoch line, results.csv and results.jsonl instead of showing mAP 0, and --patience
 // counts validations (kept in the checkpoint, counted from the history in older ones), so a run
-// validated only at its end is never stopped early by them.
+// validated only at its end is never stopped early by them; a tie with the best is a best.
 #include <unistd.h>
 
 #include <fstream>
@@ -17,22 +17,32 @@
 using namespace bareyolo;
 using namespace bareyolo::testing;
 
-TEST_CASE("--no-val: unvalidated epochs are marked, and patience does not count them") {
-  TempDir dir;
-  data::make_shapes_dataset({.out = (dir.path() / "shapes").string(),
+namespace {
+
+// yolov5-tiny on 8 + 4 shapes images at 64 px, batch 4, into dir/run.
+models::TrainOptions tiny_run(const fs::path& dir, int epochs) {
+  data::make_shapes_dataset({.out = (dir / "shapes").string(),
                              .n_train = 8,
                              .n_val = 4,
                              .imgsz = 64,
                              .classes = 2,
                              .seed = 0});
   models::TrainOptions options;
-  options.data = (dir.path() / "shapes" / "data.yaml").string();
+  options.data = (dir / "shapes" / "data.yaml").string();
   options.cfg = shipped_file("models/yolov5-tiny.yaml");
-  options.epochs = 3, options.batch = 4, options.imgsz = 64, options.workers = 1;
+  options.epochs = epochs, options.batch = 4, options.imgsz = 64, options.workers = 1;
+  options.show_progress = false;
+  options.run_dir = (dir / "run").string();
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("--no-val: unvalidated epochs are marked, and patience does not count them") {
+  TempDir dir;
+  models::TrainOptions options = tiny_run(dir.path(), 3);
   options.validate = false;
   options.patience = 1;
-  options.show_progress = false;
-  options.run_dir = (dir.path() / "run").string();
   std::vector<bool> validated;
   models::TrainCallbacks record;
   record.on_fit_epoch_end = [&](const models::EpochMetrics& m) {
@@ -56,6 +66,32 @@ TEST_CASE("--no-val: unvalidated epochs are marked, and patience does not count 
   CHECK(rows.str().find(",,,,,,,") != std::string::npos);
   CHECK(rows.str().find("\n2,") != std::string::npos);
   CHECK(fs::exists(dir.path() / "run" / "weights" / "best.safetensors"));  // the validated one
+}
+
+TEST_CASE("validated epochs of fitness 0 are each the best so far: best.safetensors each time") {
+  // YOLOv5 saves best.pt whenever the fitness equals the best so far: epochs that find nothing
+  // (no val labels here) tie, and each writes it.
+  TempDir dir;
+  models::TrainOptions options = tiny_run(dir.path(), 2);
+  for (const fs::directory_entry& label :
+       fs::directory_iterator(dir.path() / "shapes" / "labels" / "val"))
+    fs::resize_file(label.path(), 0);  // every val image a background
+  std::vector<double> fitness;
+  int best_saves = 0;
+  models::TrainCallbacks record;
+  record.on_fit_epoch_end = [&](const models::EpochMetrics& m) {
+    if (m.validated) fitness.push_back(m.fitness);
+  };
+  record.on_model_save = [&](const std::string& path) {
+    best_saves += fs::path(path).filename() == "best.safetensors";
+  };
+  options.callbacks = {record};
+  options.patience = 1;  // met by the last epoch's tie: a run that ends there did not stop early
+  std::string log;
+  models::train(options, [&](const std::string& line) { log += line + "\n"; });
+  CHECK(fitness == std::vector<double>{0, 0});
+  CHECK(best_saves == 2);
+  CHECK(log.find("stopping early") == std::string::npos);
 }
 
 TEST_CASE("an epoch that was not validated: empty in results.csv, null in the JSON") {
