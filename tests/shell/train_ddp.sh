@@ -68,6 +68,9 @@ grep -q "must not spawn workers itself" "$work/nested.txt" || fail "no recursion
   > "$work/whole.txt" 2>&1 || fail "2-rank run failed: $(tail -n 5 "$work/whole.txt")"
 grep -q "starting 2 ranks on cpu x2" "$work/whole.txt" || fail "no spawn notice"
 grep -q "^\[rank0\]: " "$work/whole.txt" || fail "worker output is not prefixed [rank0]:"
+# Rank 0 owns what a person sees: the epoch lines are its alone.
+grep -q "^\[rank0\]: epoch 20/20 " "$work/whole.txt" || fail "no epoch line from rank 0"
+! grep -q "^\[rank1\]: epoch " "$work/whole.txt" || fail "rank 1 logged epoch lines"
 test -s "$work/runs/whole/weights/final.safetensors" || fail "no final weights"
 
 "$bareyolo" train "${common[@]}" "${cpu2[@]}" --epochs 20 --project "$work/runs" --name killed \
@@ -131,6 +134,8 @@ wait %2 || fail "torchrun-style rank failed: $(tail -n 5 "$work/launched1.txt")"
 grep -q "launched by torchrun: rank 0 of 2" "$work/launched0.txt" || fail "no launcher notice"
 ! grep -q "starting 2 ranks" "$work/launched0.txt" || fail "spawned under a launcher"
 test -z "$(ls -A "$work/rank1")" || fail "rank 1 wrote into its directory: $(ls -A "$work/rank1")"
+grep -q "^epoch 1/1 " "$work/launched0.txt" || fail "no epoch line from rank 0"
+! grep -q "^epoch " "$work/launched1.txt" || fail "rank 1 logged epoch lines"
 test -s "$work/runs/launched/weights/final.safetensors" || fail "no final weights from rank 0"
 test ! -e "$work/runs/launched2" || fail "a second run directory appeared"
 
