@@ -1,9 +1,10 @@
 // tests/unit/loader.cpp — the threaded loader: batches identical for any worker count
 // and any world size (N ranks' micro-batches == the single-rank batch, pixels and targets;
 // with mixup and copy-paste on too, on box and polygon labels),
-// distinct augmentations for repeated images, the collate layout, validation metadata, and
-// errors from workers reaching the caller; a target matcher run on the workers for every batch;
-// one loader of several epochs gives what a loader per epoch gives, building ahead across ends.
+// distinct augmentations for repeated images, epochs and seeds, the collate layout, validation
+// metadata, and errors from workers reaching the caller; a target matcher run on the workers for
+// every batch; one loader of several epochs gives what a loader per epoch gives, building ahead
+// across ends.
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -36,16 +37,17 @@ data::AugmentHyp mixing_hyp() {
 
 std::vector<data::Batch> load_epoch(const data::Dataset& dataset, int global_batch, int world,
                                     int rank, int workers, int64_t epoch = 1,
-                                    const data::AugmentHyp& hyp = flipping_hyp()) {
+                                    const data::AugmentHyp& hyp = flipping_hyp(),
+                                    uint64_t seed = 5) {
   data::SamplerOptions sampler;
   sampler.dataset_size = dataset.size();
   sampler.global_batch = global_batch;
   sampler.world_size = world;
   sampler.rank = rank;
-  sampler.seed = 5;
+  sampler.seed = seed;
   data::LoaderOptions options;
   options.imgsz = 96;
-  options.seed = 5;
+  options.seed = seed;
   options.workers = workers;
   options.hyp = hyp;
   data::Loader loader(dataset, data::DistributedSampler(sampler).plan_epoch(epoch, 96), epoch,
@@ -142,7 +144,7 @@ TEST_CASE("loader: with mixup and copy-paste the batches do not depend on worker
   }
 }
 
-TEST_CASE("loader: the same image at two positions gets two different augmentations") {
+TEST_CASE("loader: an image's augmentation differs by position, by epoch and by --seed") {
   TempDir dir;
   data::OpenedSplit train =
       data::open_split(data::read_dataset_yaml(make_box_dataset(dir.path(), 1)), "train");
@@ -150,8 +152,10 @@ TEST_CASE("loader: the same image at two positions gets two different augmentati
   REQUIRE(batches.size() == 1);
   for (int i = 0; i < 4; ++i)
     for (int j = i + 1; j < 4; ++j) CHECK_FALSE(same_image(batches[0], i, batches[0], j));
-  // And a different epoch changes them too.
+  // And a different epoch changes them too, and so does another seed (one image: the same order).
   CHECK_FALSE(same_image(batches[0], 0, load_epoch(train.dataset, 4, 1, 0, 0, 2)[0], 0));
+  CHECK_FALSE(
+      same_image(batches[0], 0, load_epoch(train.dataset, 4, 1, 0, 0, 1, flipping_hyp(), 6)[0], 0));
 }
 
 TEST_CASE("loader: collate layout is HWC bytes and target rows of image class cx cy w h") {
