@@ -134,7 +134,7 @@ TEST_CASE("hsv_to_rgb gives the bytes the fixtures were made with, for every inp
   CHECK(data::hex(digest) == "21363e81d0476dcb");
 }
 
-TEST_CASE("HSV jitter: zero gains change and draw nothing; one gain on draws all three") {
+TEST_CASE("HSV jitter: zero gains change and draw nothing, one gain on draws all three") {
   data::Image image = gradient_image(8, 8), before = image;
   data::AugmentHyp hyp;
   hyp.hsv_h = hyp.hsv_s = hyp.hsv_v = 0;
