@@ -3,6 +3,7 @@
 // detections on one object, competing pairs, images without labels, and the sum of shares.
 #include <doctest/doctest.h>
 
+#include <numeric>
 #include <stdexcept>
 
 #include "models/eval/confusion_matrix.h"
@@ -15,6 +16,12 @@ const BoxXYXY kA{0, 0, 10, 10}, kB{100, 100, 110, 110}, kFar{200, 200, 210, 210}
 
 Detection detection(BoxXYXY box, float conf, int cls) { return {box, conf, cls}; }
 
+// Every cell's count together: what the image's labels and detections added.
+int64_t total(const ConfusionMatrix& matrix) {
+  const std::vector<int64_t>& counts = matrix.counts();
+  return std::accumulate(counts.begin(), counts.end(), int64_t{0});
+}
+
 }  // namespace
 
 TEST_CASE("confusion matrix counts hits, confusions, misses and false positives") {
@@ -26,9 +33,7 @@ TEST_CASE("confusion matrix counts hits, confusions, misses and false positives"
   CHECK(matrix.at(0, 1) == 1);            // kB (class 1) detected as class 0
   CHECK(matrix.at(kBackground, 1) == 1);  // the last label missed
   CHECK(matrix.at(1, kBackground) == 1);  // the detection far from every label
-  int64_t total = 0;
-  for (int64_t n : matrix.counts()) total += n;
-  CHECK(total == 4);
+  CHECK(total(matrix) == 4);
 }
 
 TEST_CASE("confusion matrix drops detections at conf 0.25 or IoU 0.45 and below") {
@@ -61,9 +66,7 @@ TEST_CASE("confusion matrix pairs by IoU: each detection's best pair first, then
       std::vector<GroundTruth>{{0, kA}, {1, {0, 0, 10, 8}}});
   CHECK(matrix.at(0, 0) == 1);
   CHECK(matrix.at(1, 1) == 1);
-  int64_t total = 0;
-  for (int64_t n : matrix.counts()) total += n;
-  CHECK(total == 2);
+  CHECK(total(matrix) == 2);
 }
 
 TEST_CASE("confusion matrix skips images without labels and adds shares") {
