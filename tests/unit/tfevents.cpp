@@ -63,6 +63,9 @@ TEST_CASE("tfevents: events are the protobuf bytes of wall_time, step and their 
   const std::string value = bytes({0x0A, 1, 'a', 0x15, 0, 0, 0, 0x3F});
   CHECK(scalars_event(1.0, 300, {{"a", 0.5f}}) ==
         bytes({0x09}) + one + bytes({0x10, 0xAC, 0x02, 0x2A, 10, 0x0A, 8}) + value);
+  // A varint's 7-bit groups: 127 fits one byte, 128 needs two (80 01).
+  CHECK(scalars_event(1.0, 127, {}).substr(9, 2) == bytes({0x10, 0x7F}));
+  CHECK(scalars_event(1.0, 128, {}).substr(9, 3) == bytes({0x10, 0x80, 0x01}));
 }
 
 TEST_CASE("tfevents: the run's scalars carry YOLOv5's tags, validation's only when validated") {
@@ -71,6 +74,28 @@ TEST_CASE("tfevents: the run's scalars carry YOLOv5's tags, validation's only wh
   CHECK(scalars.size() == 13);
   CHECK(std::count(scalars.begin(), scalars.end(),
                    std::pair<std::string, float>{"metrics/mAP_0.5", 0.5f}) == 1);
+  // Each tag holds its own field: every field a different value.
+  using M = models::EpochMetrics;
+  const std::vector<std::pair<std::string, double M::*>> fields = {
+      {"train/box_loss", &M::train_box},
+      {"train/obj_loss", &M::train_obj},
+      {"train/cls_loss", &M::train_cls},
+      {"metrics/precision", &M::precision},
+      {"metrics/recall", &M::recall},
+      {"metrics/mAP_0.5", &M::map50},
+      {"metrics/mAP_0.5:0.95", &M::map50_95},
+      {"val/box_loss", &M::val_box},
+      {"val/obj_loss", &M::val_obj},
+      {"val/cls_loss", &M::val_cls},
+      {"x/lr0", &M::lr0},
+      {"x/lr1", &M::lr1},
+      {"x/lr2", &M::lr2}};
+  for (size_t k = 0; k < fields.size(); ++k) m.*fields[k].second = 0.125 * double(k + 1);
+  const auto distinct = models::tensorboard_scalars(m);
+  for (const auto& [tag, field] : fields)
+    CHECK_MESSAGE(std::count(distinct.begin(), distinct.end(),
+                             std::pair<std::string, float>{tag, float(m.*field)}) == 1,
+                  tag);
   m.validated = false;
   const auto unvalidated = models::tensorboard_scalars(m);
   CHECK(unvalidated.size() == 6);
@@ -79,12 +104,14 @@ TEST_CASE("tfevents: the run's scalars carry YOLOv5's tags, validation's only wh
 
   const std::filesystem::path path =
       std::filesystem::temp_directory_path() / ("bareyolo-tfevents-" + std::to_string(::getpid()));
+  std::string written;
   {
     EventsFile file(path.string());
     file.add_scalars(4, {{"a", 0.5f}});
+    // TensorBoard reads a run as it goes: each record is on disk once written, not at close.
+    std::ifstream in(path, std::ios::binary);
+    written.assign(std::istreambuf_iterator<char>(in), {});
   }
-  std::ifstream in(path, std::ios::binary);
-  const std::string written((std::istreambuf_iterator<char>(in)), {});
   std::filesystem::remove(path);
   // Two records; the second's data is a scalars event of step 4 (its wall time is now).
   const std::string first = tfrecord(file_version_event(0)).substr(0, 8);
