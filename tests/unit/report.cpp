@@ -1,9 +1,15 @@
 // tests/unit/report.cpp — what a run shows: results.csv with YOLOv5's columns, the JSON-lines
 // log, report.html (self-contained inline SVG), the validation table and the progress bar.
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <tuple>
 
 #include "data/image.h"
 #include "models/train/callbacks.h"
@@ -51,6 +57,35 @@ models::EpochMetrics epoch(int e, double map50) {
           .step_seconds = 0.25,
           .data_wait_per_rank = {0.125, 0.5},
           .data_wait = 0.5};
+}
+
+// An epoch whose every number differs from the others, in the order of report.html's epoch
+// table (box, obj, cls, P, R, mAP50, mAP50-95, val box, val obj, val cls, lr0, lr1, lr2,
+// s/batch): e + 0.01, e + 0.02, ... e + 0.14; fitness e + 0.15.
+models::EpochMetrics distinct_epoch(int e) {
+  using M = models::EpochMetrics;
+  M m{.epoch = e, .validated = true};
+  double M::*const fields[] = {&M::train_box, &M::train_obj,    &M::train_cls, &M::precision,
+                               &M::recall,    &M::map50,        &M::map50_95,  &M::val_box,
+                               &M::val_obj,   &M::val_cls,      &M::lr0,       &M::lr1,
+                               &M::lr2,       &M::step_seconds, &M::fitness};
+  for (size_t k = 0; k < std::size(fields); ++k) m.*fields[k] = e + 0.01 * double(k + 1);
+  return m;
+}
+
+// The (x, y) points of the chart's polylines, each polyline's in order.
+std::vector<std::vector<std::pair<double, double>>> polylines(const std::string& svg) {
+  static const std::regex points(R"re(<polyline[^>]* points="([^"]*)")re");
+  std::vector<std::vector<std::pair<double, double>>> lines;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), points); it != std::sregex_iterator();
+       ++it) {
+    std::istringstream text((*it)[1].str());
+    lines.emplace_back();
+    double x = 0, y = 0;
+    char comma = 0;
+    while (text >> x >> comma >> y) lines.back().emplace_back(x, y);
+  }
+  return lines;
 }
 
 }  // namespace
@@ -122,6 +157,126 @@ TEST_CASE("svg charts draw one polyline per series and leave gaps for skipped va
   CHECK(svg.find("nan") == std::string::npos);
 }
 
+TEST_CASE("svg charts: a larger value is drawn higher, a later epoch further right, in the plot") {
+  static const std::regex frame(
+      R"re(<rect x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)")re");
+  auto plot_area = [](const std::string& svg) {
+    std::smatch m;
+    REQUIRE(std::regex_search(svg, m, frame));
+    return std::array<double, 4>{std::stod(m[1]), std::stod(m[2]),
+                                 std::stod(m[1]) + std::stod(m[3]),
+                                 std::stod(m[2]) + std::stod(m[4])};  // left, top, right, bottom
+  };
+  const std::string rising = models::svg_line_chart("r", {0, 1, 2}, {{"a", "#111", {1, 2, 4}}});
+  const auto [left, top, right, bottom] = plot_area(rising);
+  const auto lines = polylines(rising);
+  REQUIRE(lines.size() == 1);
+  REQUIRE(lines[0].size() == 3);
+  const std::vector<std::pair<double, double>> points = lines[0];
+  auto near = [](double a, double b) { return std::abs(a - b) <= 0.051; };  // "%.1f" px
+  CHECK(near(points[0].first, left));  // x from the first epoch to the last
+  CHECK(near(points[2].first, right));
+  CHECK(near(points[0].second, bottom));  // y from the least value to the most
+  CHECK(near(points[2].second, top));
+  CHECK(near(points[1].first, (left + right) / 2));
+  CHECK(near(points[1].second, bottom - (bottom - top) / 3));
+  // A series flat at zero sits mid-plot; one with no value draws nothing and no NaN label.
+  const std::string zero = models::svg_line_chart("z", {0, 1}, {{"z", "#111", {0, 0}}});
+  const auto flat = polylines(zero);
+  REQUIRE(flat.size() == 1);
+  CHECK(near(flat[0][0].second, (top + bottom) / 2));
+  CHECK(zero.find("nan") == std::string::npos);
+  const std::string empty =
+      models::svg_line_chart("n", {0, 1}, {{"n", "#111", {std::nan(""), std::nan("")}}});
+  CHECK(polylines(empty).empty());
+  CHECK(empty.find("nan") == std::string::npos);
+}
+
+TEST_CASE("report charts: each series shows its own field, validation's with gaps") {
+  std::vector<models::EpochMetrics> history = {distinct_epoch(0), distinct_epoch(1),
+                                               distinct_epoch(2)};
+  history[1].validated = false;
+  using M = models::EpochMetrics;
+  const std::vector<std::tuple<std::string, double M::*, bool>> expected = {
+      {"train box", &M::train_box, false},  {"train obj", &M::train_obj, false},
+      {"train cls", &M::train_cls, false},  {"val box", &M::val_box, true},
+      {"val obj", &M::val_obj, true},       {"val cls", &M::val_cls, true},
+      {"mAP50", &M::map50, true},           {"mAP50-95", &M::map50_95, true},
+      {"precision", &M::precision, true},   {"recall", &M::recall, true},
+      {"lr0 (biases)", &M::lr0, false},     {"lr1 (weights)", &M::lr1, false},
+      {"lr2 (BN weights)", &M::lr2, false}, {"s/batch", &M::step_seconds, false}};
+  std::map<std::string, std::vector<double>> shown;
+  for (const models::ReportChart& chart : models::report_charts(history))
+    for (const models::ChartSeries& series : chart.series)
+      CHECK_MESSAGE(shown.emplace(series.name, series.values).second, series.name);
+  CHECK(shown.size() == expected.size());
+  for (const auto& [name, field, validation] : expected) {
+    INFO(name);
+    REQUIRE(shown.count(name) == 1);
+    const std::vector<double>& values = shown[name];
+    REQUIRE(values.size() == 3);
+    for (size_t i = 0; i < 3; ++i) {
+      if (validation && !history[i].validated)
+        CHECK(std::isnan(values[i]));
+      else
+        CHECK(values[i] == history[i].*field);
+    }
+  }
+}
+
+TEST_CASE("report.html's epoch table: every column its field, the later of tied epochs best") {
+  std::vector<models::EpochMetrics> history = {distinct_epoch(0), distinct_epoch(1)};
+  history[1].fitness = history[0].fitness;  // a tie: YOLOv5 saves best.pt again
+  const std::string html = models::render_report_html({.history = history});
+  CHECK(html.find("<tr><td>0</td><td>0.01</td><td>0.02</td><td>0.03</td><td>0.04</td><td>0.05</td>"
+                  "<td>0.06</td><td>0.07</td><td>0.08</td><td>0.09</td><td>0.1</td><td>0.11</td>"
+                  "<td>0.12</td><td>0.13</td><td>0.14</td></tr>") != std::string::npos);
+  CHECK(html.find("<tr class=\"best\"><td>1</td><td>1.01</td>") != std::string::npos);
+  CHECK(html.find("Best epoch 1: mAP50 1.06, mAP50-95 1.07 (fitness 0.15;") != std::string::npos);
+}
+
+TEST_CASE("report_writer rewrites report.html after each epoch, with the trace at the end") {
+  TempDir dir;
+  models::TrainCallbacks writer = models::report_writer();
+  models::TrainStartInfo start;
+  start.run_dir = dir.path().string();
+  start.history = {epoch(0, 0.1)};
+  writer.on_train_start(start);
+  writer.on_fit_epoch_end(epoch(1, 0.2));
+  const fs::path page = dir.path() / "report.html";
+  CHECK(read_text(page).find("<p>2 epoch(s).") != std::string::npos);  // a resume's and this one
+  writer.on_fit_epoch_end(epoch(2, 0.3));
+  CHECK(read_text(page).find("<p>3 epoch(s).") != std::string::npos);
+  auto step = [](int64_t begin) {
+    return trace::Event{.name = "optimizer step",
+                        .track = trace::Track::compute,
+                        .begin_us = begin,
+                        .end_us = begin + 100,
+                        .op = "",
+                        .bytes = 0};
+  };
+  write_text(dir.path() / "trace.json", trace::chrome_trace_json({{step(0), step(400)}}));
+  CHECK(read_text(page).find("A traced step") == std::string::npos);
+  models::TrainEndInfo end;
+  end.trace = (dir.path() / "trace.json").string();
+  writer.on_train_end(end);
+  CHECK(read_text(page).find("<h2>A traced step (--trace)</h2>") != std::string::npos);
+}
+
+TEST_CASE("report.html: pictures as RFC 4648 base64 data URIs, each with its type") {
+  TempDir dir;
+  // RFC 4648's test vectors: one, two and three bytes in the last group.
+  write_text(dir.path() / "results.png", "foobar");
+  write_text(dir.path() / "labels.jpg", "f");
+  write_text(dir.path() / "confusion_matrix.png", "fooba");
+  const std::string html =
+      models::render_report_html({.history = {epoch(0, 0.1)}, .pictures_dir = dir.path().string()});
+  CHECK(count(html, "<img ") == 3);
+  CHECK(html.find("src=\"data:image/png;base64,Zm9vYmFy\"") != std::string::npos);
+  CHECK(html.find("src=\"data:image/jpeg;base64,Zg==\"") != std::string::npos);
+  CHECK(html.find("src=\"data:image/png;base64,Zm9vYmE=\"") != std::string::npos);
+}
+
 TEST_CASE("report.html is one self-contained page with the four charts and every epoch") {
   TempDir dir;
   const fs::path path = dir.path() / "report.html";
@@ -147,33 +302,57 @@ TEST_CASE("report.html is one self-contained page with the four charts and every
   CHECK(html.find("<tr><th>hyp.lr0</th><td>0.01</td></tr>") != std::string::npos);
 }
 
+// A validation whose every number differs: the means 0.11 .. 0.44, the class's 0.55 .. 0.88.
+models::DetectionMetrics distinct_metrics() {
+  models::DetectionMetrics metrics;
+  metrics.mean_precision = 0.11, metrics.mean_recall = 0.22;
+  metrics.map50 = 0.33, metrics.map50_95 = 0.44;
+  metrics.classes = {{.class_id = 1,
+                      .labels = 7,
+                      .precision = 0.55,
+                      .recall = 0.66,
+                      .ap50 = 0.77,
+                      .ap50_95 = 0.88},
+                     {.class_id = 5, .labels = 2}};
+  return metrics;
+}
+
 TEST_CASE("report.html embeds the run's pictures and the last validation's classes") {
   TempDir dir;
   data::write_image((dir.path() / "results.png").string(), data::Image(4, 3, 200));
-  models::ValidationReport report{.epoch = 0, .images = 5, .labels = 7};
-  report.metrics.classes = {{.class_id = 1, .labels = 7, .ap50 = 0.25}};
+  const models::ValidationReport report{
+      .epoch = 0, .metrics = distinct_metrics(), .images = 5, .labels = 9};
   const std::string html = models::render_report_html({.history = {epoch(0, 0.1)},
                                                        .last_validation = report,
                                                        .names = {"circle", "square"},
                                                        .pictures_dir = dir.path().string()});
-  const std::string png = read_text(dir.path() / "results.png");
   CHECK(count(html, "<img ") == 1);
   // The bytes as base64: the PNG signature \x89PNG\r\n\x1a\n encodes to iVBORw0KGgo.
   CHECK(html.find("src=\"data:image/png;base64,iVBORw0KGgo") != std::string::npos);
-  CHECK(html.find("<td>square</td><td>5</td><td>7</td>") != std::string::npos);
-  CHECK(html.find("<td>0.25</td>") != std::string::npos);
+  CHECK(html.find("<tr><td>all</td><td>5</td><td>9</td><td>0.11</td><td>0.22</td><td>0.33</td>"
+                  "<td>0.44</td></tr>") != std::string::npos);
+  CHECK(html.find("<tr><td>square</td><td>5</td><td>7</td><td>0.55</td><td>0.66</td><td>0.77</td>"
+                  "<td>0.88</td></tr>") != std::string::npos);
+  CHECK(html.find("<tr><td>5</td><td>5</td><td>2</td>") != std::string::npos);  // no name: id
 }
 
 TEST_CASE("the validation table has an all row and a named row per class") {
-  models::DetectionMetrics metrics;
-  metrics.map50 = 0.5;
-  metrics.classes = {{.class_id = 0, .labels = 7, .ap50 = 0.25}, {.class_id = 5, .labels = 2}};
-  const std::string table = models::validation_table(metrics, 10, 9, {"circle", "square"});
-  CHECK(table.find("mAP50-95") != std::string::npos);
-  CHECK(table.find("all") != std::string::npos);
-  CHECK(table.find("circle") != std::string::npos);
-  CHECK(table.find("\n                     5") != std::string::npos);  // no name: the id
-  CHECK(count(table, "\n") == 4);
+  const std::string table =
+      models::validation_table(distinct_metrics(), 10, 9, {"circle", "square"});
+  std::istringstream lines(table);
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    rows.emplace_back(std::istream_iterator<std::string>(words),
+                      std::istream_iterator<std::string>());
+  }
+  using Row = std::vector<std::string>;
+  REQUIRE(rows.size() == 4);
+  CHECK(rows[0] == Row{"Class", "Images", "Instances", "P", "R", "mAP50", "mAP50-95"});
+  CHECK(rows[1] == Row{"all", "10", "9", "0.11", "0.22", "0.33", "0.44"});
+  CHECK(rows[2] == Row{"square", "10", "7", "0.55", "0.66", "0.77", "0.88"});
+  CHECK(rows[3] == Row{"5", "10", "2", "0", "0", "0", "0"});           // no name: the id
+  CHECK(table.find("\n                     5") != std::string::npos);  // right-aligned in 22
 }
 
 TEST_CASE("the progress bar prints plain lines per tenth of an epoch when not on a terminal") {

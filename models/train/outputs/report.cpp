@@ -260,39 +260,43 @@ std::string config_table(const std::string& config_json) {
 
 }  // namespace
 
-std::string render_report_html(const ReportContent& content) {
-  const std::vector<EpochMetrics>& history = content.history;
-  std::vector<double> x;
+std::vector<ReportChart> report_charts(const std::vector<EpochMetrics>& history) {
   auto column = [&](double EpochMetrics::*field, bool validated_only = false) {
     std::vector<double> values;
     for (const EpochMetrics& m : history)
       values.push_back(validated_only && !m.validated ? std::nan("") : m.*field);
     return values;
   };
-  for (const EpochMetrics& m : history) x.push_back(m.epoch);
   const char* blue = "#1f77b4";
   const char* orange = "#ff7f0e";
   const char* green = "#2ca02c";
   const char* red = "#d62728";
+  return {{"Losses",
+           {{"train box", blue, column(&EpochMetrics::train_box)},
+            {"train obj", orange, column(&EpochMetrics::train_obj)},
+            {"train cls", green, column(&EpochMetrics::train_cls)},
+            {"val box", blue, column(&EpochMetrics::val_box, true), true},
+            {"val obj", orange, column(&EpochMetrics::val_obj, true), true},
+            {"val cls", green, column(&EpochMetrics::val_cls, true), true}}},
+          {"Validation (EMA weights)",
+           {{"mAP50", blue, column(&EpochMetrics::map50, true)},
+            {"mAP50-95", orange, column(&EpochMetrics::map50_95, true)},
+            {"precision", green, column(&EpochMetrics::precision, true)},
+            {"recall", red, column(&EpochMetrics::recall, true)}}},
+          {"Learning rates",
+           {{"lr0 (biases)", blue, column(&EpochMetrics::lr0)},
+            {"lr1 (weights)", orange, column(&EpochMetrics::lr1)},
+            {"lr2 (BN weights)", green, column(&EpochMetrics::lr2), true}}},
+          {"Step time (s per batch)", {{"s/batch", blue, column(&EpochMetrics::step_seconds)}}}};
+}
+
+std::string render_report_html(const ReportContent& content) {
+  const std::vector<EpochMetrics>& history = content.history;
+  std::vector<double> x;
+  for (const EpochMetrics& m : history) x.push_back(m.epoch);
   std::string charts;
-  charts += svg_line_chart("Losses", x,
-                           {{"train box", blue, column(&EpochMetrics::train_box)},
-                            {"train obj", orange, column(&EpochMetrics::train_obj)},
-                            {"train cls", green, column(&EpochMetrics::train_cls)},
-                            {"val box", blue, column(&EpochMetrics::val_box, true), true},
-                            {"val obj", orange, column(&EpochMetrics::val_obj, true), true},
-                            {"val cls", green, column(&EpochMetrics::val_cls, true), true}});
-  charts += svg_line_chart("Validation (EMA weights)", x,
-                           {{"mAP50", blue, column(&EpochMetrics::map50, true)},
-                            {"mAP50-95", orange, column(&EpochMetrics::map50_95, true)},
-                            {"precision", green, column(&EpochMetrics::precision, true)},
-                            {"recall", red, column(&EpochMetrics::recall, true)}});
-  charts += svg_line_chart("Learning rates", x,
-                           {{"lr0 (biases)", blue, column(&EpochMetrics::lr0)},
-                            {"lr1 (weights)", orange, column(&EpochMetrics::lr1)},
-                            {"lr2 (BN weights)", green, column(&EpochMetrics::lr2), true}});
-  charts += svg_line_chart("Step time (s per batch)", x,
-                           {{"s/batch", blue, column(&EpochMetrics::step_seconds)}});
+  for (const ReportChart& chart : report_charts(history))
+    charts += svg_line_chart(chart.title, x, chart.series);
 
   const std::optional<size_t> best = best_epoch(history);
   std::string table =

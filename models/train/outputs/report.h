@@ -51,6 +51,15 @@ struct ChartSeries {
 std::string svg_line_chart(const std::string& title, const std::vector<double>& x,
                            const std::vector<ChartSeries>& series);
 
+// report.html's charts of `history` (exposed for tests): the losses, validation's metrics, the
+// learning rates and the step time, each series one EpochMetrics field per epoch; a
+// validation value of an epoch that was not validated is NaN (a gap).
+struct ReportChart {
+  std::string title;
+  std::vector<ChartSeries> series;
+};
+std::vector<ReportChart> report_charts(const std::vector<EpochMetrics>& history);
+
 // Rank 0's last traced optimizer step as an <svg> timeline, three lanes per rank (compute,
 // communication, loader), every range a rectangle titled with its name; "" without a step.
 std::string svg_step_timeline(const std::vector<std::vector<trace::Event>>& ranks);
