@@ -120,6 +120,7 @@ void Chart::dot(double x, double y, int radius, Rgb colour) {
 }
 
 void Chart::bar(double x_lo, double x_hi, double height, Rgb colour) {
+  if (height == 0) return;  // an empty bin: nothing over the frame's baseline
   const double y0 = to_y(0), y1 = to_y(height);
   fill_rect(image_, int(std::lround(to_x(x_lo))), int(std::lround(std::min(y0, y1))),
             int(std::lround(to_x(x_hi))), int(std::lround(std::max(y0, y1))) + 1, colour);

@@ -37,7 +37,7 @@ class Chart {
             int thickness = 1);
   // A filled square of side 2 * radius + 1 centred on the point (scatter plots).
   void dot(double x, double y, int radius, Rgb colour);
-  // A bar from y = 0 up to `height` between x_lo and x_hi (histograms).
+  // A bar from y = 0 up to `height` between x_lo and x_hi (histograms); none for height 0.
   void bar(double x_lo, double x_hi, double height, Rgb colour);
   // A legend row per entry, top right inside the plot area.
   void legend(const std::vector<std::pair<std::string, Rgb>>& entries);

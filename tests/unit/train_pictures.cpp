@@ -68,6 +68,7 @@ TEST_CASE("train pictures: a 3-epoch run draws each picture and --noplots none")
     CHECK(image.width >= 64);
     CHECK(pixel_spread(image) > 10);
   }
+  CHECK_FALSE(fs::exists(root / "run" / "train_batch3.jpg"));  // three, as YOLOv5
   std::ifstream report(root / "run" / "report.html");
   const std::string html((std::istreambuf_iterator<char>(report)), {});
   for (const char* name : kPictures)
