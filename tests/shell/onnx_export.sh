@@ -5,10 +5,13 @@
 # graphs' outputs and their detections after NMS with bareyolo's and reads their metadata back,
 # and tests/shell/opencv_dnn_check.py runs the batch-1 graph in OpenCV's DNN against ONNX
 # Runtime; then the same for a PyTorch YOLOv5 .pt fixture, and its graph against the one
-# exported from its conversion to safetensors. Exits 77 (ctest: skipped), saying why, when no Python with onnxruntime is found:
-# $BAREYOLO_ONNX_PYTHON, then the .venv-onnx that tools/setup.sh makes, then python3. Without a
-# Python that has cv2 ($BAREYOLO_OPENCV_PYTHON, the .venv-onnx, /usr/bin/python3, python3) the
-# OpenCV step alone is skipped, saying so.
+# exported from its conversion to safetensors. Also: opsets 13 and 17 give the same outputs,
+# out-of-range opsets and a wrong count of class names are refused, and weights without names
+# at a size off the stride export as YOLOv5 does (class0.., the size rounded up). Exits 77
+# (ctest: skipped), saying why, when no Python with onnxruntime is found: $BAREYOLO_ONNX_PYTHON,
+# then the .venv-onnx that tools/setup.sh makes, then python3. Without a Python that has cv2
+# ($BAREYOLO_OPENCV_PYTHON, the .venv-onnx, /usr/bin/python3, python3) the OpenCV step alone is
+# skipped, saying so.
 set -euo pipefail
 bareyolo=$1 cfg=$2 images=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,8 +37,9 @@ trap 'rm -rf "$work"' EXIT
 # conf 0.002 and IoU 0.45: fresh weights score low, and this keeps some hundreds of boxes.
 # The fresh weights are He-scaled (he_scaled_weights.py) so that their outputs depend on the
 # image and NMS compares detections, not the order of ties; their BatchNorms are random, so the
-# folded graph is held against bareyolo's unfolded forward. The names need Python's quoting.
-conf=0.002 iou=0.45 imgsz=320 names="person|o'clock|back\\slash"
+# folded graph is held against bareyolo's unfolded forward. The names need Python's quoting: a
+# single quote, both quotes, a backslash.
+conf=0.002 iou=0.45 imgsz=320 names="o'clock|say \"it's\"|back\\slash"
 "$bareyolo" init --cfg "$cfg" --nc 3 --seed 3 --out "$work/fresh.safetensors" >/dev/null
 "$python" "$here/he_scaled_weights.py" "$work/fresh.safetensors" "$work/w.safetensors" "names=$names"
 "$bareyolo" export --format onnx --cfg "$cfg" --weights "$work/w.safetensors" --imgsz $imgsz \
@@ -51,6 +55,51 @@ if [ -n "$opencv_python" ]; then
 else
   echo "skipped the OpenCV step: no Python with cv2 (tools/setup.sh installs it into .venv-onnx)"
 fi
+
+# Opsets from 13 on take Split's sizes as an input, not an attribute: 13 and the newest
+# written give the batch-1 graph's outputs exactly.
+for opset in 13 17; do
+  "$bareyolo" export --format onnx --cfg "$cfg" --weights "$work/w.safetensors" --imgsz $imgsz \
+    --opset $opset --out "$work/opset$opset.onnx" >/dev/null
+  "$python" "$here/onnx_same_outputs.py" "$work/static.onnx" "$work/opset$opset.onnx" \
+    "$work/ort.npz"
+done
+
+# Refused in words, writing nothing: an opset outside 12..17, class names that are not one per
+# class.
+refused() {
+  local expected=$1 said
+  shift
+  if said=$("$@" --out "$work/refused.onnx" 2>&1); then
+    echo "FAIL: accepted: $*"
+    exit 1
+  fi
+  if ! grep -qF -- "$expected" <<< "$said" || [ -e "$work/refused.onnx" ]; then
+    echo "FAIL: $* should have said \"$expected\" and written nothing; it said: $said"
+    exit 1
+  fi
+}
+export_w=("$bareyolo" export --format onnx --cfg "$cfg" --weights "$work/w.safetensors")
+refused "not in range 12 to 17" "${export_w[@]}" --imgsz $imgsz --opset 11
+refused "not in range 12 to 17" "${export_w[@]}" --imgsz $imgsz --opset 18
+"$python" "$here/he_scaled_weights.py" "$work/fresh.safetensors" "$work/two-names.safetensors" \
+  "names=a|b"
+refused "2 class names for a model of 3 classes" "$bareyolo" export --format onnx --cfg "$cfg" \
+  --weights "$work/two-names.safetensors" --imgsz $imgsz
+
+# Weights without names: the graph names the classes class0, class1, ... as YOLOv5 does. A size
+# that is not a multiple of the stride is rounded up to one, saying so, as YOLOv5's export does.
+said=$("$bareyolo" export --format onnx --cfg "$cfg" --weights "$work/fresh.safetensors" \
+  --imgsz 100 --out "$work/unnamed.onnx")
+grep -qF "is not a multiple of the model's stride 32: using 128" <<< "$said" ||
+  { echo "FAIL: --imgsz 100 said: $said"; exit 1; }
+"$python" -c 'import ast, sys, onnxruntime
+session = onnxruntime.InferenceSession(sys.argv[1])
+names = ast.literal_eval(session.get_modelmeta().custom_metadata_map["names"])
+shape = session.get_inputs()[0].shape
+sys.exit(0 if names == {0: "class0", 1: "class1", 2: "class2"} and shape == [1, 3, 128, 128] else
+         f"FAIL: weights without names, --imgsz 100: names {names}, input {shape}")' \
+  "$work/unnamed.onnx"
 
 # A PyTorch YOLOv5 checkpoint (tests/fixtures/torch/best.pt: fp16, 80 COCO classes, 64 px),
 # exported without --cfg and checked the same way against `bareyolo predict` on the .pt, its

@@ -8,7 +8,8 @@ RAW is what `bareyolo predict --save-raw` wrote for the images of DETECTIONS.jso
 output.k, letterbox.k). Checks, and exits 1 when one fails:
   1. the batch-1 graph's output on each input.k equals output.k within 1e-4 (absolute for the
      scores in 0..1, relative to max(1, |value|) for the boxes in pixels);
-  2. the dynamic-batch graph gives the same on all inputs in one batch;
+  2. the dynamic-batch graph gives the same on all inputs in one batch; the batch dimension is
+     1 in the first graph and the symbol "batch" in the second;
   3. YOLOv5's non_max_suppression (written again below in numpy: candidates by objectness,
      score = objectness x class, best class, class-offset greedy NMS, max_det 300) on the ONNX
      outputs, boxes scaled back to the original images, gives the detections of DETECTIONS.json;
@@ -109,6 +110,13 @@ def main(static_onnx, dynamic_onnx, raw_file, detections_file, conf, iou, names,
     dynamic = onnxruntime.InferenceSession(dynamic_onnx, providers=["CPUExecutionProvider"])
     for session, path in ((static, static_onnx), (dynamic, dynamic_onnx)):
         failures += metadata_failures(session, path, names, stride)
+    # The batch dimension: 1 in the batch-1 graph, the symbol "batch" in the dynamic one (a
+    # dimension of -1 is no ONNX shape; ONNX Runtime reads it, other runtimes refuse it).
+    for session, path, batch in ((static, static_onnx, 1), (dynamic, dynamic_onnx, "batch")):
+        for value in (session.get_inputs()[0], session.get_outputs()[0]):
+            if value.shape[0] != batch:
+                failures.append(f"{path}: {value.name}'s batch dimension is {value.shape[0]!r}, "
+                                f"not {batch!r}")
     print(f"metadata: stride and {len(names)} names read back by ONNX Runtime"
           f"{'' if not failures else ' differ from those expected'}")
 
