@@ -76,6 +76,7 @@ TEST_CASE("trace analysis: hidden communication, loader waits and bucket departu
   const trace::StepAnatomy anatomy = trace::step_anatomy(events);
   CHECK(anatomy.kinds.at("allreduce bucket").count == 2);
   CHECK(anatomy.kinds.at("allreduce bucket").bytes == 2004000);
+  CHECK(anatomy.kinds.at("allreduce bucket").smallest == 4000);
   CHECK(anatomy.kinds.at("syncbn").largest == 64);
   CHECK(anatomy.kinds.count("broadcast") == 0);
   CHECK(anatomy.startup.at("broadcast").bytes == 800);
@@ -103,6 +104,33 @@ TEST_CASE("trace analysis: hidden communication, loader waits and bucket departu
                        doctest::Contains("traceEvents"), std::invalid_argument);
 }
 
+TEST_CASE("trace analysis: of two steps the last one's buckets, overlapping backward ranges") {
+  // Step 1 (0-60): backward model.2 20-40 holding model.3's 22-28, then model.1's 30-45, so
+  // the backward ran 20-45; bucket 0 at 25-35 is all hidden. Step 2 (60-160): backward
+  // 120-145; bucket 0 at 130-150 is 15 of 20 hidden. Listed out of time order: the first event
+  // is not the earliest.
+  const std::vector<Event> events = {
+      range("optimizer step", Track::compute, 50, 60),
+      range("data wait", Track::loader, 0, 16),
+      range("backward model.2", Track::compute, 20, 40),
+      range("backward model.3", Track::compute, 22, 28),
+      range("backward model.1", Track::compute, 30, 45),
+      range("allreduce bucket 0", Track::communication, 25, 35, 100),
+      range("backward model.1", Track::compute, 120, 145),
+      range("allreduce bucket 0", Track::communication, 130, 150, 100),
+      range("optimizer step", Track::compute, 150, 160),
+  };
+  const trace::StepShares shares = trace::step_shares(events);
+  CHECK(shares.steps == 2);
+  CHECK(shares.hidden_communication == doctest::Approx((10.0 + 15.0) / (10.0 + 20.0)));
+  CHECK(shares.loader_wait == doctest::Approx(16.0 / 160.0));
+  const trace::StepAnatomy anatomy = trace::step_anatomy(events);
+  REQUIRE(anatomy.buckets.size() == 1);  // the last step's
+  CHECK(anatomy.buckets[0].before_backward_end_ms == doctest::Approx(0.015));
+  CHECK(anatomy.buckets[0].closed_by.empty());  // launched at 130, before the backward ended
+  CHECK(anatomy.step_ms == doctest::Approx(0.1));
+}
+
 TEST_CASE("trace analysis: a range named like a bucket without a number is no bucket") {
   // Found by fuzz/chrome_trace.cpp: "allreduce bucket unts" made step_anatomy throw stoi's
   // bare "stoi" from the middle of trace-summary.
@@ -112,6 +140,7 @@ TEST_CASE("trace analysis: a range named like a bucket without a number is no bu
       range("allreduce bucket 2", Track::communication, 20, 40, 400),
       range("allreduce bucket unts", Track::communication, 25, 35, 10),
       range("allreduce bucket 99999999999", Track::communication, 26, 36, 10),
+      range("allreduce bucket 3x", Track::communication, 27, 37, 10),
       range("optimizer step", Track::compute, 40, 45),
   };
   const trace::StepAnatomy anatomy = trace::step_anatomy(events);
@@ -119,6 +148,7 @@ TEST_CASE("trace analysis: a range named like a bucket without a number is no bu
   CHECK(anatomy.buckets[0].bucket == 2);
   CHECK(anatomy.kinds.at("allreduce bucket").count == 1);
   CHECK(anatomy.kinds.at("allreduce bucket unts").count == 1);
+  CHECK(anatomy.kinds.at("allreduce bucket 3x").count == 1);
   CHECK(trace::step_shares(events).hidden_communication == doctest::Approx(10.0 / 20.0));
 }
 
@@ -184,6 +214,7 @@ TEST_CASE("trace analysis: SyncBN meetings split into latency and waits over the
   CHECK(costs->longest_waits_ms[1].first == "syncbn model.2");  // in no range: no pass
   CHECK(costs->longest_waits_ms[2].first == "syncbn model.1 (backward)");
   CHECK(costs->longest_waits_ms[2].second == doctest::Approx(3 / 1e3));
+  CHECK(trace::meeting_costs({rank0, rank1}, 1)->longest_waits_ms.size() == 1);  // the longest
   CHECK_FALSE(trace::meeting_costs({rank0}).has_value());              // one rank meets nobody
   CHECK_FALSE(trace::meeting_costs({rank0, {rank1[0]}}).has_value());  // cut short
 }

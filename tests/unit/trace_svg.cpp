@@ -118,6 +118,69 @@ TEST_CASE("trace svg: one rectangle per range of the last step, x proportional t
        {"forward", "backward", "gradient bucket", "SyncBN meeting", "data wait", "optimizer step"})
     CHECK(svg.find(std::string(">") + legend + "</text>") != std::string::npos);
   CHECK(count_of(svg, "class=\"backward-end\"") == 1);
+  CHECK(svg.find(">1.2</text>") != std::string::npos);  // the axis's last tick: the window's end
+}
+
+TEST_CASE("trace svg: the window from the earliest rank, clipped ranges, lanes and markers") {
+  // Rank 0's step runs 100-1000 us, rank 1's from 40 us: the window is 40-1000 for both, and
+  // rank 1's forward from 20 us is clipped to it. Rank 0's next backward, from 1000 us, is past
+  // the window. Bucket 1 begins after bucket 0 ends but on bucket 0's label: another lane.
+  auto with_bytes = [](Event e, int64_t bytes) {
+    e.bytes = bytes;
+    return e;
+  };
+  const std::vector<Event> rank0 = {
+      range("optimizer step", Track::compute, 0, 100),
+      range("data wait", Track::loader, 100, 150),
+      range("syncbn model.0", Track::communication, 200, 210),
+      range("backward model.0", Track::compute, 300, 500),
+      with_bytes(range("allreduce bucket 0", Track::communication, 500, 501), 4096),
+      range("allreduce bucket 1", Track::communication, 503, 600),
+      range("optimizer step", Track::compute, 900, 1000),
+      range("backward model.0", Track::compute, 1000, 1100),
+  };
+  const std::vector<Event> rank1 = {
+      range("optimizer step", Track::compute, 0, 40),
+      range("forward model.0", Track::compute, 20, 60),
+      range("optimizer step", Track::compute, 800, 900),
+  };
+  const std::string svg = trace::step_svg({rank0, rank1});
+  const std::map<std::string, Rect> r = ranges_of(svg);
+  const Rect wait = r.at("data wait"), backward = r.at("backward model.0");
+  const double px_per_us = (backward.x - wait.x) / (300 - 100);
+  const size_t group1 = svg.find("<g class=\"rank\" id=\"rank1\">");
+  REQUIRE(group1 != std::string::npos);
+  const std::string rank1_part = svg.substr(group1, svg.find("</g>", group1) - group1);
+  const std::map<std::string, Rect> r1 = ranges_of(rank1_part);
+  REQUIRE(r1.count("forward model.0") == 1);
+  CHECK(r1.at("forward model.0").x == doctest::Approx(wait.x - px_per_us * 60).epsilon(0.001));
+  CHECK(r1.at("forward model.0").width == doctest::Approx(px_per_us * 20).epsilon(0.01));
+
+  CHECK(r.at("allreduce bucket 1").y > r.at("allreduce bucket 0").y);  // its label's lane taken
+  CHECK(svg.find("<title>allreduce bucket 0: 0.460 - 0.461 ms, 4096 bytes</title>") !=
+        std::string::npos);
+  // The meeting wears the legend's SyncBN colour.
+  std::smatch legend;
+  REQUIRE(std::regex_search(svg, legend, std::regex("fill=\"(#[0-9a-f]+)\"/><text[^>]*>SyncBN")));
+  CHECK(svg.find("fill=\"" + legend[1].str() + "\"><title>syncbn model.0:") != std::string::npos);
+  // The backward-end marker at rank 0's backward that ends inside the window (500 us).
+  std::smatch marker;
+  REQUIRE(std::regex_search(svg, marker, std::regex("class=\"backward-end\" x1=\"([0-9.]+)\"")));
+  CHECK(std::stod(marker[1]) == doctest::Approx(backward.x + backward.width).epsilon(0.001));
+  // Rank 1's empty bucket row keeps a lane's height, as its compute row has.
+  std::map<std::string, double> row_y;
+  static const std::regex row_name("<text class=\"row-name\" x=\"14\" y=\"([0-9.]+)\">([a-z ]+)<");
+  for (auto it = std::sregex_iterator(rank1_part.begin(), rank1_part.end(), row_name);
+       it != std::sregex_iterator(); ++it)
+    row_y[(*it)[2]] = std::stod((*it)[1]);
+  REQUIRE(row_y.size() == 4);
+  CHECK(row_y["collectives"] - row_y["gradient buckets"] ==
+        doctest::Approx(row_y["gradient buckets"] - row_y["compute"]));
+
+  // A step that took no time still gets a window of a microsecond: finite coordinates.
+  const std::string instant = trace::step_svg({{range("optimizer step", Track::compute, 50, 50)}});
+  CHECK(instant.find("nan") == std::string::npos);
+  CHECK(instant.find("inf") == std::string::npos);
 }
 
 TEST_CASE("trace svg: a trace without an optimizer step is refused, saying what to trace") {
