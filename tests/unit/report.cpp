@@ -13,6 +13,7 @@
 
 #include "data/image.h"
 #include "models/train/callbacks.h"
+#include "models/train/outputs/console.h"
 #include "models/train/outputs/progress.h"
 #include "models/train/outputs/report.h"
 #include "tests/support/data_fixtures.h"
@@ -371,9 +372,74 @@ TEST_CASE("the progress bar prints plain lines per tenth of an epoch when not on
   CHECK(text.find("2/5") != std::string::npos);
   CHECK(text.find("40/40") != std::string::npos);
   CHECK(text.find("100%|##########|") != std::string::npos);
+  // 11/40: 27 %, two full cells and 6 eighths of the third; the fields in the header's order.
+  const std::string first = text.substr(0, text.find('\n'));
+  CHECK(first.find(" 27%|##6       | 11/40 [") != std::string::npos);
+  std::istringstream words(first);
+  std::vector<std::string> fields(std::istream_iterator<std::string>(words), {});
+  REQUIRE(fields.size() > 7);
+  CHECK(std::vector<std::string>(fields.begin() + 2, fields.begin() + 7) ==
+        std::vector<std::string>{"0.1", "0.2", "0.3", "17", "64"});  // after epoch and RSS
   CHECK(text.find('\r') == std::string::npos);
   CHECK(models::ProgressBar::header().find("box_loss") != std::string::npos);
   CHECK(models::resident_memory_bytes() > 0);
+}
+
+TEST_CASE("the progress bar's callbacks show each batch's box, obj and cls losses in order") {
+  TempDir dir;
+  const fs::path log = dir.path() / "log.txt";
+  std::FILE* out = std::fopen(log.c_str(), "w");
+  REQUIRE(out != nullptr);
+  models::TrainCallbacks bar = models::progress_bar(out);
+  bar.on_train_epoch_start({.epoch = 1, .epochs = 5, .batches = 2, .batches_done = 0});
+  models::BatchEndInfo batch{.batches_done = 2, .instances = 17, .image_size = 64};
+  batch.loss_mean[0] = 0.1, batch.loss_mean[1] = 0.2, batch.loss_mean[2] = 0.3;
+  bar.on_train_batch_end(batch);
+  bar.on_epoch_end(1);
+  std::fclose(out);
+  std::istringstream lines(read_text(log));
+  std::string header, row;
+  std::getline(lines, header);
+  std::getline(lines, row);
+  CHECK(header == models::ProgressBar::header());
+  std::istringstream words(row);
+  std::vector<std::string> fields(std::istream_iterator<std::string>(words), {});
+  REQUIRE(fields.size() > 7);
+  CHECK(
+      std::vector<std::string>{fields[0], fields[2], fields[3], fields[4], fields[5], fields[6]} ==
+      std::vector<std::string>{"2/5", "0.1", "0.2", "0.3", "17", "64"});
+}
+
+TEST_CASE("the progress bar's clock: minutes and seconds, hours from an hour on") {
+  CHECK(models::clock_text(0) == "00:00");
+  CHECK(models::clock_text(59.4) == "00:59");
+  CHECK(models::clock_text(3599) == "59:59");
+  CHECK(models::clock_text(3600) == "1:00:00");
+  CHECK(models::clock_text(3725) == "1:02:05");
+  CHECK(models::clock_text(90061) == "25:01:01");
+  CHECK(models::clock_text(-5) == "00:00");
+}
+
+TEST_CASE("the console's lines: each number its field, the ranks' waits, an early stop") {
+  std::vector<std::string> lines;
+  models::TrainCallbacks console =
+      models::console_logger([&](const std::string& line) { lines.push_back(line); });
+  models::TrainStartInfo start;
+  start.epochs = 3;
+  console.on_train_start(start);
+  models::EpochMetrics m = distinct_epoch(1);
+  m.data_wait_per_rank = {0.25, 0.5}, m.data_wait = 0.5;
+  m.train_seconds = 2, m.val_seconds = 0.7, m.checkpoint_seconds = 0.4;
+  console.on_fit_epoch_end(m);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[1].rfind("epoch 2/3  box 1.01  obj 1.02  cls 1.03  mAP50 1.06  mAP50-95 1.07  "
+                       "data_wait 0.50 (ranks 0.25 0.50)  train 2.0 s  val 0.7 s  checkpoint 0.4 s",
+                       0) == 0);
+  models::TrainEndInfo end;
+  end.finished = true, end.stopped_early = true, end.patience = 5, end.best_epoch = 1;
+  console.on_train_end(end);
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[2] == "stopping early: no improvement in the last 5 validations (best at epoch 2)");
 }
 
 TEST_CASE("on a terminal the bar redraws in place and ends its line once") {

@@ -44,12 +44,30 @@ TEST_CASE("opt.yaml is a --config file that bareyolo train takes") {
   run.sync_bn = false;
   run.freeze = 3;
   run.rect = true;
+  run.schedule.cosine = true;
+  run.autoanchor = false;
+  run.single_cls = true;
+  run.nbs = 32;
+  run.bucket_mb = 7;
   std::filesystem::create_directories(run.run_dir);
   models::write_settings_yamls(run, run.run_dir);
   std::ostringstream opt;
   opt << std::ifstream(std::filesystem::path(run.run_dir) / "opt.yaml").rdbuf();
-  for (const char* line : {"optimizer: AdamW\n", "noval: true\n", "no_sync_bn: true\n",
-                           "freeze: 3\n", "name: exp\n", "rect: true\n", "multi_scale: false\n"}) {
+  const std::string project = "project: " + (dir.path() / "runs").string() + "\n";
+  const std::vector<std::string> lines = {"optimizer: AdamW\n",
+                                          "noval: true\n",
+                                          "no_sync_bn: true\n",
+                                          "freeze: 3\n",
+                                          "name: exp\n",
+                                          "rect: true\n",
+                                          "multi_scale: false\n",
+                                          "cos_lr: true\n",
+                                          "noautoanchor: true\n",
+                                          "single_cls: true\n",
+                                          "nbs: 32\n",
+                                          "bucket_mb: 7\n",
+                                          project};
+  for (const std::string& line : lines) {
     CAPTURE(line);
     CHECK(opt.str().find(line) != std::string::npos);
   }

@@ -13,6 +13,17 @@ namespace bareyolo::models {
 
 namespace {
 
+// A 10-character bar with eighths of a cell, in ASCII ('#' full, a digit partial).
+std::string bar_text(double fraction) {
+  const int eighths = int(std::clamp(fraction, 0.0, 1.0) * 80);
+  std::string bar(size_t(eighths / 8), '#');
+  if (bar.size() < 10 && eighths % 8) bar += char('0' + eighths % 8);
+  bar.resize(10, ' ');
+  return bar;
+}
+
+}  // namespace
+
 std::string clock_text(double seconds) {
   const int64_t s = std::max<int64_t>(0, std::llround(seconds));
   char text[32];
@@ -24,17 +35,6 @@ std::string clock_text(double seconds) {
                   static_cast<long long>(s % 60));
   return text;
 }
-
-// A 10-character bar with eighths of a cell, in ASCII ('#' full, a digit partial).
-std::string bar_text(double fraction) {
-  const int eighths = int(std::clamp(fraction, 0.0, 1.0) * 80);
-  std::string bar(size_t(eighths / 8), '#');
-  if (bar.size() < 10 && eighths % 8) bar += char('0' + eighths % 8);
-  bar.resize(10, ' ');
-  return bar;
-}
-
-}  // namespace
 
 bool is_terminal(std::FILE* stream) { return ::isatty(::fileno(stream)) == 1; }
 

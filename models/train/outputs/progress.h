@@ -55,5 +55,7 @@ TrainCallbacks progress_bar(std::FILE* out);
 bool is_terminal(std::FILE* stream);
 // Resident set size of this process in bytes (/proc/self/statm; 0 where unavailable).
 int64_t resident_memory_bytes();
+// A duration as the bar shows it: "mm:ss", or "h:mm:ss" from an hour on (exposed for tests).
+std::string clock_text(double seconds);
 
 }  // namespace bareyolo::models
