@@ -5,7 +5,8 @@
 #     dispatch layer chooses a device's code (tools/check_dispatch.sh), only the Solver runs
 #     an optimizer step (tools/check_solver.sh), every source is formatted as .clang-format
 #     says (tools/check_format.sh), the README stays a front page whose paths and links
-#     resolve and docs/README.md indexes every docs/ file (tools/check_docs.sh);
+#     resolve and docs/README.md indexes every docs/ file (tools/check_docs.sh), and no test
+#     case's name would break ctest's discovery (tools/check_test_names.sh, on build/'s tests);
 #  2. every test of the Release build in build/ (CUDA tests report *skipped* without a GPU);
 #  3. the fast tests again (the unit tests, and the fuzz targets replaying their corpora and
 #     regressions) in a CPU-only AddressSanitizer + UndefinedBehaviorSanitizer build
@@ -21,6 +22,7 @@ tools/check_dispatch.sh
 tools/check_solver.sh
 tools/check_format.sh
 tools/check_docs.sh
+tools/check_test_names.sh build
 
 echo "== Release build: all tests"
 ctest --test-dir build --output-on-failure -j "$jobs"

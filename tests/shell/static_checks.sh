@@ -4,7 +4,8 @@
 # at a time: the layers (tools/check_layers.sh), the dispatch rule (tools/check_dispatch.sh), the
 # Solver's ownership of the optimizer step (tools/check_solver.sh) and the docs
 # (tools/check_docs.sh: a README of 201 lines, a docs/ file the index does not link, a README
-# naming a path that does not exist or no longer linking the index, a relative link to nothing).
+# naming a path that does not exist or no longer linking the index, a relative link to nothing),
+# and the test case names ctest can take (tools/check_test_names.sh, on a stand-in binary).
 # The planted commands run in the copy, so their $(...) and backticks are meant literally.
 # shellcheck disable=SC2016
 set -uo pipefail
@@ -102,4 +103,26 @@ expect_problem check_docs.sh 'grep -v "(docs/README.md)" README.md >R && mv R RE
   "README.md does not link docs/README.md"
 expect_problem check_docs.sh 'echo "[gone](gone.md)" >>docs/training.md' \
   "docs/training.md:$(($(wc -l <"$root/docs/training.md") + 1)): the link to gone.md finds nothing"
+
+# check_test_names.sh reads the names a build's test binaries list: a stand-in binary listing
+# them as doctest does passes with safe names and fails naming each unsafe one.
+names_build() {
+  mkdir -p "$tmp/names" && rm -f "$tmp/names/unit_tests"
+  printf '#!/usr/bin/env bash\nprintf "%%s\\n" "[doctest] listing all test case names" "====="' \
+    >"$tmp/names/unit_tests"
+  printf ' %q' "$@" >>"$tmp/names/unit_tests"
+  printf ' "====="\n' >>"$tmp/names/unit_tests"
+  chmod +x "$tmp/names/unit_tests"
+}
+names_build "mosaic: the centre in [s/2, 3s/2], each tile its corner" "hsv, with the value gain"
+"$root/tools/check_test_names.sh" "$tmp/names" >"$tmp/out" 2>&1 ||
+  fail "check_test_names.sh refused safe names: $(cat "$tmp/out")"
+names_build "hsv; with the value gain" "mosaic: the centre in [s/2, 3s/2)" "fine"
+if "$root/tools/check_test_names.sh" "$tmp/names" >"$tmp/out" 2>&1; then
+  fail "check_test_names.sh passed unsafe names"
+fi
+grep -qF '"hsv; with the value gain" holds' "$tmp/out" &&
+  grep -qF '"mosaic: the centre in [s/2, 3s/2)" has unbalanced square brackets' "$tmp/out" &&
+  grep -qF "2 test case name(s)" "$tmp/out" ||
+  fail "check_test_names.sh did not name both unsafe names: $(cat "$tmp/out")"
 echo "static checks: all steps passed"
