@@ -39,6 +39,13 @@ std::map<std::string, Rect> ranges_of(const std::string& svg) {
   return ranges;
 }
 
+// Rank `rank`'s group of the SVG, from its <g> to its end.
+std::string rank_group(const std::string& svg, int rank) {
+  const size_t begin = svg.find("<g class=\"rank\" id=\"rank" + std::to_string(rank) + "\">");
+  REQUIRE(begin != std::string::npos);
+  return svg.substr(begin, svg.find("</g>", begin) - begin);
+}
+
 size_t count_of(const std::string& text, const std::string& part) {
   size_t count = 0;
   for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
@@ -108,8 +115,7 @@ TEST_CASE("trace svg: one rectangle per range of the last step, x proportional t
   REQUIRE(group0 != std::string::npos);
   REQUIRE(group1 != std::string::npos);
   CHECK(group0 < group1);
-  const std::string rank1_part = svg.substr(group1, svg.find("</g>", group1) - group1);
-  const std::map<std::string, Rect> r1 = ranges_of(rank1_part);
+  const std::map<std::string, Rect> r1 = ranges_of(rank_group(svg, 1));
   REQUIRE(r1.count("forward model.0") == 1);
   CHECK(r1.at("forward model.0").y > bucket1.y);
   CHECK(r1.at("forward model.0").x == doctest::Approx(wait.x + px_per_us * 50).epsilon(0.001));
@@ -148,9 +154,7 @@ TEST_CASE("trace svg: the window from the earliest rank, clipped ranges, lanes a
   const std::map<std::string, Rect> r = ranges_of(svg);
   const Rect wait = r.at("data wait"), backward = r.at("backward model.0");
   const double px_per_us = (backward.x - wait.x) / (300 - 100);
-  const size_t group1 = svg.find("<g class=\"rank\" id=\"rank1\">");
-  REQUIRE(group1 != std::string::npos);
-  const std::string rank1_part = svg.substr(group1, svg.find("</g>", group1) - group1);
+  const std::string rank1_part = rank_group(svg, 1);
   const std::map<std::string, Rect> r1 = ranges_of(rank1_part);
   REQUIRE(r1.count("forward model.0") == 1);
   CHECK(r1.at("forward model.0").x == doctest::Approx(wait.x - px_per_us * 60).epsilon(0.001));
