@@ -212,7 +212,8 @@ TEST_CASE("report charts: each series shows its own field, validation's with gap
       CHECK_MESSAGE(shown.emplace(series.name, series.values).second, series.name);
   CHECK(shown.size() == expected.size());
   for (const auto& [name, field, validation] : expected) {
-    INFO(name);
+    const std::string series = name;  // (clang 14 cannot capture bindings in INFO)
+    INFO(series);
     REQUIRE(shown.count(name) == 1);
     const std::vector<double>& values = shown[name];
     REQUIRE(values.size() == 3);

@@ -92,10 +92,11 @@ TEST_CASE("tfevents: the run's scalars carry YOLOv5's tags, validation's only wh
       {"x/lr2", &M::lr2}};
   for (size_t k = 0; k < fields.size(); ++k) m.*fields[k].second = 0.125 * double(k + 1);
   const auto distinct = models::tensorboard_scalars(m);
-  for (const auto& [tag, field] : fields)
-    CHECK_MESSAGE(std::count(distinct.begin(), distinct.end(),
-                             std::pair<std::string, float>{tag, float(m.*field)}) == 1,
-                  tag);
+  for (const auto& tag_field : fields)
+    CHECK_MESSAGE(
+        std::count(distinct.begin(), distinct.end(),
+                   std::pair<std::string, float>{tag_field.first, float(m.*tag_field.second)}) == 1,
+        tag_field.first);
   m.validated = false;
   const auto unvalidated = models::tensorboard_scalars(m);
   CHECK(unvalidated.size() == 6);
