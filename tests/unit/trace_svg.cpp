@@ -17,8 +17,8 @@ using trace::Track;
 
 namespace {
 
-Event range(const std::string& name, Track track, int64_t begin, int64_t end) {
-  return {.name = name, .track = track, .begin_us = begin, .end_us = end, .op = "", .bytes = 0};
+Event range(const std::string& name, Track track, int64_t begin, int64_t end, int64_t bytes = 0) {
+  return {.name = name, .track = track, .begin_us = begin, .end_us = end, .op = "", .bytes = bytes};
 }
 
 struct Rect {
@@ -131,16 +131,12 @@ TEST_CASE("trace svg: the window from the earliest rank, clipped ranges, lanes a
   // Rank 0's step runs 100-1000 us, rank 1's from 40 us: the window is 40-1000 for both, and
   // rank 1's forward from 20 us is clipped to it. Rank 0's next backward, from 1000 us, is past
   // the window. Bucket 1 begins after bucket 0 ends but on bucket 0's label: another lane.
-  auto with_bytes = [](Event e, int64_t bytes) {
-    e.bytes = bytes;
-    return e;
-  };
   const std::vector<Event> rank0 = {
       range("optimizer step", Track::compute, 0, 100),
       range("data wait", Track::loader, 100, 150),
       range("syncbn model.0", Track::communication, 200, 210),
       range("backward model.0", Track::compute, 300, 500),
-      with_bytes(range("allreduce bucket 0", Track::communication, 500, 501), 4096),
+      range("allreduce bucket 0", Track::communication, 500, 501, 4096),
       range("allreduce bucket 1", Track::communication, 503, 600),
       range("optimizer step", Track::compute, 900, 1000),
       range("backward model.0", Track::compute, 1000, 1100),
