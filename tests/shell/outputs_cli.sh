@@ -3,8 +3,8 @@
 # (issue 52): predict keeps --source's subfolders under --out and never draws over an input;
 # convert, export and grads never write over their inputs; weights holding NaN or infinity are
 # refused by every command that reads them, naming the tensor; convert --dtype fp32 turns F16
-# weights into F32; grads refuses non-finite images and a step that overflows. Every refusal
-# must come before anything is written.
+# weights into F32; grads refuses non-finite images and a step that overflows, --amp and --nc
+# change its step, init's --seed its weights. Every refusal must come before anything is written.
 set -euo pipefail
 bareyolo=$(realpath "$1") cfg=$(realpath "$2")
 edit="python3 $(realpath "$(dirname "$0")")/outputs_edit_safetensors.py"
@@ -87,8 +87,18 @@ fi
 test ! -e out4 && test ! -e converted.safetensors && test ! -e g.safetensors && test ! -e m.onnx
 
 # ---- grads: non-finite images, and a step that overflows, exit non-zero with nothing written ----
-"$bareyolo" grads --cfg "$cfg" --weights w.safetensors --batch batch.safetensors --out g.safetensors >/dev/null
+"$bareyolo" grads --cfg "$cfg" --weights w.safetensors --batch batch.safetensors --out g.safetensors >fp32.txt
+# --amp is the bf16 step: a loss of its own, within a few percent of float32's.
+"$bareyolo" grads --cfg "$cfg" --weights w.safetensors --batch batch.safetensors --out g.safetensors \
+  --amp >amp.txt
+total() { sed -n 's/.* total \([0-9.e+-]*\)$/\1/p' "$1"; }
+python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(not (a != b and abs(a - b) < 0.05 * a))' \
+  "$(total fp32.txt)" "$(total amp.txt)" ||
+  { echo "grads --amp: total $(total amp.txt) against float32's $(total fp32.txt)"; exit 1; }
 rm g.safetensors
+# --nc is the model's: 5 classes do not load 3-class weights.
+refuses "w.safetensors: 'model.24.m.0.weight' has shape [24, 16, 1, 1], the model expects [30, 16, 1, 1]" \
+  "$bareyolo" grads --cfg "$cfg" --weights w.safetensors --batch batch.safetensors --nc 5 --out g.safetensors
 $edit batch nan_batch.safetensors nan
 refuses "nan_batch.safetensors: 'images': image 0, channel 0, y 0, x 0 is nan" \
   "$bareyolo" grads --cfg "$cfg" --weights w.safetensors --batch nan_batch.safetensors --out g.safetensors
@@ -96,6 +106,12 @@ $edit set w.safetensors huge.safetensors model.24.m.0.weight 0 3e38
 refuses "the step overflowed on finite weights and images" \
   "$bareyolo" grads --cfg "$cfg" --weights huge.safetensors --batch batch.safetensors --out g.safetensors
 test ! -e g.safetensors
+
+# ---- init: --seed draws the weights, the same seed the same file ----
+"$bareyolo" init --cfg "$cfg" --nc 3 --seed 1 --out again.safetensors >/dev/null
+"$bareyolo" init --cfg "$cfg" --nc 3 --seed 2 --out other.safetensors >/dev/null
+cmp -s w.safetensors again.safetensors || { echo "init --seed 1 twice wrote two files"; exit 1; }
+if cmp -s w.safetensors other.safetensors; then echo "init --seed 2 wrote seed 1's file"; exit 1; fi
 
 # ---- init: an nc whose Detect width overflows an int is refused with the range ----
 refuses "nc 2147483647 is out of range: a model takes 1 to 200000 classes" \

@@ -19,6 +19,7 @@
 #include "engine/parameter_arena.h"
 #include "engine/safetensors.h"
 #include "engine/shipped_files.h"
+#include "models/loss/gradient_report.h"
 #include "models/train/step.h"
 #include "models/yolo/model_config.h"
 #include "models/yolo/weights.h"
@@ -58,29 +59,51 @@ double check_tensor(const SafetensorsFile& golden, const std::string& kind, cons
   return error / limit;
 }
 
+// The fixture's model with its weights, its batch and its loss options.
+struct Golden {
+  std::string path = shipped_file("tests/fixtures/golden/yolov5-tiny-64.safetensors");
+  SafetensorsFile file = SafetensorsFile::load(path);
+  int nc = std::stoi(file.metadata().at("nc"));
+  int imgsz = std::stoi(file.metadata().at("imgsz"));
+  DetectionModel model{load_model_config(shipped_file(file.metadata().at("cfg"))), {.nc = nc}};
+  Tensor images = file.tensor("images");
+  std::vector<LabelRow> labels = label_rows(file, "targets", path, 2, nc);
+
+  Golden() {
+    load_state(file, model.state(), path, "weights.");
+    REQUIRE(images.shape() == Shape4{2, 3, imgsz, imgsz});
+    REQUIRE(labels.size() == 6);
+  }
+};
+
+// The loss values in the fixture's order: total, box, obj, cls.
+void check_loss(const SafetensorsFile& golden, const std::vector<double>& got) {
+  const std::vector<double> want = golden.values<double>("loss");
+  for (size_t k = 0; k < 4; ++k) {
+    CAPTURE(k);  // total, box, obj, cls
+    CHECK(std::fabs(got[k] - want[k]) <= kLossLimit * std::fabs(want[k]));
+  }
+}
+
+size_t records_named(const SafetensorsFile& file, const std::string& prefix) {
+  return size_t(std::count_if(file.records().begin(), file.records().end(),
+                              [&](const TensorRecord& r) { return r.name.rfind(prefix, 0) == 0; }));
+}
+
 }  // namespace
 
 TEST_CASE("golden: yolov5-tiny's loss, gradients and 3 SGD steps equal PyTorch YOLOv5's") {
-  const std::string path = shipped_file("tests/fixtures/golden/yolov5-tiny-64.safetensors");
-  const SafetensorsFile golden = SafetensorsFile::load(path);
-  const int nc = std::stoi(golden.metadata().at("nc"));
-  const int imgsz = std::stoi(golden.metadata().at("imgsz"));
+  Golden fixture;
+  const SafetensorsFile& golden = fixture.file;
+  DetectionModel& model = fixture.model;
+  const Tensor& images = fixture.images;
+  const std::vector<LabelRow>& labels = fixture.labels;
+  const std::vector<StateEntry> state = model.state();
   const double lr = std::stod(golden.metadata().at("lr"));
   const double momentum = std::stod(golden.metadata().at("momentum"));
   const int steps = std::stoi(golden.metadata().at("steps"));
-
-  DetectionModel model(load_model_config(shipped_file(golden.metadata().at("cfg"))), {.nc = nc});
-  const std::vector<StateEntry> state = model.state();
-  load_state(golden, state, path, "weights.");
-  const Tensor images = golden.tensor("images");
-  REQUIRE(images.shape() == Shape4{2, 3, imgsz, imgsz});
-  std::vector<LabelRow> labels;
-  const std::vector<float> rows = golden.values<float>("targets");
-  for (size_t r = 0; r + 6 <= rows.size(); r += 6)
-    labels.push_back(
-        {int(rows[r]), int(rows[r + 1]), rows[r + 2], rows[r + 3], rows[r + 4], rows[r + 5]});
-  REQUIRE(labels.size() == 6);
-  const LossOptions loss{scale_loss_gains({}, model.num_levels(), nc, imgsz), nc};
+  const LossOptions loss{scale_loss_gains({}, model.num_levels(), fixture.nc, fixture.imgsz),
+                         fixture.nc};
 
   ParameterArena arena(state);
   Sgd sgd(arena, lr, momentum, /*weight_decay=*/0.0, /*nesterov=*/false);
@@ -88,12 +111,7 @@ TEST_CASE("golden: yolov5-tiny's loss, gradients and 3 SGD steps equal PyTorch Y
   const LossValues values = read_loss(forward_backward(model, images, labels, loss));
 
   // The first step: the loss and every gradient.
-  const std::vector<double> want_loss = golden.values<double>("loss");
-  const std::vector<double> got_loss = {values.total, values.box, values.obj, values.cls};
-  for (size_t k = 0; k < 4; ++k) {
-    CAPTURE(k);  // total, box, obj, cls
-    CHECK(std::fabs(got_loss[k] - want_loss[k]) <= kLossLimit * std::fabs(want_loss[k]));
-  }
+  check_loss(golden, {values.total, values.box, values.obj, values.cls});
   double closest = 0;
   int gradients = 0;
   for (const StateEntry& entry : state) {
@@ -101,11 +119,8 @@ TEST_CASE("golden: yolov5-tiny's loss, gradients and 3 SGD steps equal PyTorch Y
     closest = std::max(closest, check_tensor(golden, "grad", entry.name, *entry.grad));
     ++gradients;
   }
-  const auto records_named = [&](const std::string& prefix) {
-    return std::count_if(golden.records().begin(), golden.records().end(),
-                         [&](const TensorRecord& r) { return r.name.rfind(prefix, 0) == 0; });
-  };
-  CHECK(gradients == records_named("grad."));  // every parameter of yolov5-tiny was compared
+  // Every parameter of yolov5-tiny was compared.
+  CHECK(size_t(gradients) == records_named(golden, "grad."));
 
   // Then the steps: the first with these gradients, the others on the same batch.
   for (int step = 0; step < steps; ++step) {
@@ -126,4 +141,23 @@ TEST_CASE("golden: yolov5-tiny's loss, gradients and 3 SGD steps equal PyTorch Y
   }
   CHECK(compared + 1 > gradients);  // the parameters, BatchNorm's statistics, the anchors
   MESSAGE("golden: the closest tensor used " << closest << " of its limit");
+}
+
+// `bareyolo grads` writes what tools/check_against_yolov5.py compares with PyTorch: the same
+// numbers as above, in the report's layout. A second report on the same model is the same
+// report (its gradients are not added to the first's).
+TEST_CASE("golden: the gradient report holds PyTorch YOLOv5's loss and gradients, each time") {
+  Golden fixture;
+  for (int report_number = 1; report_number <= 2; ++report_number) {
+    CAPTURE(report_number);
+    const SafetensorsFile report =
+        gradient_report(fixture.model, fixture.images, fixture.labels, LossHyp{});
+    const std::vector<float> loss = report.values<float>("loss");  // box, obj, cls
+    check_loss(fixture.file,
+               {report.values<float>("loss_total").at(0), loss.at(0), loss.at(1), loss.at(2)});
+    REQUIRE(records_named(report, "grad.") == records_named(fixture.file, "grad."));
+    for (const TensorRecord& record : report.records())
+      if (record.name.rfind("grad.", 0) == 0)
+        check_tensor(fixture.file, "grad", record.name.substr(5), report.tensor(record.name));
+  }
 }
