@@ -254,6 +254,21 @@ TEST_CASE("safetensors reads the bytes the reference implementation writes") {
 
 TEST_CASE("safetensors writes the bytes the reference implementation writes") {
   CHECK(fixture_content().serialize() == kPythonFixture);
+  // Its header is padded with spaces to the next multiple of 8, an aligned one not at all:
+  // over eight metadata lengths, every remainder comes up once.
+  for (size_t extra = 0; extra < 8; ++extra) {
+    CAPTURE(extra);
+    SafetensorsFile file;
+    file.metadata()["key"] = std::string(extra, 'v');
+    file.add_values<float>("x", {1}, {1});
+    const std::vector<uint8_t> bytes = file.serialize();
+    uint64_t header_bytes = 0;
+    std::memcpy(&header_bytes, bytes.data(), sizeof(header_bytes));
+    const std::string header(bytes.begin() + 8, bytes.begin() + 8 + int64_t(header_bytes));
+    const size_t unpadded = header.find_last_not_of(' ') + 1;
+    CHECK(header_bytes % 8 == 0);
+    CHECK(header_bytes - unpadded < 8);
+  }
 }
 
 TEST_CASE("safetensors refuses corrupt files with a message naming the problem") {
