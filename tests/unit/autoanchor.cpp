@@ -1,9 +1,11 @@
 // tests/unit/autoanchor.cpp — AutoAnchor (issue 55): its fit numbers on a hand-computed case,
 // k-means on points with known clusters, the search finding clusters of label sizes, the label
-// sizes and their per-image random factor, the hyp file's `anchors: N`, and a run whose poor
-// anchors AutoAnchor replaced predicting with the new ones after reload. coco128 and YOLOv5's
-// own numbers: tests/datasets/autoanchor.cpp; 2 ranks: tests/dist/train.cpp; the model's side
-// (placeholders, set_anchors): tests/unit/model_anchors.cpp.
+// sizes and their per-image random factor, the decision (keep above 0.98 recall, else search,
+// and keep the old anchors when the new ones match fewer labels) with its log lines, the hyp
+// file's `anchors: N`, and a run whose poor anchors AutoAnchor replaced predicting with the new
+// ones after reload. coco128 and YOLOv5's own numbers: tests/datasets/autoanchor.cpp; 2 ranks:
+// tests/dist/train.cpp; the model's side (placeholders, set_anchors):
+// tests/unit/model_anchors.cpp.
 #include <cmath>
 #include <limits>
 #include <random>
@@ -59,6 +61,28 @@ models::TrainOptions short_run(const fs::path& root,
   options.run_dir = (root / "run").string();
   return options;
 }
+
+// Square labels of `sides` pixels on 64-pixel images, one image each.
+data::Dataset square_labels(const std::vector<float>& sides) {
+  std::vector<std::pair<std::array<int, 2>, std::vector<data::LabelBox>>> images;
+  for (float side : sides) images.push_back({{64, 64}, {{0, 0.5f, 0.5f, side / 64, side / 64}}});
+  return records_dataset(images);
+}
+
+// yolov5-tiny with nine anchors of `side` x `side` pixels, and AutoAnchor's lines on it.
+struct AnchorCheck {
+  models::DetectionModel model{models::load_model_config(shipped_file("models/yolov5-tiny.yaml"))};
+  std::vector<std::string> lines;
+
+  explicit AnchorCheck(double side) {
+    model.set_anchors(std::vector<std::vector<double>>(3, std::vector<double>(6, side)));
+  }
+  bool run(const data::Dataset& dataset) {
+    // No genetic search: the anchors are k-means' (test cases above test the search).
+    return models::autoanchor(model, dataset, {.imgsz = 64, .generations = 0},
+                              [&](const std::string& line) { lines.push_back(line); });
+  }
+};
 
 }  // namespace
 
@@ -169,6 +193,48 @@ TEST_CASE("label sizes: pixels at imgsz, each image's random factor from the see
   CHECK(scaled[1][0] / 16.0 == doctest::Approx(first));         // ... and all its labels
   CHECK(models::label_sizes(dataset, 64, true, 11) == scaled);  // from the seed
   CHECK(models::label_sizes(dataset, 64, true, 12) != scaled);
+}
+
+TEST_CASE("AutoAnchor keeps anchors above 0.98 recall and searches at 0.95") {
+  // Labels of 9 pixels (8.1 to 9.9 with the random factor) fit 9-pixel anchors, one of 60
+  // pixels fits none (more than 4 times larger).
+  std::vector<float> sides(99, 9.0f);
+  sides.push_back(60);
+  AnchorCheck good(9);
+  CHECK_FALSE(good.run(square_labels(sides)));
+  REQUIRE(good.lines.size() == 1);
+  CHECK(good.lines[0] ==
+        "AutoAnchor: 8.91 anchors/target, 0.990 Best Possible Recall (BPR). Current anchors are a "
+        "good fit to dataset");
+  CHECK(good.model.pixel_anchors()[2] == std::vector<double>(6, 9));
+
+  sides.erase(sides.begin(), sides.begin() + 80);  // 19 of 20 fit: 0.95
+  AnchorCheck poor(9);
+  poor.run(square_labels(sides));
+  REQUIRE(!poor.lines.empty());
+  CHECK(poor.lines[0] ==
+        "AutoAnchor: 8.55 anchors/target, 0.950 Best Possible Recall (BPR). Anchors are a poor "
+        "fit to dataset, attempting to improve...");
+}
+
+TEST_CASE("AutoAnchor keeps the model's anchors when the new ones match fewer labels") {
+  // 30 labels of 1.5 pixels fit the 3-pixel anchors; 10 of 36 to 44 pixels fit none. k-means
+  // sees only labels of 2 pixels or more, so its anchors fit the 10 and none of the 30.
+  std::vector<float> sides(30, 1.5f);
+  for (int i = 0; i < 10; ++i) sides.push_back(36.0f + float(i) * 8 / 9);
+  AnchorCheck check(3);
+  CHECK_FALSE(check.run(square_labels(sides)));
+  std::string log;
+  for (const std::string& line : check.lines) log += line + "\n";
+  INFO(log);
+  REQUIRE(check.lines.size() == 4);
+  CHECK(check.lines[0] ==
+        "AutoAnchor: 6.75 anchors/target, 0.750 Best Possible Recall (BPR). Anchors are a poor "
+        "fit to dataset, attempting to improve...");
+  CHECK(check.lines[3] ==
+        "AutoAnchor: the new anchors give 2.25 anchors/target, 0.250 Best Possible Recall (BPR): "
+        "Done (original anchors better than new anchors, proceeding with original anchors)");
+  CHECK(check.model.pixel_anchors()[0] == std::vector<double>(6, 3));
 }
 
 TEST_CASE(

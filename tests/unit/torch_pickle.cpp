@@ -23,7 +23,7 @@ std::string text(const std::string& s) {  // BINUNICODE: 4-byte little-endian le
   return out + s;
 }
 std::string small(int value) { return "K" + std::string(1, char(value)); }  // BININT1
-std::string tuple_of(const std::vector<int>& values) {  // MARK ... TUPLE
+std::string tuple_of(const std::vector<int>& values) {                      // MARK ... TUPLE
   std::string out = "(";
   for (int v : values) out += small(v);
   return out + "t";
@@ -36,8 +36,8 @@ std::string float_tensor(int numel, int offset, const std::vector<int>& size,
   const std::string storage = "(" + text("storage") + global("torch", "FloatStorage") + text("0") +
                               text("cpu") + small(numel) + "tQ";  // BINPERSID
   return global("torch._utils", "_rebuild_tensor_v2") + "(" + storage + small(offset) +
-         tuple_of(size) + tuple_of(stride) + "\x89" + global("collections", "OrderedDict") +
-         ")R" + "tR";  // NEWFALSE, the call of OrderedDict(), the argument tuple, the call
+         tuple_of(size) + tuple_of(stride) + "\x89" + global("collections", "OrderedDict") + ")R" +
+         "tR";  // NEWFALSE, the call of OrderedDict(), the argument tuple, the call
 }
 
 // A checkpoint whose data.pkl is `pickle` (protocol 2, one value) and whose storage data/0
@@ -61,10 +61,9 @@ std::vector<float> floats_of(const TensorRecord& tensor) {
 
 TEST_CASE("torch pickle: a view is cut from its storage at its offset, along its strides") {
   // Offset 1, 2 rows 4 apart, 3 columns 2 apart; and a transposed 3 x 2 view from 0.
-  const TorchZip zip = TorchZip::parse(
-      checkpoint("(" + float_tensor(12, 1, {2, 3}, {4, 2}) + float_tensor(12, 0, {3, 2}, {1, 3}) +
-                 "t"),
-      "views.pt");
+  const TorchZip zip = TorchZip::parse(checkpoint("(" + float_tensor(12, 1, {2, 3}, {4, 2}) +
+                                                  float_tensor(12, 0, {3, 2}, {1, 3}) + "t"),
+                                       "views.pt");
   const TorchPickle pickle = TorchPickle::read(zip);
   REQUIRE(pickle.root().kind == PickleValue::Kind::tuple);
   REQUIRE(pickle.root().items.size() == 2);
@@ -82,7 +81,8 @@ TEST_CASE("torch pickle: a view may end on its storage's last element, not one p
       TorchZip::parse(checkpoint(float_tensor(12, 3, {2, 3}, {4, 2})), "last.pt"));
   CHECK(floats_of(last.root().tensor) == std::vector<float>{3, 5, 7, 7, 9, 11});
   CHECK_THROWS_WITH_AS(
-      TorchPickle::read(TorchZip::parse(checkpoint(float_tensor(12, 4, {2, 3}, {4, 2})), "past.pt")),
+      TorchPickle::read(
+          TorchZip::parse(checkpoint(float_tensor(12, 4, {2, 3}, {4, 2})), "past.pt")),
       doctest::Contains("a tensor reaching outside its storage data/0 of 12 elements"),
       std::invalid_argument);
 }
@@ -99,11 +99,14 @@ TEST_CASE("torch pickle: torch's own functions are refused by name, like any glo
 }
 
 TEST_CASE("torch zip: records outside the folder of the others are refused") {
-  std::vector<uint8_t> two_folders = stored_zip({{"archive/data.pkl", "\x80\x02N."}, {"other/data/0", "x"}});
-  CHECK_THROWS_WITH_AS(TorchZip::parse(two_folders, "folders.pt"),
-                       doctest::Contains("zip entry 'other/data/0' is outside the folder 'archive' of the others"),
-                       std::invalid_argument);
-  const TorchZip one = TorchZip::parse(stored_zip({{"archive/data.pkl", "\x80\x02N."}, {"archive/data/0", "x"}}), "one.pt");
+  std::vector<uint8_t> two_folders =
+      stored_zip({{"archive/data.pkl", "\x80\x02N."}, {"other/data/0", "x"}});
+  CHECK_THROWS_WITH_AS(
+      TorchZip::parse(two_folders, "folders.pt"),
+      doctest::Contains("zip entry 'other/data/0' is outside the folder 'archive' of the others"),
+      std::invalid_argument);
+  const TorchZip one = TorchZip::parse(
+      stored_zip({{"archive/data.pkl", "\x80\x02N."}, {"archive/data/0", "x"}}), "one.pt");
   CHECK(one.folder() == "archive");
   CHECK(TorchPickle::read(one).root().is_none());
 }
