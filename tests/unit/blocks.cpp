@@ -60,6 +60,14 @@ TEST_CASE("SPPF backward matches finite differences") {
   BlockContext context{init, kYolov5Bn, Device::cpu(), DType::f64};
   SPPF block(8, 6, 5, context);
   CHECK(state_names(block, "").size() == 12);
+  // YOLOv5's SPPF halves its input's channels (8 -> 4), pools them three times and brings the
+  // four concatenated (16) to its output's 6.
+  std::vector<StateEntry> state;
+  block.collect_state("", state);
+  CHECK(state[0].name == "cv1.conv.weight");
+  CHECK(state[0].dims == std::vector<int64_t>{4, 8, 1, 1});
+  CHECK(state[6].name == "cv2.conv.weight");
+  CHECK(state[6].dims == std::vector<int64_t>{6, 16, 1, 1});
   check_module_gradients(block, {{2, 8, 6, 5}}, Mode::train, rng);
 }
 

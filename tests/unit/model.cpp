@@ -110,7 +110,12 @@ TEST_CASE("yolov5n strides anchors and from-scratch state are YOLOv5's") {
   // Detect bias priors on top of U(-1/8, 1/8) (fan_in 64 for level 0), rounded to fp16.
   std::vector<float> bias = state.at("model.24.m.0.bias").value->to_vector<float>();
   CHECK(std::fabs(bias[4] - std::log(8.0 / (80 * 80))) < 0.126);
-  CHECK(std::fabs(bias[85 + 5] - std::log(0.6 / (80 - 0.99999))) < 0.126);
+  for (int anchor = 0; anchor < 3; ++anchor)
+    for (int c = 0; c < 80; ++c) {  // every class of every anchor
+      CAPTURE(anchor);
+      CAPTURE(c);
+      CHECK(std::fabs(bias[size_t(anchor * 85 + 5 + c)] - std::log(0.6 / (80 - 0.99999))) < 0.126);
+    }
   for (float v : state.at("model.1.conv.weight").value->to_vector<float>())
     REQUIRE(v == _cvtsh_ss(_cvtss_sh(v, 0)));  // representable in fp16
 }

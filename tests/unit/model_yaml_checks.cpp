@@ -76,6 +76,13 @@ TEST_CASE("a conv stride or kernel below 1 is refused naming the row, the value 
                        std::invalid_argument);
 }
 
+TEST_CASE("a row's number below 1 is refused naming the row and the value") {
+  CHECK_THROWS_WITH_AS(
+      parse_model_config(model_yaml("10,13, 16,30", "  - [-1, 0, C3, [8]]\n"), "n.yaml"),
+      doctest::Contains("n.yaml, row 0 (line 7): number must be at least 1, got 0"),
+      std::invalid_argument);
+}
+
 TEST_CASE("an nc beyond kMaxClasses is refused with the range, before any int overflows") {
   // A yaml's whole numbers are checked against int's range before the cast (undefined beyond).
   std::string yaml = model_yaml("10,13, 16,30", kOneConv);

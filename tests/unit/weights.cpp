@@ -174,6 +174,28 @@ TEST_CASE("F16 weights convert to fp32 exactly and to bf16 by one rounding") {
   for (size_t i = 0; i < values.size(); ++i) CHECK(narrowed[i] == round_to_bf16(values[i]));
 }
 
+TEST_CASE("fp32 weights narrow to F16 to nearest, and a tensor F16 cannot hold stays fp32") {
+  // What a stripped checkpoint writes (YOLOv5's .half()); 65504 is the largest half, 65520
+  // rounds to infinity.
+  const std::vector<float> small = {1.0f, 0.1f, -2.5f, 65504.0f};
+  SafetensorsFile fp32;
+  fp32.add_values<float>("small", small, {4});
+  fp32.add_values<float>("large", {1.0f, 65520.0f}, {2});
+  fp32.add_values<int64_t>("count", {7}, {1});
+  const SafetensorsFile half = with_float_dtype(fp32, DType::f16);
+  const TensorRecord& narrowed = half.record("small");
+  CHECK(narrowed.dtype == "F16");
+  REQUIRE(narrowed.bytes.size() == 2 * small.size());
+  for (size_t i = 0; i < small.size(); ++i) {
+    uint16_t bits = 0;
+    std::memcpy(&bits, narrowed.bytes.data() + 2 * i, 2);
+    CHECK(bits == _cvtss_sh(small[i], _MM_FROUND_TO_NEAREST_INT));
+  }
+  CHECK(half.record("large").dtype == "F32");
+  CHECK(half.values<float>("large") == std::vector<float>{1.0f, 65520.0f});
+  CHECK(half.values<int64_t>("count") == std::vector<int64_t>{7});
+}
+
 TEST_CASE("a weights file's nc is read only within 1..kMaxClasses") {
   SafetensorsFile file;
   CHECK(metadata_nc(file, "w") == 0);  // none stated
