@@ -71,18 +71,21 @@ WatchedCommunicator watched_device_only(ProcessGroup& group, HostMemoryAsDevice*
       DesyncCheck::per_step);
 }
 
-// Buckets 3 and 4 (equal sizes) all-reduced, in swapped order on the ranks listed; `buckets_on`
-// the device their buffers are labelled with.
-void two_buckets(Communicator& comm, bool swap, Device buckets_on = Device::cpu()) {
-  std::vector<float> bucket3(size_t(kBucketFloats), 1.0f), bucket4(size_t(kBucketFloats), 2.0f);
-  auto issue = [&](std::vector<float>& values, int index) {
-    return comm.allreduce(CommBuffer::of(values.data(), kBucketFloats, buckets_on), ReduceOp::avg,
-                          "bucket " + std::to_string(index));
-  };
+// Two buckets of equal size, named "bucket <first>" and "bucket <second>", all-reduced in that
+// order; `buckets_on` the device their buffers are labelled with.
+void buckets(Communicator& comm, int first, int second, Device buckets_on = Device::cpu()) {
+  std::vector<float> values(size_t(2 * kBucketFloats), 1.0f);
   std::vector<WorkHandle> work;
-  work.push_back(swap ? issue(bucket4, 4) : issue(bucket3, 3));
-  work.push_back(swap ? issue(bucket3, 3) : issue(bucket4, 4));
+  for (int k = 0; k < 2; ++k)
+    work.push_back(
+        comm.allreduce(CommBuffer::of(values.data() + k * kBucketFloats, kBucketFloats, buckets_on),
+                       ReduceOp::avg, "bucket " + std::to_string(k == 0 ? first : second)));
   for (WorkHandle& w : work) w->wait();
+}
+
+// Buckets 3 and 4, in swapped order on the ranks listed.
+void two_buckets(Communicator& comm, bool swap, Device buckets_on = Device::cpu()) {
+  swap ? buckets(comm, 4, 3, buckets_on) : buckets(comm, 3, 4, buckets_on);
 }
 
 // One step: the two buckets, then its end.
@@ -146,6 +149,24 @@ TEST_CASE(
       },
       60s);
   check_every_rank_says(results, kBucketsSwappedAtFour);
+}
+
+TEST_CASE("desync check: ranks that part at the last collective before a check are named there") {
+  // Step 2's buckets are #4 and #5, its check #6: rank 1's #5 is bucket 5, rank 0's bucket 4.
+  auto results = run_ranks(
+      2,
+      [](ProcessGroup& group) {
+        WatchedCommunicator comm = watched_without_tags(group, DesyncCheck::per_step);
+        step(comm, false);
+        buckets(comm, 3, group.rank() == 1 ? 5 : 4);
+        comm.end_step();
+        for (size_t s = 0; s < WatchedCommunicator::kCheckLag; ++s) step(comm, false);
+        throw std::runtime_error("the desync went unnoticed");
+      },
+      60s);
+  check_every_rank_says(results,
+                        "rank 1 issued all_reduce #5 bucket 5 (1,000 floats) where rank 0 issued "
+                        "all_reduce #5 bucket 4 (1,000 floats)");
 }
 
 TEST_CASE(
@@ -282,19 +303,20 @@ TEST_CASE("desync check: before every collective, a bucket of the wrong size is 
                         "all_reduce #2 bucket 2 (1,000 floats)");
 }
 
-TEST_CASE("flight record: a failed collective names the rank that never reached it") {
+TEST_CASE("flight record: a failed collective names the rank that never reached it, only it") {
   const std::string folder =
       (std::filesystem::temp_directory_path() / ("bareyolo-flight-" + std::to_string(::getpid())))
           .string();
   std::filesystem::remove_all(folder);
+  // Rank 2 stops after #1; ranks 0 and 1 both issue #2 and wait in it.
   auto results = run_ranks(
-      2,
+      3,
       [&](ProcessGroup& group) {
         REQUIRE_FALSE(group.watched == nullptr);
         group.watched->record_flights_in(folder);
         std::vector<float> values(16, 1.0f);
         group.comm->allreduce(CommBuffer::of(values.data(), 16), ReduceOp::sum, "bucket 0")->wait();
-        if (group.rank() == 1) {
+        if (group.rank() == 2) {
           std::this_thread::sleep_for(2500ms);  // its heartbeat publishes #1 meanwhile
           std::_Exit(0);                        // gone without a word, as a crash
         }
@@ -304,12 +326,13 @@ TEST_CASE("flight record: a failed collective names the rank that never reached 
   const RankResult& rank0 = results[0];
   INFO(rank0.describe());
   CHECK(rank0.exit_code == 1);
-  CHECK(rank0.output.find("rank 1 never reached collective #2 (its last: all_reduce #1 bucket 0 "
+  CHECK(rank0.output.find("rank 2 never reached collective #2 (its last: all_reduce #1 bucket 0 "
                           "(16 floats))") != std::string::npos);
+  CHECK(rank0.output.find("rank 1 never reached") == std::string::npos);
   CHECK(rank0.output.find(folder + "/rank0.json") != std::string::npos);
   const FlightFile flight = read_flight_record(folder + "/rank0.json");
   CHECK(flight.rank == 0);
-  CHECK(flight.world_size == 2);
+  CHECK(flight.world_size == 3);
   REQUIRE(flight.records.size() >= 2);
   CHECK(to_string(flight.records.back().collective) == "all_reduce #2 bucket 1 (16 floats)");
   CHECK_FALSE(flight.records.back().finished_us.has_value());

@@ -166,6 +166,25 @@ TEST_CASE("flight recorder: the ranks' files read back, and the summary says whe
   CHECK_THROWS_WITH(read_flight_folder(folder), doctest::Contains("holds no flight record"));
 }
 
+TEST_CASE("flight records: every kind of collective reads back as it was written") {
+  const std::string folder =
+      (std::filesystem::temp_directory_path() / ("bareyolo-kinds-" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::remove_all(folder);
+  const std::vector<CollectiveFingerprint> issued = {
+      {.sequence = 1, .op = CollectiveOp::all_reduce, .dtype = DType::bf16, .count = 8, .tag = "a"},
+      {.sequence = 2, .op = CollectiveOp::broadcast, .dtype = DType::i64, .count = 3, .tag = "b"},
+      {.sequence = 3, .op = CollectiveOp::all_gather, .dtype = DType::f64, .count = 2, .tag = ""},
+      {.sequence = 4, .op = CollectiveOp::barrier, .dtype = DType::f32, .count = 0, .tag = "end"}};
+  FlightRecorder recorder;
+  for (const CollectiveFingerprint& collective : issued) recorder.issued(collective, 10);
+  const FlightFile file =
+      read_flight_record(write_flight_record(folder, 0, 1, "", recorder.records()));
+  REQUIRE(file.records.size() == issued.size());
+  for (size_t i = 0; i < issued.size(); ++i) CHECK(file.records[i].collective == issued[i]);
+  std::filesystem::remove_all(folder);
+}
+
 TEST_CASE("flight records: a damaged file is refused, and a large world's gaps are ranges") {
   // Before: a file claiming world_size 2^31 made the summary a line per rank (2^31 of them),
   // and its numbers were cast as found.
