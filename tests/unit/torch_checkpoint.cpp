@@ -52,7 +52,13 @@ TEST_CASE("YOLOv5 v7.0 checkpoints read as exactly the state_dict PyTorch loads"
   check_against_reference("epoch0.pt", "epoch0.state.safetensors");
   check_against_reference("best_torch2.pt", "best.state.safetensors");
   const SafetensorsFile best = load_weights_file(fixture("best.pt"));
-  CHECK(best.records().front().name == "model.0.conv.weight");  // state_dict's order
+  // state_dict's order: a module's parameters, its buffers, then its children's.
+  std::vector<std::string> first;
+  for (size_t i = 0; i < 6; ++i) first.push_back(best.records()[i].name);
+  CHECK(first == std::vector<std::string>{"model.0.conv.weight", "model.0.bn.weight",
+                                          "model.0.bn.bias", "model.0.bn.running_mean",
+                                          "model.0.bn.running_var",
+                                          "model.0.bn.num_batches_tracked"});
   CHECK(best.records().back().name == "model.24.m.2.bias");
   CHECK(best.record("model.0.conv.weight").dtype == "F16");
   CHECK(best.record("model.0.bn.num_batches_tracked").dtype == "I64");
