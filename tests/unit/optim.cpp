@@ -151,14 +151,16 @@ TEST_CASE("schedule follows YOLOv5's warmup and its epoch off-by-one") {
   CHECK(first.momentum == doctest::Approx(0.8));
   CHECK(first.accumulate == 1);
   StepSettings middle = schedule.at(75);  // epoch 1, halfway through warmup
-  CHECK(middle.lr == doctest::Approx(0.5 * 0.01 * schedule.lr_factor(1)));
+  // The learning rates under 0.01 relative (scale 0): the default Approx's 1.2e-5 absolute is
+  // 0.6 % of lr0 * lf(8).
+  CHECK(middle.lr == doctest::Approx(0.5 * 0.01 * schedule.lr_factor(1)).scale(0));
   CHECK(middle.bias_lr == doctest::Approx(0.1 + 0.5 * (0.01 * schedule.lr_factor(1) - 0.1)));
   CHECK(middle.accumulate == 2);  // round(2.5) = 2, half to even
   // Warmup ends at iteration 150, the first of epoch 3: epoch 3 keeps lr0 * lf(3) ...
-  CHECK(schedule.at(170).lr == doctest::Approx(0.01 * schedule.lr_factor(3)));
+  CHECK(schedule.at(170).lr == doctest::Approx(0.01 * schedule.lr_factor(3)).scale(0));
   // ... and epoch 4 on trains at lr0 * lf(e - 1).
-  CHECK(schedule.at(210).lr == doctest::Approx(0.01 * schedule.lr_factor(3)));
-  CHECK(schedule.at(499).lr == doctest::Approx(0.01 * schedule.lr_factor(8)));
+  CHECK(schedule.at(210).lr == doctest::Approx(0.01 * schedule.lr_factor(3)).scale(0));
+  CHECK(schedule.at(499).lr == doctest::Approx(0.01 * schedule.lr_factor(8)).scale(0));
   CHECK(schedule.at(499).momentum == doctest::Approx(0.937));
   CHECK(schedule.at(499).accumulate == 4);
 

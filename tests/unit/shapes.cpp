@@ -36,7 +36,7 @@ TEST_CASE("make-shapes writes a dataset that verifies cleanly with its labels on
   REQUIRE(stored.size() == boxes.size());
   for (size_t i = 0; i < boxes.size(); ++i) {
     CHECK(stored[i].class_id == boxes[i].class_id);
-    CHECK(stored[i].cx == doctest::Approx(boxes[i].cx).epsilon(1e-5));
+    CHECK(stored[i].cx == doctest::Approx(boxes[i].cx).scale(0).epsilon(1e-5));
   }
 }
 

@@ -86,9 +86,10 @@ TEST_CASE("trace analysis: hidden communication, loader waits and bucket departu
                                           range("optimizer step", Track::compute, 200, 210)};
   CHECK(trace::step_anatomy(three_steps).step_ms == doctest::Approx((210 - 10) / 2 / 1e3));
   REQUIRE(anatomy.buckets.size() == 2);
-  CHECK(anatomy.buckets[0].before_backward_end_ms == doctest::Approx(0.030));
-  CHECK(anatomy.buckets[1].before_backward_end_ms == doctest::Approx(0.005));
-  CHECK(anatomy.buckets[1].duration_ms == doctest::Approx(0.020));
+  // Durations in ms relative (scale 0): the default Approx's 1.2e-5 ms is 0.24 % of 5 us.
+  CHECK(anatomy.buckets[0].before_backward_end_ms == doctest::Approx(0.030).scale(0));
+  CHECK(anatomy.buckets[1].before_backward_end_ms == doctest::Approx(0.005).scale(0));
+  CHECK(anatomy.buckets[1].duration_ms == doctest::Approx(0.020).scale(0));
   // Which backward closed each bucket: the last to end before it left.
   CHECK(anatomy.buckets[0].closed_by.empty());  // launched at 30, before any backward ended
   CHECK(anatomy.buckets[1].closed_by == "model.1");
@@ -126,7 +127,7 @@ TEST_CASE("trace analysis: of two steps the last one's buckets, overlapping back
   CHECK(shares.loader_wait == doctest::Approx(16.0 / 160.0));
   const trace::StepAnatomy anatomy = trace::step_anatomy(events);
   REQUIRE(anatomy.buckets.size() == 1);  // the last step's
-  CHECK(anatomy.buckets[0].before_backward_end_ms == doctest::Approx(0.015));
+  CHECK(anatomy.buckets[0].before_backward_end_ms == doctest::Approx(0.015).scale(0));
   CHECK(anatomy.buckets[0].closed_by.empty());  // launched at 130, before the backward ended
   CHECK(anatomy.step_ms == doctest::Approx(0.1));
 }
@@ -206,14 +207,15 @@ TEST_CASE("trace analysis: SyncBN meetings split into latency and waits over the
   const std::optional<trace::MeetingCosts> costs = trace::meeting_costs({rank0, rank1});
   REQUIRE(costs.has_value());
   CHECK(costs->meetings == 3);
-  CHECK(costs->latency_ms == doctest::Approx((5 + 1 + 2) / 1e3));
-  CHECK(costs->wait_ms == doctest::Approx((5 + 5 + 3) / 1e3));
+  // Relative (scale 0), as in the first test case.
+  CHECK(costs->latency_ms == doctest::Approx((5 + 1 + 2) / 1e3).scale(0));
+  CHECK(costs->wait_ms == doctest::Approx((5 + 5 + 3) / 1e3).scale(0));
   REQUIRE(costs->longest_waits_ms.size() == 3);
   CHECK(costs->longest_waits_ms[0].first == "syncbn model.1 (forward)");
-  CHECK(costs->longest_waits_ms[0].second == doctest::Approx(5 / 1e3));
+  CHECK(costs->longest_waits_ms[0].second == doctest::Approx(5 / 1e3).scale(0));
   CHECK(costs->longest_waits_ms[1].first == "syncbn model.2");  // in no range: no pass
   CHECK(costs->longest_waits_ms[2].first == "syncbn model.1 (backward)");
-  CHECK(costs->longest_waits_ms[2].second == doctest::Approx(3 / 1e3));
+  CHECK(costs->longest_waits_ms[2].second == doctest::Approx(3 / 1e3).scale(0));
   CHECK(trace::meeting_costs({rank0, rank1}, 1)->longest_waits_ms.size() == 1);  // the longest
   CHECK_FALSE(trace::meeting_costs({rank0}).has_value());              // one rank meets nobody
   CHECK_FALSE(trace::meeting_costs({rank0, {rank1[0]}}).has_value());  // cut short

@@ -186,8 +186,8 @@ TEST_CASE("a --multi-scale batch keeps its bytes and is resized as the model's i
   REQUIRE(input.size() == 3 * 35);
   for (int channel = 0; channel < 3; ++channel) {
     const float* plane = input.data() + channel * 35;
-    CHECK(plane[8] == doctest::Approx(0.079 * 100 / 255).epsilon(1e-5));
-    CHECK(plane[34] == doctest::Approx(1.21 * 100 / 255).epsilon(1e-5));
+    CHECK(plane[8] == doctest::Approx(0.079 * 100 / 255).scale(0).epsilon(1e-5));
+    CHECK(plane[34] == doctest::Approx(1.21 * 100 / 255).scale(0).epsilon(1e-5));
   }
   CHECK(batch.targets == std::vector<float>{0, 1, 0.25f, 0.5f, 0.2f, 0.4f});
 }
