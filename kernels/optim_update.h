@@ -36,11 +36,14 @@ struct SgdFactors {
   }
 };
 
-// One parameter group's Adam or AdamW settings in T. The step-dependent bias corrections are
-// computed in double, as PyTorch computes them (Python floats), then rounded once.
+// One parameter group's Adam or AdamW settings in T. The step-dependent bias corrections and
+// keep1, keep2 (1 - beta1, 1 - beta2) are computed in double, as PyTorch computes them (Python
+// floats), then rounded once: 1 - 0.999f in float is 1.3e-5 below 0.001, and v would be that
+// much too small.
 template <class T>
 struct AdamFactors {
-  T shrink = 1, l2 = 0, beta1 = 0, beta2 = 0, step_size = 0, eps = 0, correction2 = 1;
+  T shrink = 1, l2 = 0, beta1 = 0, beta2 = 0, keep1 = 1, keep2 = 1, step_size = 0, eps = 0,
+    correction2 = 1;
 
   static AdamFactors of(const AdamParams& p) {
     const double bias_correction1 = 1 - ::pow(p.beta1, double(p.step));
@@ -50,6 +53,8 @@ struct AdamFactors {
             T(p.decoupled_weight_decay ? 0 : decay),
             T(p.beta1),
             T(p.beta2),
+            T(1 - p.beta1),
+            T(1 - p.beta2),
             T(p.lr / bias_correction1),
             T(p.eps),
             T(bias_correction2_sqrt)};
@@ -58,8 +63,8 @@ struct AdamFactors {
   BAREYOLO_HOST_DEVICE void step(T& w, T& m, T& v, T g) const {
     if (l2 != 0) g += l2 * w;
     w *= shrink;
-    m = beta1 * m + (1 - beta1) * g;
-    v = beta2 * v + (1 - beta2) * g * g;
+    m = beta1 * m + keep1 * g;
+    v = beta2 * v + keep2 * g * g;
     w -= step_size * m / (::sqrt(v) / correction2 + eps);
   }
 };
