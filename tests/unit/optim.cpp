@@ -73,6 +73,11 @@ TEST_CASE("a frozen parameter is outside the optimiser's pass, the clip and the 
   CHECK(arena.parameter_count() == 3);
   Sgd sgd(arena, 0.1, 0.5, 0.0);
   CHECK(gradient_norm(arena) == doctest::Approx(std::sqrt(0.5)));  // without the frozen 100
+  // The clip scales w's gradients by that norm alone, and leaves the frozen one.
+  clip_gradient_norm(arena, 0.5);
+  CHECK(gw.to_vector<double>()[0] ==
+        doctest::Approx(0.5 * 0.5 / (std::sqrt(0.5) + 1e-6)).scale(0).epsilon(1e-12));
+  CHECK(gf.to_vector<double>()[0] == 100.0);
   sgd.step();
   CHECK(f.to_vector<double>()[0] == 3.0);
   CHECK(w.to_vector<double>()[0] != 1.0);
@@ -169,6 +174,24 @@ TEST_CASE("schedule follows YOLOv5's warmup and its epoch off-by-one") {
   CHECK(cosine.lr_factor(5) == doctest::Approx(0.5 * (0.01 - 1) + 1));
   CHECK(Schedule(ScheduleHyp{}, 10, 50, 128, 64).accumulate() == 1);  // round(0.5) = 0 -> 1
   CHECK(Schedule(ScheduleHyp{}, 10, 50, 24, 64).accumulate() == 3);
+  // Warm-up ramps accumulate from 1 to nbs / batch = 2.67, not to the whole 2: its last
+  // iteration rounds 2.66 to 3.
+  CHECK(Schedule(ScheduleHyp{}, 10, 50, 24, 64).at(149).accumulate == 3);
+}
+
+TEST_CASE("apply: the biases take warm-up's bias lr, the other groups the lr, all the momentum") {
+  Tensor w = Tensor::from_vector(std::vector<double>{1.0}, {1, 1, 1, 1});
+  Tensor gw = Tensor::from_vector(std::vector<double>{0.5}, {1, 1, 1, 1});
+  std::vector<StateEntry> state = {{"w", &w, &gw, {1}, ParamGroup::weight}};
+  ParameterArena arena(state);
+  Sgd sgd(arena, 0.01, 0.9, 0.0);
+  apply({.bias_lr = 0.08, .lr = 0.002, .momentum = 0.85, .accumulate = 1}, sgd);
+  for (ParamGroup group : {ParamGroup::bias, ParamGroup::weight, ParamGroup::norm_weight}) {
+    CAPTURE(int(group));
+    const Optimizer::Group& settings = sgd.group(optimizer_group_index(group));
+    CHECK(settings.lr == (group == ParamGroup::bias ? 0.08 : 0.002));
+    CHECK(settings.momentum == 0.85);
+  }
 }
 
 TEST_CASE("model ema averages floating state with YOLOv5's decay and copies counters") {

@@ -1,10 +1,12 @@
 // tests/unit/solver.cpp — the Solver (models/train/solver.h), the one owner of the optimizer
 // step: it moves the weights at the end of each accumulation and only there, its step is
-// exactly the sequence it documents (schedule, forward and backward, clip, SGD, zero, EMA), and
+// exactly the sequence it documents (schedule, forward and backward, clip, the optimizer --
+// YOLOv5's SGD, Adam or AdamW -- zero, EMA), and
 // restore() continues a run bit for bit.
 #include "models/train/solver.h"
 
 #include "engine/distributed/comm/communicator.h"
+#include "engine/optim/adam.h"
 #include "engine/optim/clip.h"
 #include "engine/optim/ema.h"
 #include "engine/optim/sgd.h"
@@ -49,6 +51,16 @@ SolverOptions accumulating_options() {
 
 std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
 
+// YOLOv5's optimizers as its smart_optimizer builds them: SGD with Nesterov momentum, Adam with
+// the decay in the gradient (torch.optim.Adam), AdamW with it decoupled; beta1 the momentum.
+std::unique_ptr<Optimizer> yolov5_optimizer(OptimizerKind kind, ParameterArena& arena, double lr,
+                                            double momentum, double weight_decay) {
+  if (kind == OptimizerKind::sgd) return std::make_unique<Sgd>(arena, lr, momentum, weight_decay);
+  return std::make_unique<Adam>(arena,
+                                kind == OptimizerKind::adam ? AdamDecay::l2 : AdamDecay::decoupled,
+                                lr, momentum, weight_decay);
+}
+
 bool all_zero(const Tensor& t) {
   for (float v : values(t))
     if (v != 0) return false;
@@ -80,40 +92,45 @@ TEST_CASE("the solver updates at the end of each accumulation, and only there") 
   CHECK(solver.state().optimizer_updates == 3);
 }
 
-TEST_CASE("a solver step is the schedule, forward and backward, clip, SGD, zero and EMA") {
-  DetectionModel model = tiny_model(), twin = tiny_model();
-  // Loss gains x8: these batches' gradients (a global norm of 3-9 at the usual gains) then pass
-  // YOLOv5's clip at 10, so the twin checks where the Solver clips, not only that it does.
-  SolverOptions options = accumulating_options();
-  options.loss.hyp.box *= 8, options.loss.hyp.obj *= 8, options.loss.hyp.cls *= 8;
-  Solver solver(model, options);
+TEST_CASE("a solver step is the schedule, forward and backward, clip, optimizer, zero and EMA") {
+  for (OptimizerKind kind : {OptimizerKind::sgd, OptimizerKind::adam, OptimizerKind::adamw}) {
+    CAPTURE(optimizer_name(kind));
+    DetectionModel model = tiny_model(), twin = tiny_model();
+    // Loss gains x8: these batches' gradients (a global norm of 3-9 at the usual gains) then
+    // pass YOLOv5's clip at 10, so the twin checks where the Solver clips, not only that it does.
+    SolverOptions options = accumulating_options();
+    options.loss.hyp.box *= 8, options.loss.hyp.obj *= 8, options.loss.hyp.cls *= 8;
+    options.optimizer = kind;
+    Solver solver(model, options);
 
-  // The same recipe written out on the twin, in the order the Solver documents.
-  ParameterArena arena(twin.state());
-  const Schedule schedule(options.schedule, options.epochs, options.batches_per_epoch,
-                          options.batch, options.nbs);
-  Sgd sgd(arena, options.schedule.lr0, options.schedule.momentum,
-          options.weight_decay * options.batch * schedule.accumulate() / options.nbs);
-  ModelEma ema(arena, twin.state());
-  int64_t last_step = -1, clipped = 0;
-  for (int64_t iteration = 0; iteration < 4; ++iteration) {  // warm-up: a step every batch
-    const TinyBatch batch = tiny_batch(10 + uint64_t(iteration));
-    solver.step(batch.images, batch.labels, iteration);
-    const StepSettings settings = schedule.at(iteration);
-    apply(settings, sgd);
-    forward_backward(twin, batch.images, batch.labels, options.loss);
-    REQUIRE(iteration - last_step >= settings.accumulate);
-    clipped += gradient_norm(arena) > 10.0;
-    clip_gradient_norm(arena, 10.0);
-    sgd.step();
-    sgd.zero_grad();
-    ema.update();
-    last_step = iteration;
+    // The same recipe written out on the twin, in the order the Solver documents.
+    ParameterArena arena(twin.state());
+    const Schedule schedule(options.schedule, options.epochs, options.batches_per_epoch,
+                            options.batch, options.nbs);
+    const std::unique_ptr<Optimizer> optimizer = yolov5_optimizer(
+        kind, arena, options.schedule.lr0, options.schedule.momentum,
+        options.weight_decay * options.batch * schedule.accumulate() / options.nbs);
+    ModelEma ema(arena, twin.state());
+    int64_t last_step = -1, clipped = 0;
+    for (int64_t iteration = 0; iteration < 4; ++iteration) {  // warm-up: a step every batch
+      const TinyBatch batch = tiny_batch(10 + uint64_t(iteration));
+      solver.step(batch.images, batch.labels, iteration);
+      const StepSettings settings = schedule.at(iteration);
+      apply(settings, *optimizer);
+      forward_backward(twin, batch.images, batch.labels, options.loss);
+      REQUIRE(iteration - last_step >= settings.accumulate);
+      clipped += gradient_norm(arena) > 10.0;
+      clip_gradient_norm(arena, 10.0);
+      optimizer->step();
+      optimizer->zero_grad();
+      ema.update();
+      last_step = iteration;
+    }
+    CHECK(clipped >= 2);                                               // the clip took part
+    CHECK(values(solver.arena().values()) == values(arena.values()));  // bit for bit
+    for (size_t i = 0; i < ema.values().size(); ++i)
+      CHECK(solver.ema_values()[i].to_doubles() == ema.values()[i].to_doubles());
   }
-  CHECK(clipped >= 2);                                               // the clip took part
-  CHECK(values(solver.arena().values()) == values(arena.values()));  // bit for bit
-  for (size_t i = 0; i < ema.values().size(); ++i)
-    CHECK(solver.ema_values()[i].to_doubles() == ema.values()[i].to_doubles());
 }
 
 TEST_CASE("a restored solver continues bit for bit") {
