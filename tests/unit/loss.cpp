@@ -34,6 +34,23 @@ std::vector<LevelGrid> grids(int size) {  // three levels of strides 8, 16, 32
           {size / 32, size / 32, kAnchors}};
 }
 
+// Raw head outputs for `levels` drawn in [-4, 4], and views of them.
+struct RandomHeads {
+  std::vector<std::vector<float>> values;
+  std::vector<View<const float>> views;
+};
+RandomHeads random_heads(Rng& rng, int images, int outputs, const std::vector<LevelGrid>& levels) {
+  RandomHeads heads;
+  heads.values.resize(levels.size());
+  for (size_t l = 0; l < levels.size(); ++l) {
+    const Shape4 shape{images, int64_t(levels[l].anchors.size()) * outputs, levels[l].ny,
+                       levels[l].nx};
+    heads.values[l] = convert<float>(random_vector(rng, shape.numel(), -4, 4));
+    heads.views.push_back(dense_view<const float>(heads.values[l].data(), shape));
+  }
+  return heads;
+}
+
 }  // namespace
 
 TEST_CASE("build_targets matches anchors by ratio and adds the two nearer neighbour cells") {
@@ -76,6 +93,21 @@ TEST_CASE("build_targets rejects anchors at ratio 4 and keeps cells inside the g
   CHECK(corner.size() == 1);
 }
 
+TEST_CASE("build_targets: x in the grid's width, y in its height, no neighbour at half a cell") {
+  // A 10 wide, 5 high grid; centre (0.25, 0.5): gx = 2.5, gy = 2.5, each exactly half a cell
+  // from both neighbours, so neither is added (YOLOv5 takes one below half, strictly).
+  const LevelGrid grid{5, 10, {{1.0, 1.0}}};
+  const std::vector<MatchedRow> rows =
+      build_targets({{0, 0, 0.25f, 0.5f, 0.2f, 0.2f}}, {grid}, 4.0)[0];
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].gi == 2);
+  CHECK(rows[0].gj == 2);
+  CHECK(rows[0].tx == 0.5);
+  CHECK(rows[0].ty == 0.5);
+  CHECK(rows[0].tw == doctest::Approx(2.0).scale(0).epsilon(1e-6));  // 0.2 of 10 cells
+  CHECK(rows[0].th == doctest::Approx(1.0).scale(0).epsilon(1e-6));  // 0.2 of 5 cells
+}
+
 TEST_CASE("complete_iou follows its definition and its Dual derivatives are exact") {
   const Box target{2.0, 3.0, 1.5, 2.5};
   // Identical boxes: IoU 1, no centre distance, no aspect difference -> CIoU ~ 1.
@@ -91,6 +123,15 @@ TEST_CASE("complete_iou follows its definition and its Dual derivatives are exac
   const double alpha = v / (v - iou + 1 + 1e-7);
   CHECK(complete_iou(x, y, w, h, target).ciou ==
         doctest::Approx(iou - (rho2 / c2 + v * alpha)).epsilon(1e-12));
+  // Boxes apart in x and in y: no intersection (the two negative overlaps multiplied would
+  // make one), only the penalty. Target corner (2.75, 4.25); pred x in [3, 4], y in [4.5, 5.5].
+  const double apart_c2 = std::pow(4.0 - 1.25, 2) + std::pow(5.5 - 1.75, 2) + 1e-7;
+  const double apart_rho2 = std::pow(3.5 - 2.0, 2) + std::pow(5.0 - 3.0, 2);
+  const double apart_v =
+      4 / (M_PI * M_PI) * std::pow(std::atan(1.5 / 2.5) - std::atan(1.0 / 1.0), 2);
+  const double apart_alpha = apart_v / (apart_v + 1 + 1e-7);
+  CHECK(complete_iou(3.5, 5.0, 1.0, 1.0, target).ciou ==
+        doctest::Approx(-(apart_rho2 / apart_c2 + apart_v * apart_alpha)).epsilon(1e-12));
   // Derivatives against central differences with alpha held fixed.
   const auto terms = complete_iou(Dual<4>::variable(x, 0), Dual<4>::variable(y, 1),
                                   Dual<4>::variable(w, 2), Dual<4>::variable(h, 3), target);
@@ -386,13 +427,8 @@ TEST_CASE("the loss tensor holds the host loss's values bit for bit") {
   const std::vector<LevelGrid> levels = grids(size);
   LossOptions options{scale_loss_gains({}, 3, classes, size), classes};
   options.hyp.label_smoothing = 0.1;
-  std::vector<std::vector<float>> heads(3);
-  std::vector<View<const float>> in;
-  for (size_t l = 0; l < 3; ++l) {
-    const Shape4 shape{images, anchors * outputs, levels[l].ny, levels[l].nx};
-    heads[l] = convert<float>(random_vector(rng, shape.numel(), -4, 4));
-    in.push_back(dense_view<const float>(heads[l].data(), shape));
-  }
+  const RandomHeads heads = random_heads(rng, images, outputs, levels);
+  const std::vector<View<const float>>& in = heads.views;
   const auto targets = build_targets(random_labels(rng, images, 6, classes), levels, 4.0);
   const Tensor loss =
       yolo_loss<float>(in, targets, local_normalization(targets, images), options, {});
@@ -440,6 +476,23 @@ TEST_CASE("the loss tensor holds the host loss's values bit for bit") {
   CHECK(got.total == (got.box + got.obj + got.cls) * images);
   CHECK(got.obj > 0);
   CHECK(got.cls > 0);
+}
+
+TEST_CASE("a single-class model has no class loss, as YOLOv5 skips it when nc is 1") {
+  Rng rng(106);
+  const int images = 2, size = 64;
+  const std::vector<LevelGrid> levels = grids(size);
+  for (int classes : {1, 2}) {
+    CAPTURE(classes);
+    const RandomHeads heads = random_heads(rng, images, classes + 5, levels);
+    const auto targets = build_targets(random_labels(rng, images, 4, classes), levels, 4.0);
+    const LossOptions options{scale_loss_gains({}, 3, classes, size), classes};
+    const LossValues values = read_loss(
+        yolo_loss<float>(heads.views, targets, local_normalization(targets, images), options, {}));
+    CHECK(values.box > 0);
+    CHECK(values.obj > 0);
+    CHECK((values.cls > 0) == (classes > 1));
+  }
 }
 
 TEST_CASE("read_loss refuses a tensor that is not a loss tensor") {

@@ -111,7 +111,9 @@ TEST_CASE("target matcher refuses sizes no stride divides, and the step grids no
   data::Batch batch = labelled_batch(rng, 2, 128, 128);
   const data::MatchedTargets matched = matcher(batch);
   const data::Batch small = labelled_batch(rng, 2, 64, 64);
-  CHECK_THROWS_AS(
+  CHECK_THROWS_WITH_AS(
       forward_backward(model, small.images_tensor(), small.labels(), tiny_loss(), {}, &matched),
+      "targets matched to grids of another size than the input's (the loader's input size must "
+      "be the model's input's)",
       std::logic_error);
 }
