@@ -97,8 +97,7 @@ std::vector<std::vector<Detection>> detect(const std::vector<Tensor>& head,
 ValidationResult validate(DetectionModel& model, const data::Dataset& dataset,
                           const ValidationOptions& options) {
   const Device device = model.device();
-  NmsOptions nms = options.nms;
-  nms.agnostic = nms.agnostic || options.single_cls;
+  const NmsOptions nms = nms_of(options);
   StageTimes times;
   auto predict = [&](const data::Batch& batch) {
     const Tensor images =

@@ -53,6 +53,14 @@ struct ValidationOptions {
   int shard = 0, shards = 1;
 };
 
+// The NMS a model's validation runs: `options.nms`, across classes under --single-cls (val.py
+// passes agnostic=single_cls).
+inline NmsOptions nms_of(const ValidationOptions& options) {
+  NmsOptions nms = options.nms;
+  nms.agnostic = nms.agnostic || options.single_cls;
+  return nms;
+}
+
 // The batches [begin, end) of `steps` that share `shard` of `shards` scores: contiguous, in
 // order, sizes differing by at most one (a share may be empty when there are fewer batches).
 struct ShardRange {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/shell/cli_smoke.sh BAREYOLO MODEL_YAML — the detector commands end to end on a tiny
-# built-in dataset: make-shapes (and a moved copy), data-check, init, convert (bf16), grads, val
-# (with --save-json), predict.
+# built-in dataset: make-shapes (and a moved copy), data-check, init, convert (bf16), val (with
+# --save-json), predict (its labels/*.txt and detections.json agreeing: predict_labels_check.py).
 # Each step must succeed and leave the files it promises.
 set -euo pipefail
 bareyolo=$1 cfg=$2
@@ -63,6 +63,12 @@ cat "$work/txt"/labels/*.txt | awk '
   { for (i = 2; i <= 6; ++i) if ($i < 0 || $i > 1) { print "not normalised: " $0; bad = 1 } }
   END { if (NR == 0) { print "no label lines"; bad = 1 } exit bad }'
 for file in "$work/txt"/labels/*.txt; do test "$(wc -l < "$file")" -le 5; done
+python3 "$(dirname "$0")/predict_labels_check.py" "$work/txt" "$work/shapes/images/val"
+# No detection above --conf 0.99 (the weights are fresh): no label file at all.
+"$bareyolo" predict --cfg "$cfg" --weights "$work/w.safetensors" --source "$work/shapes/images/val" \
+  --imgsz 64 --conf 0.99 --out "$work/none" --save-txt --nosave >/dev/null
+grep -qx '\[\]' "$work/none/detections.json"
+test -z "$(ls -A "$work/none/labels" 2>/dev/null)"
 "$bareyolo" predict --cfg "$cfg" --weights "$work/w.safetensors" --source "$work/shapes/images/val" \
   --imgsz 64 --conf 0.001 --out "$work/plain" --save-txt --hide-labels --line-thickness 1 >/dev/null
 awk 'NF != 5 { print "with --save-txt alone a line has 5 fields: " $0; exit 1 }' \

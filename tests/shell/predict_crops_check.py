@@ -12,24 +12,12 @@ import os
 import struct
 import sys
 
+sys.dont_write_bytecode = True  # no __pycache__ beside the sources
+from jpeg_size import jpeg_size  # noqa: E402
+
 
 def f32(value):
     return struct.unpack("f", struct.pack("f", value))[0]
-
-
-def jpeg_size(path):
-    """(width, height) from a JPEG's start-of-frame segment."""
-    data = open(path, "rb").read()
-    at = 2
-    while at + 9 <= len(data):
-        if data[at] != 0xFF:
-            sys.exit(f"FAIL: {path} is not a JPEG stream at byte {at}")
-        marker, length = data[at + 1], struct.unpack(">H", data[at + 2:at + 4])[0]
-        if marker in (0xC0, 0xC1, 0xC2):
-            height, width = struct.unpack(">HH", data[at + 5:at + 9])
-            return width, height
-        at += 2 + length
-    sys.exit(f"FAIL: no frame header in {path}")
 
 
 def crop_size(box, width, height):

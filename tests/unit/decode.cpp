@@ -15,13 +15,16 @@ TEST_CASE("decode turns logits into pixel boxes in YOLOv5's row order") {
   // Input 64x64: levels 8x8, 4x4, 2x2. All logits 0 (sigmoid 0.5) except one cell.
   std::vector<Tensor> head;
   for (int size : {8, 4, 2}) head.push_back(Tensor::zeros({1, 3 * no, size, size}));
-  // Level 1, anchor 2, cell (gy 3, gx 1): tx = ln 3 (s = 0.75), tw = 0 (s = 0.5), obj logit 2.
+  // Level 1, anchor 2, cell (gy 3, gx 1): tx = ln 3 (s = 0.75), ty = 0 (s = 0.5), tw = ln 3
+  // (s = 0.75), th = -ln 3 (s = 0.25), obj logit 2.
   {
     std::vector<float> values(size_t(head[1].numel()), 0.0f);
     auto at = [&](int field) -> float& {
       return values[size_t(((2 * no + field) * 4 + 3) * 4 + 1)];
     };
     at(0) = std::log(3.0f);
+    at(2) = std::log(3.0f);
+    at(3) = -std::log(3.0f);
     at(4) = 2.0f;
     head[1] = Tensor::from_vector(values, head[1].shape());
   }
@@ -37,7 +40,8 @@ TEST_CASE("decode turns logits into pixel boxes in YOLOv5's row order") {
   const float* r = rows.data() + size_t((3 * 64 + 2 * 16 + 3 * 4 + 1) * no);
   CHECK(r[0] == doctest::Approx((2 * 0.75 - 0.5 + 1) * 16));
   CHECK(r[1] == doctest::Approx((2 * 0.5 - 0.5 + 3) * 16));
-  CHECK(r[2] == doctest::Approx(3.6875 * 16));  // P4 anchor 2 in pixels: 59
-  CHECK(r[3] == doctest::Approx(7.4375 * 16));
+  // Sizes (2 s)^2 times P4 anchor 2 in pixels (59 x 119): 2.25 and 0.25 of it.
+  CHECK(r[2] == doctest::Approx(2.25 * 3.6875 * 16));
+  CHECK(r[3] == doctest::Approx(0.25 * 7.4375 * 16));
   CHECK(r[4] == doctest::Approx(1 / (1 + std::exp(-2.0))));
 }

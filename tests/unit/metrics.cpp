@@ -37,6 +37,14 @@ TEST_CASE("map matching marks a detection correct only up to its IoU") {
   const std::vector<Detection> detections = {detection(part_of_square(6.8f), 0.9f)};  // IoU 0.68
   const auto correct = match_detections(detections, std::vector<GroundTruth>{label(kSquare)});
   CHECK(correct_row(correct, 0) == std::vector<int>{1, 1, 1, 1, 0, 0, 0, 0, 0, 0});
+  // An IoU exactly on a threshold counts there (YOLOv5: iou >= threshold): 0.5 and 0.75.
+  const std::vector<GroundTruth> square = {label(kSquare)};
+  const std::vector<Detection> half = {detection(part_of_square(5.0f), 0.9f)},
+                               three_quarters = {detection(part_of_square(7.5f), 0.9f)};
+  CHECK(correct_row(match_detections(half, square), 0) ==
+        std::vector<int>{1, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  CHECK(correct_row(match_detections(three_quarters, square), 0) ==
+        std::vector<int>{1, 1, 1, 1, 1, 1, 0, 0, 0, 0});
 }
 
 TEST_CASE("map matching gives a label to the lowest detection index not the highest IoU") {
@@ -87,6 +95,17 @@ TEST_CASE("map of a perfect detector is 0.995 as in YOLOv5") {
   REQUIRE(metrics.classes.size() == 2);
   CHECK(metrics.classes[0].labels == 2);
   CHECK(metrics.classes[1].class_id == 1);
+}
+
+TEST_CASE("map50 is the 0.5 threshold's AP and map50-95 the mean over the ten") {
+  // One label found at IoU 0.68: a true positive at 0.5 to 0.65, nothing above.
+  DetectionStats stats;
+  stats.add_image(std::vector<Detection>{detection(part_of_square(6.8f), 0.9f)},
+                  std::vector<GroundTruth>{label(kSquare)});
+  const DetectionMetrics metrics = ap_per_class(stats);
+  CHECK(metrics.map50 == doctest::Approx(0.995));
+  CHECK(metrics.map50_95 == doctest::Approx(0.995 * 4 / 10));
+  CHECK(metrics.mean_recall == doctest::Approx(1.0));  // at 0.5, where P and R are read
 }
 
 TEST_CASE("map with a miss and a false positive matches the hand-computed area") {

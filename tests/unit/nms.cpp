@@ -138,6 +138,11 @@ TEST_CASE("nms class filter keeps only the listed classes") {
   NmsOptions options;
   options.classes = {2, 0};
   CHECK(classes_of(run_nms(rows, options)) == std::vector<int>{0, 2});
+  // With multi_label too: a box's classes off the list give no rows.
+  Rows both{3};
+  both.add({50, 50, 20, 20}, 1, {0.6f, 0.9f, 0.8f});
+  options.multi_label = true;
+  CHECK(classes_of(run_nms(both, options)) == std::vector<int>{2, 0});
 }
 
 TEST_CASE("nms of empty input or no candidates is empty") {

@@ -96,5 +96,22 @@ TEST_CASE("validation of an oracle predictor scores 0.995 and a wrong-class one 
       CHECK(image.detections[k].class_id == label.class_id);
     }
   }
+  // A shard's detections are its share's only: --save-json is refused with shards.
+  options.shards = 2;
+  CHECK_THROWS_WITH_AS(validate(split.dataset, options, oracle(0, 3), 32),
+                       "keep_detections: sharded validation gathers statistics, not detections",
+                       std::invalid_argument);
   std::filesystem::remove_all(root);
+}
+
+TEST_CASE("validation's NMS is YOLOv5's val NMS, across classes under --single-cls") {
+  ValidationOptions options;
+  const NmsOptions multi = nms_of(options);
+  CHECK(multi.conf_threshold == 0.001f);
+  CHECK(multi.iou_threshold == 0.6f);
+  CHECK(multi.max_det == 300);
+  CHECK(multi.multi_label);
+  CHECK_FALSE(multi.agnostic);
+  options.single_cls = true;
+  CHECK(nms_of(options).agnostic);
 }
