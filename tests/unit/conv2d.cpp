@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "kernels/cpu/cache_sizes.h"
 #include "kernels/ops.h"
 #include "tests/support/testing.h"
 #include "tests/support/winograd_use.h"
@@ -270,11 +271,16 @@ TEST_CASE("conv2d backward gives identical bits on one two and three threads") {
 // definition in double, float and double, and for the same bits on one, two and three threads.
 TEST_CASE("conv2d backward weight of a large dW matches the definition on every chunking") {
   ScopedWinogradUse scope(cpu::WinogradUse::kNever);
+  // And, on any L2, 3 images of which two fill a chunk in double (each 0.8 of an L2): the last
+  // chunk holds one image.
+  const int64_t side =
+      std::llround(std::sqrt(0.8 * double(cpu::cache_sizes().l2) / (64 * 9 * sizeof(double))));
   const ConvCase cases[] = {
       {{3, 128, 5, 4}, 600, 1, 1, {1, 1, 0, 0}, true},
       {{3, 64, 22, 21}, 128, 3, 3, {1, 1, 1, 1}, false},
       {{5, 64, 11, 12}, 128, 3, 3, {2, 2, 1, 1}, true},
       {{2, 64, 32, 31}, 128, 3, 3, {1, 1, 1, 1}, false},
+      {{3, 64, side, side}, 128, 3, 3, {1, 1, 1, 1}, false},
   };
   for (size_t index = 0; index < std::size(cases); ++index) {
     const ConvCase& cc = cases[index];

@@ -33,6 +33,7 @@ TEST_CASE("direct convolution gives the bits of im2col + GEMM") {
   const DirectCase cases[] = {
       {3, 40, 36, 16, 6, 2, 2, false},  // YOLOv5's stem: 18 output columns, a tile and 2 more
       {3, 13, 11, 8, 6, 2, 2, true},    // the stem on a map narrower than one tile, a bias
+      {3, 10, 96, 8, 6, 2, 2, false},   // the stem at 48 columns, two whole tiles (96-px input)
       {3, 9, 33, 4, 3, 1, 1, false},    // 3x3 stride 1: one column phase
       {1, 7, 19, 12, 5, 2, 2, true},    // one channel, odd widths
       {4, 6, 8, 4, 1, 2, 1, false},     // 1x1 with stride and padding: rows of padding only

@@ -20,8 +20,7 @@ TEST_CASE("predict's letterbox maps the canvas back onto the original's pixels")
   CHECK(input.letterbox.pad_y == 16);
   CHECK(input.letterbox.original_width == 96);
   CHECK(input.letterbox.original_height == 48);
-  const models::BoxXYXY original =
-      models::scale_box_to_original({16, 24, 48, 40}, input.letterbox);
+  const models::BoxXYXY original = models::scale_box_to_original({16, 24, 48, 40}, input.letterbox);
   CHECK(original.x1 == doctest::Approx(24));
   CHECK(original.y1 == doctest::Approx(12));
   CHECK(original.x2 == doctest::Approx(72));

@@ -49,7 +49,17 @@ TEST_CASE("concat rejects parts that do not add up") {
   std::vector<float> a(12), y(12);
   CHECK_THROWS_WITH_AS(ops::concat_forward<float>({dense_view<const float>(a.data(), {1, 2, 2, 3})},
                                                   dense_view(y.data(), {1, 3, 2, 2})),
-                       doctest::Contains("concat_forward"), std::invalid_argument);
+                       doctest::Contains("concat_forward: part (1,2,2,3) does not match"),
+                       std::invalid_argument);
+  // Fewer channels than the concatenation's (its last channel would stay unwritten), and more.
+  CHECK_THROWS_WITH_AS(ops::concat_forward<float>({dense_view<const float>(a.data(), {1, 2, 2, 2})},
+                                                  dense_view(y.data(), {1, 3, 2, 2})),
+                       "concat_forward: parts have 2 channels in all but the concatenation has 3",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(ops::concat_forward<float>({dense_view<const float>(a.data(), {1, 3, 2, 2})},
+                                                  dense_view(y.data(), {1, 2, 2, 2})),
+                       "concat_forward: parts have 3 channels in all but the concatenation has 2",
+                       std::invalid_argument);
 }
 
 TEST_CASE("upsample nearest x2 forward copies each pixel to a 2x2 block") {

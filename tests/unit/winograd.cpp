@@ -107,6 +107,14 @@ TEST_CASE("Winograd runs only where it applies and where the measured rule picks
     CHECK(cpu::winograd_chosen(narrow, 16, ConvPass::kWeightGradient));
     CHECK(cpu::winograd_chosen(geometry({1, 3, 4, 4}, 3, 1, 0), 1, ConvPass::kForward));
     CHECK_FALSE(cpu::winograd_chosen(geometry(x, 3, 2, 1), 32, ConvPass::kForward));
+    // A stride of 2 on either axis alone (F(2,3) steps 1 on both).
+    for (const bool rows : {true, false}) {
+      CAPTURE(rows);
+      cpu::ConvGeometry one_axis = geometry(x, 3, 1, 1);
+      (rows ? one_axis.stride_h : one_axis.stride_w) = 2;
+      (rows ? one_axis.out_h : one_axis.out_w) = 10;
+      CHECK_FALSE(cpu::winograd_chosen(one_axis, 32, ConvPass::kForward));
+    }
   }
   ScopedWinogradUse never(cpu::WinogradUse::kNever);
   for (ConvPass pass : all) CHECK_FALSE(cpu::winograd_chosen(geometry(x, 3, 1, 1), 32, pass));
