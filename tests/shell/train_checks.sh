@@ -52,15 +52,16 @@ refused "--max-steps: must be a positive number of optimizer steps" --max-steps 
 refused "--cudnn: fastest not in {deterministic,fast}" --cudnn fastest
 
 # A run started with --device cpu, --amp, --winograd off and --cudnn fast and stopped, then
-# resumed: flags
-# that would change it are refused with the differences named; resumed alone it continues as
-# one process with the run's numerics (either one lost changes the weights).
+# resumed: flags that would change it are refused with the differences named; resumed alone it
+# continues as one process with the run's numerics (either one lost changes the weights), its
+# bf16 weight copies the checkpoint's (stopped after 3 steps: warm-up's first barely moves the
+# weights, and copies of the fresh ones passed for the checkpoint's).
 "$bareyolo" make-shapes --out "$work/shapes" --n-train 16 --n-val 4 --imgsz 64 --classes 2 >/dev/null
 common=(--data "$work/shapes/data.yaml" --cfg "$cfg" --epochs 1 --batch 4 --workers 1 --device cpu
   --project "$work/runs")
 train=("${common[@]}" --imgsz 64 --amp --winograd off --cudnn fast)
 "$bareyolo" train "${train[@]}" --name whole > "$work/whole.txt"
-"$bareyolo" train "${train[@]}" --name stopped --max-steps 1 > "$work/stopped.txt"
+"$bareyolo" train "${train[@]}" --name stopped --max-steps 3 > "$work/stopped.txt"
 run="$work/runs/stopped"
 test -s "$run/weights/last.safetensors" || fail "no checkpoint after --max-steps"
 if "$bareyolo" train --resume "$run" --epochs 1 --imgsz 128 --batch 2 --winograd on \

@@ -133,6 +133,22 @@ TEST_CASE("a solver step is the schedule, forward and backward, clip, optimizer,
   }
 }
 
+TEST_CASE("a step's loss tensor keeps its values until the third step after it") {
+  DetectionModel model = tiny_model();
+  Solver solver(model, accumulating_options());
+  std::vector<Tensor> losses;
+  std::vector<double> read_at_once;
+  for (int64_t iteration = 0; iteration < 3; ++iteration) {
+    const TinyBatch batch = tiny_batch(20 + uint64_t(iteration));
+    const StepOutcome step = solver.step(batch.images, batch.labels, iteration);
+    losses.push_back(step.loss);
+    read_at_once.push_back(read_loss(step.loss).total);
+  }
+  CHECK(read_at_once[0] != read_at_once[1]);
+  CHECK(read_at_once[1] != read_at_once[2]);
+  for (size_t i = 0; i < losses.size(); ++i) CHECK(read_loss(losses[i]).total == read_at_once[i]);
+}
+
 TEST_CASE("a restored solver continues bit for bit") {
   const SolverOptions options = accumulating_options();
   DetectionModel whole_model = tiny_model(), first_model = tiny_model(), rest_model = tiny_model();
