@@ -1,6 +1,7 @@
 // tests/datasets/coco128.cpp — the data pipeline on real photographs (COCO128): the
 // verification counts `bareyolo data-check` prints, image sizes and box counts against the
-// dataset's manifest, the grayscale JPEG, and one loader epoch at 320 with two workers.
+// dataset's manifest, the grayscale JPEG, one loader epoch at 320 with two workers, and
+// validation's mapping of labels and detections through the photographs' rectangular batches.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -11,7 +12,9 @@
 #include "data/image.h"
 #include "data/label_cache.h"
 #include "data/loader.h"
+#include "models/eval/validate.h"
 #include "tests/datasets/datasets_testing.h"
+#include "tests/support/validation_oracle.h"
 
 using namespace bareyolo;
 
@@ -100,4 +103,21 @@ TEST_CASE("coco128: one epoch of 320 mosaics with two workers") {
   }
   CHECK(steps == 7);     // 103 images padded to 112
   CHECK(targets > 500);  // mosaics of ~8 boxes per image, some cut away
+}
+
+TEST_CASE("coco128: an oracle scores 0.995 through rectangular batches of photographs") {
+  // 640 x 480 and other shapes at 320 with rect: canvases wider than high, where the labels'
+  // heights and the detections' must both be scaled by the canvas height.
+  data::DatasetConfig config = data::read_dataset_yaml((coco128() / "data.yaml").string());
+  const data::OpenedSplit split = data::open_split(config, "val");
+  models::ValidationOptions options;
+  options.batch = 8;
+  options.imgsz = 320;
+  options.rect = true;
+  const models::ValidationResult result =
+      models::validate(split.dataset, options, testing::validation_oracle(0, 80), 32);
+  CHECK(result.images == 25);
+  CHECK(result.labels == 112);
+  CHECK(result.metrics.map50 == doctest::Approx(0.995));
+  CHECK(result.metrics.map50_95 == doctest::Approx(0.995));
 }

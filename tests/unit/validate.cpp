@@ -10,26 +10,13 @@
 #include "data/shapes.h"
 #include "models/eval/validate.h"
 #include "tests/support/testing.h"
+#include "tests/support/validation_oracle.h"
 
 using namespace bareyolo;
 using namespace bareyolo::models;
 
 namespace {
-
-// Every label of the batch as a detection on the canvas, with class `class_shift` added.
-BatchPredictor oracle(int class_shift, int classes) {
-  return [=](const data::Batch& batch) {
-    std::vector<std::vector<Detection>> detections(size_t(batch.size));
-    for (int64_t r = 0; r < batch.num_targets(); ++r) {
-      const float* row = batch.targets.data() + r * 6;
-      const BoxXYXY box = xywh_to_xyxy({row[2] * batch.width, row[3] * batch.height,
-                                        row[4] * batch.width, row[5] * batch.height});
-      detections[size_t(row[0])].push_back({box, 0.9f, (int(row[1]) + class_shift) % classes});
-    }
-    return detections;
-  };
-}
-
+const auto oracle = testing::validation_oracle;
 }  // namespace
 
 TEST_CASE("validation of an oracle predictor scores 0.995 and a wrong-class one 0") {
