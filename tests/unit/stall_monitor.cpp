@@ -13,6 +13,7 @@
 #include "engine/distributed/comm/progress_board.h"
 #include "engine/distributed/comm/watched_communicator.h"
 #include "engine/distributed/launch/stall_monitor.h"
+#include "tests/support/data_fixtures.h"
 
 namespace bareyolo::dist {
 namespace {
@@ -167,10 +168,7 @@ TEST_CASE("flight recorder: the ranks' files read back, and the summary says whe
 }
 
 TEST_CASE("flight records: every kind of collective reads back as it was written") {
-  const std::string folder =
-      (std::filesystem::temp_directory_path() / ("bareyolo-kinds-" + std::to_string(::getpid())))
-          .string();
-  std::filesystem::remove_all(folder);
+  const testing::TempDir folder;
   const std::vector<CollectiveFingerprint> issued = {
       {.sequence = 1, .op = CollectiveOp::all_reduce, .dtype = DType::bf16, .count = 8, .tag = "a"},
       {.sequence = 2, .op = CollectiveOp::broadcast, .dtype = DType::i64, .count = 3, .tag = "b"},
@@ -179,10 +177,9 @@ TEST_CASE("flight records: every kind of collective reads back as it was written
   FlightRecorder recorder;
   for (const CollectiveFingerprint& collective : issued) recorder.issued(collective, 10);
   const FlightFile file =
-      read_flight_record(write_flight_record(folder, 0, 1, "", recorder.records()));
+      read_flight_record(write_flight_record(folder.path().string(), 0, 1, "", recorder.records()));
   REQUIRE(file.records.size() == issued.size());
   for (size_t i = 0; i < issued.size(); ++i) CHECK(file.records[i].collective == issued[i]);
-  std::filesystem::remove_all(folder);
 }
 
 TEST_CASE("flight records: a damaged file is refused, and a large world's gaps are ranges") {

@@ -15,9 +15,7 @@
 using namespace bareyolo;
 using namespace bareyolo::models;
 
-namespace {
-const auto oracle = testing::validation_oracle;
-}  // namespace
+using testing::validation_oracle;
 
 TEST_CASE("validation of an oracle predictor scores 0.995 and a wrong-class one 0") {
   const std::string root =
@@ -33,13 +31,13 @@ TEST_CASE("validation of an oracle predictor scores 0.995 and a wrong-class one 
     options.batch = 4;
     options.imgsz = 64;  // the 96-pixel images are scaled down, then letterboxed
     options.rect = rect;
-    ValidationResult perfect = validate(split.dataset, options, oracle(0, 3), 32);
+    ValidationResult perfect = validate(split.dataset, options, validation_oracle(0, 3), 32);
     CHECK(perfect.images == 10);
     CHECK(perfect.labels > 10);
     CHECK(perfect.metrics.map50 == doctest::Approx(0.995));
     CHECK(perfect.metrics.map50_95 == doctest::Approx(0.995));
     CHECK(perfect.metrics.mean_recall == doctest::Approx(1.0));
-    ValidationResult confused = validate(split.dataset, options, oracle(1, 3), 32);
+    ValidationResult confused = validate(split.dataset, options, validation_oracle(1, 3), 32);
     CHECK(confused.metrics.map50 == 0.0);
   }
 
@@ -50,7 +48,7 @@ TEST_CASE("validation of an oracle predictor scores 0.995 and a wrong-class one 
   single.imgsz = 64;
   single.single_cls = true;
   const data::Dataset one_class = data::as_single_class(split.dataset);
-  ValidationResult merged = validate(one_class, single, oracle(1, 3), 32);
+  ValidationResult merged = validate(one_class, single, validation_oracle(1, 3), 32);
   int64_t boxes = 0;
   for (const data::ImageRecord& r : split.dataset.records()) boxes += int64_t(r.boxes.size());
   CHECK(merged.labels == boxes);
@@ -65,7 +63,7 @@ TEST_CASE("validation of an oracle predictor scores 0.995 and a wrong-class one 
   options.batch = 3;
   options.imgsz = 64;
   options.keep_detections = true;
-  ValidationResult kept = validate(split.dataset, options, oracle(0, 3), 32);
+  ValidationResult kept = validate(split.dataset, options, validation_oracle(0, 3), 32);
   REQUIRE(kept.detections.size() == 10);
   for (const ImageDetections& image : kept.detections) {
     const auto& records = split.dataset.records();
@@ -85,7 +83,7 @@ TEST_CASE("validation of an oracle predictor scores 0.995 and a wrong-class one 
   }
   // A shard's detections are its share's only: --save-json is refused with shards.
   options.shards = 2;
-  CHECK_THROWS_WITH_AS(validate(split.dataset, options, oracle(0, 3), 32),
+  CHECK_THROWS_WITH_AS(validate(split.dataset, options, validation_oracle(0, 3), 32),
                        "keep_detections: sharded validation gathers statistics, not detections",
                        std::invalid_argument);
   std::filesystem::remove_all(root);
